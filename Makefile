@@ -1,0 +1,26 @@
+# The project's commands. `make test` is the one CI runs (see .ci/run and README.md).
+SWIFT ?= swift
+
+.PHONY: deps build test bench format lint clean
+
+deps:
+	@scripts/install-deps.sh
+
+build: deps
+	$(SWIFT) build
+
+test: deps
+	$(SWIFT) build --build-tests
+	$(SWIFT) test
+
+bench: deps
+	$(SWIFT) run -c release cloudsync-bench
+
+format:
+	$(SWIFT) format --in-place --recursive --parallel Package.swift Sources Tests
+
+lint:
+	$(SWIFT) format lint --strict --recursive Package.swift Sources Tests
+
+clean:
+	rm -rf .build

@@ -1,0 +1,37 @@
+// swift-tools-version: 6.0
+import PackageDescription
+
+// Layers, lowest first: C libraries -> their Swift faces -> the core (`CloudSync`) -> the CLI -> the executable.
+// Dependencies point down only; see ../shared/DESIGN.md.
+let package = Package(
+    name: "CloudSync",
+    products: [
+        .library(name: "CloudSync", targets: ["CloudSync"]),
+        .executable(name: "cloudsync", targets: ["cloudsync"]),
+    ],
+    targets: [
+        // C libraries, found with pkg-config and installed from Debian's packages.
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
+        .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
+
+        // Thin Swift faces: no C type reaches their public API.
+        .target(name: "CloudSyncSQLite", dependencies: ["CSQLite"]),
+        .target(name: "CloudSyncSodium", dependencies: ["CSodium"]),
+        .target(name: "CloudSyncYAML", dependencies: ["CYAML"]),
+
+        // The core library.
+        .target(name: "CloudSync", dependencies: ["CloudSyncSodium"]),
+
+        // The command line: argument parsing, exit codes, what people see.
+        .target(name: "CloudSyncCLI", dependencies: ["CloudSync"]),
+        .executableTarget(name: "cloudsync", dependencies: ["CloudSyncCLI"]),
+
+        .testTarget(name: "CloudSyncSQLiteTests", dependencies: ["CloudSyncSQLite"]),
+        .testTarget(name: "CloudSyncSodiumTests", dependencies: ["CloudSyncSodium"]),
+        .testTarget(name: "CloudSyncYAMLTests", dependencies: ["CloudSyncYAML"]),
+        .testTarget(name: "CloudSyncTests", dependencies: ["CloudSync"]),
+        .testTarget(name: "CloudSyncCLITests", dependencies: ["CloudSyncCLI", "cloudsync"]),
+    ],
+    swiftLanguageModes: [.v6]
+)

@@ -1,0 +1,103 @@
+internal import CSQLite
+import Foundation
+
+/// One open SQLite connection. Reached only through ``SQLiteDatabase/read(_:)`` and ``SQLiteDatabase/write(_:)``,
+/// which serialize access to it; it is not `Sendable` and must not escape their bodies.
+public final class SQLiteConnection {
+    let handle: OpaquePointer
+    /// The database file this connection opened.
+    public let path: String
+
+    init(path: String, readOnly: Bool) throws(SQLiteError) {
+        var connection: OpaquePointer?
+        // NOMUTEX: SQLiteDatabase already serializes every use of this connection.
+        let flags =
+            (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
+        let code = sqlite3_open_v2(path, &connection, flags, nil)
+        guard code == SQLITE_OK, let connection else {
+            let message = connection.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
+            let extended = connection.map { sqlite3_extended_errcode($0) } ?? code
+            sqlite3_close_v2(connection)
+            throw SQLiteError(code: SQLiteResultCode(rawValue: extended), message: message, path: path)
+        }
+        sqlite3_extended_result_codes(connection, 1)
+        self.handle = connection
+        self.path = path
+    }
+
+    deinit { sqlite3_close_v2(handle) }
+
+    func lastError(code: Int32, sql: String?) -> SQLiteError {
+        let extended = sqlite3_extended_errcode(handle)
+        // The connection's last error may belong to an earlier call when `code` came from elsewhere.
+        let resultCode = (extended & 0xff) == (code & 0xff) ? extended : code
+        return SQLiteError(
+            code: SQLiteResultCode(rawValue: resultCode), message: String(cString: sqlite3_errmsg(handle)),
+            path: path, sql: sql)
+    }
+
+    /// Prepares one statement.
+    public func prepare(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
+        try SQLiteStatement(connection: self, sql: sql)
+    }
+
+    /// Runs one statement with the given parameters, discarding any rows.
+    public func execute(_ sql: String, _ values: any SQLiteBindable...) throws(SQLiteError) {
+        try prepare(sql).bind(values).run()
+    }
+
+    /// Runs a script of statements separated by semicolons, taking no parameters.
+    public func executeScript(_ sql: String) throws(SQLiteError) {
+        var message: UnsafeMutablePointer<CChar>?
+        let code = sqlite3_exec(handle, sql, nil, nil, &message)
+        guard code == SQLITE_OK else {
+            var error = lastError(code: code, sql: sql)
+            if let message {
+                error = SQLiteError(code: error.code, message: String(cString: message), path: path, sql: sql)
+                sqlite3_free(message)
+            }
+            throw error
+        }
+    }
+
+    /// Runs a query and maps every row; the statement is finalized before this returns.
+    public func query<Row>(
+        _ sql: String, _ values: [any SQLiteBindable] = [], row: (SQLiteStatement) throws -> Row
+    ) throws -> [Row] {
+        let statement = try prepare(sql).bind(values)
+        var rows: [Row] = []
+        while try statement.step() { rows.append(try row(statement)) }
+        return rows
+    }
+
+    /// The rowid of the most recent successful INSERT.
+    public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+
+    /// Rows changed by the most recent INSERT, UPDATE or DELETE.
+    public var changes: Int { Int(sqlite3_changes(handle)) }
+
+    /// Whether a transaction is open (autocommit is off).
+    public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+
+    /// Runs `body` in a transaction: it commits when `body` returns and rolls back when it throws.
+    ///
+    /// Nested calls become savepoints, so an inner failure undoes only the inner work.
+    public func transaction<T>(_ body: () throws -> T) throws -> T {
+        let nested = isInTransaction
+        let savepoint = "cloudsync_nested"
+        try executeScript(nested ? "SAVEPOINT \(savepoint)" : "BEGIN IMMEDIATE")
+        do {
+            let result = try body()
+            try executeScript(nested ? "RELEASE \(savepoint)" : "COMMIT")
+            return result
+        } catch {
+            // A failed COMMIT or a statement error may already have ended the transaction.
+            if nested {
+                try? executeScript("ROLLBACK TO \(savepoint); RELEASE \(savepoint)")
+            } else if isInTransaction {
+                try? executeScript("ROLLBACK")
+            }
+            throw error
+        }
+    }
+}

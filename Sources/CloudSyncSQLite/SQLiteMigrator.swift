@@ -1,0 +1,71 @@
+import Foundation
+
+/// A named change to a database's schema.
+public struct SQLiteMigration: Sendable {
+    /// A unique, stable name; it is recorded in the database once the migration has been applied.
+    public let name: String
+    let apply: @Sendable (SQLiteConnection) throws -> Void
+
+    public init(_ name: String, apply: @escaping @Sendable (SQLiteConnection) throws -> Void) {
+        self.name = name
+        self.apply = apply
+    }
+
+    /// A migration that runs a fixed SQL script.
+    public init(_ name: String, sql: String) {
+        self.init(name) { connection in try connection.executeScript(sql) }
+    }
+}
+
+/// Applies named migrations in order, each exactly once per database file.
+///
+/// Applied names are recorded in the table `cloudsync_migrations`. Each migration runs in its own transaction
+/// together with its record, so a failing migration leaves neither its changes nor its record behind.
+public struct SQLiteMigrator: Sendable {
+    public let migrations: [SQLiteMigration]
+
+    public init(_ migrations: [SQLiteMigration]) {
+        var seen = Set<String>()
+        for migration in migrations {
+            precondition(seen.insert(migration.name).inserted, "duplicate migration name \(migration.name)")
+        }
+        self.migrations = migrations
+    }
+
+    /// Applies the migrations the database has not seen yet; returns their names in the order applied.
+    @discardableResult
+    public func migrate(_ database: SQLiteDatabase) throws -> [String] {
+        try database.read { connection in
+            try connection.executeScript(
+                """
+                CREATE TABLE IF NOT EXISTS cloudsync_migrations (
+                    name TEXT PRIMARY KEY NOT NULL,
+                    applied_at_ms INTEGER NOT NULL
+                )
+                """)
+            let applied = Set(try connection.query("SELECT name FROM cloudsync_migrations") { $0.string(0) ?? "" })
+            var appliedNow: [String] = []
+            for migration in migrations where !applied.contains(migration.name) {
+                try connection.transaction {
+                    try migration.apply(connection)
+                    try connection.execute(
+                        "INSERT INTO cloudsync_migrations (name, applied_at_ms) VALUES (?, ?)", migration.name,
+                        Int64((Date().timeIntervalSince1970 * 1000).rounded()))
+                }
+                appliedNow.append(migration.name)
+            }
+            return appliedNow
+        }
+    }
+
+    /// Names of the migrations recorded in the database, in the order they were applied.
+    public static func appliedMigrations(in database: SQLiteDatabase) throws -> [String] {
+        try database.read { connection in
+            let exists = try connection.query(
+                "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'cloudsync_migrations'"
+            ) { _ in true }
+            guard !exists.isEmpty else { return [] }
+            return try connection.query("SELECT name FROM cloudsync_migrations ORDER BY rowid") { $0.string(0) ?? "" }
+        }
+    }
+}

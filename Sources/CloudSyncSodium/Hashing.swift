@@ -1,0 +1,134 @@
+internal import CSodium
+import Foundation
+
+/// SHA-256 (FIPS 180-4), one-shot or incremental.
+public struct SHA256: Sendable {
+    public static let byteCount = 32
+    private var state = crypto_hash_sha256_state()
+
+    public init() {
+        Sodium.ensureInitialized()
+        crypto_hash_sha256_init(&state)
+    }
+
+    public mutating func update(_ bytes: some ContiguousBytes) {
+        bytes.withUnsafeBytes { input in
+            _ = crypto_hash_sha256_update(&state, input.sodiumInput, UInt64(input.count))
+        }
+    }
+
+    /// The digest. The hasher must not be updated afterwards.
+    public mutating func finalize() -> [UInt8] {
+        var digest = [UInt8](repeating: 0, count: Self.byteCount)
+        crypto_hash_sha256_final(&state, &digest)
+        return digest
+    }
+
+    public static func hash(_ bytes: some ContiguousBytes) -> [UInt8] {
+        var hasher = SHA256()
+        hasher.update(bytes)
+        return hasher.finalize()
+    }
+}
+
+/// HMAC-SHA-256 (RFC 2104) with a key of any length, one-shot or incremental.
+public struct HMACSHA256: Sendable {
+    public static let byteCount = 32
+    private var state = crypto_auth_hmacsha256_state()
+
+    public init(key: SecretBytes) {
+        Sodium.ensureInitialized()
+        key.withUnsafeBytes { keyBytes in
+            _ = crypto_auth_hmacsha256_init(
+                &state, keyBytes.sodiumInput, keyBytes.count)
+        }
+    }
+
+    public mutating func update(_ bytes: some ContiguousBytes) {
+        bytes.withUnsafeBytes { input in
+            _ = crypto_auth_hmacsha256_update(
+                &state, input.sodiumInput, UInt64(input.count))
+        }
+    }
+
+    /// The MAC. The authenticator must not be updated afterwards.
+    public mutating func finalize() -> [UInt8] {
+        var mac = [UInt8](repeating: 0, count: Self.byteCount)
+        crypto_auth_hmacsha256_final(&state, &mac)
+        // The state holds key-derived pads; clear them.
+        withUnsafeMutableBytes(of: &state) { sodium_memzero($0.baseAddress, $0.count) }
+        return mac
+    }
+
+    public static func authenticate(_ message: some ContiguousBytes, key: SecretBytes) -> [UInt8] {
+        var authenticator = HMACSHA256(key: key)
+        authenticator.update(message)
+        return authenticator.finalize()
+    }
+
+    /// Whether `mac` is the MAC of `message` under `key`, compared in constant time.
+    public static func isValid(_ mac: [UInt8], for message: some ContiguousBytes, key: SecretBytes) -> Bool {
+        constantTimeEquals(mac, authenticate(message, key: key))
+    }
+}
+
+/// BLAKE2b (RFC 7693) through libsodium's `crypto_generichash`: fast, optionally keyed.
+public enum BLAKE2b {
+    /// Allowed digest lengths, in bytes.
+    public static let byteCountRange = 16...64
+    /// Allowed key lengths, in bytes, when a key is given.
+    public static let keyByteCountRange = 16...64
+
+    public static func hash(
+        _ bytes: some ContiguousBytes, byteCount: Int = 32, key: SecretBytes? = nil
+    ) throws(SodiumError) -> [UInt8] {
+        Sodium.ensureInitialized()
+        guard byteCountRange.contains(byteCount) else {
+            throw SodiumError(.invalidArgument, "BLAKE2b digest length must be 16...64 bytes, not \(byteCount)")
+        }
+        if let key, !keyByteCountRange.contains(key.count) {
+            throw SodiumError(.invalidArgument, "BLAKE2b key length must be 16...64 bytes, not \(key.count)")
+        }
+        var digest = [UInt8](repeating: 0, count: byteCount)
+        bytes.withUnsafeBytes { input in
+            let inputPointer = input.sodiumInput
+            if let key {
+                key.withUnsafeBytes { keyBytes in
+                    _ = crypto_generichash(
+                        &digest, byteCount, inputPointer, UInt64(input.count),
+                        keyBytes.sodiumInput, keyBytes.count)
+                }
+            } else {
+                _ = crypto_generichash(&digest, byteCount, inputPointer, UInt64(input.count), nil, 0)
+            }
+        }
+        return digest
+    }
+}
+
+/// Lower-case hexadecimal, encoded and decoded in constant time by libsodium.
+public enum Hex {
+    public static func encode(_ bytes: [UInt8]) -> String {
+        Sodium.ensureInitialized()
+        var text = [CChar](repeating: 0, count: bytes.count * 2 + 1)
+        _ = sodium_bin2hex(&text, text.count, bytes, bytes.count)
+        return String(decoding: text.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
+    }
+
+    /// The bytes `text` spells, or nil when it is not an even number of hexadecimal digits.
+    public static func decode(_ text: String) -> [UInt8]? {
+        Sodium.ensureInitialized()
+        let digits = Array(text.utf8)
+        guard digits.count % 2 == 0 else { return nil }
+        var bytes = [UInt8](repeating: 0, count: digits.count / 2)
+        var written = 0
+        // With no end pointer, libsodium fails unless it consumed every character.
+        let status = digits.withUnsafeBufferPointer { input in
+            input.withMemoryRebound(to: CChar.self) { chars in
+                sodium_hex2bin(&bytes, bytes.count, chars.baseAddress, chars.count, nil, &written, nil)
+            }
+        }
+        guard status == 0, written == bytes.count else { return nil }
+        return bytes
+    }
+}

@@ -1,0 +1,135 @@
+internal import CSodium
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Key files: one line of standard base64 (with padding) holding the key bytes, then a newline; mode 0600.
+extension SecretBytes {
+    /// Files larger than this cannot be key files; refusing them early keeps a mistaken path from being slurped.
+    static let keyFileMaximumSize = 4096
+
+    /// Reads a key file and checks that it holds exactly `byteCount` bytes.
+    public static func load(keyFile path: String, byteCount: Int = XChaCha20Poly1305.keyByteCount)
+        throws(SodiumError) -> SecretBytes
+    {
+        Sodium.ensureInitialized()
+        var contents = try readSmallFile(path)
+        defer { contents.withUnsafeMutableBytes { sodium_memzero($0.baseAddress!, $0.count) } }
+
+        var length = contents.count - 1  // the buffer holds one spare byte so its base address is never nil
+        if length > 0, contents[length - 1] == UInt8(ascii: "\n") { length -= 1 }
+        if length > 0, contents[length - 1] == UInt8(ascii: "\r") { length -= 1 }
+        let hint = "expected one line of base64 holding \(byteCount) bytes, as `cloudsync keygen` writes"
+        guard length > 0 else { throw SodiumError(.keyFileMalformed, "key file \(path) is empty; \(hint)") }
+
+        var decodedCount = 0
+        var status: Int32 = 0
+        // Large enough for any base64 of this length, so a long key reports its length rather than failing to fit.
+        let decoded = SecretBytes(count: length / 4 * 3 + 3) { output in
+            status = contents.withUnsafeBytes { text in
+                sodium_base642bin(
+                    output.baseAddress!.assumingMemoryBound(to: UInt8.self), output.count, text.sodiumText,
+                    length, nil, &decodedCount, nil, sodium_base64_VARIANT_ORIGINAL)
+            }
+        }
+        guard status == 0 else {
+            throw SodiumError(.keyFileMalformed, "key file \(path) is not valid base64; \(hint)")
+        }
+        guard decodedCount == byteCount else {
+            throw SodiumError(
+                .keyFileWrongLength,
+                "key file \(path) holds \(decodedCount) bytes, but a key must be \(byteCount) bytes")
+        }
+        return decoded.withUnsafeBytes { SecretBytes(copying: $0.prefix(decodedCount)) }
+    }
+
+    /// Writes the bytes as a key file with mode 0600. Refuses to replace an existing file: losing a key loses
+    /// everything encrypted with it. The file appears whole or not at all.
+    public func save(keyFile path: String) throws(SodiumError) {
+        Sodium.ensureInitialized()
+        let encodedLength = sodium_base64_encoded_len(count, sodium_base64_VARIANT_ORIGINAL)
+        var line = [UInt8](repeating: 0, count: encodedLength + 1)
+        defer { line.withUnsafeMutableBytes { sodium_memzero($0.baseAddress!, $0.count) } }
+        withUnsafeBytes { key in
+            line.withUnsafeMutableBytes { output in
+                _ = sodium_bin2base64(
+                    output.baseAddress!.assumingMemoryBound(to: CChar.self), encodedLength, key.sodiumInput,
+                    key.count, sodium_base64_VARIANT_ORIGINAL)
+            }
+        }
+        // encodedLength counts the C string's terminator; it becomes the newline.
+        line[encodedLength - 1] = UInt8(ascii: "\n")
+        try Self.writeNewFile(path, contents: line.prefix(encodedLength))
+    }
+
+    private static func ioError(_ action: String, _ path: String, _ code: Int32) -> SodiumError {
+        SodiumError(.keyFileIO, "cannot \(action) key file \(path): \(String(cString: strerror(code)))")
+    }
+
+    /// The file's bytes plus one trailing spare byte.
+    private static func readSmallFile(_ path: String) throws(SodiumError) -> [UInt8] {
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw ioError("read", path, errno) }
+        defer { close(descriptor) }
+        var buffer = [UInt8](repeating: 0, count: keyFileMaximumSize + 1)
+        var filled = 0
+        while filled < buffer.count {
+            let got = buffer.withUnsafeMutableBytes { read(descriptor, $0.baseAddress! + filled, $0.count - filled) }
+            if got < 0 {
+                if errno == EINTR { continue }
+                let failure = errno
+                buffer.withUnsafeMutableBytes { sodium_memzero($0.baseAddress!, $0.count) }
+                throw ioError("read", path, failure)
+            }
+            if got == 0 { break }
+            filled += got
+        }
+        guard filled <= keyFileMaximumSize else {
+            buffer.withUnsafeMutableBytes { sodium_memzero($0.baseAddress!, $0.count) }
+            throw SodiumError(
+                .keyFileMalformed, "key file \(path) is larger than \(keyFileMaximumSize) bytes; it is not a key file")
+        }
+        // Shrinking in place keeps the one buffer, so no unzeroed copy of the key is left behind.
+        buffer.removeSubrange((filled + 1)...)
+        return buffer
+    }
+
+    private static func writeNewFile(_ path: String, contents: ArraySlice<UInt8>) throws(SodiumError) {
+        let directory = path.lastIndex(of: "/").map { String(path[..<$0]) }.map { $0.isEmpty ? "/" : $0 } ?? "."
+        let temporary = "\(path).tmp-\(Hex.encode(SecureRandom.bytes(count: 6)))"
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { throw ioError("create", path, errno) }
+        var failure: Int32 = 0
+        contents.withUnsafeBytes { bytes in
+            var written = 0
+            while written < bytes.count {
+                let result = write(descriptor, bytes.baseAddress! + written, bytes.count - written)
+                if result < 0 {
+                    if errno == EINTR { continue }
+                    failure = errno
+                    return
+                }
+                written += result
+            }
+        }
+        if failure == 0, fsync(descriptor) != 0 { failure = errno }
+        close(descriptor)
+        defer { unlink(temporary) }
+        guard failure == 0 else { throw ioError("write", path, failure) }
+        // link() fails when the target exists, so an existing key is never replaced, even by a racing writer.
+        guard link(temporary, path) == 0 else {
+            let code = errno
+            if code == EEXIST {
+                throw SodiumError(
+                    .keyFileExists, "key file \(path) already exists; refusing to overwrite a key, move it away first")
+            }
+            throw ioError("create", path, code)
+        }
+        let directoryDescriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directoryDescriptor >= 0 {
+            fsync(directoryDescriptor)
+            close(directoryDescriptor)
+        }
+    }
+}

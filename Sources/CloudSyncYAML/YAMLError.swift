@@ -1,0 +1,59 @@
+/// A YAML document that could not be turned into a node tree, with where and why.
+public struct YAMLError: Error, Sendable, Equatable, CustomStringConvertible {
+    public enum Kind: String, Sendable {
+        /// libyaml rejected the text (its scanner or parser).
+        case syntax
+        /// The bytes are not valid UTF-8 (or another encoding libyaml rejects).
+        case encoding
+        /// A mapping repeats a key.
+        case duplicateKey
+        /// An alias names an anchor that was not defined before it.
+        case undefinedAlias
+        /// Expanding aliases (or the document itself) would exceed the node budget.
+        case tooManyNodes
+        /// Collections nest deeper than allowed.
+        case tooDeep
+        /// The stream holds more than one document.
+        case multipleDocuments
+    }
+
+    public let kind: Kind
+    public let message: String
+    public let mark: YAMLMark
+
+    public init(_ kind: Kind, _ message: String, at mark: YAMLMark) {
+        self.kind = kind
+        self.message = message
+        self.mark = mark
+    }
+
+    /// `line:column: message`.
+    public var description: String { "\(mark): \(message)" }
+
+    /// The error as a compiler prints it: `file:line:col: error: message`, then the source line and a caret
+    /// under the column.
+    public func rendered(file: String, source: String) -> String {
+        var text = "\(file):\(mark.line):\(mark.column): error: \(message)"
+        guard let line = Self.line(mark.line, of: source) else { return text }
+        // Keep tabs in the caret's indentation so it lines up under the same character however tabs render.
+        let indentation = line.prefix(max(0, mark.column - 1)).map { $0 == "\t" ? "\t" : " " }.joined()
+        text += "\n\(line)\n\(indentation)^"
+        return text
+    }
+
+    private static func line(_ number: Int, of source: String) -> Substring? {
+        guard number >= 1 else { return nil }
+        var current = 1
+        var start = source.startIndex
+        while current < number {
+            // "\r\n" is a single Character in Swift, so it has to be named beside "\n".
+            guard let newline = source[start...].firstIndex(where: { $0 == "\n" || $0 == "\r\n" }) else {
+                return nil
+            }
+            start = source.index(after: newline)
+            current += 1
+        }
+        let end = source[start...].firstIndex { $0 == "\n" || $0 == "\r\n" || $0 == "\r" } ?? source.endIndex
+        return source[start..<end]
+    }
+}
