@@ -27,8 +27,11 @@ let package = Package(
         .target(name: "CloudSyncCLI", dependencies: ["CloudSync"]),
         .executableTarget(name: "cloudsync", dependencies: ["CloudSyncCLI"]),
 
-        .testTarget(name: "CloudSyncSQLiteTests", dependencies: ["CloudSyncSQLite"]),
-        .testTarget(name: "CloudSyncSodiumTests", dependencies: ["CloudSyncSodium"]),
+        // Test support shipped as a normal target: temporary directories, and later test doubles and emulators.
+        .target(name: "CloudSyncTesting", dependencies: ["CloudSync"]),
+
+        .testTarget(name: "CloudSyncSQLiteTests", dependencies: ["CloudSyncSQLite", "CloudSyncTesting"]),
+        .testTarget(name: "CloudSyncSodiumTests", dependencies: ["CloudSyncSodium", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncYAMLTests", dependencies: ["CloudSyncYAML"]),
         .testTarget(name: "CloudSyncTests", dependencies: ["CloudSync"]),
         .testTarget(name: "CloudSyncCLITests", dependencies: ["CloudSyncCLI", "cloudsync"]),

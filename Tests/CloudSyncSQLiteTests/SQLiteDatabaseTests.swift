@@ -1,0 +1,220 @@
+import CloudSyncSQLite
+import CloudSyncTesting
+import Foundation
+import Testing
+
+@Suite struct SQLiteDatabaseTests {
+    let directory: TemporaryDirectory
+    init() throws { directory = try TemporaryDirectory() }
+
+    private func openDatabase(_ name: String = "test.db", options: SQLiteDatabase.Options = .init()) throws
+        -> SQLiteDatabase
+    {
+        try SQLiteDatabase(path: directory.file(name), options: options)
+    }
+
+    @Test func createsTheFileReadableOnlyByItsOwnerInWALMode() throws {
+        let database = try openDatabase()
+        let attributes = try FileManager.default.attributesOfItem(atPath: database.path)
+        #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+        let mode = try database.read { try $0.query("PRAGMA journal_mode") { $0.string(0) } }
+        #expect(mode == ["wal"])
+        let foreignKeys = try database.read { try $0.query("PRAGMA foreign_keys") { $0.int64(0) } }
+        #expect(foreignKeys == [1])
+    }
+
+    @Test func enforcesForeignKeys() throws {
+        let database = try openDatabase()
+        try database.write { db in
+            try db.executeScript(
+                """
+                CREATE TABLE parent (id INTEGER PRIMARY KEY);
+                CREATE TABLE child (parent_id INTEGER NOT NULL REFERENCES parent(id));
+                """)
+        }
+        let error = #expect(throws: SQLiteError.self) {
+            try database.write { db in try db.execute("INSERT INTO child (parent_id) VALUES (?)", 42) }
+        }
+        #expect(error?.code.primary == .constraint)
+        #expect(error?.code.rawValue == 787)  // SQLITE_CONSTRAINT_FOREIGNKEY
+    }
+
+    @Test func rollsBackWhenTheBodyThrows() throws {
+        struct Abort: Error {}
+        let database = try openDatabase()
+        try database.write { try $0.executeScript("CREATE TABLE t (x INTEGER)") }
+        #expect(throws: Abort.self) {
+            try database.write { db in
+                try db.execute("INSERT INTO t (x) VALUES (?)", 1)
+                throw Abort()
+            }
+        }
+        let count = try database.read { try $0.query("SELECT count(*) FROM t") { $0.int64(0) } }
+        #expect(count == [0])
+        #expect(try database.read { $0.isInTransaction } == false)
+    }
+
+    @Test func commitsWhenTheBodyReturns() throws {
+        let database = try openDatabase()
+        try database.write { db in
+            try db.executeScript("CREATE TABLE t (x INTEGER)")
+            try db.execute("INSERT INTO t (x) VALUES (?)", 7)
+        }
+        let reopened = try openDatabase()
+        #expect(try reopened.read { try $0.query("SELECT x FROM t") { $0.int64(0) } } == [7])
+    }
+
+    @Test func nestedTransactionFailureUndoesOnlyTheInnerWork() throws {
+        struct Abort: Error {}
+        let database = try openDatabase()
+        try database.write { db in
+            try db.executeScript("CREATE TABLE t (x INTEGER)")
+            try db.execute("INSERT INTO t (x) VALUES (1)")
+            try? db.transaction {
+                try db.execute("INSERT INTO t (x) VALUES (2)")
+                throw Abort()
+            }
+        }
+        #expect(try database.read { try $0.query("SELECT x FROM t") { $0.int64(0) } } == [1])
+    }
+
+    @Test func appliesEachMigrationExactlyOnceAcrossReopenings() throws {
+        let runs = RunCounter()
+        let migrator = SQLiteMigrator([
+            SQLiteMigration("create items", sql: "CREATE TABLE items (key TEXT PRIMARY KEY, value TEXT)"),
+            SQLiteMigration("add updated_at") { db in
+                runs.increment()
+                try db.executeScript("ALTER TABLE items ADD COLUMN updated_at INTEGER")
+            },
+        ])
+        do {
+            let database = try openDatabase()
+            #expect(try migrator.migrate(database) == ["create items", "add updated_at"])
+            #expect(try migrator.migrate(database) == [])
+        }
+        let reopened = try openDatabase()
+        #expect(try migrator.migrate(reopened) == [])
+        #expect(runs.value == 1)
+        #expect(try SQLiteMigrator.appliedMigrations(in: reopened) == ["create items", "add updated_at"])
+
+        let extended = SQLiteMigrator(
+            migrator.migrations + [SQLiteMigration("index values", sql: "CREATE INDEX items_value ON items(value)")])
+        #expect(try extended.migrate(reopened) == ["index values"])
+    }
+
+    @Test func aFailedMigrationLeavesNoTraceAndRunsAgainNextTime() throws {
+        let database = try openDatabase()
+        let broken = SQLiteMigrator([
+            SQLiteMigration("good", sql: "CREATE TABLE a (x)"),
+            SQLiteMigration("bad", sql: "CREATE TABLE b (x); THIS IS NOT SQL"),
+        ])
+        #expect(throws: SQLiteError.self) { try broken.migrate(database) }
+        #expect(try SQLiteMigrator.appliedMigrations(in: database) == ["good"])
+        let tables = try database.read {
+            try $0.query("SELECT name FROM sqlite_schema WHERE type = 'table' AND name = 'b'") { $0.string(0) }
+        }
+        #expect(tables.isEmpty)
+    }
+
+    @Test func aLockedDatabaseReportsTheBusyCode() throws {
+        let holder = try openDatabase()
+        try holder.write { try $0.executeScript("CREATE TABLE t (x INTEGER)") }
+        let waiter = try openDatabase(options: .init(busyTimeoutMilliseconds: 0))
+        try holder.read { try $0.executeScript("BEGIN IMMEDIATE") }
+        defer { try? holder.read { try $0.executeScript("ROLLBACK") } }
+
+        let error = #expect(throws: SQLiteError.self) {
+            try waiter.write { try $0.execute("INSERT INTO t (x) VALUES (1)") }
+        }
+        #expect(error?.code.primary == .busy)
+        #expect(error?.path == waiter.path)
+    }
+
+    @Test func refusesAFileThatIsNotADatabaseAndLeavesItAlone() throws {
+        let path = directory.file("notes.txt")
+        let contents = Data(String(repeating: "these are not the bytes of a database\n", count: 200).utf8)
+        try contents.write(to: URL(fileURLWithPath: path))
+        let error = #expect(throws: SQLiteError.self) { try SQLiteDatabase(path: path) }
+        #expect(error?.code.primary == .notADatabase)
+        #expect(error?.description.contains(path) == true)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == contents)
+    }
+
+    @Test func aMissingDirectoryIsAClearError() throws {
+        let path = directory.file("no/such/dir/test.db")
+        let error = #expect(throws: SQLiteError.self) { try SQLiteDatabase(path: path) }
+        #expect(error?.code == .cannotOpen)
+        #expect(error?.description.contains("No such file or directory") == true)
+    }
+
+    @Test func errorsKeepTheExtendedCodeMessageAndStatement() throws {
+        let database = try openDatabase()
+        try database.write { try $0.executeScript("CREATE TABLE t (k TEXT PRIMARY KEY)") }
+        try database.write { try $0.execute("INSERT INTO t (k) VALUES (?)", "a") }
+        let error = #expect(throws: SQLiteError.self) {
+            try database.write { try $0.execute("INSERT INTO t (k) VALUES (?)", "a") }
+        }
+        #expect(error?.code.rawValue == 1555)  // SQLITE_CONSTRAINT_PRIMARYKEY
+        #expect(error?.code.primary == .constraint)
+        #expect(error?.message == "UNIQUE constraint failed: t.k")
+        #expect(error?.sql == "INSERT INTO t (k) VALUES (?)")
+    }
+
+    @Test func wrongParameterCountIsRefused() throws {
+        let database = try openDatabase()
+        let error = #expect(throws: SQLiteError.self) {
+            try database.read { try $0.execute("SELECT ?, ?", 1) }
+        }
+        #expect(error?.code == .range)
+    }
+
+    @Test func manyConcurrentTasksWriteThroughOneConnection() async throws {
+        let database = try openDatabase()
+        try await database.write { try $0.executeScript("CREATE TABLE t (task INTEGER, row INTEGER)") }
+        let tasks = 64
+        let rowsPerTask = 20
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            for task in 0..<tasks {
+                group.addTask {
+                    for row in 0..<rowsPerTask {
+                        try await database.write { db in
+                            try db.execute("INSERT INTO t (task, row) VALUES (?, ?)", task, row)
+                        }
+                    }
+                }
+            }
+            try await group.waitForAll()
+        }
+        let counts = try await database.read { db in
+            try db.query("SELECT count(*), count(DISTINCT task * 1000 + row) FROM t") { [$0.int64(0), $0.int64(1)] }
+        }
+        #expect(counts == [[Int64(tasks * rowsPerTask), Int64(tasks * rowsPerTask)]])
+    }
+
+    @Test func synchronousAndAsynchronousCallersShareTheConnectionSafely() async throws {
+        let database = try openDatabase()
+        try await database.write { try $0.executeScript("CREATE TABLE t (x INTEGER)") }
+        let threadsDone = DispatchGroup()
+        for value in 0..<8 {
+            threadsDone.enter()
+            Thread.detachNewThread {
+                for _ in 0..<10 { try? database.write { try $0.execute("INSERT INTO t (x) VALUES (?)", value) } }
+                threadsDone.leave()
+            }
+        }
+        for value in 0..<80 {
+            try await database.write { try $0.execute("INSERT INTO t (x) VALUES (?)", 100 + value) }
+        }
+        threadsDone.wait()
+        let count = try await database.read { try $0.query("SELECT count(*) FROM t") { $0.int64(0) } }
+        #expect(count == [160])
+    }
+}
+
+/// Counts calls from a migration body, which must be Sendable.
+final class RunCounter: @unchecked Sendable {
+    private let lock = NSLock()
+    private var count = 0
+    func increment() { lock.withLock { count += 1 } }
+    var value: Int { lock.withLock { count } }
+}

@@ -1,0 +1,93 @@
+import CloudSyncSQLite
+import CloudSyncTesting
+import Foundation
+import Testing
+
+@Suite struct SQLiteStatementTests {
+    let directory: TemporaryDirectory
+    let database: SQLiteDatabase
+
+    init() throws {
+        directory = try TemporaryDirectory()
+        database = try SQLiteDatabase(path: directory.file("values.db"))
+        try database.write { try $0.executeScript("CREATE TABLE v (id INTEGER PRIMARY KEY, value ANY) STRICT") }
+    }
+
+    static let values: [SQLiteValue] = [
+        .null,
+        .integer(0), .integer(Int64.max), .integer(Int64.min), .integer(-1),
+        .real(3.141592653589793), .real(-0.0), .real(1e308), .real(.infinity),
+        .text(""), .text("plain ascii"), .text("embedded\u{0}NUL\u{0}"), .text("héllo wörld — 日本語 🌍👩‍👩‍👧"),
+        .text(String(repeating: "long ", count: 20_000)),
+        .blob(Data()), .blob(Data([0, 1, 2, 255, 0])), .blob(Data(repeating: 0xAB, count: 100_000)),
+    ]
+
+    @Test(arguments: values)
+    func bindAndReadRoundTrip(_ value: SQLiteValue) throws {
+        let stored = try database.write { db -> SQLiteValue in
+            try db.execute("INSERT INTO v (value) VALUES (?)", value)
+            let statement = try db.prepare("SELECT value FROM v WHERE id = ?").bind(db.lastInsertRowID)
+            #expect(try statement.step())
+            let read = statement.value(0)
+            #expect(try statement.step() == false)
+            return read
+        }
+        #expect(stored == value)
+    }
+
+    @Test func typedReadersMatchTheStorageClass() throws {
+        let text = "a\u{0}b ✓"
+        let blob = Data([9, 0, 9])
+        try database.write { db in
+            try db.execute("INSERT INTO v (id, value) VALUES (1, ?)", Int64(-42))
+            try db.execute("INSERT INTO v (id, value) VALUES (2, ?)", 2.5)
+            try db.execute("INSERT INTO v (id, value) VALUES (3, ?)", text)
+            try db.execute("INSERT INTO v (id, value) VALUES (4, ?)", blob)
+            try db.execute("INSERT INTO v (id, value) VALUES (5, ?)", String?.none)
+            try db.execute("INSERT INTO v (id, value) VALUES (6, ?)", Data())
+        }
+        try database.read { db in
+            let statement = try db.prepare("SELECT value FROM v WHERE id = ?")
+            try statement.bind(1)
+            _ = try statement.step()
+            #expect(statement.int64(0) == -42)
+            try statement.bind(2)
+            _ = try statement.step()
+            #expect(statement.double(0) == 2.5)
+            try statement.bind(3)
+            _ = try statement.step()
+            #expect(statement.string(0) == text)
+            #expect(statement.string(0)?.utf8.count == text.utf8.count)
+            try statement.bind(4)
+            _ = try statement.step()
+            #expect(statement.data(0) == blob)
+            try statement.bind(5)
+            _ = try statement.step()
+            #expect(statement.isNull(0))
+            #expect(statement.string(0) == nil)
+            #expect(statement.data(0) == nil)
+            try statement.bind(6)
+            _ = try statement.step()
+            #expect(statement.isNull(0) == false)
+            #expect(statement.data(0) == Data())
+        }
+    }
+
+    @Test func aStatementRunsAgainWithNewBindings() throws {
+        try database.write { db in
+            let insert = try db.prepare("INSERT INTO v (value) VALUES (?)")
+            for number in 1...100 { try insert.bind(number).run() }
+        }
+        let sum = try database.read { try $0.query("SELECT sum(value) FROM v") { $0.int64(0) } }
+        #expect(sum == [5050])
+    }
+
+    @Test func invalidSQLReportsTheStatement() throws {
+        let error = #expect(throws: SQLiteError.self) {
+            try database.read { _ = try $0.prepare("SELEKT 1") }
+        }
+        #expect(error?.code == .error)
+        #expect(error?.message.contains("syntax error") == true)
+        #expect(error?.sql == "SELEKT 1")
+    }
+}
