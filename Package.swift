@@ -26,6 +26,9 @@ let package = Package(
         // The command line: argument parsing, exit codes, what people see.
         .target(name: "CloudSyncCLI", dependencies: ["CloudSync"]),
         .executableTarget(name: "cloudsync", dependencies: ["CloudSyncCLI"]),
+        // `make bench`: throughput figures, never run by the tests.
+        .executableTarget(
+            name: "cloudsync-bench", dependencies: ["CloudSyncSQLite", "CloudSyncSodium", "CloudSyncYAML"]),
 
         // Test support shipped as a normal target: temporary directories, and later test doubles and emulators.
         .target(name: "CloudSyncTesting", dependencies: ["CloudSync"]),
@@ -34,7 +37,8 @@ let package = Package(
         .testTarget(name: "CloudSyncSodiumTests", dependencies: ["CloudSyncSodium", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncYAMLTests", dependencies: ["CloudSyncYAML"]),
         .testTarget(name: "CloudSyncTests", dependencies: ["CloudSync"]),
-        .testTarget(name: "CloudSyncCLITests", dependencies: ["CloudSyncCLI", "cloudsync"]),
+        .testTarget(name: "CloudSyncCLITests", dependencies: ["CloudSyncCLI", "CloudSyncTesting", "cloudsync"]),
+        .testTarget(name: "CloudSyncTestingTests", dependencies: ["CloudSyncTesting"]),
     ],
     swiftLanguageModes: [.v6]
 )

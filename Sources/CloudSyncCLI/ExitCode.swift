@@ -1,4 +1,6 @@
-/// The `cloudsync` command's exit statuses. Documented in README.md; scripts depend on them, so never renumber.
+/// The `cloudsync` command's exit statuses.
+///
+/// Documented in README.md; scripts depend on them, so never renumber.
 public enum ExitCode: Int32, Sendable {
     /// Everything asked for was done.
     case success = 0

@@ -1,7 +1,9 @@
 internal import CSQLite
 import Foundation
 
-/// One open SQLite connection. Reached only through ``SQLiteDatabase/read(_:)`` and ``SQLiteDatabase/write(_:)``,
+/// One open SQLite connection.
+///
+/// Reached only through ``SQLiteDatabase/read(_:)`` and ``SQLiteDatabase/write(_:)``,
 /// which serialize access to it; it is not `Sendable` and must not escape their bodies.
 public final class SQLiteConnection {
     let handle: OpaquePointer

@@ -31,7 +31,7 @@ public struct SQLiteResultCode: RawRepresentable, Hashable, Sendable, CustomStri
     public static let row = SQLiteResultCode(rawValue: SQLITE_ROW)
     public static let done = SQLiteResultCode(rawValue: SQLITE_DONE)
 
-    /// SQLite's own English name for the code, e.g. "database is locked".
+    /// SQLite's own English name for the code, such as "database is locked".
     public var meaning: String { String(cString: sqlite3_errstr(rawValue)) }
 
     public var description: String { "\(rawValue) (\(meaning))" }

@@ -1,7 +1,9 @@
 internal import CSQLite
 import Foundation
 
-/// A prepared statement. It belongs to the connection that prepared it and is finalized when released.
+/// A prepared statement.
+///
+/// It belongs to the connection that prepared it and is finalized when released.
 ///
 /// Not `Sendable`: use it only inside the `read`/`write` body that produced it.
 public final class SQLiteStatement {
@@ -89,7 +91,9 @@ public final class SQLiteStatement {
         sqlite3_reset(handle)
     }
 
-    /// Advances to the next row. Returns `true` when a row is ready to read, `false` when the statement is done.
+    /// Advances to the next row.
+    ///
+    /// Returns `true` when a row is ready to read, `false` when the statement is done.
     public func step() throws(SQLiteError) -> Bool {
         let code = sqlite3_step(handle)
         switch code {
@@ -126,7 +130,9 @@ public final class SQLiteStatement {
 
     public func double(_ column: Int) -> Double { sqlite3_column_double(handle, Int32(column)) }
 
-    /// The column as UTF-8 text, or nil when it is NULL. Embedded NUL characters are kept.
+    /// The column as UTF-8 text, or nil when it is NULL.
+    ///
+    /// Embedded NUL characters are kept.
     public func string(_ column: Int) -> String? {
         let index = Int32(column)
         guard let text = sqlite3_column_text(handle, index) else { return nil }
@@ -134,7 +140,9 @@ public final class SQLiteStatement {
         return String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self)
     }
 
-    /// The column as bytes, or nil when it is NULL. A zero-length blob reads as empty `Data`.
+    /// The column as bytes, or nil when it is NULL.
+    ///
+    /// A zero-length blob reads as empty `Data`.
     public func data(_ column: Int) -> Data? {
         let index = Int32(column)
         if sqlite3_column_type(handle, index) == SQLITE_NULL { return nil }

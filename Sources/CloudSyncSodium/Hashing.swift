@@ -17,7 +17,9 @@ public struct SHA256: Sendable {
         }
     }
 
-    /// The digest. The hasher must not be updated afterwards.
+    /// The digest.
+    ///
+    /// The hasher must not be updated afterwards.
     public mutating func finalize() -> [UInt8] {
         var digest = [UInt8](repeating: 0, count: Self.byteCount)
         crypto_hash_sha256_final(&state, &digest)
@@ -51,7 +53,9 @@ public struct HMACSHA256: Sendable {
         }
     }
 
-    /// The MAC. The authenticator must not be updated afterwards.
+    /// The MAC.
+    ///
+    /// The authenticator must not be updated afterwards.
     public mutating func finalize() -> [UInt8] {
         var mac = [UInt8](repeating: 0, count: Self.byteCount)
         crypto_auth_hmacsha256_final(&state, &mac)

@@ -44,7 +44,9 @@ extension SecretBytes {
         return decoded.withUnsafeBytes { SecretBytes(copying: $0.prefix(decodedCount)) }
     }
 
-    /// Writes the bytes as a key file with mode 0600. Refuses to replace an existing file: losing a key loses
+    /// Writes the bytes as a key file with mode 0600.
+    ///
+    /// Refuses to replace an existing file: losing a key loses
     /// everything encrypted with it. The file appears whole or not at all.
     public func save(keyFile path: String) throws(SodiumError) {
         Sodium.ensureInitialized()

@@ -22,7 +22,9 @@ public final class SecretBytes: @unchecked Sendable {
         try initializer(UnsafeMutableRawBufferPointer(start: base, count: count))
     }
 
-    /// Copies `bytes`. The caller still owns, and should zero, its own copy.
+    /// Copies `bytes`.
+    ///
+    /// The caller still owns, and should zero, its own copy.
     public convenience init(copying bytes: some Collection<UInt8>) {
         self.init(count: bytes.count) { buffer in
             _ = buffer.initializeMemory(as: UInt8.self, from: bytes)
@@ -56,7 +58,9 @@ public final class SecretBytes: @unchecked Sendable {
         base.deallocate()
     }
 
-    /// Lends the bytes to `body`. Do not let them escape it.
+    /// Lends the bytes to `body`.
+    ///
+    /// Do not let them escape it.
     public func withUnsafeBytes<Result>(_ body: (UnsafeRawBufferPointer) throws -> Result) rethrows -> Result {
         try body(UnsafeRawBufferPointer(start: base, count: count))
     }

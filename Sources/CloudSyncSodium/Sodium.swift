@@ -1,6 +1,8 @@
 internal import CSodium
 
-/// libsodium's one-time set-up. Every entry point of this module calls ``ensureInitialized()`` first.
+/// libsodium's one-time set-up.
+///
+/// Every entry point of this module calls ``ensureInitialized()`` first.
 enum Sodium {
     private static let initialized: Bool = sodium_init() >= 0
 
@@ -10,7 +12,9 @@ enum Sodium {
     }
 }
 
-/// An error from a cryptographic operation or a key file. Its description never holds key bytes.
+/// An error from a cryptographic operation or a key file.
+///
+/// Its description never holds key bytes.
 public struct SodiumError: Error, Sendable, Equatable, CustomStringConvertible {
     public enum Code: String, Sendable {
         /// A ciphertext did not authenticate: wrong key, wrong associated data, or modified bytes.

@@ -38,8 +38,10 @@ public enum XChaCha20Poly1305 {
         return SealedBox(nonce: nonce, ciphertext: Array(ciphertext.prefix(Int(written))))
     }
 
-    /// Decrypts `box`, or throws ``SodiumError/Code/authenticationFailed`` if the key, the associated data or
-    /// any byte of the box is not what sealed it. Never returns unauthenticated bytes.
+    /// Decrypts `box`, or throws if it does not authenticate.
+    ///
+    /// Throws ``SodiumError/Code/authenticationFailed`` if the key, the associated data or any byte of the box is
+    /// not what sealed it. Never returns unauthenticated bytes.
     public static func open(
         _ box: SealedBox, key: SecretBytes, associatedData: [UInt8] = []
     ) throws(SodiumError) -> [UInt8] {

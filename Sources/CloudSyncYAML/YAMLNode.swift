@@ -50,7 +50,10 @@ public struct YAMLNode: Sendable, Equatable {
     public let content: Content
     /// The tag written in the source, in full form (`!!str` reads as `tag:yaml.org,2002:str`); nil when none was.
     public let tag: String?
-    /// Where the node starts (for an alias: where the alias is written).
+    /// Where the node starts.
+    ///
+    /// A node reached through an alias keeps the mark of the anchored node, since that is
+    /// where its content is written.
     public let mark: YAMLMark
 
     public init(_ content: Content, tag: String? = nil, mark: YAMLMark) {

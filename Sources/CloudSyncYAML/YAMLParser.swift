@@ -22,7 +22,9 @@ public struct YAMLParser: Sendable {
         try parse(Array(text.utf8))
     }
 
-    /// The document's root node, or nil when the bytes hold no document. The bytes must be UTF-8.
+    /// The document's root node, or nil when the bytes hold no document.
+    ///
+    /// The bytes must be UTF-8.
     public func parse(_ bytes: [UInt8]) throws(YAMLError) -> YAMLNode? {
         // libyaml asserts on a null input pointer, which an empty array may have.
         guard !bytes.isEmpty else { return nil }
@@ -35,7 +37,8 @@ public struct YAMLParser: Sendable {
                 event.deallocate()
             }
             guard yaml_parser_initialize(parser) == 1 else {
-                return .failure(YAMLError(.syntax, "libyaml could not allocate a parser", at: YAMLMark(line: 1, column: 1)))
+                return .failure(
+                    YAMLError(.syntax, "libyaml could not allocate a parser", at: YAMLMark(line: 1, column: 1)))
             }
             defer { yaml_parser_delete(parser) }
             yaml_parser_set_input_string(parser, input.baseAddress, input.count)
@@ -64,17 +67,43 @@ public struct YAMLParser: Sendable {
         if parser.error == YAML_READER_ERROR {
             // Reader errors carry a byte offset, not a mark.
             let mark = Self.mark(ofByteOffset: parser.problem_offset, in: input)
-            return YAMLError(.encoding, "\(problem) (byte \(parser.problem_offset)); the file must be UTF-8", at: mark)
+            return YAMLError(
+                .encoding, "\(problem) at byte offset \(parser.problem_offset); the file must be UTF-8", at: mark)
         }
+        let mark = YAMLMark(parser.problem_mark)
         var message = problem
         if let context = parser.context.map({ String(cString: $0) }) {
-            message += " \(context) started at \(YAMLMark(parser.context_mark))"
+            message += " (\(context) at \(YAMLMark(parser.context_mark)))"
         }
-        return YAMLError(.syntax, message, at: YAMLMark(parser.problem_mark))
+        if Self.character(at: mark, in: input) == "\t" {
+            message += "; YAML does not allow tabs for indentation, use spaces"
+        }
+        return YAMLError(.syntax, message, at: mark)
+    }
+
+    private static func character(at mark: YAMLMark, in input: UnsafeBufferPointer<UInt8>) -> Character? {
+        var lineStart = 0
+        for _ in 1..<max(mark.line, 1) {
+            guard let newline = input[lineStart...].firstIndex(of: UInt8(ascii: "\n")) else { return nil }
+            lineStart = newline + 1
+        }
+        let lineEnd = input[lineStart...].firstIndex(of: UInt8(ascii: "\n")) ?? input.endIndex
+        let line = String(decoding: input[lineStart..<lineEnd], as: UTF8.self)
+        return line.dropFirst(mark.column - 1).first
     }
 
     private static func mark(ofByteOffset offset: Int, in input: UnsafeBufferPointer<UInt8>) -> YAMLMark {
-        let prefix = input.prefix(min(offset, input.count))
+        // libyaml reports the offending byte, which may sit inside a multi-byte sequence: point at its start.
+        var start = min(offset, input.count)
+        var candidate = start
+        while candidate > 0, start - candidate < 3, input[candidate - 1] >= 0x80 {
+            candidate -= 1
+            if input[candidate] >= 0xC0 {
+                start = candidate
+                break
+            }
+        }
+        let prefix = input.prefix(start)
         let lineStart = prefix.lastIndex(of: UInt8(ascii: "\n")).map { $0 + 1 } ?? 0
         let line = prefix.reduce(1) { $1 == UInt8(ascii: "\n") ? $0 + 1 : $0 }
         // Count characters, not bytes: continuation bytes (10xxxxxx) do not start one.
@@ -138,7 +167,7 @@ private struct TreeBuilder {
             let text = String(decoding: UnsafeBufferPointer(start: scalar.value, count: scalar.length), as: UTF8.self)
             let node = YAMLNode(
                 .scalar(text, Self.style(scalar.style)), tag: Self.string(scalar.tag), mark: mark)
-            try add(node, weight: 1, anchor: Self.string(scalar.anchor))
+            try add(node, weight: 1, anchor: Self.string(scalar.anchor), at: mark)
         case YAML_ALIAS_EVENT:
             let name = Self.string(event.data.alias.anchor) ?? ""
             guard let anchored = anchors[name] else {
@@ -146,7 +175,7 @@ private struct TreeBuilder {
                     .undefinedAlias, "alias *\(name) names no anchor defined before it; define &\(name) first",
                     at: mark)
             }
-            try add(anchored.node, weight: anchored.weight, anchor: nil)
+            try add(anchored.node, weight: anchored.weight, anchor: nil, at: mark)
         case YAML_SEQUENCE_START_EVENT:
             let start = event.data.sequence_start
             try open(
@@ -162,9 +191,11 @@ private struct TreeBuilder {
         case YAML_SEQUENCE_END_EVENT, YAML_MAPPING_END_EVENT:
             let finished = stack.removeLast()
             let content: YAMLNode.Content =
-                finished.isMapping ? .mapping(finished.pairs, finished.style) : .sequence(finished.items, finished.style)
+                finished.isMapping
+                ? .mapping(finished.pairs, finished.style) : .sequence(finished.items, finished.style)
             // The collection's own node was counted when it opened; only its weight travels up.
-            try attach(YAMLNode(content, tag: finished.tag, mark: finished.mark), weight: finished.weight,
+            try attach(
+                YAMLNode(content, tag: finished.tag, mark: finished.mark), weight: finished.weight,
                 anchor: finished.anchor)
         default:
             break
@@ -181,9 +212,9 @@ private struct TreeBuilder {
         stack.append(collection)
     }
 
-    /// Adds a complete scalar or expanded alias.
-    private mutating func add(_ node: YAMLNode, weight: Int, anchor: String?) throws(YAMLError) {
-        try count(weight, at: node.mark)
+    /// Adds a complete scalar or expanded alias; `mark` is where its event is written.
+    private mutating func add(_ node: YAMLNode, weight: Int, anchor: String?, at mark: YAMLMark) throws(YAMLError) {
+        try count(weight, at: mark)
         try attach(node, weight: weight, anchor: anchor)
     }
 
@@ -225,7 +256,9 @@ private struct TreeBuilder {
         stack[stack.count - 1].pendingKey = nil
     }
 
-    /// A string that is equal for two keys exactly when they are the same key. Scalars compare by text, whatever
+    /// A string that is equal for two keys exactly when they are the same key.
+    ///
+    /// Scalars compare by text, whatever
     /// their quoting, so `"a"` and `a` collide; lengths are spelled out so nested keys cannot alias each other.
     private static func identity(of node: YAMLNode) -> String {
         switch node.content {

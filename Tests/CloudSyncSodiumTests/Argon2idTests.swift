@@ -32,7 +32,8 @@ import Testing
         #expect(base == again)
         var otherSalt = salt
         otherSalt[15] = 8
-        #expect(base != (try Argon2id.deriveKey(passphrase: SecretBytes(utf8: "pass"), salt: otherSalt, limits: limits)))
+        #expect(
+            base != (try Argon2id.deriveKey(passphrase: SecretBytes(utf8: "pass"), salt: otherSalt, limits: limits)))
         #expect(base != (try Argon2id.deriveKey(passphrase: SecretBytes(utf8: "pasS"), salt: salt, limits: limits)))
         let moreWork = Argon2id.Limits(operations: 2, memoryBytes: 64 * 1024)
         #expect(base != (try Argon2id.deriveKey(passphrase: SecretBytes(utf8: "pass"), salt: salt, limits: moreWork)))

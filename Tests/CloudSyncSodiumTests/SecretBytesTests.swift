@@ -70,7 +70,10 @@ import Testing
         ("not base64", "this is not a key!\n", .keyFileMalformed, "is not valid base64"),
         ("two lines", "AAAA\nAAAA\n", .keyFileMalformed, "is not valid base64"),
         ("missing padding", String(repeating: "A", count: 43) + "\n", .keyFileMalformed, "is not valid base64"),
-        ("16 bytes", Data(count: 16).base64EncodedString() + "\n", .keyFileWrongLength, "holds 16 bytes, but a key must be 32 bytes"),
+        (
+            "16 bytes", Data(count: 16).base64EncodedString() + "\n", .keyFileWrongLength,
+            "holds 16 bytes, but a key must be 32 bytes"
+        ),
         ("33 bytes", Data(count: 33).base64EncodedString() + "\n", .keyFileWrongLength, "holds 33 bytes"),
     ])
     func refusesMalformedKeyFiles(name: String, contents: String, code: SodiumError.Code, phrase: String) throws {

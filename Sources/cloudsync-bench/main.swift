@@ -1,0 +1,70 @@
+// `make bench`: prints throughput figures for the layers built so far. Figures, not pass/fail: compare runs.
+import CloudSyncSQLite
+import CloudSyncSodium
+import CloudSyncYAML
+import Foundation
+
+let clock = ContinuousClock()
+
+func measure(_ label: String, operations: Int, unit: String = "ops", _ body: () throws -> Void) rethrows {
+    let elapsed = try clock.measure(body)
+    let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18
+    let rate = Double(operations) / seconds
+    let padded = label.padding(toLength: 52, withPad: " ", startingAt: 0)
+    print("\(padded) \(String(format: "%10.3f", seconds)) s  \(String(format: "%12.0f", rate)) \(unit)/s")
+}
+
+let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cloudsync-bench-\(getpid())")
+try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+defer { try? FileManager.default.removeItem(at: directory) }
+
+// SQLite face: 100,000 rows of a 100-byte value, in one transaction, then read back by key.
+let rowCount = 100_000
+let value = String(repeating: "v", count: 100)
+let database = try SQLiteDatabase(path: directory.appendingPathComponent("bench.db").path)
+try database.write { try $0.executeScript("CREATE TABLE kv (key TEXT PRIMARY KEY, value TEXT NOT NULL)") }
+try measure("sqlite: insert 100,000 rows (one transaction)", operations: rowCount, unit: "rows") {
+    try database.write { db in
+        let insert = try db.prepare("INSERT INTO kv (key, value) VALUES (?, ?)")
+        for index in 0..<rowCount { try insert.bind("key.\(index)", value).run() }
+    }
+}
+try measure("sqlite: read 100,000 rows by key", operations: rowCount, unit: "rows") {
+    try database.read { db in
+        let select = try db.prepare("SELECT value FROM kv WHERE key = ?")
+        for index in 0..<rowCount {
+            try select.bind("key.\(index)")
+            guard try select.step(), select.string(0)?.utf8.count == 100 else { fatalError("row \(index) missing") }
+        }
+    }
+}
+
+// Sodium face.
+let key = SecretBytes.random(count: 32)
+let small = Array(repeating: UInt8(7), count: 100)
+try measure("xchacha20poly1305: seal+open 100,000 x 100 B", operations: rowCount, unit: "ops") {
+    for _ in 0..<rowCount {
+        let box = try XChaCha20Poly1305.seal(small, key: key, associatedData: [1, 2, 3])
+        _ = try XChaCha20Poly1305.open(box, key: key, associatedData: [1, 2, 3])
+    }
+}
+let large = Array(repeating: UInt8(7), count: 64 << 20)
+try measure("xchacha20poly1305: seal 64 MiB", operations: 64, unit: "MiB") {
+    _ = try XChaCha20Poly1305.seal(large, key: key)
+}
+measure("sha256: 64 MiB", operations: 64, unit: "MiB") { _ = SHA256.hash(large) }
+try measure("argon2id: derive with interactive limits", operations: 1, unit: "keys") {
+    _ = try Argon2id.deriveKey(
+        passphrase: SecretBytes(utf8: "benchmark"), salt: Array(repeating: 1, count: 16), limits: .interactive)
+}
+
+// YAML face: a 1 MB document.
+var document = "items:\n"
+var itemCount = 0
+while document.utf8.count < 1 << 20 {
+    document += "  - { key: \"settings.item.\(itemCount)\", value: 'value \(itemCount)', size: \(itemCount) }\n"
+    itemCount += 1
+}
+try measure("yaml: parse 1 MiB (\(itemCount) flow mappings)", operations: 1, unit: "docs") {
+    guard try YAMLParser().parse(document)?["items"]?.sequence?.count == itemCount else { fatalError("bad parse") }
+}
