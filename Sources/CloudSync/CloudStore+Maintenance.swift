@@ -1,0 +1,185 @@
+extension CloudStore {
+    /// Keys per listing page the store asks for.
+    static let listingPageSize = 1000
+
+    /// Every key of every available provider, each once and sorted, with the providers that could not be listed.
+    ///
+    /// A provider that cannot list, or fails to, does not hide the others; it is named in
+    /// ``KeyListing/unlisted`` and reported to ``StoreOptions/onError``.
+    public func allKeys() async throws(CloudSyncError) -> KeyListing {
+        let configured = try configuredProviders()
+        let providers = await available(configured)
+        guard !providers.isEmpty else { throw noProviderError(configured) }
+        var keys = Set<String>()
+        var unlisted: [String: CloudSyncError] = [:]
+        for provider in providers {
+            do throws(CloudSyncError) {
+                try await forEachPage(of: provider) { page in keys.formUnion(page) }
+            } catch {
+                report(error)
+                unlisted[provider.id] = error
+            }
+        }
+        return KeyListing(keys: keys.sorted(), unlisted: unlisted)
+    }
+
+    /// Every key of one provider, page by page, each page under the deadline.
+    func forEachPage(of provider: any Provider, _ body: ([String]) throws(CloudSyncError) -> Void)
+        async throws(CloudSyncError)
+    {
+        guard provider.capabilities.canList else {
+            throw CloudSyncError(.unsupported, "this provider cannot list its keys", provider: provider.id)
+        }
+        var cursor: String?
+        repeat {
+            let after = cursor
+            let page = try await deadline(provider) {
+                try await provider.listKeys(after: after, limit: Self.listingPageSize)
+            }
+            try body(page.keys)
+            guard page.nextCursor != after || page.nextCursor == nil else {
+                throw CloudSyncError(
+                    .providerFailure, "listing returned the same cursor twice; it would never end",
+                    provider: provider.id)
+            }
+            cursor = page.nextCursor
+        } while cursor != nil
+    }
+
+    /// Every key and its value, decoded, read in batches.
+    public func allItems() async throws(CloudSyncError) -> [String: String] {
+        let keys = try await allKeys().keys
+        var items: [String: String] = [:]
+        for chunk in keys.chunked(Self.listingPageSize) {
+            let batch = Array(chunk)
+            for (key, value) in zip(batch, try await multiGet(batch)) {
+                if let value { items[key] = value }
+            }
+        }
+        return items
+    }
+
+    /// Removes every key that any available provider lists from every available provider, whatever the write mode.
+    ///
+    /// Keys are enumerated first, deliberately: a "delete my data" flow built on a fixed key list forgets a key one
+    /// day. Keys held only by a provider that cannot list stay; ``ClearResult/unlisted`` names such providers.
+    public func clear() async throws(CloudSyncError) -> ClearResult {
+        let listing = try await allKeys()
+        let providers = await available(try configuredProviders())
+        var result = ClearResult(removed: 0, failed: [], unlisted: listing.unlisted)
+        for chunk in listing.keys.chunked(Self.listingPageSize) {
+            let keys = Array(chunk)
+            let deliveries = providers.map { _ in keys.enumerated().map { Delivery(item: $0, key: $1, encoded: nil) } }
+            let outcomes = await deliver(.remove, deliveries, to: providers)
+            for (index, key) in keys.enumerated() {
+                if let failure = outcomes[index]?.first(where: { (try? $0.result.get()) == nil }),
+                    case .failure(let error) = failure.result
+                {
+                    result.failed.append(KeyFailure(key: key, error: error))
+                } else {
+                    result.removed += 1
+                }
+            }
+        }
+        return result
+    }
+
+    /// Space used and available on every available provider that can know; providers that cannot are left out
+    /// rather than guessed.
+    public func quota() async throws(CloudSyncError) -> [QuotaEntry] {
+        let providers = await available(try configuredProviders()).filter(\.capabilities.reportsQuota)
+        var entries: [QuotaEntry] = []
+        for provider in providers {
+            do throws(CloudSyncError) {
+                guard let quota = try await deadline(provider, { try await provider.quota() }) else { continue }
+                entries.append(
+                    QuotaEntry(provider: provider.id, usedBytes: quota.usedBytes, totalBytes: quota.totalBytes))
+            } catch {
+                report(error)
+                entries.append(QuotaEntry(provider: provider.id, error: error))
+            }
+        }
+        return entries
+    }
+
+    /// Copies every key of provider `from` to provider `to`; the source is never modified.
+    ///
+    /// Values are decoded with the source's codec and encoded with the destination's, so a migration can also move
+    /// values between codecs. Keys are listed first (for `onProgress`'s total), then copied in batches.
+    /// - Parameters:
+    ///   - filter: only keys for which it returns true are copied.
+    ///   - continueOnError: when false, the migration stops after the batch holding the first failing key, and
+    ///     ``MigrationResult/completed`` is false.
+    ///   - onProgress: called with (keys done, total) after each batch.
+    public func migrate(
+        from source: String, to destination: String, filter: (@Sendable (String) -> Bool)? = nil,
+        continueOnError: Bool = true, onProgress: (@Sendable (Int, Int) -> Void)? = nil
+    ) async throws(CloudSyncError) -> MigrationResult {
+        let from = try provider(withID: source)
+        let to = try provider(withID: destination)
+        guard source != destination else {
+            throw CloudSyncError(
+                .invalidConfiguration, "cannot migrate provider \(source) onto itself", provider: source)
+        }
+        var keys: [String] = []
+        try await forEachPage(of: from) { page in keys += filter.map { page.filter($0) } ?? page }
+
+        var result = MigrationResult(total: keys.count)
+        let batchSize = min(from.capabilities.batchLimit, to.capabilities.batchLimit)
+        for chunk in keys.chunked(batchSize) {
+            let batch = Array(chunk)
+            var copies: [KeyValue] = []
+            var failures: [KeyFailure] = []
+            do throws(CloudSyncError) {
+                let answer = try await deadline(from) { try await from.get(batch) }
+                for (key, read) in zip(batch, try checkedCount(batch.count, provider: from, answer)) {
+                    do throws(CloudSyncError) {
+                        guard let stored = try read.mapError({ $0.attributed(provider: source, key: key) }).get(),
+                            !stored.isEmpty
+                        else {
+                            result.skipped.append(key)
+                            continue
+                        }
+                        let encoded = try encode(try decode(stored, key: key, from: from), key: key, for: to)
+                        if let cap = cap(of: to), encoded.utf8.count > cap {
+                            throw CloudSyncError(
+                                .payloadTooLarge,
+                                "the value is \(encoded.utf8.count) bytes encoded; provider \(destination) takes at "
+                                    + "most \(cap) bytes",
+                                provider: destination, key: key)
+                        }
+                        copies.append(KeyValue(key, encoded))
+                    } catch {
+                        failures.append(KeyFailure(key: key, error: error))
+                    }
+                }
+            } catch {
+                failures += batch.map { KeyFailure(key: $0, error: error.attributed(key: $0)) }
+            }
+            if !copies.isEmpty {
+                let writes = copies
+                do throws(CloudSyncError) {
+                    let answer = try await deadline(to) { try await to.set(writes) }
+                    for (copy, written) in zip(copies, try checkedCount(copies.count, provider: to, answer)) {
+                        switch written {
+                        case .success: result.copied.append(copy.key)
+                        case .failure(let error):
+                            failures.append(
+                                KeyFailure(key: copy.key, error: error.attributed(provider: destination, key: copy.key))
+                            )
+                        }
+                    }
+                } catch {
+                    failures += copies.map { KeyFailure(key: $0.key, error: error.attributed(key: $0.key)) }
+                }
+            }
+            result.failed += failures.sorted { $0.key < $1.key }
+            onProgress?(result.copied.count + result.skipped.count + result.failed.count, result.total)
+            if !continueOnError && !failures.isEmpty {
+                result.completed = false
+                break
+            }
+        }
+        return result
+    }
+}

@@ -1,0 +1,311 @@
+/// One key-value store over several providers: failover or mirrored writes, read fallthrough, size tiering, key
+/// rules, a codec, deadlines, batching, quota, migration and account-change safety.
+///
+/// Safe to share between tasks. Every provider call is bounded by ``StoreOptions/timeout``.
+public final class CloudStore: Sendable {
+    struct State {
+        var providers: [any Provider]
+        var availability: [String: (available: Bool, expiresAtMs: Int64)] = [:]
+        /// Bumped on account changes, so a probe that started before one cannot memoise a stale answer.
+        var availabilityGeneration = 0
+        var accountHandlers: [Int: @Sendable (AccountEvent) -> Void] = [:]
+        var remoteHandlers: [Int: @Sendable (RemoteChange) -> Void] = [:]
+        var nextHandlerID = 0
+        var providerSubscriptions: [ProviderSubscription] = []
+        var recentEventIDs: [String] = []
+        var disposed = false
+    }
+
+    let options: StoreOptions
+    let state: Protected<State>
+    private let accountEvents: AsyncStream<AccountEvent>.Continuation
+    private let accountEventPump: Task<Void, Never>
+
+    /// A store over `providers`, in preference order. Provider ids must be unique.
+    public init(providers: [any Provider], options: StoreOptions = StoreOptions()) throws(CloudSyncError) {
+        try Self.checkUniqueIDs(providers.map(\.id))
+        self.options = options
+        self.state = Protected(State(providers: providers))
+        let (stream, continuation) = AsyncStream.makeStream(of: AccountEvent.self)
+        self.accountEvents = continuation
+        let state = self.state
+        // One consumer keeps account events in order and finishes clearing caches before listeners hear of them.
+        self.accountEventPump = Task {
+            for await event in stream {
+                if event.identityChanged {
+                    let providers = state.withLock { $0.providers }
+                    for provider in providers { await provider.clearCaches() }
+                }
+                let handlers = state.withLock { Array($0.accountHandlers.values) }
+                for handler in handlers { handler(event) }
+            }
+        }
+        for provider in providers { subscribe(to: provider) }
+    }
+
+    deinit {
+        accountEvents.finish()
+    }
+
+    private static func checkUniqueIDs(_ ids: [String]) throws(CloudSyncError) {
+        var seen = Set<String>()
+        for id in ids where !seen.insert(id).inserted {
+            throw CloudSyncError(
+                .invalidConfiguration, "two providers share the id \(id); give each provider its own id",
+                provider: id)
+        }
+    }
+
+    /// The configured providers' ids, in preference order.
+    public var providerIDs: [String] { state.withLock { $0.providers.map(\.id) } }
+
+    /// Adds `provider` at the end of the preference order (the in-memory provider in tests, for example).
+    public func register(_ provider: any Provider) throws(CloudSyncError) {
+        try state.withLock { state throws(CloudSyncError) in
+            try Self.checkUniqueIDs(state.providers.map(\.id) + [provider.id])
+            state.providers.append(provider)
+        }
+        subscribe(to: provider)
+    }
+
+    /// Releases provider subscriptions and listeners; every later operation fails with `ERR_DISPOSED`.
+    public func dispose() {
+        let subscriptions = state.withLock { state in
+            state.disposed = true
+            state.accountHandlers = [:]
+            state.remoteHandlers = [:]
+            defer { state.providerSubscriptions = [] }
+            return state.providerSubscriptions
+        }
+        for subscription in subscriptions { subscription.cancel() }
+        accountEvents.finish()
+        accountEventPump.cancel()
+    }
+
+    // MARK: Providers, availability and deadlines
+
+    /// The configured providers, or `ERR_DISPOSED`.
+    func configuredProviders() throws(CloudSyncError) -> [any Provider] {
+        let (providers, disposed) = state.withLock { ($0.providers, $0.disposed) }
+        guard !disposed else { throw CloudSyncError(.disposed, "the store was disposed; create a new one") }
+        return providers
+    }
+
+    func provider(withID id: String) throws(CloudSyncError) -> any Provider {
+        guard let provider = try configuredProviders().first(where: { $0.id == id }) else {
+            throw CloudSyncError(
+                .invalidConfiguration,
+                "no provider with id \(id) is configured; configured: \(providerIDs.joined(separator: ", "))",
+                provider: id)
+        }
+        return provider
+    }
+
+    /// The providers among `candidates` that are available now, in the same order.
+    ///
+    /// Answers are memoised for ``StoreOptions/availabilityLifetime``; the others are probed at once, all together,
+    /// each under the deadline, so even several hung probes cost one timeout. A probe that times out means
+    /// unavailable.
+    func available(_ candidates: [any Provider]) async -> [any Provider] {
+        let now = options.clock.nowMilliseconds()
+        let (known, generation) = state.withLock { state in
+            (
+                state.availability.filter { $0.value.expiresAtMs > now }.mapValues(\.available),
+                state.availabilityGeneration
+            )
+        }
+        let unknown = candidates.filter { known[$0.id] == nil }
+        var answers = known
+        if !unknown.isEmpty {
+            let probed = await withTaskGroup(of: (String, Bool).self) { group in
+                for provider in unknown {
+                    group.addTask { [self] in
+                        let available = (try? await deadline(provider) { await provider.isAvailable() }) ?? false
+                        return (provider.id, available)
+                    }
+                }
+                var results: [String: Bool] = [:]
+                for await (id, available) in group { results[id] = available }
+                return results
+            }
+            let expiry = options.clock.nowMilliseconds() + options.availabilityLifetime.milliseconds
+            state.withLock { state in
+                guard state.availabilityGeneration == generation else { return }
+                for (id, available) in probed { state.availability[id] = (available, expiry) }
+            }
+            answers.merge(probed) { _, new in new }
+        }
+        return candidates.filter { answers[$0.id] == true }
+    }
+
+    /// Forgets every memoised availability answer.
+    func forgetAvailability() {
+        state.withLock { state in
+            state.availability = [:]
+            state.availabilityGeneration += 1
+        }
+    }
+
+    /// Runs one provider call under the store's deadline, turning every failure into a `CloudSyncError` that names
+    /// the provider.
+    func deadline<T: Sendable>(
+        _ provider: any Provider, key: String? = nil, _ operation: @escaping @Sendable () async throws -> T
+    ) async throws(CloudSyncError) -> T {
+        let id = provider.id
+        let timeout = options.timeout
+        do {
+            return try await withDeadline(
+                timeout, clock: options.clock,
+                timeoutError: {
+                    CloudSyncError(
+                        .timeout, "no answer within \(timeout?.milliseconds ?? 0) ms", provider: id, key: key)
+                }, operation)
+        } catch {
+            throw CloudSyncError.wrapping(error, provider: id, key: key)
+        }
+    }
+
+    func report(_ error: CloudSyncError) {
+        options.onError?(error)
+    }
+
+    // MARK: Codec, tiering and key rules
+
+    func codec(for provider: any Provider) -> (any ValueCodec)? {
+        options.providerCodecs[provider.id] ?? options.codec
+    }
+
+    func encode(_ value: String, key: String, for provider: any Provider) throws(CloudSyncError) -> String {
+        guard let codec = codec(for: provider) else { return value }
+        do {
+            return try codec.encode(value, key: key)
+        } catch {
+            throw CloudSyncError(
+                .encode, "the codec could not encode the value: \(error)", provider: provider.id, key: key)
+        }
+    }
+
+    func decode(_ stored: String, key: String, from provider: any Provider) throws(CloudSyncError) -> String {
+        guard let codec = codec(for: provider) else { return stored }
+        do {
+            return try codec.decode(stored, key: key)
+        } catch {
+            throw CloudSyncError(
+                .decode,
+                "the stored value could not be decoded: \(error); check the codec's keys, or whether the value was "
+                    + "written without this codec",
+                provider: provider.id, key: key)
+        }
+    }
+
+    /// The largest encoded value `provider` takes, in bytes: the smallest of its own cap, the configured override
+    /// and, with tiering on, its tier's threshold. Nil means no cap.
+    func cap(of provider: any Provider) -> Int? {
+        var caps = [provider.capabilities.maxValueBytes, options.maxValueBytes[provider.id]]
+        switch (options.tiering, provider.capabilities.tier) {
+        case (.auto, .keyValue): caps.append(Tiering.defaultKVMaxBytes)
+        case (.auto, .record): caps.append(Tiering.defaultRecordMaxBytes)
+        case (.thresholds(let kv, _), .keyValue): caps.append(kv)
+        case (.thresholds(_, let record), .record): caps.append(record)
+        default: break
+        }
+        return caps.compactMap { $0 }.min()
+    }
+
+    /// Throws `ERR_INVALID_KEY` unless `key` satisfies the rules of every configured provider.
+    func validate(_ key: String, providers: [any Provider]) throws(CloudSyncError) {
+        if !KeyRule.nonEmpty.allows(key) {
+            throw CloudSyncError(.invalidKey, "\(KeyRule.nonEmpty); give every value a name", key: key)
+        }
+        guard options.validateKeys else { return }
+        for provider in providers {
+            for rule in provider.capabilities.keyRules where !rule.allows(key) {
+                throw CloudSyncError(
+                    .invalidKey,
+                    "\(rule) (a rule of provider \(provider.id)); rename the key, or pass it through sanitizeKey()",
+                    provider: provider.id, key: key)
+            }
+        }
+    }
+
+    // MARK: Events
+
+    private func subscribe(to provider: any Provider) {
+        var subscriptions: [ProviderSubscription] = []
+        if let subscription = provider.subscribeToAccountChanges({ [weak self] event in self?.receive(event) }) {
+            subscriptions.append(subscription)
+        }
+        if let subscription = provider.subscribeToRemoteChanges({ [weak self] change in self?.receive(change) }) {
+            subscriptions.append(subscription)
+        }
+        state.withLock { $0.providerSubscriptions += subscriptions }
+    }
+
+    private func receive(_ event: AccountEvent) {
+        let isNew = state.withLock { state -> Bool in
+            guard !state.disposed else { return false }
+            if let id = event.eventID {
+                if state.recentEventIDs.contains(id) { return false }
+                state.recentEventIDs.append(id)
+                if state.recentEventIDs.count > 64 { state.recentEventIDs.removeFirst() }
+            }
+            if event.identityChanged {
+                state.availability = [:]
+                state.availabilityGeneration += 1
+            }
+            return true
+        }
+        guard isNew else { return }
+        // A queued write carries no identity: flushing it now would write the previous user's data into the new
+        // user's account.
+        if event.identityChanged { options.outbox?.abandonForAccountChange() }
+        accountEvents.yield(event)
+    }
+
+    private func receive(_ change: RemoteChange) {
+        let handlers = state.withLock { Array($0.remoteHandlers.values) }
+        for handler in handlers { handler(change) }
+    }
+
+    /// Calls `handler` for account changes of every provider, merged; one system event relayed by two providers
+    /// arrives once.
+    ///
+    /// On an identity change the store has already dropped memoised availability, told the outbox to abandon queued
+    /// writes and cleared every provider's caches by the time `handler` runs.
+    public func onAccountChange(_ handler: @escaping @Sendable (AccountEvent) -> Void) -> ProviderSubscription {
+        let id = state.withLock { state in
+            defer { state.nextHandlerID += 1 }
+            state.accountHandlers[state.nextHandlerID] = handler
+            return state.nextHandlerID
+        }
+        return ProviderSubscription { [weak self] in
+            self?.state.withLock { _ = $0.accountHandlers.removeValue(forKey: id) }
+        }
+    }
+
+    /// Calls `handler` when any provider reports data changed elsewhere.
+    public func onRemoteChange(_ handler: @escaping @Sendable (RemoteChange) -> Void) -> ProviderSubscription {
+        let id = state.withLock { state in
+            defer { state.nextHandlerID += 1 }
+            state.remoteHandlers[state.nextHandlerID] = handler
+            return state.nextHandlerID
+        }
+        return ProviderSubscription { [weak self] in
+            self?.state.withLock { _ = $0.remoteHandlers.removeValue(forKey: id) }
+        }
+    }
+}
+
+extension Duration {
+    /// Whole milliseconds, rounded down.
+    package var milliseconds: Int64 {
+        components.seconds * 1000 + components.attoseconds / 1_000_000_000_000_000
+    }
+}
+
+extension Array {
+    /// Consecutive slices of at most `size` elements.
+    func chunked(_ size: Int) -> [ArraySlice<Element>] {
+        stride(from: 0, to: count, by: size).map { self[$0..<Swift.min($0 + size, count)] }
+    }
+}

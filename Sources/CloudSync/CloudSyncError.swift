@@ -1,0 +1,113 @@
+/// A stable error code. The list below, and which codes are retryable, is the one place either is decided.
+public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    public let rawValue: String
+
+    public init(rawValue: String) { self.rawValue = rawValue }
+
+    /// The operation ran out of time (the store's `timeout`). Retryable: it says nothing about whether the
+    /// operation can succeed.
+    public static let timeout = ErrorCode(rawValue: "ERR_TIMEOUT")
+    /// The provider could not be reached.
+    public static let offline = ErrorCode(rawValue: "ERR_OFFLINE")
+    /// The provider asked for fewer requests; see `retryAfterMs`.
+    public static let rateLimited = ErrorCode(rawValue: "ERR_RATE_LIMITED")
+    /// The account exists but is temporarily unavailable.
+    public static let accountUnavailable = ErrorCode(rawValue: "ERR_ACCOUNT_UNAVAILABLE")
+    /// The provider failed on its side (an HTTP 5xx); trying again later may work.
+    public static let serverError = ErrorCode(rawValue: "ERR_SERVER")
+    /// Nobody is signed in to the provider, or the credentials were revoked.
+    public static let notSignedIn = ErrorCode(rawValue: "ERR_NOT_SIGNED_IN")
+    /// The provider is full.
+    public static let quotaExceeded = ErrorCode(rawValue: "ERR_QUOTA_EXCEEDED")
+    /// The encoded value fits no configured provider.
+    public static let payloadTooLarge = ErrorCode(rawValue: "ERR_PAYLOAD_TOO_LARGE")
+    /// The key breaks a rule of a configured provider.
+    public static let invalidKey = ErrorCode(rawValue: "ERR_INVALID_KEY")
+    /// The provider's configuration (container, bucket, credentials' scope) is wrong.
+    public static let containerMisconfigured = ErrorCode(rawValue: "ERR_CONTAINER_MISCONFIGURED")
+    /// A stored value could not be decoded by the codec (wrong key, tampered, not an envelope).
+    public static let decode = ErrorCode(rawValue: "ERR_DECODE")
+    /// A value could not be encoded by the codec.
+    public static let encode = ErrorCode(rawValue: "ERR_ENCODE")
+    /// No configured provider is available for the operation.
+    public static let noProvider = ErrorCode(rawValue: "ERR_NO_PROVIDER")
+    /// The provider cannot do what was asked (list keys, for example).
+    public static let unsupported = ErrorCode(rawValue: "ERR_UNSUPPORTED")
+    /// The provider failed in a way none of the other codes describe, or broke the provider contract.
+    public static let providerFailure = ErrorCode(rawValue: "ERR_PROVIDER")
+    /// The store was disposed.
+    public static let disposed = ErrorCode(rawValue: "ERR_DISPOSED")
+    /// The store or a provider was configured inconsistently (two providers with one id, an unknown provider).
+    public static let invalidConfiguration = ErrorCode(rawValue: "ERR_CONFIG")
+
+    /// Every code the library produces, in documentation order.
+    public static let all: [ErrorCode] = [
+        .timeout, .offline, .rateLimited, .accountUnavailable, .serverError, .notSignedIn, .quotaExceeded,
+        .payloadTooLarge, .invalidKey, .containerMisconfigured, .decode, .encode, .noProvider, .unsupported,
+        .providerFailure, .disposed, .invalidConfiguration,
+    ]
+
+    /// Whether trying the same operation again later may succeed without anyone doing anything.
+    ///
+    /// Only these are queued by the outbox; everything else needs a person (sign in, free space, fix the key or the
+    /// configuration) and fails at once.
+    public var isRetryable: Bool {
+        switch self {
+        case .timeout, .offline, .rateLimited, .accountUnavailable, .serverError: return true
+        default: return false
+        }
+    }
+
+    public var description: String { rawValue }
+}
+
+/// The one error type of the store and its providers: a stable code, what happened, and what it concerns.
+public struct CloudSyncError: Error, Sendable, Equatable, CustomStringConvertible {
+    public let code: ErrorCode
+    /// What happened and, where there is something to do, what to do. Never holds values or secrets.
+    public let message: String
+    /// The provider concerned, by id.
+    public var provider: String?
+    /// The key concerned.
+    public var key: String?
+    /// How long the provider asked the caller to wait before trying again.
+    public var retryAfterMs: Int?
+
+    public init(
+        _ code: ErrorCode, _ message: String, provider: String? = nil, key: String? = nil, retryAfterMs: Int? = nil
+    ) {
+        self.code = code
+        self.message = message
+        self.provider = provider
+        self.key = key
+        self.retryAfterMs = retryAfterMs
+    }
+
+    /// Whether trying again later may succeed; see ``ErrorCode/isRetryable``.
+    public var isRetryable: Bool { code.isRetryable }
+
+    /// `ERR_CODE [provider p, key "k"]: message`.
+    public var description: String {
+        var context: [String] = []
+        if let provider { context.append("provider \(provider)") }
+        if let key { context.append("key \"\(key)\"") }
+        if let retryAfterMs { context.append("retry after \(retryAfterMs) ms") }
+        let where_ = context.isEmpty ? "" : " [\(context.joined(separator: ", "))]"
+        return "\(code.rawValue)\(where_): \(message)"
+    }
+
+    /// The same error, attributed to `provider` and `key` where it did not already name them.
+    func attributed(provider: String? = nil, key: String? = nil) -> CloudSyncError {
+        var copy = self
+        if copy.provider == nil { copy.provider = provider }
+        if copy.key == nil { copy.key = key }
+        return copy
+    }
+
+    /// Any error a provider threw, as a `CloudSyncError`.
+    static func wrapping(_ error: any Error, provider: String, key: String? = nil) -> CloudSyncError {
+        if let error = error as? CloudSyncError { return error.attributed(provider: provider, key: key) }
+        return CloudSyncError(
+            .providerFailure, "provider failed: \(error)", provider: provider, key: key)
+    }
+}

@@ -1,0 +1,107 @@
+/// A provider that keeps values in process memory: the `memory` provider type, dry runs, and tests.
+public final class MemoryProvider: Provider {
+    private struct Contents {
+        var values: [String: String] = [:]
+        /// Every key, sorted, so listing pages are a binary search and a slice.
+        var sortedKeys: [String] = []
+        var usedBytes: Int64 = 0
+
+        func insertionIndex(of key: String) -> Int {
+            var low = 0
+            var high = sortedKeys.count
+            while low < high {
+                let middle = (low + high) / 2
+                if sortedKeys[middle] < key { low = middle + 1 } else { high = middle }
+            }
+            return low
+        }
+
+        mutating func store(_ value: String, forKey key: String) {
+            if let old = values.updateValue(value, forKey: key) {
+                usedBytes -= Int64(old.utf8.count)
+            } else {
+                sortedKeys.insert(key, at: insertionIndex(of: key))
+                usedBytes += Int64(key.utf8.count)
+            }
+            usedBytes += Int64(value.utf8.count)
+        }
+
+        mutating func remove(_ key: String) {
+            guard let old = values.removeValue(forKey: key) else { return }
+            sortedKeys.remove(at: insertionIndex(of: key))
+            usedBytes -= Int64(key.utf8.count + old.utf8.count)
+        }
+    }
+
+    public let id: String
+    public let capabilities: ProviderCapabilities
+    /// Space this provider pretends to have, in bytes of keys and values; nil for unlimited.
+    public let totalBytes: Int64?
+    private let contents = Protected(Contents())
+
+    public init(id: String = "memory", capabilities: ProviderCapabilities = .init(), totalBytes: Int64? = nil) {
+        self.id = id
+        self.capabilities = capabilities
+        self.totalBytes = totalBytes
+    }
+
+    public func isAvailable() async -> Bool { true }
+
+    public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
+        contents.withLock { contents in keys.map { .success(contents.values[$0]) } }
+    }
+
+    public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
+        contents.withLock { contents in
+            items.map { item -> Result<Void, CloudSyncError> in
+                if let cap = capabilities.maxValueBytes, item.value.utf8.count > cap {
+                    return .failure(
+                        CloudSyncError(
+                            .payloadTooLarge, "the value is \(item.value.utf8.count) bytes; this provider takes \(cap)",
+                            provider: id, key: item.key))
+                }
+                if let totalBytes {
+                    // Replacing a value grows by the difference; a new key also brings the key's bytes.
+                    let growth =
+                        contents.values[item.key].map { Int64(item.value.utf8.count - $0.utf8.count) }
+                        ?? Int64(item.key.utf8.count + item.value.utf8.count)
+                    if contents.usedBytes + growth > totalBytes {
+                        return .failure(
+                            CloudSyncError(
+                                .quotaExceeded, "this provider is limited to \(totalBytes) bytes and is full",
+                                provider: id, key: item.key))
+                    }
+                }
+                contents.store(item.value, forKey: item.key)
+                return .success(())
+            }
+        }
+    }
+
+    public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
+        contents.withLock { contents in
+            keys.map { key in
+                contents.remove(key)
+                return .success(())
+            }
+        }
+    }
+
+    public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
+        guard capabilities.canList else {
+            throw CloudSyncError(.unsupported, "this provider cannot list its keys", provider: id)
+        }
+        return contents.withLock { contents in
+            var start = cursor.map { contents.insertionIndex(of: $0) } ?? 0
+            if let cursor, start < contents.sortedKeys.count, contents.sortedKeys[start] == cursor { start += 1 }
+            let end = min(start + max(limit, 1), contents.sortedKeys.count)
+            let keys = Array(contents.sortedKeys[start..<end])
+            return KeyPage(keys: keys, nextCursor: end < contents.sortedKeys.count ? keys.last : nil)
+        }
+    }
+
+    public func quota() async throws -> ProviderQuota? {
+        guard capabilities.reportsQuota else { return nil }
+        return ProviderQuota(usedBytes: contents.withLock { $0.usedBytes }, totalBytes: totalBytes)
+    }
+}

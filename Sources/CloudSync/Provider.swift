@@ -1,0 +1,199 @@
+import Synchronization
+
+/// A storage provider: where the store keeps values.
+///
+/// Requirements every provider must meet (``ProviderConformanceSuite`` in `CloudSyncTesting` checks them):
+///
+/// - **Sendable and re-entrant.** The store calls a provider from many tasks at once.
+/// - **Batch-first, positional results.** `get`, `set` and `remove` take arrays and return one result per input, in
+///   the same order: `results[i]` is about `keys[i]`. A failure of one key is a value in its slot, not a throw; throw
+///   only when the whole batch failed (offline, signed out, timed out). Never receive more keys than
+///   ``ProviderCapabilities/batchLimit``; the store chunks for you.
+/// - **Values are opaque strings**, stored and returned byte for byte (after the codec, which the store applies).
+///   An empty string is a value; a missing key reads as `nil`. Removing a missing key succeeds.
+/// - **Errors are ``CloudSyncError``s** with the code that says what the caller should do; the store wraps anything
+///   else as `ERR_PROVIDER`, which is never retried.
+/// - **Listing is paged**, in a stable order, each key exactly once, never all keys at once: `listKeys(after:)` with
+///   the previous page's ``KeyPage/nextCursor`` continues where it stopped, and a nil cursor means the end. Keys
+///   written during a listing may or may not appear. A provider that cannot list says so in its capabilities and
+///   throws `ERR_UNSUPPORTED`.
+/// - **Cancellation is honoured** where the provider can: the store enforces its own deadline anyway and stops
+///   waiting, but a provider that keeps working after cancellation wastes requests.
+/// - **Availability is cheap to ask**: the store memoises the answer for a short time and bounds the probe by its
+///   timeout; a probe that hangs only makes the provider unavailable.
+/// - **Quota reports what the provider knows**: nil when it cannot know (never a guess); a nil total means
+///   unlimited, not zero.
+/// - **Events only where supported**: ``subscribeToAccountChanges(_:)`` and ``subscribeToRemoteChanges(_:)``
+///   return nil when the provider has no such events, rather than a subscription that never fires.
+/// - **`clearCaches()`** forgets everything remembered about the signed-in account (file ids, reachability); the
+///   store calls it when the account's identity changes.
+public protocol Provider: Sendable {
+    /// A name unique within a store, used in errors, reports and the outbox.
+    var id: String { get }
+    var capabilities: ProviderCapabilities { get }
+
+    /// Whether the provider can serve requests now (signed in, reachable, configured).
+    func isAvailable() async -> Bool
+
+    /// Values for `keys`, positionally; nil for a key that is not stored.
+    func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>]
+    /// Stores each value under its key, positionally.
+    func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>]
+    /// Removes each key, positionally; removing a key that is not stored succeeds.
+    func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>]
+
+    /// One page of keys after `cursor` (nil: from the start), at most `limit` of them.
+    func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage
+
+    /// Space used and available, or nil when the provider cannot know.
+    func quota() async throws -> ProviderQuota?
+
+    /// Calls `handler` on account changes; nil when the provider has no account events.
+    func subscribeToAccountChanges(_ handler: @escaping @Sendable (AccountEvent) -> Void) -> ProviderSubscription?
+    /// Calls `handler` when data changes elsewhere; nil when the provider has no change events.
+    func subscribeToRemoteChanges(_ handler: @escaping @Sendable (RemoteChange) -> Void) -> ProviderSubscription?
+
+    /// Forgets everything cached about the current account.
+    func clearCaches() async
+}
+
+extension Provider {
+    public func quota() async throws -> ProviderQuota? { nil }
+    public func subscribeToAccountChanges(_ handler: @escaping @Sendable (AccountEvent) -> Void)
+        -> ProviderSubscription?
+    { nil }
+    public func subscribeToRemoteChanges(_ handler: @escaping @Sendable (RemoteChange) -> Void)
+        -> ProviderSubscription?
+    { nil }
+    public func clearCaches() async {}
+}
+
+/// A key and its value.
+public struct KeyValue: Sendable, Hashable {
+    public let key: String
+    public let value: String
+
+    public init(_ key: String, _ value: String) {
+        self.key = key
+        self.value = value
+    }
+}
+
+/// What a provider can do. Declared once; the store routes, chunks and validates by it.
+public struct ProviderCapabilities: Sendable, Equatable {
+    /// The largest value, in UTF-8 bytes of the encoded value, the provider accepts; nil for no cap.
+    public var maxValueBytes: Int?
+    /// Which tiering threshold caps this provider when tiering is on.
+    public var tier: StorageTier
+    /// Rules every key must satisfy while this provider is configured.
+    public var keyRules: [KeyRule]
+    /// Most keys one batch call may carry (at least 1).
+    public var batchLimit: Int
+    /// Whether `listKeys` works.
+    public var canList: Bool
+    /// Whether `quota()` can return figures.
+    public var reportsQuota: Bool
+    /// Whether account events are emitted.
+    public var emitsAccountEvents: Bool
+    /// Whether remote-change events are emitted.
+    public var emitsRemoteChanges: Bool
+
+    public init(
+        maxValueBytes: Int? = nil, tier: StorageTier = .file, keyRules: [KeyRule] = [], batchLimit: Int = 100,
+        canList: Bool = true, reportsQuota: Bool = false, emitsAccountEvents: Bool = false,
+        emitsRemoteChanges: Bool = false
+    ) {
+        precondition(batchLimit >= 1, "batchLimit must be at least 1")
+        self.maxValueBytes = maxValueBytes
+        self.tier = tier
+        self.keyRules = keyRules
+        self.batchLimit = batchLimit
+        self.canList = canList
+        self.reportsQuota = reportsQuota
+        self.emitsAccountEvents = emitsAccountEvents
+        self.emitsRemoteChanges = emitsRemoteChanges
+    }
+}
+
+/// The kind of storage behind a provider, which decides the tiering threshold that caps it.
+public enum StorageTier: String, Sendable, Equatable {
+    /// A small key-value store (the iCloud key-value store): capped by `kvMaxBytes`.
+    case keyValue
+    /// One record per key (CloudKit): capped by `recordMaxBytes`.
+    case record
+    /// Whole files or objects (Drive, S3, SQLite, a directory): no tiering cap.
+    case file
+}
+
+/// One page of a key listing.
+public struct KeyPage: Sendable, Equatable {
+    public var keys: [String]
+    /// Where the next page starts; nil when this is the last page.
+    public var nextCursor: String?
+
+    public init(keys: [String], nextCursor: String?) {
+        self.keys = keys
+        self.nextCursor = nextCursor
+    }
+}
+
+/// Space a provider reports. A nil total means unlimited, not zero.
+public struct ProviderQuota: Sendable, Equatable {
+    public var usedBytes: Int64?
+    public var totalBytes: Int64?
+
+    public init(usedBytes: Int64?, totalBytes: Int64?) {
+        self.usedBytes = usedBytes
+        self.totalBytes = totalBytes
+    }
+}
+
+/// The state of the account behind a provider.
+public enum AccountStatus: String, Sendable, Equatable {
+    case available, noAccount, restricted, temporarilyUnavailable, couldNotDetermine
+}
+
+/// A change of the account behind a provider.
+public struct AccountEvent: Sendable, Equatable {
+    /// Whether a different user is now signed in (or nobody is).
+    public var identityChanged: Bool
+    public var status: AccountStatus
+    /// The provider that reported it.
+    public var provider: String
+    /// Identifies the underlying system event, so one event relayed by two providers is delivered once.
+    public var eventID: String?
+
+    public init(identityChanged: Bool, status: AccountStatus, provider: String, eventID: String? = nil) {
+        self.identityChanged = identityChanged
+        self.status = status
+        self.provider = provider
+        self.eventID = eventID
+    }
+}
+
+/// Data that changed elsewhere.
+public struct RemoteChange: Sendable, Equatable {
+    public var provider: String
+    /// The keys that changed, when the provider knows them; nil for "something changed".
+    public var keys: [String]?
+
+    public init(provider: String, keys: [String]?) {
+        self.provider = provider
+        self.keys = keys
+    }
+}
+
+/// A live event subscription; ``cancel()`` stops it. Cancelling twice is harmless.
+public final class ProviderSubscription: Sendable {
+    private let onCancel: Mutex<(@Sendable () -> Void)?>
+
+    public init(onCancel: @escaping @Sendable () -> Void) { self.onCancel = Mutex(onCancel) }
+
+    public func cancel() {
+        let action = onCancel.withLock { action in
+            defer { action = nil }
+            return action
+        }
+        action?()
+    }
+}

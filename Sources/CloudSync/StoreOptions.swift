@@ -1,0 +1,80 @@
+/// How writes use the provider list.
+public enum WriteMode: String, Sendable, Equatable {
+    /// Providers are alternatives: a write or remove touches the first available provider that fits.
+    case failover
+    /// The same data in several places: a write or remove touches every available provider that fits.
+    case mirror
+}
+
+/// Whether and how values are routed by size.
+public enum Tiering: Sendable, Equatable {
+    /// Route by size with the default thresholds: 64 KB for key-value stores, 900 KB for records.
+    case auto
+    /// Route by size with these thresholds, in UTF-8 bytes of the encoded value.
+    case thresholds(kvMaxBytes: Int, recordMaxBytes: Int)
+    /// Always write to the preferred available provider, whatever the size.
+    case off
+
+    /// The default threshold of key-value stores: 64 KB.
+    public static let defaultKVMaxBytes = 64 * 1024
+    /// The default threshold of record stores: 900 KB.
+    public static let defaultRecordMaxBytes = 900 * 1024
+}
+
+/// Everything a store is configured with, beside its providers.
+public struct StoreOptions: Sendable {
+    public var writeMode: WriteMode = .failover
+    public var tiering: Tiering = .auto
+    /// Per-provider lower caps on the largest value, by provider id, in UTF-8 bytes of the encoded value.
+    public var maxValueBytes: [String: Int] = [:]
+    /// Check keys against the rules of every configured provider before any request.
+    public var validateKeys = true
+    /// The deadline of every provider call, the availability probe included; nil waits forever.
+    public var timeout: Duration? = .seconds(15)
+    /// How long an availability answer is trusted before the provider is asked again.
+    public var availabilityLifetime: Duration = .seconds(30)
+    /// The codec applied to every provider without one of its own.
+    public var codec: (any ValueCodec)?
+    /// Codecs for particular providers, by provider id.
+    public var providerCodecs: [String: any ValueCodec] = [:]
+    /// Told about failures the caller does not see: a mirror destination that failed, a failed provider a read fell
+    /// through, an unlistable provider.
+    public var onError: (@Sendable (CloudSyncError) -> Void)?
+    /// Where writes that failed for a retryable reason go; nil rejects them.
+    public var outbox: (any OutboxSeam)?
+    public var clock: any StoreClock = SystemClock()
+
+    public init() {}
+}
+
+/// A write or remove that failed on one provider for a reason that may pass.
+public struct FailedWrite: Sendable, Equatable {
+    public enum Operation: String, Sendable, Equatable {
+        case set, remove
+    }
+
+    public var key: String
+    public var operation: Operation
+    /// The value as the provider would store it (already encoded); nil for a remove.
+    public var encodedValue: String?
+    public var provider: String
+    public var error: CloudSyncError
+
+    public init(key: String, operation: Operation, encodedValue: String?, provider: String, error: CloudSyncError) {
+        self.key = key
+        self.operation = operation
+        self.encodedValue = encodedValue
+        self.provider = provider
+        self.error = error
+    }
+}
+
+/// Where the store hands writes that failed for a retryable reason (the outbox implements it).
+public protocol OutboxSeam: Sendable {
+    /// Takes a failed write for a later retry; returns false when it will not (then the store rejects as usual).
+    func enqueue(_ write: FailedWrite) -> Bool
+    /// A newer write or remove of `key` reached `provider` directly; a queued older one must not overwrite it.
+    func superseded(key: String, provider: String)
+    /// The account's identity changed: abandon every queued write.
+    func abandonForAccountChange()
+}

@@ -1,0 +1,230 @@
+import CloudSync
+import Synchronization
+
+/// Wraps any provider to make it misbehave on cue and to count what the store asks of it.
+///
+/// Availability, per-operation and per-key errors, latency, hangs, capabilities, quota and account or remote-change
+/// events can all be set while a test runs.
+public final class FaultInjectingProvider: Provider {
+    /// The provider calls a test can aim at.
+    public enum Operation: String, Sendable, CaseIterable {
+        case isAvailable, get, set, remove, list, quota
+    }
+
+    /// How a hung call ends.
+    public enum Hang: Sendable {
+        /// Waits until the store cancels it, as a well-behaved network call does.
+        case untilCancelled
+        /// Never returns, even when cancelled (a stuck socket, a provider that never checks).
+        case forever
+    }
+
+    private struct Settings {
+        var available = true
+        var operationErrors: [Operation: CloudSyncError] = [:]
+        var remainingFailures: [Operation: Int] = [:]
+        var keyErrors: [String: CloudSyncError] = [:]
+        var hangs: [Operation: Hang] = [:]
+        var latency: Duration?
+        var calls: [Operation: Int] = [:]
+        var keysRequested: [Operation: Int] = [:]
+        var clearCachesCalls = 0
+        var accountHandlers: [Int: @Sendable (AccountEvent) -> Void] = [:]
+        var remoteHandlers: [Int: @Sendable (RemoteChange) -> Void] = [:]
+        var nextHandlerID = 0
+    }
+
+    public let wrapped: any Provider
+    public let id: String
+    public let capabilities: ProviderCapabilities
+    private let clock: any StoreClock
+    private let settings = Mutex(Settings())
+
+    /// Wraps `wrapped`, optionally under another id and with other capabilities; latency sleeps on `clock`.
+    public init(
+        _ wrapped: any Provider, id: String? = nil, capabilities: ProviderCapabilities? = nil,
+        clock: any StoreClock = SystemClock()
+    ) {
+        self.wrapped = wrapped
+        self.id = id ?? wrapped.id
+        self.capabilities = capabilities ?? wrapped.capabilities
+        self.clock = clock
+    }
+
+    /// An in-memory provider wrapped for faults.
+    public convenience init(
+        id: String, capabilities: ProviderCapabilities = .init(), totalBytes: Int64? = nil,
+        clock: any StoreClock = SystemClock()
+    ) {
+        self.init(
+            MemoryProvider(id: id, capabilities: capabilities, totalBytes: totalBytes), capabilities: capabilities,
+            clock: clock)
+    }
+
+    // MARK: Controls
+
+    public var isAvailableNow: Bool {
+        get { settings.withLock { $0.available } }
+        set { settings.withLock { $0.available = newValue } }
+    }
+
+    /// Makes `operation` throw `error` for the whole batch, `times` times (nil: until cleared).
+    public func fail(_ operation: Operation, with error: CloudSyncError, times: Int? = nil) {
+        settings.withLock { settings in
+            settings.operationErrors[operation] = error
+            settings.remainingFailures[operation] = times
+        }
+    }
+
+    /// Makes get, set and remove report `error` for `key` alone (nil clears it).
+    public func fail(key: String, with error: CloudSyncError?) {
+        settings.withLock { $0.keyErrors[key] = error }
+    }
+
+    /// Makes `operation` hang (nil: answer normally again).
+    public func hang(_ operation: Operation, _ hang: Hang? = .untilCancelled) {
+        settings.withLock { $0.hangs[operation] = hang }
+    }
+
+    /// Waits this long on the clock before every call.
+    public func setLatency(_ latency: Duration?) {
+        settings.withLock { $0.latency = latency }
+    }
+
+    /// Calls made to `operation`.
+    public func calls(_ operation: Operation) -> Int { settings.withLock { $0.calls[operation, default: 0] } }
+
+    /// Keys passed to `operation`, over all its calls.
+    public func keysRequested(_ operation: Operation) -> Int {
+        settings.withLock { $0.keysRequested[operation, default: 0] }
+    }
+
+    public var clearCachesCalls: Int { settings.withLock { $0.clearCachesCalls } }
+
+    public func resetCounts() {
+        settings.withLock { settings in
+            settings.calls = [:]
+            settings.keysRequested = [:]
+        }
+    }
+
+    /// Delivers an account event to subscribers, as the provider's platform would.
+    public func emitAccountEvent(identityChanged: Bool, status: AccountStatus = .available, eventID: String? = nil) {
+        let handlers = settings.withLock { Array($0.accountHandlers.values) }
+        let event = AccountEvent(identityChanged: identityChanged, status: status, provider: id, eventID: eventID)
+        for handler in handlers { handler(event) }
+    }
+
+    /// Delivers a remote-change event to subscribers.
+    public func emitRemoteChange(keys: [String]?) {
+        let handlers = settings.withLock { Array($0.remoteHandlers.values) }
+        for handler in handlers { handler(RemoteChange(provider: id, keys: keys)) }
+    }
+
+    // MARK: Provider
+
+    /// Counts the call, then waits, hangs or fails as configured.
+    private func enter(_ operation: Operation, keys: Int = 0) async throws {
+        let (latency, hang, error) = settings.withLock { settings -> (Duration?, Hang?, CloudSyncError?) in
+            settings.calls[operation, default: 0] += 1
+            settings.keysRequested[operation, default: 0] += keys
+            let error = settings.operationErrors[operation]
+            if error != nil, let remaining = settings.remainingFailures[operation] {
+                if remaining <= 1 {
+                    settings.operationErrors[operation] = nil
+                    settings.remainingFailures[operation] = nil
+                } else {
+                    settings.remainingFailures[operation] = remaining - 1
+                }
+            }
+            return (settings.latency, settings.hangs[operation], error)
+        }
+        if let latency { try await clock.sleep(for: latency) }
+        switch hang {
+        case .untilCancelled:
+            try await SystemClock().sleep(for: .seconds(86_400 * 365))
+        case .forever:
+            await withUnsafeContinuation { (_: UnsafeContinuation<Void, Never>) in }
+        case nil:
+            break
+        }
+        if let error { throw error }
+    }
+
+    private func keyError(_ key: String) -> CloudSyncError? { settings.withLock { $0.keyErrors[key] } }
+
+    public func isAvailable() async -> Bool {
+        do { try await enter(.isAvailable) } catch { return false }
+        guard settings.withLock({ $0.available }) else { return false }
+        return await wrapped.isAvailable()
+    }
+
+    public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
+        try await enter(.get, keys: keys.count)
+        let results = try await wrapped.get(keys)
+        return zip(keys, results).map { key, result in keyError(key).map { .failure($0) } ?? result }
+    }
+
+    public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
+        try await enter(.set, keys: items.count)
+        let failing = items.map { keyError($0.key) }
+        let passing = zip(items, failing).filter { $1 == nil }.map(\.0)
+        var results = try await wrapped.set(passing).makeIterator()
+        return failing.map { error in error.map { .failure($0) } ?? results.next()! }
+    }
+
+    public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
+        try await enter(.remove, keys: keys.count)
+        let failing = keys.map(keyError)
+        let passing = zip(keys, failing).filter { $1 == nil }.map(\.0)
+        var results = try await wrapped.remove(passing).makeIterator()
+        return failing.map { error in error.map { .failure($0) } ?? results.next()! }
+    }
+
+    public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
+        try await enter(.list)
+        guard capabilities.canList else {
+            throw CloudSyncError(.unsupported, "this provider cannot list its keys", provider: id)
+        }
+        return try await wrapped.listKeys(after: cursor, limit: limit)
+    }
+
+    public func quota() async throws -> ProviderQuota? {
+        try await enter(.quota)
+        guard capabilities.reportsQuota else { return nil }
+        return try await wrapped.quota()
+    }
+
+    public func subscribeToAccountChanges(_ handler: @escaping @Sendable (AccountEvent) -> Void)
+        -> ProviderSubscription?
+    {
+        guard capabilities.emitsAccountEvents else { return nil }
+        let id = settings.withLock { settings in
+            defer { settings.nextHandlerID += 1 }
+            settings.accountHandlers[settings.nextHandlerID] = handler
+            return settings.nextHandlerID
+        }
+        return ProviderSubscription { [weak self] in
+            self?.settings.withLock { _ = $0.accountHandlers.removeValue(forKey: id) }
+        }
+    }
+
+    public func subscribeToRemoteChanges(_ handler: @escaping @Sendable (RemoteChange) -> Void)
+        -> ProviderSubscription?
+    {
+        guard capabilities.emitsRemoteChanges else { return nil }
+        let id = settings.withLock { settings in
+            defer { settings.nextHandlerID += 1 }
+            settings.remoteHandlers[settings.nextHandlerID] = handler
+            return settings.nextHandlerID
+        }
+        return ProviderSubscription { [weak self] in
+            self?.settings.withLock { _ = $0.remoteHandlers.removeValue(forKey: id) }
+        }
+    }
+
+    public func clearCaches() async {
+        settings.withLock { $0.clearCachesCalls += 1 }
+        await wrapped.clearCaches()
+    }
+}

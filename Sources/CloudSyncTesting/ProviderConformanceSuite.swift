@@ -1,0 +1,166 @@
+import CloudSync
+
+/// The checks every ``Provider`` must pass, whatever it stores in: run it from a provider's own tests with a
+/// factory that returns a fresh, empty, available provider each time.
+///
+/// `run` returns one line per broken requirement (empty when the provider conforms), so any test framework can
+/// assert on it: `#expect(await ProviderConformanceSuite.run { ... } == [])`.
+public enum ProviderConformanceSuite {
+    public static func run(_ makeProvider: @Sendable () async throws -> any Provider) async -> [String] {
+        var failures: [String] = []
+        for check in checks {
+            do {
+                let provider = try await makeProvider()
+                var sink = Failures(name: check.name)
+                try await check.body(provider, &sink)
+                failures += sink.messages
+            } catch {
+                failures.append("\(check.name): threw \(error)")
+            }
+        }
+        return failures
+    }
+
+    /// Collects the broken expectations of one check.
+    struct Failures {
+        let name: String
+        var messages: [String] = []
+
+        mutating func expect(_ condition: Bool, _ message: @autoclosure () -> String) {
+            if !condition { messages.append("\(name): \(message())") }
+        }
+    }
+
+    typealias Check = (name: String, body: @Sendable (any Provider, inout Failures) async throws -> Void)
+
+    static func values(_ results: [Result<String?, CloudSyncError>]) -> [String?] {
+        results.map { (try? $0.get()) ?? "<error>" }
+    }
+
+    static func allSucceeded(_ results: [Result<Void, CloudSyncError>]) -> Bool {
+        results.allSatisfy { (try? $0.get()) != nil }
+    }
+
+    static let checks: [Check] = [
+        (
+            "a fresh provider is available and empty",
+            { provider, failures in
+                failures.expect(await provider.isAvailable(), "isAvailable() is false")
+                failures.expect(
+                    values(try await provider.get(["conformance.absent"])) == [nil], "a missing key is not nil")
+                if provider.capabilities.canList {
+                    let page = try await provider.listKeys(after: nil, limit: 10)
+                    failures.expect(
+                        page.keys.isEmpty && page.nextCursor == nil, "listing an empty provider gave \(page)")
+                }
+            }
+        ),
+        (
+            "values round-trip byte for byte",
+            { provider, failures in
+                let large = String(
+                    repeating: "0123456789abcdef",
+                    count: min(provider.capabilities.maxValueBytes ?? 65_536, 65_536) / 16)
+                let items = [
+                    KeyValue("conformance.empty", ""), KeyValue("conformance.text", "plain"),
+                    KeyValue("conformance.unicode", "héllo — 日本 🌍\n\ttabs \"quotes\" \\ back"),
+                    KeyValue("conformance.json", #"{"updatedAt":"2026-01-01T00:00:00Z","v":[1,2]}"#),
+                    KeyValue("conformance.large", large),
+                ]
+                let stored = try await provider.set(items)
+                failures.expect(
+                    stored.count == items.count, "set returned \(stored.count) results for \(items.count) items")
+                failures.expect(allSucceeded(stored), "set failed: \(stored)")
+                let read = values(try await provider.get(items.map(\.key)))
+                for (item, value) in zip(items, read) {
+                    failures.expect(
+                        value == item.value, "\(item.key) read back differently (\(value?.utf8.count ?? -1) bytes)")
+                }
+            }
+        ),
+        (
+            "batch results are positional",
+            { provider, failures in
+                _ = try await provider.set([KeyValue("conformance.a", "A"), KeyValue("conformance.b", "B")])
+                let read = values(try await provider.get(["conformance.b", "conformance.missing", "conformance.a"]))
+                failures.expect(read == ["B", nil, "A"], "get([b, missing, a]) gave \(read)")
+                let limit = provider.capabilities.batchLimit
+                let many = (0..<limit).map { KeyValue("conformance.batch.\($0)", "v\($0)") }
+                let stored = try await provider.set(many)
+                failures.expect(stored.count == limit && allSucceeded(stored), "a full batch of \(limit) did not store")
+                let back = values(try await provider.get(many.map(\.key)))
+                failures.expect(back == many.map(\.value), "a full batch of \(limit) did not read back in order")
+            }
+        ),
+        (
+            "writes overwrite and removes remove",
+            { provider, failures in
+                _ = try await provider.set([KeyValue("conformance.k", "one")])
+                _ = try await provider.set([KeyValue("conformance.k", "two")])
+                failures.expect(values(try await provider.get(["conformance.k"])) == ["two"], "overwrite did not take")
+                let removed = try await provider.remove(["conformance.k", "conformance.never-written"])
+                failures.expect(
+                    removed.count == 2 && allSucceeded(removed), "remove (one missing key) failed: \(removed)")
+                failures.expect(values(try await provider.get(["conformance.k"])) == [nil], "a removed key still reads")
+            }
+        ),
+        (
+            "listing pages cover every key once and end",
+            { provider, failures in
+                guard provider.capabilities.canList else {
+                    do {
+                        _ = try await provider.listKeys(after: nil, limit: 10)
+                        failures.expect(false, "canList is false but listKeys did not throw")
+                    } catch let error as CloudSyncError {
+                        failures.expect(error.code == .unsupported, "listKeys threw \(error.code), not ERR_UNSUPPORTED")
+                    }
+                    return
+                }
+                let keys = (0..<25).map { "conformance.list.\(String($0 + 100))" }
+                for chunk in stride(from: 0, to: keys.count, by: provider.capabilities.batchLimit) {
+                    let slice = keys[chunk..<min(chunk + provider.capabilities.batchLimit, keys.count)]
+                    _ = try await provider.set(slice.map { KeyValue($0, "x") })
+                }
+                var seen: [String] = []
+                var cursor: String?
+                var pages = 0
+                repeat {
+                    let page = try await provider.listKeys(after: cursor, limit: 7)
+                    failures.expect(page.keys.count <= 7, "a page held \(page.keys.count) keys for a limit of 7")
+                    seen += page.keys
+                    cursor = page.nextCursor
+                    pages += 1
+                } while cursor != nil && pages < 100
+                failures.expect(pages < 100, "listing never ended")
+                failures.expect(seen.count == Set(seen).count, "listing repeated keys")
+                failures.expect(Set(seen) == Set(keys), "listing gave \(seen.count) keys, expected \(keys.count)")
+            }
+        ),
+        (
+            "quota and events are reported only where declared",
+            { provider, failures in
+                let quota = try await provider.quota()
+                if provider.capabilities.reportsQuota {
+                    failures.expect(quota != nil, "reportsQuota is true but quota() is nil")
+                    if let used = quota?.usedBytes, let total = quota?.totalBytes {
+                        failures.expect(used >= 0 && total >= 0, "negative quota figures \(used)/\(total)")
+                    }
+                } else {
+                    failures.expect(quota == nil, "reportsQuota is false but quota() gave \(String(describing: quota))")
+                }
+                let account = provider.subscribeToAccountChanges { _ in }
+                failures.expect(
+                    (account != nil) == provider.capabilities.emitsAccountEvents,
+                    "account subscription does not match emitsAccountEvents")
+                account?.cancel()
+                let remote = provider.subscribeToRemoteChanges { _ in }
+                failures.expect(
+                    (remote != nil) == provider.capabilities.emitsRemoteChanges,
+                    "remote-change subscription does not match emitsRemoteChanges")
+                remote?.cancel()
+                failures.expect(provider.capabilities.batchLimit >= 1, "batchLimit is below 1")
+                await provider.clearCaches()
+            }
+        ),
+    ]
+}
