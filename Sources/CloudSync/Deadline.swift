@@ -14,18 +14,12 @@ func withDeadline<T: Sendable>(
     return try await withTaskCancellationHandler {
         try await withCheckedThrowingContinuation { continuation in
             race.start(continuation)
+            // The timer is armed before the work starts, so running work always has a deadline.
+            let timer = clock.schedule(after: timeout) { race.finish(.failure(timeoutError())) }
             let work = Task {
                 let result: Result<T, any Error>
                 do { result = .success(try await operation()) } catch { result = .failure(error) }
                 race.finish(result)
-            }
-            let timer = Task {
-                do {
-                    try await clock.sleep(for: timeout)
-                } catch {
-                    return  // the operation finished first and cancelled this timer
-                }
-                if race.finish(.failure(timeoutError())) { work.cancel() }
             }
             race.onFinish {
                 work.cancel()
@@ -80,8 +74,9 @@ private final class DeadlineRace<T: Sendable>: Sendable {
             defer { state.cleanup = nil }
             return (continuation, state.cleanup, true)
         }
-        continuation?.resume(with: result)
+        // Stop the losers before resuming the caller, so nothing of this call is still running when it returns.
         cleanup?()
+        continuation?.resume(with: result)
         return won
     }
 }

@@ -6,6 +6,32 @@ public protocol StoreClock: Sendable {
     func nowMilliseconds() -> Int64
     /// Suspends for `duration`; throws `CancellationError` when the calling task is cancelled.
     func sleep(for duration: Duration) async throws
+    /// Runs `action` once `delay` has passed, unless cancelled first. The timer exists when this returns, so a
+    /// deadline is in place before the work it guards starts.
+    func schedule(after delay: Duration, _ action: @escaping @Sendable () -> Void) -> ScheduledAction
+}
+
+extension StoreClock {
+    public func schedule(after delay: Duration, _ action: @escaping @Sendable () -> Void) -> ScheduledAction {
+        let timer = Task {
+            do {
+                try await sleep(for: delay)
+            } catch {
+                return
+            }
+            action()
+        }
+        return ScheduledAction { timer.cancel() }
+    }
+}
+
+/// A timer from ``StoreClock/schedule(after:_:)``; `cancel()` stops it if it has not fired.
+public final class ScheduledAction: Sendable {
+    private let onCancel: @Sendable () -> Void
+
+    public init(onCancel: @escaping @Sendable () -> Void) { self.onCancel = onCancel }
+
+    public func cancel() { onCancel() }
 }
 
 /// The real clock.

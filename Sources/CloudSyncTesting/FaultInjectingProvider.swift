@@ -29,6 +29,7 @@ public final class FaultInjectingProvider: Provider {
         var calls: [Operation: Int] = [:]
         var keysRequested: [Operation: Int] = [:]
         var clearCachesCalls = 0
+        var hanging: [Operation: Int] = [:]
         var accountHandlers: [Int: @Sendable (AccountEvent) -> Void] = [:]
         var remoteHandlers: [Int: @Sendable (RemoteChange) -> Void] = [:]
         var nextHandlerID = 0
@@ -101,6 +102,11 @@ public final class FaultInjectingProvider: Provider {
 
     public var clearCachesCalls: Int { settings.withLock { $0.clearCachesCalls } }
 
+    /// Whether a call to `operation` is hanging right now.
+    public func isHanging(_ operation: Operation) -> Bool {
+        settings.withLock { $0.hanging[operation, default: 0] > 0 }
+    }
+
     public func resetCounts() {
         settings.withLock { settings in
             settings.calls = [:]
@@ -140,13 +146,15 @@ public final class FaultInjectingProvider: Provider {
             return (settings.latency, settings.hangs[operation], error)
         }
         if let latency { try await clock.sleep(for: latency) }
-        switch hang {
-        case .untilCancelled:
-            try await SystemClock().sleep(for: .seconds(86_400 * 365))
-        case .forever:
-            await withUnsafeContinuation { (_: UnsafeContinuation<Void, Never>) in }
-        case nil:
-            break
+        if let hang {
+            settings.withLock { $0.hanging[operation, default: 0] += 1 }
+            defer { settings.withLock { $0.hanging[operation, default: 0] -= 1 } }
+            switch hang {
+            case .untilCancelled:
+                try await SystemClock().sleep(for: .seconds(86_400 * 365))
+            case .forever:
+                await withUnsafeContinuation { (_: UnsafeContinuation<Void, Never>) in }
+            }
         }
         if let error { throw error }
     }

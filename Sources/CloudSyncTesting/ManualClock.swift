@@ -6,14 +6,16 @@ public final class ManualClock: StoreClock {
     private struct Sleeper {
         let id: Int
         let deadline: Int64
-        let continuation: CheckedContinuation<Void, any Error>
+        /// Called with true when the deadline comes, false when cancelled first.
+        let wake: @Sendable (Bool) -> Void
     }
 
     private struct State {
         var now: Int64
         var sleepers: [Sleeper] = []
         var nextID = 0
-        var sleeperWaiters: [(count: Int, continuation: CheckedContinuation<Void, Never>)] = []
+        /// Sleeps cancelled before they were registered, so they never register.
+        var cancelledBeforeRegistering: Set<Int> = []
     }
 
     private let state: Mutex<State>
@@ -25,32 +27,54 @@ public final class ManualClock: StoreClock {
 
     public func nowMilliseconds() -> Int64 { state.withLock { $0.now } }
 
-    /// Number of tasks sleeping on this clock.
+    /// Number of sleeps and timers waiting on this clock.
     public var sleeperCount: Int { state.withLock { $0.sleepers.count } }
 
-    public func sleep(for duration: Duration) async throws {
-        let id = state.withLock { state in
+    private func nextID() -> Int {
+        state.withLock { state in
             defer { state.nextID += 1 }
             return state.nextID
         }
+    }
+
+    /// Registers a sleeper unless it was cancelled already; returns false when it was.
+    private func register(id: Int, after duration: Duration, wake: @escaping @Sendable (Bool) -> Void) -> Bool {
+        state.withLock { state in
+            if state.cancelledBeforeRegistering.remove(id) != nil { return false }
+            state.sleepers.append(Sleeper(id: id, deadline: state.now + duration.milliseconds, wake: wake))
+            return true
+        }
+    }
+
+    /// Removes a sleeper before its deadline; remembers the id when it has not registered yet.
+    private func cancel(id: Int) -> Sleeper? {
+        state.withLock { state in
+            guard let index = state.sleepers.firstIndex(where: { $0.id == id }) else {
+                state.cancelledBeforeRegistering.insert(id)
+                return nil
+            }
+            return state.sleepers.remove(at: index)
+        }
+    }
+
+    public func sleep(for duration: Duration) async throws {
+        let id = nextID()
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let (resumeNow, waiters) = state.withLock { state -> (Bool, [CheckedContinuation<Void, Never>]) in
-                    let deadline = state.now + duration.milliseconds
-                    if duration <= .zero { return (true, []) }
-                    state.sleepers.append(Sleeper(id: id, deadline: deadline, continuation: continuation))
-                    return (false, Self.satisfiedWaiters(&state))
+                let registered = register(id: id, after: duration) { fired in
+                    if fired { continuation.resume() } else { continuation.resume(throwing: CancellationError()) }
                 }
-                if resumeNow { continuation.resume() }
-                for waiter in waiters { waiter.resume() }
+                if !registered { continuation.resume(throwing: CancellationError()) }
             }
         } onCancel: {
-            let sleeper = state.withLock { state -> Sleeper? in
-                guard let index = state.sleepers.firstIndex(where: { $0.id == id }) else { return nil }
-                return state.sleepers.remove(at: index)
-            }
-            sleeper?.continuation.resume(throwing: CancellationError())
+            cancel(id: id)?.wake(false)
         }
+    }
+
+    public func schedule(after delay: Duration, _ action: @escaping @Sendable () -> Void) -> ScheduledAction {
+        let id = nextID()
+        _ = register(id: id, after: delay) { fired in if fired { action() } }
+        return ScheduledAction { [weak self] in _ = self?.cancel(id: id) }
     }
 
     /// Moves time forward and wakes every sleeper whose deadline has come, earliest first.
@@ -62,25 +86,25 @@ public final class ManualClock: StoreClock {
             state.sleepers.removeAll { $0.deadline <= now }
             return due
         }
-        for sleeper in due { sleeper.continuation.resume() }
+        for sleeper in due { sleeper.wake(true) }
     }
 
-    /// Returns once at least `count` tasks are sleeping on this clock, so a test can advance past their deadlines.
+    /// Returns once at least `count` sleeps or timers wait on this clock, so a test can advance past them.
     public func waitForSleepers(_ count: Int = 1) async {
-        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-            let ready = state.withLock { state -> Bool in
-                if state.sleepers.count >= count { return true }
-                state.sleeperWaiters.append((count, continuation))
-                return false
-            }
-            if ready { continuation.resume() }
-        }
+        await waitUntil { self.sleeperCount >= count }
     }
+}
 
-    private static func satisfiedWaiters(_ state: inout State) -> [CheckedContinuation<Void, Never>] {
-        let count = state.sleepers.count
-        let ready = state.sleeperWaiters.filter { $0.count <= count }.map(\.continuation)
-        state.sleeperWaiters.removeAll { $0.count <= count }
-        return ready
+/// Waits until `condition` holds, checking between yields; for states other tasks reach without any clock
+/// involved (a call entering a hang, a timer being registered). Gives up with a failure after `limit` of real time
+/// so a broken test fails instead of hanging.
+public func waitUntil(limit: Duration = .seconds(30), _ condition: @Sendable () -> Bool) async {
+    let start = ContinuousClock.now
+    while !condition() {
+        guard ContinuousClock.now - start < limit else {
+            preconditionFailure("condition not reached within \(limit)")
+        }
+        await Task.yield()
+        try? await Task.sleep(for: .milliseconds(1))
     }
 }

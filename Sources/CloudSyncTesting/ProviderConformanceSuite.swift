@@ -33,8 +33,14 @@ public enum ProviderConformanceSuite {
 
     typealias Check = (name: String, body: @Sendable (any Provider, inout Failures) async throws -> Void)
 
+    /// The values read, with a failed key shown as `<error: CODE>` so it never passes for a value or for nil.
     static func values(_ results: [Result<String?, CloudSyncError>]) -> [String?] {
-        results.map { (try? $0.get()) ?? "<error>" }
+        results.map { result in
+            switch result {
+            case .success(let value): return value
+            case .failure(let error): return "<error: \(error.code)>"
+            }
+        }
     }
 
     static func allSucceeded(_ results: [Result<Void, CloudSyncError>]) -> Bool {

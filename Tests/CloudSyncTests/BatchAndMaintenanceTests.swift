@@ -1,0 +1,220 @@
+import CloudSync
+import CloudSyncTesting
+import Synchronization
+import Testing
+
+@Suite struct BatchTests {
+    @Test func multiGetOf500KeysCostsOneCallPerBatchPerProvider() async throws {
+        let first = makeProvider("first", ProviderCapabilities(batchLimit: 100))
+        let second = makeProvider("second", ProviderCapabilities(batchLimit: 50))
+        let keys = (0..<500).map { "key.\($0)" }
+        _ = try await first.set(keys.prefix(300).map { KeyValue($0, "first") })
+        _ = try await second.set(keys.suffix(200).dropLast(10).map { KeyValue($0, "second") })
+        let store = try makeStore([first, second])
+
+        let values = try await store.multiGet(keys)
+        #expect(values.count == 500)
+        #expect(values.prefix(300).allSatisfy { $0 == "first" })
+        #expect(values[300..<490].allSatisfy { $0 == "second" })
+        #expect(values.suffix(10).allSatisfy { $0 == nil })
+        #expect(first.calls(.get) == 5)  // 500 keys / 100
+        #expect(second.calls(.get) == 4)  // only the 200 the first lacked, / 50
+        #expect(second.keysRequested(.get) == 200)
+    }
+
+    @Test func multiGetIsPositionalWithDuplicatesAndMissingKeys() async throws {
+        let drive = makeProvider("googleDrive")
+        _ = try await drive.set([KeyValue("a", "1"), KeyValue("c", "3")])
+        let store = try makeStore([drive])
+        #expect(try await store.multiGet(["c", "b", "a", "c"]) == ["3", nil, "1", "3"])
+        #expect(drive.keysRequested(.get) == 3)
+    }
+
+    @Test func multiSetAndMultiRemoveBatchPerProvider() async throws {
+        let first = makeProvider("first", ProviderCapabilities(batchLimit: 100))
+        let second = makeProvider("second", ProviderCapabilities(batchLimit: 25))
+        let store = try makeStore([first, second]) { $0.writeMode = .mirror }
+        let items = (0..<250).map { KeyValue("key.\($0)", "v\($0)") }
+        let results = try await store.multiSet(items)
+        #expect(results.allSatisfy { (try? $0.get())?.stored == ["first", "second"] })
+        #expect(first.calls(.set) == 3)
+        #expect(second.calls(.set) == 10)
+        #expect(try await store.multiGet(items.map(\.key)) == items.map(\.value))
+
+        let removed = try await store.multiRemove(items.map(\.key))
+        #expect(removed.allSatisfy { (try? $0.get()) != nil })
+        #expect(first.calls(.remove) == 3)
+        #expect(second.calls(.remove) == 10)
+        #expect(try await store.allKeys().keys.isEmpty)
+    }
+
+    @Test func oneFailingKeyDoesNotFailTheBatch() async throws {
+        let drive = makeProvider("googleDrive")
+        drive.fail(key: "poison", with: CloudSyncError(.quotaExceeded, "full"))
+        let store = try makeStore([drive])
+        let results = try await store.multiSet([KeyValue("a", "1"), KeyValue("poison", "2"), KeyValue("b", "3")])
+        #expect((try? results[0].get()) != nil)
+        #expect(throws: CloudSyncError.self) { try results[1].get() }
+        #expect((try? results[2].get()) != nil)
+        #expect(drive.calls(.set) == 1)
+    }
+
+    @Test func aProviderThatBreaksThePositionalContractFailsTheBatchClearly() async throws {
+        struct Short: Provider {
+            let id = "short"
+            let capabilities = ProviderCapabilities()
+            func isAvailable() async -> Bool { true }
+            func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] { [] }
+            func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] { [] }
+            func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] { [] }
+            func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
+                KeyPage(keys: [], nextCursor: nil)
+            }
+        }
+        let store = try makeStore([Short()])
+        let error = await #expect(throws: CloudSyncError.self) { try await store.set("v", forKey: "k") }
+        #expect(error?.code == .providerFailure)
+        #expect(error?.message == "provider returned 0 results for 1 keys; a provider must return one per key")
+    }
+}
+
+@Suite struct ListingAndClearTests {
+    @Test func allKeysIsTheUnionAndNamesProvidersThatCannotList() async throws {
+        let listing = makeProvider("listing")
+        let blind = makeProvider("blind", ProviderCapabilities(canList: false))
+        let broken = makeProvider("broken")
+        _ = try await listing.set([KeyValue("a", "1"), KeyValue("b", "2")])
+        _ = try await broken.set([KeyValue("c", "3")])
+        _ = try await blind.set([KeyValue("d", "4")])
+        broken.fail(.list, with: offline)
+        let store = try makeStore([listing, blind, broken])
+        let keys = try await store.allKeys()
+        #expect(keys.keys == ["a", "b"])
+        #expect(keys.unlisted.keys.sorted() == ["blind", "broken"])
+        #expect(keys.unlisted["blind"]?.code == .unsupported)
+        #expect(keys.unlisted["broken"]?.code == .offline)
+    }
+
+    @Test func listingWalksEveryPage() async throws {
+        let drive = makeProvider("googleDrive", ProviderCapabilities(batchLimit: 1000))
+        let keys = (0..<2500).map { "k\($0)" }
+        _ = try await drive.set(keys.map { KeyValue($0, "v") })
+        let store = try makeStore([drive])
+        #expect(try await store.allKeys().keys == keys.sorted())
+        #expect(drive.calls(.list) == 3)
+        #expect(try await store.allItems().count == 2500)
+    }
+
+    @Test func clearRemovesListedKeysEverywhereAndSaysWhatItCouldNotSee() async throws {
+        let listing = makeProvider("listing")
+        let blind = makeProvider("blind", ProviderCapabilities(canList: false))
+        let store = try makeStore([listing, blind]) { $0.writeMode = .mirror }
+        for key in ["a", "b", "c"] { try await store.set("v", forKey: key) }
+        // Written where no list names them: only the provider that cannot list holds these.
+        _ = try await blind.set([KeyValue("ghost.1", "x"), KeyValue("ghost.2", "y")])
+
+        let result = try await store.clear()
+        #expect(result.removed == 3)
+        #expect(result.failed.isEmpty)
+        #expect(result.unlisted.keys.sorted() == ["blind"])
+        for key in ["a", "b", "c"] {
+            #expect(try await raw(listing, key) == nil)
+            #expect(try await raw(blind, key) == nil)
+        }
+        #expect(try await raw(blind, "ghost.1") == "x")
+    }
+
+    @Test func clearReportsKeysItCouldNotRemove() async throws {
+        let drive = makeProvider("googleDrive")
+        _ = try await drive.set([KeyValue("a", "1"), KeyValue("stuck", "2")])
+        drive.fail(key: "stuck", with: CloudSyncError(.notSignedIn, "signed out"))
+        let result = try await makeStore([drive]).clear()
+        #expect(result.removed == 1)
+        #expect(result.failed.map(\.key) == ["stuck"])
+        #expect(result.failed.first?.error.code == .notSignedIn)
+    }
+}
+
+@Suite struct QuotaTests {
+    @Test func providersThatKnowReportAndOthersReportNothing() async throws {
+        let limited = makeProvider("limited", ProviderCapabilities(reportsQuota: true), totalBytes: 1000)
+        let pooled = makeProvider("pooled", ProviderCapabilities(reportsQuota: true))
+        let silent = makeProvider("cloudKit", ProviderCapabilities(reportsQuota: false))
+        _ = try await limited.set([KeyValue("key", "value")])
+        let quota = try await makeStore([limited, pooled, silent]).quota()
+        #expect(quota.map(\.provider) == ["limited", "pooled"])
+        #expect(quota[0].usedBytes == 8)
+        #expect(quota[0].totalBytes == 1000)
+        #expect(quota[1].usedBytes == 0)
+        #expect(quota[1].totalBytes == nil)  // unlimited, not zero
+    }
+
+    @Test func aFullProviderRejectsWithQuotaExceeded() async throws {
+        let limited = makeProvider("limited", ProviderCapabilities(reportsQuota: true), totalBytes: 10)
+        let store = try makeStore([limited])
+        let error = await #expect(throws: CloudSyncError.self) { try await store.set("too much data", forKey: "k") }
+        #expect(error?.code == .quotaExceeded)
+        #expect(error?.isRetryable == false)
+    }
+}
+
+@Suite struct MigrationTests {
+    private func fixture() async throws -> (CloudStore, FaultInjectingProvider, FaultInjectingProvider) {
+        let source = makeProvider("icloudKV", ProviderCapabilities(batchLimit: 2))
+        let destination = makeProvider("googleDrive")
+        _ = try await source.set([
+            KeyValue("a", "1"), KeyValue("b", "2"), KeyValue("bad", "3"), KeyValue("c", "4"), KeyValue("empty", ""),
+            KeyValue("z", "5"),
+        ])
+        destination.fail(key: "bad", with: CloudSyncError(.quotaExceeded, "full"))
+        return (try makeStore([source, destination]), source, destination)
+    }
+
+    @Test func continuesPastAFailingKeyAndLeavesTheSourceIntact() async throws {
+        let (store, source, destination) = try await fixture()
+        let progress = Mutex<[Int]>([])
+        let result = try await store.migrate(
+            from: "icloudKV", to: "googleDrive",
+            onProgress: { done, total in
+                #expect(total == 6)
+                progress.withLock { $0.append(done) }
+            })
+        #expect(result.copied == ["a", "b", "c", "z"])
+        #expect(result.skipped == ["empty"])
+        #expect(result.failed.map(\.key) == ["bad"])
+        #expect(result.failed.first?.error.code == .quotaExceeded)
+        #expect(result.completed)
+        #expect(progress.withLock { $0 } == [2, 4, 6])
+        #expect(try await raw(destination, "z") == "5")
+        #expect(try await source.listKeys(after: nil, limit: 100).keys == ["a", "b", "bad", "c", "empty", "z"])
+    }
+
+    @Test func stopsAtTheFirstFailureWhenAskedAndSaysHowFarItGot() async throws {
+        let (store, _, destination) = try await fixture()
+        let result = try await store.migrate(from: "icloudKV", to: "googleDrive", continueOnError: false)
+        #expect(!result.completed)
+        // It stops after the batch (of two, the source's limit) that held the failure: "c" shared that batch.
+        #expect(result.copied == ["a", "b", "c"])
+        #expect(result.failed.map(\.key) == ["bad"])
+        #expect(result.total == 6)
+        #expect(try await raw(destination, "z") == nil)
+    }
+
+    @Test func aFilterMigratesASubsetAndCodecsAreAppliedPerProvider() async throws {
+        let source = makeProvider("source")
+        let destination = makeProvider("vault")
+        _ = try await source.set([KeyValue("settings.theme", "dark"), KeyValue("cache.x", "junk")])
+        let store = try makeStore([source, destination]) { $0.providerCodecs = ["vault": BracketCodec()] }
+        let result = try await store.migrate(from: "source", to: "vault", filter: { $0.hasPrefix("settings.") })
+        #expect(result.copied == ["settings.theme"])
+        #expect(try await raw(destination, "settings.theme") == "[enc:settings.theme:dark]")
+        #expect(try await raw(destination, "cache.x") == nil)
+    }
+
+    @Test func unknownProvidersAreAConfigurationError() async throws {
+        let store = try makeStore([makeProvider("a")])
+        let error = await #expect(throws: CloudSyncError.self) { try await store.migrate(from: "a", to: "nope") }
+        #expect(error?.code == .invalidConfiguration)
+        #expect(error?.message == "no provider with id nope is configured; configured: a")
+    }
+}

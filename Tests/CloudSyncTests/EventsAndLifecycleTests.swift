@@ -1,0 +1,174 @@
+import CloudSync
+import CloudSyncTesting
+import Synchronization
+import Testing
+
+/// Collects events and lets a test wait for the n-th.
+final class EventInbox<Event: Sendable>: Sendable {
+    private let state = Mutex<(events: [Event], waiters: [(Int, CheckedContinuation<Void, Never>)])>(([], []))
+
+    func append(_ event: Event) {
+        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.events.append(event)
+            let count = state.events.count
+            defer { state.waiters.removeAll { $0.0 <= count } }
+            return state.waiters.filter { $0.0 <= count }.map(\.1)
+        }
+        for waiter in ready { waiter.resume() }
+    }
+
+    func wait(for count: Int) async {
+        await withCheckedContinuation { continuation in
+            let ready = state.withLock { state -> Bool in
+                if state.events.count >= count { return true }
+                state.waiters.append((count, continuation))
+                return false
+            }
+            if ready { continuation.resume() }
+        }
+    }
+
+    var events: [Event] { state.withLock { $0.events } }
+}
+
+@Suite struct AccountEventTests {
+    let accountAware = ProviderCapabilities(emitsAccountEvents: true, emitsRemoteChanges: true)
+
+    @Test func eventsFromEveryProviderMergeAndOneSystemEventArrivesOnce() async throws {
+        let icloud = makeProvider("icloudKV", accountAware)
+        let cloudKit = makeProvider("cloudKit", ProviderCapabilities(emitsAccountEvents: true))
+        let store = try makeStore([icloud, cloudKit])
+        let inbox = EventInbox<AccountEvent>()
+        let subscription = store.onAccountChange { inbox.append($0) }
+
+        icloud.emitAccountEvent(identityChanged: false, status: .temporarilyUnavailable, eventID: "sys-1")
+        cloudKit.emitAccountEvent(identityChanged: false, status: .temporarilyUnavailable, eventID: "sys-1")
+        cloudKit.emitAccountEvent(identityChanged: false, status: .available, eventID: "sys-2")
+        await inbox.wait(for: 2)
+        #expect(inbox.events.map(\.eventID) == ["sys-1", "sys-2"])
+        #expect(inbox.events.map(\.provider) == ["icloudKV", "cloudKit"])
+        subscription.cancel()
+    }
+
+    @Test func anIdentityChangeDropsAvailabilityClearsCachesAndAbandonsTheOutbox() async throws {
+        let icloud = makeProvider("icloudKV", accountAware)
+        let drive = makeProvider("googleDrive")
+        let outbox = RecordingOutbox()
+        let store = try makeStore([icloud, drive]) { $0.outbox = outbox }
+        _ = try await store.get("k")
+        #expect(icloud.calls(.isAvailable) == 1)
+        _ = try await store.get("k")
+        #expect(icloud.calls(.isAvailable) == 1)  // memoised
+
+        let inbox = EventInbox<AccountEvent>()
+        _ = store.onAccountChange { event in
+            // By the time listeners hear of it, every provider's caches are already cleared.
+            #expect(icloud.clearCachesCalls == 1)
+            #expect(drive.clearCachesCalls == 1)
+            inbox.append(event)
+        }
+        icloud.emitAccountEvent(identityChanged: true, eventID: "switch")
+        await inbox.wait(for: 1)
+        #expect(outbox.abandoned == 1)
+        _ = try await store.get("k")
+        #expect(icloud.calls(.isAvailable) == 2)  // asked again after the switch
+    }
+
+    @Test func aStatusChangeWithoutIdentityChangeKeepsCaches() async throws {
+        let icloud = makeProvider("icloudKV", accountAware)
+        let outbox = RecordingOutbox()
+        let store = try makeStore([icloud]) { $0.outbox = outbox }
+        let inbox = EventInbox<AccountEvent>()
+        _ = store.onAccountChange { inbox.append($0) }
+        icloud.emitAccountEvent(identityChanged: false, status: .temporarilyUnavailable)
+        await inbox.wait(for: 1)
+        #expect(icloud.clearCachesCalls == 0)
+        #expect(outbox.abandoned == 0)
+    }
+
+    @Test func remoteChangesComeOnlyFromProvidersThatHaveThem() async throws {
+        let icloud = makeProvider("icloudKV", accountAware)
+        let cloudKit = makeProvider("cloudKit", ProviderCapabilities(emitsAccountEvents: true))
+        #expect(cloudKit.subscribeToRemoteChanges { _ in } == nil)
+        let store = try makeStore([icloud, cloudKit])
+        let inbox = EventInbox<RemoteChange>()
+        _ = store.onRemoteChange { inbox.append($0) }
+        icloud.emitRemoteChange(keys: ["theme"])
+        await inbox.wait(for: 1)
+        #expect(inbox.events == [RemoteChange(provider: "icloudKV", keys: ["theme"])])
+    }
+
+    @Test func disposeStopsEverything() async throws {
+        let icloud = makeProvider("icloudKV", accountAware)
+        let store = try makeStore([icloud])
+        let inbox = EventInbox<RemoteChange>()
+        _ = store.onRemoteChange { inbox.append($0) }
+        store.dispose()
+        icloud.emitRemoteChange(keys: nil)
+        #expect(inbox.events.isEmpty)
+        let error = await #expect(throws: CloudSyncError.self) { try await store.get("k") }
+        #expect(error?.code == .disposed)
+    }
+}
+
+@Suite struct ConfigurationTests {
+    @Test func registeringAProviderAppendsItToThePreferenceOrder() async throws {
+        let store = try makeStore([makeProvider("first")])
+        let fake = MemoryProvider(id: "fake")
+        _ = try await fake.set([KeyValue("k", "from the fake")])
+        try store.register(fake)
+        #expect(store.providerIDs == ["first", "fake"])
+        #expect(try await store.get("k") == "from the fake")
+        let error = #expect(throws: CloudSyncError.self) { try store.register(MemoryProvider(id: "fake")) }
+        #expect(error?.code == .invalidConfiguration)
+    }
+
+    @Test func duplicateIDsAreRefused() {
+        let error = #expect(throws: CloudSyncError.self) {
+            try CloudStore(providers: [MemoryProvider(id: "a"), MemoryProvider(id: "a")])
+        }
+        #expect(error?.message == "two providers share the id a; give each provider its own id")
+    }
+
+    @Test func retryableCodesAreExactlyTheOnesThatMayPass() {
+        let retryable = ErrorCode.all.filter(\.isRetryable)
+        #expect(retryable == [.timeout, .offline, .rateLimited, .accountUnavailable, .serverError])
+        #expect(Set(ErrorCode.all.map(\.rawValue)).count == ErrorCode.all.count)
+        #expect(ErrorCode.all.allSatisfy { $0.rawValue.hasPrefix("ERR_") })
+    }
+
+    @Test func errorDescriptionsNameProviderKeyAndWait() {
+        let error = CloudSyncError(.rateLimited, "slow down", provider: "googleDrive", key: "theme", retryAfterMs: 2000)
+        #expect(
+            error.description
+                == "ERR_RATE_LIMITED [provider googleDrive, key \"theme\", retry after 2000 ms]: slow down")
+    }
+}
+
+@Suite struct ConformanceTests {
+    @Test func theMemoryProviderConforms() async {
+        let plain = await ProviderConformanceSuite.run { MemoryProvider(id: "memory") }
+        #expect(plain.isEmpty, "\(plain)")
+        let constrained = await ProviderConformanceSuite.run {
+            MemoryProvider(
+                id: "capped",
+                capabilities: ProviderCapabilities(
+                    maxValueBytes: 1000, batchLimit: 3, canList: false, reportsQuota: true))
+        }
+        #expect(constrained.isEmpty, "\(constrained)")
+    }
+
+    @Test func aFaultFreeWrapperConforms() async {
+        let failures = await ProviderConformanceSuite.run { FaultInjectingProvider(id: "wrapped") }
+        #expect(failures.isEmpty, "\(failures)")
+    }
+
+    @Test func theSuiteCatchesABrokenProvider() async {
+        let failures = await ProviderConformanceSuite.run {
+            let provider = FaultInjectingProvider(id: "broken")
+            provider.fail(key: "conformance.b", with: CloudSyncError(.providerFailure, "lost it"))
+            return provider
+        }
+        #expect(failures.contains { $0.hasPrefix("batch results are positional:") })
+    }
+}

@@ -1,0 +1,190 @@
+import CloudSync
+import CloudSyncTesting
+import Testing
+
+@Suite struct WriteModeTests {
+    @Test func failoverWritesOnlyToTheFirstAvailableProviderAndReadsFallThrough() async throws {
+        let phone = makeProvider("icloudKV", Kind.keyValue)
+        let drive = makeProvider("googleDrive")
+        let store = try makeStore([phone, drive])
+        let receipt = try await store.set("dark", forKey: "theme")
+        #expect(receipt.stored == ["icloudKV"])
+        #expect(try await raw(phone, "theme") == "dark")
+        #expect(try await raw(drive, "theme") == nil)
+
+        phone.isAvailableNow = false
+        let later = try makeStore([phone, drive])
+        #expect(try await later.set("light", forKey: "font").stored == ["googleDrive"])
+        _ = try await drive.set([KeyValue("only-on-drive", "x")])
+        phone.isAvailableNow = true
+        let reader = try makeStore([phone, drive])
+        #expect(try await reader.get("theme") == "dark")
+        #expect(try await reader.get("only-on-drive") == "x")
+        #expect(try await reader.get("nowhere") == nil)
+    }
+
+    @Test func failoverLeavesTheAndroidPhoneNothingToRead() async throws {
+        // Seed: an iPhone that only ever wrote to iCloud leaves an Android device nothing to read.
+        let icloud = makeProvider("icloudKV", Kind.keyValue)
+        let drive = makeProvider("googleDrive")
+        let iPhone = try makeStore([icloud, drive])
+        try await iPhone.set(#"{"favourites":[1,2]}"#, forKey: "favourites")
+
+        icloud.isAvailableNow = false  // Android cannot reach iCloud
+        let android = try makeStore([icloud, drive])
+        #expect(try await android.get("favourites") == nil)
+    }
+
+    @Test func mirrorWritesEveryAvailableProviderSoAndroidFindsTheData() async throws {
+        let icloud = makeProvider("icloudKV", Kind.keyValue)
+        let drive = makeProvider("googleDrive")
+        let iPhone = try makeStore([icloud, drive]) { $0.writeMode = .mirror }
+        #expect(try await iPhone.set("B", forKey: "favourites").stored == ["icloudKV", "googleDrive"])
+
+        icloud.isAvailableNow = false
+        let android = try makeStore([icloud, drive]) { $0.writeMode = .mirror }
+        #expect(try await android.get("favourites") == "B")
+    }
+
+    @Test func mirrorWithOneDestinationOfflineResolvesAndReportsTheOther() async throws {
+        let icloud = makeProvider("icloudKV", Kind.keyValue)
+        let drive = makeProvider("googleDrive")
+        drive.fail(.set, with: offline)
+        let errors = ErrorLog()
+        let store = try makeStore([icloud, drive]) {
+            $0.writeMode = .mirror
+            $0.onError = errors.handler
+        }
+        let receipt = try await store.set("v", forKey: "k")
+        #expect(receipt.stored == ["icloudKV"])
+        #expect(receipt.queued == [])
+        #expect(errors.all.map(\.code) == [.offline])
+        #expect(errors.all.first?.provider == "googleDrive")
+        #expect(errors.all.first?.key == "k")
+    }
+
+    @Test func mirrorHandsFailedDestinationsToTheOutbox() async throws {
+        let icloud = makeProvider("icloudKV", Kind.keyValue)
+        let drive = makeProvider("googleDrive")
+        drive.fail(.set, with: offline)
+        let outbox = RecordingOutbox()
+        let store = try makeStore([icloud, drive]) {
+            $0.writeMode = .mirror
+            $0.outbox = outbox
+            $0.codec = BracketCodec()
+        }
+        let receipt = try await store.set("v", forKey: "k")
+        #expect(receipt == WriteReceipt(stored: ["icloudKV"], queued: ["googleDrive"]))
+        #expect(
+            outbox.queued == [
+                FailedWrite(
+                    key: "k", operation: .set, encodedValue: "[enc:k:v]", provider: "googleDrive",
+                    error: offline.attributed("googleDrive", "k"))
+            ])
+        #expect(outbox.superseded == ["icloudKV/k"])
+    }
+
+    @Test func mirrorRejectsOnlyWhenNothingStoredIt() async throws {
+        let icloud = makeProvider("icloudKV", Kind.keyValue)
+        let drive = makeProvider("googleDrive")
+        icloud.fail(.set, with: signedOut)
+        drive.fail(.set, with: offline)
+        let store = try makeStore([icloud, drive]) { $0.writeMode = .mirror }
+        let error = await #expect(throws: CloudSyncError.self) { try await store.set("v", forKey: "k") }
+        #expect(error?.code == .notSignedIn)
+        #expect(error?.provider == "icloudKV")
+    }
+
+    @Test func deletesMirrorToo() async throws {
+        let icloud = makeProvider("icloudKV", Kind.keyValue)
+        let drive = makeProvider("googleDrive")
+        let store = try makeStore([icloud, drive]) { $0.writeMode = .mirror }
+        try await store.set("v", forKey: "k")
+        #expect(try await store.remove("k").stored == ["icloudKV", "googleDrive"])
+        #expect(try await raw(icloud, "k") == nil)
+        #expect(try await raw(drive, "k") == nil)
+        #expect(try await store.get("k") == nil)
+    }
+
+    @Test func failoverRemovesFromTheFirstAvailableProviderOnly() async throws {
+        let first = makeProvider("first")
+        let second = makeProvider("second")
+        _ = try await first.set([KeyValue("k", "1")])
+        _ = try await second.set([KeyValue("k", "2")])
+        let store = try makeStore([first, second])
+        #expect(try await store.remove("k").stored == ["first"])
+        #expect(try await raw(second, "k") == "2")
+        #expect(try await store.get("k") == "2")
+    }
+
+    @Test func failoverRetryableFailureRejectsWithoutAnOutboxAndQueuesWithOne() async throws {
+        let drive = makeProvider("googleDrive")
+        drive.fail(.set, with: offline)
+        let plain = try makeStore([drive])
+        let error = await #expect(throws: CloudSyncError.self) { try await plain.set("v", forKey: "k") }
+        #expect(error?.code == .offline)
+        #expect(error?.isRetryable == true)
+
+        let outbox = RecordingOutbox()
+        let queued = try makeStore([drive]) { $0.outbox = outbox }
+        #expect(try await queued.set("v", forKey: "k") == WriteReceipt(queued: ["googleDrive"]))
+        #expect(outbox.queued.map(\.provider) == ["googleDrive"])
+    }
+
+    @Test func failuresTheUserMustActOnAreNeverQueued() async throws {
+        let drive = makeProvider("googleDrive")
+        let outbox = RecordingOutbox()
+        let store = try makeStore([drive]) { $0.outbox = outbox }
+        for error in [signedOut, CloudSyncError(.quotaExceeded, "full")] {
+            drive.fail(.set, with: error)
+            let thrown = await #expect(throws: CloudSyncError.self) { try await store.set("v", forKey: "k") }
+            #expect(thrown?.code == error.code)
+        }
+        #expect(outbox.queued.isEmpty)
+    }
+
+    @Test func removesThatFailAreQueuedAsRemoves() async throws {
+        let drive = makeProvider("googleDrive")
+        drive.fail(.remove, with: CloudSyncError(.rateLimited, "slow down", retryAfterMs: 1500))
+        let outbox = RecordingOutbox()
+        let store = try makeStore([drive]) { $0.outbox = outbox }
+        #expect(try await store.remove("k").queued == ["googleDrive"])
+        #expect(outbox.queued.first?.operation == .remove)
+        #expect(outbox.queued.first?.encodedValue == nil)
+        #expect(outbox.queued.first?.error.retryAfterMs == 1500)
+    }
+
+    @Test func noAvailableProviderIsItsOwnError() async throws {
+        let drive = makeProvider("googleDrive")
+        drive.isAvailableNow = false
+        let store = try makeStore([drive])
+        let error = await #expect(throws: CloudSyncError.self) { try await store.set("v", forKey: "k") }
+        #expect(error?.code == .noProvider)
+        #expect(error?.message.contains("googleDrive") == true)
+        let read = await #expect(throws: CloudSyncError.self) { try await store.get("k") }
+        #expect(read?.code == .noProvider)
+    }
+
+    @Test func aReadFailsOnlyWhenNoProviderCouldAnswer() async throws {
+        let first = makeProvider("first")
+        let second = makeProvider("second")
+        first.fail(.get, with: offline)
+        let errors = ErrorLog()
+        let store = try makeStore([first, second]) { $0.onError = errors.handler }
+        #expect(try await store.get("k") == nil)
+        #expect(errors.all.map(\.provider) == ["first"])
+        second.fail(.get, with: offline)
+        let error = await #expect(throws: CloudSyncError.self) { try await store.get("k") }
+        #expect(error?.code == .offline)
+    }
+}
+
+extension CloudSyncError {
+    /// The same error naming `provider` and `key`, as the store attributes it.
+    func attributed(_ provider: String, _ key: String) -> CloudSyncError {
+        var copy = self
+        copy.provider = provider
+        copy.key = key
+        return copy
+    }
+}
