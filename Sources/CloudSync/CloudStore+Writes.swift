@@ -10,7 +10,9 @@ extension CloudStore {
         try await write(.set, [KeyValue(key, value)])[0].get()
     }
 
-    /// Stores every item; one result per item, positionally. Keys going to one provider share its batch calls.
+    /// Stores every item, with one result per item, positionally.
+    ///
+    /// Keys going to one provider share its batch calls.
     public func multiSet(_ items: [KeyValue]) async throws(CloudSyncError) -> [Result<WriteReceipt, CloudSyncError>] {
         try await write(.set, items)
     }
@@ -131,6 +133,7 @@ extension CloudStore {
     }
 
     /// Sends each provider its deliveries in batches of its batch limit, all providers at once.
+    ///
     /// Returns, per item index, each provider's outcome.
     func deliver(_ operation: FailedWrite.Operation, _ deliveries: [[Delivery]], to providers: [any Provider]) async
         -> [Int: [(provider: String, result: Result<Void, CloudSyncError>)]]

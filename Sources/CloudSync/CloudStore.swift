@@ -21,7 +21,9 @@ public final class CloudStore: Sendable {
     private let accountEvents: AsyncStream<AccountEvent>.Continuation
     private let accountEventPump: Task<Void, Never>
 
-    /// A store over `providers`, in preference order. Provider ids must be unique.
+    /// A store over `providers`, in preference order.
+    ///
+    /// Provider ids must be unique.
     public init(providers: [any Provider], options: StoreOptions = StoreOptions()) throws(CloudSyncError) {
         try Self.checkUniqueIDs(providers.map(\.id))
         self.options = options
@@ -199,7 +201,9 @@ public final class CloudStore: Sendable {
     }
 
     /// The largest encoded value `provider` takes, in bytes: the smallest of its own cap, the configured override
-    /// and, with tiering on, its tier's threshold. Nil means no cap.
+    /// and, with tiering on, its tier's threshold.
+    ///
+    /// Nil means no cap.
     func cap(of provider: any Provider) -> Int? {
         var caps = [provider.capabilities.maxValueBytes, options.maxValueBytes[provider.id]]
         switch (options.tiering, provider.capabilities.tier) {

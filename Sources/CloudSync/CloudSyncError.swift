@@ -1,10 +1,14 @@
-/// A stable error code. The list below, and which codes are retryable, is the one place either is decided.
+/// A stable error code.
+///
+/// The list below, and which codes are retryable, is the one place either is decided.
 public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     public let rawValue: String
 
     public init(rawValue: String) { self.rawValue = rawValue }
 
-    /// The operation ran out of time (the store's `timeout`). Retryable: it says nothing about whether the
+    /// The operation ran out of time (the store's `timeout`).
+    ///
+    /// Retryable: it says nothing about whether the
     /// operation can succeed.
     public static let timeout = ErrorCode(rawValue: "ERR_TIMEOUT")
     /// The provider could not be reached.
@@ -64,7 +68,9 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
 /// The one error type of the store and its providers: a stable code, what happened, and what it concerns.
 public struct CloudSyncError: Error, Sendable, Equatable, CustomStringConvertible {
     public let code: ErrorCode
-    /// What happened and, where there is something to do, what to do. Never holds values or secrets.
+    /// What happened and, where there is something to do, what to do.
+    ///
+    /// Never holds values or secrets.
     public let message: String
     /// The provider concerned, by id.
     public var provider: String?
@@ -92,8 +98,8 @@ public struct CloudSyncError: Error, Sendable, Equatable, CustomStringConvertibl
         if let provider { context.append("provider \(provider)") }
         if let key { context.append("key \"\(key)\"") }
         if let retryAfterMs { context.append("retry after \(retryAfterMs) ms") }
-        let where_ = context.isEmpty ? "" : " [\(context.joined(separator: ", "))]"
-        return "\(code.rawValue)\(where_): \(message)"
+        let concerning = context.isEmpty ? "" : " [\(context.joined(separator: ", "))]"
+        return "\(code.rawValue)\(concerning): \(message)"
     }
 
     /// The same error, attributed to `provider` and `key` where it did not already name them.

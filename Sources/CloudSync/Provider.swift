@@ -79,7 +79,9 @@ public struct KeyValue: Sendable, Hashable {
     }
 }
 
-/// What a provider can do. Declared once; the store routes, chunks and validates by it.
+/// What a provider can do.
+///
+/// Declared once; the store routes, chunks and validates by it.
 public struct ProviderCapabilities: Sendable, Equatable {
     /// The largest value, in UTF-8 bytes of the encoded value, the provider accepts; nil for no cap.
     public var maxValueBytes: Int?
@@ -137,7 +139,9 @@ public struct KeyPage: Sendable, Equatable {
     }
 }
 
-/// Space a provider reports. A nil total means unlimited, not zero.
+/// Space a provider reports.
+///
+/// A nil total means unlimited, not zero.
 public struct ProviderQuota: Sendable, Equatable {
     public var usedBytes: Int64?
     public var totalBytes: Int64?
@@ -183,7 +187,9 @@ public struct RemoteChange: Sendable, Equatable {
     }
 }
 
-/// A live event subscription; ``cancel()`` stops it. Cancelling twice is harmless.
+/// A live event subscription, stopped by ``cancel()``.
+///
+/// Cancelling twice is harmless.
 public final class ProviderSubscription: Sendable {
     private let onCancel: Mutex<(@Sendable () -> Void)?>
 

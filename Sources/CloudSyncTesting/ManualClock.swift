@@ -96,7 +96,9 @@ public final class ManualClock: StoreClock {
 }
 
 /// Waits until `condition` holds, checking between yields; for states other tasks reach without any clock
-/// involved (a call entering a hang, a timer being registered). Gives up with a failure after `limit` of real time
+/// involved (a call entering a hang, a timer being registered).
+///
+/// Gives up with a failure after `limit` of real time
 /// so a broken test fails instead of hanging.
 public func waitUntil(limit: Duration = .seconds(30), _ condition: @Sendable () -> Bool) async {
     let start = ContinuousClock.now
