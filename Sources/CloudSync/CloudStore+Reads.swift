@@ -24,6 +24,7 @@ extension CloudStore {
         for key in Set(keys) { try validate(key, providers: configured) }
         let providers = await available(configured)
         guard !providers.isEmpty else { throw noProviderError(configured) }
+        if let resolver = options.resolver { return await resolvingFetch(keys, from: providers, resolver: resolver) }
 
         var found: [String: Result<String?, CloudSyncError>] = [:]
         var firstError: [String: CloudSyncError] = [:]

@@ -33,6 +33,11 @@ public struct StoreOptions: Sendable {
     public var timeout: Duration? = .seconds(15)
     /// How long an availability answer is trusted before the provider is asked again.
     public var availabilityLifetime: Duration = .seconds(30)
+    /// With a resolver, a read consults every available provider and lets it pick the value; without one, a read
+    /// returns the first value found.
+    public var resolver: Resolver?
+    /// After a resolving read, write the winner back to every available provider that disagreed or lacked it.
+    public var repairOnRead = true
     /// The codec applied to every provider without one of its own.
     public var codec: (any ValueCodec)?
     /// Codecs for particular providers, by provider id.

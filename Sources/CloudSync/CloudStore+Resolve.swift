@@ -1,0 +1,126 @@
+extension CloudStore {
+    /// One key's copies across providers, as a resolving read collects them.
+    private struct Copies {
+        /// Decoded values in preference order, by index into the available providers.
+        var candidates: [(provider: Int, value: String)] = []
+        /// Providers that answered for this key, with a value or with "absent".
+        var answered = Set<Int>()
+        var firstError: CloudSyncError?
+    }
+
+    /// Reads `keys` from every provider (one batch call per provider per batch limit), resolves each key, and
+    /// repairs the providers that disagreed, in batches.
+    ///
+    /// Repair failures are reported, never thrown.
+    func resolvingFetch(_ keys: [String], from providers: [any Provider], resolver: Resolver) async
+        -> [Result<String?, CloudSyncError>]
+    {
+        let unique = Self.unique(keys)
+        let reads = await readEverywhere(unique, from: providers)
+        var copies: [String: Copies] = [:]
+        for (index, provider) in providers.enumerated() {
+            for key in unique {
+                switch reads[index][key] {
+                case .success(.some(let stored)):
+                    do throws(CloudSyncError) {
+                        copies[key, default: Copies()].candidates.append(
+                            (index, try decode(stored, key: key, from: provider)))
+                        copies[key, default: Copies()].answered.insert(index)
+                    } catch {
+                        // An undecodable copy is left alone: overwriting it could destroy data a different key
+                        // configuration would read.
+                        report(error)
+                        if copies[key]?.firstError == nil { copies[key, default: Copies()].firstError = error }
+                    }
+                case .success(.none):
+                    copies[key, default: Copies()].answered.insert(index)
+                case .failure(let error):
+                    report(error)
+                    if copies[key]?.firstError == nil { copies[key, default: Copies()].firstError = error }
+                case nil:
+                    break
+                }
+            }
+        }
+
+        var resolved: [String: Result<String?, CloudSyncError>] = [:]
+        var repairs = [[Delivery]](repeating: [], count: providers.count)
+        for (item, key) in unique.enumerated() {
+            let copy = copies[key] ?? Copies()
+            if copy.candidates.isEmpty {
+                resolved[key] =
+                    copy.answered.isEmpty
+                    ? .failure(copy.firstError ?? CloudSyncError(.noProvider, "no provider could be asked", key: key))
+                    : .success(nil)
+                continue
+            }
+            let candidates = copy.candidates.map { Candidate(provider: providers[$0.provider].id, value: $0.value) }
+            guard let winner = resolver.resolve(candidates) else {
+                resolved[key] = .success(nil)
+                continue
+            }
+            resolved[key] = .success(winner)
+            guard options.repairOnRead else { continue }
+            let agreeing = Set(copy.candidates.filter { $0.value == winner }.map(\.provider))
+            for index in copy.answered.subtracting(agreeing) {
+                if let delivery = repair(winner, key: key, item: item, on: providers[index]) {
+                    repairs[index].append(delivery)
+                }
+            }
+        }
+        if repairs.contains(where: { !$0.isEmpty }) {
+            let outcomes = await deliver(.set, repairs, to: providers)
+            for (item, results) in outcomes {
+                for outcome in results {
+                    switch outcome.result {
+                    case .success: options.outbox?.superseded(key: unique[item], provider: outcome.provider)
+                    case .failure(let error): report(error)
+                    }
+                }
+            }
+        }
+        return keys.map { resolved[$0]! }
+    }
+
+    /// The repair write of `winner` to `provider`, or nil when it cannot take it (too large, codec failure).
+    private func repair(_ winner: String, key: String, item: Int, on provider: any Provider) -> Delivery? {
+        do throws(CloudSyncError) {
+            let encoded = try encode(winner, key: key, for: provider)
+            if let cap = cap(of: provider), encoded.utf8.count > cap { return nil }
+            return Delivery(item: item, key: key, encoded: encoded)
+        } catch {
+            report(error)
+            return nil
+        }
+    }
+
+    /// Every provider's answer for every key, all providers at once, each in batches of its limit.
+    ///
+    /// A batch that fails gives its error to each of its keys.
+    private func readEverywhere(_ keys: [String], from providers: [any Provider]) async
+        -> [[String: Result<String?, CloudSyncError>]]
+    {
+        await withTaskGroup(of: (Int, [String: Result<String?, CloudSyncError>]).self) { group in
+            for (index, provider) in providers.enumerated() {
+                group.addTask { [self] in
+                    var answers: [String: Result<String?, CloudSyncError>] = [:]
+                    for chunk in keys.chunked(provider.capabilities.batchLimit) {
+                        let batch = Array(chunk)
+                        do throws(CloudSyncError) {
+                            let answer = try await deadline(provider) { try await provider.get(batch) }
+                            for (key, result) in zip(batch, try checkedCount(batch.count, provider: provider, answer)) {
+                                answers[key] = result.mapError { $0.attributed(provider: provider.id, key: key) }
+                            }
+                        } catch {
+                            for key in batch { answers[key] = .failure(error.attributed(key: key)) }
+                        }
+                    }
+                    return (index, answers)
+                }
+            }
+            var answers = [[String: Result<String?, CloudSyncError>]](repeating: [:], count: providers.count)
+            for await (index, answer) in group { answers[index] = answer }
+            return answers
+        }
+    }
+}
