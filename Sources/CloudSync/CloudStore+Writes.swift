@@ -47,6 +47,10 @@ extension CloudStore {
         -> [Result<WriteReceipt, CloudSyncError>]
     {
         let configured = try configuredProviders()
+        // A write and an outbox flush of the same key never overlap, so a retry cannot land after this write.
+        let lockedKeys = Set(items.map(\.key))
+        await keyLocks.acquire(lockedKeys)
+        defer { keyLocks.release(lockedKeys) }
         let providers = await available(configured)
         var results = [Result<WriteReceipt, CloudSyncError>?](repeating: nil, count: items.count)
         var routes = [Route](repeating: Route(), count: items.count)
@@ -201,7 +205,8 @@ extension CloudStore {
             return outbox.enqueue(
                 FailedWrite(
                     key: key, operation: operation, encodedValue: encoded[failure.provider] ?? nil,
-                    provider: failure.provider, error: failure.error))
+                    provider: failure.provider, error: failure.error),
+                now: self.options.clock.nowMilliseconds())
         }
         if !receipt.stored.isEmpty {
             // A partial mirror write succeeds: the value is safe somewhere.

@@ -20,6 +20,8 @@ public final class CloudStore: Sendable {
     let state: Protected<State>
     private let accountEvents: AsyncStream<AccountEvent>.Continuation
     private let accountEventPump: Task<Void, Never>
+    let keyLocks = KeyLocks()
+    private let autoFlush = Protected<Task<Void, Never>?>(nil)
 
     /// A store over `providers`, in preference order.
     ///
@@ -43,10 +45,23 @@ public final class CloudStore: Sendable {
             }
         }
         for provider in providers { subscribe(to: provider) }
+        if options.outbox != nil, let interval = options.autoFlushInterval {
+            let clock = options.clock
+            autoFlush.withLock { task in
+                task = Task { [weak self] in
+                    while !Task.isCancelled {
+                        do { try await clock.sleep(for: interval) } catch { return }
+                        guard let self else { return }
+                        _ = try? await self.flushOutbox()
+                    }
+                }
+            }
+        }
     }
 
     deinit {
         accountEvents.finish()
+        autoFlush.withLock { $0?.cancel() }
     }
 
     private static func checkUniqueIDs(_ ids: [String]) throws(CloudSyncError) {
@@ -82,6 +97,7 @@ public final class CloudStore: Sendable {
         for subscription in subscriptions { subscription.cancel() }
         accountEvents.finish()
         accountEventPump.cancel()
+        autoFlush.withLock { $0?.cancel() }
     }
 
     // MARK: Providers, availability and deadlines

@@ -45,8 +45,11 @@ public struct StoreOptions: Sendable {
     /// Told about failures the caller does not see: a mirror destination that failed, a failed provider a read fell
     /// through, an unlistable provider.
     public var onError: (@Sendable (CloudSyncError) -> Void)?
-    /// Where writes that failed for a retryable reason go; nil rejects them.
-    public var outbox: (any OutboxSeam)?
+    /// Where writes that failed for a retryable reason wait for a retry; nil rejects them instead.
+    public var outbox: Outbox?
+    /// With an outbox, flush it this often while the store lives (stopped by `dispose()`); nil flushes only when
+    /// asked.
+    public var autoFlushInterval: Duration?
     public var clock: any StoreClock = SystemClock()
 
     public init() {}
@@ -72,14 +75,4 @@ public struct FailedWrite: Sendable, Equatable {
         self.provider = provider
         self.error = error
     }
-}
-
-/// Where the store hands writes that failed for a retryable reason (the outbox implements it).
-public protocol OutboxSeam: Sendable {
-    /// Takes a failed write for a later retry; returns false when it will not (then the store rejects as usual).
-    func enqueue(_ write: FailedWrite) -> Bool
-    /// A newer write or remove of `key` reached `provider` directly; a queued older one must not overwrite it.
-    func superseded(key: String, provider: String)
-    /// The account's identity changed: abandon every queued write.
-    func abandonForAccountChange()
 }

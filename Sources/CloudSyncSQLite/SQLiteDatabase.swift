@@ -21,16 +21,28 @@ public final class SQLiteDatabase: @unchecked Sendable {
         public var foreignKeys = true
         /// Open without write access; the file must exist.
         public var readOnly = false
+        /// When a commit reaches the disk.
+        public var durability: Durability = .processCrashSafe
 
         public init(
             busyTimeoutMilliseconds: Int32 = 5000, writeAheadLog: Bool = true, foreignKeys: Bool = true,
-            readOnly: Bool = false
+            readOnly: Bool = false, durability: Durability = .processCrashSafe
         ) {
             self.busyTimeoutMilliseconds = busyTimeoutMilliseconds
             self.writeAheadLog = writeAheadLog
             self.foreignKeys = foreignKeys
             self.readOnly = readOnly
+            self.durability = durability
         }
+    }
+
+    /// How far a committed transaction is guaranteed to survive (SQLite's `synchronous` setting).
+    public enum Durability: String, Sendable {
+        /// `synchronous = NORMAL`: with the write-ahead log, a commit survives the process crashing at any moment;
+        /// the last commits before a power loss or kernel crash may be rolled back (never corrupted).
+        case processCrashSafe = "NORMAL"
+        /// `synchronous = FULL`: every commit is fsynced before it returns, so it also survives a power loss.
+        case powerLossSafe = "FULL"
     }
 
     /// The database file.
@@ -78,7 +90,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
         try connection.executeScript("SELECT count(*) FROM sqlite_schema")
         if options.writeAheadLog && !options.readOnly {
             try connection.executeScript("PRAGMA journal_mode = WAL")
-            try connection.executeScript("PRAGMA synchronous = NORMAL")
+            try connection.executeScript("PRAGMA synchronous = \(options.durability.rawValue)")
         }
     }
 

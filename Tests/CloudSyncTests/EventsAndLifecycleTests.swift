@@ -53,9 +53,10 @@ final class EventInbox<Event: Sendable>: Sendable {
     @Test func anIdentityChangeDropsAvailabilityClearsCachesAndAbandonsTheOutbox() async throws {
         let icloud = makeProvider("icloudKV", accountAware)
         let drive = makeProvider("googleDrive")
-        let outbox = RecordingOutbox()
-        let store = try makeStore([icloud, drive]) { $0.outbox = outbox }
-        _ = try await store.get("k")
+        let drops = DropLog()
+        let store = try makeStore([icloud, drive]) { $0.outbox = try! makeOutbox(drops: drops) }
+        icloud.fail(.set, with: offline, times: 1)
+        #expect(try await store.set("written by the old user", forKey: "q").queued == ["icloudKV"])
         #expect(icloud.calls(.isAvailable) == 1)
         _ = try await store.get("k")
         #expect(icloud.calls(.isAvailable) == 1)  // memoised
@@ -69,21 +70,26 @@ final class EventInbox<Event: Sendable>: Sendable {
         }
         icloud.emitAccountEvent(identityChanged: true, eventID: "switch")
         await inbox.wait(for: 1)
-        #expect(outbox.abandoned == 1)
+        #expect(drops.reasons == [.accountChanged])
+        #expect(drops.keys == ["q"])
+        #expect(store.pendingWrites().isEmpty)
         _ = try await store.get("k")
         #expect(icloud.calls(.isAvailable) == 2)  // asked again after the switch
     }
 
-    @Test func aStatusChangeWithoutIdentityChangeKeepsCaches() async throws {
+    @Test func aStatusChangeWithoutIdentityChangeKeepsCachesAndQueuedWrites() async throws {
         let icloud = makeProvider("icloudKV", accountAware)
-        let outbox = RecordingOutbox()
-        let store = try makeStore([icloud]) { $0.outbox = outbox }
+        let drops = DropLog()
+        let store = try makeStore([icloud]) { $0.outbox = try! makeOutbox(drops: drops) }
+        icloud.fail(.set, with: offline, times: 1)
+        try await store.set("v", forKey: "q")
         let inbox = EventInbox<AccountEvent>()
         _ = store.onAccountChange { inbox.append($0) }
         icloud.emitAccountEvent(identityChanged: false, status: .temporarilyUnavailable)
         await inbox.wait(for: 1)
         #expect(icloud.clearCachesCalls == 0)
-        #expect(outbox.abandoned == 0)
+        #expect(drops.reasons.isEmpty)
+        #expect(store.pendingWrites().count == 1)
     }
 
     @Test func remoteChangesComeOnlyFromProvidersThatHaveThem() async throws {

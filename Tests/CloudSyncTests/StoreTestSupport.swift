@@ -39,25 +39,21 @@ final class ErrorLog: Sendable {
     var all: [CloudSyncError] { errors.withLock { $0 } }
 }
 
-/// An outbox seam that records what the store hands it.
-final class RecordingOutbox: OutboxSeam {
-    private let state = Mutex<(queued: [FailedWrite], superseded: [String], abandoned: Int)>(([], [], 0))
-    let accepts: Bool
-
-    init(accepts: Bool = true) { self.accepts = accepts }
-
-    func enqueue(_ write: FailedWrite) -> Bool {
-        guard accepts else { return false }
-        state.withLock { $0.queued.append(write) }
-        return true
+/// Records what an outbox gives up, and why.
+final class DropLog: Sendable {
+    private let drops = Mutex<[(entry: OutboxEntry, reason: Outbox.DropReason)]>([])
+    var handler: @Sendable (OutboxEntry, Outbox.DropReason) -> Void {
+        { entry, reason in self.drops.withLock { $0.append((entry, reason)) } }
     }
+    var reasons: [Outbox.DropReason] { drops.withLock { $0.map(\.reason) } }
+    var keys: [String] { drops.withLock { $0.map(\.entry.key) } }
+}
 
-    func superseded(key: String, provider: String) { state.withLock { $0.superseded.append("\(provider)/\(key)") } }
-    func abandonForAccountChange() { state.withLock { $0.abandoned += 1 } }
-
-    var queued: [FailedWrite] { state.withLock { $0.queued } }
-    var superseded: [String] { state.withLock { $0.superseded } }
-    var abandoned: Int { state.withLock { $0.abandoned } }
+/// An in-memory outbox with fixed jitter (the full wait) so schedules are exact.
+func makeOutbox(
+    _ limits: Outbox.Limits = Outbox.Limits(), drops: DropLog? = nil, storage: any OutboxStorage = InMemoryOutboxStorage()
+) throws -> Outbox {
+    try Outbox(storage: storage, limits: limits, backoff: Outbox.Backoff(jitter: { 1 }), onDropped: drops?.handler)
 }
 
 /// A codec that wraps values in brackets, so encoded and decoded values differ and sizes grow.

@@ -67,7 +67,7 @@ import Testing
         let icloud = makeProvider("icloudKV", Kind.keyValue)
         let drive = makeProvider("googleDrive")
         drive.fail(.set, with: offline)
-        let outbox = RecordingOutbox()
+        let outbox = try makeOutbox()
         let store = try makeStore([icloud, drive]) {
             $0.writeMode = .mirror
             $0.outbox = outbox
@@ -75,13 +75,24 @@ import Testing
         }
         let receipt = try await store.set("v", forKey: "k")
         #expect(receipt == WriteReceipt(stored: ["icloudKV"], queued: ["googleDrive"]))
-        #expect(
-            outbox.queued == [
-                FailedWrite(
-                    key: "k", operation: .set, encodedValue: "[enc:k:v]", provider: "googleDrive",
-                    error: offline.attributed("googleDrive", "k"))
-            ])
-        #expect(outbox.superseded == ["icloudKV/k"])
+        let entry = try #require(store.pendingWrites().first)
+        #expect(store.pendingWrites().count == 1)
+        #expect(entry.key == "k")
+        #expect(entry.provider == "googleDrive")
+        #expect(entry.operation == .set)
+        #expect(entry.encodedValue == "[enc:k:v]")
+        #expect(entry.attempts == 1)
+        #expect(entry.lastErrorCode == "ERR_OFFLINE")
+        #expect(!entry.description.contains("[enc:k:v]"))
+    }
+
+    @Test func aDirectWriteThatReachesTheProviderSupersedesItsQueuedEntry() async throws {
+        let drive = makeProvider("googleDrive")
+        drive.fail(.set, with: offline, times: 1)
+        let store = try makeStore([drive]) { $0.outbox = try! makeOutbox() }
+        #expect(try await store.set("old", forKey: "k").queued == ["googleDrive"])
+        #expect(try await store.set("new", forKey: "k").stored == ["googleDrive"])
+        #expect(store.pendingWrites().isEmpty)
     }
 
     @Test func mirrorRejectsOnlyWhenNothingStoredIt() async throws {
@@ -125,33 +136,36 @@ import Testing
         #expect(error?.code == .offline)
         #expect(error?.isRetryable == true)
 
-        let outbox = RecordingOutbox()
-        let queued = try makeStore([drive]) { $0.outbox = outbox }
+        let queued = try makeStore([drive]) { $0.outbox = try! makeOutbox() }
         #expect(try await queued.set("v", forKey: "k") == WriteReceipt(queued: ["googleDrive"]))
-        #expect(outbox.queued.map(\.provider) == ["googleDrive"])
+        #expect(queued.pendingWrites().map(\.provider) == ["googleDrive"])
     }
 
     @Test func failuresTheUserMustActOnAreNeverQueued() async throws {
         let drive = makeProvider("googleDrive")
-        let outbox = RecordingOutbox()
-        let store = try makeStore([drive]) { $0.outbox = outbox }
+        let store = try makeStore([drive]) { $0.outbox = try! makeOutbox() }
         for error in [signedOut, CloudSyncError(.quotaExceeded, "full")] {
             drive.fail(.set, with: error)
             let thrown = await #expect(throws: CloudSyncError.self) { try await store.set("v", forKey: "k") }
             #expect(thrown?.code == error.code)
         }
-        #expect(outbox.queued.isEmpty)
+        #expect(store.pendingWrites().isEmpty)
     }
 
     @Test func removesThatFailAreQueuedAsRemoves() async throws {
         let drive = makeProvider("googleDrive")
         drive.fail(.remove, with: CloudSyncError(.rateLimited, "slow down", retryAfterMs: 1500))
-        let outbox = RecordingOutbox()
-        let store = try makeStore([drive]) { $0.outbox = outbox }
+        let clock = ManualClock()
+        let store = try makeStore([drive]) {
+            $0.outbox = try! makeOutbox()
+            $0.clock = clock
+        }
         #expect(try await store.remove("k").queued == ["googleDrive"])
-        #expect(outbox.queued.first?.operation == .remove)
-        #expect(outbox.queued.first?.encodedValue == nil)
-        #expect(outbox.queued.first?.error.retryAfterMs == 1500)
+        let entry = try #require(store.pendingWrites().first)
+        #expect(entry.operation == .remove)
+        #expect(entry.encodedValue == nil)
+        #expect(entry.lastErrorCode == "ERR_RATE_LIMITED")
+        #expect(entry.nextAttemptAtMs == clock.nowMilliseconds() + 1500)
     }
 
     @Test func noAvailableProviderIsItsOwnError() async throws {

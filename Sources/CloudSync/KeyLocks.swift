@@ -1,0 +1,52 @@
+/// Serialises work on the same keys: a write and an outbox flush of one key never overlap, so a retry cannot land
+/// after a newer direct write.
+final class KeyLocks: Sendable {
+    private struct State {
+        var held = Set<String>()
+        var waiters: [(keys: Set<String>, continuation: CheckedContinuation<Void, Never>)] = []
+    }
+
+    private let state = Protected(State())
+
+    /// Waits until none of `keys` is held, then holds them all.
+    func acquire(_ keys: Set<String>) async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let granted = state.withLock { state -> Bool in
+                guard state.held.isDisjoint(with: keys) else {
+                    state.waiters.append((keys, continuation))
+                    return false
+                }
+                state.held.formUnion(keys)
+                return true
+            }
+            if granted { continuation.resume() }
+        }
+    }
+
+    /// Releases `keys` and lets every waiter whose keys are now all free proceed, in arrival order.
+    func release(_ keys: Set<String>) {
+        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            state.held.subtract(keys)
+            var ready: [CheckedContinuation<Void, Never>] = []
+            var waiting: [(keys: Set<String>, continuation: CheckedContinuation<Void, Never>)] = []
+            for waiter in state.waiters {
+                if state.held.isDisjoint(with: waiter.keys) {
+                    state.held.formUnion(waiter.keys)
+                    ready.append(waiter.continuation)
+                } else {
+                    waiting.append(waiter)
+                }
+            }
+            state.waiters = waiting
+            return ready
+        }
+        for continuation in ready { continuation.resume() }
+    }
+
+    /// Runs `body` holding `keys`.
+    func withKeys<T>(_ keys: Set<String>, _ body: () async throws -> T) async rethrows -> T {
+        await acquire(keys)
+        defer { release(keys) }
+        return try await body()
+    }
+}

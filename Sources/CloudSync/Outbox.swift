@@ -1,0 +1,226 @@
+/// Writes that failed for a reason that may pass, waiting to be retried on the provider that failed them.
+///
+/// Rules it keeps:
+/// - **Never older.** It holds at most one entry per (key, provider): a newer failed write replaces the queued one,
+///   and a write or remove that reaches the provider directly (``superseded(key:provider:)``) removes it, so a
+///   retry can never overwrite a newer value or bring back a removed key.
+/// - **Bounded.** At most ``Limits/maxEntries`` (the oldest is evicted), ``Limits/maxAttempts`` attempts each, and
+///   ``Limits/maxAge`` of age. Every entry given up is reported to `onDropped` with its reason.
+/// - **Durable** as its storage is: with `SQLiteOutboxStorage` an entry is on disk before the write call returns.
+///
+/// The store drives it: it queues failed writes, flushes due entries (`CloudStore.flushOutbox()`), and abandons
+/// everything when the account's identity changes.
+public final class Outbox: Sendable {
+    /// Why an entry was given up.
+    public enum DropReason: String, Sendable, Equatable {
+        /// A retry failed for a reason a person must fix (signed out, quota exceeded).
+        case notRetryable
+        /// It failed ``Limits/maxAttempts`` times.
+        case tooManyAttempts
+        /// It waited longer than ``Limits/maxAge``.
+        case expired
+        /// The queue was full and it was the oldest entry.
+        case queueFull
+        /// The account's identity changed: the write belonged to the previous user.
+        case accountChanged
+        /// `discardPendingWrites` was asked to drop it.
+        case discarded
+    }
+
+    public struct Limits: Sendable, Equatable {
+        public var maxEntries = 1000
+        public var maxAttempts = 12
+        public var maxAge: Duration = .seconds(7 * 24 * 3600)
+
+        public init(maxEntries: Int = 1000, maxAttempts: Int = 12, maxAge: Duration = .seconds(7 * 24 * 3600)) {
+            self.maxEntries = maxEntries
+            self.maxAttempts = maxAttempts
+            self.maxAge = maxAge
+        }
+    }
+
+    /// Exponential backoff with jitter: after the n-th failed attempt the next waits between half and all of
+    /// `base × 2^(n-1)`, capped at `maximum`. With the defaults (1 s base, 12 attempts) the waits add up to between
+    /// 34 and 68 minutes, about an hour on average. A server's `retryAfterMs` replaces the computed wait.
+    public struct Backoff: Sendable {
+        public var base: Duration = .seconds(1)
+        public var maximum: Duration = .seconds(3600)
+        /// Returns a number in 0...1; injectable so tests get exact schedules.
+        public var jitter: @Sendable () -> Double = { Double.random(in: 0...1) }
+
+        public init(
+            base: Duration = .seconds(1), maximum: Duration = .seconds(3600),
+            jitter: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }
+        ) {
+            self.base = base
+            self.maximum = maximum
+            self.jitter = jitter
+        }
+
+        /// Milliseconds to wait after `attempts` failed attempts.
+        public func delayMilliseconds(afterAttempts attempts: Int) -> Int64 {
+            let exponent = min(max(attempts - 1, 0), 40)
+            let full = min(Double(base.milliseconds) * pow2(exponent), Double(maximum.milliseconds))
+            return Int64((full / 2 + full / 2 * min(max(jitter(), 0), 1)).rounded())
+        }
+
+        private func pow2(_ exponent: Int) -> Double { Double(1 << exponent) }
+    }
+
+    private struct State {
+        var entries: [Int64: OutboxEntry] = [:]
+        var idByPair: [OutboxPair: Int64] = [:]
+        var nextID: Int64 = 1
+        /// No entry has an id below this: ids only grow, so finding the oldest is amortised O(1).
+        var oldestHint: Int64 = 1
+    }
+
+    public let limits: Limits
+    public let backoff: Backoff
+    private let storage: any OutboxStorage
+    private let onDropped: (@Sendable (OutboxEntry, DropReason) -> Void)?
+    private let state: Protected<State>
+
+    /// Opens an outbox over `storage`, loading what it already holds.
+    public init(
+        storage: any OutboxStorage = InMemoryOutboxStorage(), limits: Limits = Limits(), backoff: Backoff = Backoff(),
+        onDropped: (@Sendable (OutboxEntry, DropReason) -> Void)? = nil
+    ) throws {
+        var loaded = State()
+        for entry in try storage.loadAll() {
+            loaded.entries[entry.id] = entry
+            loaded.idByPair[OutboxPair(entry)] = entry.id
+            loaded.nextID = max(loaded.nextID, entry.id + 1)
+        }
+        loaded.oldestHint = loaded.entries.keys.min() ?? loaded.nextID
+        self.storage = storage
+        self.limits = limits
+        self.backoff = backoff
+        self.onDropped = onDropped
+        self.state = Protected(loaded)
+    }
+
+    /// Queued entries, oldest first. Their descriptions hold no values.
+    public var pending: [OutboxEntry] { state.withLock { $0.entries.values.sorted { $0.id < $1.id } } }
+
+    public var count: Int { state.withLock { $0.entries.count } }
+
+    // MARK: Used by the store
+
+    /// Queues a failed write, replacing any entry for the same key and provider; returns false when it could not
+    /// be stored (then the write must fail instead).
+    func enqueue(_ write: FailedWrite, now: Int64) -> Bool {
+        var evicted: [OutboxEntry] = []
+        let stored = state.withLock { state -> Bool in
+            let pair = OutboxPair(key: write.key, provider: write.provider)
+            let entry = OutboxEntry(
+                id: state.nextID, key: write.key, operation: write.operation, encodedValue: write.encodedValue,
+                provider: write.provider, attempts: 1, nextAttemptAtMs: now + wait(after: 1, error: write.error),
+                enqueuedAtMs: now, lastErrorCode: write.error.code.rawValue)
+            let replacing = state.idByPair[pair]
+            if replacing == nil {
+                while state.entries.count >= limits.maxEntries, let oldest = oldestID(&state) {
+                    guard (try? storage.delete(ids: [oldest])) != nil else { return false }
+                    evicted.append(state.entries[oldest]!)
+                    remove(oldest, from: &state)
+                }
+            }
+            guard (try? storage.replace(entry)) != nil else { return false }
+            if let replacing { remove(replacing, from: &state) }
+            state.entries[entry.id] = entry
+            state.idByPair[pair] = entry.id
+            state.nextID += 1
+            return true
+        }
+        for entry in evicted { onDropped?(entry, .queueFull) }
+        return stored
+    }
+
+    /// A write or remove of `key` reached `provider` directly: the queued entry for that pair is older, drop it
+    /// silently (it is not lost, it is outdated).
+    func superseded(key: String, provider: String) {
+        state.withLock { state in
+            guard let id = state.idByPair[OutboxPair(key: key, provider: provider)] else { return }
+            if (try? storage.delete(ids: [id])) != nil { remove(id, from: &state) }
+        }
+    }
+
+    /// Entries whose next attempt is due, oldest first, and how many entries past their age were dropped as
+    /// expired first.
+    func due(now: Int64) -> (due: [OutboxEntry], expired: Int) {
+        let (due, expired) = state.withLock { state -> ([OutboxEntry], [OutboxEntry]) in
+            let maxAge = limits.maxAge.milliseconds
+            let expired = state.entries.values.filter { now - $0.enqueuedAtMs > maxAge }
+            if !expired.isEmpty, (try? storage.delete(ids: expired.map(\.id))) != nil {
+                for entry in expired { remove(entry.id, from: &state) }
+            }
+            return (state.entries.values.filter { $0.nextAttemptAtMs <= now }.sorted { $0.id < $1.id }, expired)
+        }
+        for entry in expired.sorted(by: { $0.id < $1.id }) { onDropped?(entry, .expired) }
+        return (due, expired.count)
+    }
+
+    /// Records a retry's outcome: success or a failure that cannot pass removes the entry; a failure that may pass
+    /// schedules the next attempt, or drops the entry after the last one. Returns the reason when it was dropped.
+    @discardableResult
+    func record(_ entry: OutboxEntry, outcome: Result<Void, CloudSyncError>, now: Int64) -> DropReason? {
+        let (drop, removed) = state.withLock { state -> (DropReason?, OutboxEntry?) in
+            // A newer write for the pair may have replaced this entry while it was in flight; leave that one be.
+            guard let current = state.entries[entry.id] else { return (nil, nil) }
+            var drop: DropReason?
+            switch outcome {
+            case .success:
+                break
+            case .failure(let error) where !error.isRetryable:
+                drop = .notRetryable
+            case .failure(let error):
+                var next = current
+                next.attempts += 1
+                next.lastErrorCode = error.code.rawValue
+                guard next.attempts < limits.maxAttempts else {
+                    drop = .tooManyAttempts
+                    break
+                }
+                next.nextAttemptAtMs = now + wait(after: next.attempts, error: error)
+                if (try? storage.update([next])) != nil { state.entries[next.id] = next }
+                return (nil, nil)
+            }
+            guard (try? storage.delete(ids: [current.id])) != nil else { return (nil, nil) }
+            remove(current.id, from: &state)
+            return (drop, current)
+        }
+        if let drop, let removed { onDropped?(removed, drop) }
+        return drop
+    }
+
+    /// Gives up every entry: the account's identity changed.
+    func abandonForAccountChange() { drop(where: { _ in true }, reason: .accountChanged) }
+
+    /// Gives up the entries `predicate` selects, reporting each with `reason`; returns how many.
+    @discardableResult
+    func drop(where predicate: (OutboxEntry) -> Bool, reason: DropReason) -> Int {
+        let dropped = state.withLock { state -> [OutboxEntry] in
+            let chosen = state.entries.values.filter(predicate).sorted { $0.id < $1.id }
+            guard !chosen.isEmpty, (try? storage.delete(ids: chosen.map(\.id))) != nil else { return [] }
+            for entry in chosen { remove(entry.id, from: &state) }
+            return chosen
+        }
+        for entry in dropped { onDropped?(entry, reason) }
+        return dropped.count
+    }
+
+    private func wait(after attempts: Int, error: CloudSyncError) -> Int64 {
+        if let retryAfter = error.retryAfterMs { return Int64(max(retryAfter, 0)) }
+        return backoff.delayMilliseconds(afterAttempts: attempts)
+    }
+
+    private func oldestID(_ state: inout State) -> Int64? {
+        while state.oldestHint < state.nextID, state.entries[state.oldestHint] == nil { state.oldestHint += 1 }
+        return state.oldestHint < state.nextID ? state.oldestHint : nil
+    }
+
+    private func remove(_ id: Int64, from state: inout State) {
+        guard let entry = state.entries.removeValue(forKey: id) else { return }
+        if state.idByPair[OutboxPair(entry)] == id { state.idByPair[OutboxPair(entry)] = nil }
+    }
+}

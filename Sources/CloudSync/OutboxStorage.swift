@@ -1,0 +1,104 @@
+/// A write waiting in the outbox to be retried on one provider.
+///
+/// Its description names the key, the operation and the provider but never the value.
+public struct OutboxEntry: Sendable, Equatable, CustomStringConvertible {
+    /// Increases with every enqueue; the lowest id is the oldest entry.
+    public var id: Int64
+    public var key: String
+    public var operation: FailedWrite.Operation
+    /// The value exactly as the provider will store it (already encoded); nil for a remove.
+    public var encodedValue: String?
+    public var provider: String
+    /// Attempts made so far, the original write included.
+    public var attempts: Int
+    public var nextAttemptAtMs: Int64
+    public var enqueuedAtMs: Int64
+    public var lastErrorCode: String
+
+    public init(
+        id: Int64, key: String, operation: FailedWrite.Operation, encodedValue: String?, provider: String,
+        attempts: Int, nextAttemptAtMs: Int64, enqueuedAtMs: Int64, lastErrorCode: String
+    ) {
+        self.id = id
+        self.key = key
+        self.operation = operation
+        self.encodedValue = encodedValue
+        self.provider = provider
+        self.attempts = attempts
+        self.nextAttemptAtMs = nextAttemptAtMs
+        self.enqueuedAtMs = enqueuedAtMs
+        self.lastErrorCode = lastErrorCode
+    }
+
+    public var description: String {
+        "\(operation) \"\(key)\" on \(provider) (attempt \(attempts), next at \(nextAttemptAtMs) ms, "
+            + "last error \(lastErrorCode))"
+    }
+}
+
+/// Where outbox entries are kept between retries, and across restarts when durable.
+///
+/// Synchronous on purpose: the write path queues an entry before the write call returns and has nowhere to await.
+/// The outbox keeps at most one entry per (key, provider) and calls ``replace(_:)`` with the entry that supersedes
+/// any other for that pair.
+public protocol OutboxStorage: Sendable {
+    /// Every stored entry, oldest first.
+    func loadAll() throws -> [OutboxEntry]
+    /// Stores `entry`, removing any other entry for the same key and provider, atomically.
+    func replace(_ entry: OutboxEntry) throws
+    /// Stores new attempt counts and times for existing entries.
+    func update(_ entries: [OutboxEntry]) throws
+    /// Removes entries by id; unknown ids are ignored.
+    func delete(ids: [Int64]) throws
+}
+
+/// Outbox storage in process memory: queued writes are lost when the process ends.
+public final class InMemoryOutboxStorage: OutboxStorage {
+    private struct Entries {
+        var byID: [Int64: OutboxEntry] = [:]
+        var idByPair: [OutboxPair: Int64] = [:]
+    }
+
+    private let entries = Protected(Entries())
+
+    public init() {}
+
+    public func loadAll() throws -> [OutboxEntry] {
+        entries.withLock { $0.byID.values.sorted { $0.id < $1.id } }
+    }
+
+    public func replace(_ entry: OutboxEntry) throws {
+        entries.withLock { entries in
+            if let old = entries.idByPair.updateValue(entry.id, forKey: OutboxPair(entry)) { entries.byID[old] = nil }
+            entries.byID[entry.id] = entry
+        }
+    }
+
+    public func update(_ updated: [OutboxEntry]) throws {
+        entries.withLock { entries in
+            for entry in updated where entries.byID[entry.id] != nil { entries.byID[entry.id] = entry }
+        }
+    }
+
+    public func delete(ids: [Int64]) throws {
+        entries.withLock { entries in
+            for id in ids {
+                guard let entry = entries.byID.removeValue(forKey: id) else { continue }
+                if entries.idByPair[OutboxPair(entry)] == id { entries.idByPair[OutboxPair(entry)] = nil }
+            }
+        }
+    }
+}
+
+/// The (key, provider) pair an outbox entry is about; the outbox holds at most one entry per pair.
+struct OutboxPair: Hashable, Sendable {
+    let key: String
+    let provider: String
+
+    init(key: String, provider: String) {
+        self.key = key
+        self.provider = provider
+    }
+
+    init(_ entry: OutboxEntry) { self.init(key: entry.key, provider: entry.provider) }
+}
