@@ -23,12 +23,18 @@ let package = Package(
         // The core library.
         .target(name: "CloudSync", dependencies: ["CloudSyncSodium"]),
 
+        // Local persistence and providers on SQLite and the file system.
+        .target(name: "CloudSyncLocal", dependencies: ["CloudSync", "CloudSyncSQLite"]),
+
         // The command line: argument parsing, exit codes, what people see.
         .target(name: "CloudSyncCLI", dependencies: ["CloudSync"]),
         .executableTarget(name: "cloudsync", dependencies: ["CloudSyncCLI"]),
+        // A test fixture: writes through a store with a durable outbox until it is killed (see CloudSyncLocalTests).
+        .executableTarget(name: "cloudsync-crash-writer", dependencies: ["CloudSyncLocal", "CloudSyncTesting"]),
         // `make bench`: throughput figures, never run by the tests.
         .executableTarget(
-            name: "cloudsync-bench", dependencies: ["CloudSyncSQLite", "CloudSyncSodium", "CloudSyncYAML"]),
+            name: "cloudsync-bench",
+            dependencies: ["CloudSyncSQLite", "CloudSyncSodium", "CloudSyncYAML", "CloudSyncLocal", "CloudSyncTesting"]),
 
         // Test support shipped as a normal target: temporary directories, and later test doubles and emulators.
         .target(name: "CloudSyncTesting", dependencies: ["CloudSync"]),
@@ -39,6 +45,9 @@ let package = Package(
         .testTarget(name: "CloudSyncTests", dependencies: ["CloudSync", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncCLITests", dependencies: ["CloudSyncCLI", "CloudSyncTesting", "cloudsync"]),
         .testTarget(name: "CloudSyncTestingTests", dependencies: ["CloudSyncTesting"]),
+        .testTarget(
+            name: "CloudSyncLocalTests",
+            dependencies: ["CloudSyncLocal", "CloudSyncSQLite", "CloudSyncTesting", "cloudsync-crash-writer"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -60,7 +60,9 @@ extension CloudStore {
         return result
     }
 
-    /// The writes waiting in the outbox, oldest first (for a "pending sync" indicator). Empty without an outbox.
+    /// The writes waiting in the outbox, oldest first (for a "pending sync" indicator).
+    ///
+    /// Empty without an outbox.
     public func pendingWrites() -> [OutboxEntry] { options.outbox?.pending ?? [] }
 
     /// Gives up the queued writes `predicate` selects (all of them by default), reporting each as `discarded`;

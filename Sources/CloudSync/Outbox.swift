@@ -40,16 +40,19 @@ public final class Outbox: Sendable {
     }
 
     /// Exponential backoff with jitter: after the n-th failed attempt the next waits between half and all of
-    /// `base × 2^(n-1)`, capped at `maximum`. With the defaults (1 s base, 12 attempts) the waits add up to between
-    /// 34 and 68 minutes, about an hour on average. A server's `retryAfterMs` replaces the computed wait.
+    /// `base × 2^(n-1)`, capped at `maximum`.
+    ///
+    /// With the defaults (2 s base, 12 attempts, so 11 waits) the waits add
+    /// up to between 34 and 68 minutes, about 51 on average: roughly an hour. A server's `retryAfterMs` replaces the
+    /// computed wait.
     public struct Backoff: Sendable {
-        public var base: Duration = .seconds(1)
+        public var base: Duration = .seconds(2)
         public var maximum: Duration = .seconds(3600)
         /// Returns a number in 0...1; injectable so tests get exact schedules.
         public var jitter: @Sendable () -> Double = { Double.random(in: 0...1) }
 
         public init(
-            base: Duration = .seconds(1), maximum: Duration = .seconds(3600),
+            base: Duration = .seconds(2), maximum: Duration = .seconds(3600),
             jitter: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }
         ) {
             self.base = base
@@ -100,7 +103,9 @@ public final class Outbox: Sendable {
         self.state = Protected(loaded)
     }
 
-    /// Queued entries, oldest first. Their descriptions hold no values.
+    /// Queued entries, oldest first.
+    ///
+    /// Their descriptions hold no values.
     public var pending: [OutboxEntry] { state.withLock { $0.entries.values.sorted { $0.id < $1.id } } }
 
     public var count: Int { state.withLock { $0.entries.count } }
@@ -161,7 +166,9 @@ public final class Outbox: Sendable {
     }
 
     /// Records a retry's outcome: success or a failure that cannot pass removes the entry; a failure that may pass
-    /// schedules the next attempt, or drops the entry after the last one. Returns the reason when it was dropped.
+    /// schedules the next attempt, or drops the entry after the last one.
+    ///
+    /// Returns the reason when it was dropped.
     @discardableResult
     func record(_ entry: OutboxEntry, outcome: Result<Void, CloudSyncError>, now: Int64) -> DropReason? {
         let (drop, removed) = state.withLock { state -> (DropReason?, OutboxEntry?) in

@@ -69,11 +69,11 @@ public final class FaultInjectingProvider: Provider {
         set { settings.withLock { $0.available = newValue } }
     }
 
-    /// Makes `operation` throw `error` for the whole batch, `times` times (nil: until cleared).
+    /// Makes `operation` throw `error` for the whole batch, `times` times (nil: until cleared; 0 clears it now).
     public func fail(_ operation: Operation, with error: CloudSyncError, times: Int? = nil) {
         settings.withLock { settings in
-            settings.operationErrors[operation] = error
-            settings.remainingFailures[operation] = times
+            settings.operationErrors[operation] = times == 0 ? nil : error
+            settings.remainingFailures[operation] = times == 0 ? nil : times
         }
     }
 

@@ -1,6 +1,9 @@
 // `make bench`: prints throughput figures for the layers built so far. Figures, not pass/fail: compare runs.
+import CloudSync
+import CloudSyncLocal
 import CloudSyncSQLite
 import CloudSyncSodium
+import CloudSyncTesting
 import CloudSyncYAML
 import Foundation
 
@@ -67,4 +70,60 @@ while document.utf8.count < 1 << 20 {
 }
 try measure("yaml: parse 1 MiB (\(itemCount) flow mappings)", operations: 1, unit: "docs") {
     guard try YAMLParser().parse(document)?["items"]?.sequence?.count == itemCount else { fatalError("bad parse") }
+}
+
+// Outbox: the cost of one durable enqueue (a write queued through the store against an offline provider, on disk
+// with fsync before the call returns) with 100 and 10,000 entries already queued, beside the same single-row insert
+// done directly with SQLite at the same durability (WAL, synchronous = FULL).
+func outboxEnqueueMicroseconds(preloaded: Int, samples: Int) async throws -> Double {
+    let path = directory.appendingPathComponent("outbox-\(preloaded).db").path
+    _ = try SQLiteOutboxStorage(path: path)  // creates the schema
+    try await SQLiteDatabase(path: path).write { db in
+        let insert = try db.prepare(
+            """
+            INSERT INTO outbox (id, key, provider, operation, value, attempts, next_attempt_at_ms, enqueued_at_ms,
+                                last_error_code) VALUES (?, ?, 'offline', 'set', ?, 1, 0, 0, 'ERR_OFFLINE')
+            """)
+        for index in 0..<preloaded { try insert.bind(index + 1, "preloaded.\(index)", value).run() }
+    } as Void
+    let provider = FaultInjectingProvider(id: "offline")
+    provider.fail(.set, with: CloudSyncError(.offline, "benchmark"))
+    var options = StoreOptions()
+    options.outbox = try Outbox(
+        storage: SQLiteOutboxStorage(path: path), limits: Outbox.Limits(maxEntries: 1_000_000))
+    let store = try CloudStore(providers: [provider], options: options)
+    let elapsed = try await clock.measure {
+        for index in 0..<samples { try await store.set(value, forKey: "bench.\(index)") }
+    }
+    return Double(elapsed.components.attoseconds / 1_000_000_000_000 + elapsed.components.seconds * 1_000_000)
+        / Double(samples)
+}
+
+func directInsertMicroseconds(preloaded: Int, samples: Int) throws -> Double {
+    let path = directory.appendingPathComponent("direct-\(preloaded).db").path
+    let database = try SQLiteDatabase(path: path, options: .init(durability: .powerLossSafe))
+    try database.write { db in
+        try db.executeScript("CREATE TABLE t (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, value TEXT)")
+        let insert = try db.prepare("INSERT INTO t (key, value) VALUES (?, ?)")
+        for index in 0..<preloaded { try insert.bind("preloaded.\(index)", value).run() }
+    }
+    let elapsed = try clock.measure {
+        for index in 0..<samples {
+            try database.write { db in
+                try db.execute("INSERT INTO t (key, value) VALUES (?, ?)", "bench.\(index)", value)
+            }
+        }
+    }
+    return Double(elapsed.components.attoseconds / 1_000_000_000_000 + elapsed.components.seconds * 1_000_000)
+        / Double(samples)
+}
+
+for preloaded in [100, 10_000] {
+    let samples = 200
+    let outbox = try await outboxEnqueueMicroseconds(preloaded: preloaded, samples: samples)
+    let direct = try directInsertMicroseconds(preloaded: preloaded, samples: samples)
+    let label = "outbox: durable enqueue, \(preloaded) queued".padding(toLength: 52, withPad: " ", startingAt: 0)
+    print(
+        "\(label) \(String(format: "%8.0f", outbox)) µs  direct SQLite insert \(String(format: "%6.0f", direct)) µs  ratio \(String(format: "%.2f", outbox / direct))"
+    )
 }

@@ -51,7 +51,8 @@ final class DropLog: Sendable {
 
 /// An in-memory outbox with fixed jitter (the full wait) so schedules are exact.
 func makeOutbox(
-    _ limits: Outbox.Limits = Outbox.Limits(), drops: DropLog? = nil, storage: any OutboxStorage = InMemoryOutboxStorage()
+    _ limits: Outbox.Limits = Outbox.Limits(), drops: DropLog? = nil,
+    storage: any OutboxStorage = InMemoryOutboxStorage()
 ) throws -> Outbox {
     try Outbox(storage: storage, limits: limits, backoff: Outbox.Backoff(jitter: { 1 }), onDropped: drops?.handler)
 }

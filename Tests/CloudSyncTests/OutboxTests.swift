@@ -1,0 +1,240 @@
+import CloudSync
+import CloudSyncTesting
+import Testing
+
+@Suite struct OutboxTests {
+    let clock = ManualClock()
+    let drive = makeProvider("googleDrive")
+    let drops = DropLog()
+    let errors = ErrorLog()
+
+    private func store(_ limits: Outbox.Limits = Outbox.Limits(), backoff: Outbox.Backoff? = nil) throws -> CloudStore {
+        let outbox = try Outbox(
+            storage: InMemoryOutboxStorage(), limits: limits, backoff: backoff ?? Outbox.Backoff(jitter: { 1 }),
+            onDropped: drops.handler)
+        return try makeStore([drive]) {
+            $0.outbox = outbox
+            $0.clock = clock
+            $0.onError = errors.handler
+        }
+    }
+
+    @Test func theBackoffScheduleDoublesAndGivesUpAfterTwelveAttempts() async throws {
+        let store = try store()
+        drive.fail(.set, with: offline)
+        try await store.set("v", forKey: "k")
+        var waits: [Int64] = []
+        var previous = clock.nowMilliseconds()
+        while let entry = store.pendingWrites().first {
+            let wait = entry.nextAttemptAtMs - clock.nowMilliseconds()
+            clock.advance(by: .milliseconds(wait - 1))
+            #expect(try await store.flushOutbox() == FlushResult(drained: 0, remaining: 1, dropped: 0))  // not yet due
+            clock.advance(by: .milliseconds(1))
+            _ = try await store.flushOutbox()
+            waits.append(clock.nowMilliseconds() - previous)
+            previous = clock.nowMilliseconds()
+        }
+        #expect(waits == [2, 4, 8, 16, 32, 64, 128, 256, 512, 1024, 2048].map { Int64($0 * 1000) })
+        #expect(waits.reduce(0, +) == 4_094_000)  // about 68 minutes at full jitter, 34 at none
+        #expect(drive.calls(.set) == 12)
+        #expect(drops.reasons == [.tooManyAttempts])
+    }
+
+    @Test func jitterKeepsEachWaitBetweenHalfAndAllOfTheStep() {
+        let low = Outbox.Backoff(jitter: { 0 })
+        let high = Outbox.Backoff(jitter: { 1 })
+        let real = Outbox.Backoff()
+        for attempts in 1...11 {
+            let full = Int64(2000) << (attempts - 1)
+            #expect(low.delayMilliseconds(afterAttempts: attempts) == full / 2)
+            #expect(high.delayMilliseconds(afterAttempts: attempts) == full)
+            #expect((full / 2...full).contains(real.delayMilliseconds(afterAttempts: attempts)))
+        }
+        #expect(high.delayMilliseconds(afterAttempts: 30) == 3_600_000)  // capped
+    }
+
+    @Test func aServersRetryAfterReplacesTheBackoff() async throws {
+        let store = try store()
+        drive.fail(.set, with: CloudSyncError(.rateLimited, "slow down", retryAfterMs: 30_000))
+        try await store.set("v", forKey: "k")
+        #expect(store.pendingWrites().first?.nextAttemptAtMs == clock.nowMilliseconds() + 30_000)
+        clock.advance(by: .seconds(30))
+        _ = try await store.flushOutbox()
+        #expect(store.pendingWrites().first?.attempts == 2)
+        #expect(store.pendingWrites().first?.nextAttemptAtMs == clock.nowMilliseconds() + 30_000)
+    }
+
+    @Test func aFlushDeliversDueWritesAndRemoves() async throws {
+        let store = try store()
+        _ = try await drive.set([KeyValue("gone", "x")])
+        drive.fail(.set, with: offline)
+        drive.fail(.remove, with: offline)
+        try await store.set("v1", forKey: "a")
+        try await store.set("v2", forKey: "b")
+        try await store.remove("gone")
+        #expect(store.pendingWrites().map(\.key) == ["a", "b", "gone"])
+        drive.fail(.set, with: offline, times: 0)
+        drive.fail(.remove, with: offline, times: 0)
+        drive.resetCounts()
+        clock.advance(by: .seconds(2))
+        #expect(try await store.flushOutbox() == FlushResult(drained: 3, remaining: 0, dropped: 0))
+        #expect(drive.calls(.set) == 1)  // both sets in one batch
+        #expect(drive.calls(.remove) == 1)
+        #expect(try await raw(drive, "a") == "v1")
+        #expect(try await raw(drive, "gone") == nil)
+    }
+
+    @Test func aRetryThatCannotPassIsReportedAndDropped() async throws {
+        let store = try store()
+        drive.fail(.set, with: offline)
+        try await store.set("v", forKey: "k")
+        drive.fail(.set, with: signedOut)
+        clock.advance(by: .seconds(2))
+        #expect(try await store.flushOutbox() == FlushResult(drained: 0, remaining: 0, dropped: 1))
+        #expect(drops.reasons == [.notRetryable])
+        #expect(errors.all.map(\.code) == [.notSignedIn])
+    }
+
+    @Test func anUnavailableProviderKeepsItsEntriesWithoutSpendingAttempts() async throws {
+        let store = try store()
+        drive.fail(.set, with: offline)
+        try await store.set("v", forKey: "k")
+        drive.isAvailableNow = false
+        clock.advance(by: .seconds(3600))
+        #expect(try await store.flushOutbox() == FlushResult(drained: 0, remaining: 1, dropped: 0))
+        #expect(store.pendingWrites().first?.attempts == 1)
+    }
+
+    @Test func whenFullTheOldestIsEvicted() async throws {
+        let store = try store(Outbox.Limits(maxEntries: 3))
+        drive.fail(.set, with: offline)
+        for key in ["first", "second", "third"] {
+            try await store.set("v", forKey: key)
+            clock.advance(by: .milliseconds(1))
+        }
+        try await store.set("newer", forKey: "second")  // replaces its own entry: nothing evicted
+        #expect(drops.reasons.isEmpty)
+        try await store.set("v", forKey: "fourth")
+        #expect(drops.reasons == [.queueFull])
+        #expect(drops.keys == ["first"])
+        #expect(store.pendingWrites().map(\.key) == ["third", "second", "fourth"])
+    }
+
+    @Test func entriesPastTheirAgeExpire() async throws {
+        let store = try store(Outbox.Limits(maxAge: .seconds(3600)))
+        drive.fail(.set, with: CloudSyncError(.rateLimited, "later", retryAfterMs: 10_000_000))
+        try await store.set("v", forKey: "k")
+        clock.advance(by: .seconds(3601))
+        #expect(try await store.flushOutbox() == FlushResult(drained: 0, remaining: 0, dropped: 1))
+        #expect(drops.reasons == [.expired])
+    }
+
+    @Test func discardingPendingWrites() async throws {
+        let store = try store()
+        drive.fail(.set, with: offline)
+        for key in ["stuck", "a", "b"] { try await store.set("v", forKey: key) }
+        #expect(store.discardPendingWrites { $0.key == "stuck" } == 1)
+        #expect(store.pendingWrites().map(\.key) == ["a", "b"])
+        #expect(store.discardPendingWrites() == 2)
+        #expect(drops.reasons == [.discarded, .discarded, .discarded])
+        #expect(store.pendingWrites().isEmpty)
+    }
+
+    @Test func autoFlushRunsOnItsIntervalUntilDisposed() async throws {
+        drive.fail(.set, with: offline, times: 1)
+        let store = try makeStore([drive]) {
+            $0.outbox = try! makeOutbox()
+            $0.clock = clock
+            $0.autoFlushInterval = .seconds(60)
+        }
+        try await store.set("v", forKey: "k")
+        await clock.waitForSleepers(1)
+        clock.advance(by: .seconds(60))
+        await waitUntil { store.pendingWrites().isEmpty }
+        #expect(try await raw(drive, "k") == "v")
+        store.dispose()
+        await waitUntil { clock.sleeperCount == 0 }
+    }
+}
+
+/// A deterministic random source, so a failing interleaving can be replayed from its seed.
+struct SplitMix64: RandomNumberGenerator {
+    var state: UInt64
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+@Suite struct OutboxNeverOlderTests {
+    /// Random interleavings of writes, removes, failures, flushes and time: a provider's copy of a key never moves
+    /// back to an older write, and once everything drains it holds the newest write of every key.
+    @Test(arguments: 0..<150)
+    func queuedWritesNeverMakeDataOlder(seed: UInt64) async throws {
+        var random = SplitMix64(state: seed)
+        let clock = ManualClock()
+        let drive = makeProvider("googleDrive")
+        let store = try makeStore([drive]) {
+            $0.outbox = try! makeOutbox()
+            $0.clock = clock
+        }
+        let keys = ["a", "b", "c"]
+        var sequence = 0
+        var latest: [String: String?] = [:]  // the newest intent per key: a value, or nil for removed
+        var floor: [String: Int] = [:]  // the newest sequence known to have reached the provider directly
+        var log: [String] = []
+
+        func sequenceNumber(_ value: String?) -> Int? { value.flatMap { Int($0.dropFirst()) } }
+
+        for _ in 0..<40 {
+            let key = keys.randomElement(using: &random)!
+            let up = Bool.random(using: &random)
+            drive.fail(.set, with: offline, times: up ? 0 : nil)
+            drive.fail(.remove, with: offline, times: up ? 0 : nil)
+            switch Int.random(in: 0..<10, using: &random) {
+            case 0..<4:
+                sequence += 1
+                let value = "v\(sequence)"
+                let receipt = try await store.set(value, forKey: key)
+                latest[key] = value
+                if !receipt.stored.isEmpty { floor[key] = sequence }
+                log.append("set \(key)=\(value) \(up ? "up" : "down")")
+            case 4..<6:
+                sequence += 1
+                let receipt = try await store.remove(key)
+                latest[key] = .some(nil)
+                if !receipt.stored.isEmpty { floor[key] = sequence }
+                log.append("remove \(key) #\(sequence) \(up ? "up" : "down")")
+            case 6..<9:
+                _ = try await store.flushOutbox()
+                log.append("flush \(up ? "up" : "down")")
+            default:
+                let seconds = Int.random(in: 0...120, using: &random)
+                clock.advance(by: .seconds(seconds))
+                log.append("advance \(seconds)s")
+            }
+            for key in keys {
+                let held = try await raw(drive, key)
+                if let held, let floor = floor[key] {
+                    #expect(
+                        sequenceNumber(held)! >= floor,
+                        "seed \(seed): \(key)=\(held) is older than #\(floor) after \(log)")
+                }
+            }
+        }
+        // Everything drains once the provider is back: the provider then holds the newest intent of every key.
+        drive.fail(.set, with: offline, times: 0)
+        drive.fail(.remove, with: offline, times: 0)
+        for _ in 0..<20 where !store.pendingWrites().isEmpty {
+            clock.advance(by: .seconds(3600))
+            _ = try await store.flushOutbox()
+        }
+        #expect(store.pendingWrites().isEmpty)
+        for (key, intent) in latest {
+            #expect(try await raw(drive, key) == intent, "seed \(seed): \(key) after \(log)")
+        }
+    }
+}
