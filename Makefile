@@ -13,7 +13,8 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
 
-bench: deps
+bench:
+	@scripts/install-deps.sh sqlite3
 	$(SWIFT) run -c release cloudsync-bench
 
 format:

@@ -29,8 +29,8 @@ let package = Package(
         // The command line: argument parsing, exit codes, what people see.
         .target(name: "CloudSyncCLI", dependencies: ["CloudSync"]),
         .executableTarget(name: "cloudsync", dependencies: ["CloudSyncCLI"]),
-        // A test fixture: writes through a store with a durable outbox until it is killed (see CloudSyncLocalTests).
-        .executableTarget(name: "cloudsync-crash-writer", dependencies: ["CloudSyncLocal", "CloudSyncTesting"]),
+        // The second process some tests need: a writer to kill, a concurrent writer (see CloudSyncLocalTests).
+        .executableTarget(name: "cloudsync-test-fixture", dependencies: ["CloudSyncLocal", "CloudSyncTesting"]),
         // `make bench`: throughput figures, never run by the tests.
         .executableTarget(
             name: "cloudsync-bench",
@@ -47,7 +47,7 @@ let package = Package(
         .testTarget(name: "CloudSyncTestingTests", dependencies: ["CloudSyncTesting"]),
         .testTarget(
             name: "CloudSyncLocalTests",
-            dependencies: ["CloudSyncLocal", "CloudSyncSQLite", "CloudSyncTesting", "cloudsync-crash-writer"]),
+            dependencies: ["CloudSyncLocal", "CloudSyncSQLite", "CloudSyncTesting", "cloudsync-test-fixture"]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -3,7 +3,8 @@
 # Safe to run repeatedly: with everything present it does nothing and says so.
 set -euo pipefail
 
-packages=(pkg-config libyaml-dev libsqlite3-dev libsodium-dev)
+# The build's packages, plus any named on the command line (make bench adds the sqlite3 shell).
+packages=(pkg-config libyaml-dev libsqlite3-dev libsodium-dev "$@")
 
 missing=()
 for package in "${packages[@]}"; do

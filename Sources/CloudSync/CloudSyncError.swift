@@ -103,7 +103,7 @@ public struct CloudSyncError: Error, Sendable, Equatable, CustomStringConvertibl
     }
 
     /// The same error, attributed to `provider` and `key` where it did not already name them.
-    func attributed(provider: String? = nil, key: String? = nil) -> CloudSyncError {
+    public func attributed(provider: String? = nil, key: String? = nil) -> CloudSyncError {
         var copy = self
         if copy.provider == nil { copy.provider = provider }
         if copy.key == nil { copy.key = key }

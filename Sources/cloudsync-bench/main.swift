@@ -127,3 +127,78 @@ for preloaded in [100, 10_000] {
         "\(label) \(String(format: "%8.0f", outbox)) µs  direct SQLite insert \(String(format: "%6.0f", direct)) µs  ratio \(String(format: "%.2f", outbox / direct))"
     )
 }
+
+// Local providers: 100,000 keys of 100 bytes through the store on the sqlite provider, beside the sqlite3 shell
+// inserting and reading the same rows in one transaction; then the directory provider (10,000 keys: every write is
+// a file, an fsync and a rename).
+func seconds(_ duration: Duration) -> Double {
+    Double(duration.components.seconds) + Double(duration.components.attoseconds) / 1e18
+}
+
+func shell(_ command: String) throws -> Duration {
+    try clock.measure {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/bin/sh")
+        process.arguments = ["-c", command]
+        process.standardOutput = FileHandle.nullDevice
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { fatalError("failed: \(command)") }
+    }
+}
+
+let benchKeys = (0..<rowCount).map { String(format: "settings.item.%06d", $0) }
+var storeOptions = StoreOptions()
+storeOptions.timeout = nil
+let sqliteStore = try CloudStore(
+    providers: [try SQLiteProvider(path: directory.appendingPathComponent("store.db").path)], options: storeOptions)
+let storeSet = try await clock.measure {
+    for start in stride(from: 0, to: rowCount, by: 1000) {
+        _ = try await sqliteStore.multiSet(benchKeys[start..<start + 1000].map { KeyValue($0, value) })
+    }
+}
+let storeGet = try await clock.measure {
+    for start in stride(from: 0, to: rowCount, by: 1000) {
+        let values = try await sqliteStore.multiGet(Array(benchKeys[start..<start + 1000]))
+        guard values.allSatisfy({ $0?.utf8.count == 100 }) else { fatalError("missing values") }
+    }
+}
+let insertScript = directory.appendingPathComponent("insert.sql").path
+let selectScript = directory.appendingPathComponent("select.sql").path
+let shellDatabase = directory.appendingPathComponent("shell.db").path
+try
+    ("PRAGMA journal_mode=WAL;\nCREATE TABLE kv (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL, updated_at_ms INTEGER NOT NULL) WITHOUT ROWID;\nBEGIN;\n"
+    + benchKeys.map { "INSERT INTO kv VALUES ('\($0)', '\(value)', 0);" }.joined(separator: "\n") + "\nCOMMIT;\n")
+    .write(toFile: insertScript, atomically: true, encoding: .utf8)
+try ("BEGIN;\n" + benchKeys.map { "SELECT value FROM kv WHERE key = '\($0)';" }.joined(separator: "\n") + "\nCOMMIT;\n")
+    .write(toFile: selectScript, atomically: true, encoding: .utf8)
+let shellSet = try shell("sqlite3 '\(shellDatabase)' < '\(insertScript)'")
+let shellGet = try shell("sqlite3 '\(shellDatabase)' < '\(selectScript)'")
+for (label, ours, theirs) in [("set", storeSet, shellSet), ("get", storeGet, shellGet)] {
+    let padded = "sqlite provider via store: \(label) 100,000 x 100 B".padding(
+        toLength: 52, withPad: " ", startingAt: 0)
+    print(
+        "\(padded) \(String(format: "%7.3f", seconds(ours))) s  sqlite3 shell \(String(format: "%6.3f", seconds(theirs))) s  ratio \(String(format: "%.2f", seconds(ours) / seconds(theirs)))"
+    )
+}
+
+let directoryCount = 10_000
+let directoryProvider = try DirectoryProvider(root: directory.appendingPathComponent("files").path)
+let directoryStore = try CloudStore(providers: [directoryProvider], options: storeOptions)
+let directorySet = try await clock.measure {
+    for start in stride(from: 0, to: directoryCount, by: 1000) {
+        _ = try await directoryStore.multiSet(benchKeys[start..<start + 1000].map { KeyValue($0, value) })
+    }
+}
+let directoryGet = try await clock.measure {
+    for start in stride(from: 0, to: directoryCount, by: 1000) {
+        _ = try await directoryStore.multiGet(Array(benchKeys[start..<start + 1000]))
+    }
+}
+for (label, duration) in [("set", directorySet), ("get", directoryGet)] {
+    let padded = "directory provider via store: \(label) 10,000 x 100 B".padding(
+        toLength: 52, withPad: " ", startingAt: 0)
+    print(
+        "\(padded) \(String(format: "%7.3f", seconds(duration))) s  \(String(format: "%10.0f", Double(directoryCount) / seconds(duration))) files/s"
+    )
+}

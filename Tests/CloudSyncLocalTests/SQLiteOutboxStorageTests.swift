@@ -82,7 +82,7 @@ import Testing
     /// The writer is killed with SIGKILL at random moments; every key whose write call had returned (and so was
     /// printed) must be in the reopened outbox, and the file must pass SQLite's integrity check.
     @Test func everyReturnedWriteSurvivesSIGKILL() async throws {
-        let writer = try ProcessRunner.builtProduct("cloudsync-crash-writer")
+        let writer = try ProcessRunner.builtProduct("cloudsync-test-fixture")
         let directory = try TemporaryDirectory()
         var random = SystemRandomNumberGenerator()
         var totalConfirmed = 0
@@ -116,7 +116,7 @@ import Testing
                 do {
                     let process = Process()
                     process.executableURL = URL(fileURLWithPath: writer)
-                    process.arguments = [path]
+                    process.arguments = ["outbox-writer", path]
                     let output = Pipe()
                     process.standardOutput = output
                     process.standardError = FileHandle.nullDevice

@@ -1,0 +1,207 @@
+import CloudSync
+import CloudSyncSodium
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// One file per key under a root directory, holding the plain bytes of the (encoded) value, so rsync, rclone or a
+/// person with `cat` can read it.
+///
+/// Key to file name: see ``FileNameMapping``.
+///
+/// Writes are atomic: the value goes to a temporary file (its name starts with `.`) that is fsynced, renamed over
+/// the key's file, and the directory fsynced, so a crash leaves the old value or the new one, never a torn file, and
+/// a leftover temporary file is ignored. Quota is the file system's (`statvfs`): its used and total bytes, shared
+/// with everything else on that file system.
+public final class DirectoryProvider: Provider {
+    public let id: String
+    public let capabilities: ProviderCapabilities
+    /// The root directory.
+    public let root: String
+
+    /// A provider over `root`, created (mode 0700) when missing.
+    public init(id: String = "directory", root: String, maxValueBytes: Int? = nil) throws(CloudSyncError) {
+        self.id = id
+        self.root = root.hasSuffix("/") && root.count > 1 ? String(root.dropLast()) : root
+        self.capabilities = ProviderCapabilities(
+            maxValueBytes: maxValueBytes, tier: .file, batchLimit: 100, canList: true, reportsQuota: true)
+        do {
+            try LocalFiles.createDirectory(self.root)
+        } catch {
+            throw error.attributed(provider: id)
+        }
+    }
+
+    public func isAvailable() async -> Bool {
+        var isDirectory: ObjCBool = false
+        return FileManager.default.fileExists(atPath: root, isDirectory: &isDirectory) && isDirectory.boolValue
+            && access(root, R_OK | W_OK | X_OK) == 0
+    }
+
+    private func path(of key: String) -> String {
+        ([root] + FileNameMapping.components(of: FileNameMapping.encode(key))).joined(separator: "/")
+    }
+
+    private func failure(_ action: String, _ path: String, _ code: Int32, key: String? = nil) -> CloudSyncError {
+        let reason = String(cString: strerror(code))
+        let errorCode: ErrorCode = code == ENOSPC || code == EDQUOT ? .quotaExceeded : .providerFailure
+        return CloudSyncError(errorCode, "cannot \(action) \(path): \(reason)", provider: id, key: key)
+    }
+
+    public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
+        try await LocalFiles.offload { [self] in keys.map { key in read(key) } }
+    }
+
+    private func read(_ key: String) -> Result<String?, CloudSyncError> {
+        let path = path(of: key)
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            return errno == ENOENT ? .success(nil) : .failure(failure("read", path, errno, key: key))
+        }
+        defer { close(descriptor) }
+        var bytes: [UInt8] = []
+        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        while true {
+            let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+            if count < 0 {
+                if errno == EINTR { continue }
+                return .failure(failure("read", path, errno, key: key))
+            }
+            if count == 0 { break }
+            bytes += buffer[0..<count]
+        }
+        guard let value = String(validating: bytes, as: UTF8.self) else {
+            return .failure(
+                CloudSyncError(.decode, "\(path) does not hold UTF-8 text; values are strings", provider: id, key: key))
+        }
+        return .success(value)
+    }
+
+    public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
+        try await LocalFiles.offload { [self] in items.map { write($0) } }
+    }
+
+    private func write(_ item: KeyValue) -> Result<Void, CloudSyncError> {
+        let components = FileNameMapping.components(of: FileNameMapping.encode(item.key))
+        var directory = root
+        for piece in components.dropLast() {
+            directory += "/" + piece
+            if mkdir(directory, 0o700) != 0, errno != EEXIST {
+                return .failure(failure("create the directory", directory, errno, key: item.key))
+            }
+        }
+        let target = directory + "/" + components.last!
+        let temporary = directory + "/.tmp-" + Hex.encode(SecureRandom.bytes(count: 8))
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { return .failure(failure("create", temporary, errno, key: item.key)) }
+        var value = item.value
+        let written = value.withUTF8 { bytes -> Int32 in
+            var offset = 0
+            while offset < bytes.count {
+                let count = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                offset += count
+            }
+            return 0
+        }
+        let synced = written == 0 && fsync(descriptor) != 0 ? errno : written
+        close(descriptor)
+        guard synced == 0 else {
+            unlink(temporary)
+            return .failure(failure("write", temporary, synced, key: item.key))
+        }
+        guard rename(temporary, target) == 0 else {
+            let code = errno
+            unlink(temporary)
+            return .failure(failure("rename into place", target, code, key: item.key))
+        }
+        syncDirectory(directory)
+        return .success(())
+    }
+
+    public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
+        try await LocalFiles.offload { [self] in
+            keys.map { key in
+                let path = path(of: key)
+                guard unlink(path) == 0 || errno == ENOENT else {
+                    return .failure(failure("remove", path, errno, key: key))
+                }
+                syncDirectory((path as NSString).deletingLastPathComponent)
+                return .success(())
+            }
+        }
+    }
+
+    private func syncDirectory(_ directory: String) {
+        let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else { return }
+        fsync(descriptor)
+        close(descriptor)
+    }
+
+    /// Pages in the order of encoded names, streaming the directory tree on every page and keeping only the next
+    /// `limit` names, so memory stays bounded by the page size however many files there are.
+    public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
+        let limit = max(limit, 1)
+        let after = cursor.map(FileNameMapping.encode) ?? ""
+        return try await LocalFiles.offload { [self] in
+            var smallest: [String] = []
+            try walk(root, pieces: []) { encoded in
+                guard encoded > after else { return }
+                smallest.append(encoded)
+                if smallest.count > 2 * limit {
+                    smallest.sort()
+                    smallest.removeLast(smallest.count - limit - 1)
+                }
+            }
+            smallest.sort()
+            let page = smallest.prefix(limit).compactMap(FileNameMapping.decode)
+            return KeyPage(keys: page, nextCursor: smallest.count > limit ? page.last : nil)
+        }
+    }
+
+    /// Calls `visit` with the encoded name of every key file under `directory`, skipping temporary and foreign files.
+    ///
+    /// `pieces` are the path components from the root down to `directory`.
+    private func walk(_ directory: String, pieces: [String], _ visit: (String) -> Void) throws {
+        guard let stream = opendir(directory) else {
+            throw failure("read the directory", directory, errno)
+        }
+        defer { closedir(stream) }
+        while let entry = readdir(stream) {
+            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
+                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
+            }
+            guard !name.hasPrefix(".") else { continue }
+            let path = directory + "/" + name
+            var info = stat()
+            guard lstat(path, &info) == 0 else { continue }
+            let kind = info.st_mode & S_IFMT
+            if kind == S_IFDIR, name.hasPrefix("+") {
+                try walk(path, pieces: pieces + [name], visit)
+            } else if kind == S_IFREG {
+                let components = pieces + [name]
+                let encoded = pieces.isEmpty ? name : components.map { String($0.dropFirst()) }.joined()
+                // Only names encoding produces, in the place it puts them, are keys.
+                if FileNameMapping.decode(encoded) != nil, FileNameMapping.components(of: encoded) == components {
+                    visit(encoded)
+                }
+            }
+        }
+    }
+
+    /// The file system's figures: used and total bytes of the whole file system the root is on.
+    public func quota() async throws -> ProviderQuota? {
+        var info = statvfs()
+        guard statvfs(root, &info) == 0 else { throw failure("measure the file system of", root, errno) }
+        let blockSize = Int64(info.f_frsize)
+        return ProviderQuota(
+            usedBytes: (Int64(info.f_blocks) - Int64(info.f_bfree)) * blockSize,
+            totalBytes: Int64(info.f_blocks) * blockSize)
+    }
+}

@@ -1,0 +1,172 @@
+import CloudSync
+import CloudSyncSQLite
+import Foundation
+
+/// The embedded default: every key in one SQLite file, in a table of key, value and update time.
+///
+/// Batches run inside single transactions; listing pages through the key index in key order (bytewise UTF-8);
+/// write-ahead logging lets other processes read while one writes. The file and its directory are created owner-only
+/// (0600 and 0700). A file that is not a SQLite database is refused, naming the path, and never overwritten.
+public final class SQLiteProvider: Provider {
+    static let migrations = SQLiteMigrator([
+        SQLiteMigration(
+            "create kv",
+            sql: """
+                CREATE TABLE kv (
+                    key TEXT PRIMARY KEY NOT NULL,
+                    value TEXT NOT NULL,
+                    updated_at_ms INTEGER NOT NULL
+                ) WITHOUT ROWID
+                """)
+    ])
+
+    public let id: String
+    public let capabilities: ProviderCapabilities
+    /// The database file.
+    public let path: String
+    /// The most the database may use, in bytes of its used pages; nil for no limit.
+    public let maxBytes: Int64?
+    private let database: SQLiteDatabase
+    private let clock: any StoreClock
+
+    /// Opens (creating when needed) the database at `path`.
+    public init(
+        id: String = "sqlite", path: String, maxBytes: Int64? = nil, maxValueBytes: Int? = nil,
+        clock: any StoreClock = SystemClock()
+    ) throws(CloudSyncError) {
+        self.id = id
+        self.path = path
+        self.maxBytes = maxBytes
+        self.clock = clock
+        self.capabilities = ProviderCapabilities(
+            maxValueBytes: maxValueBytes, tier: .file, batchLimit: 500, canList: true, reportsQuota: true)
+        do {
+            try LocalFiles.createDirectory(containing: path)
+            database = try SQLiteDatabase(path: path)
+            try Self.migrations.migrate(database)
+        } catch let error as SQLiteError where error.code.primary == .notADatabase || error.code.primary == .corrupt {
+            throw CloudSyncError(
+                .invalidConfiguration,
+                "\(path) is not a usable SQLite database (\(error.message)); it was left untouched: point the "
+                    + "provider's path at another file, or move this one away",
+                provider: id)
+        } catch let error as CloudSyncError {
+            throw error.attributed(provider: id)
+        } catch {
+            throw CloudSyncError(.invalidConfiguration, "cannot open \(path): \(error)", provider: id)
+        }
+    }
+
+    public func isAvailable() async -> Bool { true }
+
+    public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
+        try await read { db in
+            let select = try db.prepare("SELECT value FROM kv WHERE key = ?")
+            return try keys.map { key in
+                try select.bind(key)
+                return .success(try select.step() ? select.string(0) : nil)
+            }
+        }
+    }
+
+    public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
+        let now = clock.nowMilliseconds()
+        let maxBytes = maxBytes
+        return try await write { [id] db in
+            var used = maxBytes == nil ? 0 : try Self.usedBytes(db)
+            let size = try db.prepare("SELECT length(CAST(value AS BLOB)) FROM kv WHERE key = ?")
+            let upsert = try db.prepare(
+                """
+                INSERT INTO kv (key, value, updated_at_ms) VALUES (?, ?, ?)
+                ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at_ms = excluded.updated_at_ms
+                """)
+            return try items.map { item -> Result<Void, CloudSyncError> in
+                if let maxBytes {
+                    try size.bind(item.key)
+                    let previous = try size.step() ? size.int64(0) : -Int64(item.key.utf8.count)
+                    let growth = Int64(item.value.utf8.count) - previous
+                    guard used + growth <= maxBytes else {
+                        return .failure(
+                            CloudSyncError(
+                                .quotaExceeded,
+                                "the database would grow past its limit of \(maxBytes) bytes (maxBytes); remove keys "
+                                    + "or raise the limit",
+                                provider: id, key: item.key))
+                    }
+                    used += growth
+                }
+                try upsert.bind(item.key, item.value, now).run()
+                return .success(())
+            }
+        }
+    }
+
+    public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
+        try await write { db in
+            let delete = try db.prepare("DELETE FROM kv WHERE key = ?")
+            return try keys.map { key in
+                try delete.bind(key).run()
+                return .success(())
+            }
+        }
+    }
+
+    public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
+        let limit = max(limit, 1)
+        let keys = try await read { db in
+            // One more than asked for tells whether another page follows.
+            try db.query("SELECT key FROM kv WHERE key > ? ORDER BY key LIMIT ?", [cursor ?? "", limit + 1]) {
+                $0.string(0) ?? ""
+            }
+        }
+        let page = Array(keys.prefix(limit))
+        return KeyPage(keys: page, nextCursor: keys.count > limit ? page.last : nil)
+    }
+
+    /// The database's used pages in bytes (free pages not counted), with the limit when one is configured.
+    public func quota() async throws -> ProviderQuota? {
+        let used = try await read { db in try Self.usedBytes(db) }
+        return ProviderQuota(usedBytes: used, totalBytes: maxBytes)
+    }
+
+    private static func usedBytes(_ db: SQLiteConnection) throws -> Int64 {
+        let pages = try db.query(
+            "SELECT page_count - freelist_count, page_size FROM pragma_page_count, pragma_freelist_count, pragma_page_size"
+        ) {
+            $0.int64(0) * $0.int64(1)
+        }
+        return pages.first ?? 0
+    }
+
+    private func read<T: Sendable>(_ body: @escaping @Sendable (SQLiteConnection) throws -> T) async throws -> T {
+        do {
+            return try await database.read(body)
+        } catch let error as SQLiteError {
+            throw error.cloudSyncError(provider: id)
+        }
+    }
+
+    private func write<T: Sendable>(_ body: @escaping @Sendable (SQLiteConnection) throws -> T) async throws -> T {
+        do {
+            return try await database.write(body)
+        } catch let error as SQLiteError {
+            throw error.cloudSyncError(provider: id)
+        }
+    }
+}
+
+extension SQLiteError {
+    /// The store's error for a SQLite failure: a database locked past the busy timeout may pass, a full disk
+    /// needs space, anything else is the provider's failure.
+    func cloudSyncError(provider: String) -> CloudSyncError {
+        switch code.primary {
+        case .busy, .locked:
+            return CloudSyncError(
+                .timeout, "the database stayed locked by another connection: \(message)", provider: provider)
+        case .full:
+            return CloudSyncError(.quotaExceeded, "the disk is full: \(message)", provider: provider)
+        default:
+            return CloudSyncError(.providerFailure, description, provider: provider)
+        }
+    }
+}

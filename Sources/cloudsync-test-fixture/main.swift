@@ -1,0 +1,43 @@
+// Test fixture for tests that need a second process (see Tests/CloudSyncLocalTests):
+//   outbox-writer OUTBOX.db        writes keys through a store whose only provider is offline, so each write lands
+//                                  in a durable outbox, and prints each key once its write call has returned; the
+//                                  crash test kills it with SIGKILL at a random moment.
+//   sqlite-writer DB COUNT         writes COUNT keys to a SQLite provider in batches of 50, printing "done" at the end,
+//                                  while the test reads the same file from its own process.
+import CloudSync
+import CloudSyncLocal
+import CloudSyncTesting
+import Foundation
+
+func fail(_ message: String) -> Never {
+    FileHandle.standardError.write(Data("cloudsync-test-fixture: \(message)\n".utf8))
+    exit(64)
+}
+
+let arguments = Array(CommandLine.arguments.dropFirst())
+switch (arguments.first, arguments.count) {
+case ("outbox-writer", 2):
+    let provider = FaultInjectingProvider(id: "offline")
+    provider.fail(.set, with: CloudSyncError(.offline, "the network is down"))
+    var options = StoreOptions()
+    options.outbox = try Outbox(
+        storage: SQLiteOutboxStorage(path: arguments[1]), limits: Outbox.Limits(maxEntries: 1_000_000))
+    let store = try CloudStore(providers: [provider], options: options)
+    for index in 0..<1_000_000 {
+        let value = "value \(index) " + String(repeating: "x", count: index % 300)
+        let receipt = try await store.set(value, forKey: "key.\(index)")
+        guard receipt.queued == ["offline"] else { fail("write \(index) was not queued: \(receipt)") }
+        FileHandle.standardOutput.write(Data("key.\(index)\n".utf8))
+    }
+case ("sqlite-writer", 3):
+    guard let count = Int(arguments[2]) else { fail("COUNT must be a number") }
+    let provider = try SQLiteProvider(id: "shared", path: arguments[1])
+    for start in stride(from: 0, to: count, by: 50) {
+        let batch = (start..<min(start + 50, count)).map { KeyValue("written.\($0)", "value \($0)") }
+        let results = try await provider.set(batch)
+        for result in results { _ = try result.get() }
+    }
+    FileHandle.standardOutput.write(Data("done\n".utf8))
+default:
+    fail("usage: cloudsync-test-fixture outbox-writer OUTBOX.db | sqlite-writer DB COUNT")
+}
