@@ -10,6 +10,7 @@ build: deps
 	$(SWIFT) build
 
 test: deps
+	@scripts/python-env.sh
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
 

@@ -23,6 +23,9 @@ let package = Package(
         // The core library.
         .target(name: "CloudSync", dependencies: ["CloudSyncSodium"]),
 
+        // Encryption at rest: the libsodium envelope codec and its key sources.
+        .target(name: "CloudSyncCrypto", dependencies: ["CloudSync", "CloudSyncSodium"]),
+
         // Local persistence and providers on SQLite and the file system.
         .target(name: "CloudSyncLocal", dependencies: ["CloudSync", "CloudSyncSQLite"]),
 
@@ -34,7 +37,10 @@ let package = Package(
         // `make bench`: throughput figures, never run by the tests.
         .executableTarget(
             name: "cloudsync-bench",
-            dependencies: ["CloudSyncSQLite", "CloudSyncSodium", "CloudSyncYAML", "CloudSyncLocal", "CloudSyncTesting"]),
+            dependencies: [
+                "CloudSyncSQLite", "CloudSyncSodium", "CloudSyncYAML", "CloudSyncLocal", "CloudSyncCrypto",
+                "CloudSyncTesting",
+            ]),
 
         // Test support shipped as a normal target: temporary directories, and later test doubles and emulators.
         .target(name: "CloudSyncTesting", dependencies: ["CloudSync"]),
@@ -45,6 +51,8 @@ let package = Package(
         .testTarget(name: "CloudSyncTests", dependencies: ["CloudSync", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncCLITests", dependencies: ["CloudSyncCLI", "CloudSyncTesting", "cloudsync"]),
         .testTarget(name: "CloudSyncTestingTests", dependencies: ["CloudSyncTesting"]),
+        .testTarget(
+            name: "CloudSyncCryptoTests", dependencies: ["CloudSyncCrypto", "CloudSyncSodium", "CloudSyncTesting"]),
         .testTarget(
             name: "CloudSyncLocalTests",
             dependencies: ["CloudSyncLocal", "CloudSyncSQLite", "CloudSyncTesting", "cloudsync-test-fixture"]),

@@ -24,7 +24,7 @@ extension CloudStore {
     }
 
     /// Every key of one provider, page by page, each page under the deadline.
-    func forEachPage(of provider: any Provider, _ body: ([String]) throws(CloudSyncError) -> Void)
+    func forEachPage(of provider: any Provider, _ body: ([String]) async throws(CloudSyncError) -> Void)
         async throws(CloudSyncError)
     {
         guard provider.capabilities.canList else {
@@ -36,7 +36,7 @@ extension CloudStore {
             let page = try await deadline(provider) {
                 try await provider.listKeys(after: after, limit: Self.listingPageSize)
             }
-            try body(page.keys)
+            try await body(page.keys)
             guard page.nextCursor != after || page.nextCursor == nil else {
                 throw CloudSyncError(
                     .providerFailure, "listing returned the same cursor twice; it would never end",

@@ -9,4 +9,11 @@ public protocol ValueCodec: Sendable {
     func encode(_ value: String, key: String) throws -> String
     /// The stored value as it was before `encode`; throw when it cannot be (wrong key, tampered, not encoded).
     func decode(_ stored: String, key: String) throws -> String
+    /// Whether a stored value is already encoded the way `encode` would encode it now (same key), so re-keying can
+    /// skip it.
+    func isCurrent(_ stored: String) -> Bool
+}
+
+extension ValueCodec {
+    public func isCurrent(_ stored: String) -> Bool { false }
 }

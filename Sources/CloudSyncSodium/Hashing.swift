@@ -136,3 +136,37 @@ public enum Hex {
         return bytes
     }
 }
+
+/// URL-safe base64 without padding (RFC 4648 §5), by libsodium: for public bytes such as nonces and ciphertexts.
+public enum Base64URL {
+    public static func encode(_ bytes: [UInt8]) -> String {
+        Sodium.ensureInitialized()
+        let variant = sodium_base64_VARIANT_URLSAFE_NO_PADDING
+        // The encoded length counts the C terminator, which the string does not keep.
+        let capacity = sodium_base64_encoded_len(bytes.count, variant)
+        return String(unsafeUninitializedCapacity: capacity) { output in
+            bytes.withUnsafeBytes { input in
+                _ = sodium_bin2base64(
+                    UnsafeMutableRawPointer(output.baseAddress!).assumingMemoryBound(to: CChar.self), capacity,
+                    input.sodiumInput, input.count, variant)
+            }
+            return capacity - 1
+        }
+    }
+
+    /// The bytes `text` encodes, or nil when it is not URL-safe base64 without padding.
+    public static func decode(_ text: String) -> [UInt8]? {
+        Sodium.ensureInitialized()
+        var text = text
+        return text.withUTF8 { characters in
+            var bytes = [UInt8](repeating: 0, count: characters.count / 4 * 3 + 3)
+            var written = 0
+            let status = sodium_base642bin(
+                &bytes, bytes.count, UnsafeRawBufferPointer(characters).sodiumText, characters.count, nil, &written,
+                nil, sodium_base64_VARIANT_URLSAFE_NO_PADDING)
+            guard status == 0 else { return nil }
+            bytes.removeSubrange(written...)
+            return bytes
+        }
+    }
+}

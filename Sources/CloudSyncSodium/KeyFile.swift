@@ -14,32 +14,79 @@ extension SecretBytes {
         throws(SodiumError) -> SecretBytes
     {
         Sodium.ensureInitialized()
-        var contents = try readSmallFile(path)
+        var contents = try readSmallFile(path, what: "key file")
         defer { contents.withUnsafeMutableBytes { sodium_memzero($0.baseAddress!, $0.count) } }
+        let result = contents.withUnsafeBytes { bytes in
+            // The buffer holds one spare byte so its base address is never nil.
+            Result { () throws(SodiumError) in
+                try decodeBase64Key(
+                    UnsafeRawBufferPointer(rebasing: bytes.dropLast()), byteCount: byteCount, origin: "key file \(path)"
+                )
+            }
+        }
+        return try result.get()
+    }
 
-        var length = contents.count - 1  // the buffer holds one spare byte so its base address is never nil
+    /// Reads a key given as base64 in an environment variable (a trailing newline is allowed).
+    public static func load(environmentVariable name: String, byteCount: Int = XChaCha20Poly1305.keyByteCount)
+        throws(SodiumError) -> SecretBytes
+    {
+        Sodium.ensureInitialized()
+        guard let value = getenv(name) else {
+            throw SodiumError(.keyFileIO, "environment variable \(name) is not set; it should hold a base64 key")
+        }
+        return try decodeBase64Key(
+            UnsafeRawBufferPointer(start: value, count: strlen(value)), byteCount: byteCount,
+            origin: "environment variable \(name)")
+    }
+
+    /// A passphrase from an environment variable, taken byte for byte (the variable's own copy cannot be wiped).
+    public static func passphrase(environmentVariable name: String) throws(SodiumError) -> SecretBytes {
+        guard let value = getenv(name) else {
+            throw SodiumError(.keyFileIO, "environment variable \(name) is not set; it should hold the passphrase")
+        }
+        let passphrase = SecretBytes(copying: UnsafeRawBufferPointer(start: value, count: strlen(value)))
+        guard passphrase.count > 0 else {
+            throw SodiumError(.keyFileMalformed, "environment variable \(name) holds an empty passphrase")
+        }
+        return passphrase
+    }
+
+    /// A passphrase from a file: its bytes without one trailing newline.
+    public static func passphrase(file path: String) throws(SodiumError) -> SecretBytes {
+        var contents = try readSmallFile(path, what: "passphrase file")
+        defer { contents.withUnsafeMutableBytes { sodium_memzero($0.baseAddress!, $0.count) } }
+        var length = contents.count - 1
         if length > 0, contents[length - 1] == UInt8(ascii: "\n") { length -= 1 }
         if length > 0, contents[length - 1] == UInt8(ascii: "\r") { length -= 1 }
+        guard length > 0 else { throw SodiumError(.keyFileMalformed, "passphrase file \(path) is empty") }
+        return contents.withUnsafeBytes { SecretBytes(copying: $0.prefix(length)) }
+    }
+
+    /// Decodes one line of standard base64 (a trailing newline allowed) into exactly `byteCount` secret bytes.
+    static func decodeBase64Key(_ text: UnsafeRawBufferPointer, byteCount: Int, origin: String)
+        throws(SodiumError) -> SecretBytes
+    {
+        var length = text.count
+        if length > 0, text[length - 1] == UInt8(ascii: "\n") { length -= 1 }
+        if length > 0, text[length - 1] == UInt8(ascii: "\r") { length -= 1 }
         let hint = "expected one line of base64 holding \(byteCount) bytes, as `cloudsync keygen` writes"
-        guard length > 0 else { throw SodiumError(.keyFileMalformed, "key file \(path) is empty; \(hint)") }
+        guard length > 0 else { throw SodiumError(.keyFileMalformed, "\(origin) is empty; \(hint)") }
 
         var decodedCount = 0
         var status: Int32 = 0
         // Large enough for any base64 of this length, so a long key reports its length rather than failing to fit.
         let decoded = SecretBytes(count: length / 4 * 3 + 3) { output in
-            status = contents.withUnsafeBytes { text in
-                sodium_base642bin(
-                    output.baseAddress!.assumingMemoryBound(to: UInt8.self), output.count, text.sodiumText,
-                    length, nil, &decodedCount, nil, sodium_base64_VARIANT_ORIGINAL)
-            }
+            status = sodium_base642bin(
+                output.baseAddress!.assumingMemoryBound(to: UInt8.self), output.count, text.sodiumText,
+                length, nil, &decodedCount, nil, sodium_base64_VARIANT_ORIGINAL)
         }
         guard status == 0 else {
-            throw SodiumError(.keyFileMalformed, "key file \(path) is not valid base64; \(hint)")
+            throw SodiumError(.keyFileMalformed, "\(origin) is not valid base64; \(hint)")
         }
         guard decodedCount == byteCount else {
             throw SodiumError(
-                .keyFileWrongLength,
-                "key file \(path) holds \(decodedCount) bytes, but a key must be \(byteCount) bytes")
+                .keyFileWrongLength, "\(origin) holds \(decodedCount) bytes, but a key must be \(byteCount) bytes")
         }
         return decoded.withUnsafeBytes { SecretBytes(copying: $0.prefix(decodedCount)) }
     }
@@ -65,14 +112,16 @@ extension SecretBytes {
         try Self.writeNewFile(path, contents: line.prefix(encodedLength))
     }
 
-    private static func ioError(_ action: String, _ path: String, _ code: Int32) -> SodiumError {
-        SodiumError(.keyFileIO, "cannot \(action) key file \(path): \(String(cString: strerror(code)))")
+    private static func ioError(_ action: String, _ path: String, _ code: Int32, what: String = "key file")
+        -> SodiumError
+    {
+        SodiumError(.keyFileIO, "cannot \(action) \(what) \(path): \(String(cString: strerror(code)))")
     }
 
     /// The file's bytes plus one trailing spare byte.
-    private static func readSmallFile(_ path: String) throws(SodiumError) -> [UInt8] {
+    private static func readSmallFile(_ path: String, what: String) throws(SodiumError) -> [UInt8] {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
-        guard descriptor >= 0 else { throw ioError("read", path, errno) }
+        guard descriptor >= 0 else { throw ioError("read", path, errno, what: what) }
         defer { close(descriptor) }
         var buffer = [UInt8](repeating: 0, count: keyFileMaximumSize + 1)
         var filled = 0
@@ -82,7 +131,7 @@ extension SecretBytes {
                 if errno == EINTR { continue }
                 let failure = errno
                 buffer.withUnsafeMutableBytes { sodium_memzero($0.baseAddress!, $0.count) }
-                throw ioError("read", path, failure)
+                throw ioError("read", path, failure, what: what)
             }
             if got == 0 { break }
             filled += got
@@ -90,7 +139,7 @@ extension SecretBytes {
         guard filled <= keyFileMaximumSize else {
             buffer.withUnsafeMutableBytes { sodium_memzero($0.baseAddress!, $0.count) }
             throw SodiumError(
-                .keyFileMalformed, "key file \(path) is larger than \(keyFileMaximumSize) bytes; it is not a key file")
+                .keyFileMalformed, "\(what) \(path) is larger than \(keyFileMaximumSize) bytes; it is not a \(what)")
         }
         // Shrinking in place keeps the one buffer, so no unzeroed copy of the key is left behind.
         buffer.removeSubrange((filled + 1)...)

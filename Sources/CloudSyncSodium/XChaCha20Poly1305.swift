@@ -35,7 +35,8 @@ public enum XChaCha20Poly1305 {
                 &ciphertext, &written, plaintext, UInt64(plaintext.count), associatedData,
                 UInt64(associatedData.count), nil, nonce, keyBytes.sodiumInput)
         }
-        return SealedBox(nonce: nonce, ciphertext: Array(ciphertext.prefix(Int(written))))
+        ciphertext.removeSubrange(Int(written)...)
+        return SealedBox(nonce: nonce, ciphertext: ciphertext)
     }
 
     /// Decrypts `box`, or throws if it does not authenticate.
@@ -62,7 +63,8 @@ public enum XChaCha20Poly1305 {
                 .authenticationFailed,
                 "decryption failed: wrong key, wrong associated data, or the ciphertext was modified")
         }
-        return Array(plaintext.prefix(Int(written)))
+        plaintext.removeSubrange(Int(written)...)
+        return plaintext
     }
 
     private static func checkSizes(key: SecretBytes, nonce: [UInt8]) throws(SodiumError) {

@@ -1,5 +1,6 @@
 // `make bench`: prints throughput figures for the layers built so far. Figures, not pass/fail: compare runs.
 import CloudSync
+import CloudSyncCrypto
 import CloudSyncLocal
 import CloudSyncSQLite
 import CloudSyncSodium
@@ -200,5 +201,32 @@ for (label, duration) in [("set", directorySet), ("get", directoryGet)] {
         toLength: 52, withPad: " ", startingAt: 0)
     print(
         "\(padded) \(String(format: "%7.3f", seconds(duration))) s  \(String(format: "%10.0f", Double(directoryCount) / seconds(duration))) files/s"
+    )
+}
+
+// The envelope codec: encode + decode through the codec beside a raw libsodium seal + open of the same bytes.
+let envelopeCodec = try EnvelopeCodec(keys: [.raw(id: "bench", SecretBytes.random(count: 32))])
+for (label, size, rounds) in [("1 KB", 1024, 20_000), ("1 MB", 1024 * 1024, 40)] {
+    let plaintext = String(repeating: "v", count: size)
+    let bytes = Array(plaintext.utf8)
+    let codecTime = try clock.measure {
+        for _ in 0..<rounds {
+            let envelope = try envelopeCodec.encode(plaintext, key: "bench.key")
+            guard try envelopeCodec.decode(envelope, key: "bench.key").utf8.count == size else { fatalError() }
+        }
+    }
+    let rawTime = try clock.measure {
+        for _ in 0..<rounds {
+            let box = try XChaCha20Poly1305.seal(bytes, key: key, associatedData: Array("bench.key".utf8))
+            guard try XChaCha20Poly1305.open(box, key: key, associatedData: Array("bench.key".utf8)).count == size
+            else {
+                fatalError()
+            }
+        }
+    }
+    let megabytes = Double(size * rounds) / 1_048_576
+    let padded = "envelope codec: encode+decode \(label)".padding(toLength: 52, withPad: " ", startingAt: 0)
+    print(
+        "\(padded) \(String(format: "%8.1f", megabytes / seconds(codecTime))) MiB/s  raw seal+open \(String(format: "%8.1f", megabytes / seconds(rawTime))) MiB/s  ratio \(String(format: "%.2f", seconds(codecTime) / seconds(rawTime)))"
     )
 }

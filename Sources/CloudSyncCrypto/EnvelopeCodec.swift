@@ -1,0 +1,225 @@
+import CloudSync
+import CloudSyncSodium
+
+/// Encrypts values at rest with XChaCha20-Poly1305 into a text envelope that stays a string (tiering measures the
+/// envelope) and binds each ciphertext to the key it is stored under.
+///
+/// Envelope (UTF-8 text, fields separated by `:`):
+///
+///     cs1:<key id>:<kdf>:<payload>
+///
+/// - `cs1` is the format version.
+/// - `<key id>` names the key in the ring, `[A-Za-z0-9._-]{1,64}`.
+/// - `<kdf>` is `raw` for a 32-byte key, or `argon2id13.<operations>.<memory bytes>.<salt>` for a key derived
+///   from a passphrase with libsodium's `crypto_pwhash` (Argon2id v1.3, one lane, 32-byte output), the salt being
+///   16 bytes in URL-safe base64 without padding. Every envelope carries the parameters it needs, so a restore
+///   needs only the passphrase.
+/// - `<payload>` is URL-safe base64 without padding of: a 24-byte random nonce, then the ciphertext with its
+///   16-byte Poly1305 tag (`crypto_aead_xchacha20poly1305_ietf_encrypt`).
+/// - Associated data: the UTF-8 bytes of everything before the payload — `cs1:<key id>:<kdf>:` — followed by the
+///   UTF-8 bytes of the store key. A ciphertext copied under another key, or given other header fields, fails to
+///   decrypt.
+public final class EnvelopeCodec: ValueCodec {
+    static let prefix = "cs1:"
+
+    /// A key of the ring: 32 random bytes, or a passphrase stretched with Argon2id.
+    public struct Key: Sendable {
+        enum Material: Sendable {
+            case raw(SecretBytes)
+            case passphrase(SecretBytes, Argon2id.Limits, salt: [UInt8])
+        }
+
+        public let id: String
+        let material: Material
+
+        /// A 32-byte key (from a key file or an environment variable).
+        public static func raw(id: String, _ key: SecretBytes) throws(CloudSyncError) -> Key {
+            try checkID(id)
+            guard key.count == XChaCha20Poly1305.keyByteCount else {
+                throw CloudSyncError(.invalidConfiguration, "key \(id) has \(key.count) bytes; a key must be 32 bytes")
+            }
+            return Key(id: id, material: .raw(key))
+        }
+
+        /// A key stretched from `passphrase` with Argon2id under `limits`.
+        ///
+        /// New envelopes use `salt` (16 random bytes
+        /// by default); envelopes made with other salts or limits still open, since each records its own.
+        public static func passphrase(
+            id: String, _ passphrase: SecretBytes, limits: Argon2id.Limits = .interactive,
+            salt: [UInt8] = SecureRandom.bytes(count: Argon2id.saltByteCount)
+        ) throws(CloudSyncError) -> Key {
+            try checkID(id)
+            do {
+                try limits.validate()
+            } catch {
+                throw CloudSyncError(.invalidConfiguration, "key \(id): \(error.message)")
+            }
+            guard salt.count == Argon2id.saltByteCount else {
+                throw CloudSyncError(.invalidConfiguration, "key \(id): an Argon2id salt must be 16 bytes")
+            }
+            return Key(id: id, material: .passphrase(passphrase, limits, salt: salt))
+        }
+
+        private static func checkID(_ id: String) throws(CloudSyncError) {
+            let allowed = id.utf8.allSatisfy { byte in
+                KeyRule.recordNameCharacters.allows(String(decoding: [byte], as: UTF8.self))
+            }
+            guard !id.isEmpty, id.utf8.count <= 64, allowed else {
+                throw CloudSyncError(
+                    .invalidConfiguration,
+                    "key id \"\(id)\" must be 1 to 64 ASCII letters, digits, '.', '_' or '-'")
+            }
+        }
+    }
+
+    /// Why a value could not be decoded.
+    ///
+    /// Never holds key bytes or the value.
+    public struct DecodeFailure: Error, Sendable, Equatable, CustomStringConvertible {
+        public enum Reason: String, Sendable {
+            /// The value is not an envelope (plaintext, or another tool's data).
+            case notAnEnvelope
+            /// It looks like an envelope but its fields are broken.
+            case malformed
+            /// The envelope names a key the ring does not hold.
+            case unknownKeyID
+            /// The key does not open it: the wrong key or passphrase, or the envelope was modified or moved to
+            /// another store key.
+            case wrongKeyOrTampered
+        }
+
+        public let reason: Reason
+        public let description: String
+    }
+
+    /// The ring's keys; the first encrypts, any of them decrypts.
+    public let keys: [Key]
+    /// Whether values that are not envelopes are returned as they are (to encrypt an existing plaintext store by
+    /// migrating or re-keying it) rather than refused.
+    public let allowPlaintext: Bool
+    private let derived = Protected<[String: SecretBytes]>([:])
+
+    public init(keys: [Key], allowPlaintext: Bool = false) throws(CloudSyncError) {
+        guard !keys.isEmpty else {
+            throw CloudSyncError(.invalidConfiguration, "an encryption codec needs at least one key")
+        }
+        var seen = Set<String>()
+        for key in keys where !seen.insert(key.id).inserted {
+            throw CloudSyncError(.invalidConfiguration, "two keys share the id \(key.id); key ids must be unique")
+        }
+        self.keys = keys
+        self.allowPlaintext = allowPlaintext
+    }
+
+    public func encode(_ value: String, key storeKey: String) throws -> String {
+        let current = keys[0]
+        let kdf: String
+        let secret: SecretBytes
+        switch current.material {
+        case .raw(let bytes):
+            kdf = "raw"
+            secret = bytes
+        case .passphrase(let passphrase, let limits, let salt):
+            kdf = "argon2id13.\(limits.operations).\(limits.memoryBytes).\(Base64URL.encode(salt))"
+            secret = try derive(passphrase, limits: limits, salt: salt, kdf: kdf, keyID: current.id)
+        }
+        let header = "\(Self.prefix)\(current.id):\(kdf):"
+        let box = try XChaCha20Poly1305.seal(
+            Array(value.utf8), key: secret, associatedData: Array((header + storeKey).utf8))
+        return header + Base64URL.encode(box.nonce + box.ciphertext)
+    }
+
+    public func decode(_ stored: String, key storeKey: String) throws -> String {
+        guard stored.hasPrefix(Self.prefix) else {
+            if allowPlaintext { return stored }
+            throw DecodeFailure(
+                reason: .notAnEnvelope,
+                description: "the value is not an encrypted envelope (it does not start with \"cs1:\"); allow "
+                    + "plaintext in the codec to read it, for example to encrypt an existing store")
+        }
+        let fields = stored.split(separator: ":", maxSplits: 3, omittingEmptySubsequences: false)
+        guard fields.count == 4, let payload = Base64URL.decode(String(fields[3])),
+            payload.count >= XChaCha20Poly1305.nonceByteCount + XChaCha20Poly1305.tagByteCount
+        else {
+            throw DecodeFailure(reason: .malformed, description: "the envelope is malformed (truncated or edited)")
+        }
+        let keyID = String(fields[1])
+        let kdf = String(fields[2])
+        guard let key = keys.first(where: { $0.id == keyID }) else {
+            throw DecodeFailure(
+                reason: .unknownKeyID,
+                description: "the value was encrypted with key id \"\(keyID)\", which is not in the key ring")
+        }
+        let secret = try secret(for: key, kdf: kdf)
+        let header = "\(Self.prefix)\(keyID):\(kdf):"
+        let box = XChaCha20Poly1305.SealedBox(
+            nonce: Array(payload.prefix(XChaCha20Poly1305.nonceByteCount)),
+            ciphertext: Array(payload.dropFirst(XChaCha20Poly1305.nonceByteCount)))
+        do {
+            let plaintext = try XChaCha20Poly1305.open(
+                box, key: secret, associatedData: Array((header + storeKey).utf8))
+            guard let text = String(validating: plaintext, as: UTF8.self) else {
+                throw DecodeFailure(reason: .malformed, description: "the decrypted value is not UTF-8 text")
+            }
+            return text
+        } catch is SodiumError {
+            throw DecodeFailure(
+                reason: .wrongKeyOrTampered,
+                description: "key \"\(keyID)\" does not open the envelope: the wrong key or passphrase, or the value "
+                    + "was modified or copied from another key")
+        }
+    }
+
+    /// An envelope already under the current key needs no re-keying.
+    public func isCurrent(_ stored: String) -> Bool {
+        stored.hasPrefix("\(Self.prefix)\(keys[0].id):")
+    }
+
+    /// The key that opens an envelope with this `kdf` field under `key`.
+    private func secret(for key: Key, kdf: String) throws -> SecretBytes {
+        switch key.material {
+        case .raw(let bytes):
+            guard kdf == "raw" else {
+                throw DecodeFailure(
+                    reason: .malformed,
+                    description: "the envelope was made from a passphrase but key \"\(key.id)\" is a raw key here")
+            }
+            return bytes
+        case .passphrase(let passphrase, _, _):
+            let parts = kdf.split(separator: ".", omittingEmptySubsequences: false)
+            guard parts.count == 4, parts[0] == "argon2id13", let operations = UInt64(parts[1]),
+                let memory = Int(parts[2]), let salt = Base64URL.decode(String(parts[3])),
+                salt.count == Argon2id.saltByteCount
+            else {
+                throw DecodeFailure(
+                    reason: .malformed,
+                    description: "the envelope's key derivation field is not argon2id13.<ops>.<memory>.<salt>, "
+                        + "but key \"\(key.id)\" is a passphrase")
+            }
+            return try derive(
+                passphrase, limits: Argon2id.Limits(operations: operations, memoryBytes: memory), salt: salt, kdf: kdf,
+                keyID: key.id)
+        }
+    }
+
+    /// Argon2id is slow on purpose: each (key, parameters, salt) is derived once and remembered.
+    private func derive(_ passphrase: SecretBytes, limits: Argon2id.Limits, salt: [UInt8], kdf: String, keyID: String)
+        throws -> SecretBytes
+    {
+        let cacheKey = "\(keyID):\(kdf)"
+        if let known = derived.withLock({ $0[cacheKey] }) { return known }
+        // Refuse absurd recorded parameters instead of letting a crafted envelope demand gigabytes.
+        guard limits.memoryBytes <= Argon2id.Limits.sensitive.memoryBytes, limits.operations <= 16 else {
+            throw DecodeFailure(
+                reason: .malformed, description: "the envelope asks for Argon2id limits beyond what is allowed")
+        }
+        do {
+            let key = try Argon2id.deriveKey(passphrase: passphrase, salt: salt, limits: limits)
+            derived.withLock { $0[cacheKey] = key }
+            return key
+        } catch {
+            throw DecodeFailure(reason: .malformed, description: "key derivation failed: \(error.message)")
+        }
+    }
+}
