@@ -29,8 +29,11 @@ let package = Package(
         // Local persistence and providers on SQLite and the file system.
         .target(name: "CloudSyncLocal", dependencies: ["CloudSync", "CloudSyncSQLite"]),
 
+        // Pipeline files: YAML -> checked spec -> compiled store and jobs; no side effects until run.
+        .target(name: "CloudSyncPipeline", dependencies: ["CloudSync", "CloudSyncYAML", "CloudSyncCrypto", "CloudSyncLocal"]),
+
         // The command line: argument parsing, exit codes, what people see.
-        .target(name: "CloudSyncCLI", dependencies: ["CloudSync"]),
+        .target(name: "CloudSyncCLI", dependencies: ["CloudSync", "CloudSyncPipeline"]),
         .executableTarget(name: "cloudsync", dependencies: ["CloudSyncCLI"]),
         // The second process some tests need: a writer to kill, a concurrent writer (see CloudSyncLocalTests).
         .executableTarget(name: "cloudsync-test-fixture", dependencies: ["CloudSyncLocal", "CloudSyncTesting"]),
@@ -51,6 +54,7 @@ let package = Package(
         .testTarget(name: "CloudSyncTests", dependencies: ["CloudSync", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncCLITests", dependencies: ["CloudSyncCLI", "CloudSyncTesting", "cloudsync"]),
         .testTarget(name: "CloudSyncTestingTests", dependencies: ["CloudSyncTesting"]),
+        .testTarget(name: "CloudSyncPipelineTests", dependencies: ["CloudSyncPipeline", "CloudSyncTesting"]),
         .testTarget(
             name: "CloudSyncCryptoTests", dependencies: ["CloudSyncCrypto", "CloudSyncSodium", "CloudSyncTesting"]),
         .testTarget(

@@ -221,15 +221,9 @@ public final class CloudStore: Sendable {
     ///
     /// Nil means no cap.
     func cap(of provider: any Provider) -> Int? {
-        var caps = [provider.capabilities.maxValueBytes, options.maxValueBytes[provider.id]]
-        switch (options.tiering, provider.capabilities.tier) {
-        case (.auto, .keyValue): caps.append(Tiering.defaultKVMaxBytes)
-        case (.auto, .record): caps.append(Tiering.defaultRecordMaxBytes)
-        case (.thresholds(let kv, _), .keyValue): caps.append(kv)
-        case (.thresholds(_, let record), .record): caps.append(record)
-        default: break
-        }
-        return caps.compactMap { $0 }.min()
+        options.tiering.cap(
+            tier: provider.capabilities.tier, declared: provider.capabilities.maxValueBytes,
+            override: options.maxValueBytes[provider.id])
     }
 
     /// Throws `ERR_INVALID_KEY` unless `key` satisfies the rules of every configured provider.

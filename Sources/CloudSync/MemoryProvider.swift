@@ -39,10 +39,17 @@ public final class MemoryProvider: Provider {
     public let totalBytes: Int64?
     private let contents = Protected(Contents())
 
-    public init(id: String = "memory", capabilities: ProviderCapabilities = .init(), totalBytes: Int64? = nil) {
+    /// A provider holding `items` from the start (a demo's data, a test's fixture).
+    public init(
+        id: String = "memory", capabilities: ProviderCapabilities = .init(), totalBytes: Int64? = nil,
+        items: [KeyValue] = []
+    ) {
         self.id = id
         self.capabilities = capabilities
         self.totalBytes = totalBytes
+        contents.withLock { contents in
+            for item in items { contents.store(item.value, forKey: item.key) }
+        }
     }
 
     public func isAvailable() async -> Bool { true }

@@ -19,6 +19,20 @@ public enum Tiering: Sendable, Equatable {
     public static let defaultKVMaxBytes = 64 * 1024
     /// The default threshold of record stores: 900 KB.
     public static let defaultRecordMaxBytes = 900 * 1024
+
+    /// The largest encoded value a provider takes under this tiering: the smallest of its own cap (`declared`), a
+    /// configured lower cap (`override`) and, with tiering on, its tier's threshold. Nil means no cap.
+    public func cap(tier: StorageTier, declared: Int?, override: Int?) -> Int? {
+        var caps = [declared, override]
+        switch (self, tier) {
+        case (.auto, .keyValue): caps.append(Self.defaultKVMaxBytes)
+        case (.auto, .record): caps.append(Self.defaultRecordMaxBytes)
+        case (.thresholds(let kv, _), .keyValue): caps.append(kv)
+        case (.thresholds(_, let record), .record): caps.append(record)
+        default: break
+        }
+        return caps.compactMap { $0 }.min()
+    }
 }
 
 /// Everything a store is configured with, beside its providers.

@@ -6,6 +6,6 @@ public enum ExitCode: Int32, Sendable {
     case success = 0
     /// The command ran but something it did failed.
     case failure = 1
-    /// The command line was wrong; nothing was done.
+    /// The command line or a pipeline file was wrong; nothing was done.
     case usage = 64
 }

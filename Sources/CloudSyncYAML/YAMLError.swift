@@ -33,8 +33,13 @@ public struct YAMLError: Error, Sendable, Equatable, CustomStringConvertible {
     /// The error as a compiler prints it: `file:line:col: error: message`, then the source line and a caret
     /// under the column.
     public func rendered(file: String, source: String) -> String {
+        Self.render(message, at: mark, file: file, source: source)
+    }
+
+    /// Renders any message about `source` the way a compiler does, for errors found after parsing too.
+    public static func render(_ message: String, at mark: YAMLMark, file: String, source: String) -> String {
         var text = "\(file):\(mark.line):\(mark.column): error: \(message)"
-        guard let line = Self.line(mark.line, of: source) else { return text }
+        guard let line = line(mark.line, of: source) else { return text }
         // Keep tabs in the caret's indentation so it lines up under the same character however tabs render.
         let indentation = line.prefix(max(0, mark.column - 1)).map { $0 == "\t" ? "\t" : " " }.joined()
         text += "\n\(line)\n\(indentation)^"

@@ -1,0 +1,236 @@
+import CloudSyncYAML
+import Foundation
+
+/// Collects the errors of one file as the loader walks it, so a run reports them all.
+final class Diagnostics {
+    let file: String
+    private(set) var items: [PipelineDiagnostic] = []
+
+    init(file: String) { self.file = file }
+
+    func error(_ message: String, at mark: YAMLMark) {
+        items.append(PipelineDiagnostic(file: file, mark: mark, message: message))
+    }
+}
+
+/// Expands `${env:NAME}`, `${env:NAME:-default}` and `${file:path}` in scalar values (`$${` is a literal `${`).
+struct Interpolator {
+    let environment: [String: String]
+    let directory: String
+
+    func expand(_ text: String, at mark: YAMLMark, _ diagnostics: Diagnostics) -> Interpolated? {
+        guard text.contains("${") else { return Interpolated(value: text, written: text) }
+        var output = ""
+        var rest = Substring(text)
+        while let start = rest.range(of: "${") {
+            if rest[..<start.lowerBound].hasSuffix("$") {
+                output += rest[..<rest.index(before: start.lowerBound)] + "${"
+                rest = rest[start.upperBound...]
+                continue
+            }
+            output += rest[..<start.lowerBound]
+            guard let end = rest[start.upperBound...].firstIndex(of: "}") else {
+                diagnostics.error("unterminated ${ in \"\(text)\"; close it with }", at: mark)
+                return nil
+            }
+            let reference = String(rest[start.upperBound..<end])
+            guard let value = resolve(reference, at: mark, diagnostics) else { return nil }
+            output += value
+            rest = rest[rest.index(after: end)...]
+        }
+        output += rest
+        return Interpolated(value: output, written: text)
+    }
+
+    private func resolve(_ reference: String, at mark: YAMLMark, _ diagnostics: Diagnostics) -> String? {
+        if reference.hasPrefix("env:") {
+            let body = reference.dropFirst(4)
+            let parts = body.split(separator: ":-", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = String(parts[0])
+            guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
+                diagnostics.error("\"${\(reference)}\" does not name an environment variable", at: mark)
+                return nil
+            }
+            if let value = environment[name] { return value }
+            if parts.count == 2 { return String(parts[1]) }
+            diagnostics.error(
+                "environment variable \(name) is not set; set it, or give a default with ${env:\(name):-value}",
+                at: mark)
+            return nil
+        }
+        if reference.hasPrefix("file:") {
+            let path = resolvePath(String(reference.dropFirst(5)), against: directory)
+            guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8)
+            else {
+                diagnostics.error("cannot read \(path) for ${\(reference)}; check that it exists and is UTF-8 text", at: mark)
+                return nil
+            }
+            return text.hasSuffix("\r\n") ? String(text.dropLast(2)) : text.hasSuffix("\n") ? String(text.dropLast()) : text
+        }
+        diagnostics.error("unknown interpolation \"${\(reference)}\"; use ${env:NAME}, ${env:NAME:-default} or ${file:path}", at: mark)
+        return nil
+    }
+}
+
+/// `path` made absolute against `directory` (never the working directory).
+func resolvePath(_ path: String, against directory: String) -> String {
+    let absolute = path.hasPrefix("/") ? path : directory + "/" + path
+    return (absolute as NSString).standardizingPath
+}
+
+/// Reads one mapping of the file: reports unknown fields (with a suggestion) once, and reads typed values, each
+/// error naming the field and pointing at it.
+struct MappingReader {
+    let node: YAMLNode
+    let context: String
+    let diagnostics: Diagnostics
+    let interpolator: Interpolator
+
+    /// Nil (and an error) when `node` is not a mapping.
+    init?(
+        _ node: YAMLNode, context: String, allowed: [String], _ diagnostics: Diagnostics, _ interpolator: Interpolator
+    ) {
+        guard let pairs = node.mapping else {
+            diagnostics.error("\(context) must be a mapping of fields; found \(describe(node))", at: node.mark)
+            return nil
+        }
+        self.node = node
+        self.context = context
+        self.diagnostics = diagnostics
+        self.interpolator = interpolator
+        for pair in pairs {
+            guard let name = pair.key.scalar else {
+                diagnostics.error("field names in \(context) must be plain text", at: pair.key.mark)
+                continue
+            }
+            if !allowed.contains(name) {
+                diagnostics.error(unknownFieldMessage(name, in: context, allowed: allowed), at: pair.key.mark)
+            }
+        }
+    }
+
+    subscript(_ field: String) -> YAMLNode? {
+        guard let value = node[field], !value.isNull else { return nil }
+        return value
+    }
+
+    func require(_ field: String) -> YAMLNode? {
+        guard let value = self[field] else {
+            diagnostics.error("\(context) needs `\(field)`", at: node.mark)
+            return nil
+        }
+        return value
+    }
+
+    func string(_ field: String, required: Bool = false) -> Interpolated? {
+        guard let value = required ? require(field) : self[field] else { return nil }
+        return scalarText(value, field: field)
+    }
+
+    func scalarText(_ value: YAMLNode, field: String) -> Interpolated? {
+        guard let text = value.scalar else {
+            diagnostics.error("`\(field)` in \(context) must be text; found \(describe(value))", at: value.mark)
+            return nil
+        }
+        return interpolator.expand(text, at: value.mark, diagnostics)
+    }
+
+    func integer(_ field: String, minimum: Int64 = 0, unit: String = "") -> Int64? {
+        guard let value = self[field], let text = scalarText(value, field: field)?.value else { return nil }
+        guard let number = Int64(text), number >= minimum else {
+            diagnostics.error(
+                "`\(field)` in \(context) must be a whole number\(unit) of at least \(minimum); found \"\(text)\"",
+                at: value.mark)
+            return nil
+        }
+        return number
+    }
+
+    func number(_ field: String, in range: ClosedRange<Double>) -> Double? {
+        guard let value = self[field], let text = scalarText(value, field: field)?.value else { return nil }
+        guard let number = Double(text), range.contains(number) else {
+            diagnostics.error(
+                "`\(field)` in \(context) must be a number from \(range.lowerBound) to \(range.upperBound); found \"\(text)\"",
+                at: value.mark)
+            return nil
+        }
+        return number
+    }
+
+    func boolean(_ field: String) -> Bool? {
+        guard let value = self[field], let text = scalarText(value, field: field)?.value else { return nil }
+        switch text {
+        case "true": return true
+        case "false": return false
+        default:
+            diagnostics.error("`\(field)` in \(context) must be true or false; found \"\(text)\"", at: value.mark)
+            return nil
+        }
+    }
+
+    func choice<T: RawRepresentable & CaseIterable>(_ field: String, _ type: T.Type, required: Bool = false) -> T?
+    where T.RawValue == String {
+        guard let value = required ? require(field) : self[field], let text = scalarText(value, field: field)?.value
+        else { return nil }
+        guard let choice = T(rawValue: text) else {
+            let options = T.allCases.map(\.rawValue)
+            var message = "`\(field)` in \(context) must be one of \(options.joined(separator: ", ")); found \"\(text)\""
+            if let guess = closest(text, among: options) { message += "; did you mean \(guess)?" }
+            diagnostics.error(message, at: value.mark)
+            return nil
+        }
+        return choice
+    }
+
+    /// A list of text values, or a single text value taken as a list of one.
+    func textList(_ field: String) -> [(text: String, mark: YAMLMark)]? {
+        guard let value = self[field] else { return nil }
+        if value.scalar != nil { return scalarText(value, field: field).map { [($0.value, value.mark)] } }
+        guard let items = value.sequence else {
+            diagnostics.error("`\(field)` in \(context) must be a list of text; found \(describe(value))", at: value.mark)
+            return nil
+        }
+        return items.compactMap { item in scalarText(item, field: field).map { ($0.value, item.mark) } }
+    }
+}
+
+func describe(_ node: YAMLNode) -> String {
+    switch node.content {
+    case .scalar(let text, _): return node.isNull ? "nothing" : "\"\(text)\""
+    case .sequence: return "a list"
+    case .mapping: return "a mapping"
+    }
+}
+
+func unknownFieldMessage(_ name: String, in context: String, allowed: [String]) -> String {
+    var message = "unknown field `\(name)` in \(context)"
+    if let guess = closest(name, among: allowed) {
+        message += "; did you mean `\(guess)`?"
+    } else {
+        message += "; expected one of: \(allowed.joined(separator: ", "))"
+    }
+    return message
+}
+
+/// The candidate within two edits of `word` (ignoring case), if one is.
+func closest(_ word: String, among candidates: [String]) -> String? {
+    let lowered = Array(word.lowercased())
+    var best: (String, Int)?
+    for candidate in candidates {
+        let distance = editDistance(lowered, Array(candidate.lowercased()))
+        if distance <= max(1, min(2, candidate.count / 3)), distance < (best?.1 ?? .max) { best = (candidate, distance) }
+    }
+    return best?.0
+}
+
+private func editDistance(_ a: [Character], _ b: [Character]) -> Int {
+    var previous = Array(0...b.count)
+    for (i, left) in a.enumerated() {
+        var current = [i + 1] + Array(repeating: 0, count: b.count)
+        for (j, right) in b.enumerated() {
+            current[j + 1] = min(previous[j + 1] + 1, current[j] + 1, previous[j] + (left == right ? 0 : 1))
+        }
+        previous = current
+    }
+    return previous[b.count]
+}

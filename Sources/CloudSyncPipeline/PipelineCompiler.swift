@@ -1,0 +1,164 @@
+import CloudSync
+import CloudSyncCrypto
+import CloudSyncLocal
+import CloudSyncSodium
+import CloudSyncYAML
+import Foundation
+
+/// A provider type that is recognised but has no implementation on this platform (the iCloud key-value store has
+/// no API outside Apple's systems): never available, but its key rules and tier still apply when listed.
+public struct PlatformOnlyProvider: Provider {
+    public let id: String
+    public let capabilities: ProviderCapabilities
+
+    public init(id: String, capabilities: ProviderCapabilities) {
+        self.id = id
+        self.capabilities = capabilities
+    }
+
+    public func isAvailable() async -> Bool { false }
+    private func unavailable() -> CloudSyncError {
+        CloudSyncError(.noProvider, "this provider type does not exist on Linux", provider: id)
+    }
+    public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] { throw unavailable() }
+    public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] { throw unavailable() }
+    public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] { throw unavailable() }
+    public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage { throw unavailable() }
+}
+
+/// A pipeline ready to run: its codecs built (key files read), its store options decided, its providers described
+/// but not yet opened. Compiling has no side effect beyond reading key files.
+public struct CompiledPipeline: Sendable {
+    public let spec: PipelineSpec
+    public let codecs: [String: EnvelopeCodec]
+
+    /// What each provider type is, before any is opened.
+    public static func capabilities(of provider: ProviderSpec) -> ProviderCapabilities {
+        switch provider.type {
+        case .icloudKV:
+            return ProviderCapabilities(tier: .keyValue, keyRules: KeyRule.iCloudKeyValue, canList: false)
+        case .memory:
+            return ProviderCapabilities(maxValueBytes: provider.maxValueBytes, reportsQuota: false)
+        case .sqlite:
+            return ProviderCapabilities(maxValueBytes: provider.maxValueBytes, batchLimit: 500, reportsQuota: true)
+        case .directory:
+            return ProviderCapabilities(maxValueBytes: provider.maxValueBytes, batchLimit: 100, reportsQuota: true)
+        }
+    }
+
+    /// The store's options: everything but the outbox, whose durable storage lives in the state directory the
+    /// runner owns.
+    public var storeOptions: StoreOptions {
+        var options = StoreOptions()
+        let store = spec.store
+        options.writeMode = store.writeMode == "mirror" ? .mirror : .failover
+        switch store.tiering {
+        case .auto: options.tiering = .auto
+        case .off: options.tiering = .off
+        case .thresholds(let kv, let record): options.tiering = .thresholds(kvMaxBytes: kv, recordMaxBytes: record)
+        }
+        switch store.resolver {
+        case .none: options.resolver = nil
+        case .timestamp(let field): options.resolver = resolveByTimestamp(field)
+        case .union(let id): options.resolver = resolveByUnion(id: id)
+        }
+        options.repairOnRead = store.repairOnRead
+        options.validateKeys = store.validateKeys
+        options.timeout = .milliseconds(store.timeoutMs)
+        options.codec = store.codec.flatMap { codecs[$0] }
+        for provider in spec.providers {
+            if let codec = provider.codec { options.providerCodecs[provider.id] = codecs[codec] }
+            if let cap = provider.maxValueBytes { options.maxValueBytes[provider.id] = cap }
+        }
+        return options
+    }
+
+    /// Opens every provider the file declares, in declaration order. This is the first step with side effects
+    /// (creating database files and directories); only the runner takes it.
+    public func openProviders() throws(CloudSyncError) -> [String: any Provider] {
+        var opened: [String: any Provider] = [:]
+        for provider in spec.providers {
+            switch provider.type {
+            case .memory:
+                opened[provider.id] = MemoryProvider(
+                    id: provider.id, capabilities: Self.capabilities(of: provider),
+                    items: provider.items.map { KeyValue($0.key, $0.value) })
+            case .sqlite:
+                opened[provider.id] = try SQLiteProvider(
+                    id: provider.id, path: provider.path!.value, maxBytes: provider.maxBytes,
+                    maxValueBytes: provider.maxValueBytes)
+            case .directory:
+                opened[provider.id] = try DirectoryProvider(
+                    id: provider.id, root: provider.path!.value, maxValueBytes: provider.maxValueBytes)
+            case .icloudKV:
+                opened[provider.id] = PlatformOnlyProvider(id: provider.id, capabilities: Self.capabilities(of: provider))
+            }
+        }
+        return opened
+    }
+}
+
+/// Turns a loaded spec into a ``CompiledPipeline``.
+public enum PipelineCompiler {
+    /// Builds the codecs, reading their key files and passphrases; every key that cannot be read is an error
+    /// pointing at its line in the file.
+    public static func compile(_ spec: PipelineSpec, environment: [String: String]) throws(PipelineError)
+        -> CompiledPipeline
+    {
+        var diagnostics: [PipelineDiagnostic] = []
+        var codecs: [String: EnvelopeCodec] = [:]
+        for codec in spec.codecs {
+            var keys: [EnvelopeCodec.Key] = []
+            for key in codec.keys {
+                do throws(CloudSyncError) {
+                    keys.append(try load(key, environment: environment))
+                } catch {
+                    diagnostics.append(
+                        PipelineDiagnostic(
+                            file: spec.file, mark: key.mark, message: "key `\(key.id)` of codec `\(codec.id)`: \(error.message)"))
+                }
+            }
+            guard keys.count == codec.keys.count, !keys.isEmpty else { continue }
+            do {
+                codecs[codec.id] = try EnvelopeCodec(keys: keys, allowPlaintext: codec.allowPlaintext)
+            } catch {
+                diagnostics.append(PipelineDiagnostic(file: spec.file, mark: codec.mark, message: error.message))
+            }
+        }
+        guard diagnostics.isEmpty else { throw PipelineError(diagnostics: diagnostics, source: spec.source) }
+        return CompiledPipeline(spec: spec, codecs: codecs)
+    }
+
+    private static func load(_ key: CodecSpec.Key, environment: [String: String]) throws(CloudSyncError)
+        -> EnvelopeCodec.Key
+    {
+        switch key.source {
+        case .file(let path):
+            return try .keyFile(id: key.id, path: path.value)
+        case .environment(let variable):
+            guard let value = environment[variable] else {
+                throw CloudSyncError(.invalidConfiguration, "environment variable \(variable) is not set; it should hold a base64 key")
+            }
+            return try .raw(id: key.id, decodeKey(value, origin: "environment variable \(variable)"))
+        case .passphraseEnvironment(let variable):
+            guard let value = environment[variable], !value.isEmpty else {
+                throw CloudSyncError(.invalidConfiguration, "environment variable \(variable) is not set; it should hold the passphrase")
+            }
+            return try .passphrase(id: key.id, SecretBytes(utf8: value))
+        case .passphraseFile(let path):
+            return try .passphrase(id: key.id, file: path.value)
+        }
+    }
+
+    private static func decodeKey(_ base64: String, origin: String) throws(CloudSyncError) -> SecretBytes {
+        // Standard base64, as key files hold it; the URL-safe decoder takes it once its alphabet is mapped.
+        let urlSafe = String(
+            base64.trimmingCharacters(in: .whitespacesAndNewlines).compactMap { character -> Character? in
+                character == "+" ? "-" : character == "/" ? "_" : character == "=" ? nil : character
+            })
+        guard var bytes = Base64URL.decode(urlSafe), bytes.count == 32 else {
+            throw CloudSyncError(.invalidConfiguration, "\(origin) does not hold a base64 key of 32 bytes")
+        }
+        return SecretBytes(zeroing: &bytes)
+    }
+}

@@ -1,0 +1,477 @@
+import CloudSyncYAML
+import Foundation
+
+/// Reads pipeline files (format version 1) into ``PipelineSpec``s, reporting every error a person can make with
+/// its line and column.
+public enum PipelineLoader {
+    /// A pipeline is written by hand; anything larger is refused before parsing.
+    public static let maximumFileBytes = 4 << 20
+    /// The one format version this build reads.
+    public static let formatVersion = 1
+
+    static let idPattern = "[A-Za-z0-9._-]+"
+
+    /// Loads the file at `path`; relative paths inside resolve against its directory.
+    public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment)
+        throws(PipelineError) -> PipelineSpec
+    {
+        let absolute = resolvePath(path, against: FileManager.default.currentDirectoryPath)
+        let start = YAMLMark(line: 1, column: 1)
+        guard let attributes = try? FileManager.default.attributesOfItem(atPath: absolute),
+            let data = FileManager.default.contents(atPath: absolute)
+        else {
+            throw PipelineError(
+                diagnostics: [PipelineDiagnostic(file: path, mark: start, message: "cannot read the pipeline file; check the path")],
+                source: "")
+        }
+        if (attributes[.size] as? NSNumber)?.intValue ?? data.count > maximumFileBytes {
+            throw PipelineError(
+                diagnostics: [
+                    PipelineDiagnostic(
+                        file: path, mark: start,
+                        message: "the file is \(data.count) bytes; a pipeline file may be at most \(maximumFileBytes) bytes")
+                ], source: "")
+        }
+        guard let source = String(data: data, encoding: .utf8) else {
+            throw PipelineError(
+                diagnostics: [PipelineDiagnostic(file: path, mark: start, message: "the file is not UTF-8 text")],
+                source: "")
+        }
+        return try load(
+            source: source, file: path, directory: (absolute as NSString).deletingLastPathComponent,
+            environment: environment)
+    }
+
+    /// Loads pipeline text; `file` names it in errors and `directory` anchors its relative paths.
+    public static func load(
+        source: String, file: String, directory: String, environment: [String: String] = [:]
+    ) throws(PipelineError) -> PipelineSpec {
+        let diagnostics = Diagnostics(file: file)
+        let root: YAMLNode
+        do {
+            guard let parsed = try YAMLParser(maximumNodes: 200_000, maximumDepth: 64).parse(source) else {
+                throw PipelineError(
+                    diagnostics: [
+                        PipelineDiagnostic(
+                            file: file, mark: YAMLMark(line: 1, column: 1),
+                            message: "the file is empty; a pipeline starts with `version: 1`")
+                    ], source: source)
+            }
+            root = parsed
+        } catch let error as YAMLError {
+            throw PipelineError(
+                diagnostics: [PipelineDiagnostic(file: file, mark: error.mark, message: error.message)], source: source)
+        } catch let error as PipelineError {
+            throw error
+        } catch {
+            preconditionFailure("the YAML parser throws only YAMLError")
+        }
+        var reader = Reader(diagnostics: diagnostics, interpolator: Interpolator(environment: environment, directory: directory))
+        let spec = reader.pipeline(root, file: file, source: source, directory: directory)
+        guard diagnostics.items.isEmpty, let spec else {
+            throw PipelineError(diagnostics: diagnostics.items.sorted { $0.mark < $1.mark }, source: source)
+        }
+        return spec
+    }
+}
+
+/// Walks the node tree of one file.
+private struct Reader {
+    let diagnostics: Diagnostics
+    let interpolator: Interpolator
+
+    func mapping(_ node: YAMLNode, _ context: String, _ allowed: [String]) -> MappingReader? {
+        MappingReader(node, context: context, allowed: allowed, diagnostics, interpolator)
+    }
+
+    mutating func pipeline(_ root: YAMLNode, file: String, source: String, directory: String) -> PipelineSpec? {
+        guard
+            let top = mapping(
+                root, "the pipeline", ["version", "name", "state", "providers", "codecs", "store", "jobs", "report"])
+        else { return nil }
+
+        var version = PipelineLoader.formatVersion
+        if let node = top.require("version"), let text = top.scalarText(node, field: "version")?.value {
+            if let number = Int(text), number == PipelineLoader.formatVersion {
+                version = number
+            } else if let number = Int(text), number > PipelineLoader.formatVersion {
+                diagnostics.error(
+                    "version \(number) is not supported: this cloudsync reads version \(PipelineLoader.formatVersion); "
+                        + "upgrade cloudsync to run this file", at: node.mark)
+            } else {
+                diagnostics.error("`version` must be 1; found \"\(text)\"", at: node.mark)
+            }
+        }
+        guard let nameNode = top.require("name") else { return nil }
+        let name = top.scalarText(nameNode, field: "name")?.value ?? ""
+        if !name.isEmpty, !isIdentifier(name) {
+            diagnostics.error(
+                "`name` may contain only ASCII letters, digits, '.', '_' and '-' (it names the state directory); found \"\(name)\"",
+                at: nameNode.mark)
+        }
+        let state = top.string("state").map { resolvePath($0.value, against: directory) }
+            ?? resolvePath(".cloudsync/\(name)", against: directory)
+
+        let codecs = codecSpecs(top["codecs"], directory: directory)
+        let codecIDs = Set(codecs.map(\.id))
+        let providers = providerSpecs(top.require("providers"), directory: directory, codecIDs: codecIDs)
+        let providerIDs = providers.map(\.id)
+        guard let storeNode = top.require("store") else { return nil }
+        let store = storeSpec(storeNode, providerIDs: providerIDs, codecIDs: codecIDs)
+        let jobs = jobSpecs(top["jobs"], providerIDs: providerIDs, codecIDs: codecIDs, directory: directory)
+        var reportPath: String?
+        if let reportNode = top["report"], let report = mapping(reportNode, "report", ["path"]) {
+            reportPath = report.string("path", required: true).map { resolvePath($0.value, against: directory) }
+        }
+        guard let store else { return nil }
+        return PipelineSpec(
+            file: file, source: source, directory: directory, version: version, name: name, state: state, providers: providers,
+            codecs: codecs, store: store, jobs: jobs, reportPath: reportPath)
+    }
+
+    func isIdentifier(_ text: String) -> Bool {
+        !text.isEmpty && text.utf8.allSatisfy { byte in
+            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
+        }
+    }
+
+    /// The id written as a mapping key, checked.
+    func id(_ key: YAMLNode, what: String) -> String? {
+        guard let text = key.scalar, isIdentifier(text) else {
+            diagnostics.error(
+                "\(what) id \(describe(key)) may contain only ASCII letters, digits, '.', '_' and '-'", at: key.mark)
+            return nil
+        }
+        return text
+    }
+
+    func reference(_ text: String, at mark: YAMLMark, among ids: [String], what: String) -> Bool {
+        guard ids.contains(text) else {
+            var message = "unknown \(what) `\(text)`"
+            if let guess = closest(text, among: ids) {
+                message += "; did you mean `\(guess)`?"
+            } else {
+                message += ids.isEmpty ? "; the file declares none" : "; the file declares: \(ids.joined(separator: ", "))"
+            }
+            diagnostics.error(message, at: mark)
+            return false
+        }
+        return true
+    }
+
+    // MARK: Providers
+
+    func providerSpecs(_ node: YAMLNode?, directory: String, codecIDs: Set<String>) -> [ProviderSpec] {
+        guard let node else { return [] }
+        guard let pairs = node.mapping else {
+            diagnostics.error("`providers` must map provider ids to providers; found \(describe(node))", at: node.mark)
+            return []
+        }
+        if pairs.isEmpty { diagnostics.error("`providers` declares no provider; declare at least one", at: node.mark) }
+        return pairs.compactMap { pair in
+            guard let id = id(pair.key, what: "provider") else { return nil }
+            let context = "provider `\(id)`"
+            let fields = ["type", "path", "maxValueBytes", "maxBytes", "codec", "items"]
+            guard let provider = mapping(pair.value, context, fields),
+                let type = provider.choice("type", ProviderType.self, required: true)
+            else { return nil }
+            var spec = ProviderSpec(
+                id: id, type: type, path: nil, maxValueBytes: nil, maxBytes: nil, codec: nil, items: [],
+                mark: pair.key.mark)
+            let needsPath = type == .sqlite || type == .directory
+            if needsPath {
+                spec.path = provider.string("path", required: true).map {
+                    Interpolated(value: resolvePath($0.value, against: directory), written: $0.written)
+                }
+            } else if let extra = provider["path"] {
+                diagnostics.error("a \(type.rawValue) provider has no `path`", at: extra.mark)
+            }
+            spec.maxValueBytes = provider.integer("maxValueBytes", minimum: 1, unit: " of bytes").map(Int.init)
+            if let maxBytes = provider["maxBytes"] {
+                if type == .sqlite {
+                    spec.maxBytes = provider.integer("maxBytes", minimum: 4096, unit: " of bytes")
+                } else {
+                    diagnostics.error("`maxBytes` applies to sqlite providers only", at: maxBytes.mark)
+                }
+            }
+            if let codec = provider["codec"], let text = provider.scalarText(codec, field: "codec")?.value {
+                if reference(text, at: codec.mark, among: codecIDs.sorted(), what: "codec") { spec.codec = text }
+            }
+            if let items = provider["items"] {
+                if type != .memory {
+                    diagnostics.error("`items` applies to memory providers only", at: items.mark)
+                } else if let pairs = items.mapping {
+                    spec.items = pairs.compactMap { pair in
+                        guard let key = pair.key.scalar, let value = provider.scalarText(pair.value, field: "items")
+                        else { return nil }
+                        return (key, value.value)
+                    }
+                } else {
+                    diagnostics.error("`items` must map keys to values; found \(describe(items))", at: items.mark)
+                }
+            }
+            return spec
+        }
+    }
+
+    // MARK: Codecs
+
+    func codecSpecs(_ node: YAMLNode?, directory: String) -> [CodecSpec] {
+        guard let node else { return [] }
+        guard let pairs = node.mapping else {
+            diagnostics.error("`codecs` must map codec ids to codecs; found \(describe(node))", at: node.mark)
+            return []
+        }
+        return pairs.compactMap { pair in
+            guard let id = id(pair.key, what: "codec") else { return nil }
+            if id == "none" {
+                diagnostics.error("`none` is reserved (it means no codec); choose another codec id", at: pair.key.mark)
+            }
+            let context = "codec `\(id)`"
+            guard let codec = mapping(pair.value, context, ["type", "keys", "allowPlaintext"]) else { return nil }
+            if let type = codec.require("type"), let text = codec.scalarText(type, field: "type")?.value,
+                text != "xchacha20poly1305"
+            {
+                diagnostics.error("`type` in \(context) must be xchacha20poly1305; found \"\(text)\"", at: type.mark)
+            }
+            var keys: [CodecSpec.Key] = []
+            if let list = codec.require("keys") {
+                if let items = list.sequence {
+                    if items.isEmpty { diagnostics.error("\(context) needs at least one key", at: list.mark) }
+                    for item in items {
+                        guard let key = keySpec(item, codec: id, directory: directory) else { continue }
+                        if keys.contains(where: { $0.id == key.id }) {
+                            diagnostics.error("key id `\(key.id)` appears twice in \(context)", at: item.mark)
+                        } else {
+                            keys.append(key)
+                        }
+                    }
+                } else {
+                    diagnostics.error("`keys` in \(context) must be a list of keys; found \(describe(list))", at: list.mark)
+                }
+            }
+            return CodecSpec(id: id, keys: keys, allowPlaintext: codec.boolean("allowPlaintext") ?? false, mark: pair.key.mark)
+        }
+    }
+
+    func keySpec(_ node: YAMLNode, codec: String, directory: String) -> CodecSpec.Key? {
+        guard let key = mapping(node, "a key of codec `\(codec)`", ["id", "file", "env", "passphrase"]),
+            let idNode = key.require("id"), let id = key.scalarText(idNode, field: "id")?.value
+        else { return nil }
+        guard isIdentifier(id) else {
+            diagnostics.error("key id \"\(id)\" may contain only ASCII letters, digits, '.', '_' and '-'", at: idNode.mark)
+            return nil
+        }
+        let sources = ["file", "env", "passphrase"].filter { key[$0] != nil }
+        guard sources.count == 1 else {
+            diagnostics.error(
+                "key `\(id)` needs exactly one of `file`, `env` or `passphrase`"
+                    + (sources.isEmpty ? "" : "; found \(sources.joined(separator: " and "))"), at: node.mark)
+            return nil
+        }
+        switch sources[0] {
+        case "file":
+            return key.string("file").map {
+                .init(id: id, source: .file(Interpolated(value: resolvePath($0.value, against: directory), written: $0.written)), mark: node.mark)
+            }
+        case "env":
+            return key.string("env").map { .init(id: id, source: .environment($0.value), mark: node.mark) }
+        default:
+            guard let secret = mapping(key["passphrase"]!, "the passphrase of key `\(id)`", ["env", "file"]) else {
+                return nil
+            }
+            if let variable = secret.string("env"), secret["file"] == nil {
+                return .init(id: id, source: .passphraseEnvironment(variable.value), mark: node.mark)
+            }
+            if let file = secret.string("file"), secret["env"] == nil {
+                return .init(
+                    id: id,
+                    source: .passphraseFile(Interpolated(value: resolvePath(file.value, against: directory), written: file.written)),
+                    mark: node.mark)
+            }
+            diagnostics.error("the passphrase of key `\(id)` needs exactly one of `env` or `file`", at: secret.node.mark)
+            return nil
+        }
+    }
+
+    // MARK: Store
+
+    func storeSpec(_ node: YAMLNode, providerIDs: [String], codecIDs: Set<String>) -> StoreSpec? {
+        let fields = [
+            "providers", "writeMode", "tiering", "resolver", "repairOnRead", "validateKeys", "timeoutMs", "codec",
+            "outbox",
+        ]
+        guard let store = mapping(node, "store", fields) else { return nil }
+        var order: [String] = []
+        if let listed = store.textList("providers") {
+            for (id, mark) in listed {
+                if order.contains(id) {
+                    diagnostics.error("provider `\(id)` is listed twice in store.providers; list each once", at: mark)
+                } else if reference(id, at: mark, among: providerIDs, what: "provider") {
+                    order.append(id)
+                }
+            }
+            if listed.isEmpty { diagnostics.error("store.providers lists no provider", at: store["providers"]!.mark) }
+        } else {
+            _ = store.require("providers")
+        }
+        enum WriteMode: String, CaseIterable { case failover, mirror }
+        let writeMode = store.choice("writeMode", WriteMode.self)?.rawValue ?? "failover"
+        let resolver = resolverSpec(store["resolver"])
+        var codec: String?
+        if let node = store["codec"], let text = store.scalarText(node, field: "codec")?.value, text != "none" {
+            if reference(text, at: node.mark, among: codecIDs.sorted(), what: "codec") { codec = text }
+        }
+        return StoreSpec(
+            providers: order, writeMode: writeMode, tiering: tieringSpec(store["tiering"]), resolver: resolver,
+            repairOnRead: store.boolean("repairOnRead") ?? true, validateKeys: store.boolean("validateKeys") ?? true,
+            timeoutMs: Int(store.integer("timeoutMs", minimum: 1, unit: " of milliseconds") ?? 15_000), codec: codec,
+            outbox: outboxSpec(store["outbox"]))
+    }
+
+    func tieringSpec(_ node: YAMLNode?) -> TieringSpec {
+        guard let node else { return .auto }
+        if let text = node.scalar {
+            switch text {
+            case "auto": return .auto
+            case "off": return .off
+            default:
+                diagnostics.error("`tiering` must be auto, off, or a mapping of thresholds; found \"\(text)\"", at: node.mark)
+                return .auto
+            }
+        }
+        guard let tiering = mapping(node, "tiering", ["kvMaxBytes", "recordMaxBytes"]) else { return .auto }
+        return .thresholds(
+            kvMaxBytes: Int(tiering.integer("kvMaxBytes", minimum: 1, unit: " of bytes") ?? 65_536),
+            recordMaxBytes: Int(tiering.integer("recordMaxBytes", minimum: 1, unit: " of bytes") ?? 921_600))
+    }
+
+    func resolverSpec(_ node: YAMLNode?) -> ResolverSpec {
+        guard let node else { return .none }
+        if node.scalar == "none" { return .none }
+        guard let resolver = mapping(node, "resolver", ["type", "field", "id"]) else { return .none }
+        enum Kind: String, CaseIterable { case none, timestamp, union }
+        switch resolver.choice("type", Kind.self, required: true) {
+        case .timestamp:
+            if let extra = resolver["id"] { diagnostics.error("a timestamp resolver takes `field`, not `id`", at: extra.mark) }
+            return .timestamp(field: resolver.string("field", required: true)?.value ?? "updatedAt")
+        case .union:
+            if let extra = resolver["field"] { diagnostics.error("a union resolver takes `id`, not `field`", at: extra.mark) }
+            return .union(id: resolver.string("id")?.value)
+        default:
+            return .none
+        }
+    }
+
+    func outboxSpec(_ node: YAMLNode?) -> OutboxSpec {
+        var spec = OutboxSpec()
+        guard let node, let outbox = mapping(node, "store.outbox", ["enabled", "maxEntries", "maxAttempts", "maxAgeMs"])
+        else { return spec }
+        spec.enabled = outbox.boolean("enabled") ?? true
+        spec.maxEntries = Int(outbox.integer("maxEntries", minimum: 1) ?? 1000)
+        spec.maxAttempts = Int(outbox.integer("maxAttempts", minimum: 1) ?? 12)
+        spec.maxAgeMs = outbox.integer("maxAgeMs", minimum: 1, unit: " of milliseconds") ?? 604_800_000
+        return spec
+    }
+
+    // MARK: Jobs
+
+    func jobSpecs(_ node: YAMLNode?, providerIDs: [String], codecIDs: Set<String>, directory: String) -> [JobSpec] {
+        guard let node else { return [] }
+        guard let items = node.sequence else {
+            diagnostics.error("`jobs` must be a list of jobs; found \(describe(node))", at: node.mark)
+            return []
+        }
+        var names = Set<String>()
+        return items.enumerated().compactMap { index, item in
+            let fieldsByType: [String: [String]] = [
+                "sync": ["providers"], "migrate": ["from", "to", "keys", "continueOnError", "overwrite"],
+                "clear": ["provider", "confirm"], "quota": ["warnAbove", "failOnWarning"],
+                "export": ["from", "path", "keys", "codec"], "import": ["path", "to", "overwrite"],
+                "verify": ["provider"], "rekey": ["provider"], "flush": [],
+            ]
+            let typeNode = item["type"]
+            let typeName = typeNode?.scalar ?? ""
+            let context = "job \(index + 1)" + (typeName.isEmpty ? "" : " (\(typeName))")
+            guard let job = mapping(item, context, ["type", "name"] + (fieldsByType[typeName] ?? [])) else { return nil }
+            guard let typeNode = job.require("type") else { return nil }
+            guard fieldsByType[typeName] != nil else {
+                let types = fieldsByType.keys.sorted()
+                var message = "unknown job type \"\(typeName)\"; expected one of: \(types.joined(separator: ", "))"
+                if let guess = closest(typeName, among: types) { message = "unknown job type \"\(typeName)\"; did you mean \(guess)?" }
+                diagnostics.error(message, at: typeNode.mark)
+                return nil
+            }
+            let name = job.string("name")?.value ?? "\(index + 1)-\(typeName)"
+            if !names.insert(name).inserted {
+                diagnostics.error("two jobs are named \"\(name)\"; job names must be unique", at: item.mark)
+            }
+            func provider(_ field: String, required: Bool = true) -> String? {
+                guard let node = required ? job.require(field) : job[field], let text = job.scalarText(node, field: field)?.value
+                else { return nil }
+                return reference(text, at: node.mark, among: providerIDs, what: "provider") ? text : nil
+            }
+            func keys() -> [String]? { job.textList("keys")?.map(\.text) }
+            let kind: JobSpec.Kind?
+            switch typeName {
+            case "sync":
+                let subset = job.textList("providers")?.filter { reference($0.text, at: $0.mark, among: providerIDs, what: "provider") }
+                kind = .sync(providers: subset?.map(\.text))
+            case "migrate":
+                let from = provider("from")
+                let to = provider("to")
+                if let from, let to, from == to { diagnostics.error("a migration needs two different providers", at: item.mark) }
+                kind = from.flatMap { from in
+                    to.map {
+                        .migrate(
+                            from: from, to: $0, keys: keys(), continueOnError: job.boolean("continueOnError") ?? true,
+                            overwrite: job.choice("overwrite", Overwrite.self) ?? .always)
+                    }
+                }
+            case "clear":
+                let target = job.require("provider").flatMap { job.scalarText($0, field: "provider") }
+                var providerID: String?
+                if let target, target.value != "all", let node = job["provider"],
+                    reference(target.value, at: node.mark, among: providerIDs, what: "provider")
+                {
+                    providerID = target.value
+                }
+                kind = target.map { _ in .clear(provider: providerID, confirm: job.boolean("confirm") ?? false) }
+            case "quota":
+                kind = .quota(warnAbove: job.number("warnAbove", in: 0...1), failOnWarning: job.boolean("failOnWarning") ?? false)
+            case "export":
+                let fromNode = job.require("from")
+                let from = fromNode.flatMap { job.scalarText($0, field: "from")?.value }
+                if let from, from != "store", let fromNode { _ = reference(from, at: fromNode.mark, among: providerIDs, what: "provider") }
+                var codec: String?
+                if let node = job["codec"], let text = job.scalarText(node, field: "codec")?.value,
+                    reference(text, at: node.mark, among: codecIDs.sorted(), what: "codec")
+                {
+                    codec = text
+                }
+                let path = job.string("path", required: true).map {
+                    Interpolated(value: resolvePath($0.value, against: directory), written: $0.written)
+                }
+                kind = from.flatMap { from in path.map { .export(from: from, path: $0, keys: keys(), codec: codec) } }
+            case "import":
+                let toNode = job.require("to")
+                let to = toNode.flatMap { job.scalarText($0, field: "to")?.value }
+                if let to, to != "store", let toNode { _ = reference(to, at: toNode.mark, among: providerIDs, what: "provider") }
+                let path = job.string("path", required: true).map {
+                    Interpolated(value: resolvePath($0.value, against: directory), written: $0.written)
+                }
+                kind = to.flatMap { to in
+                    path.map { .import(path: $0, to: to, overwrite: job.choice("overwrite", Overwrite.self) ?? .always) }
+                }
+            case "verify":
+                kind = provider("provider").map { .verify(provider: $0) }
+            case "rekey":
+                kind = provider("provider").map { .rekey(provider: $0) }
+            default:
+                kind = .flush
+            }
+            return kind.map { JobSpec(type: typeName, name: name, kind: $0, mark: item.mark) }
+        }
+    }
+}
