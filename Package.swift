@@ -30,7 +30,9 @@ let package = Package(
         .target(name: "CloudSyncLocal", dependencies: ["CloudSync", "CloudSyncSQLite"]),
 
         // Pipeline files: YAML -> checked spec -> compiled store and jobs; no side effects until run.
-        .target(name: "CloudSyncPipeline", dependencies: ["CloudSync", "CloudSyncYAML", "CloudSyncCrypto", "CloudSyncLocal"]),
+        .target(
+            name: "CloudSyncPipeline",
+            dependencies: ["CloudSync", "CloudSyncYAML", "CloudSyncCrypto", "CloudSyncLocal"]),
 
         // The command line: argument parsing, exit codes, what people see.
         .target(name: "CloudSyncCLI", dependencies: ["CloudSync", "CloudSyncPipeline"]),

@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
 # Creates .build/pyenv, a virtual environment with the Python packages the tests use as independent peers
-# (PyNaCl for the envelope interop test). Does nothing when it is already complete.
+# (PyNaCl for the envelope interop test, check-jsonschema for the pipeline schema). Does nothing when it is already
+# complete.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 environment=.build/pyenv
-if "$environment/bin/python3" -c "import nacl" 2>/dev/null; then
+if "$environment/bin/python3" -c "import nacl, jsonschema, ruamel.yaml" 2>/dev/null; then
     exit 0
 fi
-echo "python-env: creating $environment with PyNaCl" >&2
+echo "python-env: creating $environment with PyNaCl and check-jsonschema" >&2
 python3 -m venv "$environment"
-"$environment/bin/pip" install --quiet --disable-pip-version-check "pynacl==1.5.0"
+"$environment/bin/pip" install --quiet --disable-pip-version-check "pynacl==1.5.0" "check-jsonschema==0.29.4"

@@ -21,7 +21,9 @@ public enum Tiering: Sendable, Equatable {
     public static let defaultRecordMaxBytes = 900 * 1024
 
     /// The largest encoded value a provider takes under this tiering: the smallest of its own cap (`declared`), a
-    /// configured lower cap (`override`) and, with tiering on, its tier's threshold. Nil means no cap.
+    /// configured lower cap (`override`) and, with tiering on, its tier's threshold.
+    ///
+    /// Nil means no cap.
     public func cap(tier: StorageTier, declared: Int?, override: Int?) -> Int? {
         var caps = [declared, override]
         switch (self, tier) {

@@ -62,12 +62,16 @@ struct Interpolator {
             let path = resolvePath(String(reference.dropFirst(5)), against: directory)
             guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8)
             else {
-                diagnostics.error("cannot read \(path) for ${\(reference)}; check that it exists and is UTF-8 text", at: mark)
+                diagnostics.error(
+                    "cannot read \(path) for ${\(reference)}; check that it exists and is UTF-8 text", at: mark)
                 return nil
             }
-            return text.hasSuffix("\r\n") ? String(text.dropLast(2)) : text.hasSuffix("\n") ? String(text.dropLast()) : text
+            return text.hasSuffix("\r\n")
+                ? String(text.dropLast(2)) : text.hasSuffix("\n") ? String(text.dropLast()) : text
         }
-        diagnostics.error("unknown interpolation \"${\(reference)}\"; use ${env:NAME}, ${env:NAME:-default} or ${file:path}", at: mark)
+        diagnostics.error(
+            "unknown interpolation \"${\(reference)}\"; use ${env:NAME}, ${env:NAME:-default} or ${file:path}", at: mark
+        )
         return nil
     }
 }
@@ -174,7 +178,8 @@ struct MappingReader {
         else { return nil }
         guard let choice = T(rawValue: text) else {
             let options = T.allCases.map(\.rawValue)
-            var message = "`\(field)` in \(context) must be one of \(options.joined(separator: ", ")); found \"\(text)\""
+            var message =
+                "`\(field)` in \(context) must be one of \(options.joined(separator: ", ")); found \"\(text)\""
             if let guess = closest(text, among: options) { message += "; did you mean \(guess)?" }
             diagnostics.error(message, at: value.mark)
             return nil
@@ -187,7 +192,8 @@ struct MappingReader {
         guard let value = self[field] else { return nil }
         if value.scalar != nil { return scalarText(value, field: field).map { [($0.value, value.mark)] } }
         guard let items = value.sequence else {
-            diagnostics.error("`\(field)` in \(context) must be a list of text; found \(describe(value))", at: value.mark)
+            diagnostics.error(
+                "`\(field)` in \(context) must be a list of text; found \(describe(value))", at: value.mark)
             return nil
         }
         return items.compactMap { item in scalarText(item, field: field).map { ($0.value, item.mark) } }
@@ -218,7 +224,9 @@ func closest(_ word: String, among candidates: [String]) -> String? {
     var best: (String, Int)?
     for candidate in candidates {
         let distance = editDistance(lowered, Array(candidate.lowercased()))
-        if distance <= max(1, min(2, candidate.count / 3)), distance < (best?.1 ?? .max) { best = (candidate, distance) }
+        if distance <= max(1, min(2, candidate.count / 3)), distance < (best?.1 ?? .max) {
+            best = (candidate, distance)
+        }
     }
     return best?.0
 }

@@ -27,7 +27,9 @@ public struct PlatformOnlyProvider: Provider {
 }
 
 /// A pipeline ready to run: its codecs built (key files read), its store options decided, its providers described
-/// but not yet opened. Compiling has no side effect beyond reading key files.
+/// but not yet opened.
+///
+/// Compiling has no side effect beyond reading key files.
 public struct CompiledPipeline: Sendable {
     public let spec: PipelineSpec
     public let codecs: [String: EnvelopeCodec]
@@ -73,7 +75,9 @@ public struct CompiledPipeline: Sendable {
         return options
     }
 
-    /// Opens every provider the file declares, in declaration order. This is the first step with side effects
+    /// Opens every provider the file declares, in declaration order.
+    ///
+    /// This is the first step with side effects
     /// (creating database files and directories); only the runner takes it.
     public func openProviders() throws(CloudSyncError) -> [String: any Provider] {
         var opened: [String: any Provider] = [:]
@@ -91,7 +95,8 @@ public struct CompiledPipeline: Sendable {
                 opened[provider.id] = try DirectoryProvider(
                     id: provider.id, root: provider.path!.value, maxValueBytes: provider.maxValueBytes)
             case .icloudKV:
-                opened[provider.id] = PlatformOnlyProvider(id: provider.id, capabilities: Self.capabilities(of: provider))
+                opened[provider.id] = PlatformOnlyProvider(
+                    id: provider.id, capabilities: Self.capabilities(of: provider))
             }
         }
         return opened
@@ -113,9 +118,18 @@ public enum PipelineCompiler {
                 do throws(CloudSyncError) {
                     keys.append(try load(key, environment: environment))
                 } catch {
+                    // Name files as the pipeline wrote them, not by the absolute path they resolved to.
+                    var message = error.message
+                    if case .file(let path) = key.source {
+                        message = message.replacingOccurrences(of: path.value, with: path.written)
+                    }
+                    if case .passphraseFile(let path) = key.source {
+                        message = message.replacingOccurrences(of: path.value, with: path.written)
+                    }
                     diagnostics.append(
                         PipelineDiagnostic(
-                            file: spec.file, mark: key.mark, message: "key `\(key.id)` of codec `\(codec.id)`: \(error.message)"))
+                            file: spec.file, mark: key.mark,
+                            message: "key `\(key.id)` of codec `\(codec.id)`: \(message)"))
                 }
             }
             guard keys.count == codec.keys.count, !keys.isEmpty else { continue }
@@ -137,12 +151,14 @@ public enum PipelineCompiler {
             return try .keyFile(id: key.id, path: path.value)
         case .environment(let variable):
             guard let value = environment[variable] else {
-                throw CloudSyncError(.invalidConfiguration, "environment variable \(variable) is not set; it should hold a base64 key")
+                throw CloudSyncError(
+                    .invalidConfiguration, "environment variable \(variable) is not set; it should hold a base64 key")
             }
             return try .raw(id: key.id, decodeKey(value, origin: "environment variable \(variable)"))
         case .passphraseEnvironment(let variable):
             guard let value = environment[variable], !value.isEmpty else {
-                throw CloudSyncError(.invalidConfiguration, "environment variable \(variable) is not set; it should hold the passphrase")
+                throw CloudSyncError(
+                    .invalidConfiguration, "environment variable \(variable) is not set; it should hold the passphrase")
             }
             return try .passphrase(id: key.id, SecretBytes(utf8: value))
         case .passphraseFile(let path):

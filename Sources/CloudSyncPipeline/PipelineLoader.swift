@@ -21,7 +21,10 @@ public enum PipelineLoader {
             let data = FileManager.default.contents(atPath: absolute)
         else {
             throw PipelineError(
-                diagnostics: [PipelineDiagnostic(file: path, mark: start, message: "cannot read the pipeline file; check the path")],
+                diagnostics: [
+                    PipelineDiagnostic(
+                        file: path, mark: start, message: "cannot read the pipeline file; check the path")
+                ],
                 source: "")
         }
         if (attributes[.size] as? NSNumber)?.intValue ?? data.count > maximumFileBytes {
@@ -29,7 +32,8 @@ public enum PipelineLoader {
                 diagnostics: [
                     PipelineDiagnostic(
                         file: path, mark: start,
-                        message: "the file is \(data.count) bytes; a pipeline file may be at most \(maximumFileBytes) bytes")
+                        message:
+                            "the file is \(data.count) bytes; a pipeline file may be at most \(maximumFileBytes) bytes")
                 ], source: "")
         }
         guard let source = String(data: data, encoding: .utf8) else {
@@ -66,7 +70,8 @@ public enum PipelineLoader {
         } catch {
             preconditionFailure("the YAML parser throws only YAMLError")
         }
-        var reader = Reader(diagnostics: diagnostics, interpolator: Interpolator(environment: environment, directory: directory))
+        var reader = Reader(
+            diagnostics: diagnostics, interpolator: Interpolator(environment: environment, directory: directory))
         let spec = reader.pipeline(root, file: file, source: source, directory: directory)
         guard diagnostics.items.isEmpty, let spec else {
             throw PipelineError(diagnostics: diagnostics.items.sorted { $0.mark < $1.mark }, source: source)
@@ -109,13 +114,19 @@ private struct Reader {
                 "`name` may contain only ASCII letters, digits, '.', '_' and '-' (it names the state directory); found \"\(name)\"",
                 at: nameNode.mark)
         }
-        let state = top.string("state").map { resolvePath($0.value, against: directory) }
+        let state =
+            top.string("state").map { resolvePath($0.value, against: directory) }
             ?? resolvePath(".cloudsync/\(name)", against: directory)
 
         let codecs = codecSpecs(top["codecs"], directory: directory)
-        let codecIDs = Set(codecs.map(\.id))
-        let providers = providerSpecs(top.require("providers"), directory: directory, codecIDs: codecIDs)
-        let providerIDs = providers.map(\.id)
+        let codecIDs = Set(
+            top["codecs"]?.mapping?.compactMap { $0.key.scalar }.filter(isIdentifier) ?? codecs.map(\.id))
+        let providersNode = top.require("providers")
+        let providers = providerSpecs(providersNode, directory: directory, codecIDs: codecIDs)
+        // References are checked against every id the file declares, so a provider with its own errors does not
+        // also make each mention of it an error.
+        // Nil when the providers section itself is broken: that error is reported once, not at every reference.
+        let providerIDs = providersNode?.mapping?.compactMap { $0.key.scalar }.filter(isIdentifier)
         guard let storeNode = top.require("store") else { return nil }
         let store = storeSpec(storeNode, providerIDs: providerIDs, codecIDs: codecIDs)
         let jobs = jobSpecs(top["jobs"], providerIDs: providerIDs, codecIDs: codecIDs, directory: directory)
@@ -125,15 +136,17 @@ private struct Reader {
         }
         guard let store else { return nil }
         return PipelineSpec(
-            file: file, source: source, directory: directory, version: version, name: name, state: state, providers: providers,
+            file: file, source: source, directory: directory, version: version, name: name, state: state,
+            providers: providers,
             codecs: codecs, store: store, jobs: jobs, reportPath: reportPath)
     }
 
     func isIdentifier(_ text: String) -> Bool {
-        !text.isEmpty && text.utf8.allSatisfy { byte in
-            (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
-                || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
-        }
+        !text.isEmpty
+            && text.utf8.allSatisfy { byte in
+                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
+                    || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
+            }
     }
 
     /// The id written as a mapping key, checked.
@@ -146,13 +159,15 @@ private struct Reader {
         return text
     }
 
-    func reference(_ text: String, at mark: YAMLMark, among ids: [String], what: String) -> Bool {
+    func reference(_ text: String, at mark: YAMLMark, among ids: [String]?, what: String) -> Bool {
+        guard let ids else { return true }
         guard ids.contains(text) else {
             var message = "unknown \(what) `\(text)`"
             if let guess = closest(text, among: ids) {
                 message += "; did you mean `\(guess)`?"
             } else {
-                message += ids.isEmpty ? "; the file declares none" : "; the file declares: \(ids.joined(separator: ", "))"
+                message +=
+                    ids.isEmpty ? "; the file declares none" : "; the file declares: \(ids.joined(separator: ", "))"
             }
             diagnostics.error(message, at: mark)
             return false
@@ -248,10 +263,12 @@ private struct Reader {
                         }
                     }
                 } else {
-                    diagnostics.error("`keys` in \(context) must be a list of keys; found \(describe(list))", at: list.mark)
+                    diagnostics.error(
+                        "`keys` in \(context) must be a list of keys; found \(describe(list))", at: list.mark)
                 }
             }
-            return CodecSpec(id: id, keys: keys, allowPlaintext: codec.boolean("allowPlaintext") ?? false, mark: pair.key.mark)
+            return CodecSpec(
+                id: id, keys: keys, allowPlaintext: codec.boolean("allowPlaintext") ?? false, mark: pair.key.mark)
         }
     }
 
@@ -260,7 +277,8 @@ private struct Reader {
             let idNode = key.require("id"), let id = key.scalarText(idNode, field: "id")?.value
         else { return nil }
         guard isIdentifier(id) else {
-            diagnostics.error("key id \"\(id)\" may contain only ASCII letters, digits, '.', '_' and '-'", at: idNode.mark)
+            diagnostics.error(
+                "key id \"\(id)\" may contain only ASCII letters, digits, '.', '_' and '-'", at: idNode.mark)
             return nil
         }
         let sources = ["file", "env", "passphrase"].filter { key[$0] != nil }
@@ -273,7 +291,10 @@ private struct Reader {
         switch sources[0] {
         case "file":
             return key.string("file").map {
-                .init(id: id, source: .file(Interpolated(value: resolvePath($0.value, against: directory), written: $0.written)), mark: node.mark)
+                .init(
+                    id: id,
+                    source: .file(Interpolated(value: resolvePath($0.value, against: directory), written: $0.written)),
+                    mark: node.mark)
             }
         case "env":
             return key.string("env").map { .init(id: id, source: .environment($0.value), mark: node.mark) }
@@ -287,17 +308,19 @@ private struct Reader {
             if let file = secret.string("file"), secret["env"] == nil {
                 return .init(
                     id: id,
-                    source: .passphraseFile(Interpolated(value: resolvePath(file.value, against: directory), written: file.written)),
+                    source: .passphraseFile(
+                        Interpolated(value: resolvePath(file.value, against: directory), written: file.written)),
                     mark: node.mark)
             }
-            diagnostics.error("the passphrase of key `\(id)` needs exactly one of `env` or `file`", at: secret.node.mark)
+            diagnostics.error(
+                "the passphrase of key `\(id)` needs exactly one of `env` or `file`", at: secret.node.mark)
             return nil
         }
     }
 
     // MARK: Store
 
-    func storeSpec(_ node: YAMLNode, providerIDs: [String], codecIDs: Set<String>) -> StoreSpec? {
+    func storeSpec(_ node: YAMLNode, providerIDs: [String]?, codecIDs: Set<String>) -> StoreSpec? {
         let fields = [
             "providers", "writeMode", "tiering", "resolver", "repairOnRead", "validateKeys", "timeoutMs", "codec",
             "outbox",
@@ -337,7 +360,8 @@ private struct Reader {
             case "auto": return .auto
             case "off": return .off
             default:
-                diagnostics.error("`tiering` must be auto, off, or a mapping of thresholds; found \"\(text)\"", at: node.mark)
+                diagnostics.error(
+                    "`tiering` must be auto, off, or a mapping of thresholds; found \"\(text)\"", at: node.mark)
                 return .auto
             }
         }
@@ -354,10 +378,14 @@ private struct Reader {
         enum Kind: String, CaseIterable { case none, timestamp, union }
         switch resolver.choice("type", Kind.self, required: true) {
         case .timestamp:
-            if let extra = resolver["id"] { diagnostics.error("a timestamp resolver takes `field`, not `id`", at: extra.mark) }
+            if let extra = resolver["id"] {
+                diagnostics.error("a timestamp resolver takes `field`, not `id`", at: extra.mark)
+            }
             return .timestamp(field: resolver.string("field", required: true)?.value ?? "updatedAt")
         case .union:
-            if let extra = resolver["field"] { diagnostics.error("a union resolver takes `id`, not `field`", at: extra.mark) }
+            if let extra = resolver["field"] {
+                diagnostics.error("a union resolver takes `id`, not `field`", at: extra.mark)
+            }
             return .union(id: resolver.string("id")?.value)
         default:
             return .none
@@ -366,7 +394,8 @@ private struct Reader {
 
     func outboxSpec(_ node: YAMLNode?) -> OutboxSpec {
         var spec = OutboxSpec()
-        guard let node, let outbox = mapping(node, "store.outbox", ["enabled", "maxEntries", "maxAttempts", "maxAgeMs"])
+        guard let node,
+            let outbox = mapping(node, "store.outbox", ["enabled", "maxEntries", "maxAttempts", "maxAgeMs"])
         else { return spec }
         spec.enabled = outbox.boolean("enabled") ?? true
         spec.maxEntries = Int(outbox.integer("maxEntries", minimum: 1) ?? 1000)
@@ -377,7 +406,7 @@ private struct Reader {
 
     // MARK: Jobs
 
-    func jobSpecs(_ node: YAMLNode?, providerIDs: [String], codecIDs: Set<String>, directory: String) -> [JobSpec] {
+    func jobSpecs(_ node: YAMLNode?, providerIDs: [String]?, codecIDs: Set<String>, directory: String) -> [JobSpec] {
         guard let node else { return [] }
         guard let items = node.sequence else {
             diagnostics.error("`jobs` must be a list of jobs; found \(describe(node))", at: node.mark)
@@ -394,12 +423,16 @@ private struct Reader {
             let typeNode = item["type"]
             let typeName = typeNode?.scalar ?? ""
             let context = "job \(index + 1)" + (typeName.isEmpty ? "" : " (\(typeName))")
-            guard let job = mapping(item, context, ["type", "name"] + (fieldsByType[typeName] ?? [])) else { return nil }
+            guard let job = mapping(item, context, ["type", "name"] + (fieldsByType[typeName] ?? [])) else {
+                return nil
+            }
             guard let typeNode = job.require("type") else { return nil }
             guard fieldsByType[typeName] != nil else {
                 let types = fieldsByType.keys.sorted()
                 var message = "unknown job type \"\(typeName)\"; expected one of: \(types.joined(separator: ", "))"
-                if let guess = closest(typeName, among: types) { message = "unknown job type \"\(typeName)\"; did you mean \(guess)?" }
+                if let guess = closest(typeName, among: types) {
+                    message = "unknown job type \"\(typeName)\"; did you mean \(guess)?"
+                }
                 diagnostics.error(message, at: typeNode.mark)
                 return nil
             }
@@ -408,7 +441,8 @@ private struct Reader {
                 diagnostics.error("two jobs are named \"\(name)\"; job names must be unique", at: item.mark)
             }
             func provider(_ field: String, required: Bool = true) -> String? {
-                guard let node = required ? job.require(field) : job[field], let text = job.scalarText(node, field: field)?.value
+                guard let node = required ? job.require(field) : job[field],
+                    let text = job.scalarText(node, field: field)?.value
                 else { return nil }
                 return reference(text, at: node.mark, among: providerIDs, what: "provider") ? text : nil
             }
@@ -416,12 +450,16 @@ private struct Reader {
             let kind: JobSpec.Kind?
             switch typeName {
             case "sync":
-                let subset = job.textList("providers")?.filter { reference($0.text, at: $0.mark, among: providerIDs, what: "provider") }
+                let subset = job.textList("providers")?.filter {
+                    reference($0.text, at: $0.mark, among: providerIDs, what: "provider")
+                }
                 kind = .sync(providers: subset?.map(\.text))
             case "migrate":
                 let from = provider("from")
                 let to = provider("to")
-                if let from, let to, from == to { diagnostics.error("a migration needs two different providers", at: item.mark) }
+                if let from, let to, from == to {
+                    diagnostics.error("a migration needs two different providers", at: item.mark)
+                }
                 kind = from.flatMap { from in
                     to.map {
                         .migrate(
@@ -439,11 +477,14 @@ private struct Reader {
                 }
                 kind = target.map { _ in .clear(provider: providerID, confirm: job.boolean("confirm") ?? false) }
             case "quota":
-                kind = .quota(warnAbove: job.number("warnAbove", in: 0...1), failOnWarning: job.boolean("failOnWarning") ?? false)
+                kind = .quota(
+                    warnAbove: job.number("warnAbove", in: 0...1), failOnWarning: job.boolean("failOnWarning") ?? false)
             case "export":
                 let fromNode = job.require("from")
                 let from = fromNode.flatMap { job.scalarText($0, field: "from")?.value }
-                if let from, from != "store", let fromNode { _ = reference(from, at: fromNode.mark, among: providerIDs, what: "provider") }
+                if let from, from != "store", let fromNode {
+                    _ = reference(from, at: fromNode.mark, among: providerIDs, what: "provider")
+                }
                 var codec: String?
                 if let node = job["codec"], let text = job.scalarText(node, field: "codec")?.value,
                     reference(text, at: node.mark, among: codecIDs.sorted(), what: "codec")
@@ -457,12 +498,16 @@ private struct Reader {
             case "import":
                 let toNode = job.require("to")
                 let to = toNode.flatMap { job.scalarText($0, field: "to")?.value }
-                if let to, to != "store", let toNode { _ = reference(to, at: toNode.mark, among: providerIDs, what: "provider") }
+                if let to, to != "store", let toNode {
+                    _ = reference(to, at: toNode.mark, among: providerIDs, what: "provider")
+                }
                 let path = job.string("path", required: true).map {
                     Interpolated(value: resolvePath($0.value, against: directory), written: $0.written)
                 }
                 kind = to.flatMap { to in
-                    path.map { .import(path: $0, to: to, overwrite: job.choice("overwrite", Overwrite.self) ?? .always) }
+                    path.map {
+                        .import(path: $0, to: to, overwrite: job.choice("overwrite", Overwrite.self) ?? .always)
+                    }
                 }
             case "verify":
                 kind = provider("provider").map { .verify(provider: $0) }

@@ -1,7 +1,9 @@
 import CloudSync
 import Foundation
 
-/// What a pipeline compiles to, for people (`cloudsync plan`) and machines (`--json`). Holds key ids and paths as
+/// What a pipeline compiles to, for people (`cloudsync plan`) and machines (`--json`).
+///
+/// Holds key ids and paths as
 /// written, never key material or interpolated values.
 public struct PipelinePlan: Codable, Sendable, Equatable {
     public struct Provider: Codable, Sendable, Equatable {
@@ -67,7 +69,8 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
         let relative = { (path: String) -> String in
             path.hasPrefix(spec.directory + "/") ? String(path.dropFirst(spec.directory.count + 1)) : path
         }
-        let display = { (value: Interpolated) -> String in value.isInterpolated ? value.display : relative(value.value) }
+        let display = { (value: Interpolated) -> String in value.isInterpolated ? value.display : relative(value.value)
+        }
         name = spec.name
         version = spec.version
         state = relative(spec.state)
@@ -98,7 +101,8 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
         if storeSpec.validateKeys {
             for id in storeSpec.providers {
                 guard let provider = spec.providers.first(where: { $0.id == id }) else { continue }
-                for rule in CompiledPipeline.capabilities(of: provider).keyRules where !rules.contains(rule.description) {
+                for rule in CompiledPipeline.capabilities(of: provider).keyRules where !rules.contains(rule.description)
+                {
                     rules.append(rule.description)
                 }
             }
@@ -107,16 +111,19 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
         switch storeSpec.tiering {
         case .auto: tieringText = "auto (key-value stores 65536 bytes, records 921600 bytes)"
         case .off: tieringText = "off"
-        case .thresholds(let kv, let record): tieringText = "thresholds (key-value stores \(kv) bytes, records \(record) bytes)"
+        case .thresholds(let kv, let record):
+            tieringText = "thresholds (key-value stores \(kv) bytes, records \(record) bytes)"
         }
         let resolverText: String
         switch storeSpec.resolver {
         case .none: resolverText = "none (first value found)"
         case .timestamp(let field): resolverText = "timestamp (newest `\(field)` wins)"
-        case .union(let id): resolverText = id.map { "union (elements identified by `\($0)`)" } ?? "union (whole elements)"
+        case .union(let id):
+            resolverText = id.map { "union (elements identified by `\($0)`)" } ?? "union (whole elements)"
         }
         store = Store(
-            providers: storeSpec.providers, writeMode: storeSpec.writeMode, tiering: tieringText, resolver: resolverText,
+            providers: storeSpec.providers, writeMode: storeSpec.writeMode, tiering: tieringText,
+            resolver: resolverText,
             repairOnRead: storeSpec.repairOnRead, validateKeys: storeSpec.validateKeys, timeoutMs: storeSpec.timeoutMs,
             codec: storeSpec.codec,
             outbox: Outbox(
@@ -136,7 +143,8 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
             return "copy \(from) -> \(to)\(keys(filter)), overwrite \(overwrite.rawValue)"
                 + (continueOnError ? ", continue past failures" : ", stop at the first failure")
         case .clear(let provider, let confirm):
-            return "remove every key from \(provider ?? "all providers")" + (confirm ? " (confirmed)" : " (needs --yes)")
+            return "remove every key from \(provider ?? "all providers")"
+                + (confirm ? " (confirmed)" : " (needs --yes)")
         case .quota(let warnAbove, let failOnWarning):
             return "report space per provider" + (warnAbove.map { ", warn above \($0)" } ?? "")
                 + (failOnWarning ? ", fail on warning" : "")
@@ -173,23 +181,28 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
             lines.append(line)
         }
         lines += [
-            "", "store:", "  write mode: \(store.writeMode)", "  tiering: \(store.tiering)", "  resolver: \(store.resolver)",
+            "", "store:", "  write mode: \(store.writeMode)", "  tiering: \(store.tiering)",
+            "  resolver: \(store.resolver)",
             "  repair on read: \(store.repairOnRead)", "  timeout: \(store.timeoutMs) ms",
             "  codec: \(store.codec ?? "none")",
-            "  outbox: " + (store.outbox.enabled
-                ? "\(store.outbox.maxEntries) entries, \(store.outbox.maxAttempts) attempts, \(store.outbox.maxAgeMs) ms"
-                : "off"),
+            "  outbox: "
+                + (store.outbox.enabled
+                    ? "\(store.outbox.maxEntries) entries, \(store.outbox.maxAttempts) attempts, \(store.outbox.maxAgeMs) ms"
+                    : "off"),
             "  key rules: " + store.keyRules.joined(separator: "; "),
         ]
         if !codecs.isEmpty {
             lines += ["", "codecs:"]
             for codec in codecs {
-                lines.append("  \(codec.id): \(codec.type), keys \(codec.keyIDs.joined(separator: ", ")) (current \(codec.keyIDs[0]))"
-                    + (codec.allowPlaintext ? ", plaintext allowed" : ""))
+                lines.append(
+                    "  \(codec.id): \(codec.type), keys \(codec.keyIDs.joined(separator: ", ")) (current \(codec.keyIDs[0]))"
+                        + (codec.allowPlaintext ? ", plaintext allowed" : ""))
             }
         }
         lines += ["", "jobs:"]
-        lines += jobs.isEmpty ? ["  (none)"] : jobs.enumerated().map { "  \($0.offset + 1). \($0.element.name): \($0.element.summary)" }
+        lines +=
+            jobs.isEmpty
+            ? ["  (none)"] : jobs.enumerated().map { "  \($0.offset + 1). \($0.element.name): \($0.element.summary)" }
         if let report { lines += ["", "report: \(report)"] }
         return lines.joined(separator: "\n") + "\n"
     }

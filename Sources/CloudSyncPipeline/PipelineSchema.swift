@@ -2,156 +2,156 @@
 /// is this text, and a test keeps the two identical.
 public enum PipelineSchema {
     public static let json = #"""
-{
-  "$schema": "https://json-schema.org/draft/2020-12/schema",
-  "$id": "https://cloudsync.invalid/schemas/pipeline.schema.json",
-  "title": "CloudSync pipeline (version 1)",
-  "description": "A cloudsync pipeline file: providers, codecs, the store over them, and the jobs `cloudsync run` runs in order.",
-  "type": "object",
-  "additionalProperties": false,
-  "required": ["version", "name", "providers", "store"],
-  "properties": {
-    "version": { "description": "Format version. This cloudsync reads version 1.", "const": 1 },
-    "name": { "description": "Names the state directory and the reports. ASCII letters, digits, '.', '_' and '-'.", "type": "string", "pattern": "^[A-Za-z0-9._-]+$" },
-    "state": { "description": "State directory (outbox, run history, lock); relative to this file. Default: .cloudsync/<name> beside this file.", "type": "string", "minLength": 1 },
-    "providers": {
-      "description": "Provider id -> provider. Ids are what the rest of the file refers to.",
-      "type": "object",
-      "minProperties": 1,
-      "propertyNames": { "pattern": "^[A-Za-z0-9._-]+$" },
-      "additionalProperties": { "$ref": "#/$defs/provider" }
-    },
-    "codecs": {
-      "description": "Codec id -> codec. A provider or the store names a codec to encrypt its values at rest.",
-      "type": "object",
-      "propertyNames": { "pattern": "^[A-Za-z0-9._-]+$", "not": { "const": "none" } },
-      "additionalProperties": { "$ref": "#/$defs/codec" }
-    },
-    "store": { "$ref": "#/$defs/store" },
-    "jobs": { "description": "Jobs, run in order by `cloudsync run`.", "type": "array", "items": { "$ref": "#/$defs/job" } },
-    "report": {
-      "description": "Where `cloudsync run` writes its JSON report.",
-      "type": "object",
-      "additionalProperties": false,
-      "required": ["path"],
-      "properties": { "path": { "description": "Report path, relative to this file; {name} and {startedAt} are filled in.", "type": "string", "minLength": 1 } }
-    }
-  },
-  "$defs": {
-    "bytes": { "type": "integer", "minimum": 1 },
-    "provider": {
-      "description": "One storage provider.",
-      "type": "object",
-      "required": ["type"],
-      "properties": {
-        "type": { "description": "memory (process memory: demos, dry runs), sqlite (one SQLite file, the embedded default), directory (one file per key), icloudKV (recognised, never available on Linux; its key rules still apply).", "enum": ["memory", "sqlite", "directory", "icloudKV"] },
-        "path": { "description": "sqlite: the database file; directory: the root directory. Relative to this file.", "type": "string", "minLength": 1 },
-        "maxValueBytes": { "description": "Lowers the largest encoded value this provider takes, in bytes.", "$ref": "#/$defs/bytes" },
-        "maxBytes": { "description": "sqlite only: the most the database may use, in bytes; writes past it fail with ERR_QUOTA_EXCEEDED.", "type": "integer", "minimum": 4096 },
-        "codec": { "description": "Codec id for this provider's values, overriding the store's codec.", "type": "string" },
-        "items": { "description": "memory only: keys and values the provider starts with.", "type": "object", "additionalProperties": { "type": "string" } }
-      },
-      "additionalProperties": false,
-      "allOf": [
-        { "if": { "properties": { "type": { "enum": ["sqlite", "directory"] } } }, "then": { "required": ["path"] }, "else": { "not": { "required": ["path"] } } },
-        { "if": { "properties": { "type": { "const": "sqlite" } } }, "else": { "not": { "required": ["maxBytes"] } } },
-        { "if": { "properties": { "type": { "const": "memory" } } }, "else": { "not": { "required": ["items"] } } }
-      ]
-    },
-    "codec": {
-      "description": "Encryption at rest with XChaCha20-Poly1305 envelopes.",
-      "type": "object",
-      "additionalProperties": false,
-      "required": ["type", "keys"],
-      "properties": {
-        "type": { "description": "The cipher.", "const": "xchacha20poly1305" },
-        "keys": { "description": "The key ring: the first key encrypts; every key decrypts values made with it.", "type": "array", "minItems": 1, "items": { "$ref": "#/$defs/key" } },
-        "allowPlaintext": { "description": "Read values that are not envelopes as they are (to encrypt an existing store by migrating or re-keying it). Default false.", "type": "boolean" }
-      }
-    },
-    "key": {
-      "description": "One key: exactly one of file, env or passphrase.",
-      "type": "object",
-      "additionalProperties": false,
-      "required": ["id"],
-      "properties": {
-        "id": { "description": "Key id, recorded in every envelope it makes.", "type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$" },
-        "file": { "description": "A key file (one line of base64 holding 32 bytes, as `cloudsync keygen` writes), relative to this file.", "type": "string", "minLength": 1 },
-        "env": { "description": "An environment variable holding the base64 key.", "type": "string", "minLength": 1 },
-        "passphrase": {
-          "description": "A passphrase stretched with Argon2id; give exactly one of env or file.",
+        {
+          "$schema": "https://json-schema.org/draft/2020-12/schema",
+          "$id": "https://cloudsync.invalid/schemas/pipeline.schema.json",
+          "title": "CloudSync pipeline (version 1)",
+          "description": "A cloudsync pipeline file: providers, codecs, the store over them, and the jobs `cloudsync run` runs in order.",
           "type": "object",
           "additionalProperties": false,
+          "required": ["version", "name", "providers", "store"],
           "properties": {
-            "env": { "description": "An environment variable holding the passphrase.", "type": "string", "minLength": 1 },
-            "file": { "description": "A file holding the passphrase (one trailing newline is ignored), relative to this file.", "type": "string", "minLength": 1 }
+            "version": { "description": "Format version. This cloudsync reads version 1.", "const": 1 },
+            "name": { "description": "Names the state directory and the reports. ASCII letters, digits, '.', '_' and '-'.", "type": "string", "pattern": "^[A-Za-z0-9._-]+$" },
+            "state": { "description": "State directory (outbox, run history, lock); relative to this file. Default: .cloudsync/<name> beside this file.", "type": "string", "minLength": 1 },
+            "providers": {
+              "description": "Provider id -> provider. Ids are what the rest of the file refers to.",
+              "type": "object",
+              "minProperties": 1,
+              "propertyNames": { "pattern": "^[A-Za-z0-9._-]+$" },
+              "additionalProperties": { "$ref": "#/$defs/provider" }
+            },
+            "codecs": {
+              "description": "Codec id -> codec. A provider or the store names a codec to encrypt its values at rest.",
+              "type": "object",
+              "propertyNames": { "pattern": "^[A-Za-z0-9._-]+$", "not": { "const": "none" } },
+              "additionalProperties": { "$ref": "#/$defs/codec" }
+            },
+            "store": { "$ref": "#/$defs/store" },
+            "jobs": { "description": "Jobs, run in order by `cloudsync run`.", "type": "array", "items": { "$ref": "#/$defs/job" } },
+            "report": {
+              "description": "Where `cloudsync run` writes its JSON report.",
+              "type": "object",
+              "additionalProperties": false,
+              "required": ["path"],
+              "properties": { "path": { "description": "Report path, relative to this file; {name} and {startedAt} are filled in.", "type": "string", "minLength": 1 } }
+            }
           },
-          "oneOf": [{ "required": ["env"] }, { "required": ["file"] }]
-        }
-      },
-      "oneOf": [{ "required": ["file"] }, { "required": ["env"] }, { "required": ["passphrase"] }]
-    },
-    "store": {
-      "description": "The store over the providers.",
-      "type": "object",
-      "additionalProperties": false,
-      "required": ["providers"],
-      "properties": {
-        "providers": { "description": "Provider ids in preference order.", "type": "array", "minItems": 1, "uniqueItems": true, "items": { "type": "string" } },
-        "writeMode": { "description": "failover (default): a write goes to the first available provider that fits; mirror: to every one.", "enum": ["failover", "mirror"] },
-        "tiering": {
-          "description": "auto (default: key-value stores take 65536 bytes, records 921600), off (always the preferred provider), or explicit thresholds.",
-          "oneOf": [
-            { "enum": ["auto", "off"] },
-            { "type": "object", "additionalProperties": false, "properties": { "kvMaxBytes": { "description": "Largest value for key-value stores, in bytes.", "$ref": "#/$defs/bytes" }, "recordMaxBytes": { "description": "Largest value for record stores, in bytes.", "$ref": "#/$defs/bytes" } } }
-          ]
-        },
-        "resolver": {
-          "description": "none (default: first value found), or how a read picks among every provider's copy.",
-          "oneOf": [
-            { "const": "none" },
-            { "type": "object", "additionalProperties": false, "required": ["type"], "properties": { "type": { "description": "none, timestamp (newest wins) or union (merge JSON arrays).", "enum": ["none", "timestamp", "union"] }, "field": { "description": "timestamp: the JSON field holding the time.", "type": "string" }, "id": { "description": "union: the field identifying array elements.", "type": "string" } } }
-          ]
-        },
-        "repairOnRead": { "description": "Write the resolved value back to providers that disagree. Default true.", "type": "boolean" },
-        "validateKeys": { "description": "Check keys against the rules of every provider before any request. Default true.", "type": "boolean" },
-        "timeoutMs": { "description": "Deadline of every provider call, in milliseconds. Default 15000.", "type": "integer", "minimum": 1 },
-        "codec": { "description": "A codec id applied to every provider without its own, or none (default).", "type": "string" },
-        "outbox": {
-          "description": "The durable outbox for writes that failed for a reason that may pass.",
-          "type": "object",
-          "additionalProperties": false,
-          "properties": {
-            "enabled": { "description": "Default true.", "type": "boolean" },
-            "maxEntries": { "description": "Oldest entry is evicted beyond this. Default 1000.", "type": "integer", "minimum": 1 },
-            "maxAttempts": { "description": "Attempts before an entry is given up. Default 12 (about an hour of backoff).", "type": "integer", "minimum": 1 },
-            "maxAgeMs": { "description": "Age after which an entry is given up, in milliseconds. Default 604800000 (7 days).", "type": "integer", "minimum": 1 }
+          "$defs": {
+            "bytes": { "type": "integer", "minimum": 1 },
+            "provider": {
+              "description": "One storage provider.",
+              "type": "object",
+              "required": ["type"],
+              "properties": {
+                "type": { "description": "memory (process memory: demos, dry runs), sqlite (one SQLite file, the embedded default), directory (one file per key), icloudKV (recognised, never available on Linux; its key rules still apply).", "enum": ["memory", "sqlite", "directory", "icloudKV"] },
+                "path": { "description": "sqlite: the database file; directory: the root directory. Relative to this file.", "type": "string", "minLength": 1 },
+                "maxValueBytes": { "description": "Lowers the largest encoded value this provider takes, in bytes.", "$ref": "#/$defs/bytes" },
+                "maxBytes": { "description": "sqlite only: the most the database may use, in bytes; writes past it fail with ERR_QUOTA_EXCEEDED.", "type": "integer", "minimum": 4096 },
+                "codec": { "description": "Codec id for this provider's values, overriding the store's codec.", "type": "string" },
+                "items": { "description": "memory only: keys and values the provider starts with.", "type": "object", "additionalProperties": { "type": "string" } }
+              },
+              "additionalProperties": false,
+              "allOf": [
+                { "if": { "properties": { "type": { "enum": ["sqlite", "directory"] } } }, "then": { "required": ["path"] }, "else": { "not": { "required": ["path"] } } },
+                { "if": { "properties": { "type": { "const": "sqlite" } } }, "else": { "not": { "required": ["maxBytes"] } } },
+                { "if": { "properties": { "type": { "const": "memory" } } }, "else": { "not": { "required": ["items"] } } }
+              ]
+            },
+            "codec": {
+              "description": "Encryption at rest with XChaCha20-Poly1305 envelopes.",
+              "type": "object",
+              "additionalProperties": false,
+              "required": ["type", "keys"],
+              "properties": {
+                "type": { "description": "The cipher.", "const": "xchacha20poly1305" },
+                "keys": { "description": "The key ring: the first key encrypts; every key decrypts values made with it.", "type": "array", "minItems": 1, "items": { "$ref": "#/$defs/key" } },
+                "allowPlaintext": { "description": "Read values that are not envelopes as they are (to encrypt an existing store by migrating or re-keying it). Default false.", "type": "boolean" }
+              }
+            },
+            "key": {
+              "description": "One key: exactly one of file, env or passphrase.",
+              "type": "object",
+              "additionalProperties": false,
+              "required": ["id"],
+              "properties": {
+                "id": { "description": "Key id, recorded in every envelope it makes.", "type": "string", "pattern": "^[A-Za-z0-9._-]{1,64}$" },
+                "file": { "description": "A key file (one line of base64 holding 32 bytes, as `cloudsync keygen` writes), relative to this file.", "type": "string", "minLength": 1 },
+                "env": { "description": "An environment variable holding the base64 key.", "type": "string", "minLength": 1 },
+                "passphrase": {
+                  "description": "A passphrase stretched with Argon2id; give exactly one of env or file.",
+                  "type": "object",
+                  "additionalProperties": false,
+                  "properties": {
+                    "env": { "description": "An environment variable holding the passphrase.", "type": "string", "minLength": 1 },
+                    "file": { "description": "A file holding the passphrase (one trailing newline is ignored), relative to this file.", "type": "string", "minLength": 1 }
+                  },
+                  "oneOf": [{ "required": ["env"] }, { "required": ["file"] }]
+                }
+              },
+              "oneOf": [{ "required": ["file"] }, { "required": ["env"] }, { "required": ["passphrase"] }]
+            },
+            "store": {
+              "description": "The store over the providers.",
+              "type": "object",
+              "additionalProperties": false,
+              "required": ["providers"],
+              "properties": {
+                "providers": { "description": "Provider ids in preference order.", "type": "array", "minItems": 1, "uniqueItems": true, "items": { "type": "string" } },
+                "writeMode": { "description": "failover (default): a write goes to the first available provider that fits; mirror: to every one.", "enum": ["failover", "mirror"] },
+                "tiering": {
+                  "description": "auto (default: key-value stores take 65536 bytes, records 921600), off (always the preferred provider), or explicit thresholds.",
+                  "oneOf": [
+                    { "enum": ["auto", "off"] },
+                    { "type": "object", "additionalProperties": false, "properties": { "kvMaxBytes": { "description": "Largest value for key-value stores, in bytes.", "$ref": "#/$defs/bytes" }, "recordMaxBytes": { "description": "Largest value for record stores, in bytes.", "$ref": "#/$defs/bytes" } } }
+                  ]
+                },
+                "resolver": {
+                  "description": "none (default: first value found), or how a read picks among every provider's copy.",
+                  "oneOf": [
+                    { "const": "none" },
+                    { "type": "object", "additionalProperties": false, "required": ["type"], "properties": { "type": { "description": "none, timestamp (newest wins) or union (merge JSON arrays).", "enum": ["none", "timestamp", "union"] }, "field": { "description": "timestamp: the JSON field holding the time.", "type": "string" }, "id": { "description": "union: the field identifying array elements.", "type": "string" } }, "if": { "properties": { "type": { "const": "timestamp" } } }, "then": { "required": ["field"], "not": { "required": ["id"] } }, "else": { "not": { "required": ["field"] } } }
+                  ]
+                },
+                "repairOnRead": { "description": "Write the resolved value back to providers that disagree. Default true.", "type": "boolean" },
+                "validateKeys": { "description": "Check keys against the rules of every provider before any request. Default true.", "type": "boolean" },
+                "timeoutMs": { "description": "Deadline of every provider call, in milliseconds. Default 15000.", "type": "integer", "minimum": 1 },
+                "codec": { "description": "A codec id applied to every provider without its own, or none (default).", "type": "string" },
+                "outbox": {
+                  "description": "The durable outbox for writes that failed for a reason that may pass.",
+                  "type": "object",
+                  "additionalProperties": false,
+                  "properties": {
+                    "enabled": { "description": "Default true.", "type": "boolean" },
+                    "maxEntries": { "description": "Oldest entry is evicted beyond this. Default 1000.", "type": "integer", "minimum": 1 },
+                    "maxAttempts": { "description": "Attempts before an entry is given up. Default 12 (about an hour of backoff).", "type": "integer", "minimum": 1 },
+                    "maxAgeMs": { "description": "Age after which an entry is given up, in milliseconds. Default 604800000 (7 days).", "type": "integer", "minimum": 1 }
+                  }
+                }
+              }
+            },
+            "keys": { "description": "A glob or a list of keys.", "oneOf": [{ "type": "string" }, { "type": "array", "items": { "type": "string" } }] },
+            "overwrite": { "description": "always (default) or ifMissing.", "enum": ["always", "ifMissing"] },
+            "job": {
+              "description": "One job.",
+              "type": "object",
+              "required": ["type"],
+              "properties": {
+                "type": { "description": "What the job does.", "enum": ["sync", "migrate", "clear", "quota", "export", "import", "verify", "rekey", "flush"] },
+                "name": { "description": "Names the job in the report. Default: its position and type.", "type": "string" }
+              },
+              "allOf": [
+                { "if": { "properties": { "type": { "const": "sync" } } }, "then": { "properties": { "type": true, "name": true, "providers": { "description": "A subset of the store's providers.", "type": "array", "items": { "type": "string" } } }, "additionalProperties": false } },
+                { "if": { "properties": { "type": { "const": "migrate" } } }, "then": { "required": ["from", "to"], "properties": { "type": true, "name": true, "from": { "description": "Source provider id.", "type": "string" }, "to": { "description": "Destination provider id.", "type": "string" }, "keys": { "$ref": "#/$defs/keys" }, "continueOnError": { "description": "Keep going past a failing key. Default true.", "type": "boolean" }, "overwrite": { "$ref": "#/$defs/overwrite" } }, "additionalProperties": false } },
+                { "if": { "properties": { "type": { "const": "clear" } } }, "then": { "required": ["provider"], "properties": { "type": true, "name": true, "provider": { "description": "A provider id, or all.", "type": "string" }, "confirm": { "description": "Run without --yes.", "type": "boolean" } }, "additionalProperties": false } },
+                { "if": { "properties": { "type": { "const": "quota" } } }, "then": { "properties": { "type": true, "name": true, "warnAbove": { "description": "Warn above this used fraction.", "type": "number", "minimum": 0, "maximum": 1 }, "failOnWarning": { "description": "Fail the job when a provider warns.", "type": "boolean" } }, "additionalProperties": false } },
+                { "if": { "properties": { "type": { "const": "export" } } }, "then": { "required": ["from", "path"], "properties": { "type": true, "name": true, "from": { "description": "A provider id, or store.", "type": "string" }, "path": { "description": "The export file, relative to this file.", "type": "string" }, "keys": { "$ref": "#/$defs/keys" }, "codec": { "description": "Encrypt the whole file with this codec's current key.", "type": "string" } }, "additionalProperties": false } },
+                { "if": { "properties": { "type": { "const": "import" } } }, "then": { "required": ["path", "to"], "properties": { "type": true, "name": true, "path": { "description": "The export file to read, relative to this file.", "type": "string" }, "to": { "description": "A provider id, or store.", "type": "string" }, "overwrite": { "$ref": "#/$defs/overwrite" } }, "additionalProperties": false } },
+                { "if": { "properties": { "type": { "enum": ["verify", "rekey"] } } }, "then": { "required": ["provider"], "properties": { "type": true, "name": true, "provider": { "description": "A provider id.", "type": "string" } }, "additionalProperties": false } },
+                { "if": { "properties": { "type": { "const": "flush" } } }, "then": { "properties": { "type": true, "name": true }, "additionalProperties": false } }
+              ]
+            }
           }
         }
-      }
-    },
-    "keys": { "description": "A glob or a list of keys.", "oneOf": [{ "type": "string" }, { "type": "array", "items": { "type": "string" } }] },
-    "overwrite": { "description": "always (default) or ifMissing.", "enum": ["always", "ifMissing"] },
-    "job": {
-      "description": "One job.",
-      "type": "object",
-      "required": ["type"],
-      "properties": {
-        "type": { "description": "What the job does.", "enum": ["sync", "migrate", "clear", "quota", "export", "import", "verify", "rekey", "flush"] },
-        "name": { "description": "Names the job in the report. Default: its position and type.", "type": "string" }
-      },
-      "allOf": [
-        { "if": { "properties": { "type": { "const": "sync" } } }, "then": { "properties": { "type": true, "name": true, "providers": { "description": "A subset of the store's providers.", "type": "array", "items": { "type": "string" } } }, "additionalProperties": false } },
-        { "if": { "properties": { "type": { "const": "migrate" } } }, "then": { "required": ["from", "to"], "properties": { "type": true, "name": true, "from": { "description": "Source provider id.", "type": "string" }, "to": { "description": "Destination provider id.", "type": "string" }, "keys": { "$ref": "#/$defs/keys" }, "continueOnError": { "description": "Keep going past a failing key. Default true.", "type": "boolean" }, "overwrite": { "$ref": "#/$defs/overwrite" } }, "additionalProperties": false } },
-        { "if": { "properties": { "type": { "const": "clear" } } }, "then": { "required": ["provider"], "properties": { "type": true, "name": true, "provider": { "description": "A provider id, or all.", "type": "string" }, "confirm": { "description": "Run without --yes.", "type": "boolean" } }, "additionalProperties": false } },
-        { "if": { "properties": { "type": { "const": "quota" } } }, "then": { "properties": { "type": true, "name": true, "warnAbove": { "description": "Warn above this used fraction.", "type": "number", "minimum": 0, "maximum": 1 }, "failOnWarning": { "description": "Fail the job when a provider warns.", "type": "boolean" } }, "additionalProperties": false } },
-        { "if": { "properties": { "type": { "const": "export" } } }, "then": { "required": ["from", "path"], "properties": { "type": true, "name": true, "from": { "description": "A provider id, or store.", "type": "string" }, "path": { "description": "The export file, relative to this file.", "type": "string" }, "keys": { "$ref": "#/$defs/keys" }, "codec": { "description": "Encrypt the whole file with this codec's current key.", "type": "string" } }, "additionalProperties": false } },
-        { "if": { "properties": { "type": { "const": "import" } } }, "then": { "required": ["path", "to"], "properties": { "type": true, "name": true, "path": { "description": "The export file to read, relative to this file.", "type": "string" }, "to": { "description": "A provider id, or store.", "type": "string" }, "overwrite": { "$ref": "#/$defs/overwrite" } }, "additionalProperties": false } },
-        { "if": { "properties": { "type": { "enum": ["verify", "rekey"] } } }, "then": { "required": ["provider"], "properties": { "type": true, "name": true, "provider": { "description": "A provider id.", "type": "string" } }, "additionalProperties": false } },
-        { "if": { "properties": { "type": { "const": "flush" } } }, "then": { "properties": { "type": true, "name": true }, "additionalProperties": false } }
-      ]
-    }
-  }
-}
-"""#
+        """#
 }

@@ -19,7 +19,10 @@ import Testing
         let result = try ProcessRunner.run(executable, [flag])
         #expect(result.status == 0)
         #expect(result.standardOutput.hasPrefix("OVERVIEW: "))
-        for section in ["USAGE: cloudsync", "SUBCOMMANDS:", "validate FILE", "plan FILE", "OPTIONS:", "--version", "EXIT CODES:", "64"] {
+        for section in [
+            "USAGE: cloudsync", "SUBCOMMANDS:", "validate FILE", "plan FILE", "OPTIONS:", "--version", "EXIT CODES:",
+            "64",
+        ] {
             #expect(result.standardOutput.contains(section), "help lacks \(section)")
         }
     }
@@ -36,6 +39,7 @@ import Testing
         #expect(result.standardOutput.isEmpty)
         #expect(
             result.standardError
-                == "\(message)\nUsage: cloudsync <subcommand> [options] | cloudsync [--version] [--help]\n  See 'cloudsync --help'.\n")
+                == "\(message)\nUsage: cloudsync <subcommand> [options] | cloudsync [--version] [--help]\n  See 'cloudsync --help'.\n"
+        )
     }
 }

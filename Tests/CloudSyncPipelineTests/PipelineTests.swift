@@ -1,0 +1,208 @@
+import CloudSync
+import CloudSyncPipeline
+import CloudSyncTesting
+import Foundation
+import Testing
+
+private func load(_ source: String, environment: [String: String] = [:], directory: String = "/srv/pipelines")
+    throws -> PipelineSpec
+{
+    try PipelineLoader.load(source: source, file: "p.yaml", directory: directory, environment: environment)
+}
+
+private let minimal = """
+    version: 1
+    name: demo
+    providers:
+      primary: { type: sqlite, path: data/p.db }
+    store:
+      providers: [primary]
+
+    """
+
+@Suite struct PipelineLoaderTests {
+    @Test func relativePathsResolveAgainstTheFilesDirectoryNotTheWorkingDirectory() throws {
+        let directory = try TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory.file("conf"), withIntermediateDirectories: true)
+        try minimal.write(toFile: directory.file("conf/p.yaml"), atomically: true, encoding: .utf8)
+        let previous = FileManager.default.currentDirectoryPath
+        defer { FileManager.default.changeCurrentDirectoryPath(previous) }
+        FileManager.default.changeCurrentDirectoryPath("/")
+        let spec = try PipelineLoader.load(path: directory.file("conf/p.yaml"), environment: [:])
+        let conf = URL(fileURLWithPath: directory.file("conf")).standardizedFileURL.path
+        #expect(spec.providers[0].path?.value == conf + "/data/p.db")
+        #expect(spec.state == conf + "/.cloudsync/demo")
+    }
+
+    @Test func interpolationWithDefaultsFilesAndEscapes() throws {
+        let directory = try TemporaryDirectory()
+        try "backups\n".write(toFile: directory.file("where.txt"), atomically: true, encoding: .utf8)
+        let spec = try load(
+            """
+            version: 1
+            name: ${env:PIPELINE_NAME:-fallback}
+            # ${env:NOT_SET_AND_IN_A_COMMENT} is never looked at
+            providers:
+              primary: { type: sqlite, path: '${env:DATA_DIR}/p.db' }
+              backup: { type: directory, path: '${file:where.txt}/$${literal}' }
+            store:
+              providers: [primary, backup]
+            """, environment: ["DATA_DIR": "/var/lib/cloudsync"], directory: directory.path)
+        #expect(spec.name == "fallback")
+        #expect(spec.providers[0].path?.value == "/var/lib/cloudsync/p.db")
+        #expect(spec.providers[0].path?.display == "${env:DATA_DIR}/p.db")
+        #expect(spec.providers[1].path?.value.hasSuffix("/backups/${literal}") == true)
+    }
+
+    @Test func interpolatedSecretsNeverReachThePlan() throws {
+        let directory = try TemporaryDirectory()
+        let spec = try load(
+            """
+            version: 1
+            name: secret-paths
+            providers:
+              primary: { type: sqlite, path: '${env:SECRET_TOKEN_DIR}/p.db' }
+            store:
+              providers: [primary]
+            """, environment: ["SECRET_TOKEN_DIR": "/hunter2-token"], directory: directory.path)
+        let plan = PipelinePlan(try PipelineCompiler.compile(spec, environment: [:]))
+        #expect(!plan.text().contains("hunter2"))
+        #expect(!plan.json().contains("hunter2"))
+        #expect(plan.text().contains("${env:SECRET_TOKEN_DIR}/p.db"))
+    }
+
+    @Test func aYAMLBombIsRefusedQuickly() throws {
+        var text = minimal + "bomb:\n  a0: &a0 [x, x, x, x, x, x, x, x, x, x]\n"
+        for level in 1...9 {
+            text +=
+                "  a\(level): &a\(level) [" + Array(repeating: "*a\(level - 1)", count: 10).joined(separator: ", ")
+                + "]\n"
+        }
+        let start = ContinuousClock.now
+        let error = #expect(throws: PipelineError.self) { try load(text) }
+        #expect(ContinuousClock.now - start < .seconds(5))
+        #expect(error?.diagnostics.first?.message.hasPrefix("the document expands to more than 200000 nodes") == true)
+    }
+
+    @Test func aFileOverTheSizeLimitIsRefusedBeforeParsing() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("huge.yaml")
+        try (minimal + "# " + String(repeating: "x", count: PipelineLoader.maximumFileBytes) + "\n")
+            .write(toFile: path, atomically: true, encoding: .utf8)
+        let error = #expect(throws: PipelineError.self) { try PipelineLoader.load(path: path, environment: [:]) }
+        #expect(error?.diagnostics.first?.message.hasSuffix("a pipeline file may be at most 4194304 bytes") == true)
+    }
+
+    @Test func compilingHasNoSideEffects() throws {
+        let directory = try TemporaryDirectory()
+        let spec = try load(minimal, directory: directory.path)
+        let compiled = try PipelineCompiler.compile(spec, environment: [:])
+        _ = PipelinePlan(compiled).text()
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+        // Opening providers is the runner's step, and the first that creates anything.
+        _ = try compiled.openProviders()
+        #expect(FileManager.default.fileExists(atPath: directory.file("data/p.db")))
+    }
+
+    @Test func storeOptionsFollowTheFile() throws {
+        let spec = try load(
+            """
+            version: 1
+            name: options
+            providers:
+              phone: { type: icloudKV }
+              scratch: { type: memory, maxValueBytes: 1000, items: { a: '1' } }
+            store:
+              providers: [phone, scratch]
+              writeMode: mirror
+              tiering: { kvMaxBytes: 32768, recordMaxBytes: 500000 }
+              resolver: { type: union, id: id }
+              repairOnRead: false
+              timeoutMs: 2500
+            """)
+        let compiled = try PipelineCompiler.compile(spec, environment: [:])
+        let options = compiled.storeOptions
+        #expect(options.writeMode == .mirror)
+        #expect(options.tiering == .thresholds(kvMaxBytes: 32768, recordMaxBytes: 500_000))
+        #expect(options.repairOnRead == false)
+        #expect(options.timeout == .milliseconds(2500))
+        #expect(options.maxValueBytes == ["scratch": 1000])
+        let plan = PipelinePlan(compiled)
+        #expect(plan.providers.map(\.capBytes) == [32768, 1000])
+        #expect(plan.store.keyRules == ["a key may not be empty", "a key may be at most 64 bytes of UTF-8"])
+    }
+}
+
+/// Every example in `pipelines/` loads, compiles, passes the JSON Schema, and plans to its pinned JSON.
+@Suite struct ExamplePipelineTests {
+    static let examples =
+        (try? FileManager.default.contentsOfDirectory(atPath: repositoryRoot + "/pipelines"))?
+        .filter { $0.hasSuffix(".yaml") }.sorted() ?? []
+
+    @Test func thereIsAnExampleForEveryUse() {
+        for use in ["scheduled-sync.yaml", "migration-plan.yaml", "encrypted-backup.yaml", "restore-backup.yaml"] {
+            #expect(Self.examples.contains(use))
+        }
+    }
+
+    @Test(arguments: examples)
+    func plansToItsPinnedJSON(_ name: String) throws {
+        let path = repositoryRoot + "/pipelines/" + name
+        let source = try String(contentsOfFile: path, encoding: .utf8)
+        #expect(source.hasPrefix("# yaml-language-server: $schema=../schemas/pipeline.schema.json\n"))
+        let plan = PipelinePlan(
+            try PipelineCompiler.compile(try PipelineLoader.load(path: path, environment: [:]), environment: [:]))
+        let pinned = repositoryRoot + "/Tests/Fixtures/plans/" + name.replacingOccurrences(of: ".yaml", with: ".json")
+        if ProcessInfo.processInfo.environment["CLOUDSYNC_UPDATE_EXPECTED"] == "1" {
+            try plan.json().write(toFile: pinned, atomically: true, encoding: .utf8)
+        }
+        #expect(plan.json() == (try String(contentsOfFile: pinned, encoding: .utf8)))
+    }
+}
+
+@Suite struct SchemaAgreementTests {
+    static let python = repositoryRoot + "/.build/pyenv/bin/python3"
+
+    @Test func theSchemaFileIsTheOneTheBinaryPrints() throws {
+        let file = try String(contentsOfFile: repositoryRoot + "/schemas/pipeline.schema.json", encoding: .utf8)
+        #expect(file == PipelineSchema.json + "\n")
+        #expect(try JSONSerialization.jsonObject(with: Data(file.utf8)) is [String: Any])
+    }
+
+    /// Rules only the loader can check: references between sections, the environment, files on disk, uniqueness
+    /// of names inside lists.
+    static let loaderOnly: Set<String> = [
+        "22-store-unknown-provider.yaml", "32-unknown-store-codec.yaml", "33-unknown-provider-codec.yaml",
+        "38-codec-key-duplicate-id.yaml", "39-codec-key-file-missing.yaml", "45-migrate-unknown-provider.yaml",
+        "46-migrate-same-provider.yaml", "51-duplicate-job-names.yaml", "56-missing-env-variable.yaml",
+        "57-unknown-interpolation.yaml",
+    ]
+
+    @Test func examplesPassTheSchemaAndInvalidFilesFailItWhereASchemaCanSaySo() throws {
+        guard FileManager.default.isExecutableFile(atPath: Self.python) else {
+            Issue.record("the tests' Python environment is missing: run `make test`, which creates it")
+            return
+        }
+        let examples = ExamplePipelineTests.examples.map { repositoryRoot + "/pipelines/" + $0 }
+        let invalid = InvalidPipelineTests.files.map { invalidDirectory + "/" + $0 }
+        let result = try ProcessRunner.run(
+            Self.python,
+            [repositoryRoot + "/scripts/check_schema.py", repositoryRoot + "/schemas/pipeline.schema.json"] + examples
+                + invalid)
+        #expect(result.status == 0, "\(result.standardError)")
+        var verdicts: [String: Bool] = [:]
+        for line in result.standardOutput.split(separator: "\n") {
+            let passed = line.hasPrefix("PASS ")
+            let path = String(line.dropFirst(5).prefix { $0 != ":" })
+            verdicts[(path as NSString).lastPathComponent] = passed
+        }
+        for example in ExamplePipelineTests.examples {
+            #expect(verdicts[example] == true, "\(example) fails the schema")
+        }
+        for file in InvalidPipelineTests.files {
+            #expect(
+                verdicts[file] == Self.loaderOnly.contains(file),
+                "\(file): schema verdict \(String(describing: verdicts[file]))")
+        }
+    }
+}
