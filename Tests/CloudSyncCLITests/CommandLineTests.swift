@@ -1,6 +1,7 @@
 import CloudSync
 import CloudSyncCLI
 import CloudSyncTesting
+import Foundation
 import Testing
 
 @Suite struct CommandLineTests {
@@ -41,5 +42,47 @@ import Testing
             result.standardError
                 == "\(message)\nUsage: cloudsync <subcommand> [options] | cloudsync [--version] [--help]\n  See 'cloudsync --help'.\n"
         )
+    }
+}
+
+@Suite struct PipelineCommandTests {
+    let executable: String
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
+    init() throws { executable = try ProcessRunner.builtProduct("cloudsync") }
+
+    @Test func validateAcceptsTheExamplesAndReportsEveryErrorOfABrokenFile() throws {
+        let good = try ProcessRunner.run(executable, ["validate", root + "/pipelines/scheduled-sync.yaml"])
+        #expect(good.status == 0)
+        #expect(good.standardError.hasSuffix("scheduled-sync.yaml: valid\n"))
+
+        let broken = root + "/Tests/Fixtures/invalid-pipelines/59-many-errors.yaml"
+        let result = try ProcessRunner.run(executable, ["validate", root + "/pipelines/demo.yaml", broken])
+        #expect(result.status == 64)
+        #expect(result.standardOutput.isEmpty)
+        #expect(result.standardError.contains("59-many-errors.yaml:4:20: error: `type` in provider `primary`"))
+        #expect(result.standardError.contains("59-many-errors.yaml: 5 errors\n"))
+        #expect(result.standardError.contains("demo.yaml: valid"))
+    }
+
+    @Test func planPrintsTextOrJSONAndNeverKeyMaterial() throws {
+        let file = root + "/pipelines/encrypted-backup.yaml"
+        let text = try ProcessRunner.run(executable, ["plan", file])
+        #expect(text.status == 0)
+        #expect(text.standardOutput.contains("vault: xchacha20poly1305, keys demo2026 (current demo2026)"))
+        let key = try String(contentsOfFile: root + "/pipelines/keys/demo-backup.key", encoding: .utf8)
+        #expect(!text.standardOutput.contains(key.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let json = try ProcessRunner.run(executable, ["plan", "--json", file])
+        #expect(
+            json.standardOutput
+                == (try String(contentsOfFile: root + "/Tests/Fixtures/plans/encrypted-backup.json", encoding: .utf8)))
+    }
+
+    @Test func schemaPrintsThePipelineSchema() throws {
+        let result = try ProcessRunner.run(executable, ["schema", "pipeline"])
+        #expect(result.status == 0)
+        #expect(
+            result.standardOutput
+                == (try String(contentsOfFile: root + "/schemas/pipeline.schema.json", encoding: .utf8)))
     }
 }
