@@ -1,13 +1,17 @@
 # The project's commands. `make test` is the one CI runs (see .ci/run and README.md).
 SWIFT ?= swift
 
-.PHONY: deps build test bench format lint clean
+.PHONY: deps build run test bench format lint clean
 
 deps:
 	@scripts/install-deps.sh
 
 build: deps
 	$(SWIFT) build
+
+# The demo: runs pipelines/demo.yaml on the embedded default and prints where its report went.
+run: build
+	.build/debug/cloudsync run pipelines/demo.yaml
 
 test: deps
 	@scripts/python-env.sh

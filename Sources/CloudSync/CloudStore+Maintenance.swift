@@ -110,10 +110,11 @@ extension CloudStore {
     ///   - filter: only keys for which it returns true are copied.
     ///   - continueOnError: when false, the migration stops after the batch holding the first failing key, and
     ///     ``MigrationResult/completed`` is false.
+    ///   - overwrite: when false, keys the destination already holds are skipped rather than replaced.
     ///   - onProgress: called with (keys done, total) after each batch.
     public func migrate(
         from source: String, to destination: String, filter: (@Sendable (String) -> Bool)? = nil,
-        continueOnError: Bool = true, onProgress: (@Sendable (Int, Int) -> Void)? = nil
+        continueOnError: Bool = true, overwrite: Bool = true, onProgress: (@Sendable (Int, Int) -> Void)? = nil
     ) async throws(CloudSyncError) -> MigrationResult {
         let from = try provider(withID: source)
         let to = try provider(withID: destination)
@@ -131,8 +132,20 @@ extension CloudStore {
             var copies: [KeyValue] = []
             var failures: [KeyFailure] = []
             do throws(CloudSyncError) {
+                // Without overwrite, keys the destination already holds are skipped.
+                var present = Set<String>()
+                if !overwrite {
+                    let existing = try await deadline(to) { try await to.get(batch) }
+                    for (key, value) in zip(batch, try checkedCount(batch.count, provider: to, existing)) {
+                        if case .success(.some) = value { present.insert(key) }
+                    }
+                }
                 let answer = try await deadline(from) { try await from.get(batch) }
                 for (key, read) in zip(batch, try checkedCount(batch.count, provider: from, answer)) {
+                    if present.contains(key) {
+                        result.skipped.append(key)
+                        continue
+                    }
                     do throws(CloudSyncError) {
                         guard let stored = try read.mapError({ $0.attributed(provider: source, key: key) }).get(),
                             !stored.isEmpty

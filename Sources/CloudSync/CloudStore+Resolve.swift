@@ -97,7 +97,7 @@ extension CloudStore {
     /// Every provider's answer for every key, all providers at once, each in batches of its limit.
     ///
     /// A batch that fails gives its error to each of its keys.
-    private func readEverywhere(_ keys: [String], from providers: [any Provider]) async
+    func readEverywhere(_ keys: [String], from providers: [any Provider]) async
         -> [[String: Result<String?, CloudSyncError>]]
     {
         await withTaskGroup(of: (Int, [String: Result<String?, CloudSyncError>]).self) { group in

@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncCrypto
 import CloudSyncPipeline
 import Foundation
 
@@ -7,10 +8,10 @@ import Foundation
 /// Machine output goes to `standardOutput`, messages for people to `standardError`, so the executable stays a
 /// thin wrapper and tests can run the command in-process.
 public struct CommandLineTool {
-    public typealias Writer = (String) -> Void
+    public typealias Writer = @Sendable (String) -> Void
 
-    private let standardOutput: Writer
-    private let standardError: Writer
+    let standardOutput: Writer
+    let standardError: Writer
     private let environment: [String: String]
 
     public init(
@@ -31,10 +32,15 @@ public struct CommandLineTool {
         USAGE: \(usage)
 
         SUBCOMMANDS:
+          run FILE [--job NAME]... [--dry-run] [--report PATH|-] [--yes] [--quiet] [--progress auto|always|never]
+                                  Run a pipeline's jobs in order and write a JSON report.
           validate FILE...        Check pipeline files; print every error with file:line:col.
           plan FILE [--json]      Show what a pipeline compiles to (providers, caps, key rules, codecs by key id,
                                   outbox limits, jobs), without touching any provider.
-          schema pipeline         Print the JSON Schema of pipeline files.
+          schema pipeline|report  Print the JSON Schema of pipeline files or of run reports.
+          outbox list|flush|discard FILE
+                                  Show, retry or drop the writes waiting in a pipeline's outbox.
+          keygen --out FILE       Write a new 32-byte key file (mode 0600; never overwrites).
 
         OPTIONS:
           --version               Print the version and exit.
@@ -42,13 +48,16 @@ public struct CommandLineTool {
 
         EXIT CODES:
           0    success
-          1    the command ran and something it did failed
+          1    a job finished with failed keys, or a quota warning under failOnWarning
+          2    a job could not run (a provider unavailable for it, a refused clear, unreadable state)
           64   the command line or a pipeline file was wrong; nothing was done
+          75   another run of the same pipeline is in progress
+          130  interrupted (SIGINT or SIGTERM); the report says how far it got
 
         """
 
     /// Runs the command with `arguments` (without the program name) and returns its exit status.
-    public func run(_ arguments: [String]) -> ExitCode {
+    public func run(_ arguments: [String]) async -> ExitCode {
         guard let first = arguments.first else {
             return usageError("no command given")
         }
@@ -63,12 +72,31 @@ public struct CommandLineTool {
             return .success
         case "validate":
             return validate(rest)
+        case "run":
+            return await runPipeline(rest)
+        case "outbox":
+            return await outbox(rest)
         case "plan":
             return plan(rest)
         case "schema":
-            guard rest == ["pipeline"] else { return usageError("schema takes one argument: pipeline") }
-            standardOutput(PipelineSchema.json + "\n")
+            switch rest {
+            case ["pipeline"]: standardOutput(PipelineSchema.json + "\n")
+            case ["report"]: standardOutput(ReportSchema.json + "\n")
+            default: return usageError("schema takes one argument: pipeline or report")
+            }
             return .success
+        case "keygen":
+            guard rest.count == 2, rest[0] == "--out" else { return usageError("keygen needs --out FILE") }
+            do {
+                try generateKeyFile(at: rest[1])
+                standardError(
+                    "wrote a new key to \(rest[1]) (mode 0600); keep a copy: without it, nothing encrypted with it can be read\n"
+                )
+                return .success
+            } catch {
+                standardError("Error: \(error.message)\n")
+                return .failure
+            }
         default:
             let what = first.hasPrefix("-") ? "unknown option" : "unknown command"
             return usageError("\(what) '\(first)'")
@@ -76,7 +104,7 @@ public struct CommandLineTool {
     }
 
     /// Loads and compiles one file, printing its errors; nil when it has any.
-    private func compile(_ path: String) -> CompiledPipeline? {
+    func compile(_ path: String) -> CompiledPipeline? {
         do {
             let spec = try PipelineLoader.load(path: path, environment: environment)
             return try PipelineCompiler.compile(spec, environment: environment)
@@ -113,7 +141,7 @@ public struct CommandLineTool {
         return .success
     }
 
-    private func usageError(_ message: String) -> ExitCode {
+    func usageError(_ message: String) -> ExitCode {
         standardError("Error: \(message)\nUsage: \(Self.usage)\n  See 'cloudsync --help'.\n")
         return .usage
     }

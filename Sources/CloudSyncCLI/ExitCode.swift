@@ -4,8 +4,14 @@
 public enum ExitCode: Int32, Sendable {
     /// Everything asked for was done.
     case success = 0
-    /// The command ran but something it did failed.
+    /// A job finished with failed keys, or a quota warning under `failOnWarning`.
     case failure = 1
+    /// A job could not run at all.
+    case jobError = 2
     /// The command line or a pipeline file was wrong; nothing was done.
     case usage = 64
+    /// Another run of the same pipeline holds its lock.
+    case locked = 75
+    /// SIGINT or SIGTERM stopped the run.
+    case interrupted = 130
 }

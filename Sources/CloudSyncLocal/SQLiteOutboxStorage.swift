@@ -36,6 +36,15 @@ public final class SQLiteOutboxStorage: OutboxStorage {
         try Self.migrations.migrate(database)
     }
 
+    /// The entries of an existing outbox file, read without changing anything on disk (for dry runs).
+    public static func snapshot(path: String) throws -> [OutboxEntry] {
+        var options = SQLiteDatabase.Options(readOnly: true)
+        options.immutable = true
+        return try SQLiteOutboxStorage(database: SQLiteDatabase(path: path, options: options)).loadAll()
+    }
+
+    private init(database: SQLiteDatabase) { self.database = database }
+
     public func loadAll() throws -> [OutboxEntry] {
         try database.read { db in
             try db.query(

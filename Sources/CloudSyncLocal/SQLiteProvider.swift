@@ -29,10 +29,11 @@ public final class SQLiteProvider: Provider {
     private let database: SQLiteDatabase
     private let clock: any StoreClock
 
-    /// Opens (creating when needed) the database at `path`.
+    /// Opens (creating when needed) the database at `path`; with `readOnlySnapshot`, reads an existing file without
+    /// changing anything on disk (writes then fail).
     public init(
         id: String = "sqlite", path: String, maxBytes: Int64? = nil, maxValueBytes: Int? = nil,
-        clock: any StoreClock = SystemClock()
+        clock: any StoreClock = SystemClock(), readOnlySnapshot: Bool = false
     ) throws(CloudSyncError) {
         self.id = id
         self.path = path
@@ -41,9 +42,16 @@ public final class SQLiteProvider: Provider {
         self.capabilities = ProviderCapabilities(
             maxValueBytes: maxValueBytes, tier: .file, batchLimit: 500, canList: true, reportsQuota: true)
         do {
-            try LocalFiles.createDirectory(containing: path)
-            database = try SQLiteDatabase(path: path)
-            try Self.migrations.migrate(database)
+            if readOnlySnapshot {
+                // A dry run reads the file as it is and writes nothing, not even a lock or a journal.
+                var options = SQLiteDatabase.Options(readOnly: true)
+                options.immutable = true
+                database = try SQLiteDatabase(path: path, options: options)
+            } else {
+                try LocalFiles.createDirectory(containing: path)
+                database = try SQLiteDatabase(path: path)
+                try Self.migrations.migrate(database)
+            }
         } catch let error as SQLiteError where error.code.primary == .notADatabase || error.code.primary == .corrupt {
             throw CloudSyncError(
                 .invalidConfiguration,

@@ -10,12 +10,20 @@ public final class SQLiteConnection {
     /// The database file this connection opened.
     public let path: String
 
-    init(path: String, readOnly: Bool) throws(SQLiteError) {
+    init(path: String, readOnly: Bool, immutable: Bool = false) throws(SQLiteError) {
         var connection: OpaquePointer?
         // NOMUTEX: SQLiteDatabase already serializes every use of this connection.
-        let flags =
+        var flags =
             (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
-        let code = sqlite3_open_v2(path, &connection, flags, nil)
+        var name = path
+        if immutable {
+            // An immutable read takes no locks and creates no -wal or -shm file: nothing on disk changes.
+            flags |= SQLITE_OPEN_URI
+            let escaped = path.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: "?", with: "%3F")
+                .replacingOccurrences(of: "#", with: "%23")
+            name = "file:\(escaped)?mode=ro&immutable=1"
+        }
+        let code = sqlite3_open_v2(name, &connection, flags, nil)
         guard code == SQLITE_OK, let connection else {
             let message = connection.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             let extended = connection.map { sqlite3_extended_errcode($0) } ?? code

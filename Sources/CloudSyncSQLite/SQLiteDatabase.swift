@@ -23,6 +23,9 @@ public final class SQLiteDatabase: @unchecked Sendable {
         public var readOnly = false
         /// When a commit reaches the disk.
         public var durability: Durability = .processCrashSafe
+        /// With `readOnly`: read the file as it is on disk, taking no locks and creating nothing beside it (for dry
+        /// runs; changes other processes make meanwhile are not seen).
+        public var immutable = false
 
         public init(
             busyTimeoutMilliseconds: Int32 = 5000, writeAheadLog: Bool = true, foreignKeys: Bool = true,
@@ -58,7 +61,8 @@ public final class SQLiteDatabase: @unchecked Sendable {
     /// and is left untouched.
     public init(path: String, options: Options = Options()) throws(SQLiteError) {
         if !options.readOnly { try Self.createOwnerOnlyFile(at: path) }
-        let connection = try SQLiteConnection(path: path, readOnly: options.readOnly)
+        let connection = try SQLiteConnection(
+            path: path, readOnly: options.readOnly, immutable: options.readOnly && options.immutable)
         try Self.configure(connection, options: options)
         self.path = path
         self.connection = connection

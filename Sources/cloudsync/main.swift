@@ -4,4 +4,4 @@ import Foundation
 let tool = CommandLineTool(
     standardOutput: { text in FileHandle.standardOutput.write(Data(text.utf8)) },
     standardError: { text in FileHandle.standardError.write(Data(text.utf8)) })
-exit(tool.run(Array(CommandLine.arguments.dropFirst())).rawValue)
+exit(await tool.run(Array(CommandLine.arguments.dropFirst())).rawValue)

@@ -1,0 +1,55 @@
+extension CloudStore {
+    /// Every key one provider lists (pages joined), sorted as the provider lists them.
+    public func listKeys(of providerID: String) async throws(CloudSyncError) -> [String] {
+        let provider = try provider(withID: providerID)
+        var keys: [String] = []
+        try await forEachPage(of: provider) { page in keys += page }
+        return keys
+    }
+
+    /// Values of `keys` on one provider only, decoded with its codec, positionally; in batches of its limit.
+    public func read(_ keys: [String], from providerID: String) async throws(CloudSyncError) -> [String?] {
+        let provider = try provider(withID: providerID)
+        var values: [String?] = []
+        for chunk in keys.chunked(provider.capabilities.batchLimit) {
+            let batch = Array(chunk)
+            let answer = try await deadline(provider) { try await provider.get(batch) }
+            for (key, result) in zip(batch, try checkedCount(batch.count, provider: provider, answer)) {
+                guard let stored = try result.mapError({ $0.attributed(provider: providerID, key: key) }).get() else {
+                    values.append(nil)
+                    continue
+                }
+                values.append(try decode(stored, key: key, from: provider))
+            }
+        }
+        return values
+    }
+
+    /// Stores items on one provider only, bypassing the write mode: encoded with its codec, refused per key when
+    /// larger than it takes; one result per item.
+    public func write(_ items: [KeyValue], to providerID: String) async throws(CloudSyncError)
+        -> [Result<Void, CloudSyncError>]
+    {
+        let provider = try provider(withID: providerID)
+        var results = [Result<Void, CloudSyncError>?](repeating: nil, count: items.count)
+        var deliveries: [Delivery] = []
+        for (index, item) in items.enumerated() {
+            do throws(CloudSyncError) {
+                try validate(item.key, providers: [provider])
+                let encoded = try encode(item.value, key: item.key, for: provider)
+                if let cap = cap(of: provider), encoded.utf8.count > cap {
+                    throw CloudSyncError(
+                        .payloadTooLarge,
+                        "the value is \(encoded.utf8.count) bytes encoded; \(providerID) takes at most \(cap)",
+                        provider: providerID, key: item.key)
+                }
+                deliveries.append(Delivery(item: index, key: item.key, encoded: encoded))
+            } catch {
+                results[index] = .failure(error)
+            }
+        }
+        let outcomes = await deliver(.set, [deliveries], to: [provider])
+        for (index, outcome) in outcomes { results[index] = outcome.first?.result }
+        return results.map { $0 ?? .failure(CloudSyncError(.providerFailure, "no result", provider: providerID)) }
+    }
+}

@@ -1,0 +1,107 @@
+/// What reconciling a set of keys did.
+public struct ReconcileResult: Sendable, Equatable {
+    public var keys = 0
+    /// Keys every provider already held identically.
+    public var inSync = 0
+    /// Keys written to at least one provider that lacked or disagreed.
+    public var repaired = 0
+    /// (key, provider) writes passed over because the value is larger than the provider takes.
+    public var skipped = 0
+    public var failed: [KeyFailure] = []
+    /// (key, provider) writes that failed for a reason that may pass and wait in the outbox.
+    public var queued = 0
+
+    public init() {}
+}
+
+extension CloudStore {
+    /// Makes `keys` agree across `providerIDs` (all configured providers by default): reads every copy in batches,
+    /// picks the winner with the store's resolver (or the preference order when there is none), and writes it to
+    /// every available provider that lacks it or disagrees, within each provider's cap.
+    public func reconcile(_ keys: [String], among providerIDs: [String]? = nil) async throws(CloudSyncError)
+        -> ReconcileResult
+    {
+        let configured = try configuredProviders()
+        let chosen = providerIDs.map { ids in configured.filter { ids.contains($0.id) } } ?? configured
+        let providers = await available(chosen)
+        guard !providers.isEmpty else { throw noProviderError(chosen) }
+        let unique = Self.unique(keys)
+        let reads = await readEverywhere(unique, from: providers)
+        let resolver = options.resolver ?? Resolver { $0.first?.value }
+        var result = ReconcileResult()
+        result.keys = unique.count
+        var writes = [[Delivery]](repeating: [], count: providers.count)
+        var encodedByItem: [Int: [String: String?]] = [:]
+        for (item, key) in unique.enumerated() {
+            var candidates: [Candidate] = []
+            var holders: [Int: String] = [:]
+            var unreadable = Set<Int>()
+            var failure: CloudSyncError?
+            for (index, provider) in providers.enumerated() {
+                switch reads[index][key] {
+                case .success(.some(let stored)):
+                    do throws(CloudSyncError) {
+                        let value = try decode(stored, key: key, from: provider)
+                        candidates.append(Candidate(provider: provider.id, value: value))
+                        holders[index] = value
+                    } catch {
+                        failure = failure ?? error
+                        unreadable.insert(index)
+                    }
+                case .failure(let error):
+                    failure = failure ?? error
+                    unreadable.insert(index)
+                default:
+                    break
+                }
+            }
+            if let failure {
+                result.failed.append(KeyFailure(key: key, error: failure))
+                continue
+            }
+            guard let winner = resolver.resolve(candidates) else {
+                result.inSync += 1
+                continue
+            }
+            var needsWrite = false
+            for (index, provider) in providers.enumerated()
+            where holders[index] != winner && !unreadable.contains(index) {
+                do throws(CloudSyncError) {
+                    let encoded = try encode(winner, key: key, for: provider)
+                    if let cap = cap(of: provider), encoded.utf8.count > cap {
+                        result.skipped += 1
+                        continue
+                    }
+                    writes[index].append(Delivery(item: item, key: key, encoded: encoded))
+                    encodedByItem[item, default: [:]][provider.id] = encoded
+                    needsWrite = true
+                } catch {
+                    result.failed.append(KeyFailure(key: key, error: error))
+                }
+            }
+            if !needsWrite { result.inSync += 1 }
+        }
+        let outcomes = await deliver(.set, writes, to: providers)
+        for (item, results) in outcomes.sorted(by: { $0.key < $1.key }) {
+            let key = unique[item]
+            var wrote = false
+            for outcome in results {
+                switch outcome.result {
+                case .success:
+                    wrote = true
+                    options.outbox?.superseded(key: key, provider: outcome.provider)
+                case .failure(let error):
+                    let queued =
+                        error.isRetryable
+                        && options.outbox?.enqueue(
+                            FailedWrite(
+                                key: key, operation: .set, encodedValue: encodedByItem[item]?[outcome.provider] ?? nil,
+                                provider: outcome.provider, error: error), now: options.clock.nowMilliseconds()) == true
+                    if queued { result.queued += 1 } else { result.failed.append(KeyFailure(key: key, error: error)) }
+                }
+            }
+            if wrote { result.repaired += 1 }
+        }
+        return result
+    }
+}

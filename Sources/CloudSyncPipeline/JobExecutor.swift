@@ -1,0 +1,243 @@
+import CloudSync
+import CloudSyncCrypto
+import Foundation
+
+/// Runs one job against the store and turns what happened into its report entry.
+struct JobExecutor {
+    let store: CloudStore
+    let compiled: CompiledPipeline
+    let options: RunOptions
+    let providers: [String: MeteredProvider]
+
+    /// Keys per page the jobs walk.
+    static let pageSize = 500
+
+    func run(_ job: JobSpec) async -> RunReport.Job {
+        var entry = RunReport.Job(
+            name: job.name, type: job.type, status: "ok", counts: [:], failures: [], failuresOmitted: 0)
+        do throws(CloudSyncError) {
+            try await perform(job.kind, into: &entry)
+        } catch {
+            entry.status = "error"
+            entry.error = RunReport.Failure(
+                key: "", provider: error.provider, code: error.code.rawValue, message: error.message)
+        }
+        if entry.status == "ok", !entry.failures.isEmpty || entry.failuresOmitted > 0 { entry.status = "failed" }
+        return entry
+    }
+
+    private func record(_ failures: [KeyFailure], in entry: inout RunReport.Job) {
+        for failure in failures {
+            if entry.failures.count < PipelineRunner.failureListLimit {
+                entry.failures.append(
+                    RunReport.Failure(
+                        key: failure.key, provider: failure.error.provider, code: failure.error.code.rawValue,
+                        message: failure.error.message))
+            } else {
+                entry.failuresOmitted += 1
+            }
+        }
+    }
+
+    private func perform(_ kind: JobSpec.Kind, into entry: inout RunReport.Job) async throws(CloudSyncError) {
+        switch kind {
+        case .sync(let subset):
+            let ids = subset ?? compiled.spec.store.providers
+            var seen = Set<String>()
+            var total = ReconcileResult()
+            for id in ids {
+                guard let provider = providers[id], provider.capabilities.canList, await provider.isAvailable() else {
+                    continue
+                }
+                var cursor: String?
+                repeat {
+                    if options.interrupt.isRaised { break }
+                    let after = cursor
+                    let page: KeyPage
+                    do {
+                        page = try await provider.listKeys(after: after, limit: Self.pageSize)
+                    } catch {
+                        throw CloudSyncError.wrappingListing(error, provider: id)
+                    }
+                    let fresh = page.keys.filter { seen.insert($0).inserted }
+                    if !fresh.isEmpty {
+                        let result = try await store.reconcile(fresh, among: ids)
+                        total.keys += result.keys
+                        total.inSync += result.inSync
+                        total.repaired += result.repaired
+                        total.skipped += result.skipped
+                        total.queued += result.queued
+                        record(result.failed, in: &entry)
+                        total.failed += result.failed
+                    }
+                    cursor = page.nextCursor
+                } while cursor != nil
+            }
+            entry.counts = [
+                "keys": total.keys, "inSync": total.inSync, "repaired": total.repaired, "skipped": total.skipped,
+                "failed": total.failed.count, "queued": total.queued,
+            ]
+        case .migrate(let from, let to, let keys, let continueOnError, let overwrite):
+            let result = try await store.migrate(
+                from: from, to: to, filter: keyFilter(keys), continueOnError: continueOnError,
+                overwrite: overwrite == .always)
+            record(result.failed, in: &entry)
+            entry.counts = [
+                "copied": result.copied.count, "skipped": result.skipped.count, "failed": result.failed.count,
+            ]
+        case .clear(let provider, let confirm):
+            guard confirm || options.yes else {
+                throw CloudSyncError(
+                    .invalidConfiguration,
+                    "clear removes data: refused without `confirm: true` in the job or --yes on the command line")
+            }
+            if let provider {
+                let (removed, failed) = try await clear(provider)
+                record(failed, in: &entry)
+                entry.counts = ["removed": removed, "failed": failed.count]
+            } else {
+                let result = try await store.clear()
+                record(result.failed, in: &entry)
+                entry.counts = ["removed": result.removed, "failed": result.failed.count]
+            }
+        case .quota(let warnAbove, let failOnWarning):
+            var lines: [RunReport.QuotaLine] = []
+            for quota in try await store.quota() {
+                let fraction = quota.usedBytes.flatMap { used in
+                    quota.totalBytes.map { Double(used) / Double(max($0, 1)) }
+                }
+                lines.append(
+                    RunReport.QuotaLine(
+                        provider: quota.provider, usedBytes: quota.usedBytes, totalBytes: quota.totalBytes,
+                        fraction: fraction, warning: (fraction ?? 0) > (warnAbove ?? 1)))
+            }
+            entry.quota = lines
+            let warnings = lines.filter(\.warning).count
+            entry.counts = ["providers": lines.count, "warnings": warnings]
+            if failOnWarning && warnings > 0 { entry.status = "failed" }
+        case .export(let from, let path, let keys, let codec):
+            entry.file = path.display
+            let items = try await exportItems(from: from, filter: keyFilter(keys))
+            entry.counts = ["items": items.count]
+            guard !options.dryRun else { return }
+            try ExportFile.write(
+                items, to: path.value, pipeline: compiled.spec.name, source: from,
+                codec: codec.flatMap { compiled.codecs[$0] })
+        case .import(let path, let to, let overwrite):
+            entry.file = path.display
+            let items = try ExportFile.read(path.value, codecs: Array(compiled.codecs.values))
+            let (written, skipped, failed) = try await importItems(items, to: to, overwrite: overwrite == .always)
+            record(failed, in: &entry)
+            entry.counts = ["imported": written, "skipped": skipped, "failed": failed.count]
+        case .verify(let provider):
+            let result = try await store.verify(provider: provider)
+            record(result.failed, in: &entry)
+            entry.counts = ["checked": result.checked, "ok": result.ok, "failed": result.failed.count]
+        case .rekey(let provider):
+            let result = try await store.rekey(provider: provider)
+            record(result.failed, in: &entry)
+            entry.counts = [
+                "rekeyed": result.copied.count, "skipped": result.skipped.count, "failed": result.failed.count,
+            ]
+        case .flush:
+            let result = try await store.flushOutbox()
+            entry.counts = ["drained": result.drained, "remaining": result.remaining, "dropped": result.dropped]
+        }
+    }
+
+    /// Removes every key one provider lists, page by page.
+    private func clear(_ id: String) async throws(CloudSyncError) -> (Int, [KeyFailure]) {
+        guard let provider = providers[id] else { return (0, []) }
+        var removed = 0
+        var failed: [KeyFailure] = []
+        while !options.interrupt.isRaised {
+            // Removing as it goes, so each page starts again from the beginning of what is left.
+            let page: KeyPage
+            do {
+                page = try await provider.listKeys(after: nil, limit: Self.pageSize)
+            } catch {
+                throw CloudSyncError.wrappingListing(error, provider: id)
+            }
+            let remaining = page.keys.filter { key in !failed.contains { $0.key == key } }
+            if remaining.isEmpty { break }
+            let results: [Result<Void, CloudSyncError>]
+            do {
+                results = try await provider.remove(remaining)
+            } catch {
+                throw CloudSyncError.wrappingListing(error, provider: id)
+            }
+            for (key, result) in zip(remaining, results) {
+                if case .failure(let error) = result {
+                    failed.append(KeyFailure(key: key, error: error))
+                } else {
+                    removed += 1
+                }
+            }
+            if options.dryRun { break }  // a dry run removes nothing, so the same page would come back
+        }
+        return (removed, failed)
+    }
+
+    /// Every selected key and its plaintext value, from one provider (decoded with its codec) or the store.
+    private func exportItems(from source: String, filter: (@Sendable (String) -> Bool)?) async throws(CloudSyncError)
+        -> [String: String]
+    {
+        let keys = try await keysOf(source).filter { filter?($0) ?? true }
+        var items: [String: String] = [:]
+        for start in stride(from: 0, to: keys.count, by: Self.pageSize) {
+            let batch = Array(keys[start..<min(start + Self.pageSize, keys.count)])
+            let values: [String?]
+            if source == "store" {
+                values = try await store.multiGet(batch)
+            } else {
+                values = try await store.read(batch, from: source)
+            }
+            for (key, value) in zip(batch, values) { if let value { items[key] = value } }
+        }
+        return items
+    }
+
+    private func keysOf(_ source: String) async throws(CloudSyncError) -> [String] {
+        if source == "store" { return try await store.allKeys().keys }
+        return try await store.listKeys(of: source)
+    }
+
+    private func importItems(_ items: [String: String], to target: String, overwrite: Bool) async throws(CloudSyncError)
+        -> (Int, Int, [KeyFailure])
+    {
+        var written = 0
+        var skipped = 0
+        var failed: [KeyFailure] = []
+        let keys = items.keys.sorted()
+        for start in stride(from: 0, to: keys.count, by: Self.pageSize) {
+            var batch = Array(keys[start..<min(start + Self.pageSize, keys.count)])
+            if !overwrite {
+                let existing =
+                    target == "store" ? try await store.multiGet(batch) : try await store.read(batch, from: target)
+                let present = Set(zip(batch, existing).compactMap { $1 == nil ? nil : $0 })
+                skipped += present.count
+                batch = batch.filter { !present.contains($0) }
+            }
+            let results =
+                target == "store"
+                ? try await store.multiSet(batch.map { KeyValue($0, items[$0]!) })
+                : (try await store.write(batch.map { KeyValue($0, items[$0]!) }, to: target)).map {
+                    $0.map { WriteReceipt() }
+                }
+            for (key, result) in zip(batch, results) {
+                switch result {
+                case .success: written += 1
+                case .failure(let error): failed.append(KeyFailure(key: key, error: error))
+                }
+            }
+        }
+        return (written, skipped, failed)
+    }
+}
+
+extension CloudSyncError {
+    static func wrappingListing(_ error: any Error, provider: String) -> CloudSyncError {
+        (error as? CloudSyncError)?.attributed(provider: provider)
+            ?? CloudSyncError(.providerFailure, "provider failed: \(error)", provider: provider)
+    }
+}

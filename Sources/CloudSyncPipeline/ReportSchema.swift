@@ -1,0 +1,101 @@
+/// The JSON Schema (2020-12) of run reports, printed by `cloudsync schema report`; `schemas/report.schema.json` is
+/// this text, and a test keeps the two identical.
+public enum ReportSchema {
+    public static let json = #"""
+        {
+          "$schema": "https://json-schema.org/draft/2020-12/schema",
+          "$id": "https://cloudsync.invalid/schemas/report.schema.json",
+          "title": "CloudSync run report",
+          "description": "What one `cloudsync run` did. Holds keys, ids, codes and counts, never values or secrets.",
+          "type": "object",
+          "additionalProperties": false,
+          "required": ["pipeline", "runId", "status", "dryRun", "startedAt", "finishedAt", "durationMs", "jobs", "outbox", "providers"],
+          "properties": {
+            "pipeline": { "description": "The pipeline's name.", "type": "string" },
+            "runId": { "description": "Unique per run.", "type": "string" },
+            "status": { "description": "ok, failed (a job failed or could not run) or interrupted.", "enum": ["ok", "failed", "interrupted"] },
+            "dryRun": { "description": "True when nothing was written.", "type": "boolean" },
+            "startedAt": { "description": "ISO-8601 UTC.", "type": "string", "format": "date-time" },
+            "finishedAt": { "description": "ISO-8601 UTC.", "type": "string", "format": "date-time" },
+            "durationMs": { "description": "Milliseconds.", "type": "integer", "minimum": 0 },
+            "jobs": {
+              "description": "Jobs in the order they ran.",
+              "type": "array",
+              "items": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": ["name", "type", "status", "counts", "failures", "failuresOmitted"],
+                "properties": {
+                  "name": { "type": "string" },
+                  "type": { "enum": ["sync", "migrate", "clear", "quota", "export", "import", "verify", "rekey", "flush"] },
+                  "status": { "description": "ok, failed (some keys failed, or a quota warning under failOnWarning), error (could not run), skipped (not run: interrupted).", "enum": ["ok", "failed", "error", "skipped"] },
+                  "counts": { "description": "Job-specific counts (sync: keys, inSync, repaired, skipped, failed, queued; migrate: copied, skipped, failed; ...).", "type": "object", "additionalProperties": { "type": "integer", "minimum": 0 } },
+                  "failures": { "description": "The first 100 failing keys.", "type": "array", "items": { "$ref": "#/$defs/failure" } },
+                  "failuresOmitted": { "description": "Failing keys beyond the first 100.", "type": "integer", "minimum": 0 },
+                  "error": { "description": "Why the job could not run.", "$ref": "#/$defs/failure" },
+                  "quota": {
+                    "description": "quota jobs: one entry per provider that can know.",
+                    "type": "array",
+                    "items": {
+                      "type": "object",
+                      "additionalProperties": false,
+                      "required": ["provider", "warning"],
+                      "properties": {
+                        "provider": { "type": "string" },
+                        "usedBytes": { "type": "integer", "minimum": 0 },
+                        "totalBytes": { "description": "Absent means unlimited.", "type": "integer", "minimum": 0 },
+                        "fraction": { "type": "number", "minimum": 0 },
+                        "warning": { "type": "boolean" }
+                      }
+                    }
+                  },
+                  "file": { "description": "export/import: the file, as the pipeline names it.", "type": "string" }
+                }
+              }
+            },
+            "outbox": {
+              "description": "The outbox, flushed before the first job.",
+              "type": "object",
+              "additionalProperties": false,
+              "required": ["pendingBefore", "drained", "dropped", "pendingAfter"],
+              "properties": {
+                "pendingBefore": { "type": "integer", "minimum": 0 },
+                "drained": { "type": "integer", "minimum": 0 },
+                "dropped": { "description": "Entries given up, by reason.", "type": "object", "propertyNames": { "enum": ["notRetryable", "tooManyAttempts", "expired", "queueFull", "accountChanged", "discarded"] }, "additionalProperties": { "type": "integer", "minimum": 0 } },
+                "pendingAfter": { "type": "integer", "minimum": 0 }
+              }
+            },
+            "providers": {
+              "description": "Every provider the pipeline declares.",
+              "type": "array",
+              "items": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": ["id", "type", "available", "requests", "bytesRead", "bytesWritten"],
+                "properties": {
+                  "id": { "type": "string" },
+                  "type": { "type": "string" },
+                  "available": { "type": "boolean" },
+                  "requests": { "type": "integer", "minimum": 0 },
+                  "bytesRead": { "type": "integer", "minimum": 0 },
+                  "bytesWritten": { "type": "integer", "minimum": 0 }
+                }
+              }
+            }
+          },
+          "$defs": {
+            "failure": {
+              "type": "object",
+              "additionalProperties": false,
+              "required": ["key", "code", "message"],
+              "properties": {
+                "key": { "description": "The key, or empty for a whole-job error.", "type": "string" },
+                "provider": { "type": "string" },
+                "code": { "description": "A stable error code such as ERR_OFFLINE.", "type": "string", "pattern": "^ERR_[A-Z_]+$" },
+                "message": { "type": "string" }
+              }
+            }
+          }
+        }
+        """#
+}

@@ -1,0 +1,157 @@
+import CloudSync
+import Foundation
+
+/// Counts what the run asks of a provider, for the report.
+final class MeteredProvider: Provider {
+    struct Meter: Sendable, Codable, Equatable {
+        var requests = 0
+        var bytesRead = 0
+        var bytesWritten = 0
+    }
+
+    let wrapped: any Provider
+    private let meter = Protected(Meter())
+
+    init(_ wrapped: any Provider) { self.wrapped = wrapped }
+
+    var id: String { wrapped.id }
+    var capabilities: ProviderCapabilities { wrapped.capabilities }
+    var reading: Meter { meter.withLock { $0 } }
+
+    private func count(read: Int = 0, written: Int = 0) {
+        meter.withLock { meter in
+            meter.requests += 1
+            meter.bytesRead += read
+            meter.bytesWritten += written
+        }
+    }
+
+    func isAvailable() async -> Bool { await wrapped.isAvailable() }
+
+    func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
+        let results = try await wrapped.get(keys)
+        count(read: results.reduce(0) { total, result in total + ((try? result.get())??.utf8.count ?? 0) })
+        return results
+    }
+
+    func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
+        count(written: items.reduce(0) { $0 + $1.value.utf8.count })
+        return try await wrapped.set(items)
+    }
+
+    func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
+        count()
+        return try await wrapped.remove(keys)
+    }
+
+    func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
+        count()
+        return try await wrapped.listKeys(after: cursor, limit: limit)
+    }
+
+    func quota() async throws -> ProviderQuota? {
+        count()
+        return try await wrapped.quota()
+    }
+
+    func clearCaches() async { await wrapped.clearCaches() }
+}
+
+/// A dry run's view of a provider: reads go through, writes and removes are counted as done but never made.
+struct DryRunProvider: Provider {
+    let wrapped: any Provider
+
+    var id: String { wrapped.id }
+    var capabilities: ProviderCapabilities { wrapped.capabilities }
+    func isAvailable() async -> Bool { await wrapped.isAvailable() }
+    func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] { try await wrapped.get(keys) }
+    func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] { items.map { _ in .success(()) } }
+    func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] { keys.map { _ in .success(()) } }
+    func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
+        try await wrapped.listKeys(after: cursor, limit: limit)
+    }
+    func quota() async throws -> ProviderQuota? { try await wrapped.quota() }
+}
+
+/// One run of a pipeline at a time: a lock file in the state directory holding the running process's id.
+struct RunLock {
+    enum Outcome {
+        case acquired(RunLock)
+        case heldBy(Int32)
+    }
+
+    let path: String
+
+    /// Takes the lock; a lock whose process is gone is stale and taken over.
+    static func acquire(in directory: String) throws -> Outcome {
+        let path = directory + "/run.lock"
+        for _ in 0..<3 {
+            let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            if descriptor >= 0 {
+                let pid = "\(getpid())\n"
+                _ = pid.withCString { write(descriptor, $0, strlen($0)) }
+                close(descriptor)
+                return .acquired(RunLock(path: path))
+            }
+            guard errno == EEXIST else { throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path]) }
+            let text = (try? String(contentsOfFile: path, encoding: .utf8))?.trimmingCharacters(
+                in: .whitespacesAndNewlines)
+            if let pid = text.flatMap({ Int32($0) }), pid > 0, kill(pid, 0) == 0 || errno == EPERM {
+                return .heldBy(pid)
+            }
+            unlink(path)  // stale: its process is gone
+        }
+        throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path])
+    }
+
+    func release() { unlink(path) }
+}
+
+/// Set from a signal handler; jobs look at it between batches.
+public final class InterruptFlag: Sendable {
+    private let raised = Protected(false)
+    public init() {}
+    public func raise() { raised.withLock { $0 = true } }
+    public var isRaised: Bool { raised.withLock { $0 } }
+}
+
+/// `*` matches any run of characters, `?` any one; everything else matches itself.
+func globMatches(_ pattern: String, _ text: String) -> Bool {
+    let pattern = Array(pattern)
+    let text = Array(text)
+    var p = 0
+    var t = 0
+    var star = -1
+    var mark = 0
+    while t < text.count {
+        if p < pattern.count, pattern[p] == "?" || pattern[p] == text[t] {
+            p += 1
+            t += 1
+        } else if p < pattern.count, pattern[p] == "*" {
+            star = p
+            mark = t
+            p += 1
+        } else if star >= 0 {
+            p = star + 1
+            mark += 1
+            t = mark
+        } else {
+            return false
+        }
+    }
+    while p < pattern.count, pattern[p] == "*" { p += 1 }
+    return p == pattern.count
+}
+
+/// A job's key selection: globs and exact keys, any of which may match.
+func keyFilter(_ keys: [String]?) -> (@Sendable (String) -> Bool)? {
+    guard let keys else { return nil }
+    return { key in keys.contains { globMatches($0, key) } }
+}
+
+func iso8601(_ milliseconds: Int64) -> String {
+    let formatter = ISO8601DateFormatter()
+    formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+    formatter.timeZone = TimeZone(identifier: "UTC")
+    return formatter.string(from: Date(timeIntervalSince1970: Double(milliseconds) / 1000))
+}
