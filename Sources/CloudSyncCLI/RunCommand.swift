@@ -4,7 +4,9 @@ import CloudSyncPipeline
 import Foundation
 
 extension CommandLineTool {
-    /// `cloudsync run FILE [--job NAME]... [--dry-run] [--report PATH|-] [--yes] [--quiet] [--progress MODE]`
+    /// `cloudsync run FILE [--job NAME]...
+    ///
+    /// [--dry-run] [--report PATH|-] [--yes] [--quiet] [--progress MODE]`
     func runPipeline(_ arguments: [String]) async -> ExitCode {
         var options = RunOptions()
         var file: String?
@@ -108,7 +110,7 @@ extension CommandLineTool {
         return ExitCode(rawValue: outcome.exitCode) ?? .failure
     }
 
-    /// `cloudsync outbox list|flush|discard FILE`
+    /// Runs `cloudsync outbox list|flush|discard FILE`.
     func outbox(_ arguments: [String]) async -> ExitCode {
         guard arguments.count == 2, ["list", "flush", "discard"].contains(arguments[0]) else {
             return usageError("outbox takes list, flush or discard, then a pipeline file")

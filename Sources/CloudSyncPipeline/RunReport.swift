@@ -1,6 +1,8 @@
 import Foundation
 
-/// The JSON report of one run (`schemas/report.schema.json`). Holds keys, ids, codes and counts, never values or
+/// The JSON report of one run (`schemas/report.schema.json`).
+///
+/// Holds keys, ids, codes and counts, never values or
 /// secrets.
 public struct RunReport: Codable, Sendable {
     public struct Failure: Codable, Sendable, Equatable {

@@ -1,0 +1,245 @@
+import CloudSyncTesting
+import Foundation
+import Testing
+
+/// `cloudsync run`, end to end: the built binary on pipelines in a temporary directory, its reports read back and
+/// checked against `schemas/report.schema.json`.
+@Suite struct RunCommandTests {
+    let executable: String
+    let directory: TemporaryDirectory
+    /// Reports read back for checking live apart from the pipelines' directory, which dry-run tests compare.
+    let reports: TemporaryDirectory
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
+
+    init() throws {
+        executable = try ProcessRunner.builtProduct("cloudsync")
+        directory = try TemporaryDirectory()
+        reports = try TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory.file("keys"), withIntermediateDirectories: true)
+        _ = try ProcessRunner.run(executable, ["keygen", "--out", directory.file("keys/vault.key")])
+    }
+
+    private func pipeline(_ name: String, _ body: String) throws -> String {
+        let path = directory.file(name)
+        try ("version: 1\nname: \(name.replacingOccurrences(of: ".yaml", with: ""))\n" + body)
+            .write(toFile: path, atomically: true, encoding: .utf8)
+        return path
+    }
+
+    private func run(_ arguments: [String]) throws -> ProcessResult {
+        try ProcessRunner.run(executable, ["run"] + arguments)
+    }
+
+    /// The report a run printed with `--report -`, parsed, after checking it against the report schema.
+    private func report(_ result: ProcessResult) throws -> [String: Any] {
+        let path = reports.file("report-\(UUID().uuidString).json")
+        try result.standardOutput.write(toFile: path, atomically: true, encoding: .utf8)
+        try expectValidReport(path)
+        return try #require(try JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8)) as? [String: Any])
+    }
+
+    private func expectValidReport(_ path: String) throws {
+        let python = root + "/.build/pyenv/bin/python3"
+        guard FileManager.default.isExecutableFile(atPath: python) else {
+            Issue.record("the tests' Python environment is missing: run `make test`")
+            return
+        }
+        let check = try ProcessRunner.run(
+            python, [root + "/scripts/check_schema.py", root + "/schemas/report.schema.json", path])
+        #expect(check.standardOutput.hasPrefix("PASS "), "\(check.standardOutput)")
+    }
+
+    private func job(_ report: [String: Any], _ index: Int) -> [String: Any] {
+        ((report["jobs"] as? [[String: Any]]) ?? [])[index]
+    }
+
+    private func counts(_ report: [String: Any], _ index: Int) -> [String: Int] {
+        job(report, index)["counts"] as? [String: Int] ?? [:]
+    }
+
+    static let seeded = """
+        providers:
+          seed:
+            type: memory
+            items:
+              settings.theme: '{"theme":"dark","updatedAt":"2026-11-01T10:00:00Z"}'
+              settings.font: '{"size":14,"updatedAt":1767225600000}'
+              favourites: '[1,2,3]'
+          primary: { type: sqlite, path: data/primary.db }
+          backup: { type: directory, path: data/backup, codec: vault }
+        codecs:
+          vault:
+            type: xchacha20poly1305
+            keys: [{ id: k1, file: keys/vault.key }]
+        store:
+          providers: [primary, backup]
+          writeMode: mirror
+          resolver: { type: timestamp, field: updatedAt }
+
+        """
+
+    @Test func everyJobRunsAndReports() throws {
+        let file = try pipeline(
+            "all.yaml",
+            Self.seeded + """
+                jobs:
+                  - { type: migrate, name: load, from: seed, to: primary }
+                  - { type: sync, name: reconcile }
+                  - { type: quota, name: space, warnAbove: 0.99 }
+                  - { type: verify, name: check, provider: backup }
+                  - { type: rekey, name: rekey, provider: backup }
+                  - { type: export, name: export, from: store, path: out/all.json, codec: vault }
+                  - { type: clear, name: wipe, provider: primary, confirm: true }
+                  - { type: import, name: restore, path: out/all.json, to: primary }
+                  - { type: flush, name: flush }
+
+                """)
+        let result = try run([file, "--report", "-", "--quiet"])
+        #expect(result.status == 0, "\(result.standardError)")
+        let parsed = try report(result)
+        #expect(parsed["status"] as? String == "ok")
+        #expect(counts(parsed, 0)["copied"] == 3)
+        #expect(counts(parsed, 1) == ["keys": 3, "inSync": 0, "repaired": 3, "skipped": 0, "failed": 0, "queued": 0])
+        #expect(counts(parsed, 3) == ["checked": 3, "ok": 3, "failed": 0])
+        #expect(counts(parsed, 4)["skipped"] == 3)  // already under the current key
+        #expect(counts(parsed, 5)["items"] == 3)
+        #expect(counts(parsed, 6)["removed"] == 3)
+        #expect(counts(parsed, 7)["imported"] == 3)
+        let exported = try String(contentsOfFile: directory.file("out/all.json"), encoding: .utf8)
+        #expect(exported.contains("\"encrypted\""))
+        #expect(!exported.contains("dark"))
+        // The restore reproduced the key set exactly.
+        let check = try run([file, "--job", "check", "--report", "-", "--quiet"])
+        #expect(counts(try report(check), 0)["ok"] == 3)
+        let providers = parsed["providers"] as? [[String: Any]] ?? []
+        #expect(providers.map { $0["id"] as? String } == ["seed", "primary", "backup"])
+        #expect(providers.allSatisfy { ($0["requests"] as? Int ?? 0) > 0 })
+    }
+
+    @Test func aDryRunChangesNothingButTheReport() throws {
+        let file = try pipeline(
+            "dry.yaml", Self.seeded + "jobs:\n  - { type: migrate, from: seed, to: primary }\n  - { type: sync }\n")
+        #expect(try run([file, "--quiet"]).status == 0)
+        // Make the next sync have something to repair: one copy goes missing.
+        try FileManager.default.removeItem(atPath: directory.file("data/backup/favourites"))
+        let before = try snapshot()
+        let dry = try run([file, "--dry-run", "--report", "-", "--quiet"])
+        #expect(dry.status == 0)
+        let parsed = try report(dry)
+        #expect(parsed["dryRun"] as? Bool == true)
+        #expect(counts(parsed, 0)["copied"] == 3)  // would copy
+        #expect(counts(parsed, 1)["repaired"] == 1)  // would repair
+        #expect(try snapshot() == before)
+    }
+
+    private func snapshot() throws -> [String: Data] {
+        var files: [String: Data] = [:]
+        let enumerator = FileManager.default.enumerator(atPath: directory.path)
+        while let path = enumerator?.nextObject() as? String {
+            let full = directory.file(path)
+            var isDirectory: ObjCBool = false
+            if FileManager.default.fileExists(atPath: full, isDirectory: &isDirectory), !isDirectory.boolValue {
+                files[path] = FileManager.default.contents(atPath: full)
+            } else {
+                files[path + "/"] = Data()
+            }
+        }
+        return files
+    }
+
+    @Test func aSecondRunOfTheSamePipelineIsRefusedAndAStaleLockIsNot() throws {
+        let file = try pipeline("locked.yaml", Self.seeded + "jobs:\n  - { type: flush }\n")
+        let state = directory.file(".cloudsync/locked")
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        // A live process holds the lock: this test's own.
+        try "\(getpid())\n".write(toFile: state + "/run.lock", atomically: true, encoding: .utf8)
+        let refused = try run([file, "--quiet"])
+        #expect(refused.status == 75)
+        #expect(refused.standardError.contains("already running (process \(getpid())"))
+        // A lock left by a process that is gone does not block.
+        try "999999\n".write(toFile: state + "/run.lock", atomically: true, encoding: .utf8)
+        #expect(try run([file, "--quiet"]).status == 0)
+        #expect(!FileManager.default.fileExists(atPath: state + "/run.lock"))
+    }
+
+    @Test func exitCodesSayWhatKindOfFailure() throws {
+        let broken = try pipeline("broken.yaml", "providers: {}\n")
+        #expect(try run([broken]).status == 64)
+        let refused = try pipeline("refused.yaml", Self.seeded + "jobs:\n  - { type: clear, provider: primary }\n")
+        let refusal = try run([refused, "--report", "-", "--quiet"])
+        #expect(refusal.status == 2)
+        #expect((job(try report(refusal), 0)["error"] as? [String: Any])?["code"] as? String == "ERR_CONFIG")
+        #expect(try run([refused, "--yes", "--quiet"]).status == 0)
+        let failing = try pipeline(
+            "failing.yaml",
+            Self.seeded
+                + "jobs:\n  - { type: migrate, from: seed, to: phone }\n".replacingOccurrences(
+                    of: "phone", with: "primary")
+                + "  - { type: quota, warnAbove: 0.0, failOnWarning: true }\n")
+        // Quota of a provider with no total never warns; a tiny sqlite limit does.
+        let limited = try String(contentsOfFile: failing, encoding: .utf8).replacingOccurrences(
+            of: "path: data/primary.db }", with: "path: data/limited.db, maxBytes: 4096 }")
+        try limited.write(toFile: failing, atomically: true, encoding: .utf8)
+        let result = try run([failing, "--report", "-", "--quiet"])
+        #expect(result.status == 1)
+        #expect(try report(result)["status"] as? String == "failed")
+        #expect(try run(["--bogus"]).status == 64)
+        #expect(try run([failing, "--job", "nope"]).status == 64)
+    }
+
+    @Test func aReportGoesWhereThePipelineSays() throws {
+        let file = try pipeline(
+            "reported.yaml",
+            Self.seeded + "jobs:\n  - { type: flush }\nreport:\n  path: reports/{name}-{startedAt}.json\n")
+        let result = try run([file])
+        #expect(result.status == 0)
+        let reports = try FileManager.default.contentsOfDirectory(atPath: directory.file("reports"))
+        #expect(reports.count == 1)
+        #expect(reports[0].hasPrefix("reported-2"))
+        try expectValidReport(directory.file("reports/" + reports[0]))
+        #expect(result.standardError.contains("ok: report written to"))
+    }
+
+    @Test func sigintFinishesTheBatchAndReportsInterrupted() throws {
+        var items = ""
+        for index in 0..<3000 { items += "      k\(index): v\(index)\n" }
+        let file = try pipeline(
+            "long.yaml",
+            """
+            providers:
+              seed:
+                type: memory
+                items:
+            \(items)  slow: { type: directory, path: data/slow }
+            store:
+              providers: [slow]
+            jobs:
+              - { type: migrate, name: first, from: seed, to: slow }
+              - { type: migrate, name: second, from: seed, to: slow }
+
+            """)
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = ["run", file, "--quiet", "--report", directory.file("interrupted.json")]
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // Wait until the first files appear, then interrupt.
+        let deadline = Date().addingTimeInterval(30)
+        while Date() < deadline,
+            ((try? FileManager.default.contentsOfDirectory(atPath: directory.file("data/slow")))?.count ?? 0) < 5
+        {
+            usleep(2000)
+        }
+        kill(process.processIdentifier, SIGINT)
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 130)
+        try expectValidReport(directory.file("interrupted.json"))
+        let parsed = try #require(
+            try JSONSerialization.jsonObject(
+                with: Data(contentsOf: URL(fileURLWithPath: directory.file("interrupted.json"))))
+                as? [String: Any])
+        #expect(parsed["status"] as? String == "interrupted")
+        #expect(job(parsed, 1)["status"] as? String == "skipped")
+    }
+}
