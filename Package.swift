@@ -54,7 +54,9 @@ let package = Package(
         .testTarget(name: "CloudSyncSodiumTests", dependencies: ["CloudSyncSodium", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncYAMLTests", dependencies: ["CloudSyncYAML"]),
         .testTarget(name: "CloudSyncTests", dependencies: ["CloudSync", "CloudSyncTesting"]),
-        .testTarget(name: "CloudSyncCLITests", dependencies: ["CloudSyncCLI", "CloudSyncTesting", "cloudsync"]),
+        .testTarget(
+            name: "CloudSyncCLITests",
+            dependencies: ["CloudSyncCLI", "CloudSyncLocal", "CloudSyncTesting", "cloudsync"]),
         .testTarget(name: "CloudSyncTestingTests", dependencies: ["CloudSyncTesting"]),
         .testTarget(name: "CloudSyncPipelineTests", dependencies: ["CloudSyncPipeline", "CloudSyncTesting"]),
         .testTarget(

@@ -12,7 +12,7 @@ public struct CommandLineTool {
 
     let standardOutput: Writer
     let standardError: Writer
-    private let environment: [String: String]
+    let environment: [String: String]
 
     public init(
         standardOutput: @escaping Writer, standardError: @escaping Writer,

@@ -69,6 +69,33 @@ extension CommandLineTool {
                 errorWriter(line + "\n")
             }
         }
+        if showProgress {
+            // On a terminal the line is redrawn in place; with NO_COLOR set it is plain text, a line at a time.
+            let plain = environment["NO_COLOR"] != nil
+            let meter = Protected<(job: String, started: ContinuousClock.Instant, drawn: ContinuousClock.Instant?)>(
+                ("", .now, nil))
+            options.onProgress = { job, done, total in
+                let now = ContinuousClock.now
+                let (started, due) = meter.withLock { state -> (ContinuousClock.Instant, Bool) in
+                    state.job = job
+                    let interval: Duration = plain ? .seconds(1) : .milliseconds(200)
+                    guard state.drawn.map({ now - $0 >= interval }) ?? true else { return (state.started, false) }
+                    state.drawn = now
+                    return (state.started, true)
+                }
+                guard due else { return }
+                errorWriter(
+                    (plain ? "" : "\r\u{1B}[2K") + progressLine(job, done, total, elapsed: now - started)
+                        + (plain ? "\n" : ""))
+            }
+            // A job's clock starts when the one before it ends (the first's when the run starts).
+            let finish = options.onJobFinished
+            options.onJobFinished = { job in
+                meter.withLock { $0 = ("", .now, nil) }
+                if !plain { errorWriter("\r\u{1B}[2K") }
+                finish?(job)
+            }
+        }
         let interrupt = options.interrupt
         let signals = [SIGINT, SIGTERM].map { number -> DispatchSourceSignal in
             signal(number, SIG_IGN)
@@ -148,4 +175,15 @@ extension CommandLineTool {
             return .jobError
         }
     }
+}
+
+/// `job: done/total keys, rate keys/s, elapsed s, ETA s` — the total and ETA only when the total is known.
+func progressLine(_ job: String, _ done: Int, _ total: Int?, elapsed: Duration) -> String {
+    let seconds = max(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18, 0.001)
+    let rate = Double(done) / seconds
+    var line =
+        "\(job): \(done)" + (total.map { "/\($0)" } ?? "") + " keys, \(Int(rate)) keys/s, "
+        + String(format: "%.1f s elapsed", seconds)
+    if let total, rate > 0, done < total { line += String(format: ", ETA %.1f s", Double(total - done) / rate) }
+    return line
 }

@@ -11,8 +11,13 @@ struct JobExecutor {
 
     /// Keys per page the jobs walk.
     static let pageSize = 500
+    /// The running job's name, for progress.
+    var progressName = ""
 
-    func run(_ job: JobSpec) async -> RunReport.Job {
+    private func progress(_ done: Int, _ total: Int?) { options.onProgress?(progressName, done, total) }
+
+    mutating func run(_ job: JobSpec) async -> RunReport.Job {
+        progressName = job.name
         var entry = RunReport.Job(
             name: job.name, type: job.type, status: "ok", counts: [:], failures: [], failuresOmitted: 0)
         do throws(CloudSyncError) {
@@ -69,6 +74,7 @@ struct JobExecutor {
                         total.queued += result.queued
                         record(result.failed, in: &entry)
                         total.failed += result.failed
+                        progress(total.keys, nil)
                     }
                     cursor = page.nextCursor
                 } while cursor != nil
@@ -78,9 +84,11 @@ struct JobExecutor {
                 "failed": total.failed.count, "queued": total.queued,
             ]
         case .migrate(let from, let to, let keys, let continueOnError, let overwrite):
+            let name = progressName
+            let report = options.onProgress
             let result = try await store.migrate(
                 from: from, to: to, filter: keyFilter(keys), continueOnError: continueOnError,
-                overwrite: overwrite == .always)
+                overwrite: overwrite == .always, onProgress: { done, total in report?(name, done, total) })
             record(result.failed, in: &entry)
             entry.counts = [
                 "copied": result.copied.count, "skipped": result.skipped.count, "failed": result.failed.count,
@@ -193,6 +201,7 @@ struct JobExecutor {
                 values = try await store.read(batch, from: source)
             }
             for (key, value) in zip(batch, values) { if let value { items[key] = value } }
+            progress(min(start + Self.pageSize, keys.count), keys.count)
         }
         return items
     }
@@ -230,6 +239,7 @@ struct JobExecutor {
                 case .failure(let error): failed.append(KeyFailure(key: key, error: error))
                 }
             }
+            progress(min(start + Self.pageSize, keys.count), keys.count)
         }
         return (written, skipped, failed)
     }

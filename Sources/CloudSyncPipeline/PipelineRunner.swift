@@ -15,6 +15,8 @@ public struct RunOptions: Sendable {
     public var interrupt = InterruptFlag()
     /// Told, in words for people, what each job did as it ends.
     public var onJobFinished: (@Sendable (RunReport.Job) -> Void)?
+    /// Told how far the running job is: its name, keys done, and the total when known.
+    public var onProgress: (@Sendable (String, Int, Int?) -> Void)?
 
     public init() {}
 }
@@ -114,8 +116,8 @@ public struct PipelineRunner {
                     ))
                 continue
             }
-            let result = await JobExecutor(store: store, compiled: compiled, options: options, providers: providers)
-                .run(job)
+            var executor = JobExecutor(store: store, compiled: compiled, options: options, providers: providers)
+            let result = await executor.run(job)
             options.onJobFinished?(result)
             jobs.append(result)
         }

@@ -1,6 +1,10 @@
+import CloudSync
+import CloudSyncLocal
 import CloudSyncTesting
 import Foundation
 import Testing
+
+@testable import CloudSyncCLI
 
 /// `cloudsync run`, end to end: the built binary on pipelines in a temporary directory, its reports read back and
 /// checked against `schemas/report.schema.json`.
@@ -241,5 +245,50 @@ import Testing
                 as? [String: Any])
         #expect(parsed["status"] as? String == "interrupted")
         #expect(job(parsed, 1)["status"] as? String == "skipped")
+    }
+
+    @Test func outboxCommandsListFlushAndDiscard() async throws {
+        let file = try pipeline("queued.yaml", Self.seeded + "jobs:\n  - { type: flush }\n")
+        let state = directory.file(".cloudsync/queued")
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        do {
+            let storage = try SQLiteOutboxStorage(path: state + "/outbox.db")
+            for (id, key) in [(1, "a"), (2, "b")] {
+                try storage.replace(
+                    OutboxEntry(
+                        id: Int64(id), key: key, operation: .set, encodedValue: "value of \(key)", provider: "primary",
+                        attempts: 1, nextAttemptAtMs: 0, enqueuedAtMs: SystemClock().nowMilliseconds(),
+                        lastErrorCode: "ERR_OFFLINE"))
+            }
+        }
+        let listed = try ProcessRunner.run(executable, ["outbox", "list", file])
+        #expect(listed.status == 0)
+        #expect(listed.standardOutput.contains("set \"a\" on primary (attempt 1"))
+        #expect(!listed.standardOutput.contains("value of a"))
+        #expect(listed.standardError == "2 queued writes\n")
+        let flushed = try ProcessRunner.run(executable, ["outbox", "flush", file])
+        #expect(flushed.standardError == "drained 2, remaining 0, dropped 0\n")
+        let primary = try SQLiteProvider(path: directory.file("data/primary.db"))
+        #expect(try await primary.get(["a"])[0].get() == "value of a")
+        try SQLiteOutboxStorage(path: state + "/outbox.db").replace(
+            OutboxEntry(
+                id: 3, key: "c", operation: .remove, encodedValue: nil, provider: "primary", attempts: 1,
+                nextAttemptAtMs: 0, enqueuedAtMs: 0, lastErrorCode: "ERR_OFFLINE"))
+        let discarded = try ProcessRunner.run(executable, ["outbox", "discard", file])
+        #expect(discarded.standardError == "discarded 1 queued write\n")
+        #expect(try SQLiteOutboxStorage(path: state + "/outbox.db").loadAll().isEmpty)
+    }
+
+    @Test func keygenNeverOverwrites() throws {
+        let again = try ProcessRunner.run(executable, ["keygen", "--out", directory.file("keys/vault.key")])
+        #expect(again.status == 1)
+        #expect(again.standardError.contains("already exists; refusing to overwrite a key"))
+    }
+
+    @Test func progressLinesShowRateAndETAWhenTheTotalIsKnown() {
+        #expect(
+            progressLine("copy", 250, 1000, elapsed: .seconds(2))
+                == "copy: 250/1000 keys, 125 keys/s, 2.0 s elapsed, ETA 6.0 s")
+        #expect(progressLine("sync", 40, nil, elapsed: .milliseconds(500)) == "sync: 40 keys, 80 keys/s, 0.5 s elapsed")
     }
 }
