@@ -58,21 +58,9 @@ extension CloudStore {
                     result.failed.append(KeyFailure(key: key, error: error))
                 }
             }
-            guard !rewrites.isEmpty else { return }
-            let writes = rewrites
-            do throws(CloudSyncError) {
-                let answer = try await deadline(provider) { try await provider.set(writes) }
-                for (write, outcome) in zip(writes, try checkedCount(writes.count, provider: provider, answer)) {
-                    switch outcome {
-                    case .success: result.copied.append(write.key)
-                    case .failure(let error):
-                        result.failed.append(
-                            KeyFailure(key: write.key, error: error.attributed(provider: id, key: write.key)))
-                    }
-                }
-            } catch {
-                result.failed += writes.map { KeyFailure(key: $0.key, error: error.attributed(key: $0.key)) }
-            }
+            let (written, failed) = await writeBatch(rewrites, to: provider)
+            result.copied += written
+            result.failed += failed
         }
         return result
     }

@@ -53,3 +53,27 @@ extension CloudStore {
         return results.map { $0 ?? .failure(CloudSyncError(.providerFailure, "no result", provider: providerID)) }
     }
 }
+
+extension CloudStore {
+    /// Writes already-encoded items to one provider in one call under the deadline: the keys written, and the
+    /// failures (every key of the batch when the call itself failed).
+    func writeBatch(_ items: [KeyValue], to provider: any Provider) async -> (written: [String], failed: [KeyFailure]) {
+        guard !items.isEmpty else { return ([], []) }
+        do throws(CloudSyncError) {
+            let answer = try await deadline(provider) { try await provider.set(items) }
+            var written: [String] = []
+            var failed: [KeyFailure] = []
+            for (item, outcome) in zip(items, try checkedCount(items.count, provider: provider, answer)) {
+                switch outcome {
+                case .success: written.append(item.key)
+                case .failure(let error):
+                    failed.append(
+                        KeyFailure(key: item.key, error: error.attributed(provider: provider.id, key: item.key)))
+                }
+            }
+            return (written, failed)
+        } catch {
+            return ([], items.map { KeyFailure(key: $0.key, error: error.attributed(key: $0.key)) })
+        }
+    }
+}

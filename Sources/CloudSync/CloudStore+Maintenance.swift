@@ -169,23 +169,9 @@ extension CloudStore {
             } catch {
                 failures += batch.map { KeyFailure(key: $0, error: error.attributed(key: $0)) }
             }
-            if !copies.isEmpty {
-                let writes = copies
-                do throws(CloudSyncError) {
-                    let answer = try await deadline(to) { try await to.set(writes) }
-                    for (copy, written) in zip(copies, try checkedCount(copies.count, provider: to, answer)) {
-                        switch written {
-                        case .success: result.copied.append(copy.key)
-                        case .failure(let error):
-                            failures.append(
-                                KeyFailure(key: copy.key, error: error.attributed(provider: destination, key: copy.key))
-                            )
-                        }
-                    }
-                } catch {
-                    failures += copies.map { KeyFailure(key: $0.key, error: error.attributed(key: $0.key)) }
-                }
-            }
+            let (written, failed) = await writeBatch(copies, to: to)
+            result.copied += written
+            failures += failed
             result.failed += failures.sorted { $0.key < $1.key }
             onProgress?(result.copied.count + result.skipped.count + result.failed.count, result.total)
             if !continueOnError && !failures.isEmpty {

@@ -8,9 +8,6 @@ public final class CloudStore: Sendable {
         var availability: [String: (available: Bool, expiresAtMs: Int64)] = [:]
         /// Bumped on account changes, so a probe that started before one cannot memoise a stale answer.
         var availabilityGeneration = 0
-        var accountHandlers: [Int: @Sendable (AccountEvent) -> Void] = [:]
-        var remoteHandlers: [Int: @Sendable (RemoteChange) -> Void] = [:]
-        var nextHandlerID = 0
         var providerSubscriptions: [ProviderSubscription] = []
         var recentEventIDs: [String] = []
         var disposed = false
@@ -21,6 +18,8 @@ public final class CloudStore: Sendable {
     private let accountEvents: AsyncStream<AccountEvent>.Continuation
     private let accountEventPump: Task<Void, Never>
     let keyLocks = KeyLocks()
+    private let accountListeners = Subscribers<AccountEvent>()
+    private let remoteListeners = Subscribers<RemoteChange>()
     private let autoFlush = Protected<Task<Void, Never>?>(nil)
 
     /// A store over `providers`, in preference order.
@@ -32,6 +31,7 @@ public final class CloudStore: Sendable {
         self.state = Protected(State(providers: providers))
         let (stream, continuation) = AsyncStream.makeStream(of: AccountEvent.self)
         self.accountEvents = continuation
+        let listeners = accountListeners
         let state = self.state
         // One consumer keeps account events in order and finishes clearing caches before listeners hear of them.
         self.accountEventPump = Task {
@@ -40,8 +40,7 @@ public final class CloudStore: Sendable {
                     let providers = state.withLock { $0.providers }
                     for provider in providers { await provider.clearCaches() }
                 }
-                let handlers = state.withLock { Array($0.accountHandlers.values) }
-                for handler in handlers { handler(event) }
+                listeners.notify(event)
             }
         }
         for provider in providers { subscribe(to: provider) }
@@ -89,12 +88,12 @@ public final class CloudStore: Sendable {
     public func dispose() {
         let subscriptions = state.withLock { state in
             state.disposed = true
-            state.accountHandlers = [:]
-            state.remoteHandlers = [:]
             defer { state.providerSubscriptions = [] }
             return state.providerSubscriptions
         }
         for subscription in subscriptions { subscription.cancel() }
+        accountListeners.removeAll()
+        remoteListeners.removeAll()
         accountEvents.finish()
         accountEventPump.cancel()
         autoFlush.withLock { $0?.cancel() }
@@ -277,8 +276,8 @@ public final class CloudStore: Sendable {
     }
 
     private func receive(_ change: RemoteChange) {
-        let handlers = state.withLock { Array($0.remoteHandlers.values) }
-        for handler in handlers { handler(change) }
+        guard !state.withLock({ $0.disposed }) else { return }
+        remoteListeners.notify(change)
     }
 
     /// Calls `handler` for account changes of every provider, merged; one system event relayed by two providers
@@ -287,26 +286,12 @@ public final class CloudStore: Sendable {
     /// On an identity change the store has already dropped memoised availability, told the outbox to abandon queued
     /// writes and cleared every provider's caches by the time `handler` runs.
     public func onAccountChange(_ handler: @escaping @Sendable (AccountEvent) -> Void) -> ProviderSubscription {
-        let id = state.withLock { state in
-            defer { state.nextHandlerID += 1 }
-            state.accountHandlers[state.nextHandlerID] = handler
-            return state.nextHandlerID
-        }
-        return ProviderSubscription { [weak self] in
-            self?.state.withLock { _ = $0.accountHandlers.removeValue(forKey: id) }
-        }
+        accountListeners.add(handler)
     }
 
     /// Calls `handler` when any provider reports data changed elsewhere.
     public func onRemoteChange(_ handler: @escaping @Sendable (RemoteChange) -> Void) -> ProviderSubscription {
-        let id = state.withLock { state in
-            defer { state.nextHandlerID += 1 }
-            state.remoteHandlers[state.nextHandlerID] = handler
-            return state.nextHandlerID
-        }
-        return ProviderSubscription { [weak self] in
-            self?.state.withLock { _ = $0.remoteHandlers.removeValue(forKey: id) }
-        }
+        remoteListeners.add(handler)
     }
 }
 

@@ -30,9 +30,6 @@ public final class FaultInjectingProvider: Provider {
         var keysRequested: [Operation: Int] = [:]
         var clearCachesCalls = 0
         var hanging: [Operation: Int] = [:]
-        var accountHandlers: [Int: @Sendable (AccountEvent) -> Void] = [:]
-        var remoteHandlers: [Int: @Sendable (RemoteChange) -> Void] = [:]
-        var nextHandlerID = 0
     }
 
     public let wrapped: any Provider
@@ -40,6 +37,8 @@ public final class FaultInjectingProvider: Provider {
     public let capabilities: ProviderCapabilities
     private let clock: any StoreClock
     private let settings = Mutex(Settings())
+    private let accountListeners = Subscribers<AccountEvent>()
+    private let remoteListeners = Subscribers<RemoteChange>()
 
     /// Wraps `wrapped`, optionally under another id and with other capabilities; latency sleeps on `clock`.
     public init(
@@ -116,15 +115,13 @@ public final class FaultInjectingProvider: Provider {
 
     /// Delivers an account event to subscribers, as the provider's platform would.
     public func emitAccountEvent(identityChanged: Bool, status: AccountStatus = .available, eventID: String? = nil) {
-        let handlers = settings.withLock { Array($0.accountHandlers.values) }
-        let event = AccountEvent(identityChanged: identityChanged, status: status, provider: id, eventID: eventID)
-        for handler in handlers { handler(event) }
+        accountListeners.notify(
+            AccountEvent(identityChanged: identityChanged, status: status, provider: id, eventID: eventID))
     }
 
     /// Delivers a remote-change event to subscribers.
     public func emitRemoteChange(keys: [String]?) {
-        let handlers = settings.withLock { Array($0.remoteHandlers.values) }
-        for handler in handlers { handler(RemoteChange(provider: id, keys: keys)) }
+        remoteListeners.notify(RemoteChange(provider: id, keys: keys))
     }
 
     // MARK: Provider
@@ -206,29 +203,13 @@ public final class FaultInjectingProvider: Provider {
     public func subscribeToAccountChanges(_ handler: @escaping @Sendable (AccountEvent) -> Void)
         -> ProviderSubscription?
     {
-        guard capabilities.emitsAccountEvents else { return nil }
-        let id = settings.withLock { settings in
-            defer { settings.nextHandlerID += 1 }
-            settings.accountHandlers[settings.nextHandlerID] = handler
-            return settings.nextHandlerID
-        }
-        return ProviderSubscription { [weak self] in
-            self?.settings.withLock { _ = $0.accountHandlers.removeValue(forKey: id) }
-        }
+        capabilities.emitsAccountEvents ? accountListeners.add(handler) : nil
     }
 
     public func subscribeToRemoteChanges(_ handler: @escaping @Sendable (RemoteChange) -> Void)
         -> ProviderSubscription?
     {
-        guard capabilities.emitsRemoteChanges else { return nil }
-        let id = settings.withLock { settings in
-            defer { settings.nextHandlerID += 1 }
-            settings.remoteHandlers[settings.nextHandlerID] = handler
-            return settings.nextHandlerID
-        }
-        return ProviderSubscription { [weak self] in
-            self?.settings.withLock { _ = $0.remoteHandlers.removeValue(forKey: id) }
-        }
+        capabilities.emitsRemoteChanges ? remoteListeners.add(handler) : nil
     }
 
     public func clearCaches() async {
