@@ -112,9 +112,11 @@ extension CloudStore {
     ///     ``MigrationResult/completed`` is false.
     ///   - overwrite: when false, keys the destination already holds are skipped rather than replaced.
     ///   - onProgress: called with (keys done, total) after each batch.
+    ///   - shouldStop: asked before each batch; when it answers true the migration stops there, not completed.
     public func migrate(
         from source: String, to destination: String, filter: (@Sendable (String) -> Bool)? = nil,
-        continueOnError: Bool = true, overwrite: Bool = true, onProgress: (@Sendable (Int, Int) -> Void)? = nil
+        continueOnError: Bool = true, overwrite: Bool = true, onProgress: (@Sendable (Int, Int) -> Void)? = nil,
+        shouldStop: (@Sendable () -> Bool)? = nil
     ) async throws(CloudSyncError) -> MigrationResult {
         let from = try provider(withID: source)
         let to = try provider(withID: destination)
@@ -128,6 +130,10 @@ extension CloudStore {
         var result = MigrationResult(total: keys.count)
         let batchSize = min(from.capabilities.batchLimit, to.capabilities.batchLimit)
         for chunk in keys.chunked(batchSize) {
+            if shouldStop?() == true {
+                result.completed = false
+                break
+            }
             let batch = Array(chunk)
             var copies: [KeyValue] = []
             var failures: [KeyFailure] = []

@@ -88,11 +88,13 @@ struct JobExecutor {
             let report = options.onProgress
             let result = try await store.migrate(
                 from: from, to: to, filter: keyFilter(keys), continueOnError: continueOnError,
-                overwrite: overwrite == .always, onProgress: { done, total in report?(name, done, total) })
+                overwrite: overwrite == .always, onProgress: { done, total in report?(name, done, total) },
+                shouldStop: { [interrupt = options.interrupt] in interrupt.isRaised })
             record(result.failed, in: &entry)
             entry.counts = [
                 "copied": result.copied.count, "skipped": result.skipped.count, "failed": result.failed.count,
             ]
+            if !result.completed && options.interrupt.isRaised { entry.status = "interrupted" }
         case .clear(let provider, let confirm):
             guard confirm || options.yes else {
                 throw CloudSyncError(

@@ -28,7 +28,7 @@ public enum ReportSchema {
                 "properties": {
                   "name": { "type": "string" },
                   "type": { "enum": ["sync", "migrate", "clear", "quota", "export", "import", "verify", "rekey", "flush"] },
-                  "status": { "description": "ok, failed (some keys failed, or a quota warning under failOnWarning), error (could not run), skipped (not run: interrupted).", "enum": ["ok", "failed", "error", "skipped"] },
+                  "status": { "description": "ok, failed (some keys failed, or a quota warning under failOnWarning), error (could not run), interrupted (stopped after a batch by SIGINT or SIGTERM), skipped (not run: interrupted before it started).", "enum": ["ok", "failed", "error", "interrupted", "skipped"] },
                   "counts": { "description": "Job-specific counts (sync: keys, inSync, repaired, skipped, failed, queued; migrate: copied, skipped, failed; ...).", "type": "object", "additionalProperties": { "type": "integer", "minimum": 0 } },
                   "failures": { "description": "The first 100 failing keys.", "type": "array", "items": { "$ref": "#/$defs/failure" } },
                   "failuresOmitted": { "description": "Failing keys beyond the first 100.", "type": "integer", "minimum": 0 },

@@ -25,7 +25,7 @@ public struct RunReport: Codable, Sendable {
         public var name: String
         public var type: String
         /// `ok`, `failed` (some keys failed, or a quota warning under failOnWarning), `error` (the job could not run),
-        /// `skipped` (not run because the run was interrupted).
+        /// `interrupted` (stopped after a batch by a signal), `skipped` (not run because the run was interrupted).
         public var status: String
         public var counts: [String: Int]
         public var failures: [Failure]

@@ -166,6 +166,8 @@ private let minimal = """
     @Test func theSchemaFileIsTheOneTheBinaryPrints() throws {
         let file = try String(contentsOfFile: repositoryRoot + "/schemas/pipeline.schema.json", encoding: .utf8)
         #expect(file == PipelineSchema.json + "\n")
+        let report = try String(contentsOfFile: repositoryRoot + "/schemas/report.schema.json", encoding: .utf8)
+        #expect(report == ReportSchema.json + "\n")
         #expect(try JSONSerialization.jsonObject(with: Data(file.utf8)) is [String: Any])
     }
 
