@@ -87,7 +87,8 @@ extension CloudStore {
     /// Space used and available on every available provider that can know; providers that cannot are left out
     /// rather than guessed.
     public func quota() async throws(CloudSyncError) -> [QuotaEntry] {
-        let providers = await available(try configuredProviders()).filter(\.capabilities.reportsQuota)
+        let providers = await available(try configuredProviders() + attachedProviders()).filter(
+            \.capabilities.reportsQuota)
         var entries: [QuotaEntry] = []
         for provider in providers {
             do throws(CloudSyncError) {

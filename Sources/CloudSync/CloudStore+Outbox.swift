@@ -24,7 +24,7 @@ extension CloudStore {
     @discardableResult
     public func flushOutbox() async throws(CloudSyncError) -> FlushResult {
         guard let outbox = options.outbox else { return FlushResult(drained: 0, remaining: 0, dropped: 0) }
-        let configured = try configuredProviders()
+        let configured = try configuredProviders() + attachedProviders()
         let (candidates, expired) = outbox.due(now: options.clock.nowMilliseconds())
         var result = FlushResult(drained: 0, remaining: 0, dropped: expired)
         let keys = Set(candidates.map(\.key))

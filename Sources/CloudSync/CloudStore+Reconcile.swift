@@ -22,7 +22,8 @@ extension CloudStore {
         -> ReconcileResult
     {
         let configured = try configuredProviders()
-        let chosen = providerIDs.map { ids in configured.filter { ids.contains($0.id) } } ?? configured
+        let chosen =
+            providerIDs.map { ids in (configured + attachedProviders()).filter { ids.contains($0.id) } } ?? configured
         let providers = await available(chosen)
         guard !providers.isEmpty else { throw noProviderError(chosen) }
         let unique = Self.unique(keys)

@@ -5,6 +5,8 @@
 public final class CloudStore: Sendable {
     struct State {
         var providers: [any Provider]
+        /// Providers reachable by id (migrate, verify, rekey, direct reads and writes) outside the preference order.
+        var attached: [any Provider] = []
         var availability: [String: (available: Bool, expiresAtMs: Int64)] = [:]
         /// Bumped on account changes, so a probe that started before one cannot memoise a stale answer.
         var availabilityGeneration = 0
@@ -25,10 +27,15 @@ public final class CloudStore: Sendable {
     /// A store over `providers`, in preference order.
     ///
     /// Provider ids must be unique.
-    public init(providers: [any Provider], options: StoreOptions = StoreOptions()) throws(CloudSyncError) {
-        try Self.checkUniqueIDs(providers.map(\.id))
+    ///
+    /// `attached` providers can be named in `migrate`, `verify`, `rekey`, `quota` and the single-provider reads and
+    /// writes, but take no part in reads, writes, listing or clearing through the store.
+    public init(
+        providers: [any Provider], attached: [any Provider] = [], options: StoreOptions = StoreOptions()
+    ) throws(CloudSyncError) {
+        try Self.checkUniqueIDs((providers + attached).map(\.id))
         self.options = options
-        self.state = Protected(State(providers: providers))
+        self.state = Protected(State(providers: providers, attached: attached))
         let (stream, continuation) = AsyncStream.makeStream(of: AccountEvent.self)
         self.accountEvents = continuation
         let listeners = accountListeners
@@ -43,7 +50,7 @@ public final class CloudStore: Sendable {
                 listeners.notify(event)
             }
         }
-        for provider in providers { subscribe(to: provider) }
+        for provider in providers + attached { subscribe(to: provider) }
         if options.outbox != nil, let interval = options.autoFlushInterval {
             let clock = options.clock
             autoFlush.withLock { task in
@@ -78,7 +85,7 @@ public final class CloudStore: Sendable {
     /// Adds `provider` at the end of the preference order (the in-memory provider in tests, for example).
     public func register(_ provider: any Provider) throws(CloudSyncError) {
         try state.withLock { state throws(CloudSyncError) in
-            try Self.checkUniqueIDs(state.providers.map(\.id) + [provider.id])
+            try Self.checkUniqueIDs((state.providers + state.attached).map(\.id) + [provider.id])
             state.providers.append(provider)
         }
         subscribe(to: provider)
@@ -108,8 +115,11 @@ public final class CloudStore: Sendable {
         return providers
     }
 
+    /// The attached providers, outside the preference order.
+    func attachedProviders() -> [any Provider] { state.withLock { $0.attached } }
+
     func provider(withID id: String) throws(CloudSyncError) -> any Provider {
-        guard let provider = try configuredProviders().first(where: { $0.id == id }) else {
+        guard let provider = try (configuredProviders() + attachedProviders()).first(where: { $0.id == id }) else {
             throw CloudSyncError(
                 .invalidConfiguration,
                 "no provider with id \(id) is configured; configured: \(providerIDs.joined(separator: ", "))",

@@ -92,11 +92,13 @@ public struct PipelineRunner {
         storeOptions.outbox = outbox
         let store: CloudStore
         do {
+            // Providers the file declares outside store.providers are reachable by jobs, not by the store's routing.
             store = try CloudStore(
-                providers: spec.store.providers.compactMap { providers[$0] }, options: storeOptions)
-            for provider in spec.providers where !spec.store.providers.contains(provider.id) {
-                try store.register(providers[provider.id]!)
-            }
+                providers: spec.store.providers.compactMap { providers[$0] },
+                attached: spec.providers.filter { !spec.store.providers.contains($0.id) }.compactMap {
+                    providers[$0.id]
+                },
+                options: storeOptions)
         } catch {
             throw RunRefusal.cannotStart(error.description)
         }

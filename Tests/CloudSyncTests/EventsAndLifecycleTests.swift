@@ -129,6 +129,29 @@ final class EventInbox<Event: Sendable>: Sendable {
         #expect(error?.code == .invalidConfiguration)
     }
 
+    @Test func attachedProvidersAreReachableByIDButOutsideRouting() async throws {
+        let primary = makeProvider("primary")
+        let archive = makeProvider("archive")
+        let store = try CloudStore(
+            providers: [primary], attached: [archive],
+            options: {
+                var o = StoreOptions()
+                o.timeout = nil
+                o.writeMode = .mirror
+                return o
+            }())
+        #expect(try await store.set("v", forKey: "k").stored == ["primary"])
+        #expect(try await raw(archive, "k") == nil)
+        #expect(try await store.migrate(from: "primary", to: "archive").copied == ["k"])
+        _ = try await archive.set([KeyValue("only-archived", "x")])
+        #expect(try await store.get("only-archived") == nil)
+        #expect(try await store.allKeys().keys == ["k"])
+        #expect(try await store.verify(provider: "archive").ok == 2)
+        #expect(throws: CloudSyncError.self) {
+            try CloudStore(providers: [primary], attached: [makeProvider("primary")])
+        }
+    }
+
     @Test func duplicateIDsAreRefused() {
         let error = #expect(throws: CloudSyncError.self) {
             try CloudStore(providers: [MemoryProvider(id: "a"), MemoryProvider(id: "a")])
