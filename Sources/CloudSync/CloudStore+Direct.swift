@@ -48,8 +48,16 @@ extension CloudStore {
                 results[index] = .failure(error)
             }
         }
+        let keys = Set(deliveries.map(\.key))
+        await keyLocks.acquire(keys)
         let outcomes = await deliver(.set, [deliveries], to: [provider])
-        for (index, outcome) in outcomes { results[index] = outcome.first?.result }
+        keyLocks.release(keys)
+        for (index, outcome) in outcomes {
+            results[index] = outcome.first?.result
+            if case .success = outcome.first?.result {
+                options.outbox?.superseded(key: items[index].key, provider: providerID)
+            }
+        }
         return results.map { $0 ?? .failure(CloudSyncError(.providerFailure, "no result", provider: providerID)) }
     }
 }

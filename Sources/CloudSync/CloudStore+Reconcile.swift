@@ -82,6 +82,10 @@ extension CloudStore {
             }
             if !needsWrite { result.inSync += 1 }
         }
+        // These are writes: they must not overlap an outbox flush of the same keys.
+        let writtenKeys = Set(writes.flatMap { $0.map(\.key) })
+        await keyLocks.acquire(writtenKeys)
+        defer { keyLocks.release(writtenKeys) }
         let outcomes = await deliver(.set, writes, to: providers)
         for (item, results) in outcomes.sorted(by: { $0.key < $1.key }) {
             let key = unique[item]

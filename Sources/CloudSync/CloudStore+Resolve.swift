@@ -69,6 +69,10 @@ extension CloudStore {
             }
         }
         if repairs.contains(where: { !$0.isEmpty }) {
+            // A repair is a write: it must not overlap an outbox flush of the same key.
+            let repairedKeys = Set(repairs.flatMap { $0.map(\.key) })
+            await keyLocks.acquire(repairedKeys)
+            defer { keyLocks.release(repairedKeys) }
             let outcomes = await deliver(.set, repairs, to: providers)
             for (item, results) in outcomes {
                 for outcome in results {
