@@ -25,13 +25,18 @@ public final class DirectoryProvider: Provider {
     public init(id: String = "directory", root: String, maxValueBytes: Int? = nil) throws(CloudSyncError) {
         self.id = id
         self.root = root.hasSuffix("/") && root.count > 1 ? String(root.dropLast()) : root
-        self.capabilities = ProviderCapabilities(
-            maxValueBytes: maxValueBytes, tier: .file, batchLimit: 100, canList: true, reportsQuota: true)
+        self.capabilities = Self.capabilities(maxValueBytes: maxValueBytes)
         do {
             try LocalFiles.createDirectory(self.root)
         } catch {
             throw error.attributed(provider: id)
         }
+    }
+
+    /// What a directory provider can do; the pipeline planner reads it before any directory is created.
+    public static func capabilities(maxValueBytes: Int?) -> ProviderCapabilities {
+        ProviderCapabilities(
+            maxValueBytes: maxValueBytes, tier: .file, batchLimit: 100, canList: true, reportsQuota: true)
     }
 
     public func isAvailable() async -> Bool {

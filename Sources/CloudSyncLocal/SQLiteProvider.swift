@@ -39,8 +39,7 @@ public final class SQLiteProvider: Provider {
         self.path = path
         self.maxBytes = maxBytes
         self.clock = clock
-        self.capabilities = ProviderCapabilities(
-            maxValueBytes: maxValueBytes, tier: .file, batchLimit: 500, canList: true, reportsQuota: true)
+        self.capabilities = Self.capabilities(maxValueBytes: maxValueBytes)
         do {
             if readOnlySnapshot {
                 // A dry run reads the file as it is and writes nothing, not even a lock or a journal.
@@ -63,6 +62,12 @@ public final class SQLiteProvider: Provider {
         } catch {
             throw CloudSyncError(.invalidConfiguration, "cannot open \(path): \(error)", provider: id)
         }
+    }
+
+    /// What a SQLite provider can do; the pipeline planner reads it before any database is opened.
+    public static func capabilities(maxValueBytes: Int?) -> ProviderCapabilities {
+        ProviderCapabilities(
+            maxValueBytes: maxValueBytes, tier: .file, batchLimit: 500, canList: true, reportsQuota: true)
     }
 
     public func isAvailable() async -> Bool { true }

@@ -42,9 +42,9 @@ public struct CompiledPipeline: Sendable {
         case .memory:
             return ProviderCapabilities(maxValueBytes: provider.maxValueBytes, reportsQuota: false)
         case .sqlite:
-            return ProviderCapabilities(maxValueBytes: provider.maxValueBytes, batchLimit: 500, reportsQuota: true)
+            return SQLiteProvider.capabilities(maxValueBytes: provider.maxValueBytes)
         case .directory:
-            return ProviderCapabilities(maxValueBytes: provider.maxValueBytes, batchLimit: 100, reportsQuota: true)
+            return DirectoryProvider.capabilities(maxValueBytes: provider.maxValueBytes)
         }
     }
 
