@@ -3,7 +3,6 @@ import CloudSyncCrypto
 import CloudSyncLocal
 import CloudSyncSodium
 import CloudSyncYAML
-import Foundation
 
 /// A provider type that is recognised but has no implementation on this platform (the iCloud key-value store has
 /// no API outside Apple's systems): never available, but its key rules and tier still apply when listed.
@@ -154,7 +153,13 @@ public enum PipelineCompiler {
                 throw CloudSyncError(
                     .invalidConfiguration, "environment variable \(variable) is not set; it should hold a base64 key")
             }
-            return try .raw(id: key.id, decodeKey(value, origin: "environment variable \(variable)"))
+            let bytes: SecretBytes
+            do {
+                bytes = try SecretBytes.load(base64Key: value, origin: "environment variable \(variable)")
+            } catch {
+                throw CloudSyncError(.invalidConfiguration, error.message)
+            }
+            return try .raw(id: key.id, bytes)
         case .passphraseEnvironment(let variable):
             guard let value = environment[variable], !value.isEmpty else {
                 throw CloudSyncError(
@@ -164,17 +169,5 @@ public enum PipelineCompiler {
         case .passphraseFile(let path):
             return try .passphrase(id: key.id, file: path.value)
         }
-    }
-
-    private static func decodeKey(_ base64: String, origin: String) throws(CloudSyncError) -> SecretBytes {
-        // Standard base64, as key files hold it; the URL-safe decoder takes it once its alphabet is mapped.
-        let urlSafe = String(
-            base64.trimmingCharacters(in: .whitespacesAndNewlines).compactMap { character -> Character? in
-                character == "+" ? "-" : character == "/" ? "_" : character == "=" ? nil : character
-            })
-        guard var bytes = Base64URL.decode(urlSafe), bytes.count == 32 else {
-            throw CloudSyncError(.invalidConfiguration, "\(origin) does not hold a base64 key of 32 bytes")
-        }
-        return SecretBytes(zeroing: &bytes)
     }
 }

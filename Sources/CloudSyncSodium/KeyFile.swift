@@ -40,6 +40,20 @@ extension SecretBytes {
             origin: "environment variable \(name)")
     }
 
+    /// Decodes a key given as base64 text (a trailing newline allowed); `origin` names where it came from in errors.
+    public static func load(base64Key text: String, origin: String, byteCount: Int = XChaCha20Poly1305.keyByteCount)
+        throws(SodiumError) -> SecretBytes
+    {
+        Sodium.ensureInitialized()
+        var text = text
+        let result = text.withUTF8 { bytes in
+            Result { () throws(SodiumError) in
+                try decodeBase64Key(UnsafeRawBufferPointer(bytes), byteCount: byteCount, origin: origin)
+            }
+        }
+        return try result.get()
+    }
+
     /// A passphrase from an environment variable, taken byte for byte (the variable's own copy cannot be wiped).
     public static func passphrase(environmentVariable name: String) throws(SodiumError) -> SecretBytes {
         guard let value = getenv(name) else {

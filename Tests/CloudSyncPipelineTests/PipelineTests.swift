@@ -104,6 +104,23 @@ private let minimal = """
         #expect(FileManager.default.fileExists(atPath: directory.file("data/p.db")))
     }
 
+    @Test func aKeyFromTheEnvironmentIsDecodedOrRefusedByName() throws {
+        let source =
+            minimal + "codecs:\n  vault:\n    type: xchacha20poly1305\n    keys: [{ id: k1, env: VAULT_KEY }]\n"
+        let spec = try load(source)
+        let key = Data(repeating: 7, count: 32).base64EncodedString()
+        let compiled = try PipelineCompiler.compile(spec, environment: ["VAULT_KEY": key + "\n"])
+        #expect(compiled.codecs["vault"]?.keys.map(\.id) == ["k1"])
+        let error = #expect(throws: PipelineError.self) {
+            try PipelineCompiler.compile(spec, environment: ["VAULT_KEY": "not a key"])
+        }
+        #expect(
+            error?.diagnostics.first?.message
+                == "key `k1` of codec `vault`: environment variable VAULT_KEY is not valid base64; expected one line of "
+                + "base64 holding 32 bytes, as `cloudsync keygen` writes")
+        #expect(error?.description.contains("not a key") == false)
+    }
+
     @Test func storeOptionsFollowTheFile() throws {
         let spec = try load(
             """
