@@ -7,6 +7,36 @@ extension CloudStore {
         return keys
     }
 
+    /// One page of one provider's keys, under the deadline; `ERR_UNSUPPORTED` when it cannot list.
+    public func keyPage(of providerID: String, after cursor: String?, limit: Int) async throws(CloudSyncError)
+        -> KeyPage
+    {
+        let provider = try provider(withID: providerID)
+        guard provider.capabilities.canList else {
+            throw CloudSyncError(.unsupported, "this provider cannot list its keys", provider: providerID)
+        }
+        return try await deadline(provider) { try await provider.listKeys(after: cursor, limit: limit) }
+    }
+
+    /// Removes keys from one provider only, bypassing the write mode, in batches of its limit; one result per key.
+    public func remove(_ keys: [String], from providerID: String) async throws(CloudSyncError)
+        -> [Result<Void, CloudSyncError>]
+    {
+        let provider = try provider(withID: providerID)
+        let deliveries = keys.enumerated().map { Delivery(item: $0, key: $1, encoded: nil) }
+        let locked = Set(keys)
+        await keyLocks.acquire(locked)
+        let outcomes = await deliver(.remove, [deliveries], to: [provider])
+        keyLocks.release(locked)
+        return keys.indices.map { index in
+            let result =
+                outcomes[index]?.first?.result
+                ?? .failure(CloudSyncError(.providerFailure, "no result", provider: providerID, key: keys[index]))
+            if case .success = result { options.outbox?.superseded(key: keys[index], provider: providerID) }
+            return result
+        }
+    }
+
     /// Values of `keys` on one provider only, decoded with its codec, positionally; in batches of its limit.
     public func read(_ keys: [String], from providerID: String) async throws(CloudSyncError) -> [String?] {
         let provider = try provider(withID: providerID)

@@ -57,13 +57,7 @@ struct JobExecutor {
                 var cursor: String?
                 repeat {
                     if options.interrupt.isRaised { break }
-                    let after = cursor
-                    let page: KeyPage
-                    do {
-                        page = try await provider.listKeys(after: after, limit: Self.pageSize)
-                    } catch {
-                        throw CloudSyncError.wrappingListing(error, provider: id)
-                    }
+                    let page = try await store.keyPage(of: id, after: cursor, limit: Self.pageSize)
                     let fresh = page.keys.filter { seen.insert($0).inserted }
                     if !fresh.isEmpty {
                         let result = try await store.reconcile(fresh, among: ids)
@@ -157,34 +151,22 @@ struct JobExecutor {
 
     /// Removes every key one provider lists, page by page.
     private func clear(_ id: String) async throws(CloudSyncError) -> (Int, [KeyFailure]) {
-        guard let provider = providers[id] else { return (0, []) }
         var removed = 0
         var failed: [KeyFailure] = []
-        while !options.interrupt.isRaised {
-            // Removing as it goes, so each page starts again from the beginning of what is left.
-            let page: KeyPage
-            do {
-                page = try await provider.listKeys(after: nil, limit: Self.pageSize)
-            } catch {
-                throw CloudSyncError.wrappingListing(error, provider: id)
-            }
-            let remaining = page.keys.filter { key in !failed.contains { $0.key == key } }
-            if remaining.isEmpty { break }
-            let results: [Result<Void, CloudSyncError>]
-            do {
-                results = try await provider.remove(remaining)
-            } catch {
-                throw CloudSyncError.wrappingListing(error, provider: id)
-            }
-            for (key, result) in zip(remaining, results) {
+        var cursor: String?
+        repeat {
+            if options.interrupt.isRaised { break }
+            // Listing continues after the last key seen, so removals behind the cursor do not disturb it.
+            let page = try await store.keyPage(of: id, after: cursor, limit: Self.pageSize)
+            for (key, result) in zip(page.keys, try await store.remove(page.keys, from: id)) {
                 if case .failure(let error) = result {
                     failed.append(KeyFailure(key: key, error: error))
                 } else {
                     removed += 1
                 }
             }
-            if options.dryRun { break }  // a dry run removes nothing, so the same page would come back
-        }
+            cursor = page.nextCursor
+        } while cursor != nil
         return (removed, failed)
     }
 
@@ -244,12 +226,5 @@ struct JobExecutor {
             progress(min(start + Self.pageSize, keys.count), keys.count)
         }
         return (written, skipped, failed)
-    }
-}
-
-extension CloudSyncError {
-    static func wrappingListing(_ error: any Error, provider: String) -> CloudSyncError {
-        (error as? CloudSyncError)?.attributed(provider: provider)
-            ?? CloudSyncError(.providerFailure, "provider failed: \(error)", provider: provider)
     }
 }

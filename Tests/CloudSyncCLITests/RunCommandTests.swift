@@ -282,6 +282,31 @@ import Testing
         #expect(try SQLiteOutboxStorage(path: state + "/outbox.db").loadAll().isEmpty)
     }
 
+    @Test func clearWalksEveryPageOfAProvider() throws {
+        var items = ""
+        for index in 0..<1234 { items += "      k\(index): v\(index)\n" }
+        let file = try pipeline(
+            "wipe.yaml",
+            """
+            providers:
+              seed:
+                type: memory
+                items:
+            \(items)  files: { type: directory, path: data/files }
+            store:
+              providers: [files]
+            jobs:
+              - { type: migrate, name: fill, from: seed, to: files }
+              - { type: clear, name: wipe, provider: files, confirm: true }
+
+            """)
+        let result = try run([file, "--report", "-", "--quiet"])
+        #expect(result.status == 0)
+        let parsed = try report(result)
+        #expect(counts(parsed, 1) == ["removed": 1234, "failed": 0])
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.file("data/files")).isEmpty)
+    }
+
     @Test func keygenNeverOverwrites() throws {
         let again = try ProcessRunner.run(executable, ["keygen", "--out", directory.file("keys/vault.key")])
         #expect(again.status == 1)
