@@ -22,19 +22,7 @@ extension CloudStore {
     public func remove(_ keys: [String], from providerID: String) async throws(CloudSyncError)
         -> [Result<Void, CloudSyncError>]
     {
-        let provider = try provider(withID: providerID)
-        let deliveries = keys.enumerated().map { Delivery(item: $0, key: $1, encoded: nil) }
-        let locked = Set(keys)
-        await keyLocks.acquire(locked)
-        let outcomes = await deliver(.remove, [deliveries], to: [provider])
-        keyLocks.release(locked)
-        return keys.indices.map { index in
-            let result =
-                outcomes[index]?.first?.result
-                ?? .failure(CloudSyncError(.providerFailure, "no result", provider: providerID, key: keys[index]))
-            if case .success = result { options.outbox?.superseded(key: keys[index], provider: providerID) }
-            return result
-        }
+        await directly(.remove, keys.map { KeyValue($0, "") }, on: try provider(withID: providerID))
     }
 
     /// Values of `keys` on one provider only, decoded with its codec, positionally; in batches of its limit.
@@ -78,40 +66,45 @@ extension CloudStore {
                 results[index] = .failure(error)
             }
         }
-        let keys = Set(deliveries.map(\.key))
-        await keyLocks.acquire(keys)
-        let outcomes = await deliver(.set, [deliveries], to: [provider])
-        keyLocks.release(keys)
-        for (index, outcome) in outcomes {
-            results[index] = outcome.first?.result
-            if case .success = outcome.first?.result {
-                options.outbox?.superseded(key: items[index].key, provider: providerID)
-            }
-        }
+        let outcomes = await directly(.set, deliveries.map { KeyValue($0.key, $0.encoded ?? "") }, on: provider)
+        for (delivery, outcome) in zip(deliveries, outcomes) { results[delivery.item] = outcome }
         return results.map { $0 ?? .failure(CloudSyncError(.providerFailure, "no result", provider: providerID)) }
     }
 }
 
 extension CloudStore {
-    /// Writes already-encoded items to one provider in one call under the deadline: the keys written, and the
-    /// failures (every key of the batch when the call itself failed).
-    func writeBatch(_ items: [KeyValue], to provider: any Provider) async -> (written: [String], failed: [KeyFailure]) {
-        guard !items.isEmpty else { return ([], []) }
-        do throws(CloudSyncError) {
-            let answer = try await deadline(provider) { try await provider.set(items) }
-            var written: [String] = []
-            var failed: [KeyFailure] = []
-            for (item, outcome) in zip(items, try checkedCount(items.count, provider: provider, answer)) {
-                switch outcome {
-                case .success: written.append(item.key)
-                case .failure(let error):
-                    failed.append(
-                        KeyFailure(key: item.key, error: error.attributed(provider: provider.id, key: item.key)))
-                }
-            }
-            return (written, failed)
-        } catch {
-            return ([], items.map { KeyFailure(key: $0.key, error: error.attributed(key: $0.key)) })
+    /// Sends already-encoded sets (or removes) to one provider, bypassing the write mode.
+    ///
+    /// Batches follow its limit and the deadline; the keys' locks are held so no outbox flush of them overlaps; a
+    /// change that lands supersedes the key's queued entry for that provider. One result per item.
+    func directly(_ operation: FailedWrite.Operation, _ items: [KeyValue], on provider: any Provider) async
+        -> [Result<Void, CloudSyncError>]
+    {
+        guard !items.isEmpty else { return [] }
+        let keys = Set(items.map(\.key))
+        await keyLocks.acquire(keys)
+        defer { keyLocks.release(keys) }
+        let deliveries = items.enumerated().map { Delivery(item: $0, key: $1.key, encoded: $1.value) }
+        let outcomes = await deliver(operation, [deliveries], to: [provider])
+        return items.indices.map { index in
+            let result =
+                outcomes[index]?.first?.result
+                ?? .failure(CloudSyncError(.providerFailure, "no result", provider: provider.id, key: items[index].key))
+            if case .success = result { options.outbox?.superseded(key: items[index].key, provider: provider.id) }
+            return result
         }
+    }
+
+    /// ``directly(_:_:on:)`` for sets, split into the keys written and the failures.
+    func writeBatch(_ items: [KeyValue], to provider: any Provider) async -> (written: [String], failed: [KeyFailure]) {
+        var written: [String] = []
+        var failed: [KeyFailure] = []
+        for (item, result) in zip(items, await directly(.set, items, on: provider)) {
+            switch result {
+            case .success: written.append(item.key)
+            case .failure(let error): failed.append(KeyFailure(key: item.key, error: error))
+            }
+        }
+        return (written, failed)
     }
 }
