@@ -143,22 +143,3 @@ import Testing
         }
     }
 }
-
-/// Hands out 0, 1, 2, ...
-///
-/// to concurrent callers.
-final class Counter: Sendable {
-    private let value = ProtectedCounter()
-    func next() -> Int { value.next() }
-}
-
-private final class ProtectedCounter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var count = 0
-    func next() -> Int {
-        lock.withLock {
-            defer { count += 1 }
-            return count
-        }
-    }
-}

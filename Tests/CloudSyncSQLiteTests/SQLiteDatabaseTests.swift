@@ -79,11 +79,11 @@ import Testing
     }
 
     @Test func appliesEachMigrationExactlyOnceAcrossReopenings() throws {
-        let runs = RunCounter()
+        let runs = Counter()
         let migrator = SQLiteMigrator([
             SQLiteMigration("create items", sql: "CREATE TABLE items (key TEXT PRIMARY KEY, value TEXT)"),
             SQLiteMigration("add updated_at") { db in
-                runs.increment()
+                runs.next()
                 try db.executeScript("ALTER TABLE items ADD COLUMN updated_at INTEGER")
             },
         ])
@@ -209,12 +209,4 @@ import Testing
         let count = try await database.read { try $0.query("SELECT count(*) FROM t") { $0.int64(0) } }
         #expect(count == [160])
     }
-}
-
-/// Counts calls from a migration body, which must be Sendable.
-final class RunCounter: @unchecked Sendable {
-    private let lock = NSLock()
-    private var count = 0
-    func increment() { lock.withLock { count += 1 } }
-    var value: Int { lock.withLock { count } }
 }
