@@ -31,6 +31,18 @@ import Testing
         return path
     }
 
+    /// A pipeline whose memory provider `seed` starts with `keys` items, beside a directory provider `directory`
+    /// that is the store.
+    private func seededDirectoryPipeline(_ name: String, keys: Int, directory: String, jobs: [String]) throws -> String
+    {
+        let items = (0..<keys).map { "      k\($0): v\($0)\n" }.joined()
+        return try pipeline(
+            name + ".yaml",
+            "providers:\n  seed:\n    type: memory\n    items:\n\(items)"
+                + "  \(directory): { type: directory, path: data/\(directory) }\n"
+                + "store:\n  providers: [\(directory)]\njobs:\n" + jobs.map { "  - \($0)\n" }.joined())
+    }
+
     private func run(_ arguments: [String]) throws -> ProcessResult {
         try ProcessRunner.run(executable, ["run"] + arguments)
     }
@@ -206,23 +218,12 @@ import Testing
     }
 
     @Test func sigintFinishesTheBatchAndReportsInterrupted() throws {
-        var items = ""
-        for index in 0..<3000 { items += "      k\(index): v\(index)\n" }
-        let file = try pipeline(
-            "long.yaml",
-            """
-            providers:
-              seed:
-                type: memory
-                items:
-            \(items)  slow: { type: directory, path: data/slow }
-            store:
-              providers: [slow]
-            jobs:
-              - { type: migrate, name: first, from: seed, to: slow }
-              - { type: migrate, name: second, from: seed, to: slow }
-
-            """)
+        let file = try seededDirectoryPipeline(
+            "long", keys: 3000, directory: "slow",
+            jobs: [
+                "{ type: migrate, name: first, from: seed, to: slow }",
+                "{ type: migrate, name: second, from: seed, to: slow }",
+            ])
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = ["run", file, "--quiet", "--report", directory.file("interrupted.json")]
@@ -283,23 +284,12 @@ import Testing
     }
 
     @Test func clearWalksEveryPageOfAProvider() throws {
-        var items = ""
-        for index in 0..<1234 { items += "      k\(index): v\(index)\n" }
-        let file = try pipeline(
-            "wipe.yaml",
-            """
-            providers:
-              seed:
-                type: memory
-                items:
-            \(items)  files: { type: directory, path: data/files }
-            store:
-              providers: [files]
-            jobs:
-              - { type: migrate, name: fill, from: seed, to: files }
-              - { type: clear, name: wipe, provider: files, confirm: true }
-
-            """)
+        let file = try seededDirectoryPipeline(
+            "wipe", keys: 1234, directory: "files",
+            jobs: [
+                "{ type: migrate, name: fill, from: seed, to: files }",
+                "{ type: clear, name: wipe, provider: files, confirm: true }",
+            ])
         let result = try run([file, "--report", "-", "--quiet"])
         #expect(result.status == 0)
         let parsed = try report(result)
