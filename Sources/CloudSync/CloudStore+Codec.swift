@@ -39,7 +39,7 @@ extension CloudStore {
         let provider = try provider(withID: id)
         guard let codec = codec(for: provider) else {
             throw CloudSyncError(
-                .invalidConfiguration, "provider \(id) has no codec, so there is nothing to re-key with", provider: id)
+                .config, "provider \(id) has no codec, so there is nothing to re-key with", provider: id)
         }
         var result = MigrationResult()
         try await forEachStoredBatch(of: provider) { batch throws(CloudSyncError) in

@@ -68,7 +68,7 @@ extension CloudStore {
         }
         let outcomes = await directly(.set, deliveries.map { KeyValue($0.key, $0.encoded ?? "") }, on: provider)
         for (delivery, outcome) in zip(deliveries, outcomes) { results[delivery.item] = outcome }
-        return results.map { $0 ?? .failure(CloudSyncError(.providerFailure, "no result", provider: providerID)) }
+        return results.map { $0 ?? .failure(CloudSyncError(.provider, "no result", provider: providerID)) }
     }
 }
 
@@ -89,7 +89,7 @@ extension CloudStore {
         return items.indices.map { index in
             let result =
                 outcomes[index]?.first?.result
-                ?? .failure(CloudSyncError(.providerFailure, "no result", provider: provider.id, key: items[index].key))
+                ?? .failure(CloudSyncError(.provider, "no result", provider: provider.id, key: items[index].key))
             if case .success = result { options.outbox?.superseded(key: items[index].key, provider: provider.id) }
             return result
         }

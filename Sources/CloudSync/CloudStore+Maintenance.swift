@@ -39,7 +39,7 @@ extension CloudStore {
             try await body(page.keys)
             guard page.nextCursor != after || page.nextCursor == nil else {
                 throw CloudSyncError(
-                    .providerFailure, "listing returned the same cursor twice; it would never end",
+                    .provider, "listing returned the same cursor twice; it would never end",
                     provider: provider.id)
             }
             cursor = page.nextCursor
@@ -123,7 +123,7 @@ extension CloudStore {
         let to = try provider(withID: destination)
         guard source != destination else {
             throw CloudSyncError(
-                .invalidConfiguration, "cannot migrate provider \(source) onto itself", provider: source)
+                .config, "cannot migrate provider \(source) onto itself", provider: source)
         }
         var keys: [String] = []
         try await forEachPage(of: from) { page in keys += filter.map { page.filter($0) } ?? page }

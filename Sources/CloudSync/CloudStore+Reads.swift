@@ -82,7 +82,7 @@ extension CloudStore {
     func checkedCount<T>(_ expected: Int, provider: any Provider, _ results: [T]) throws(CloudSyncError) -> [T] {
         guard results.count == expected else {
             throw CloudSyncError(
-                .providerFailure,
+                .provider,
                 "provider returned \(results.count) results for \(expected) keys; a provider must return one per key",
                 provider: provider.id)
         }

@@ -28,7 +28,7 @@ extension CloudStore {
         guard !providers.isEmpty else { throw noProviderError(chosen) }
         let unique = Self.unique(keys)
         let reads = await readEverywhere(unique, from: providers)
-        let resolver = options.resolver ?? Resolver { $0.first?.value }
+        let resolver = options.resolver ?? Resolver.custom { $0.first?.value }
         var result = ReconcileResult()
         result.keys = unique.count
         var writes = [[Delivery]](repeating: [], count: providers.count)

@@ -12,7 +12,7 @@ public final class CloudStore: Sendable {
         var availabilityGeneration = 0
         var providerSubscriptions: [ProviderSubscription] = []
         var recentEventIDs: [String] = []
-        var disposed = false
+        var closed = false
     }
 
     let options: StoreOptions
@@ -74,7 +74,7 @@ public final class CloudStore: Sendable {
         var seen = Set<String>()
         for id in ids where !seen.insert(id).inserted {
             throw CloudSyncError(
-                .invalidConfiguration, "two providers share the id \(id); give each provider its own id",
+                .config, "two providers share the id \(id); give each provider its own id",
                 provider: id)
         }
     }
@@ -91,10 +91,10 @@ public final class CloudStore: Sendable {
         subscribe(to: provider)
     }
 
-    /// Releases provider subscriptions and listeners; every later operation fails with `ERR_DISPOSED`.
-    public func dispose() {
+    /// Releases provider subscriptions and listeners; every later operation fails with `ERR_CLOSED`.
+    public func close() {
         let subscriptions = state.withLock { state in
-            state.disposed = true
+            state.closed = true
             defer { state.providerSubscriptions = [] }
             return state.providerSubscriptions
         }
@@ -108,10 +108,10 @@ public final class CloudStore: Sendable {
 
     // MARK: Providers, availability and deadlines
 
-    /// The configured providers, or `ERR_DISPOSED`.
+    /// The configured providers, or `ERR_CLOSED`.
     func configuredProviders() throws(CloudSyncError) -> [any Provider] {
-        let (providers, disposed) = state.withLock { ($0.providers, $0.disposed) }
-        guard !disposed else { throw CloudSyncError(.disposed, "the store was disposed; create a new one") }
+        let (providers, closed) = state.withLock { ($0.providers, $0.closed) }
+        guard !closed else { throw CloudSyncError(.closed, "the store was closed; create a new one") }
         return providers
     }
 
@@ -121,7 +121,7 @@ public final class CloudStore: Sendable {
     func provider(withID id: String) throws(CloudSyncError) -> any Provider {
         guard let provider = try (configuredProviders() + attachedProviders()).first(where: { $0.id == id }) else {
             throw CloudSyncError(
-                .invalidConfiguration,
+                .config,
                 "no provider with id \(id) is configured; configured: \(providerIDs.joined(separator: ", "))",
                 provider: id)
         }
@@ -266,7 +266,7 @@ public final class CloudStore: Sendable {
 
     private func receive(_ event: AccountEvent) {
         let isNew = state.withLock { state -> Bool in
-            guard !state.disposed else { return false }
+            guard !state.closed else { return false }
             if let id = event.eventID {
                 if state.recentEventIDs.contains(id) { return false }
                 state.recentEventIDs.append(id)
@@ -286,7 +286,7 @@ public final class CloudStore: Sendable {
     }
 
     private func receive(_ change: RemoteChange) {
-        guard !state.withLock({ $0.disposed }) else { return }
+        guard !state.withLock({ $0.closed }) else { return }
         remoteListeners.notify(change)
     }
 

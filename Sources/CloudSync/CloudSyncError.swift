@@ -18,7 +18,7 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     /// The account exists but is temporarily unavailable.
     public static let accountUnavailable = ErrorCode(rawValue: "ERR_ACCOUNT_UNAVAILABLE")
     /// The provider failed on its side (an HTTP 5xx); trying again later may work.
-    public static let serverError = ErrorCode(rawValue: "ERR_SERVER")
+    public static let server = ErrorCode(rawValue: "ERR_SERVER")
     /// Nobody is signed in to the provider, or the credentials were revoked.
     public static let notSignedIn = ErrorCode(rawValue: "ERR_NOT_SIGNED_IN")
     /// The provider is full.
@@ -38,17 +38,21 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     /// The provider cannot do what was asked (list keys, for example).
     public static let unsupported = ErrorCode(rawValue: "ERR_UNSUPPORTED")
     /// The provider failed in a way none of the other codes describe, or broke the provider contract.
-    public static let providerFailure = ErrorCode(rawValue: "ERR_PROVIDER")
-    /// The store was disposed.
-    public static let disposed = ErrorCode(rawValue: "ERR_DISPOSED")
+    public static let provider = ErrorCode(rawValue: "ERR_PROVIDER")
+    /// The operation was cancelled by its caller (a task cancelled, a run interrupted); nothing failed.
+    ///
+    /// Not retryable by the outbox: the caller chose to stop.
+    public static let cancelled = ErrorCode(rawValue: "ERR_CANCELLED")
+    /// The store was closed.
+    public static let closed = ErrorCode(rawValue: "ERR_CLOSED")
     /// The store or a provider was configured inconsistently (two providers with one id, an unknown provider).
-    public static let invalidConfiguration = ErrorCode(rawValue: "ERR_CONFIG")
+    public static let config = ErrorCode(rawValue: "ERR_CONFIG")
 
     /// Every code the library produces, in documentation order.
     public static let all: [ErrorCode] = [
-        .timeout, .offline, .rateLimited, .accountUnavailable, .serverError, .notSignedIn, .quotaExceeded,
+        .timeout, .offline, .rateLimited, .accountUnavailable, .server, .notSignedIn, .quotaExceeded,
         .payloadTooLarge, .invalidKey, .containerMisconfigured, .decode, .encode, .noProvider, .unsupported,
-        .providerFailure, .disposed, .invalidConfiguration,
+        .provider, .cancelled, .closed, .config,
     ]
 
     /// Whether trying the same operation again later may succeed without anyone doing anything.
@@ -57,7 +61,7 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     /// configuration) and fails at once.
     public var isRetryable: Bool {
         switch self {
-        case .timeout, .offline, .rateLimited, .accountUnavailable, .serverError: return true
+        case .timeout, .offline, .rateLimited, .accountUnavailable, .server: return true
         default: return false
         }
     }
@@ -113,7 +117,10 @@ public struct CloudSyncError: Error, Sendable, Equatable, CustomStringConvertibl
     /// Any error a provider threw, as a `CloudSyncError`.
     static func wrapping(_ error: any Error, provider: String, key: String? = nil) -> CloudSyncError {
         if let error = error as? CloudSyncError { return error.attributed(provider: provider, key: key) }
+        if error is CancellationError {
+            return CloudSyncError(.cancelled, "the operation was cancelled", provider: provider, key: key)
+        }
         return CloudSyncError(
-            .providerFailure, "provider failed: \(error)", provider: provider, key: key)
+            .provider, "provider failed: \(error)", provider: provider, key: key)
     }
 }

@@ -18,68 +18,77 @@ public struct Candidate: Sendable, Equatable {
 public struct Resolver: Sendable {
     private let body: @Sendable ([Candidate]) -> String?
 
-    /// A resolver of your own.
-    public init(_ resolve: @escaping @Sendable ([Candidate]) -> String?) { body = resolve }
+    private init(_ resolve: @escaping @Sendable ([Candidate]) -> String?) { body = resolve }
 
+    /// A resolver of your own: any deterministic function of the candidates.
+    public static func custom(_ resolve: @escaping @Sendable ([Candidate]) -> String?) -> Resolver {
+        Resolver(resolve)
+    }
+
+    /// The value a read returns for these candidates, or nil for "none of these".
     public func resolve(_ candidates: [Candidate]) -> String? { body(candidates) }
 }
 
-/// Newest wins, for JSON objects that carry a timestamp in `field`.
-///
-/// The field may hold epoch milliseconds (a number, or a string of digits) or an ISO-8601 date-time with or without
-/// fractional seconds, ending in `Z` or an offset. A candidate that can be dated beats one that cannot; among equals
-/// the earlier provider wins, so results do not flap. When none can be dated, the first candidate wins. Values that
-/// are not JSON objects cannot be dated; they are not errors.
-public func resolveByTimestamp(_ field: String) -> Resolver {
-    Resolver { candidates in
-        var best: (value: String, time: Double?)?
-        for candidate in candidates {
-            let time = Timestamp.milliseconds(in: candidate.value, field: field)
-            guard let current = best else {
-                best = (candidate.value, time)
-                continue
+extension Resolver {
+    /// Newest wins, for JSON objects that carry a timestamp in `field`.
+    ///
+    /// The field may hold epoch milliseconds (a number, or a string of digits) or an ISO-8601 date-time with or without
+    /// fractional seconds, ending in `Z` or an offset. A candidate that can be dated beats one that cannot; among equals
+    /// the earlier provider wins, so results do not flap. When none can be dated, the first candidate wins. Values that
+    /// are not JSON objects cannot be dated; they are not errors.
+    public static func timestamp(field: String) -> Resolver {
+        Resolver { candidates in
+            var best: (value: String, time: Double?)?
+            for candidate in candidates {
+                let time = Timestamp.milliseconds(in: candidate.value, field: field)
+                guard let current = best else {
+                    best = (candidate.value, time)
+                    continue
+                }
+                switch (current.time, time) {
+                case (nil, .some):
+                    best = (candidate.value, time)  // a date beats no date
+                case (.some(let kept), .some(let offered)) where offered > kept:
+                    best = (candidate.value, time)  // strictly newer; on a tie the earlier provider stays
+                default:
+                    break
+                }
             }
-            switch (current.time, time) {
-            case (nil, .some):
-                best = (candidate.value, time)  // a date beats no date
-            case (.some(let kept), .some(let offered)) where offered > kept:
-                best = (candidate.value, time)  // strictly newer; on a tie the earlier provider stays
-            default:
-                break
-            }
+            return best?.value
         }
-        return best?.value
     }
 }
 
-/// Merges JSON arrays: every element of every candidate, once, for lists where two devices adding different
-/// elements should both survive (favourite ids, dismissed tips).
-///
-/// Elements are the same when their `id` field is equal (or, with no `id` given or for elements without that field,
-/// when the elements are equal as JSON). Earlier providers' elements come first, each list in its own order.
-/// Candidates that are not JSON arrays are left out of the merge; when none is an array, the first candidate wins
-/// unchanged. Deletions do not propagate: a plain array has no record of what used to be in it, so an element removed
-/// on one side comes back from the other. Track removals yourself (a separate removed-ids list) when that matters.
-public func resolveByUnion(id: String? = nil) -> Resolver {
-    Resolver { candidates in
-        var merged: [Any] = []
-        var seen = Set<String>()
-        var anyArray = false
-        for candidate in candidates {
-            guard let elements = JSONValue.parse(candidate.value) as? [Any] else { continue }
-            anyArray = true
-            for element in elements {
-                let identity: String
-                if let id, let object = element as? [String: Any], let value = object[id] {
-                    identity = "id:" + JSONValue.canonical(value)
-                } else {
-                    identity = "element:" + JSONValue.canonical(element)
+extension Resolver {
+    /// Merges JSON arrays: every element of every candidate, once, for lists where two devices adding different
+    /// elements should both survive (favourite ids, dismissed tips).
+    ///
+    /// Elements are the same when their `id` field is equal (or, with no `id` given or for elements without that field,
+    /// when the elements are equal as JSON). Earlier providers' elements come first, each list in its own order.
+    /// Candidates that are not JSON arrays are left out of the merge; when none is an array, the first candidate wins
+    /// unchanged. Deletions do not propagate: a plain array has no record of what used to be in it, so an element removed
+    /// on one side comes back from the other. Track removals yourself (a separate removed-ids list) when that matters.
+    public static func union(id: String? = nil) -> Resolver {
+        Resolver { candidates in
+            var merged: [Any] = []
+            var seen = Set<String>()
+            var anyArray = false
+            for candidate in candidates {
+                guard let elements = JSONValue.parse(candidate.value) as? [Any] else { continue }
+                anyArray = true
+                for element in elements {
+                    let identity: String
+                    if let id, let object = element as? [String: Any], let value = object[id] {
+                        identity = "id:" + JSONValue.canonical(value)
+                    } else {
+                        identity = "element:" + JSONValue.canonical(element)
+                    }
+                    if seen.insert(identity).inserted { merged.append(element) }
                 }
-                if seen.insert(identity).inserted { merged.append(element) }
             }
+            guard anyArray else { return candidates.first?.value }
+            return JSONValue.canonical(merged)
         }
-        guard anyArray else { return candidates.first?.value }
-        return JSONValue.canonical(merged)
     }
 }
 

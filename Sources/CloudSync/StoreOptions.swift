@@ -63,7 +63,7 @@ public struct StoreOptions: Sendable {
     public var onError: (@Sendable (CloudSyncError) -> Void)?
     /// Where writes that failed for a retryable reason wait for a retry; nil rejects them instead.
     public var outbox: Outbox?
-    /// With an outbox, flush it this often while the store lives (stopped by `dispose()`); nil flushes only when
+    /// With an outbox, flush it this often while the store lives (stopped by `close()`); nil flushes only when
     /// asked.
     public var autoFlushInterval: Duration?
     public var clock: any StoreClock = SystemClock()

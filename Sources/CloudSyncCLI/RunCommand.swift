@@ -158,14 +158,14 @@ extension CommandLineTool {
                 standardError("\(pending.count) queued write\(pending.count == 1 ? "" : "s")\n")
             case "discard":
                 let store = try CloudStore(providers: [], options: options)
-                defer { store.dispose() }
+                defer { store.close() }
                 let count = store.discardPendingWrites()
                 standardError("discarded \(count) queued write\(count == 1 ? "" : "s")\n")
             default:
                 let providers = try compiled.openProviders()
                 let store = try CloudStore(
                     providers: compiled.spec.store.providers.compactMap { providers[$0] }, options: options)
-                defer { store.dispose() }
+                defer { store.close() }
                 let result = try await store.flushOutbox()
                 standardError("drained \(result.drained), remaining \(result.remaining), dropped \(result.dropped)\n")
             }

@@ -36,7 +36,7 @@ public final class EnvelopeCodec: ValueCodec {
         public static func raw(id: String, _ key: SecretBytes) throws(CloudSyncError) -> Key {
             try checkID(id)
             guard key.count == XChaCha20Poly1305.keyByteCount else {
-                throw CloudSyncError(.invalidConfiguration, "key \(id) has \(key.count) bytes; a key must be 32 bytes")
+                throw CloudSyncError(.config, "key \(id) has \(key.count) bytes; a key must be 32 bytes")
             }
             return Key(id: id, material: .raw(key))
         }
@@ -53,10 +53,10 @@ public final class EnvelopeCodec: ValueCodec {
             do {
                 try limits.validate()
             } catch {
-                throw CloudSyncError(.invalidConfiguration, "key \(id): \(error.message)")
+                throw CloudSyncError(.config, "key \(id): \(error.message)")
             }
             guard salt.count == Argon2id.saltByteCount else {
-                throw CloudSyncError(.invalidConfiguration, "key \(id): an Argon2id salt must be 16 bytes")
+                throw CloudSyncError(.config, "key \(id): an Argon2id salt must be 16 bytes")
             }
             return Key(id: id, material: .passphrase(passphrase, limits, salt: salt))
         }
@@ -67,7 +67,7 @@ public final class EnvelopeCodec: ValueCodec {
             }
             guard !id.isEmpty, id.utf8.count <= 64, allowed else {
                 throw CloudSyncError(
-                    .invalidConfiguration,
+                    .config,
                     "key id \"\(id)\" must be 1 to 64 ASCII letters, digits, '.', '_' or '-'")
             }
         }
@@ -102,11 +102,11 @@ public final class EnvelopeCodec: ValueCodec {
 
     public init(keys: [Key], allowPlaintext: Bool = false) throws(CloudSyncError) {
         guard !keys.isEmpty else {
-            throw CloudSyncError(.invalidConfiguration, "an encryption codec needs at least one key")
+            throw CloudSyncError(.config, "an encryption codec needs at least one key")
         }
         var seen = Set<String>()
         for key in keys where !seen.insert(key.id).inserted {
-            throw CloudSyncError(.invalidConfiguration, "two keys share the id \(key.id); key ids must be unique")
+            throw CloudSyncError(.config, "two keys share the id \(key.id); key ids must be unique")
         }
         self.keys = keys
         self.allowPlaintext = allowPlaintext

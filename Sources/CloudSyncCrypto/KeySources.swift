@@ -36,7 +36,7 @@ extension EnvelopeCodec.Key {
         do {
             return try load()
         } catch {
-            throw CloudSyncError(.invalidConfiguration, error.message)
+            throw CloudSyncError(.config, error.message)
         }
     }
 }
@@ -48,6 +48,6 @@ public func generateKeyFile(at path: String) throws(CloudSyncError) {
     do {
         try SecretBytes.random(count: XChaCha20Poly1305.keyByteCount).save(keyFile: path)
     } catch {
-        throw CloudSyncError(.invalidConfiguration, error.message)
+        throw CloudSyncError(.config, error.message)
     }
 }

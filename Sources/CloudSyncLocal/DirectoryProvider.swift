@@ -51,7 +51,7 @@ public final class DirectoryProvider: Provider {
 
     private func failure(_ action: String, _ path: String, _ code: Int32, key: String? = nil) -> CloudSyncError {
         let reason = String(cString: strerror(code))
-        let errorCode: ErrorCode = code == ENOSPC || code == EDQUOT ? .quotaExceeded : .providerFailure
+        let errorCode: ErrorCode = code == ENOSPC || code == EDQUOT ? .quotaExceeded : .provider
         return CloudSyncError(errorCode, "cannot \(action) \(path): \(reason)", provider: id, key: key)
     }
 

@@ -17,7 +17,7 @@ enum LocalFiles {
         if FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory) {
             guard isDirectory.boolValue else {
                 throw CloudSyncError(
-                    .invalidConfiguration, "\(directory) exists and is not a directory; choose another path")
+                    .config, "\(directory) exists and is not a directory; choose another path")
             }
             return
         }
@@ -25,7 +25,7 @@ enum LocalFiles {
             try FileManager.default.createDirectory(
                 atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
-            throw CloudSyncError(.invalidConfiguration, "cannot create the directory \(directory): \(error)")
+            throw CloudSyncError(.config, "cannot create the directory \(directory): \(error)")
         }
     }
 

@@ -53,14 +53,14 @@ public final class SQLiteProvider: Provider {
             }
         } catch let error as SQLiteError where error.code.primary == .notADatabase || error.code.primary == .corrupt {
             throw CloudSyncError(
-                .invalidConfiguration,
+                .config,
                 "\(path) is not a usable SQLite database (\(error.message)); it was left untouched: point the "
                     + "provider's path at another file, or move this one away",
                 provider: id)
         } catch let error as CloudSyncError {
             throw error.attributed(provider: id)
         } catch {
-            throw CloudSyncError(.invalidConfiguration, "cannot open \(path): \(error)", provider: id)
+            throw CloudSyncError(.config, "cannot open \(path): \(error)", provider: id)
         }
     }
 
@@ -179,7 +179,7 @@ extension SQLiteError {
         case .full:
             return CloudSyncError(.quotaExceeded, "the disk is full: \(message)", provider: provider)
         default:
-            return CloudSyncError(.providerFailure, description, provider: provider)
+            return CloudSyncError(.provider, description, provider: provider)
         }
     }
 }

@@ -32,7 +32,7 @@ enum ExportFile {
             try (text + "\n").write(toFile: path, atomically: true, encoding: .utf8)
             chmod(path, 0o600)
         } catch {
-            throw CloudSyncError(.providerFailure, "cannot write the export file \(path): \(error)")
+            throw CloudSyncError(.provider, "cannot write the export file \(path): \(error)")
         }
     }
 
@@ -40,7 +40,7 @@ enum ExportFile {
         guard let data = FileManager.default.contents(atPath: path),
             var object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
         else {
-            throw CloudSyncError(.invalidConfiguration, "\(path) is missing or is not an export file (JSON object)")
+            throw CloudSyncError(.config, "\(path) is missing or is not an export file (JSON object)")
         }
         if let envelope = object["encrypted"] as? String {
             var opened: String?
@@ -59,7 +59,7 @@ enum ExportFile {
             object = inner
         }
         guard object["version"] as? Int == 1, let items = object["items"] as? [String: String] else {
-            throw CloudSyncError(.invalidConfiguration, "\(path) is not a version 1 export file with string items")
+            throw CloudSyncError(.config, "\(path) is not a version 1 export file with string items")
         }
         return items
     }

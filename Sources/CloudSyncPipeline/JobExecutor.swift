@@ -92,7 +92,7 @@ struct JobExecutor {
         case .clear(let provider, let confirm):
             guard confirm || options.yes else {
                 throw CloudSyncError(
-                    .invalidConfiguration,
+                    .config,
                     "clear removes data: refused without `confirm: true` in the job or --yes on the command line")
             }
             if let provider {

@@ -60,8 +60,8 @@ public struct CompiledPipeline: Sendable {
         }
         switch store.resolver {
         case .none: options.resolver = nil
-        case .timestamp(let field): options.resolver = resolveByTimestamp(field)
-        case .union(let id): options.resolver = resolveByUnion(id: id)
+        case .timestamp(let field): options.resolver = Resolver.timestamp(field: field)
+        case .union(let id): options.resolver = Resolver.union(id: id)
         }
         options.repairOnRead = store.repairOnRead
         options.validateKeys = store.validateKeys
@@ -151,19 +151,19 @@ public enum PipelineCompiler {
         case .environment(let variable):
             guard let value = environment[variable] else {
                 throw CloudSyncError(
-                    .invalidConfiguration, "environment variable \(variable) is not set; it should hold a base64 key")
+                    .config, "environment variable \(variable) is not set; it should hold a base64 key")
             }
             let bytes: SecretBytes
             do {
                 bytes = try SecretBytes.load(base64Key: value, origin: "environment variable \(variable)")
             } catch {
-                throw CloudSyncError(.invalidConfiguration, error.message)
+                throw CloudSyncError(.config, error.message)
             }
             return try .raw(id: key.id, bytes)
         case .passphraseEnvironment(let variable):
             guard let value = environment[variable], !value.isEmpty else {
                 throw CloudSyncError(
-                    .invalidConfiguration, "environment variable \(variable) is not set; it should hold the passphrase")
+                    .config, "environment variable \(variable) is not set; it should hold the passphrase")
             }
             return try .passphrase(id: key.id, SecretBytes(utf8: value))
         case .passphraseFile(let path):

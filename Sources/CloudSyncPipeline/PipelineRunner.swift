@@ -102,7 +102,7 @@ public struct PipelineRunner {
         } catch {
             throw RunRefusal.cannotStart(error.description)
         }
-        defer { store.dispose() }
+        defer { store.close() }
 
         // The outbox drains before the first job, so jobs see the state earlier runs meant to leave.
         let pendingBefore = outbox?.count ?? 0

@@ -106,7 +106,7 @@ import Testing
         let path = directory.file("file")
         try "x".write(toFile: path, atomically: true, encoding: .utf8)
         let error = #expect(throws: CloudSyncError.self) { try DirectoryProvider(id: "backup", root: path) }
-        #expect(error?.code == .invalidConfiguration)
+        #expect(error?.code == .config)
         #expect(error?.provider == "backup")
         #expect(error?.message == "\(path) exists and is not a directory; choose another path")
     }

@@ -80,7 +80,7 @@ import Testing
         let contents = Data(String(repeating: "my notes, not a database\n", count: 100).utf8)
         try contents.write(to: URL(fileURLWithPath: path))
         let error = #expect(throws: CloudSyncError.self) { try SQLiteProvider(id: "primary", path: path) }
-        #expect(error?.code == .invalidConfiguration)
+        #expect(error?.code == .config)
         #expect(error?.provider == "primary")
         #expect(error?.message.hasPrefix("\(path) is not a usable SQLite database") == true)
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == contents)

@@ -73,7 +73,7 @@ import Testing
         }
         let store = try makeStore([Short()])
         let error = await #expect(throws: CloudSyncError.self) { try await store.set("v", forKey: "k") }
-        #expect(error?.code == .providerFailure)
+        #expect(error?.code == .provider)
         #expect(error?.message == "provider returned 0 results for 1 keys; a provider must return one per key")
     }
 }
@@ -214,7 +214,7 @@ import Testing
     @Test func unknownProvidersAreAConfigurationError() async throws {
         let store = try makeStore([makeProvider("a")])
         let error = await #expect(throws: CloudSyncError.self) { try await store.migrate(from: "a", to: "nope") }
-        #expect(error?.code == .invalidConfiguration)
+        #expect(error?.code == .config)
         #expect(error?.message == "no provider with id nope is configured; configured: a")
     }
 }

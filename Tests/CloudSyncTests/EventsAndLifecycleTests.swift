@@ -104,16 +104,16 @@ final class EventInbox<Event: Sendable>: Sendable {
         #expect(inbox.events == [RemoteChange(provider: "icloudKV", keys: ["theme"])])
     }
 
-    @Test func disposeStopsEverything() async throws {
+    @Test func closeStopsEverything() async throws {
         let icloud = makeProvider("icloudKV", accountAware)
         let store = try makeStore([icloud])
         let inbox = EventInbox<RemoteChange>()
         _ = store.onRemoteChange { inbox.append($0) }
-        store.dispose()
+        store.close()
         icloud.emitRemoteChange(keys: nil)
         #expect(inbox.events.isEmpty)
         let error = await #expect(throws: CloudSyncError.self) { try await store.get("k") }
-        #expect(error?.code == .disposed)
+        #expect(error?.code == .closed)
     }
 }
 
@@ -126,7 +126,7 @@ final class EventInbox<Event: Sendable>: Sendable {
         #expect(store.providerIDs == ["first", "fake"])
         #expect(try await store.get("k") == "from the fake")
         let error = #expect(throws: CloudSyncError.self) { try store.register(MemoryProvider(id: "fake")) }
-        #expect(error?.code == .invalidConfiguration)
+        #expect(error?.code == .config)
     }
 
     @Test func attachedProvidersAreReachableByIDButOutsideRouting() async throws {
@@ -161,7 +161,7 @@ final class EventInbox<Event: Sendable>: Sendable {
 
     @Test func retryableCodesAreExactlyTheOnesThatMayPass() {
         let retryable = ErrorCode.all.filter(\.isRetryable)
-        #expect(retryable == [.timeout, .offline, .rateLimited, .accountUnavailable, .serverError])
+        #expect(retryable == [.timeout, .offline, .rateLimited, .accountUnavailable, .server])
         #expect(Set(ErrorCode.all.map(\.rawValue)).count == ErrorCode.all.count)
         #expect(ErrorCode.all.allSatisfy { $0.rawValue.hasPrefix("ERR_") })
     }
@@ -195,7 +195,7 @@ final class EventInbox<Event: Sendable>: Sendable {
     @Test func theSuiteCatchesABrokenProvider() async {
         let failures = await ProviderConformanceSuite.run {
             let provider = FaultInjectingProvider(id: "broken")
-            provider.fail(key: "conformance.b", with: CloudSyncError(.providerFailure, "lost it"))
+            provider.fail(key: "conformance.b", with: CloudSyncError(.provider, "lost it"))
             return provider
         }
         #expect(failures.contains { $0.hasPrefix("batch results are positional:") })

@@ -152,7 +152,7 @@ import Testing
         clock.advance(by: .seconds(60))
         await waitUntil { store.pendingWrites().isEmpty }
         #expect(try await raw(drive, "k") == "v")
-        store.dispose()
+        store.close()
         await waitUntil { clock.sleeperCount == 0 }
     }
 }

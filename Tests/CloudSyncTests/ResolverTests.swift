@@ -8,7 +8,7 @@ private func candidates(_ values: String...) -> [Candidate] {
 }
 
 @Suite struct TimestampResolverTests {
-    let newest = resolveByTimestamp("updatedAt")
+    let newest = Resolver.timestamp(field: "updatedAt")
 
     @Test func epochMillisecondsAsNumbersOrDigitStrings() {
         #expect(
@@ -62,28 +62,28 @@ private func candidates(_ values: String...) -> [Candidate] {
 
 @Suite struct UnionResolverTests {
     @Test func objectsMergeByIdInStableOrder() {
-        let union = resolveByUnion(id: "id")
+        let union = Resolver.union(id: "id")
         let merged = union.resolve(
             candidates(#"[{"id":1,"n":"a"},{"id":2,"n":"b"}]"#, #"[{"id":3,"n":"c"},{"id":1,"n":"a-changed"}]"#))
         #expect(merged == #"[{"id":1,"n":"a"},{"id":2,"n":"b"},{"id":3,"n":"c"}]"#)
     }
 
     @Test func plainScalarsMergeByValue() {
-        let union = resolveByUnion()
+        let union = Resolver.union()
         #expect(
             union.resolve(candidates(#"["tip.1","tip.2"]"#, #"["tip.3","tip.1"]"#)) == #"["tip.1","tip.2","tip.3"]"#)
         #expect(union.resolve(candidates("[1, 2]", "[2, 3, 1]")) == "[1,2,3]")
     }
 
     @Test func candidatesThatAreNotArraysAreLeftOut() {
-        let union = resolveByUnion()
+        let union = Resolver.union()
         #expect(union.resolve(candidates("oops", #"["a"]"#, #"{"x":1}"#, #"["b"]"#)) == #"["a","b"]"#)
         #expect(union.resolve(candidates("first", "second")) == "first")
     }
 
     @Test func deletionsDoNotPropagate() {
         // Device one removed "b"; device two still has it: the union brings it back.
-        let union = resolveByUnion()
+        let union = Resolver.union()
         #expect(union.resolve(candidates(#"["a"]"#, #"["a","b"]"#)) == #"["a","b"]"#)
     }
 }
@@ -94,7 +94,7 @@ private func candidates(_ values: String...) -> [Candidate] {
         let drive = makeProvider("googleDrive")
         let configure: (inout StoreOptions) -> Void = {
             $0.writeMode = .mirror
-            $0.resolver = resolveByTimestamp("updatedAt")
+            $0.resolver = Resolver.timestamp(field: "updatedAt")
         }
         // 1. The iPhone writes: iCloud and Drive both hold A.
         let iPhone = try makeStore([icloud, drive], configure)
@@ -121,7 +121,7 @@ private func candidates(_ values: String...) -> [Candidate] {
         let first = makeProvider("first")
         let second = makeProvider("second")
         _ = try await second.set([KeyValue("k", #"{"updatedAt":1}"#)])
-        let store = try makeStore([first, second]) { $0.resolver = resolveByTimestamp("updatedAt") }
+        let store = try makeStore([first, second]) { $0.resolver = Resolver.timestamp(field: "updatedAt") }
         #expect(try await store.get("k") == #"{"updatedAt":1}"#)
         #expect(try await raw(first, "k") == #"{"updatedAt":1}"#)
     }
@@ -133,7 +133,7 @@ private func candidates(_ values: String...) -> [Candidate] {
         _ = try await second.set([KeyValue("k", #"{"updatedAt":2}"#)])
         first.resetCounts()
         let store = try makeStore([first, second]) {
-            $0.resolver = resolveByTimestamp("updatedAt")
+            $0.resolver = Resolver.timestamp(field: "updatedAt")
             $0.repairOnRead = false
         }
         #expect(try await store.get("k") == #"{"updatedAt":2}"#)
@@ -149,7 +149,7 @@ private func candidates(_ values: String...) -> [Candidate] {
         first.fail(.set, with: offline)
         let errors = ErrorLog()
         let store = try makeStore([first, second]) {
-            $0.resolver = resolveByTimestamp("updatedAt")
+            $0.resolver = Resolver.timestamp(field: "updatedAt")
             $0.onError = errors.handler
         }
         #expect(try await store.get("k") == #"{"updatedAt":2}"#)
@@ -167,7 +167,7 @@ private func candidates(_ values: String...) -> [Candidate] {
         second.resetCounts()
         let seen = Mutex<[[Candidate]]>([])
         let store = try makeStore([first, second]) {
-            $0.resolver = Resolver { candidates in
+            $0.resolver = Resolver.custom { candidates in
                 seen.withLock { $0.append(candidates) }
                 return nil
             }
@@ -184,7 +184,7 @@ private func candidates(_ values: String...) -> [Candidate] {
         let first = makeProvider("first")
         let second = makeProvider("second")
         let store = try makeStore([first, second]) {
-            $0.resolver = resolveByUnion()
+            $0.resolver = Resolver.union()
             $0.codec = BracketCodec()
         }
         _ = try await first.set([KeyValue("tips", #"[enc:tips:["a"]]"#)])
@@ -210,7 +210,7 @@ private func candidates(_ values: String...) -> [Candidate] {
             keys.enumerated().filter { $0.offset % 2 == 0 }.map { KeyValue($0.element, #"{"t":2}"#) })
         for provider in providers { provider.resetCounts() }
 
-        let store = try makeStore(providers) { $0.resolver = resolveByTimestamp("t") }
+        let store = try makeStore(providers) { $0.resolver = Resolver.timestamp(field: "t") }
         let values = try await store.multiGet(keys)
         #expect(values.enumerated().allSatisfy { $0.element == ($0.offset % 2 == 0 ? #"{"t":2}"# : #"{"t":1}"#) })
         #expect(providers.map { $0.calls(.get) } == [5, 3, 1])
@@ -224,7 +224,7 @@ private func candidates(_ values: String...) -> [Candidate] {
         let second = makeProvider("second")
         _ = try await first.set([KeyValue("x", #"{"t":1}"#), KeyValue("y", #"{"t":5}"#)])
         _ = try await second.set([KeyValue("x", #"{"t":3}"#)])
-        let store = try makeStore([first, second]) { $0.resolver = resolveByTimestamp("t") }
+        let store = try makeStore([first, second]) { $0.resolver = Resolver.timestamp(field: "t") }
         #expect(try await store.allItems() == ["x": #"{"t":3}"#, "y": #"{"t":5}"#])
     }
 }
