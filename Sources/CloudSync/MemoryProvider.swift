@@ -52,7 +52,7 @@ public final class MemoryProvider: Provider {
         }
     }
 
-    public func isAvailable() async -> Bool { true }
+    public func availability() async -> Availability { .available }
 
     public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
         contents.withLock { contents in keys.map { .success(contents.values[$0]) } }

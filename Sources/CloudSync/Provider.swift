@@ -19,21 +19,29 @@ import Synchronization
 ///   throws `ERR_UNSUPPORTED`.
 /// - **Cancellation is honoured** where the provider can: the store enforces its own deadline anyway and stops
 ///   waiting, but a provider that keeps working after cancellation wastes requests.
-/// - **Availability is cheap to ask**: the store memoises the answer for a short time and bounds the probe by its
-///   timeout; a probe that hangs only makes the provider unavailable.
+/// - **Availability is cheap to ask, and says why not**: ``availability()`` answers ``Availability/available`` or
+///   the reason it cannot serve (signed out, offline, misconfigured, platform lacks it). The store memoises the
+///   answer for a short time and bounds the probe by its timeout; a probe that hangs only makes the provider
+///   unavailable (``UnavailableReason/timedOut``).
 /// - **Quota reports what the provider knows**: nil when it cannot know (never a guess); a nil total means
 ///   unlimited, not zero.
 /// - **Events only where supported**: ``subscribeToAccountChanges(_:)`` and ``subscribeToRemoteChanges(_:)``
 ///   return nil when the provider has no such events, rather than a subscription that never fires.
 /// - **`clearCaches()`** forgets everything remembered about the signed-in account (file ids, reachability); the
 ///   store calls it when the account's identity changes.
+/// - **`close()`** releases connections and files (SQLite checkpoints its write-ahead log). Whoever made the
+///   provider closes it, once, after its last call; calls after `close()` fail or report ``UnavailableReason/closed``.
+///   The store never closes the providers it is given.
+/// - **Wrappers forward everything**: a provider that wraps another (metering, fault injection, dry runs) forwards
+///   every requirement, events and `close()` included; build one on ``ForwardingProvider``.
 public protocol Provider: Sendable {
     /// A name unique within a store, used in errors, reports and the outbox.
     var id: String { get }
+    /// What the provider can do, declared once.
     var capabilities: ProviderCapabilities { get }
 
-    /// Whether the provider can serve requests now (signed in, reachable, configured).
-    func isAvailable() async -> Bool
+    /// Whether the provider can serve requests now (signed in, reachable, configured), and if not, why.
+    func availability() async -> Availability
 
     /// Values for `keys`, positionally; nil for a key that is not stored.
     func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>]
@@ -55,9 +63,15 @@ public protocol Provider: Sendable {
 
     /// Forgets everything cached about the current account.
     func clearCaches() async
+
+    /// Releases connections and files; the provider serves no call after it.
+    func close() async
 }
 
 extension Provider {
+    /// Whether ``availability()`` answers ``Availability/available``.
+    public func isAvailable() async -> Bool { await availability().isAvailable }
+
     public func quota() async throws -> ProviderQuota? { nil }
     public func subscribeToAccountChanges(_ handler: @escaping @Sendable (AccountEvent) -> Void)
         -> ProviderSubscription?
@@ -66,6 +80,49 @@ extension Provider {
         -> ProviderSubscription?
     { nil }
     public func clearCaches() async {}
+    public func close() async {}
+}
+
+/// Whether a provider can serve requests now, and if not, why.
+public enum Availability: Sendable, Equatable, CustomStringConvertible {
+    case available
+    /// Cannot serve now: the reason, and a sentence for people saying what to do.
+    case unavailable(UnavailableReason, String)
+
+    /// Whether the provider can serve requests.
+    public var isAvailable: Bool { self == .available }
+
+    /// The reason it cannot serve; nil when available.
+    public var reason: UnavailableReason? {
+        if case .unavailable(let reason, _) = self { return reason }
+        return nil
+    }
+
+    /// `available`, or `<reason>: <what to do>`.
+    public var description: String {
+        switch self {
+        case .available: return "available"
+        case .unavailable(let reason, let detail): return "\(reason.rawValue): \(detail)"
+        }
+    }
+}
+
+/// Why a provider cannot serve requests.
+public enum UnavailableReason: String, Sendable, Equatable, CaseIterable, Codable {
+    /// Nobody is signed in, or the credentials were revoked.
+    case signedOut
+    /// The provider cannot be reached (network down, server gone, disk not mounted).
+    case offline
+    /// The provider's configuration is wrong (a path that is not a directory, a missing container).
+    case misconfigured
+    /// This platform has no implementation of the provider (the iCloud key-value store on Linux).
+    case unsupportedPlatform
+    /// The availability probe did not answer within the store's deadline.
+    case timedOut
+    /// The provider was closed.
+    case closed
+    /// Unavailable for a reason none of the others names (a test double switched off, for example).
+    case other
 }
 
 /// A key and its value.

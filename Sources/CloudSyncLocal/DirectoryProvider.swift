@@ -39,10 +39,19 @@ public final class DirectoryProvider: Provider {
             maxValueBytes: maxValueBytes, tier: .file, batchLimit: 100, canList: true, reportsQuota: true)
     }
 
-    public func isAvailable() async -> Bool {
+    public func availability() async -> Availability {
         var isDirectory: ObjCBool = false
-        return FileManager.default.fileExists(atPath: root, isDirectory: &isDirectory) && isDirectory.boolValue
-            && access(root, R_OK | W_OK | X_OK) == 0
+        guard FileManager.default.fileExists(atPath: root, isDirectory: &isDirectory) else {
+            return .unavailable(.offline, "the directory \(root) does not exist; mount or create it")
+        }
+        guard isDirectory.boolValue else {
+            return .unavailable(.misconfigured, "\(root) is not a directory; point the provider at a directory")
+        }
+        guard access(root, R_OK | W_OK | X_OK) == 0 else {
+            return .unavailable(
+                .misconfigured, "the directory \(root) is not readable and writable by this user; fix its permissions")
+        }
+        return .available
     }
 
     private func path(of key: String) -> String {
@@ -65,7 +74,7 @@ public final class DirectoryProvider: Provider {
         guard descriptor >= 0 else {
             return errno == ENOENT ? .success(nil) : .failure(failure("read", path, errno, key: key))
         }
-        defer { close(descriptor) }
+        defer { Glibc.close(descriptor) }
         var bytes: [UInt8] = []
         var buffer = [UInt8](repeating: 0, count: 64 * 1024)
         while true {
@@ -115,7 +124,7 @@ public final class DirectoryProvider: Provider {
             return 0
         }
         let synced = written == 0 && fsync(descriptor) != 0 ? errno : written
-        close(descriptor)
+        Glibc.close(descriptor)
         guard synced == 0 else {
             unlink(temporary)
             return .failure(failure("write", temporary, synced, key: item.key))
@@ -146,7 +155,7 @@ public final class DirectoryProvider: Provider {
         let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
         guard descriptor >= 0 else { return }
         fsync(descriptor)
-        close(descriptor)
+        Glibc.close(descriptor)
     }
 
     /// Pages in the order of encoded names, streaming the directory tree on every page and keeping only the next

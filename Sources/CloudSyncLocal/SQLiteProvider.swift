@@ -70,7 +70,7 @@ public final class SQLiteProvider: Provider {
             maxValueBytes: maxValueBytes, tier: .file, batchLimit: 500, canList: true, reportsQuota: true)
     }
 
-    public func isAvailable() async -> Bool { true }
+    public func availability() async -> Availability { .available }
 
     public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
         try await read { db in

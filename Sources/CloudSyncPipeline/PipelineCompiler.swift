@@ -15,7 +15,10 @@ public struct PlatformOnlyProvider: Provider {
         self.capabilities = capabilities
     }
 
-    public func isAvailable() async -> Bool { false }
+    public func availability() async -> Availability {
+        .unavailable(
+            .unsupportedPlatform, "this provider type exists only on Apple platforms; it is never available on Linux")
+    }
     private func unavailable() -> CloudSyncError {
         CloudSyncError(.noProvider, "this provider type does not exist on Linux", provider: id)
     }

@@ -2,7 +2,7 @@ import CloudSync
 import Foundation
 
 /// Counts what the run asks of a provider, for the report.
-final class MeteredProvider: Provider {
+final class MeteredProvider: ForwardingProvider {
     struct Meter: Sendable, Codable, Equatable {
         var requests = 0
         var bytesRead = 0
@@ -14,8 +14,6 @@ final class MeteredProvider: Provider {
 
     init(_ wrapped: any Provider) { self.wrapped = wrapped }
 
-    var id: String { wrapped.id }
-    var capabilities: ProviderCapabilities { wrapped.capabilities }
     var reading: Meter { meter.withLock { $0 } }
 
     private func count(read: Int = 0, written: Int = 0) {
@@ -25,8 +23,6 @@ final class MeteredProvider: Provider {
             meter.bytesWritten += written
         }
     }
-
-    func isAvailable() async -> Bool { await wrapped.isAvailable() }
 
     func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
         let results = try await wrapped.get(keys)
@@ -53,24 +49,14 @@ final class MeteredProvider: Provider {
         count()
         return try await wrapped.quota()
     }
-
-    func clearCaches() async { await wrapped.clearCaches() }
 }
 
 /// A dry run's view of a provider: reads go through, writes and removes are counted as done but never made.
-struct DryRunProvider: Provider {
+struct DryRunProvider: ForwardingProvider {
     let wrapped: any Provider
 
-    var id: String { wrapped.id }
-    var capabilities: ProviderCapabilities { wrapped.capabilities }
-    func isAvailable() async -> Bool { await wrapped.isAvailable() }
-    func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] { try await wrapped.get(keys) }
     func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] { items.map { _ in .success(()) } }
     func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] { keys.map { _ in .success(()) } }
-    func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
-        try await wrapped.listKeys(after: cursor, limit: limit)
-    }
-    func quota() async throws -> ProviderQuota? { try await wrapped.quota() }
 }
 
 /// One run of a pipeline at a time: a lock file in the state directory holding the running process's id.

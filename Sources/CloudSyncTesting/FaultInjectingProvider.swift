@@ -158,10 +158,14 @@ public final class FaultInjectingProvider: Provider {
 
     private func keyError(_ key: String) -> CloudSyncError? { settings.withLock { $0.keyErrors[key] } }
 
-    public func isAvailable() async -> Bool {
-        do { try await enter(.isAvailable) } catch { return false }
-        guard settings.withLock({ $0.available }) else { return false }
-        return await wrapped.isAvailable()
+    public func availability() async -> Availability {
+        do { try await enter(.isAvailable) } catch {
+            return .unavailable(.other, "the availability probe failed: \(error)")
+        }
+        guard settings.withLock({ $0.available }) else {
+            return .unavailable(.other, "switched off by the test (isAvailableNow = false)")
+        }
+        return await wrapped.availability()
     }
 
     public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {

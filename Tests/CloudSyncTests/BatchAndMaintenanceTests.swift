@@ -63,7 +63,7 @@ import Testing
         struct Short: Provider {
             let id = "short"
             let capabilities = ProviderCapabilities()
-            func isAvailable() async -> Bool { true }
+            func availability() async -> Availability { .available }
             func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] { [] }
             func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] { [] }
             func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] { [] }
