@@ -32,10 +32,10 @@ let package = Package(
         // Pipeline files: YAML -> checked spec -> compiled store and jobs; no side effects until run.
         .target(
             name: "CloudSyncPipeline",
-            dependencies: ["CloudSync", "CloudSyncYAML", "CloudSyncCrypto", "CloudSyncLocal"]),
+            dependencies: ["CloudSync", "CloudSyncYAML", "CloudSyncCrypto", "CloudSyncLocal", "CloudSyncSQLite"]),
 
         // The command line: argument parsing, exit codes, what people see.
-        .target(name: "CloudSyncCLI", dependencies: ["CloudSync", "CloudSyncPipeline"]),
+        .target(name: "CloudSyncCLI", dependencies: ["CloudSync", "CloudSyncPipeline", "CloudSyncLocal"]),
         .executableTarget(name: "cloudsync", dependencies: ["CloudSyncCLI"]),
         // The second process some tests need: a writer to kill, a concurrent writer (see CloudSyncLocalTests).
         .executableTarget(name: "cloudsync-test-fixture", dependencies: ["CloudSyncLocal", "CloudSyncTesting"]),
@@ -58,7 +58,8 @@ let package = Package(
             name: "CloudSyncCLITests",
             dependencies: ["CloudSyncCLI", "CloudSyncLocal", "CloudSyncTesting", "cloudsync"]),
         .testTarget(name: "CloudSyncTestingTests", dependencies: ["CloudSyncTesting"]),
-        .testTarget(name: "CloudSyncPipelineTests", dependencies: ["CloudSyncPipeline", "CloudSyncTesting"]),
+        .testTarget(
+            name: "CloudSyncPipelineTests", dependencies: ["CloudSyncPipeline", "CloudSyncCLI", "CloudSyncTesting"]),
         .testTarget(
             name: "CloudSyncCryptoTests", dependencies: ["CloudSyncCrypto", "CloudSyncSodium", "CloudSyncTesting"]),
         .testTarget(

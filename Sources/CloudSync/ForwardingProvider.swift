@@ -28,5 +28,6 @@ extension ForwardingProvider {
         -> ProviderSubscription?
     { wrapped.subscribeToRemoteChanges(handler) }
     public func clearCaches() async { await wrapped.clearCaches() }
+    public func accountIdentity() async throws -> String? { try await wrapped.accountIdentity() }
     public func close() async { await wrapped.close() }
 }

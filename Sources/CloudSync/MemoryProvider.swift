@@ -37,16 +37,19 @@ public final class MemoryProvider: Provider {
     public let capabilities: ProviderCapabilities
     /// Space this provider pretends to have, in bytes of keys and values; nil for unlimited.
     public let totalBytes: Int64?
+    /// Counts every call as one request.
+    public let metrics: ProviderMetrics
     private let contents = Protected(Contents())
 
     /// A provider holding `items` from the start (a demo's data, a test's fixture).
     public init(
         id: String = "memory", capabilities: ProviderCapabilities = .init(), totalBytes: Int64? = nil,
-        items: [KeyValue] = []
+        items: [KeyValue] = [], metrics: ProviderMetrics = ProviderMetrics()
     ) {
         self.id = id
         self.capabilities = capabilities
         self.totalBytes = totalBytes
+        self.metrics = metrics
         contents.withLock { contents in
             for item in items { contents.store(item.value, forKey: item.key) }
         }
@@ -55,11 +58,14 @@ public final class MemoryProvider: Provider {
     public func availability() async -> Availability { .available }
 
     public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
-        contents.withLock { contents in keys.map { .success(contents.values[$0]) } }
+        let values = contents.withLock { contents in keys.map { contents.values[$0] } }
+        metrics.recordRequest(bytesRead: values.reduce(0) { $0 + ($1?.utf8.count ?? 0) })
+        return values.map { .success($0) }
     }
 
     public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
-        contents.withLock { contents in
+        metrics.recordRequest(bytesWritten: items.reduce(0) { $0 + $1.value.utf8.count })
+        return contents.withLock { contents in
             items.map { item -> Result<Void, CloudSyncError> in
                 if let cap = capabilities.maxValueBytes, item.value.utf8.count > cap {
                     return .failure(
@@ -86,7 +92,8 @@ public final class MemoryProvider: Provider {
     }
 
     public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
-        contents.withLock { contents in
+        metrics.recordRequest()
+        return contents.withLock { contents in
             keys.map { key in
                 contents.remove(key)
                 return .success(())
@@ -98,6 +105,7 @@ public final class MemoryProvider: Provider {
         guard capabilities.canList else {
             throw CloudSyncError(.unsupported, "this provider cannot list its keys", provider: id)
         }
+        metrics.recordRequest()
         return contents.withLock { contents in
             var start = cursor.map { contents.insertionIndex(of: $0) } ?? 0
             if let cursor, start < contents.sortedKeys.count, contents.sortedKeys[start] == cursor { start += 1 }
@@ -109,6 +117,37 @@ public final class MemoryProvider: Provider {
 
     public func quota() async throws -> ProviderQuota? {
         guard capabilities.reportsQuota else { return nil }
+        metrics.recordRequest()
         return ProviderQuota(usedBytes: contents.withLock { $0.usedBytes }, totalBytes: totalBytes)
+    }
+}
+
+/// The `memory` provider type: values in process memory, for demos, dry runs and tests.
+public struct MemoryProviderFactory: ProviderFactory {
+    /// The keys and values a memory provider starts with.
+    public struct Configuration: Sendable {
+        /// Keys and values it starts with, in file order.
+        public var items: [KeyValue]
+    }
+
+    /// The factory; register it in a ``ProviderRegistry``.
+    public init() {}
+
+    public var type: String { "memory" }
+    public var summary: String { "process memory, gone when the run ends: demos, dry runs and tests" }
+    public var fields: [ProviderField] {
+        [ProviderField("items", .textMap, summary: "keys and values the provider starts with")]
+    }
+
+    public func configuration(from values: ProviderFieldValues) throws(ProviderConfigurationError) -> Configuration {
+        Configuration(items: values.textMap("items") ?? [])
+    }
+
+    public func capabilities(of configuration: Configuration) -> ProviderCapabilities { ProviderCapabilities() }
+
+    public func make(_ configuration: Configuration, context: ProviderContext) throws(CloudSyncError) -> any Provider {
+        MemoryProvider(
+            id: context.providerID, capabilities: capabilities(of: configuration), items: configuration.items,
+            metrics: context.metrics)
     }
 }

@@ -201,7 +201,7 @@ public final class Outbox: Sendable {
     }
 
     /// Gives up every entry: the account's identity changed.
-    func abandonForAccountChange() { drop(where: { _ in true }, reason: .accountChanged) }
+    package func abandonForAccountChange() { drop(where: { _ in true }, reason: .accountChanged) }
 
     /// Gives up the entries `predicate` selects, reporting each with `reason`; returns how many.
     @discardableResult

@@ -64,6 +64,11 @@ public protocol Provider: Sendable {
     /// Forgets everything cached about the current account.
     func clearCaches() async
 
+    /// An opaque, stable id of the account signed in now (CloudKit's user record name, a Drive user's permission
+    /// id); nil when the provider has no accounts. A run compares it with the last run's to notice an account
+    /// switch between runs.
+    func accountIdentity() async throws -> String?
+
     /// Releases connections and files; the provider serves no call after it.
     func close() async
 }
@@ -80,6 +85,7 @@ extension Provider {
         -> ProviderSubscription?
     { nil }
     public func clearCaches() async {}
+    public func accountIdentity() async throws -> String? { nil }
     public func close() async {}
 }
 

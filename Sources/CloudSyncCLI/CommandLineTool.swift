@@ -13,14 +13,17 @@ public struct CommandLineTool {
     let standardOutput: Writer
     let standardError: Writer
     let environment: [String: String]
+    let registry: ProviderRegistry
 
     public init(
         standardOutput: @escaping Writer, standardError: @escaping Writer,
-        environment: [String: String] = ProcessInfo.processInfo.environment
+        environment: [String: String] = ProcessInfo.processInfo.environment,
+        registry: ProviderRegistry = BuiltInProviders.registry
     ) {
         self.standardOutput = standardOutput
         self.standardError = standardError
         self.environment = environment
+        self.registry = registry
     }
 
     static let usage = "cloudsync <subcommand> [options] | cloudsync [--version] [--help]"
@@ -40,6 +43,8 @@ public struct CommandLineTool {
           schema pipeline|report  Print the JSON Schema of pipeline files or of run reports.
           outbox list|flush|discard FILE
                                   Show, retry or drop the writes waiting in a pipeline's outbox.
+          history FILE [--limit N] [--json]
+                                  List the pipeline's last runs (default 20), newest first.
           keygen --out FILE       Write a new 32-byte key file (mode 0600; never overwrites).
 
         OPTIONS:
@@ -76,11 +81,13 @@ public struct CommandLineTool {
             return await runPipeline(rest)
         case "outbox":
             return await outbox(rest)
+        case "history":
+            return history(rest)
         case "plan":
             return plan(rest)
         case "schema":
             switch rest {
-            case ["pipeline"]: standardOutput(PipelineSchema.json + "\n")
+            case ["pipeline"]: standardOutput(PipelineSchema.json(registry: registry) + "\n")
             case ["report"]: standardOutput(ReportSchema.json + "\n")
             default: return usageError("schema takes one argument: pipeline or report")
             }
@@ -106,7 +113,7 @@ public struct CommandLineTool {
     /// Loads and compiles one file, printing its errors; nil when it has any.
     func compile(_ path: String) -> CompiledPipeline? {
         do {
-            let spec = try PipelineLoader.load(path: path, environment: environment)
+            let spec = try PipelineLoader.load(path: path, registry: registry, environment: environment)
             return try PipelineCompiler.compile(spec, environment: environment)
         } catch {
             let count = error.diagnostics.count

@@ -1,3 +1,5 @@
+import CloudSyncPipeline
+
 /// The `cloudsync` command's exit statuses.
 ///
 /// Documented in README.md; scripts depend on them, so never renumber.
@@ -14,4 +16,16 @@ public enum ExitCode: Int32, Sendable {
     case locked = 75
     /// SIGINT or SIGTERM stopped the run.
     case interrupted = 130
+}
+
+extension ExitCode {
+    /// The exit status for a run that ended `status`.
+    init(_ status: RunStatus) {
+        switch status {
+        case .ok: self = .success
+        case .failed: self = .failure
+        case .error: self = .jobError
+        case .interrupted: self = .interrupted
+        }
+    }
 }

@@ -1,5 +1,4 @@
 import CloudSync
-import CloudSyncLocal
 import CloudSyncPipeline
 import Foundation
 
@@ -115,16 +114,7 @@ extension CommandLineTool {
         do {
             outcome = try await PipelineRunner(compiled, options: options).run()
         } catch {
-            switch error {
-            case .locked(let pid, let lockFile):
-                standardError(
-                    "Error: \(compiled.spec.name) is already running (process \(pid), lock \(lockFile)); "
-                        + "wait for it to finish\n")
-                return .locked
-            case .cannotStart(let message):
-                standardError("Error: \(message)\n")
-                return .jobError
-            }
+            return refused(error, compiled)
         }
         if let path = outcome.reportPath {
             if !quiet {
@@ -134,44 +124,111 @@ extension CommandLineTool {
         } else {
             standardOutput(outcome.report.json())
         }
-        return ExitCode(rawValue: outcome.exitCode) ?? .failure
+        return ExitCode(outcome.status)
     }
 
     /// Runs `cloudsync outbox list|flush|discard FILE`.
+    ///
+    /// Each opens the pipeline's run session, so it waits for no one and is refused (75) while a run holds the lock;
+    /// `list` opens it read-only and never is.
     func outbox(_ arguments: [String]) async -> ExitCode {
         guard arguments.count == 2, ["list", "flush", "discard"].contains(arguments[0]) else {
             return usageError("outbox takes list, flush or discard, then a pipeline file")
         }
         guard let compiled = compile(arguments[1]) else { return .usage }
-        let path = compiled.spec.state + "/outbox.db"
-        guard FileManager.default.fileExists(atPath: path) else {
-            standardError("the outbox of \(compiled.spec.name) is empty (\(path) does not exist yet)\n")
+        guard FileManager.default.fileExists(atPath: compiled.spec.state + "/outbox.db") else {
+            standardError(
+                "the outbox of \(compiled.spec.name) is empty (\(compiled.spec.state)/outbox.db does not exist yet)\n")
             return .success
         }
+        let session: RunSession
         do {
-            var options = compiled.storeOptions
-            options.outbox = try Outbox(storage: SQLiteOutboxStorage(path: path))
-            switch arguments[0] {
-            case "list":
-                let pending = options.outbox?.pending ?? []
-                for entry in pending { standardOutput(entry.description + "\n") }
-                standardError("\(pending.count) queued write\(pending.count == 1 ? "" : "s")\n")
-            case "discard":
-                let store = try CloudStore(providers: [], options: options)
-                defer { store.close() }
-                let count = store.discardPendingWrites()
-                standardError("discarded \(count) queued write\(count == 1 ? "" : "s")\n")
-            default:
-                let providers = try compiled.openProviders()
-                let store = try CloudStore(
-                    providers: compiled.spec.store.providers.compactMap { providers[$0] }, options: options)
-                defer { store.close() }
-                let result = try await store.flushOutbox()
-                standardError("drained \(result.drained), remaining \(result.remaining), dropped \(result.dropped)\n")
-            }
-            return .success
+            session = try await RunSession.open(compiled, access: arguments[0] == "list" ? .dryRun : .write)
         } catch {
-            standardError("Error: \(error)\n")
+            return refused(error, compiled)
+        }
+        switch arguments[0] {
+        case "list":
+            let pending = session.outbox?.pending ?? []
+            for entry in pending { standardOutput(entry.description + "\n") }
+            standardError("\(pending.count) queued write\(pending.count == 1 ? "" : "s")\n")
+        case "discard":
+            let count = session.store.discardPendingWrites()
+            standardError("discarded \(count) queued write\(count == 1 ? "" : "s")\n")
+        default:
+            do {
+                let result = try await session.store.flushOutbox()
+                standardError("drained \(result.drained), remaining \(result.remaining), dropped \(result.dropped)\n")
+            } catch {
+                standardError("Error: \(error)\n")
+                await session.close()
+                return .jobError
+            }
+        }
+        await session.close()
+        return .success
+    }
+
+    /// Runs `cloudsync history FILE [--limit N] [--json]`.
+    func history(_ arguments: [String]) -> ExitCode {
+        var json = false
+        var limit = 20
+        var file: String?
+        var index = 0
+        while index < arguments.count {
+            switch arguments[index] {
+            case "--json": json = true
+            case "--limit":
+                index += 1
+                guard index < arguments.count, let number = Int(arguments[index]), number > 0 else {
+                    return usageError("--limit needs a whole number of at least 1")
+                }
+                limit = number
+            case let option where option.hasPrefix("-"): return usageError("unknown option '\(option)'")
+            case let argument:
+                guard file == nil else { return usageError("history takes one pipeline file") }
+                file = argument
+            }
+            index += 1
+        }
+        guard let file else { return usageError("history needs a pipeline file") }
+        guard let compiled = compile(file) else { return .usage }
+        let path = compiled.spec.state + "/state.db"
+        var runs: [StateDatabase.Run] = []
+        if FileManager.default.fileExists(atPath: path) {
+            do {
+                let database = try StateDatabase(path: path, readOnly: true)
+                runs = try database.runs(limit: limit)
+                database.close()
+            } catch {
+                standardError("Error: \(error.message)\n")
+                return .jobError
+            }
+        }
+        if json {
+            standardOutput(String(decoding: (try? JSONEncoder.sorted.encode(runs)) ?? Data(), as: UTF8.self) + "\n")
+        } else if runs.isEmpty {
+            standardError("\(compiled.spec.name) has not run yet\n")
+        } else {
+            for run in runs {
+                let jobs = run.jobs.sorted { $0.key < $1.key }.map { "\($0.value) \($0.key)" }.joined(separator: ", ")
+                standardOutput(
+                    "\(run.startedAt)  \(run.status.rawValue)\(run.dryRun ? " (dry run)" : "")  jobs: \(jobs)  "
+                        + "\(run.report ?? "report on stdout")\n")
+            }
+        }
+        return .success
+    }
+
+    func refused(_ refusal: RunRefusal, _ compiled: CompiledPipeline) -> ExitCode {
+        switch refusal {
+        case .locked(let pid, let lockFile):
+            standardError(
+                "Error: \(compiled.spec.name) is already running (process \(pid), lock \(lockFile)); wait for it to finish\n"
+            )
+            return .locked
+        case .cannotStart(let message):
+            standardError("Error: \(message)\n")
             return .jobError
         }
     }

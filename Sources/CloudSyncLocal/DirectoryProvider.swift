@@ -20,10 +20,15 @@ public final class DirectoryProvider: Provider {
     public let capabilities: ProviderCapabilities
     /// The root directory.
     public let root: String
+    /// Counts each call as one request.
+    public let metrics: ProviderMetrics
 
     /// A provider over `root`, created (mode 0700) when missing.
-    public init(id: String = "directory", root: String, maxValueBytes: Int? = nil) throws(CloudSyncError) {
+    public init(
+        id: String = "directory", root: String, maxValueBytes: Int? = nil, metrics: ProviderMetrics = ProviderMetrics()
+    ) throws(CloudSyncError) {
         self.id = id
+        self.metrics = metrics
         self.root = root.hasSuffix("/") && root.count > 1 ? String(root.dropLast()) : root
         self.capabilities = Self.capabilities(maxValueBytes: maxValueBytes)
         do {
@@ -65,7 +70,9 @@ public final class DirectoryProvider: Provider {
     }
 
     public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
-        try await LocalFiles.offload { [self] in keys.map { key in read(key) } }
+        let results = try await LocalFiles.offload { [self] in keys.map { key in read(key) } }
+        metrics.recordRequest(bytesRead: results.reduce(0) { $0 + ((try? $1.get())??.utf8.count ?? 0) })
+        return results
     }
 
     private func read(_ key: String) -> Result<String?, CloudSyncError> {
@@ -94,7 +101,8 @@ public final class DirectoryProvider: Provider {
     }
 
     public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
-        try await LocalFiles.offload { [self] in items.map { write($0) } }
+        metrics.recordRequest(bytesWritten: items.reduce(0) { $0 + $1.value.utf8.count })
+        return try await LocalFiles.offload { [self] in items.map { write($0) } }
     }
 
     private func write(_ item: KeyValue) -> Result<Void, CloudSyncError> {
@@ -139,7 +147,8 @@ public final class DirectoryProvider: Provider {
     }
 
     public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
-        try await LocalFiles.offload { [self] in
+        metrics.recordRequest()
+        return try await LocalFiles.offload { [self] in
             keys.map { key in
                 let path = path(of: key)
                 guard unlink(path) == 0 || errno == ENOENT else {
@@ -161,6 +170,7 @@ public final class DirectoryProvider: Provider {
     /// Pages in the order of encoded names, streaming the directory tree on every page and keeping only the next
     /// `limit` names, so memory stays bounded by the page size however many files there are.
     public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
+        metrics.recordRequest()
         let limit = max(limit, 1)
         let after = cursor.map(FileNameMapping.encode) ?? ""
         return try await LocalFiles.offload { [self] in
@@ -211,6 +221,7 @@ public final class DirectoryProvider: Provider {
 
     /// The file system's figures: used and total bytes of the whole file system the root is on.
     public func quota() async throws -> ProviderQuota? {
+        metrics.recordRequest()
         var info = statvfs()
         guard statvfs(root, &info) == 0 else { throw failure("measure the file system of", root, errno) }
         let blockSize = Int64(info.f_frsize)

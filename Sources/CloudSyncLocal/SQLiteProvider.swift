@@ -28,14 +28,18 @@ public final class SQLiteProvider: Provider {
     public let maxBytes: Int64?
     private let database: SQLiteDatabase
     private let clock: any StoreClock
+    /// Counts each call (one transaction) as one request.
+    public let metrics: ProviderMetrics
 
     /// Opens (creating when needed) the database at `path`; with `readOnlySnapshot`, reads an existing file without
     /// changing anything on disk (writes then fail).
     public init(
         id: String = "sqlite", path: String, maxBytes: Int64? = nil, maxValueBytes: Int? = nil,
-        clock: any StoreClock = SystemClock(), readOnlySnapshot: Bool = false
+        clock: any StoreClock = SystemClock(), readOnlySnapshot: Bool = false,
+        metrics: ProviderMetrics = ProviderMetrics()
     ) throws(CloudSyncError) {
         self.id = id
+        self.metrics = metrics
         self.path = path
         self.maxBytes = maxBytes
         self.clock = clock
@@ -73,16 +77,19 @@ public final class SQLiteProvider: Provider {
     public func availability() async -> Availability { .available }
 
     public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
-        try await read { db in
+        let results: [Result<String?, CloudSyncError>] = try await read { db in
             let select = try db.prepare("SELECT value FROM kv WHERE key = ?")
             return try keys.map { key in
                 try select.bind(key)
                 return .success(try select.step() ? select.string(0) : nil)
             }
         }
+        metrics.recordRequest(bytesRead: results.reduce(0) { $0 + ((try? $1.get())??.utf8.count ?? 0) })
+        return results
     }
 
     public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
+        metrics.recordRequest(bytesWritten: items.reduce(0) { $0 + $1.value.utf8.count })
         let now = clock.nowMilliseconds()
         let maxBytes = maxBytes
         return try await write { [id] db in
@@ -115,7 +122,8 @@ public final class SQLiteProvider: Provider {
     }
 
     public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
-        try await write { db in
+        metrics.recordRequest()
+        return try await write { db in
             let delete = try db.prepare("DELETE FROM kv WHERE key = ?")
             return try keys.map { key in
                 try delete.bind(key).run()
@@ -125,6 +133,7 @@ public final class SQLiteProvider: Provider {
     }
 
     public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
+        metrics.recordRequest()
         let limit = max(limit, 1)
         let keys = try await read { db in
             // One more than asked for tells whether another page follows.
@@ -138,6 +147,7 @@ public final class SQLiteProvider: Provider {
 
     /// The database's used pages in bytes (free pages not counted), with the limit when one is configured.
     public func quota() async throws -> ProviderQuota? {
+        metrics.recordRequest()
         let used = try await read { db in try Self.usedBytes(db) }
         return ProviderQuota(usedBytes: used, totalBytes: maxBytes)
     }

@@ -7,7 +7,7 @@ struct JobExecutor {
     let store: CloudStore
     let compiled: CompiledPipeline
     let options: RunOptions
-    let providers: [String: MeteredProvider]
+    let providers: [String: any Provider]
 
     /// Keys per page the jobs walk.
     static let pageSize = 500
@@ -19,15 +19,15 @@ struct JobExecutor {
     mutating func run(_ job: JobSpec) async -> RunReport.Job {
         progressName = job.name
         var entry = RunReport.Job(
-            name: job.name, type: job.type, status: "ok", counts: [:], failures: [], failuresOmitted: 0)
+            name: job.name, type: job.type, status: .ok, counts: [:], failures: [], failuresOmitted: 0)
         do throws(CloudSyncError) {
             try await perform(job.kind, into: &entry)
         } catch {
-            entry.status = "error"
+            entry.status = .error
             entry.error = RunReport.Failure(
                 key: "", provider: error.provider, code: error.code.rawValue, message: error.message)
         }
-        if entry.status == "ok", !entry.failures.isEmpty || entry.failuresOmitted > 0 { entry.status = "failed" }
+        if entry.status == .ok, !entry.failures.isEmpty || entry.failuresOmitted > 0 { entry.status = .failed }
         return entry
     }
 
@@ -88,7 +88,7 @@ struct JobExecutor {
             entry.counts = [
                 "copied": result.copied.count, "skipped": result.skipped.count, "failed": result.failed.count,
             ]
-            if !result.completed && options.interrupt.isRaised { entry.status = "interrupted" }
+            if !result.completed && options.interrupt.isRaised { entry.status = .interrupted }
         case .clear(let provider, let confirm):
             guard confirm || options.yes else {
                 throw CloudSyncError(
@@ -118,7 +118,7 @@ struct JobExecutor {
             entry.quota = lines
             let warnings = lines.filter(\.warning).count
             entry.counts = ["providers": lines.count, "warnings": warnings]
-            if failOnWarning && warnings > 0 { entry.status = "failed" }
+            if failOnWarning && warnings > 0 { entry.status = .failed }
         case .export(let from, let path, let keys, let codec):
             entry.file = path.display
             let items = try await exportItems(from: from, filter: keyFilter(keys))

@@ -187,6 +187,19 @@ struct MappingReader {
         return choice
     }
 
+    /// One of `options`, as text.
+    func choice(_ field: String, among options: [String]) -> Interpolated? {
+        guard let value = self[field], let text = scalarText(value, field: field) else { return nil }
+        guard options.contains(text.value) else {
+            var message =
+                "`\(field)` in \(context) must be one of \(options.joined(separator: ", ")); found \"\(text.value)\""
+            if let guess = closest(text.value, among: options) { message += "; did you mean \(guess)?" }
+            diagnostics.error(message, at: value.mark)
+            return nil
+        }
+        return text
+    }
+
     /// A list of text values, or a single text value taken as a list of one.
     func textList(_ field: String) -> [(text: String, mark: YAMLMark)]? {
         guard let value = self[field] else { return nil }

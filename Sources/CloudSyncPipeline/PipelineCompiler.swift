@@ -4,30 +4,6 @@ import CloudSyncLocal
 import CloudSyncSodium
 import CloudSyncYAML
 
-/// A provider type that is recognised but has no implementation on this platform (the iCloud key-value store has
-/// no API outside Apple's systems): never available, but its key rules and tier still apply when listed.
-public struct PlatformOnlyProvider: Provider {
-    public let id: String
-    public let capabilities: ProviderCapabilities
-
-    public init(id: String, capabilities: ProviderCapabilities) {
-        self.id = id
-        self.capabilities = capabilities
-    }
-
-    public func availability() async -> Availability {
-        .unavailable(
-            .unsupportedPlatform, "this provider type exists only on Apple platforms; it is never available on Linux")
-    }
-    private func unavailable() -> CloudSyncError {
-        CloudSyncError(.noProvider, "this provider type does not exist on Linux", provider: id)
-    }
-    public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] { throw unavailable() }
-    public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] { throw unavailable() }
-    public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] { throw unavailable() }
-    public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage { throw unavailable() }
-}
-
 /// A pipeline ready to run: its codecs built (key files read), its store options decided, its providers described
 /// but not yet opened.
 ///
@@ -35,20 +11,6 @@ public struct PlatformOnlyProvider: Provider {
 public struct CompiledPipeline: Sendable {
     public let spec: PipelineSpec
     public let codecs: [String: EnvelopeCodec]
-
-    /// What each provider type is, before any is opened.
-    public static func capabilities(of provider: ProviderSpec) -> ProviderCapabilities {
-        switch provider.type {
-        case .icloudKV:
-            return ProviderCapabilities(tier: .keyValue, keyRules: KeyRule.iCloudKeyValue, canList: false)
-        case .memory:
-            return ProviderCapabilities(maxValueBytes: provider.maxValueBytes, reportsQuota: false)
-        case .sqlite:
-            return SQLiteProvider.capabilities(maxValueBytes: provider.maxValueBytes)
-        case .directory:
-            return DirectoryProvider.capabilities(maxValueBytes: provider.maxValueBytes)
-        }
-    }
 
     /// The store's options: everything but the outbox, whose durable storage lives in the state directory the
     /// runner owns.
@@ -77,31 +39,23 @@ public struct CompiledPipeline: Sendable {
         return options
     }
 
-    /// Opens every provider the file declares, in declaration order.
+    /// Makes every provider the file declares, in declaration order, each with the context `context` gives it.
     ///
-    /// This is the first step with side effects
-    /// (creating database files and directories); only the runner takes it.
-    public func openProviders() throws(CloudSyncError) -> [String: any Provider] {
-        var opened: [String: any Provider] = [:]
+    /// This is the first step with side effects (opening database files and directories); only a run session
+    /// takes it. When one provider cannot be made, the ones already made are closed before the error is thrown.
+    public func makeProviders(context: (ProviderSpec) -> ProviderContext) async throws(CloudSyncError)
+        -> [String: any Provider]
+    {
+        var made: [String: any Provider] = [:]
         for provider in spec.providers {
-            switch provider.type {
-            case .memory:
-                opened[provider.id] = MemoryProvider(
-                    id: provider.id, capabilities: Self.capabilities(of: provider),
-                    items: provider.items.map { KeyValue($0.key, $0.value) })
-            case .sqlite:
-                opened[provider.id] = try SQLiteProvider(
-                    id: provider.id, path: provider.path!.value, maxBytes: provider.maxBytes,
-                    maxValueBytes: provider.maxValueBytes)
-            case .directory:
-                opened[provider.id] = try DirectoryProvider(
-                    id: provider.id, root: provider.path!.value, maxValueBytes: provider.maxValueBytes)
-            case .icloudKV:
-                opened[provider.id] = PlatformOnlyProvider(
-                    id: provider.id, capabilities: Self.capabilities(of: provider))
+            do {
+                made[provider.id] = try provider.configured.make(context: context(provider))
+            } catch {
+                for opened in made.values { await opened.close() }
+                throw error
             }
         }
-        return opened
+        return made
     }
 }
 

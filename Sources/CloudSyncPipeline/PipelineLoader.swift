@@ -1,3 +1,4 @@
+import CloudSync
 import CloudSyncYAML
 import Foundation
 
@@ -12,9 +13,10 @@ public enum PipelineLoader {
     static let idPattern = "[A-Za-z0-9._-]+"
 
     /// Loads the file at `path`; relative paths inside resolve against its directory.
-    public static func load(path: String, environment: [String: String] = ProcessInfo.processInfo.environment)
-        throws(PipelineError) -> PipelineSpec
-    {
+    public static func load(
+        path: String, registry: ProviderRegistry,
+        environment: [String: String] = ProcessInfo.processInfo.environment
+    ) throws(PipelineError) -> PipelineSpec {
         let absolute = resolvePath(path, against: FileManager.default.currentDirectoryPath)
         let start = YAMLMark(line: 1, column: 1)
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: absolute),
@@ -43,12 +45,13 @@ public enum PipelineLoader {
         }
         return try load(
             source: source, file: path, directory: (absolute as NSString).deletingLastPathComponent,
-            environment: environment)
+            registry: registry, environment: environment)
     }
 
     /// Loads pipeline text; `file` names it in errors and `directory` anchors its relative paths.
     public static func load(
-        source: String, file: String, directory: String, environment: [String: String] = [:]
+        source: String, file: String, directory: String, registry: ProviderRegistry,
+        environment: [String: String] = [:]
     ) throws(PipelineError) -> PipelineSpec {
         let diagnostics = Diagnostics(file: file)
         let root: YAMLNode
@@ -71,7 +74,8 @@ public enum PipelineLoader {
             preconditionFailure("the YAML parser throws only YAMLError")
         }
         var reader = Reader(
-            diagnostics: diagnostics, interpolator: Interpolator(environment: environment, directory: directory))
+            diagnostics: diagnostics, interpolator: Interpolator(environment: environment, directory: directory),
+            registry: registry)
         let spec = reader.pipeline(root, file: file, source: source, directory: directory)
         guard diagnostics.items.isEmpty, let spec else {
             throw PipelineError(diagnostics: diagnostics.items.sorted { $0.mark < $1.mark }, source: source)
@@ -84,6 +88,7 @@ public enum PipelineLoader {
 private struct Reader {
     let diagnostics: Diagnostics
     let interpolator: Interpolator
+    let registry: ProviderRegistry
 
     func mapping(_ node: YAMLNode, _ context: String, _ allowed: [String]) -> MappingReader? {
         MappingReader(node, context: context, allowed: allowed, diagnostics, interpolator)
@@ -186,48 +191,125 @@ private struct Reader {
         if pairs.isEmpty { diagnostics.error("`providers` declares no provider; declare at least one", at: node.mark) }
         return pairs.compactMap { pair in
             guard let id = id(pair.key, what: "provider") else { return nil }
-            let context = "provider `\(id)`"
-            let fields = ["type", "path", "maxValueBytes", "maxBytes", "codec", "items"]
-            guard let provider = mapping(pair.value, context, fields),
-                let type = provider.choice("type", ProviderType.self, required: true)
-            else { return nil }
-            var spec = ProviderSpec(
-                id: id, type: type, path: nil, maxValueBytes: nil, maxBytes: nil, codec: nil, items: [],
-                mark: pair.key.mark)
-            let needsPath = type == .sqlite || type == .directory
-            if needsPath {
-                spec.path = provider.string("path", required: true).map {
-                    Interpolated(value: resolvePath($0.value, against: directory), written: $0.written)
-                }
-            } else if let extra = provider["path"] {
-                diagnostics.error("a \(type.rawValue) provider has no `path`", at: extra.mark)
-            }
-            spec.maxValueBytes = provider.integer("maxValueBytes", minimum: 1, unit: " of bytes").map(Int.init)
-            if let maxBytes = provider["maxBytes"] {
-                if type == .sqlite {
-                    spec.maxBytes = provider.integer("maxBytes", minimum: 4096, unit: " of bytes")
-                } else {
-                    diagnostics.error("`maxBytes` applies to sqlite providers only", at: maxBytes.mark)
-                }
-            }
-            if let codec = provider["codec"], let text = provider.scalarText(codec, field: "codec")?.value {
-                if reference(text, at: codec.mark, among: codecIDs.sorted(), what: "codec") { spec.codec = text }
-            }
-            if let items = provider["items"] {
-                if type != .memory {
-                    diagnostics.error("`items` applies to memory providers only", at: items.mark)
-                } else if let pairs = items.mapping {
-                    spec.items = pairs.compactMap { pair in
-                        guard let key = pair.key.scalar, let value = provider.scalarText(pair.value, field: "items")
-                        else { return nil }
-                        return (key, value.value)
-                    }
-                } else {
-                    diagnostics.error("`items` must map keys to values; found \(describe(items))", at: items.mark)
-                }
-            }
-            return spec
+            return providerSpec(id: id, pair.key.mark, pair.value, directory: directory, codecIDs: codecIDs)
         }
+    }
+
+    /// One provider: `type` first, then the fields that type's factory describes, each checked by its kind.
+    func providerSpec(id: String, _ mark: YAMLMark, _ node: YAMLNode, directory: String, codecIDs: Set<String>)
+        -> ProviderSpec?
+    {
+        let context = "provider `\(id)`"
+        let common = ["type"] + ProviderType.commonFields.map(\.name)
+        // Every field some type has passes the unknown-field check; one that belongs to another type is refused
+        // below with a message naming the types it belongs to.
+        var known = common
+        for type in registry.types { known += type.fields.map(\.name).filter { !known.contains($0) } }
+        guard let provider = mapping(node, context, known),
+            let typeNode = provider.require("type"), let typeName = provider.scalarText(typeNode, field: "type")?.value
+        else { return nil }
+        guard let type = registry.type(named: typeName) else {
+            let names = registry.types.map(\.name)
+            var message = "`type` in \(context) must be one of \(names.joined(separator: ", ")); found \"\(typeName)\""
+            if let guess = closest(typeName, among: names) { message += "; did you mean \(guess)?" }
+            diagnostics.error(message, at: typeNode.mark)
+            return nil
+        }
+        var valid = true
+        for pair in node.mapping ?? [] {
+            guard let name = pair.key.scalar, !common.contains(name), type.field(named: name) == nil,
+                known.contains(name)
+            else { continue }
+            let owners = registry.types.filter { $0.field(named: name) != nil }.map(\.name)
+            diagnostics.error(
+                "a \(type.name) provider has no `\(name)`; it applies to \(listed(owners)) providers only",
+                at: pair.key.mark)
+            valid = false
+        }
+        var values: [String: ProviderFieldValue] = [:]
+        var written: [String: Interpolated] = [:]
+        for field in type.fields {
+            guard let fieldNode = field.required ? provider.require(field.name) : provider[field.name] else {
+                if field.required { valid = false }
+                continue
+            }
+            switch field.kind {
+            case .text, .path:
+                guard var text = provider.scalarText(fieldNode, field: field.name) else {
+                    valid = false
+                    continue
+                }
+                if field.kind == .path {
+                    if text.value.isEmpty {
+                        diagnostics.error("`\(field.name)` in \(context) must not be empty", at: fieldNode.mark)
+                        valid = false
+                        continue
+                    }
+                    text = Interpolated(value: resolvePath(text.value, against: directory), written: text.written)
+                }
+                values[field.name] = .text(text.value)
+                written[field.name] = text
+            case .integer(let minimum, let unit):
+                guard
+                    let number = provider.integer(field.name, minimum: minimum, unit: unit.isEmpty ? "" : " of \(unit)")
+                else {
+                    valid = false
+                    continue
+                }
+                values[field.name] = .integer(number)
+                written[field.name] = provider.scalarText(fieldNode, field: field.name)
+            case .boolean:
+                guard let flag = provider.boolean(field.name) else {
+                    valid = false
+                    continue
+                }
+                values[field.name] = .boolean(flag)
+                written[field.name] = provider.scalarText(fieldNode, field: field.name)
+            case .choice(let options):
+                guard let text = provider.choice(field.name, among: options) else {
+                    valid = false
+                    continue
+                }
+                values[field.name] = .text(text.value)
+                written[field.name] = text
+            case .textMap:
+                guard let pairs = fieldNode.mapping else {
+                    diagnostics.error(
+                        "`\(field.name)` in \(context) must map keys to values; found \(describe(fieldNode))",
+                        at: fieldNode.mark)
+                    valid = false
+                    continue
+                }
+                values[field.name] = .textMap(
+                    pairs.compactMap { pair in
+                        guard let key = pair.key.scalar, let value = provider.scalarText(pair.value, field: field.name)
+                        else { return nil }
+                        return KeyValue(key, value.value)
+                    })
+            }
+        }
+        let maxValueBytes = provider.integer("maxValueBytes", minimum: 1, unit: " of bytes").map(Int.init)
+        var codec: String?
+        if let node = provider["codec"], let text = provider.scalarText(node, field: "codec")?.value {
+            if reference(text, at: node.mark, among: codecIDs.sorted(), what: "codec") { codec = text }
+        }
+        guard valid else { return nil }
+        let fields = ProviderFieldValues(values)
+        do {
+            return ProviderSpec(
+                id: id, type: type.name, configured: try type.configuration(from: fields), fields: fields,
+                written: written, secretFields: type.fields.filter { $0.secret && values[$0.name] != nil }.map(\.name),
+                maxValueBytes: maxValueBytes, codec: codec, mark: mark)
+        } catch {
+            diagnostics.error(
+                "\(context): \(error.message)", at: error.field.flatMap { provider[$0]?.mark } ?? typeNode.mark)
+            return nil
+        }
+    }
+
+    /// `a`, `a and b`, `a, b and c`.
+    func listed(_ words: [String]) -> String {
+        words.count < 2 ? words.joined() : words.dropLast().joined(separator: ", ") + " and " + words.last!
     }
 
     // MARK: Codecs

@@ -11,7 +11,9 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
         public var type: String
         /// 1-based place in the store's preference order; nil when the store does not use it.
         public var position: Int?
-        public var path: String?
+        /// The type's own fields as given: paths relative to the pipeline, interpolated values as written, secrets
+        /// only by where they come from.
+        public var settings: [String: String]
         /// The largest encoded value it takes under this tiering, in bytes; nil for no cap.
         public var capBytes: Int?
         public var keyRules: [String]
@@ -75,11 +77,22 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
         version = spec.version
         state = relative(spec.state)
         providers = spec.providers.map { provider in
-            let capabilities = CompiledPipeline.capabilities(of: provider)
+            let capabilities = provider.configured.capabilities
+            var settings: [String: String] = [:]
+            for (name, value) in provider.fields.values {
+                if provider.secretFields.contains(name) {
+                    let given = provider.written[name]
+                    settings[name] = given?.isInterpolated == true ? given!.display : "<secret given in the file>"
+                } else if let given = provider.written[name] {
+                    settings[name] = display(given)
+                } else if case .textMap(let pairs) = value {
+                    settings[name] = "\(pairs.count) item\(pairs.count == 1 ? "" : "s")"
+                }
+            }
             return Provider(
-                id: provider.id, type: provider.type.rawValue,
+                id: provider.id, type: provider.type,
                 position: spec.store.providers.firstIndex(of: provider.id).map { $0 + 1 },
-                path: provider.path.map(display),
+                settings: settings,
                 capBytes: tiering.cap(
                     tier: capabilities.tier, declared: capabilities.maxValueBytes, override: provider.maxValueBytes),
                 keyRules: ([KeyRule.nonEmpty] + capabilities.keyRules).map(\.description), codec: provider.codec)
@@ -101,8 +114,7 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
         if storeSpec.validateKeys {
             for id in storeSpec.providers {
                 guard let provider = spec.providers.first(where: { $0.id == id }) else { continue }
-                for rule in CompiledPipeline.capabilities(of: provider).keyRules where !rules.contains(rule.description)
-                {
+                for rule in provider.configured.capabilities.keyRules where !rules.contains(rule.description) {
                     rules.append(rule.description)
                 }
             }
@@ -163,9 +175,7 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
 
     /// Indented JSON with sorted keys, stable for pinning.
     public func json() -> String {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        return String(decoding: (try? encoder.encode(self)) ?? Data(), as: UTF8.self) + "\n"
+        String(decoding: (try? JSONEncoder.sorted.encode(self)) ?? Data(), as: UTF8.self) + "\n"
     }
 
     /// The plan as people read it.
@@ -174,7 +184,12 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
         for provider in providers.sorted(by: { ($0.position ?? .max, $0.id) < ($1.position ?? .max, $1.id) }) {
             let place = provider.position.map { "\($0)." } ?? "-"
             var line = "  \(place) \(provider.id): \(provider.type)"
-            if let path = provider.path { line += " at \(path)" }
+            if !provider.settings.isEmpty {
+                line +=
+                    " ("
+                    + provider.settings.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(
+                        separator: ", ") + ")"
+            }
             line += ", cap " + (provider.capBytes.map { "\($0) bytes" } ?? "none")
             if let codec = provider.codec { line += ", codec \(codec)" }
             if provider.position == nil { line += " (not in the store)" }

@@ -1,7 +1,78 @@
+import CloudSync
+
 /// The JSON Schema (2020-12) of pipeline files, printed by `cloudsync schema pipeline`; `schemas/pipeline.schema.json`
-/// is this text, and a test keeps the two identical.
+/// is this text for the built-in provider types, and a test keeps the two identical.
+///
+/// The provider definition is derived from the registered factories' field descriptions, so a new provider type
+/// appears in the schema by being registered.
 public enum PipelineSchema {
-    public static let json = #"""
+    /// The schema for pipelines whose providers come from `registry`.
+    public static func json(registry: ProviderRegistry) -> String {
+        template.replacingOccurrences(of: "__PROVIDER__", with: providerDefinition(registry))
+    }
+
+    /// `$defs.provider`: one branch per type, each listing exactly the fields that type accepts.
+    static func providerDefinition(_ registry: ProviderRegistry) -> String {
+        let indent = String(repeating: " ", count: 4)
+        let types = registry.types
+        let typeDescription = types.map { "\($0.name) (\($0.summary))" }.joined(separator: "; ")
+        var lines = [
+            "{",
+            "  \"description\": \"One storage provider: `type` and the fields of that type.\",",
+            "  \"type\": \"object\",",
+            "  \"required\": [\"type\"],",
+            "  \"properties\": { \"type\": { \"description\": \(quoted(typeDescription + ".")), \"enum\": ["
+                + types.map { quoted($0.name) }.joined(separator: ", ") + "] } },",
+            "  \"allOf\": [",
+        ]
+        for (index, type) in types.enumerated() {
+            let fields = ProviderType.commonFields + type.fields
+            var properties = ["\"type\": true"]
+            properties += fields.map { "\(quoted($0.name)): \(fieldSchema($0))" }
+            let required = type.fields.filter(\.required).map { quoted($0.name) }
+            var then = "{ "
+            if !required.isEmpty { then += "\"required\": [\(required.joined(separator: ", "))], " }
+            then += "\"properties\": { \(properties.joined(separator: ", ")) }, \"additionalProperties\": false }"
+            lines.append(
+                "    { \"if\": { \"properties\": { \"type\": { \"const\": \(quoted(type.name)) } } }, \"then\": \(then) }"
+                    + (index == types.count - 1 ? "" : ","))
+        }
+        lines += ["  ]", "}"]
+        return lines.enumerated().map { $0.offset == 0 ? $0.element : indent + $0.element }.joined(separator: "\n")
+    }
+
+    static func fieldSchema(_ field: ProviderField) -> String {
+        var description = field.summary.prefix(1).uppercased() + field.summary.dropFirst()
+        if field.kind == .path { description += "; relative to this file" }
+        if let value = field.defaultValue { description += ". Default: \(value)" }
+        if field.secret { description += ". A secret: give it with ${env:NAME} or ${file:path}" }
+        description += "."
+        var parts = ["\"description\": \(quoted(description))"]
+        switch field.kind {
+        case .text: parts.append("\"type\": \"string\"")
+        case .path: parts += ["\"type\": \"string\"", "\"minLength\": 1"]
+        case .integer(let minimum, _): parts += ["\"type\": \"integer\"", "\"minimum\": \(minimum)"]
+        case .boolean: parts.append("\"type\": \"boolean\"")
+        case .choice(let options): parts.append("\"enum\": [" + options.map(quoted).joined(separator: ", ") + "]")
+        case .textMap: parts += ["\"type\": \"object\"", "\"additionalProperties\": { \"type\": \"string\" }"]
+        }
+        return "{ " + parts.joined(separator: ", ") + " }"
+    }
+
+    static func quoted(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+
+    static let template = #"""
         {
           "$schema": "https://json-schema.org/draft/2020-12/schema",
           "$id": "https://cloudsync.invalid/schemas/pipeline.schema.json",
@@ -39,25 +110,7 @@ public enum PipelineSchema {
           },
           "$defs": {
             "bytes": { "type": "integer", "minimum": 1 },
-            "provider": {
-              "description": "One storage provider.",
-              "type": "object",
-              "required": ["type"],
-              "properties": {
-                "type": { "description": "memory (process memory: demos, dry runs), sqlite (one SQLite file, the embedded default), directory (one file per key), icloudKV (recognised, never available on Linux; its key rules still apply).", "enum": ["memory", "sqlite", "directory", "icloudKV"] },
-                "path": { "description": "sqlite: the database file; directory: the root directory. Relative to this file.", "type": "string", "minLength": 1 },
-                "maxValueBytes": { "description": "Lowers the largest encoded value this provider takes, in bytes.", "$ref": "#/$defs/bytes" },
-                "maxBytes": { "description": "sqlite only: the most the database may use, in bytes; writes past it fail with ERR_QUOTA_EXCEEDED.", "type": "integer", "minimum": 4096 },
-                "codec": { "description": "Codec id for this provider's values, overriding the store's codec.", "type": "string" },
-                "items": { "description": "memory only: keys and values the provider starts with.", "type": "object", "additionalProperties": { "type": "string" } }
-              },
-              "additionalProperties": false,
-              "allOf": [
-                { "if": { "properties": { "type": { "enum": ["sqlite", "directory"] } } }, "then": { "required": ["path"] }, "else": { "not": { "required": ["path"] } } },
-                { "if": { "properties": { "type": { "const": "sqlite" } } }, "else": { "not": { "required": ["maxBytes"] } } },
-                { "if": { "properties": { "type": { "const": "memory" } } }, "else": { "not": { "required": ["items"] } } }
-              ]
-            },
+            "provider": __PROVIDER__,
             "codec": {
               "description": "Encryption at rest with XChaCha20-Poly1305 envelopes.",
               "type": "object",

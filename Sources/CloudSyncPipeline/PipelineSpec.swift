@@ -1,3 +1,4 @@
+import CloudSync
 import CloudSyncYAML
 
 /// A pipeline file as written, checked and with paths resolved, but not yet compiled: nothing here has touched a
@@ -33,23 +34,29 @@ public struct Interpolated: Sendable, Equatable {
     public var display: String { written }
 }
 
-public enum ProviderType: String, Sendable, CaseIterable {
-    case memory, sqlite, directory, icloudKV
-}
-
+/// One provider as the file declares it: its type's fields read and checked by the type's factory, nothing opened.
 public struct ProviderSpec: Sendable {
     public var id: String
-    public var type: ProviderType
-    /// The file or directory, absolute (resolved against the pipeline's directory).
-    public var path: Interpolated?
+    /// The registered type name.
+    public var type: String
+    /// The type's configuration, ready to make the provider.
+    public var configured: ConfiguredProvider
+    /// The type's own fields as read (paths absolute), by name.
+    public var fields: ProviderFieldValues
+    /// Each given field as written, for output that must show references rather than what they expanded to.
+    public var written: [String: Interpolated]
+    /// Names of the given fields that hold secrets.
+    public var secretFields: [String]
+    /// Lowers the largest encoded value this provider takes.
     public var maxValueBytes: Int?
-    /// `sqlite` only: the most the database may use.
-    public var maxBytes: Int64?
     /// A codec id for this provider, overriding the store's.
     public var codec: String?
-    /// `memory` only: keys and values it starts with.
-    public var items: [(key: String, value: String)]
     public var mark: YAMLMark
+
+    /// The expanded values of the secret fields, for redaction.
+    public var secrets: [String] {
+        secretFields.compactMap { fields.text($0) }
+    }
 }
 
 public struct CodecSpec: Sendable {

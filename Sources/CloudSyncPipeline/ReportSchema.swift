@@ -13,7 +13,7 @@ public enum ReportSchema {
           "properties": {
             "pipeline": { "description": "The pipeline's name.", "type": "string" },
             "runId": { "description": "Unique per run.", "type": "string" },
-            "status": { "description": "ok, failed (a job failed or could not run) or interrupted.", "enum": ["ok", "failed", "interrupted"] },
+            "status": { "description": "ok, failed (a job had failing keys or a quota warning under failOnWarning), error (a job could not run) or interrupted; the exit status follows it (0, 1, 2, 130).", "enum": ["ok", "failed", "error", "interrupted"] },
             "dryRun": { "description": "True when nothing was written.", "type": "boolean" },
             "startedAt": { "description": "ISO-8601 UTC.", "type": "string", "format": "date-time" },
             "finishedAt": { "description": "ISO-8601 UTC.", "type": "string", "format": "date-time" },
@@ -71,14 +71,26 @@ public enum ReportSchema {
               "items": {
                 "type": "object",
                 "additionalProperties": false,
-                "required": ["id", "type", "available", "requests", "bytesRead", "bytesWritten"],
+                "required": ["id", "type", "available", "requests", "bytesRead", "bytesWritten", "retries", "throttled"],
                 "properties": {
                   "id": { "type": "string" },
                   "type": { "type": "string" },
-                  "available": { "type": "boolean" },
-                  "requests": { "type": "integer", "minimum": 0 },
+                  "available": { "description": "Whether it could serve requests when the run ended.", "type": "boolean" },
+                  "unavailable": {
+                    "description": "Why it could not, when it could not.",
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["reason", "message"],
+                    "properties": {
+                      "reason": { "enum": ["signedOut", "offline", "misconfigured", "unsupportedPlatform", "timedOut", "closed", "other"] },
+                      "message": { "type": "string" }
+                    }
+                  },
+                  "requests": { "description": "Requests the provider made, counted where they happen (one HTTP request or local call counts once).", "type": "integer", "minimum": 0 },
                   "bytesRead": { "type": "integer", "minimum": 0 },
-                  "bytesWritten": { "type": "integer", "minimum": 0 }
+                  "bytesWritten": { "type": "integer", "minimum": 0 },
+                  "retries": { "description": "Requests sent again after a failure that may pass.", "type": "integer", "minimum": 0 },
+                  "throttled": { "description": "Answers that asked for fewer requests.", "type": "integer", "minimum": 0 }
                 }
               }
             }

@@ -1,56 +1,6 @@
 import CloudSync
 import Foundation
 
-/// Counts what the run asks of a provider, for the report.
-final class MeteredProvider: ForwardingProvider {
-    struct Meter: Sendable, Codable, Equatable {
-        var requests = 0
-        var bytesRead = 0
-        var bytesWritten = 0
-    }
-
-    let wrapped: any Provider
-    private let meter = Protected(Meter())
-
-    init(_ wrapped: any Provider) { self.wrapped = wrapped }
-
-    var reading: Meter { meter.withLock { $0 } }
-
-    private func count(read: Int = 0, written: Int = 0) {
-        meter.withLock { meter in
-            meter.requests += 1
-            meter.bytesRead += read
-            meter.bytesWritten += written
-        }
-    }
-
-    func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
-        let results = try await wrapped.get(keys)
-        count(read: results.reduce(0) { total, result in total + ((try? result.get())??.utf8.count ?? 0) })
-        return results
-    }
-
-    func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
-        count(written: items.reduce(0) { $0 + $1.value.utf8.count })
-        return try await wrapped.set(items)
-    }
-
-    func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
-        count()
-        return try await wrapped.remove(keys)
-    }
-
-    func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
-        count()
-        return try await wrapped.listKeys(after: cursor, limit: limit)
-    }
-
-    func quota() async throws -> ProviderQuota? {
-        count()
-        return try await wrapped.quota()
-    }
-}
-
 /// A dry run's view of a provider: reads go through, writes and removes are counted as done but never made.
 struct DryRunProvider: ForwardingProvider {
     let wrapped: any Provider

@@ -1,3 +1,4 @@
+import CloudSyncCLI
 import CloudSyncPipeline
 import CloudSyncTesting
 import Foundation
@@ -25,7 +26,8 @@ let invalidDirectory = repositoryRoot + "/Tests/Fixtures/invalid-pipelines"
         var rendered = "loaded without error"
         do {
             let spec = try PipelineLoader.load(
-                source: source, file: name, directory: invalidDirectory, environment: ["VAULT_KEY": "not base64!"])
+                source: source, file: name, directory: invalidDirectory, registry: BuiltInProviders.registry,
+                environment: ["VAULT_KEY": "not base64!"])
             _ = try PipelineCompiler.compile(spec, environment: [:])
         } catch {
             rendered = error.description

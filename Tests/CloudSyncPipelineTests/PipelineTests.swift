@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncCLI
 import CloudSyncPipeline
 import CloudSyncTesting
 import Foundation
@@ -7,7 +8,9 @@ import Testing
 private func load(_ source: String, environment: [String: String] = [:], directory: String = "/srv/pipelines")
     throws -> PipelineSpec
 {
-    try PipelineLoader.load(source: source, file: "p.yaml", directory: directory, environment: environment)
+    try PipelineLoader.load(
+        source: source, file: "p.yaml", directory: directory, registry: BuiltInProviders.registry,
+        environment: environment)
 }
 
 private let minimal = """
@@ -28,9 +31,10 @@ private let minimal = """
         let previous = FileManager.default.currentDirectoryPath
         defer { FileManager.default.changeCurrentDirectoryPath(previous) }
         FileManager.default.changeCurrentDirectoryPath("/")
-        let spec = try PipelineLoader.load(path: directory.file("conf/p.yaml"), environment: [:])
+        let spec = try PipelineLoader.load(
+            path: directory.file("conf/p.yaml"), registry: BuiltInProviders.registry, environment: [:])
         let conf = URL(fileURLWithPath: directory.file("conf")).standardizedFileURL.path
-        #expect(spec.providers[0].path?.value == conf + "/data/p.db")
+        #expect(spec.providers[0].fields.text("path") == conf + "/data/p.db")
         #expect(spec.state == conf + "/.cloudsync/demo")
     }
 
@@ -49,9 +53,9 @@ private let minimal = """
               providers: [primary, backup]
             """, environment: ["DATA_DIR": "/var/lib/cloudsync"], directory: directory.path)
         #expect(spec.name == "fallback")
-        #expect(spec.providers[0].path?.value == "/var/lib/cloudsync/p.db")
-        #expect(spec.providers[0].path?.display == "${env:DATA_DIR}/p.db")
-        #expect(spec.providers[1].path?.value.hasSuffix("/backups/${literal}") == true)
+        #expect(spec.providers[0].written["path"]?.value == "/var/lib/cloudsync/p.db")
+        #expect(spec.providers[0].written["path"]?.display == "${env:DATA_DIR}/p.db")
+        #expect(spec.providers[1].written["path"]?.value.hasSuffix("/backups/${literal}") == true)
     }
 
     @Test func interpolatedSecretsNeverReachThePlan() throws {
@@ -89,19 +93,22 @@ private let minimal = """
         let path = directory.file("huge.yaml")
         try (minimal + "# " + String(repeating: "x", count: PipelineLoader.maximumFileBytes) + "\n")
             .write(toFile: path, atomically: true, encoding: .utf8)
-        let error = #expect(throws: PipelineError.self) { try PipelineLoader.load(path: path, environment: [:]) }
+        let error = #expect(throws: PipelineError.self) {
+            try PipelineLoader.load(path: path, registry: BuiltInProviders.registry, environment: [:])
+        }
         #expect(error?.diagnostics.first?.message.hasSuffix("a pipeline file may be at most 4194304 bytes") == true)
     }
 
-    @Test func compilingHasNoSideEffects() throws {
+    @Test func compilingHasNoSideEffects() async throws {
         let directory = try TemporaryDirectory()
         let spec = try load(minimal, directory: directory.path)
         let compiled = try PipelineCompiler.compile(spec, environment: [:])
         _ = PipelinePlan(compiled).text()
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
         // Opening providers is the runner's step, and the first that creates anything.
-        _ = try compiled.openProviders()
+        let providers = try await compiled.makeProviders { ProviderContext(providerID: $0.id) }
         #expect(FileManager.default.fileExists(atPath: directory.file("data/p.db")))
+        for provider in providers.values { await provider.close() }
     }
 
     @Test func aKeyFromTheEnvironmentIsDecodedOrRefusedByName() throws {
@@ -168,7 +175,9 @@ private let minimal = """
         let source = try String(contentsOfFile: path, encoding: .utf8)
         #expect(source.hasPrefix("# yaml-language-server: $schema=../schemas/pipeline.schema.json\n"))
         let plan = PipelinePlan(
-            try PipelineCompiler.compile(try PipelineLoader.load(path: path, environment: [:]), environment: [:]))
+            try PipelineCompiler.compile(
+                try PipelineLoader.load(path: path, registry: BuiltInProviders.registry, environment: [:]),
+                environment: [:]))
         let pinned = repositoryRoot + "/Tests/Fixtures/plans/" + name.replacingOccurrences(of: ".yaml", with: ".json")
         if ProcessInfo.processInfo.environment["CLOUDSYNC_UPDATE_EXPECTED"] == "1" {
             try plan.json().write(toFile: pinned, atomically: true, encoding: .utf8)
@@ -182,7 +191,7 @@ private let minimal = """
 
     @Test func theSchemaFileIsTheOneTheBinaryPrints() throws {
         let file = try String(contentsOfFile: repositoryRoot + "/schemas/pipeline.schema.json", encoding: .utf8)
-        #expect(file == PipelineSchema.json + "\n")
+        #expect(file == PipelineSchema.json(registry: BuiltInProviders.registry) + "\n")
         let report = try String(contentsOfFile: repositoryRoot + "/schemas/report.schema.json", encoding: .utf8)
         #expect(report == ReportSchema.json + "\n")
         #expect(try JSONSerialization.jsonObject(with: Data(file.utf8)) is [String: Any])

@@ -1,0 +1,86 @@
+import CloudSync
+import Foundation
+
+/// The `sqlite` provider type: every key in one SQLite file, the embedded default.
+public struct SQLiteProviderFactory: ProviderFactory {
+    /// Where the database is and how large it may grow.
+    public struct Configuration: Sendable {
+        /// The database file, absolute.
+        public var path: String
+        /// The most the database may use, in bytes; nil for no limit.
+        public var maxBytes: Int64?
+    }
+
+    /// The factory; register it in a ``ProviderRegistry``.
+    public init() {}
+
+    public var type: String { "sqlite" }
+    public var summary: String { "one SQLite file (write-ahead log), the embedded default" }
+    public var fields: [ProviderField] {
+        [
+            ProviderField("path", .path, required: true, summary: "the database file"),
+            ProviderField(
+                "maxBytes", .integer(minimum: 4096, unit: "bytes"),
+                summary: "the most the database may use; writes past it fail with ERR_QUOTA_EXCEEDED"),
+        ]
+    }
+
+    public func configuration(from values: ProviderFieldValues) throws(ProviderConfigurationError) -> Configuration {
+        guard let path = values.text("path") else { throw ProviderConfigurationError(field: "path", "needs a path") }
+        return Configuration(path: path, maxBytes: values.integer("maxBytes"))
+    }
+
+    public func capabilities(of configuration: Configuration) -> ProviderCapabilities {
+        SQLiteProvider.capabilities(maxValueBytes: nil)
+    }
+
+    public func make(_ configuration: Configuration, context: ProviderContext) throws(CloudSyncError) -> any Provider {
+        if context.readOnly {
+            guard FileManager.default.fileExists(atPath: configuration.path) else {
+                return MemoryProvider(
+                    id: context.providerID, capabilities: capabilities(of: configuration), metrics: context.metrics)
+            }
+            return try SQLiteProvider(
+                id: context.providerID, path: configuration.path, maxBytes: configuration.maxBytes,
+                clock: context.clock, readOnlySnapshot: true, metrics: context.metrics)
+        }
+        return try SQLiteProvider(
+            id: context.providerID, path: configuration.path, maxBytes: configuration.maxBytes, clock: context.clock,
+            metrics: context.metrics)
+    }
+}
+
+/// The `directory` provider type: one file per key under a root directory, readable by any tool.
+public struct DirectoryProviderFactory: ProviderFactory {
+    /// The root directory.
+    public struct Configuration: Sendable {
+        /// The root, absolute.
+        public var path: String
+    }
+
+    /// The factory; register it in a ``ProviderRegistry``.
+    public init() {}
+
+    public var type: String { "directory" }
+    public var summary: String { "one file per key under a directory, written atomically, readable by any tool" }
+    public var fields: [ProviderField] {
+        [ProviderField("path", .path, required: true, summary: "the root directory")]
+    }
+
+    public func configuration(from values: ProviderFieldValues) throws(ProviderConfigurationError) -> Configuration {
+        guard let path = values.text("path") else { throw ProviderConfigurationError(field: "path", "needs a path") }
+        return Configuration(path: path)
+    }
+
+    public func capabilities(of configuration: Configuration) -> ProviderCapabilities {
+        DirectoryProvider.capabilities(maxValueBytes: nil)
+    }
+
+    public func make(_ configuration: Configuration, context: ProviderContext) throws(CloudSyncError) -> any Provider {
+        if context.readOnly, !FileManager.default.fileExists(atPath: configuration.path) {
+            return MemoryProvider(
+                id: context.providerID, capabilities: capabilities(of: configuration), metrics: context.metrics)
+        }
+        return try DirectoryProvider(id: context.providerID, root: configuration.path, metrics: context.metrics)
+    }
+}

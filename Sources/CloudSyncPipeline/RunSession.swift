@@ -1,0 +1,234 @@
+import CloudSync
+import CloudSyncLocal
+import Foundation
+
+/// One pipeline's state directory, held for the length of one command: the run lock, the outbox, the state database
+/// and the providers' lifetimes.
+///
+/// `cloudsync run`, the `outbox` commands and `history` all open one. A session that writes takes the lock, so two
+/// commands never change one pipeline's state at once; a dry run takes nothing, opens every database read-only and
+/// works on copies. ``close()`` closes the store and every provider (SQLite checkpoints its log) and releases the
+/// lock.
+public final class RunSession: Sendable {
+    /// What the session may change.
+    public enum Access: Sendable, Equatable {
+        /// A real run: the lock is taken, state and providers are written.
+        case write
+        /// A dry run: nothing is locked or written; providers stand in empty where their storage does not exist.
+        case dryRun
+    }
+
+    public let compiled: CompiledPipeline
+    public let access: Access
+    /// The store over the pipeline's providers (its attached providers included), with the outbox.
+    public let store: CloudStore
+    public let outbox: Outbox?
+    /// Every provider the file declares, by id, as the store sees it.
+    public let providers: [String: any Provider]
+    /// The state database; nil in a dry run of a pipeline that has never run.
+    public let stateDatabase: StateDatabase?
+    let metrics: [String: ProviderMetrics]
+    private let drops: Protected<[String: Int]>
+    private let lock: RunLock?
+    private let isClosed = Protected(false)
+
+    /// The state directory's files.
+    public var outboxPath: String { compiled.spec.state + "/outbox.db" }
+
+    /// Opens the state directory (creating it, 0700, unless this is a dry run), takes the lock, opens the state
+    /// database and the outbox, makes every provider through its factory, and builds the store.
+    ///
+    /// Throws ``RunRefusal/locked(pid:lockFile:)`` when another command holds the pipeline, and
+    /// ``RunRefusal/cannotStart(_:)`` when something cannot be opened; nothing opened is left open.
+    public static func open(
+        _ compiled: CompiledPipeline, access: Access = .write, clock: any StoreClock = SystemClock(),
+        logger: ProviderLogger = .disabled
+    ) async throws(RunRefusal) -> RunSession {
+        let spec = compiled.spec
+        var lock: RunLock?
+        if access == .write {
+            do {
+                try FileManager.default.createDirectory(
+                    atPath: spec.state, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+                switch try RunLock.acquire(in: spec.state) {
+                case .acquired(let acquired): lock = acquired
+                case .heldBy(let pid): throw RunRefusal.locked(pid: pid, lockFile: spec.state + "/run.lock")
+                }
+            } catch let refusal as RunRefusal {
+                throw refusal
+            } catch {
+                throw RunRefusal.cannotStart("cannot use the state directory \(spec.state): \(error)")
+            }
+        }
+        var keepLock = false
+        defer { if !keepLock { lock?.release() } }
+
+        // Provider values are encrypted with the store's codec, else the first the file declares.
+        let stateCodec =
+            spec.store.codec.flatMap { compiled.codecs[$0] }
+            ?? spec.codecs.first.flatMap {
+                compiled.codecs[$0.id]
+            }
+        let statePath = spec.state + "/state.db"
+        let stateDatabase: StateDatabase?
+        do {
+            if access == .write {
+                stateDatabase = try StateDatabase(path: statePath, codec: stateCodec)
+            } else {
+                stateDatabase =
+                    FileManager.default.fileExists(atPath: statePath)
+                    ? try StateDatabase(path: statePath, codec: stateCodec, readOnly: true) : nil
+            }
+        } catch {
+            throw RunRefusal.cannotStart(error.description)
+        }
+        let stateStore: any ProviderStateStore = stateDatabase ?? InMemoryProviderStateStore()
+
+        var metrics: [String: ProviderMetrics] = [:]
+        for provider in spec.providers { metrics[provider.id] = ProviderMetrics() }
+        let made: [String: any Provider]
+        do {
+            made = try await compiled.makeProviders { provider in
+                ProviderContext(
+                    providerID: provider.id, clock: clock,
+                    state: ProviderState(provider: provider.id, store: stateStore),
+                    metrics: metrics[provider.id]!, logger: logger.redacting(provider.secrets),
+                    directory: spec.directory, readOnly: access == .dryRun)
+            }
+        } catch {
+            throw RunRefusal.cannotStart(error.description)
+        }
+        let providers: [String: any Provider] =
+            access == .dryRun ? made.mapValues { DryRunProvider(wrapped: $0) } : made
+        var closeProviders = true
+        defer {
+            if closeProviders {
+                let all = Array(made.values)
+                Task { for provider in all { await provider.close() } }
+            }
+        }
+
+        let drops = Protected<[String: Int]>([:])
+        var outbox: Outbox?
+        if spec.store.outbox.enabled {
+            do {
+                outbox = try makeOutbox(compiled, access: access, drops: drops)
+            } catch {
+                throw RunRefusal.cannotStart("cannot open the outbox in \(spec.state): \(error)")
+            }
+        }
+        var options = compiled.storeOptions
+        options.outbox = outbox
+        options.clock = clock
+        let store: CloudStore
+        do {
+            // Providers the file declares outside store.providers are reachable by jobs, not by the store's routing.
+            store = try CloudStore(
+                providers: spec.store.providers.compactMap { providers[$0] },
+                attached: spec.providers.filter { !spec.store.providers.contains($0.id) }.compactMap {
+                    providers[$0.id]
+                },
+                options: options)
+        } catch {
+            throw RunRefusal.cannotStart(error.description)
+        }
+        keepLock = true
+        closeProviders = false
+        let session = RunSession(
+            compiled: compiled, access: access, store: store, outbox: outbox, providers: providers,
+            stateDatabase: stateDatabase, metrics: metrics, lock: lock, drops: drops)
+        if access == .write { await session.noticeAccountSwitches(clock: clock) }
+        return session
+    }
+
+    private init(
+        compiled: CompiledPipeline, access: Access, store: CloudStore, outbox: Outbox?,
+        providers: [String: any Provider], stateDatabase: StateDatabase?, metrics: [String: ProviderMetrics],
+        lock: RunLock?, drops: Protected<[String: Int]>
+    ) {
+        self.compiled = compiled
+        self.access = access
+        self.store = store
+        self.outbox = outbox
+        self.providers = providers
+        self.stateDatabase = stateDatabase
+        self.metrics = metrics
+        self.lock = lock
+        self.drops = drops
+    }
+
+    /// Outbox entries dropped so far, by reason.
+    public var dropped: [String: Int] { drops.withLock { $0 } }
+
+    private static func makeOutbox(
+        _ compiled: CompiledPipeline, access: Access, drops: Protected<[String: Int]>
+    ) throws -> Outbox {
+        let limits = Outbox.Limits(
+            maxEntries: compiled.spec.store.outbox.maxEntries, maxAttempts: compiled.spec.store.outbox.maxAttempts,
+            maxAge: .milliseconds(compiled.spec.store.outbox.maxAgeMs))
+        let onDropped: @Sendable (OutboxEntry, Outbox.DropReason) -> Void = { _, reason in
+            drops.withLock { $0[reason.rawValue, default: 0] += 1 }
+        }
+        let path = compiled.spec.state + "/outbox.db"
+        guard access == .dryRun else {
+            return try Outbox(
+                storage: SQLiteOutboxStorage(path: path), limits: limits, onDropped: onDropped)
+        }
+        // A dry run works on a copy of the queue and leaves the file as it is.
+        let copy = InMemoryOutboxStorage()
+        if FileManager.default.fileExists(atPath: path) {
+            for entry in try SQLiteOutboxStorage.snapshot(path: path) { try copy.replace(entry) }
+        }
+        return try Outbox(storage: copy, limits: limits, onDropped: onDropped)
+    }
+
+    /// Compares each provider's account with the one the last run saw; after a switch, the outbox's entries (written
+    /// for the previous account) are abandoned and the provider's caches cleared, as a live account event would.
+    private func noticeAccountSwitches(clock: any StoreClock) async {
+        guard let stateDatabase else { return }
+        for provider in compiled.spec.providers {
+            guard let live = providers[provider.id],
+                let identity = try? await live.accountIdentity()
+            else { continue }
+            let previous = try? stateDatabase.identity(of: provider.id)
+            if let previous, previous != identity {
+                outbox?.abandonForAccountChange()
+                await live.clearCaches()
+            }
+            try? stateDatabase.remember(
+                identity: identity, of: provider.id, at: iso8601(clock.nowMilliseconds()))
+        }
+    }
+
+    /// The report's line for each provider the file declares: availability (with the reason when unavailable),
+    /// probed under the store's deadline, and what the provider counted.
+    public func providerLines() async -> [RunReport.Provider] {
+        var lines: [RunReport.Provider] = []
+        for provider in compiled.spec.providers {
+            let availability = await store.availability(of: provider.id)
+            let reading = metrics[provider.id]?.reading ?? ProviderMetrics.Reading()
+            lines.append(
+                RunReport.Provider(
+                    id: provider.id, type: provider.type, available: availability.isAvailable,
+                    unavailable: availability.reason.map {
+                        RunReport.Unavailable(reason: $0, message: availability.description)
+                    },
+                    requests: reading.requests, bytesRead: reading.bytesRead, bytesWritten: reading.bytesWritten,
+                    retries: reading.retries, throttled: reading.throttled))
+        }
+        return lines
+    }
+
+    /// Closes the store and every provider, then releases the lock; later calls do nothing.
+    public func close() async {
+        let first = isClosed.withLock { closed in
+            defer { closed = true }
+            return !closed
+        }
+        guard first else { return }
+        store.close()
+        for provider in providers.values { await provider.close() }
+        stateDatabase?.close()
+        lock?.release()
+    }
+}

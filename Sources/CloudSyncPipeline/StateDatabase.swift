@@ -1,0 +1,206 @@
+import CloudSync
+import CloudSyncSQLite
+import Foundation
+
+/// A pipeline's state database (`<state>/state.db`, SQLite, mode 0600): the history of its runs, the account
+/// identities its providers had last time, and the opaque values providers keep between runs (rotating tokens,
+/// change cursors), encrypted with the pipeline's codec when it names one.
+public final class StateDatabase: ProviderStateStore {
+    /// One past run.
+    public struct Run: Sendable, Equatable, Codable {
+        public var id: String
+        public var startedAt: String
+        public var finishedAt: String
+        public var status: RunStatus
+        public var dryRun: Bool
+        /// Jobs by status, for a one-line summary.
+        public var jobs: [String: Int]
+        /// Where the report went; nil when it went to standard output.
+        public var report: String?
+    }
+
+    static let migrations = SQLiteMigrator([
+        SQLiteMigration(
+            "create runs, identities, provider values and snapshots",
+            sql: """
+                CREATE TABLE runs (
+                    id TEXT PRIMARY KEY NOT NULL,
+                    started_at TEXT NOT NULL,
+                    finished_at TEXT NOT NULL,
+                    status TEXT NOT NULL,
+                    dry_run INTEGER NOT NULL,
+                    jobs TEXT NOT NULL,
+                    report TEXT
+                );
+                CREATE TABLE identities (
+                    provider TEXT PRIMARY KEY NOT NULL,
+                    identity TEXT NOT NULL,
+                    seen_at TEXT NOT NULL
+                ) WITHOUT ROWID;
+                CREATE TABLE provider_values (
+                    provider TEXT NOT NULL,
+                    name TEXT NOT NULL,
+                    value TEXT NOT NULL,
+                    PRIMARY KEY (provider, name)
+                ) WITHOUT ROWID;
+                CREATE TABLE snapshots (
+                    job TEXT NOT NULL,
+                    key TEXT NOT NULL,
+                    fingerprint TEXT NOT NULL,
+                    PRIMARY KEY (job, key)
+                ) WITHOUT ROWID;
+                """)
+    ])
+
+    /// The database file.
+    public let path: String
+    private let database: SQLiteDatabase
+    private let codec: (any ValueCodec)?
+    /// In a read-only database, what was written during the session, kept in memory and never on disk.
+    private let overlay: Protected<[String: String?]>?
+
+    /// Opens (creating when needed) the state database at `path`; provider values are encrypted with `codec`.
+    ///
+    /// With `readOnly` (dry runs) the file must exist and is never written: runs are not recorded and provider
+    /// values set during the session live in memory only.
+    public init(path: String, codec: (any ValueCodec)? = nil, readOnly: Bool = false) throws(CloudSyncError) {
+        self.path = path
+        self.codec = codec
+        overlay = readOnly ? Protected([:]) : nil
+        do {
+            // A rollback journal rather than a write-ahead log: the state is written a few times a run, and a
+            // read-only open (dry runs, `history`) of a journaled database creates no -wal or -shm beside it.
+            if readOnly {
+                database = try SQLiteDatabase(
+                    path: path, options: SQLiteDatabase.Options(writeAheadLog: false, readOnly: true))
+            } else {
+                database = try SQLiteDatabase(path: path, options: SQLiteDatabase.Options(writeAheadLog: false))
+                try Self.migrations.migrate(database)
+            }
+        } catch {
+            throw CloudSyncError(
+                .config, "cannot open the state database \(path): \(error); check the state directory")
+        }
+    }
+
+    /// Releases the database file.
+    public func close() {}
+
+    private func run<T>(_ body: (SQLiteConnection) throws -> T) throws(CloudSyncError) -> T {
+        do {
+            return overlay == nil ? try database.write(body) : try database.read(body)
+        } catch let error as CloudSyncError {
+            throw error
+        } catch {
+            throw CloudSyncError(.config, "the state database \(path) failed: \(error)")
+        }
+    }
+
+    // MARK: Runs
+
+    /// Records a finished run.
+    public func record(_ run: Run) throws(CloudSyncError) {
+        guard overlay == nil else { return }
+        let jobs = String(decoding: (try? JSONEncoder.sorted.encode(run.jobs)) ?? Data("{}".utf8), as: UTF8.self)
+        try self.run { db in
+            try db.execute(
+                "INSERT OR REPLACE INTO runs (id, started_at, finished_at, status, dry_run, jobs, report) "
+                    + "VALUES (?, ?, ?, ?, ?, ?, ?)",
+                run.id, run.startedAt, run.finishedAt, run.status.rawValue, run.dryRun, jobs, run.report)
+        }
+    }
+
+    /// The last `limit` runs, newest first.
+    public func runs(limit: Int) throws(CloudSyncError) -> [Run] {
+        try run { db in
+            try db.query(
+                "SELECT id, started_at, finished_at, status, dry_run, jobs, report FROM runs "
+                    + "ORDER BY started_at DESC, rowid DESC LIMIT ?", [limit]
+            ) { row in
+                Run(
+                    id: row.string(0) ?? "", startedAt: row.string(1) ?? "", finishedAt: row.string(2) ?? "",
+                    status: RunStatus(rawValue: row.string(3) ?? "") ?? .failed, dryRun: row.int64(4) != 0,
+                    jobs: (try? JSONDecoder().decode([String: Int].self, from: Data((row.string(5) ?? "{}").utf8)))
+                        ?? [:],
+                    report: row.string(6))
+            }
+        }
+    }
+
+    // MARK: Identities
+
+    /// The account identity `provider` had when last seen, if it reports one.
+    public func identity(of provider: String) throws(CloudSyncError) -> String? {
+        try run { db in
+            try db.query("SELECT identity FROM identities WHERE provider = ?", [provider]) { $0.string(0) }.first
+                ?? nil
+        }
+    }
+
+    /// Remembers `identity` as `provider`'s account.
+    public func remember(identity: String, of provider: String, at time: String) throws(CloudSyncError) {
+        guard overlay == nil else { return }
+        try run { db in
+            try db.execute(
+                "INSERT OR REPLACE INTO identities (provider, identity, seen_at) VALUES (?, ?, ?)", provider, identity,
+                time)
+        }
+    }
+
+    // MARK: Provider values
+
+    public func value(provider: String, name: String) throws(CloudSyncError) -> String? {
+        if let overlay, let value = overlay.withLock({ $0[provider + "/" + name] }) { return value }
+        let stored = try run { db in
+            try db.query("SELECT value FROM provider_values WHERE provider = ? AND name = ?", [provider, name]) {
+                $0.string(0)
+            }.first ?? nil
+        }
+        guard let stored else { return nil }
+        guard let codec else { return stored }
+        do {
+            return try codec.decode(stored, key: Self.codecKey(provider, name))
+        } catch {
+            throw CloudSyncError(
+                .decode, "the state value \(name) could not be decrypted: \(error); was the codec's key changed?",
+                provider: provider)
+        }
+    }
+
+    public func setValue(_ value: String?, provider: String, name: String) throws(CloudSyncError) {
+        if let overlay {
+            overlay.withLock { $0[provider + "/" + name] = .some(value) }
+            return
+        }
+        var stored = value
+        if let value, let codec {
+            do {
+                stored = try codec.encode(value, key: Self.codecKey(provider, name))
+            } catch {
+                throw CloudSyncError(
+                    .encode, "the state value \(name) could not be encrypted: \(error)", provider: provider)
+            }
+        }
+        try run { db in
+            if let stored {
+                try db.execute(
+                    "INSERT OR REPLACE INTO provider_values (provider, name, value) VALUES (?, ?, ?)", provider, name,
+                    stored)
+            } else {
+                try db.execute("DELETE FROM provider_values WHERE provider = ? AND name = ?", provider, name)
+            }
+        }
+    }
+
+    /// The envelope's associated key binds a value to its provider and name, so one cannot be swapped for another.
+    private static func codecKey(_ provider: String, _ name: String) -> String { "cloudsync.state/\(provider)/\(name)" }
+}
+
+extension JSONEncoder {
+    /// The project's one JSON style: pretty, sorted keys, slashes unescaped — stable for diffs and pins.
+    package static var sorted: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }
+}
