@@ -59,7 +59,8 @@ let package = Package(
             dependencies: ["CloudSyncCLI", "CloudSyncLocal", "CloudSyncTesting", "cloudsync"]),
         .testTarget(name: "CloudSyncTestingTests", dependencies: ["CloudSyncTesting"]),
         .testTarget(
-            name: "CloudSyncPipelineTests", dependencies: ["CloudSyncPipeline", "CloudSyncCLI", "CloudSyncTesting"]),
+            name: "CloudSyncPipelineTests",
+            dependencies: ["CloudSyncPipeline", "CloudSyncCLI", "CloudSyncSQLite", "CloudSyncTesting"]),
         .testTarget(
             name: "CloudSyncCryptoTests", dependencies: ["CloudSyncCrypto", "CloudSyncSodium", "CloudSyncTesting"]),
         .testTarget(

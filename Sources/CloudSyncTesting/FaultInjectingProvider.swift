@@ -5,7 +5,7 @@ import Synchronization
 ///
 /// Availability, per-operation and per-key errors, latency, hangs, capabilities, quota and account or remote-change
 /// events can all be set while a test runs.
-public final class FaultInjectingProvider: Provider {
+public final class FaultInjectingProvider: ForwardingProvider {
     /// The provider calls a test can aim at.
     public enum Operation: String, Sendable, CaseIterable {
         case isAvailable, get, set, remove, list, quota
@@ -204,16 +204,28 @@ public final class FaultInjectingProvider: Provider {
         return try await wrapped.quota()
     }
 
+    /// The test's own events (``sendAccountEvent(_:)``) and the wrapped provider's, in one subscription.
     public func subscribeToAccountChanges(_ handler: @escaping @Sendable (AccountEvent) -> Void)
         -> ProviderSubscription?
     {
-        capabilities.emitsAccountEvents ? accountListeners.add(handler) : nil
+        guard capabilities.emitsAccountEvents else { return nil }
+        return Self.joined(accountListeners.add(handler), wrapped.subscribeToAccountChanges(handler))
     }
 
+    /// The test's own remote changes and the wrapped provider's, in one subscription.
     public func subscribeToRemoteChanges(_ handler: @escaping @Sendable (RemoteChange) -> Void)
         -> ProviderSubscription?
     {
-        capabilities.emitsRemoteChanges ? remoteListeners.add(handler) : nil
+        guard capabilities.emitsRemoteChanges else { return nil }
+        return Self.joined(remoteListeners.add(handler), wrapped.subscribeToRemoteChanges(handler))
+    }
+
+    private static func joined(_ own: ProviderSubscription, _ inner: ProviderSubscription?) -> ProviderSubscription {
+        guard let inner else { return own }
+        return ProviderSubscription {
+            own.cancel()
+            inner.cancel()
+        }
     }
 
     public func clearCaches() async {

@@ -21,6 +21,51 @@ public enum ProviderConformanceSuite {
         return failures
     }
 
+    /// Checks that a wrapper forwards everything it does not mean to change: `wrap` puts the wrapper under test
+    /// around the provider it is given. Run it for every wrapper (metering, fault injection, dry runs) besides
+    /// ``run(_:)``; a wrapper that drops account events or `clearCaches()` leaves the store blind to account switches.
+    ///
+    /// Returns one line per requirement the wrapper does not forward.
+    public static func runForwarding(_ wrap: @Sendable (any Provider) async throws -> any Provider) async -> [String] {
+        var failures = Failures(name: "forwarding")
+        do {
+            let inner = ProbeProvider()
+            let wrapper = try await wrap(inner)
+            failures.expect(wrapper.id == inner.id, "id is \(wrapper.id), not the wrapped \(inner.id)")
+            failures.expect(
+                wrapper.capabilities.emitsAccountEvents && wrapper.capabilities.emitsRemoteChanges,
+                "the wrapper hides the wrapped provider's event capabilities")
+            failures.expect(
+                await wrapper.availability() == inner.availabilityAnswer,
+                "availability() is not the wrapped provider's answer with its reason")
+            failures.expect(
+                (try? await wrapper.accountIdentity()) == inner.identity, "accountIdentity() is not forwarded")
+            let accounts = Counter()
+            let remotes = Counter()
+            let account = wrapper.subscribeToAccountChanges { _ in accounts.next() }
+            let remote = wrapper.subscribeToRemoteChanges { _ in remotes.next() }
+            inner.sendEvents()
+            failures.expect(
+                accounts.value == 1, "an account event of the wrapped provider reached \(accounts.value) handlers")
+            failures.expect(
+                remotes.value == 1, "a remote change of the wrapped provider reached \(remotes.value) handlers")
+            account?.cancel()
+            remote?.cancel()
+            inner.sendEvents()
+            failures.expect(
+                accounts.value == 1 && remotes.value == 1, "cancelling the subscriptions did not stop events")
+            await wrapper.clearCaches()
+            failures.expect(
+                inner.clearCachesCalls == 1,
+                "clearCaches() reached the wrapped provider \(inner.clearCachesCalls) times")
+            await wrapper.close()
+            failures.expect(inner.closeCalls == 1, "close() reached the wrapped provider \(inner.closeCalls) times")
+        } catch {
+            failures.expect(false, "threw \(error)")
+        }
+        return failures.messages
+    }
+
     /// Collects the broken expectations of one check.
     struct Failures {
         let name: String

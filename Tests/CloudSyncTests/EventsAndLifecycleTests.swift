@@ -201,3 +201,33 @@ final class EventInbox<Event: Sendable>: Sendable {
         #expect(failures.contains { $0.hasPrefix("batch results are positional:") })
     }
 }
+
+@Suite struct ForwardingConformanceTests {
+    @Test func theFaultInjectingWrapperForwardsEverything() async {
+        #expect(await ProviderConformanceSuite.runForwarding { FaultInjectingProvider($0) } == [])
+    }
+
+    @Test func theForwardingCheckCatchesAWrapperThatDropsEvents() async {
+        /// Written against `Provider` alone, as the runner's wrappers once were: events and close never arrive.
+        struct Forgetful: Provider {
+            let wrapped: any Provider
+            var id: String { wrapped.id }
+            var capabilities: ProviderCapabilities { wrapped.capabilities }
+            func availability() async -> Availability { await wrapped.availability() }
+            func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] { try await wrapped.get(keys) }
+            func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
+                try await wrapped.set(items)
+            }
+            func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
+                try await wrapped.remove(keys)
+            }
+            func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
+                try await wrapped.listKeys(after: cursor, limit: limit)
+            }
+        }
+        let failures = await ProviderConformanceSuite.runForwarding { Forgetful(wrapped: $0) }
+        #expect(failures.contains("forwarding: an account event of the wrapped provider reached 0 handlers"))
+        #expect(failures.contains("forwarding: clearCaches() reached the wrapped provider 0 times"))
+        #expect(failures.contains("forwarding: close() reached the wrapped provider 0 times"))
+    }
+}

@@ -1,0 +1,210 @@
+import CloudSync
+import CloudSyncCLI
+import CloudSyncSQLite
+import CloudSyncTesting
+import Foundation
+import Testing
+
+@testable import CloudSyncPipeline
+
+/// A provider type defined outside the package's provider modules, as a plug-in would be: an account name it reports
+/// as its identity, a secret token it keeps in the pipeline's state, and a switch that makes every write fail as if
+/// offline.
+struct AccountProviderFactory: ProviderFactory {
+    struct Configuration: Sendable {
+        var account: String
+        var token: String
+        var offline: Bool
+    }
+
+    var type: String { "account" }
+    var summary: String { "a test provider with an account" }
+    var fields: [ProviderField] {
+        [
+            ProviderField("account", .text, required: true, summary: "who is signed in"),
+            ProviderField("token", .text, secret: true, summary: "the credential"),
+            ProviderField("offline", .boolean, defaultValue: "false", summary: "every write fails as if offline"),
+            ProviderField("mode", .choice(["fast", "slow"]), defaultValue: "fast", summary: "a word"),
+        ]
+    }
+
+    func configuration(from values: ProviderFieldValues) throws(ProviderConfigurationError) -> Configuration {
+        if values.text("account") == "nobody" {
+            throw ProviderConfigurationError(field: "account", "nobody cannot sign in; name a real account")
+        }
+        return Configuration(
+            account: values.text("account") ?? "", token: values.text("token") ?? "",
+            offline: values.boolean("offline") ?? false)
+    }
+
+    func capabilities(of configuration: Configuration) -> ProviderCapabilities { ProviderCapabilities() }
+
+    func make(_ configuration: Configuration, context: ProviderContext) throws(CloudSyncError) -> any Provider {
+        try context.state.set(configuration.token, for: "token")
+        context.logger.log(.info, "signed in with token \(configuration.token)")
+        return AccountProvider(
+            wrapped: MemoryProvider(id: context.providerID, metrics: context.metrics), account: configuration.account,
+            offline: configuration.offline)
+    }
+}
+
+struct AccountProvider: ForwardingProvider {
+    let wrapped: any Provider
+    let account: String
+    let offline: Bool
+
+    func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
+        if offline { throw CloudSyncError(.offline, "unplugged") }
+        return try await wrapped.set(items)
+    }
+    func accountIdentity() async throws -> String? { account }
+}
+
+private var registry: ProviderRegistry {
+    var registry = BuiltInProviders.registry
+    registry.register(AccountProviderFactory())
+    return registry
+}
+
+private func compile(_ source: String, in directory: TemporaryDirectory, environment: [String: String] = [:]) throws
+    -> CompiledPipeline
+{
+    let spec = try PipelineLoader.load(
+        source: source, file: "p.yaml", directory: directory.path, registry: registry, environment: environment)
+    return try PipelineCompiler.compile(spec, environment: environment)
+}
+
+private func accountPipeline(_ account: String, offline: Bool = false, codec: Bool = false) -> String {
+    """
+    version: 1
+    name: accounts
+    providers:
+      cloud: { type: account, account: \(account), token: "${env:TOKEN}", offline: \(offline) }
+    store:
+      providers: [cloud]
+    \(codec ? "  codec: vault\ncodecs:\n  vault:\n    type: xchacha20poly1305\n    keys: [{ id: k1, env: VAULT_KEY }]\n" : "")
+    """
+}
+
+@Suite struct ProviderRegistryTests {
+    @Test func aRegisteredTypeIsLoadedPlannedAndInTheSchemaWithItsSecretHidden() throws {
+        let directory = try TemporaryDirectory()
+        let compiled = try compile(accountPipeline("alice"), in: directory, environment: ["TOKEN": "s3cr3t-token"])
+        let provider = compiled.spec.providers[0]
+        #expect(provider.type == "account")
+        #expect(provider.secrets == ["s3cr3t-token"])
+        let plan = PipelinePlan(compiled)
+        #expect(plan.providers[0].settings["token"] == "${env:TOKEN}")
+        #expect(plan.providers[0].settings["account"] == "alice")
+        #expect(!plan.json().contains("s3cr3t-token") && !plan.text().contains("s3cr3t-token"))
+        let schema = PipelineSchema.json(registry: registry)
+        #expect(schema.contains(#"{ "const": "account" }"#))
+        #expect(schema.contains(#""mode": { "description": "A word. Default: fast.", "enum": ["fast", "slow"] }"#))
+        #expect(try JSONSerialization.jsonObject(with: Data(schema.utf8)) is [String: Any])
+        // A secret written into the file itself is never shown either.
+        let literal = try compile(
+            accountPipeline("alice").replacingOccurrences(of: "\"${env:TOKEN}\"", with: "in-the-file"), in: directory)
+        #expect(PipelinePlan(literal).providers[0].settings["token"] == "<secret given in the file>")
+    }
+
+    @Test func fieldsAreCheckedByKindAndTheFactoryChecksTheWhole() throws {
+        let directory = try TemporaryDirectory()
+        let source = accountPipeline("nobody").replacingOccurrences(
+            of: "offline: false", with: "offline: maybe, mode: quick")
+        let error = #expect(throws: PipelineError.self) {
+            try compile(source, in: directory, environment: ["TOKEN": "t"])
+        }
+        let messages = error?.diagnostics.map(\.message) ?? []
+        #expect(messages.contains("`offline` in provider `cloud` must be true or false; found \"maybe\""))
+        #expect(messages.contains("`mode` in provider `cloud` must be one of fast, slow; found \"quick\""))
+        // The factory's own check runs only once every field is valid alone.
+        #expect(!messages.contains { $0.contains("nobody cannot sign in") })
+        let whole = #expect(throws: PipelineError.self) {
+            try compile(accountPipeline("nobody"), in: directory, environment: ["TOKEN": "t"])
+        }
+        #expect(whole?.diagnostics.map(\.message) == ["provider `cloud`: nobody cannot sign in; name a real account"])
+    }
+}
+
+@Suite struct RunSessionTests {
+    @Test func anAccountSwitchBetweenRunsAbandonsTheOutbox() async throws {
+        let directory = try TemporaryDirectory()
+        let environment = ["TOKEN": "t"]
+        let first = try await RunSession.open(
+            try compile(accountPipeline("alice", offline: true), in: directory, environment: environment))
+        let receipt = try await first.store.set("v", forKey: "k")
+        #expect(receipt.queued == ["cloud"])
+        await first.close()
+
+        let same = try await RunSession.open(
+            try compile(accountPipeline("alice"), in: directory, environment: environment))
+        #expect(same.outbox?.count == 1)
+        #expect(same.dropped.isEmpty)
+        await same.close()
+
+        let switched = try await RunSession.open(
+            try compile(accountPipeline("bob", offline: true), in: directory, environment: environment))
+        #expect(switched.outbox?.count == 0)
+        #expect(switched.dropped == ["accountChanged": 1])
+        #expect(try switched.stateDatabase?.identity(of: "cloud") == "bob")
+        await switched.close()
+    }
+
+    @Test func providerValuesAreEncryptedWithThePipelinesCodec() async throws {
+        let directory = try TemporaryDirectory()
+        let key = Data((0..<32).map { UInt8($0) }).base64EncodedString()
+        let environment = ["TOKEN": "refresh-token-123", "VAULT_KEY": key]
+        let compiled = try compile(accountPipeline("alice", codec: true), in: directory, environment: environment)
+        let session = try await RunSession.open(compiled)
+        #expect(try session.stateDatabase?.value(provider: "cloud", name: "token") == "refresh-token-123")
+        await session.close()
+        let database = try SQLiteDatabase(path: compiled.spec.state + "/state.db")
+        let raw: [String] = try await database.read { (db: SQLiteConnection) in
+            try db.query("SELECT value FROM provider_values") { $0.string(0) ?? "" }
+        }
+        #expect(raw.count == 1)
+        #expect(raw[0].hasPrefix("cs1:k1:raw:") && !raw[0].contains("refresh-token-123"))
+    }
+
+    @Test func aSecondWritingSessionIsRefusedUntilTheFirstCloses() async throws {
+        let directory = try TemporaryDirectory()
+        let compiled = try compile(accountPipeline("alice"), in: directory, environment: ["TOKEN": "t"])
+        let first = try await RunSession.open(compiled)
+        await #expect {
+            _ = try await RunSession.open(compiled)
+        } throws: { error in
+            if case .locked(let pid, _) = error as? RunRefusal { return pid == getpid() }
+            return false
+        }
+        // A dry run takes no lock.
+        let dry = try await RunSession.open(compiled, access: .dryRun)
+        await dry.close()
+        await first.close()
+        let again = try await RunSession.open(compiled)
+        await again.close()
+    }
+
+    @Test func theLoggerRedactsTheProvidersSecrets() async throws {
+        let directory = try TemporaryDirectory()
+        let lines = Protected<[String]>([])
+        let logger = ProviderLogger(minimumLevel: .debug) { _, line in lines.withLock { $0.append(line) } }
+        let compiled = try compile(accountPipeline("alice"), in: directory, environment: ["TOKEN": "tok-XYZ-987"])
+        let session = try await RunSession.open(compiled, logger: logger)
+        await session.close()
+        #expect(lines.withLock { $0 } == ["signed in with token <redacted>"])
+    }
+}
+
+@Suite struct WrapperForwardingTests {
+    @Test func theDryRunWrapperForwardsEverythingButWrites() async throws {
+        #expect(await ProviderConformanceSuite.runForwarding { DryRunProvider(wrapped: $0) } == [])
+    }
+
+    @Test func theAccountWrapperForwardsEverything() async throws {
+        #expect(
+            await ProviderConformanceSuite.runForwarding {
+                AccountProvider(wrapped: $0, account: "probe-account-1", offline: false)
+            }
+                == [])
+    }
+}
