@@ -189,6 +189,20 @@ private let minimal = """
 @Suite struct SchemaAgreementTests {
     static let python = repositoryRoot + "/.build/pyenv/bin/python3"
 
+    @Test func theReadmesProviderReferenceIsTheRegisteredFields() throws {
+        let readme = try String(contentsOfFile: repositoryRoot + "/README.md", encoding: .utf8)
+        let begin = "<!-- provider-fields:begin (generated from the provider factories; a test checks it) -->\n"
+        let end = "<!-- provider-fields:end -->"
+        let generated = PipelineReference.providerTable(registry: BuiltInProviders.registry)
+        if ProcessInfo.processInfo.environment["CLOUDSYNC_UPDATE_EXPECTED"] == "1",
+            let start = readme.range(of: begin), let stop = readme.range(of: end)
+        {
+            try (readme[..<start.upperBound] + generated + readme[stop.lowerBound...]).write(
+                toFile: repositoryRoot + "/README.md", atomically: true, encoding: .utf8)
+        }
+        #expect(readme.contains(begin + generated + end))
+    }
+
     @Test func theSchemaFileIsTheOneTheBinaryPrints() throws {
         let file = try String(contentsOfFile: repositoryRoot + "/schemas/pipeline.schema.json", encoding: .utf8)
         #expect(file == PipelineSchema.json(registry: BuiltInProviders.registry) + "\n")
