@@ -95,12 +95,19 @@ extension CommandLineTool {
                 finish?(job)
             }
         }
-        let interrupt = options.interrupt
+        let runOptions = options
+        let run = Task { () -> Result<RunOutcome, RunRefusal> in
+            do throws(RunRefusal) {
+                return .success(try await PipelineRunner(compiled, options: runOptions).run())
+            } catch {
+                return .failure(error)
+            }
+        }
         let signals = [SIGINT, SIGTERM].map { number -> DispatchSourceSignal in
             signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler {
-                interrupt.raise()
+                run.cancel()
                 errorWriter("interrupted: finishing the current batch, then writing the report\n")
             }
             source.resume()
@@ -111,10 +118,9 @@ extension CommandLineTool {
         }
 
         let outcome: RunOutcome
-        do {
-            outcome = try await PipelineRunner(compiled, options: options).run()
-        } catch {
-            return refused(error, compiled)
+        switch await run.value {
+        case .success(let finished): outcome = finished
+        case .failure(let refusal): return refused(refusal, compiled)
         }
         if let path = outcome.reportPath {
             if !quiet {

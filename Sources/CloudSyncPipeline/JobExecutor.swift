@@ -51,7 +51,10 @@ struct JobExecutor {
             var seen = Set<String>()
             var total = ReconcileResult()
             for id in ids {
-                guard let provider = providers[id], provider.capabilities.canList, await provider.isAvailable() else {
+                // The probe runs under the store's deadline: a hung provider is skipped, not waited on.
+                guard let provider = providers[id], provider.capabilities.canList,
+                    await store.availability(of: id).isAvailable
+                else {
                     continue
                 }
                 var cursor: String?

@@ -10,7 +10,8 @@ public struct RunOptions: Sendable {
     public var yes = false
     /// Overrides the file's report path; `-` writes the report to standard output.
     public var reportPath: String?
-    public var interrupt = InterruptFlag()
+    /// Raised when the task running ``PipelineRunner/run()`` is cancelled; jobs stop at their next batch boundary.
+    var interrupt = InterruptFlag()
     /// Told, in words for people, what each job did as it ends.
     public var onJobFinished: (@Sendable (RunReport.Job) -> Void)?
     /// Told how far the running job is: its name, keys done, and the total when known.
@@ -37,7 +38,7 @@ public enum RunRefusal: Error, Sendable {
 }
 
 /// Runs a compiled pipeline's jobs in order in a ``RunSession`` and produces the report.
-public struct PipelineRunner {
+public struct PipelineRunner: Sendable {
     public static let failureListLimit = 100
 
     let compiled: CompiledPipeline
@@ -48,7 +49,31 @@ public struct PipelineRunner {
         self.options = options
     }
 
+    /// Runs the jobs and writes the report.
+    ///
+    /// Cancelling the task that calls this stops the run the way SIGINT does: the running job finishes the batch
+    /// it is in (so no batch is left half sent), the jobs not started are skipped, and the report says
+    /// `interrupted`. Batches run in a task of their own so that the cancellation never cuts a provider call short.
     public func run() async throws(RunRefusal) -> RunOutcome {
+        var options = options
+        let interrupt = InterruptFlag()
+        options.interrupt = interrupt
+        let runner = PipelineRunner(compiled, options: options)
+        let result: Result<RunOutcome, RunRefusal> = await withTaskCancellationHandler {
+            await Task { () -> Result<RunOutcome, RunRefusal> in
+                do throws(RunRefusal) {
+                    return .success(try await runner.runJobs())
+                } catch {
+                    return .failure(error)
+                }
+            }.value
+        } onCancel: {
+            interrupt.raise()
+        }
+        return try result.get()
+    }
+
+    private func runJobs() async throws(RunRefusal) -> RunOutcome {
         let spec = compiled.spec
         let clock = SystemClock()
         let started = clock.nowMilliseconds()

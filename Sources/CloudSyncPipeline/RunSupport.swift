@@ -43,12 +43,11 @@ struct RunLock {
     func release() { unlink(path) }
 }
 
-/// Set from a signal handler; jobs look at it between batches.
-public final class InterruptFlag: Sendable {
+/// Raised when the run's task is cancelled; jobs look at it between batches.
+final class InterruptFlag: Sendable {
     private let raised = Protected(false)
-    public init() {}
-    public func raise() { raised.withLock { $0 = true } }
-    public var isRaised: Bool { raised.withLock { $0 } }
+    func raise() { raised.withLock { $0 = true } }
+    var isRaised: Bool { raised.withLock { $0 } }
 }
 
 /// `*` matches any run of characters, `?` any one; everything else matches itself.

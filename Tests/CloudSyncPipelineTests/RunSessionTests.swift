@@ -208,3 +208,44 @@ private func accountPipeline(_ account: String, offline: Bool = false, codec: Bo
                 == [])
     }
 }
+
+@Suite struct RunCancellationTests {
+    @Test func cancellingTheRunsTaskStopsAfterTheCurrentBatchAndReportsInterrupted() async throws {
+        let directory = try TemporaryDirectory()
+        let items = (0..<3000).map { "k\($0): v\($0)" }.joined(separator: ", ")
+        let compiled = try compile(
+            """
+            version: 1
+            name: cancel
+            providers:
+              seed: { type: memory, items: { \(items) } }
+              primary: { type: sqlite, path: data/p.db }
+            store:
+              providers: [primary]
+            jobs:
+              - { type: migrate, from: seed, to: primary }
+              - { type: flush }
+            report: { path: report.json }
+            """, in: directory)
+        let running = Protected<Task<Result<RunOutcome, RunRefusal>, Never>?>(nil)
+        var options = RunOptions()
+        options.onProgress = { _, _, _ in running.withLock { $0?.cancel() } }
+        let runner = PipelineRunner(compiled, options: options)
+        let task = Task { () -> Result<RunOutcome, RunRefusal> in
+            do throws(RunRefusal) { return .success(try await runner.run()) } catch { return .failure(error) }
+        }
+        running.withLock { $0 = task }
+        let outcome = try await task.value.get()
+        #expect(outcome.status == .interrupted)
+        #expect(outcome.report.jobs.map(\.status) == [.interrupted, .skipped])
+        let copied = outcome.report.jobs[0].counts["copied"] ?? 0
+        #expect(copied > 0 && copied < 3000)
+        #expect(outcome.report.jobs[0].failures.isEmpty, "no key of the last batch was cut short")
+        // Exactly the keys reported copied are in the destination: no batch was left half sent.
+        let database = try SQLiteDatabase(path: directory.file("data/p.db"))
+        let stored: [Int64] = try await database.read { (db: SQLiteConnection) in
+            try db.query("SELECT count(*) FROM kv") { $0.int64(0) }
+        }
+        #expect(stored == [Int64(copied)])
+    }
+}
