@@ -21,8 +21,9 @@ public enum ProviderConformanceSuite {
         return failures
     }
 
-    /// Checks that a wrapper forwards everything it does not mean to change: `wrap` puts the wrapper under test
-    /// around the provider it is given. Run it for every wrapper (metering, fault injection, dry runs) besides
+    /// Checks that a wrapper forwards everything it does not mean to change.
+    ///
+    /// `wrap` puts the wrapper under test around the provider it is given. Run it for every wrapper (metering, fault injection, dry runs) besides
     /// ``run(_:)``; a wrapper that drops account events or `clearCaches()` leaves the store blind to account switches.
     ///
     /// Returns one line per requirement the wrapper does not forward.
