@@ -283,6 +283,42 @@ import Testing
         #expect(try SQLiteOutboxStorage(path: state + "/outbox.db").loadAll().isEmpty)
     }
 
+    @Test func outboxCommandsThatWriteWaitForNoRunAndListingNeverBlocks() throws {
+        let file = try pipeline("busy.yaml", Self.seeded + "jobs:\n  - { type: flush }\n")
+        #expect(try run([file, "--quiet"]).status == 0)
+        let state = directory.file(".cloudsync/busy")
+        // A live process holds the pipeline: this test's own.
+        try "\(getpid())\n".write(toFile: state + "/run.lock", atomically: true, encoding: .utf8)
+        for command in ["flush", "discard"] {
+            let refused = try ProcessRunner.run(executable, ["outbox", command, file])
+            #expect(refused.status == 75, "outbox \(command)")
+            #expect(refused.standardError.contains("already running (process \(getpid())"))
+        }
+        #expect(try ProcessRunner.run(executable, ["outbox", "list", file]).status == 0)
+        #expect(try ProcessRunner.run(executable, ["history", file]).status == 0)
+    }
+
+    @Test func aCleanRunLeavesNoLogFilesAndIsInTheHistory() throws {
+        let file = try pipeline(
+            "tidy.yaml", Self.seeded + "jobs:\n  - { type: migrate, from: seed, to: primary }\n  - { type: sync }\n")
+        #expect(try run([file, "--quiet"]).status == 0)
+        #expect(try run([file, "--quiet", "--dry-run", "--report", "-"]).status == 0)
+        let leftovers = (FileManager.default.enumerator(atPath: directory.path)?.allObjects as? [String] ?? [])
+            .filter { $0.hasSuffix("-wal") || $0.hasSuffix("-shm") || $0.hasSuffix("-journal") }
+        #expect(leftovers.isEmpty, "\(leftovers)")
+        let history = try ProcessRunner.run(executable, ["history", file, "--json"])
+        #expect(history.status == 0)
+        let runs = try #require(
+            try JSONSerialization.jsonObject(with: Data(history.standardOutput.utf8)) as? [[String: Any]])
+        // The dry run is not recorded: it writes nothing, the history included.
+        #expect(runs.count == 1)
+        #expect(runs.first?["status"] as? String == "ok")
+        #expect(runs.first?["jobs"] as? [String: Int] == ["ok": 2])
+        let text = try ProcessRunner.run(executable, ["history", file, "--limit", "5"])
+        #expect(text.standardOutput.contains("  ok  jobs: 2 ok  "))
+        #expect(try ProcessRunner.run(executable, ["history", file, "--limit", "0"]).status == 64)
+    }
+
     @Test func clearWalksEveryPageOfAProvider() throws {
         let file = try seededDirectoryPipeline(
             "wipe", keys: 1234, directory: "files",
