@@ -62,10 +62,7 @@ public final class EnvelopeCodec: ValueCodec {
         }
 
         private static func checkID(_ id: String) throws(CloudSyncError) {
-            let allowed = id.utf8.allSatisfy { byte in
-                KeyRule.recordNameCharacters.allows(String(decoding: [byte], as: UTF8.self))
-            }
-            guard !id.isEmpty, id.utf8.count <= 64, allowed else {
+            guard KeyRule.nonEmpty.allows(id), id.utf8.count <= 64, KeyRule.recordNameCharacters.allows(id) else {
                 throw CloudSyncError(
                     .config,
                     "key id \"\(id)\" must be 1 to 64 ASCII letters, digits, '.', '_' or '-'")

@@ -10,7 +10,6 @@ public enum PipelineLoader {
     /// The one format version this build reads.
     public static let formatVersion = 1
 
-    static let idPattern = "[A-Za-z0-9._-]+"
 
     /// Loads the file at `path`; relative paths inside resolve against its directory.
     public static func load(
@@ -146,12 +145,10 @@ private struct Reader {
             codecs: codecs, store: store, jobs: jobs, reportPath: reportPath)
     }
 
+    /// Ids (pipeline name, providers, codecs, keys) follow the one character rule of the core: CloudKit's
+    /// record-name characters, which also name files safely.
     func isIdentifier(_ text: String) -> Bool {
-        !text.isEmpty
-            && text.utf8.allSatisfy { byte in
-                (byte >= 0x30 && byte <= 0x39) || (byte >= 0x41 && byte <= 0x5A) || (byte >= 0x61 && byte <= 0x7A)
-                    || byte == UInt8(ascii: ".") || byte == UInt8(ascii: "_") || byte == UInt8(ascii: "-")
-            }
+        KeyRule.nonEmpty.allows(text) && KeyRule.recordNameCharacters.allows(text)
     }
 
     /// The id written as a mapping key, checked.
