@@ -60,7 +60,7 @@ let package = Package(
         .testTarget(name: "CloudSyncTestingTests", dependencies: ["CloudSyncTesting"]),
         .testTarget(
             name: "CloudSyncPipelineTests",
-            dependencies: ["CloudSyncPipeline", "CloudSyncCLI", "CloudSyncSQLite", "CloudSyncTesting"]),
+            dependencies: ["CloudSyncPipeline", "CloudSyncSQLite", "CloudSyncTesting"]),
         .testTarget(
             name: "CloudSyncCryptoTests", dependencies: ["CloudSyncCrypto", "CloudSyncSodium", "CloudSyncTesting"]),
         .testTarget(

@@ -10,7 +10,6 @@ public enum PipelineLoader {
     /// The one format version this build reads.
     public static let formatVersion = 1
 
-
     /// Loads the file at `path`; relative paths inside resolve against its directory.
     public static func load(
         path: String, registry: ProviderRegistry,

@@ -1,4 +1,3 @@
-import CloudSyncCLI
 import CloudSyncPipeline
 import CloudSyncTesting
 import Foundation

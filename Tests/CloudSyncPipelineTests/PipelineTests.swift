@@ -1,5 +1,4 @@
 import CloudSync
-import CloudSyncCLI
 import CloudSyncPipeline
 import CloudSyncTesting
 import Foundation

@@ -1,5 +1,4 @@
 import CloudSync
-import CloudSyncCLI
 import CloudSyncSQLite
 import CloudSyncTesting
 import Foundation

@@ -1,7 +1,10 @@
 import CloudSync
 import CloudSyncLocal
 
-/// The provider types `cloudsync` knows: one registration line per type.
+/// The provider types this build of CloudSync ships, as `cloudsync` registers them: one registration line per type.
+///
+/// It lives in the pipeline library rather than the command line so that a program running pipelines from Swift
+/// starts from the same registry and adds its own types to it.
 public enum BuiltInProviders {
     /// Every built-in provider type, in the order the schema and the README list them.
     public static var registry: ProviderRegistry {
