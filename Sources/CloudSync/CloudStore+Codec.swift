@@ -72,11 +72,8 @@ extension CloudStore {
         _ body: ([(String, Result<String?, CloudSyncError>)]) async throws(CloudSyncError) -> Void
     ) async throws(CloudSyncError) {
         try await forEachPage(of: provider) { page throws(CloudSyncError) in
-            for chunk in page.chunked(provider.capabilities.batchLimit) {
-                let keys = Array(chunk)
-                let answer = try await deadline(provider) { try await provider.get(keys) }
-                let results = try checkedCount(keys.count, provider: provider, answer)
-                try await body(Array(zip(keys, results.map { $0.mapError { $0.attributed(provider: provider.id) } })))
+            try await dispatcher(for: provider).get(page) { keys, answer throws(CloudSyncError) in
+                try await body(Array(zip(keys, try answer.get())))
             }
         }
     }

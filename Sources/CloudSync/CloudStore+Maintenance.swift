@@ -33,8 +33,8 @@ extension CloudStore {
         var cursor: String?
         repeat {
             let after = cursor
-            let page = try await deadline(provider) {
-                try await provider.listKeys(after: after, limit: Self.listingPageSize)
+            let page = try await dispatcher(for: provider).call {
+                try await $0.listKeys(after: after, limit: Self.listingPageSize)
             }
             try await body(page.keys)
             guard page.nextCursor != after || page.nextCursor == nil else {
@@ -92,7 +92,7 @@ extension CloudStore {
         var entries: [QuotaEntry] = []
         for provider in providers {
             do throws(CloudSyncError) {
-                guard let quota = try await deadline(provider, { try await provider.quota() }) else { continue }
+                guard let quota = try await dispatcher(for: provider).call({ try await $0.quota() }) else { continue }
                 entries.append(
                     QuotaEntry(provider: provider.id, usedBytes: quota.usedBytes, totalBytes: quota.totalBytes))
             } catch {
@@ -142,35 +142,35 @@ extension CloudStore {
                 // Without overwrite, keys the destination already holds are skipped.
                 var present = Set<String>()
                 if !overwrite {
-                    let existing = try await deadline(to) { try await to.get(batch) }
-                    for (key, value) in zip(batch, try checkedCount(batch.count, provider: to, existing)) {
-                        if case .success(.some) = value { present.insert(key) }
+                    try await dispatcher(for: to).get(batch) { keys, answer throws(CloudSyncError) in
+                        for (key, value) in zip(keys, try answer.get()) {
+                            if case .success(.some) = value { present.insert(key) }
+                        }
                     }
                 }
-                let answer = try await deadline(from) { try await from.get(batch) }
-                for (key, read) in zip(batch, try checkedCount(batch.count, provider: from, answer)) {
-                    if present.contains(key) {
-                        result.skipped.append(key)
-                        continue
-                    }
-                    do throws(CloudSyncError) {
-                        guard let stored = try read.mapError({ $0.attributed(provider: source, key: key) }).get(),
-                            !stored.isEmpty
-                        else {
+                try await dispatcher(for: from).get(batch) { keys, answer throws(CloudSyncError) in
+                    for (key, read) in zip(keys, try answer.get()) {
+                        if present.contains(key) {
                             result.skipped.append(key)
                             continue
                         }
-                        let encoded = try encode(try decode(stored, key: key, from: from), key: key, for: to)
-                        if let cap = cap(of: to), encoded.utf8.count > cap {
-                            throw CloudSyncError(
-                                .payloadTooLarge,
-                                "the value is \(encoded.utf8.count) bytes encoded; provider \(destination) takes at "
-                                    + "most \(cap) bytes",
-                                provider: destination, key: key)
+                        do throws(CloudSyncError) {
+                            guard let stored = try read.get(), !stored.isEmpty else {
+                                result.skipped.append(key)
+                                continue
+                            }
+                            let encoded = try encode(try decode(stored, key: key, from: from), key: key, for: to)
+                            if let cap = cap(of: to), encoded.utf8.count > cap {
+                                throw CloudSyncError(
+                                    .payloadTooLarge,
+                                    "the value is \(encoded.utf8.count) bytes encoded; provider \(destination) takes "
+                                        + "at most \(cap) bytes",
+                                    provider: destination, key: key)
+                            }
+                            copies.append(KeyValue(key, encoded))
+                        } catch {
+                            failures.append(KeyFailure(key: key, error: error))
                         }
-                        copies.append(KeyValue(key, encoded))
-                    } catch {
-                        failures.append(KeyFailure(key: key, error: error))
                     }
                 }
             } catch {

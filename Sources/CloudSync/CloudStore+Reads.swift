@@ -31,21 +31,20 @@ extension CloudStore {
         var absentSomewhere = Set<String>()
         var pending = Self.unique(keys)
         for provider in providers where !pending.isEmpty {
-            for chunk in pending.chunked(provider.capabilities.batchLimit) {
-                let batch = Array(chunk)
+            try await dispatcher(for: provider).get(pending) { batch, answer in
                 let results: [Result<String?, CloudSyncError>]
-                do throws(CloudSyncError) {
-                    let answer = try await deadline(provider) { try await provider.get(batch) }
-                    results = try checkedCount(batch.count, provider: provider, answer)
-                } catch {
+                switch answer {
+                case .success(let answers):
+                    results = answers
+                case .failure(let error):
                     report(error)
                     for key in batch where firstError[key] == nil { firstError[key] = error }
-                    continue
+                    return
                 }
                 for (key, result) in zip(batch, results) {
                     switch result {
                     case .success(.some(let stored)):
-                        do {
+                        do throws(CloudSyncError) {
                             found[key] = .success(try decode(stored, key: key, from: provider))
                         } catch {
                             found[key] = .failure(error)
@@ -53,7 +52,6 @@ extension CloudStore {
                     case .success(.none):
                         absentSomewhere.insert(key)
                     case .failure(let error):
-                        let error = error.attributed(provider: provider.id, key: key)
                         report(error)
                         if firstError[key] == nil { firstError[key] = error }
                     }
@@ -76,17 +74,6 @@ extension CloudStore {
             .noProvider,
             "none of the configured providers (\(configured.map(\.id).joined(separator: ", "))) is available; "
                 + "check that each is signed in and reachable")
-    }
-
-    /// A provider must return one result per key; anything else breaks the contract and fails the whole batch.
-    func checkedCount<T>(_ expected: Int, provider: any Provider, _ results: [T]) throws(CloudSyncError) -> [T] {
-        guard results.count == expected else {
-            throw CloudSyncError(
-                .provider,
-                "provider returned \(results.count) results for \(expected) keys; a provider must return one per key",
-                provider: provider.id)
-        }
-        return results
     }
 
     static func unique(_ keys: [String]) -> [String] {

@@ -107,19 +107,8 @@ extension CloudStore {
         await withTaskGroup(of: (Int, [String: Result<String?, CloudSyncError>]).self) { group in
             for (index, provider) in providers.enumerated() {
                 group.addTask { [self] in
-                    var answers: [String: Result<String?, CloudSyncError>] = [:]
-                    for chunk in keys.chunked(provider.capabilities.batchLimit) {
-                        let batch = Array(chunk)
-                        do throws(CloudSyncError) {
-                            let answer = try await deadline(provider) { try await provider.get(batch) }
-                            for (key, result) in zip(batch, try checkedCount(batch.count, provider: provider, answer)) {
-                                answers[key] = result.mapError { $0.attributed(provider: provider.id, key: key) }
-                            }
-                        } catch {
-                            for key in batch { answers[key] = .failure(error.attributed(key: key)) }
-                        }
-                    }
-                    return (index, answers)
+                    let results = await dispatcher(for: provider).get(keys)
+                    return (index, Dictionary(zip(keys, results), uniquingKeysWith: { _, last in last }))
                 }
             }
             var answers = [[String: Result<String?, CloudSyncError>]](repeating: [:], count: providers.count)

@@ -144,32 +144,14 @@ extension CloudStore {
     {
         await withTaskGroup(of: [(Int, String, Result<Void, CloudSyncError>)].self) { group in
             for (index, provider) in providers.enumerated() where !deliveries[index].isEmpty {
-                let batches = deliveries[index].chunked(provider.capabilities.batchLimit).map(Array.init)
+                let batch = deliveries[index]
                 group.addTask { [self] in
-                    var outcomes: [(Int, String, Result<Void, CloudSyncError>)] = []
-                    for batch in batches {
-                        do throws(CloudSyncError) {
-                            let answer = try await deadline(provider) {
-                                operation == .set
-                                    ? try await provider.set(batch.map { KeyValue($0.key, $0.encoded ?? "") })
-                                    : try await provider.remove(batch.map(\.key))
-                            }
-                            let results = try checkedCount(batch.count, provider: provider, answer)
-                            for (delivery, result) in zip(batch, results) {
-                                outcomes.append(
-                                    (
-                                        delivery.item, provider.id,
-                                        result.mapError { $0.attributed(provider: provider.id, key: delivery.key) }
-                                    ))
-                            }
-                        } catch {
-                            for delivery in batch {
-                                outcomes.append(
-                                    (delivery.item, provider.id, .failure(error.attributed(key: delivery.key))))
-                            }
-                        }
-                    }
-                    return outcomes
+                    let dispatcher = dispatcher(for: provider)
+                    let results =
+                        operation == .set
+                        ? await dispatcher.set(batch.map { KeyValue($0.key, $0.encoded ?? "") })
+                        : await dispatcher.remove(batch.map(\.key))
+                    return zip(batch, results).map { delivery, result in (delivery.item, provider.id, result) }
                 }
             }
             var byItem: [Int: [(provider: String, result: Result<Void, CloudSyncError>)]] = [:]

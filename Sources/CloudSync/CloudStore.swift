@@ -147,7 +147,7 @@ public final class CloudStore: Sendable {
             let probed = await withTaskGroup(of: (String, Bool).self) { group in
                 for provider in unknown {
                     group.addTask { [self] in
-                        let available = (try? await deadline(provider) { await provider.isAvailable() }) ?? false
+                        let available = (try? await dispatcher(for: provider).call { await $0.isAvailable() }) ?? false
                         return (provider.id, available)
                     }
                 }
@@ -170,25 +170,6 @@ public final class CloudStore: Sendable {
         state.withLock { state in
             state.availability = [:]
             state.availabilityGeneration += 1
-        }
-    }
-
-    /// Runs one provider call under the store's deadline, turning every failure into a `CloudSyncError` that names
-    /// the provider.
-    func deadline<T: Sendable>(
-        _ provider: any Provider, key: String? = nil, _ operation: @escaping @Sendable () async throws -> T
-    ) async throws(CloudSyncError) -> T {
-        let id = provider.id
-        let timeout = options.timeout
-        do {
-            return try await withDeadline(
-                timeout, clock: options.clock,
-                timeoutError: {
-                    CloudSyncError(
-                        .timeout, "no answer within \(timeout?.milliseconds ?? 0) ms", provider: id, key: key)
-                }, operation)
-        } catch {
-            throw CloudSyncError.wrapping(error, provider: id, key: key)
         }
     }
 
