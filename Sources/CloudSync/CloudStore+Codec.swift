@@ -51,9 +51,8 @@ extension CloudStore {
                         result.skipped.append(key)
                         continue
                     }
-                    rewrites.append(
-                        KeyValue(key, try encode(try decode(stored, key: key, from: provider), key: key, for: provider))
-                    )
+                    let decoded = try decode(stored, key: key, from: provider)
+                    rewrites.append(KeyValue(key, try encodedValue(decoded, key: key, for: provider).fitting()))
                 } catch {
                     result.failed.append(KeyFailure(key: key, error: error))
                 }

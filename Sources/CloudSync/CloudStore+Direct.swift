@@ -52,13 +52,7 @@ extension CloudStore {
         for (index, item) in items.enumerated() {
             do throws(CloudSyncError) {
                 try validate(item.key, providers: [provider])
-                let encoded = try encode(item.value, key: item.key, for: provider)
-                if let cap = cap(of: provider), encoded.utf8.count > cap {
-                    throw CloudSyncError(
-                        .payloadTooLarge,
-                        "the value is \(encoded.utf8.count) bytes encoded; \(providerID) takes at most \(cap)",
-                        provider: providerID, key: item.key)
-                }
+                let encoded = try encodedValue(item.value, key: item.key, for: provider).fitting()
                 deliveries.append(Delivery(item: index, key: item.key, encoded: encoded))
             } catch {
                 results[index] = .failure(error)

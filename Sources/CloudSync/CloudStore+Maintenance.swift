@@ -159,14 +159,8 @@ extension CloudStore {
                                 result.skipped.append(key)
                                 continue
                             }
-                            let encoded = try encode(try decode(stored, key: key, from: from), key: key, for: to)
-                            if let cap = cap(of: to), encoded.utf8.count > cap {
-                                throw CloudSyncError(
-                                    .payloadTooLarge,
-                                    "the value is \(encoded.utf8.count) bytes encoded; provider \(destination) takes "
-                                        + "at most \(cap) bytes",
-                                    provider: destination, key: key)
-                            }
+                            let decoded = try decode(stored, key: key, from: from)
+                            let encoded = try encodedValue(decoded, key: key, for: to).fitting()
                             copies.append(KeyValue(key, encoded))
                         } catch {
                             failures.append(KeyFailure(key: key, error: error))

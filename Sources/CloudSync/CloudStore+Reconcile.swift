@@ -68,11 +68,12 @@ extension CloudStore {
             for (index, provider) in providers.enumerated()
             where holders[index] != winner && !unreadable.contains(index) {
                 do throws(CloudSyncError) {
-                    let encoded = try encode(winner, key: key, for: provider)
-                    if let cap = cap(of: provider), encoded.utf8.count > cap {
+                    let value = try encodedValue(winner, key: key, for: provider)
+                    guard value.fits else {
                         result.skipped += 1
                         continue
                     }
+                    let encoded = value.encoded
                     writes[index].append(Delivery(item: item, key: key, encoded: encoded))
                     encodedByItem[item, default: [:]][provider.id] = encoded
                     needsWrite = true

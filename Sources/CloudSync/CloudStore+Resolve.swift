@@ -89,9 +89,8 @@ extension CloudStore {
     /// The repair write of `winner` to `provider`, or nil when it cannot take it (too large, codec failure).
     private func repair(_ winner: String, key: String, item: Int, on provider: any Provider) -> Delivery? {
         do throws(CloudSyncError) {
-            let encoded = try encode(winner, key: key, for: provider)
-            if let cap = cap(of: provider), encoded.utf8.count > cap { return nil }
-            return Delivery(item: item, key: key, encoded: encoded)
+            let value = try encodedValue(winner, key: key, for: provider)
+            return value.fits ? Delivery(item: item, key: key, encoded: value.encoded) : nil
         } catch {
             report(error)
             return nil

@@ -94,23 +94,19 @@ extension CloudStore {
         var tooSmall: [(id: String, cap: Int)] = []
         var largestSize = 0
         for (index, provider) in providers.enumerated() {
-            let encoded = try encode(item.value, key: item.key, for: provider)
-            let size = encoded.utf8.count
-            largestSize = max(largestSize, size)
-            if let cap = cap(of: provider), size > cap {
+            let value = try encodedValue(item.value, key: item.key, for: provider)
+            largestSize = max(largestSize, value.size)
+            if !value.fits, let cap = value.cap {
                 if options.tiering == .off {
-                    throw CloudSyncError(
-                        .payloadTooLarge,
-                        "the value is \(size) bytes encoded, more than the \(cap) bytes provider \(provider.id) takes, "
-                            + "and tiering is off so it is not routed elsewhere; turn tiering on with a larger "
-                            + "provider configured, or store a smaller value",
-                        provider: provider.id, key: item.key)
+                    throw value.tooLarge(
+                        ", and tiering is off so it is not routed elsewhere; turn tiering on with a larger provider "
+                            + "configured, or store a smaller value")
                 }
                 tooSmall.append((provider.id, cap))
                 route.skippedTooLarge.append(provider.id)
                 continue
             }
-            route.destinations.append((index, encoded))
+            route.destinations.append((index, value.encoded))
             if options.writeMode == .failover || options.tiering == .off { break }
         }
         guard route.destinations.isEmpty else {

@@ -216,6 +216,17 @@ public final class CloudStore: Sendable {
             override: options.maxValueBytes[provider.id])
     }
 
+    /// `value` encoded with `provider`'s codec, measured against its ``cap(of:)``: the one place the store decides
+    /// whether a value fits a provider, so routing, direct writes, read repair, reconcile, migrate and rekey agree.
+    ///
+    /// Throws only when the codec fails; whether it fits is ``EncodedValue/fits``.
+    func encodedValue(_ value: String, key: String, for provider: any Provider) throws(CloudSyncError)
+        -> EncodedValue
+    {
+        let encoded = try encode(value, key: key, for: provider)
+        return EncodedValue(encoded: encoded, cap: cap(of: provider), provider: provider.id, key: key)
+    }
+
     /// Throws `ERR_INVALID_KEY` unless `key` satisfies the rules of every configured provider.
     func validate(_ key: String, providers: [any Provider]) throws(CloudSyncError) {
         if !KeyRule.nonEmpty.allows(key) {
@@ -283,6 +294,38 @@ public final class CloudStore: Sendable {
     /// Calls `handler` when any provider reports data changed elsewhere.
     public func onRemoteChange(_ handler: @escaping @Sendable (RemoteChange) -> Void) -> ProviderSubscription {
         remoteListeners.add(handler)
+    }
+}
+
+/// A value encoded for one provider, and whether that provider takes it.
+struct EncodedValue {
+    let encoded: String
+    /// The largest encoded value the provider takes; nil for no cap.
+    let cap: Int?
+    let provider: String
+    let key: String
+
+    /// Size in UTF-8 bytes of the encoded value, the measure every cap uses.
+    var size: Int { encoded.utf8.count }
+
+    var fits: Bool { cap.map { size <= $0 } ?? true }
+
+    /// The encoded value, or `ERR_PAYLOAD_TOO_LARGE` when the provider does not take it.
+    func fitting() throws(CloudSyncError) -> String {
+        guard fits else {
+            throw tooLarge("; store a smaller value, or write it to a provider with a larger cap or none")
+        }
+        return encoded
+    }
+
+    /// `ERR_PAYLOAD_TOO_LARGE` naming the size and the cap.
+    ///
+    /// `advice` is appended to "... more than the N bytes provider p takes".
+    func tooLarge(_ advice: String) -> CloudSyncError {
+        CloudSyncError(
+            .payloadTooLarge,
+            "the value is \(size) bytes encoded, more than the \(cap ?? 0) bytes provider \(provider) takes\(advice)",
+            provider: provider, key: key)
     }
 }
 
