@@ -276,7 +276,7 @@ import Testing
         _ = try await source.set([KeyValue("a", "short"), KeyValue("b", String(repeating: "x", count: 14))])
         // The destination's codec adds 8 bytes to "a"'s 5 and "b"'s 14: 13 fits in 20, 22 does not.
         let store = try makeStore([source, destination]) { $0.providerCodecs = ["small": BracketCodec()] }
-        let result = try await store.migrate(from: "source", to: "small")
+        let result = try await store.maintenance.migrate(from: "source", to: "small")
         #expect(result.copied == ["a"])
         #expect(result.failed.map(\.key) == ["b"])
         #expect(result.failed.first?.error.code == .payloadTooLarge)
@@ -294,13 +294,13 @@ import Testing
             $0.codec = RotatingCodec()
             $0.maxValueBytes = ["capped": 20]
         }
-        let result = try await store.rekey(provider: "capped")
+        let result = try await store.maintenance.rekey(provider: "capped")
         // "[enc:a:v]" is 9 bytes; "[enc:b:xxxxxxxxxx]" is 18, still fits; both are rewritten.
         #expect(result.copied == ["a", "b"])
         _ = try await capped.set([KeyValue("c", "[o:c:\(String(repeating: "y", count: 13))]")])
         // "[o:c:" + 13 + "]" is 19 bytes, but "[enc:c:" + 13 + "]" is 21, one more than the cap: refused, and the old
         // copy stays as it was.
-        let second = try await store.rekey(provider: "capped")
+        let second = try await store.maintenance.rekey(provider: "capped")
         #expect(second.failed.map(\.key) == ["c"])
         #expect(second.failed.first?.error.code == .payloadTooLarge)
         #expect(try await raw(capped, "c") == "[o:c:\(String(repeating: "y", count: 13))]")
