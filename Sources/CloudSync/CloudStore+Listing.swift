@@ -8,8 +8,8 @@ extension CloudStore {
     /// ``KeyListing/unlisted`` and reported to ``StoreOptions/onError``.
     public func allKeys() async throws(CloudSyncError) -> KeyListing {
         let configured = try configuredProviders()
-        let providers = await available(configured)
-        guard !providers.isEmpty else { throw noProviderError(configured) }
+        let (providers, answers) = await availableWithReasons(configured)
+        guard !providers.isEmpty else { throw noProviderError(configured, answers: answers) }
         var keys = Set<String>()
         var unlisted: [String: CloudSyncError] = [:]
         for provider in providers {

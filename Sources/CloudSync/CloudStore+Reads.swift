@@ -22,8 +22,8 @@ extension CloudStore {
     func fetch(_ keys: [String]) async throws(CloudSyncError) -> [Result<String?, CloudSyncError>] {
         let configured = try configuredProviders()
         for key in Set(keys) { try validate(key, providers: configured) }
-        let providers = await available(configured)
-        guard !providers.isEmpty else { throw noProviderError(configured) }
+        let (providers, answers) = await availableWithReasons(configured)
+        guard !providers.isEmpty else { throw noProviderError(configured, answers: answers) }
         if let resolver = options.resolver { return await resolvingFetch(keys, from: providers, resolver: resolver) }
 
         var found: [String: Result<String?, CloudSyncError>] = [:]
@@ -66,13 +66,18 @@ extension CloudStore {
         }
     }
 
-    func noProviderError(_ configured: [any Provider]) -> CloudSyncError {
+    /// `ERR_NO_PROVIDER` naming each of `configured` with why it is unavailable, so whoever reads it knows what to
+    /// fix.
+    func noProviderError(_ configured: [any Provider], answers: [String: Availability]) -> CloudSyncError {
         guard !configured.isEmpty else {
             return CloudSyncError(.noProvider, "the store has no providers; configure or register one")
         }
+        let reasons = configured.map { provider in
+            "\(provider.id) (\(answers[provider.id]?.description ?? "not asked"))"
+        }
         return CloudSyncError(
             .noProvider,
-            "none of the configured providers (\(configured.map(\.id).joined(separator: ", "))) is available; "
+            "none of the configured providers is available: \(reasons.joined(separator: "; ")); "
                 + "check that each is signed in and reachable")
     }
 

@@ -51,14 +51,14 @@ extension CloudStore {
         let lockedKeys = Set(items.map(\.key))
         await keyLocks.acquire(lockedKeys)
         defer { keyLocks.release(lockedKeys) }
-        let providers = await available(configured)
+        let (providers, answers) = await availableWithReasons(configured)
         var results = [Result<WriteReceipt, CloudSyncError>?](repeating: nil, count: items.count)
         var routes = [Route](repeating: Route(), count: items.count)
         var deliveries = [[Delivery]](repeating: [], count: providers.count)
         for (index, item) in items.enumerated() {
             do throws(CloudSyncError) {
                 try validate(item.key, providers: configured)
-                guard !providers.isEmpty else { throw noProviderError(configured) }
+                guard !providers.isEmpty else { throw noProviderError(configured, answers: answers) }
                 routes[index] =
                     operation == .set
                     ? try route(item, among: providers, configured: configured)

@@ -25,8 +25,8 @@ extension StoreMaintenance {
         let chosen =
             providerIDs.map { ids in (configured + store.attachedProviders()).filter { ids.contains($0.id) } }
             ?? configured
-        let providers = await store.available(chosen)
-        guard !providers.isEmpty else { throw store.noProviderError(chosen) }
+        let (providers, answers) = await store.availableWithReasons(chosen)
+        guard !providers.isEmpty else { throw store.noProviderError(chosen, answers: answers) }
         let unique = CloudStore.unique(keys)
         let reads = await store.readEverywhere(unique, from: providers)
         let resolver = store.options.resolver ?? Resolver.custom { $0.first?.value }
