@@ -28,11 +28,23 @@ public final class Outbox: Sendable {
     }
 
     public struct Limits: Sendable, Equatable {
-        public var maxEntries = 1000
-        public var maxAttempts = 12
-        public var maxAge: Duration = .seconds(7 * 24 * 3600)
+        /// The default ``maxEntries``: 1000.
+        public static let defaultMaxEntries = 1000
+        /// The default ``maxAttempts``: 12, whose backoff waits add up to about an hour.
+        public static let defaultMaxAttempts = 12
+        /// The default ``maxAge``: 7 days, so a write queued before a weekend still reaches a weekly run.
+        public static let defaultMaxAge: Duration = .seconds(7 * 24 * 3600)
+        /// The limits an outbox has unless told otherwise (and a pipeline's outbox by default).
+        public static let `default` = Limits()
 
-        public init(maxEntries: Int = 1000, maxAttempts: Int = 12, maxAge: Duration = .seconds(7 * 24 * 3600)) {
+        public var maxEntries = Self.defaultMaxEntries
+        public var maxAttempts = Self.defaultMaxAttempts
+        public var maxAge: Duration = Self.defaultMaxAge
+
+        public init(
+            maxEntries: Int = Self.defaultMaxEntries, maxAttempts: Int = Self.defaultMaxAttempts,
+            maxAge: Duration = Self.defaultMaxAge
+        ) {
             self.maxEntries = maxEntries
             self.maxAttempts = maxAttempts
             self.maxAge = maxAge

@@ -39,6 +39,16 @@ public enum Tiering: Sendable, Equatable {
 
 /// Everything a store is configured with, beside its providers.
 public struct StoreOptions: Sendable {
+    /// The default ``timeout``: 15 s.
+    ///
+    /// Long enough for a cloud round trip over a slow link, short enough that a hung provider cannot stall a
+    /// scheduled run; pipeline files default to it too.
+    public static let defaultTimeout: Duration = .seconds(15)
+    /// The default ``availabilityLifetime``: 30 s.
+    ///
+    /// Saves a probe per call in a burst of calls, yet notices a provider coming back within a run.
+    public static let defaultAvailabilityLifetime: Duration = .seconds(30)
+
     public var writeMode: WriteMode = .failover
     public var tiering: Tiering = .auto
     /// Per-provider lower caps on the largest value, by provider id, in UTF-8 bytes of the encoded value.
@@ -46,9 +56,9 @@ public struct StoreOptions: Sendable {
     /// Check keys against the rules of every configured provider before any request.
     public var validateKeys = true
     /// The deadline of every provider call, the availability probe included; nil waits forever.
-    public var timeout: Duration? = .seconds(15)
+    public var timeout: Duration? = Self.defaultTimeout
     /// How long an availability answer is trusted before the provider is asked again.
-    public var availabilityLifetime: Duration = .seconds(30)
+    public var availabilityLifetime: Duration = Self.defaultAvailabilityLifetime
     /// With a resolver, a read consults every available provider and lets it pick the value; without one, a read
     /// returns the first value found.
     public var resolver: Resolver?
