@@ -33,7 +33,9 @@ public final class MemoryProvider: Provider {
         }
     }
 
+    /// The provider's id in the store (`memory` unless given).
     public let id: String
+    /// What it declares; its cap is enforced, so tests can exercise size routing.
     public let capabilities: ProviderCapabilities
     /// Space this provider pretends to have, in bytes of keys and values; nil for unlimited.
     public let totalBytes: Int64?
@@ -52,12 +54,16 @@ public final class MemoryProvider: Provider {
         }
     }
 
+    /// Always available: process memory cannot sign out or go offline.
     public func availability() async -> Availability { .available }
 
+    /// Values of `keys`, positionally.
     public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
         contents.withLock { contents in keys.map { .success(contents.values[$0]) } }
     }
 
+    /// Stores each item, refusing per key what is above the declared cap or past `totalBytes`, as a real provider
+    /// would.
     public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
         contents.withLock { contents in
             items.map { item -> Result<Void, CloudSyncError> in
@@ -85,6 +91,7 @@ public final class MemoryProvider: Provider {
         }
     }
 
+    /// Removes each key; a missing key is a success, as the provider contract asks.
     public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
         contents.withLock { contents in
             keys.map { key in
@@ -94,6 +101,7 @@ public final class MemoryProvider: Provider {
         }
     }
 
+    /// Keys in bytewise order after `cursor`, so pages are stable while other tasks write.
     public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
         guard capabilities.canList else {
             throw CloudSyncError(.unsupported, "this provider cannot list its keys", provider: id)
@@ -107,6 +115,8 @@ public final class MemoryProvider: Provider {
         }
     }
 
+    /// Bytes of keys and values held, against `totalBytes`; nil without a total, because memory has no real limit
+    /// to report.
     public func quota() async throws -> ProviderQuota? {
         guard capabilities.reportsQuota else { return nil }
         return ProviderQuota(usedBytes: contents.withLock { $0.usedBytes }, totalBytes: totalBytes)

@@ -1,5 +1,6 @@
 /// What reconciling a set of keys did.
 public struct ReconcileResult: Sendable, Equatable {
+    /// Keys looked at, each once.
     public var keys = 0
     /// Keys every provider already held identically.
     public var inSync = 0
@@ -7,10 +8,12 @@ public struct ReconcileResult: Sendable, Equatable {
     public var repaired = 0
     /// (key, provider) writes passed over because the value is larger than the provider takes.
     public var skipped = 0
+    /// Keys that could not be read, decoded or written, and why.
     public var failed: [KeyFailure] = []
     /// (key, provider) writes that failed for a reason that may pass and wait in the outbox.
     public var queued = 0
 
+    /// An empty result, for summing the results of several calls (the sync job reconciles page by page).
     public init() {}
 }
 
