@@ -15,7 +15,7 @@ extension CloudStore {
         guard provider.capabilities.canList else {
             throw CloudSyncError(.unsupported, "this provider cannot list its keys", provider: providerID)
         }
-        return try await deadline(provider) { try await provider.listKeys(after: cursor, limit: limit) }
+        return try await dispatcher(for: provider).call { try await $0.listKeys(after: cursor, limit: limit) }
     }
 
     /// Removes keys from one provider only, bypassing the write mode, in batches of its limit; one result per key.
@@ -29,11 +29,9 @@ extension CloudStore {
     public func read(_ keys: [String], from providerID: String) async throws(CloudSyncError) -> [String?] {
         let provider = try provider(withID: providerID)
         var values: [String?] = []
-        for chunk in keys.chunked(provider.capabilities.batchLimit) {
-            let batch = Array(chunk)
-            let answer = try await deadline(provider) { try await provider.get(batch) }
-            for (key, result) in zip(batch, try checkedCount(batch.count, provider: provider, answer)) {
-                guard let stored = try result.mapError({ $0.attributed(provider: providerID, key: key) }).get() else {
+        try await dispatcher(for: provider).get(keys) { batch, answer throws(CloudSyncError) in
+            for (key, result) in zip(batch, try answer.get()) {
+                guard let stored = try result.get() else {
                     values.append(nil)
                     continue
                 }
@@ -54,13 +52,7 @@ extension CloudStore {
         for (index, item) in items.enumerated() {
             do throws(CloudSyncError) {
                 try validate(item.key, providers: [provider])
-                let encoded = try encode(item.value, key: item.key, for: provider)
-                if let cap = cap(of: provider), encoded.utf8.count > cap {
-                    throw CloudSyncError(
-                        .payloadTooLarge,
-                        "the value is \(encoded.utf8.count) bytes encoded; \(providerID) takes at most \(cap)",
-                        provider: providerID, key: item.key)
-                }
+                let encoded = try encodedValue(item.value, key: item.key, for: provider).fitting()
                 deliveries.append(Delivery(item: index, key: item.key, encoded: encoded))
             } catch {
                 results[index] = .failure(error)

@@ -7,6 +7,7 @@ public struct FlushResult: Sendable, Equatable {
     /// Entries given up (each reported to the outbox's `onDropped`).
     public var dropped: Int
 
+    /// A flush result, for providers and tests that report one of their own.
     public init(drained: Int, remaining: Int, dropped: Int) {
         self.drained = drained
         self.remaining = remaining

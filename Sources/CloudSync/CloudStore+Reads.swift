@@ -22,8 +22,8 @@ extension CloudStore {
     func fetch(_ keys: [String]) async throws(CloudSyncError) -> [Result<String?, CloudSyncError>] {
         let configured = try configuredProviders()
         for key in Set(keys) { try validate(key, providers: configured) }
-        let providers = await available(configured)
-        guard !providers.isEmpty else { throw noProviderError(configured) }
+        let (providers, answers) = await availableWithReasons(configured)
+        guard !providers.isEmpty else { throw noProviderError(configured, answers: answers) }
         if let resolver = options.resolver { return await resolvingFetch(keys, from: providers, resolver: resolver) }
 
         var found: [String: Result<String?, CloudSyncError>] = [:]
@@ -31,21 +31,20 @@ extension CloudStore {
         var absentSomewhere = Set<String>()
         var pending = Self.unique(keys)
         for provider in providers where !pending.isEmpty {
-            for chunk in pending.chunked(provider.capabilities.batchLimit) {
-                let batch = Array(chunk)
+            try await dispatcher(for: provider).get(pending) { batch, answer in
                 let results: [Result<String?, CloudSyncError>]
-                do throws(CloudSyncError) {
-                    let answer = try await deadline(provider) { try await provider.get(batch) }
-                    results = try checkedCount(batch.count, provider: provider, answer)
-                } catch {
+                switch answer {
+                case .success(let answers):
+                    results = answers
+                case .failure(let error):
                     report(error)
                     for key in batch where firstError[key] == nil { firstError[key] = error }
-                    continue
+                    return
                 }
                 for (key, result) in zip(batch, results) {
                     switch result {
                     case .success(.some(let stored)):
-                        do {
+                        do throws(CloudSyncError) {
                             found[key] = .success(try decode(stored, key: key, from: provider))
                         } catch {
                             found[key] = .failure(error)
@@ -53,7 +52,6 @@ extension CloudStore {
                     case .success(.none):
                         absentSomewhere.insert(key)
                     case .failure(let error):
-                        let error = error.attributed(provider: provider.id, key: key)
                         report(error)
                         if firstError[key] == nil { firstError[key] = error }
                     }
@@ -68,25 +66,19 @@ extension CloudStore {
         }
     }
 
-    func noProviderError(_ configured: [any Provider]) -> CloudSyncError {
+    /// `ERR_NO_PROVIDER` naming each of `configured` with why it is unavailable, so whoever reads it knows what to
+    /// fix.
+    func noProviderError(_ configured: [any Provider], answers: [String: Availability]) -> CloudSyncError {
         guard !configured.isEmpty else {
             return CloudSyncError(.noProvider, "the store has no providers; configure or register one")
         }
+        let reasons = configured.map { provider in
+            "\(provider.id) (\(answers[provider.id]?.description ?? "not asked"))"
+        }
         return CloudSyncError(
             .noProvider,
-            "none of the configured providers (\(configured.map(\.id).joined(separator: ", "))) is available; "
+            "none of the configured providers is available: \(reasons.joined(separator: "; ")); "
                 + "check that each is signed in and reachable")
-    }
-
-    /// A provider must return one result per key; anything else breaks the contract and fails the whole batch.
-    func checkedCount<T>(_ expected: Int, provider: any Provider, _ results: [T]) throws(CloudSyncError) -> [T] {
-        guard results.count == expected else {
-            throw CloudSyncError(
-                .provider,
-                "provider returned \(results.count) results for \(expected) keys; a provider must return one per key",
-                provider: provider.id)
-        }
-        return results
     }
 
     static func unique(_ keys: [String]) -> [String] {

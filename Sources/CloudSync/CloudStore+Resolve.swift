@@ -89,9 +89,8 @@ extension CloudStore {
     /// The repair write of `winner` to `provider`, or nil when it cannot take it (too large, codec failure).
     private func repair(_ winner: String, key: String, item: Int, on provider: any Provider) -> Delivery? {
         do throws(CloudSyncError) {
-            let encoded = try encode(winner, key: key, for: provider)
-            if let cap = cap(of: provider), encoded.utf8.count > cap { return nil }
-            return Delivery(item: item, key: key, encoded: encoded)
+            let value = try encodedValue(winner, key: key, for: provider)
+            return value.fits ? Delivery(item: item, key: key, encoded: value.encoded) : nil
         } catch {
             report(error)
             return nil
@@ -107,19 +106,8 @@ extension CloudStore {
         await withTaskGroup(of: (Int, [String: Result<String?, CloudSyncError>]).self) { group in
             for (index, provider) in providers.enumerated() {
                 group.addTask { [self] in
-                    var answers: [String: Result<String?, CloudSyncError>] = [:]
-                    for chunk in keys.chunked(provider.capabilities.batchLimit) {
-                        let batch = Array(chunk)
-                        do throws(CloudSyncError) {
-                            let answer = try await deadline(provider) { try await provider.get(batch) }
-                            for (key, result) in zip(batch, try checkedCount(batch.count, provider: provider, answer)) {
-                                answers[key] = result.mapError { $0.attributed(provider: provider.id, key: key) }
-                            }
-                        } catch {
-                            for key in batch { answers[key] = .failure(error.attributed(key: key)) }
-                        }
-                    }
-                    return (index, answers)
+                    let results = await dispatcher(for: provider).get(keys)
+                    return (index, Dictionary(zip(keys, results), uniquingKeysWith: { _, last in last }))
                 }
             }
             var answers = [[String: Result<String?, CloudSyncError>]](repeating: [:], count: providers.count)

@@ -51,14 +51,14 @@ extension CloudStore {
         let lockedKeys = Set(items.map(\.key))
         await keyLocks.acquire(lockedKeys)
         defer { keyLocks.release(lockedKeys) }
-        let providers = await available(configured)
+        let (providers, answers) = await availableWithReasons(configured)
         var results = [Result<WriteReceipt, CloudSyncError>?](repeating: nil, count: items.count)
         var routes = [Route](repeating: Route(), count: items.count)
         var deliveries = [[Delivery]](repeating: [], count: providers.count)
         for (index, item) in items.enumerated() {
             do throws(CloudSyncError) {
                 try validate(item.key, providers: configured)
-                guard !providers.isEmpty else { throw noProviderError(configured) }
+                guard !providers.isEmpty else { throw noProviderError(configured, answers: answers) }
                 routes[index] =
                     operation == .set
                     ? try route(item, among: providers, configured: configured)
@@ -94,23 +94,19 @@ extension CloudStore {
         var tooSmall: [(id: String, cap: Int)] = []
         var largestSize = 0
         for (index, provider) in providers.enumerated() {
-            let encoded = try encode(item.value, key: item.key, for: provider)
-            let size = encoded.utf8.count
-            largestSize = max(largestSize, size)
-            if let cap = cap(of: provider), size > cap {
+            let value = try encodedValue(item.value, key: item.key, for: provider)
+            largestSize = max(largestSize, value.size)
+            if !value.fits, let cap = value.cap {
                 if options.tiering == .off {
-                    throw CloudSyncError(
-                        .payloadTooLarge,
-                        "the value is \(size) bytes encoded, more than the \(cap) bytes provider \(provider.id) takes, "
-                            + "and tiering is off so it is not routed elsewhere; turn tiering on with a larger "
-                            + "provider configured, or store a smaller value",
-                        provider: provider.id, key: item.key)
+                    throw value.tooLarge(
+                        ", and tiering is off so it is not routed elsewhere; turn tiering on with a larger provider "
+                            + "configured, or store a smaller value")
                 }
                 tooSmall.append((provider.id, cap))
                 route.skippedTooLarge.append(provider.id)
                 continue
             }
-            route.destinations.append((index, encoded))
+            route.destinations.append((index, value.encoded))
             if options.writeMode == .failover || options.tiering == .off { break }
         }
         guard route.destinations.isEmpty else {
@@ -144,32 +140,14 @@ extension CloudStore {
     {
         await withTaskGroup(of: [(Int, String, Result<Void, CloudSyncError>)].self) { group in
             for (index, provider) in providers.enumerated() where !deliveries[index].isEmpty {
-                let batches = deliveries[index].chunked(provider.capabilities.batchLimit).map(Array.init)
+                let batch = deliveries[index]
                 group.addTask { [self] in
-                    var outcomes: [(Int, String, Result<Void, CloudSyncError>)] = []
-                    for batch in batches {
-                        do throws(CloudSyncError) {
-                            let answer = try await deadline(provider) {
-                                operation == .set
-                                    ? try await provider.set(batch.map { KeyValue($0.key, $0.encoded ?? "") })
-                                    : try await provider.remove(batch.map(\.key))
-                            }
-                            let results = try checkedCount(batch.count, provider: provider, answer)
-                            for (delivery, result) in zip(batch, results) {
-                                outcomes.append(
-                                    (
-                                        delivery.item, provider.id,
-                                        result.mapError { $0.attributed(provider: provider.id, key: delivery.key) }
-                                    ))
-                            }
-                        } catch {
-                            for delivery in batch {
-                                outcomes.append(
-                                    (delivery.item, provider.id, .failure(error.attributed(key: delivery.key))))
-                            }
-                        }
-                    }
-                    return outcomes
+                    let dispatcher = dispatcher(for: provider)
+                    let results =
+                        operation == .set
+                        ? await dispatcher.set(batch.map { KeyValue($0.key, $0.encoded ?? "") })
+                        : await dispatcher.remove(batch.map(\.key))
+                    return zip(batch, results).map { delivery, result in (delivery.item, provider.id, result) }
                 }
             }
             var byItem: [Int: [(provider: String, result: Result<Void, CloudSyncError>)]] = [:]

@@ -7,7 +7,7 @@ public final class CloudStore: Sendable {
         var providers: [any Provider]
         /// Providers reachable by id (migrate, verify, rekey, direct reads and writes) outside the preference order.
         var attached: [any Provider] = []
-        var availability: [String: (available: Bool, expiresAtMs: Int64)] = [:]
+        var availability: [String: (answer: Availability, expiresAtMs: Int64)] = [:]
         /// Bumped on account changes, so a probe that started before one cannot memoise a stale answer.
         var availabilityGeneration = 0
         var providerSubscriptions: [ProviderSubscription] = []
@@ -128,41 +128,76 @@ public final class CloudStore: Sendable {
         return provider
     }
 
+    /// Whether `providerID` (configured or attached) can serve requests now, and if not, why: signed out, offline,
+    /// misconfigured, or ``UnavailableReason/timedOut`` when its probe did not answer within ``StoreOptions/timeout``.
+    ///
+    /// Lets a report say why a provider was passed over. The answer is memoised for
+    /// ``StoreOptions/availabilityLifetime``, shared with the store's own reads and writes.
+    public func availability(of providerID: String) async throws(CloudSyncError) -> Availability {
+        let provider = try provider(withID: providerID)
+        return await availabilities([provider])[providerID] ?? .available
+    }
+
     /// The providers among `candidates` that are available now, in the same order.
+    func available(_ candidates: [any Provider]) async -> [any Provider] {
+        await availableWithReasons(candidates).providers
+    }
+
+    /// The providers among `candidates` that are available now, in the same order, and every candidate's answer
+    /// (for ``noProviderError(_:answers:)``).
+    func availableWithReasons(_ candidates: [any Provider]) async
+        -> (providers: [any Provider], answers: [String: Availability])
+    {
+        let answers = await availabilities(candidates)
+        return (candidates.filter { answers[$0.id]?.isAvailable == true }, answers)
+    }
+
+    /// Every candidate's availability, by id.
     ///
     /// Answers are memoised for ``StoreOptions/availabilityLifetime``; the others are probed at once, all together,
-    /// each under the deadline, so even several hung probes cost one timeout. A probe that times out means
-    /// unavailable.
-    func available(_ candidates: [any Provider]) async -> [any Provider] {
+    /// each under the deadline, so even several hung probes cost one timeout. A probe that times out is
+    /// ``UnavailableReason/timedOut``.
+    func availabilities(_ candidates: [any Provider]) async -> [String: Availability] {
         let now = options.clock.nowMilliseconds()
         let (known, generation) = state.withLock { state in
             (
-                state.availability.filter { $0.value.expiresAtMs > now }.mapValues(\.available),
+                state.availability.filter { $0.value.expiresAtMs > now }.mapValues(\.answer),
                 state.availabilityGeneration
             )
         }
         let unknown = candidates.filter { known[$0.id] == nil }
         var answers = known
         if !unknown.isEmpty {
-            let probed = await withTaskGroup(of: (String, Bool).self) { group in
+            let probed = await withTaskGroup(of: (String, Availability).self) { group in
                 for provider in unknown {
-                    group.addTask { [self] in
-                        let available = (try? await deadline(provider) { await provider.isAvailable() }) ?? false
-                        return (provider.id, available)
-                    }
+                    group.addTask { [self] in (provider.id, await probe(provider)) }
                 }
-                var results: [String: Bool] = [:]
-                for await (id, available) in group { results[id] = available }
+                var results: [String: Availability] = [:]
+                for await (id, answer) in group { results[id] = answer }
                 return results
             }
             let expiry = options.clock.nowMilliseconds() + options.availabilityLifetime.milliseconds
             state.withLock { state in
                 guard state.availabilityGeneration == generation else { return }
-                for (id, available) in probed { state.availability[id] = (available, expiry) }
+                for (id, answer) in probed { state.availability[id] = (answer, expiry) }
             }
             answers.merge(probed) { _, new in new }
         }
-        return candidates.filter { answers[$0.id] == true }
+        return answers
+    }
+
+    /// Asks `provider` under the deadline; a probe that does not answer in time is ``UnavailableReason/timedOut``.
+    private func probe(_ provider: any Provider) async -> Availability {
+        do {
+            return try await dispatcher(for: provider).call { await $0.availability() }
+        } catch  where error.code == .timeout {
+            return .unavailable(
+                .timedOut,
+                "the availability probe did not answer within \(options.timeout?.milliseconds ?? 0) ms; check that "
+                    + "the provider is reachable, or raise the store's timeout")
+        } catch {
+            return .unavailable(.other, "the availability probe failed: \(error.message)")
+        }
     }
 
     /// Forgets every memoised availability answer.
@@ -170,25 +205,6 @@ public final class CloudStore: Sendable {
         state.withLock { state in
             state.availability = [:]
             state.availabilityGeneration += 1
-        }
-    }
-
-    /// Runs one provider call under the store's deadline, turning every failure into a `CloudSyncError` that names
-    /// the provider.
-    func deadline<T: Sendable>(
-        _ provider: any Provider, key: String? = nil, _ operation: @escaping @Sendable () async throws -> T
-    ) async throws(CloudSyncError) -> T {
-        let id = provider.id
-        let timeout = options.timeout
-        do {
-            return try await withDeadline(
-                timeout, clock: options.clock,
-                timeoutError: {
-                    CloudSyncError(
-                        .timeout, "no answer within \(timeout?.milliseconds ?? 0) ms", provider: id, key: key)
-                }, operation)
-        } catch {
-            throw CloudSyncError.wrapping(error, provider: id, key: key)
         }
     }
 
@@ -233,6 +249,17 @@ public final class CloudStore: Sendable {
         options.tiering.cap(
             tier: provider.capabilities.tier, declared: provider.capabilities.maxValueBytes,
             override: options.maxValueBytes[provider.id])
+    }
+
+    /// `value` encoded with `provider`'s codec, measured against its ``cap(of:)``: the one place the store decides
+    /// whether a value fits a provider, so routing, direct writes, read repair, reconcile, migrate and rekey agree.
+    ///
+    /// Throws only when the codec fails; whether it fits is ``EncodedValue/fits``.
+    func encodedValue(_ value: String, key: String, for provider: any Provider) throws(CloudSyncError)
+        -> EncodedValue
+    {
+        let encoded = try encode(value, key: key, for: provider)
+        return EncodedValue(encoded: encoded, cap: cap(of: provider), provider: provider.id, key: key)
     }
 
     /// Throws `ERR_INVALID_KEY` unless `key` satisfies the rules of every configured provider.
@@ -302,6 +329,38 @@ public final class CloudStore: Sendable {
     /// Calls `handler` when any provider reports data changed elsewhere.
     public func onRemoteChange(_ handler: @escaping @Sendable (RemoteChange) -> Void) -> ProviderSubscription {
         remoteListeners.add(handler)
+    }
+}
+
+/// A value encoded for one provider, and whether that provider takes it.
+struct EncodedValue {
+    let encoded: String
+    /// The largest encoded value the provider takes; nil for no cap.
+    let cap: Int?
+    let provider: String
+    let key: String
+
+    /// Size in UTF-8 bytes of the encoded value, the measure every cap uses.
+    var size: Int { encoded.utf8.count }
+
+    var fits: Bool { cap.map { size <= $0 } ?? true }
+
+    /// The encoded value, or `ERR_PAYLOAD_TOO_LARGE` when the provider does not take it.
+    func fitting() throws(CloudSyncError) -> String {
+        guard fits else {
+            throw tooLarge("; store a smaller value, or write it to a provider with a larger cap or none")
+        }
+        return encoded
+    }
+
+    /// `ERR_PAYLOAD_TOO_LARGE` naming the size and the cap.
+    ///
+    /// `advice` is appended to "... more than the N bytes provider p takes".
+    func tooLarge(_ advice: String) -> CloudSyncError {
+        CloudSyncError(
+            .payloadTooLarge,
+            "the value is \(size) bytes encoded, more than the \(cap ?? 0) bytes provider \(provider) takes\(advice)",
+            provider: provider, key: key)
     }
 }
 

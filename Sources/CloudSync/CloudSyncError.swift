@@ -2,8 +2,10 @@
 ///
 /// The list below, and which codes are retryable, is the one place either is decided.
 public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+    /// The stable text of the code (`ERR_TIMEOUT`), the form reports and logs carry.
     public let rawValue: String
 
+    /// A code from its text, so codes read back from reports and outbox rows compare equal to the named ones.
     public init(rawValue: String) { self.rawValue = rawValue }
 
     /// The operation ran out of time (the store's `timeout`).
@@ -66,11 +68,13 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
         }
     }
 
+    /// The stable text, so interpolating a code prints what reports carry.
     public var description: String { rawValue }
 }
 
 /// The one error type of the store and its providers: a stable code, what happened, and what it concerns.
 public struct CloudSyncError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What the caller should do about it (retry, sign in, fix the key), stable across releases.
     public let code: ErrorCode
     /// What happened and, where there is something to do, what to do.
     ///
@@ -83,6 +87,8 @@ public struct CloudSyncError: Error, Sendable, Equatable, CustomStringConvertibl
     /// How long the provider asked the caller to wait before trying again.
     public var retryAfterMs: Int?
 
+    /// An error with `code` and a `message` saying what happened and what to do; name the provider and key where
+    /// there are ones, so reports can point at them.
     public init(
         _ code: ErrorCode, _ message: String, provider: String? = nil, key: String? = nil, retryAfterMs: Int? = nil
     ) {

@@ -20,6 +20,7 @@ public enum KeyRule: Sendable, Hashable, CustomStringConvertible {
     /// The rule of the iCloud key-value store.
     public static let iCloudKeyValue: [KeyRule] = [.maxUTF8Bytes(64)]
 
+    /// The rule as a sentence, which starts the `ERR_INVALID_KEY` message.
     public var description: String {
         switch self {
         case .nonEmpty: return "a key may not be empty"

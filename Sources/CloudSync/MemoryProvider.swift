@@ -33,7 +33,9 @@ public final class MemoryProvider: Provider {
         }
     }
 
+    /// The provider's id in the store (`memory` unless given).
     public let id: String
+    /// What it declares; its cap is enforced, so tests can exercise size routing.
     public let capabilities: ProviderCapabilities
     /// Space this provider pretends to have, in bytes of keys and values; nil for unlimited.
     public let totalBytes: Int64?
@@ -55,14 +57,18 @@ public final class MemoryProvider: Provider {
         }
     }
 
+    /// Always available: process memory cannot sign out or go offline.
     public func availability() async -> Availability { .available }
 
+    /// Values of `keys`, positionally.
     public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
         let values = contents.withLock { contents in keys.map { contents.values[$0] } }
         metrics.recordRequest(bytesRead: values.reduce(0) { $0 + ($1?.utf8.count ?? 0) })
         return values.map { .success($0) }
     }
 
+    /// Stores each item, refusing per key what is above the declared cap or past `totalBytes`, as a real provider
+    /// would.
     public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
         metrics.recordRequest(bytesWritten: items.reduce(0) { $0 + $1.value.utf8.count })
         return contents.withLock { contents in
@@ -91,6 +97,7 @@ public final class MemoryProvider: Provider {
         }
     }
 
+    /// Removes each key; a missing key is a success, as the provider contract asks.
     public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
         metrics.recordRequest()
         return contents.withLock { contents in
@@ -101,6 +108,7 @@ public final class MemoryProvider: Provider {
         }
     }
 
+    /// Keys in bytewise order after `cursor`, so pages are stable while other tasks write.
     public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
         guard capabilities.canList else {
             throw CloudSyncError(.unsupported, "this provider cannot list its keys", provider: id)
@@ -115,6 +123,8 @@ public final class MemoryProvider: Provider {
         }
     }
 
+    /// Bytes of keys and values held, against `totalBytes`; nil without a total, because memory has no real limit
+    /// to report.
     public func quota() async throws -> ProviderQuota? {
         guard capabilities.reportsQuota else { return nil }
         metrics.recordRequest()

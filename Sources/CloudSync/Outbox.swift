@@ -27,12 +27,30 @@ public final class Outbox: Sendable {
         case discarded
     }
 
+    /// How much the outbox holds and for how long, so a provider that never comes back cannot grow it forever.
     public struct Limits: Sendable, Equatable {
-        public var maxEntries = 1000
-        public var maxAttempts = 12
-        public var maxAge: Duration = .seconds(7 * 24 * 3600)
+        /// The default ``maxEntries``: 1000.
+        public static let defaultMaxEntries = 1000
+        /// The default ``maxAttempts``: 12, whose backoff waits add up to about an hour.
+        public static let defaultMaxAttempts = 12
+        /// The default ``maxAge``: 7 days, so a write queued before a weekend still reaches a weekly run.
+        public static let defaultMaxAge: Duration = .seconds(7 * 24 * 3600)
+        /// The limits an outbox has unless told otherwise (and a pipeline's outbox by default).
+        public static let `default` = Limits()
 
-        public init(maxEntries: Int = 1000, maxAttempts: Int = 12, maxAge: Duration = .seconds(7 * 24 * 3600)) {
+        /// Most entries held; the oldest is evicted (`queueFull`) to make room.
+        public var maxEntries = Self.defaultMaxEntries
+        /// Attempts per entry, the original write included, before it is dropped (`tooManyAttempts`).
+        public var maxAttempts = Self.defaultMaxAttempts
+        /// Longest an entry waits before it is dropped (`expired`): a very old write is more likely wrong than
+        /// useful.
+        public var maxAge: Duration = Self.defaultMaxAge
+
+        /// Limits, each defaulting to the documented value.
+        public init(
+            maxEntries: Int = Self.defaultMaxEntries, maxAttempts: Int = Self.defaultMaxAttempts,
+            maxAge: Duration = Self.defaultMaxAge
+        ) {
             self.maxEntries = maxEntries
             self.maxAttempts = maxAttempts
             self.maxAge = maxAge
@@ -46,11 +64,14 @@ public final class Outbox: Sendable {
     /// up to between 34 and 68 minutes, about 51 on average: roughly an hour. A server's `retryAfterMs` replaces the
     /// computed wait.
     public struct Backoff: Sendable {
+        /// The wait after the first failed attempt; each later wait doubles.
         public var base: Duration = .seconds(2)
+        /// The longest single wait, so a long outage is still retried hourly.
         public var maximum: Duration = .seconds(3600)
         /// Returns a number in 0...1; injectable so tests get exact schedules.
         public var jitter: @Sendable () -> Double = { Double.random(in: 0...1) }
 
+        /// A backoff; tests pass a fixed `jitter` so schedules are exact.
         public init(
             base: Duration = .seconds(2), maximum: Duration = .seconds(3600),
             jitter: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }
@@ -78,7 +99,9 @@ public final class Outbox: Sendable {
         var oldestHint: Int64 = 1
     }
 
+    /// The limits the outbox enforces.
     public let limits: Limits
+    /// How long entries wait between attempts.
     public let backoff: Backoff
     private let storage: any OutboxStorage
     private let onDropped: (@Sendable (OutboxEntry, DropReason) -> Void)?
@@ -108,6 +131,7 @@ public final class Outbox: Sendable {
     /// Their descriptions hold no values.
     public var pending: [OutboxEntry] { state.withLock { $0.entries.values.sorted { $0.id < $1.id } } }
 
+    /// How many entries wait, without copying them.
     public var count: Int { state.withLock { $0.entries.count } }
 
     // MARK: Used by the store

@@ -4,17 +4,24 @@
 public struct OutboxEntry: Sendable, Equatable, CustomStringConvertible {
     /// Increases with every enqueue; the lowest id is the oldest entry.
     public var id: Int64
+    /// The key the write was for.
     public var key: String
+    /// Whether it stores a value or removes the key.
     public var operation: FailedWrite.Operation
     /// The value exactly as the provider will store it (already encoded); nil for a remove.
     public var encodedValue: String?
+    /// The provider it waits for, by id; the entry is retried there only.
     public var provider: String
     /// Attempts made so far, the original write included.
     public var attempts: Int
+    /// When it is next due, in milliseconds since 1970 on the store's clock.
     public var nextAttemptAtMs: Int64
+    /// When it was first queued, which `maxAge` counts from.
     public var enqueuedAtMs: Int64
+    /// The code of the last failure (`ERR_OFFLINE`), for a "pending sync" view.
     public var lastErrorCode: String
 
+    /// An entry as storage loads it back; the outbox makes new ones itself.
     public init(
         id: Int64, key: String, operation: FailedWrite.Operation, encodedValue: String?, provider: String,
         attempts: Int, nextAttemptAtMs: Int64, enqueuedAtMs: Int64, lastErrorCode: String
@@ -30,6 +37,7 @@ public struct OutboxEntry: Sendable, Equatable, CustomStringConvertible {
         self.lastErrorCode = lastErrorCode
     }
 
+    /// The key, operation, provider and schedule, never the value, so entries are safe to log.
     public var description: String {
         "\(operation) \"\(key)\" on \(provider) (attempt \(attempts), next at \(nextAttemptAtMs) ms, "
             + "last error \(lastErrorCode))"
@@ -61,12 +69,15 @@ public final class InMemoryOutboxStorage: OutboxStorage {
 
     private let entries = Protected(Entries())
 
+    /// An empty storage; what it holds is lost when the process ends.
     public init() {}
 
+    /// Everything held, for the outbox to load at start.
     public func loadAll() throws -> [OutboxEntry] {
         entries.withLock { $0.byID.values.sorted { $0.id < $1.id } }
     }
 
+    /// Adds `entry`, replacing one with the same id.
     public func replace(_ entry: OutboxEntry) throws {
         entries.withLock { entries in
             if let old = entries.idByPair.updateValue(entry.id, forKey: OutboxPair(entry)) { entries.byID[old] = nil }
@@ -74,12 +85,14 @@ public final class InMemoryOutboxStorage: OutboxStorage {
         }
     }
 
+    /// Saves new schedules of existing entries.
     public func update(_ updated: [OutboxEntry]) throws {
         entries.withLock { entries in
             for entry in updated where entries.byID[entry.id] != nil { entries.byID[entry.id] = entry }
         }
     }
 
+    /// Forgets the entries with these ids.
     public func delete(ids: [Int64]) throws {
         entries.withLock { entries in
             for id in ids {

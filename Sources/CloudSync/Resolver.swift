@@ -2,9 +2,12 @@ import Foundation
 
 /// One provider's copy of a value, decoded, as a resolver sees it.
 public struct Candidate: Sendable, Equatable {
+    /// The provider the copy came from, by id; candidates arrive in preference order.
     public var provider: String
+    /// The decoded value.
     public var value: String
 
+    /// A candidate, for custom resolvers' tests.
     public init(provider: String, value: String) {
         self.provider = provider
         self.value = value

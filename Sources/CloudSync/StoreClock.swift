@@ -12,6 +12,7 @@ public protocol StoreClock: Sendable {
 }
 
 extension StoreClock {
+    /// A timer built on ``sleep(for:)``, so a clock need implement only the time and sleeping.
     public func schedule(after delay: Duration, _ action: @escaping @Sendable () -> Void) -> ScheduledAction {
         let timer = Task {
             do {
@@ -29,19 +30,24 @@ extension StoreClock {
 public final class ScheduledAction: Sendable {
     private let onCancel: @Sendable () -> Void
 
+    /// A timer handle whose cancellation runs `onCancel`, for clocks of one's own.
     public init(onCancel: @escaping @Sendable () -> Void) { self.onCancel = onCancel }
 
+    /// Stops the timer; harmless after it fired.
     public func cancel() { onCancel() }
 }
 
 /// The real clock.
 public struct SystemClock: StoreClock {
+    /// The wall clock.
     public init() {}
 
+    /// Wall-clock milliseconds since 1970, as outbox entries and reports record them.
     public func nowMilliseconds() -> Int64 {
         Int64((Date().timeIntervalSince1970 * 1000).rounded(.down))
     }
 
+    /// Sleeps on the task, so cancelling the task ends it.
     public func sleep(for duration: Duration) async throws {
         try await Task.sleep(for: duration)
     }

@@ -24,7 +24,7 @@ public enum Tiering: Sendable, Equatable {
     /// configured lower cap (`override`) and, with tiering on, its tier's threshold.
     ///
     /// Nil means no cap.
-    public func cap(tier: StorageTier, declared: Int?, override: Int?) -> Int? {
+    package func cap(tier: StorageTier, declared: Int?, override: Int?) -> Int? {
         var caps = [declared, override]
         switch (self, tier) {
         case (.auto, .keyValue): caps.append(Self.defaultKVMaxBytes)
@@ -39,16 +39,28 @@ public enum Tiering: Sendable, Equatable {
 
 /// Everything a store is configured with, beside its providers.
 public struct StoreOptions: Sendable {
+    /// The default ``timeout``: 15 s.
+    ///
+    /// Long enough for a cloud round trip over a slow link, short enough that a hung provider cannot stall a
+    /// scheduled run; pipeline files default to it too.
+    public static let defaultTimeout: Duration = .seconds(15)
+    /// The default ``availabilityLifetime``: 30 s.
+    ///
+    /// Saves a probe per call in a burst of calls, yet notices a provider coming back within a run.
+    public static let defaultAvailabilityLifetime: Duration = .seconds(30)
+
+    /// Whether writes go to one provider (the reference design's default) or all of them.
     public var writeMode: WriteMode = .failover
+    /// Whether values are routed by size, so a large value skips the small key-value stores.
     public var tiering: Tiering = .auto
     /// Per-provider lower caps on the largest value, by provider id, in UTF-8 bytes of the encoded value.
     public var maxValueBytes: [String: Int] = [:]
     /// Check keys against the rules of every configured provider before any request.
     public var validateKeys = true
     /// The deadline of every provider call, the availability probe included; nil waits forever.
-    public var timeout: Duration? = .seconds(15)
+    public var timeout: Duration? = Self.defaultTimeout
     /// How long an availability answer is trusted before the provider is asked again.
-    public var availabilityLifetime: Duration = .seconds(30)
+    public var availabilityLifetime: Duration = Self.defaultAvailabilityLifetime
     /// With a resolver, a read consults every available provider and lets it pick the value; without one, a read
     /// returns the first value found.
     public var resolver: Resolver?
@@ -66,25 +78,36 @@ public struct StoreOptions: Sendable {
     /// With an outbox, flush it this often while the store lives (stopped by `close()`); nil flushes only when
     /// asked.
     public var autoFlushInterval: Duration?
+    /// Where time comes from: deadlines, backoff and ages, replaceable so tests need not sleep.
     public var clock: any StoreClock = SystemClock()
 
+    /// The defaults: failover, auto tiering, 15 s timeout, no codec, no outbox.
     public init() {}
 }
 
 /// A write or remove that failed on one provider for a reason that may pass.
 public struct FailedWrite: Sendable, Equatable {
+    /// What the failed change did.
     public enum Operation: String, Sendable, Equatable {
-        case set, remove
+        /// A value was stored.
+        case set
+        /// A key was removed.
+        case remove
     }
 
+    /// The key written or removed.
     public var key: String
+    /// Whether it stored or removed.
     public var operation: Operation
     /// The value as the provider would store it (already encoded); nil for a remove.
     public var encodedValue: String?
+    /// The provider it failed on, by id.
     public var provider: String
+    /// Why it failed; its code decides whether it may be queued.
     public var error: CloudSyncError
 
-    public init(key: String, operation: Operation, encodedValue: String?, provider: String, error: CloudSyncError) {
+    /// A failed change as the store hands it to the outbox; only the store makes them, so this is not library API.
+    package init(key: String, operation: Operation, encodedValue: String?, provider: String, error: CloudSyncError) {
         self.key = key
         self.operation = operation
         self.encodedValue = encodedValue

@@ -7,6 +7,7 @@ public struct WriteReceipt: Sendable, Equatable {
     /// Providers passed over because the encoded value is larger than their cap.
     public var skippedTooLarge: [String]
 
+    /// A receipt, for comparing in tests and building in wrappers.
     public init(stored: [String] = [], queued: [String] = [], skippedTooLarge: [String] = []) {
         self.stored = stored
         self.queued = queued
@@ -16,9 +17,12 @@ public struct WriteReceipt: Sendable, Equatable {
 
 /// A key that failed, and why.
 public struct KeyFailure: Sendable, Equatable {
+    /// The key concerned.
     public var key: String
+    /// Why it failed, with the provider that failed it.
     public var error: CloudSyncError
 
+    /// A failure of `key`.
     public init(key: String, error: CloudSyncError) {
         self.key = key
         self.error = error
@@ -32,6 +36,7 @@ public struct KeyListing: Sendable, Equatable {
     /// Providers that cannot list or failed to, by id: keys only they hold are missing from `keys`.
     public var unlisted: [String: CloudSyncError]
 
+    /// A listing, for comparing in tests.
     public init(keys: [String], unlisted: [String: CloudSyncError]) {
         self.keys = keys
         self.unlisted = unlisted
@@ -42,6 +47,7 @@ public struct KeyListing: Sendable, Equatable {
 public struct ClearResult: Sendable, Equatable {
     /// Keys removed from every available provider.
     public var removed: Int
+    /// Keys at least one provider failed to remove; they may still be readable.
     public var failed: [KeyFailure]
     /// Providers whose keys could not be listed: keys only they hold were not removed.
     public var unlisted: [String: CloudSyncError]
@@ -49,7 +55,9 @@ public struct ClearResult: Sendable, Equatable {
 
 /// One provider's space, as it reports it.
 public struct QuotaEntry: Sendable, Equatable {
+    /// The provider, by id.
     public var provider: String
+    /// Bytes in use; nil when the provider did not say.
     public var usedBytes: Int64?
     /// Nil means unlimited, not zero.
     public var totalBytes: Int64?
@@ -63,6 +71,7 @@ public struct MigrationResult: Sendable, Equatable {
     public var copied: [String] = []
     /// Keys listed at the source but holding nothing.
     public var skipped: [String] = []
+    /// Keys that could not be read, decoded or written, and why.
     public var failed: [KeyFailure] = []
     /// Keys the source listed (after the filter).
     public var total = 0

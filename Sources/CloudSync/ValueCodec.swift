@@ -15,5 +15,6 @@ public protocol ValueCodec: Sendable {
 }
 
 extension ValueCodec {
+    /// Nothing counts as current by default, so `rekey` rewrites every value rather than skip one wrongly.
     public func isCurrent(_ stored: String) -> Bool { false }
 }

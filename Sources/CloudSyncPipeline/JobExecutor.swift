@@ -63,7 +63,7 @@ struct JobExecutor {
                     let page = try await store.keyPage(of: id, after: cursor, limit: Self.pageSize)
                     let fresh = page.keys.filter { seen.insert($0).inserted }
                     if !fresh.isEmpty {
-                        let result = try await store.reconcile(fresh, among: ids)
+                        let result = try await store.maintenance.reconcile(fresh, among: ids)
                         total.keys += result.keys
                         total.inSync += result.inSync
                         total.repaired += result.repaired
@@ -83,7 +83,7 @@ struct JobExecutor {
         case .migrate(let from, let to, let keys, let continueOnError, let overwrite):
             let name = progressName
             let report = options.onProgress
-            let result = try await store.migrate(
+            let result = try await store.maintenance.migrate(
                 from: from, to: to, filter: keyFilter(keys), continueOnError: continueOnError,
                 overwrite: overwrite == .always, onProgress: { done, total in report?(name, done, total) },
                 shouldStop: { [interrupt = options.interrupt] in interrupt.isRaised })
@@ -137,11 +137,11 @@ struct JobExecutor {
             record(failed, in: &entry)
             entry.counts = ["imported": written, "skipped": skipped, "failed": failed.count]
         case .verify(let provider):
-            let result = try await store.verify(provider: provider)
+            let result = try await store.maintenance.verify(provider: provider)
             record(result.failed, in: &entry)
             entry.counts = ["checked": result.checked, "ok": result.ok, "failed": result.failed.count]
         case .rekey(let provider):
-            let result = try await store.rekey(provider: provider)
+            let result = try await store.maintenance.rekey(provider: provider)
             record(result.failed, in: &entry)
             entry.counts = [
                 "rekeyed": result.copied.count, "skipped": result.skipped.count, "failed": result.failed.count,

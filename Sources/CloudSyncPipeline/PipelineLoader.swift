@@ -427,7 +427,9 @@ private struct Reader {
         return StoreSpec(
             providers: order, writeMode: writeMode, tiering: tieringSpec(store["tiering"]), resolver: resolver,
             repairOnRead: store.boolean("repairOnRead") ?? true, validateKeys: store.boolean("validateKeys") ?? true,
-            timeoutMs: Int(store.integer("timeoutMs", minimum: 1, unit: " of milliseconds") ?? 15_000), codec: codec,
+            timeoutMs: Int(
+                store.integer("timeoutMs", minimum: 1, unit: " of milliseconds")
+                    ?? StoreOptions.defaultTimeout.milliseconds), codec: codec,
             outbox: outboxSpec(store["outbox"]))
     }
 
@@ -445,8 +447,11 @@ private struct Reader {
         }
         guard let tiering = mapping(node, "tiering", ["kvMaxBytes", "recordMaxBytes"]) else { return .auto }
         return .thresholds(
-            kvMaxBytes: Int(tiering.integer("kvMaxBytes", minimum: 1, unit: " of bytes") ?? 65_536),
-            recordMaxBytes: Int(tiering.integer("recordMaxBytes", minimum: 1, unit: " of bytes") ?? 921_600))
+            kvMaxBytes: Int(
+                tiering.integer("kvMaxBytes", minimum: 1, unit: " of bytes") ?? Int64(Tiering.defaultKVMaxBytes)),
+            recordMaxBytes: Int(
+                tiering.integer("recordMaxBytes", minimum: 1, unit: " of bytes") ?? Int64(Tiering.defaultRecordMaxBytes)
+            ))
     }
 
     func resolverSpec(_ node: YAMLNode?) -> ResolverSpec {
@@ -476,9 +481,10 @@ private struct Reader {
             let outbox = mapping(node, "store.outbox", ["enabled", "maxEntries", "maxAttempts", "maxAgeMs"])
         else { return spec }
         spec.enabled = outbox.boolean("enabled") ?? true
-        spec.maxEntries = Int(outbox.integer("maxEntries", minimum: 1) ?? 1000)
-        spec.maxAttempts = Int(outbox.integer("maxAttempts", minimum: 1) ?? 12)
-        spec.maxAgeMs = outbox.integer("maxAgeMs", minimum: 1, unit: " of milliseconds") ?? 604_800_000
+        spec.maxEntries = Int(outbox.integer("maxEntries", minimum: 1) ?? Int64(Outbox.Limits.defaultMaxEntries))
+        spec.maxAttempts = Int(outbox.integer("maxAttempts", minimum: 1) ?? Int64(Outbox.Limits.defaultMaxAttempts))
+        spec.maxAgeMs =
+            outbox.integer("maxAgeMs", minimum: 1, unit: " of milliseconds") ?? Outbox.Limits.defaultMaxAge.milliseconds
         return spec
     }
 

@@ -170,7 +170,7 @@ func rawKey(_ id: String) throws -> EnvelopeCodec.Key { try .raw(id: id, SecretB
         after.codec = try EnvelopeCodec(keys: [new, old])
         let store = try CloudStore(providers: [drive], options: after)
         try await store.set("value of d", forKey: "d")  // already under the new key
-        let result = try await store.rekey(provider: "drive")
+        let result = try await store.maintenance.rekey(provider: "drive")
         #expect(result.copied.sorted() == ["a", "b", "c"])
         #expect(result.skipped.sorted() == ["d", "empty"])
         #expect(result.failed.isEmpty)
@@ -189,7 +189,7 @@ func rawKey(_ id: String) throws -> EnvelopeCodec.Key { try .raw(id: id, SecretB
         var options = StoreOptions()
         options.codec = try EnvelopeCodec(keys: [rawKey("k")], allowPlaintext: true)
         let store = try CloudStore(providers: [drive], options: options)
-        #expect(try await store.rekey(provider: "drive").copied == ["a", "b"])
+        #expect(try await store.maintenance.rekey(provider: "drive").copied == ["a", "b"])
         #expect(try await drive.get(["a"])[0].get()?.hasPrefix("cs1:k:raw:") == true)
         #expect(try await store.get("b") == "plain b")
     }
@@ -208,7 +208,7 @@ func rawKey(_ id: String) throws -> EnvelopeCodec.Key { try .raw(id: id, SecretB
             KeyValue("key.4", "secret plaintext"),  // not an envelope
             KeyValue("key.5", try EnvelopeCodec(keys: [rawKey("k")]).encode("v", key: "key.5")),  // other key, same id
         ])
-        let result = try await store.verify(provider: "drive")
+        let result = try await store.maintenance.verify(provider: "drive")
         #expect(result.checked == 10)
         #expect(result.ok == 6)
         #expect(result.failed.map(\.key) == ["key.1", "key.2", "key.4", "key.5"])

@@ -173,7 +173,7 @@ import Testing
     @Test func continuesPastAFailingKeyAndLeavesTheSourceIntact() async throws {
         let (store, source, destination) = try await fixture()
         let progress = Mutex<[Int]>([])
-        let result = try await store.migrate(
+        let result = try await store.maintenance.migrate(
             from: "icloudKV", to: "googleDrive",
             onProgress: { done, total in
                 #expect(total == 6)
@@ -191,7 +191,7 @@ import Testing
 
     @Test func stopsAtTheFirstFailureWhenAskedAndSaysHowFarItGot() async throws {
         let (store, _, destination) = try await fixture()
-        let result = try await store.migrate(from: "icloudKV", to: "googleDrive", continueOnError: false)
+        let result = try await store.maintenance.migrate(from: "icloudKV", to: "googleDrive", continueOnError: false)
         #expect(!result.completed)
         // It stops after the batch (of two, the source's limit) that held the failure: "c" shared that batch.
         #expect(result.copied == ["a", "b", "c"])
@@ -205,7 +205,8 @@ import Testing
         let destination = makeProvider("vault")
         _ = try await source.set([KeyValue("settings.theme", "dark"), KeyValue("cache.x", "junk")])
         let store = try makeStore([source, destination]) { $0.providerCodecs = ["vault": BracketCodec()] }
-        let result = try await store.migrate(from: "source", to: "vault", filter: { $0.hasPrefix("settings.") })
+        let result = try await store.maintenance.migrate(
+            from: "source", to: "vault", filter: { $0.hasPrefix("settings.") })
         #expect(result.copied == ["settings.theme"])
         #expect(try await raw(destination, "settings.theme") == "[enc:settings.theme:dark]")
         #expect(try await raw(destination, "cache.x") == nil)
@@ -213,7 +214,9 @@ import Testing
 
     @Test func unknownProvidersAreAConfigurationError() async throws {
         let store = try makeStore([makeProvider("a")])
-        let error = await #expect(throws: CloudSyncError.self) { try await store.migrate(from: "a", to: "nope") }
+        let error = await #expect(throws: CloudSyncError.self) {
+            try await store.maintenance.migrate(from: "a", to: "nope")
+        }
         #expect(error?.code == .config)
         #expect(error?.message == "no provider with id nope is configured; configured: a")
     }

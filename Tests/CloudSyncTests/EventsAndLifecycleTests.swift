@@ -142,11 +142,11 @@ final class EventInbox<Event: Sendable>: Sendable {
             }())
         #expect(try await store.set("v", forKey: "k").stored == ["primary"])
         #expect(try await raw(archive, "k") == nil)
-        #expect(try await store.migrate(from: "primary", to: "archive").copied == ["k"])
+        #expect(try await store.maintenance.migrate(from: "primary", to: "archive").copied == ["k"])
         _ = try await archive.set([KeyValue("only-archived", "x")])
         #expect(try await store.get("only-archived") == nil)
         #expect(try await store.allKeys().keys == ["k"])
-        #expect(try await store.verify(provider: "archive").ok == 2)
+        #expect(try await store.maintenance.verify(provider: "archive").ok == 2)
         #expect(throws: CloudSyncError.self) {
             try CloudStore(providers: [primary], attached: [makeProvider("primary")])
         }

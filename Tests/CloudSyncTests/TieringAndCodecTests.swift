@@ -250,3 +250,76 @@ import Testing
         }
     }
 }
+
+/// Every path that writes to a chosen provider refuses, per key, a value larger than that provider takes, with the
+/// same error naming the size and the cap.
+@Suite struct SizeCapTests {
+    @Test func aDirectWriteRefusesAValueAboveTheProvidersCapAndStoresTheRest() async throws {
+        let capped = makeProvider("capped", ProviderCapabilities(maxValueBytes: 10))
+        let store = try makeStore([capped])
+        let results = try await store.write(
+            [KeyValue("small", "ten bytes!"), KeyValue("big", "eleven bytes")], to: "capped")
+        #expect((try? results[0].get()) != nil)
+        let error = results[1].failure
+        #expect(error?.code == .payloadTooLarge)
+        #expect(error?.key == "big")
+        #expect(
+            error?.message.hasPrefix("the value is 12 bytes encoded, more than the 10 bytes provider capped takes")
+                == true)
+        #expect(try await raw(capped, "small") == "ten bytes!")
+        #expect(try await raw(capped, "big") == nil)
+    }
+
+    @Test func migrateFailsOnlyTheKeysTheDestinationCannotTake() async throws {
+        let source = makeProvider("source")
+        let destination = makeProvider("small", ProviderCapabilities(maxValueBytes: 20))
+        _ = try await source.set([KeyValue("a", "short"), KeyValue("b", String(repeating: "x", count: 14))])
+        // The destination's codec adds 8 bytes to "a"'s 5 and "b"'s 14: 13 fits in 20, 22 does not.
+        let store = try makeStore([source, destination]) { $0.providerCodecs = ["small": BracketCodec()] }
+        let result = try await store.maintenance.migrate(from: "source", to: "small")
+        #expect(result.copied == ["a"])
+        #expect(result.failed.map(\.key) == ["b"])
+        #expect(result.failed.first?.error.code == .payloadTooLarge)
+        #expect(result.failed.first?.error.message.contains("22 bytes encoded, more than the 20 bytes") == true)
+        #expect(try await raw(destination, "b") == nil)
+    }
+
+    @Test func rekeyLeavesAValueThatWouldGrowPastTheCapAsItWas() async throws {
+        // The cap is the store's own (the provider would take anything), so only the store can refuse.
+        let capped = makeProvider("capped")
+        _ = try await capped.set([
+            KeyValue("a", "[o:a:v]"), KeyValue("b", "[o:b:\(String(repeating: "x", count: 10))]"),
+        ])
+        let store = try makeStore([capped]) {
+            $0.codec = RotatingCodec()
+            $0.maxValueBytes = ["capped": 20]
+        }
+        let result = try await store.maintenance.rekey(provider: "capped")
+        // "[enc:a:v]" is 9 bytes; "[enc:b:xxxxxxxxxx]" is 18, still fits; both are rewritten.
+        #expect(result.copied == ["a", "b"])
+        _ = try await capped.set([KeyValue("c", "[o:c:\(String(repeating: "y", count: 13))]")])
+        // "[o:c:" + 13 + "]" is 19 bytes, but "[enc:c:" + 13 + "]" is 21, one more than the cap: refused, and the old
+        // copy stays as it was.
+        let second = try await store.maintenance.rekey(provider: "capped")
+        #expect(second.failed.map(\.key) == ["c"])
+        #expect(second.failed.first?.error.code == .payloadTooLarge)
+        #expect(try await raw(capped, "c") == "[o:c:\(String(repeating: "y", count: 13))]")
+    }
+}
+
+/// Decodes values bracketed with the `o` or the `enc` tag, encodes with `enc`: a key rotation in miniature.
+private struct RotatingCodec: ValueCodec {
+    func encode(_ value: String, key: String) throws -> String { try BracketCodec().encode(value, key: key) }
+    func decode(_ stored: String, key: String) throws -> String {
+        if let old = try? BracketCodec(tag: "o").decode(stored, key: key) { return old }
+        return try BracketCodec().decode(stored, key: key)
+    }
+    func isCurrent(_ stored: String) -> Bool { stored.hasPrefix("[enc:") }
+}
+
+extension Result {
+    fileprivate var failure: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
+    }
+}

@@ -1,5 +1,6 @@
 /// What reconciling a set of keys did.
 public struct ReconcileResult: Sendable, Equatable {
+    /// Keys looked at, each once.
     public var keys = 0
     /// Keys every provider already held identically.
     public var inSync = 0
@@ -7,31 +8,34 @@ public struct ReconcileResult: Sendable, Equatable {
     public var repaired = 0
     /// (key, provider) writes passed over because the value is larger than the provider takes.
     public var skipped = 0
+    /// Keys that could not be read, decoded or written, and why.
     public var failed: [KeyFailure] = []
     /// (key, provider) writes that failed for a reason that may pass and wait in the outbox.
     public var queued = 0
 
+    /// An empty result, for summing the results of several calls (the sync job reconciles page by page).
     public init() {}
 }
 
-extension CloudStore {
+extension StoreMaintenance {
     /// Makes `keys` agree across `providerIDs` (all configured providers by default): reads every copy in batches,
     /// picks the winner with the store's resolver (or the preference order when there is none), and writes it to
     /// every available provider that lacks it or disagrees, within each provider's cap.
     public func reconcile(_ keys: [String], among providerIDs: [String]? = nil) async throws(CloudSyncError)
         -> ReconcileResult
     {
-        let configured = try configuredProviders()
+        let configured = try store.configuredProviders()
         let chosen =
-            providerIDs.map { ids in (configured + attachedProviders()).filter { ids.contains($0.id) } } ?? configured
-        let providers = await available(chosen)
-        guard !providers.isEmpty else { throw noProviderError(chosen) }
-        let unique = Self.unique(keys)
-        let reads = await readEverywhere(unique, from: providers)
-        let resolver = options.resolver ?? Resolver.custom { $0.first?.value }
+            providerIDs.map { ids in (configured + store.attachedProviders()).filter { ids.contains($0.id) } }
+            ?? configured
+        let (providers, answers) = await store.availableWithReasons(chosen)
+        guard !providers.isEmpty else { throw store.noProviderError(chosen, answers: answers) }
+        let unique = CloudStore.unique(keys)
+        let reads = await store.readEverywhere(unique, from: providers)
+        let resolver = store.options.resolver ?? Resolver.custom { $0.first?.value }
         var result = ReconcileResult()
         result.keys = unique.count
-        var writes = [[Delivery]](repeating: [], count: providers.count)
+        var writes = [[CloudStore.Delivery]](repeating: [], count: providers.count)
         var encodedByItem: [Int: [String: String?]] = [:]
         for (item, key) in unique.enumerated() {
             var candidates: [Candidate] = []
@@ -42,7 +46,7 @@ extension CloudStore {
                 switch reads[index][key] {
                 case .success(.some(let stored)):
                     do throws(CloudSyncError) {
-                        let value = try decode(stored, key: key, from: provider)
+                        let value = try store.decode(stored, key: key, from: provider)
                         candidates.append(Candidate(provider: provider.id, value: value))
                         holders[index] = value
                     } catch {
@@ -68,12 +72,13 @@ extension CloudStore {
             for (index, provider) in providers.enumerated()
             where holders[index] != winner && !unreadable.contains(index) {
                 do throws(CloudSyncError) {
-                    let encoded = try encode(winner, key: key, for: provider)
-                    if let cap = cap(of: provider), encoded.utf8.count > cap {
+                    let value = try store.encodedValue(winner, key: key, for: provider)
+                    guard value.fits else {
                         result.skipped += 1
                         continue
                     }
-                    writes[index].append(Delivery(item: item, key: key, encoded: encoded))
+                    let encoded = value.encoded
+                    writes[index].append(CloudStore.Delivery(item: item, key: key, encoded: encoded))
                     encodedByItem[item, default: [:]][provider.id] = encoded
                     needsWrite = true
                 } catch {
@@ -84,9 +89,9 @@ extension CloudStore {
         }
         // These are writes: they must not overlap an outbox flush of the same keys.
         let writtenKeys = Set(writes.flatMap { $0.map(\.key) })
-        await keyLocks.acquire(writtenKeys)
-        defer { keyLocks.release(writtenKeys) }
-        let outcomes = await deliver(.set, writes, to: providers)
+        await store.keyLocks.acquire(writtenKeys)
+        defer { store.keyLocks.release(writtenKeys) }
+        let outcomes = await store.deliver(.set, writes, to: providers)
         for (item, results) in outcomes.sorted(by: { $0.key < $1.key }) {
             let key = unique[item]
             var wrote = false
@@ -94,14 +99,15 @@ extension CloudStore {
                 switch outcome.result {
                 case .success:
                     wrote = true
-                    options.outbox?.superseded(key: key, provider: outcome.provider)
+                    store.options.outbox?.superseded(key: key, provider: outcome.provider)
                 case .failure(let error):
                     let queued =
                         error.isRetryable
-                        && options.outbox?.enqueue(
+                        && store.options.outbox?.enqueue(
                             FailedWrite(
                                 key: key, operation: .set, encodedValue: encodedByItem[item]?[outcome.provider] ?? nil,
-                                provider: outcome.provider, error: error), now: options.clock.nowMilliseconds()) == true
+                                provider: outcome.provider, error: error), now: store.options.clock.nowMilliseconds())
+                            == true
                     if queued { result.queued += 1 } else { result.failed.append(KeyFailure(key: key, error: error)) }
                 }
             }

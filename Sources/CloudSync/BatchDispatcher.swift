@@ -1,0 +1,117 @@
+/// Sends the store's calls to one provider: each under the store's deadline, keyed calls in batches of the
+/// provider's ``ProviderCapabilities/batchLimit``, each batch checked for one result per key, every error naming the
+/// provider and, where there is one, the key.
+///
+/// Every provider call the store makes goes through one of these, so the provider contract is enforced in one place.
+struct BatchDispatcher: Sendable {
+    let provider: any Provider
+    let timeout: Duration?
+    let clock: any StoreClock
+
+    /// One batch's answer: one result per key, or the error that failed the whole batch.
+    typealias Answer<T> = Result<[Result<T, CloudSyncError>], CloudSyncError>
+
+    var id: String { provider.id }
+
+    /// Runs one provider call under the deadline, turning every failure into a `CloudSyncError` that names the
+    /// provider (and `key`, when given).
+    func call<T: Sendable>(key: String? = nil, _ operation: @escaping @Sendable (any Provider) async throws -> T)
+        async throws(CloudSyncError) -> T
+    {
+        let provider = self.provider
+        let id = provider.id
+        let timeout = self.timeout
+        do {
+            return try await withDeadline(
+                timeout, clock: clock,
+                timeoutError: {
+                    CloudSyncError(
+                        .timeout, "no answer within \(timeout?.milliseconds ?? 0) ms", provider: id, key: key)
+                }, { try await operation(provider) })
+        } catch {
+            throw CloudSyncError.wrapping(error, provider: id, key: key)
+        }
+    }
+
+    /// Sends `items` in batches of the provider's limit, one batch at a time, and hands each batch with its answer
+    /// to `body` before sending the next.
+    ///
+    /// Per-key errors arrive attributed to the provider and their key; a batch that failed, or whose answer did not
+    /// hold one result per key, arrives as the batch's error (naming the provider, not a key).
+    func forEachBatch<Item: Sendable, T: Sendable>(
+        _ items: [Item], key: (Item) -> String,
+        call operation: @escaping @Sendable (any Provider, [Item]) async throws -> [Result<T, CloudSyncError>],
+        _ body: ([Item], Answer<T>) async throws(CloudSyncError) -> Void
+    ) async throws(CloudSyncError) {
+        for chunk in items.chunked(provider.capabilities.batchLimit) {
+            let batch = Array(chunk)
+            let answer: Answer<T>
+            do throws(CloudSyncError) {
+                let results = try await call { provider in try await operation(provider, batch) }
+                answer = .success(
+                    zip(batch, try checkedCount(batch.count, results)).map { item, result in
+                        result.mapError { $0.attributed(provider: id, key: key(item)) }
+                    })
+            } catch {
+                answer = .failure(error)
+            }
+            try await body(batch, answer)
+        }
+    }
+
+    /// Reads `keys` batch by batch; see ``forEachBatch(_:key:call:_:)``.
+    func get(_ keys: [String], _ body: ([String], Answer<String?>) async throws(CloudSyncError) -> Void)
+        async throws(CloudSyncError)
+    {
+        try await forEachBatch(keys, key: { $0 }, call: { provider, batch in try await provider.get(batch) }, body)
+    }
+
+    /// Every key's read, positionally; a failed batch gives its error to each of its keys.
+    func get(_ keys: [String]) async -> [Result<String?, CloudSyncError>] {
+        await flattened(keys, key: { $0 }, call: { provider, batch in try await provider.get(batch) })
+    }
+
+    /// Every item's write, positionally; a failed batch gives its error to each of its items.
+    func set(_ items: [KeyValue]) async -> [Result<Void, CloudSyncError>] {
+        await flattened(items, key: \.key, call: { provider, batch in try await provider.set(batch) })
+    }
+
+    /// Every key's removal, positionally; a failed batch gives its error to each of its keys.
+    func remove(_ keys: [String]) async -> [Result<Void, CloudSyncError>] {
+        await flattened(keys, key: { $0 }, call: { provider, batch in try await provider.remove(batch) })
+    }
+
+    private func flattened<Item: Sendable, T: Sendable>(
+        _ items: [Item], key: @escaping (Item) -> String,
+        call operation: @escaping @Sendable (any Provider, [Item]) async throws -> [Result<T, CloudSyncError>]
+    ) async -> [Result<T, CloudSyncError>] {
+        var results: [Result<T, CloudSyncError>] = []
+        results.reserveCapacity(items.count)
+        // The body never throws, so neither does the walk.
+        try? await forEachBatch(items, key: key, call: operation) { batch, answer in
+            switch answer {
+            case .success(let answers): results += answers
+            case .failure(let error): results += batch.map { .failure(error.attributed(key: key($0))) }
+            }
+        }
+        return results
+    }
+
+    /// A provider must return one result per key; anything else breaks the contract and fails the whole batch.
+    func checkedCount<T>(_ expected: Int, _ results: [T]) throws(CloudSyncError) -> [T] {
+        guard results.count == expected else {
+            throw CloudSyncError(
+                .provider,
+                "provider returned \(results.count) results for \(expected) keys; a provider must return one per key",
+                provider: id)
+        }
+        return results
+    }
+}
+
+extension CloudStore {
+    /// The dispatcher for calls to `provider`, under this store's deadline and clock.
+    func dispatcher(for provider: any Provider) -> BatchDispatcher {
+        BatchDispatcher(provider: provider, timeout: options.timeout, clock: options.clock)
+    }
+}

@@ -1,0 +1,105 @@
+extension CloudStore {
+    /// Keys per listing page the store asks for.
+    static let listingPageSize = 1000
+
+    /// Every key of every available provider, each once and sorted, with the providers that could not be listed.
+    ///
+    /// A provider that cannot list, or fails to, does not hide the others; it is named in
+    /// ``KeyListing/unlisted`` and reported to ``StoreOptions/onError``.
+    public func allKeys() async throws(CloudSyncError) -> KeyListing {
+        let configured = try configuredProviders()
+        let (providers, answers) = await availableWithReasons(configured)
+        guard !providers.isEmpty else { throw noProviderError(configured, answers: answers) }
+        var keys = Set<String>()
+        var unlisted: [String: CloudSyncError] = [:]
+        for provider in providers {
+            do throws(CloudSyncError) {
+                try await forEachPage(of: provider) { page in keys.formUnion(page) }
+            } catch {
+                report(error)
+                unlisted[provider.id] = error
+            }
+        }
+        return KeyListing(keys: keys.sorted(), unlisted: unlisted)
+    }
+
+    /// Every key of one provider, page by page, each page under the deadline.
+    func forEachPage(of provider: any Provider, _ body: ([String]) async throws(CloudSyncError) -> Void)
+        async throws(CloudSyncError)
+    {
+        guard provider.capabilities.canList else {
+            throw CloudSyncError(.unsupported, "this provider cannot list its keys", provider: provider.id)
+        }
+        var cursor: String?
+        repeat {
+            let after = cursor
+            let page = try await dispatcher(for: provider).call {
+                try await $0.listKeys(after: after, limit: Self.listingPageSize)
+            }
+            try await body(page.keys)
+            guard page.nextCursor != after || page.nextCursor == nil else {
+                throw CloudSyncError(
+                    .provider, "listing returned the same cursor twice; it would never end",
+                    provider: provider.id)
+            }
+            cursor = page.nextCursor
+        } while cursor != nil
+    }
+
+    /// Every key and its value, decoded, read in batches.
+    public func allItems() async throws(CloudSyncError) -> [String: String] {
+        let keys = try await allKeys().keys
+        var items: [String: String] = [:]
+        for chunk in keys.chunked(Self.listingPageSize) {
+            let batch = Array(chunk)
+            for (key, value) in zip(batch, try await multiGet(batch)) {
+                if let value { items[key] = value }
+            }
+        }
+        return items
+    }
+
+    /// Removes every key that any available provider lists from every available provider, whatever the write mode.
+    ///
+    /// Keys are enumerated first, deliberately: a "delete my data" flow built on a fixed key list forgets a key one
+    /// day. Keys held only by a provider that cannot list stay; ``ClearResult/unlisted`` names such providers.
+    public func clear() async throws(CloudSyncError) -> ClearResult {
+        let listing = try await allKeys()
+        let providers = await available(try configuredProviders())
+        var result = ClearResult(removed: 0, failed: [], unlisted: listing.unlisted)
+        for chunk in listing.keys.chunked(Self.listingPageSize) {
+            let keys = Array(chunk)
+            let deliveries = providers.map { _ in keys.enumerated().map { Delivery(item: $0, key: $1, encoded: nil) } }
+            let outcomes = await deliver(.remove, deliveries, to: providers)
+            for (index, key) in keys.enumerated() {
+                if let failure = outcomes[index]?.first(where: { (try? $0.result.get()) == nil }),
+                    case .failure(let error) = failure.result
+                {
+                    result.failed.append(KeyFailure(key: key, error: error))
+                } else {
+                    result.removed += 1
+                }
+            }
+        }
+        return result
+    }
+
+    /// Space used and available on every available provider that can know; providers that cannot are left out
+    /// rather than guessed.
+    public func quota() async throws(CloudSyncError) -> [QuotaEntry] {
+        let providers = await available(try configuredProviders() + attachedProviders()).filter(
+            \.capabilities.reportsQuota)
+        var entries: [QuotaEntry] = []
+        for provider in providers {
+            do throws(CloudSyncError) {
+                guard let quota = try await dispatcher(for: provider).call({ try await $0.quota() }) else { continue }
+                entries.append(
+                    QuotaEntry(provider: provider.id, usedBytes: quota.usedBytes, totalBytes: quota.totalBytes))
+            } catch {
+                report(error)
+                entries.append(QuotaEntry(provider: provider.id, error: error))
+            }
+        }
+        return entries
+    }
+}

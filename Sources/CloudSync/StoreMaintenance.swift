@@ -1,0 +1,176 @@
+/// What `verify` found.
+public struct VerifyResult: Sendable, Equatable {
+    /// Keys read.
+    public var checked = 0
+    /// Keys whose value decodes.
+    public var ok = 0
+    /// Keys whose value does not, with why (never the value).
+    public var failed: [KeyFailure] = []
+}
+
+/// The store's maintenance operations (migrate, reconcile, rekey, verify), beside its key-value API.
+///
+/// They are for operators and jobs rather than apps: each walks whole providers or key sets, names providers by
+/// id (attached ones included) and reports what failed key by key. Keeping them off ``CloudStore`` keeps the
+/// store's surface the key-value API of the reference design. They share the store's deadline, codecs, size caps,
+/// key locks and outbox, so a migration obeys the same rules as a write.
+public struct StoreMaintenance: Sendable {
+    /// The store whose providers, options and locks the operations use.
+    public let store: CloudStore
+
+    /// Maintenance operations on `store`.
+    public init(_ store: CloudStore) { self.store = store }
+
+    /// Copies every key of provider `from` to provider `to`; the source is never modified.
+    ///
+    /// Values are decoded with the source's codec and encoded with the destination's, so a migration can also move
+    /// values between codecs. Keys are listed first (for `onProgress`'s total), then copied in batches.
+    /// - Parameters:
+    ///   - filter: only keys for which it returns true are copied.
+    ///   - continueOnError: when false, the migration stops after the batch holding the first failing key, and
+    ///     ``MigrationResult/completed`` is false.
+    ///   - overwrite: when false, keys the destination already holds are skipped rather than replaced.
+    ///   - onProgress: called with (keys done, total) after each batch.
+    ///   - shouldStop: asked before each batch; when it answers true the migration stops there, not completed.
+    public func migrate(
+        from source: String, to destination: String, filter: (@Sendable (String) -> Bool)? = nil,
+        continueOnError: Bool = true, overwrite: Bool = true, onProgress: (@Sendable (Int, Int) -> Void)? = nil,
+        shouldStop: (@Sendable () -> Bool)? = nil
+    ) async throws(CloudSyncError) -> MigrationResult {
+        let from = try store.provider(withID: source)
+        let to = try store.provider(withID: destination)
+        guard source != destination else {
+            throw CloudSyncError(
+                .config, "cannot migrate provider \(source) onto itself", provider: source)
+        }
+        var keys: [String] = []
+        try await store.forEachPage(of: from) { page in keys += filter.map { page.filter($0) } ?? page }
+
+        var result = MigrationResult(total: keys.count)
+        let batchSize = min(from.capabilities.batchLimit, to.capabilities.batchLimit)
+        for chunk in keys.chunked(batchSize) {
+            if shouldStop?() == true {
+                result.completed = false
+                break
+            }
+            let batch = Array(chunk)
+            var copies: [KeyValue] = []
+            var failures: [KeyFailure] = []
+            do throws(CloudSyncError) {
+                // Without overwrite, keys the destination already holds are skipped.
+                var present = Set<String>()
+                if !overwrite {
+                    try await store.dispatcher(for: to).get(batch) { keys, answer throws(CloudSyncError) in
+                        for (key, value) in zip(keys, try answer.get()) {
+                            if case .success(.some) = value { present.insert(key) }
+                        }
+                    }
+                }
+                try await store.dispatcher(for: from).get(batch) { keys, answer throws(CloudSyncError) in
+                    for (key, read) in zip(keys, try answer.get()) {
+                        if present.contains(key) {
+                            result.skipped.append(key)
+                            continue
+                        }
+                        do throws(CloudSyncError) {
+                            guard let stored = try read.get(), !stored.isEmpty else {
+                                result.skipped.append(key)
+                                continue
+                            }
+                            let decoded = try store.decode(stored, key: key, from: from)
+                            let encoded = try store.encodedValue(decoded, key: key, for: to).fitting()
+                            copies.append(KeyValue(key, encoded))
+                        } catch {
+                            failures.append(KeyFailure(key: key, error: error))
+                        }
+                    }
+                }
+            } catch {
+                failures += batch.map { KeyFailure(key: $0, error: error.attributed(key: $0)) }
+            }
+            let (written, failed) = await store.writeBatch(copies, to: to)
+            result.copied += written
+            failures += failed
+            result.failed += failures.sorted { $0.key < $1.key }
+            onProgress?(result.copied.count + result.skipped.count + result.failed.count, result.total)
+            if !continueOnError && !failures.isEmpty {
+                result.completed = false
+                break
+            }
+        }
+        return result
+    }
+
+    /// Reads every value of one provider and checks that its codec decodes it; values are never returned or printed.
+    ///
+    /// Works page by page and batch by batch, so a large provider is never held in memory.
+    public func verify(provider id: String) async throws(CloudSyncError) -> VerifyResult {
+        let provider = try store.provider(withID: id)
+        var result = VerifyResult()
+        try await store.forEachStoredBatch(of: provider) { batch throws(CloudSyncError) in
+            for (key, read) in batch {
+                result.checked += 1
+                do throws(CloudSyncError) {
+                    guard let stored = try read.get() else { continue }
+                    _ = try store.decode(stored, key: key, from: provider)
+                    result.ok += 1
+                } catch {
+                    result.failed.append(KeyFailure(key: key, error: error))
+                }
+            }
+        }
+        return result
+    }
+
+    /// Re-encodes every value of one provider with its codec's current key, reported like a migration: `copied` are
+    /// the values re-encoded, `skipped` those already current (or empty), `failed` those that could not be decoded
+    /// or written.
+    ///
+    /// With a codec that allows plaintext, this is also how an existing plaintext store becomes encrypted.
+    public func rekey(provider id: String) async throws(CloudSyncError) -> MigrationResult {
+        let provider = try store.provider(withID: id)
+        guard let codec = store.codec(for: provider) else {
+            throw CloudSyncError(
+                .config, "provider \(id) has no codec, so there is nothing to re-key with", provider: id)
+        }
+        var result = MigrationResult()
+        try await store.forEachStoredBatch(of: provider) { batch throws(CloudSyncError) in
+            var rewrites: [KeyValue] = []
+            for (key, read) in batch {
+                result.total += 1
+                do throws(CloudSyncError) {
+                    guard let stored = try read.get(), !stored.isEmpty, !codec.isCurrent(stored) else {
+                        result.skipped.append(key)
+                        continue
+                    }
+                    let decoded = try store.decode(stored, key: key, from: provider)
+                    rewrites.append(KeyValue(key, try store.encodedValue(decoded, key: key, for: provider).fitting()))
+                } catch {
+                    result.failed.append(KeyFailure(key: key, error: error))
+                }
+            }
+            let (written, failed) = await store.writeBatch(rewrites, to: provider)
+            result.copied += written
+            result.failed += failed
+        }
+        return result
+    }
+}
+
+extension CloudStore {
+    /// Migrate, reconcile, rekey and verify on this store.
+    public var maintenance: StoreMaintenance { StoreMaintenance(self) }
+
+    /// Lists one provider page by page and reads each page in batches of its limit, handing each batch's raw
+    /// results to `body`.
+    func forEachStoredBatch(
+        of provider: any Provider,
+        _ body: ([(String, Result<String?, CloudSyncError>)]) async throws(CloudSyncError) -> Void
+    ) async throws(CloudSyncError) {
+        try await forEachPage(of: provider) { page throws(CloudSyncError) in
+            try await dispatcher(for: provider).get(page) { keys, answer throws(CloudSyncError) in
+                try await body(Array(zip(keys, try answer.get())))
+            }
+        }
+    }
+}
