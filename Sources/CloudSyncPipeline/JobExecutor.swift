@@ -53,7 +53,7 @@ struct JobExecutor {
             for id in ids {
                 // The probe runs under the store's deadline: a hung provider is skipped, not waited on.
                 guard let provider = providers[id], provider.capabilities.canList,
-                    await store.availability(of: id).isAvailable
+                    (try? await store.availability(of: id))?.isAvailable == true
                 else {
                     continue
                 }

@@ -121,7 +121,9 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
         }
         let tieringText: String
         switch storeSpec.tiering {
-        case .auto: tieringText = "auto (key-value stores 65536 bytes, records 921600 bytes)"
+        case .auto:
+            tieringText =
+                "auto (key-value stores \(Tiering.defaultKVMaxBytes) bytes, records \(Tiering.defaultRecordMaxBytes) bytes)"
         case .off: tieringText = "off"
         case .thresholds(let kv, let record):
             tieringText = "thresholds (key-value stores \(kv) bytes, records \(record) bytes)"

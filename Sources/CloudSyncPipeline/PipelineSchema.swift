@@ -153,7 +153,7 @@ public enum PipelineSchema {
                 "providers": { "description": "Provider ids in preference order.", "type": "array", "minItems": 1, "uniqueItems": true, "items": { "type": "string" } },
                 "writeMode": { "description": "failover (default): a write goes to the first available provider that fits; mirror: to every one.", "enum": ["failover", "mirror"] },
                 "tiering": {
-                  "description": "auto (default: key-value stores take 65536 bytes, records 921600), off (always the preferred provider), or explicit thresholds.",
+                  "description": "auto (default: key-value stores take \#(Tiering.defaultKVMaxBytes) bytes, records \#(Tiering.defaultRecordMaxBytes)), off (always the preferred provider), or explicit thresholds.",
                   "oneOf": [
                     { "enum": ["auto", "off"] },
                     { "type": "object", "additionalProperties": false, "properties": { "kvMaxBytes": { "description": "Largest value for key-value stores, in bytes.", "$ref": "#/$defs/bytes" }, "recordMaxBytes": { "description": "Largest value for record stores, in bytes.", "$ref": "#/$defs/bytes" } } }
@@ -168,7 +168,7 @@ public enum PipelineSchema {
                 },
                 "repairOnRead": { "description": "Write the resolved value back to providers that disagree. Default true.", "type": "boolean" },
                 "validateKeys": { "description": "Check keys against the rules of every provider before any request. Default true.", "type": "boolean" },
-                "timeoutMs": { "description": "Deadline of every provider call, in milliseconds. Default 15000.", "type": "integer", "minimum": 1 },
+                "timeoutMs": { "description": "Deadline of every provider call, in milliseconds. Default \#(StoreOptions.defaultTimeout.milliseconds).", "type": "integer", "minimum": 1 },
                 "codec": { "description": "A codec id applied to every provider without its own, or none (default).", "type": "string" },
                 "outbox": {
                   "description": "The durable outbox for writes that failed for a reason that may pass.",
@@ -176,9 +176,9 @@ public enum PipelineSchema {
                   "additionalProperties": false,
                   "properties": {
                     "enabled": { "description": "Default true.", "type": "boolean" },
-                    "maxEntries": { "description": "Oldest entry is evicted beyond this. Default 1000.", "type": "integer", "minimum": 1 },
-                    "maxAttempts": { "description": "Attempts before an entry is given up. Default 12 (about an hour of backoff).", "type": "integer", "minimum": 1 },
-                    "maxAgeMs": { "description": "Age after which an entry is given up, in milliseconds. Default 604800000 (7 days).", "type": "integer", "minimum": 1 }
+                    "maxEntries": { "description": "Oldest entry is evicted beyond this. Default \#(Outbox.Limits.defaultMaxEntries).", "type": "integer", "minimum": 1 },
+                    "maxAttempts": { "description": "Attempts before an entry is given up. Default \#(Outbox.Limits.defaultMaxAttempts) (about an hour of backoff).", "type": "integer", "minimum": 1 },
+                    "maxAgeMs": { "description": "Age after which an entry is given up, in milliseconds. Default \#(Outbox.Limits.defaultMaxAge.milliseconds) (7 days).", "type": "integer", "minimum": 1 }
                   }
                 }
               }

@@ -92,9 +92,9 @@ public enum TieringSpec: Sendable, Equatable {
 
 public struct OutboxSpec: Sendable, Equatable {
     public var enabled = true
-    public var maxEntries = 1000
-    public var maxAttempts = 12
-    public var maxAgeMs: Int64 = 604_800_000
+    public var maxEntries = Outbox.Limits.defaultMaxEntries
+    public var maxAttempts = Outbox.Limits.defaultMaxAttempts
+    public var maxAgeMs: Int64 = Outbox.Limits.defaultMaxAge.milliseconds
 }
 
 public struct StoreSpec: Sendable {

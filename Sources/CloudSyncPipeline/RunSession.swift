@@ -205,7 +205,12 @@ public final class RunSession: Sendable {
     public func providerLines() async -> [RunReport.Provider] {
         var lines: [RunReport.Provider] = []
         for provider in compiled.spec.providers {
-            let availability = await store.availability(of: provider.id)
+            let availability: Availability
+            do {
+                availability = try await store.availability(of: provider.id)
+            } catch {
+                availability = .unavailable(.other, error.message)
+            }
             let reading = metrics[provider.id]?.reading ?? ProviderMetrics.Reading()
             lines.append(
                 RunReport.Provider(
