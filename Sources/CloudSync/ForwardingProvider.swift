@@ -9,25 +9,38 @@ public protocol ForwardingProvider: Provider {
 }
 
 extension ForwardingProvider {
+    /// The wrapped provider's id.
     public var id: String { wrapped.id }
+    /// The wrapped provider's capabilities.
     public var capabilities: ProviderCapabilities { wrapped.capabilities }
+    /// The wrapped provider's answer, reason included.
     public func availability() async -> Availability { await wrapped.availability() }
+    /// Reads from the wrapped provider.
     public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] { try await wrapped.get(keys) }
+    /// Writes to the wrapped provider.
     public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] { try await wrapped.set(items) }
+    /// Removes from the wrapped provider.
     public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
         try await wrapped.remove(keys)
     }
+    /// The wrapped provider's page of keys.
     public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
         try await wrapped.listKeys(after: cursor, limit: limit)
     }
+    /// The wrapped provider's quota.
     public func quota() async throws -> ProviderQuota? { try await wrapped.quota() }
+    /// Subscribes to the wrapped provider's account events.
     public func subscribeToAccountChanges(_ handler: @escaping @Sendable (AccountEvent) -> Void)
         -> ProviderSubscription?
     { wrapped.subscribeToAccountChanges(handler) }
+    /// Subscribes to the wrapped provider's remote changes.
     public func subscribeToRemoteChanges(_ handler: @escaping @Sendable (RemoteChange) -> Void)
         -> ProviderSubscription?
     { wrapped.subscribeToRemoteChanges(handler) }
+    /// Clears the wrapped provider's caches.
     public func clearCaches() async { await wrapped.clearCaches() }
+    /// The wrapped provider's account identity.
     public func accountIdentity() async throws -> String? { try await wrapped.accountIdentity() }
+    /// Closes the wrapped provider.
     public func close() async { await wrapped.close() }
 }

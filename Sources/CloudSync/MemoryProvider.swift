@@ -143,18 +143,24 @@ public struct MemoryProviderFactory: ProviderFactory {
     /// The factory; register it in a ``ProviderRegistry``.
     public init() {}
 
+    /// The `type` pipeline files name.
     public var type: String { "memory" }
+    /// What the provider stores, and where, in one sentence.
     public var summary: String { "process memory, gone when the run ends: demos, dry runs and tests" }
+    /// The fields of this type besides the common ones.
     public var fields: [ProviderField] {
         [ProviderField("items", .textMap, summary: "keys and values the provider starts with")]
     }
 
+    /// The typed configuration of checked field values.
     public func configuration(from values: ProviderFieldValues) throws(ProviderConfigurationError) -> Configuration {
         Configuration(items: values.textMap("items") ?? [])
     }
 
+    /// What a provider of this configuration can do.
     public func capabilities(of configuration: Configuration) -> ProviderCapabilities { ProviderCapabilities() }
 
+    /// Makes the provider with the context's id, clock and metrics.
     public func make(_ configuration: Configuration, context: ProviderContext) throws(CloudSyncError) -> any Provider {
         MemoryProvider(
             id: context.providerID, capabilities: capabilities(of: configuration), items: configuration.items,

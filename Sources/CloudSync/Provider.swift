@@ -77,15 +77,21 @@ extension Provider {
     /// Whether ``availability()`` answers ``Availability/available``.
     public func isAvailable() async -> Bool { await availability().isAvailable }
 
+    /// By default a provider cannot know its quota.
     public func quota() async throws -> ProviderQuota? { nil }
+    /// By default a provider has no account events.
     public func subscribeToAccountChanges(_ handler: @escaping @Sendable (AccountEvent) -> Void)
         -> ProviderSubscription?
     { nil }
+    /// By default a provider has no remote-change events.
     public func subscribeToRemoteChanges(_ handler: @escaping @Sendable (RemoteChange) -> Void)
         -> ProviderSubscription?
     { nil }
+    /// By default a provider caches nothing about the account.
     public func clearCaches() async {}
+    /// By default a provider has no accounts.
     public func accountIdentity() async throws -> String? { nil }
+    /// By default a provider holds nothing to release.
     public func close() async {}
 }
 
@@ -133,9 +139,12 @@ public enum UnavailableReason: String, Sendable, Equatable, CaseIterable, Codabl
 
 /// A key and its value.
 public struct KeyValue: Sendable, Hashable {
+    /// The key.
     public let key: String
+    /// The value, as stored (encoded when a codec applies).
     public let value: String
 
+    /// The pair `key`, `value`.
     public init(_ key: String, _ value: String) {
         self.key = key
         self.value = value
@@ -163,6 +172,7 @@ public struct ProviderCapabilities: Sendable, Equatable {
     /// Whether remote-change events are emitted.
     public var emitsRemoteChanges: Bool
 
+    /// Capabilities; every argument defaults to what a plain file store can do.
     public init(
         maxValueBytes: Int? = nil, tier: StorageTier = .file, keyRules: [KeyRule] = [], batchLimit: Int = 100,
         canList: Bool = true, reportsQuota: Bool = false, emitsAccountEvents: Bool = false,
@@ -192,10 +202,12 @@ public enum StorageTier: String, Sendable, Equatable {
 
 /// One page of a key listing.
 public struct KeyPage: Sendable, Equatable {
+    /// The keys of this page, in the provider's stable order.
     public var keys: [String]
     /// Where the next page starts; nil when this is the last page.
     public var nextCursor: String?
 
+    /// Capabilities; every argument defaults to what a plain file store can do.
     public init(keys: [String], nextCursor: String?) {
         self.keys = keys
         self.nextCursor = nextCursor
@@ -206,9 +218,12 @@ public struct KeyPage: Sendable, Equatable {
 ///
 /// A nil total means unlimited, not zero.
 public struct ProviderQuota: Sendable, Equatable {
+    /// Bytes in use; nil when unknown.
     public var usedBytes: Int64?
+    /// Bytes available in all; nil means unlimited, not zero.
     public var totalBytes: Int64?
 
+    /// Capabilities; every argument defaults to what a plain file store can do.
     public init(usedBytes: Int64?, totalBytes: Int64?) {
         self.usedBytes = usedBytes
         self.totalBytes = totalBytes
@@ -224,12 +239,14 @@ public enum AccountStatus: String, Sendable, Equatable {
 public struct AccountEvent: Sendable, Equatable {
     /// Whether a different user is now signed in (or nobody is).
     public var identityChanged: Bool
+    /// The account's state after the change.
     public var status: AccountStatus
     /// The provider that reported it.
     public var provider: String
     /// Identifies the underlying system event, so one event relayed by two providers is delivered once.
     public var eventID: String?
 
+    /// Capabilities; every argument defaults to what a plain file store can do.
     public init(identityChanged: Bool, status: AccountStatus, provider: String, eventID: String? = nil) {
         self.identityChanged = identityChanged
         self.status = status
@@ -240,10 +257,12 @@ public struct AccountEvent: Sendable, Equatable {
 
 /// Data that changed elsewhere.
 public struct RemoteChange: Sendable, Equatable {
+    /// The provider that reported it.
     public var provider: String
     /// The keys that changed, when the provider knows them; nil for "something changed".
     public var keys: [String]?
 
+    /// Capabilities; every argument defaults to what a plain file store can do.
     public init(provider: String, keys: [String]?) {
         self.provider = provider
         self.keys = keys
@@ -256,8 +275,10 @@ public struct RemoteChange: Sendable, Equatable {
 public final class ProviderSubscription: Sendable {
     private let onCancel: Mutex<(@Sendable () -> Void)?>
 
+    /// Capabilities; every argument defaults to what a plain file store can do.
     public init(onCancel: @escaping @Sendable () -> Void) { self.onCancel = Mutex(onCancel) }
 
+    /// Stops the events; later calls do nothing.
     public func cancel() {
         let action = onCancel.withLock { action in
             defer { action = nil }

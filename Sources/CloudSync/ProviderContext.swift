@@ -74,10 +74,12 @@ public final class InMemoryProviderStateStore: ProviderStateStore {
     /// An empty store.
     public init() {}
 
+    /// The value kept in memory, or nil.
     public func value(provider: String, name: String) throws(CloudSyncError) -> String? {
         values.withLock { $0[provider + "\u{0}" + name] }
     }
 
+    /// Keeps (or forgets) the value in memory.
     public func setValue(_ value: String?, provider: String, name: String) throws(CloudSyncError) {
         values.withLock { $0[provider + "\u{0}" + name] = value }
     }
@@ -134,6 +136,7 @@ public struct ProviderLogger: Sendable {
     public enum Level: Int, Sendable, Comparable, CaseIterable {
         case debug, info, warning, error
 
+        /// Orders levels from debug to error.
         public static func < (a: Level, b: Level) -> Bool { a.rawValue < b.rawValue }
     }
 

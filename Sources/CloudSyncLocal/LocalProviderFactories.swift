@@ -14,8 +14,11 @@ public struct SQLiteProviderFactory: ProviderFactory {
     /// The factory; register it in a ``ProviderRegistry``.
     public init() {}
 
+    /// The `type` pipeline files name.
     public var type: String { "sqlite" }
+    /// What the provider stores, and where, in one sentence.
     public var summary: String { "one SQLite file (write-ahead log), the embedded default" }
+    /// The fields of this type besides the common ones.
     public var fields: [ProviderField] {
         [
             ProviderField("path", .path, required: true, summary: "the database file"),
@@ -25,15 +28,18 @@ public struct SQLiteProviderFactory: ProviderFactory {
         ]
     }
 
+    /// The typed configuration of checked field values.
     public func configuration(from values: ProviderFieldValues) throws(ProviderConfigurationError) -> Configuration {
         guard let path = values.text("path") else { throw ProviderConfigurationError(field: "path", "needs a path") }
         return Configuration(path: path, maxBytes: values.integer("maxBytes"))
     }
 
+    /// What a provider of this configuration can do.
     public func capabilities(of configuration: Configuration) -> ProviderCapabilities {
         SQLiteProvider.capabilities(maxValueBytes: nil)
     }
 
+    /// Makes the provider with the context's id, clock and metrics.
     public func make(_ configuration: Configuration, context: ProviderContext) throws(CloudSyncError) -> any Provider {
         if context.readOnly {
             guard FileManager.default.fileExists(atPath: configuration.path) else {
@@ -61,21 +67,27 @@ public struct DirectoryProviderFactory: ProviderFactory {
     /// The factory; register it in a ``ProviderRegistry``.
     public init() {}
 
+    /// The `type` pipeline files name.
     public var type: String { "directory" }
+    /// What the provider stores, and where, in one sentence.
     public var summary: String { "one file per key under a directory, written atomically, readable by any tool" }
+    /// The fields of this type besides the common ones.
     public var fields: [ProviderField] {
         [ProviderField("path", .path, required: true, summary: "the root directory")]
     }
 
+    /// The typed configuration of checked field values.
     public func configuration(from values: ProviderFieldValues) throws(ProviderConfigurationError) -> Configuration {
         guard let path = values.text("path") else { throw ProviderConfigurationError(field: "path", "needs a path") }
         return Configuration(path: path)
     }
 
+    /// What a provider of this configuration can do.
     public func capabilities(of configuration: Configuration) -> ProviderCapabilities {
         DirectoryProvider.capabilities(maxValueBytes: nil)
     }
 
+    /// Makes the provider with the context's id, clock and metrics.
     public func make(_ configuration: Configuration, context: ProviderContext) throws(CloudSyncError) -> any Provider {
         if context.readOnly, !FileManager.default.fileExists(atPath: configuration.path) {
             return MemoryProvider(
