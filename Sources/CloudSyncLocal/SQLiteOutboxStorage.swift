@@ -36,11 +36,11 @@ public final class SQLiteOutboxStorage: OutboxStorage {
         try Self.migrations.migrate(database)
     }
 
-    /// The entries of an existing outbox file, read without changing anything on disk (for dry runs).
+    /// The entries of an existing outbox file, those still in its write-ahead log included, read without write
+    /// access (for dry runs): the database and its log are never written; see `SQLiteDatabase.Options.readOnly` for
+    /// the index files SQLite may create.
     public static func snapshot(path: String) throws -> [OutboxEntry] {
-        var options = SQLiteDatabase.Options(readOnly: true)
-        options.immutable = true
-        return try SQLiteOutboxStorage(database: SQLiteDatabase(path: path, options: options)).loadAll()
+        try SQLiteOutboxStorage(database: SQLiteDatabase(path: path, options: .init(readOnly: true))).loadAll()
     }
 
     private init(database: SQLiteDatabase) { self.database = database }

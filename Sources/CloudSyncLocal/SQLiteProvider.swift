@@ -29,11 +29,15 @@ public final class SQLiteProvider: Provider {
     private let database: SQLiteDatabase
     private let clock: any StoreClock
 
-    /// Opens (creating when needed) the database at `path`; with `readOnlySnapshot`, reads an existing file without
-    /// changing anything on disk (writes then fail).
+    /// Opens (creating when needed) the database at `path`.
+    ///
+    /// With `readOnly` (dry runs) it opens an existing file without write access: reads see every committed change,
+    /// those still in the write-ahead log included, writes fail with `ERR_PROVIDER`, and the database and its log are
+    /// never written. SQLite may create an empty `-wal` and a `-shm` index beside a cleanly closed database; see
+    /// `SQLiteDatabase.Options.readOnly`.
     public init(
         id: String = "sqlite", path: String, maxBytes: Int64? = nil, maxValueBytes: Int? = nil,
-        clock: any StoreClock = SystemClock(), readOnlySnapshot: Bool = false
+        clock: any StoreClock = SystemClock(), readOnly: Bool = false
     ) throws(CloudSyncError) {
         self.id = id
         self.path = path
@@ -41,11 +45,8 @@ public final class SQLiteProvider: Provider {
         self.clock = clock
         self.capabilities = Self.capabilities(maxValueBytes: maxValueBytes)
         do {
-            if readOnlySnapshot {
-                // A dry run reads the file as it is and writes nothing, not even a lock or a journal.
-                var options = SQLiteDatabase.Options(readOnly: true)
-                options.immutable = true
-                database = try SQLiteDatabase(path: path, options: options)
+            if readOnly {
+                database = try SQLiteDatabase(path: path, options: SQLiteDatabase.Options(readOnly: true))
             } else {
                 try LocalFiles.createDirectory(containing: path)
                 database = try SQLiteDatabase(path: path)
@@ -178,6 +179,10 @@ extension SQLiteError {
                 .timeout, "the database stayed locked by another connection: \(message)", provider: provider)
         case .full:
             return CloudSyncError(.quotaExceeded, "the disk is full: \(message)", provider: provider)
+        case .readOnly:
+            return CloudSyncError(
+                .provider, "the database \(path ?? "") was opened read-only and cannot be written: \(message)",
+                provider: provider)
         default:
             return CloudSyncError(.provider, description, provider: provider)
         }

@@ -186,7 +186,7 @@ public struct PipelineRunner {
             case .sqlite where FileManager.default.fileExists(atPath: path):
                 real = try SQLiteProvider(
                     id: provider.id, path: path, maxBytes: provider.maxBytes, maxValueBytes: provider.maxValueBytes,
-                    readOnlySnapshot: true)
+                    readOnly: true)
             case .directory where FileManager.default.fileExists(atPath: path):
                 real = try DirectoryProvider(id: provider.id, root: path, maxValueBytes: provider.maxValueBytes)
             case .icloudKV:

@@ -32,6 +32,25 @@ import Testing
         #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
     }
 
+    @Test func aSnapshotSeesEntriesStillInTheWriteAheadLogAndWritesNothing() throws {
+        let path = directory.file("outbox.db")
+        let storage = try SQLiteOutboxStorage(path: path)
+        // Still open: its commits are in the -wal, as they are while a run is going or after one was killed.
+        try storage.replace(entry(1, "a"))
+        try storage.replace(entry(2, "b", value: nil))
+        try storage.replace(entry(3, "a", value: "newer"))
+        try storage.delete(ids: [2])
+        let database = try Data(contentsOf: URL(fileURLWithPath: path))
+        let log = try Data(contentsOf: URL(fileURLWithPath: path + "-wal"))
+        #expect(!log.isEmpty)
+        for _ in 0..<20 {
+            #expect(try SQLiteOutboxStorage.snapshot(path: path) == [entry(3, "a", value: "newer")])
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == database)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path + "-wal")) == log)
+        #expect(try storage.loadAll() == [entry(3, "a", value: "newer")])
+    }
+
     @Test func replaceKeepsOneEntryPerKeyAndProvider() throws {
         let storage = try SQLiteOutboxStorage(path: directory.file("outbox.db"))
         try storage.replace(entry(1, "a"))

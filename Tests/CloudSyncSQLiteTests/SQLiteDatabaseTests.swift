@@ -209,4 +209,73 @@ import Testing
         let count = try await database.read { try $0.query("SELECT count(*) FROM t") { $0.int64(0) } }
         #expect(count == [160])
     }
+
+    /// Every file in `folder` and its bytes.
+    private func files(in folder: String) throws -> [String: Data] {
+        var contents: [String: Data] = [:]
+        for name in try FileManager.default.contentsOfDirectory(atPath: folder) {
+            contents[name] = try Data(contentsOf: URL(fileURLWithPath: folder + "/" + name))
+        }
+        return contents
+    }
+
+    private func rowCount(_ database: SQLiteDatabase) throws -> [Int64] {
+        try database.read { try $0.query("SELECT count(*) FROM t") { $0.int64(0) } }
+    }
+
+    @Test func aReadOnlyOpenReadsTheLogAndCreatesNothingWhenTheLogAndItsIndexExist() throws {
+        let live = directory.file("live.db")
+        let writer = try openDatabase("live.db")
+        try writer.write { db in
+            try db.executeScript("CREATE TABLE t (x INTEGER)")
+            for value in 0..<50 { try db.execute("INSERT INTO t (x) VALUES (?)", value) }
+        }
+        // The writer is still open, so its commits sit in the -wal; read a copy of the three files.
+        try FileManager.default.createDirectory(atPath: directory.file("copy"), withIntermediateDirectories: true)
+        for suffix in ["", "-wal", "-shm"] {
+            try FileManager.default.copyItem(atPath: live + suffix, toPath: directory.file("copy/live.db") + suffix)
+        }
+        let before = try files(in: directory.file("copy"))
+        do {
+            let reader = try SQLiteDatabase(path: directory.file("copy/live.db"), options: .init(readOnly: true))
+            #expect(try rowCount(reader) == [50])
+            let error = #expect(throws: SQLiteError.self) {
+                try reader.write { try $0.execute("INSERT INTO t (x) VALUES (1)") }
+            }
+            #expect(error?.code.primary == .readOnly)
+        }
+        #expect(try files(in: directory.file("copy")) == before)
+        _ = writer
+    }
+
+    @Test func aReadOnlyOpenOfACleanlyClosedDatabaseAddsOnlyAnEmptyLogAndItsIndex() throws {
+        do {
+            let writer = try openDatabase("clean.db")
+            try writer.write { db in
+                try db.executeScript("CREATE TABLE t (x INTEGER)")
+                for value in 0..<50 { try db.execute("INSERT INTO t (x) VALUES (?)", value) }
+            }
+        }
+        let before = try files(in: directory.path)
+        #expect(before.keys.sorted() == ["clean.db"])
+        do {
+            let reader = try openDatabase("clean.db", options: .init(readOnly: true))
+            #expect(try rowCount(reader) == [50])
+        }
+        // SQLite needs the log and its shared-memory index to read a WAL database; a read-only connection cannot
+        // remove them when it closes. They hold no data, and the database file is untouched.
+        let after = try files(in: directory.path)
+        #expect(after.keys.sorted() == ["clean.db", "clean.db-shm", "clean.db-wal"])
+        #expect(after["clean.db"] == before["clean.db"])
+        #expect(after["clean.db-wal"]?.isEmpty == true)
+        #expect(after["clean.db-shm"]?.count == 32768)
+    }
+
+    @Test func aReadOnlyOpenOfAMissingFileFailsAndCreatesNothing() throws {
+        let error = #expect(throws: SQLiteError.self) {
+            try openDatabase("missing.db", options: .init(readOnly: true))
+        }
+        #expect(error?.code.primary == .cannotOpen)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+    }
 }
