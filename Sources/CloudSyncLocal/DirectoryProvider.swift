@@ -1,6 +1,7 @@
 import CloudSync
 import CloudSyncSodium
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -20,6 +21,7 @@ public final class DirectoryProvider: Provider {
     public let capabilities: ProviderCapabilities
     /// The root directory.
     public let root: String
+    private let closed = Mutex(false)
 
     /// A provider over `root`, created (mode 0700) when missing.
     public init(id: String = "directory", root: String, maxValueBytes: Int? = nil) throws(CloudSyncError) {
@@ -39,7 +41,24 @@ public final class DirectoryProvider: Provider {
             maxValueBytes: maxValueBytes, tier: .file, batchLimit: 100, canList: true, reportsQuota: true)
     }
 
+    /// Stops serving.
+    ///
+    /// Later calls fail with `ERR_CLOSED` and ``availability()`` reports it; closing twice is harmless. The provider keeps no file open between calls, so a call already running finishes normally.
+    public func close() async { closed.withLock { $0 = true } }
+
+    private func ensureOpen() throws(CloudSyncError) {
+        if closed.withLock({ $0 }) {
+            throw CloudSyncError(
+                .closed, "the directory provider \(id) was closed; open a new provider on \(root) to use it again",
+                provider: id)
+        }
+    }
+
     public func availability() async -> Availability {
+        if closed.withLock({ $0 }) {
+            return .unavailable(
+                .closed, "the directory provider \(id) was closed; open a new provider on \(root) to use it again")
+        }
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: root, isDirectory: &isDirectory) else {
             return .unavailable(.offline, "the directory \(root) does not exist; mount or create it")
@@ -65,7 +84,8 @@ public final class DirectoryProvider: Provider {
     }
 
     public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
-        try await LocalFiles.offload { [self] in keys.map { key in read(key) } }
+        try ensureOpen()
+        return try await LocalFiles.offload { [self] in keys.map { key in read(key) } }
     }
 
     private func read(_ key: String) -> Result<String?, CloudSyncError> {
@@ -94,7 +114,8 @@ public final class DirectoryProvider: Provider {
     }
 
     public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
-        try await LocalFiles.offload { [self] in items.map { write($0) } }
+        try ensureOpen()
+        return try await LocalFiles.offload { [self] in items.map { write($0) } }
     }
 
     private func write(_ item: KeyValue) -> Result<Void, CloudSyncError> {
@@ -139,7 +160,8 @@ public final class DirectoryProvider: Provider {
     }
 
     public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
-        try await LocalFiles.offload { [self] in
+        try ensureOpen()
+        return try await LocalFiles.offload { [self] in
             keys.map { key in
                 let path = path(of: key)
                 guard unlink(path) == 0 || errno == ENOENT else {
@@ -161,6 +183,7 @@ public final class DirectoryProvider: Provider {
     /// Pages in the order of encoded names, streaming the directory tree on every page and keeping only the next
     /// `limit` names, so memory stays bounded by the page size however many files there are.
     public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
+        try ensureOpen()
         let limit = max(limit, 1)
         let after = cursor.map(FileNameMapping.encode) ?? ""
         return try await LocalFiles.offload { [self] in
@@ -211,6 +234,7 @@ public final class DirectoryProvider: Provider {
 
     /// The file system's figures: used and total bytes of the whole file system the root is on.
     public func quota() async throws -> ProviderQuota? {
+        try ensureOpen()
         var info = statvfs()
         guard statvfs(root, &info) == 0 else { throw failure("measure the file system of", root, errno) }
         let blockSize = Int64(info.f_frsize)

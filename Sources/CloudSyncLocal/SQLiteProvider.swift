@@ -71,7 +71,19 @@ public final class SQLiteProvider: Provider {
             maxValueBytes: maxValueBytes, tier: .file, batchLimit: 500, canList: true, reportsQuota: true)
     }
 
-    public func availability() async -> Availability { .available }
+    public func availability() async -> Availability {
+        database.isClosed ? .unavailable(.closed, closedMessage) : .available
+    }
+
+    /// Closes the database after the calls already waiting for it; later calls fail with `ERR_CLOSED`.
+    ///
+    /// Closing twice is harmless. When no other connection has the file open, SQLite checkpoints the write-ahead log
+    /// into the database and removes its `-wal` and `-shm` files, so the file alone holds everything.
+    public func close() async { await database.close() }
+
+    private var closedMessage: String {
+        "the SQLite provider \(id) was closed; open a new provider on \(path) to use it again"
+    }
 
     public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
         try await read { db in
@@ -156,7 +168,8 @@ public final class SQLiteProvider: Provider {
         do {
             return try await database.read(body)
         } catch let error as SQLiteError {
-            throw error.cloudSyncError(provider: id)
+            throw database.isClosed
+                ? CloudSyncError(.closed, closedMessage, provider: id) : error.cloudSyncError(provider: id)
         }
     }
 
@@ -164,7 +177,8 @@ public final class SQLiteProvider: Provider {
         do {
             return try await database.write(body)
         } catch let error as SQLiteError {
-            throw error.cloudSyncError(provider: id)
+            throw database.isClosed
+                ? CloudSyncError(.closed, closedMessage, provider: id) : error.cloudSyncError(provider: id)
         }
     }
 }

@@ -36,7 +36,17 @@ public final class SQLiteConnection {
         self.path = path
     }
 
-    deinit { sqlite3_close_v2(handle) }
+    private var isOpen = true
+
+    deinit { close() }
+
+    /// Closes the connection; the last connection to a WAL database checkpoints the log and removes `-wal` and `-shm`.
+    func close() {
+        guard isOpen else { return }
+        isOpen = false
+        // v2: a statement still alive somewhere defers the close to its finalization instead of failing.
+        sqlite3_close_v2(handle)
+    }
 
     func lastError(code: Int32, sql: String?) -> SQLiteError {
         let extended = sqlite3_extended_errcode(handle)

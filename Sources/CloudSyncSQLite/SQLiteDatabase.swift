@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -58,8 +59,9 @@ public final class SQLiteDatabase: @unchecked Sendable {
 
     /// The database file.
     public let path: String
-    // Touched only on `queue`: that is what makes the unchecked Sendable conformance sound.
-    private let connection: SQLiteConnection
+    // Touched only on `queue`: that is what makes the unchecked Sendable conformance sound. Nil once closed.
+    private var connection: SQLiteConnection?
+    private let closed = Mutex(false)
     private let queue: DispatchQueue
     private let onQueue = DispatchSpecificKey<ObjectIdentifier>()
 
@@ -107,7 +109,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
     private static func createOwnerOnlyFile(at path: String) throws(SQLiteError) {
         let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         if descriptor >= 0 {
-            close(descriptor)
+            Glibc.close(descriptor)
             return
         }
         let failure = errno
@@ -130,6 +132,49 @@ public final class SQLiteDatabase: @unchecked Sendable {
         }
     }
 
+    // MARK: Closing
+
+    /// Whether ``close()`` was called.
+    public var isClosed: Bool { closed.withLock { $0 } }
+
+    /// Closes the connection after the calls already waiting for it; later calls throw ``closedError``.
+    ///
+    /// Closing twice is harmless. When this is the last connection to the file, SQLite checkpoints the write-ahead
+    /// log into the database and removes the `-wal` and `-shm` files (a read-only connection cannot, and leaves them).
+    public func close() {
+        precondition(
+            DispatchQueue.getSpecific(key: onQueue) != ObjectIdentifier(self),
+            "SQLiteDatabase.close called from inside a read or write of the same database")
+        queue.sync { closeOnQueue() }
+    }
+
+    /// Closes the connection like ``close()``, without blocking a thread of the concurrency pool while waiting.
+    public func close() async {
+        await withCheckedContinuation { continuation in
+            queue.async {
+                self.closeOnQueue()
+                continuation.resume()
+            }
+        }
+    }
+
+    private func closeOnQueue() {
+        closed.withLock { $0 = true }
+        connection?.close()
+        connection = nil
+    }
+
+    /// The error every call after ``close()`` throws.
+    public var closedError: SQLiteError {
+        SQLiteError(
+            code: .misuse, message: "the database was closed; open it again to use it", path: path)
+    }
+
+    private func openConnection() throws(SQLiteError) -> SQLiteConnection {
+        guard let connection else { throw closedError }
+        return connection
+    }
+
     // MARK: Synchronous access
 
     /// Runs `body` with the connection, outside any transaction.
@@ -137,7 +182,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
         precondition(
             DispatchQueue.getSpecific(key: onQueue) != ObjectIdentifier(self),
             "SQLiteDatabase.read called from inside another read or write of the same database")
-        return try queue.sync { try body(connection) }
+        return try queue.sync { try body(openConnection()) }
     }
 
     /// Runs `body` in a transaction that commits only when `body` returns without throwing.
@@ -151,7 +196,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
     public func read<T: Sendable>(_ body: @escaping @Sendable (SQLiteConnection) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             queue.async {
-                continuation.resume(with: Result { try body(self.connection) })
+                continuation.resume(with: Result { try body(self.openConnection()) })
             }
         }
     }

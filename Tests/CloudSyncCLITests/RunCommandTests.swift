@@ -207,7 +207,7 @@ import Testing
                     "copy \(attempt): dry run exited \(dry.status) with \(describe(dryCounts)), "
                         + "the real run \(describe(realCounts))")
             }
-            _ = app
+            await app.close()
         }
         #expect(failures.isEmpty, "\(failures.count) of 20 dry runs differed: \(failures)")
     }

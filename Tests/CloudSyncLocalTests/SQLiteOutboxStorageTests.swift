@@ -51,6 +51,23 @@ import Testing
         #expect(try storage.loadAll() == [entry(3, "a", value: "newer")])
     }
 
+    @Test func afterCloseCallsFailWithERR_CLOSEDAndTheEntriesAreAllInTheFile() throws {
+        let path = directory.file("outbox.db")
+        let storage = try SQLiteOutboxStorage(path: path)
+        try storage.replace(entry(1, "a"))
+        storage.close()
+        storage.close()
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["outbox.db"])
+        let errors: [CloudSyncError?] = [
+            #expect(throws: CloudSyncError.self) { try storage.loadAll() },
+            #expect(throws: CloudSyncError.self) { try storage.replace(entry(2, "b")) },
+            #expect(throws: CloudSyncError.self) { try storage.update([entry(1, "a")]) },
+            #expect(throws: CloudSyncError.self) { try storage.delete(ids: [1]) },
+        ]
+        #expect(errors.allSatisfy { $0?.code == .closed && $0?.message.contains(path) == true }, "\(errors)")
+        #expect(try SQLiteOutboxStorage(path: path).loadAll() == [entry(1, "a")])
+    }
+
     @Test func replaceKeepsOneEntryPerKeyAndProvider() throws {
         let storage = try SQLiteOutboxStorage(path: directory.file("outbox.db"))
         try storage.replace(entry(1, "a"))

@@ -129,6 +129,41 @@ import Testing
         #expect(reads > 0)
     }
 
+    @Test func afterCloseItSaysClosedEveryCallFailsWithERR_CLOSEDAndOnlyTheFileRemains() async throws {
+        let path = directory.file("closing/primary.db")
+        let provider = try SQLiteProvider(id: "primary", path: path)
+        _ = try await provider.set([KeyValue("k", "v")])
+        #expect(FileManager.default.fileExists(atPath: path + "-wal"))
+        #expect(await provider.availability() == .available)
+        await provider.close()
+        await provider.close()
+        let availability = await provider.availability()
+        #expect(availability.reason == .closed)
+        #expect(availability.description.contains(path))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.file("closing")) == ["primary.db"])
+        var errors: [CloudSyncError?] = []
+        errors.append(await #expect(throws: CloudSyncError.self) { try await provider.get(["k"]) })
+        errors.append(await #expect(throws: CloudSyncError.self) { try await provider.set([KeyValue("k", "w")]) })
+        errors.append(await #expect(throws: CloudSyncError.self) { try await provider.remove(["k"]) })
+        errors.append(await #expect(throws: CloudSyncError.self) { try await provider.listKeys(after: nil, limit: 10) })
+        errors.append(await #expect(throws: CloudSyncError.self) { try await provider.quota() })
+        #expect(errors.allSatisfy { $0?.code == .closed && $0?.provider == "primary" }, "\(errors)")
+        #expect(errors.first??.message.contains("was closed") == true)
+        let reopened = try SQLiteProvider(path: path)
+        #expect(try await reopened.get(["k"])[0].get() == "v")
+        await reopened.close()
+    }
+
+    @Test func aStoreOverAClosedProviderFallsThroughToTheNextOne() async throws {
+        let closed = try SQLiteProvider(id: "primary", path: directory.file("primary.db"))
+        await closed.close()
+        let backup = MemoryProvider(id: "backup")
+        let store = try CloudStore(providers: [closed, backup])
+        _ = try await store.set("v", forKey: "k")
+        #expect(try await backup.get(["k"])[0].get() == "v")
+        #expect(try await store.get("k") == "v")
+    }
+
     /// Every key and value of `provider`, read page by page as the runner's jobs do.
     private func contents(of provider: SQLiteProvider) async throws -> [String: String] {
         var items: [String: String] = [:]
@@ -153,6 +188,7 @@ import Testing
             let items = (0..<300).map { KeyValue("key.\($0)", "old \($0)") }
             _ = try await first.set(items)
             for item in items { expected[item.key] = item.value }
+            await first.close()
         }
         let writer = try SQLiteProvider(path: path)
         let changed =
@@ -191,7 +227,7 @@ import Testing
             }
         }
         #expect(failures.isEmpty, "\(failures.count) of 20 read-only opens failed: \(failures)")
-        _ = writer
+        await writer.close()
     }
 
     /// The task's value if it has finished, without waiting for it otherwise.

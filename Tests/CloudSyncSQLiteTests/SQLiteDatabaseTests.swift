@@ -278,4 +278,53 @@ import Testing
         #expect(error?.code.primary == .cannotOpen)
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
     }
+
+    @Test func closeIsIdempotentAndLaterCallsThrowAClearError() async throws {
+        let database = try openDatabase()
+        try await database.write { try $0.executeScript("CREATE TABLE t (x INTEGER)") }
+        // A synchronous context picks the blocking form, an asynchronous one the awaiting form.
+        let closeBlocking = { database.close() }
+        closeBlocking()
+        closeBlocking()
+        await database.close()
+        #expect(database.isClosed)
+        let error = #expect(throws: SQLiteError.self) { try rowCount(database) }
+        #expect(error?.code == .misuse)
+        #expect(error?.message == "the database was closed; open it again to use it")
+        #expect(error?.path == database.path)
+        let asyncError = await #expect(throws: SQLiteError.self) {
+            try await database.write { try $0.execute("INSERT INTO t (x) VALUES (1)") }
+        }
+        #expect(asyncError?.message == error?.message)
+    }
+
+    @Test func closingTheLastConnectionCheckpointsTheLogAndRemovesItsFiles() throws {
+        let database = try openDatabase("closed.db")
+        try database.write { db in
+            try db.executeScript("CREATE TABLE t (x INTEGER)")
+            for value in 0..<100 { try db.execute("INSERT INTO t (x) VALUES (?)", value) }
+        }
+        #expect(try files(in: directory.path).keys.sorted() == ["closed.db", "closed.db-shm", "closed.db-wal"])
+        database.close()
+        #expect(try files(in: directory.path).keys.sorted() == ["closed.db"])
+        // The file alone now holds everything: even a read that ignores the log sees every row.
+        let copy = try Data(contentsOf: URL(fileURLWithPath: directory.file("closed.db")))
+        try copy.write(to: URL(fileURLWithPath: directory.file("alone.db")))
+        #expect(try rowCount(try openDatabase("alone.db")) == [100])
+    }
+
+    @Test func closingWhileAnotherConnectionIsOpenLeavesTheLogToIt() throws {
+        let first = try openDatabase("shared.db")
+        let second = try openDatabase("shared.db")
+        try first.write { db in
+            try db.executeScript("CREATE TABLE t (x INTEGER)")
+            try db.execute("INSERT INTO t (x) VALUES (1)")
+        }
+        #expect(try rowCount(second) == [1])
+        first.close()
+        #expect(FileManager.default.fileExists(atPath: directory.file("shared.db-wal")))
+        #expect(try rowCount(second) == [1])
+        second.close()
+        #expect(try files(in: directory.path).keys.sorted() == ["shared.db"])
+    }
 }
