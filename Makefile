@@ -13,10 +13,12 @@ build: deps
 run: build
 	.build/debug/cloudsync run pipelines/demo.yaml
 
+# Then a separate package builds README.md's examples against the library products and runs them.
 test: deps
 	@scripts/python-env.sh
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
+	@SWIFT=$(SWIFT) scripts/check-consumer.sh
 
 bench:
 	@scripts/install-deps.sh sqlite3

@@ -5,8 +5,15 @@ import PackageDescription
 // Dependencies point down only; see ../shared/DESIGN.md.
 let package = Package(
     name: "CloudSync",
+    // One library per concern a consumer picks, as GRDB and swift-log declare theirs: each names its one target and
+    // lets SwiftPM choose static or dynamic linking; what the target depends on comes with it.
+    // Tests/ConsumerPackage depends on these by path and builds the README's examples (`make test`).
     products: [
         .library(name: "CloudSync", targets: ["CloudSync"]),
+        .library(name: "CloudSyncLocal", targets: ["CloudSyncLocal"]),
+        .library(name: "CloudSyncCrypto", targets: ["CloudSyncCrypto"]),
+        .library(name: "CloudSyncPipeline", targets: ["CloudSyncPipeline"]),
+        .library(name: "CloudSyncTesting", targets: ["CloudSyncTesting"]),
         .executable(name: "cloudsync", targets: ["cloudsync"]),
     ],
     targets: [
@@ -27,23 +34,27 @@ let package = Package(
         .target(name: "CloudSyncCrypto", dependencies: ["CloudSync", "CloudSyncSodium"]),
 
         // Local persistence and providers on SQLite and the file system.
-        .target(name: "CloudSyncLocal", dependencies: ["CloudSync", "CloudSyncSQLite"]),
+        .target(name: "CloudSyncLocal", dependencies: ["CloudSync", "CloudSyncSQLite", "CloudSyncSodium"]),
 
         // Pipeline files: YAML -> checked spec -> compiled store and jobs; no side effects until run.
         .target(
             name: "CloudSyncPipeline",
-            dependencies: ["CloudSync", "CloudSyncYAML", "CloudSyncCrypto", "CloudSyncLocal", "CloudSyncSQLite"]),
+            dependencies: [
+                "CloudSync", "CloudSyncYAML", "CloudSyncSodium", "CloudSyncCrypto", "CloudSyncLocal", "CloudSyncSQLite",
+            ]),
 
         // The command line: argument parsing, exit codes, what people see.
-        .target(name: "CloudSyncCLI", dependencies: ["CloudSync", "CloudSyncPipeline", "CloudSyncLocal"]),
+        .target(
+            name: "CloudSyncCLI", dependencies: ["CloudSync", "CloudSyncCrypto", "CloudSyncPipeline"]),
         .executableTarget(name: "cloudsync", dependencies: ["CloudSyncCLI"]),
         // The second process some tests need: a writer to kill, a concurrent writer (see CloudSyncLocalTests).
-        .executableTarget(name: "cloudsync-test-fixture", dependencies: ["CloudSyncLocal", "CloudSyncTesting"]),
+        .executableTarget(
+            name: "cloudsync-test-fixture", dependencies: ["CloudSync", "CloudSyncLocal", "CloudSyncTesting"]),
         // `make bench`: throughput figures, never run by the tests.
         .executableTarget(
             name: "cloudsync-bench",
             dependencies: [
-                "CloudSyncSQLite", "CloudSyncSodium", "CloudSyncYAML", "CloudSyncLocal", "CloudSyncCrypto",
+                "CloudSync", "CloudSyncSQLite", "CloudSyncSodium", "CloudSyncYAML", "CloudSyncLocal", "CloudSyncCrypto",
                 "CloudSyncTesting",
             ]),
 
@@ -56,16 +67,19 @@ let package = Package(
         .testTarget(name: "CloudSyncTests", dependencies: ["CloudSync", "CloudSyncTesting"]),
         .testTarget(
             name: "CloudSyncCLITests",
-            dependencies: ["CloudSyncCLI", "CloudSyncLocal", "CloudSyncTesting", "cloudsync"]),
+            dependencies: ["CloudSync", "CloudSyncCLI", "CloudSyncLocal", "CloudSyncTesting", "cloudsync"]),
         .testTarget(name: "CloudSyncTestingTests", dependencies: ["CloudSyncTesting"]),
         .testTarget(
             name: "CloudSyncPipelineTests",
-            dependencies: ["CloudSyncPipeline", "CloudSyncSQLite", "CloudSyncTesting"]),
+            dependencies: ["CloudSync", "CloudSyncPipeline", "CloudSyncSQLite", "CloudSyncTesting"]),
         .testTarget(
-            name: "CloudSyncCryptoTests", dependencies: ["CloudSyncCrypto", "CloudSyncSodium", "CloudSyncTesting"]),
+            name: "CloudSyncCryptoTests",
+            dependencies: ["CloudSync", "CloudSyncCrypto", "CloudSyncSodium", "CloudSyncTesting"]),
         .testTarget(
             name: "CloudSyncLocalTests",
-            dependencies: ["CloudSyncLocal", "CloudSyncSQLite", "CloudSyncTesting", "cloudsync-test-fixture"]),
+            dependencies: [
+                "CloudSync", "CloudSyncLocal", "CloudSyncSQLite", "CloudSyncTesting", "cloudsync-test-fixture",
+            ]),
     ],
     swiftLanguageModes: [.v6]
 )

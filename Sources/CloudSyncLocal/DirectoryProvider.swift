@@ -1,6 +1,7 @@
 import CloudSync
 import CloudSyncSodium
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -22,6 +23,7 @@ public final class DirectoryProvider: Provider {
     public let root: String
     /// Counts each call as one request.
     public let metrics: ProviderMetrics
+    private let closed = Mutex(false)
 
     /// A provider over `root`, created (mode 0700) when missing.
     public init(
@@ -44,7 +46,24 @@ public final class DirectoryProvider: Provider {
             maxValueBytes: maxValueBytes, tier: .file, batchLimit: 100, canList: true, reportsQuota: true)
     }
 
+    /// Stops serving.
+    ///
+    /// Later calls fail with `ERR_CLOSED` and ``availability()`` reports it; closing twice is harmless. The provider keeps no file open between calls, so a call already running finishes normally.
+    public func close() async { closed.withLock { $0 = true } }
+
+    private func ensureOpen() throws(CloudSyncError) {
+        if closed.withLock({ $0 }) {
+            throw CloudSyncError(
+                .closed, "the directory provider \(id) was closed; open a new provider on \(root) to use it again",
+                provider: id)
+        }
+    }
+
     public func availability() async -> Availability {
+        if closed.withLock({ $0 }) {
+            return .unavailable(
+                .closed, "the directory provider \(id) was closed; open a new provider on \(root) to use it again")
+        }
         var isDirectory: ObjCBool = false
         guard FileManager.default.fileExists(atPath: root, isDirectory: &isDirectory) else {
             return .unavailable(.offline, "the directory \(root) does not exist; mount or create it")
@@ -70,6 +89,7 @@ public final class DirectoryProvider: Provider {
     }
 
     public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
+        try ensureOpen()
         let results = try await LocalFiles.offload { [self] in keys.map { key in read(key) } }
         metrics.recordRequest(bytesRead: results.reduce(0) { $0 + ((try? $1.get())??.utf8.count ?? 0) })
         return results
@@ -101,6 +121,7 @@ public final class DirectoryProvider: Provider {
     }
 
     public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
+        try ensureOpen()
         metrics.recordRequest(bytesWritten: items.reduce(0) { $0 + $1.value.utf8.count })
         return try await LocalFiles.offload { [self] in items.map { write($0) } }
     }
@@ -147,6 +168,7 @@ public final class DirectoryProvider: Provider {
     }
 
     public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
+        try ensureOpen()
         metrics.recordRequest()
         return try await LocalFiles.offload { [self] in
             keys.map { key in
@@ -170,6 +192,7 @@ public final class DirectoryProvider: Provider {
     /// Pages in the order of encoded names, streaming the directory tree on every page and keeping only the next
     /// `limit` names, so memory stays bounded by the page size however many files there are.
     public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
+        try ensureOpen()
         metrics.recordRequest()
         let limit = max(limit, 1)
         let after = cursor.map(FileNameMapping.encode) ?? ""
@@ -221,6 +244,7 @@ public final class DirectoryProvider: Provider {
 
     /// The file system's figures: used and total bytes of the whole file system the root is on.
     public func quota() async throws -> ProviderQuota? {
+        try ensureOpen()
         metrics.recordRequest()
         var info = statvfs()
         guard statvfs(root, &info) == 0 else { throw failure("measure the file system of", root, errno) }

@@ -36,60 +36,85 @@ public final class SQLiteOutboxStorage: OutboxStorage {
         try Self.migrations.migrate(database)
     }
 
-    /// The entries of an existing outbox file, read without changing anything on disk (for dry runs).
+    /// Closes the database.
+    ///
+    /// Later calls fail with `ERR_CLOSED`; closing twice is harmless.
+    /// When no other connection has the file open, the write-ahead log is checkpointed into it and its `-wal` and
+    /// `-shm` files are removed.
+    public func close() { database.close() }
+
+    /// Runs `work`, turning the error of a call after ``close()`` into `ERR_CLOSED`.
+    private func unlessClosed<T>(_ work: () throws -> T) throws -> T {
+        do {
+            return try work()
+        } catch let error as SQLiteError where database.isClosed {
+            throw CloudSyncError(
+                .closed, "the outbox storage \(database.path) was closed; open it again to use it (\(error.message))")
+        }
+    }
+
+    /// The entries of an existing outbox file, those still in its write-ahead log included, read without write
+    /// access (for dry runs): the database and its log are never written; see `SQLiteDatabase.Options.readOnly` for
+    /// the index files SQLite may create.
     public static func snapshot(path: String) throws -> [OutboxEntry] {
-        var options = SQLiteDatabase.Options(readOnly: true)
-        options.immutable = true
-        return try SQLiteOutboxStorage(database: SQLiteDatabase(path: path, options: options)).loadAll()
+        try SQLiteOutboxStorage(database: SQLiteDatabase(path: path, options: .init(readOnly: true))).loadAll()
     }
 
     private init(database: SQLiteDatabase) { self.database = database }
 
     public func loadAll() throws -> [OutboxEntry] {
-        try database.read { db in
-            try db.query(
-                """
-                SELECT id, key, provider, operation, value, attempts, next_attempt_at_ms, enqueued_at_ms,
-                       last_error_code
-                FROM outbox ORDER BY id
-                """
-            ) { row in
-                OutboxEntry(
-                    id: row.int64(0), key: row.string(1) ?? "",
-                    operation: FailedWrite.Operation(rawValue: row.string(3) ?? "") ?? .set,
-                    encodedValue: row.string(4), provider: row.string(2) ?? "", attempts: Int(row.int64(5)),
-                    nextAttemptAtMs: row.int64(6), enqueuedAtMs: row.int64(7), lastErrorCode: row.string(8) ?? "")
+        try unlessClosed {
+            try database.read { db in
+                try db.query(
+                    """
+                    SELECT id, key, provider, operation, value, attempts, next_attempt_at_ms, enqueued_at_ms,
+                           last_error_code
+                    FROM outbox ORDER BY id
+                    """
+                ) { row in
+                    OutboxEntry(
+                        id: row.int64(0), key: row.string(1) ?? "",
+                        operation: FailedWrite.Operation(rawValue: row.string(3) ?? "") ?? .set,
+                        encodedValue: row.string(4), provider: row.string(2) ?? "", attempts: Int(row.int64(5)),
+                        nextAttemptAtMs: row.int64(6), enqueuedAtMs: row.int64(7), lastErrorCode: row.string(8) ?? "")
+                }
             }
         }
     }
 
     public func replace(_ entry: OutboxEntry) throws {
-        try database.write { db in
-            try db.execute("DELETE FROM outbox WHERE key = ? AND provider = ?", entry.key, entry.provider)
-            try db.execute(
-                """
-                INSERT INTO outbox (id, key, provider, operation, value, attempts, next_attempt_at_ms,
-                                    enqueued_at_ms, last_error_code)
-                VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                """, entry.id, entry.key, entry.provider, entry.operation.rawValue, entry.encodedValue,
-                entry.attempts, entry.nextAttemptAtMs, entry.enqueuedAtMs, entry.lastErrorCode)
+        try unlessClosed {
+            try database.write { db in
+                try db.execute("DELETE FROM outbox WHERE key = ? AND provider = ?", entry.key, entry.provider)
+                try db.execute(
+                    """
+                    INSERT INTO outbox (id, key, provider, operation, value, attempts, next_attempt_at_ms,
+                                        enqueued_at_ms, last_error_code)
+                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
+                    """, entry.id, entry.key, entry.provider, entry.operation.rawValue, entry.encodedValue,
+                    entry.attempts, entry.nextAttemptAtMs, entry.enqueuedAtMs, entry.lastErrorCode)
+            }
         }
     }
 
     public func update(_ entries: [OutboxEntry]) throws {
-        try database.write { db in
-            let statement = try db.prepare(
-                "UPDATE outbox SET attempts = ?, next_attempt_at_ms = ?, last_error_code = ? WHERE id = ?")
-            for entry in entries {
-                try statement.bind(entry.attempts, entry.nextAttemptAtMs, entry.lastErrorCode, entry.id).run()
+        try unlessClosed {
+            try database.write { db in
+                let statement = try db.prepare(
+                    "UPDATE outbox SET attempts = ?, next_attempt_at_ms = ?, last_error_code = ? WHERE id = ?")
+                for entry in entries {
+                    try statement.bind(entry.attempts, entry.nextAttemptAtMs, entry.lastErrorCode, entry.id).run()
+                }
             }
         }
     }
 
     public func delete(ids: [Int64]) throws {
-        try database.write { db in
-            let statement = try db.prepare("DELETE FROM outbox WHERE id = ?")
-            for id in ids { try statement.bind(id).run() }
+        try unlessClosed {
+            try database.write { db in
+                let statement = try db.prepare("DELETE FROM outbox WHERE id = ?")
+                for id in ids { try statement.bind(id).run() }
+            }
         }
     }
 

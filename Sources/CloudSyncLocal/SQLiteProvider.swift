@@ -31,11 +31,15 @@ public final class SQLiteProvider: Provider {
     /// Counts each call (one transaction) as one request.
     public let metrics: ProviderMetrics
 
-    /// Opens (creating when needed) the database at `path`; with `readOnlySnapshot`, reads an existing file without
-    /// changing anything on disk (writes then fail).
+    /// Opens (creating when needed) the database at `path`.
+    ///
+    /// With `readOnly` (dry runs) it opens an existing file without write access: reads see every committed change,
+    /// those still in the write-ahead log included, writes fail with `ERR_PROVIDER`, and the database and its log are
+    /// never written. SQLite may create an empty `-wal` and a `-shm` index beside a cleanly closed database; see
+    /// `SQLiteDatabase.Options.readOnly`.
     public init(
         id: String = "sqlite", path: String, maxBytes: Int64? = nil, maxValueBytes: Int? = nil,
-        clock: any StoreClock = SystemClock(), readOnlySnapshot: Bool = false,
+        clock: any StoreClock = SystemClock(), readOnly: Bool = false,
         metrics: ProviderMetrics = ProviderMetrics()
     ) throws(CloudSyncError) {
         self.id = id
@@ -45,11 +49,8 @@ public final class SQLiteProvider: Provider {
         self.clock = clock
         self.capabilities = Self.capabilities(maxValueBytes: maxValueBytes)
         do {
-            if readOnlySnapshot {
-                // A dry run reads the file as it is and writes nothing, not even a lock or a journal.
-                var options = SQLiteDatabase.Options(readOnly: true)
-                options.immutable = true
-                database = try SQLiteDatabase(path: path, options: options)
+            if readOnly {
+                database = try SQLiteDatabase(path: path, options: SQLiteDatabase.Options(readOnly: true))
             } else {
                 try LocalFiles.createDirectory(containing: path)
                 database = try SQLiteDatabase(path: path)
@@ -74,7 +75,19 @@ public final class SQLiteProvider: Provider {
             maxValueBytes: maxValueBytes, tier: .file, batchLimit: 500, canList: true, reportsQuota: true)
     }
 
-    public func availability() async -> Availability { .available }
+    public func availability() async -> Availability {
+        database.isClosed ? .unavailable(.closed, closedMessage) : .available
+    }
+
+    /// Closes the database after the calls already waiting for it; later calls fail with `ERR_CLOSED`.
+    ///
+    /// Closing twice is harmless. When no other connection has the file open, SQLite checkpoints the write-ahead log
+    /// into the database and removes its `-wal` and `-shm` files, so the file alone holds everything.
+    public func close() async { await database.close() }
+
+    private var closedMessage: String {
+        "the SQLite provider \(id) was closed; open a new provider on \(path) to use it again"
+    }
 
     public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
         let results: [Result<String?, CloudSyncError>] = try await read { db in
@@ -165,7 +178,8 @@ public final class SQLiteProvider: Provider {
         do {
             return try await database.read(body)
         } catch let error as SQLiteError {
-            throw error.cloudSyncError(provider: id)
+            throw database.isClosed
+                ? CloudSyncError(.closed, closedMessage, provider: id) : error.cloudSyncError(provider: id)
         }
     }
 
@@ -173,7 +187,8 @@ public final class SQLiteProvider: Provider {
         do {
             return try await database.write(body)
         } catch let error as SQLiteError {
-            throw error.cloudSyncError(provider: id)
+            throw database.isClosed
+                ? CloudSyncError(.closed, closedMessage, provider: id) : error.cloudSyncError(provider: id)
         }
     }
 }
@@ -188,6 +203,10 @@ extension SQLiteError {
                 .timeout, "the database stayed locked by another connection: \(message)", provider: provider)
         case .full:
             return CloudSyncError(.quotaExceeded, "the disk is full: \(message)", provider: provider)
+        case .readOnly:
+            return CloudSyncError(
+                .provider, "the database \(path ?? "") was opened read-only and cannot be written: \(message)",
+                provider: provider)
         default:
             return CloudSyncError(.provider, description, provider: provider)
         }

@@ -10,18 +10,19 @@ public final class SQLiteConnection {
     /// The database file this connection opened.
     public let path: String
 
-    init(path: String, readOnly: Bool, immutable: Bool = false) throws(SQLiteError) {
+    /// Opens `path`; with `readOnly`, without write access, and with `readOnlySharedMemory` also without write access
+    /// to the `-shm` index (SQLite's `readonly_shm`), which must then exist.
+    init(path: String, readOnly: Bool, readOnlySharedMemory: Bool = false) throws(SQLiteError) {
         var connection: OpaquePointer?
         // NOMUTEX: SQLiteDatabase already serializes every use of this connection.
         var flags =
             (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
         var name = path
-        if immutable {
-            // An immutable read takes no locks and creates no -wal or -shm file: nothing on disk changes.
+        if readOnly && readOnlySharedMemory {
             flags |= SQLITE_OPEN_URI
             let escaped = path.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: "?", with: "%3F")
                 .replacingOccurrences(of: "#", with: "%23")
-            name = "file:\(escaped)?mode=ro&immutable=1"
+            name = "file:\(escaped)?mode=ro&readonly_shm=1"
         }
         let code = sqlite3_open_v2(name, &connection, flags, nil)
         guard code == SQLITE_OK, let connection else {
@@ -35,7 +36,17 @@ public final class SQLiteConnection {
         self.path = path
     }
 
-    deinit { sqlite3_close_v2(handle) }
+    private var isOpen = true
+
+    deinit { close() }
+
+    /// Closes the connection; the last connection to a WAL database checkpoints the log and removes `-wal` and `-shm`.
+    func close() {
+        guard isOpen else { return }
+        isOpen = false
+        // v2: a statement still alive somewhere defers the close to its finalization instead of failing.
+        sqlite3_close_v2(handle)
+    }
 
     func lastError(code: Int32, sql: String?) -> SQLiteError {
         let extended = sqlite3_extended_errcode(handle)

@@ -1,5 +1,6 @@
 import Dispatch
 import Foundation
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -19,13 +20,21 @@ public final class SQLiteDatabase: @unchecked Sendable {
         public var writeAheadLog = true
         /// Enforce `FOREIGN KEY` constraints.
         public var foreignKeys = true
-        /// Open without write access; the file must exist.
+        /// Open without write access (for dry runs); the file must exist.
+        ///
+        /// The connection sees every committed transaction, including those still in the write-ahead log (`-wal`)
+        /// that a running or killed writer left behind, and takes the usual read locks, so it reads consistently
+        /// while other processes write. It never writes to the database or its `-wal`. What it may create beside
+        /// the database, as SQLite 3.40 behaves (checked by the tests): when both `-wal` and `-shm` exist, nothing,
+        /// and no byte of either changes (the index is opened read-only, SQLite's `readonly_shm`); when the file is
+        /// in WAL mode and they do not (the last writer closed cleanly), SQLite creates an empty `-wal` and a 32 KiB
+        /// `-shm` (the shared-memory index of the log, with the database's permissions) and leaves them after close:
+        /// they hold no data, and the next writer to close removes them. No read-only way to see the log creates
+        /// nothing when it is missing: only SQLite's `immutable`, which ignores the log, and that is what dry runs
+        /// must not do.
         public var readOnly = false
         /// When a commit reaches the disk.
         public var durability: Durability = .processCrashSafe
-        /// With `readOnly`: read the file as it is on disk, taking no locks and creating nothing beside it (for dry
-        /// runs; changes other processes make meanwhile are not seen).
-        public var immutable = false
 
         public init(
             busyTimeoutMilliseconds: Int32 = 5000, writeAheadLog: Bool = true, foreignKeys: Bool = true,
@@ -50,8 +59,9 @@ public final class SQLiteDatabase: @unchecked Sendable {
 
     /// The database file.
     public let path: String
-    // Touched only on `queue`: that is what makes the unchecked Sendable conformance sound.
-    private let connection: SQLiteConnection
+    // Touched only on `queue`: that is what makes the unchecked Sendable conformance sound. Nil once closed.
+    private var connection: SQLiteConnection?
+    private let closed = Mutex(false)
     private let queue: DispatchQueue
     private let onQueue = DispatchSpecificKey<ObjectIdentifier>()
 
@@ -60,14 +70,38 @@ public final class SQLiteDatabase: @unchecked Sendable {
     /// The parent directory must exist. A file that is not a database fails here with `SQLITE_NOTADB`,
     /// and is left untouched.
     public init(path: String, options: Options = Options()) throws(SQLiteError) {
-        if !options.readOnly { try Self.createOwnerOnlyFile(at: path) }
-        let connection = try SQLiteConnection(
-            path: path, readOnly: options.readOnly, immutable: options.readOnly && options.immutable)
-        try Self.configure(connection, options: options)
+        let connection: SQLiteConnection
+        if options.readOnly {
+            connection = try Self.openReadOnly(path: path, options: options)
+        } else {
+            try Self.createOwnerOnlyFile(at: path)
+            connection = try SQLiteConnection(path: path, readOnly: false)
+            try Self.configure(connection, options: options)
+        }
         self.path = path
         self.connection = connection
         self.queue = DispatchQueue(label: "cloudsync.sqlite")
         queue.setSpecific(key: onQueue, value: ObjectIdentifier(self))
+    }
+
+    /// A read-only connection that creates nothing when the write-ahead log and its index exist, and otherwise
+    /// lets SQLite create what it needs to read the log (see ``Options/readOnly``).
+    private static func openReadOnly(path: String, options: Options) throws(SQLiteError) -> SQLiteConnection {
+        let manager = FileManager.default
+        if manager.fileExists(atPath: path + "-wal") && manager.fileExists(atPath: path + "-shm") {
+            do {
+                let connection = try SQLiteConnection(path: path, readOnly: true, readOnlySharedMemory: true)
+                try configure(connection, options: options)
+                return connection
+            } catch let error where error.code.primary == .notADatabase || error.code.primary == .corrupt {
+                throw error
+            } catch {
+                // The index vanished or needs recovery by a writer that is gone: read the ordinary way instead.
+            }
+        }
+        let connection = try SQLiteConnection(path: path, readOnly: true)
+        try configure(connection, options: options)
+        return connection
     }
 
     /// Creates the file with mode 0600 before SQLite does, since SQLite would create it world-readable;
@@ -75,7 +109,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
     private static func createOwnerOnlyFile(at path: String) throws(SQLiteError) {
         let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         if descriptor >= 0 {
-            close(descriptor)
+            Glibc.close(descriptor)
             return
         }
         let failure = errno
@@ -98,6 +132,49 @@ public final class SQLiteDatabase: @unchecked Sendable {
         }
     }
 
+    // MARK: Closing
+
+    /// Whether ``close()`` was called.
+    public var isClosed: Bool { closed.withLock { $0 } }
+
+    /// Closes the connection after the calls already waiting for it; later calls throw ``closedError``.
+    ///
+    /// Closing twice is harmless. When this is the last connection to the file, SQLite checkpoints the write-ahead
+    /// log into the database and removes the `-wal` and `-shm` files (a read-only connection cannot, and leaves them).
+    public func close() {
+        precondition(
+            DispatchQueue.getSpecific(key: onQueue) != ObjectIdentifier(self),
+            "SQLiteDatabase.close called from inside a read or write of the same database")
+        queue.sync { closeOnQueue() }
+    }
+
+    /// Closes the connection like ``close()``, without blocking a thread of the concurrency pool while waiting.
+    public func close() async {
+        await withCheckedContinuation { continuation in
+            queue.async {
+                self.closeOnQueue()
+                continuation.resume()
+            }
+        }
+    }
+
+    private func closeOnQueue() {
+        closed.withLock { $0 = true }
+        connection?.close()
+        connection = nil
+    }
+
+    /// The error every call after ``close()`` throws.
+    public var closedError: SQLiteError {
+        SQLiteError(
+            code: .misuse, message: "the database was closed; open it again to use it", path: path)
+    }
+
+    private func openConnection() throws(SQLiteError) -> SQLiteConnection {
+        guard let connection else { throw closedError }
+        return connection
+    }
+
     // MARK: Synchronous access
 
     /// Runs `body` with the connection, outside any transaction.
@@ -105,7 +182,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
         precondition(
             DispatchQueue.getSpecific(key: onQueue) != ObjectIdentifier(self),
             "SQLiteDatabase.read called from inside another read or write of the same database")
-        return try queue.sync { try body(connection) }
+        return try queue.sync { try body(openConnection()) }
     }
 
     /// Runs `body` in a transaction that commits only when `body` returns without throwing.
@@ -119,7 +196,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
     public func read<T: Sendable>(_ body: @escaping @Sendable (SQLiteConnection) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             queue.async {
-                continuation.resume(with: Result { try body(self.connection) })
+                continuation.resume(with: Result { try body(self.openConnection()) })
             }
         }
     }

@@ -138,4 +138,23 @@ import Testing
         #expect((quota.usedBytes ?? -1) >= 0)
         #expect(quota.usedBytes! <= quota.totalBytes!)
     }
+
+    @Test func afterCloseItSaysClosedAndEveryCallFailsWithERR_CLOSED() async throws {
+        let root = directory.file("closing")
+        let provider = try DirectoryProvider(id: "backup", root: root)
+        _ = try await provider.set([KeyValue("k", "v")])
+        await provider.close()
+        await provider.close()
+        #expect(await provider.availability().reason == .closed)
+        var errors: [CloudSyncError?] = []
+        errors.append(await #expect(throws: CloudSyncError.self) { try await provider.get(["k"]) })
+        errors.append(await #expect(throws: CloudSyncError.self) { try await provider.set([KeyValue("k", "w")]) })
+        errors.append(await #expect(throws: CloudSyncError.self) { try await provider.remove(["k"]) })
+        errors.append(await #expect(throws: CloudSyncError.self) { try await provider.listKeys(after: nil, limit: 10) })
+        errors.append(await #expect(throws: CloudSyncError.self) { try await provider.quota() })
+        #expect(errors.allSatisfy { $0?.code == .closed && $0?.provider == "backup" }, "\(errors)")
+        // Nothing was written or removed after the close.
+        #expect(try String(contentsOfFile: root + "/k", encoding: .utf8) == "v")
+        #expect(try await DirectoryProvider(root: root).get(["k"])[0].get() == "v")
+    }
 }

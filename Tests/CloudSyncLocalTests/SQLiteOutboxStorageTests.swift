@@ -32,6 +32,42 @@ import Testing
         #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
     }
 
+    @Test func aSnapshotSeesEntriesStillInTheWriteAheadLogAndWritesNothing() throws {
+        let path = directory.file("outbox.db")
+        let storage = try SQLiteOutboxStorage(path: path)
+        // Still open: its commits are in the -wal, as they are while a run is going or after one was killed.
+        try storage.replace(entry(1, "a"))
+        try storage.replace(entry(2, "b", value: nil))
+        try storage.replace(entry(3, "a", value: "newer"))
+        try storage.delete(ids: [2])
+        let database = try Data(contentsOf: URL(fileURLWithPath: path))
+        let log = try Data(contentsOf: URL(fileURLWithPath: path + "-wal"))
+        #expect(!log.isEmpty)
+        for _ in 0..<20 {
+            #expect(try SQLiteOutboxStorage.snapshot(path: path) == [entry(3, "a", value: "newer")])
+        }
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == database)
+        #expect(try Data(contentsOf: URL(fileURLWithPath: path + "-wal")) == log)
+        #expect(try storage.loadAll() == [entry(3, "a", value: "newer")])
+    }
+
+    @Test func afterCloseCallsFailWithERR_CLOSEDAndTheEntriesAreAllInTheFile() throws {
+        let path = directory.file("outbox.db")
+        let storage = try SQLiteOutboxStorage(path: path)
+        try storage.replace(entry(1, "a"))
+        storage.close()
+        storage.close()
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path) == ["outbox.db"])
+        let errors: [CloudSyncError?] = [
+            #expect(throws: CloudSyncError.self) { try storage.loadAll() },
+            #expect(throws: CloudSyncError.self) { try storage.replace(entry(2, "b")) },
+            #expect(throws: CloudSyncError.self) { try storage.update([entry(1, "a")]) },
+            #expect(throws: CloudSyncError.self) { try storage.delete(ids: [1]) },
+        ]
+        #expect(errors.allSatisfy { $0?.code == .closed && $0?.message.contains(path) == true }, "\(errors)")
+        #expect(try SQLiteOutboxStorage(path: path).loadAll() == [entry(1, "a")])
+    }
+
     @Test func replaceKeepsOneEntryPerKeyAndProvider() throws {
         let storage = try SQLiteOutboxStorage(path: directory.file("outbox.db"))
         try storage.replace(entry(1, "a"))

@@ -129,6 +129,107 @@ import Testing
         #expect(reads > 0)
     }
 
+    @Test func afterCloseItSaysClosedEveryCallFailsWithERR_CLOSEDAndOnlyTheFileRemains() async throws {
+        let path = directory.file("closing/primary.db")
+        let provider = try SQLiteProvider(id: "primary", path: path)
+        _ = try await provider.set([KeyValue("k", "v")])
+        #expect(FileManager.default.fileExists(atPath: path + "-wal"))
+        #expect(await provider.availability() == .available)
+        await provider.close()
+        await provider.close()
+        let availability = await provider.availability()
+        #expect(availability.reason == .closed)
+        #expect(availability.description.contains(path))
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.file("closing")) == ["primary.db"])
+        var errors: [CloudSyncError?] = []
+        errors.append(await #expect(throws: CloudSyncError.self) { try await provider.get(["k"]) })
+        errors.append(await #expect(throws: CloudSyncError.self) { try await provider.set([KeyValue("k", "w")]) })
+        errors.append(await #expect(throws: CloudSyncError.self) { try await provider.remove(["k"]) })
+        errors.append(await #expect(throws: CloudSyncError.self) { try await provider.listKeys(after: nil, limit: 10) })
+        errors.append(await #expect(throws: CloudSyncError.self) { try await provider.quota() })
+        #expect(errors.allSatisfy { $0?.code == .closed && $0?.provider == "primary" }, "\(errors)")
+        #expect(errors.first??.message.contains("was closed") == true)
+        let reopened = try SQLiteProvider(path: path)
+        #expect(try await reopened.get(["k"])[0].get() == "v")
+        await reopened.close()
+    }
+
+    @Test func aStoreOverAClosedProviderFallsThroughToTheNextOne() async throws {
+        let closed = try SQLiteProvider(id: "primary", path: directory.file("primary.db"))
+        await closed.close()
+        let backup = MemoryProvider(id: "backup")
+        let store = try CloudStore(providers: [closed, backup])
+        _ = try await store.set("v", forKey: "k")
+        #expect(try await backup.get(["k"])[0].get() == "v")
+        #expect(try await store.get("k") == "v")
+    }
+
+    /// Every key and value of `provider`, read page by page as the runner's jobs do.
+    private func contents(of provider: SQLiteProvider) async throws -> [String: String] {
+        var items: [String: String] = [:]
+        var cursor: String?
+        repeat {
+            let page = try await provider.listKeys(after: cursor, limit: 64)
+            for (key, value) in zip(page.keys, try await provider.get(page.keys)) { items[key] = try value.get() }
+            cursor = page.nextCursor
+        } while cursor != nil
+        return items
+    }
+
+    /// A database whose older rows were checkpointed into the file by a clean close and whose newer changes sit only
+    /// in the write-ahead log, because the writer is still open (an app, or a run that was killed); and the rows a
+    /// reader must see.
+    private func databaseWithCommittedRowsInTheLog(_ path: String) async throws -> (
+        writer: SQLiteProvider, expected: [String: String]
+    ) {
+        var expected: [String: String] = [:]
+        do {
+            let first = try SQLiteProvider(path: path)
+            let items = (0..<300).map { KeyValue("key.\($0)", "old \($0)") }
+            _ = try await first.set(items)
+            for item in items { expected[item.key] = item.value }
+            await first.close()
+        }
+        let writer = try SQLiteProvider(path: path)
+        let changed =
+            (0..<100).map { KeyValue("key.\($0)", "new \($0)") } + (300..<400).map { KeyValue("key.\($0)", "added") }
+        _ = try await writer.set(changed)
+        for item in changed { expected[item.key] = item.value }
+        let removed = (250..<300).map { "key.\($0)" }
+        _ = try await writer.remove(removed)
+        for key in removed { expected[key] = nil }
+        return (writer, expected)
+    }
+
+    @Test func aReadOnlyOpenSeesEveryRowCommittedToTheWriteAheadLog() async throws {
+        let live = directory.file("live/data.db")
+        let (writer, expected) = try await databaseWithCommittedRowsInTheLog(live)
+        let log = try FileManager.default.attributesOfItem(atPath: live + "-wal")
+        #expect(((log[.size] as? NSNumber)?.intValue ?? 0) > 0)
+        var failures: [String] = []
+        for attempt in 0..<20 {
+            // Fresh copies, half of them without the shared-memory index (as after a reboot cleared it).
+            let copy = directory.file("copy-\(attempt)/data.db")
+            try FileManager.default.createDirectory(
+                atPath: directory.file("copy-\(attempt)"), withIntermediateDirectories: true)
+            for suffix in ["", "-wal"] + (attempt.isMultiple(of: 2) ? ["-shm"] : []) {
+                try FileManager.default.copyItem(atPath: live + suffix, toPath: copy + suffix)
+            }
+            do {
+                let reader = try SQLiteProvider(path: copy, readOnly: true)
+                let read = try await contents(of: reader)
+                if read != expected {
+                    let wrong = Set(read.keys).union(expected.keys).filter { read[$0] != expected[$0] }
+                    failures.append("copy \(attempt): \(wrong.count) of \(expected.count) keys read wrong")
+                }
+            } catch {
+                failures.append("copy \(attempt): \(error)")
+            }
+        }
+        #expect(failures.isEmpty, "\(failures.count) of 20 read-only opens failed: \(failures)")
+        await writer.close()
+    }
+
     /// The task's value if it has finished, without waiting for it otherwise.
     private func withTimeout(_ task: Task<ProcessResult, any Error>) async throws -> ProcessResult? {
         try await withThrowingTaskGroup(of: ProcessResult?.self) { group in

@@ -209,4 +209,122 @@ import Testing
         let count = try await database.read { try $0.query("SELECT count(*) FROM t") { $0.int64(0) } }
         #expect(count == [160])
     }
+
+    /// Every file in `folder` and its bytes.
+    private func files(in folder: String) throws -> [String: Data] {
+        var contents: [String: Data] = [:]
+        for name in try FileManager.default.contentsOfDirectory(atPath: folder) {
+            contents[name] = try Data(contentsOf: URL(fileURLWithPath: folder + "/" + name))
+        }
+        return contents
+    }
+
+    private func rowCount(_ database: SQLiteDatabase) throws -> [Int64] {
+        try database.read { try $0.query("SELECT count(*) FROM t") { $0.int64(0) } }
+    }
+
+    @Test func aReadOnlyOpenReadsTheLogAndCreatesNothingWhenTheLogAndItsIndexExist() throws {
+        let live = directory.file("live.db")
+        let writer = try openDatabase("live.db")
+        try writer.write { db in
+            try db.executeScript("CREATE TABLE t (x INTEGER)")
+            for value in 0..<50 { try db.execute("INSERT INTO t (x) VALUES (?)", value) }
+        }
+        // The writer is still open, so its commits sit in the -wal; read a copy of the three files.
+        try FileManager.default.createDirectory(atPath: directory.file("copy"), withIntermediateDirectories: true)
+        for suffix in ["", "-wal", "-shm"] {
+            try FileManager.default.copyItem(atPath: live + suffix, toPath: directory.file("copy/live.db") + suffix)
+        }
+        let before = try files(in: directory.file("copy"))
+        do {
+            let reader = try SQLiteDatabase(path: directory.file("copy/live.db"), options: .init(readOnly: true))
+            #expect(try rowCount(reader) == [50])
+            let error = #expect(throws: SQLiteError.self) {
+                try reader.write { try $0.execute("INSERT INTO t (x) VALUES (1)") }
+            }
+            #expect(error?.code.primary == .readOnly)
+        }
+        #expect(try files(in: directory.file("copy")) == before)
+        _ = writer
+    }
+
+    @Test func aReadOnlyOpenOfACleanlyClosedDatabaseAddsOnlyAnEmptyLogAndItsIndex() throws {
+        do {
+            let writer = try openDatabase("clean.db")
+            try writer.write { db in
+                try db.executeScript("CREATE TABLE t (x INTEGER)")
+                for value in 0..<50 { try db.execute("INSERT INTO t (x) VALUES (?)", value) }
+            }
+        }
+        let before = try files(in: directory.path)
+        #expect(before.keys.sorted() == ["clean.db"])
+        do {
+            let reader = try openDatabase("clean.db", options: .init(readOnly: true))
+            #expect(try rowCount(reader) == [50])
+        }
+        // SQLite needs the log and its shared-memory index to read a WAL database; a read-only connection cannot
+        // remove them when it closes. They hold no data, and the database file is untouched.
+        let after = try files(in: directory.path)
+        #expect(after.keys.sorted() == ["clean.db", "clean.db-shm", "clean.db-wal"])
+        #expect(after["clean.db"] == before["clean.db"])
+        #expect(after["clean.db-wal"]?.isEmpty == true)
+        #expect(after["clean.db-shm"]?.count == 32768)
+    }
+
+    @Test func aReadOnlyOpenOfAMissingFileFailsAndCreatesNothing() throws {
+        let error = #expect(throws: SQLiteError.self) {
+            try openDatabase("missing.db", options: .init(readOnly: true))
+        }
+        #expect(error?.code.primary == .cannotOpen)
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+    }
+
+    @Test func closeIsIdempotentAndLaterCallsThrowAClearError() async throws {
+        let database = try openDatabase()
+        try await database.write { try $0.executeScript("CREATE TABLE t (x INTEGER)") }
+        // A synchronous context picks the blocking form, an asynchronous one the awaiting form.
+        let closeBlocking = { database.close() }
+        closeBlocking()
+        closeBlocking()
+        await database.close()
+        #expect(database.isClosed)
+        let error = #expect(throws: SQLiteError.self) { try rowCount(database) }
+        #expect(error?.code == .misuse)
+        #expect(error?.message == "the database was closed; open it again to use it")
+        #expect(error?.path == database.path)
+        let asyncError = await #expect(throws: SQLiteError.self) {
+            try await database.write { try $0.execute("INSERT INTO t (x) VALUES (1)") }
+        }
+        #expect(asyncError?.message == error?.message)
+    }
+
+    @Test func closingTheLastConnectionCheckpointsTheLogAndRemovesItsFiles() throws {
+        let database = try openDatabase("closed.db")
+        try database.write { db in
+            try db.executeScript("CREATE TABLE t (x INTEGER)")
+            for value in 0..<100 { try db.execute("INSERT INTO t (x) VALUES (?)", value) }
+        }
+        #expect(try files(in: directory.path).keys.sorted() == ["closed.db", "closed.db-shm", "closed.db-wal"])
+        database.close()
+        #expect(try files(in: directory.path).keys.sorted() == ["closed.db"])
+        // The file alone now holds everything: even a read that ignores the log sees every row.
+        let copy = try Data(contentsOf: URL(fileURLWithPath: directory.file("closed.db")))
+        try copy.write(to: URL(fileURLWithPath: directory.file("alone.db")))
+        #expect(try rowCount(try openDatabase("alone.db")) == [100])
+    }
+
+    @Test func closingWhileAnotherConnectionIsOpenLeavesTheLogToIt() throws {
+        let first = try openDatabase("shared.db")
+        let second = try openDatabase("shared.db")
+        try first.write { db in
+            try db.executeScript("CREATE TABLE t (x INTEGER)")
+            try db.execute("INSERT INTO t (x) VALUES (1)")
+        }
+        #expect(try rowCount(second) == [1])
+        first.close()
+        #expect(FileManager.default.fileExists(atPath: directory.file("shared.db-wal")))
+        #expect(try rowCount(second) == [1])
+        second.close()
+        #expect(try files(in: directory.path).keys.sorted() == ["shared.db"])
+    }
 }
