@@ -48,7 +48,7 @@ public struct SQLiteProviderFactory: ProviderFactory {
             }
             return try SQLiteProvider(
                 id: context.providerID, path: configuration.path, maxBytes: configuration.maxBytes,
-                clock: context.clock, readOnlySnapshot: true, metrics: context.metrics)
+                clock: context.clock, readOnly: true, metrics: context.metrics)
         }
         return try SQLiteProvider(
             id: context.providerID, path: configuration.path, maxBytes: configuration.maxBytes, clock: context.clock,

@@ -11,18 +11,22 @@ public final class SQLiteConnection {
     public let path: String
 
     /// Opens `path`; with `readOnly`, without write access, and with `readOnlySharedMemory` also without write access
-    /// to the `-shm` index (SQLite's `readonly_shm`), which must then exist.
-    init(path: String, readOnly: Bool, readOnlySharedMemory: Bool = false) throws(SQLiteError) {
+    /// to the `-shm` index (SQLite's `readonly_shm`), which must then exist. With `immutable` (read-only too), SQLite
+    /// takes no locks and creates nothing: only sound while nothing else writes the file and no log or journal
+    /// holds committed data.
+    init(path: String, readOnly: Bool, readOnlySharedMemory: Bool = false, immutable: Bool = false)
+        throws(SQLiteError)
+    {
         var connection: OpaquePointer?
         // NOMUTEX: SQLiteDatabase already serializes every use of this connection.
         var flags =
             (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
         var name = path
-        if readOnly && readOnlySharedMemory {
+        if readOnly && (readOnlySharedMemory || immutable) {
             flags |= SQLITE_OPEN_URI
             let escaped = path.replacingOccurrences(of: "%", with: "%25").replacingOccurrences(of: "?", with: "%3F")
                 .replacingOccurrences(of: "#", with: "%23")
-            name = "file:\(escaped)?mode=ro&readonly_shm=1"
+            name = "file:\(escaped)?mode=ro&" + (immutable ? "immutable=1" : "readonly_shm=1")
         }
         let code = sqlite3_open_v2(name, &connection, flags, nil)
         guard code == SQLITE_OK, let connection else {

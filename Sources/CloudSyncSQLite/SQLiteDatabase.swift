@@ -25,13 +25,12 @@ public final class SQLiteDatabase: @unchecked Sendable {
         /// The connection sees every committed transaction, including those still in the write-ahead log (`-wal`)
         /// that a running or killed writer left behind, and takes the usual read locks, so it reads consistently
         /// while other processes write. It never writes to the database or its `-wal`. What it may create beside
-        /// the database, as SQLite 3.40 behaves (checked by the tests): when both `-wal` and `-shm` exist, nothing,
-        /// and no byte of either changes (the index is opened read-only, SQLite's `readonly_shm`); when the file is
-        /// in WAL mode and they do not (the last writer closed cleanly), SQLite creates an empty `-wal` and a 32 KiB
-        /// `-shm` (the shared-memory index of the log, with the database's permissions) and leaves them after close:
-        /// they hold no data, and the next writer to close removes them. No read-only way to see the log creates
-        /// nothing when it is missing: only SQLite's `immutable`, which ignores the log, and that is what dry runs
-        /// must not do.
+        /// the database, as SQLite 3.40 behaves (checked by the tests): when there is no `-wal` and no `-journal`
+        /// (the last writer closed cleanly, so the file holds everything), nothing — the file is read as it is,
+        /// without locks, which assumes no other process starts writing it during the read (cloudsync's own runs are
+        /// kept out by the run lock); when both `-wal` and `-shm` exist, nothing, and no byte of either changes (the
+        /// index is opened read-only, SQLite's `readonly_shm`); when only the `-wal` exists, SQLite creates the 32 KiB
+        /// `-shm` index it needs to read the log.
         public var readOnly = false
         /// When a commit reaches the disk.
         public var durability: Durability = .processCrashSafe
@@ -88,6 +87,14 @@ public final class SQLiteDatabase: @unchecked Sendable {
     /// lets SQLite create what it needs to read the log (see ``Options/readOnly``).
     private static func openReadOnly(path: String, options: Options) throws(SQLiteError) -> SQLiteConnection {
         let manager = FileManager.default
+        // With no log and no journal beside it, the file alone holds every committed transaction (the last writer
+        // closed cleanly and checkpointed): read it as it is, creating nothing. SQLite would otherwise add an empty
+        // -wal and a -shm to read a log that does not exist.
+        if !manager.fileExists(atPath: path + "-wal") && !manager.fileExists(atPath: path + "-journal") {
+            let connection = try SQLiteConnection(path: path, readOnly: true, immutable: true)
+            try configure(connection, options: options)
+            return connection
+        }
         if manager.fileExists(atPath: path + "-wal") && manager.fileExists(atPath: path + "-shm") {
             do {
                 let connection = try SQLiteConnection(path: path, readOnly: true, readOnlySharedMemory: true)
