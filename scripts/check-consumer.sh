@@ -30,6 +30,8 @@ decoded: secret
 queued: ["backup"], flush remaining: 1, pending: ["k"]
 outbox file: ["backup"]
 ["primary", "backup"] ["1-sync", "check"] mirror
+types: ["memory", "sqlite", "directory", "icloudKV", "notes"]
+ok ["ok", "ok"]
 after close: closed, primary files: ["primary.db"]'
 if [ "$actual" != "$expected" ]; then
     echo "check-consumer: the consumer printed something else:" >&2

@@ -10,8 +10,10 @@ public final class SQLiteConnection {
     /// The database file this connection opened.
     public let path: String
 
-    /// Opens `path`; with `readOnly`, without write access, and with `readOnlySharedMemory` also without write access
-    /// to the `-shm` index (SQLite's `readonly_shm`), which must then exist. With `immutable` (read-only too), SQLite
+    /// Opens `path`.
+    ///
+    /// With `readOnly`, without write access, and with `readOnlySharedMemory` also without write access to the `-shm`
+    /// index (SQLite's `readonly_shm`), which must then exist. With `immutable` (read-only too), SQLite
     /// takes no locks and creates nothing: only sound while nothing else writes the file and no log or journal
     /// holds committed data.
     init(path: String, readOnly: Bool, readOnlySharedMemory: Bool = false, immutable: Bool = false)

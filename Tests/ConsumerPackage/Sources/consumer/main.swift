@@ -137,7 +137,7 @@ do {
 let spec = try PipelineLoader.load(path: "pipelines/nightly.yaml", registry: registry)   // with your own types
 let compiled = try PipelineCompiler.compile(spec, environment: ProcessInfo.processInfo.environment)
 let outcome = try await PipelineRunner(compiled, options: RunOptions()).run()   // cancel its task to stop it
-print(outcome.status, outcome.report.jobs.map(\.status))                        // ok [ok, ok]
+print(outcome.status, outcome.report.jobs.map(\.status.rawValue))               // ok ["ok", "ok"]
 // end of example
 }
 
