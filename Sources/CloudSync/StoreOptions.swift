@@ -1,5 +1,5 @@
 /// How writes use the provider list.
-public enum WriteMode: String, Sendable, Equatable {
+public enum WriteMode: String, Sendable, Equatable, CaseIterable {
     /// Providers are alternatives: a write or remove touches the first available provider that fits.
     case failover
     /// The same data in several places: a write or remove touches every available provider that fits.

@@ -17,7 +17,7 @@ public struct CompiledPipeline: Sendable {
     public var storeOptions: StoreOptions {
         var options = StoreOptions()
         let store = spec.store
-        options.writeMode = store.writeMode == "mirror" ? .mirror : .failover
+        options.writeMode = store.writeMode
         switch store.tiering {
         case .auto: options.tiering = .auto
         case .off: options.tiering = .off

@@ -417,8 +417,7 @@ private struct Reader {
         } else {
             _ = store.require("providers")
         }
-        enum WriteMode: String, CaseIterable { case failover, mirror }
-        let writeMode = store.choice("writeMode", WriteMode.self)?.rawValue ?? "failover"
+        let writeMode = store.choice("writeMode", WriteMode.self) ?? .failover
         let resolver = resolverSpec(store["resolver"])
         var codec: String?
         if let node = store["codec"], let text = store.scalarText(node, field: "codec")?.value, text != "none" {

@@ -136,7 +136,7 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
             resolverText = id.map { "union (elements identified by `\($0)`)" } ?? "union (whole elements)"
         }
         store = Store(
-            providers: storeSpec.providers, writeMode: storeSpec.writeMode, tiering: tieringText,
+            providers: storeSpec.providers, writeMode: storeSpec.writeMode.rawValue, tiering: tieringText,
             resolver: resolverText,
             repairOnRead: storeSpec.repairOnRead, validateKeys: storeSpec.validateKeys, timeoutMs: storeSpec.timeoutMs,
             codec: storeSpec.codec,

@@ -99,7 +99,7 @@ public struct OutboxSpec: Sendable, Equatable {
 
 public struct StoreSpec: Sendable {
     public var providers: [String]
-    public var writeMode: String
+    public var writeMode: WriteMode
     public var tiering: TieringSpec
     public var resolver: ResolverSpec
     public var repairOnRead: Bool
