@@ -63,21 +63,24 @@ extension CloudStore {
     ///
     /// Keys are enumerated first, deliberately: a "delete my data" flow built on a fixed key list forgets a key one
     /// day. Keys held only by a provider that cannot list stay; ``ClearResult/unlisted`` names such providers.
+    ///
+    /// Each page of keys is removed as ``multiRemove(_:)`` removes: under the keys' locks, superseding what the
+    /// outbox holds for them, and queueing the removes of providers that cannot be reached now, so no write queued
+    /// before the clear brings a key back.
     public func clear() async throws(CloudSyncError) -> ClearResult {
         let listing = try await allKeys()
-        let providers = await available(try configuredProviders())
         var result = ClearResult(removed: 0, failed: [], unlisted: listing.unlisted)
-        for chunk in listing.keys.chunked(Self.listingPageSize) {
+        // A key written while its providers were away lives only in the outbox so far: it is cleared too, or its
+        // queued write would bring it back.
+        let listed = Set(listing.keys)
+        let queuedOnly = Set(pendingWrites().map(\.key)).subtracting(listed).sorted()
+        for chunk in (listing.keys + queuedOnly).chunked(Self.listingPageSize) {
             let keys = Array(chunk)
-            let deliveries = providers.map { _ in keys.enumerated().map { Delivery(item: $0, key: $1, encoded: nil) } }
-            let outcomes = await deliver(.remove, deliveries, to: providers)
-            for (index, key) in keys.enumerated() {
-                if let failure = outcomes[index]?.first(where: { (try? $0.result.get()) == nil }),
-                    case .failure(let error) = failure.result
-                {
-                    result.failed.append(KeyFailure(key: key, error: error))
-                } else {
-                    result.removed += 1
+            for (key, outcome) in zip(keys, try await multiRemove(keys)) {
+                switch outcome {
+                case .success(let receipt) where receipt.stored.isEmpty: result.queued += 1
+                case .success: result.removed += 1
+                case .failure(let error): result.failed.append(KeyFailure(key: key, error: error))
                 }
             }
         }

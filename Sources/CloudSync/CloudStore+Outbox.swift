@@ -26,17 +26,23 @@ extension CloudStore {
     public func flushOutbox() async throws(CloudSyncError) -> FlushResult {
         guard let outbox = options.outbox else { return FlushResult(drained: 0, remaining: 0, dropped: 0) }
         let configured = try configuredProviders() + attachedProviders()
+        // Entries belong to the account signed in when this flush began; one that changes meanwhile abandons them.
+        let generation = outbox.generation
         let (candidates, expired) = outbox.due(now: options.clock.nowMilliseconds())
         var result = FlushResult(drained: 0, remaining: 0, dropped: expired)
         let keys = Set(candidates.map(\.key))
         await keyLocks.acquire(keys)
         defer { keyLocks.release(keys) }
 
-        // A direct write may have superseded an entry while this flush waited for its key.
+        let providers = await available(configured.filter { Set(candidates.map(\.provider)).contains($0.id) })
+        // Checked again after every wait, under the keys' locks: a direct write may have superseded an entry, and
+        // an account switch abandons them all.
+        guard outbox.generation == generation else {
+            result.remaining = outbox.count
+            return result
+        }
         let stillQueued = Set(outbox.pending.map(\.id))
         let due = candidates.filter { stillQueued.contains($0.id) }
-        let wanted = Set(due.map(\.provider))
-        let providers = await available(configured.filter { wanted.contains($0.id) })
         let index = Dictionary(uniqueKeysWithValues: providers.enumerated().map { ($1.id, $0) })
         var sets = [[Delivery]](repeating: [], count: providers.count)
         var removes = [[Delivery]](repeating: [], count: providers.count)
@@ -52,10 +58,13 @@ extension CloudStore {
         let now = options.clock.nowMilliseconds()
         for (item, entry) in due.enumerated() {
             guard let outcome = outcomes[item]?.first?.result else { continue }
-            let drop = outbox.record(entry, outcome: outcome, now: now)
-            if case .success = outcome { result.drained += 1 }
-            if case .failure(let error) = outcome, drop == .notRetryable { report(error) }
-            if drop != nil { result.dropped += 1 }
+            switch outbox.record(entry, outcome: outcome, now: now) {
+            case .delivered: result.drained += 1
+            case .dropped(let reason):
+                result.dropped += 1
+                if reason == .notRetryable, case .failure(let error) = outcome { report(error) }
+            case .rescheduled, .gone: break
+            }
         }
         result.remaining = outbox.count
         return result

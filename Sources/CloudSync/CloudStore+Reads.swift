@@ -26,12 +26,22 @@ extension CloudStore {
         guard !providers.isEmpty else { throw noProviderError(configured, answers: answers) }
         if let resolver = options.resolver { return await resolvingFetch(keys, from: providers, resolver: resolver) }
 
-        var found: [String: Result<String?, CloudSyncError>] = [:]
+        var found: [String: String] = [:]
         var firstError: [String: CloudSyncError] = [:]
         var absentSomewhere = Set<String>()
         var pending = Self.unique(keys)
         for provider in providers where !pending.isEmpty {
-            try await dispatcher(for: provider).get(pending) { batch, answer in
+            // A change still queued for this provider is newer than what it holds: read that instead.
+            var toRead: [String] = []
+            for key in pending {
+                switch queuedCopy(of: key, on: provider) {
+                case .value(let value): found[key] = value
+                case .absent: absentSomewhere.insert(key)
+                case .undecodable(let error): firstError[key] = firstError[key] ?? error
+                case nil: toRead.append(key)
+                }
+            }
+            try await dispatcher(for: provider).get(toRead) { batch, answer in
                 let results: [Result<String?, CloudSyncError>]
                 switch answer {
                 case .success(let answers):
@@ -45,9 +55,12 @@ extension CloudStore {
                     switch result {
                     case .success(.some(let stored)):
                         do throws(CloudSyncError) {
-                            found[key] = .success(try decode(stored, key: key, from: provider))
+                            found[key] = try decode(stored, key: key, from: provider)
                         } catch {
-                            found[key] = .failure(error)
+                            // A copy this codec cannot read is skipped and reported, as a resolving read does; the
+                            // next provider may hold a readable one.
+                            report(error)
+                            if firstError[key] == nil { firstError[key] = error }
                         }
                     case .success(.none):
                         absentSomewhere.insert(key)
@@ -60,9 +73,28 @@ extension CloudStore {
             pending.removeAll { found[$0] != nil }
         }
         return keys.map { key in
-            if let result = found[key] { return result }
+            if let value = found[key] { return .success(value) }
             if absentSomewhere.contains(key) { return .success(nil) }
             return .failure(firstError[key] ?? CloudSyncError(.noProvider, "no provider could be asked", key: key))
+        }
+    }
+
+    /// What a provider holds for `key` once its queued change lands, when one is queued.
+    enum QueuedCopy {
+        case value(String)
+        case absent
+        case undecodable(CloudSyncError)
+    }
+
+    /// The queued change of `key` for `provider`, as the value a read would find after it lands; nil when nothing
+    /// is queued.
+    func queuedCopy(of key: String, on provider: any Provider) -> QueuedCopy? {
+        guard let intent = options.outbox?.intent(key: key, provider: provider.id) else { return nil }
+        guard intent.operation == .set, let encoded = intent.encodedValue else { return .absent }
+        do throws(CloudSyncError) {
+            return .value(try decode(encoded, key: key, from: provider))
+        } catch {
+            return .undecodable(error)
         }
     }
 

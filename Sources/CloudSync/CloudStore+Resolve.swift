@@ -16,11 +16,31 @@ extension CloudStore {
         -> [Result<String?, CloudSyncError>]
     {
         let unique = Self.unique(keys)
+        // The keys stay locked from the read to the repair: a write that landed in between would otherwise be
+        // overwritten by the older winner.
+        let locked = Set(unique)
+        await keyLocks.acquire(locked)
+        defer { keyLocks.release(locked) }
         let reads = await readEverywhere(unique, from: providers)
         var copies: [String: Copies] = [:]
+        var queued = [Set<String>](repeating: [], count: providers.count)
         for (index, provider) in providers.enumerated() {
             for key in unique {
-                switch reads[index][key] {
+                // A change still queued for this provider is what it will hold: it counts instead of the older
+                // copy, and the provider is not repaired (the queued change does that).
+                var read = reads[index][key]
+                if let copy = queuedCopy(of: key, on: provider) {
+                    queued[index].insert(key)
+                    switch copy {
+                    case .value(let value):
+                        copies[key, default: Copies()].candidates.append((index, value))
+                        copies[key, default: Copies()].answered.insert(index)
+                        continue
+                    case .absent: read = .success(nil)
+                    case .undecodable(let error): read = .failure(error)
+                    }
+                }
+                switch read {
                 case .success(.some(let stored)):
                     do throws(CloudSyncError) {
                         copies[key, default: Copies()].candidates.append(
@@ -62,17 +82,13 @@ extension CloudStore {
             resolved[key] = .success(winner)
             guard options.repairOnRead else { continue }
             let agreeing = Set(copy.candidates.filter { $0.value == winner }.map(\.provider))
-            for index in copy.answered.subtracting(agreeing) {
+            for index in copy.answered.subtracting(agreeing) where !queued[index].contains(key) {
                 if let delivery = repair(winner, key: key, item: item, on: providers[index]) {
                     repairs[index].append(delivery)
                 }
             }
         }
         if repairs.contains(where: { !$0.isEmpty }) {
-            // A repair is a write: it must not overlap an outbox flush of the same key.
-            let repairedKeys = Set(repairs.flatMap { $0.map(\.key) })
-            await keyLocks.acquire(repairedKeys)
-            defer { keyLocks.release(repairedKeys) }
             let outcomes = await deliver(.set, repairs, to: providers)
             for (item, results) in outcomes {
                 for outcome in results {

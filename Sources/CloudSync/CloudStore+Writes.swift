@@ -30,9 +30,22 @@ extension CloudStore {
 
     // MARK: Planning and dispatch
 
-    /// Where one item goes: providers by index into the available list, each with the value encoded for it.
-    private struct Route {
-        var destinations: [(provider: Int, encoded: String?)] = []
+    /// What one item asks of each configured provider.
+    ///
+    /// The item's own change (`primary`: its set, or its remove) goes to the available providers it is meant for and
+    /// waits in the outbox for those it is meant for that cannot be reached; every other provider gets a `cleanup`
+    /// remove (delivered only once the change is acknowledged), so that no older copy of the key is left anywhere
+    /// for a read to find: not on a provider a larger value was routed past, not on a later provider a failover
+    /// write did not choose, not on a provider that was offline.
+    private struct Plan {
+        /// The item's change for available providers: provider id and the value encoded for it (nil for a remove).
+        var primary: [(provider: String, encoded: String?)] = []
+        /// The item's change for providers that cannot be reached now, to queue.
+        var primaryQueued: [(provider: String, encoded: String?)] = []
+        /// Removes of an older copy, on available providers.
+        var cleanup: [String] = []
+        /// Removes of an older copy, to queue for providers that cannot be reached now.
+        var cleanupQueued: [String] = []
         var skippedTooLarge: [String] = []
     }
 
@@ -47,89 +60,183 @@ extension CloudStore {
         -> [Result<WriteReceipt, CloudSyncError>]
     {
         let configured = try configuredProviders()
-        // A write and an outbox flush of the same key never overlap, so a retry cannot land after this write.
+        // A write and an outbox flush (or a read repair) of the same key never overlap, so neither can land after
+        // this write.
         let lockedKeys = Set(items.map(\.key))
         await keyLocks.acquire(lockedKeys)
         defer { keyLocks.release(lockedKeys) }
-        let (providers, answers) = await availableWithReasons(configured)
+        // Work begun under one account is never queued under the next.
+        let generation = options.outbox?.generation
+        let (available, answers) = await availableWithReasons(configured)
+        let availableIDs = Set(available.map(\.id))
+        // Providers that may hold the key but cannot be reached now; a platform without the provider holds nothing.
+        let waiting =
+            options.outbox == nil
+            ? []
+            : configured.filter { !availableIDs.contains($0.id) && answers[$0.id]?.reason != .unsupportedPlatform }
         var results = [Result<WriteReceipt, CloudSyncError>?](repeating: nil, count: items.count)
-        var routes = [Route](repeating: Route(), count: items.count)
-        var deliveries = [[Delivery]](repeating: [], count: providers.count)
+        var plans = [Plan](repeating: Plan(), count: items.count)
         for (index, item) in items.enumerated() {
             do throws(CloudSyncError) {
                 try validate(item.key, providers: configured)
-                guard !providers.isEmpty else { throw noProviderError(configured, answers: answers) }
-                routes[index] =
-                    operation == .set
-                    ? try route(item, among: providers, configured: configured)
-                    : Route(
-                        destinations: providers.indices.prefix(options.writeMode == .mirror ? providers.count : 1)
-                            .map { ($0, nil) })
-                for destination in routes[index].destinations {
-                    deliveries[destination.provider].append(
-                        Delivery(item: index, key: item.key, encoded: destination.encoded))
+                guard !available.isEmpty || !waiting.isEmpty else {
+                    throw noProviderError(configured, answers: answers)
                 }
+                plans[index] =
+                    operation == .set
+                    ? try planSet(item, available: available, waiting: waiting, configured: configured)
+                    : Plan(
+                        primary: available.map { ($0.id, nil) }, primaryQueued: waiting.map { ($0.id, nil) })
             } catch {
                 results[index] = .failure(error)
             }
         }
 
-        let outcomes = await deliver(operation, deliveries, to: providers)
+        let primary = await deliver(
+            operation, items.indices.map { index in plans[index].primary.map { (index, $0.provider, $0.encoded) } },
+            to: available, keys: items.map(\.key))
+        var cleanups: [[(Int, String, String?)]] = []
         for (index, item) in items.enumerated() where results[index] == nil {
-            let encoded = Dictionary(
-                routes[index].destinations.map { (providers[$0.provider].id, $0.encoded) },
-                uniquingKeysWith: { a, _ in a })
-            results[index] = settle(
-                operation, key: item.key, encoded: encoded, outcomes: outcomes[index] ?? [],
-                skipped: routes[index].skippedTooLarge)
+            let result = settle(
+                operation, key: item.key, plan: plans[index], outcomes: primary[index] ?? [], generation: generation)
+            results[index] = result
+            // The older copies go only once the change itself is safe somewhere.
+            if case .success = result {
+                cleanups.append(plans[index].cleanup.map { (index, $0, nil) })
+                for provider in plans[index].cleanupQueued {
+                    queue(
+                        .remove, key: item.key, encoded: nil, provider: provider, generation: generation,
+                        because: CloudSyncError(.offline, "the provider was unavailable", provider: provider))
+                }
+            }
+        }
+        let cleaned = await deliver(.remove, cleanups, to: available, keys: items.map(\.key))
+        for (index, outcomes) in cleaned {
+            for outcome in outcomes {
+                switch outcome.result {
+                case .success: options.outbox?.superseded(key: items[index].key, provider: outcome.provider)
+                case .failure(let error):
+                    if !error.isRetryable
+                        || !queue(
+                            .remove, key: items[index].key, encoded: nil, provider: outcome.provider,
+                            generation: generation, because: error)
+                    {
+                        report(error)
+                    }
+                }
+            }
         }
         return results.map { $0! }
     }
 
-    /// Picks the providers a value goes to by its encoded size.
-    private func route(_ item: KeyValue, among providers: [any Provider], configured: [any Provider])
-        throws(CloudSyncError) -> Route
-    {
-        var route = Route()
+    /// Picks the providers a value goes to by its encoded size, and the ones whose older copy must go.
+    private func planSet(
+        _ item: KeyValue, available: [any Provider], waiting: [any Provider], configured: [any Provider]
+    ) throws(CloudSyncError) -> Plan {
+        let availableIDs = Set(available.map(\.id))
+        let waitingIDs = Set(waiting.map(\.id))
+        var encoded: [String: EncodedValue] = [:]
         var tooSmall: [(id: String, cap: Int)] = []
         var largestSize = 0
-        for (index, provider) in providers.enumerated() {
+        for provider in available + waiting {
             let value = try encodedValue(item.value, key: item.key, for: provider)
+            encoded[provider.id] = value
             largestSize = max(largestSize, value.size)
-            if !value.fits, let cap = value.cap {
-                if options.tiering == .off {
-                    throw value.tooLarge(
-                        ", and tiering is off so it is not routed elsewhere; turn tiering on with a larger provider "
-                            + "configured, or store a smaller value")
-                }
-                tooSmall.append((provider.id, cap))
-                route.skippedTooLarge.append(provider.id)
-                continue
+        }
+        // Where the value goes: every provider it fits (mirror), or the first available one it fits, else the first
+        // unreachable one it fits, to wait in the outbox (failover). With tiering off, the preferred provider only.
+        var chosen: [String] = []
+        if options.tiering == .off {
+            let preferred = available.first ?? waiting.first!
+            let value = encoded[preferred.id]!
+            guard value.fits else {
+                throw value.tooLarge(
+                    ", and tiering is off so it is not routed elsewhere; turn tiering on with a larger provider "
+                        + "configured, or store a smaller value")
             }
-            route.destinations.append((index, value.encoded))
-            if options.writeMode == .failover || options.tiering == .off { break }
+            chosen = [preferred.id]
+        } else if options.writeMode == .mirror {
+            chosen = configured.map(\.id).filter { encoded[$0]?.fits == true }
+        } else if let first = available.first(where: { encoded[$0.id]!.fits })
+            ?? waiting.first(where: {
+                encoded[$0.id]!.fits
+            })
+        {
+            chosen = [first.id]
         }
-        guard route.destinations.isEmpty else {
-            // In failover mode only the providers before the chosen one were passed over.
-            return route
+        for provider in configured {
+            if let value = encoded[provider.id], !value.fits, let cap = value.cap {
+                tooSmall.append((provider.id, cap))
+            }
         }
-        let availableIDs = Set(providers.map(\.id))
-        let unavailableFitting = configured.filter { provider in
-            !availableIDs.contains(provider.id) && (cap(of: provider).map { largestSize <= $0 } ?? true)
-        }
-        if !unavailableFitting.isEmpty {
+        guard !chosen.isEmpty else {
+            let caps = tooSmall.map { "\($0.id) takes at most \($0.cap) bytes" }.joined(separator: ", ")
+            let unreachable = configured.filter { provider in
+                !availableIDs.contains(provider.id) && !waitingIDs.contains(provider.id)
+                    && (cap(of: provider).map { largestSize <= $0 } ?? true)
+            }
+            if !unreachable.isEmpty {
+                throw CloudSyncError(
+                    .noProvider,
+                    "the value is \(largestSize) bytes encoded; the providers large enough for it "
+                        + "(\(unreachable.map(\.id).joined(separator: ", "))) are unavailable",
+                    key: item.key)
+            }
             throw CloudSyncError(
-                .noProvider,
-                "the value is \(largestSize) bytes encoded; the providers large enough for it "
-                    + "(\(unavailableFitting.map(\.id).joined(separator: ", "))) are unavailable",
+                .payloadTooLarge,
+                "the value is \(largestSize) bytes encoded and fits no provider (\(caps)); add a provider without a "
+                    + "size cap (such as sqlite, directory, googleDrive or s3) after these, or raise the tiering "
+                    + "thresholds",
                 key: item.key)
         }
-        let caps = tooSmall.map { "\($0.id) takes at most \($0.cap) bytes" }.joined(separator: ", ")
-        throw CloudSyncError(
-            .payloadTooLarge,
-            "the value is \(largestSize) bytes encoded and fits no provider (\(caps)); add a provider without a size "
-                + "cap (such as sqlite, directory, googleDrive or s3) after these, or raise the tiering thresholds",
-            key: item.key)
+        var plan = Plan()
+        // Passed over for size: the ones before the chosen provider in failover, every one too small in mirror.
+        let firstChosen = configured.firstIndex { $0.id == chosen[0] } ?? 0
+        plan.skippedTooLarge = tooSmall.map(\.id).filter { id in
+            options.writeMode == .mirror || (configured.firstIndex { $0.id == id } ?? 0) < firstChosen
+        }
+        for provider in configured where availableIDs.contains(provider.id) || waitingIDs.contains(provider.id) {
+            let reachable = availableIDs.contains(provider.id)
+            if chosen.contains(provider.id) {
+                let change = (provider.id, Optional(encoded[provider.id]!.encoded))
+                if reachable { plan.primary.append(change) } else { plan.primaryQueued.append(change) }
+            } else if reachable {
+                plan.cleanup.append(provider.id)
+            } else {
+                plan.cleanupQueued.append(provider.id)
+            }
+        }
+        return plan
+    }
+
+    /// Queues one change for one provider; false when it could not be queued (no outbox, the account changed since
+    /// `generation`, the outbox refused it).
+    @discardableResult
+    private func queue(
+        _ operation: FailedWrite.Operation, key: String, encoded: String?, provider: String, generation: Int?,
+        because error: CloudSyncError
+    ) -> Bool {
+        guard let outbox = options.outbox else { return false }
+        return outbox.enqueue(
+            FailedWrite(key: key, operation: operation, encodedValue: encoded, provider: provider, error: error),
+            now: options.clock.nowMilliseconds(), generation: generation)
+    }
+
+    /// Sends each item's changes (item index, provider id, encoded value) to the available providers, each provider
+    /// its share in batches of its batch limit, all providers at once.
+    ///
+    /// Returns, per item index, each provider's outcome.
+    private func deliver(
+        _ operation: FailedWrite.Operation, _ changes: [[(Int, String, String?)]], to providers: [any Provider],
+        keys: [String]
+    ) async -> [Int: [(provider: String, result: Result<Void, CloudSyncError>)]] {
+        let index = Dictionary(uniqueKeysWithValues: providers.enumerated().map { ($1.id, $0) })
+        var deliveries = [[Delivery]](repeating: [], count: providers.count)
+        for change in changes.joined() {
+            guard let provider = index[change.1] else { continue }
+            deliveries[provider].append(Delivery(item: change.0, key: keys[change.0], encoded: change.2))
+        }
+        return await deliver(operation, deliveries, to: providers)
     }
 
     /// Sends each provider its deliveries in batches of its batch limit, all providers at once.
@@ -158,16 +265,19 @@ extension CloudStore {
         }
     }
 
-    /// Turns one item's per-provider outcomes into its result, queueing what may pass.
+    /// Turns one item's outcomes on its primary providers into its result, queueing what may pass and what waits
+    /// for an unreachable provider.
     private func settle(
-        _ operation: FailedWrite.Operation, key: String, encoded: [String: String?],
-        outcomes: [(provider: String, result: Result<Void, CloudSyncError>)], skipped: [String]
+        _ operation: FailedWrite.Operation, key: String, plan: Plan,
+        outcomes: [(provider: String, result: Result<Void, CloudSyncError>)], generation: Int?
     ) -> Result<WriteReceipt, CloudSyncError> {
         let order = providerIDs
         let sorted = outcomes.sorted {
             (order.firstIndex(of: $0.provider) ?? 0) < (order.firstIndex(of: $1.provider) ?? 0)
         }
-        var receipt = WriteReceipt(skippedTooLarge: skipped)
+        let encoded = Dictionary(
+            (plan.primary + plan.primaryQueued).map { ($0.provider, $0.encoded) }, uniquingKeysWith: { a, _ in a })
+        var receipt = WriteReceipt(skippedTooLarge: plan.skippedTooLarge)
         var failures: [(provider: String, error: CloudSyncError)] = []
         for outcome in sorted {
             switch outcome.result {
@@ -178,26 +288,34 @@ extension CloudStore {
                 failures.append((outcome.provider, error))
             }
         }
+        let unreachable = plan.primaryQueued.map {
+            (
+                provider: $0.provider,
+                error: CloudSyncError(.offline, "the provider was unavailable", provider: $0.provider)
+            )
+        }
         let enqueue = { (failure: (provider: String, error: CloudSyncError)) -> Bool in
-            guard failure.error.isRetryable, let outbox = self.options.outbox else { return false }
-            return outbox.enqueue(
-                FailedWrite(
-                    key: key, operation: operation, encodedValue: encoded[failure.provider] ?? nil,
-                    provider: failure.provider, error: failure.error),
-                now: self.options.clock.nowMilliseconds())
+            failure.error.isRetryable
+                && self.queue(
+                    operation, key: key, encoded: encoded[failure.provider] ?? nil, provider: failure.provider,
+                    generation: generation, because: failure.error)
         }
         if !receipt.stored.isEmpty {
             // A partial mirror write succeeds: the value is safe somewhere.
-            for failure in failures {
+            for failure in failures + unreachable {
                 if enqueue(failure) { receipt.queued.append(failure.provider) } else { report(failure.error) }
             }
             return .success(receipt)
         }
-        guard let first = failures.first else { return .success(receipt) }
         // Nothing stored: queue only when every failure may pass, otherwise the caller must act.
         if let blocking = failures.first(where: { !$0.error.isRetryable }) { return .failure(blocking.error) }
-        for failure in failures {
-            guard enqueue(failure) else { return .failure(first.error) }
+        guard let first = (failures + unreachable).first else { return .success(receipt) }
+        for failure in failures + unreachable {
+            guard enqueue(failure) else {
+                // The write fails as a whole: what this call queued before goes again, so nothing of it lands later.
+                for queued in receipt.queued { options.outbox?.superseded(key: key, provider: queued) }
+                return .failure(first.error)
+            }
             receipt.queued.append(failure.provider)
         }
         return .success(receipt)

@@ -97,6 +97,8 @@ public final class Outbox: Sendable {
         var nextID: Int64 = 1
         /// No entry has an id below this: ids only grow, so finding the oldest is amortised O(1).
         var oldestHint: Int64 = 1
+        /// Bumped when the account changes: work begun before it may not be queued after it.
+        var generation = 0
     }
 
     /// The limits the outbox enforces.
@@ -136,17 +138,46 @@ public final class Outbox: Sendable {
 
     // MARK: Used by the store
 
+    /// The account generation now; work captures it when it starts and hands it back to ``enqueue(_:now:generation:)``.
+    var generation: Int { state.withLock { $0.generation } }
+
+    /// What is queued for `key` on `provider`: its operation and, for a set, the encoded value.
+    func intent(key: String, provider: String) -> (operation: FailedWrite.Operation, encodedValue: String?)? {
+        state.withLock { state in
+            state.idByPair[OutboxPair(key: key, provider: provider)].flatMap { state.entries[$0] }.map {
+                ($0.operation, $0.encodedValue)
+            }
+        }
+    }
+
+    /// Whether anything is queued for `key` on any provider.
+    func hasEntries(for key: String) -> Bool {
+        state.withLock { state in state.entries.values.contains { $0.key == key } }
+    }
+
     /// Queues a failed write, replacing any entry for the same key and provider; returns false when it could not
     /// be stored (then the write must fail instead).
-    func enqueue(_ write: FailedWrite, now: Int64) -> Bool {
+    ///
+    /// Refused when the account changed since `generation` (the write belongs to the previous account), and when
+    /// the limits allow no retry at all (`maxAttempts` of 1: the failed attempt was the only one), which is reported
+    /// as `tooManyAttempts`.
+    func enqueue(_ write: FailedWrite, now: Int64, generation: Int? = nil) -> Bool {
         var evicted: [OutboxEntry] = []
+        var refused: OutboxEntry?
         let stored = state.withLock { state -> Bool in
+            if let generation, generation != state.generation { return false }
             let pair = OutboxPair(key: write.key, provider: write.provider)
             let entry = OutboxEntry(
                 id: state.nextID, key: write.key, operation: write.operation, encodedValue: write.encodedValue,
                 provider: write.provider, attempts: 1, nextAttemptAtMs: now + wait(after: 1, error: write.error),
                 enqueuedAtMs: now, lastErrorCode: write.error.code.rawValue)
             let replacing = state.idByPair[pair]
+            guard entry.attempts < limits.maxAttempts else {
+                // The entry it would replace is older than this write: it goes too.
+                if let replacing, (try? storage.delete(ids: [replacing])) != nil { remove(replacing, from: &state) }
+                refused = entry
+                return false
+            }
             if replacing == nil {
                 while state.entries.count >= limits.maxEntries, let oldest = oldestID(&state) {
                     guard (try? storage.delete(ids: [oldest])) != nil else { return false }
@@ -162,6 +193,7 @@ public final class Outbox: Sendable {
             return true
         }
         for entry in evicted { onDropped?(entry, .queueFull) }
+        if let refused { onDropped?(refused, .tooManyAttempts) }
         return stored
     }
 
@@ -179,9 +211,20 @@ public final class Outbox: Sendable {
     func due(now: Int64) -> (due: [OutboxEntry], expired: Int) {
         let (due, expired) = state.withLock { state -> ([OutboxEntry], [OutboxEntry]) in
             let maxAge = limits.maxAge.milliseconds
-            let expired = state.entries.values.filter { now - $0.enqueuedAtMs > maxAge }
-            if !expired.isEmpty, (try? storage.delete(ids: expired.map(\.id))) != nil {
-                for entry in expired { remove(entry.id, from: &state) }
+            var expired = state.entries.values.filter { now - $0.enqueuedAtMs > maxAge }
+            if !expired.isEmpty {
+                if (try? storage.delete(ids: expired.map(\.id))) != nil {
+                    for entry in expired { remove(entry.id, from: &state) }
+                } else {
+                    // Not deleted, so not dropped: they stay queued (and are not retried) until a later flush
+                    // manages to delete them.
+                    let stuck = Set(expired.map(\.id))
+                    expired = []
+                    return (
+                        state.entries.values.filter { $0.nextAttemptAtMs <= now && !stuck.contains($0.id) }
+                            .sorted { $0.id < $1.id }, expired
+                    )
+                }
             }
             return (state.entries.values.filter { $0.nextAttemptAtMs <= now }.sorted { $0.id < $1.id }, expired)
         }
@@ -189,12 +232,23 @@ public final class Outbox: Sendable {
         return (due, expired.count)
     }
 
+    /// What recording a retry's outcome did.
+    enum Recorded: Equatable {
+        /// The entry was delivered and is gone.
+        case delivered
+        /// It failed for a reason that may pass and waits for its next attempt.
+        case rescheduled
+        /// It was given up for this reason.
+        case dropped(DropReason)
+        /// It was no longer queued (replaced by a newer write, or abandoned for an account change meanwhile).
+        case gone
+    }
+
     /// Records a retry's outcome: success or a failure that cannot pass removes the entry; a failure that may pass
     /// schedules the next attempt, or drops the entry after the last one.
-    ///
-    /// Returns the reason when it was dropped.
     @discardableResult
-    func record(_ entry: OutboxEntry, outcome: Result<Void, CloudSyncError>, now: Int64) -> DropReason? {
+    func record(_ entry: OutboxEntry, outcome: Result<Void, CloudSyncError>, now: Int64) -> Recorded {
+        var recorded = Recorded.gone
         let (drop, removed) = state.withLock { state -> (DropReason?, OutboxEntry?) in
             // A newer write for the pair may have replaced this entry while it was in flight; leave that one be.
             guard let current = state.entries[entry.id] else { return (nil, nil) }
@@ -214,18 +268,28 @@ public final class Outbox: Sendable {
                 }
                 next.nextAttemptAtMs = now + wait(after: next.attempts, error: error)
                 if (try? storage.update([next])) != nil { state.entries[next.id] = next }
+                recorded = .rescheduled
                 return (nil, nil)
             }
-            guard (try? storage.delete(ids: [current.id])) != nil else { return (nil, nil) }
+            guard (try? storage.delete(ids: [current.id])) != nil else {
+                recorded = .rescheduled
+                return (nil, nil)
+            }
             remove(current.id, from: &state)
+            recorded = drop.map(Recorded.dropped) ?? .delivered
             return (drop, current)
         }
         if let drop, let removed { onDropped?(removed, drop) }
-        return drop
+        return recorded
     }
 
     /// Gives up every entry: the account's identity changed.
-    package func abandonForAccountChange() { drop(where: { _ in true }, reason: .accountChanged) }
+    ///
+    /// Work begun before this may no longer queue anything.
+    package func abandonForAccountChange() {
+        state.withLock { $0.generation += 1 }
+        drop(where: { _ in true }, reason: .accountChanged)
+    }
 
     /// Gives up the entries `predicate` selects, reporting each with `reason`; returns how many.
     @discardableResult

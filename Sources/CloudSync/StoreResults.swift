@@ -45,8 +45,10 @@ public struct KeyListing: Sendable, Equatable {
 
 /// What `clear()` did.
 public struct ClearResult: Sendable, Equatable {
-    /// Keys removed from every available provider.
+    /// Keys removed from at least one provider directly (the rest of their removes, if any, wait in the outbox).
     public var removed: Int
+    /// Keys no provider could be reached for: their removes all wait in the outbox.
+    public var queued: Int = 0
     /// Keys at least one provider failed to remove; they may still be readable.
     public var failed: [KeyFailure]
     /// Providers whose keys could not be listed: keys only they hold were not removed.
