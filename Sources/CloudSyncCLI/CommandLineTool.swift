@@ -8,6 +8,7 @@ import Foundation
 /// Machine output goes to `standardOutput`, messages for people to `standardError`, so the executable stays a
 /// thin wrapper and tests can run the command in-process.
 public struct CommandLineTool {
+    /// Where text goes: called with each piece of output, newlines included, in order.
     public typealias Writer = @Sendable (String) -> Void
 
     let standardOutput: Writer
@@ -15,6 +16,8 @@ public struct CommandLineTool {
     let environment: [String: String]
     let registry: ProviderRegistry
 
+    /// A command writing machine output to `standardOutput` and messages to `standardError`, reading variables from
+    /// `environment` (for `${env:...}`, key sources and `NO_COLOR`) and provider types from `registry`.
     public init(
         standardOutput: @escaping Writer, standardError: @escaping Writer,
         environment: [String: String] = ProcessInfo.processInfo.environment,

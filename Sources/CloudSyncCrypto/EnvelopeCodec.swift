@@ -29,6 +29,7 @@ public final class EnvelopeCodec: ValueCodec {
             case passphrase(SecretBytes, Argon2id.Limits, salt: [UInt8])
         }
 
+        /// The key's id, written into every envelope it encrypts so decoding finds the key again.
         public let id: String
         let material: Material
 
@@ -74,6 +75,7 @@ public final class EnvelopeCodec: ValueCodec {
     ///
     /// Never holds key bytes or the value.
     public struct DecodeFailure: Error, Sendable, Equatable, CustomStringConvertible {
+        /// What kind of failure it was, for a caller to branch on (the description is for people).
         public enum Reason: String, Sendable {
             /// The value is not an envelope (plaintext, or another tool's data).
             case notAnEnvelope
@@ -86,7 +88,10 @@ public final class EnvelopeCodec: ValueCodec {
             case wrongKeyOrTampered
         }
 
+        /// What kind of failure it was.
         public let reason: Reason
+        /// A sentence for people saying what went wrong and, where there is one, what to do; never key bytes or the
+        /// value.
         public let description: String
     }
 
@@ -97,6 +102,11 @@ public final class EnvelopeCodec: ValueCodec {
     public let allowPlaintext: Bool
     private let derived = Protected<[String: SecretBytes]>([:])
 
+    /// A codec over the ring `keys`: the first encrypts, any of them decrypts; with `allowPlaintext`, values that are
+    /// not envelopes decode as they are.
+    ///
+    /// Throws `ERR_CONFIG` when `keys` is empty or two keys share an id. Passphrase keys are stretched lazily, on first
+    /// use, not here.
     public init(keys: [Key], allowPlaintext: Bool = false) throws(CloudSyncError) {
         guard !keys.isEmpty else {
             throw CloudSyncError(.config, "an encryption codec needs at least one key")
@@ -109,6 +119,12 @@ public final class EnvelopeCodec: ValueCodec {
         self.allowPlaintext = allowPlaintext
     }
 
+    /// The envelope of `value` under the ring's first key, bound to `storeKey`: a fresh random nonce each call, so
+    /// encoding the same value twice gives different envelopes.
+    ///
+    /// A passphrase key is stretched with Argon2id on its first use and remembered. Throws a ``DecodeFailure``
+    /// (`malformed`) when that derivation fails or its limits are beyond what is allowed, or libsodium's error when
+    /// encryption fails.
     public func encode(_ value: String, key storeKey: String) throws -> String {
         let current = keys[0]
         let kdf: String
@@ -127,6 +143,13 @@ public final class EnvelopeCodec: ValueCodec {
         return header + Base64URL.encode(box.nonce + box.ciphertext)
     }
 
+    /// The value inside envelope `stored`, checked against `storeKey`; with ``allowPlaintext``, a value that is not an
+    /// envelope is returned as it is.
+    ///
+    /// Throws a ``DecodeFailure``: `notAnEnvelope` (without ``allowPlaintext``), `malformed` (broken fields, bad or
+    /// excessive key-derivation parameters, or plaintext that is not UTF-8), `unknownKeyID`, or `wrongKeyOrTampered`
+    /// when authentication fails (the wrong key or passphrase, or the envelope was edited or moved to another store
+    /// key).
     public func decode(_ stored: String, key storeKey: String) throws -> String {
         guard stored.hasPrefix(Self.prefix) else {
             if allowPlaintext { return stored }

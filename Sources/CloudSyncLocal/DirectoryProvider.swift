@@ -17,7 +17,10 @@ import Synchronization
 /// a leftover temporary file is ignored. Quota is the file system's (`statvfs`): its used and total bytes, shared
 /// with everything else on that file system.
 public final class DirectoryProvider: Provider {
+    /// The provider's name in the store, errors and reports (`directory` unless given).
     public let id: String
+    /// A file-tier provider taking batches of up to 100 keys, listing and reporting quota; see
+    /// ``capabilities(maxValueBytes:)``.
     public let capabilities: ProviderCapabilities
     /// The root directory.
     public let root: String
@@ -59,6 +62,9 @@ public final class DirectoryProvider: Provider {
         }
     }
 
+    /// Available while the root is an existing directory this user can read, write and enter; otherwise why not:
+    /// `closed` after ``close()``, `offline` when the root is missing (an unmounted disk), `misconfigured` when it is
+    /// not a directory or its permissions forbid access.
     public func availability() async -> Availability {
         if closed.withLock({ $0 }) {
             return .unavailable(
@@ -88,6 +94,10 @@ public final class DirectoryProvider: Provider {
         return CloudSyncError(errorCode, "cannot \(action) \(path): \(reason)", provider: id, key: key)
     }
 
+    /// Reads each key's file, positionally: nil for a key with no file, `ERR_DECODE` for a file that is not UTF-8 text,
+    /// `ERR_PROVIDER` for any other read failure.
+    ///
+    /// Throws `ERR_CLOSED` after ``close()``.
     public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
         try ensureOpen()
         let results = try await LocalFiles.offload { [self] in keys.map { key in read(key) } }
@@ -120,6 +130,11 @@ public final class DirectoryProvider: Provider {
         return .success(value)
     }
 
+    /// Writes each value atomically (temporary file, fsync, rename, directory fsync), positionally, creating the
+    /// subdirectories a key's file name needs.
+    ///
+    /// A full disk or exhausted disk quota is `ERR_QUOTA_EXCEEDED` in that key's slot, any other failure
+    /// `ERR_PROVIDER`; a failed write leaves the previous value in place. Throws `ERR_CLOSED` after ``close()``.
     public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
         try ensureOpen()
         metrics.recordRequest(bytesWritten: items.reduce(0) { $0 + $1.value.utf8.count })
@@ -167,6 +182,9 @@ public final class DirectoryProvider: Provider {
         return .success(())
     }
 
+    /// Deletes each key's file, positionally, and fsyncs its directory; a key with no file succeeds.
+    ///
+    /// Throws `ERR_CLOSED` after ``close()``.
     public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
         try ensureOpen()
         metrics.recordRequest()

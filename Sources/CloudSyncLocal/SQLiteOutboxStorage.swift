@@ -62,6 +62,9 @@ public final class SQLiteOutboxStorage: OutboxStorage {
 
     private init(database: SQLiteDatabase) { self.database = database }
 
+    /// Every entry in the file, in the order they were queued (by id).
+    ///
+    /// Throws `ERR_CLOSED` after ``close()``, or the `SQLiteError` of a failed read.
     public func loadAll() throws -> [OutboxEntry] {
         try unlessClosed {
             try database.read { db in
@@ -82,6 +85,10 @@ public final class SQLiteOutboxStorage: OutboxStorage {
         }
     }
 
+    /// Stores `entry` and removes any other entry for its key and provider, in one fsynced transaction: when it
+    /// returns, the entry survives a crash.
+    ///
+    /// Throws `ERR_CLOSED` after ``close()``, or the `SQLiteError` of a failed write (nothing is changed then).
     public func replace(_ entry: OutboxEntry) throws {
         try unlessClosed {
             try database.write { db in
@@ -97,6 +104,10 @@ public final class SQLiteOutboxStorage: OutboxStorage {
         }
     }
 
+    /// Stores the attempt counts, next attempt times and last error codes of `entries`, matched by id, in one
+    /// transaction; ids no longer stored are skipped.
+    ///
+    /// Throws `ERR_CLOSED` after ``close()``, or the `SQLiteError` of a failed write (nothing is changed then).
     public func update(_ entries: [OutboxEntry]) throws {
         try unlessClosed {
             try database.write { db in
@@ -109,6 +120,9 @@ public final class SQLiteOutboxStorage: OutboxStorage {
         }
     }
 
+    /// Removes the entries with these ids in one transaction; unknown ids are ignored.
+    ///
+    /// Throws `ERR_CLOSED` after ``close()``, or the `SQLiteError` of a failed write (nothing is changed then).
     public func delete(ids: [Int64]) throws {
         try unlessClosed {
             try database.write { db in

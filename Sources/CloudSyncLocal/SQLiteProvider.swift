@@ -20,7 +20,10 @@ public final class SQLiteProvider: Provider {
                 """)
     ])
 
+    /// The provider's name in the store, errors and reports (`sqlite` unless given).
     public let id: String
+    /// A file-tier provider taking batches of up to 500 keys, listing and reporting quota; see
+    /// ``capabilities(maxValueBytes:)``.
     public let capabilities: ProviderCapabilities
     /// The database file.
     public let path: String
@@ -75,6 +78,7 @@ public final class SQLiteProvider: Provider {
             maxValueBytes: maxValueBytes, tier: .file, batchLimit: 500, canList: true, reportsQuota: true)
     }
 
+    /// Available until ``close()``, then `closed`; an open database is always available.
     public func availability() async -> Availability {
         database.isClosed ? .unavailable(.closed, closedMessage) : .available
     }
@@ -89,6 +93,10 @@ public final class SQLiteProvider: Provider {
         "the SQLite provider \(id) was closed; open a new provider on \(path) to use it again"
     }
 
+    /// Each key's value, positionally (nil for a key not stored), read in one transaction.
+    ///
+    /// Throws `ERR_CLOSED` after ``close()``, `ERR_TIMEOUT` when another connection holds the database locked past the
+    /// busy timeout, and `ERR_PROVIDER` for any other SQLite failure.
     public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
         let results: [Result<String?, CloudSyncError>] = try await read { db in
             let select = try db.prepare("SELECT value FROM kv WHERE key = ?")
@@ -101,6 +109,12 @@ public final class SQLiteProvider: Provider {
         return results
     }
 
+    /// Stores each value under its key in one transaction, positionally, stamping them with the clock's time.
+    ///
+    /// With ``maxBytes`` set, a value that would grow the data past it fails with `ERR_QUOTA_EXCEEDED` in its slot and
+    /// the others are still written. Throws `ERR_CLOSED` after ``close()``, `ERR_QUOTA_EXCEEDED` when the disk is full,
+    /// `ERR_TIMEOUT` when the database stays locked, and `ERR_PROVIDER` otherwise (read-only opens included); a throw
+    /// writes nothing.
     public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
         metrics.recordRequest(bytesWritten: items.reduce(0) { $0 + $1.value.utf8.count })
         let now = clock.nowMilliseconds()
@@ -134,6 +148,9 @@ public final class SQLiteProvider: Provider {
         }
     }
 
+    /// Removes each key in one transaction, positionally; a key not stored succeeds.
+    ///
+    /// Throws like ``set(_:)``; a throw removes nothing.
     public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
         metrics.recordRequest()
         return try await write { db in
@@ -145,6 +162,10 @@ public final class SQLiteProvider: Provider {
         }
     }
 
+    /// Up to `limit` keys (at least 1) after `cursor`, in bytewise UTF-8 order; the page's ``KeyPage/nextCursor`` is
+    /// its last key when more follow, nil at the end.
+    ///
+    /// Throws `ERR_CLOSED` after ``close()``, `ERR_TIMEOUT` or `ERR_PROVIDER` as ``get(_:)`` does.
     public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
         metrics.recordRequest()
         let limit = max(limit, 1)

@@ -9,7 +9,9 @@ import CloudSyncYAML
 ///
 /// Compiling has no side effect beyond reading key files.
 public struct CompiledPipeline: Sendable {
+    /// The checked pipeline file this was compiled from.
     public let spec: PipelineSpec
+    /// The codecs the file declares, by id, their keys already read; each key's passphrase is stretched on first use.
     public let codecs: [String: EnvelopeCodec]
 
     /// The store's options: everything but the outbox, whose durable storage lives in the state directory the

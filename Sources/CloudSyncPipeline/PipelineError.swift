@@ -2,10 +2,15 @@ import CloudSyncYAML
 
 /// One thing wrong with a pipeline file, where it is, and what to do.
 public struct PipelineDiagnostic: Sendable, Equatable, CustomStringConvertible {
+    /// The pipeline file's path, as given to the loader.
     public var file: String
+    /// The 1-based line and column the diagnostic points at.
     public var mark: YAMLMark
+    /// What is wrong and what to do, without the location (for example "unknown field `tierng`; did you mean
+    /// tiering?").
     public var message: String
 
+    /// `file:line:col: error: message`, one line without the source, as editors and `grep` read it.
     public var description: String { "\(file):\(mark.line):\(mark.column): error: \(message)" }
 
     /// As a compiler prints it, with the source line and a caret.
@@ -16,7 +21,9 @@ public struct PipelineDiagnostic: Sendable, Equatable, CustomStringConvertible {
 
 /// Every error of one pipeline file (all of them, not just the first), with the source to render them against.
 public struct PipelineError: Error, Sendable, CustomStringConvertible {
+    /// Every error found, in file order.
     public var diagnostics: [PipelineDiagnostic]
+    /// The file's text, for rendering each diagnostic with its source line.
     public var source: String
 
     /// Each diagnostic rendered, separated by blank lines.

@@ -6,8 +6,11 @@ import Foundation
 /// Holds key ids and paths as
 /// written, never key material or interpolated values.
 public struct PipelinePlan: Codable, Sendable, Equatable {
+    /// One provider the file declares, in the store or not.
     public struct Provider: Codable, Sendable, Equatable {
+        /// The provider's id in the file.
         public var id: String
+        /// The registered provider type (`sqlite`, `directory`, ...).
         public var type: String
         /// 1-based place in the store's preference order; nil when the store does not use it.
         public var position: Int?
@@ -16,55 +19,95 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
         public var settings: [String: String]
         /// The largest encoded value it takes under this tiering, in bytes; nil for no cap.
         public var capBytes: Int?
+        /// The key rules the provider's type imposes, as sentences, the non-empty rule first.
         public var keyRules: [String]
+        /// The provider's own codec id; nil when it uses the store's.
         public var codec: String?
     }
 
+    /// One codec the file declares: ids and where keys come from, never key material.
     public struct Codec: Codable, Sendable, Equatable {
+        /// The codec's id in the file.
         public var id: String
+        /// The cipher; always `xchacha20poly1305`.
         public var type: String
         /// Key ids, the current (encrypting) one first.
         public var keyIDs: [String]
+        /// Where each key comes from, in ring order ("file keys/a.key", "environment variable NAME", ...): paths
+        /// relative to the pipeline and interpolated values as written.
         public var keySources: [String]
+        /// Whether values that are not envelopes are read as they are.
         public var allowPlaintext: Bool
     }
 
+    /// The store's outbox settings.
     public struct Outbox: Codable, Sendable, Equatable {
+        /// Whether failed writes are queued and retried.
         public var enabled: Bool
+        /// The most entries kept.
         public var maxEntries: Int
+        /// How many times an entry is tried before it is dropped.
         public var maxAttempts: Int
+        /// How long an entry is kept before it is dropped, in milliseconds.
         public var maxAgeMs: Int64
     }
 
+    /// The store the pipeline builds, with its settings described for people.
     public struct Store: Codable, Sendable, Equatable {
+        /// The provider ids the store spans, in preference order.
         public var providers: [String]
+        /// `failover` or `mirror`.
         public var writeMode: String
+        /// The tiering with its thresholds in bytes, for example "auto (key-value stores 65536 bytes, records 921600
+        /// bytes)".
         public var tiering: String
+        /// The conflict resolver in words, for example "none (first value found)".
         public var resolver: String
+        /// Whether resolving reads write the winner back.
         public var repairOnRead: Bool
+        /// Whether keys are checked against every provider's rules before use.
         public var validateKeys: Bool
+        /// The deadline of every provider call, in milliseconds.
         public var timeoutMs: Int
+        /// The codec id of providers without their own; nil for none.
         public var codec: String?
+        /// The outbox settings.
         public var outbox: Outbox
         /// The key rules in force: those of every provider the store uses.
         public var keyRules: [String]
     }
 
+    /// One job, in run order.
     public struct Job: Codable, Sendable, Equatable {
+        /// The job's unique name (as written, or `<position>-<type>`).
         public var name: String
+        /// The job type (`sync`, `migrate`, ...).
         public var type: String
+        /// What the job will do, in one line for people, for example "copy a -> b, overwrite always, continue past
+        /// failures".
         public var summary: String
     }
 
+    /// The pipeline's name.
     public var name: String
+    /// The file's format version.
     public var version: Int
+    /// The state directory, relative to the pipeline file when inside its directory.
     public var state: String
+    /// Every provider the file declares, in file order.
     public var providers: [Provider]
+    /// Every codec the file declares, in file order.
     public var codecs: [Codec]
+    /// The store.
     public var store: Store
+    /// The jobs, in run order.
     public var jobs: [Job]
+    /// Where reports go, with `{name}` and `{startedAt}` still to fill in, relative to the pipeline file when inside
+    /// its directory; nil when the file names none.
     public var report: String?
 
+    /// The plan of `compiled`, read from its spec and store options; opens nothing, reads no key and never copies an
+    /// expanded or secret value.
     public init(_ compiled: CompiledPipeline) {
         let spec = compiled.spec
         let tiering = compiled.storeOptions.tiering

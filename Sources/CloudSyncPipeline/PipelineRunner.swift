@@ -5,6 +5,8 @@ import Foundation
 public struct RunOptions: Sendable {
     /// Only the jobs with these names (all when empty), in file order.
     public var jobNames: [String] = []
+    /// Run every job without changing anything: providers, state and the outbox are opened read-only or copied, no lock
+    /// is taken, and exports are counted but not written.
     public var dryRun = false
     /// Confirms `clear` jobs that do not say `confirm: true`.
     public var yes = false
@@ -17,11 +19,14 @@ public struct RunOptions: Sendable {
     /// Told how far the running job is: its name, keys done, and the total when known.
     public var onProgress: (@Sendable (String, Int, Int?) -> Void)?
 
+    /// Options for a plain run: every job, changes made, `clear` jobs only with their own `confirm: true`, the report
+    /// where the file says.
     public init() {}
 }
 
 /// What a run ended with.
 public struct RunOutcome: Sendable {
+    /// The run's report, also written to ``reportPath`` unless it went to standard output.
     public var report: RunReport
     /// Where the report was written; nil when it went to standard output.
     public var reportPath: String?
@@ -39,11 +44,14 @@ public enum RunRefusal: Error, Sendable {
 
 /// Runs a compiled pipeline's jobs in order in a ``RunSession`` and produces the report.
 public struct PipelineRunner: Sendable {
+    /// The most failures a job's report lists by key; further ones are only counted in
+    /// ``RunReport/Job/failuresOmitted``.
     public static let failureListLimit = 100
 
     let compiled: CompiledPipeline
     let options: RunOptions
 
+    /// A runner of `compiled` under `options`; nothing is opened until ``run()``.
     public init(_ compiled: CompiledPipeline, options: RunOptions) {
         self.compiled = compiled
         self.options = options

@@ -8,15 +8,22 @@ public struct PipelineSpec: Sendable {
     public var file: String
     /// The file's text, for rendering errors found after loading.
     public var source: String
+    /// The pipeline file's directory, absolute: relative paths in the file (providers, key files, exports, reports)
+    /// resolve against it, never the working directory.
     public var directory: String
+    /// The file's format version; only 1 is loaded, a newer one is refused.
     public var version: Int
+    /// The pipeline's name (`[A-Za-z0-9._-]+`), naming its default state directory and its reports.
     public var name: String
     /// The state directory (outbox, run history, lock), absolute.
     public var state: String
     /// Providers in the order the file declares them.
     public var providers: [ProviderSpec]
+    /// The codecs the file declares, in file order; providers and the store name them by id.
     public var codecs: [CodecSpec]
+    /// How the store over the providers is configured.
     public var store: StoreSpec
+    /// The jobs, in the order a run performs them.
     public var jobs: [JobSpec]
     /// Where reports go, with `{name}` and `{startedAt}` still to fill in; nil when the file names none.
     public var reportPath: String?
@@ -25,10 +32,13 @@ public struct PipelineSpec: Sendable {
 /// A value taken from the file, remembering whether it came from `${...}` so output can show the reference
 /// instead of what it expanded to.
 public struct Interpolated: Sendable, Equatable {
+    /// The value after interpolation, what the pipeline uses (a path already resolved against the file's directory
+    /// where the field is a path).
     public var value: String
     /// The text as written in the file.
     public var written: String
 
+    /// Whether `${...}` interpolation changed the text, so output shows ``written`` rather than ``value``.
     public var isInterpolated: Bool { value != written }
     /// What output may show: the written reference for interpolated values, never their expansion.
     public var display: String { written }
@@ -36,6 +46,7 @@ public struct Interpolated: Sendable, Equatable {
 
 /// One provider as the file declares it: its type's fields read and checked by the type's factory, nothing opened.
 public struct ProviderSpec: Sendable {
+    /// The provider's id in the file, unique among its providers, naming it in the store, jobs and reports.
     public var id: String
     /// The registered type name.
     public var type: String
@@ -51,6 +62,7 @@ public struct ProviderSpec: Sendable {
     public var maxValueBytes: Int?
     /// A codec id for this provider, overriding the store's.
     public var codec: String?
+    /// Where the provider is declared in the file, for errors found after loading.
     public var mark: YAMLMark
 
     /// The expanded values of the secret fields, for redaction.
@@ -59,7 +71,10 @@ public struct ProviderSpec: Sendable {
     }
 }
 
+/// One codec as the file declares it: its key ring, nothing read yet (key files and variables are read when the
+/// pipeline is compiled).
 public struct CodecSpec: Sendable {
+    /// Where one key of a codec comes from; read at compile time, never stored in the spec.
     public enum KeySource: Sendable {
         case file(Interpolated)
         case environment(String)
@@ -67,54 +82,88 @@ public struct CodecSpec: Sendable {
         case passphraseFile(Interpolated)
     }
 
+    /// One key of a codec's ring.
     public struct Key: Sendable {
+        /// The key's id, written into every envelope it encrypts.
         public var id: String
+        /// Where the key's bytes or passphrase come from.
         public var source: KeySource
+        /// Where the key is declared in the file.
         public var mark: YAMLMark
     }
 
+    /// The codec's id in the file (`store.codec` and `providers.<id>.codec` name it).
     public var id: String
+    /// The key ring, first key current: it encrypts, all of them decrypt.
     public var keys: [Key]
+    /// Whether values that are not envelopes are read as they are (default false).
     public var allowPlaintext: Bool
+    /// Where the codec is declared in the file.
     public var mark: YAMLMark
 }
 
+/// The store's conflict resolver as the file names it: `none` (the default), the newest by a timestamp field, or a
+/// union.
 public enum ResolverSpec: Sendable, Equatable {
     case none
     case timestamp(field: String)
     case union(id: String?)
 }
 
+/// The store's size tiering as the file sets it: `auto` (the default thresholds), `off`, or explicit thresholds in
+/// bytes.
 public enum TieringSpec: Sendable, Equatable {
     case auto, off
     case thresholds(kvMaxBytes: Int, recordMaxBytes: Int)
 }
 
+/// The store's outbox settings; the defaults are the core's `Outbox.Limits` defaults.
 public struct OutboxSpec: Sendable, Equatable {
+    /// Whether writes that fail for a provider are queued and retried (default true).
     public var enabled = true
+    /// The most entries the outbox keeps.
     public var maxEntries = Outbox.Limits.defaultMaxEntries
+    /// How many times an entry is tried before it is dropped.
     public var maxAttempts = Outbox.Limits.defaultMaxAttempts
+    /// How long, in milliseconds, an entry is kept before it is dropped.
     public var maxAgeMs: Int64 = Outbox.Limits.defaultMaxAge.milliseconds
 }
 
+/// The `store` section: which providers the store spans and its options, as written (defaults filled in), not yet
+/// compiled.
 public struct StoreSpec: Sendable {
+    /// The provider ids the store spans, in preference order, each once; declared providers not listed are reachable
+    /// only by jobs.
     public var providers: [String]
+    /// Failover (the default) or mirror.
     public var writeMode: WriteMode
+    /// Size tiering (default `auto`).
     public var tiering: TieringSpec
+    /// Conflict resolution (default `none`).
     public var resolver: ResolverSpec
+    /// Whether a resolving read writes the winner back to providers that disagreed or lacked it (default true).
     public var repairOnRead: Bool
+    /// Whether keys are checked against every provider's rules before use (default true).
     public var validateKeys: Bool
+    /// The deadline of every provider call, in milliseconds (default 15000).
     public var timeoutMs: Int
+    /// The codec id for providers without their own; nil for none (the file's `none` reads as nil).
     public var codec: String?
+    /// Outbox settings.
     public var outbox: OutboxSpec
 }
 
+/// Whether a migrate or import job replaces a value the target already holds (`always`, the default) or writes only
+/// keys it lacks (`ifMissing`).
 public enum Overwrite: String, Sendable, CaseIterable {
     case always, ifMissing
 }
 
 /// One job, in file order.
 public struct JobSpec: Sendable {
+    /// What a job does, with its fields as the file gives them: a nil provider list means all the store's providers,
+    /// nil `keys` every key, a nil `clear` provider the whole store, a nil `warnAbove` no warning threshold, a nil
+    /// export codec the plain form.
     public enum Kind: Sendable {
         case sync(providers: [String]?)
         case migrate(from: String, to: String, keys: [String]?, continueOnError: Bool, overwrite: Overwrite)
@@ -127,8 +176,12 @@ public struct JobSpec: Sendable {
         case flush
     }
 
+    /// The job type as written (`sync`, `migrate`, ...).
     public var type: String
+    /// The job's name, unique in the pipeline: as written, or `<position>-<type>`; reports and progress use it.
     public var name: String
+    /// What the job does.
     public var kind: Kind
+    /// Where the job is declared in the file.
     public var mark: YAMLMark
 }

@@ -1,6 +1,7 @@
 /// The JSON Schema (2020-12) of run reports, printed by `cloudsync schema report`; `schemas/report.schema.json` is
 /// this text, and a test keeps the two identical.
 public enum ReportSchema {
+    /// The schema text, identical to `schemas/report.schema.json`.
     public static let json = #"""
         {
           "$schema": "https://json-schema.org/draft/2020-12/schema",

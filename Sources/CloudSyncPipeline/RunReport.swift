@@ -32,73 +32,116 @@ public enum JobStatus: String, Codable, Sendable, CaseIterable {
 /// Holds keys, ids, codes and counts, never values or
 /// secrets.
 public struct RunReport: Codable, Sendable {
+    /// One key that failed, or why a whole job could not run.
     public struct Failure: Codable, Sendable, Equatable {
+        /// The key that failed; empty when the failure is the whole job's.
         public var key: String
+        /// The provider that failed it; nil when no single provider did.
         public var provider: String?
+        /// The error's code (`ERR_OFFLINE`, `ERR_DECODE`, ...), for machines to branch on.
         public var code: String
+        /// What went wrong and what to do, for people; never a value or a secret.
         public var message: String
     }
 
+    /// One provider's space, as a `quota` job read it.
     public struct QuotaLine: Codable, Sendable, Equatable {
+        /// The provider's id.
         public var provider: String
+        /// Bytes used; nil when the provider cannot know.
         public var usedBytes: Int64?
         /// Absent means unlimited.
         public var totalBytes: Int64?
+        /// `usedBytes / totalBytes`; nil when either is unknown (an unlimited provider has none).
         public var fraction: Double?
+        /// Whether ``fraction`` is above the job's `warnAbove` (above 1 when it sets none).
         public var warning: Bool
     }
 
+    /// How one job ended and what it did.
     public struct Job: Codable, Sendable {
+        /// The job's unique name in the pipeline.
         public var name: String
+        /// The job type (`sync`, `migrate`, ...).
         public var type: String
+        /// How the job ended.
         public var status: JobStatus
+        /// What the job did, by name, varying with its type (sync: keys, inSync, repaired, skipped, failed, queued;
+        /// migrate: copied, skipped, failed; ...).
         public var counts: [String: Int]
+        /// The first ``PipelineRunner/failureListLimit`` keys that failed, in the order they failed.
         public var failures: [Failure]
         /// Failures beyond the first 100, counted but not listed.
         public var failuresOmitted: Int
         /// Why the job could not run, for status `error`.
         public var error: Failure?
+        /// Each provider's space, for a `quota` job; nil for other jobs.
         public var quota: [QuotaLine]?
         /// The file an export wrote or an import read.
         public var file: String?
     }
 
+    /// What the outbox did during the run: it drains before the first job, and jobs may queue more.
     public struct Outbox: Codable, Sendable {
+        /// Entries waiting when the run started.
         public var pendingBefore: Int
+        /// Entries delivered by the drain before the first job.
         public var drained: Int
+        /// Entries given up during the run, by reason (`notRetryable`, `tooManyAttempts`, `expired`, `queueFull`, ...).
         public var dropped: [String: Int]
+        /// Entries still waiting when the run ended.
         public var pendingAfter: Int
     }
 
+    /// One provider the pipeline declares, as the run ended, with what it cost.
     public struct Provider: Codable, Sendable {
+        /// The provider's id.
         public var id: String
+        /// The provider type.
         public var type: String
+        /// Whether it was available when the run ended.
         public var available: Bool
         /// Why it was unavailable when the run ended (absent when available).
         public var unavailable: Unavailable?
         /// Requests the provider made, counted where they happen: one HTTP request or local call counts once.
         public var requests: Int
+        /// Bytes of values it read.
         public var bytesRead: Int
+        /// Bytes of values it wrote.
         public var bytesWritten: Int
+        /// Requests sent again after a failure that may pass.
         public var retries: Int
+        /// Answers that asked for fewer requests.
         public var throttled: Int
     }
 
     /// Why a provider was unavailable.
     public struct Unavailable: Codable, Sendable, Equatable {
+        /// Why, for machines.
         public var reason: UnavailableReason
+        /// `<reason>: <what to do>`, for people.
         public var message: String
     }
 
+    /// The pipeline's name.
     public var pipeline: String
+    /// Unique per run: `<pipeline>-<start in ms since 1970>-<pid>`.
     public var runId: String
+    /// How the whole run ended.
     public var status: RunStatus
+    /// Whether this was a dry run, which changed nothing.
     public var dryRun: Bool
+    /// When the run started, ISO 8601 in UTC.
     public var startedAt: String
+    /// When the run ended, ISO 8601 in UTC.
     public var finishedAt: String
+    /// How long the run took, in milliseconds.
     public var durationMs: Int64
+    /// Every selected job, in run order, skipped ones included.
     public var jobs: [Job]
+    /// What the outbox did.
     public var outbox: Outbox
+    /// Every provider the file declares, with its availability and what it cost.
     public var providers: [Provider]
 
     /// Sorted keys, so reports diff cleanly.

@@ -18,10 +18,13 @@ public final class RunSession: Sendable {
         case dryRun
     }
 
+    /// The pipeline the session runs.
     public let compiled: CompiledPipeline
+    /// Whether the session may change anything.
     public let access: Access
     /// The store over the pipeline's providers (its attached providers included), with the outbox.
     public let store: CloudStore
+    /// The store's outbox; nil when the pipeline disables it (in a dry run, a copy in memory, the file left as it was).
     public let outbox: Outbox?
     /// Every provider the file declares, by id, as the store sees it.
     public let providers: [String: any Provider]

@@ -8,10 +8,15 @@ import Foundation
 public final class StateDatabase: ProviderStateStore {
     /// One past run.
     public struct Run: Sendable, Equatable, Codable {
+        /// The run's id, as in its report (`<pipeline>-<start in ms>-<pid>`).
         public var id: String
+        /// When the run started, ISO 8601 in UTC.
         public var startedAt: String
+        /// When the run ended, ISO 8601 in UTC.
         public var finishedAt: String
+        /// How the run ended.
         public var status: RunStatus
+        /// Whether it was a dry run.
         public var dryRun: Bool
         /// Jobs by status, for a one-line summary.
         public var jobs: [String: Int]
@@ -149,6 +154,10 @@ public final class StateDatabase: ProviderStateStore {
 
     // MARK: Provider values
 
+    /// The value `provider` keeps under `name`, decrypted with the database's codec; nil when none is kept.
+    ///
+    /// In a read-only database, a value set during the session wins over the file. Throws `ERR_DECODE` when the codec
+    /// cannot decrypt the stored value (the key changed), `ERR_CONFIG` when the database fails.
     public func value(provider: String, name: String) throws(CloudSyncError) -> String? {
         if let overlay, let value = overlay.withLock({ $0[provider + "/" + name] }) { return value }
         let stored = try run { db in
@@ -167,6 +176,10 @@ public final class StateDatabase: ProviderStateStore {
         }
     }
 
+    /// Keeps `value` under `name` for `provider`, encrypted with the database's codec; nil forgets it.
+    ///
+    /// A read-only database keeps it in memory for the session only. Throws `ERR_ENCODE` when encryption fails,
+    /// `ERR_CONFIG` when the database fails.
     public func setValue(_ value: String?, provider: String, name: String) throws(CloudSyncError) {
         if let overlay {
             overlay.withLock { $0[provider + "/" + name] = .some(value) }

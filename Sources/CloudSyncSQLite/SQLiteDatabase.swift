@@ -35,6 +35,8 @@ public final class SQLiteDatabase: @unchecked Sendable {
         /// When a commit reaches the disk.
         public var durability: Durability = .processCrashSafe
 
+        /// Options with each setting given or left at its default: 5 s busy timeout, write-ahead log, foreign keys
+        /// enforced, read-write, ``Durability/processCrashSafe``.
         public init(
             busyTimeoutMilliseconds: Int32 = 5000, writeAheadLog: Bool = true, foreignKeys: Bool = true,
             readOnly: Bool = false, durability: Durability = .processCrashSafe

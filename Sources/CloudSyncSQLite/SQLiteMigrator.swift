@@ -6,6 +6,8 @@ public struct SQLiteMigration: Sendable {
     public let name: String
     let apply: @Sendable (SQLiteConnection) throws -> Void
 
+    /// A migration named `name` that runs `apply` on the connection, inside the transaction that records it: a throw
+    /// rolls both back.
     public init(_ name: String, apply: @escaping @Sendable (SQLiteConnection) throws -> Void) {
         self.name = name
         self.apply = apply
@@ -22,8 +24,11 @@ public struct SQLiteMigration: Sendable {
 /// Applied names are recorded in the table `cloudsync_migrations`. Each migration runs in its own transaction
 /// together with its record, so a failing migration leaves neither its changes nor its record behind.
 public struct SQLiteMigrator: Sendable {
+    /// The migrations, in the order they are applied.
     public let migrations: [SQLiteMigration]
 
+    /// A migrator of `migrations`, applied in this order; their names must be unique (a duplicate stops the program,
+    /// being a programming error).
     public init(_ migrations: [SQLiteMigration]) {
         var seen = Set<String>()
         for migration in migrations {

@@ -126,8 +126,10 @@ public final class SQLiteStatement {
         sqlite3_column_type(handle, Int32(column)) == SQLITE_NULL
     }
 
+    /// The column as a 64-bit integer, converted by SQLite's rules (NULL reads as 0, text is parsed).
     public func int64(_ column: Int) -> Int64 { sqlite3_column_int64(handle, Int32(column)) }
 
+    /// The column as a double, converted by SQLite's rules (NULL reads as 0.0, text is parsed).
     public func double(_ column: Int) -> Double { sqlite3_column_double(handle, Int32(column)) }
 
     /// The column as UTF-8 text, or nil when it is NULL.

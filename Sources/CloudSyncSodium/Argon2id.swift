@@ -7,9 +7,13 @@ public enum Argon2id {
 
     /// The work a derivation does: passes over memory, and memory in bytes.
     public struct Limits: Sendable, Equatable, Codable {
+        /// Passes over memory (libsodium's `opslimit`); at least 1.
         public var operations: UInt64
+        /// Memory the derivation uses, in bytes (libsodium's `memlimit`); at least 8 KiB.
         public var memoryBytes: Int
 
+        /// Limits of `operations` passes over `memoryBytes` bytes, unchecked here: ``validate()`` or a derivation
+        /// refuses values outside libsodium's range.
         public init(operations: UInt64, memoryBytes: Int) {
             self.operations = operations
             self.memoryBytes = memoryBytes

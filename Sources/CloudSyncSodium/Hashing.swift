@@ -3,14 +3,17 @@ import Foundation
 
 /// SHA-256 (FIPS 180-4), one-shot or incremental.
 public struct SHA256: Sendable {
+    /// Digest length in bytes.
     public static let byteCount = 32
     private var state = crypto_hash_sha256_state()
 
+    /// A hasher that has seen no bytes yet.
     public init() {
         Sodium.ensureInitialized()
         crypto_hash_sha256_init(&state)
     }
 
+    /// Feeds `bytes` to the hash; the digest is the same however the input is split across calls.
     public mutating func update(_ bytes: some ContiguousBytes) {
         bytes.withUnsafeBytes { input in
             _ = crypto_hash_sha256_update(&state, input.sodiumInput, UInt64(input.count))
@@ -26,6 +29,7 @@ public struct SHA256: Sendable {
         return digest
     }
 
+    /// The SHA-256 digest of `bytes`, 32 bytes.
     public static func hash(_ bytes: some ContiguousBytes) -> [UInt8] {
         var hasher = SHA256()
         hasher.update(bytes)
@@ -35,9 +39,11 @@ public struct SHA256: Sendable {
 
 /// HMAC-SHA-256 (RFC 2104) with a key of any length, one-shot or incremental.
 public struct HMACSHA256: Sendable {
+    /// MAC length in bytes.
     public static let byteCount = 32
     private var state = crypto_auth_hmacsha256_state()
 
+    /// An authenticator keyed with `key`, which may be any length (a key over 64 bytes is hashed first, per HMAC).
     public init(key: SecretBytes) {
         Sodium.ensureInitialized()
         key.withUnsafeBytes { keyBytes in
@@ -46,6 +52,7 @@ public struct HMACSHA256: Sendable {
         }
     }
 
+    /// Feeds `bytes` to the MAC; the result is the same however the message is split across calls.
     public mutating func update(_ bytes: some ContiguousBytes) {
         bytes.withUnsafeBytes { input in
             _ = crypto_auth_hmacsha256_update(
@@ -64,6 +71,8 @@ public struct HMACSHA256: Sendable {
         return mac
     }
 
+    /// The HMAC-SHA-256 of `message` under `key`, 32 bytes; check a received MAC with ``isValid(_:for:key:)``, which
+    /// compares in constant time.
     public static func authenticate(_ message: some ContiguousBytes, key: SecretBytes) -> [UInt8] {
         var authenticator = HMACSHA256(key: key)
         authenticator.update(message)
@@ -83,6 +92,10 @@ public enum BLAKE2b {
     /// Allowed key lengths, in bytes, when a key is given.
     public static let keyByteCountRange = 16...64
 
+    /// The BLAKE2b digest of `bytes`, `byteCount` bytes long (16 to 64, default 32), keyed with `key` when given (16 to
+    /// 64 bytes).
+    ///
+    /// Throws ``SodiumError/Code/invalidArgument`` when the digest or key length is outside those ranges.
     public static func hash(
         _ bytes: some ContiguousBytes, byteCount: Int = 32, key: SecretBytes? = nil
     ) throws(SodiumError) -> [UInt8] {
@@ -112,6 +125,7 @@ public enum BLAKE2b {
 
 /// Lower-case hexadecimal, encoded and decoded in constant time by libsodium.
 public enum Hex {
+    /// The bytes as lower-case hexadecimal, two digits a byte.
     public static func encode(_ bytes: [UInt8]) -> String {
         Sodium.ensureInitialized()
         var text = [CChar](repeating: 0, count: bytes.count * 2 + 1)
@@ -139,6 +153,7 @@ public enum Hex {
 
 /// URL-safe base64 without padding (RFC 4648 §5), by libsodium: for public bytes such as nonces and ciphertexts.
 public enum Base64URL {
+    /// The bytes as URL-safe base64 (`-` and `_`) without `=` padding.
     public static func encode(_ bytes: [UInt8]) -> String {
         Sodium.ensureInitialized()
         let variant = sodium_base64_VARIANT_URLSAFE_NO_PADDING

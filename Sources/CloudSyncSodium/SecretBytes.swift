@@ -7,6 +7,7 @@ public final class SecretBytes: @unchecked Sendable {
     // Written only during init and zeroed in deinit: immutable in between, so sharing it is safe.
     // At least one byte is allocated, so the base address is never nil even for an empty secret.
     private let base: UnsafeMutableRawPointer
+    /// The number of secret bytes (may be 0); not itself secret.
     public let count: Int
 
     /// Allocates `count` bytes and lets `initializer` fill them.
@@ -77,8 +78,11 @@ extension SecretBytes: Equatable {
 }
 
 extension SecretBytes: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// Always `<redacted>`, so a secret never reaches a log through string interpolation.
     public var description: String { "<redacted>" }
+    /// Always `<redacted>`, so a secret never reaches a log through `debugPrint` or a debugger.
     public var debugDescription: String { "<redacted>" }
+    /// A mirror with no children, so `dump` and reflection show nothing of the bytes.
     public var customMirror: Mirror { Mirror(self, children: [], displayStyle: .class) }
 }
 

@@ -16,6 +16,7 @@ enum Sodium {
 ///
 /// Its description never holds key bytes.
 public struct SodiumError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What went wrong, for callers to branch on.
     public enum Code: String, Sendable {
         /// A ciphertext did not authenticate: wrong key, wrong associated data, or modified bytes.
         case authenticationFailed
@@ -33,14 +34,18 @@ public struct SodiumError: Error, Sendable, Equatable, CustomStringConvertible {
         case keyFileExists
     }
 
+    /// What went wrong, for callers to branch on.
     public let code: Code
+    /// What went wrong and what to do, for people; never key bytes.
     public let message: String
 
+    /// An error with `code` and `message`; the message must not hold key bytes.
     public init(_ code: Code, _ message: String) {
         self.code = code
         self.message = message
     }
 
+    /// The message.
     public var description: String { message }
 }
 

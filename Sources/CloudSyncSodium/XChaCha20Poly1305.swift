@@ -3,16 +3,21 @@ internal import CSodium
 /// Authenticated encryption with XChaCha20-Poly1305 (IETF construction, libsodium's
 /// `crypto_aead_xchacha20poly1305_ietf_*`): a 32-byte key, a 24-byte nonce that may be random, a 16-byte tag.
 public enum XChaCha20Poly1305 {
+    /// Key length in bytes.
     public static let keyByteCount = 32
+    /// Nonce length in bytes; long enough for random nonces.
     public static let nonceByteCount = 24
+    /// Length of the authentication tag appended to each ciphertext, in bytes.
     public static let tagByteCount = 16
 
     /// A nonce and the ciphertext with its tag appended.
     public struct SealedBox: Sendable, Equatable {
+        /// The 24-byte nonce the plaintext was sealed with; public, but never to be reused with the same key.
         public let nonce: [UInt8]
         /// Ciphertext followed by the 16-byte tag.
         public let ciphertext: [UInt8]
 
+        /// A box from its parts, such as read back from storage; opening it checks them.
         public init(nonce: [UInt8], ciphertext: [UInt8]) {
             self.nonce = nonce
             self.ciphertext = ciphertext

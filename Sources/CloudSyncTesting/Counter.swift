@@ -4,6 +4,7 @@ import Synchronization
 public final class Counter: Sendable {
     private let count = Mutex(0)
 
+    /// A counter at 0.
     public init() {}
 
     /// Returns the current count and adds one (0, 1, 2, ...).
@@ -15,5 +16,6 @@ public final class Counter: Sendable {
         }
     }
 
+    /// The current count, without changing it.
     public var value: Int { count.withLock { $0 } }
 }

@@ -32,8 +32,12 @@ public final class FaultInjectingProvider: ForwardingProvider {
         var hanging: [Operation: Int] = [:]
     }
 
+    /// The provider every call is forwarded to once the injected faults let it through.
     public let wrapped: any Provider
+    /// The wrapped provider's id unless another was given.
     public let id: String
+    /// The wrapped provider's capabilities unless others were given; the store and the wrapper itself act on these (a
+    /// wrapper that says it cannot list refuses to).
     public let capabilities: ProviderCapabilities
     private let clock: any StoreClock
     private let settings = Mutex(Settings())
@@ -63,6 +67,8 @@ public final class FaultInjectingProvider: ForwardingProvider {
 
     // MARK: Controls
 
+    /// Whether ``availability()`` lets the wrapped provider answer (true, the default) or reports it unavailable with
+    /// reason `other`; set it to switch the provider off and on during a test.
     public var isAvailableNow: Bool {
         get { settings.withLock { $0.available } }
         set { settings.withLock { $0.available = newValue } }
@@ -99,6 +105,7 @@ public final class FaultInjectingProvider: ForwardingProvider {
         settings.withLock { $0.keysRequested[operation, default: 0] }
     }
 
+    /// How often `clearCaches()` reached this wrapper.
     public var clearCachesCalls: Int { settings.withLock { $0.clearCachesCalls } }
 
     /// Whether a call to `operation` is hanging right now.
@@ -106,6 +113,8 @@ public final class FaultInjectingProvider: ForwardingProvider {
         settings.withLock { $0.hanging[operation, default: 0] > 0 }
     }
 
+    /// Sets every call and key count back to zero (for ``calls(_:)`` and ``keysRequested(_:)``); injected faults stay
+    /// as they are.
     public func resetCounts() {
         settings.withLock { settings in
             settings.calls = [:]
@@ -158,6 +167,8 @@ public final class FaultInjectingProvider: ForwardingProvider {
 
     private func keyError(_ key: String) -> CloudSyncError? { settings.withLock { $0.keyErrors[key] } }
 
+    /// Counts the probe, waits, hangs or fails as configured for `isAvailable`, then answers: unavailable with reason
+    /// `other` when an injected failure fires or ``isAvailableNow`` is false, else the wrapped provider's answer.
     public func availability() async -> Availability {
         do { try await enter(.isAvailable) } catch {
             return .unavailable(.other, "the availability probe failed: \(error)")
@@ -168,12 +179,16 @@ public final class FaultInjectingProvider: ForwardingProvider {
         return await wrapped.availability()
     }
 
+    /// Counts the call, waits, hangs or throws as configured for `get`, then forwards; a key given its own error with
+    /// ``fail(key:with:)`` reads as that error in its slot.
     public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
         try await enter(.get, keys: keys.count)
         let results = try await wrapped.get(keys)
         return zip(keys, results).map { key, result in keyError(key).map { .failure($0) } ?? result }
     }
 
+    /// Counts the call, waits, hangs or throws as configured for `set`, then forwards every item except those whose key
+    /// has its own error, which fail in their slots and are not written.
     public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
         try await enter(.set, keys: items.count)
         let failing = items.map { keyError($0.key) }
@@ -182,6 +197,8 @@ public final class FaultInjectingProvider: ForwardingProvider {
         return failing.map { error in error.map { .failure($0) } ?? results.next()! }
     }
 
+    /// Counts the call, waits, hangs or throws as configured for `remove`, then forwards every key except those with
+    /// their own error, which fail in their slots and are not removed.
     public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
         try await enter(.remove, keys: keys.count)
         let failing = keys.map(keyError)
@@ -190,6 +207,8 @@ public final class FaultInjectingProvider: ForwardingProvider {
         return failing.map { error in error.map { .failure($0) } ?? results.next()! }
     }
 
+    /// Counts the call, waits, hangs or throws as configured for `list`, then forwards; throws `ERR_UNSUPPORTED` when
+    /// this wrapper's capabilities say it cannot list.
     public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
         try await enter(.list)
         guard capabilities.canList else {
@@ -198,13 +217,15 @@ public final class FaultInjectingProvider: ForwardingProvider {
         return try await wrapped.listKeys(after: cursor, limit: limit)
     }
 
+    /// Counts the call, waits, hangs or throws as configured for `quota`, then forwards; nil when this wrapper's
+    /// capabilities say it does not report quota.
     public func quota() async throws -> ProviderQuota? {
         try await enter(.quota)
         guard capabilities.reportsQuota else { return nil }
         return try await wrapped.quota()
     }
 
-    /// The test's own events (``sendAccountEvent(_:)``) and the wrapped provider's, in one subscription.
+    /// The test's own events (``emitAccountEvent(identityChanged:status:eventID:)``) and the wrapped provider's, in one subscription.
     public func subscribeToAccountChanges(_ handler: @escaping @Sendable (AccountEvent) -> Void)
         -> ProviderSubscription?
     {
@@ -228,6 +249,7 @@ public final class FaultInjectingProvider: ForwardingProvider {
         }
     }
 
+    /// Counts the call (see ``clearCachesCalls``) and forwards it.
     public func clearCaches() async {
         settings.withLock { $0.clearCachesCalls += 1 }
         await wrapped.clearCaches()

@@ -25,6 +25,7 @@ public final class ManualClock: StoreClock {
         state = Mutex(State(now: milliseconds))
     }
 
+    /// The clock's time in milliseconds since 1970; changes only with ``advance(by:)``.
     public func nowMilliseconds() -> Int64 { state.withLock { $0.now } }
 
     /// Number of sleeps and timers waiting on this clock.
@@ -57,6 +58,9 @@ public final class ManualClock: StoreClock {
         }
     }
 
+    /// Returns when ``advance(by:)`` moves the clock to `duration` from now or past it; never on its own.
+    ///
+    /// Throws `CancellationError` when the task is cancelled first.
     public func sleep(for duration: Duration) async throws {
         let id = nextID()
         try await withTaskCancellationHandler {
@@ -71,6 +75,8 @@ public final class ManualClock: StoreClock {
         }
     }
 
+    /// Runs `action` during the ``advance(by:)`` that reaches `delay` from now; cancelling the returned action first
+    /// means it never runs.
     public func schedule(after delay: Duration, _ action: @escaping @Sendable () -> Void) -> ScheduledAction {
         let id = nextID()
         _ = register(id: id, after: delay) { fired in if fired { action() } }

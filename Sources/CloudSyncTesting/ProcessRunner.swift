@@ -2,8 +2,11 @@ import Foundation
 
 /// What a finished child process printed and how it exited.
 public struct ProcessResult: Sendable {
+    /// The exit status, or the signal number when a signal ended the process.
     public let status: Int32
+    /// Everything the process wrote to standard output, decoded as UTF-8.
     public let standardOutput: String
+    /// Everything the process wrote to standard error, decoded as UTF-8.
     public let standardError: String
 }
 

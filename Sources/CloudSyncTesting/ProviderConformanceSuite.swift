@@ -6,6 +6,10 @@ import CloudSync
 /// `run` returns one line per broken requirement (empty when the provider conforms), so any test framework can
 /// assert on it: `#expect(await ProviderConformanceSuite.run { ... } == [])`.
 public enum ProviderConformanceSuite {
+    /// Runs every check, each on a fresh provider from `makeProvider`, and returns one line per broken requirement,
+    /// each starting with the check's name; empty when the provider conforms.
+    ///
+    /// A factory or check that throws counts as that check's failure rather than ending the run.
     public static func run(_ makeProvider: @Sendable () async throws -> any Provider) async -> [String] {
         var failures: [String] = []
         for check in checks {

@@ -5,6 +5,10 @@ public final class TemporaryDirectory: Sendable {
     /// Absolute path of the directory.
     public let path: String
 
+    /// Creates a new, empty directory named `<prefix>-XXXXXX` (random suffix, mode 0700) under the system's temporary
+    /// directory.
+    ///
+    /// Throws a `CocoaError` when the directory cannot be created.
     public init(prefix: String = "cloudsync-test") throws {
         let base = NSTemporaryDirectory().hasSuffix("/") ? NSTemporaryDirectory() : NSTemporaryDirectory() + "/"
         var template = Array("\(base)\(prefix)-XXXXXX".utf8CString)

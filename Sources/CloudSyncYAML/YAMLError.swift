@@ -1,5 +1,6 @@
 /// A YAML document that could not be turned into a node tree, with where and why.
 public struct YAMLError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// What kind of problem stopped parsing, for callers to branch on (the message is for people).
     public enum Kind: String, Sendable {
         /// libyaml rejected the text (its scanner or parser).
         case syntax
@@ -17,10 +18,14 @@ public struct YAMLError: Error, Sendable, Equatable, CustomStringConvertible {
         case multipleDocuments
     }
 
+    /// What kind of problem it is.
     public let kind: Kind
+    /// What is wrong, for people, without the location.
     public let message: String
+    /// Where in the source the problem is.
     public let mark: YAMLMark
 
+    /// An error of `kind` at `mark`, saying `message`.
     public init(_ kind: Kind, _ message: String, at mark: YAMLMark) {
         self.kind = kind
         self.message = message

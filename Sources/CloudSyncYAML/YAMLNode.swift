@@ -1,17 +1,22 @@
 /// A position in a YAML source: 1-based line and 1-based column, counted in characters.
 public struct YAMLMark: Sendable, Hashable, Comparable, CustomStringConvertible {
+    /// The line, counting from 1.
     public let line: Int
+    /// The column, counting characters from 1.
     public let column: Int
 
+    /// The position at `line` and `column`, both 1-based.
     public init(line: Int, column: Int) {
         self.line = line
         self.column = column
     }
 
+    /// Whether `lhs` comes before `rhs` in the source: by line, then by column.
     public static func < (lhs: YAMLMark, rhs: YAMLMark) -> Bool {
         (lhs.line, lhs.column) < (rhs.line, rhs.column)
     }
 
+    /// `line:column`.
     public var description: String { "\(line):\(column)" }
 }
 
@@ -31,15 +36,19 @@ public struct YAMLNode: Sendable, Equatable {
 
     /// One entry of a mapping.
     public struct Pair: Sendable, Equatable {
+        /// The entry's key: a scalar in pipeline files, though YAML allows any node.
         public let key: YAMLNode
+        /// The entry's value.
         public let value: YAMLNode
 
+        /// An entry mapping `key` to `value`.
         public init(key: YAMLNode, value: YAMLNode) {
             self.key = key
             self.value = value
         }
     }
 
+    /// What a node holds.
     public enum Content: Sendable, Equatable {
         case scalar(String, ScalarStyle)
         case sequence([YAMLNode], CollectionStyle)
@@ -47,6 +56,7 @@ public struct YAMLNode: Sendable, Equatable {
         case mapping([Pair], CollectionStyle)
     }
 
+    /// What the node holds: a scalar's text, a sequence's items or a mapping's entries, with how each was written.
     public let content: Content
     /// The tag written in the source, in full form (`!!str` reads as `tag:yaml.org,2002:str`); nil when none was.
     public let tag: String?
@@ -56,6 +66,7 @@ public struct YAMLNode: Sendable, Equatable {
     /// where its content is written.
     public let mark: YAMLMark
 
+    /// A node holding `content`, tagged `tag` (in full form) and starting at `mark`.
     public init(_ content: Content, tag: String? = nil, mark: YAMLMark) {
         self.content = content
         self.tag = tag

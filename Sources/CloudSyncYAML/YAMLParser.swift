@@ -12,6 +12,8 @@ public struct YAMLParser: Sendable {
     /// Deepest nesting of sequences and mappings allowed.
     public var maximumDepth: Int
 
+    /// A parser with these limits; the defaults suit any hand-written file, and callers reading untrusted files may
+    /// lower them.
     public init(maximumNodes: Int = 1_000_000, maximumDepth: Int = 256) {
         self.maximumNodes = maximumNodes
         self.maximumDepth = maximumDepth
