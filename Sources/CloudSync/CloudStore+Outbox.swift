@@ -28,46 +28,65 @@ extension CloudStore {
         let configured = try configuredProviders() + attachedProviders()
         // Entries belong to the account signed in when this flush began; one that changes meanwhile abandons them.
         let generation = outbox.generation
-        let (candidates, expired) = outbox.due(now: options.clock.nowMilliseconds())
-        var result = FlushResult(drained: 0, remaining: 0, dropped: expired)
-        let keys = Set(candidates.map(\.key))
-        await keyLocks.acquire(keys)
-        defer { keyLocks.release(keys) }
-
-        let providers = await available(configured.filter { Set(candidates.map(\.provider)).contains($0.id) })
-        // Checked again after every wait, under the keys' locks: a direct write may have superseded an entry, and
-        // an account switch abandons them all.
-        guard outbox.generation == generation else {
-            result.remaining = outbox.count
-            return result
-        }
-        let stillQueued = Set(outbox.pending.map(\.id))
-        let due = candidates.filter { stillQueued.contains($0.id) }
-        let index = Dictionary(uniqueKeysWithValues: providers.enumerated().map { ($1.id, $0) })
-        var sets = [[Delivery]](repeating: [], count: providers.count)
-        var removes = [[Delivery]](repeating: [], count: providers.count)
-        for (item, entry) in due.enumerated() {
-            guard let provider = index[entry.provider] else { continue }
-            let delivery = Delivery(item: item, key: entry.key, encoded: entry.encodedValue)
-            if entry.operation == .set { sets[provider].append(delivery) } else { removes[provider].append(delivery) }
-        }
-        async let setOutcomes = deliver(.set, sets, to: providers)
-        async let removeOutcomes = deliver(.remove, removes, to: providers)
-        let outcomes = await setOutcomes.merging(await removeOutcomes) { $0 + $1 }
-
-        let now = options.clock.nowMilliseconds()
-        for (item, entry) in due.enumerated() {
-            guard let outcome = outcomes[item]?.first?.result else { continue }
-            switch outbox.record(entry, outcome: outcome, now: now) {
-            case .delivered: result.drained += 1
-            case .dropped(let reason):
-                result.dropped += 1
-                if reason == .notRetryable, case .failure(let error) = outcome { report(error) }
-            case .rescheduled, .gone: break
+        let (due, expired) = outbox.due(now: options.clock.nowMilliseconds())
+        let wanted = Set(due.map(\.provider))
+        let providers = await available(configured.filter { wanted.contains($0.id) })
+        // Each provider's sets and removes go in batches of its limit, providers at once; a batch holds only its own
+        // keys' locks, so no write waits on a flush longer than one call's deadline.
+        var result = await withTaskGroup(of: FlushResult.self) { group in
+            for provider in providers {
+                for operation in [FailedWrite.Operation.set, .remove] {
+                    let entries = due.filter { $0.provider == provider.id && $0.operation == operation }
+                    guard !entries.isEmpty else { continue }
+                    group.addTask { [self] in
+                        await flush(entries, to: provider, outbox: outbox, generation: generation)
+                    }
+                }
             }
+            var total = FlushResult(drained: 0, remaining: 0, dropped: expired)
+            for await part in group {
+                total.drained += part.drained
+                total.dropped += part.dropped
+            }
+            return total
         }
         result.remaining = outbox.count
         return result
+    }
+
+    /// Delivers one provider's due entries of one operation, a batch at a time, each under its keys' locks.
+    private func flush(_ entries: [OutboxEntry], to provider: any Provider, outbox: Outbox, generation: Int) async
+        -> FlushResult
+    {
+        var tally = FlushResult(drained: 0, remaining: 0, dropped: 0)
+        let dispatcher = dispatcher(for: provider)
+        for chunk in entries.chunked(provider.capabilities.batchLimit) {
+            let keys = Set(chunk.map(\.key))
+            await keyLocks.acquire(keys)
+            // Checked after the wait, under the locks: a direct write may have superseded an entry meanwhile, and an
+            // account switch abandons them all.
+            guard outbox.generation == generation else {
+                keyLocks.release(keys)
+                return tally
+            }
+            let batch = chunk.filter { outbox.isQueued($0.id) }
+            let outcomes =
+                batch.first?.operation == .set
+                ? await dispatcher.set(batch.map { KeyValue($0.key, $0.encodedValue ?? "") })
+                : await dispatcher.remove(batch.map(\.key))
+            let now = options.clock.nowMilliseconds()
+            for (entry, outcome) in zip(batch, outcomes) {
+                switch outbox.record(entry, outcome: outcome, now: now) {
+                case .delivered: tally.drained += 1
+                case .dropped(let reason):
+                    tally.dropped += 1
+                    if reason == .notRetryable, case .failure(let error) = outcome { report(error) }
+                case .rescheduled, .gone: break
+                }
+            }
+            keyLocks.release(keys)
+        }
+        return tally
     }
 
     /// The writes waiting in the outbox, oldest first (for a "pending sync" indicator).

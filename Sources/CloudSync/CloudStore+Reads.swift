@@ -10,11 +10,19 @@ extension CloudStore {
     /// The values of `keys`, positionally: a missing key is nil in its place, so results zip against the input.
     ///
     /// Each provider is asked once per batch of at most its ``ProviderCapabilities/batchLimit`` keys, and only for
-    /// the keys earlier providers did not have.
+    /// the keys earlier providers did not have. A key whose only copies cannot be decoded reads as nil (each copy is
+    /// reported to ``StoreOptions/onError`` with `ERR_DECODE`) rather than failing the other keys; the call fails
+    /// only when a key could not be read at all.
     public func multiGet(_ keys: [String]) async throws(CloudSyncError) -> [String?] {
         var values: [String?] = []
         values.reserveCapacity(keys.count)
-        for result in try await fetch(keys) { values.append(try result.get()) }
+        for result in try await fetch(keys) {
+            switch result {
+            case .success(let value): values.append(value)
+            case .failure(let error) where error.code == .decode: values.append(nil)
+            case .failure(let error): throw error
+            }
+        }
         return values
     }
 

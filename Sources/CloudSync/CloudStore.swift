@@ -44,7 +44,8 @@ public final class CloudStore: Sendable {
         self.accountEventPump = Task {
             for await event in stream {
                 if event.identityChanged {
-                    let providers = state.withLock { $0.providers }
+                    // Attached providers too: whatever they remember belongs to the previous account as much.
+                    let providers = state.withLock { $0.providers + $0.attached }
                     for provider in providers { await provider.clearCaches() }
                 }
                 listeners.notify(event)

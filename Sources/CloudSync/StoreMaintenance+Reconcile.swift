@@ -31,6 +31,12 @@ extension StoreMaintenance {
         let (providers, answers) = await store.availableWithReasons(chosen)
         guard !providers.isEmpty else { throw store.noProviderError(chosen, answers: answers) }
         let unique = CloudStore.unique(keys)
+        // Locked from the read to the last write: a write of one of these keys that landed in between would
+        // otherwise be overwritten by the older winner, and no flush may overlap the repairs.
+        let locked = Set(unique)
+        await store.keyLocks.acquire(locked)
+        defer { store.keyLocks.release(locked) }
+        let generation = store.options.outbox?.generation
         let reads = await store.readEverywhere(unique, from: providers)
         let resolver = store.options.resolver ?? Resolver.custom { $0.first?.value }
         var result = ReconcileResult()
@@ -42,8 +48,22 @@ extension StoreMaintenance {
             var holders: [Int: String] = [:]
             var unreadable = Set<Int>()
             var failure: CloudSyncError?
+            /// Providers with a change still queued for this key: that change is their copy, and it settles them.
+            var settling = Set<Int>()
             for (index, provider) in providers.enumerated() {
-                switch reads[index][key] {
+                var read = reads[index][key]
+                if let copy = store.queuedCopy(of: key, on: provider) {
+                    settling.insert(index)
+                    switch copy {
+                    case .value(let value):
+                        candidates.append(Candidate(provider: provider.id, value: value))
+                        holders[index] = value
+                        continue
+                    case .absent: read = .success(nil)
+                    case .undecodable(let error): read = .failure(error)
+                    }
+                }
+                switch read {
                 case .success(.some(let stored)):
                     do throws(CloudSyncError) {
                         let value = try store.decode(stored, key: key, from: provider)
@@ -70,7 +90,7 @@ extension StoreMaintenance {
             }
             var needsWrite = false
             for (index, provider) in providers.enumerated()
-            where holders[index] != winner && !unreadable.contains(index) {
+            where holders[index] != winner && !unreadable.contains(index) && !settling.contains(index) {
                 do throws(CloudSyncError) {
                     let value = try store.encodedValue(winner, key: key, for: provider)
                     guard value.fits else {
@@ -87,10 +107,6 @@ extension StoreMaintenance {
             }
             if !needsWrite { result.inSync += 1 }
         }
-        // These are writes: they must not overlap an outbox flush of the same keys.
-        let writtenKeys = Set(writes.flatMap { $0.map(\.key) })
-        await store.keyLocks.acquire(writtenKeys)
-        defer { store.keyLocks.release(writtenKeys) }
         let outcomes = await store.deliver(.set, writes, to: providers)
         for (item, results) in outcomes.sorted(by: { $0.key < $1.key }) {
             let key = unique[item]
@@ -106,7 +122,8 @@ extension StoreMaintenance {
                         && store.options.outbox?.enqueue(
                             FailedWrite(
                                 key: key, operation: .set, encodedValue: encodedByItem[item]?[outcome.provider] ?? nil,
-                                provider: outcome.provider, error: error), now: store.options.clock.nowMilliseconds())
+                                provider: outcome.provider, error: error), now: store.options.clock.nowMilliseconds(),
+                            generation: generation)
                             == true
                     if queued { result.queued += 1 } else { result.failed.append(KeyFailure(key: key, error: error)) }
                 }
