@@ -7,6 +7,9 @@ struct BatchDispatcher: Sendable {
     let provider: any Provider
     let timeout: Duration?
     let clock: any StoreClock
+    /// Where writes that outlived their deadline are registered under their keys, so the keys stay locked until the
+    /// provider call actually returns.
+    var abandoned: AbandonedWrites?
 
     /// One batch's answer: one result per key, or the error that failed the whole batch.
     typealias Answer<T> = Result<[Result<T, CloudSyncError>], CloudSyncError>
@@ -15,19 +18,26 @@ struct BatchDispatcher: Sendable {
 
     /// Runs one provider call under the deadline, turning every failure into a `CloudSyncError` that names the
     /// provider (and `key`, when given).
-    func call<T: Sendable>(key: String? = nil, _ operation: @escaping @Sendable (any Provider) async throws -> T)
-        async throws(CloudSyncError) -> T
-    {
+    func call<T: Sendable>(
+        key: String? = nil, writing keys: [String] = [],
+        _ operation: @escaping @Sendable (any Provider) async throws -> T
+    ) async throws(CloudSyncError) -> T {
         let provider = self.provider
         let id = provider.id
         let timeout = self.timeout
+        var onAbandoned: (@Sendable (Task<Void, Never>) -> Void)?
+        if !keys.isEmpty, let registry = abandoned {
+            onAbandoned = { task in registry.register(task, keys: keys) }
+        }
         do {
             return try await withDeadline(
                 timeout, clock: clock,
                 timeoutError: {
                     CloudSyncError(
                         .timeout, "no answer within \(timeout?.milliseconds ?? 0) ms", provider: id, key: key)
-                }, { try await operation(provider) })
+                },
+                onAbandoned: onAbandoned,
+                { try await operation(provider) })
         } catch {
             throw CloudSyncError.wrapping(error, provider: id, key: key)
         }
@@ -39,7 +49,7 @@ struct BatchDispatcher: Sendable {
     /// Per-key errors arrive attributed to the provider and their key; a batch that failed, or whose answer did not
     /// hold one result per key, arrives as the batch's error (naming the provider, not a key).
     func forEachBatch<Item: Sendable, T: Sendable>(
-        _ items: [Item], key: (Item) -> String,
+        _ items: [Item], key: (Item) -> String, writes: Bool = false,
         call operation: @escaping @Sendable (any Provider, [Item]) async throws -> [Result<T, CloudSyncError>],
         _ body: ([Item], Answer<T>) async throws(CloudSyncError) -> Void
     ) async throws(CloudSyncError) {
@@ -47,7 +57,9 @@ struct BatchDispatcher: Sendable {
             let batch = Array(chunk)
             let answer: Answer<T>
             do throws(CloudSyncError) {
-                let results = try await call { provider in try await operation(provider, batch) }
+                let results = try await call(writing: writes ? batch.map(key) : []) { provider in
+                    try await operation(provider, batch)
+                }
                 answer = .success(
                     zip(batch, try checkedCount(batch.count, results)).map { item, result in
                         result.mapError { $0.attributed(provider: id, key: key(item)) }
@@ -73,22 +85,22 @@ struct BatchDispatcher: Sendable {
 
     /// Every item's write, positionally; a failed batch gives its error to each of its items.
     func set(_ items: [KeyValue]) async -> [Result<Void, CloudSyncError>] {
-        await flattened(items, key: \.key, call: { provider, batch in try await provider.set(batch) })
+        await flattened(items, key: \.key, writes: true, call: { provider, batch in try await provider.set(batch) })
     }
 
     /// Every key's removal, positionally; a failed batch gives its error to each of its keys.
     func remove(_ keys: [String]) async -> [Result<Void, CloudSyncError>] {
-        await flattened(keys, key: { $0 }, call: { provider, batch in try await provider.remove(batch) })
+        await flattened(keys, key: { $0 }, writes: true, call: { provider, batch in try await provider.remove(batch) })
     }
 
     private func flattened<Item: Sendable, T: Sendable>(
-        _ items: [Item], key: @escaping (Item) -> String,
+        _ items: [Item], key: @escaping (Item) -> String, writes: Bool = false,
         call operation: @escaping @Sendable (any Provider, [Item]) async throws -> [Result<T, CloudSyncError>]
     ) async -> [Result<T, CloudSyncError>] {
         var results: [Result<T, CloudSyncError>] = []
         results.reserveCapacity(items.count)
         // The body never throws, so neither does the walk.
-        try? await forEachBatch(items, key: key, call: operation) { batch, answer in
+        try? await forEachBatch(items, key: key, writes: writes, call: operation) { batch, answer in
             switch answer {
             case .success(let answers): results += answers
             case .failure(let error): results += batch.map { .failure(error.attributed(key: key($0))) }
@@ -112,6 +124,35 @@ struct BatchDispatcher: Sendable {
 extension CloudStore {
     /// The dispatcher for calls to `provider`, under this store's deadline and clock.
     func dispatcher(for provider: any Provider) -> BatchDispatcher {
-        BatchDispatcher(provider: provider, timeout: options.timeout, clock: options.clock)
+        BatchDispatcher(provider: provider, timeout: options.timeout, clock: options.clock, abandoned: abandonedWrites)
+    }
+}
+
+/// Writes whose provider call outlived the store's deadline and still runs, by key.
+///
+/// The caller was released at the deadline, but the call may yet land; whoever holds the key's lock waits for it
+/// (bounded by a second deadline) before letting the next write of the key start, so the late one cannot land after
+/// the newer one.
+final class AbandonedWrites: Sendable {
+    private let running = Protected<[String: [Task<Void, Never>]]>([:])
+
+    func register(_ task: Task<Void, Never>, keys: [String]) {
+        running.withLock { running in for key in keys { running[key, default: []].append(task) } }
+    }
+
+    /// Waits until every abandoned write of `keys` has returned, or `timeout` has passed on `clock`; false when some
+    /// were still running at the end.
+    @discardableResult
+    func settle(_ keys: Set<String>, timeout: Duration?, clock: any StoreClock) async -> Bool {
+        let tasks = running.withLock { running in keys.flatMap { running.removeValue(forKey: $0) ?? [] } }
+        guard !tasks.isEmpty else { return true }
+        let finished =
+            (try? await withDeadline(
+                timeout, clock: clock, timeoutError: { CloudSyncError(.timeout, "abandoned writes still running") },
+                {
+                    for task in tasks { await task.value }
+                    return true
+                })) ?? false
+        return finished
     }
 }

@@ -74,7 +74,7 @@ extension CloudStore {
     {
         guard !items.isEmpty else { return [] }
         let keys = Set(items.map(\.key))
-        await keyLocks.acquire(keys)
+        await lockForWriting(keys)
         defer { keyLocks.release(keys) }
         let deliveries = items.enumerated().map { Delivery(item: $0, key: $1.key, encoded: $1.value) }
         let outcomes = await deliver(operation, [deliveries], to: [provider])

@@ -62,7 +62,7 @@ extension CloudStore {
         let dispatcher = dispatcher(for: provider)
         for chunk in entries.chunked(provider.capabilities.batchLimit) {
             let keys = Set(chunk.map(\.key))
-            await keyLocks.acquire(keys)
+            await lockForWriting(keys)
             // Checked after the wait, under the locks: a direct write may have superseded an entry meanwhile, and an
             // account switch abandons them all.
             guard outbox.generation == generation else {

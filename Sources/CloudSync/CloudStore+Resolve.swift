@@ -19,7 +19,7 @@ extension CloudStore {
         // The keys stay locked from the read to the repair: a write that landed in between would otherwise be
         // overwritten by the older winner.
         let locked = Set(unique)
-        await keyLocks.acquire(locked)
+        await lockForWriting(locked)
         defer { keyLocks.release(locked) }
         let reads = await readEverywhere(unique, from: providers)
         var copies: [String: Copies] = [:]

@@ -63,7 +63,7 @@ extension CloudStore {
         // A write and an outbox flush (or a read repair) of the same key never overlap, so neither can land after
         // this write.
         let lockedKeys = Set(items.map(\.key))
-        await keyLocks.acquire(lockedKeys)
+        await lockForWriting(lockedKeys)
         defer { keyLocks.release(lockedKeys) }
         // Work begun under one account is never queued under the next.
         let generation = options.outbox?.generation

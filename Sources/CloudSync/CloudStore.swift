@@ -20,6 +20,8 @@ public final class CloudStore: Sendable {
     private let accountEvents: AsyncStream<AccountEvent>.Continuation
     private let accountEventPump: Task<Void, Never>
     let keyLocks = KeyLocks()
+    /// Writes that outlived their deadline, so their keys stay locked until they return.
+    let abandonedWrites = AbandonedWrites()
     private let accountListeners = Subscribers<AccountEvent>()
     private let remoteListeners = Subscribers<RemoteChange>()
     private let autoFlush = Protected<Task<Void, Never>?>(nil)
@@ -108,6 +110,14 @@ public final class CloudStore: Sendable {
     }
 
     // MARK: Providers, availability and deadlines
+
+    /// Takes `keys`' locks for a write, and first lets any earlier write of them that outlived its deadline return
+    /// (bounded by a second deadline), so that late call cannot land after this one. Release with
+    /// `keyLocks.release(keys)`.
+    func lockForWriting(_ keys: Set<String>) async {
+        await keyLocks.acquire(keys)
+        await abandonedWrites.settle(keys, timeout: options.timeout, clock: options.clock)
+    }
 
     /// The configured providers, or `ERR_CLOSED`.
     func configuredProviders() throws(CloudSyncError) -> [any Provider] {

@@ -5,8 +5,12 @@ import Synchronization
 /// The operation runs in its own task, which is cancelled at the deadline; the caller is released at once even if
 /// the operation ignores cancellation (a hung socket, a provider that never checks), so one stuck call can never
 /// stall the store beyond its timeout. Cancelling the caller cancels the operation too.
+///
+/// When the deadline wins, `onAbandoned` receives a task that ends when the abandoned operation finally returns, so a
+/// caller can keep what the operation touches locked until then.
 func withDeadline<T: Sendable>(
     _ timeout: Duration?, clock: any StoreClock, timeoutError: @escaping @Sendable () -> CloudSyncError,
+    onAbandoned: (@Sendable (Task<Void, Never>) -> Void)? = nil,
     _ operation: @escaping @Sendable () async throws -> T
 ) async throws -> T {
     guard let timeout else { return try await operation() }
@@ -14,12 +18,16 @@ func withDeadline<T: Sendable>(
     return try await withTaskCancellationHandler {
         try await withCheckedThrowingContinuation { continuation in
             race.start(continuation)
-            // The timer is armed before the work starts, so running work always has a deadline.
-            let timer = clock.schedule(after: timeout) { race.finish(.failure(timeoutError())) }
             let work = Task {
                 let result: Result<T, any Error>
                 do { result = .success(try await operation()) } catch { result = .failure(error) }
                 race.finish(result)
+            }
+            // The timer is armed as the work starts, so running work always has a deadline.
+            let timer = clock.schedule(after: timeout) {
+                if race.finish(.failure(timeoutError())) {
+                    onAbandoned?(Task { _ = await work.result })
+                }
             }
             race.onFinish {
                 work.cancel()

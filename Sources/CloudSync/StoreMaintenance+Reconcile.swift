@@ -34,7 +34,7 @@ extension StoreMaintenance {
         // Locked from the read to the last write: a write of one of these keys that landed in between would
         // otherwise be overwritten by the older winner, and no flush may overlap the repairs.
         let locked = Set(unique)
-        await store.keyLocks.acquire(locked)
+        await store.lockForWriting(locked)
         defer { store.keyLocks.release(locked) }
         let generation = store.options.outbox?.generation
         let reads = await store.readEverywhere(unique, from: providers)

@@ -1,0 +1,306 @@
+import CloudSync
+import CloudSyncTesting
+import Synchronization
+import Testing
+
+/// A provider whose calls of one kind wait at a gate until the test opens it, ignoring cancellation as a stuck
+/// socket would; it then answers with `outcome`.
+final class GatedProvider: ForwardingProvider {
+    enum Call: Sendable { case get, set }
+
+    let wrapped: any Provider
+    private let gated: Call
+    private let state = Mutex<(closed: Bool, waiting: Int, waiters: [CheckedContinuation<Void, Never>])>(
+        (true, 0, []))
+    private let failure: CloudSyncError?
+
+    init(_ wrapped: any Provider, gating: Call, failing failure: CloudSyncError? = nil) {
+        self.wrapped = wrapped
+        gated = gating
+        self.failure = failure
+    }
+
+    /// How many calls wait at the gate.
+    var waiting: Int { state.withLock { $0.waiting } }
+
+    /// Makes later calls wait again.
+    func shut() { state.withLock { $0.closed = true } }
+
+    /// Lets every waiting call and every later one through.
+    func open() {
+        let waiters = state.withLock { state in
+            state.closed = false
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    private func pass() async {
+        await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+            let go = state.withLock { state -> Bool in
+                guard state.closed else { return true }
+                state.waiting += 1
+                state.waiters.append(continuation)
+                return false
+            }
+            if go { continuation.resume() }
+        }
+    }
+
+    func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
+        if gated == .get { await pass() }
+        return try await wrapped.get(keys)
+    }
+
+    func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
+        if gated == .set { await pass() }
+        if let failure { throw failure }
+        return try await wrapped.set(items)
+    }
+}
+
+/// Reads values written as `enc:<value>`; anything else is undecodable.
+struct PrefixCodec: ValueCodec {
+    struct NotEncoded: Error {}
+    func encode(_ value: String, key: String) throws -> String { "enc:" + value }
+    func decode(_ stored: String, key: String) throws -> String {
+        guard stored.hasPrefix("enc:") else { throw NotEncoded() }
+        return String(stored.dropFirst(4))
+    }
+    func isCurrent(_ stored: String) -> Bool { stored.hasPrefix("enc:") }
+}
+
+/// One test per way the store used to bring back old or removed data (issue 13); each failed before the fix.
+@Suite struct NeverOlderScenarioTests {
+    @Test func clearThenFlushDoesNotBringKeysBack() async throws {
+        let provider = makeProvider("p")
+        let store = try makeStore([provider]) { $0.outbox = try! makeOutbox() }
+        try await store.set("v1", forKey: "k")
+        provider.fail(.set, with: offline)
+        #expect(try await store.set("old", forKey: "k").queued == ["p"])
+        _ = try await store.clear()
+        provider.fail(.set, with: offline, times: 0)
+        _ = try await store.flushOutbox()
+        #expect(try await store.get("k") == nil)
+        #expect(try await raw(provider, "k") == nil)
+    }
+
+    @Test func aNewerFailoverWriteElsewhereSupersedesAQueuedOne() async throws {
+        let first = makeProvider("first")
+        let second = makeProvider("second")
+        let store = try makeStore([first, second]) {
+            $0.outbox = try! makeOutbox()
+            $0.availabilityLifetime = .zero
+        }
+        first.fail(.set, with: offline)
+        #expect(try await store.set("old", forKey: "k").queued == ["first"])
+        first.isAvailableNow = false
+        #expect(try await store.set("new", forKey: "k").stored == ["second"])
+        first.isAvailableNow = true
+        first.fail(.set, with: offline, times: 0)
+        _ = try await store.flushOutbox()
+        #expect(try await store.get("k") == "new")
+        #expect(try await raw(first, "k") == nil)
+    }
+
+    @Test func aMirrorRemoveSupersedesAQueuedSetOnAnUnavailableProvider() async throws {
+        let first = makeProvider("first")
+        let second = makeProvider("second")
+        let store = try makeStore([first, second]) {
+            $0.writeMode = .mirror
+            $0.outbox = try! makeOutbox()
+            $0.availabilityLifetime = .zero
+        }
+        second.fail(.set, with: offline)
+        #expect(try await store.set("v", forKey: "k").queued == ["second"])
+        second.isAvailableNow = false
+        _ = try await store.remove("k")
+        second.isAvailableNow = true
+        second.fail(.set, with: offline, times: 0)
+        _ = try await store.flushOutbox()
+        #expect(try await store.get("k") == nil)
+        #expect(try await raw(second, "k") == nil)
+    }
+
+    @Test func aReadRepairNeverOverwritesARemoveThatLandedDuringTheRead() async throws {
+        let first = makeProvider("first")
+        let slow = GatedProvider(makeProvider("second"), gating: .get)
+        _ = try await first.set([KeyValue("k", #"{"t":1}"#)])
+        let store = try makeStore([first, slow]) {
+            $0.writeMode = .mirror
+            $0.resolver = .timestamp(field: "t")
+        }
+        let read = Task { try await store.get("k") }
+        await waitUntil { slow.waiting == 1 }
+        let remove = Task { try await store.remove("k") }
+        // The remove waits for the read's key: it cannot land between the read and its repair.
+        try await Task.sleep(for: .milliseconds(50))
+        slow.open()
+        _ = try await read.value
+        _ = try await remove.value
+        #expect(try await raw(first, "k") == nil)
+        #expect(try await raw(slow, "k") == nil)
+        #expect(try await store.get("k") == nil)
+    }
+
+    @Test func aReadRepairNeverUsesACopyQueuedWorkWillReplace() async throws {
+        let clock = ManualClock()
+        let first = makeProvider("first")
+        let second = makeProvider("second")
+        let store = try makeStore([first, second]) {
+            $0.writeMode = .mirror
+            $0.resolver = .timestamp(field: "t")
+            $0.outbox = try! makeOutbox()
+            $0.clock = clock
+        }
+        try await store.set(#"{"t":1}"#, forKey: "k")
+        second.fail(.remove, with: offline)
+        #expect(try await store.remove("k").queued == ["second"])
+        // The old copy on `second` is what the queued remove replaces: it is neither returned nor repaired onto
+        // `first`.
+        #expect(try await store.get("k") == nil)
+        second.fail(.remove, with: offline, times: 0)
+        clock.advance(by: .seconds(3600))
+        #expect(try await store.flushOutbox().drained == 1)
+        #expect(try await raw(first, "k") == nil)
+        #expect(try await raw(second, "k") == nil)
+    }
+
+    @Test func aWriteInFlightDuringAnAccountSwitchIsNeverQueuedForTheNewAccount() async throws {
+        let account = makeProvider("cloud", ProviderCapabilities(emitsAccountEvents: true))
+        let gate = GatedProvider(account, gating: .set, failing: offline)
+        let drops = DropLog()
+        let store = try makeStore([gate]) { $0.outbox = try! makeOutbox(drops: drops) }
+        let write = Task { try await store.set("previous user's", forKey: "k") }
+        await waitUntil { gate.waiting == 1 }
+        account.emitAccountEvent(identityChanged: true)
+        await waitUntil { account.clearCachesCalls == 1 }
+        gate.open()
+        await #expect(throws: CloudSyncError.self) { try await write.value }
+        #expect(store.pendingWrites().isEmpty)
+    }
+
+    @Test func aFlushInFlightDuringAnAccountSwitchDoesNotCountTheEntryDelivered() async throws {
+        let clock = ManualClock()
+        let account = makeProvider("cloud", ProviderCapabilities(emitsAccountEvents: true))
+        let gate = GatedProvider(account, gating: .set)
+        gate.open()
+        let drops = DropLog()
+        let store = try makeStore([gate]) {
+            $0.outbox = try! makeOutbox(drops: drops)
+            $0.clock = clock
+        }
+        account.fail(.set, with: offline, times: 1)
+        #expect(try await store.set("v", forKey: "k").queued == ["cloud"])
+        clock.advance(by: .seconds(3600))
+        gate.shut()
+        let flush = Task { try await store.flushOutbox() }
+        await waitUntil { gate.waiting == 1 }
+        account.emitAccountEvent(identityChanged: true)
+        await waitUntil { store.pendingWrites().isEmpty }
+        gate.open()
+        let result = try await flush.value
+        #expect(result.drained == 0)
+        #expect(drops.reasons == [.accountChanged])
+    }
+
+    @Test func anIdentityChangeClearsAttachedProvidersCachesToo() async throws {
+        let account = makeProvider("cloud", ProviderCapabilities(emitsAccountEvents: true))
+        let archive = makeProvider("archive")
+        let store = try CloudStore(providers: [account], attached: [archive])
+        account.emitAccountEvent(identityChanged: true)
+        await waitUntil { account.clearCachesCalls == 1 }
+        await waitUntil(limit: .seconds(2)) { archive.clearCachesCalls == 1 }
+        #expect(archive.clearCachesCalls == 1)
+        store.close()
+    }
+
+    @Test func growingPastATierLeavesNoSmallerStaleCopy() async throws {
+        let small = makeProvider("kv", ProviderCapabilities(tier: .keyValue))
+        let large = makeProvider("files")
+        let store = try makeStore([small, large]) { $0.tiering = .thresholds(kvMaxBytes: 10, recordMaxBytes: 100) }
+        try await store.set("tiny", forKey: "k")
+        let big = String(repeating: "x", count: 70)
+        #expect(try await store.set(big, forKey: "k").stored == ["files"])
+        #expect(try await raw(small, "k") == nil)
+        #expect(try await store.get("k") == big)
+    }
+
+    @Test func aFailoverRemoveOfATieredValueLeavesItUnreadable() async throws {
+        let small = makeProvider("kv", ProviderCapabilities(tier: .keyValue))
+        let large = makeProvider("files")
+        let store = try makeStore([small, large]) { $0.tiering = .thresholds(kvMaxBytes: 10, recordMaxBytes: 100) }
+        try await store.set(String(repeating: "x", count: 70), forKey: "k")
+        try await store.remove("k")
+        #expect(try await store.get("k") == nil)
+        #expect(try await raw(large, "k") == nil)
+    }
+
+    @Test func anUndecodableCopyIsSkippedAndReportedAndTheReadFallsThrough() async throws {
+        let first = makeProvider("first")
+        let second = makeProvider("second")
+        _ = try await first.set([KeyValue("k", "written without the codec")])
+        _ = try await second.set([KeyValue("k", "enc:v")])
+        let errors = ErrorLog()
+        let store = try makeStore([first, second]) {
+            $0.codec = PrefixCodec()
+            $0.onError = errors.handler
+        }
+        #expect(try await store.get("k") == "v")
+        #expect(errors.all.map(\.code) == [.decode])
+        // A key whose only copy is undecodable reads as nil in a multiGet instead of failing the others.
+        _ = try await second.set([KeyValue("only", "garbage")])
+        #expect(try await store.multiGet(["only", "k"]) == [nil, "v"])
+    }
+
+    @Test func aWriteThatTimedOutCannotLandAfterANewerOne() async throws {
+        let clock = ManualClock()
+        let backing = makeProvider("p")
+        let stuck = GatedProvider(backing, gating: .set)
+        let store = try makeStore([stuck]) {
+            $0.timeout = .seconds(1)
+            $0.clock = clock
+        }
+        let old = Task { try await store.set("old", forKey: "k") }
+        await waitUntil { stuck.waiting == 1 }
+        await clock.waitForSleepers()
+        clock.advance(by: .seconds(1))
+        await #expect(throws: CloudSyncError.self) { try await old.value }
+        // The newer write waits for the abandoned call (bounded by a second deadline) instead of racing it.
+        let new = Task { try await store.set("new", forKey: "k") }
+        try await Task.sleep(for: .milliseconds(50))
+        stuck.open()
+        _ = try await new.value
+        #expect(try await raw(backing, "k") == "new")
+    }
+
+    @Test func maxAttemptsOfOneMeansTheFailedAttemptWasTheOnlyOne() async throws {
+        let provider = makeProvider("p")
+        let drops = DropLog()
+        let store = try makeStore([provider]) {
+            $0.outbox = try! makeOutbox(Outbox.Limits(maxAttempts: 1), drops: drops)
+        }
+        provider.fail(.set, with: offline)
+        await #expect(throws: CloudSyncError.self) { try await store.set("v", forKey: "k") }
+        _ = try await store.flushOutbox()
+        #expect(provider.calls(.set) == 1)
+        #expect(drops.reasons == [.tooManyAttempts])
+    }
+
+    @Test func aWriteWhoseEveryProbeHungIsQueuedNotRefused() async throws {
+        let clock = ManualClock()
+        let provider = makeProvider("p")
+        provider.hang(.isAvailable)
+        let store = try makeStore([provider]) {
+            $0.timeout = .seconds(1)
+            $0.clock = clock
+            $0.outbox = try! makeOutbox()
+        }
+        let write = Task { try await store.set("v", forKey: "k") }
+        await waitUntil { provider.isHanging(.isAvailable) }
+        await clock.waitForSleepers()
+        clock.advance(by: .seconds(1))
+        #expect(try await write.value.queued == ["p"])
+    }
+}
