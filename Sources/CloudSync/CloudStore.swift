@@ -111,9 +111,10 @@ public final class CloudStore: Sendable {
 
     // MARK: Providers, availability and deadlines
 
-    /// Takes `keys`' locks for a write, and first lets any earlier write of them that outlived its deadline return
-    /// (bounded by a second deadline), so that late call cannot land after this one. Release with
-    /// `keyLocks.release(keys)`.
+    /// Takes `keys`' locks for a write.
+    ///
+    /// First it lets any earlier write of them that outlived its deadline return (bounded by a second deadline), so
+    /// that late call cannot land after this one. Release with `keyLocks.release(keys)`.
     func lockForWriting(_ keys: Set<String>) async {
         await keyLocks.acquire(keys)
         await abandonedWrites.settle(keys, timeout: options.timeout, clock: options.clock)

@@ -149,12 +149,30 @@ import Testing
         #expect(quota[1].totalBytes == nil)  // unlimited, not zero
     }
 
+    /// The store's part: a full provider is a reason a person must fix, so the write is refused at once and never
+    /// queued (even with an outbox), and in mirror mode the other provider still takes the value while the failure
+    /// is reported.
     @Test func aFullProviderRejectsWithQuotaExceeded() async throws {
-        let limited = makeProvider("limited", ProviderCapabilities(reportsQuota: true), totalBytes: 10)
-        let store = try makeStore([limited])
-        let error = await #expect(throws: CloudSyncError.self) { try await store.set("too much data", forKey: "k") }
+        let limited = makeProvider("limited", ProviderCapabilities(reportsQuota: true))
+        limited.fail(.set, with: CloudSyncError(.quotaExceeded, "the account is full"))
+        let store = try makeStore([limited]) { $0.outbox = try! makeOutbox() }
+        let error = await #expect(throws: CloudSyncError.self) { try await store.set("data", forKey: "k") }
         #expect(error?.code == .quotaExceeded)
-        #expect(error?.isRetryable == false)
+        #expect(error?.provider == "limited")
+        #expect(store.pendingWrites().isEmpty)
+
+        let roomy = makeProvider("roomy")
+        let errors = ErrorLog()
+        let mirrored = try makeStore([limited, roomy]) {
+            $0.writeMode = .mirror
+            $0.outbox = try! makeOutbox()
+            $0.onError = errors.handler
+        }
+        let receipt = try await mirrored.set("data", forKey: "k")
+        #expect(receipt.stored == ["roomy"])
+        #expect(receipt.queued.isEmpty)
+        #expect(errors.all.map(\.code) == [.quotaExceeded])
+        #expect(mirrored.pendingWrites().isEmpty)
     }
 }
 
@@ -185,8 +203,14 @@ import Testing
         #expect(result.failed.first?.error.code == .quotaExceeded)
         #expect(result.completed)
         #expect(progress.withLock { $0 } == [2, 4, 6])
-        #expect(try await raw(destination, "z") == "5")
+        for (key, value) in [("a", "1"), ("b", "2"), ("c", "4"), ("z", "5")] {
+            #expect(try await raw(destination, key) == value)
+        }
+        #expect(try await destination.listKeys(after: nil, limit: 100).keys == ["a", "b", "c", "z"])
+        // The source is left exactly as it was: every key, every value.
         #expect(try await source.listKeys(after: nil, limit: 100).keys == ["a", "b", "bad", "c", "empty", "z"])
+        let sourceValues = try await source.get(["a", "b", "bad", "c", "empty", "z"]).map { try $0.get() }
+        #expect(sourceValues == ["1", "2", "3", "4", "", "5"])
     }
 
     @Test func stopsAtTheFirstFailureWhenAskedAndSaysHowFarItGot() async throws {

@@ -95,23 +95,52 @@ final class EventInbox<Event: Sendable>: Sendable {
     @Test func remoteChangesComeOnlyFromProvidersThatHaveThem() async throws {
         let icloud = makeProvider("icloudKV", accountAware)
         let cloudKit = makeProvider("cloudKit", ProviderCapabilities(emitsAccountEvents: true))
-        #expect(cloudKit.subscribeToRemoteChanges { _ in } == nil)
         let store = try makeStore([icloud, cloudKit])
         let inbox = EventInbox<RemoteChange>()
         _ = store.onRemoteChange { inbox.append($0) }
+        // cloudKit declares no remote changes: whatever it emits never reaches the store's listeners.
+        cloudKit.emitRemoteChange(keys: ["ignored"])
         icloud.emitRemoteChange(keys: ["theme"])
         await inbox.wait(for: 1)
         #expect(inbox.events == [RemoteChange(provider: "icloudKV", keys: ["theme"])])
     }
 
     @Test func closeStopsEverything() async throws {
-        let icloud = makeProvider("icloudKV", accountAware)
-        let store = try makeStore([icloud])
-        let inbox = EventInbox<RemoteChange>()
-        _ = store.onRemoteChange { inbox.append($0) }
+        /// A provider whose subscriptions ignore cancellation, so its events still reach the store after close:
+        /// only the store's own guard keeps them from listeners.
+        final class Leaky: ForwardingProvider {
+            let wrapped: any Provider = MemoryProvider(id: "leaky")
+            var capabilities: ProviderCapabilities {
+                ProviderCapabilities(emitsAccountEvents: true, emitsRemoteChanges: true)
+            }
+            let remote = Mutex<(@Sendable (RemoteChange) -> Void)?>(nil)
+            let account = Mutex<(@Sendable (AccountEvent) -> Void)?>(nil)
+            func subscribeToRemoteChanges(_ handler: @escaping @Sendable (RemoteChange) -> Void)
+                -> ProviderSubscription?
+            {
+                remote.withLock { $0 = handler }
+                return ProviderSubscription {}
+            }
+            func subscribeToAccountChanges(_ handler: @escaping @Sendable (AccountEvent) -> Void)
+                -> ProviderSubscription?
+            {
+                account.withLock { $0 = handler }
+                return ProviderSubscription {}
+            }
+        }
+        let leaky = Leaky()
+        let drops = DropLog()
+        let store = try makeStore([leaky]) { $0.outbox = try! makeOutbox(drops: drops) }
+        let changes = EventInbox<RemoteChange>()
+        let accounts = EventInbox<AccountEvent>()
+        _ = store.onRemoteChange { changes.append($0) }
+        _ = store.onAccountChange { accounts.append($0) }
         store.close()
-        icloud.emitRemoteChange(keys: nil)
-        #expect(inbox.events.isEmpty)
+        leaky.remote.withLock { $0 }?(RemoteChange(provider: "leaky", keys: nil))
+        leaky.account.withLock { $0 }?(AccountEvent(identityChanged: true, status: .available, provider: "leaky"))
+        // Remote changes reach listeners synchronously, so nothing is on its way: the guard dropped it.
+        #expect(changes.events.isEmpty)
+        #expect(accounts.events.isEmpty)
         let error = await #expect(throws: CloudSyncError.self) { try await store.get("k") }
         #expect(error?.code == .closed)
     }

@@ -14,11 +14,16 @@ final class GatedProvider: ForwardingProvider {
         (true, 0, []))
     private let failure: CloudSyncError?
 
-    init(_ wrapped: any Provider, gating: Call, failing failure: CloudSyncError? = nil) {
+    /// Gates `gating` calls; with `once`, only the first of them (later ones pass at once, as a provider that
+    /// recovered would answer).
+    init(_ wrapped: any Provider, gating: Call, once: Bool = false, failing failure: CloudSyncError? = nil) {
         self.wrapped = wrapped
         gated = gating
+        self.once = once
         self.failure = failure
     }
+
+    private let once: Bool
 
     /// How many calls wait at the gate.
     var waiting: Int { state.withLock { $0.waiting } }
@@ -39,7 +44,7 @@ final class GatedProvider: ForwardingProvider {
     private func pass() async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let go = state.withLock { state -> Bool in
-                guard state.closed else { return true }
+                guard state.closed, !(once && state.waiting > 0) else { return true }
                 state.waiting += 1
                 state.waiters.append(continuation)
                 return false
@@ -74,24 +79,31 @@ struct PrefixCodec: ValueCodec {
 /// One test per way the store used to bring back old or removed data (issue 13); each failed before the fix.
 @Suite struct NeverOlderScenarioTests {
     @Test func clearThenFlushDoesNotBringKeysBack() async throws {
+        let clock = ManualClock()
         let provider = makeProvider("p")
-        let store = try makeStore([provider]) { $0.outbox = try! makeOutbox() }
+        let store = try makeStore([provider]) {
+            $0.outbox = try! makeOutbox()
+            $0.clock = clock
+        }
         try await store.set("v1", forKey: "k")
         provider.fail(.set, with: offline)
         #expect(try await store.set("old", forKey: "k").queued == ["p"])
         _ = try await store.clear()
         provider.fail(.set, with: offline, times: 0)
+        clock.advance(by: .seconds(3600))
         _ = try await store.flushOutbox()
         #expect(try await store.get("k") == nil)
         #expect(try await raw(provider, "k") == nil)
     }
 
     @Test func aNewerFailoverWriteElsewhereSupersedesAQueuedOne() async throws {
+        let clock = ManualClock()
         let first = makeProvider("first")
         let second = makeProvider("second")
         let store = try makeStore([first, second]) {
             $0.outbox = try! makeOutbox()
             $0.availabilityLifetime = .zero
+            $0.clock = clock
         }
         first.fail(.set, with: offline)
         #expect(try await store.set("old", forKey: "k").queued == ["first"])
@@ -99,18 +111,21 @@ struct PrefixCodec: ValueCodec {
         #expect(try await store.set("new", forKey: "k").stored == ["second"])
         first.isAvailableNow = true
         first.fail(.set, with: offline, times: 0)
+        clock.advance(by: .seconds(3600))
         _ = try await store.flushOutbox()
         #expect(try await store.get("k") == "new")
         #expect(try await raw(first, "k") == nil)
     }
 
     @Test func aMirrorRemoveSupersedesAQueuedSetOnAnUnavailableProvider() async throws {
+        let clock = ManualClock()
         let first = makeProvider("first")
         let second = makeProvider("second")
         let store = try makeStore([first, second]) {
             $0.writeMode = .mirror
             $0.outbox = try! makeOutbox()
             $0.availabilityLifetime = .zero
+            $0.clock = clock
         }
         second.fail(.set, with: offline)
         #expect(try await store.set("v", forKey: "k").queued == ["second"])
@@ -118,6 +133,7 @@ struct PrefixCodec: ValueCodec {
         _ = try await store.remove("k")
         second.isAvailableNow = true
         second.fail(.set, with: offline, times: 0)
+        clock.advance(by: .seconds(3600))
         _ = try await store.flushOutbox()
         #expect(try await store.get("k") == nil)
         #expect(try await raw(second, "k") == nil)
@@ -209,9 +225,12 @@ struct PrefixCodec: ValueCodec {
         let account = makeProvider("cloud", ProviderCapabilities(emitsAccountEvents: true))
         let archive = makeProvider("archive")
         let store = try CloudStore(providers: [account], attached: [archive])
+        let heard = EventInbox<AccountEvent>()
+        _ = store.onAccountChange { heard.append($0) }
         account.emitAccountEvent(identityChanged: true)
-        await waitUntil { account.clearCachesCalls == 1 }
-        await waitUntil(limit: .seconds(2)) { archive.clearCachesCalls == 1 }
+        // Listeners hear of the change only once every cache has been cleared.
+        await heard.wait(for: 1)
+        #expect(account.clearCachesCalls == 1)
         #expect(archive.clearCachesCalls == 1)
         store.close()
     }
@@ -257,7 +276,7 @@ struct PrefixCodec: ValueCodec {
     @Test func aWriteThatTimedOutCannotLandAfterANewerOne() async throws {
         let clock = ManualClock()
         let backing = makeProvider("p")
-        let stuck = GatedProvider(backing, gating: .set)
+        let stuck = GatedProvider(backing, gating: .set, once: true)
         let store = try makeStore([stuck]) {
             $0.timeout = .seconds(1)
             $0.clock = clock
@@ -267,11 +286,13 @@ struct PrefixCodec: ValueCodec {
         await clock.waitForSleepers()
         clock.advance(by: .seconds(1))
         await #expect(throws: CloudSyncError.self) { try await old.value }
-        // The newer write waits for the abandoned call (bounded by a second deadline) instead of racing it.
+        // The newer write waits for the abandoned call (bounded by a second deadline) instead of racing past it.
         let new = Task { try await store.set("new", forKey: "k") }
-        try await Task.sleep(for: .milliseconds(50))
+        // Either it waits (its second deadline armed on the clock) or, as before the fix, it has already landed.
+        await waitUntil { clock.sleeperCount >= 1 || backing.calls(.set) >= 1 }
         stuck.open()
         _ = try await new.value
+        await waitUntil { backing.calls(.set) == 2 }
         #expect(try await raw(backing, "k") == "new")
     }
 

@@ -98,10 +98,18 @@ import Testing
         let drive = makeProvider("googleDrive")
         let store = try store([drive])
         _ = try await store.get("warm-up")
-        drive.hang(.get, .forever)
+        drive.hang(.get, .untilCancelled)
         let read = Task { try await store.get("k") }
-        await clock.waitForSleepers(1)
+        await waitUntil { drive.isHanging(.get) }
         read.cancel()
-        await #expect(throws: (any Error).self) { try await read.value }
+        // The caller hears that it cancelled (not a provider failure), and the provider's call was cancelled too:
+        // its hang, which ends only on cancellation, is over.
+        await #expect {
+            try await read.value
+        } throws: { error in
+            (error as? CloudSyncError)?.code == .cancelled
+        }
+        await waitUntil { !drive.isHanging(.get) }
+        #expect(!drive.isHanging(.get))
     }
 }
