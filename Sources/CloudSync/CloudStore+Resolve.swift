@@ -26,38 +26,21 @@ extension CloudStore {
         var queued = [Set<String>](repeating: [], count: providers.count)
         for (index, provider) in providers.enumerated() {
             for key in unique {
-                // A change still queued for this provider is what it will hold: it counts instead of the older
-                // copy, and the provider is not repaired (the queued change does that).
-                var read = reads[index][key]
-                if let copy = queuedCopy(of: key, on: provider) {
-                    queued[index].insert(key)
-                    switch copy {
-                    case .value(let value):
-                        copies[key, default: Copies()].candidates.append((index, value))
-                        copies[key, default: Copies()].answered.insert(index)
-                        continue
-                    case .absent: read = .success(nil)
-                    case .undecodable(let error): read = .failure(error)
-                    }
-                }
-                switch read {
-                case .success(.some(let stored)):
-                    do throws(CloudSyncError) {
-                        copies[key, default: Copies()].candidates.append(
-                            (index, try decode(stored, key: key, from: provider)))
-                        copies[key, default: Copies()].answered.insert(index)
-                    } catch {
-                        // An undecodable copy is left alone: overwriting it could destroy data a different key
-                        // configuration would read.
-                        report(error)
-                        if copies[key]?.firstError == nil { copies[key, default: Copies()].firstError = error }
-                    }
-                case .success(.none):
+                let copy = copy(of: key, on: provider, read: reads[index][key])
+                // A provider whose copy is a queued change is not repaired: that change settles it.
+                if copy.queued { queued[index].insert(key) }
+                switch copy.content {
+                case .value(let value):
+                    copies[key, default: Copies()].candidates.append((index, value))
                     copies[key, default: Copies()].answered.insert(index)
-                case .failure(let error):
+                case .absent:
+                    copies[key, default: Copies()].answered.insert(index)
+                case .failed(let error):
+                    // An undecodable copy is left alone: overwriting it could destroy data a different key
+                    // configuration would read.
                     report(error)
                     if copies[key]?.firstError == nil { copies[key, default: Copies()].firstError = error }
-                case nil:
+                case .notAsked:
                     break
                 }
             }
@@ -110,6 +93,44 @@ extension CloudStore {
         } catch {
             report(error)
             return nil
+        }
+    }
+
+    /// One provider's copy of a key as reads see it.
+    struct ProviderCopy {
+        enum Content {
+            case value(String)
+            case absent
+            /// It could not be read, or not decoded.
+            case failed(CloudSyncError)
+            /// The provider was not asked for it.
+            case notAsked
+        }
+
+        var content: Content
+        /// Whether a change still queued for the provider stands for its copy (it will hold that once it lands).
+        var queued: Bool
+    }
+
+    /// The copy of `key` on `provider`: its queued change when one waits, which is newer than anything it holds,
+    /// else what it answered to `read`, decoded.
+    func copy(of key: String, on provider: any Provider, read: Result<String?, CloudSyncError>?) -> ProviderCopy {
+        switch queuedCopy(of: key, on: provider) {
+        case .value(let value): return ProviderCopy(content: .value(value), queued: true)
+        case .absent: return ProviderCopy(content: .absent, queued: true)
+        case .undecodable(let error): return ProviderCopy(content: .failed(error), queued: true)
+        case nil: break
+        }
+        switch read {
+        case .success(.some(let stored)):
+            do throws(CloudSyncError) {
+                return ProviderCopy(content: .value(try decode(stored, key: key, from: provider)), queued: false)
+            } catch {
+                return ProviderCopy(content: .failed(error), queued: false)
+            }
+        case .success(.none): return ProviderCopy(content: .absent, queued: false)
+        case .failure(let error): return ProviderCopy(content: .failed(error), queued: false)
+        case nil: return ProviderCopy(content: .notAsked, queued: false)
         }
     }
 

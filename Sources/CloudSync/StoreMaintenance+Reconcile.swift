@@ -51,32 +51,16 @@ extension StoreMaintenance {
             /// Providers with a change still queued for this key: that change is their copy, and it settles them.
             var settling = Set<Int>()
             for (index, provider) in providers.enumerated() {
-                var read = reads[index][key]
-                if let copy = store.queuedCopy(of: key, on: provider) {
-                    settling.insert(index)
-                    switch copy {
-                    case .value(let value):
-                        candidates.append(Candidate(provider: provider.id, value: value))
-                        holders[index] = value
-                        continue
-                    case .absent: read = .success(nil)
-                    case .undecodable(let error): read = .failure(error)
-                    }
-                }
-                switch read {
-                case .success(.some(let stored)):
-                    do throws(CloudSyncError) {
-                        let value = try store.decode(stored, key: key, from: provider)
-                        candidates.append(Candidate(provider: provider.id, value: value))
-                        holders[index] = value
-                    } catch {
-                        failure = failure ?? error
-                        unreadable.insert(index)
-                    }
-                case .failure(let error):
+                let copy = store.copy(of: key, on: provider, read: reads[index][key])
+                if copy.queued { settling.insert(index) }
+                switch copy.content {
+                case .value(let value):
+                    candidates.append(Candidate(provider: provider.id, value: value))
+                    holders[index] = value
+                case .failed(let error):
                     failure = failure ?? error
                     unreadable.insert(index)
-                default:
+                case .absent, .notAsked:
                     break
                 }
             }

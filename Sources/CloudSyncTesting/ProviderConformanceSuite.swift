@@ -71,6 +71,27 @@ public enum ProviderConformanceSuite {
         return failures.messages
     }
 
+    /// What every call of a closed provider throws, in the order get, set, remove, listKeys, quota; nil where a call
+    /// did not throw a ``CloudSyncError``. A provider that holds files or connections should fail each with
+    /// `ERR_CLOSED`.
+    public static func errorsAfterClose(_ provider: any Provider) async -> [CloudSyncError?] {
+        func error(_ call: () async throws -> Void) async -> CloudSyncError? {
+            do {
+                try await call()
+                return nil
+            } catch {
+                return error as? CloudSyncError
+            }
+        }
+        return [
+            await error { _ = try await provider.get(["conformance.k"]) },
+            await error { _ = try await provider.set([KeyValue("conformance.k", "v")]) },
+            await error { _ = try await provider.remove(["conformance.k"]) },
+            await error { _ = try await provider.listKeys(after: nil, limit: 10) },
+            await error { _ = try await provider.quota() },
+        ]
+    }
+
     /// Collects the broken expectations of one check.
     struct Failures {
         let name: String

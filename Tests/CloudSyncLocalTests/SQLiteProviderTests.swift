@@ -141,12 +141,7 @@ import Testing
         #expect(availability.reason == .closed)
         #expect(availability.description.contains(path))
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.file("closing")) == ["primary.db"])
-        var errors: [CloudSyncError?] = []
-        errors.append(await #expect(throws: CloudSyncError.self) { try await provider.get(["k"]) })
-        errors.append(await #expect(throws: CloudSyncError.self) { try await provider.set([KeyValue("k", "w")]) })
-        errors.append(await #expect(throws: CloudSyncError.self) { try await provider.remove(["k"]) })
-        errors.append(await #expect(throws: CloudSyncError.self) { try await provider.listKeys(after: nil, limit: 10) })
-        errors.append(await #expect(throws: CloudSyncError.self) { try await provider.quota() })
+        let errors = await ProviderConformanceSuite.errorsAfterClose(provider)
         #expect(errors.allSatisfy { $0?.code == .closed && $0?.provider == "primary" }, "\(errors)")
         #expect(errors.first??.message.contains("was closed") == true)
         let reopened = try SQLiteProvider(path: path)
