@@ -71,9 +71,10 @@ public enum ProviderConformanceSuite {
         return failures.messages
     }
 
-    /// What every call of a closed provider throws, in the order get, set, remove, listKeys, quota; nil where a call
-    /// did not throw a ``CloudSyncError``. A provider that holds files or connections should fail each with
-    /// `ERR_CLOSED`.
+    /// What every call of a closed provider throws.
+    ///
+    /// In the order get, set, remove, listKeys, quota; nil where a call did not throw a ``CloudSyncError``. A provider
+    /// that holds files or connections should fail each with `ERR_CLOSED`.
     public static func errorsAfterClose(_ provider: any Provider) async -> [CloudSyncError?] {
         func error(_ call: () async throws -> Void) async -> CloudSyncError? {
             do {
