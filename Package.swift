@@ -67,7 +67,9 @@ let package = Package(
         .testTarget(name: "CloudSyncTests", dependencies: ["CloudSync", "CloudSyncTesting"]),
         .testTarget(
             name: "CloudSyncCLITests",
-            dependencies: ["CloudSync", "CloudSyncCLI", "CloudSyncLocal", "CloudSyncTesting", "cloudsync"]),
+            dependencies: [
+                "CloudSync", "CloudSyncCLI", "CloudSyncLocal", "CloudSyncPipeline", "CloudSyncTesting", "cloudsync",
+            ]),
         .testTarget(name: "CloudSyncTestingTests", dependencies: ["CloudSyncTesting"]),
         .testTarget(
             name: "CloudSyncPipelineTests",

@@ -58,6 +58,7 @@ public struct CommandLineTool {
           0    success
           1    a job finished with failed keys, or a quota warning under failOnWarning
           2    a job could not run (a provider unavailable for it, a refused clear, unreadable state)
+          3    every job succeeded but writes wait in the outbox for a provider that could not take them
           64   the command line or a pipeline file was wrong; nothing was done
           75   another run of the same pipeline is in progress
           130  interrupted (SIGINT or SIGTERM); the report says how far it got

@@ -10,6 +10,8 @@ public enum ExitCode: Int32, Sendable {
     case failure = 1
     /// A job could not run at all.
     case jobError = 2
+    /// Every job succeeded but writes wait in the outbox (a provider could not take them yet).
+    case queued = 3
     /// The command line or a pipeline file was wrong; nothing was done.
     case usage = 64
     /// Another run of the same pipeline holds its lock.
@@ -25,6 +27,7 @@ extension ExitCode {
         case .ok: self = .success
         case .failed: self = .failure
         case .error: self = .jobError
+        case .queued: self = .queued
         case .interrupted: self = .interrupted
         }
     }

@@ -90,6 +90,7 @@ struct JobExecutor {
             record(result.failed, in: &entry)
             entry.counts = [
                 "copied": result.copied.count, "skipped": result.skipped.count, "failed": result.failed.count,
+                "queued": 0,
             ]
             if !result.completed && options.interrupt.isRaised { entry.status = .interrupted }
         case .clear(let provider, let confirm):
@@ -101,11 +102,11 @@ struct JobExecutor {
             if let provider {
                 let (removed, failed) = try await clear(provider)
                 record(failed, in: &entry)
-                entry.counts = ["removed": removed, "failed": failed.count]
+                entry.counts = ["removed": removed, "failed": failed.count, "queued": 0]
             } else {
                 let result = try await store.clear()
                 record(result.failed, in: &entry)
-                entry.counts = ["removed": result.removed, "failed": result.failed.count]
+                entry.counts = ["removed": result.removed, "failed": result.failed.count, "queued": result.queued]
             }
         case .quota(let warnAbove, let failOnWarning):
             var lines: [RunReport.QuotaLine] = []
@@ -133,9 +134,10 @@ struct JobExecutor {
         case .import(let path, let to, let overwrite):
             entry.file = path.display
             let items = try ExportFile.read(path.value, codecs: Array(compiled.codecs.values))
-            let (written, skipped, failed) = try await importItems(items, to: to, overwrite: overwrite == .always)
+            let (written, skipped, queued, failed) = try await importItems(
+                items, to: to, overwrite: overwrite == .always)
             record(failed, in: &entry)
-            entry.counts = ["imported": written, "skipped": skipped, "failed": failed.count]
+            entry.counts = ["imported": written, "skipped": skipped, "failed": failed.count, "queued": queued]
         case .verify(let provider):
             let result = try await store.maintenance.verify(provider: provider)
             record(result.failed, in: &entry)
@@ -145,6 +147,7 @@ struct JobExecutor {
             record(result.failed, in: &entry)
             entry.counts = [
                 "rekeyed": result.copied.count, "skipped": result.skipped.count, "failed": result.failed.count,
+                "queued": 0,
             ]
         case .flush:
             let result = try await store.flushOutbox()
@@ -198,11 +201,14 @@ struct JobExecutor {
         return try await store.listKeys(of: source)
     }
 
+    /// Writes the items; returns how many were written (stored or queued), skipped, queued (some provider's copy
+    /// waits in the outbox) and failed.
     private func importItems(_ items: [String: String], to target: String, overwrite: Bool) async throws(CloudSyncError)
-        -> (Int, Int, [KeyFailure])
+        -> (Int, Int, Int, [KeyFailure])
     {
         var written = 0
         var skipped = 0
+        var queued = 0
         var failed: [KeyFailure] = []
         let keys = items.keys.sorted()
         for start in stride(from: 0, to: keys.count, by: Self.pageSize) {
@@ -222,12 +228,14 @@ struct JobExecutor {
                 }
             for (key, result) in zip(batch, results) {
                 switch result {
-                case .success: written += 1
+                case .success(let receipt):
+                    written += 1
+                    if !receipt.queued.isEmpty { queued += 1 }
                 case .failure(let error): failed.append(KeyFailure(key: key, error: error))
                 }
             }
             progress(min(start + Self.pageSize, keys.count), keys.count)
         }
-        return (written, skipped, failed)
+        return (written, skipped, queued, failed)
     }
 }

@@ -114,7 +114,10 @@ public struct PipelineRunner: Sendable {
         let status: RunStatus =
             options.interrupt.isRaised
             ? .interrupted
-            : jobs.contains { $0.status == .error } ? .error : jobs.contains { $0.status == .failed } ? .failed : .ok
+            : jobs.contains { $0.status == .error }
+                ? .error
+                : jobs.contains { $0.status == .failed }
+                    ? .failed : (session.outbox?.count ?? 0) > 0 && !options.dryRun ? .queued : .ok
         let report = RunReport(
             pipeline: spec.name, runId: runID, status: status, dryRun: options.dryRun, startedAt: iso8601(started),
             finishedAt: iso8601(finished), durationMs: finished - started, jobs: jobs,

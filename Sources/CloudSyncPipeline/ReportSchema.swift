@@ -14,7 +14,7 @@ public enum ReportSchema {
           "properties": {
             "pipeline": { "description": "The pipeline's name.", "type": "string" },
             "runId": { "description": "Unique per run.", "type": "string" },
-            "status": { "description": "ok, failed (a job had failing keys or a quota warning under failOnWarning), error (a job could not run) or interrupted; the exit status follows it (0, 1, 2, 130).", "enum": ["ok", "failed", "error", "interrupted"] },
+            "status": { "description": "ok, failed (a job had failing keys or a quota warning under failOnWarning), error (a job could not run), queued (every job succeeded but writes wait in the outbox) or interrupted; the exit status follows it (0, 1, 2, 3, 130).", "enum": ["ok", "failed", "error", "queued", "interrupted"] },
             "dryRun": { "description": "True when nothing was written.", "type": "boolean" },
             "startedAt": { "description": "ISO-8601 UTC.", "type": "string", "format": "date-time" },
             "finishedAt": { "description": "ISO-8601 UTC.", "type": "string", "format": "date-time" },

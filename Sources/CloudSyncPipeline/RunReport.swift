@@ -9,6 +9,8 @@ public enum RunStatus: String, Codable, Sendable, CaseIterable {
     case failed
     /// A job could not run at all.
     case error
+    /// Every job succeeded, but writes wait in the outbox for a provider that could not take them yet.
+    case queued
     /// Stopped by SIGINT or SIGTERM.
     case interrupted
 }

@@ -1,8 +1,10 @@
 import CloudSync
-import CloudSyncCLI
+import CloudSyncPipeline
 import CloudSyncTesting
 import Foundation
 import Testing
+
+@testable import CloudSyncCLI
 
 @Suite struct CommandLineTests {
     let executable: String
@@ -84,5 +86,14 @@ import Testing
         #expect(
             result.standardOutput
                 == (try String(contentsOfFile: root + "/schemas/pipeline.schema.json", encoding: .utf8)))
+    }
+}
+
+@Suite struct ExitStatusTests {
+    /// Scripts and monitors depend on these numbers: never renumber.
+    @Test func eachRunStatusHasItsDocumentedExitCode() {
+        let codes = RunStatus.allCases.map { ($0.rawValue, ExitCode($0).rawValue) }
+        #expect(
+            codes.map { "\($0.0)=\($0.1)" } == ["ok=0", "failed=1", "error=2", "queued=3", "interrupted=130"])
     }
 }

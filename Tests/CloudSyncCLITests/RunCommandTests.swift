@@ -368,7 +368,7 @@ import Testing
         let result = try run([file, "--report", "-", "--quiet"])
         #expect(result.status == 0)
         let parsed = try report(result)
-        #expect(counts(parsed, 1) == ["removed": 1234, "failed": 0])
+        #expect(counts(parsed, 1) == ["removed": 1234, "failed": 0, "queued": 0])
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.file("data/files")).isEmpty)
     }
 

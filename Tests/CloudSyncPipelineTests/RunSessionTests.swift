@@ -248,3 +248,19 @@ private func accountPipeline(_ account: String, offline: Bool = false, codec: Bo
         #expect(stored == [Int64(copied)])
     }
 }
+
+@Suite struct QueuedRunTests {
+    @Test func aRunThatLeavesWritesQueuedSaysSoInEveryJobAndInItsStatus() async throws {
+        let directory = try TemporaryDirectory()
+        try #"{"version": 1, "pipeline": "x", "source": "store", "count": 2, "items": {"a": "1", "b": "2"}}"#
+            .write(toFile: directory.file("items.json"), atomically: true, encoding: .utf8)
+        let compiled = try compile(
+            accountPipeline("alice", offline: true) + "jobs:\n  - { type: import, path: items.json, to: store }\n",
+            in: directory, environment: ["TOKEN": "t"])
+        let outcome = try await PipelineRunner(compiled, options: RunOptions()).run()
+        #expect(outcome.report.jobs[0].status == .ok)
+        #expect(outcome.report.jobs[0].counts == ["imported": 2, "skipped": 0, "failed": 0, "queued": 2])
+        #expect(outcome.report.outbox.pendingAfter == 2)
+        #expect(outcome.status == .queued)
+    }
+}
