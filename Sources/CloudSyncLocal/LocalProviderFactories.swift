@@ -9,6 +9,8 @@ public struct SQLiteProviderFactory: ProviderFactory {
         public var path: String
         /// The most the database may use, in bytes; nil for no limit.
         public var maxBytes: Int64?
+        /// Create the database when it does not exist; otherwise a missing file is an error.
+        public var create: Bool
     }
 
     /// The factory; register it in a ``ProviderRegistry``.
@@ -25,13 +27,18 @@ public struct SQLiteProviderFactory: ProviderFactory {
             ProviderField(
                 "maxBytes", .integer(minimum: 4096, unit: "bytes"),
                 summary: "the most the database may use; writes past it fail with ERR_QUOTA_EXCEEDED"),
+            ProviderField(
+                "create", .boolean, defaultValue: "false",
+                summary: "create the database when it does not exist; without it a missing file is an error, so a "
+                    + "mistyped path or an unmounted disk is noticed"),
         ]
     }
 
     /// The typed configuration of checked field values.
     public func configuration(from values: ProviderFieldValues) throws(ProviderConfigurationError) -> Configuration {
         guard let path = values.text("path") else { throw ProviderConfigurationError(field: "path", "needs a path") }
-        return Configuration(path: path, maxBytes: values.integer("maxBytes"))
+        return Configuration(
+            path: path, maxBytes: values.integer("maxBytes"), create: values.boolean("create") ?? false)
     }
 
     /// What a provider of this configuration can do.
@@ -41,6 +48,13 @@ public struct SQLiteProviderFactory: ProviderFactory {
 
     /// Makes the provider with the context's id, clock and metrics.
     public func make(_ configuration: Configuration, context: ProviderContext) throws(CloudSyncError) -> any Provider {
+        if !configuration.create, !FileManager.default.fileExists(atPath: configuration.path) {
+            throw CloudSyncError(
+                .config,
+                "the database \(configuration.path) does not exist; check the path (is its disk mounted?), or set "
+                    + "`create: true` on the provider to start a new one there",
+                provider: context.providerID)
+        }
         if context.readOnly {
             guard FileManager.default.fileExists(atPath: configuration.path) else {
                 return MemoryProvider(
@@ -62,6 +76,8 @@ public struct DirectoryProviderFactory: ProviderFactory {
     public struct Configuration: Sendable {
         /// The root, absolute.
         public var path: String
+        /// Create the root when it does not exist; otherwise a missing directory is an error.
+        public var create: Bool
     }
 
     /// The factory; register it in a ``ProviderRegistry``.
@@ -73,13 +89,19 @@ public struct DirectoryProviderFactory: ProviderFactory {
     public var summary: String { "one file per key under a directory, written atomically, readable by any tool" }
     /// The fields of this type besides the common ones.
     public var fields: [ProviderField] {
-        [ProviderField("path", .path, required: true, summary: "the root directory")]
+        [
+            ProviderField("path", .path, required: true, summary: "the root directory"),
+            ProviderField(
+                "create", .boolean, defaultValue: "false",
+                summary: "create the directory when it does not exist; without it a missing directory is an error, so "
+                    + "an unmounted backup disk is noticed instead of filled on the disk below it"),
+        ]
     }
 
     /// The typed configuration of checked field values.
     public func configuration(from values: ProviderFieldValues) throws(ProviderConfigurationError) -> Configuration {
         guard let path = values.text("path") else { throw ProviderConfigurationError(field: "path", "needs a path") }
-        return Configuration(path: path)
+        return Configuration(path: path, create: values.boolean("create") ?? false)
     }
 
     /// What a provider of this configuration can do.
@@ -89,7 +111,18 @@ public struct DirectoryProviderFactory: ProviderFactory {
 
     /// Makes the provider with the context's id, clock and metrics.
     public func make(_ configuration: Configuration, context: ProviderContext) throws(CloudSyncError) -> any Provider {
-        if context.readOnly, !FileManager.default.fileExists(atPath: configuration.path) {
+        var isDirectory: ObjCBool = false
+        let exists = FileManager.default.fileExists(atPath: configuration.path, isDirectory: &isDirectory)
+        if !configuration.create, !(exists && isDirectory.boolValue) {
+            throw CloudSyncError(
+                .config,
+                exists
+                    ? "\(configuration.path) is not a directory; point the provider at a directory"
+                    : "the directory \(configuration.path) does not exist; check the path (is its disk mounted?), "
+                        + "or set `create: true` on the provider to create it",
+                provider: context.providerID)
+        }
+        if context.readOnly, !exists {
             return MemoryProvider(
                 id: context.providerID, capabilities: capabilities(of: configuration), metrics: context.metrics)
         }

@@ -65,11 +65,26 @@ public final class SQLiteProvider: Provider {
                 "\(path) is not a usable SQLite database (\(error.message)); it was left untouched: point the "
                     + "provider's path at another file, or move this one away",
                 provider: id)
+        } catch let error as SQLiteError where error.code.primary == .busy || error.code.primary == .locked {
+            // Another process holds the database past the busy timeout: that may pass, so it is retryable.
+            throw CloudSyncError(
+                .timeout,
+                "\(path) stayed locked by another process while it was being opened (\(error.message)); try again "
+                    + "when that process is done",
+                provider: id)
+        } catch let error as SQLiteError {
+            throw CloudSyncError(.config, "cannot open \(path): \(error.message)", provider: id)
         } catch let error as CloudSyncError {
             throw error.attributed(provider: id)
         } catch {
-            throw CloudSyncError(.config, "cannot open \(path): \(error)", provider: id)
+            throw CloudSyncError(.config, "cannot open \(path): \(Self.describe(error))", provider: id)
         }
+    }
+
+    private static func describe(_ error: any Error) -> String {
+        let nsError = error as NSError
+        return nsError.domain == NSPOSIXErrorDomain
+            ? String(cString: strerror(Int32(nsError.code))) : nsError.localizedDescription
     }
 
     /// What a SQLite provider can do; the pipeline planner reads it before any database is opened.

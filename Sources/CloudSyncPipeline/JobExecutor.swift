@@ -8,6 +8,8 @@ struct JobExecutor {
     let compiled: CompiledPipeline
     let options: RunOptions
     let providers: [String: any Provider]
+    /// Providers that could not be opened: a job that needs one fails with its error.
+    var unopened: [String: CloudSyncError] = [:]
 
     /// Keys per page the jobs walk.
     static let pageSize = 500
@@ -21,6 +23,7 @@ struct JobExecutor {
         var entry = RunReport.Job(
             name: job.name, type: job.type, status: .ok, counts: [:], failures: [], failuresOmitted: 0)
         do throws(CloudSyncError) {
+            if let missing = needs(job.kind).compactMap({ unopened[$0] }).first { throw missing }
             try await perform(job.kind, into: &entry)
         } catch {
             entry.status = .error
@@ -29,6 +32,21 @@ struct JobExecutor {
         }
         if entry.status == .ok, !entry.failures.isEmpty || entry.failuresOmitted > 0 { entry.status = .failed }
         return entry
+    }
+
+    /// The providers a job reads or writes; a store-wide job needs every provider of the store, so it does not
+    /// quietly work on fewer.
+    private func needs(_ kind: JobSpec.Kind) -> [String] {
+        let storeProviders = compiled.spec.store.providers
+        switch kind {
+        case .sync(let subset): return subset ?? storeProviders
+        case .migrate(let from, let to, _, _, _): return [from, to]
+        case .clear(let provider, _): return provider.map { [$0] } ?? storeProviders
+        case .export(let from, _, _, _): return from == "store" ? storeProviders : [from]
+        case .import(_, let to, _): return to == "store" ? storeProviders : [to]
+        case .verify(let provider), .rekey(let provider): return [provider]
+        case .quota, .flush: return []
+        }
     }
 
     private func record(_ failures: [KeyFailure], in entry: inout RunReport.Job) {

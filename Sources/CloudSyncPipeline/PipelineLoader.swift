@@ -134,14 +134,23 @@ private struct Reader {
         let store = storeSpec(storeNode, providerIDs: providerIDs, codecIDs: codecIDs)
         let jobs = jobSpecs(top["jobs"], providerIDs: providerIDs, codecIDs: codecIDs, directory: directory)
         var reportPath: String?
-        if let reportNode = top["report"], let report = mapping(reportNode, "report", ["path"]) {
-            reportPath = report.string("path", required: true).map { resolvePath($0.value, against: directory) }
+        var reportLatest: String?
+        var reportKeep: Int?
+        var reportMetrics: String?
+        if let reportNode = top["report"],
+            let report = mapping(reportNode, "report", ["path", "latest", "keep", "metrics"])
+        {
+            reportPath = report.string("path").map { resolvePath($0.value, against: directory) }
+            reportLatest = report.string("latest").map { resolvePath($0.value, against: directory) }
+            reportKeep = report.integer("keep", minimum: 1, unit: " of reports").map(Int.init)
+            reportMetrics = report.string("metrics").map { resolvePath($0.value, against: directory) }
         }
         guard let store else { return nil }
         return PipelineSpec(
             file: file, source: source, directory: directory, version: version, name: name, state: state,
             providers: providers,
-            codecs: codecs, store: store, jobs: jobs, reportPath: reportPath)
+            codecs: codecs, store: store, jobs: jobs, reportPath: reportPath, reportLatest: reportLatest,
+            reportKeep: reportKeep, reportMetrics: reportMetrics)
     }
 
     /// Ids (pipeline name, providers, codecs, keys) follow the one character rule of the core: CloudKit's

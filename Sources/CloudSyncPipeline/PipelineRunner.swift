@@ -86,7 +86,14 @@ public struct PipelineRunner: Sendable {
         let clock = SystemClock()
         let started = clock.nowMilliseconds()
         let runID = "\(spec.name)-\(started)-\(getpid())"
-        let session = try await RunSession.open(compiled, access: options.dryRun ? .dryRun : .write, clock: clock)
+        let session: RunSession
+        do throws(RunRefusal) {
+            session = try await RunSession.open(compiled, access: options.dryRun ? .dryRun : .write, clock: clock)
+        } catch {
+            // Another run holds the pipeline: its report is the one to read, so this refusal writes none.
+            guard case .cannotStart(let reason) = error else { throw error }
+            return try startFailure(reason, runID: runID, started: started, clock: clock)
+        }
         let store = session.store
 
         // The outbox drains before the first job, so jobs see the state earlier runs meant to leave.
@@ -103,7 +110,9 @@ public struct PipelineRunner: Sendable {
                 )
                 continue
             }
-            var executor = JobExecutor(store: store, compiled: compiled, options: options, providers: session.providers)
+            var executor = JobExecutor(
+                store: store, compiled: compiled, options: options, providers: session.providers,
+                unopened: session.unopened)
             let result = await executor.run(job)
             options.onJobFinished?(result)
             jobs.append(result)
@@ -126,16 +135,13 @@ public struct PipelineRunner: Sendable {
                 pendingAfter: session.outbox?.count ?? 0),
             providers: providerLines)
 
-        let path = reportPath(startedAt: iso8601(started))
-        var writeError: String?
-        if let path {
-            do {
-                try FileManager.default.createDirectory(
-                    atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-                try report.json().write(toFile: path, atomically: true, encoding: .utf8)
-            } catch {
-                writeError = "the run finished but its report could not be written to \(path): \(error)"
-            }
+        let writer = ReportWriter(spec: spec, override: options.reportPath, dryRun: options.dryRun)
+        var writeError: CloudSyncError?
+        var path = writer.path(startedAt: report.startedAt)
+        do throws(CloudSyncError) {
+            path = try writer.write(report)
+        } catch {
+            writeError = error
         }
         var jobCounts: [String: Int] = [:]
         for job in jobs { jobCounts[job.status.rawValue, default: 0] += 1 }
@@ -144,18 +150,31 @@ public struct PipelineRunner: Sendable {
                 id: runID, startedAt: report.startedAt, finishedAt: report.finishedAt, status: status,
                 dryRun: options.dryRun, jobs: jobCounts, report: path))
         await session.close()
-        if let writeError { throw RunRefusal.cannotStart(writeError) }
+        if let writeError { throw RunRefusal.cannotStart("the run finished but " + writeError.message) }
         return RunOutcome(report: report, reportPath: path)
     }
 
-    /// The report's path: `--report`, else the file's pattern, else `<state>/reports/`; nil for standard output.
-    private func reportPath(startedAt: String) -> String? {
-        if options.reportPath == "-" { return nil }
-        let stamp = startedAt.replacingOccurrences(of: ":", with: "-")
-        let pattern =
-            options.reportPath.map { resolvePath($0, against: FileManager.default.currentDirectoryPath) }
-            ?? compiled.spec.reportPath ?? compiled.spec.state + "/reports/{name}-{startedAt}.json"
-        return pattern.replacingOccurrences(of: "{name}", with: compiled.spec.name)
-            .replacingOccurrences(of: "{startedAt}", with: stamp)
+    /// The report of a run that could not start: status `error`, why, every selected job `skipped`. A monitor reading
+    /// the report (or `latest`, or the textfile) sees the failure instead of the previous run's success.
+    private func startFailure(_ reason: String, runID: String, started: Int64, clock: any StoreClock)
+        throws(RunRefusal) -> RunOutcome
+    {
+        let spec = compiled.spec
+        let finished = clock.nowMilliseconds()
+        var report = RunReport(
+            pipeline: spec.name, runId: runID, status: .error, dryRun: options.dryRun, startedAt: iso8601(started),
+            finishedAt: iso8601(finished), durationMs: finished - started,
+            jobs: spec.jobs.filter { options.jobNames.isEmpty || options.jobNames.contains($0.name) }.map {
+                RunReport.Job(
+                    name: $0.name, type: $0.type, status: .skipped, counts: [:], failures: [], failuresOmitted: 0)
+            },
+            outbox: RunReport.Outbox(pendingBefore: 0, drained: 0, dropped: [:], pendingAfter: 0), providers: [])
+        report.error = RunReport.Failure(key: "", provider: nil, code: ErrorCode.config.rawValue, message: reason)
+        let writer = ReportWriter(spec: spec, override: options.reportPath, dryRun: options.dryRun)
+        do throws(CloudSyncError) {
+            return RunOutcome(report: report, reportPath: try writer.write(report))
+        } catch {
+            throw RunRefusal.cannotStart(reason + "; and " + error.message)
+        }
     }
 }

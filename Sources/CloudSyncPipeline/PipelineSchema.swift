@@ -101,11 +101,15 @@ public enum PipelineSchema {
             "store": { "$ref": "#/$defs/store" },
             "jobs": { "description": "Jobs, run in order by `cloudsync run`.", "type": "array", "items": { "$ref": "#/$defs/job" } },
             "report": {
-              "description": "Where `cloudsync run` writes its JSON report.",
+              "description": "Where `cloudsync run` writes its JSON report, and what it keeps beside it.",
               "type": "object",
               "additionalProperties": false,
-              "required": ["path"],
-              "properties": { "path": { "description": "Report path, relative to this file; {name} and {startedAt} are filled in.", "type": "string", "minLength": 1 } }
+              "properties": {
+                "path": { "description": "Report path, relative to this file; {name} and {startedAt} are filled in. Default: <state>/reports/{name}-{startedAt}.json.", "type": "string", "minLength": 1 },
+                "latest": { "description": "A stable path the newest report is also written to, replaced atomically, relative to this file.", "type": "string", "minLength": 1 },
+                "keep": { "description": "How many timestamped reports to keep; older ones are deleted after each run. Default: all.", "type": "integer", "minimum": 1 },
+                "metrics": { "description": "A Prometheus textfile describing the last run (for node_exporter's textfile collector), relative to this file.", "type": "string", "minLength": 1 }
+              }
             }
           },
           "$defs": {

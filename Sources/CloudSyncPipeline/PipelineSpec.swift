@@ -27,6 +27,12 @@ public struct PipelineSpec: Sendable {
     public var jobs: [JobSpec]
     /// Where reports go, with `{name}` and `{startedAt}` still to fill in; nil when the file names none.
     public var reportPath: String?
+    /// A stable path the newest report is also written to (replaced atomically); nil for none.
+    public var reportLatest: String? = nil
+    /// How many timestamped reports to keep; older ones are deleted after each run. Nil keeps all.
+    public var reportKeep: Int? = nil
+    /// A Prometheus textfile (for node_exporter's textfile collector) describing the last run; nil for none.
+    public var reportMetrics: String? = nil
 }
 
 /// A value taken from the file, remembering whether it came from `${...}` so output can show the reference

@@ -66,6 +66,7 @@ public enum ReportSchema {
                 "pendingAfter": { "type": "integer", "minimum": 0 }
               }
             },
+            "error": { "description": "Why the run could not start at all (state directory, outbox or state database); every job is then skipped.", "$ref": "#/$defs/failure" },
             "providers": {
               "description": "Every provider the pipeline declares.",
               "type": "array",

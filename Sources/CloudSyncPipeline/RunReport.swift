@@ -145,6 +145,9 @@ public struct RunReport: Codable, Sendable {
     public var outbox: Outbox
     /// Every provider the file declares, with its availability and what it cost.
     public var providers: [Provider]
+    /// Why the run could not start at all (its state directory, outbox or state database could not be opened);
+    /// every job is then `skipped`.
+    public var error: Failure? = nil
 
     /// Sorted keys, so reports diff cleanly.
     public func json() -> String {

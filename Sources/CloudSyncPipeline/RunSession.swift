@@ -32,6 +32,8 @@ public final class RunSession: Sendable {
     public let stateDatabase: StateDatabase?
     let metrics: [String: ProviderMetrics]
     private let drops: Protected<[String: Int]>
+    /// Providers that could not be opened, with why; they stand in as unavailable.
+    public let unopened: [String: CloudSyncError]
     private let lock: RunLock?
     private let isClosed = Protected(false)
 
@@ -60,7 +62,10 @@ public final class RunSession: Sendable {
             } catch let refusal as RunRefusal {
                 throw refusal
             } catch {
-                throw RunRefusal.cannotStart("cannot use the state directory \(spec.state): \(error)")
+                let reason = (error as? CloudSyncError)?.message ?? describeFileError(error)
+                throw RunRefusal.cannotStart(
+                    "cannot use the state directory \(spec.state): \(reason); check that it can be created and written, "
+                        + "or point `state:` elsewhere")
             }
         }
         var keepLock = false
@@ -89,17 +94,22 @@ public final class RunSession: Sendable {
 
         var metrics: [String: ProviderMetrics] = [:]
         for provider in spec.providers { metrics[provider.id] = ProviderMetrics() }
-        let made: [String: any Provider]
-        do {
-            made = try await compiled.makeProviders { provider in
-                ProviderContext(
-                    providerID: provider.id, clock: clock,
-                    state: ProviderState(provider: provider.id, store: stateStore),
-                    metrics: metrics[provider.id]!, logger: logger.redacting(provider.secrets),
-                    directory: spec.directory, readOnly: access == .dryRun)
+        // A provider that cannot be opened does not stop the run: it stands in as unavailable, saying why, and the
+        // jobs that need it fail with that error, so the report says what went wrong.
+        var made: [String: any Provider] = [:]
+        var unopened: [String: CloudSyncError] = [:]
+        for provider in spec.providers {
+            let context = ProviderContext(
+                providerID: provider.id, clock: clock, state: ProviderState(provider: provider.id, store: stateStore),
+                metrics: metrics[provider.id]!, logger: logger.redacting(provider.secrets),
+                directory: spec.directory, readOnly: access == .dryRun)
+            do {
+                made[provider.id] = try provider.configured.make(context: context)
+            } catch {
+                unopened[provider.id] = error
+                made[provider.id] = UnopenedProvider(
+                    id: provider.id, capabilities: provider.configured.capabilities, error: error)
             }
-        } catch {
-            throw RunRefusal.cannotStart(error.description)
         }
         let providers: [String: any Provider] =
             access == .dryRun ? made.mapValues { DryRunProvider(wrapped: $0) } : made
@@ -139,7 +149,7 @@ public final class RunSession: Sendable {
         closeProviders = false
         let session = RunSession(
             compiled: compiled, access: access, store: store, outbox: outbox, providers: providers,
-            stateDatabase: stateDatabase, metrics: metrics, lock: lock, drops: drops)
+            stateDatabase: stateDatabase, metrics: metrics, lock: lock, drops: drops, unopened: unopened)
         if access == .write { await session.noticeAccountSwitches(clock: clock) }
         return session
     }
@@ -147,8 +157,9 @@ public final class RunSession: Sendable {
     private init(
         compiled: CompiledPipeline, access: Access, store: CloudStore, outbox: Outbox?,
         providers: [String: any Provider], stateDatabase: StateDatabase?, metrics: [String: ProviderMetrics],
-        lock: RunLock?, drops: Protected<[String: Int]>
+        lock: RunLock?, drops: Protected<[String: Int]>, unopened: [String: CloudSyncError]
     ) {
+        self.unopened = unopened
         self.compiled = compiled
         self.access = access
         self.store = store
@@ -239,4 +250,20 @@ public final class RunSession: Sendable {
         stateDatabase?.close()
         lock?.release()
     }
+}
+
+/// A provider that could not be opened (a missing database, an unmounted directory): unavailable, saying why, and
+/// every call fails with the error that kept it from opening.
+struct UnopenedProvider: Provider {
+    let id: String
+    let capabilities: ProviderCapabilities
+    let error: CloudSyncError
+
+    func availability() async -> Availability {
+        .unavailable(error.code == .timeout ? .timedOut : .misconfigured, error.message)
+    }
+    func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] { throw error }
+    func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] { throw error }
+    func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] { throw error }
+    func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage { throw error }
 }

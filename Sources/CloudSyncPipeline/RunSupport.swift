@@ -29,7 +29,9 @@ struct RunLock {
                 close(descriptor)
                 return .acquired(RunLock(path: path))
             }
-            guard errno == EEXIST else { throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path]) }
+            guard errno == EEXIST else {
+                throw CloudSyncError(.config, "cannot create the lock \(path): \(String(cString: strerror(errno)))")
+            }
             let text = (try? String(contentsOfFile: path, encoding: .utf8))?.trimmingCharacters(
                 in: .whitespacesAndNewlines)
             if let pid = text.flatMap({ Int32($0) }), pid > 0, kill(pid, 0) == 0 || errno == EPERM {
@@ -37,7 +39,7 @@ struct RunLock {
             }
             unlink(path)  // stale: its process is gone
         }
-        throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path])
+        throw CloudSyncError(.config, "cannot take the lock \(path): it keeps reappearing; is another run starting?")
     }
 
     func release() { unlink(path) }

@@ -39,7 +39,7 @@ import Testing
         return try pipeline(
             name + ".yaml",
             "providers:\n  seed:\n    type: memory\n    items:\n\(items)"
-                + "  \(directory): { type: directory, path: data/\(directory) }\n"
+                + "  \(directory): { type: directory, path: data/\(directory), create: true }\n"
                 + "store:\n  providers: [\(directory)]\njobs:\n" + jobs.map { "  - \($0)\n" }.joined())
     }
 
@@ -82,8 +82,8 @@ import Testing
               settings.theme: '{"theme":"dark","updatedAt":"2026-11-01T10:00:00Z"}'
               settings.font: '{"size":14,"updatedAt":1767225600000}'
               favourites: '[1,2,3]'
-          primary: { type: sqlite, path: data/primary.db }
-          backup: { type: directory, path: data/backup, codec: vault }
+          primary: { type: sqlite, path: data/primary.db, create: true }
+          backup: { type: directory, path: data/backup, codec: vault, create: true }
         codecs:
           vault:
             type: xchacha20poly1305
@@ -170,7 +170,8 @@ import Testing
         let items = (0..<120).map { "      key.\($0): '{\"n\":\($0),\"updatedAt\":\($0)}'\n" }.joined()
         let body =
             "providers:\n  seed:\n    type: memory\n    items:\n\(items)"
-            + "  primary: { type: sqlite, path: data/primary.db }\n  backup: { type: directory, path: data/backup }\n"
+            + "  primary: { type: sqlite, path: data/primary.db, create: true }\n"
+            + "  backup: { type: directory, path: data/backup, create: true }\n"
             + "store:\n  providers: [primary, backup]\n  writeMode: mirror\n"
             + "jobs:\n  - { type: migrate, from: seed, to: primary, overwrite: ifMissing }\n  - { type: sync }\n"
             + "  - { type: verify, provider: primary }\n"
@@ -234,7 +235,7 @@ import Testing
                 + "  - { type: quota, warnAbove: 0.0, failOnWarning: true }\n")
         // Quota of a provider with no total never warns; a tiny sqlite limit does.
         let limited = try String(contentsOfFile: failing, encoding: .utf8).replacingOccurrences(
-            of: "path: data/primary.db }", with: "path: data/limited.db, maxBytes: 4096 }")
+            of: "path: data/primary.db, create: true }", with: "path: data/limited.db, maxBytes: 4096, create: true }")
         try limited.write(toFile: failing, atomically: true, encoding: .utf8)
         let result = try run([failing, "--report", "-", "--quiet"])
         #expect(result.status == 1)
@@ -356,6 +357,107 @@ import Testing
         let text = try ProcessRunner.run(executable, ["history", file, "--limit", "5"])
         #expect(text.standardOutput.contains("  ok  jobs: 2 ok  "))
         #expect(try ProcessRunner.run(executable, ["history", file, "--limit", "0"]).status == 64)
+    }
+
+    @Test func aMissingSourceOrUnmountedDiskIsAnErrorNotAnEmptySuccess() throws {
+        let file = try pipeline(
+            "absent.yaml",
+            """
+            providers:
+              old: { type: sqlite, path: data/old-settings.db }
+              new: { type: sqlite, path: data/settings.db, create: true }
+              backup: { type: directory, path: /nonexistent-mount/backup }
+            store:
+              providers: [new]
+            jobs:
+              - { type: migrate, name: copy, from: old, to: new }
+              - { type: verify, name: check, provider: backup }
+              - { type: quota }
+            report: { path: reports/absent.json }
+
+            """)
+        let result = try run([file, "--quiet"])
+        #expect(result.status == 2)
+        try expectValidReport(directory.file("reports/absent.json"))
+        let parsed = try #require(
+            try JSONSerialization.jsonObject(
+                with: Data(contentsOf: URL(fileURLWithPath: directory.file("reports/absent.json"))))
+                as? [String: Any])
+        #expect(parsed["status"] as? String == "error")
+        let copy = job(parsed, 0)
+        #expect(copy["status"] as? String == "error")
+        let copyError = copy["error"] as? [String: Any]
+        #expect(copyError?["code"] as? String == "ERR_CONFIG")
+        #expect(copyError?["provider"] as? String == "old")
+        let message = copyError?["message"] as? String ?? ""
+        #expect(message.contains(directory.file("data/old-settings.db")) && message.contains("create: true"))
+        #expect(
+            (job(parsed, 1)["error"] as? [String: Any])?["message"] as? String ?? ""
+                == "the directory /nonexistent-mount/backup does not exist; check the path (is its disk mounted?), or set `create: true` on the provider to create it"
+        )
+        #expect(job(parsed, 2)["status"] as? String == "ok")  // jobs that need neither still run
+        // Nothing was created where nothing should be.
+        #expect(!FileManager.default.fileExists(atPath: directory.file("data/old-settings.db")))
+        #expect(!FileManager.default.fileExists(atPath: "/nonexistent-mount"))
+        let providers = parsed["providers"] as? [[String: Any]] ?? []
+        #expect(
+            (providers.first { $0["id"] as? String == "old" }?["unavailable"] as? [String: Any])?["reason"] as? String
+                == "misconfigured")
+        // A dry run says the same.
+        #expect(try run([file, "--quiet", "--dry-run", "--report", "-"]).status == 2)
+    }
+
+    @Test func aRunThatCannotStartStillWritesAReportAMonitorCanRead() throws {
+        try "not a directory".write(toFile: directory.file("blocker"), atomically: true, encoding: .utf8)
+        let file = try pipeline(
+            "blocked.yaml",
+            Self.seeded + "state: blocker/state\njobs:\n  - { type: flush }\n"
+                + "report: { path: reports/blocked.json, latest: reports/latest.json }\n")
+        let result = try run([file, "--quiet"])
+        #expect(result.status == 2)
+        #expect(!result.standardError.contains("Error Domain"), "\(result.standardError)")
+        for path in ["reports/blocked.json", "reports/latest.json"] {
+            try expectValidReport(directory.file(path))
+            let parsed = try #require(
+                try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: directory.file(path))))
+                    as? [String: Any])
+            #expect(parsed["status"] as? String == "error")
+            #expect(job(parsed, 0)["status"] as? String == "skipped")
+            let message = (parsed["error"] as? [String: Any])?["message"] as? String ?? ""
+            #expect(
+                message.hasPrefix("cannot use the state directory ") && !message.contains("Error Domain"), "\(message)")
+        }
+    }
+
+    @Test func latestKeepAndMetricsDescribeTheRunsForAMonitor() throws {
+        let file = try pipeline(
+            "watched.yaml",
+            Self.seeded
+                + "jobs:\n  - { type: migrate, name: copy, from: seed, to: primary }\n  - { type: quota, name: space }\n"
+                + "report: { path: 'reports/{name}-{startedAt}.json', latest: reports/latest.json, keep: 2, "
+                + "metrics: metrics/cloudsync.prom }\n")
+        for _ in 0..<3 { #expect(try run([file, "--quiet"]).status == 0) }
+        let files = try FileManager.default.contentsOfDirectory(atPath: directory.file("reports"))
+        #expect(files.contains("latest.json"))
+        // Three runs, two kept: the newest two, by their timestamped names.
+        let reports = files.filter { $0.hasPrefix("watched-") }.sorted()
+        #expect(reports.count == 2, "\(files)")
+        let newest = reports.last ?? ""
+        #expect(
+            try String(contentsOfFile: directory.file("reports/latest.json"), encoding: .utf8)
+                == String(contentsOfFile: directory.file("reports/" + newest), encoding: .utf8))
+        // prometheus-client's own parser reads the textfile.
+        let check = try ProcessRunner.run(
+            root + "/.build/pyenv/bin/python3",
+            [root + "/scripts/check_prometheus.py", directory.file("metrics/cloudsync.prom")])
+        #expect(check.status == 0, "\(check.standardOutput)\(check.standardError)")
+        let samples = Set(check.standardOutput.split(separator: "\n").map(String.init))
+        #expect(samples.contains("cloudsync_last_run_status{pipeline=watched,status=ok} 1"))
+        #expect(samples.contains("cloudsync_last_run_status{pipeline=watched,status=failed} 0"))
+        #expect(samples.contains("cloudsync_last_run_job_count{count=copied,job=copy,pipeline=watched,type=migrate} 3"))
+        #expect(samples.contains("cloudsync_last_run_job_status{job=space,pipeline=watched,status=ok,type=quota} 1"))
+        #expect(samples.contains("cloudsync_outbox_pending{pipeline=watched} 0"))
+        #expect(samples.contains { $0.hasPrefix("cloudsync_last_run_timestamp_seconds{pipeline=watched} 1.") })
     }
 
     @Test func clearWalksEveryPageOfAProvider() throws {

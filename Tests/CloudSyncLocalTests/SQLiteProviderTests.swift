@@ -1,5 +1,6 @@
 import CloudSync
 import CloudSyncLocal
+import CloudSyncSQLite
 import CloudSyncTesting
 import Foundation
 import Testing
@@ -15,6 +16,21 @@ import Testing
             try SQLiteProvider(path: directory.file("conformance-\(counter.next()).db"))
         }
         #expect(failures.isEmpty, "\(failures)")
+    }
+
+    /// A database another process keeps locked while it is being opened is the retryable ERR_TIMEOUT, not a
+    /// configuration error about a CREATE TABLE.
+    @Test func aDatabaseLockedWhileOpeningIsARetryableTimeout() throws {
+        let path = directory.file("busy.db")
+        let holder = try SQLiteDatabase(path: path)
+        try holder.read { db in
+            try db.executeScript("CREATE TABLE other (x); BEGIN EXCLUSIVE; INSERT INTO other VALUES (1)")
+        }
+        let error = #expect(throws: CloudSyncError.self) { try SQLiteProvider(id: "busy", path: path) }
+        #expect(error?.code == .timeout)
+        #expect(error?.isRetryable == true)
+        #expect(error?.message.contains("stayed locked by another process") == true)
+        try holder.read { db in try db.executeScript("ROLLBACK") }
     }
 
     @Test func createsItsDirectoryAndFileOwnerOnly() throws {

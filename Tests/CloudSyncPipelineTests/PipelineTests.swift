@@ -16,7 +16,7 @@ private let minimal = """
     version: 1
     name: demo
     providers:
-      primary: { type: sqlite, path: data/p.db }
+      primary: { type: sqlite, path: data/p.db, create: true }
     store:
       providers: [primary]
 

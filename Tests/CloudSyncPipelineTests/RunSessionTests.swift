@@ -218,7 +218,7 @@ private func accountPipeline(_ account: String, offline: Bool = false, codec: Bo
             name: cancel
             providers:
               seed: { type: memory, items: { \(items) } }
-              primary: { type: sqlite, path: data/p.db }
+              primary: { type: sqlite, path: data/p.db, create: true }
             store:
               providers: [primary]
             jobs:

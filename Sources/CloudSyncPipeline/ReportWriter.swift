@@ -1,0 +1,149 @@
+import CloudSync
+import Foundation
+
+/// Puts a run's report where the pipeline and the command line say: the report file, the stable `latest` copy, the
+/// pruning of old reports, and the Prometheus textfile.
+struct ReportWriter {
+    let spec: PipelineSpec
+    /// `--report`: a path, `-` for standard output, or nil for the file's own.
+    let override: String?
+    let dryRun: Bool
+
+    /// The pattern of report paths: `--report`, else the file's, else `<state>/reports/`; nil for standard output.
+    private var pattern: String? {
+        if override == "-" { return nil }
+        return override.map { resolvePath($0, against: FileManager.default.currentDirectoryPath) }
+            ?? spec.reportPath ?? spec.state + "/reports/{name}-{startedAt}.json"
+    }
+
+    /// The report's path for a run that started at `startedAt`; nil for standard output.
+    func path(startedAt: String) -> String? {
+        pattern.map { fill($0, startedAt: startedAt.replacingOccurrences(of: ":", with: "-")) }
+    }
+
+    private func fill(_ pattern: String, startedAt: String) -> String {
+        pattern.replacingOccurrences(of: "{name}", with: spec.name).replacingOccurrences(
+            of: "{startedAt}", with: startedAt)
+    }
+
+    /// Writes the report and what goes with it; returns where the report went (nil: standard output).
+    ///
+    /// A dry run writes only its report: `latest`, the textfile and the pruning describe real runs.
+    func write(_ report: RunReport) throws(CloudSyncError) -> String? {
+        let path = path(startedAt: report.startedAt)
+        let json = report.json()
+        if let path { try Self.replace(path, with: json, what: "the report") }
+        guard !dryRun else { return path }
+        if let latest = spec.reportLatest { try Self.replace(latest, with: json, what: "the latest report") }
+        if let path, let keep = spec.reportKeep, let pattern { prune(keeping: keep, like: pattern, beside: path) }
+        if let metrics = spec.reportMetrics {
+            try Self.replace(metrics, with: PrometheusTextfile.render(report), what: "the metrics textfile")
+        }
+        return path
+    }
+
+    /// Deletes the oldest reports the pattern names in the report's directory, keeping the newest `keep`.
+    private func prune(keeping keep: Int, like pattern: String, beside path: String) {
+        let directory = (path as NSString).deletingLastPathComponent
+        let name = fill((pattern as NSString).lastPathComponent, startedAt: "*")
+        guard let files = try? FileManager.default.contentsOfDirectory(atPath: directory) else { return }
+        // Timestamps are ISO-8601, so names sort by time.
+        let reports = files.filter { globMatches(name, $0) }.sorted()
+        for old in reports.dropLast(keep) { try? FileManager.default.removeItem(atPath: directory + "/" + old) }
+    }
+
+    /// Writes `text` to `path` through a temporary file renamed over it, so a reader sees the old or the new file,
+    /// never half of one.
+    static func replace(_ path: String, with text: String, what: String) throws(CloudSyncError) {
+        do {
+            try FileManager.default.createDirectory(
+                atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            try text.write(toFile: path, atomically: true, encoding: .utf8)
+        } catch {
+            throw CloudSyncError(
+                .config,
+                "\(what) could not be written to \(path): \(describeFileError(error)); check that its "
+                    + "directory exists and is writable")
+        }
+    }
+}
+
+/// A file-system error as a sentence: the OS's reason, never a Foundation error dump.
+func describeFileError(_ error: any Error) -> String {
+    let nsError = error as NSError
+    if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
+        return String(cString: strerror(Int32(underlying.code)))
+    }
+    if nsError.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(nsError.code))) }
+    switch CocoaError.Code(rawValue: nsError.code) {
+    case .fileNoSuchFile, .fileReadNoSuchFile: return "no such file or directory"
+    case .fileWriteNoPermission, .fileReadNoPermission: return "permission denied"
+    case .fileWriteOutOfSpace: return "no space left on the device"
+    case .fileWriteVolumeReadOnly: return "the file system is read-only"
+    case .fileWriteFileExists: return "a file is in the way"
+    default: return nsError.localizedDescription
+    }
+}
+
+/// The last run as a Prometheus text exposition, for node_exporter's textfile collector: when it ran, how it ended,
+/// how long it took, every job's counts and status, and what waits in the outbox.
+enum PrometheusTextfile {
+    static func render(_ report: RunReport) -> String {
+        let pipeline = "pipeline=\(quoted(report.pipeline))"
+        var lines: [String] = []
+        func metric(_ name: String, _ help: String, _ samples: [(labels: String, value: String)]) {
+            lines += ["# HELP \(name) \(help)", "# TYPE \(name) gauge"]
+            lines += samples.map { "\(name){\($0.labels)} \($0.value)" }
+        }
+        let finished = (ISO8601DateFormatter.withFractions.date(from: report.finishedAt)?.timeIntervalSince1970) ?? 0
+        metric(
+            "cloudsync_last_run_timestamp_seconds", "When the last run of the pipeline finished, in Unix time.",
+            [(pipeline, String(format: "%.3f", finished))])
+        metric(
+            "cloudsync_last_run_duration_seconds", "How long the last run took.",
+            [(pipeline, String(format: "%.3f", Double(report.durationMs) / 1000))])
+        metric(
+            "cloudsync_last_run_status", "How the last run ended: 1 for its status, 0 for the others.",
+            RunStatus.allCases.map { ("\(pipeline),status=\(quoted($0.rawValue))", $0 == report.status ? "1" : "0") })
+        metric(
+            "cloudsync_last_run_job_status", "How each job of the last run ended: 1 for its status, 0 for the others.",
+            report.jobs.flatMap { job in
+                JobStatus.allCases.map { status in
+                    (
+                        "\(pipeline),job=\(quoted(job.name)),type=\(quoted(job.type)),status=\(quoted(status.rawValue))",
+                        job.status == status ? "1" : "0"
+                    )
+                }
+            })
+        metric(
+            "cloudsync_last_run_job_count", "The counts each job of the last run reported (copied, failed, ...).",
+            report.jobs.flatMap { job in
+                job.counts.sorted { $0.key < $1.key }.map { count in
+                    (
+                        "\(pipeline),job=\(quoted(job.name)),type=\(quoted(job.type)),count=\(quoted(count.key))",
+                        "\(count.value)"
+                    )
+                }
+            })
+        metric(
+            "cloudsync_outbox_pending", "Writes waiting in the outbox after the last run.",
+            [(pipeline, "\(report.outbox.pendingAfter)")])
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// A label value in double quotes, with backslash, quote and newline escaped as the format requires.
+    static func quoted(_ value: String) -> String {
+        "\""
+            + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
+            .replacingOccurrences(of: "\n", with: "\\n") + "\""
+    }
+}
+
+extension ISO8601DateFormatter {
+    /// Reads the report's times (UTC, with milliseconds).
+    static var withFractions: ISO8601DateFormatter {
+        let formatter = ISO8601DateFormatter()
+        formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
+        return formatter
+    }
+}
