@@ -154,8 +154,10 @@ public struct PipelineRunner: Sendable {
         return RunOutcome(report: report, reportPath: path)
     }
 
-    /// The report of a run that could not start: status `error`, why, every selected job `skipped`. A monitor reading
-    /// the report (or `latest`, or the textfile) sees the failure instead of the previous run's success.
+    /// The report of a run that could not start: status `error`, why, every selected job `skipped`.
+    ///
+    /// A monitor reading the report (or `latest`, or the textfile) sees the failure instead of the previous run's
+    /// success.
     private func startFailure(_ reason: String, runID: String, started: Int64, clock: any StoreClock)
         throws(RunRefusal) -> RunOutcome
     {

@@ -29,7 +29,7 @@ public struct PipelineSpec: Sendable {
     public var reportPath: String?
     /// A stable path the newest report is also written to (replaced atomically); nil for none.
     public var reportLatest: String? = nil
-    /// How many timestamped reports to keep; older ones are deleted after each run. Nil keeps all.
+    /// How many timestamped reports to keep (older ones are deleted after each run); nil keeps all.
     public var reportKeep: Int? = nil
     /// A Prometheus textfile (for node_exporter's textfile collector) describing the last run; nil for none.
     public var reportMetrics: String? = nil

@@ -80,7 +80,7 @@ try """
     name: nightly
     providers:
       primary: { type: sqlite, path: ../state/primary.db }
-      backup: { type: directory, path: ../state/backup }
+      backup: { type: directory, path: ../state/backup, create: true }
     store:
       providers: [primary, backup]
       writeMode: mirror
