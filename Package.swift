@@ -68,7 +68,9 @@ let package = Package(
         .testTarget(
             name: "CloudSyncCLITests",
             dependencies: [
-                "CloudSync", "CloudSyncCLI", "CloudSyncLocal", "CloudSyncPipeline", "CloudSyncTesting", "cloudsync",
+                "CloudSync", "CloudSyncCLI", "CloudSyncLocal", "CloudSyncPipeline", "CloudSyncSQLite",
+                "CloudSyncTesting",
+                "cloudsync",
             ]),
         .testTarget(name: "CloudSyncTestingTests", dependencies: ["CloudSyncTesting"]),
         .testTarget(

@@ -11,6 +11,10 @@ public struct SQLiteProviderFactory: ProviderFactory {
         public var maxBytes: Int64?
         /// Create the database when it does not exist; otherwise a missing file is an error.
         public var create: Bool
+        /// A table of the database's own to read and write as it is, instead of CloudSync's `kv` table.
+        public var mapping: SQLiteTableProvider.Mapping?
+        /// Open without write access: a source that must never change.
+        public var readOnly: Bool
     }
 
     /// The factory; register it in a ``ProviderRegistry``.
@@ -31,19 +35,57 @@ public struct SQLiteProviderFactory: ProviderFactory {
                 "create", .boolean, defaultValue: "false",
                 summary: "create the database when it does not exist; without it a missing file is an error, so a "
                     + "mistyped path or an unmounted disk is noticed"),
+            ProviderField(
+                "table", .text,
+                summary: "a table of an existing database (an application's own) to read and write as it is; nothing "
+                    + "in that database is ever created or altered"),
+            ProviderField("keyColumn", .text, summary: "with `table`: the column holding the keys"),
+            ProviderField("valueColumn", .text, summary: "with `table`: the column holding the values"),
+            ProviderField(
+                "updatedAtColumn", .text, summary: "with `table`: a column set to the write time, in epoch milliseconds"
+            ),
+            ProviderField(
+                "readOnly", .boolean, defaultValue: "false",
+                summary: "open without write access, for a source that must never change; every write fails"),
         ]
     }
 
     /// The typed configuration of checked field values.
     public func configuration(from values: ProviderFieldValues) throws(ProviderConfigurationError) -> Configuration {
         guard let path = values.text("path") else { throw ProviderConfigurationError(field: "path", "needs a path") }
+        let create = values.boolean("create") ?? false
+        var mapping: SQLiteTableProvider.Mapping?
+        if let table = values.text("table") {
+            guard let key = values.text("keyColumn") else {
+                throw ProviderConfigurationError(field: "table", "a mapped `table` needs `keyColumn` and `valueColumn`")
+            }
+            guard let value = values.text("valueColumn") else {
+                throw ProviderConfigurationError(field: "table", "a mapped `table` needs `valueColumn` too")
+            }
+            guard !create else {
+                throw ProviderConfigurationError(field: "create", "a mapped table is never created; drop `create`")
+            }
+            if values.integer("maxBytes") != nil {
+                throw ProviderConfigurationError(
+                    field: "maxBytes", "`maxBytes` limits CloudSync's own database, not a mapped table; drop it")
+            }
+            mapping = SQLiteTableProvider.Mapping(
+                table: table, keyColumn: key, valueColumn: value, updatedAtColumn: values.text("updatedAtColumn"))
+        } else {
+            for field in ["keyColumn", "valueColumn", "updatedAtColumn"] where values.text(field) != nil {
+                throw ProviderConfigurationError(field: field, "`\(field)` needs `table`: name the table it belongs to")
+            }
+        }
         return Configuration(
-            path: path, maxBytes: values.integer("maxBytes"), create: values.boolean("create") ?? false)
+            path: path, maxBytes: values.integer("maxBytes"), create: create, mapping: mapping,
+            readOnly: values.boolean("readOnly") ?? false)
     }
 
     /// What a provider of this configuration can do.
     public func capabilities(of configuration: Configuration) -> ProviderCapabilities {
-        SQLiteProvider.capabilities(maxValueBytes: nil)
+        configuration.mapping == nil
+            ? SQLiteProvider.capabilities(maxValueBytes: nil)
+            : ProviderCapabilities(tier: .file, batchLimit: 500, canList: true, reportsQuota: false)
     }
 
     /// Makes the provider with the context's id, clock and metrics.
@@ -55,7 +97,12 @@ public struct SQLiteProviderFactory: ProviderFactory {
                     + "`create: true` on the provider to start a new one there",
                 provider: context.providerID)
         }
-        if context.readOnly {
+        if let mapping = configuration.mapping {
+            return try SQLiteTableProvider(
+                id: context.providerID, path: configuration.path, mapping: mapping,
+                readOnly: configuration.readOnly || context.readOnly, clock: context.clock, metrics: context.metrics)
+        }
+        if context.readOnly || configuration.readOnly {
             guard FileManager.default.fileExists(atPath: configuration.path) else {
                 return MemoryProvider(
                     id: context.providerID, capabilities: capabilities(of: configuration), metrics: context.metrics)

@@ -36,10 +36,11 @@ public final class SQLiteProvider: Provider {
 
     /// Opens (creating when needed) the database at `path`.
     ///
-    /// With `readOnly` (dry runs) it opens an existing file without write access: reads see every committed change,
-    /// those still in the write-ahead log included, writes fail with `ERR_PROVIDER`, and the database and its log are
-    /// never written. SQLite may create an empty `-wal` and a `-shm` index beside a cleanly closed database; see
-    /// `SQLiteDatabase.Options.readOnly`.
+    /// With `readOnly` (dry runs, sources that must never be written) it opens an existing file without write
+    /// access: reads see every committed change, those still in the write-ahead log included, writes fail, and the
+    /// database and its log are never written; see `SQLiteDatabase.Options.readOnly`. A database holding tables other
+    /// than CloudSync's own is refused for writing (`ERR_CONFIG`, naming them): map a ``SQLiteTableProvider`` onto
+    /// one instead.
     public init(
         id: String = "sqlite", path: String, maxBytes: Int64? = nil, maxValueBytes: Int? = nil,
         clock: any StoreClock = SystemClock(), readOnly: Bool = false,
@@ -56,6 +57,22 @@ public final class SQLiteProvider: Provider {
                 database = try SQLiteDatabase(path: path, options: SQLiteDatabase.Options(readOnly: true))
             } else {
                 try LocalFiles.createDirectory(containing: path)
+                // Someone else's database is never changed: look before opening it for writing (which would switch
+                // its journal and add CloudSync's tables).
+                if FileManager.default.fileExists(atPath: path) {
+                    let peek = try SQLiteDatabase(path: path, options: SQLiteDatabase.Options(readOnly: true))
+                    let foreign = try peek.read { db in try Self.foreignTables(db) }
+                    peek.close()
+                    guard foreign.isEmpty else {
+                        throw CloudSyncError(
+                            .config,
+                            "\(path) holds tables of its own (\(foreign.joined(separator: ", "))), so it is not "
+                                + "CloudSync's to change: to read or write one of them, map the provider onto it with "
+                                + "`table`, `keyColumn` and `valueColumn` (and `readOnly: true` for a source), or point "
+                                + "`path` at a database of its own",
+                            provider: id)
+                    }
+                }
                 database = try SQLiteDatabase(path: path)
                 try Self.migrations.migrate(database)
             }
@@ -85,6 +102,14 @@ public final class SQLiteProvider: Provider {
         let nsError = error as NSError
         return nsError.domain == NSPOSIXErrorDomain
             ? String(cString: strerror(Int32(nsError.code))) : nsError.localizedDescription
+    }
+
+    /// Tables that are neither SQLite's nor CloudSync's (`kv` and `cloudsync_migrations`).
+    static func foreignTables(_ db: SQLiteConnection) throws -> [String] {
+        try db.query(
+            "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
+                + "AND name NOT IN ('kv', 'cloudsync_migrations') ORDER BY name"
+        ) { $0.string(0) ?? "" }
     }
 
     /// What a SQLite provider can do; the pipeline planner reads it before any database is opened.

@@ -1,5 +1,6 @@
 import CloudSync
 import CloudSyncLocal
+import CloudSyncSQLite
 import CloudSyncTesting
 import Foundation
 import Testing
@@ -458,6 +459,48 @@ import Testing
         #expect(samples.contains("cloudsync_last_run_job_status{job=space,pipeline=watched,status=ok,type=quota} 1"))
         #expect(samples.contains("cloudsync_outbox_pending{pipeline=watched} 0"))
         #expect(samples.contains { $0.hasPrefix("cloudsync_last_run_timestamp_seconds{pipeline=watched} 1.") })
+    }
+
+    /// The brief's own example: copy every `prefs.*` key from an application's database, which is read as it is and
+    /// never changed.
+    @Test func prefsKeysAreCopiedFromAnApplicationsOwnTable() throws {
+        let app = try SQLiteDatabase(
+            path: directory.file("app.db"), options: SQLiteDatabase.Options(writeAheadLog: false))
+        try app.write { db in
+            try db.executeScript(
+                """
+                CREATE TABLE settings (name TEXT PRIMARY KEY, value TEXT NOT NULL);
+                INSERT INTO settings VALUES ('prefs.theme', 'dark'), ('prefs.font', '14'), ('session.token', 'x');
+                """)
+        }
+        app.close()
+        let before = try Data(contentsOf: URL(fileURLWithPath: directory.file("app.db")))
+        let file = try pipeline(
+            "prefs.yaml",
+            """
+            providers:
+              app: { type: sqlite, path: app.db, table: settings, keyColumn: name, valueColumn: value, readOnly: true }
+              new: { type: sqlite, path: data/settings.db, create: true }
+            store:
+              providers: [new]
+            jobs:
+              - { type: migrate, from: app, to: new, keys: 'prefs.*' }
+
+            """)
+        let result = try run([file, "--quiet", "--report", "-"])
+        #expect(result.status == 0, "\(result.standardError)")
+        #expect(counts(try report(result), 0) == ["copied": 2, "skipped": 0, "failed": 0, "queued": 0])
+        #expect(try Data(contentsOf: URL(fileURLWithPath: directory.file("app.db"))) == before)
+        // Without the mapping the same database is refused, naming its table and the fields to set.
+        let unmapped = try pipeline(
+            "unmapped.yaml",
+            "providers:\n  app: { type: sqlite, path: app.db }\nstore:\n  providers: [app]\njobs:\n  - { type: verify, provider: app }\n"
+        )
+        let refused = try run([unmapped, "--quiet", "--report", "-"])
+        #expect(refused.status == 2)
+        let message = (job(try report(refused), 0)["error"] as? [String: Any])?["message"] as? String ?? ""
+        #expect(message.contains("holds tables of its own (settings)") && message.contains("keyColumn"), "\(message)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: directory.file("app.db"))) == before)
     }
 
     @Test func clearWalksEveryPageOfAProvider() throws {

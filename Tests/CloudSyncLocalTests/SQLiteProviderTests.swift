@@ -22,10 +22,9 @@ import Testing
     /// configuration error about a CREATE TABLE.
     @Test func aDatabaseLockedWhileOpeningIsARetryableTimeout() throws {
         let path = directory.file("busy.db")
-        let holder = try SQLiteDatabase(path: path)
-        try holder.read { db in
-            try db.executeScript("CREATE TABLE other (x); BEGIN EXCLUSIVE; INSERT INTO other VALUES (1)")
-        }
+        // A new, empty database another connection holds an exclusive lock on, as a second process would.
+        let holder = try SQLiteDatabase(path: path, options: SQLiteDatabase.Options(writeAheadLog: false))
+        try holder.read { db in try db.executeScript("BEGIN EXCLUSIVE") }
         let error = #expect(throws: CloudSyncError.self) { try SQLiteProvider(id: "busy", path: path) }
         #expect(error?.code == .timeout)
         #expect(error?.isRetryable == true)
