@@ -70,8 +70,7 @@ public final class MemoryProvider: Provider {
     /// Stores each item, refusing per key what is above the declared cap or past `totalBytes`, as a real provider
     /// would.
     public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
-        metrics.recordRequest(bytesWritten: items.reduce(0) { $0 + $1.value.utf8.count })
-        return contents.withLock { contents in
+        let results = contents.withLock { contents in
             items.map { item -> Result<Void, CloudSyncError> in
                 if let cap = capabilities.maxValueBytes, item.value.utf8.count > cap {
                     return .failure(
@@ -95,6 +94,8 @@ public final class MemoryProvider: Provider {
                 return .success(())
             }
         }
+        metrics.recordWrite(items, results)
+        return results
     }
 
     /// Removes each key; a missing key is a success, as the provider contract asks.

@@ -49,6 +49,13 @@ public struct ICloudKeyValueProviderFactory: ProviderFactory {
     /// The fields of this type besides the common ones.
     public var fields: [ProviderField] { [] }
 
+    /// Never available here: said by validation and plans, so a pipeline listing it is not mistaken for one that
+    /// syncs to iCloud.
+    public var unavailableHere: String? {
+        "the iCloud key-value store exists only on Apple platforms and is never available here; it is listed only so "
+            + "its 64 KB tier and key rules apply, and jobs that need it fail"
+    }
+
     /// The typed configuration of checked field values.
     public func configuration(from values: ProviderFieldValues) throws(ProviderConfigurationError) -> Configuration {
         Configuration()

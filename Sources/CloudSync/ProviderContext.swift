@@ -119,6 +119,17 @@ public final class ProviderMetrics: Sendable {
         }
     }
 
+    /// Counts one write request and the bytes of the items it stored: a value a provider refused was not written.
+    public func recordWrite(_ items: [KeyValue], _ results: [Result<Void, CloudSyncError>]) {
+        let written = zip(items, results).reduce(0) { total, pair in
+            (try? pair.1.get()) != nil ? total + pair.0.value.utf8.count : total
+        }
+        recordRequest(bytesWritten: written)
+    }
+
+    /// Counts one write request that failed as a whole: nothing was written.
+    public func recordFailedWrite() { recordRequest() }
+
     /// Counts one retry.
     public func recordRetry() { counters.withLock { $0.retries += 1 } }
 

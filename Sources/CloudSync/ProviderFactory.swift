@@ -124,11 +124,20 @@ public protocol ProviderFactory: Sendable {
     func configuration(from values: ProviderFieldValues) throws(ProviderConfigurationError) -> Configuration
     /// What a provider with this configuration can do, known before it is made.
     func capabilities(of configuration: Configuration) -> ProviderCapabilities
+    /// Why a provider of this type can never serve on this platform, when it cannot (the iCloud key-value store on
+    /// Linux); nil when it can. Validation and plans say so.
+    var unavailableHere: String? { get }
+
     /// Makes the provider: the first step with side effects (opening files, connections).
     ///
     /// With ``ProviderContext/readOnly`` the provider must change nothing where it stores data, and a provider whose
     /// storage does not exist yet stands in as an empty one.
     func make(_ configuration: Configuration, context: ProviderContext) throws(CloudSyncError) -> any Provider
+}
+
+extension ProviderFactory {
+    /// Most provider types can serve on this platform.
+    public var unavailableHere: String? { nil }
 }
 
 /// A provider type's configuration, checked and ready to make providers, its concrete type erased.
@@ -163,6 +172,8 @@ public struct ProviderType: Sendable {
     public let summary: String
     /// Its own fields, besides ``ProviderType/commonFields``.
     public let fields: [ProviderField]
+    /// Why it can never serve on this platform; nil when it can.
+    public let unavailableHere: String?
     private let configure: @Sendable (ProviderFieldValues) throws -> ConfiguredProvider
 
     /// The fields every provider type has, read by the pipeline loader itself.
@@ -177,6 +188,7 @@ public struct ProviderType: Sendable {
         name = factory.type
         summary = factory.summary
         fields = factory.fields
+        unavailableHere = factory.unavailableHere
         configure = { values in ConfiguredProvider(factory, try factory.configuration(from: values)) }
     }
 

@@ -137,8 +137,9 @@ public final class DirectoryProvider: Provider {
     /// `ERR_PROVIDER`; a failed write leaves the previous value in place. Throws `ERR_CLOSED` after ``close()``.
     public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
         try ensureOpen()
-        metrics.recordRequest(bytesWritten: items.reduce(0) { $0 + $1.value.utf8.count })
-        return try await LocalFiles.offload { [self] in items.map { write($0) } }
+        let results = try await LocalFiles.offload { [self] in items.map { write($0) } }
+        metrics.recordWrite(items, results)
+        return results
     }
 
     private func write(_ item: KeyValue) -> Result<Void, CloudSyncError> {

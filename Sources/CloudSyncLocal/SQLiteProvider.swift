@@ -156,10 +156,23 @@ public final class SQLiteProvider: Provider {
     /// `ERR_TIMEOUT` when the database stays locked, and `ERR_PROVIDER` otherwise (read-only opens included); a throw
     /// writes nothing.
     public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
-        metrics.recordRequest(bytesWritten: items.reduce(0) { $0 + $1.value.utf8.count })
         let now = clock.nowMilliseconds()
         let maxBytes = maxBytes
-        return try await write { [id] db in
+        let results: [Result<Void, CloudSyncError>]
+        do {
+            results = try await writeValues(items, now: now, maxBytes: maxBytes)
+        } catch {
+            metrics.recordFailedWrite()
+            throw error
+        }
+        metrics.recordWrite(items, results)
+        return results
+    }
+
+    private func writeValues(_ items: [KeyValue], now: Int64, maxBytes: Int64?) async throws
+        -> [Result<Void, CloudSyncError>]
+    {
+        try await write { [id] db in
             var used = maxBytes == nil ? 0 : try Self.usedBytes(db)
             let size = try db.prepare("SELECT length(CAST(value AS BLOB)) FROM kv WHERE key = ?")
             let upsert = try db.prepare(

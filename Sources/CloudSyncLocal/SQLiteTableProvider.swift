@@ -188,8 +188,7 @@ public final class SQLiteTableProvider: Provider {
                 }
             }
         }
-        let written = zip(items, results).reduce(0) { $0 + ((try? $1.1.get()) != nil ? $1.0.value.utf8.count : 0) }
-        metrics.recordRequest(bytesWritten: written)
+        metrics.recordWrite(items, results)
         return results
     }
 

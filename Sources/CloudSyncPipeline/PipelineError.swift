@@ -9,13 +9,17 @@ public struct PipelineDiagnostic: Sendable, Equatable, CustomStringConvertible {
     /// What is wrong and what to do, without the location (for example "unknown field `tierng`; did you mean
     /// tiering?").
     public var message: String
+    /// Whether it stops the file from loading (an error) or is worth knowing (a warning).
+    public var isWarning = false
 
-    /// `file:line:col: error: message`, one line without the source, as editors and `grep` read it.
-    public var description: String { "\(file):\(mark.line):\(mark.column): error: \(message)" }
+    /// `file:line:col: error: message` (or `warning:`), one line without the source, as editors and `grep` read it.
+    public var description: String {
+        "\(file):\(mark.line):\(mark.column): \(isWarning ? "warning" : "error"): \(message)"
+    }
 
     /// As a compiler prints it, with the source line and a caret.
     public func rendered(source: String) -> String {
-        YAMLError.render(message, at: mark, file: file, source: source)
+        YAMLError.render(message, at: mark, file: file, source: source, severity: isWarning ? "warning" : "error")
     }
 }
 

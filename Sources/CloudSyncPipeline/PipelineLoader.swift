@@ -150,7 +150,14 @@ private struct Reader {
             file: file, source: source, directory: directory, version: version, name: name, state: state,
             providers: providers,
             codecs: codecs, store: store, jobs: jobs, reportPath: reportPath, reportLatest: reportLatest,
-            reportKeep: reportKeep, reportMetrics: reportMetrics)
+            reportKeep: reportKeep, reportMetrics: reportMetrics,
+            warnings: providers.compactMap { provider in
+                registry.type(named: provider.type)?.unavailableHere.map {
+                    PipelineDiagnostic(
+                        file: file, mark: provider.mark, message: "provider `\(provider.id)` (\(provider.type)): \($0)",
+                        isWarning: true)
+                }
+            })
     }
 
     /// Ids (pipeline name, providers, codecs, keys) follow the one character rule of the core: CloudKit's

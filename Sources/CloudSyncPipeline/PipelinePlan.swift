@@ -105,6 +105,8 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
     /// Where reports go, with `{name}` and `{startedAt}` still to fill in, relative to the pipeline file when inside
     /// its directory; nil when the file names none.
     public var report: String?
+    /// What is worth knowing (a provider never available on this platform).
+    public var warnings: [String]
 
     /// The plan of `compiled`, read from its spec and store options; opens nothing, reads no key and never copies an
     /// expanded or secret value.
@@ -189,6 +191,7 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
             keyRules: rules)
         jobs = spec.jobs.map { Job(name: $0.name, type: $0.type, summary: Self.summary($0.kind, display: display)) }
         report = spec.reportPath.map(relative)
+        warnings = spec.warnings.map(\.message)
     }
 
     static func summary(_ kind: JobSpec.Kind, display: (Interpolated) -> String) -> String {
@@ -264,6 +267,7 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
             jobs.isEmpty
             ? ["  (none)"] : jobs.enumerated().map { "  \($0.offset + 1). \($0.element.name): \($0.element.summary)" }
         if let report { lines += ["", "report: \(report)"] }
+        if !warnings.isEmpty { lines += [""] + warnings.map { "warning: \($0)" } }
         return lines.joined(separator: "\n") + "\n"
     }
 }

@@ -33,6 +33,9 @@ public struct PipelineSpec: Sendable {
     public var reportKeep: Int? = nil
     /// A Prometheus textfile (for node_exporter's textfile collector) describing the last run; nil for none.
     public var reportMetrics: String? = nil
+    /// What is worth knowing about the file but does not stop it from loading (a provider type never available on
+    /// this platform).
+    public var warnings: [PipelineDiagnostic] = []
 }
 
 /// A value taken from the file, remembering whether it came from `${...}` so output can show the reference

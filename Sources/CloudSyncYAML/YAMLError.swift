@@ -42,8 +42,10 @@ public struct YAMLError: Error, Sendable, Equatable, CustomStringConvertible {
     }
 
     /// Renders any message about `source` the way a compiler does, for errors found after parsing too.
-    public static func render(_ message: String, at mark: YAMLMark, file: String, source: String) -> String {
-        var text = "\(file):\(mark.line):\(mark.column): error: \(message)"
+    public static func render(
+        _ message: String, at mark: YAMLMark, file: String, source: String, severity: String = "error"
+    ) -> String {
+        var text = "\(file):\(mark.line):\(mark.column): \(severity): \(message)"
         guard let line = line(mark.line, of: source) else { return text }
         // Keep tabs in the caret's indentation so it lines up under the same character however tabs render.
         let indentation = line.prefix(max(0, mark.column - 1)).map { $0 == "\t" ? "\t" : " " }.joined()

@@ -264,3 +264,37 @@ private func accountPipeline(_ account: String, offline: Bool = false, codec: Bo
         #expect(outcome.status == .queued)
     }
 }
+
+@Suite struct PlatformWarningTests {
+    @Test func aProviderNeverAvailableHereIsAWarningInThePlanNotAnError() throws {
+        let directory = try TemporaryDirectory()
+        let compiled = try compile(
+            """
+            version: 1
+            name: apple
+            providers:
+              kv: { type: icloudKV }
+              local: { type: memory }
+            store:
+              providers: [kv, local]
+
+            """, in: directory)
+        #expect(
+            compiled.spec.warnings.map(\.description) == [
+                "p.yaml:4:3: warning: provider `kv` (icloudKV): the iCloud key-value store exists only on Apple platforms "
+                    + "and is never available here; it is listed only so its 64 KB tier and key rules apply, and jobs that "
+                    + "need it fail"
+            ])
+        #expect(
+            PipelinePlan(compiled).text().contains("\nwarning: provider `kv` (icloudKV): the iCloud key-value store"))
+    }
+
+    @Test func aWriteThatFailsIsNotCountedAsBytesWritten() async throws {
+        let metrics = ProviderMetrics()
+        let provider = MemoryProvider(
+            id: "small", capabilities: ProviderCapabilities(maxValueBytes: 4), metrics: metrics)
+        _ = try await provider.set([KeyValue("a", "1234"), KeyValue("b", "too large")])
+        #expect(metrics.reading.requests == 1)
+        #expect(metrics.reading.bytesWritten == 4)
+    }
+}
