@@ -29,8 +29,9 @@ public struct SQLiteProviderFactory: ProviderFactory {
         [
             ProviderField("path", .path, required: true, summary: "the database file"),
             ProviderField(
-                "maxBytes", .integer(minimum: 4096, unit: "bytes"),
-                summary: "the most the database may use; writes past it fail with ERR_QUOTA_EXCEEDED"),
+                "maxBytes", .integer(minimum: SQLiteProvider.emptyDatabaseBytes, unit: "bytes"),
+                summary: "the most the database may use (an empty one uses 16384); writes past it fail with "
+                    + "ERR_QUOTA_EXCEEDED"),
             ProviderField(
                 "create", .boolean, defaultValue: "false",
                 summary: "create the database when it does not exist; without it a missing file is an error, so a "

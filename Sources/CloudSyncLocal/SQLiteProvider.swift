@@ -104,6 +104,10 @@ public final class SQLiteProvider: Provider {
             ? String(cString: strerror(Int32(nsError.code))) : nsError.localizedDescription
     }
 
+    /// What a new, empty CloudSync database uses (four 4 KiB pages: the schema, the migrations table and its index,
+    /// the `kv` table), so the smallest `maxBytes` that lets anything be written is above it.
+    public static let emptyDatabaseBytes: Int64 = 16_384
+
     /// Tables that are neither SQLite's nor CloudSync's (`kv` and `cloudsync_migrations`).
     static func foreignTables(_ db: SQLiteConnection) throws -> [String] {
         try db.query(

@@ -9,7 +9,8 @@ enum ExportFile {
     static let envelopeKey = "cloudsync.export"
 
     static func write(
-        _ items: [String: String], to path: String, pipeline: String, source: String, codec: EnvelopeCodec?
+        _ items: [String: String], to path: String, pipeline: String, source: String,
+        codec: (id: String, codec: EnvelopeCodec)?
     )
         throws(CloudSyncError)
     {
@@ -20,9 +21,12 @@ enum ExportFile {
         do {
             var text = String(
                 decoding: try JSONSerialization.data(withJSONObject: plain, options: [.sortedKeys]), as: UTF8.self)
-            if let codec {
+            if let (codecID, codec) = codec {
                 let envelope = try codec.encode(text, key: envelopeKey)
-                let wrapped: [String: Any] = ["version": 1, "codec": codec.keys[0].id, "encrypted": envelope]
+                // Both names a restore needs: the pipeline's codec, and the key of its ring that encrypted the file.
+                let wrapped: [String: Any] = [
+                    "version": 1, "codec": codecID, "keyId": codec.keys[0].id, "encrypted": envelope,
+                ]
                 text = String(
                     decoding: try JSONSerialization.data(withJSONObject: wrapped, options: [.sortedKeys]), as: UTF8.self
                 )
@@ -32,7 +36,8 @@ enum ExportFile {
             try (text + "\n").write(toFile: path, atomically: true, encoding: .utf8)
             chmod(path, 0o600)
         } catch {
-            throw CloudSyncError(.provider, "cannot write the export file \(path): \(error)")
+            throw CloudSyncError(
+                .provider, "cannot write the export file \(path): \(describeFileError(error)); check its directory")
         }
     }
 

@@ -148,7 +148,7 @@ struct JobExecutor {
             guard !options.dryRun else { return }
             try ExportFile.write(
                 items, to: path.value, pipeline: compiled.spec.name, source: from,
-                codec: codec.flatMap { compiled.codecs[$0] })
+                codec: codec.flatMap { id in compiled.codecs[id].map { (id, $0) } })
         case .import(let path, let to, let overwrite):
             entry.file = path.display
             let items = try ExportFile.read(path.value, codecs: Array(compiled.codecs.values))

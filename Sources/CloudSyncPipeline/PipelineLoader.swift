@@ -65,7 +65,9 @@ public enum PipelineLoader {
             root = parsed
         } catch let error as YAMLError {
             throw PipelineError(
-                diagnostics: [PipelineDiagnostic(file: file, mark: error.mark, message: error.message)], source: source)
+                diagnostics: [
+                    PipelineDiagnostic(file: file, mark: error.mark, message: withQuotingHint(error, source: source))
+                ], source: source)
         } catch let error as PipelineError {
             throw error
         } catch {
@@ -80,6 +82,26 @@ public enum PipelineLoader {
         }
         return spec
     }
+}
+
+/// The YAML error, with what to do when it is the usual cause: a `{` or `}` of `${env:NAME}` or `{startedAt}` in an
+/// unquoted value inside a `{ }` flow mapping, which YAML reads as the mapping's own braces.
+private func withQuotingHint(_ error: YAMLError, source: String) -> String {
+    guard error.message.contains("flow mapping") || error.message.contains("flow sequence") else {
+        return error.message
+    }
+    let lines = source.split(separator: "\n", omittingEmptySubsequences: false)
+    guard error.mark.line >= 1, error.mark.line <= lines.count else { return error.message }
+    let line = lines[error.mark.line - 1]
+    let column = line.index(line.startIndex, offsetBy: min(max(error.mark.column - 1, 0), line.count))
+    // The brace that ended the mapping too early stands just before where the parser stopped.
+    guard line[..<column].contains("{"),
+        line[line.index(after: line.firstIndex(of: "{") ?? line.startIndex)...]
+            .contains(where: { $0 == "{" || $0 == "}" })
+    else { return error.message }
+    return error.message
+        + "; a value holding `{` or `}` (such as ${env:NAME} or {startedAt}) must be quoted inside a { } mapping: "
+        + "write it as 'value' or \"value\""
 }
 
 /// Walks the node tree of one file.

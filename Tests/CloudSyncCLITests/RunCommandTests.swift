@@ -126,6 +126,10 @@ import Testing
         let exported = try String(contentsOfFile: directory.file("out/all.json"), encoding: .utf8)
         #expect(exported.contains("\"encrypted\""))
         #expect(!exported.contains("dark"))
+        // The file names both what a restore needs: the pipeline's codec and the key id that encrypted it.
+        let header = try #require(try JSONSerialization.jsonObject(with: Data(exported.utf8)) as? [String: Any])
+        #expect(header["codec"] as? String == "vault")
+        #expect(header["keyId"] as? String == "k1")
         // The restore reproduced the key set exactly.
         let check = try run([file, "--job", "check", "--report", "-", "--quiet"])
         #expect(counts(try report(check), 0)["ok"] == 3)
@@ -236,7 +240,7 @@ import Testing
                 + "  - { type: quota, warnAbove: 0.0, failOnWarning: true }\n")
         // Quota of a provider with no total never warns; a tiny sqlite limit does.
         let limited = try String(contentsOfFile: failing, encoding: .utf8).replacingOccurrences(
-            of: "path: data/primary.db, create: true }", with: "path: data/limited.db, maxBytes: 4096, create: true }")
+            of: "path: data/primary.db, create: true }", with: "path: data/limited.db, maxBytes: 16384, create: true }")
         try limited.write(toFile: failing, atomically: true, encoding: .utf8)
         let result = try run([failing, "--report", "-", "--quiet"])
         #expect(result.status == 1)
