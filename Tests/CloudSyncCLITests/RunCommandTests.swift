@@ -507,6 +507,31 @@ import Testing
         #expect(try Data(contentsOf: URL(fileURLWithPath: directory.file("app.db"))) == before)
     }
 
+    /// Every example runs on something shipped or on the demo's output, in the order their headers give, and does
+    /// real work: none succeeds on nothing.
+    @Test func everyExampleRunsOnTheDemosOutputInTheOrderItsHeaderSays() throws {
+        let copy = directory.file("examples")
+        try FileManager.default.copyItem(atPath: root + "/pipelines", toPath: copy)
+        for generated in ["demo-output", "data", "backups", "reports", ".cloudsync"] {
+            try? FileManager.default.removeItem(atPath: copy + "/" + generated)
+        }
+        let order = [
+            ("demo", "load-sample", "imported"), ("scheduled-sync", "reconcile", "keys"),
+            ("migration-plan", "copy-settings", "copied"), ("encrypted-backup", "copy-to-backup", "copied"),
+            ("restore-backup", "restore", "imported"),
+        ]
+        for (example, jobName, count) in order {
+            let source = try String(contentsOfFile: copy + "/\(example).yaml", encoding: .utf8)
+            if example != "demo" { #expect(source.contains("`make run` first") || source.contains("`make run`, then")) }
+            let result = try run([copy + "/\(example).yaml", "--quiet", "--report", "-"])
+            #expect(result.status == 0, "\(example): \(result.standardError)")
+            let parsed = try report(result)
+            let jobs = parsed["jobs"] as? [[String: Any]] ?? []
+            let done = jobs.first { $0["name"] as? String == jobName }?["counts"] as? [String: Int] ?? [:]
+            #expect((done[count] ?? 0) > 100, "\(example): \(jobName) \(done)")
+        }
+    }
+
     @Test func clearWalksEveryPageOfAProvider() throws {
         let file = try seededDirectoryPipeline(
             "wipe", keys: 1234, directory: "files",
