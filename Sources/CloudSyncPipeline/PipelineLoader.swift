@@ -567,7 +567,17 @@ private struct Reader {
                 else { return nil }
                 return reference(text, at: node.mark, among: providerIDs, what: "provider") ? text : nil
             }
-            func keys() -> [String]? { job.textList("keys")?.map(\.text) }
+            func keys() -> [String]? {
+                guard let patterns = job.textList("keys") else { return nil }
+                for pattern in patterns {
+                    do throws(Glob.SyntaxError) {
+                        _ = try Glob(pattern.text)
+                    } catch {
+                        diagnostics.error("`keys` in \(context): \(error.message)", at: pattern.mark)
+                    }
+                }
+                return patterns.map(\.text)
+            }
             let kind: JobSpec.Kind?
             switch typeName {
             case "sync":

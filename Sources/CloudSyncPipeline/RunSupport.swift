@@ -52,32 +52,10 @@ final class InterruptFlag: Sendable {
     var isRaised: Bool { raised.withLock { $0 } }
 }
 
-/// `*` matches any run of characters, `?` any one; everything else matches itself.
+/// Whether `text` matches the glob `pattern` (see ``Glob``); a malformed pattern matches nothing (the loader refuses
+/// those in pipeline files).
 func globMatches(_ pattern: String, _ text: String) -> Bool {
-    let pattern = Array(pattern)
-    let text = Array(text)
-    var p = 0
-    var t = 0
-    var star = -1
-    var mark = 0
-    while t < text.count {
-        if p < pattern.count, pattern[p] == "?" || pattern[p] == text[t] {
-            p += 1
-            t += 1
-        } else if p < pattern.count, pattern[p] == "*" {
-            star = p
-            mark = t
-            p += 1
-        } else if star >= 0 {
-            p = star + 1
-            mark += 1
-            t = mark
-        } else {
-            return false
-        }
-    }
-    while p < pattern.count, pattern[p] == "*" { p += 1 }
-    return p == pattern.count
+    (try? Glob(pattern))?.matches(text) ?? false
 }
 
 /// A job's key selection: globs and exact keys, any of which may match.
