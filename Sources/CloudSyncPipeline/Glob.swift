@@ -1,6 +1,8 @@
-/// A key pattern: `*` matches any run of characters (none included), `?` any one character, `[abc]` one of those
-/// characters, `[a-z]` one in that range, `[!a-z]` or `[^a-z]` one outside it; `\` makes the next character match
-/// itself. Everything else matches itself. Patterns are checked when a pipeline loads, so a malformed one is an error
+/// A key pattern, as jobs' `keys` take them.
+///
+/// `*` matches any run of characters (none included), `?` any one character, `[abc]` one of those characters,
+/// `[a-z]` one in that range, `[!a-z]` or `[^a-z]` one outside it; `\` makes the next character match itself.
+/// Everything else matches itself. Patterns are checked when a pipeline loads, so a malformed one is an error
 /// there rather than a filter that silently matches nothing.
 struct Glob: Sendable {
     private enum Element: Sendable {
