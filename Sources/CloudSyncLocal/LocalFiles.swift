@@ -25,7 +25,8 @@ enum LocalFiles {
             try FileManager.default.createDirectory(
                 atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         } catch {
-            throw CloudSyncError(.config, "cannot create the directory \(directory): \(error)")
+            throw CloudSyncError(
+                .config, "cannot create the directory \(directory): \(describeFileError(error)); check its parent")
         }
     }
 
@@ -34,5 +35,22 @@ enum LocalFiles {
         try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async { continuation.resume(with: Result { try work() }) }
         }
+    }
+}
+
+/// A file-system error as a sentence: the OS's reason, never a Foundation error dump.
+package func describeFileError(_ error: any Error) -> String {
+    let nsError = error as NSError
+    if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
+        return String(cString: strerror(Int32(underlying.code)))
+    }
+    if nsError.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(nsError.code))) }
+    switch CocoaError.Code(rawValue: nsError.code) {
+    case .fileNoSuchFile, .fileReadNoSuchFile: return "no such file or directory"
+    case .fileWriteNoPermission, .fileReadNoPermission: return "permission denied"
+    case .fileWriteOutOfSpace: return "no space left on the device"
+    case .fileWriteVolumeReadOnly: return "the file system is read-only"
+    case .fileWriteFileExists: return "a file is in the way"
+    default: return nsError.localizedDescription
     }
 }

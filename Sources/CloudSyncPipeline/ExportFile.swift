@@ -1,5 +1,6 @@
 import CloudSync
 import CloudSyncCrypto
+import CloudSyncLocal
 import Foundation
 
 /// The export file: `{"version": 1, "pipeline", "source", "exportedAt", "count", "items": {key: plaintext value}}`,

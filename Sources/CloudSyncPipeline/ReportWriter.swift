@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncLocal
 import Foundation
 
 /// Puts a run's report where the pipeline and the command line say: the report file, the stable `latest` copy, the
@@ -65,23 +66,6 @@ struct ReportWriter {
                 "\(what) could not be written to \(path): \(describeFileError(error)); check that its "
                     + "directory exists and is writable")
         }
-    }
-}
-
-/// A file-system error as a sentence: the OS's reason, never a Foundation error dump.
-func describeFileError(_ error: any Error) -> String {
-    let nsError = error as NSError
-    if let underlying = nsError.userInfo[NSUnderlyingErrorKey] as? NSError, underlying.domain == NSPOSIXErrorDomain {
-        return String(cString: strerror(Int32(underlying.code)))
-    }
-    if nsError.domain == NSPOSIXErrorDomain { return String(cString: strerror(Int32(nsError.code))) }
-    switch CocoaError.Code(rawValue: nsError.code) {
-    case .fileNoSuchFile, .fileReadNoSuchFile: return "no such file or directory"
-    case .fileWriteNoPermission, .fileReadNoPermission: return "permission denied"
-    case .fileWriteOutOfSpace: return "no space left on the device"
-    case .fileWriteVolumeReadOnly: return "the file system is read-only"
-    case .fileWriteFileExists: return "a file is in the way"
-    default: return nsError.localizedDescription
     }
 }
 
