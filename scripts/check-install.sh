@@ -21,6 +21,7 @@ if ! make --no-print-directory install DESTDIR="$destdir" PREFIX="$prefix" SWIFT
     cat "$scratch/install.log" >&2
     fail "make install DESTDIR=$destdir failed"
 fi
+grep -h "complete!" "$scratch/install.log" | sed 's/^/check-install: release build: /' >&2 || true
 installed=$destdir$prefix
 binary=$installed/bin/cloudsync
 docdir=$installed/share/doc/cloudsync
