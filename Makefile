@@ -1,7 +1,14 @@
 # The project's commands. `make test` is the one CI runs (see .ci/run and README.md).
 SWIFT ?= swift
+# `make install`: where to (PREFIX), and a staging root prepended to every path (DESTDIR), as packagers expect.
+PREFIX ?= /usr/local
+DESTDIR ?=
+BINDIR = $(PREFIX)/bin
+MANDIR = $(PREFIX)/share/man
+DOCDIR = $(PREFIX)/share/doc/cloudsync
+INSTALL ?= install
 
-.PHONY: deps build run test bench format lint clean
+.PHONY: deps build run test bench format lint clean release install uninstall check-install
 
 deps:
 	@scripts/install-deps.sh
@@ -19,6 +26,7 @@ test: deps
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
 	@SWIFT=$(SWIFT) scripts/check-consumer.sh
+	@$(MAKE) --no-print-directory check-install
 
 bench:
 	@scripts/install-deps.sh sqlite3
@@ -29,6 +37,34 @@ format:
 
 lint:
 	$(SWIFT) format lint --strict --recursive Package.swift Sources Tests
+
+# The executable as installed: release mode, the Swift runtime and Foundation linked statically, so it needs only
+# the C libraries of the system and the three Debian ones (README.md, "Install").
+release: deps
+	$(SWIFT) build -c release --static-swift-stdlib --product cloudsync
+
+# The man page is the `--help` text (scripts/make-manpage.sh); the units are rewritten for PREFIX's binary.
+install: release
+	$(INSTALL) -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(MANDIR)/man1" "$(DESTDIR)$(DOCDIR)/schemas" \
+		"$(DESTDIR)$(DOCDIR)/docs" "$(DESTDIR)$(DOCDIR)/systemd"
+	$(INSTALL) -m 0755 .build/release/cloudsync "$(DESTDIR)$(BINDIR)/cloudsync"
+	scripts/make-manpage.sh .build/release/cloudsync "$(DOCDIR)" > "$(DESTDIR)$(MANDIR)/man1/cloudsync.1"
+	.build/release/cloudsync --help > "$(DESTDIR)$(DOCDIR)/cloudsync-help.txt"
+	$(INSTALL) -m 0644 README.md LICENSE "$(DESTDIR)$(DOCDIR)/"
+	$(INSTALL) -m 0644 docs/ARCHITECTURE.md "$(DESTDIR)$(DOCDIR)/docs/"
+	$(INSTALL) -m 0644 schemas/*.json "$(DESTDIR)$(DOCDIR)/schemas/"
+	for unit in contrib/systemd/*; do \
+		sed -e 's|/usr/local/bin/cloudsync|$(BINDIR)/cloudsync|g' -e 's|/usr/local/share/doc/cloudsync|$(DOCDIR)|g' \
+			"$$unit" > "$(DESTDIR)$(DOCDIR)/systemd/$${unit##*/}" && chmod 0644 "$(DESTDIR)$(DOCDIR)/systemd/$${unit##*/}"; \
+	done
+
+uninstall:
+	rm -f "$(DESTDIR)$(BINDIR)/cloudsync" "$(DESTDIR)$(MANDIR)/man1/cloudsync.1"
+	rm -rf "$(DESTDIR)$(DOCDIR)"
+
+# Installs into a temporary DESTDIR and checks the result stands alone (scripts/check-install.sh); `make test` runs it.
+check-install:
+	@SWIFT=$(SWIFT) scripts/check-install.sh
 
 clean:
 	rm -rf .build

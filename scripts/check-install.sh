@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# `make check-install` (part of `make test`): installs into a temporary DESTDIR and checks that the result stands
+# alone -- the files are where README.md says, the binary needs no Swift toolchain library (scripts/check-libraries.sh),
+# it runs from outside the repository with a bare environment (--version, validate, the demo end to end), the
+# systemd units pass `systemd-analyze verify` (when systemd-analyze is installed), and `make uninstall` removes
+# everything it installed.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+repository=$PWD
+SWIFT=${SWIFT:-swift}
+prefix=/usr/local
+scratch=$(mktemp -d)
+trap 'rm -rf "$scratch"' EXIT
+destdir=$scratch/root
+fail() {
+    echo "check-install: error: $*" >&2
+    exit 1
+}
+
+if ! make --no-print-directory install DESTDIR="$destdir" PREFIX="$prefix" SWIFT="$SWIFT" >"$scratch/install.log" 2>&1; then
+    cat "$scratch/install.log" >&2
+    fail "make install DESTDIR=$destdir failed"
+fi
+grep -h "complete!" "$scratch/install.log" | sed 's/^/check-install: release build: /' >&2 || true
+installed=$destdir$prefix
+binary=$installed/bin/cloudsync
+docdir=$installed/share/doc/cloudsync
+for file in bin/cloudsync share/man/man1/cloudsync.1 share/doc/cloudsync/README.md share/doc/cloudsync/LICENSE \
+    share/doc/cloudsync/cloudsync-help.txt share/doc/cloudsync/docs/ARCHITECTURE.md \
+    share/doc/cloudsync/schemas/pipeline.schema.json share/doc/cloudsync/schemas/report.schema.json \
+    share/doc/cloudsync/systemd/cloudsync@.service share/doc/cloudsync/systemd/cloudsync@.timer \
+    share/doc/cloudsync/systemd/cloudsync-failure@.service share/doc/cloudsync/systemd/nightly.yaml; do
+    [ -f "$installed/$file" ] || fail "make install did not install $prefix/$file"
+done
+[ -x "$binary" ] || fail "$prefix/bin/cloudsync is not executable"
+
+scripts/check-libraries.sh "$binary"
+
+# Standalone: from a directory outside the repository, with no Swift toolchain on PATH and no library path.
+outside=$scratch/elsewhere
+mkdir -p "$outside"
+cp -R pipelines "$outside/pipelines"
+rm -rf "$outside/pipelines/demo-output" "$outside/pipelines/.cloudsync"
+bare() { (cd "$outside" && env -i HOME="$outside" PATH=/usr/bin:/bin LANG=C.UTF-8 "$@"); }
+version=$(bare "$binary" --version) || fail "the installed cloudsync --version failed"
+[[ $version =~ ^cloudsync\ [0-9] ]] || fail "the installed cloudsync --version printed '$version'"
+bare "$binary" --help | cmp -s - "$docdir/cloudsync-help.txt" || fail "the installed --help text differs from the binary's"
+bare "$binary" validate "$repository/pipelines/demo.yaml" "$docdir/systemd/nightly.yaml" >"$scratch/validate.log" 2>&1 ||
+    { cat "$scratch/validate.log" >&2; fail "the installed cloudsync could not validate pipelines/demo.yaml"; }
+bare "$binary" run --quiet "$outside/pipelines/demo.yaml" >"$scratch/run.log" 2>&1 ||
+    { cat "$scratch/run.log" >&2; fail "the installed cloudsync could not run the demo"; }
+ls "$outside"/pipelines/demo-output/reports/demo-*.json >/dev/null 2>&1 || fail "the demo run wrote no report"
+echo "check-install: the installed $version ran from $outside: --version, --help, validate, the demo" >&2
+
+# The units, as installed, pointing at the staged binary so systemd-analyze can check the ExecStart= path, and with
+# the staged man page on MANPATH for Documentation=man:cloudsync(1). It exits 0 on warnings too: any output fails.
+if command -v systemd-analyze >/dev/null 2>&1; then
+    units=$scratch/units
+    mkdir -p "$units"
+    for unit in "$docdir"/systemd/*@.service "$docdir"/systemd/*@.timer; do
+        sed "s|$prefix/bin/cloudsync|$binary|g" "$unit" >"$units/${unit##*/}"
+    done
+    if ! report=$(cd "$units" && MANPATH=$installed/share/man systemd-analyze verify \
+        "$units/cloudsync@nightly.service" "$units/cloudsync@nightly.timer" "$units/cloudsync-failure@nightly.service" 2>&1) ||
+        [ -n "$report" ]; then
+        echo "$report" >&2
+        fail "systemd-analyze verify found problems in contrib/systemd"
+    fi
+    echo "check-install: systemd-analyze verify passed cloudsync@.service, cloudsync@.timer, cloudsync-failure@.service" >&2
+else
+    echo "check-install: systemd-analyze not installed; the systemd units were not verified" >&2
+fi
+
+make --no-print-directory uninstall DESTDIR="$destdir" PREFIX="$prefix" >"$scratch/uninstall.log" 2>&1 ||
+    { cat "$scratch/uninstall.log" >&2; fail "make uninstall failed"; }
+left=$(find "$destdir" -type f)
+[ -z "$left" ] || fail "make uninstall left files behind: $left"
+echo "check-install: make install and make uninstall (DESTDIR, PREFIX=$prefix) check out" >&2

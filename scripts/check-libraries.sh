@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Checks that an installed cloudsync needs no Swift toolchain at run time: `ldd BINARY` may list only the C and C++
+# runtime of the system (libc, libm, libstdc++, libgcc_s, the dynamic loader and the like) and the three Debian
+# libraries (libsqlite3, libsodium, libyaml). Anything else -- libswiftCore, libFoundation, libdispatch, a library
+# ldd cannot find -- fails, naming it. README.md, "Install", lists the same libraries; change both together.
+# Usage: scripts/check-libraries.sh BINARY
+set -euo pipefail
+binary=${1:?usage: check-libraries.sh BINARY}
+
+if ! output=$(ldd "$binary" 2>&1); then
+    echo "check-libraries: error: ldd $binary failed:" >&2
+    echo "$output" >&2
+    exit 1
+fi
+
+allowed_system='^(linux-vdso\.so\.1|linux-gate\.so\.1|ld-linux(-x86-64|-aarch64)?\.so\.[0-9]+|libc\.so\.6|libm\.so\.6|libstdc\+\+\.so\.6|libgcc_s\.so\.1|libpthread\.so\.0|libdl\.so\.2|librt\.so\.1|libutil\.so\.1)$'
+allowed_debian='^(libsqlite3\.so\.0|libsodium\.so\.[0-9]+|libyaml-0\.so\.[0-9]+)$'
+
+problems=()
+found=()
+while IFS= read -r line; do
+    line=${line#"${line%%[![:space:]]*}"}
+    [ -n "$line" ] || continue
+    name=${line%% *}
+    path=""
+    case $line in
+        *" => not found"*) problems+=("$name: not found on this system"); continue ;;
+        *" => "*) path=${line#* => }; path=${path%% (*} ;;
+        /*) path=$name ;;
+    esac
+    name=${name##*/}
+    found+=("$name")
+    if [[ $name =~ ^lib(swift|_?Foundation|dispatch|BlocksRuntime|_FoundationICU) ]]; then
+        problems+=("$name${path:+ ($path)}: part of the Swift runtime, which must be linked statically (swift build --static-swift-stdlib)")
+    elif [[ $name =~ $allowed_system ]]; then
+        :
+    elif [[ $name =~ $allowed_debian ]]; then
+        case $path in
+            /lib/* | /usr/lib/*) ;;
+            *) problems+=("$name: resolved to $path, not the Debian package's copy under /lib or /usr/lib") ;;
+        esac
+    else
+        problems+=("$name${path:+ ($path)}: not one of the libraries an installed cloudsync may need")
+    fi
+done <<<"$output"
+
+if [ ${#found[@]} -eq 0 ]; then
+    echo "check-libraries: error: ldd listed no library for $binary:" >&2
+    echo "$output" >&2
+    exit 1
+fi
+if [ ${#problems[@]} -gt 0 ]; then
+    echo "check-libraries: error: $binary needs unexpected libraries:" >&2
+    printf '  %s\n' "${problems[@]}" >&2
+    echo "ldd said:" >&2
+    echo "$output" >&2
+    exit 1
+fi
+echo "check-libraries: $binary needs only ${found[*]}" >&2
