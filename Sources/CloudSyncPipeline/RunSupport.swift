@@ -51,7 +51,7 @@ final class InterruptFlag: Sendable {
 }
 
 /// `*` matches any run of characters, `?` any one; everything else matches itself.
-func globMatches(_ pattern: String, _ text: String) -> Bool {
+package func globMatches(_ pattern: String, _ text: String) -> Bool {
     let pattern = Array(pattern)
     let text = Array(text)
     var p = 0
