@@ -31,95 +31,157 @@ public struct CommandLineTool {
 
     static let usage = "cloudsync <subcommand> [options] | cloudsync [--version] [--help]"
 
-    static let help = """
-        OVERVIEW: Run CloudSync pipelines: one key-value store over several storage providers, with sync,
-        migration, quota audits and encrypted backups driven by YAML pipeline files.
+    /// The top-level help: every subcommand's synopsis and what it does, then the exit codes of all of them.
+    static var help: String {
+        var text = """
+            OVERVIEW: Run CloudSync pipelines: one key-value store over several storage providers, with sync,
+            migration, quota audits and encrypted backups driven by YAML pipeline files.
 
-        USAGE: \(usage)
+            USAGE: \(usage)
 
-        SUBCOMMANDS:
-          run FILE [--job NAME]... [--dry-run] [--report PATH|-] [--yes] [--quiet] [--progress auto|always|never]
-                                  Run a pipeline's jobs in order and write a JSON report.
-          validate FILE...        Check pipeline files; print every error with file:line:col.
-          plan FILE [--json]      Show what a pipeline compiles to (providers, caps, key rules, codecs by key id,
-                                  outbox limits, jobs), without touching any provider.
-          schema pipeline|report  Print the JSON Schema of pipeline files or of run reports.
-          outbox list|flush|discard FILE
-                                  Show, retry or drop the writes waiting in a pipeline's outbox.
-          history FILE [--limit N] [--json]
-                                  List the pipeline's last runs (default 20), newest first.
-          keygen --out FILE       Write a new 32-byte key file (mode 0600; never overwrites).
+            SUBCOMMANDS:
 
-        OPTIONS:
-          --version               Print the version and exit.
-          -h, --help              Show this help and exit.
-
-        EXIT CODES:
-          0    success
-          1    a job finished with failed keys, or a quota warning under failOnWarning
-          2    a job could not run (a provider unavailable for it, a refused clear, unreadable state)
-          3    every job succeeded but writes wait in the outbox for a provider that could not take them
-          64   the command line or a pipeline file was wrong; nothing was done
-          75   another run of the same pipeline is in progress
-          130  interrupted (SIGINT or SIGTERM); the report says how far it got
-
-        """
+            """
+        for command in Commands.all {
+            for leaf in command.subcommands.isEmpty ? [command] : command.subcommands {
+                text += helpEntry("\(leaf.name) \(leaf.synopsis)", leaf.abstract)
+            }
+        }
+        text += "  See 'cloudsync help <subcommand>' for a subcommand's arguments, options and exit codes.\n\n"
+        text += "OPTIONS:\n" + helpEntry("--version", "Print the version and exit.")
+        text += helpEntry(CommandSpec.helpOption.label, CommandSpec.helpOption.help) + "\n"
+        text += "EXIT CODES:\n"
+        text += [
+            (ExitCode.success, "success"),
+            (.failure, "a job finished with failed keys, or a quota warning under failOnWarning"),
+            (.jobError, "a job could not run (a provider unavailable for it, a refused clear, unreadable state)"),
+            (.queued, "every job succeeded but writes wait in the outbox for a provider that could not take them"),
+            (.usage, "the command line or a pipeline file was wrong; nothing was done"),
+            (.cannotCreate, "keygen could not create the key file (it exists: a key is never overwritten)"),
+            (.locked, "another run of the same pipeline is in progress"),
+            (.interrupted, "interrupted (SIGINT or SIGTERM); the report says how far it got"),
+        ].map { exitCodeEntry($0.0, $0.1) }.joined()
+        return text
+    }
 
     /// Runs the command with `arguments` (without the program name) and returns its exit status.
     public func run(_ arguments: [String]) async -> ExitCode {
         guard let first = arguments.first else {
             return usageError("no command given")
         }
-        let rest = Array(arguments.dropFirst())
+        var rest = Array(arguments.dropFirst())
         switch first {
         case "--version":
             guard rest.isEmpty else { return usageError("unexpected argument '\(rest[0])'") }
             standardOutput("cloudsync \(CloudSyncVersion.current)\n")
             return .success
-        case "-h", "--help", "help":
+        case "-h", "--help":
             standardOutput(Self.help)
             return .success
-        case "validate":
-            return validate(rest)
-        case "run":
-            return await runPipeline(rest)
-        case "outbox":
-            return await outbox(rest)
-        case "history":
-            return history(rest)
-        case "plan":
-            return plan(rest)
-        case "schema":
-            switch rest {
-            case ["pipeline"]: standardOutput(PipelineSchema.json(registry: registry) + "\n")
-            case ["report"]: standardOutput(ReportSchema.json + "\n")
-            default: return usageError("schema takes one argument: pipeline or report")
+        case let option where option.hasPrefix("-"):
+            var message = "unknown option '\(option)'"
+            if let guess = closest(option, among: ["--version", "--help"]) { message += "; did you mean '\(guess)'?" }
+            return usageError(message)
+        default:
+            break
+        }
+        guard var command = Commands.all.first(where: { $0.name == first }) else {
+            return usageError(Commands.unknownCommand(first, among: Commands.all.map(\.name)).message)
+        }
+        while !command.subcommands.isEmpty {
+            if CommandSpec.asksForHelp(Array(rest.prefix(1))) {
+                standardOutput(command.help)
+                return .success
+            }
+            let names = command.subcommands.compactMap(\.path.last)
+            guard let word = rest.first else {
+                return usageError("\(command.name) needs a subcommand: \(listed(names, "or"))", command)
+            }
+            guard let next = command.subcommand(word) else {
+                return usageError(Commands.unknownCommand(word, among: names, in: command).message, command)
+            }
+            command = next
+            rest.removeFirst()
+        }
+        if CommandSpec.asksForHelp(rest) {
+            standardOutput(command.help)
+            return .success
+        }
+        let parsed: ParsedArguments
+        do {
+            parsed = try command.parse(rest)
+        } catch {
+            return usageError(error.message, command)
+        }
+        return await perform(command, parsed)
+    }
+
+    private func perform(_ command: CommandSpec, _ parsed: ParsedArguments) async -> ExitCode {
+        switch command.path {
+        case ["help"]: return help(parsed.all("SUBCOMMAND"))
+        case ["validate"]: return validate(parsed)
+        case ["run"]: return await runPipeline(parsed)
+        case ["outbox", "list"]: return await outboxList(parsed)
+        case ["outbox", "flush"]: return await outboxFlush(parsed)
+        case ["outbox", "discard"]: return await outboxDiscard(parsed)
+        case ["history"]: return history(parsed)
+        case ["plan"]: return plan(parsed)
+        case ["keygen"]: return keygen(parsed)
+        case ["completions"]:
+            standardOutput(parsed.argument("SHELL") == "zsh" ? Completions.zsh : Completions.bash)
+            return .success
+        case ["schema"]:
+            if parsed.argument("KIND") == "pipeline" {
+                standardOutput(PipelineSchema.json(registry: registry) + "\n")
+            } else {
+                standardOutput(ReportSchema.json + "\n")
             }
             return .success
-        case "keygen":
-            guard rest.count == 2, rest[0] == "--out" else { return usageError("keygen needs --out FILE") }
-            do {
-                try generateKeyFile(at: rest[1])
-                standardError(
-                    "wrote a new key to \(rest[1]) (mode 0600); keep a copy: without it, nothing encrypted with it can be read\n"
-                )
-                return .success
-            } catch {
-                standardError("Error: \(error.message)\n")
-                return .failure
-            }
         default:
-            let what = first.hasPrefix("-") ? "unknown option" : "unknown command"
-            return usageError("\(what) '\(first)'")
+            return usageError("'\(command.name)' is not implemented", command)
+        }
+    }
+
+    /// `cloudsync help [SUBCOMMAND...]`: the top-level help, or the named subcommand's.
+    private func help(_ words: [String]) -> ExitCode {
+        guard !words.isEmpty else {
+            standardOutput(Self.help)
+            return .success
+        }
+        do {
+            standardOutput(try Commands.find(words).help)
+            return .success
+        } catch {
+            return usageError(error.message, Commands.help)
+        }
+    }
+
+    private func keygen(_ parsed: ParsedArguments) -> ExitCode {
+        let path = parsed.value("out") ?? ""
+        do {
+            try generateKeyFile(at: path)
+            standardError(
+                "wrote a new key to \(path) (mode 0600); keep a copy: without it, nothing encrypted with it can be read\n"
+            )
+            return .success
+        } catch {
+            if (try? FileManager.default.attributesOfItem(atPath: path)) != nil {
+                standardError(
+                    "Error: \(path) already exists; refusing to overwrite a key (whatever it encrypted would be lost). "
+                        + "Give --out a new path, or move the old key away first and keep it while anything needs it\n")
+            } else {
+                standardError("Error: \(error.message)\n")
+            }
+            return .cannotCreate
         }
     }
 
     /// Loads and compiles one file, printing its errors; nil when it has any.
     func compile(_ path: String) -> CompiledPipeline? {
-        do {
-            let spec = try PipelineLoader.load(path: path, registry: registry, environment: environment)
-            return try PipelineCompiler.compile(spec, environment: environment)
-        } catch {
+        switch load(path) {
+        case .success(let compiled):
+            return compiled
+        case .failure(let error):
             let count = error.diagnostics.count
             standardError(error.description + "\n")
             standardError("\(path): \(count) error\(count == 1 ? "" : "s")\n")
@@ -127,33 +189,79 @@ public struct CommandLineTool {
         }
     }
 
-    private func validate(_ files: [String]) -> ExitCode {
-        if let option = files.first(where: { $0.hasPrefix("-") }) { return usageError("unknown option '\(option)'") }
-        guard !files.isEmpty else { return usageError("validate needs at least one pipeline file") }
-        var valid = true
-        for file in files {
-            if compile(file) != nil {
-                standardError("\(file): valid\n")
-            } else {
-                valid = false
-            }
+    /// Loads and compiles one file, returning its errors rather than printing them.
+    func load(_ path: String) -> Result<CompiledPipeline, PipelineError> {
+        do {
+            let spec = try PipelineLoader.load(path: path, registry: registry, environment: environment)
+            return .success(try PipelineCompiler.compile(spec, environment: environment))
+        } catch {
+            return .failure(error)
         }
-        return valid ? .success : .usage
     }
 
-    private func plan(_ arguments: [String]) -> ExitCode {
-        let json = arguments.contains("--json")
-        let files = arguments.filter { $0 != "--json" }
-        if let option = files.first(where: { $0.hasPrefix("-") }) { return usageError("unknown option '\(option)'") }
-        guard files.count == 1 else { return usageError("plan needs exactly one pipeline file") }
-        guard let compiled = compile(files[0]) else { return .usage }
+    /// `cloudsync validate FILE... [--json]`: a verdict per file on standard output, the errors rendered with their
+    /// source on standard error (or everything as JSON on standard output).
+    private func validate(_ parsed: ParsedArguments) -> ExitCode {
+        let json = parsed.flag("json")
+        var verdicts: [FileVerdict] = []
+        for file in parsed.all("FILE") {
+            switch load(file) {
+            case .success:
+                verdicts.append(FileVerdict(file: file, valid: true, errors: []))
+                if !json { standardOutput("\(file): valid\n") }
+            case .failure(let error):
+                let errors = error.diagnostics.map {
+                    FileVerdict.Problem(
+                        file: $0.file, line: $0.mark.line, column: $0.mark.column,
+                        location: "\($0.file):\($0.mark.line):\($0.mark.column)", message: $0.message)
+                }
+                verdicts.append(FileVerdict(file: file, valid: false, errors: errors))
+                if !json {
+                    standardError(error.description + "\n")
+                    standardOutput("\(file): \(errors.count) error\(errors.count == 1 ? "" : "s")\n")
+                }
+            }
+        }
+        if json { standardOutput(encoded(verdicts)) }
+        return verdicts.allSatisfy(\.valid) ? .success : .usage
+    }
+
+    private func plan(_ parsed: ParsedArguments) -> ExitCode {
+        guard let compiled = compile(parsed.argument("FILE") ?? "") else { return .usage }
         let plan = PipelinePlan(compiled)
-        standardOutput(json ? plan.json() : plan.text())
+        standardOutput(parsed.flag("json") ? plan.json() : plan.text())
         return .success
     }
 
-    func usageError(_ message: String) -> ExitCode {
-        standardError("Error: \(message)\nUsage: \(Self.usage)\n  See 'cloudsync --help'.\n")
+    /// Prints `Error: message` and the usage of `command` (or of `cloudsync` itself) on standard error.
+    func usageError(_ message: String, _ command: CommandSpec? = nil) -> ExitCode {
+        if let command {
+            standardError(
+                "Error: \(message)\nUsage: \(command.usage)\n  See 'cloudsync help \(command.name)'.\n")
+        } else {
+            standardError("Error: \(message)\nUsage: \(Self.usage)\n  See 'cloudsync --help'.\n")
+        }
         return .usage
     }
+}
+
+/// What `validate --json` says about one file.
+struct FileVerdict: Encodable {
+    /// One error, located as `file:line:col`.
+    struct Problem: Encodable {
+        let file: String
+        let line: Int
+        let column: Int
+        let location: String
+        let message: String
+    }
+
+    let file: String
+    let valid: Bool
+    let errors: [Problem]
+}
+
+/// `value` as pretty-printed JSON with sorted keys, ending with a newline.
+func encoded(_ value: some Encodable) -> String {
+    String(decoding: (try? JSONEncoder.sorted.encode(value)) ?? Data("null".utf8), as: UTF8.self) + "\n"
 }

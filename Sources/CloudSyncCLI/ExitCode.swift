@@ -14,6 +14,9 @@ public enum ExitCode: Int32, Sendable {
     case queued = 3
     /// The command line or a pipeline file was wrong; nothing was done.
     case usage = 64
+    /// `keygen` could not create its output file: it exists (a key is never overwritten) or its directory does not
+    /// (EX_CANTCREAT).
+    case cannotCreate = 73
     /// Another run of the same pipeline holds its lock.
     case locked = 75
     /// SIGINT or SIGTERM stopped the run.

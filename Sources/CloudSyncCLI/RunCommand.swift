@@ -3,70 +3,42 @@ import CloudSyncPipeline
 import Foundation
 
 extension CommandLineTool {
-    /// `cloudsync run FILE [--job NAME]...
-    ///
-    /// [--dry-run] [--report PATH|-] [--yes] [--quiet] [--progress MODE]`
-    func runPipeline(_ arguments: [String]) async -> ExitCode {
+    /// Runs `cloudsync run FILE [--job NAME]... [--dry-run] [--report PATH|-] [--yes] [--quiet] [--progress MODE]`.
+    func runPipeline(_ parsed: ParsedArguments) async -> ExitCode {
         var options = RunOptions()
-        var file: String?
-        var quiet = false
-        var progress = "auto"
-        var index = 0
-        while index < arguments.count {
-            let argument = arguments[index]
-            func value() -> String? {
-                index += 1
-                return index < arguments.count ? arguments[index] : nil
-            }
-            switch argument {
-            case "--job":
-                guard let name = value() else { return usageError("--job needs a job name") }
-                options.jobNames.append(name)
-            case "--report":
-                guard let path = value() else { return usageError("--report needs a path, or - for standard output") }
-                options.reportPath = path
-            case "--dry-run": options.dryRun = true
-            case "--yes": options.yes = true
-            case "--quiet": quiet = true
-            case "--progress":
-                guard let mode = value(), ["auto", "always", "never"].contains(mode) else {
-                    return usageError("--progress takes auto, always or never")
-                }
-                progress = mode
-            default:
-                guard !argument.hasPrefix("-") else { return usageError("unknown option '\(argument)'") }
-                guard file == nil else { return usageError("run takes one pipeline file") }
-                file = argument
-            }
-            index += 1
-        }
-        guard let file else { return usageError("run needs a pipeline file") }
+        options.jobNames = parsed.values("job")
+        options.reportPath = parsed.value("report")
+        options.dryRun = parsed.flag("dry-run")
+        options.yes = parsed.flag("yes")
+        let quiet = parsed.flag("quiet")
+        let progress = parsed.value("progress") ?? "auto"
+        let file = parsed.argument("FILE") ?? ""
         guard let compiled = compile(file) else { return .usage }
-        let unknownJobs = options.jobNames.filter { name in !compiled.spec.jobs.contains { $0.name == name } }
-        guard unknownJobs.isEmpty else {
-            return usageError(
-                "no job named \(unknownJobs.joined(separator: ", ")) in \(file); its jobs: "
-                    + compiled.spec.jobs.map(\.name).joined(separator: ", "))
+        let jobNames = compiled.spec.jobs.map(\.name)
+        if let unknown = options.jobNames.first(where: { !jobNames.contains($0) }) {
+            var message = "no job named '\(unknown)' in \(file); its jobs: " + jobNames.joined(separator: ", ")
+            if let guess = closest(unknown, among: jobNames) { message += "; did you mean '\(guess)'?" }
+            return usageError(message, Commands.run)
         }
 
         let showProgress = !quiet && (progress == "always" || (progress == "auto" && isatty(STDERR_FILENO) == 1))
         let errorWriter = standardError
         let total = options.jobNames.isEmpty ? compiled.spec.jobs.count : options.jobNames.count
         let finished = Protected(0)
-        if !quiet {
-            options.onJobFinished = { job in
-                let done = finished.withLock { count in
-                    count += 1
-                    return count
-                }
-                let counts = job.counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(
-                    separator: ", ")
-                let place = showProgress ? "[\(done)/\(total)] " : ""
-                var line = "\(place)\(job.name) (\(job.type)): \(job.status)"
-                if !counts.isEmpty { line += " — \(counts)" }
-                if let error = job.error { line += " — \(error.code): \(error.message)" }
-                errorWriter(line + "\n")
+        // Quiet still names every job that failed or could not run: a cron mail must say why the exit status is not 0.
+        options.onJobFinished = { job in
+            if quiet, job.status != .failed, job.status != .error { return }
+            let done = finished.withLock { count in
+                count += 1
+                return count
             }
+            let counts = job.counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(
+                separator: ", ")
+            let place = showProgress ? "[\(done)/\(total)] " : ""
+            var line = "\(place)\(job.name) (\(job.type)): \(job.status)"
+            if !counts.isEmpty { line += " — \(counts)" }
+            if let error = job.error { line += " — \(error.code): \(error.message)" }
+            errorWriter(line + "\n")
         }
         if showProgress {
             // On a terminal the line is redrawn in place; with NO_COLOR set it is plain text, a line at a time.
@@ -133,72 +105,17 @@ extension CommandLineTool {
         return ExitCode(outcome.status)
     }
 
-    /// Runs `cloudsync outbox list|flush|discard FILE`.
-    ///
-    /// Each opens the pipeline's run session, so it waits for no one and is refused (75) while a run holds the lock;
-    /// `list` opens it read-only and never is.
-    func outbox(_ arguments: [String]) async -> ExitCode {
-        guard arguments.count == 2, ["list", "flush", "discard"].contains(arguments[0]) else {
-            return usageError("outbox takes list, flush or discard, then a pipeline file")
-        }
-        guard let compiled = compile(arguments[1]) else { return .usage }
-        guard FileManager.default.fileExists(atPath: compiled.spec.state + "/outbox.db") else {
-            standardError(
-                "the outbox of \(compiled.spec.name) is empty (\(compiled.spec.state)/outbox.db does not exist yet)\n")
-            return .success
-        }
-        let session: RunSession
-        do {
-            session = try await RunSession.open(compiled, access: arguments[0] == "list" ? .dryRun : .write)
-        } catch {
-            return refused(error, compiled)
-        }
-        switch arguments[0] {
-        case "list":
-            let pending = session.outbox?.pending ?? []
-            for entry in pending { standardOutput(entry.description + "\n") }
-            standardError("\(pending.count) queued write\(pending.count == 1 ? "" : "s")\n")
-        case "discard":
-            let count = session.store.discardPendingWrites()
-            standardError("discarded \(count) queued write\(count == 1 ? "" : "s")\n")
-        default:
-            do {
-                let result = try await session.store.flushOutbox()
-                standardError("drained \(result.drained), remaining \(result.remaining), dropped \(result.dropped)\n")
-            } catch {
-                standardError("Error: \(error)\n")
-                await session.close()
-                return .jobError
-            }
-        }
-        await session.close()
-        return .success
-    }
-
     /// Runs `cloudsync history FILE [--limit N] [--json]`.
-    func history(_ arguments: [String]) -> ExitCode {
-        var json = false
+    func history(_ parsed: ParsedArguments) -> ExitCode {
+        let json = parsed.flag("json")
         var limit = 20
-        var file: String?
-        var index = 0
-        while index < arguments.count {
-            switch arguments[index] {
-            case "--json": json = true
-            case "--limit":
-                index += 1
-                guard index < arguments.count, let number = Int(arguments[index]), number > 0 else {
-                    return usageError("--limit needs a whole number of at least 1")
-                }
-                limit = number
-            case let option where option.hasPrefix("-"): return usageError("unknown option '\(option)'")
-            case let argument:
-                guard file == nil else { return usageError("history takes one pipeline file") }
-                file = argument
+        if let text = parsed.value("limit") {
+            guard let number = Int(text), number > 0 else {
+                return usageError("--limit needs a whole number of at least 1; found '\(text)'", Commands.history)
             }
-            index += 1
+            limit = number
         }
-        guard let file else { return usageError("history needs a pipeline file") }
-        guard let compiled = compile(file) else { return .usage }
+        guard let compiled = compile(parsed.argument("FILE") ?? "") else { return .usage }
         let path = compiled.spec.state + "/state.db"
         var runs: [StateDatabase.Run] = []
         if FileManager.default.fileExists(atPath: path) {
@@ -212,7 +129,7 @@ extension CommandLineTool {
             }
         }
         if json {
-            standardOutput(String(decoding: (try? JSONEncoder.sorted.encode(runs)) ?? Data(), as: UTF8.self) + "\n")
+            standardOutput(encoded(runs))
         } else if runs.isEmpty {
             standardError("\(compiled.spec.name) has not run yet\n")
         } else {

@@ -232,7 +232,7 @@ func unknownFieldMessage(_ name: String, in context: String, allowed: [String]) 
 }
 
 /// The candidate within two edits of `word` (ignoring case), if one is.
-func closest(_ word: String, among candidates: [String]) -> String? {
+package func closest(_ word: String, among candidates: [String]) -> String? {
     let lowered = Array(word.lowercased())
     var best: (String, Int)?
     for candidate in candidates {

@@ -54,7 +54,7 @@ final class InterruptFlag: Sendable {
 
 /// Whether `text` matches the glob `pattern` (see ``Glob``); a malformed pattern matches nothing (the loader refuses
 /// those in pipeline files).
-func globMatches(_ pattern: String, _ text: String) -> Bool {
+package func globMatches(_ pattern: String, _ text: String) -> Bool {
     (try? Glob(pattern))?.matches(text) ?? false
 }
 

@@ -35,6 +35,8 @@ import Testing
         (["frobnicate"], "Error: unknown command 'frobnicate'"),
         ([], "Error: no command given"),
         (["--version", "extra"], "Error: unexpected argument 'extra'"),
+        (["valdate"], "Error: unknown command 'valdate'; did you mean 'validate'?"),
+        (["--verison"], "Error: unknown option '--verison'; did you mean '--version'?"),
     ])
     func usageErrorsGoToStandardErrorWithExitCode64(arguments: [String], message: String) throws {
         let result = try ProcessRunner.run(executable, arguments)
@@ -56,15 +58,36 @@ import Testing
     @Test func validateAcceptsTheExamplesAndReportsEveryErrorOfABrokenFile() throws {
         let good = try ProcessRunner.run(executable, ["validate", root + "/pipelines/scheduled-sync.yaml"])
         #expect(good.status == 0)
-        #expect(good.standardError.hasSuffix("scheduled-sync.yaml: valid\n"))
+        #expect(good.standardOutput == root + "/pipelines/scheduled-sync.yaml: valid\n")
+        #expect(good.standardError.isEmpty)
 
+        // The verdicts are the result (standard output); the errors with their source lines are for people.
         let broken = root + "/Tests/Fixtures/invalid-pipelines/59-many-errors.yaml"
         let result = try ProcessRunner.run(executable, ["validate", root + "/pipelines/demo.yaml", broken])
         #expect(result.status == 64)
-        #expect(result.standardOutput.isEmpty)
+        #expect(result.standardOutput == root + "/pipelines/demo.yaml: valid\n" + broken + ": 5 errors\n")
         #expect(result.standardError.contains("59-many-errors.yaml:4:20: error: `type` in provider `primary`"))
-        #expect(result.standardError.contains("59-many-errors.yaml: 5 errors\n"))
-        #expect(result.standardError.contains("demo.yaml: valid"))
+        #expect(!result.standardError.contains(": valid"))
+    }
+
+    @Test func validateJSONGivesEachFilesErrorsWithTheirLocations() throws {
+        let broken = root + "/Tests/Fixtures/invalid-pipelines/59-many-errors.yaml"
+        let result = try ProcessRunner.run(executable, ["validate", "--json", root + "/pipelines/demo.yaml", broken])
+        #expect(result.status == 64)
+        #expect(result.standardError.isEmpty)
+        let files = try #require(
+            try JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8)) as? [[String: Any]])
+        #expect(files.map { $0["file"] as? String } == [root + "/pipelines/demo.yaml", broken])
+        #expect(files.map { $0["valid"] as? Bool } == [true, false])
+        #expect((files[0]["errors"] as? [Any])?.isEmpty == true)
+        let errors = try #require(files[1]["errors"] as? [[String: Any]])
+        #expect(errors.count == 5)
+        #expect(errors[0]["location"] as? String == broken + ":4:20")
+        #expect(errors[0]["line"] as? Int == 4)
+        #expect(errors[0]["column"] as? Int == 20)
+        #expect((errors[0]["message"] as? String)?.hasPrefix("`type` in provider `primary` must be one of") == true)
+        let valid = try ProcessRunner.run(executable, ["validate", root + "/pipelines/demo.yaml", "--json"])
+        #expect(valid.status == 0)
     }
 
     @Test func planPrintsTextOrJSONAndNeverKeyMaterial() throws {

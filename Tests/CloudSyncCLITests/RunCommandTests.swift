@@ -323,7 +323,7 @@ import Testing
             OutboxEntry(
                 id: 3, key: "c", operation: .remove, encodedValue: nil, provider: "primary", attempts: 1,
                 nextAttemptAtMs: 0, enqueuedAtMs: 0, lastErrorCode: "ERR_OFFLINE"))
-        let discarded = try ProcessRunner.run(executable, ["outbox", "discard", file])
+        let discarded = try ProcessRunner.run(executable, ["outbox", "discard", file, "--yes"])
         #expect(discarded.standardError == "discarded 1 queued write\n")
         #expect(try SQLiteOutboxStorage(path: state + "/outbox.db").loadAll().isEmpty)
     }
@@ -334,8 +334,8 @@ import Testing
         let state = directory.file(".cloudsync/busy")
         // A live process holds the pipeline: this test's own.
         try "\(getpid())\n".write(toFile: state + "/run.lock", atomically: true, encoding: .utf8)
-        for command in ["flush", "discard"] {
-            let refused = try ProcessRunner.run(executable, ["outbox", command, file])
+        for command in [["flush"], ["discard", "--yes"]] {
+            let refused = try ProcessRunner.run(executable, ["outbox"] + command + [file])
             #expect(refused.status == 75, "outbox \(command)")
             #expect(refused.standardError.contains("already running (process \(getpid())"))
         }
@@ -546,10 +546,20 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.file("data/files")).isEmpty)
     }
 
-    @Test func keygenNeverOverwrites() throws {
-        let again = try ProcessRunner.run(executable, ["keygen", "--out", directory.file("keys/vault.key")])
-        #expect(again.status == 1)
-        #expect(again.standardError.contains("already exists; refusing to overwrite a key"))
+    @Test func keygenNeverOverwritesAndExits73() throws {
+        let path = directory.file("keys/vault.key")
+        let before = try String(contentsOfFile: path, encoding: .utf8)
+        let again = try ProcessRunner.run(executable, ["keygen", "--out", path])
+        #expect(again.status == ExitCode.cannotCreate.rawValue)
+        #expect(again.status == 73)
+        #expect(again.standardOutput.isEmpty)
+        #expect(
+            again.standardError
+                == "Error: \(path) already exists; refusing to overwrite a key (whatever it encrypted would be lost). "
+                + "Give --out a new path, or move the old key away first and keep it while anything needs it\n")
+        #expect(try String(contentsOfFile: path, encoding: .utf8) == before)
+        let fresh = try ProcessRunner.run(executable, ["keygen", "--out=" + directory.file("keys/other.key")])
+        #expect(fresh.status == 0)
     }
 
     @Test func progressLinesShowRateAndETAWhenTheTotalIsKnown() {
@@ -557,5 +567,128 @@ import Testing
             progressLine("copy", 250, 1000, elapsed: .seconds(2))
                 == "copy: 250/1000 keys, 125 keys/s, 2.0 s elapsed, ETA 6.0 s")
         #expect(progressLine("sync", 40, nil, elapsed: .milliseconds(500)) == "sync: 40 keys, 80 keys/s, 0.5 s elapsed")
+    }
+}
+
+/// Short and attached option forms, `--quiet`, and the outbox's selection and machine output.
+extension RunCommandTests {
+    @Test func shortAndAttachedFormsMeanTheLongOnes() throws {
+        let file = try pipeline(
+            "forms.yaml", Self.seeded + "jobs:\n  - { type: flush, name: first }\n  - { type: flush, name: second }\n")
+        for arguments in [
+            [file, "-j", "second", "--report", "-", "-q"], [file, "--job=second", "--report=-", "--quiet"],
+            ["--progress=never", "-q", "--job", "second", "--report=-", "--", file],
+        ] {
+            let result = try run(arguments)
+            #expect(result.status == 0, "\(arguments): \(result.standardError)")
+            #expect(result.standardError.isEmpty, "\(arguments)")
+            #expect((try report(result)["jobs"] as? [[String: Any]])?.map { $0["name"] as? String } == ["second"])
+        }
+        let mistyped = try run([file, "-j", "secnd"])
+        #expect(mistyped.status == 64)
+        #expect(
+            mistyped.standardError.hasPrefix(
+                "Error: no job named 'secnd' in \(file); its jobs: first, second; did you mean 'second'?\n"
+                    + "Usage: cloudsync run FILE "))
+    }
+
+    @Test func quietStillNamesEveryJobThatFailedOrErrored() throws {
+        let file = try pipeline(
+            "quiet.yaml",
+            Self.seeded
+                + "jobs:\n  - { type: migrate, name: load, from: seed, to: primary }\n"
+                + "  - { type: clear, name: wipe, provider: primary }\n  - { type: flush, name: after }\n")
+        let result = try run([file, "--quiet", "--report", directory.file("quiet.json")])
+        #expect(result.status == 2)
+        #expect(result.standardOutput.isEmpty)
+        #expect(
+            result.standardError
+                == "wipe (clear): error — ERR_CONFIG: clear removes data: refused without `confirm: true` in the job "
+                + "or --yes on the command line\n")
+        let fine = try run([file, "-q", "--yes", "--report", directory.file("fine.json")])
+        #expect(fine.status == 0)
+        #expect(fine.standardError.isEmpty)
+    }
+
+    /// Writes `entries` (key, provider, enqueued at in ms) to the outbox of the pipeline `name`, and returns its file.
+    private func queuedPipeline(_ name: String, _ entries: [(String, String, Int64)]) throws -> String {
+        let file = try pipeline("\(name).yaml", Self.seeded + "jobs:\n  - { type: flush }\n")
+        let state = directory.file(".cloudsync/\(name)")
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        let storage = try SQLiteOutboxStorage(path: state + "/outbox.db")
+        for (index, (key, provider, enqueued)) in entries.enumerated() {
+            try storage.replace(
+                OutboxEntry(
+                    id: Int64(index + 1), key: key, operation: .set, encodedValue: "secret \(key)", provider: provider,
+                    attempts: 2, nextAttemptAtMs: enqueued + 90_000, enqueuedAtMs: enqueued,
+                    lastErrorCode: "ERR_OFFLINE"))
+        }
+        return file
+    }
+
+    @Test func outboxListShowsISOTimesAndHasJSON() throws {
+        let now = SystemClock().nowMilliseconds()
+        let midnight = now - now % 86_400_000
+        let day = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double(midnight) / 1000)).prefix(10)
+        let file = try queuedPipeline("listed", [("a", "primary", midnight)])
+        let text = try ProcessRunner.run(executable, ["outbox", "list", file])
+        #expect(text.status == 0)
+        #expect(
+            text.standardOutput
+                == "set \"a\" on primary (attempt 2, next at \(day)T00:01:30.000Z, queued at \(day)T00:00:00.000Z, "
+                + "last error ERR_OFFLINE)\n")
+        #expect(text.standardError == "1 queued write\n")
+        let json = try ProcessRunner.run(executable, ["outbox", "list", "--json", file])
+        #expect(json.status == 0)
+        #expect(!json.standardOutput.contains("secret"))
+        let entries = try #require(
+            try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [[String: Any]])
+        #expect(entries.count == 1)
+        #expect(entries[0]["key"] as? String == "a")
+        #expect(entries[0]["operation"] as? String == "set")
+        #expect(entries[0]["provider"] as? String == "primary")
+        #expect(entries[0]["attempts"] as? Int == 2)
+        #expect(entries[0]["enqueuedAt"] as? String == "\(day)T00:00:00.000Z")
+        #expect(entries[0]["nextAttemptAt"] as? String == "\(day)T00:01:30.000Z")
+        #expect(entries[0]["lastErrorCode"] as? String == "ERR_OFFLINE")
+        // Before anything was queued, the list is empty, not missing.
+        let empty = try pipeline("nothing.yaml", Self.seeded + "jobs:\n  - { type: flush }\n")
+        #expect(try ProcessRunner.run(executable, ["outbox", "list", "--json", empty]).standardOutput == "[\n\n]\n")
+    }
+
+    @Test func outboxDiscardNeedsYesAndSelectsByKeyAndProvider() throws {
+        let now = SystemClock().nowMilliseconds()
+        let file = try queuedPipeline(
+            "selected", [("a", "primary", now), ("b", "primary", now), ("settings.x", "backup", now)])
+        let outbox = directory.file(".cloudsync/selected/outbox.db")
+        let asked = try ProcessRunner.run(executable, ["outbox", "discard", file, "--key", "settings.*"])
+        #expect(asked.status == 64)
+        let lines = asked.standardError.split(separator: "\n").map(String.init)
+        #expect(lines.count == 5)
+        #expect(lines[0] == "would discard 1 of 3 queued writes:")
+        #expect(lines[1].hasPrefix("  set \"settings.x\" on backup (attempt 2, next at "))
+        #expect(
+            Array(lines[2...]) == [
+                "Error: outbox discard drops writes for good; add --yes to discard them",
+                "Usage: cloudsync outbox discard FILE [--key GLOB]... [--provider ID] [--yes]",
+                "  See 'cloudsync help outbox discard'.",
+            ])
+        #expect(try SQLiteOutboxStorage(path: outbox).loadAll().count == 3)
+
+        let byKey = try ProcessRunner.run(executable, ["outbox", "discard", file, "--key=settings.*", "--yes"])
+        #expect(byKey.status == 0)
+        #expect(byKey.standardError == "discarded 1 queued write; 2 still queued\n")
+        let byProvider = try ProcessRunner.run(
+            executable, ["outbox", "discard", file, "--provider", "primary", "--key", "b", "--key", "z?", "--yes"])
+        #expect(byProvider.standardError == "discarded 1 queued write; 1 still queued\n")
+        #expect(try SQLiteOutboxStorage(path: outbox).loadAll().map(\.key) == ["a"])
+
+        let unknown = try ProcessRunner.run(executable, ["outbox", "discard", file, "--provider", "primry", "--yes"])
+        #expect(unknown.status == 64)
+        #expect(
+            unknown.standardError.hasPrefix(
+                "Error: no provider 'primry' in \(file); its providers: seed, primary, backup; did you mean 'primary'?\n"
+            ))
+        #expect(try SQLiteOutboxStorage(path: outbox).loadAll().count == 1)
     }
 }

@@ -1,0 +1,180 @@
+import CloudSyncPipeline
+
+/// Every subcommand of `cloudsync`: what it takes and what it can exit with.
+///
+/// Help, usage lines, parsing and the shell completions are all made from these, so they cannot disagree.
+enum Commands {
+    static let file = ArgumentSpec(name: "FILE", help: "The pipeline file.")
+    static let json = OptionSpec.flag("json", help: "Print JSON on standard output instead of text.")
+
+    static let commandLineWrong = "the command line was wrong; nothing was done"
+
+    static let run = CommandSpec(
+        path: ["run"], abstract: "Run a pipeline's jobs in order and write a JSON report.",
+        discussion: """
+            Takes the pipeline's lock, flushes its outbox, runs the jobs in file order (or those named with --job) and \
+            writes the report to --report, else the file's report.path, else <state>/reports/. Each job's result goes \
+            to standard error as it ends.
+            """,
+        arguments: [file],
+        options: [
+            .option(
+                "job", short: "j", value: "NAME", repeatable: true,
+                help: "Run only this job; repeat for more (default: every job, in file order)."),
+            .flag("dry-run", help: "Read everything, report what would change, write nothing but the report."),
+            .option("report", value: "PATH|-", help: "Write the report to PATH, or to standard output with -."),
+            .flag("yes", help: "Confirm destructive jobs (clear) that the file does not confirm itself."),
+            .flag("quiet", short: "q", help: "Print only a line per failed or errored job, and no progress."),
+            .option(
+                "progress", value: "MODE", choices: ["auto", "always", "never"], default: "auto",
+                help: "Show a progress line; auto shows it when standard error is a terminal."),
+        ],
+        exitCodes: [
+            (.success, "every job ran and succeeded"),
+            (.failure, "a job finished with failed keys, or a quota warning under failOnWarning"),
+            (.jobError, "a job could not run (a provider unavailable for it, a refused clear, unreadable state)"),
+            (.queued, "every job succeeded but writes wait in the outbox for a provider that could not take them"),
+            (.usage, "the command line or the pipeline file was wrong; nothing was done"),
+            (.locked, "another run of the same pipeline is in progress"),
+            (.interrupted, "interrupted (SIGINT or SIGTERM); the report says how far it got"),
+        ])
+
+    static let validate = CommandSpec(
+        path: ["validate"], abstract: "Check pipeline files; print every error with file:line:col.",
+        discussion: """
+            Prints a verdict per file on standard output (FILE: valid, or FILE: N errors) and each error with its \
+            source line on standard error; with --json, one object per file on standard output.
+            """,
+        arguments: [ArgumentSpec(name: "FILE", repeating: true, help: "The pipeline files to check.")],
+        options: [json],
+        exitCodes: [
+            (.success, "every file is valid"),
+            (.usage, "a file has errors, or the command line was wrong"),
+        ])
+
+    static let plan = CommandSpec(
+        path: ["plan"],
+        abstract: """
+            Show what a pipeline compiles to (providers, caps, key rules, codecs by key id, outbox limits, jobs), \
+            without touching any provider.
+            """,
+        arguments: [file], options: [json],
+        exitCodes: [(.success, "the plan was printed"), (.usage, "the command line or the pipeline file was wrong")])
+
+    static let schemaKinds = ["pipeline", "report"]
+
+    static let schema = CommandSpec(
+        path: ["schema"], abstract: "Print the JSON Schema of pipeline files or of run reports.",
+        arguments: [ArgumentSpec(name: "KIND", choices: schemaKinds, help: "Which schema to print.")],
+        exitCodes: [(.success, "the schema was printed"), (.usage, commandLineWrong)])
+
+    static let outboxList = CommandSpec(
+        path: ["outbox", "list"],
+        abstract: "Show the writes waiting in a pipeline's outbox (never their values), oldest first.",
+        discussion: """
+            Opens the outbox read-only, so it works while a run holds the pipeline. Times are ISO 8601 in UTC.
+            """,
+        arguments: [file], options: [json],
+        exitCodes: [
+            (.success, "the entries were listed (an outbox that does not exist yet is empty)"),
+            (.jobError, "the pipeline's state could not be read"),
+            (.usage, "the command line or the pipeline file was wrong"),
+        ])
+
+    static let outboxFlush = CommandSpec(
+        path: ["outbox", "flush"], abstract: "Retry the writes waiting in a pipeline's outbox now.",
+        arguments: [file],
+        exitCodes: [
+            (.success, "the outbox was flushed; what could not be written stays queued"),
+            (.jobError, "the pipeline's state could not be opened, or the flush failed"),
+            (.usage, "the command line or the pipeline file was wrong"),
+            (.locked, "a run of the pipeline is in progress"),
+        ])
+
+    static let outboxDiscard = CommandSpec(
+        path: ["outbox", "discard"], abstract: "Drop writes waiting in a pipeline's outbox for good.",
+        discussion: """
+            Selects every queued write, or those whose key matches a --key glob (* any run of characters, ? any \
+            one) and that wait for --provider. Without --yes it only says what it would discard.
+            """,
+        arguments: [file],
+        options: [
+            .option(
+                "key", value: "GLOB", repeatable: true, help: "Discard only writes whose key matches; repeat for more."
+            ),
+            .option("provider", value: "ID", help: "Discard only writes waiting for this provider."),
+            .flag("yes", help: "Confirm: without it nothing is discarded."),
+        ],
+        exitCodes: [
+            (.success, "the selected writes were discarded"),
+            (.jobError, "the pipeline's state could not be opened"),
+            (.usage, "--yes is missing (nothing was discarded), or the command line or pipeline file was wrong"),
+            (.locked, "a run of the pipeline is in progress"),
+        ])
+
+    static let outbox = CommandSpec(
+        path: ["outbox"], abstract: "Show, retry or drop the writes waiting in a pipeline's outbox.",
+        exitCodes: [(.usage, "no subcommand, or an unknown one")],
+        subcommands: [outboxList, outboxFlush, outboxDiscard])
+
+    static let history = CommandSpec(
+        path: ["history"], abstract: "List the pipeline's last runs, newest first.",
+        arguments: [file],
+        options: [.option("limit", value: "N", default: "20", help: "Show at most N runs."), json],
+        exitCodes: [
+            (.success, "the runs were listed (none when the pipeline has not run)"),
+            (.jobError, "the pipeline's state could not be read"),
+            (.usage, "the command line or the pipeline file was wrong"),
+        ])
+
+    static let keygen = CommandSpec(
+        path: ["keygen"], abstract: "Write a new 32-byte key file (mode 0600; never overwrites).",
+        options: [.option("out", value: "FILE", required: true, help: "Where to write the key; must not exist.")],
+        exitCodes: [
+            (.success, "the key file was written"),
+            (.usage, commandLineWrong),
+            (.cannotCreate, "the key file could not be created: it already exists, or its directory is missing"),
+        ])
+
+    static let shells = ["bash", "zsh"]
+
+    static let completions = CommandSpec(
+        path: ["completions"], abstract: "Print a shell completion script for cloudsync.",
+        discussion: """
+            bash: source <(cloudsync completions bash), or save it as \
+            /etc/bash_completion.d/cloudsync. zsh: save it as _cloudsync in a directory on $fpath.
+            """,
+        arguments: [ArgumentSpec(name: "SHELL", choices: shells, help: "The shell to complete in.")],
+        exitCodes: [(.success, "the script was printed"), (.usage, commandLineWrong)])
+
+    static let help = CommandSpec(
+        path: ["help"], abstract: "Show help for cloudsync or one of its subcommands.",
+        arguments: [
+            ArgumentSpec(name: "SUBCOMMAND", repeating: true, optional: true, help: "The subcommand to describe.")
+        ],
+        exitCodes: [(.success, "the help was printed"), (.usage, "no such subcommand")])
+
+    /// Every subcommand, in the order help lists them.
+    static let all = [run, validate, plan, schema, outbox, history, keygen, completions, help]
+
+    /// The command that `words` name (`["outbox", "list"]`), or the error saying which word is unknown.
+    static func find(_ words: [String]) throws(UsageError) -> CommandSpec {
+        guard let first = words.first else { throw UsageError("no subcommand given") }
+        guard var command = all.first(where: { $0.name == first }) else {
+            throw unknownCommand(first, among: all.map(\.name))
+        }
+        for word in words.dropFirst() {
+            guard let next = command.subcommand(word) else {
+                throw unknownCommand(word, among: command.subcommands.compactMap(\.path.last), in: command)
+            }
+            command = next
+        }
+        return command
+    }
+
+    static func unknownCommand(_ word: String, among names: [String], in group: CommandSpec? = nil) -> UsageError {
+        var message = "unknown \(group.map { $0.name + " subcommand" } ?? "command") '\(word)'"
+        if let guess = closest(word, among: names) { message += "; did you mean '\(guess)'?" }
+        return UsageError(message)
+    }
+}

@@ -1,0 +1,195 @@
+/// The shell completion scripts `cloudsync completions bash|zsh` prints, made from ``Commands`` so they list every
+/// subcommand, option and choice value the parser accepts.
+enum Completions {
+    /// Every command that takes arguments (groups replaced by their subcommands), under its words joined by spaces.
+    private static var leaves: [CommandSpec] {
+        Commands.all.flatMap { $0.subcommands.isEmpty ? [$0] : $0.subcommands }
+    }
+
+    /// Words for `compgen -W` or `_values`: every long and short name of `command`'s options, `--help` included.
+    private static func optionWords(_ command: CommandSpec) -> [String] {
+        command.allOptions.flatMap { option in [option.long] + (option.short.map { ["-\($0)"] } ?? []) }
+    }
+
+    static var bash: String {
+        let groups = Commands.all.filter { !$0.subcommands.isEmpty }
+        var script = """
+            # bash completion for cloudsync, printed by `cloudsync completions bash`.
+            # Load it with: source <(cloudsync completions bash)
+            _cloudsync() {
+                local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
+                COMPREPLY=()
+                if [[ $COMP_CWORD -eq 1 ]]; then
+                    COMPREPLY=($(compgen -W "\(Commands.all.map(\.name).joined(separator: " ")) --version --help -h" -- "$cur"))
+                    return
+                fi
+                local command=${COMP_WORDS[1]}
+                case $command in
+
+            """
+        for group in groups {
+            let names = group.subcommands.compactMap(\.path.last).joined(separator: " ")
+            script += """
+                        \(group.name))
+                            if [[ $COMP_CWORD -eq 2 ]]; then
+                                COMPREPLY=($(compgen -W "\(names) --help -h" -- "$cur"))
+                                return
+                            fi
+                            command="\(group.name) ${COMP_WORDS[2]}"
+                            ;;
+
+                """
+        }
+        script += """
+                esac
+                case $command in
+
+            """
+        for command in leaves {
+            script += "        \"\(command.name)\")\n            case $prev in\n"
+            for option in command.options where !option.isFlag {
+                let names = ([option.long] + (option.short.map { ["-\($0)"] } ?? [])).joined(separator: "|")
+                let reply =
+                    option.choices.isEmpty
+                    ? "return"  // a name, a path or a number: let bash complete file names
+                    : "COMPREPLY=($(compgen -W \"\(option.choices.joined(separator: " "))\" -- \"$cur\")); return"
+                script += "                \(names)) \(reply) ;;\n"
+            }
+            script += "            esac\n"
+            script += "            if [[ $cur == -* ]]; then\n"
+            script +=
+                "                COMPREPLY=($(compgen -W \"\(optionWords(command).joined(separator: " "))\" -- \"$cur\"))\n"
+            let choices =
+                command.path == ["help"]
+                ? Commands.all.map(\.name) : command.arguments.flatMap(\.choices)
+            if !choices.isEmpty {
+                script += "            else\n"
+                script +=
+                    "                COMPREPLY=($(compgen -W \"\(choices.joined(separator: " "))\" -- \"$cur\"))\n"
+            }
+            script += "            fi\n            ;;\n"
+        }
+        script += """
+                esac
+            }
+            complete -o default -F _cloudsync cloudsync
+
+            """
+        return script
+    }
+
+    static var zsh: String {
+        var script = """
+            #compdef cloudsync
+            # zsh completion for cloudsync, printed by `cloudsync completions zsh`.
+            # Save it as _cloudsync in a directory on $fpath, or load it with: source <(cloudsync completions zsh)
+
+            _cloudsync() {
+                local line state
+                local -a subcommands
+                subcommands=(
+
+            """
+        for command in Commands.all {
+            script += "        '\(command.name):\(quoted(command.abstract, escaping: ":"))'\n"
+        }
+        script += """
+                )
+                _arguments -C \\
+                    '(- *)--version[Print the version and exit]' \\
+                    '(- *)'{-h,--help}'[Show help and exit]' \\
+                    '1: :->command' \\
+                    '*:: :->arguments'
+                case $state in
+                    command) _describe -t commands 'cloudsync subcommand' subcommands ;;
+                    arguments)
+                        case $words[1] in
+
+            """
+        for group in Commands.all {
+            if group.subcommands.isEmpty {
+                script +=
+                    "                \(group.name)) _arguments \\\n" + arguments(group) + "                    ;;\n"
+                continue
+            }
+            script += "                \(group.name))\n"
+            script += "                    if (( CURRENT == 2 )); then\n"
+            script += "                        local -a actions\n                        actions=(\n"
+            for command in group.subcommands {
+                script +=
+                    "                            '\(command.path.last ?? ""):\(quoted(command.abstract, escaping: ":"))'\n"
+            }
+            script += "                        )\n"
+            script += "                        _describe -t commands '\(group.name) subcommand' actions\n"
+            script += "                        return\n                    fi\n"
+            script += "                    shift words\n                    (( CURRENT-- ))\n"
+            script += "                    case $words[1] in\n"
+            for command in group.subcommands {
+                script +=
+                    "                        \(command.path.last ?? "")) _arguments \\\n" + arguments(command)
+                    + "                            ;;\n"
+            }
+            script += "                    esac\n                    ;;\n"
+        }
+        script += """
+                        esac
+                        ;;
+                esac
+            }
+
+            if [[ $zsh_eval_context[-1] == loadautofunc ]]; then
+                _cloudsync "$@"
+            else
+                compdef _cloudsync cloudsync
+            fi
+
+            """
+        return script
+    }
+
+    /// `_arguments` specs for `command`'s options and positionals, one continued line each.
+    private static func arguments(_ command: CommandSpec) -> String {
+        var specs: [String] = []
+        for option in command.allOptions {
+            let names = [option.long] + (option.short.map { ["-\($0)"] } ?? [])
+            let exclusion = option.repeatable ? "*" : names.count > 1 ? "(\(names.joined(separator: " ")))" : ""
+            let described = "[\(quoted(option.help, escaping: "[]"))]"
+            var value = ""
+            if let valueName = option.valueName {
+                let action =
+                    !option.choices.isEmpty
+                    ? "(\(option.choices.joined(separator: " ")))"
+                    : valueName.hasPrefix("PATH") || valueName == "FILE" ? "_files" : " "
+                value = ":\(valueName):" + action
+            }
+            if names.count > 1 {
+                specs.append("'\(exclusion)'{\(names.joined(separator: ","))}'\(described)\(value)'")
+            } else {
+                specs.append("'\(exclusion)\(option.long)\(described)\(value)'")
+            }
+        }
+        for argument in command.arguments {
+            let action =
+                command.path == ["help"]
+                ? "(\(Commands.all.map(\.name).joined(separator: " ")))"
+                : argument.choices.isEmpty ? "_files" : "(\(argument.choices.joined(separator: " ")))"
+            specs.append(
+                "'\(argument.repeating ? "*" : "")\(argument.optional ? "::" : ":")\(argument.name):\(action)'")
+        }
+        return specs.map { "                    " + $0 }.joined(separator: " \\\n") + "\n"
+    }
+
+    /// `text` safe inside single quotes, with `characters` backslash-escaped for `_arguments`.
+    private static func quoted(_ text: String, escaping characters: String) -> String {
+        var result = ""
+        for character in text {
+            if character == "'" {
+                result += "'\\''"
+            } else {
+                if characters.contains(character) { result += "\\" }
+                result.append(character)
+            }
+        }
+        return result
+    }
+}
