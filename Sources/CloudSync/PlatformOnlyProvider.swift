@@ -53,7 +53,7 @@ public struct ICloudKeyValueProviderFactory: ProviderFactory {
     /// syncs to iCloud.
     public var unavailableHere: String? {
         "the iCloud key-value store exists only on Apple platforms and is never available here; it is listed only so "
-            + "its 64 KB tier and key rules apply, and jobs that need it fail"
+            + "its 64 KB tier and key rules apply; it never holds or receives data here"
     }
 
     /// The typed configuration of checked field values.

@@ -206,16 +206,23 @@ public struct CommandLineTool {
         var verdicts: [FileVerdict] = []
         for file in parsed.all("FILE") {
             switch load(file) {
-            case .success:
-                verdicts.append(FileVerdict(file: file, valid: true, errors: []))
-                if !json { standardOutput("\(file): valid\n") }
-            case .failure(let error):
-                let errors = error.diagnostics.map {
-                    FileVerdict.Problem(
-                        file: $0.file, line: $0.mark.line, column: $0.mark.column,
-                        location: "\($0.file):\($0.mark.line):\($0.mark.column)", message: $0.message)
+            case .success(let compiled):
+                let warnings = compiled.spec.warnings.map(FileVerdict.Problem.init)
+                verdicts.append(FileVerdict(file: file, valid: true, errors: [], warnings: warnings))
+                if !json {
+                    for warning in compiled.spec.warnings {
+                        standardError(warning.rendered(source: compiled.spec.source) + "\n")
+                    }
+                    standardOutput(
+                        "\(file): valid"
+                            + (warnings.isEmpty
+                                ? ""
+                                : " (\(warnings.count) warning"
+                                    + (warnings.count == 1 ? "" : "s") + ")") + "\n")
                 }
-                verdicts.append(FileVerdict(file: file, valid: false, errors: errors))
+            case .failure(let error):
+                let errors = error.diagnostics.map(FileVerdict.Problem.init)
+                verdicts.append(FileVerdict(file: file, valid: false, errors: errors, warnings: []))
                 if !json {
                     standardError(error.description + "\n")
                     standardOutput("\(file): \(errors.count) error\(errors.count == 1 ? "" : "s")\n")
@@ -254,11 +261,21 @@ struct FileVerdict: Encodable {
         let column: Int
         let location: String
         let message: String
+
+        init(_ diagnostic: PipelineDiagnostic) {
+            file = diagnostic.file
+            line = diagnostic.mark.line
+            column = diagnostic.mark.column
+            location = "\(diagnostic.file):\(diagnostic.mark.line):\(diagnostic.mark.column)"
+            message = diagnostic.message
+        }
     }
 
     let file: String
     let valid: Bool
     let errors: [Problem]
+    /// What is worth knowing but does not make the file invalid (a provider never available on this platform).
+    let warnings: [Problem]
 }
 
 /// `value` as pretty-printed JSON with sorted keys, ending with a newline.

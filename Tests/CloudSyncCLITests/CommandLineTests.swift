@@ -120,3 +120,20 @@ import Testing
             codes.map { "\($0.0)=\($0.1)" } == ["ok=0", "failed=1", "error=2", "queued=3", "interrupted=130"])
     }
 }
+
+@Suite struct ValidateWarningTests {
+    @Test func aProviderNeverAvailableHereValidatesWithAWarning() throws {
+        let executable = try ProcessRunner.builtProduct("cloudsync")
+        let directory = try TemporaryDirectory()
+        let file = directory.file("kv.yaml")
+        try
+            "version: 1\nname: kv\nproviders:\n  kv: { type: icloudKV }\n  local: { type: memory }\nstore:\n  providers: [kv, local]\n"
+            .write(toFile: file, atomically: true, encoding: .utf8)
+        let result = try ProcessRunner.run(executable, ["validate", file])
+        #expect(result.status == 0)
+        #expect(result.standardOutput == "\(file): valid (1 warning)\n")
+        #expect(
+            result.standardError.hasPrefix("\(file):4:3: warning: provider `kv` (icloudKV): the iCloud key-value store")
+        )
+    }
+}

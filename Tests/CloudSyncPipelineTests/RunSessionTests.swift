@@ -282,8 +282,8 @@ private func accountPipeline(_ account: String, offline: Bool = false, codec: Bo
         #expect(
             compiled.spec.warnings.map(\.description) == [
                 "p.yaml:4:3: warning: provider `kv` (icloudKV): the iCloud key-value store exists only on Apple platforms "
-                    + "and is never available here; it is listed only so its 64 KB tier and key rules apply, and jobs that "
-                    + "need it fail"
+                    + "and is never available here; it is listed only so its 64 KB tier and key rules apply; it never "
+                    + "holds or receives data here"
             ])
         #expect(
             PipelinePlan(compiled).text().contains("\nwarning: provider `kv` (icloudKV): the iCloud key-value store"))
