@@ -25,12 +25,10 @@ extension CommandLineTool {
 
     func outboxFlush(_ parsed: ParsedArguments) async -> ExitCode {
         guard let compiled = compile(parsed.argument("FILE") ?? "") else { return .usage }
-        guard outboxExists(compiled) else { return .success }
         let session: RunSession
-        do {
-            session = try await RunSession.open(compiled, access: .write)
-        } catch {
-            return refused(error, compiled)
+        switch await writingSession(compiled) {
+        case .success(let opened): session = opened
+        case .failure(let stopped): return stopped.status
         }
         do {
             let result = try await session.store.flushOutbox()
@@ -75,12 +73,10 @@ extension CommandLineTool {
             for entry in chosen { standardError("  " + describe(entry) + "\n") }
             return usageError("outbox discard drops writes for good; add --yes to discard them", Commands.outboxDiscard)
         }
-        guard outboxExists(compiled) else { return .success }
         let session: RunSession
-        do {
-            session = try await RunSession.open(compiled, access: .write)
-        } catch {
-            return refused(error, compiled)
+        switch await writingSession(compiled) {
+        case .success(let opened): session = opened
+        case .failure(let stopped): return stopped.status
         }
         let count = session.store.discardPendingWrites(where: selected)
         let left = session.outbox?.pending.count ?? 0
@@ -160,4 +156,17 @@ func isoTimestamp(_ milliseconds: Int64) -> String {
     formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
     formatter.timeZone = TimeZone(identifier: "UTC")
     return formatter.string(from: Date(timeIntervalSince1970: Double(milliseconds) / 1000))
+}
+
+extension CommandLineTool {
+    /// The pipeline's session for changing its outbox, holding its lock; stops with success when there is no outbox
+    /// yet (nothing to change), and with the refusal's status when another command holds the pipeline.
+    func writingSession(_ compiled: CompiledPipeline) async -> Result<RunSession, Stopped> {
+        guard outboxExists(compiled) else { return .failure(Stopped(status: .success)) }
+        do {
+            return .success(try await RunSession.open(compiled, access: .write))
+        } catch {
+            return .failure(Stopped(status: refused(error, compiled)))
+        }
+    }
 }
