@@ -40,25 +40,6 @@ public struct CompiledPipeline: Sendable {
         }
         return options
     }
-
-    /// Makes every provider the file declares, in declaration order, each with the context `context` gives it.
-    ///
-    /// This is the first step with side effects (opening database files and directories); only a run session
-    /// takes it. When one provider cannot be made, the ones already made are closed before the error is thrown.
-    public func makeProviders(context: (ProviderSpec) -> ProviderContext) async throws(CloudSyncError)
-        -> [String: any Provider]
-    {
-        var made: [String: any Provider] = [:]
-        for provider in spec.providers {
-            do {
-                made[provider.id] = try provider.configured.make(context: context(provider))
-            } catch {
-                for opened in made.values { await opened.close() }
-                throw error
-            }
-        }
-        return made
-    }
 }
 
 /// Turns a loaded spec into a ``CompiledPipeline``.

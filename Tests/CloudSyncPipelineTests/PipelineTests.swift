@@ -104,10 +104,10 @@ private let minimal = """
         let compiled = try PipelineCompiler.compile(spec, environment: [:])
         _ = PipelinePlan(compiled).text()
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
-        // Opening providers is the runner's step, and the first that creates anything.
-        let providers = try await compiled.makeProviders { ProviderContext(providerID: $0.id) }
+        // Opening providers is the run session's step, and the first that creates anything.
+        let session = try await RunSession.open(compiled)
         #expect(FileManager.default.fileExists(atPath: directory.file("data/p.db")))
-        for provider in providers.values { await provider.close() }
+        await session.close()
     }
 
     @Test func aKeyFromTheEnvironmentIsDecodedOrRefusedByName() throws {
