@@ -45,6 +45,10 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     ///
     /// Not retryable by the outbox: the caller chose to stop.
     public static let cancelled = ErrorCode(rawValue: "ERR_CANCELLED")
+    /// Another process holds what this one needs: another run of the same pipeline holds its lock.
+    ///
+    /// Retryable: it passes when that run ends.
+    public static let locked = ErrorCode(rawValue: "ERR_LOCKED")
     /// The store was closed.
     public static let closed = ErrorCode(rawValue: "ERR_CLOSED")
     /// The store or a provider was configured inconsistently (two providers with one id, an unknown provider).
@@ -54,7 +58,7 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let all: [ErrorCode] = [
         .timeout, .offline, .rateLimited, .accountUnavailable, .server, .notSignedIn, .quotaExceeded,
         .payloadTooLarge, .invalidKey, .containerMisconfigured, .decode, .encode, .noProvider, .unsupported,
-        .provider, .cancelled, .closed, .config,
+        .provider, .cancelled, .locked, .closed, .config,
     ]
 
     /// Whether trying the same operation again later may succeed without anyone doing anything.
@@ -63,7 +67,7 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     /// configuration) and fails at once.
     public var isRetryable: Bool {
         switch self {
-        case .timeout, .offline, .rateLimited, .accountUnavailable, .server: return true
+        case .timeout, .offline, .rateLimited, .accountUnavailable, .server, .locked: return true
         default: return false
         }
     }

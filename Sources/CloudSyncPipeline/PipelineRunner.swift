@@ -90,9 +90,20 @@ public struct PipelineRunner: Sendable {
         do throws(RunRefusal) {
             session = try await RunSession.open(compiled, access: options.dryRun ? .dryRun : .write, clock: clock)
         } catch {
-            // Another run holds the pipeline: its report is the one to read, so this refusal writes none.
-            guard case .cannotStart(let reason) = error else { throw error }
-            return try startFailure(reason, runID: runID, started: started, clock: clock)
+            switch error {
+            case .cannotStart(let reason):
+                return try startFailure(
+                    CloudSyncError(.config, reason), runID: runID, started: started, clock: clock, reportOnly: false)
+            case .locked(let pid, let lockFile):
+                // The refused run leaves its own report, but not `latest` or the textfile: those stay the running
+                // run's to write.
+                _ = try? startFailure(
+                    CloudSyncError(
+                        .locked,
+                        "another run of this pipeline (process \(pid)) holds its lock \(lockFile); this one did "
+                            + "nothing"), runID: runID, started: started, clock: clock, reportOnly: true)
+                throw error
+            }
         }
         let store = session.store
 
@@ -135,7 +146,7 @@ public struct PipelineRunner: Sendable {
                 pendingAfter: session.outbox?.count ?? 0),
             providers: providerLines)
 
-        let writer = ReportWriter(spec: spec, override: options.reportPath, dryRun: options.dryRun)
+        let writer = ReportWriter(spec: spec, override: options.reportPath, reportOnly: options.dryRun)
         var writeError: CloudSyncError?
         var path = writer.path(startedAt: report.startedAt)
         do throws(CloudSyncError) {
@@ -158,9 +169,9 @@ public struct PipelineRunner: Sendable {
     ///
     /// A monitor reading the report (or `latest`, or the textfile) sees the failure instead of the previous run's
     /// success.
-    private func startFailure(_ reason: String, runID: String, started: Int64, clock: any StoreClock)
-        throws(RunRefusal) -> RunOutcome
-    {
+    private func startFailure(
+        _ reason: CloudSyncError, runID: String, started: Int64, clock: any StoreClock, reportOnly: Bool
+    ) throws(RunRefusal) -> RunOutcome {
         let spec = compiled.spec
         let finished = clock.nowMilliseconds()
         var report = RunReport(
@@ -171,12 +182,13 @@ public struct PipelineRunner: Sendable {
                     name: $0.name, type: $0.type, status: .skipped, counts: [:], failures: [], failuresOmitted: 0)
             },
             outbox: RunReport.Outbox(pendingBefore: 0, drained: 0, dropped: [:], pendingAfter: 0), providers: [])
-        report.error = RunReport.Failure(key: "", provider: nil, code: ErrorCode.config.rawValue, message: reason)
-        let writer = ReportWriter(spec: spec, override: options.reportPath, dryRun: options.dryRun)
+        report.error = RunReport.Failure(key: "", provider: nil, code: reason.code.rawValue, message: reason.message)
+        let writer = ReportWriter(
+            spec: spec, override: options.reportPath, reportOnly: options.dryRun || reportOnly)
         do throws(CloudSyncError) {
             return RunOutcome(report: report, reportPath: try writer.write(report))
         } catch {
-            throw RunRefusal.cannotStart(reason + "; and " + error.message)
+            throw RunRefusal.cannotStart(reason.message + "; and " + error.message)
         }
     }
 }

@@ -8,7 +8,9 @@ struct ReportWriter {
     let spec: PipelineSpec
     /// `--report`: a path, `-` for standard output, or nil for the file's own.
     let override: String?
-    let dryRun: Bool
+    /// Write the report alone: no `latest`, textfile or pruning (dry runs, and runs refused because another holds
+    /// the lock, so they never replace what that run leaves).
+    let reportOnly: Bool
 
     /// The pattern of report paths: `--report`, else the file's, else `<state>/reports/`; nil for standard output.
     private var pattern: String? {
@@ -29,12 +31,12 @@ struct ReportWriter {
 
     /// Writes the report and what goes with it; returns where the report went (nil: standard output).
     ///
-    /// A dry run writes only its report: `latest`, the textfile and the pruning describe real runs.
+    /// With ``reportOnly`` only the report is written: `latest`, the textfile and the pruning describe real runs.
     func write(_ report: RunReport) throws(CloudSyncError) -> String? {
         let path = path(startedAt: report.startedAt)
         let json = report.json()
         if let path { try Self.replace(path, with: json, what: "the report") }
-        guard !dryRun else { return path }
+        guard !reportOnly else { return path }
         if let latest = spec.reportLatest { try Self.replace(latest, with: json, what: "the latest report") }
         if let path, let keep = spec.reportKeep, let pattern { prune(keeping: keep, like: pattern, beside: path) }
         if let metrics = spec.reportMetrics {

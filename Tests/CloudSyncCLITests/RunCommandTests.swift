@@ -210,7 +210,10 @@ import Testing
     }
 
     @Test func aSecondRunOfTheSamePipelineIsRefusedAndAStaleLockIsNot() throws {
-        let file = try pipeline("locked.yaml", Self.seeded + "jobs:\n  - { type: flush }\n")
+        let file = try pipeline(
+            "locked.yaml",
+            Self.seeded + "jobs:\n  - { type: flush }\n"
+                + "report: { path: 'reports/{name}-{startedAt}.json', latest: reports/latest.json }\n")
         let state = directory.file(".cloudsync/locked")
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
         // A live process holds the lock: this test's own.
@@ -218,6 +221,16 @@ import Testing
         let refused = try run([file, "--quiet"])
         #expect(refused.status == 75)
         #expect(refused.standardError.contains("already running (process \(getpid())"))
+        // The refused run leaves a report of its own, but not `latest`: that stays the running run's to write.
+        let reports = try FileManager.default.contentsOfDirectory(atPath: directory.file("reports"))
+        #expect(reports.count == 1 && reports[0].hasPrefix("locked-"), "\(reports)")
+        try expectValidReport(directory.file("reports/" + reports[0]))
+        let parsed = try #require(
+            try JSONSerialization.jsonObject(
+                with: Data(contentsOf: URL(fileURLWithPath: directory.file("reports/" + reports[0])))) as? [String: Any]
+        )
+        #expect(parsed["status"] as? String == "error")
+        #expect((parsed["error"] as? [String: Any])?["code"] as? String == "ERR_LOCKED")
         // A lock left by a process that is gone does not block.
         try "999999\n".write(toFile: state + "/run.lock", atomically: true, encoding: .utf8)
         #expect(try run([file, "--quiet"]).status == 0)

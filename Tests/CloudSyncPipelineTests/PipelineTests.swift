@@ -188,6 +188,13 @@ private let minimal = """
 @Suite struct SchemaAgreementTests {
     static let python = repositoryRoot + "/.build/pyenv/bin/python3"
 
+    @Test func theReadmeDocumentsEveryErrorCodeWithItsRetryability() throws {
+        let readme = try String(contentsOfFile: repositoryRoot + "/README.md", encoding: .utf8)
+        for code in ErrorCode.all {
+            #expect(readme.contains("| `\(code.rawValue)` | \(code.isRetryable ? "yes" : "no") |"), "\(code)")
+        }
+    }
+
     @Test func theReadmesProviderReferenceIsTheRegisteredFields() throws {
         let readme = try String(contentsOfFile: repositoryRoot + "/README.md", encoding: .utf8)
         let begin = "<!-- provider-fields:begin (generated from the provider factories; a test checks it) -->\n"

@@ -190,7 +190,7 @@ final class EventInbox<Event: Sendable>: Sendable {
 
     @Test func retryableCodesAreExactlyTheOnesThatMayPass() {
         let retryable = ErrorCode.all.filter(\.isRetryable)
-        #expect(retryable == [.timeout, .offline, .rateLimited, .accountUnavailable, .server])
+        #expect(retryable == [.timeout, .offline, .rateLimited, .accountUnavailable, .server, .locked])
         #expect(Set(ErrorCode.all.map(\.rawValue)).count == ErrorCode.all.count)
         #expect(ErrorCode.all.allSatisfy { $0.rawValue.hasPrefix("ERR_") })
     }
