@@ -13,6 +13,7 @@ let package = Package(
         .library(name: "CloudSyncLocal", targets: ["CloudSyncLocal"]),
         .library(name: "CloudSyncCrypto", targets: ["CloudSyncCrypto"]),
         .library(name: "CloudSyncPipeline", targets: ["CloudSyncPipeline"]),
+        .library(name: "CloudSyncHTTP", targets: ["CloudSyncHTTP"]),
         .library(name: "CloudSyncTesting", targets: ["CloudSyncTesting"]),
         .executable(name: "cloudsync", targets: ["cloudsync"]),
     ],
@@ -29,6 +30,10 @@ let package = Package(
 
         // The core library.
         .target(name: "CloudSync", dependencies: ["CloudSyncSodium"]),
+
+        // HTTP for the REST providers: deadline -> retry -> auth -> transport (URLSession over libcurl); nothing above it
+        // needs URLSession. FoundationNetworking comes with the toolchain's Foundation, so it is no package dependency.
+        .target(name: "CloudSyncHTTP", dependencies: ["CloudSync"]),
 
         // Encryption at rest: the libsodium envelope codec and its key sources.
         .target(name: "CloudSyncCrypto", dependencies: ["CloudSync", "CloudSyncSodium"]),
@@ -59,7 +64,7 @@ let package = Package(
             ]),
 
         // Test support shipped as a normal target: temporary directories, and later test doubles and emulators.
-        .target(name: "CloudSyncTesting", dependencies: ["CloudSync"]),
+        .target(name: "CloudSyncTesting", dependencies: ["CloudSync", "CloudSyncHTTP"]),
 
         .testTarget(name: "CloudSyncSQLiteTests", dependencies: ["CloudSyncSQLite", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncSodiumTests", dependencies: ["CloudSyncSodium", "CloudSyncTesting"]),
@@ -73,6 +78,7 @@ let package = Package(
                 "cloudsync",
             ]),
         .testTarget(name: "CloudSyncTestingTests", dependencies: ["CloudSyncTesting"]),
+        .testTarget(name: "CloudSyncHTTPTests", dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncTesting"]),
         .testTarget(
             name: "CloudSyncPipelineTests",
             dependencies: ["CloudSync", "CloudSyncPipeline", "CloudSyncSQLite", "CloudSyncTesting"]),

@@ -8,7 +8,7 @@ import Synchronization
 ///
 /// When the deadline wins, `onAbandoned` receives a task that ends when the abandoned operation finally returns, so a
 /// caller can keep what the operation touches locked until then.
-func withDeadline<T: Sendable>(
+package func withDeadline<T: Sendable>(
     _ timeout: Duration?, clock: any StoreClock, timeoutError: @escaping @Sendable () -> CloudSyncError,
     onAbandoned: (@Sendable (Task<Void, Never>) -> Void)? = nil,
     _ operation: @escaping @Sendable () async throws -> T
