@@ -28,21 +28,25 @@ public enum HTTPRedaction {
         }
         if components.password != nil { components.password = placeholder }
         if components.user != nil { components.user = placeholder }
-        if let items = components.percentEncodedQueryItems {
-            components.percentEncodedQueryItems = items.map { item in
-                sensitiveQueryItems.contains(item.name.lowercased())
-                    ? URLQueryItem(name: item.name, value: placeholder) : item
-            }
+        // The placeholder is not valid in a query, so the query is rebuilt as text rather than through components.
+        let items = components.percentEncodedQueryItems
+        components.percentEncodedQuery = nil
+        guard let base = components.string else { return placeholder }
+        guard let items else { return base }
+        let query = items.map { item -> String in
+            if sensitiveQueryItems.contains(item.name.lowercased()) { return "\(item.name)=\(placeholder)" }
+            return item.value.map { "\(item.name)=\($0)" } ?? item.name
         }
-        return components.string ?? placeholder
+        return base + "?" + query.joined(separator: "&")
     }
 
     /// The path and query of `url`, redacted, for a log line.
     public static func redactedPath(_ url: URL) -> String {
         let full = redact(url)
-        guard let components = URLComponents(string: full) else { return full }
-        let path = components.percentEncodedPath.isEmpty ? "/" : components.percentEncodedPath
-        return components.percentEncodedQuery.map { "\(path)?\($0)" } ?? path
+        guard let schemeEnd = full.range(of: "://") else { return full }
+        let afterHost = full[schemeEnd.upperBound...].drop { $0 != "/" && $0 != "?" }
+        let path = afterHost.hasPrefix("?") || afterHost.isEmpty ? "/" + afterHost : afterHost
+        return String(path.split(separator: "#", maxSplits: 1).first ?? "/")
     }
 
     /// The credential texts `request` carries (header values, sensitive query values, user info), so they can be
