@@ -117,7 +117,7 @@ final class SocketConnection {
         while true {
             guard let line = readUntil(crlf, limit: 1024) else { return nil }
             let sizeText = String(decoding: line, as: UTF8.self).split(separator: ";").first ?? ""
-            guard let size = Int(sizeText.trimmingCharacters(in: .whitespaces), radix: 16), size >= 0 else {
+            guard let size = Int(sizeText.trimmingCharacters(in: .whitespacesAndNewlines), radix: 16), size >= 0 else {
                 return .failure(ParseFailure("bad chunk size"))
             }
             if size == 0 {
@@ -135,11 +135,12 @@ final class SocketConnection {
 
     /// Bytes up to and including `terminator`, or nil when the peer closes or `limit` bytes pass without it.
     private func readUntil(_ terminator: [UInt8], limit: Int) -> [UInt8]? {
-        var searched = start
+        // Relative to `start`, which `fill()` may move when it compacts the buffer.
+        var searched = 0
         while true {
             if buffer.count - start >= terminator.count {
-                var index = max(searched, start)
                 let last = buffer.count - terminator.count
+                var index = start + searched
                 while index <= last {
                     if buffer[index] == terminator[0]
                         && buffer[index..<index + terminator.count].elementsEqual(terminator)
@@ -151,7 +152,7 @@ final class SocketConnection {
                     }
                     index += 1
                 }
-                searched = last + 1
+                searched = last + 1 - start
             }
             if buffer.count - start >= limit { return nil }
             guard fill() else { return nil }
