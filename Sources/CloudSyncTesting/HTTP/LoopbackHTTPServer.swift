@@ -83,7 +83,9 @@ public final class LoopbackHTTPServer: Sendable {
 
     /// Stops accepting, closes every connection (hung ones included) and returns once every server thread has ended.
     ///
-    /// The port is free again when it returns. Calling it again does nothing more.
+    /// The port is free again when it returns. Calling it again only waits. Called from a handler (on a server
+    /// thread), it shuts everything down, its own connection included, but cannot wait for its own thread, so it
+    /// returns at once.
     public func stop() { core.stop() }
 }
 
@@ -111,6 +113,8 @@ private final class ServerCore: Sendable {
         var stopping = false
         var listenerClosed = false
         var stopped = false
+        /// `pthread_self()` of every running server thread, so ``stop()`` knows when it is called from one.
+        var serverThreads: Set<pthread_t> = []
     }
 
     /// What the rules and routes decided for one request.
@@ -182,7 +186,8 @@ private final class ServerCore: Sendable {
     func start() {
         threads.enter()
         let thread = Thread { [self] in
-            defer { threads.leave() }
+            enterThread()
+            defer { leaveThread() }
             acceptLoop()
         }
         thread.name = "loopback-http-accept"
@@ -214,19 +219,36 @@ private final class ServerCore: Sendable {
     var openConnectionCount: Int { state.withLock { $0.connections.count } }
 
     func stop() {
-        let first = state.withLock { state -> Bool in
-            guard !state.stopping else { return false }
+        state.withLock { state in
+            guard !state.stopping else { return }
             state.stopping = true
             if !state.listenerClosed { shutdown(listener, Int32(SHUT_RDWR)) }
             for fd in state.connections.values { shutdown(fd, Int32(SHUT_RDWR)) }
             close(wakeWrite)
-            return true
         }
+        // A handler that stops the server (or drops its last reference) runs on a server thread, which would wait
+        // for itself: it returns now, and the next stop() from elsewhere waits and closes the rest.
+        guard !state.withLock({ $0.serverThreads.contains(pthread_self()) }) else { return }
         threads.wait()
-        if first { close(wakeRead) }
+        state.withLock { state in
+            guard !state.stopped else { return }
+            state.stopped = true
+            close(wakeRead)
+        }
     }
 
     // MARK: Threads
+
+    /// Notes the running thread as the server's; each thread's body starts with it.
+    private func enterThread() {
+        _ = state.withLock { $0.serverThreads.insert(pthread_self()) }
+    }
+
+    /// Forgets the running thread and lets ``stop()`` go on once it was the last.
+    private func leaveThread() {
+        _ = state.withLock { $0.serverThreads.remove(pthread_self()) }
+        threads.leave()
+    }
 
     private func acceptLoop() {
         while true {
@@ -258,7 +280,8 @@ private final class ServerCore: Sendable {
                 break
             }
             let thread = Thread { [self] in
-                defer { threads.leave() }
+                enterThread()
+                defer { leaveThread() }
                 serve(fd: fd, id: id)
             }
             thread.name = "loopback-http-\(id)"
