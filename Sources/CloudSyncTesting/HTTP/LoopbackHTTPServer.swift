@@ -1,0 +1,462 @@
+import Foundation
+import Glibc
+import Synchronization
+
+/// Why ``LoopbackHTTPServer`` could not start.
+public struct LoopbackHTTPServerError: Error, Sendable, Equatable, CustomStringConvertible {
+    /// The system call that failed.
+    public let call: String
+    /// Its `errno`.
+    public let code: Int32
+
+    /// `loopback server: bind failed: Address already in use`.
+    public var description: String { "loopback server: \(call) failed: \(String(cString: strerror(code)))" }
+}
+
+/// An HTTP/1.1 server on `127.0.0.1` and a port the system picks, for tests and emulators.
+///
+/// Routes map a method and path pattern to a handler; a ``HTTPFaultPlan`` makes chosen requests fail, wait, hang or
+/// break; every request is logged for tests to assert on. The accept loop and every connection run on threads of
+/// their own, never on the Swift concurrency pool. Keep-alive, `Content-Length` and chunked request bodies and
+/// `Expect: 100-continue` are supported; responses always carry `Content-Length`.
+///
+/// Call ``stop()`` when done; releasing the server stops it too.
+public final class LoopbackHTTPServer: Sendable {
+    /// The port the server listens on.
+    public let port: UInt16
+    private let core: ServerCore
+
+    /// Starts listening at once, with `routes` registered (more can be added with ``route(_:_:)``).
+    public init(routes: [(HTTPRoutePattern, HTTPHandler)] = []) throws(LoopbackHTTPServerError) {
+        core = try ServerCore()
+        port = core.port
+        for (pattern, handler) in routes { core.addRoute(pattern, handler) }
+        core.start()
+    }
+
+    deinit { core.stop() }
+
+    /// `http://127.0.0.1:PORT`, with no trailing slash.
+    public var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
+
+    /// The URL of `path` (which starts with `/` and may carry a query) on this server.
+    public func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
+
+    /// Registers `handler` for `pattern`; the first registered pattern that matches wins.
+    ///
+    /// `HEAD` requests use the `GET` route when no `HEAD` route matches, and get its headers without the body.
+    public func route(_ pattern: HTTPRoutePattern, _ handler: @escaping HTTPHandler) {
+        core.addRoute(pattern, handler)
+    }
+
+    /// The fault plan in force; setting one (even the same again) restarts every rule's call count and random source.
+    public var faultPlan: HTTPFaultPlan {
+        get { core.faultPlan }
+        set { core.setFaultPlan(newValue) }
+    }
+
+    /// Sets `plan`, restarting its rules' counts; applies from the next request to arrive.
+    public func setFaultPlan(_ plan: HTTPFaultPlan) { core.setFaultPlan(plan) }
+
+    /// Removes every fault rule; requests already hanging stay hung until their client or ``stop()`` ends them.
+    public func clearFaultPlan() { core.setFaultPlan(HTTPFaultPlan()) }
+
+    /// Every request since the log was last cleared, in arrival order.
+    public var requestLog: [HTTPLogEntry] { core.log }
+
+    /// Empties the request log (and so the counters).
+    public func clearLog() { core.clearLog() }
+
+    /// Requests, faults and statuses for `route` (nil: requests that matched no route) in the current log.
+    public func counters(for route: HTTPRoutePattern?) -> HTTPRouteCounters {
+        var counters = HTTPRouteCounters()
+        for entry in core.log where entry.route == route {
+            counters.requests += 1
+            if entry.answeredByFault { counters.faults += 1 }
+            if let status = entry.status { counters.statuses[status, default: 0] += 1 }
+        }
+        return counters
+    }
+
+    /// Connections open right now.
+    public var openConnectionCount: Int { core.openConnectionCount }
+
+    /// Stops accepting, closes every connection (hung ones included) and returns once every server thread has ended.
+    ///
+    /// The port is free again when it returns. Calling it again only waits. Called from a handler (on a server
+    /// thread), it shuts everything down, its own connection included, but cannot wait for its own thread, so it
+    /// returns at once.
+    public func stop() { core.stop() }
+}
+
+/// The server's state and threads; separate from ``LoopbackHTTPServer`` so that threads holding it do not keep the
+/// public object alive, and releasing that object can stop them.
+private final class ServerCore: Sendable {
+    struct Route {
+        let pattern: HTTPRoutePattern
+        let handler: HTTPHandler
+    }
+
+    struct RuleState {
+        var calls = 0
+        var random: SeededRandom?
+    }
+
+    struct State {
+        var routes: [Route] = []
+        var plan = HTTPFaultPlan()
+        var ruleStates: [RuleState] = []
+        var log: [HTTPLogEntry] = []
+        var nextSequence = 0
+        var connections: [Int: Int32] = [:]
+        var nextConnectionID = 1
+        var stopping = false
+        var listenerClosed = false
+        var stopped = false
+        /// `pthread_self()` of every running server thread, so ``stop()`` knows when it is called from one.
+        var serverThreads: Set<pthread_t> = []
+    }
+
+    /// What the rules and routes decided for one request.
+    struct Decision {
+        let sequence: Int
+        let handler: HTTPHandler?
+        let captures: [String: String]
+        let fault: HTTPFaultRule.Action?
+        let latencyMilliseconds: Int
+    }
+
+    let port: UInt16
+    private let listener: Int32
+    /// Poll on the read end to wait with a timeout that ``stop()`` cuts short by closing the write end.
+    private let wakeRead: Int32
+    private let wakeWrite: Int32
+    private let state = Mutex(State())
+    private let threads = DispatchGroup()
+
+    init() throws(LoopbackHTTPServerError) {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw LoopbackHTTPServerError(call: "socket", code: errno) }
+        var yes: Int32 = 1
+        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = 0
+        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
+            }
+        }
+        guard bound == 0 else {
+            let code = errno
+            close(fd)
+            throw LoopbackHTTPServerError(call: "bind", code: code)
+        }
+        guard listen(fd, 128) == 0 else {
+            let code = errno
+            close(fd)
+            throw LoopbackHTTPServerError(call: "listen", code: code)
+        }
+        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let named = withUnsafeMutablePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+        }
+        guard named == 0 else {
+            let code = errno
+            close(fd)
+            throw LoopbackHTTPServerError(call: "getsockname", code: code)
+        }
+        var pipeEnds: [Int32] = [0, 0]
+        guard pipe(&pipeEnds) == 0 else {
+            let code = errno
+            close(fd)
+            throw LoopbackHTTPServerError(call: "pipe", code: code)
+        }
+        // pipe2 and accept4 do not import (they need _GNU_SOURCE); set close-on-exec just after instead, so test
+        // processes started meanwhile rarely inherit them.
+        _ = fcntl(pipeEnds[0], F_SETFD, FD_CLOEXEC)
+        _ = fcntl(pipeEnds[1], F_SETFD, FD_CLOEXEC)
+        listener = fd
+        port = UInt16(bigEndian: address.sin_port)
+        wakeRead = pipeEnds[0]
+        wakeWrite = pipeEnds[1]
+    }
+
+    func start() {
+        threads.enter()
+        let thread = Thread { [self] in
+            enterThread()
+            defer { leaveThread() }
+            acceptLoop()
+        }
+        thread.name = "loopback-http-accept"
+        thread.start()
+    }
+
+    // MARK: Controls
+
+    func addRoute(_ pattern: HTTPRoutePattern, _ handler: @escaping HTTPHandler) {
+        state.withLock { $0.routes.append(Route(pattern: pattern, handler: handler)) }
+    }
+
+    var faultPlan: HTTPFaultPlan { state.withLock { $0.plan } }
+
+    func setFaultPlan(_ plan: HTTPFaultPlan) {
+        state.withLock { state in
+            state.plan = plan
+            state.ruleStates = plan.rules.map { rule in
+                if case .rate(_, let seed) = rule.trigger { return RuleState(random: SeededRandom(seed: seed)) }
+                return RuleState()
+            }
+        }
+    }
+
+    var log: [HTTPLogEntry] { state.withLock { $0.log } }
+
+    func clearLog() { state.withLock { $0.log.removeAll() } }
+
+    var openConnectionCount: Int { state.withLock { $0.connections.count } }
+
+    func stop() {
+        state.withLock { state in
+            guard !state.stopping else { return }
+            state.stopping = true
+            if !state.listenerClosed { shutdown(listener, Int32(SHUT_RDWR)) }
+            for fd in state.connections.values { shutdown(fd, Int32(SHUT_RDWR)) }
+            close(wakeWrite)
+        }
+        // A handler that stops the server (or drops its last reference) runs on a server thread, which would wait
+        // for itself: it returns now, and the next stop() from elsewhere waits and closes the rest.
+        guard !state.withLock({ $0.serverThreads.contains(pthread_self()) }) else { return }
+        threads.wait()
+        state.withLock { state in
+            guard !state.stopped else { return }
+            state.stopped = true
+            close(wakeRead)
+        }
+    }
+
+    // MARK: Threads
+
+    /// Notes the running thread as the server's; each thread's body starts with it.
+    private func enterThread() {
+        _ = state.withLock { $0.serverThreads.insert(pthread_self()) }
+    }
+
+    /// Forgets the running thread and lets ``stop()`` go on once it was the last.
+    private func leaveThread() {
+        _ = state.withLock { $0.serverThreads.remove(pthread_self()) }
+        threads.leave()
+    }
+
+    private func acceptLoop() {
+        while true {
+            let fd = accept(listener, nil, nil)
+            if fd < 0 {
+                let code = errno
+                if code == EINTR || code == ECONNABORTED { continue }
+                if state.withLock({ $0.stopping }) { break }
+                if code == EMFILE || code == ENFILE || code == ENOBUFS || code == ENOMEM {
+                    // Out of descriptors for now: wait a little (or for stop) instead of spinning.
+                    if waitForStop(milliseconds: 10) { break }
+                    continue
+                }
+                break
+            }
+            _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
+            var yes: Int32 = 1
+            setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &yes, socklen_t(MemoryLayout<Int32>.size))
+            let id = state.withLock { state -> Int? in
+                guard !state.stopping else { return nil }
+                let id = state.nextConnectionID
+                state.nextConnectionID += 1
+                state.connections[id] = fd
+                threads.enter()
+                return id
+            }
+            guard let id else {
+                close(fd)
+                break
+            }
+            let thread = Thread { [self] in
+                enterThread()
+                defer { leaveThread() }
+                serve(fd: fd, id: id)
+            }
+            thread.name = "loopback-http-\(id)"
+            thread.start()
+        }
+        state.withLock { state in
+            state.listenerClosed = true
+            close(listener)
+        }
+    }
+
+    /// Serves one connection until it closes, then closes it, resetting it when a fault asked for that.
+    ///
+    /// Closing under the lock keeps ``stop()`` from shutting down a descriptor number already reused.
+    private func serve(fd: Int32, id: Int) {
+        let connection = SocketConnection(fd: fd)
+        let ending = serveRequests(on: connection, id: id)
+        state.withLock { state in
+            state.connections[id] = nil
+            if ending == .reset {
+                var linger = linger(l_onoff: 1, l_linger: 0)
+                setsockopt(fd, SOL_SOCKET, SO_LINGER, &linger, socklen_t(MemoryLayout<linger>.size))
+            }
+            close(fd)
+        }
+    }
+
+    private enum Ending { case close, reset }
+
+    private func serveRequests(on connection: SocketConnection, id: Int) -> Ending {
+        while true {
+            let parsed: ParsedRequest
+            switch connection.readRequest() {
+            case .closed: return .close
+            case .malformed(let reason):
+                _ = connection.send(serialize(HTTPResponse.error(400, reason), head: false, keepAlive: false))
+                return .close
+            case .request(let request): parsed = request
+            }
+            let decision = decide(parsed, connectionID: id)
+            if decision.latencyMilliseconds > 0, waitForStop(milliseconds: decision.latencyMilliseconds) {
+                return .close
+            }
+            var request = parsed.request
+            request.connectionID = id
+            request.captures = decision.captures
+            let isHead = request.method == "HEAD"
+
+            var response: HTTPResponse
+            switch decision.fault {
+            case .hang?:
+                connection.drainUntilClosed()
+                return .close
+            case .status(let status)?:
+                response = .error(status, "injected fault: status \(status)")
+            case .tooManyRequests(let seconds)?:
+                response = .error(429, "injected fault: too many requests")
+                response.headers["Retry-After"] = String(seconds)
+            case .resetMidBody?:
+                response = decision.handler.map { $0(request) } ?? notFound(request)
+                if response.body.count < 2 { response.body = Data(repeating: UInt8(ascii: "x"), count: 1024) }
+                record(status: response.status, sequence: decision.sequence)
+                var bytes = serialize(response, head: true, keepAlive: true)
+                bytes.append(contentsOf: response.body.prefix(response.body.count / 2))
+                _ = connection.send(bytes)
+                return .reset
+            case .latency?, nil:
+                response = decision.handler.map { $0(request) } ?? notFound(request)
+            }
+            record(status: response.status, sequence: decision.sequence)
+            let keepAlive = parsed.keepAlive && !state.withLock { $0.stopping }
+            guard connection.send(serialize(response, head: isHead, keepAlive: keepAlive)), keepAlive else {
+                return .close
+            }
+        }
+    }
+
+    private func notFound(_ request: HTTPRequest) -> HTTPResponse {
+        .error(404, "no route", extra: ["method": request.method, "path": request.path])
+    }
+
+    /// Finds the route, runs the fault rules and logs the arrival, all in one critical section so rule counts follow
+    /// arrival order.
+    private func decide(_ parsed: ParsedRequest, connectionID: Int) -> Decision {
+        state.withLock { state in
+            let request = parsed.request
+            var matched: (Route, [String: String])?
+            for route in state.routes where route.pattern.method == request.method {
+                if let captures = route.pattern.match(path: request.path) {
+                    matched = (route, captures)
+                    break
+                }
+            }
+            if matched == nil, request.method == "HEAD" {
+                for route in state.routes where route.pattern.method == "GET" {
+                    if let captures = route.pattern.match(path: request.path) {
+                        matched = (route, captures)
+                        break
+                    }
+                }
+            }
+            let pattern = matched?.0.pattern
+
+            var latency = 0
+            var fault: HTTPFaultRule.Action?
+            for index in state.plan.rules.indices {
+                let rule = state.plan.rules[index]
+                if let route = rule.route, route != pattern { continue }
+                state.ruleStates[index].calls += 1
+                let call = state.ruleStates[index].calls
+                let fires: Bool
+                switch rule.trigger {
+                case .always: fires = true
+                case .calls(let calls): fires = calls.contains(call)
+                case .afterCalls(let count): fires = call > count
+                case .rate(let rate, _):
+                    fires = state.ruleStates[index].random!.nextUnit() < rate
+                }
+                guard fires else { continue }
+                if case .latency(let milliseconds) = rule.action {
+                    latency += milliseconds
+                } else if fault == nil {
+                    fault = rule.action
+                }
+            }
+
+            let sequence = state.nextSequence
+            state.nextSequence += 1
+            state.log.append(
+                HTTPLogEntry(
+                    sequence: sequence, connectionID: connectionID, method: request.method, path: request.path,
+                    queryItems: request.queryItems, headers: request.headers, bodySize: request.body.count,
+                    route: pattern, status: nil, fault: fault, latencyMilliseconds: latency))
+            return Decision(
+                sequence: sequence, handler: matched?.0.handler, captures: matched?.1 ?? [:], fault: fault,
+                latencyMilliseconds: latency)
+        }
+    }
+
+    /// Notes the status before it is sent, so a client that has its answer finds the log complete.
+    private func record(status: Int, sequence: Int) {
+        state.withLock { state in
+            if let index = state.log.lastIndex(where: { $0.sequence == sequence }) {
+                state.log[index].status = status
+            }
+        }
+    }
+
+    /// Waits `milliseconds`, or less when the server stops first; returns whether it stopped.
+    private func waitForStop(milliseconds: Int) -> Bool {
+        let deadline = ContinuousClock.now + .milliseconds(milliseconds)
+        while true {
+            let left = deadline - ContinuousClock.now
+            guard left > .zero else { return false }
+            var descriptor = pollfd(fd: wakeRead, events: Int16(POLLIN), revents: 0)
+            let (seconds, attoseconds) = left.components
+            let timeout = Int32(clamping: seconds * 1000 + attoseconds / 1_000_000_000_000_000 + 1)
+            let ready = poll(&descriptor, 1, timeout)
+            if ready > 0 { return true }
+        }
+    }
+}
+
+/// Status line and headers, and the body unless `head` (or a status that has none).
+private func serialize(_ response: HTTPResponse, head: Bool, keepAlive: Bool) -> [UInt8] {
+    var text = "HTTP/1.1 \(response.status) \(reasonPhrase(response.status))\r\n"
+    for field in response.headers
+    where field.name.lowercased() != "content-length" && field.name.lowercased() != "connection" {
+        text += "\(field.name): \(field.value)\r\n"
+    }
+    let bodiless = (100..<200).contains(response.status) || response.status == 204 || response.status == 304
+    if !bodiless { text += "Content-Length: \(response.body.count)\r\n" }
+    if !keepAlive { text += "Connection: close\r\n" }
+    text += "\r\n"
+    var bytes = Array(text.utf8)
+    if !head && !bodiless { bytes.append(contentsOf: response.body) }
+    return bytes
+}
