@@ -77,7 +77,7 @@ let package = Package(
                 "CloudSyncTesting",
                 "cloudsync",
             ]),
-        .testTarget(name: "CloudSyncTestingTests", dependencies: ["CloudSyncTesting"]),
+        .testTarget(name: "CloudSyncTestingTests", dependencies: ["CloudSyncHTTP", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncHTTPTests", dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncTesting"]),
         .testTarget(
             name: "CloudSyncPipelineTests",

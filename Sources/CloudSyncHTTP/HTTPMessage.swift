@@ -47,6 +47,11 @@ public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionar
         }
     }
 
+    /// Every value of `name`, in order.
+    public func values(for name: String) -> [String] {
+        fields.filter { $0.name.caseInsensitiveCompare(name) == .orderedSame }.map(\.value)
+    }
+
     /// Adds a field without removing others of the same name.
     public mutating func add(_ name: String, _ value: String) { fields.append((name: name, value: value)) }
 
@@ -111,7 +116,7 @@ public struct HTTPRequest: Sendable, CustomStringConvertible {
 }
 
 /// One HTTP answer.
-public struct HTTPResponse: Sendable, CustomStringConvertible {
+public struct HTTPResponse: Sendable, Equatable, CustomStringConvertible {
     /// The status code (200, 404, ...).
     public var status: Int
     /// The header fields.

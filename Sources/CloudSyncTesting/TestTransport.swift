@@ -59,10 +59,3 @@ public final class TestTransport: HTTPTransport {
         return response
     }
 }
-
-extension HTTPResponse {
-    /// An answer with a text body, for scripts.
-    public static func text(_ status: Int, _ body: String = "", headers: HTTPHeaders = [:]) -> HTTPResponse {
-        HTTPResponse(status: status, headers: headers, body: Data(body.utf8))
-    }
-}

@@ -1,59 +1,8 @@
+import CloudSyncHTTP
 import Foundation
 
-/// Header fields in the order they came or were added; names compare without regard to case.
-public struct HTTPHeaders: Sendable, Equatable, Sequence, ExpressibleByDictionaryLiteral {
-    /// One header line.
-    public struct Field: Sendable, Equatable {
-        /// The name as written (compared case-insensitively by ``HTTPHeaders``).
-        public var name: String
-        /// The value with surrounding white space removed.
-        public var value: String
-
-        /// A field named `name` with `value`.
-        public init(name: String, value: String) {
-            self.name = name
-            self.value = value
-        }
-    }
-
-    /// Every field, in order, repeated names included.
-    public private(set) var fields: [Field]
-
-    /// Headers holding `fields` in that order.
-    public init(_ fields: [Field] = []) {
-        self.fields = fields
-    }
-
-    /// Headers from name-value pairs, in the literal's order.
-    public init(dictionaryLiteral elements: (String, String)...) {
-        fields = elements.map { Field(name: $0.0, value: $0.1) }
-    }
-
-    /// The first value named `name` (any case); setting replaces every field of that name, nil removes them.
-    public subscript(name: String) -> String? {
-        get { fields.first { $0.name.caseInsensitiveCompare(name) == .orderedSame }?.value }
-        set {
-            fields.removeAll { $0.name.caseInsensitiveCompare(name) == .orderedSame }
-            if let newValue { fields.append(Field(name: name, value: newValue)) }
-        }
-    }
-
-    /// Every value named `name` (any case), in order.
-    public func values(for name: String) -> [String] {
-        fields.filter { $0.name.caseInsensitiveCompare(name) == .orderedSame }.map(\.value)
-    }
-
-    /// Appends a field, keeping any others of the same name.
-    public mutating func add(name: String, value: String) {
-        fields.append(Field(name: name, value: value))
-    }
-
-    /// Iterates the fields in order.
-    public func makeIterator() -> IndexingIterator<[Field]> { fields.makeIterator() }
-}
-
 /// A request as ``LoopbackHTTPServer`` received it, body read in full.
-public struct HTTPRequest: Sendable {
+public struct ReceivedRequest: Sendable {
     /// The method as sent (`GET`, `PUT`, ...).
     public var method: String
     /// The path as sent, without the query and still percent-encoded (route captures are decoded).
@@ -89,25 +38,14 @@ public struct HTTPRequest: Sendable {
     }
 }
 
-/// What a route handler answers; the server adds `Content-Length` (and `Connection: close` when it closes).
-public struct HTTPResponse: Sendable, Equatable {
-    /// The status code.
-    public var status: Int
-    /// Headers to send; a `Content-Length` here is replaced by the body's real length.
-    public var headers: HTTPHeaders
-    /// The body, sent whole (never for `HEAD`).
-    public var body: Data
-
-    /// A response with `status`, `headers` and `body`.
-    public init(status: Int = 200, headers: HTTPHeaders = [:], body: Data = Data()) {
-        self.status = status
-        self.headers = headers
-        self.body = body
-    }
-
-    /// A UTF-8 text response (`text/plain; charset=utf-8`).
-    public static func text(_ text: String, status: Int = 200) -> HTTPResponse {
-        HTTPResponse(status: status, headers: ["Content-Type": "text/plain; charset=utf-8"], body: Data(text.utf8))
+// A route handler answers with ``HTTPResponse`` from `CloudSyncHTTP`; the server adds `Content-Length` (replacing
+// any given) and `Connection: close` when it closes, and never sends a body to `HEAD`.
+extension HTTPResponse {
+    /// A UTF-8 text answer (`text/plain; charset=utf-8` unless `headers` name another type).
+    public static func text(_ status: Int, _ body: String = "", headers: HTTPHeaders = [:]) -> HTTPResponse {
+        var headers = headers
+        if headers["Content-Type"] == nil { headers["Content-Type"] = "text/plain; charset=utf-8" }
+        return HTTPResponse(status: status, headers: headers, body: Data(body.utf8))
     }
 
     /// A JSON response of `value`, keys sorted so bodies compare byte for byte.

@@ -1,3 +1,4 @@
+import CloudSyncHTTP
 import Foundation
 
 /// One request as ``LoopbackHTTPServer`` saw and answered it.

@@ -1,3 +1,4 @@
+import CloudSyncHTTP
 import Foundation
 
 /// A method and a path of literal segments and `{name}` captures, written `GET /drive/v3/files/{id}`.
@@ -133,4 +134,4 @@ public struct HTTPRoutePattern: Sendable, Hashable, Codable, CustomStringConvert
 }
 
 /// What answers a request: it runs on the connection's own thread, so it may block, but briefly.
-public typealias HTTPHandler = @Sendable (HTTPRequest) -> HTTPResponse
+public typealias HTTPHandler = @Sendable (ReceivedRequest) -> HTTPResponse

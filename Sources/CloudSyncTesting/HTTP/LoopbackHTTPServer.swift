@@ -1,3 +1,4 @@
+import CloudSyncHTTP
 import Foundation
 import Glibc
 import Synchronization
@@ -359,7 +360,7 @@ private final class ServerCore: Sendable {
         }
     }
 
-    private func notFound(_ request: HTTPRequest) -> HTTPResponse {
+    private func notFound(_ request: ReceivedRequest) -> HTTPResponse {
         .error(404, "no route", extra: ["method": request.method, "path": request.path])
     }
 

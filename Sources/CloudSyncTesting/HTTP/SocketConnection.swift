@@ -1,9 +1,10 @@
+import CloudSyncHTTP
 import Foundation
 import Glibc
 
 /// A request read off a connection, and whether the connection may carry another.
 struct ParsedRequest {
-    var request: HTTPRequest
+    var request: ReceivedRequest
     var keepAlive: Bool
 }
 
@@ -67,8 +68,8 @@ final class SocketConnection {
         for line in lines.dropFirst() where !line.isEmpty {
             guard let colon = line.firstIndex(of: ":") else { return .malformed("bad header line") }
             headers.add(
-                name: String(line[..<colon]),
-                value: line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
+                String(line[..<colon]),
+                line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
         }
         let method = String(requestLine[0])
         let target = requestLine[1]
@@ -106,7 +107,7 @@ final class SocketConnection {
             guard let bytes = read(count: length) else { return .closed }
             body = bytes
         }
-        let request = HTTPRequest(
+        let request = ReceivedRequest(
             method: method, path: String(path), queryItems: queryItems, headers: headers, body: Data(body))
         return .request(ParsedRequest(request: request, keepAlive: keepAlive))
     }
