@@ -14,6 +14,7 @@ let package = Package(
         .library(name: "CloudSyncCrypto", targets: ["CloudSyncCrypto"]),
         .library(name: "CloudSyncPipeline", targets: ["CloudSyncPipeline"]),
         .library(name: "CloudSyncHTTP", targets: ["CloudSyncHTTP"]),
+        .library(name: "CloudSyncHTTPServer", targets: ["CloudSyncHTTPServer"]),
         .library(name: "CloudSyncTesting", targets: ["CloudSyncTesting"]),
         .executable(name: "cloudsync", targets: ["cloudsync"]),
     ],
@@ -34,6 +35,10 @@ let package = Package(
         // HTTP for the REST providers: deadline -> retry -> auth -> transport (URLSession over libcurl); nothing above it
         // needs URLSession. FoundationNetworking comes with the toolchain's Foundation, so it is no package dependency.
         .target(name: "CloudSyncHTTP", dependencies: ["CloudSync"]),
+
+        // A loopback HTTP/1.1 server on POSIX sockets with routes and fault plans: the emulators and the tests serve
+        // from it, and `cloudsync login` receives its OAuth redirect on it.
+        .target(name: "CloudSyncHTTPServer", dependencies: ["CloudSyncHTTP"]),
 
         // Encryption at rest: the libsodium envelope codec and its key sources.
         .target(name: "CloudSyncCrypto", dependencies: ["CloudSync", "CloudSyncSodium"]),
@@ -63,8 +68,9 @@ let package = Package(
                 "CloudSyncTesting",
             ]),
 
-        // Test support shipped as a normal target: temporary directories, and later test doubles and emulators.
-        .target(name: "CloudSyncTesting", dependencies: ["CloudSync", "CloudSyncHTTP"]),
+        // Test support shipped as a normal target: temporary directories, test doubles, a test transport; re-exports the
+        // loopback server.
+        .target(name: "CloudSyncTesting", dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncHTTPServer"]),
 
         .testTarget(name: "CloudSyncSQLiteTests", dependencies: ["CloudSyncSQLite", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncSodiumTests", dependencies: ["CloudSyncSodium", "CloudSyncTesting"]),

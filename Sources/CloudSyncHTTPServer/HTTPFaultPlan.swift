@@ -1,4 +1,5 @@
 import CloudSyncHTTP
+
 /// Misbehaviour for ``LoopbackHTTPServer`` to show, as rules tried in order on every request.
 ///
 /// It is a plain value and reads from JSON, so an emulator can load it from a file:
