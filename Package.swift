@@ -15,8 +15,11 @@ let package = Package(
         .library(name: "CloudSyncPipeline", targets: ["CloudSyncPipeline"]),
         .library(name: "CloudSyncHTTP", targets: ["CloudSyncHTTP"]),
         .library(name: "CloudSyncHTTPServer", targets: ["CloudSyncHTTPServer"]),
+        .library(name: "CloudSyncAuth", targets: ["CloudSyncAuth"]),
+        .library(name: "CloudSyncEmulator", targets: ["CloudSyncEmulator"]),
         .library(name: "CloudSyncTesting", targets: ["CloudSyncTesting"]),
         .executable(name: "cloudsync", targets: ["cloudsync"]),
+        .executable(name: "cloudsync-emulator", targets: ["cloudsync-emulator"]),
     ],
     targets: [
         // C libraries, found with pkg-config and installed from Debian's packages.
@@ -39,6 +42,19 @@ let package = Package(
         // A loopback HTTP/1.1 server on POSIX sockets with routes and fault plans: the emulators and the tests serve
         // from it, and `cloudsync login` receives its OAuth redirect on it.
         .target(name: "CloudSyncHTTPServer", dependencies: ["CloudSyncHTTP"]),
+
+        // Sign-in flows (OAuth 2.0 for installed apps with PKCE, CloudKit's web sign-in) and the authenticators that
+        // use what they yield; the remote providers plug their factories' sign-in into these.
+        .target(
+            name: "CloudSyncAuth",
+            dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncHTTPServer", "CloudSyncSodium"]),
+
+        // The Google and CloudKit emulators `cloudsync-emulator` serves (and the tests start in-process): one loopback
+        // server, a service per emulated cloud, state saved as JSON, fault plans from a file.
+        .target(
+            name: "CloudSyncEmulator",
+            dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncHTTPServer", "CloudSyncSodium", "CloudSyncYAML"]),
+        .executableTarget(name: "cloudsync-emulator", dependencies: ["CloudSyncEmulator"]),
 
         // Encryption at rest: the libsodium envelope codec and its key sources.
         .target(name: "CloudSyncCrypto", dependencies: ["CloudSync", "CloudSyncSodium"]),
@@ -69,8 +85,10 @@ let package = Package(
             ]),
 
         // Test support shipped as a normal target: temporary directories, test doubles, a test transport; re-exports the
-        // loopback server.
-        .target(name: "CloudSyncTesting", dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncHTTPServer"]),
+        // loopback server and the emulators.
+        .target(
+            name: "CloudSyncTesting",
+            dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncHTTPServer", "CloudSyncEmulator"]),
 
         .testTarget(name: "CloudSyncSQLiteTests", dependencies: ["CloudSyncSQLite", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncSodiumTests", dependencies: ["CloudSyncSodium", "CloudSyncTesting"]),
@@ -79,12 +97,18 @@ let package = Package(
         .testTarget(
             name: "CloudSyncCLITests",
             dependencies: [
-                "CloudSync", "CloudSyncCLI", "CloudSyncLocal", "CloudSyncPipeline", "CloudSyncSQLite",
+                "CloudSync", "CloudSyncAuth", "CloudSyncCLI", "CloudSyncLocal", "CloudSyncPipeline", "CloudSyncSQLite",
                 "CloudSyncTesting",
                 "cloudsync",
             ]),
         .testTarget(name: "CloudSyncTestingTests", dependencies: ["CloudSyncHTTP", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncHTTPTests", dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncTesting"]),
+        .testTarget(
+            name: "CloudSyncAuthTests",
+            dependencies: ["CloudSync", "CloudSyncAuth", "CloudSyncHTTP", "CloudSyncTesting"]),
+        .testTarget(
+            name: "CloudSyncEmulatorTests",
+            dependencies: ["CloudSync", "CloudSyncAuth", "CloudSyncHTTP", "CloudSyncTesting", "cloudsync-emulator"]),
         .testTarget(
             name: "CloudSyncPipelineTests",
             dependencies: ["CloudSync", "CloudSyncPipeline", "CloudSyncSQLite", "CloudSyncTesting"]),

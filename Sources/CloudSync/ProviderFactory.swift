@@ -128,6 +128,10 @@ public protocol ProviderFactory: Sendable {
     /// Linux); nil when it can. Validation and plans say so.
     var unavailableHere: String? { get }
 
+    /// The interactive sign-in a provider with this configuration needs once (`cloudsync login`), or nil when the
+    /// type needs none. It must have no side effects: it runs only when asked.
+    func signIn(for configuration: Configuration) -> (any ProviderSignIn)?
+
     /// Makes the provider: the first step with side effects (opening files, connections).
     ///
     /// With ``ProviderContext/readOnly`` the provider must change nothing where it stores data, and a provider whose
@@ -138,6 +142,9 @@ public protocol ProviderFactory: Sendable {
 extension ProviderFactory {
     /// Most provider types can serve on this platform.
     public var unavailableHere: String? { nil }
+
+    /// Most provider types need no sign-in: local storage, or credentials given in full in the pipeline file.
+    public func signIn(for configuration: Configuration) -> (any ProviderSignIn)? { nil }
 }
 
 /// A provider type's configuration, checked and ready to make providers, its concrete type erased.
@@ -146,11 +153,14 @@ public struct ConfiguredProvider: Sendable {
     public let type: String
     /// What the provider can do.
     public let capabilities: ProviderCapabilities
+    /// The one-time interactive sign-in it needs (`cloudsync login`); nil when it needs none.
+    public let signIn: (any ProviderSignIn)?
     private let maker: @Sendable (ProviderContext) throws -> any Provider
 
     init<Factory: ProviderFactory>(_ factory: Factory, _ configuration: Factory.Configuration) {
         type = factory.type
         capabilities = factory.capabilities(of: configuration)
+        signIn = factory.signIn(for: configuration)
         maker = { context in try factory.make(configuration, context: context) }
     }
 

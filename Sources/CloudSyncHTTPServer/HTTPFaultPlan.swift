@@ -117,12 +117,27 @@ public struct HTTPFaultRule: Sendable, Equatable, Codable {
         HTTPFaultRule(route: route, trigger: .afterCalls(calls), action: .status(401))
     }
 
-    private enum CodingKeys: String, CodingKey {
+    private enum CodingKeys: String, CodingKey, CaseIterable {
         case route, calls, rate, seed, afterCalls, status, retryAfterSeconds, latencyMs, hang, resetMidBody
     }
 
-    /// Reads the flat JSON form shown on ``HTTPFaultPlan``; refuses a rule with no action or two.
+    /// Any field name, so a misspelt one is refused instead of ignored.
+    private struct AnyKey: CodingKey {
+        let stringValue: String
+        var intValue: Int? { nil }
+        init(stringValue: String) { self.stringValue = stringValue }
+        init?(intValue: Int) { nil }
+    }
+
+    /// Reads the flat JSON form shown on ``HTTPFaultPlan``; refuses an unknown field, and a rule with no action or two.
     public init(from decoder: any Decoder) throws {
+        let every = try decoder.container(keyedBy: AnyKey.self)
+        if let unknown = every.allKeys.first(where: { CodingKeys(stringValue: $0.stringValue) == nil }) {
+            let known = CodingKeys.allCases.map(\.rawValue).joined(separator: ", ")
+            throw DecodingError.dataCorruptedError(
+                forKey: unknown, in: every,
+                debugDescription: "unknown field '\(unknown.stringValue)'; a rule takes \(known)")
+        }
         let container = try decoder.container(keyedBy: CodingKeys.self)
         route = try container.decodeIfPresent(HTTPRoutePattern.self, forKey: .route)
 

@@ -14,7 +14,7 @@ public struct LoopbackHTTPServerError: Error, Sendable, Equatable, CustomStringC
     public var description: String { "loopback server: \(call) failed: \(String(cString: strerror(code)))" }
 }
 
-/// An HTTP/1.1 server on `127.0.0.1` and a port the system picks, for tests and emulators.
+/// An HTTP/1.1 server on `127.0.0.1` and a port the system picks (or a given one), for tests and emulators.
 ///
 /// Routes map a method and path pattern to a handler; a ``HTTPFaultPlan`` makes chosen requests fail, wait, hang or
 /// break; every request is logged for tests to assert on. The accept loop and every connection run on threads of
@@ -27,10 +27,11 @@ public final class LoopbackHTTPServer: Sendable {
     public let port: UInt16
     private let core: ServerCore
 
-    /// Starts listening at once, with `routes` registered (more can be added with ``route(_:_:)``).
-    public init(routes: [(HTTPRoutePattern, HTTPHandler)] = []) throws(LoopbackHTTPServerError) {
-        core = try ServerCore()
-        port = core.port
+    /// Starts listening at once on `port` (0: one the system picks), with `routes` registered (more can be added with
+    /// ``route(_:_:)``).
+    public init(port: UInt16 = 0, routes: [(HTTPRoutePattern, HTTPHandler)] = []) throws(LoopbackHTTPServerError) {
+        core = try ServerCore(port: port)
+        self.port = core.port
         for (pattern, handler) in routes { core.addRoute(pattern, handler) }
         core.start()
     }
@@ -135,14 +136,14 @@ private final class ServerCore: Sendable {
     private let state = Mutex(State())
     private let threads = DispatchGroup()
 
-    init() throws(LoopbackHTTPServerError) {
+    init(port requested: UInt16) throws(LoopbackHTTPServerError) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw LoopbackHTTPServerError(call: "socket", code: errno) }
         var yes: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
-        address.sin_port = 0
+        address.sin_port = requested.bigEndian
         address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {

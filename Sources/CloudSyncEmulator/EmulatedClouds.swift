@@ -1,0 +1,86 @@
+import CloudSync
+import CloudSyncHTTPServer
+import Foundation
+
+/// Google Drive as `cloudsync-emulator --drive` serves it: for now its OAuth 2.0 endpoints (``oauth``); the Drive
+/// v3 files API joins it here, checking bearer tokens with ``GoogleOAuthEmulator/authorize(_:scope:)``.
+///
+/// Its data file holds `{"oauth": ...}`; a part added later adds its own key, optional so older files still load.
+public final class DriveEmulator: EmulatorService {
+    /// The OAuth 2.0 endpoints and the tokens they issued.
+    public let oauth: GoogleOAuthEmulator
+
+    /// Drive over `oauth`.
+    public init(oauth: GoogleOAuthEmulator = GoogleOAuthEmulator()) {
+        self.oauth = oauth
+    }
+
+    public var name: String { "drive" }
+
+    public func register(on server: LoopbackHTTPServer) {
+        oauth.register(on: server)
+    }
+
+    /// `endpoint` (the API base, as the pipeline's `endpoint`), `tokenEndpoint`, `authEndpoint`, `revokeEndpoint`,
+    /// and the emulator's test client: `clientId`, `clientSecret`.
+    public func urls(baseURL: URL) -> [String: String] { oauth.urls(baseURL: baseURL) }
+
+    private struct Saved: Codable {
+        var oauth: GoogleOAuthEmulator.SavedState?
+    }
+
+    public func savedState() throws -> Data {
+        try JSONEncoder.emulatorState.encode(Saved(oauth: oauth.savedState))
+    }
+
+    public func restoreState(from data: Data) throws {
+        let saved = try JSONDecoder().decode(Saved.self, from: data)
+        oauth.restore(saved.oauth ?? GoogleOAuthEmulator.SavedState())
+    }
+}
+
+/// CloudKit Web Services as `cloudsync-emulator --cloudkit` serves it: for now its user authentication
+/// (``webAuth``); the zones and records API joins it here, checking each call with
+/// ``CloudKitWebAuthEmulator/check(_:container:environment:requiresUser:)`` and rotating the token on every answer.
+///
+/// Its data file holds `{"webAuth": ...}`; a part added later adds its own key, optional so older files still load.
+public final class CloudKitEmulator: EmulatorService {
+    /// API tokens, the sign-in page, web auth tokens and `users/caller`.
+    public let webAuth: CloudKitWebAuthEmulator
+
+    /// CloudKit over `webAuth`.
+    public init(webAuth: CloudKitWebAuthEmulator = CloudKitWebAuthEmulator()) {
+        self.webAuth = webAuth
+    }
+
+    public var name: String { "cloudkit" }
+
+    public func register(on server: LoopbackHTTPServer) {
+        webAuth.register(on: server)
+    }
+
+    /// `endpoint` (as the pipeline's `endpoint`) and the emulator's test `apiToken`.
+    public func urls(baseURL: URL) -> [String: String] { webAuth.urls(baseURL: baseURL) }
+
+    private struct Saved: Codable {
+        var webAuth: CloudKitWebAuthEmulator.SavedState?
+    }
+
+    public func savedState() throws -> Data {
+        try JSONEncoder.emulatorState.encode(Saved(webAuth: webAuth.savedState))
+    }
+
+    public func restoreState(from data: Data) throws {
+        let saved = try JSONDecoder().decode(Saved.self, from: data)
+        webAuth.restore(saved.webAuth ?? CloudKitWebAuthEmulator.SavedState())
+    }
+}
+
+extension JSONEncoder {
+    /// Data files: sorted and indented, so they diff and read well.
+    static var emulatorState: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return encoder
+    }
+}

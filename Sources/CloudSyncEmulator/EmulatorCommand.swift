@@ -1,0 +1,178 @@
+import CloudSync
+import CloudSyncHTTPServer
+import Dispatch
+import Foundation
+
+/// What `cloudsync-emulator`'s command line asks for.
+public struct EmulatorOptions: Sendable, Equatable {
+    /// Serve Google Drive (its OAuth endpoints).
+    public var drive = false
+    /// Serve CloudKit (its web sign-in).
+    public var cloudkit = false
+    /// The port on 127.0.0.1; 0 picks a free one.
+    public var port: UInt16 = 0
+    /// Where state is kept across restarts; nil keeps it in memory.
+    public var dataDirectory: String?
+    /// A YAML or JSON fault plan to apply from the start.
+    public var faultsFile: String?
+
+    /// Nothing chosen: both clouds, a free port, memory only.
+    public init() {}
+}
+
+/// A command line `cloudsync-emulator` refuses; it prints the message and the usage, and exits 64.
+public struct EmulatorUsageError: Error, Sendable, Equatable {
+    /// What is wrong.
+    public let message: String
+}
+
+/// `cloudsync-emulator`: parses the command line, starts the chosen emulators on one loopback server, prints their
+/// URLs as one JSON line, and serves until SIGINT or SIGTERM, saving state on the way out.
+public enum EmulatorCommand {
+    /// The usage line.
+    public static let usage = "cloudsync-emulator [--drive] [--cloudkit] [--port N] [--data DIR] [--faults FILE]"
+
+    /// `--help`'s text.
+    public static let help = """
+        OVERVIEW: Serve the Google Drive and CloudKit emulators on 127.0.0.1, for running CloudSync's cloud pipelines
+        and tests without an account.
+
+        USAGE: \(usage)
+
+        OPTIONS:
+          --drive           Serve Google Drive: OAuth 2.0 endpoints with an approval that needs no person.
+          --cloudkit        Serve CloudKit Web Services: API token, web sign-in with no person, rotating tokens.
+                            (Neither flag: both.)
+          --port N          Listen on 127.0.0.1:N (default: a free port).
+          --data DIR        Keep state in DIR (created 0700; one JSON file per service, 0600), read at start and
+                            saved on SIGINT/SIGTERM, so sign-ins survive a restart (default: memory only).
+          --faults FILE     Apply the fault plan in FILE (YAML or JSON: {"rules": [...]}) to every request.
+          -h, --help        Show this help and exit.
+
+        On start it prints one JSON line on standard output with each service's URLs and test credentials, e.g.
+        {"cloudkit":{"apiToken":...,"endpoint":...},"drive":{"authEndpoint":...,"clientId":...,...}}
+
+        EXIT CODES:
+          0    stopped by SIGINT or SIGTERM, state saved
+          1    could not start (port in use, unreadable data), or could not save
+          64   the command line or the fault plan was wrong
+
+        """
+
+    /// The options `arguments` (without the program name) ask for; nil when they ask for help.
+    public static func parse(_ arguments: [String]) throws(EmulatorUsageError) -> EmulatorOptions? {
+        var options = EmulatorOptions()
+        var rest = arguments[...]
+        func value(_ name: String, inline: String?) throws(EmulatorUsageError) -> String {
+            if let inline { return inline }
+            guard let next = rest.popFirst(), !next.hasPrefix("--") else {
+                throw EmulatorUsageError(message: "\(name) needs a value")
+            }
+            return next
+        }
+        while let argument = rest.popFirst() {
+            let parts = argument.split(separator: "=", maxSplits: 1).map(String.init)
+            let name = parts[0]
+            let inline = parts.count > 1 ? parts[1] : nil
+            switch name {
+            case "-h", "--help": return nil
+            case "--drive", "--cloudkit":
+                guard inline == nil else { throw EmulatorUsageError(message: "\(name) takes no value") }
+                if name == "--drive" { options.drive = true } else { options.cloudkit = true }
+            case "--port":
+                let text = try value(name, inline: inline)
+                guard let port = UInt16(text) else {
+                    throw EmulatorUsageError(message: "--port needs a port number from 0 to 65535; found '\(text)'")
+                }
+                options.port = port
+            case "--data": options.dataDirectory = try value(name, inline: inline)
+            case "--faults": options.faultsFile = try value(name, inline: inline)
+            default:
+                throw EmulatorUsageError(
+                    message: argument.hasPrefix("-")
+                        ? "unknown option '\(argument)'" : "unexpected argument '\(argument)'")
+            }
+        }
+        if !options.drive && !options.cloudkit {
+            options.drive = true
+            options.cloudkit = true
+        }
+        return options
+    }
+
+    /// Starts what `options` ask for; the caller stops it.
+    ///
+    /// Throws ``EmulatorUsageError`` for a fault plan that cannot be read, ``EmulatorError`` for anything else.
+    public static func start(_ options: EmulatorOptions, clock: any StoreClock = SystemClock()) throws
+        -> EmulatorServer
+    {
+        var plan = HTTPFaultPlan()
+        if let file = options.faultsFile {
+            do throws(EmulatorError) {
+                plan = try FaultPlanFile.load(path: file)
+            } catch {
+                throw EmulatorUsageError(message: error.message)
+            }
+        }
+        var services: [any EmulatorService] = []
+        if options.drive { services.append(DriveEmulator(oauth: GoogleOAuthEmulator(clock: clock))) }
+        if options.cloudkit { services.append(CloudKitEmulator(webAuth: CloudKitWebAuthEmulator(clock: clock))) }
+        return try EmulatorServer(
+            services: services, port: options.port, dataDirectory: options.dataDirectory, faultPlan: plan)
+    }
+
+    /// Runs the command with `arguments` (without the program name) and exits: serves until SIGINT or SIGTERM.
+    public static func main(_ arguments: [String]) -> Never {
+        let options: EmulatorOptions
+        do {
+            guard let parsed = try parse(arguments) else {
+                write(help, to: .standardOutput)
+                exit(0)
+            }
+            options = parsed
+        } catch {
+            write("Error: \(error.message)\nUsage: \(usage)\n  See 'cloudsync-emulator --help'.\n", to: .standardError)
+            exit(64)
+        }
+        let emulator: EmulatorServer
+        do {
+            emulator = try start(options)
+        } catch let error as EmulatorUsageError {
+            write("Error: \(error.message)\n", to: .standardError)
+            exit(64)
+        } catch {
+            write("Error: \(error)\n", to: .standardError)
+            exit(1)
+        }
+        let stopping = DispatchQueue(label: "cloudsync-emulator.signals")
+        var sources: [DispatchSourceSignal] = []
+        for number in [SIGINT, SIGTERM] {
+            signal(number, SIG_IGN)
+            let source = DispatchSource.makeSignalSource(signal: number, queue: stopping)
+            source.setEventHandler {
+                do {
+                    try emulator.stop()
+                } catch {
+                    write("Error: \(error)\n", to: .standardError)
+                    exit(1)
+                }
+                let saved = emulator.dataDirectory.map { "; state saved in \($0)" } ?? ""
+                write("cloudsync-emulator: stopped\(saved)\n", to: .standardError)
+                exit(0)
+            }
+            source.resume()
+            sources.append(source)
+        }
+        write(emulator.startLine + "\n", to: .standardOutput)
+        let names = emulator.services.map(\.name).joined(separator: " and ")
+        write(
+            "cloudsync-emulator: serving \(names) on \(emulator.baseURL.absoluteString)"
+                + (emulator.dataDirectory.map { ", state in \($0)" } ?? ", state in memory")
+                + "; stop with Ctrl-C\n", to: .standardError)
+        withExtendedLifetime(sources) { dispatchMain() }
+    }
+
+    private static func write(_ text: String, to handle: FileHandle) {
+        handle.write(Data(text.utf8))
+    }
+}

@@ -1,0 +1,4 @@
+import CloudSyncEmulator
+import Foundation
+
+EmulatorCommand.main(Array(CommandLine.arguments.dropFirst()))
