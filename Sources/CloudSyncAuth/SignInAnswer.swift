@@ -103,8 +103,8 @@ final class SignInAnswer<Answer: Sendable>: Sendable {
 
     deinit { server?.stop() }
 
-    /// Stops the listener (the paste reader stops at its next line).
-    func stop() { server?.stop() }
+    /// Stops the listener once the browser has its page (the paste reader stops at its next line).
+    func stop() { server?.stop(afterAnswering: .seconds(2)) }
 
     private var isDecided: Bool { state.withLock { $0.result != nil } }
 

@@ -11,20 +11,27 @@ public struct CommandLineTool {
     /// Where text goes: called with each piece of output, newlines included, in order.
     public typealias Writer = @Sendable (String) -> Void
 
+    /// Reads one line a person typed, without its newline; nil at the end of the input.
+    public typealias Reader = @Sendable () -> String?
+
     let standardOutput: Writer
     let standardError: Writer
+    let standardInput: Reader
     let environment: [String: String]
     let registry: ProviderRegistry
 
-    /// A command writing machine output to `standardOutput` and messages to `standardError`, reading variables from
-    /// `environment` (for `${env:...}`, key sources and `NO_COLOR`) and provider types from `registry`.
+    /// A command writing machine output to `standardOutput` and messages to `standardError`, reading what a person
+    /// pastes (`login --no-browser`) from `standardInput`, variables from `environment` (for `${env:...}`, key
+    /// sources and `NO_COLOR`) and provider types from `registry`.
     public init(
         standardOutput: @escaping Writer, standardError: @escaping Writer,
+        standardInput: @escaping Reader = { readLine(strippingNewline: true) },
         environment: [String: String] = ProcessInfo.processInfo.environment,
         registry: ProviderRegistry = BuiltInProviders.registry
     ) {
         self.standardOutput = standardOutput
         self.standardError = standardError
+        self.standardInput = standardInput
         self.environment = environment
         self.registry = registry
     }
@@ -53,7 +60,7 @@ public struct CommandLineTool {
         text += "EXIT CODES:\n"
         text += [
             (ExitCode.success, "success"),
-            (.failure, "a job finished with failed keys, or a quota warning under failOnWarning"),
+            (.failure, "a job finished with failed keys, a quota warning under failOnWarning, or a sign-in failed"),
             (.jobError, "a job could not run (a provider unavailable for it, a refused clear, unreadable state)"),
             (.queued, "every job succeeded but writes wait in the outbox for a provider that could not take them"),
             (.usage, "the command line or a pipeline file was wrong; nothing was done"),
@@ -125,6 +132,8 @@ public struct CommandLineTool {
         case ["outbox", "flush"]: return await outboxFlush(parsed)
         case ["outbox", "discard"]: return await outboxDiscard(parsed)
         case ["history"]: return history(parsed)
+        case ["login"]: return await login(parsed)
+        case ["logout"]: return logout(parsed)
         case ["plan"]: return plan(parsed)
         case ["keygen"]: return keygen(parsed)
         case ["completions"]:

@@ -127,6 +127,48 @@ enum Commands {
             (.usage, "the command line or the pipeline file was wrong"),
         ])
 
+    static let login = CommandSpec(
+        path: ["login"],
+        abstract: "Sign a provider in once, in a browser, and keep the credentials in the pipeline's state database.",
+        discussion: """
+            Runs the provider type's sign-in (Google: OAuth 2.0 with PKCE and a redirect to 127.0.0.1; CloudKit: \
+            the Apple ID sign-in, its web auth token delivered to a loopback callback or pasted). It prints the \
+            address to open on standard error and opens nothing itself. What it yields (a refresh token, a web auth \
+            token) goes to <state>/state.db (mode 0600), encrypted with the pipeline's codec when it has one, where \
+            the provider finds it on every later run; it is never printed.
+            """,
+        arguments: [file],
+        options: [
+            .option(
+                "provider", value: "ID", required: true,
+                help: "The provider to sign in, by its id in the pipeline file."),
+            .flag(
+                "no-browser",
+                help: "No browser here: open the address elsewhere, then paste back the address it led to."),
+        ],
+        exitCodes: [
+            (.success, "signed in; the credentials are in the state database"),
+            (.failure, "the sign-in failed, was refused or timed out; nothing was stored"),
+            (.jobError, "the credentials could not be stored: the state directory could not be written"),
+            (.usage, "an unknown provider, one that needs no sign-in, or a wrong command line or pipeline file"),
+            (.locked, "a run of the pipeline is in progress; sign in when it has finished"),
+        ])
+
+    static let logout = CommandSpec(
+        path: ["logout"], abstract: "Forget the credentials `login` kept for a provider.",
+        arguments: [file],
+        options: [
+            .option(
+                "provider", value: "ID", required: true,
+                help: "The provider to sign out, by its id in the pipeline file.")
+        ],
+        exitCodes: [
+            (.success, "the credentials were forgotten (or none were kept)"),
+            (.jobError, "the pipeline's state could not be changed"),
+            (.usage, "an unknown provider, one that needs no sign-in, or a wrong command line or pipeline file"),
+            (.locked, "a run of the pipeline is in progress"),
+        ])
+
     static let keygen = CommandSpec(
         path: ["keygen"], abstract: "Write a new 32-byte key file (mode 0600; never overwrites).",
         options: [.option("out", value: "FILE", required: true, help: "Where to write the key; must not exist.")],
@@ -155,7 +197,7 @@ enum Commands {
         exitCodes: [(.success, "the help was printed"), (.usage, "no such subcommand")])
 
     /// Every subcommand, in the order help lists them.
-    static let all = [run, validate, plan, schema, outbox, history, keygen, completions, help]
+    static let all = [run, validate, plan, schema, outbox, history, login, logout, keygen, completions, help]
 
     /// The command that `words` name (`["outbox", "list"]`), or the error saying which word is unknown.
     static func find(_ words: [String]) throws(UsageError) -> CommandSpec {

@@ -89,6 +89,15 @@ public final class LoopbackHTTPServer: Sendable {
     /// thread), it shuts everything down, its own connection included, but cannot wait for its own thread, so it
     /// returns at once.
     public func stop() { core.stop() }
+
+    /// Lets the requests being answered get their answers (waiting at most `limit`), then stops as ``stop()`` does.
+    ///
+    /// A one-shot listener uses it to tell the browser how the sign-in went before it goes away.
+    public func stop(afterAnswering limit: Duration) {
+        let deadline = ContinuousClock.now + limit
+        while core.answeringCount > 0, ContinuousClock.now < deadline { usleep(1000) }
+        core.stop()
+    }
 }
 
 /// The server's state and threads; separate from ``LoopbackHTTPServer`` so that threads holding it do not keep the
@@ -115,6 +124,8 @@ private final class ServerCore: Sendable {
         var stopping = false
         var listenerClosed = false
         var stopped = false
+        /// Requests being answered: arrived and logged, their answer not yet sent.
+        var answering = 0
         /// `pthread_self()` of every running server thread, so ``stop()`` knows when it is called from one.
         var serverThreads: Set<pthread_t> = []
     }
@@ -220,6 +231,8 @@ private final class ServerCore: Sendable {
 
     var openConnectionCount: Int { state.withLock { $0.connections.count } }
 
+    var answeringCount: Int { state.withLock { $0.answering } }
+
     func stop() {
         state.withLock { state in
             guard !state.stopping else { return }
@@ -324,6 +337,7 @@ private final class ServerCore: Sendable {
             case .request(let request): parsed = request
             }
             let decision = decide(parsed, connectionID: id)
+            defer { state.withLock { $0.answering -= 1 } }
             if decision.latencyMilliseconds > 0, waitForStop(milliseconds: decision.latencyMilliseconds) {
                 return .close
             }
@@ -412,6 +426,7 @@ private final class ServerCore: Sendable {
 
             let sequence = state.nextSequence
             state.nextSequence += 1
+            state.answering += 1
             state.log.append(
                 HTTPLogEntry(
                     sequence: sequence, connectionID: connectionID, method: request.method, path: request.path,

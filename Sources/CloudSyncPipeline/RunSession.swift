@@ -71,12 +71,7 @@ public final class RunSession: Sendable {
         var keepLock = false
         defer { if !keepLock { lock?.release() } }
 
-        // Provider values are encrypted with the store's codec, else the first the file declares.
-        let stateCodec =
-            spec.store.codec.flatMap { compiled.codecs[$0] }
-            ?? spec.codecs.first.flatMap {
-                compiled.codecs[$0.id]
-            }
+        let stateCodec = compiled.stateCodec
         let statePath = spec.state + "/state.db"
         let stateDatabase: StateDatabase?
         do {

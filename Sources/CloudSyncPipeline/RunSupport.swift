@@ -43,6 +43,14 @@ struct RunLock {
     }
 
     func release() { unlink(path) }
+
+    /// The live process holding the lock in `directory`, if one does; a lock whose process is gone holds nothing.
+    static func holder(in directory: String) -> Int32? {
+        let text = (try? String(contentsOfFile: directory + "/run.lock", encoding: .utf8))?.trimmingCharacters(
+            in: .whitespacesAndNewlines)
+        guard let pid = text.flatMap({ Int32($0) }), pid > 0, kill(pid, 0) == 0 || errno == EPERM else { return nil }
+        return pid
+    }
 }
 
 /// Raised when the run's task is cancelled; jobs look at it between batches.

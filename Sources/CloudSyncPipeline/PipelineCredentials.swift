@@ -1,0 +1,86 @@
+import CloudSync
+import CloudSyncLocal
+import Foundation
+
+/// Keeps what `cloudsync login` yields in a pipeline's state database, where the provider finds it in its
+/// ``ProviderState`` on every later run, and forgets it for `cloudsync logout`.
+///
+/// Each change takes the pipeline's lock for as long as it writes (never while a person signs in), so it never
+/// lands in the middle of a run; the values are encrypted with the pipeline's state codec, as every provider value.
+public enum PipelineCredentials {
+    /// The process holding the pipeline's lock (a run, an outbox flush), if one does.
+    public static func lockHolder(of compiled: CompiledPipeline) -> Int32? {
+        RunLock.holder(in: compiled.spec.state)
+    }
+
+    /// Keeps `credentials` for `provider` in the state database (created, 0600, in a 0700 state directory, when
+    /// missing), replacing what was kept; returns the database's path.
+    ///
+    /// Throws ``RunRefusal/locked(pid:lockFile:)`` while another command holds the pipeline, and
+    /// ``RunRefusal/cannotStart(_:)`` when the state cannot be written.
+    @discardableResult
+    public static func store(
+        _ credentials: [StoredCredential: String], for provider: String, in compiled: CompiledPipeline
+    ) throws(RunRefusal) -> String {
+        try withStateDatabase(compiled, create: true) { database throws(CloudSyncError) in
+            let state = ProviderState(provider: provider, store: database)
+            for (credential, value) in credentials.sorted(by: { $0.key.name < $1.key.name }) {
+                try state.replace(credential, with: value)
+            }
+        }
+        return compiled.spec.state + "/state.db"
+    }
+
+    /// Forgets `credentials` of `provider` and returns those that were kept.
+    ///
+    /// A pipeline without a state database has none, and nothing is created for it.
+    public static func forget(
+        _ credentials: [StoredCredential], for provider: String, in compiled: CompiledPipeline
+    ) throws(RunRefusal) -> [StoredCredential] {
+        guard FileManager.default.fileExists(atPath: compiled.spec.state + "/state.db") else { return [] }
+        var forgotten: [StoredCredential] = []
+        try withStateDatabase(compiled, create: false) { database throws(CloudSyncError) in
+            let state = ProviderState(provider: provider, store: database)
+            for credential in credentials where try state.forget(credential) { forgotten.append(credential) }
+        }
+        return forgotten
+    }
+
+    private static func withStateDatabase(
+        _ compiled: CompiledPipeline, create: Bool, _ body: (StateDatabase) throws(CloudSyncError) -> Void
+    ) throws(RunRefusal) {
+        let directory = compiled.spec.state
+        let lock: RunLock
+        do {
+            if create {
+                try FileManager.default.createDirectory(
+                    atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+            }
+            switch try RunLock.acquire(in: directory) {
+            case .acquired(let acquired): lock = acquired
+            case .heldBy(let pid): throw RunRefusal.locked(pid: pid, lockFile: directory + "/run.lock")
+            }
+        } catch let refusal as RunRefusal {
+            throw refusal
+        } catch {
+            let reason = (error as? CloudSyncError)?.message ?? describeFileError(error)
+            throw RunRefusal.cannotStart(
+                "cannot use the state directory \(directory): \(reason); check that it can be created and written")
+        }
+        defer { lock.release() }
+        do {
+            let database = try StateDatabase(path: directory + "/state.db", codec: compiled.stateCodec)
+            defer { database.close() }
+            try body(database)
+        } catch {
+            throw RunRefusal.cannotStart(error.message)
+        }
+    }
+}
+
+extension CompiledPipeline {
+    /// The codec provider values are encrypted with: the store's, else the first the file declares; nil for none.
+    var stateCodec: (any ValueCodec)? {
+        spec.store.codec.flatMap { codecs[$0] } ?? spec.codecs.first.flatMap { codecs[$0.id] }
+    }
+}

@@ -1,0 +1,97 @@
+import Foundation
+import Synchronization
+
+/// A built executable running in the background, for tests of servers: read its output line by line while it runs,
+/// signal it, and wait for it to end.
+public final class RunningProcess: Sendable {
+    private let process: Process
+    private let output: LineReader
+    private let errors: LineReader
+
+    /// Starts `executable` with `arguments`, no standard input.
+    public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = arguments
+        if let environment { process.environment = environment }
+        let outputPipe = Pipe()
+        let errorPipe = Pipe()
+        process.standardOutput = outputPipe
+        process.standardError = errorPipe
+        process.standardInput = FileHandle.nullDevice
+        try process.run()
+        self.process = process
+        output = LineReader(outputPipe.fileHandleForReading)
+        errors = LineReader(errorPipe.fileHandleForReading)
+    }
+
+    /// The process id.
+    public var pid: Int32 { process.processIdentifier }
+
+    /// The next line of standard output (without its newline), waiting up to `timeout`; nil when the output ended
+    /// or nothing came in time.
+    public func nextLine(timeout: Duration = .seconds(30)) -> String? { output.nextLine(timeout: timeout) }
+
+    /// Sends `signal` (SIGTERM by default).
+    public func signal(_ signal: Int32 = SIGTERM) { kill(process.processIdentifier, signal) }
+
+    /// Waits for the process to end and returns its status (the signal number when a signal ended it) and the rest
+    /// of what it printed.
+    public func wait() -> ProcessResult {
+        process.waitUntilExit()
+        return ProcessResult(
+            status: process.terminationStatus, standardOutput: output.rest(), standardError: errors.rest())
+    }
+
+    deinit {
+        if process.isRunning { kill(process.processIdentifier, SIGKILL) }
+    }
+}
+
+/// Reads a pipe on its own thread, handing out complete lines.
+private final class LineReader: Sendable {
+    private struct State {
+        var buffer = Data()
+        var ended = false
+    }
+
+    private let state = Mutex(State())
+    private let changed = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(_ handle: FileHandle) {
+        Thread.detachNewThread { [self] in
+            while true {
+                let chunk = handle.availableData
+                state.withLock { state in
+                    if chunk.isEmpty { state.ended = true } else { state.buffer.append(chunk) }
+                }
+                changed.signal()
+                if chunk.isEmpty { break }
+            }
+            finished.signal()
+        }
+    }
+
+    func nextLine(timeout: Duration) -> String? {
+        let deadline = DispatchTime.now() + .milliseconds(Int(timeout.components.seconds * 1000))
+        while true {
+            let line = state.withLock { state -> String?? in
+                if let newline = state.buffer.firstIndex(of: UInt8(ascii: "\n")) {
+                    let line = String(decoding: state.buffer[..<newline], as: UTF8.self)
+                    state.buffer.removeSubrange(...newline)
+                    return .some(line)
+                }
+                return state.ended ? .some(nil) : nil
+            }
+            if let line { return line }
+            if changed.wait(timeout: deadline) == .timedOut { return nil }
+        }
+    }
+
+    func rest() -> String {
+        finished.wait()
+        finished.signal()
+        return state.withLock { String(decoding: $0.buffer, as: UTF8.self) }
+    }
+}
