@@ -65,8 +65,9 @@ public struct OAuthTokenClient: Sendable {
     public let configuration: OAuthClientConfiguration
     private let stack: any HTTPTransport
 
-    /// A client sending over `transport` (URLSession by default), each call within `timeout` on `clock`; refreshes
-    /// are retried on 429 and 5xx, code exchanges never (a code works once).
+    /// A client sending over `transport` (URLSession by default), each call within `timeout` on `clock`, retried on
+    /// 429, 5xx and network failures: even a code exchange, since a retry can at worst be refused as a used code,
+    /// which is where not retrying would end too.
     public init(
         configuration: OAuthClientConfiguration, transport: any HTTPTransport = URLSessionTransport(),
         clock: any StoreClock = SystemClock(), timeout: Duration = .seconds(30)
@@ -85,7 +86,7 @@ public struct OAuthTokenClient: Sendable {
             [
                 ("grant_type", "authorization_code"), ("code", code), ("code_verifier", verifier),
                 ("redirect_uri", redirectURI),
-            ], what: "the authorization code", retrySafe: false)
+            ], what: "the authorization code", retrySafe: true)
     }
 
     /// A new access token for `refreshToken` (`grant_type=refresh_token`, RFC 6749 §6).

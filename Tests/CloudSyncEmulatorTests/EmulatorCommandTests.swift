@@ -1,0 +1,184 @@
+import CloudSync
+import CloudSyncAuth
+import CloudSyncHTTP
+import CloudSyncTesting
+import Foundation
+import Testing
+
+/// Fault-plan files, the data directory, and `cloudsync-emulator` as a user runs it.
+@Suite struct EmulatorCommandTests {
+    @Test func aYAMLFaultPlanReadsAsItsJSONTwin() throws {
+        let yaml = """
+            rules:
+              - route: GET /drive/v3/files/{id}
+                calls: [3, 4]
+                status: 503
+              - rate: 0.25
+                seed: 7
+                status: 500
+              - status: 429
+                retryAfterSeconds: 2
+              - latencyMs: 150
+              - calls: [1]
+                hang: true
+
+            """
+        let json = """
+            {"rules": [{"route": "GET /drive/v3/files/{id}", "calls": [3, 4], "status": 503},
+              {"rate": 0.25, "seed": 7, "status": 500}, {"status": 429, "retryAfterSeconds": 2}, {"latencyMs": 150},
+              {"calls": [1], "hang": true}]}
+            """
+        let plan = try FaultPlanFile.parse(yaml, file: "faults.yaml")
+        #expect(plan == (try FaultPlanFile.parse(json, file: "faults.json")))
+        #expect(
+            plan.rules == [
+                .errors(503, onCalls: [3, 4], route: "GET /drive/v3/files/{id}"),
+                .errorRate(0.25, seed: 7, status: 500),
+                .tooManyRequests(retryAfterSeconds: 2), .latency(milliseconds: 150), .hang(on: .calls([1])),
+            ])
+    }
+
+    @Test(arguments: [
+        ("rules:\n  - status: 503\n    calls: [1]\n  - stauts: 500\n", 4, "unknown field 'stauts'"),
+        ("rules:\n  - status: five hundred\n", 2, "expected a whole number"),
+        ("rules:\n  - calls: [1]\n    latencyMs: 5\n    hang: true\n", 2, "exactly one of status"),
+        ("rules:\n  - route: FETCH files\n    status: 500\n", 2, "route pattern"),
+        ("rules:\n  - status: 500\n  - [\n", 4, "did not find expected"),
+        ("{}\n", 1, "missing field 'rules'"),
+    ])
+    func aBadFaultPlanIsRefusedWithFileAndLine(_ text: String, _ line: Int, _ message: String) {
+        #expect {
+            _ = try FaultPlanFile.parse(text, file: "faults.yaml")
+        } throws: { error in
+            let rendered = (error as? EmulatorError)?.message ?? ""
+            return rendered.hasPrefix("faults.yaml:\(line):") && rendered.contains(": error: ")
+                && rendered.contains(message)
+        }
+    }
+
+    @Test func stateSavedInTheDataDirectoryComesBackInTheNextServer() async throws {
+        let directory = try TemporaryDirectory()
+        let data = directory.path + "/emulator"
+        let first = try EmulatorServer(services: [DriveEmulator(), CloudKitEmulator()], dataDirectory: data)
+        let drive = first.services[0] as! DriveEmulator
+        let client = try #require(drive.oauth.defaultClient)
+        let google = OAuthClientConfiguration(
+            clientID: client.id, clientSecret: client.secret,
+            authorizationEndpoint: first.server.url(GoogleOAuthEmulator.authorizationPath),
+            tokenEndpoint: first.server.url(GoogleOAuthEmulator.tokenPath), scopes: ["s"])
+        let redirect = try await TestBrowser.fetchWithoutRedirect(
+            InstalledAppSignIn(client: google).authorizationURL(
+                redirectURI: "http://127.0.0.1:9/", pkce: PKCE(verifier: String(repeating: "v", count: 43)), state: "s")
+        )
+        let code = try #require(URLComponents(string: redirect.headers["Location"] ?? "")?.queryItems?.first?.value)
+        let granted = try await OAuthTokenClient(configuration: google).exchange(
+            code: code, verifier: String(repeating: "v", count: 43), redirectURI: "http://127.0.0.1:9/")
+        let refreshToken = try #require(granted.refreshToken)
+        try first.stop()
+
+        for name in ["drive", "cloudkit"] {
+            let attributes = try FileManager.default.attributesOfItem(atPath: "\(data)/\(name).json")
+            #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o600)
+        }
+        #expect(
+            (try FileManager.default.contentsOfDirectory(atPath: data)).sorted() == ["cloudkit.json", "drive.json"])
+        let second = try EmulatorServer(services: [DriveEmulator(), CloudKitEmulator()], dataDirectory: data)
+        defer { second.server.stop() }
+        #expect((second.services[0] as! DriveEmulator).oauth.isActive(refreshToken: refreshToken))
+    }
+
+    @Test func anUnreadableDataFileIsNamed() throws {
+        let directory = try TemporaryDirectory()
+        try Data("{not json".utf8).write(to: URL(fileURLWithPath: directory.path + "/drive.json"))
+        #expect {
+            _ = try EmulatorServer(services: [DriveEmulator()], dataDirectory: directory.path)
+        } throws: { error in
+            (error as? EmulatorError)?.message.hasPrefix("cannot read \(directory.path)/drive.json: ") == true
+        }
+    }
+
+    @Test(arguments: [
+        (["--port", "http"], "--port needs a port number from 0 to 65535; found 'http'"),
+        (["--drive", "--verbose"], "unknown option '--verbose'"),
+        (["--data"], "--data needs a value"),
+        (["serve"], "unexpected argument 'serve'"),
+    ])
+    func aWrongCommandLineIsAUsageError(_ arguments: [String], _ message: String) throws {
+        let result = try ProcessRunner.run(try ProcessRunner.builtProduct("cloudsync-emulator"), arguments)
+        #expect(result.status == 64)
+        #expect(result.standardOutput.isEmpty)
+        #expect(result.standardError.hasPrefix("Error: \(message)\nUsage: \(EmulatorCommand.usage)\n"))
+    }
+
+    @Test func aBadFaultsFileStopsTheEmulatorWithFileAndLine() throws {
+        let directory = try TemporaryDirectory()
+        let file = directory.path + "/faults.yaml"
+        try "rules:\n  - status: 503\n    calls: [2]\n  - latency: 20\n".write(
+            toFile: file, atomically: true, encoding: .utf8)
+        let result = try ProcessRunner.run(try ProcessRunner.builtProduct("cloudsync-emulator"), ["--faults", file])
+        #expect(result.status == 64)
+        #expect(result.standardOutput.isEmpty)
+        #expect(result.standardError.hasPrefix("Error: \(file):4:"))
+        #expect(result.standardError.contains("unknown field 'latency'"))
+        #expect(result.standardError.contains("  - latency: 20\n"))
+    }
+
+    @Test func theEmulatorPrintsItsURLsServesAndKeepsASignInAcrossARestart() async throws {
+        let directory = try TemporaryDirectory()
+        let data = directory.path + "/state"
+        let executable = try ProcessRunner.builtProduct("cloudsync-emulator")
+        let faults = directory.path + "/faults.json"
+        try #"{"rules": [{"route": "POST /token", "calls": [1], "status": 503}]}"#.write(
+            toFile: faults, atomically: true, encoding: .utf8)
+
+        let first = try RunningProcess(executable, ["--drive", "--data", data, "--faults", faults])
+        let line = try #require(first.nextLine())
+        let urls = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: [String: String]])
+        #expect(Array(urls.keys) == ["drive"])
+        let drive = try #require(urls["drive"])
+        let base = try #require(drive["endpoint"])
+        #expect(base.hasPrefix("http://127.0.0.1:"))
+        #expect(drive["tokenEndpoint"] == base + "/token")
+        #expect(drive["authEndpoint"] == base + "/o/oauth2/v2/auth")
+        let client = OAuthClientConfiguration(
+            clientID: try #require(drive["clientId"]), clientSecret: drive["clientSecret"],
+            authorizationEndpoint: URL(string: drive["authEndpoint"]!)!,
+            tokenEndpoint: URL(string: drive["tokenEndpoint"]!)!,
+            scopes: ["https://www.googleapis.com/auth/drive.appdata"])
+
+        // The fault plan answers the first token request 503; the token client's retry takes the second.
+        let person = PersonWithBrowser()
+        let credentials = try await InstalledAppSignIn(client: client).signIn(person.interaction)
+        let refreshToken = try #require(credentials[.oauthRefreshToken])
+        first.signal(SIGTERM)
+        let ended = first.wait()
+        #expect(ended.status == 0)
+        #expect(ended.standardError.contains("stopped; state saved in \(data)"))
+
+        let second = try RunningProcess(executable, ["--drive", "--data", data])
+        let restarted = try #require(second.nextLine())
+        let port = try #require(
+            (try JSONSerialization.jsonObject(with: Data(restarted.utf8)) as? [String: [String: String]])?["drive"]?[
+                "tokenEndpoint"])
+        var moved = client
+        moved.tokenEndpoint = URL(string: port)!
+        let renewed = try await OAuthTokenClient(configuration: moved).refresh(refreshToken)
+        #expect(renewed.accessToken.hasPrefix("ya29."))
+        second.signal(SIGINT)
+        #expect(second.wait().status == 0)
+    }
+}
+
+/// A person whose browser follows the sign-in's redirect.
+final class PersonWithBrowser: Sendable {
+    var interaction: SignInInteraction {
+        SignInInteraction(show: { message in
+            guard
+                let url = message.split(separator: "\n").map({ $0.trimmingCharacters(in: .whitespaces) }).first(where: {
+                    $0.hasPrefix("http://") && $0.contains("?")
+                }).flatMap(URL.init(string:))
+            else { return }
+            Task { _ = try? await TestBrowser.open(url) }
+        })
+    }
+}
