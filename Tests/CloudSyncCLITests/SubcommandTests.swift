@@ -36,7 +36,7 @@ import Testing
 
     @Test(arguments: [
         ["validate"], ["plan"], ["schema"], ["outbox"], ["outbox", "list"], ["outbox", "flush"],
-        ["outbox", "discard"], ["history"], ["keygen"], ["completions"], ["help"],
+        ["outbox", "discard"], ["history"], ["login"], ["logout"], ["keygen"], ["completions"], ["help"],
     ])
     func everySubcommandHasHelp(_ words: [String]) throws {
         for arguments in [words + ["--help"], ["help"] + words] {
@@ -151,9 +151,10 @@ import Testing
         }
         #expect(
             try complete(["cloudsync", ""]) == [
-                "run", "validate", "plan", "schema", "outbox", "history", "keygen", "completions", "help", "--version",
-                "--help", "-h",
+                "run", "validate", "plan", "schema", "outbox", "history", "login", "logout", "keygen", "completions",
+                "help", "--version", "--help", "-h",
             ])
+        #expect(try complete(["cloudsync", "login", "x.yaml", "--"]) == ["--provider", "--no-browser", "--help"])
         #expect(try complete(["cloudsync", "run", "x.yaml", "--progress", "a"]) == ["auto", "always"])
         #expect(try complete(["cloudsync", "run", "x.yaml", "--d"]) == ["--dry-run"])
         #expect(try complete(["cloudsync", "schema", ""]) == ["pipeline", "report"])
@@ -170,7 +171,10 @@ import Testing
         #expect(result.status == 0)
         let script = result.standardOutput
         #expect(script.hasPrefix("#compdef cloudsync\n"))
-        for name in ["run", "validate", "plan", "schema", "outbox", "history", "keygen", "completions", "help"] {
+        for name in [
+            "run", "validate", "plan", "schema", "outbox", "history", "login", "logout", "keygen", "completions",
+            "help",
+        ] {
             #expect(script.contains("\n        '\(name):"), "zsh completion lacks \(name)")
         }
         for fragment in [

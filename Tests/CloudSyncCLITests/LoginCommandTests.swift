@@ -1,0 +1,254 @@
+import CloudSync
+import CloudSyncAuth
+import CloudSyncPipeline
+import CloudSyncTesting
+import Foundation
+import Synchronization
+import Testing
+
+@testable import CloudSyncCLI
+
+/// A provider type that signs in as Google Drive will: OAuth 2.0 for installed apps, here against the emulator. No
+/// built-in type signs in yet, so `login` is tested through this one.
+struct SigningInTestFactory: ProviderFactory {
+    struct Configuration: Sendable {
+        let client: OAuthClientConfiguration
+    }
+
+    var type: String { "signingIn" }
+    var summary: String { "memory, behind a Google OAuth sign-in (tests only)" }
+    var fields: [ProviderField] {
+        [
+            ProviderField("clientId", .text, required: true, summary: "the OAuth client id"),
+            ProviderField("clientSecret", .text, secret: true, summary: "the OAuth client secret"),
+            ProviderField("authEndpoint", .text, required: true, summary: "the authorization endpoint"),
+            ProviderField("tokenEndpoint", .text, required: true, summary: "the token endpoint"),
+        ]
+    }
+
+    func configuration(from values: ProviderFieldValues) throws(ProviderConfigurationError) -> Configuration {
+        guard let auth = URL(string: values.text("authEndpoint") ?? ""),
+            let token = URL(string: values.text("tokenEndpoint") ?? "")
+        else { throw ProviderConfigurationError("the endpoints must be URLs") }
+        return Configuration(
+            client: OAuthClientConfiguration(
+                clientID: values.text("clientId") ?? "", clientSecret: values.text("clientSecret"),
+                authorizationEndpoint: auth, tokenEndpoint: token,
+                scopes: ["https://www.googleapis.com/auth/drive.appdata"]))
+    }
+
+    func capabilities(of configuration: Configuration) -> ProviderCapabilities { ProviderCapabilities() }
+
+    func signIn(for configuration: Configuration) -> (any ProviderSignIn)? {
+        InstalledAppSignIn(client: configuration.client)
+    }
+
+    func make(_ configuration: Configuration, context: ProviderContext) throws(CloudSyncError) -> any Provider {
+        MemoryProvider(id: context.providerID)
+    }
+}
+
+/// `cloudsync login` and `logout`, in-process against an in-process Google emulator: the test is the person, and
+/// opens the printed address in a "browser" that follows the redirect to the loopback listener.
+@Suite struct LoginCommandTests {
+    let directory: TemporaryDirectory
+    let host: EmulatorServer
+    let oauth: GoogleOAuthEmulator
+    let file: String
+    let environment: [String: String]
+
+    init() throws {
+        directory = try TemporaryDirectory()
+        oauth = GoogleOAuthEmulator()
+        host = try EmulatorServer(services: [DriveEmulator(oauth: oauth)])
+        let urls = host.urls["drive"]!
+        environment = [
+            "CLIENT_ID": urls["clientId"]!, "CLIENT_SECRET": urls["clientSecret"]!,
+            "AUTH": urls["authEndpoint"]!, "TOKEN": urls["tokenEndpoint"]!,
+        ]
+        file = directory.path + "/cloud.yaml"
+        try """
+        version: 1
+        name: cloud
+        providers:
+          drive:
+            type: signingIn
+            clientId: ${env:CLIENT_ID}
+            clientSecret: ${env:CLIENT_SECRET}
+            authEndpoint: ${env:AUTH}
+            tokenEndpoint: ${env:TOKEN}
+          local: { type: sqlite, path: data/local.db, create: true }
+        store:
+          providers: [local, drive]
+        jobs:
+          - type: sync
+
+        """.write(toFile: file, atomically: true, encoding: .utf8)
+    }
+
+    var statePath: String { directory.path + "/.cloudsync/cloud/state.db" }
+
+    /// Runs `cloudsync` in-process with the test provider type; the person at the terminal does `person` with the
+    /// address to open.
+    func run(_ arguments: [String], pasting: [String] = [], person: (@Sendable (URL) async -> Void)? = nil) async
+        -> (ExitCode, String, String)
+    {
+        let output = Mutex("")
+        let errors = Mutex("")
+        let input = Mutex(pasting)
+        var registry = BuiltInProviders.registry
+        registry.register(SigningInTestFactory())
+        let tool = CommandLineTool(
+            standardOutput: { text in output.withLock { $0 += text } },
+            standardError: { text in
+                errors.withLock { $0 += text }
+                let address = text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first {
+                    $0.hasPrefix("http://") && $0.contains("?")
+                }
+                if let person, let url = address.flatMap(URL.init(string:)) { Task { await person(url) } }
+            },
+            standardInput: { input.withLock { $0.isEmpty ? nil : $0.removeFirst() } },
+            environment: environment, registry: registry)
+        let status = await tool.run(arguments)
+        return (status, output.withLock { $0 }, errors.withLock { $0 })
+    }
+
+    func storedRefreshToken() throws -> String? {
+        let database = try StateDatabase(path: statePath, readOnly: true)
+        defer { database.close() }
+        return try ProviderState(provider: "drive", store: database).credential(.oauthRefreshToken)
+    }
+
+    @Test func loginKeepsTheRefreshTokenInTheStateDatabaseAndLogoutForgetsIt() async throws {
+        defer { host.server.stop() }
+        let (status, output, errors) = await run(["login", file, "--provider", "drive"]) { url in
+            _ = try? await TestBrowser.open(url)
+        }
+        #expect(status == .success, "\(errors)")
+        #expect(output.isEmpty)
+        #expect(errors.contains("Signing in provider 'drive' (signingIn): OAuth 2.0 for installed apps"))
+        #expect(errors.contains("Open this address in a browser"))
+        #expect(errors.contains("Signed in: the OAuth refresh token of provider 'drive' is kept in \(statePath)."))
+
+        let refreshToken = try #require(try storedRefreshToken())
+        #expect(oauth.isActive(refreshToken: refreshToken))
+        #expect(!errors.contains(refreshToken))
+        #expect(!errors.contains(environment["CLIENT_SECRET"]!))
+        let mode = try FileManager.default.attributesOfItem(atPath: statePath)[.posixPermissions] as? NSNumber
+        #expect(mode?.intValue == 0o600)
+        // The provider finds it in its state on the next run, exactly as stored.
+        let refreshed = try await OAuthTokenClient(
+            configuration: OAuthClientConfiguration(
+                clientID: environment["CLIENT_ID"]!, clientSecret: environment["CLIENT_SECRET"],
+                authorizationEndpoint: URL(string: environment["AUTH"]!)!,
+                tokenEndpoint: URL(string: environment["TOKEN"]!)!, scopes: [])
+        ).refresh(refreshToken)
+        #expect(!refreshed.accessToken.isEmpty)
+
+        let (out, outOutput, outErrors) = await run(["logout", file, "--provider", "drive"])
+        #expect(out == .success)
+        #expect(outOutput.isEmpty)
+        #expect(outErrors == "Signed out: forgot the OAuth refresh token of provider 'drive'.\n")
+        #expect(try storedRefreshToken() == nil)
+        let (again, _, againErrors) = await run(["logout", file, "--provider", "drive"])
+        #expect(again == .success)
+        #expect(againErrors.contains("was not signed in"))
+    }
+
+    @Test func noBrowserReadsThePastedRedirectAddress() async throws {
+        defer { host.server.stop() }
+        // The person opens the address elsewhere and pastes where it led; nothing reaches the listener.
+        let pasted = Mutex<[String]>([])
+        let ready = DispatchSemaphore(value: 0)
+        let tool: @Sendable (URL) async -> Void = { url in
+            if let answer = try? await TestBrowser.fetchWithoutRedirect(url), let location = answer.headers["Location"]
+            {
+                pasted.withLock { $0.append(location) }
+            }
+            ready.signal()
+        }
+        var registry = BuiltInProviders.registry
+        registry.register(SigningInTestFactory())
+        let errors = Mutex("")
+        let command = CommandLineTool(
+            standardOutput: { _ in },
+            standardError: { text in
+                errors.withLock { $0 += text }
+                if let line = text.split(separator: "\n").map({ $0.trimmingCharacters(in: .whitespaces) }).first(
+                    where: {
+                        $0.hasPrefix("http://") && $0.contains("?")
+                    }), let url = URL(string: line)
+                {
+                    Task { await tool(url) }
+                }
+            },
+            standardInput: {
+                ready.wait()
+                return pasted.withLock { $0.isEmpty ? nil : $0.removeFirst() }
+            }, environment: environment, registry: registry)
+        let status = await command.run(["login", file, "--provider", "drive", "--no-browser"])
+        #expect(status == .success, "\(errors.withLock { $0 })")
+        #expect(errors.withLock { $0 }.contains("paste that whole address here"))
+        #expect(try storedRefreshToken() != nil)
+    }
+
+    @Test func aRefusedSignInExitsOneAndKeepsNothing() async throws {
+        defer { host.server.stop() }
+        oauth.approves = false
+        let (status, _, errors) = await run(["login", file, "--provider", "drive"]) { url in
+            _ = try? await TestBrowser.open(url)
+        }
+        #expect(status == .failure)
+        #expect(
+            errors.contains(
+                "Error: the sign-in of provider 'drive' failed: ERR_NOT_SIGNED_IN: the authorization server refused: "
+                    + "access_denied"))
+        #expect(!FileManager.default.fileExists(atPath: statePath))
+    }
+
+    @Test(arguments: [
+        (
+            ["login", "--provider", "drve"],
+            "no provider 'drve' in FILE; its providers: drive, local; did you mean 'drive'?",
+            "login"
+        ),
+        (
+            ["logout", "--provider", "local"],
+            "provider 'local' (sqlite) needs no sign-in; logout is for providers that sign in to an account in a browser",
+            "logout"
+        ),
+        (
+            ["login", "--provider", "local"],
+            "provider 'local' (sqlite) needs no sign-in; login is for providers that sign in to an account in a browser",
+            "login"
+        ),
+        (["login"], "missing expected argument '--provider ID'", "login"),
+    ])
+    func aProviderThatCannotSignInIsAUsageError(_ words: [String], _ message: String, _ command: String) async {
+        defer { host.server.stop() }
+        let arguments = [words[0], file] + words.dropFirst()
+        let (status, output, errors) = await run(arguments)
+        #expect(status == .usage)
+        #expect(output.isEmpty)
+        let usage =
+            command == "login"
+            ? "cloudsync login FILE --provider ID [--no-browser]" : "cloudsync logout FILE --provider ID"
+        #expect(
+            errors
+                == "Error: \(message.replacingOccurrences(of: "FILE", with: file))\nUsage: \(usage)\n  "
+                + "See 'cloudsync help \(command)'.\n")
+    }
+
+    @Test func loginWaitsForNoRunningRun() async throws {
+        defer { host.server.stop() }
+        let state = directory.path + "/.cloudsync/cloud"
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        try "\(getppid())\n".write(toFile: state + "/run.lock", atomically: true, encoding: .utf8)
+        let (status, _, errors) = await run(["login", file, "--provider", "drive"])
+        #expect(status == .locked)
+        #expect(errors.contains("cloud is running (process \(getppid())"))
+        let (out, _, outErrors) = await run(["logout", file, "--provider", "drive"])
+        #expect(out == .success)
+        #expect(outErrors.contains("was not signed in"))
+    }
+}
