@@ -8,8 +8,9 @@ import Testing
 
 @testable import CloudSyncCLI
 
-/// A provider type that signs in as Google Drive will: OAuth 2.0 for installed apps, here against the emulator. No
-/// built-in type signs in yet, so `login` is tested through this one.
+/// A provider type that signs in as Google Drive will: OAuth 2.0 for installed apps, here against the emulator.
+///
+/// No built-in type signs in yet, so `login` is tested through this one.
 struct SigningInTestFactory: ProviderFactory {
     struct Configuration: Sendable {
         let client: OAuthClientConfiguration
