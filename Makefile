@@ -8,7 +8,7 @@ MANDIR = $(PREFIX)/share/man
 DOCDIR = $(PREFIX)/share/doc/cloudsync
 INSTALL ?= install
 
-.PHONY: deps build run test bench format lint clean release install uninstall check-install
+.PHONY: deps build run emulator test bench format lint clean release install uninstall check-install
 
 deps:
 	@scripts/install-deps.sh
@@ -19,6 +19,10 @@ build: deps
 # The demo: runs pipelines/demo.yaml on the embedded default and prints where its report went.
 run: build
 	.build/debug/cloudsync run pipelines/demo.yaml
+
+# The Google and CloudKit emulators on 127.0.0.1 (README.md, "Emulators"), their state kept across restarts.
+emulator: build
+	.build/debug/cloudsync-emulator --data .build/emulator
 
 # Then a separate package builds README.md's examples against the library products and runs them.
 test: deps
