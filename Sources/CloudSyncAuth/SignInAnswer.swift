@@ -104,7 +104,7 @@ final class SignInAnswer<Answer: Sendable>: Sendable {
     deinit { server?.stop() }
 
     /// Stops the listener once the browser has its page (the paste reader stops at its next line).
-    func stop() { server?.stop(afterAnswering: .seconds(2)) }
+    func stop() { server?.stop(afterAnswering: .seconds(1)) }
 
     private var isDecided: Bool { state.withLock { $0.result != nil } }
 

@@ -312,7 +312,9 @@ public final class GoogleOAuthEmulator: Sendable {
                 to: adding([("error", "access_denied"), ("state", stateParameter)], to: redirectURI))
         }
         let user = request.query("login_hint").flatMap { $0.isEmpty ? nil : $0 } ?? defaultUser
-        let normalizedScope = scope.split(separator: " ").joined(separator: " ")
+        // Clients that form-encode the query (Python's urlencode) send a scope's spaces as `+`; no scope holds a `+`.
+        let normalizedScope = scope.replacingOccurrences(of: "+", with: " ").split(separator: " ").joined(
+            separator: " ")
         let code = randomToken("4/0A", bytes: 32)
         let now = clock.nowMilliseconds()
         state.withLock { state in

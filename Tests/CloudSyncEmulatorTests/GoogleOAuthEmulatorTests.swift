@@ -110,6 +110,17 @@ import Testing
         #expect(String(decoding: answer.body, as: UTF8.self).contains("Error \(status): \(error)"))
     }
 
+    @Test func aScopeFormEncodedWithPlusSignsReadsAsSpaceSeparated() async throws {
+        defer { host.server.stop() }
+        let url = URL(
+            string: authorizationURL(["scope": nil]).absoluteString + "&scope=openid+https%3A%2F%2Fexample.com%2Fs")!
+        let answer = try await TestBrowser.fetchWithoutRedirect(url)
+        let location = try #require(answer.headers["Location"])
+        #expect(
+            URLComponents(string: location)?.queryItems?.first { $0.name == "scope" }?.value
+                == "openid https://example.com/s")
+    }
+
     @Test func aDeclinedConsentRedirectsWithAccessDenied() async throws {
         defer { host.server.stop() }
         oauth.approves = false
