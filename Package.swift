@@ -15,6 +15,7 @@ let package = Package(
         .library(name: "CloudSyncPipeline", targets: ["CloudSyncPipeline"]),
         .library(name: "CloudSyncHTTP", targets: ["CloudSyncHTTP"]),
         .library(name: "CloudSyncHTTPServer", targets: ["CloudSyncHTTPServer"]),
+        .library(name: "CloudSyncS3", targets: ["CloudSyncS3"]),
         .library(name: "CloudSyncTesting", targets: ["CloudSyncTesting"]),
         .executable(name: "cloudsync", targets: ["cloudsync"]),
     ],
@@ -39,6 +40,9 @@ let package = Package(
         // A loopback HTTP/1.1 server on POSIX sockets with routes and fault plans: the emulators and the tests serve
         // from it, and `cloudsync login` receives its OAuth redirect on it.
         .target(name: "CloudSyncHTTPServer", dependencies: ["CloudSyncHTTP"]),
+
+        // The `s3` provider: any S3-compatible bucket over CloudSyncHTTP, signed with SigV4.
+        .target(name: "CloudSyncS3", dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncSodium"]),
 
         // Encryption at rest: the libsodium envelope codec and its key sources.
         .target(name: "CloudSyncCrypto", dependencies: ["CloudSync", "CloudSyncSodium"]),
@@ -85,6 +89,9 @@ let package = Package(
             ]),
         .testTarget(name: "CloudSyncTestingTests", dependencies: ["CloudSyncHTTP", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncHTTPTests", dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncTesting"]),
+        .testTarget(
+            name: "CloudSyncS3Tests",
+            dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncS3", "CloudSyncSodium", "CloudSyncTesting"]),
         .testTarget(
             name: "CloudSyncPipelineTests",
             dependencies: ["CloudSync", "CloudSyncPipeline", "CloudSyncSQLite", "CloudSyncTesting"]),
