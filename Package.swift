@@ -24,11 +24,14 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
+        // OpenSSL's libcrypto, for MD5 only (the `Content-MD5` S3 requires); libsodium has no MD5, on purpose.
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
 
         // Thin Swift faces: no C type reaches their public API.
         .target(name: "CloudSyncSQLite", dependencies: ["CSQLite"]),
         .target(name: "CloudSyncSodium", dependencies: ["CSodium"]),
         .target(name: "CloudSyncYAML", dependencies: ["CYAML"]),
+        .target(name: "CloudSyncOpenSSL", dependencies: ["CCrypto"]),
 
         // The core library.
         .target(name: "CloudSync", dependencies: ["CloudSyncSodium"]),
@@ -42,7 +45,8 @@ let package = Package(
         .target(name: "CloudSyncHTTPServer", dependencies: ["CloudSyncHTTP"]),
 
         // The `s3` provider: any S3-compatible bucket over CloudSyncHTTP, signed with SigV4.
-        .target(name: "CloudSyncS3", dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncSodium"]),
+        .target(
+            name: "CloudSyncS3", dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncSodium", "CloudSyncOpenSSL"]),
 
         // Encryption at rest: the libsodium envelope codec and its key sources.
         .target(name: "CloudSyncCrypto", dependencies: ["CloudSync", "CloudSyncSodium"]),
@@ -79,6 +83,7 @@ let package = Package(
         .testTarget(name: "CloudSyncSQLiteTests", dependencies: ["CloudSyncSQLite", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncSodiumTests", dependencies: ["CloudSyncSodium", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncYAMLTests", dependencies: ["CloudSyncYAML"]),
+        .testTarget(name: "CloudSyncOpenSSLTests", dependencies: ["CloudSyncOpenSSL"]),
         .testTarget(name: "CloudSyncTests", dependencies: ["CloudSync", "CloudSyncTesting"]),
         .testTarget(
             name: "CloudSyncCLITests",

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Checks that an installed cloudsync needs no Swift toolchain at run time: `ldd BINARY` may list only the C and C++
-# runtime of the system (libc, libm, libstdc++, libgcc_s, the dynamic loader and the like) and the three Debian
-# libraries (libsqlite3, libsodium, libyaml). Anything else -- libswiftCore, libFoundation, libdispatch, a library
+# runtime of the system (libc, libm, libstdc++, libgcc_s, the dynamic loader and the like) and the four Debian
+# libraries (libsqlite3, libsodium, libyaml, and libcrypto for the s3 provider's MD5). Anything else -- libswiftCore, libFoundation, libdispatch, a library
 # ldd cannot find -- fails, naming it. README.md, "Install", lists the same libraries; change both together.
 # Usage: scripts/check-libraries.sh BINARY
 set -euo pipefail
@@ -14,7 +14,7 @@ if ! output=$(ldd "$binary" 2>&1); then
 fi
 
 allowed_system='^(linux-vdso\.so\.1|linux-gate\.so\.1|ld-linux(-x86-64|-aarch64)?\.so\.[0-9]+|libc\.so\.6|libm\.so\.6|libstdc\+\+\.so\.6|libgcc_s\.so\.1|libpthread\.so\.0|libdl\.so\.2|librt\.so\.1|libutil\.so\.1)$'
-allowed_debian='^(libsqlite3\.so\.0|libsodium\.so\.[0-9]+|libyaml-0\.so\.[0-9]+)$'
+allowed_debian='^(libsqlite3\.so\.0|libsodium\.so\.[0-9]+|libyaml-0\.so\.[0-9]+|libcrypto\.so\.[0-9]+)$'
 
 problems=()
 found=()

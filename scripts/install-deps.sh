@@ -4,7 +4,7 @@
 set -euo pipefail
 
 # The build's packages, plus any named on the command line (make bench adds the sqlite3 shell).
-packages=(pkg-config libyaml-dev libsqlite3-dev libsodium-dev "$@")
+packages=(pkg-config libyaml-dev libsqlite3-dev libsodium-dev libssl-dev "$@")
 
 missing=()
 for package in "${packages[@]}"; do
