@@ -59,6 +59,7 @@ let package = Package(
             name: "CloudSyncPipeline",
             dependencies: [
                 "CloudSync", "CloudSyncYAML", "CloudSyncSodium", "CloudSyncCrypto", "CloudSyncLocal", "CloudSyncSQLite",
+                "CloudSyncS3",
             ]),
 
         // The command line: argument parsing, exit codes, what people see.

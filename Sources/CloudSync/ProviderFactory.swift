@@ -127,6 +127,10 @@ public protocol ProviderFactory: Sendable {
     /// Why a provider of this type can never serve on this platform, when it cannot (the iCloud key-value store on
     /// Linux); nil when it can. Validation and plans say so.
     var unavailableHere: String? { get }
+    /// What `cloudsync plan` shows about a configuration besides its fields, by name (where credentials will come
+    /// from, the resolved address); never a secret. Reading the environment or a credentials file is fine here,
+    /// opening a connection is not.
+    func planDetails(of configuration: Configuration) -> [String: String]
 
     /// Makes the provider: the first step with side effects (opening files, connections).
     ///
@@ -138,6 +142,8 @@ public protocol ProviderFactory: Sendable {
 extension ProviderFactory {
     /// Most provider types can serve on this platform.
     public var unavailableHere: String? { nil }
+    /// Most provider types have nothing to show besides their fields.
+    public func planDetails(of configuration: Configuration) -> [String: String] { [:] }
 }
 
 /// A provider type's configuration, checked and ready to make providers, its concrete type erased.
@@ -146,11 +152,14 @@ public struct ConfiguredProvider: Sendable {
     public let type: String
     /// What the provider can do.
     public let capabilities: ProviderCapabilities
+    /// What `plan` shows besides the fields; see ``ProviderFactory/planDetails(of:)``.
+    public let planDetails: [String: String]
     private let maker: @Sendable (ProviderContext) throws -> any Provider
 
     init<Factory: ProviderFactory>(_ factory: Factory, _ configuration: Factory.Configuration) {
         type = factory.type
         capabilities = factory.capabilities(of: configuration)
+        planDetails = factory.planDetails(of: configuration)
         maker = { context in try factory.make(configuration, context: context) }
     }
 
