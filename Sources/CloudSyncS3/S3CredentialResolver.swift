@@ -87,6 +87,11 @@ public struct S3CredentialResolver: Sendable {
             return .found(
                 S3Credentials(accessKeyID: id, secretAccessKey: secret, sessionToken: nonEmpty(sessionToken)), .fields)
         }
+        if nonEmpty(accessKeyID) != nil || nonEmpty(secretAccessKey) != nil {
+            return .missing(
+                "the provider gives only one of accessKeyId and secretAccessKey; give both, or neither to use the "
+                    + "environment or a profile")
+        }
         if nonEmpty(profile) == nil, let id = nonEmpty(environment["AWS_ACCESS_KEY_ID"]),
             let secret = nonEmpty(environment["AWS_SECRET_ACCESS_KEY"])
         {
@@ -123,11 +128,6 @@ public struct S3CredentialResolver: Sendable {
                 "profile \(name) gets its key through \(unsupported.joined(separator: ", ")), which cloudsync does not "
                     + "follow; export the key (for example `aws configure export-credentials --profile \(name) "
                     + "--format env`) or give it in the provider's fields (\(looked))")
-        }
-        if nonEmpty(accessKeyID) != nil || nonEmpty(secretAccessKey) != nil {
-            return .missing(
-                "the provider gives only one of accessKeyId and secretAccessKey; give both, or neither to use the "
-                    + "environment or a profile")
         }
         if !seen, nonEmpty(profile) != nil || nonEmpty(environment["AWS_PROFILE"]) != nil {
             return .missing(

@@ -248,8 +248,9 @@ public final class S3Provider: Provider {
 
     // MARK: Remove
 
-    /// `DeleteObjects` with `Content-MD5`, 1,000 keys a request, quiet: the answer lists only the keys that failed,
-    /// each reported in its slot. Removing a missing key succeeds.
+    /// Removes with `DeleteObjects`, 1,000 keys a request, in quiet mode, with `Content-MD5`.
+    ///
+    /// The answer lists only the keys that failed, each reported in its slot; removing a missing key succeeds.
     public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
         try ensureWritable()
         var results: [Result<Void, CloudSyncError>] = []

@@ -46,9 +46,9 @@ public struct S3ProviderFactory: ProviderFactory {
         [
             ProviderField("bucket", .text, required: true, summary: "the bucket; it must exist"),
             ProviderField(
-                "prefix", .text, defaultValue: "",
-                summary: "prepended to every key to make its object key (`cloudsync/settings/`); prefix + key may be "
-                    + "at most 1024 bytes of UTF-8"),
+                "prefix", .text,
+                summary: "prepended to every key to make its object key (`cloudsync/settings/`; none by default); "
+                    + "prefix + key may be at most 1024 bytes of UTF-8"),
             ProviderField(
                 "region", .text, defaultValue: "us-east-1",
                 summary: "the region requests are signed for (Cloudflare R2 uses `auto`)"),
