@@ -22,6 +22,7 @@ run: build
 
 # Then a separate package builds README.md's examples against the library products and runs them.
 test: deps
+	@scripts/install-deps.sh rclone
 	@scripts/python-env.sh
 	$(SWIFT) build --build-tests
 	$(SWIFT) test

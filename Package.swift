@@ -97,7 +97,10 @@ let package = Package(
         .testTarget(name: "CloudSyncHTTPTests", dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncTesting"]),
         .testTarget(
             name: "CloudSyncS3Tests",
-            dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncS3", "CloudSyncSodium", "CloudSyncTesting"]),
+            dependencies: [
+                "CloudSync", "CloudSyncHTTP", "CloudSyncLocal", "CloudSyncS3", "CloudSyncSodium", "CloudSyncTesting",
+                "cloudsync",
+            ]),
         .testTarget(
             name: "CloudSyncPipelineTests",
             dependencies: ["CloudSync", "CloudSyncPipeline", "CloudSyncSQLite", "CloudSyncTesting"]),
