@@ -30,7 +30,8 @@ test: deps
 	@$(MAKE) --no-print-directory check-install
 
 bench:
-	@scripts/install-deps.sh sqlite3
+	@scripts/install-deps.sh sqlite3 rclone
+	@scripts/python-env.sh
 	$(SWIFT) run -c release cloudsync-bench
 
 format:

@@ -74,7 +74,7 @@ let package = Package(
             name: "cloudsync-bench",
             dependencies: [
                 "CloudSync", "CloudSyncSQLite", "CloudSyncSodium", "CloudSyncYAML", "CloudSyncLocal", "CloudSyncCrypto",
-                "CloudSyncTesting",
+                "CloudSyncTesting", "CloudSyncHTTP", "CloudSyncS3",
             ]),
 
         // Test support shipped as a normal target: temporary directories, test doubles, a test transport; re-exports the
