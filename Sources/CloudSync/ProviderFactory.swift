@@ -59,9 +59,15 @@ public enum ProviderFieldValue: Sendable, Equatable {
 public struct ProviderFieldValues: Sendable, Equatable {
     /// Values by field name.
     public var values: [String: ProviderFieldValue]
+    /// The environment the pipeline was loaded with (the one its `${env:...}` read), for a type that also reads
+    /// variables of its own (the `s3` type's `AWS_*`); nil when the values did not come from a pipeline file.
+    public var environment: [String: String]?
 
-    /// Values by field name.
-    public init(_ values: [String: ProviderFieldValue] = [:]) { self.values = values }
+    /// Values by field name, loaded with `environment`.
+    public init(_ values: [String: ProviderFieldValue] = [:], environment: [String: String]? = nil) {
+        self.values = values
+        self.environment = environment
+    }
 
     /// The text (or path, already absolute) of `name`, if given.
     public func text(_ name: String) -> String? {

@@ -71,15 +71,18 @@ public struct S3CredentialResolver: Sendable {
             ?? "default"
     }
 
-    private var home: String { nonEmpty(environment["HOME"]) ?? NSHomeDirectory() }
+    /// `HOME`; without it (an environment emptied on purpose) the files under `~` are not read.
+    private var home: String? { nonEmpty(environment["HOME"]) }
 
-    /// The shared credentials file's path.
+    /// The shared credentials file's path; `~/...` when it is under an unknown home, and then not read.
     public var credentialsFile: String {
-        nonEmpty(environment["AWS_SHARED_CREDENTIALS_FILE"]).map(expandTilde) ?? home + "/.aws/credentials"
+        nonEmpty(environment["AWS_SHARED_CREDENTIALS_FILE"]).map(expandTilde) ?? (home ?? "~") + "/.aws/credentials"
     }
 
-    /// The config file's path.
-    public var configFile: String { nonEmpty(environment["AWS_CONFIG_FILE"]).map(expandTilde) ?? home + "/.aws/config" }
+    /// The config file's path; `~/...` when it is under an unknown home, and then not read.
+    public var configFile: String {
+        nonEmpty(environment["AWS_CONFIG_FILE"]).map(expandTilde) ?? (home ?? "~") + "/.aws/config"
+    }
 
     /// Resolves, reading the shared files only when the fields and the environment hold no key.
     public func resolve() -> Resolution {
@@ -102,7 +105,7 @@ public struct S3CredentialResolver: Sendable {
         var seen = false
         var unsupported: [String] = []
         for (file, section) in [(credentialsFile, name), (configFile, name == "default" ? name : "profile \(name)")] {
-            guard let text = try? String(contentsOfFile: file, encoding: .utf8) else { continue }
+            guard !file.hasPrefix("~"), let text = try? String(contentsOfFile: file, encoding: .utf8) else { continue }
             guard
                 let values = Self.section(section, of: text)
                     ?? (file == configFile ? Self.section(name, of: text) : nil)
@@ -167,6 +170,7 @@ public struct S3CredentialResolver: Sendable {
     }
 
     private func expandTilde(_ path: String) -> String {
-        path.hasPrefix("~/") ? home + path.dropFirst() : path
+        guard path.hasPrefix("~/"), let home else { return path }
+        return home + path.dropFirst()
     }
 }

@@ -20,7 +20,8 @@ public struct S3ProviderFactory: ProviderFactory {
 
     /// How requests are sent; URLSession unless a test or program gives another.
     public let transport: @Sendable (_ maxConcurrency: Int) -> any HTTPTransport
-    /// The environment credentials and profiles are read from.
+    /// The environment credentials and profiles are read from when the field values bring none (a pipeline's
+    /// values bring the environment it was loaded with).
     public let environment: [String: String]
 
     /// The factory; register it in a ``ProviderRegistry``.
@@ -123,7 +124,8 @@ public struct S3ProviderFactory: ProviderFactory {
         }
         let credentials = S3CredentialResolver(
             accessKeyID: values.text("accessKeyId"), secretAccessKey: values.text("secretAccessKey"),
-            sessionToken: values.text("sessionToken"), profile: values.text("profile"), environment: environment)
+            sessionToken: values.text("sessionToken"), profile: values.text("profile"),
+            environment: values.environment ?? environment)
         return Configuration(
             location: S3Location(endpoint: endpoint, bucket: bucket, region: region, pathStyle: pathStyle),
             prefix: prefix, credentials: credentials, timeoutMs: values.integer("timeoutMs") ?? 30_000,
