@@ -149,10 +149,8 @@ public final class S3Provider: Provider {
     private func getOne(_ key: String) async throws(CloudSyncError) -> String? {
         let request = HTTPRequest(method: .get, url: location.url(objectKey: objectKey(key)))
         let response = try await client.send(request, key: key)
-        if response.status == 404 {
-            let code = S3ErrorBody(response.body).code
-            if code == "NoSuchKey" || code.isEmpty { return nil }
-        }
+        // Only S3's own word means absent: a 404 page of something that is not S3 (a wrong endpoint) is an error.
+        if response.status == 404, S3ErrorBody(response.body).code == "NoSuchKey" { return nil }
         guard response.isSuccess else { throw client.failure(response, request, key: key) }
         guard let value = String(validating: response.body, as: UTF8.self) else {
             throw CloudSyncError(

@@ -189,6 +189,37 @@ enum SharedMoto {
         #expect(caught?.message.contains("test/secret+key") == false)
     }
 
+    @Test func perKeyErrorsOfDeleteObjectsLandInTheirSlots() async throws {
+        let proxy = try S3Proxy(upstream: try SharedMoto.endpoint())
+        let provider = makeProvider(endpoint: proxy.endpoint, bucket: "cloudsync-tests", prefix: "per-key/")
+        proxy.intercept { request in
+            guard request.method == "POST" else { return nil }
+            return HTTPResponse(
+                status: 200, headers: ["Content-Type": "application/xml"],
+                body: Data(
+                    (#"<?xml version="1.0" encoding="UTF-8"?><DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">"#
+                        + "<Error><Key>per-key/b &amp; c</Key><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"
+                        + "<Error><Key>per-key/d</Key><Code>InternalError</Code><Message>try again</Message></Error>"
+                        + "</DeleteResult>").utf8))
+        }
+        let results = try await provider.remove(["a", "b & c", "d"])
+        #expect((try? results[0].get()) != nil)
+        guard case .failure(let denied) = results[1], case .failure(let failed) = results[2] else {
+            Issue.record("per-key errors were not reported: \(results)")
+            return
+        }
+        #expect(denied.code == .containerMisconfigured && denied.key == "b & c" && denied.provider == "bucket")
+        #expect(failed.code == .server && failed.key == "d" && failed.message.contains("InternalError: try again"))
+    }
+
+    @Test func a404ThatIsNotS3sNoSuchKeyIsAnErrorNotAnAbsentKey() async throws {
+        let proxy = try S3Proxy(upstream: try SharedMoto.endpoint())
+        let provider = makeProvider(endpoint: proxy.endpoint, bucket: "cloudsync-tests", prefix: "not-s3/")
+        proxy.intercept { _ in HTTPResponse.text(404, "<html>Not Found</html>") }
+        let results = try await provider.get(["k"])
+        #expect(throws: CloudSyncError.self) { try results[0].get() }
+    }
+
     @Test func aSkewedClockIsNamedWithTheDifference() async throws {
         let proxy = try S3Proxy(upstream: try SharedMoto.endpoint())
         let provider = makeProvider(endpoint: proxy.endpoint, bucket: "cloudsync-tests", prefix: "skew/")
