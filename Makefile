@@ -26,6 +26,7 @@ emulator: build
 
 # Then a separate package builds README.md's examples against the library products and runs them.
 test: deps
+	@scripts/install-deps.sh rclone
 	@scripts/python-env.sh
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
@@ -33,7 +34,8 @@ test: deps
 	@$(MAKE) --no-print-directory check-install
 
 bench:
-	@scripts/install-deps.sh sqlite3
+	@scripts/install-deps.sh sqlite3 rclone
+	@scripts/python-env.sh
 	$(SWIFT) run -c release cloudsync-bench
 
 format:

@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "CloudSyncHTTPServer", targets: ["CloudSyncHTTPServer"]),
         .library(name: "CloudSyncAuth", targets: ["CloudSyncAuth"]),
         .library(name: "CloudSyncEmulator", targets: ["CloudSyncEmulator"]),
+        .library(name: "CloudSyncS3", targets: ["CloudSyncS3"]),
         .library(name: "CloudSyncTesting", targets: ["CloudSyncTesting"]),
         .executable(name: "cloudsync", targets: ["cloudsync"]),
         .executable(name: "cloudsync-emulator", targets: ["cloudsync-emulator"]),
@@ -26,11 +27,14 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
+        // OpenSSL's libcrypto, for MD5 only (the `Content-MD5` S3 requires); libsodium has no MD5, on purpose.
+        .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
 
         // Thin Swift faces: no C type reaches their public API.
         .target(name: "CloudSyncSQLite", dependencies: ["CSQLite"]),
         .target(name: "CloudSyncSodium", dependencies: ["CSodium"]),
         .target(name: "CloudSyncYAML", dependencies: ["CYAML"]),
+        .target(name: "CloudSyncOpenSSL", dependencies: ["CCrypto"]),
 
         // The core library.
         .target(name: "CloudSync", dependencies: ["CloudSyncSodium"]),
@@ -56,6 +60,10 @@ let package = Package(
             dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncHTTPServer", "CloudSyncSodium", "CloudSyncYAML"]),
         .executableTarget(name: "cloudsync-emulator", dependencies: ["CloudSyncEmulator"]),
 
+        // The `s3` provider: any S3-compatible bucket over CloudSyncHTTP, signed with SigV4.
+        .target(
+            name: "CloudSyncS3", dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncSodium", "CloudSyncOpenSSL"]),
+
         // Encryption at rest: the libsodium envelope codec and its key sources.
         .target(name: "CloudSyncCrypto", dependencies: ["CloudSync", "CloudSyncSodium"]),
 
@@ -67,6 +75,7 @@ let package = Package(
             name: "CloudSyncPipeline",
             dependencies: [
                 "CloudSync", "CloudSyncYAML", "CloudSyncSodium", "CloudSyncCrypto", "CloudSyncLocal", "CloudSyncSQLite",
+                "CloudSyncS3",
             ]),
 
         // The command line: argument parsing, exit codes, what people see.
@@ -81,7 +90,7 @@ let package = Package(
             name: "cloudsync-bench",
             dependencies: [
                 "CloudSync", "CloudSyncSQLite", "CloudSyncSodium", "CloudSyncYAML", "CloudSyncLocal", "CloudSyncCrypto",
-                "CloudSyncTesting",
+                "CloudSyncTesting", "CloudSyncHTTP", "CloudSyncS3",
             ]),
 
         // Test support shipped as a normal target: temporary directories, test doubles, a test transport; re-exports the
@@ -93,6 +102,7 @@ let package = Package(
         .testTarget(name: "CloudSyncSQLiteTests", dependencies: ["CloudSyncSQLite", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncSodiumTests", dependencies: ["CloudSyncSodium", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncYAMLTests", dependencies: ["CloudSyncYAML"]),
+        .testTarget(name: "CloudSyncOpenSSLTests", dependencies: ["CloudSyncOpenSSL"]),
         .testTarget(name: "CloudSyncTests", dependencies: ["CloudSync", "CloudSyncTesting"]),
         .testTarget(
             name: "CloudSyncCLITests",
@@ -109,6 +119,12 @@ let package = Package(
         .testTarget(
             name: "CloudSyncEmulatorTests",
             dependencies: ["CloudSync", "CloudSyncAuth", "CloudSyncHTTP", "CloudSyncTesting", "cloudsync-emulator"]),
+        .testTarget(
+            name: "CloudSyncS3Tests",
+            dependencies: [
+                "CloudSync", "CloudSyncHTTP", "CloudSyncLocal", "CloudSyncS3", "CloudSyncSodium", "CloudSyncTesting",
+                "cloudsync",
+            ]),
         .testTarget(
             name: "CloudSyncPipelineTests",
             dependencies: ["CloudSync", "CloudSyncPipeline", "CloudSyncSQLite", "CloudSyncTesting"]),

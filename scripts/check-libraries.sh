@@ -1,8 +1,11 @@
 #!/usr/bin/env bash
 # Checks that an installed cloudsync needs no Swift toolchain at run time: `ldd BINARY` may list only the C and C++
-# runtime of the system (libc, libm, libstdc++, libgcc_s, the dynamic loader and the like) and the three Debian
-# libraries (libsqlite3, libsodium, libyaml). Anything else -- libswiftCore, libFoundation, libdispatch, a library
-# ldd cannot find -- fails, naming it. README.md, "Install", lists the same libraries; change both together.
+# runtime of the system (libc, libm, libstdc++, libgcc_s, the dynamic loader and the like), the Debian libraries
+# CloudSync uses (libsqlite3, libsodium, libyaml, libcrypto for the s3 provider's MD5), the two that
+# FoundationNetworking and FoundationXML load (libcurl for HTTP, libxml2 for S3's XML), and what those two need
+# themselves (as `ldd` of libcurl and libxml2 lists it: TLS, HTTP/2, compression, ICU). Anything else --
+# libswiftCore, libFoundation, libdispatch, a library ldd cannot find -- fails, naming it. README.md, "Install",
+# lists the same packages; change both together.
 # Usage: scripts/check-libraries.sh BINARY
 set -euo pipefail
 binary=${1:?usage: check-libraries.sh BINARY}
@@ -14,7 +17,21 @@ if ! output=$(ldd "$binary" 2>&1); then
 fi
 
 allowed_system='^(linux-vdso\.so\.1|linux-gate\.so\.1|ld-linux(-x86-64|-aarch64)?\.so\.[0-9]+|libc\.so\.6|libm\.so\.6|libstdc\+\+\.so\.6|libgcc_s\.so\.1|libpthread\.so\.0|libdl\.so\.2|librt\.so\.1|libutil\.so\.1)$'
-allowed_debian='^(libsqlite3\.so\.0|libsodium\.so\.[0-9]+|libyaml-0\.so\.[0-9]+)$'
+allowed_debian='^(libsqlite3\.so\.0|libsodium\.so\.[0-9]+|libyaml-0\.so\.[0-9]+|libcrypto\.so\.[0-9]+|libcurl\.so\.4|libxml2\.so\.2)$'
+
+# What libcurl and libxml2 need themselves is theirs to choose (Debian builds libcurl with GnuTLS for LDAP, Kerberos,
+# and so on); take it from ldd of the copies the binary resolved, not from a list here.
+transitive=" "
+while IFS= read -r line; do
+    case $line in
+        *"libcurl.so"*" => /"* | *"libxml2.so"*" => /"*)
+            library=${line#* => }
+            library=${library%% (*}
+            for name in $(ldd "$library" 2>/dev/null | awk '{print $1}'); do transitive+="${name##*/} "; done
+            ;;
+    esac
+done <<<"$output"
+
 
 problems=()
 found=()
@@ -34,7 +51,7 @@ while IFS= read -r line; do
         problems+=("$name${path:+ ($path)}: part of the Swift runtime, which must be linked statically (swift build --static-swift-stdlib)")
     elif [[ $name =~ $allowed_system ]]; then
         :
-    elif [[ $name =~ $allowed_debian ]]; then
+    elif [[ $name =~ $allowed_debian || $transitive == *" $name "* ]]; then
         case $path in
             /lib/* | /usr/lib/*) ;;
             *) problems+=("$name: resolved to $path, not the Debian package's copy under /lib or /usr/lib") ;;

@@ -3,8 +3,10 @@
 # Safe to run repeatedly: with everything present it does nothing and says so.
 set -euo pipefail
 
-# The build's packages, plus any named on the command line (make bench adds the sqlite3 shell).
-packages=(pkg-config libyaml-dev libsqlite3-dev libsodium-dev "$@")
+# The build's packages, plus any named on the command line (make bench adds the sqlite3 shell). libcurl's headers
+# and libxml2's are for the release build: FoundationNetworking and FoundationXML, linked statically, need -lcurl
+# and -lxml2.
+packages=(pkg-config libyaml-dev libsqlite3-dev libsodium-dev libssl-dev libcurl4-openssl-dev libxml2-dev "$@")
 
 missing=()
 for package in "${packages[@]}"; do

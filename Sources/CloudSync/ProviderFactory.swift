@@ -59,9 +59,15 @@ public enum ProviderFieldValue: Sendable, Equatable {
 public struct ProviderFieldValues: Sendable, Equatable {
     /// Values by field name.
     public var values: [String: ProviderFieldValue]
+    /// The environment the pipeline was loaded with (the one its `${env:...}` read), for a type that also reads
+    /// variables of its own (the `s3` type's `AWS_*`); nil when the values did not come from a pipeline file.
+    public var environment: [String: String]?
 
-    /// Values by field name.
-    public init(_ values: [String: ProviderFieldValue] = [:]) { self.values = values }
+    /// Values by field name, loaded with `environment`.
+    public init(_ values: [String: ProviderFieldValue] = [:], environment: [String: String]? = nil) {
+        self.values = values
+        self.environment = environment
+    }
 
     /// The text (or path, already absolute) of `name`, if given.
     public func text(_ name: String) -> String? {
@@ -127,6 +133,10 @@ public protocol ProviderFactory: Sendable {
     /// Why a provider of this type can never serve on this platform, when it cannot (the iCloud key-value store on
     /// Linux); nil when it can. Validation and plans say so.
     var unavailableHere: String? { get }
+    /// What `cloudsync plan` shows about a configuration besides its fields, by name (where credentials will come
+    /// from, the resolved address); never a secret. Reading the environment or a credentials file is fine here,
+    /// opening a connection is not.
+    func planDetails(of configuration: Configuration) -> [String: String]
 
     /// The interactive sign-in a provider with this configuration needs once (`cloudsync login`), or nil when the
     /// type needs none. It must have no side effects: it runs only when asked.
@@ -145,6 +155,8 @@ extension ProviderFactory {
 
     /// Most provider types need no sign-in: local storage, or credentials given in full in the pipeline file.
     public func signIn(for configuration: Configuration) -> (any ProviderSignIn)? { nil }
+    /// Most provider types have nothing to show besides their fields.
+    public func planDetails(of configuration: Configuration) -> [String: String] { [:] }
 }
 
 /// A provider type's configuration, checked and ready to make providers, its concrete type erased.
@@ -155,12 +167,15 @@ public struct ConfiguredProvider: Sendable {
     public let capabilities: ProviderCapabilities
     /// The one-time interactive sign-in it needs (`cloudsync login`); nil when it needs none.
     public let signIn: (any ProviderSignIn)?
+    /// What `plan` shows besides the fields; see ``ProviderFactory/planDetails(of:)``.
+    public let planDetails: [String: String]
     private let maker: @Sendable (ProviderContext) throws -> any Provider
 
     init<Factory: ProviderFactory>(_ factory: Factory, _ configuration: Factory.Configuration) {
         type = factory.type
         capabilities = factory.capabilities(of: configuration)
         signIn = factory.signIn(for: configuration)
+        planDetails = factory.planDetails(of: configuration)
         maker = { context in try factory.make(configuration, context: context) }
     }
 

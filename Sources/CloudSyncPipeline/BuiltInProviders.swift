@@ -1,5 +1,6 @@
 import CloudSync
 import CloudSyncLocal
+import CloudSyncS3
 
 /// The provider types this build of CloudSync ships, as `cloudsync` registers them: one registration line per type.
 ///
@@ -12,6 +13,7 @@ public enum BuiltInProviders {
         registry.register(MemoryProviderFactory())
         registry.register(SQLiteProviderFactory())
         registry.register(DirectoryProviderFactory())
+        registry.register(S3ProviderFactory())
         registry.register(ICloudKeyValueProviderFactory())
         return registry
     }

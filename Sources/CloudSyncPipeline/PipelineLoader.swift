@@ -328,7 +328,7 @@ private struct Reader {
             if reference(text, at: node.mark, among: codecIDs.sorted(), what: "codec") { codec = text }
         }
         guard valid else { return nil }
-        let fields = ProviderFieldValues(values)
+        let fields = ProviderFieldValues(values, environment: interpolator.environment)
         do {
             return ProviderSpec(
                 id: id, type: type.name, configured: try type.configuration(from: fields), fields: fields,

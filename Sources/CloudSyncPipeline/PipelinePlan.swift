@@ -15,7 +15,7 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
         /// 1-based place in the store's preference order; nil when the store does not use it.
         public var position: Int?
         /// The type's own fields as given: paths relative to the pipeline, interpolated values as written, secrets
-        /// only by where they come from.
+        /// only by where they come from; plus what the type adds (an `s3` provider's `credentials` source).
         public var settings: [String: String]
         /// The largest encoded value it takes under this tiering, in bytes; nil for no cap.
         public var capBytes: Int?
@@ -133,6 +133,9 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
                 } else if case .textMap(let pairs) = value {
                     settings[name] = "\(pairs.count) item\(pairs.count == 1 ? "" : "s")"
                 }
+            }
+            for (name, detail) in provider.configured.planDetails where settings[name] == nil {
+                settings[name] = detail
             }
             return Provider(
                 id: provider.id, type: provider.type,

@@ -1,7 +1,9 @@
 // `make bench`: prints throughput figures for the layers built so far. Figures, not pass/fail: compare runs.
 import CloudSync
 import CloudSyncCrypto
+import CloudSyncHTTP
 import CloudSyncLocal
+import CloudSyncS3
 import CloudSyncSQLite
 import CloudSyncSodium
 import CloudSyncTesting
@@ -230,3 +232,67 @@ for (label, size, rounds) in [("1 KB", 1024, 20_000), ("1 MB", 1024 * 1024, 40)]
         "\(padded) \(String(format: "%8.1f", megabytes / seconds(codecTime))) MiB/s  raw seal+open \(String(format: "%8.1f", megabytes / seconds(rawTime))) MiB/s  ratio \(String(format: "%.2f", seconds(codecTime) / seconds(rawTime)))"
     )
 }
+
+// The s3 provider: a migrate of 2,000 files of 1 KB from a directory to a bucket of moto's S3 server on loopback,
+// beside `rclone copy` of the same files to another bucket of the same server. One run each; moto (Python, one
+// process) is the bottleneck of both, so the ratio says how CloudSync's requests compare with rclone's.
+func benchS3(storeOptions: StoreOptions) async throws {
+    let python = FileManager.default.currentDirectoryPath + "/.build/pyenv/bin/python3"
+    guard FileManager.default.isExecutableFile(atPath: python),
+        FileManager.default.isExecutableFile(atPath: "/usr/bin/rclone")
+    else {
+        print("s3 provider: skipped (needs .build/pyenv from scripts/python-env.sh and Debian's rclone)")
+        return
+    }
+    let moto = Process()
+    moto.executableURL = URL(fileURLWithPath: python)
+    moto.arguments = ["scripts/moto_s3.py", "bench-cloudsync", "bench-rclone"]
+    let input = Pipe()
+    let output = Pipe()
+    moto.standardInput = input
+    moto.standardOutput = output
+    moto.standardError = FileHandle.nullDevice
+    try moto.run()
+    defer {
+        try? input.fileHandleForWriting.close()
+        moto.waitUntilExit()
+    }
+    var line = Data()
+    while let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) {
+        line += byte
+    }
+    guard let port = Int(String(decoding: line, as: UTF8.self)) else { fatalError("moto did not start") }
+    let endpoint = URL(string: "http://127.0.0.1:\(port)")!
+
+    let count = 2000
+    let files = directory.appendingPathComponent("s3-source").path
+    let source = try DirectoryProvider(id: "files", root: files)
+    let kilobyte = String(repeating: "k", count: 1024)
+    let keys = (0..<count).map { String(format: "settings.item.%06d", $0) }
+    for start in stride(from: 0, to: count, by: 100) {
+        _ = try await source.set(keys[start..<start + 100].map { KeyValue($0, kilobyte) })
+    }
+    let bucket = S3Provider(
+        location: S3Location(endpoint: endpoint, bucket: "bench-cloudsync", region: "us-east-1", pathStyle: true),
+        credentials: S3Credentials(accessKeyID: "bench", secretAccessKey: "bench"),
+        transport: URLSessionTransport(maxConcurrency: 16), context: ProviderContext(providerID: "bucket"))
+    let store = try CloudStore(providers: [source, bucket], options: storeOptions)
+    var migrated = 0
+    let ours = try await clock.measure {
+        migrated = try await StoreMaintenance(store).migrate(from: "files", to: "bucket").copied.count
+    }
+    guard migrated == count else { fatalError("migrated \(migrated) of \(count)") }
+    let environment = [
+        "RCLONE_CONFIG_MOTO_TYPE": "s3", "RCLONE_CONFIG_MOTO_PROVIDER": "Other",
+        "RCLONE_CONFIG_MOTO_ENDPOINT": endpoint.absoluteString, "RCLONE_CONFIG_MOTO_FORCE_PATH_STYLE": "true",
+        "RCLONE_CONFIG_MOTO_ACCESS_KEY_ID": "bench", "RCLONE_CONFIG_MOTO_SECRET_ACCESS_KEY": "bench",
+        "RCLONE_CONFIG_MOTO_REGION": "us-east-1", "RCLONE_CONFIG": "/dev/null",
+    ]
+    let exports = environment.map { "\($0.key)='\($0.value)'" }.joined(separator: " ")
+    let theirs = try shell("env -u AWS_CA_BUNDLE \(exports) rclone copy --transfers 16 '\(files)' moto:bench-rclone")
+    let padded = "s3 provider: migrate 2,000 x 1 KB dir -> moto".padding(toLength: 52, withPad: " ", startingAt: 0)
+    print(
+        "\(padded) \(String(format: "%7.3f", seconds(ours))) s  rclone copy \(String(format: "%6.3f", seconds(theirs))) s  ratio \(String(format: "%.2f", seconds(ours) / seconds(theirs)))"
+    )
+}
+try await benchS3(storeOptions: storeOptions)

@@ -1,0 +1,353 @@
+import CloudSync
+import CloudSyncHTTP
+import CloudSyncOpenSSL
+import Foundation
+import Synchronization
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// One object per key in an S3 bucket (AWS, MinIO, Ceph, R2 or any S3-compatible server): object key = prefix + key,
+/// object body = the (encoded) value, byte for byte.
+///
+/// Reads are `GetObject` (a missing key is `NoSuchKey`, read as nil), several at once up to `maxConcurrency`; writes
+/// are `PutObject` with `Content-MD5`, or a multipart upload for values over ``multipartThreshold``; removes are one
+/// `DeleteObjects` request per 1,000 keys with `Content-MD5`, its per-key `<Error>` items reported in their slots;
+/// listing is `ListObjectsV2` with `encoding-type=url`, its continuation token as the cursor and the prefix stripped.
+/// Every request goes through ``CloudSyncHTTP/HTTPClient`` (deadline, retry, SigV4, concurrency limit). S3 has no
+/// usage figure that fits a quota, so ``quota()`` is nil.
+public final class S3Provider: Provider {
+    /// Values with more UTF-8 bytes than this are uploaded in parts: 64 MiB.
+    public static let multipartThreshold = 64 * 1024 * 1024
+    /// The size of each part but the last: 16 MiB (S3 takes 5 MiB to 5 GiB).
+    public static let partSize = 16 * 1024 * 1024
+    /// The longest object key S3 takes, in UTF-8 bytes.
+    public static let maxObjectKeyBytes = 1024
+    /// The most keys one `DeleteObjects` request or listing page carries.
+    public static let batchLimit = 1000
+
+    /// The provider's id in the store.
+    public let id: String
+    /// A file-tier provider of up to 1,000 keys a batch that lists and reports no quota; its key rule keeps prefix +
+    /// key within 1,024 bytes.
+    public let capabilities: ProviderCapabilities
+    /// The bucket and how it is addressed.
+    public let location: S3Location
+    /// Prepended to every key to make its object key.
+    public let prefix: String
+    /// The access key id requests are signed with (not secret).
+    public let accessKeyID: String
+    private let client: S3Client
+    private let readOnly: Bool
+    private let closed = Mutex(false)
+
+    /// A provider on `location` under `prefix`, signing with `credentials`, sending through `transport`.
+    ///
+    /// - Parameters:
+    ///   - context: the provider's id, clock (signing time, backoff), metrics and logger; the credentials are struck
+    ///     from every log line.
+    ///   - timeout: each request's deadline.
+    ///   - maxConcurrency: requests in flight at once.
+    ///   - readOnly: refuse writes and removes (dry runs).
+    public init(
+        location: S3Location, prefix: String = "", credentials: S3Credentials, transport: any HTTPTransport,
+        context: ProviderContext, timeout: Duration = .seconds(30), maxConcurrency: Int = 16,
+        retryPolicy: RetryPolicy = RetryPolicy(), readOnly: Bool = false
+    ) {
+        id = context.providerID
+        self.location = location
+        self.prefix = prefix
+        self.accessKeyID = credentials.accessKeyID
+        self.readOnly = readOnly
+        capabilities = Self.capabilities(prefix: prefix)
+        var context = context
+        context.logger = context.logger.redacting(
+            [credentials.secretAccessKey] + (credentials.sessionToken.map { [$0] } ?? []))
+        let http = HTTPClient(
+            transport: transport, context: context,
+            authenticator: S3Authenticator(credentials: credentials, region: location.region, clock: context.clock),
+            retryPolicy: retryPolicy, timeout: timeout, maxConcurrency: maxConcurrency)
+        client = S3Client(http: http, location: location, accessKeyID: credentials.accessKeyID)
+    }
+
+    /// What a provider with `prefix` can do; known before it is made.
+    public static func capabilities(prefix: String) -> ProviderCapabilities {
+        ProviderCapabilities(
+            tier: .file, keyRules: [.maxUTF8Bytes(maxObjectKeyBytes - prefix.utf8.count)], batchLimit: batchLimit,
+            canList: true, reportsQuota: false)
+    }
+
+    private func ensureOpen() throws(CloudSyncError) {
+        if closed.withLock({ $0 }) {
+            throw CloudSyncError(
+                .closed, "the s3 provider \(id) was closed; make a new one to reach \(location) again", provider: id)
+        }
+    }
+
+    private func ensureWritable() throws(CloudSyncError) {
+        try ensureOpen()
+        if readOnly {
+            throw CloudSyncError(
+                .unsupported, "the s3 provider \(id) is read-only here (a dry run); nothing was changed", provider: id)
+        }
+    }
+
+    private func objectKey(_ key: String) -> String { prefix + key }
+
+    /// Stops serving; later calls fail with `ERR_CLOSED`.
+    public func close() async { closed.withLock { $0 = true } }
+
+    /// Available when one listing request of the prefix succeeds; otherwise why not: `signedOut` for refused
+    /// credentials, `misconfigured` for a missing or forbidden bucket, `offline` when the endpoint cannot be reached.
+    public func availability() async -> Availability {
+        if closed.withLock({ $0 }) {
+            return .unavailable(.closed, "the s3 provider \(id) was closed; make a new one to reach \(location) again")
+        }
+        do {
+            _ = try await listPage(continuation: nil, maxKeys: 1)
+            return .available
+        } catch {
+            switch error.code {
+            case .notSignedIn: return .unavailable(.signedOut, error.message)
+            case .containerMisconfigured, .config: return .unavailable(.misconfigured, error.message)
+            case .offline: return .unavailable(.offline, error.message)
+            case .timeout: return .unavailable(.timedOut, error.message)
+            default: return .unavailable(.other, error.message)
+            }
+        }
+    }
+
+    /// The bucket, endpoint and access key id: pointing the pipeline at another account or bucket changes it.
+    public func accountIdentity() async throws -> String? {
+        try ensureOpen()
+        return "\(location.endpoint.absoluteString)/\(location.bucket) as \(accessKeyID)"
+    }
+
+    /// S3 has no usage figure that fits a quota (bucket sizes come from CloudWatch or an inventory), so nil.
+    public func quota() async throws -> ProviderQuota? {
+        try ensureOpen()
+        return nil
+    }
+
+    // MARK: Get
+
+    /// `GetObject` for each key, several at once; nil for `NoSuchKey`, `ERR_DECODE` for a body that is not UTF-8.
+    ///
+    /// Throws when the failure concerns the whole bucket (credentials refused, bucket missing, offline).
+    public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
+        try ensureOpen()
+        return try await forEach(keys) { key async -> Result<String?, CloudSyncError> in
+            do throws(CloudSyncError) {
+                return .success(try await self.getOne(key))
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
+    private func getOne(_ key: String) async throws(CloudSyncError) -> String? {
+        let request = HTTPRequest(method: .get, url: location.url(objectKey: objectKey(key)))
+        let response = try await client.send(request, key: key)
+        // Only S3's own word means absent: a 404 page of something that is not S3 (a wrong endpoint) is an error.
+        if response.status == 404, S3ErrorBody(response.body).code == "NoSuchKey" { return nil }
+        guard response.isSuccess else { throw client.failure(response, request, key: key) }
+        guard let value = String(validating: response.body, as: UTF8.self) else {
+            throw CloudSyncError(
+                .decode,
+                "the object \(objectKey(key)) in \(location) is not UTF-8 text (\(response.body.count) bytes); values "
+                    + "are strings, so it was not written by CloudSync",
+                provider: id, key: key)
+        }
+        return value
+    }
+
+    // MARK: Set
+
+    /// `PutObject` (with `Content-MD5`) for each item, several at once; a multipart upload for a value over
+    /// ``multipartThreshold`` bytes.
+    public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
+        try ensureWritable()
+        return try await forEach(items) { item async -> Result<Void, CloudSyncError> in
+            do throws(CloudSyncError) {
+                let body = Data(item.value.utf8)
+                if body.count > Self.multipartThreshold {
+                    try await self.putMultipart(item.key, body)
+                } else {
+                    try await self.putOne(item.key, body)
+                }
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
+    private func putOne(_ key: String, _ body: Data) async throws(CloudSyncError) {
+        let request = HTTPRequest(
+            method: .put, url: location.url(objectKey: objectKey(key)),
+            headers: ["Content-Type": "application/octet-stream", "Content-MD5": MD5.contentMD5(body)], body: body)
+        _ = try await client.sendExpectingSuccess(request, key: key)
+    }
+
+    /// Uploads `body` in ``partSize`` parts (several at once), then completes the upload; any failure aborts it so
+    /// no parts are left behind to pay for.
+    private func putMultipart(_ key: String, _ body: Data) async throws(CloudSyncError) {
+        let object = objectKey(key)
+        let create = HTTPRequest(
+            method: .post, url: location.url(objectKey: object, query: "uploads"),
+            headers: ["Content-Type": "application/octet-stream"], isRetrySafe: true)
+        let created = try await client.sendExpectingSuccess(create, key: key)
+        guard let uploadID = XMLElement.parse(created.body)?.text(of: "UploadId"), !uploadID.isEmpty else {
+            throw CloudSyncError(
+                .provider, "\(location) started a multipart upload of \(object) without an UploadId", provider: id,
+                key: key)
+        }
+        let upload = "uploadId=" + S3URIEncoding.encode(uploadID)
+        do throws(CloudSyncError) {
+            let partCount = (body.count + Self.partSize - 1) / Self.partSize
+            let etags = try await forEach(Array(1...partCount)) { number async -> Result<String, CloudSyncError> in
+                let start = (number - 1) * Self.partSize
+                let part = Data(body[start..<min(start + Self.partSize, body.count)])
+                let request = HTTPRequest(
+                    method: .put, url: self.location.url(objectKey: object, query: "partNumber=\(number)&" + upload),
+                    headers: ["Content-MD5": MD5.contentMD5(part)], body: part)
+                do throws(CloudSyncError) {
+                    let response = try await self.client.sendExpectingSuccess(request, key: key)
+                    return .success(response.headers["ETag"] ?? "")
+                } catch {
+                    return .failure(error)
+                }
+            }
+            var parts = ""
+            for (index, etag) in etags.enumerated() {
+                parts +=
+                    "<Part><PartNumber>\(index + 1)</PartNumber><ETag>\(XMLElement.escape(try etag.get()))</ETag></Part>"
+            }
+            let complete = HTTPRequest(
+                method: .post, url: location.url(objectKey: object, query: upload),
+                headers: ["Content-Type": "application/xml"],
+                body: Data(
+                    (#"<?xml version="1.0" encoding="UTF-8"?><CompleteMultipartUpload xmlns="http://s3.amazonaws.com/doc/2006-03-01/">"#
+                        + parts + "</CompleteMultipartUpload>").utf8), isRetrySafe: true)
+            let completed = try await client.sendExpectingSuccess(complete, key: key)
+            // CompleteMultipartUpload may fail after its 200 status line, with an <Error> body.
+            if XMLElement.parse(completed.body)?.name == "Error" {
+                var failed = completed
+                failed.status = 500
+                throw client.failure(failed, complete, key: key)
+            }
+        } catch {
+            let abort = HTTPRequest(method: .delete, url: location.url(objectKey: object, query: upload))
+            _ = try? await client.send(abort, key: key)
+            throw error
+        }
+    }
+
+    // MARK: Remove
+
+    /// Removes with `DeleteObjects`, 1,000 keys a request, in quiet mode, with `Content-MD5`.
+    ///
+    /// The answer lists only the keys that failed, each reported in its slot; removing a missing key succeeds.
+    public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
+        try ensureWritable()
+        var results: [Result<Void, CloudSyncError>] = []
+        for start in stride(from: 0, to: keys.count, by: Self.batchLimit) {
+            results += try await removeBatch(Array(keys[start..<min(start + Self.batchLimit, keys.count)]))
+        }
+        return results
+    }
+
+    private func removeBatch(_ keys: [String]) async throws(CloudSyncError) -> [Result<Void, CloudSyncError>] {
+        let objects = keys.map { "<Object><Key>\(XMLElement.escape(objectKey($0)))</Key></Object>" }.joined()
+        let body = Data(
+            (#"<?xml version="1.0" encoding="UTF-8"?><Delete xmlns="http://s3.amazonaws.com/doc/2006-03-01/">"#
+                + "<Quiet>true</Quiet>" + objects + "</Delete>").utf8)
+        let request = HTTPRequest(
+            method: .post, url: location.bucketURL(query: "delete"),
+            headers: ["Content-Type": "application/xml", "Content-MD5": MD5.contentMD5(body)], body: body,
+            isRetrySafe: true)
+        let response = try await client.sendExpectingSuccess(request)
+        guard let result = XMLElement.parse(response.body), result.name == "DeleteResult" else {
+            throw CloudSyncError(
+                .provider, "\(location) answered DeleteObjects with something other than a DeleteResult", provider: id)
+        }
+        var failures: [String: CloudSyncError] = [:]
+        for item in result.children("Error") {
+            guard let object = item.text(of: "Key"), object.hasPrefix(prefix) else { continue }
+            let key = String(object.dropFirst(prefix.count))
+            let code = item.text(of: "Code") ?? "InternalError"
+            let message = item.text(of: "Message") ?? ""
+            if code == "AccessDenied" {
+                let denied = HTTPResponse(
+                    status: 403, body: Data("<Error><Code>AccessDenied</Code><Message/></Error>".utf8))
+                failures[key] = client.failure(denied, request, key: key)
+            } else {
+                failures[key] = CloudSyncError(
+                    code == "InternalError" || code == "SlowDown" ? .server : .provider,
+                    "\(location) could not remove the object \(object) (\(code): \(message))", provider: id, key: key)
+            }
+        }
+        return keys.map { key in failures[key].map { .failure($0) } ?? .success(()) }
+    }
+
+    // MARK: List
+
+    /// One `ListObjectsV2` page of at most `limit` keys (1,000 at most), in S3's order (UTF-8 binary); the cursor is
+    /// S3's continuation token.
+    public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
+        try ensureOpen()
+        return try await listPage(continuation: cursor, maxKeys: min(max(limit, 1), Self.batchLimit))
+    }
+
+    private func listPage(continuation: String?, maxKeys: Int) async throws(CloudSyncError) -> KeyPage {
+        var query = "list-type=2&encoding-type=url&max-keys=\(maxKeys)&prefix=\(S3URIEncoding.encode(prefix))"
+        if let continuation { query += "&continuation-token=" + S3URIEncoding.encode(continuation) }
+        let request = HTTPRequest(method: .get, url: location.bucketURL(query: query))
+        let response = try await client.sendExpectingSuccess(request)
+        guard let result = XMLElement.parse(response.body), result.name == "ListBucketResult" else {
+            throw CloudSyncError(
+                .provider, "\(location) answered ListObjectsV2 with something other than a ListBucketResult",
+                provider: id)
+        }
+        let urlEncoded = result.text(of: "EncodingType") == "url"
+        let keys = result.children("Contents").compactMap { item -> String? in
+            guard let raw = item.text(of: "Key") else { return nil }
+            let object = urlEncoded ? Self.formDecode(raw) : raw
+            guard object.hasPrefix(prefix), object.utf8.count > prefix.utf8.count else { return nil }
+            return String(object.dropFirst(prefix.count))
+        }
+        let truncated = result.text(of: "IsTruncated") == "true"
+        let next = truncated ? result.text(of: "NextContinuationToken") : nil
+        return KeyPage(keys: keys, nextCursor: next?.isEmpty == false ? next : nil)
+    }
+
+    /// A key as `encoding-type=url` returns it: `+` is a space, `%XX` a byte.
+    static func formDecode(_ text: String) -> String {
+        let spaced = text.replacingOccurrences(of: "+", with: " ")
+        return spaced.removingPercentEncoding ?? spaced
+    }
+
+    // MARK: Batches
+
+    /// Runs `body` for every element at once (the HTTP client's concurrency limit paces them) and returns the
+    /// results in order; throws the first failure that concerns the whole bucket.
+    private func forEach<Element: Sendable, Value: Sendable>(
+        _ elements: [Element], _ body: @escaping @Sendable (Element) async -> Result<Value, CloudSyncError>
+    ) async throws(CloudSyncError) -> [Result<Value, CloudSyncError>] {
+        let results = await withTaskGroup(of: (Int, Result<Value, CloudSyncError>).self) { group in
+            for (index, element) in elements.enumerated() {
+                group.addTask { (index, await body(element)) }
+            }
+            var results = [Result<Value, CloudSyncError>?](repeating: nil, count: elements.count)
+            for await (index, result) in group { results[index] = result }
+            return results.map { $0! }
+        }
+        for result in results {
+            if case .failure(let error) = result, S3ErrorMapping.isBatchWide(error) {
+                throw error.attributed(provider: id)
+            }
+        }
+        return results.map { $0.mapError { $0.attributed(provider: self.id) } }
+    }
+}

@@ -1,0 +1,131 @@
+import CloudSync
+import CloudSyncLocal
+import CloudSyncS3
+import CloudSyncTesting
+import Foundation
+import Testing
+
+/// rclone (Debian's package) as an independent S3 client against the same moto server, and the `cloudsync`
+/// executable running pipelines on the `s3` provider.
+@Suite struct S3InteropTests {
+    static let rclone = "/usr/bin/rclone"
+
+    /// Runs rclone with a remote `moto:` pointing at the shared server.
+    func rclone(_ arguments: [String]) throws -> ProcessResult {
+        guard FileManager.default.isExecutableFile(atPath: Self.rclone) else {
+            throw MissingPeer(description: "rclone is missing: `make test` installs it (apt-get install rclone)")
+        }
+        var environment = ProcessInfo.processInfo.environment
+        environment["AWS_CA_BUNDLE"] = nil
+        environment.merge([
+            "RCLONE_CONFIG_MOTO_TYPE": "s3", "RCLONE_CONFIG_MOTO_PROVIDER": "Other",
+            "RCLONE_CONFIG_MOTO_ENDPOINT": try SharedMoto.endpoint().absoluteString,
+            "RCLONE_CONFIG_MOTO_FORCE_PATH_STYLE": "true", "RCLONE_CONFIG_MOTO_ACCESS_KEY_ID": "rclone",
+            "RCLONE_CONFIG_MOTO_SECRET_ACCESS_KEY": "rclone", "RCLONE_CONFIG_MOTO_REGION": "us-east-1",
+            "RCLONE_CONFIG": "/dev/null",
+        ]) { $1 }
+        let result = try ProcessRunner.run(Self.rclone, arguments, environment: environment)
+        #expect(result.status == 0, "rclone \(arguments): \(result.standardError)")
+        return result
+    }
+
+    /// Runs `cloudsync` with moto's endpoint and dummy keys in the environment.
+    func cloudsync(_ arguments: [String], directory: String) throws -> ProcessResult {
+        var environment = ProcessInfo.processInfo.environment
+        environment.merge([
+            "CLOUDSYNC_S3_ENDPOINT": try SharedMoto.endpoint().absoluteString, "AWS_ACCESS_KEY_ID": "AKIACLI",
+            "AWS_SECRET_ACCESS_KEY": "cli-secret-value", "CLOUDSYNC_S3_BUCKET": "cloudsync-rclone",
+        ]) { $1 }
+        return try ProcessRunner.run(
+            try ProcessRunner.builtProduct("cloudsync"), arguments, environment: environment,
+            currentDirectory: directory)
+    }
+
+    static let keys = ["settings.theme", "with space", "plus+sign", "ünïcode/日本", "nested/deeper/key", "100%"]
+
+    @Test func rcloneReadsBackWhatCloudSyncWritesByteForByte() async throws {
+        let provider = makeProvider(
+            endpoint: try SharedMoto.endpoint(), bucket: "cloudsync-rclone", prefix: "from-cloudsync/")
+        let items = Self.keys.enumerated().map { KeyValue($1, "{\"n\":\($0),\"text\":\"héllo 🌍\\n\"}\n") }
+        _ = try await provider.set(items)
+        let listed = try rclone(["lsf", "-R", "--files-only", "moto:cloudsync-rclone/from-cloudsync"])
+        #expect(Set(listed.standardOutput.split(separator: "\n").map(String.init)) == Set(Self.keys))
+        for item in items {
+            let cat = try rclone(["cat", "moto:cloudsync-rclone/from-cloudsync/" + item.key])
+            #expect(cat.standardOutput == item.value, "\(item.key)")
+        }
+    }
+
+    @Test func cloudSyncMigrateReadsBackWhatRcloneUploads() async throws {
+        let directory = try TemporaryDirectory()
+        let upload = directory.file("upload")
+        var expected: [String: String] = [:]
+        for (index, key) in Self.keys.enumerated() {
+            let path = upload + "/" + key
+            try FileManager.default.createDirectory(
+                atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
+            let value = "value \(index): \(key) ✓"
+            try value.write(toFile: path, atomically: true, encoding: .utf8)
+            expected[key] = value
+        }
+        _ = try rclone(["copy", upload, "moto:cloudsync-rclone/from-rclone"])
+        try """
+        version: 1
+        name: from-rclone
+        providers:
+          bucket: { type: s3, bucket: cloudsync-rclone, prefix: from-rclone/, endpoint: "${env:CLOUDSYNC_S3_ENDPOINT}" }
+          local: { type: directory, path: local, create: true }
+        store: { providers: [local, bucket] }
+        jobs:
+          - { type: migrate, from: bucket, to: local }
+        """.write(toFile: directory.file("pipeline.yaml"), atomically: true, encoding: .utf8)
+        let run = try cloudsync(["run", "pipeline.yaml", "--quiet"], directory: directory.path)
+        #expect(run.status == 0, "\(run.standardOutput)\(run.standardError)")
+        let local = try DirectoryProvider(root: directory.file("local"))
+        let read = try await local.get(Self.keys).map { try $0.get() }
+        #expect(read == Self.keys.map { expected[$0] })
+    }
+
+    @Test func encryptedValuesInTheBucketAreTheDocumentedEnvelope() async throws {
+        let directory = try TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory.file("source"), withIntermediateDirectories: true)
+        try "the secret setting".write(
+            toFile: directory.file("source/settings.theme"), atomically: true, encoding: .utf8)
+        let keyFile = Repository.root + "/pipelines/keys/demo-backup.key"
+        try """
+        version: 1
+        name: encrypted-to-s3
+        providers:
+          source: { type: directory, path: source }
+          bucket: { type: s3, bucket: cloudsync-rclone, prefix: encrypted/, endpoint: "${env:CLOUDSYNC_S3_ENDPOINT}", codec: vault }
+        codecs:
+          vault: { type: xchacha20poly1305, keys: [{ id: demo2026, file: \(keyFile) }] }
+        store: { providers: [source, bucket] }
+        jobs:
+          - { type: migrate, from: source, to: bucket }
+        """.write(toFile: directory.file("pipeline.yaml"), atomically: true, encoding: .utf8)
+        let run = try cloudsync(["run", "pipeline.yaml", "--quiet"], directory: directory.path)
+        #expect(run.status == 0, "\(run.standardOutput)\(run.standardError)")
+        let envelope = try rclone(["cat", "moto:cloudsync-rclone/encrypted/settings.theme"]).standardOutput
+        #expect(!envelope.contains("secret setting"))
+        let decrypted = try ProcessRunner.run(
+            Repository.python,
+            [
+                Repository.root + "/scripts/envelope_interop.py", "decrypt", envelope, "settings.theme", "--key-file",
+                keyFile,
+            ])
+        #expect(decrypted.status == 0, "\(decrypted.standardError)")
+        #expect(decrypted.standardOutput == "the secret setting")
+    }
+
+    @Test func theExamplePipelineValidatesAndItsPlanNamesTheCredentialSourceNotTheSecret() throws {
+        let pipelines = Repository.root + "/pipelines"
+        let validate = try cloudsync(["validate", "s3-backup.yaml"], directory: pipelines)
+        #expect(validate.status == 0, "\(validate.standardOutput)\(validate.standardError)")
+        let plan = try cloudsync(["plan", "s3-backup.yaml", "--json"], directory: pipelines)
+        #expect(plan.status == 0, "\(plan.standardError)")
+        #expect(plan.standardOutput.contains("access key AKIACLI from the environment"))
+        #expect(plan.standardOutput.contains("/cloudsync-rclone/settings/ (path style, signed for us-east-1)"))
+        #expect(!plan.standardOutput.contains("cli-secret-value"))
+    }
+}

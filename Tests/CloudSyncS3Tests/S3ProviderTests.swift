@@ -1,0 +1,282 @@
+import CloudSync
+import CloudSyncHTTP
+import CloudSyncS3
+import CloudSyncTesting
+import Foundation
+import Synchronization
+import Testing
+
+/// One moto server for the whole test process; every test works under a prefix or bucket of its own.
+enum SharedMoto {
+    static let buckets = ["cloudsync-tests", "cloudsync-paging", "cloudsync-large", "cloudsync-rclone"]
+    static let server = Result { try MotoServer(buckets: buckets) }
+
+    static func endpoint() throws -> URL { try server.get().endpoint }
+}
+
+@Suite struct S3ProviderTests {
+    @Test func conformsToTheProviderContract() async throws {
+        let endpoint = try SharedMoto.endpoint()
+        let counter = Counter()
+        let failures = await ProviderConformanceSuite.run {
+            makeProvider(endpoint: endpoint, bucket: "cloudsync-tests", prefix: "conformance-\(counter.next())/")
+        }
+        #expect(failures.isEmpty, "\(failures)")
+        let provider = makeProvider(endpoint: endpoint, bucket: "cloudsync-tests", prefix: "closed/", id: "bucket")
+        await provider.close()
+        let errors = await ProviderConformanceSuite.errorsAfterClose(provider)
+        #expect(errors.allSatisfy { $0?.code == .closed && $0?.provider == "bucket" }, "\(errors)")
+    }
+
+    @Test func listsAndRemoves2500KeysInPagesOf1000() async throws {
+        let proxy = try S3Proxy(upstream: try SharedMoto.endpoint())
+        let provider = makeProvider(endpoint: proxy.endpoint, bucket: "cloudsync-paging", prefix: "many/")
+        let keys = (0..<2500).map { String(format: "key-%05d", $0) }
+        for start in stride(from: 0, to: keys.count, by: 1000) {
+            let results = try await provider.set(keys[start..<min(start + 1000, keys.count)].map { KeyValue($0, "v") })
+            #expect(results.allSatisfy { (try? $0.get()) != nil })
+        }
+        proxy.server.clearLog()
+        var seen: [String] = []
+        var cursor: String?
+        var pages = 0
+        repeat {
+            let page = try await provider.listKeys(after: cursor, limit: 1000)
+            seen += page.keys
+            cursor = page.nextCursor
+            pages += 1
+        } while cursor != nil && pages < 10
+        #expect(pages == 3)
+        #expect(seen == keys)
+        #expect(proxy.count("GET", query: "list-type") == 3)
+        let listing = proxy.server.requestLog.map { $0.queryItems }
+        #expect(listing.allSatisfy { $0.contains(URLQueryItem(name: "encoding-type", value: "url")) })
+
+        proxy.server.clearLog()
+        var removed: [Result<Void, CloudSyncError>] = []
+        for start in stride(from: 0, to: keys.count, by: 1000) {
+            removed += try await provider.remove(Array(keys[start..<min(start + 1000, keys.count)]))
+        }
+        #expect(removed.count == 2500 && removed.allSatisfy { (try? $0.get()) != nil })
+        #expect(proxy.count("POST", query: "delete") == 3)
+        #expect(proxy.server.requestLog.count == 3)
+        let md5 = proxy.server.requestLog.compactMap { $0.headers["Content-MD5"] }
+        #expect(md5.count == 3)
+        let empty = try await provider.listKeys(after: nil, limit: 1000)
+        #expect(empty.keys.isEmpty && empty.nextCursor == nil)
+    }
+
+    static let oddKeys = [
+        "with space", "plus+sign", "percent%20not-an-escape", "100%", "ключ/日本語/🌍", "double//slash",
+        "trailing/", "./dot/../segments", "a=b&c?d#e", "tilde~", "(parens)!*'", "semi;colon:at@", "tab\there",
+        "quote\"s <xml> & 'apos'", "+leading-plus", "back\\slash",
+    ]
+
+    @Test func oddKeysRoundTripThroughSetGetListAndRemove() async throws {
+        let provider = makeProvider(
+            endpoint: try SharedMoto.endpoint(), bucket: "cloudsync-tests", prefix: "odd keys/ü+/")
+        let items = Self.oddKeys.map { KeyValue($0, "value of \($0)") }
+        let stored = try await provider.set(items)
+        #expect(stored.allSatisfy { (try? $0.get()) != nil }, "\(stored)")
+        let read = try await provider.get(Self.oddKeys).map { try $0.get() }
+        #expect(read == items.map(\.value))
+        let listed = try await provider.listKeys(after: nil, limit: 1000)
+        #expect(Set(listed.keys) == Set(Self.oddKeys))
+        #expect(listed.keys == listed.keys.sorted { Array($0.utf8).lexicographicallyPrecedes(Array($1.utf8)) })
+        let removed = try await provider.remove(Self.oddKeys)
+        #expect(removed.allSatisfy { (try? $0.get()) != nil }, "\(removed)")
+        #expect(try await provider.listKeys(after: nil, limit: 1000).keys.isEmpty)
+        #expect(try await provider.get(Self.oddKeys).allSatisfy { (try? $0.get()) == .some(nil) })
+    }
+
+    @Test func aValueOver64MiBGoesUpInPartsAndReadsBack() async throws {
+        let proxy = try S3Proxy(upstream: try SharedMoto.endpoint())
+        let provider = makeProvider(endpoint: proxy.endpoint, bucket: "cloudsync-large", prefix: "big/")
+        let unit = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_=+!@#$%^&*()[]{};:,.<>/?|\n"
+        let value = String(repeating: unit, count: 70 * 1024 * 1024 / unit.utf8.count + 1)
+        #expect(value.utf8.count > 70 * 1024 * 1024)
+        let started = ContinuousClock.now
+        let stored = try await provider.set([KeyValue("archive", value)])
+        let uploaded = ContinuousClock.now - started
+        try stored[0].get()
+        #expect(proxy.count("POST", query: "uploads") == 1)
+        #expect(proxy.count("PUT", query: "partNumber") == 5)
+        #expect(proxy.count("POST", query: "uploadId") == 1)
+        let back = try await provider.get(["archive"])[0].get()
+        let total = ContinuousClock.now - started
+        #expect(back?.utf8.count == value.utf8.count)
+        #expect(back == value)
+        print("70 MiB multipart through a loopback proxy to moto: upload \(uploaded), upload + download \(total)")
+        _ = try await provider.remove(["archive"])
+    }
+
+    @Test func aMissingBucketIsAMisconfiguredContainerNamingIt() async throws {
+        let provider = makeProvider(endpoint: try SharedMoto.endpoint(), bucket: "no-such-bucket", id: "backup")
+        await #expect {
+            _ = try await provider.get(["k"])
+        } throws: { error in
+            let error = error as? CloudSyncError
+            return error?.code == .containerMisconfigured && error?.provider == "backup"
+                && error?.message.contains("no-such-bucket") == true && error?.message.contains("NoSuchBucket") == true
+        }
+        await #expect(throws: CloudSyncError.self) { _ = try await provider.set([KeyValue("k", "v")]) }
+        let availability = await provider.availability()
+        #expect(availability.reason == .misconfigured, "\(availability)")
+        #expect(availability.description.contains("no-such-bucket"))
+    }
+
+    @Test func slowDownIsRetriedAndWhenItPersistsIsRateLimited() async throws {
+        let proxy = try S3Proxy(upstream: try SharedMoto.endpoint())
+        let metrics = ProviderMetrics()
+        let provider = makeProvider(
+            endpoint: proxy.endpoint, bucket: "cloudsync-tests", prefix: "slow/", metrics: metrics, maxAttempts: 3)
+        let calls = Counter()
+        proxy.intercept { request in
+            request.method == "PUT" && calls.next() < 2
+                ? s3Error(503, "SlowDown", "Please reduce your request rate.") : nil
+        }
+        let stored = try await provider.set([KeyValue("k", "v")])
+        try stored[0].get()
+        #expect(proxy.count("PUT") == 3)
+        #expect(metrics.reading.retries == 2)
+        #expect(try await provider.get(["k"])[0].get() == "v")
+
+        proxy.intercept { request in
+            request.method == "PUT" ? s3Error(503, "SlowDown", "Please reduce your request rate.") : nil
+        }
+        let failed = try await provider.set([KeyValue("k", "w")])
+        #expect(throws: CloudSyncError.self) { try failed[0].get() }
+        if case .failure(let error) = failed[0] {
+            #expect(error.code == .rateLimited && error.isRetryable && error.key == "k", "\(error)")
+        }
+    }
+
+    @Test func connectionResetsMidBodyAreRetried() async throws {
+        let proxy = try S3Proxy(upstream: try SharedMoto.endpoint())
+        let provider = makeProvider(endpoint: proxy.endpoint, bucket: "cloudsync-tests", prefix: "resets/")
+        _ = try await provider.set([KeyValue("k", String(repeating: "x", count: 100_000))])
+        proxy.server.clearLog()
+        proxy.server.setFaultPlan(HTTPFaultPlan([.resetMidBody(on: .calls([1, 2]))]))
+        let read = try await provider.get(["k"])
+        #expect(try read[0].get()?.count == 100_000)
+        #expect(proxy.server.requestLog.count == 3)
+        proxy.server.setFaultPlan(HTTPFaultPlan([.resetMidBody(on: .calls([1]))]))
+        let removed = try await provider.remove(["k"])
+        #expect(removed.allSatisfy { (try? $0.get()) != nil })
+        #expect(try await provider.get(["k"])[0].get() == nil)
+    }
+
+    @Test(arguments: [
+        ("InvalidAccessKeyId", 403, ErrorCode.notSignedIn, "does not know access key AKIATESTKEY"),
+        ("SignatureDoesNotMatch", 403, .notSignedIn, "wrong or rotated secret access key"),
+        ("AccessDenied", 403, .containerMisconfigured, "may not use the bucket cloudsync-tests"),
+        ("EntityTooLarge", 400, .payloadTooLarge, "refused the value as too large"),
+        ("ExpiredToken", 400, .notSignedIn, "temporary credentials expire"),
+    ])
+    func s3ErrorsMapToTheStoresCodes(code: String, status: Int, expected: ErrorCode, words: String) async throws {
+        let proxy = try S3Proxy(upstream: try SharedMoto.endpoint())
+        let provider = makeProvider(endpoint: proxy.endpoint, bucket: "cloudsync-tests", prefix: "errors/")
+        proxy.intercept { _ in s3Error(status, code, "server text") }
+        var caught: CloudSyncError?
+        do {
+            let results = try await provider.set([KeyValue("k", "v")])
+            if case .failure(let error) = results[0] { caught = error }
+        } catch {
+            caught = error as? CloudSyncError
+        }
+        #expect(caught?.code == expected, "\(String(describing: caught))")
+        #expect(caught?.message.contains(words) == true, "\(String(describing: caught))")
+        #expect(caught?.message.contains("test/secret+key") == false)
+    }
+
+    @Test func perKeyErrorsOfDeleteObjectsLandInTheirSlots() async throws {
+        let proxy = try S3Proxy(upstream: try SharedMoto.endpoint())
+        let provider = makeProvider(endpoint: proxy.endpoint, bucket: "cloudsync-tests", prefix: "per-key/")
+        proxy.intercept { request in
+            guard request.method == "POST" else { return nil }
+            return HTTPResponse(
+                status: 200, headers: ["Content-Type": "application/xml"],
+                body: Data(
+                    (#"<?xml version="1.0" encoding="UTF-8"?><DeleteResult xmlns="http://s3.amazonaws.com/doc/2006-03-01/">"#
+                        + "<Error><Key>per-key/b &amp; c</Key><Code>AccessDenied</Code><Message>Access Denied</Message></Error>"
+                        + "<Error><Key>per-key/d</Key><Code>InternalError</Code><Message>try again</Message></Error>"
+                        + "</DeleteResult>").utf8))
+        }
+        let results = try await provider.remove(["a", "b & c", "d"])
+        #expect((try? results[0].get()) != nil)
+        guard case .failure(let denied) = results[1], case .failure(let failed) = results[2] else {
+            Issue.record("per-key errors were not reported: \(results)")
+            return
+        }
+        #expect(denied.code == .containerMisconfigured && denied.key == "b & c" && denied.provider == "bucket")
+        #expect(failed.code == .server && failed.key == "d" && failed.message.contains("InternalError: try again"))
+    }
+
+    @Test func a404ThatIsNotS3sNoSuchKeyIsAnErrorNotAnAbsentKey() async throws {
+        let proxy = try S3Proxy(upstream: try SharedMoto.endpoint())
+        let provider = makeProvider(endpoint: proxy.endpoint, bucket: "cloudsync-tests", prefix: "not-s3/")
+        proxy.intercept { _ in HTTPResponse.text(404, "<html>Not Found</html>") }
+        let results = try await provider.get(["k"])
+        #expect(throws: CloudSyncError.self) { try results[0].get() }
+    }
+
+    @Test func aSkewedClockIsNamedWithTheDifference() async throws {
+        let proxy = try S3Proxy(upstream: try SharedMoto.endpoint())
+        let provider = makeProvider(endpoint: proxy.endpoint, bucket: "cloudsync-tests", prefix: "skew/")
+        proxy.intercept { _ in
+            s3Error(
+                403, "RequestTimeTooSkewed",
+                "The difference between the request time and the current time is too large.",
+                extra: "<RequestTime>20260101T003000Z</RequestTime><ServerTime>2026-01-01T00:00:00Z</ServerTime>"
+                    + "<MaxAllowedSkewMilliseconds>900000</MaxAllowedSkewMilliseconds>")
+        }
+        await #expect {
+            _ = try await provider.get(["k"])
+        } throws: { error in
+            let error = error as? CloudSyncError
+            return error?.code == .notSignedIn && error?.message.contains("1800 s ahead of the server's") == true
+        }
+    }
+
+    @Test func virtualHostedAddressingPutsTheBucketInTheHostName() async throws {
+        let moto = try SharedMoto.server.get()
+        // libcurl resolves every *.localhost name to the loopback address itself, so no DNS is needed.
+        let endpoint = URL(string: "http://localhost:\(moto.port)")!
+        let provider = makeProvider(endpoint: endpoint, bucket: "cloudsync-tests", prefix: "virtual/", pathStyle: false)
+        #expect(
+            provider.location.url(objectKey: "virtual/k").absoluteString
+                == "http://cloudsync-tests.localhost:\(moto.port)/virtual/k")
+        _ = try await provider.set([KeyValue("k", "hosted")])
+        let pathStyle = makeProvider(endpoint: moto.endpoint, bucket: "cloudsync-tests", prefix: "virtual/")
+        #expect(try await pathStyle.get(["k"])[0].get() == "hosted")
+        #expect(try await provider.listKeys(after: nil, limit: 10).keys == ["k"])
+        _ = try await provider.remove(["k"])
+    }
+
+    @Test func identityNamesTheBucketEndpointAndKeyButNoSecretAndQuotaIsNone() async throws {
+        let provider = makeProvider(endpoint: try SharedMoto.endpoint(), bucket: "cloudsync-tests")
+        let identity = try await provider.accountIdentity()
+        #expect(identity?.contains("cloudsync-tests") == true && identity?.contains("AKIATESTKEY") == true)
+        #expect(identity?.contains("test/secret") == false)
+        #expect(try await provider.quota() == nil)
+        #expect(!provider.capabilities.reportsQuota)
+    }
+
+    @Test func theSecretNeverReachesTheRequestLog() async throws {
+        let lines = Mutex<[String]>([])
+        let logger = ProviderLogger(minimumLevel: .debug) { _, line in lines.withLock { $0.append(line) } }
+        let provider = makeProvider(
+            endpoint: try SharedMoto.endpoint(), bucket: "cloudsync-tests", prefix: "log/", logger: logger)
+        _ = try await provider.set([KeyValue("k", "v")])
+        _ = try await provider.get(["k"])
+        let text = lines.withLock { $0.joined(separator: "\n") }
+        #expect(text.contains("PUT /cloudsync-tests/log/k"))
+        #expect(!text.contains("test/secret+key") && !text.contains("Signature="))
+    }
+
+    @Test func prefixAndKeyAreLimitedTo1024Bytes() {
+        let provider = makeProvider(endpoint: URL(string: "http://127.0.0.1:1")!, bucket: "b", prefix: "12345/")
+        #expect(provider.capabilities.keyRules == [.maxUTF8Bytes(1018)])
+        #expect(provider.capabilities.batchLimit == 1000)
+    }
+}

@@ -1,0 +1,152 @@
+import CloudSync
+import CloudSyncHTTP
+import CloudSyncS3
+import CloudSyncTesting
+import Foundation
+import Synchronization
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+enum Repository {
+    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
+    static let python = root + "/.build/pyenv/bin/python3"
+}
+
+struct MissingPeer: Error, CustomStringConvertible {
+    let description: String
+}
+
+/// moto's S3 server on 127.0.0.1 and a free port, in a child process that exits when this object goes away (its
+/// standard input closes).
+final class MotoServer: @unchecked Sendable {
+    let port: Int
+    private let process: Process
+    private let input: Pipe
+
+    /// Starts moto with `buckets` created.
+    init(buckets: [String]) throws {
+        guard FileManager.default.isExecutableFile(atPath: Repository.python) else {
+            throw MissingPeer(description: "the Python test environment is missing: run scripts/python-env.sh")
+        }
+        process = Process()
+        process.executableURL = URL(fileURLWithPath: Repository.python)
+        process.arguments = [Repository.root + "/scripts/moto_s3.py"] + buckets
+        input = Pipe()
+        let output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        var line = Data()
+        while let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) {
+            line += byte
+        }
+        guard let port = Int(String(decoding: line, as: UTF8.self)) else {
+            process.terminate()
+            throw MissingPeer(
+                description:
+                    "moto did not start (printed \"\(String(decoding: line, as: UTF8.self))\"); scripts/python-env.sh installs it into .build/pyenv, as make test does"
+            )
+        }
+        self.port = port
+    }
+
+    var endpoint: URL { URL(string: "http://127.0.0.1:\(port)")! }
+
+    deinit {
+        try? input.fileHandleForWriting.close()
+        process.waitUntilExit()
+    }
+}
+
+/// A `LoopbackHTTPServer` in front of moto: forwards every request, logs it (so tests count requests), applies the
+/// server's fault plans, and lets a test answer chosen requests itself (an S3 `SlowDown`).
+final class S3Proxy: Sendable {
+    let server: LoopbackHTTPServer
+    private let upstream: URL
+    private let interceptor = Mutex<(@Sendable (ReceivedRequest) -> HTTPResponse?)?>(nil)
+
+    init(upstream: URL) throws {
+        self.upstream = upstream
+        server = try LoopbackHTTPServer()
+        for method in ["GET", "PUT", "POST", "DELETE", "HEAD"] {
+            server.route(try HTTPRoutePattern(parsing: "\(method) /{path...}")) { [self] request in
+                if let answer = interceptor.withLock({ $0 })?(request) { return answer }
+                return forward(request)
+            }
+        }
+    }
+
+    var endpoint: URL { server.baseURL }
+
+    /// Answers requests `intercept` returns a response for; nil goes on to moto.
+    func intercept(_ intercept: (@Sendable (ReceivedRequest) -> HTTPResponse?)?) {
+        interceptor.withLock { $0 = intercept }
+    }
+
+    /// The logged requests of `method` whose query has an item named `query` (or any, for nil).
+    func count(_ method: String, query: String? = nil) -> Int {
+        server.requestLog.filter { entry in
+            entry.method == method && (query.map { name in entry.queryItems.contains { $0.name == name } } ?? true)
+        }.count
+    }
+
+    private func forward(_ request: ReceivedRequest) -> HTTPResponse {
+        let query = request.queryItems.map { item in
+            S3URIEncoding.encode(item.name) + (item.value.map { "=" + S3URIEncoding.encode($0) } ?? "")
+        }.joined(separator: "&")
+        var urlRequest = URLRequest(
+            url: URL(string: upstream.absoluteString + request.path + (query.isEmpty ? "" : "?" + query))!)
+        urlRequest.httpMethod = request.method
+        let skipped: Set<String> = ["host", "content-length", "connection", "expect", "transfer-encoding"]
+        for field in request.headers where !skipped.contains(field.name.lowercased()) {
+            urlRequest.addValue(field.value, forHTTPHeaderField: field.name)
+        }
+        if !request.body.isEmpty { urlRequest.httpBody = request.body }
+        let result = Mutex<HTTPResponse?>(nil)
+        let done = DispatchSemaphore(value: 0)
+        URLSession.shared.dataTask(with: urlRequest) { data, response, _ in
+            if let http = response as? HTTPURLResponse {
+                var headers = HTTPHeaders()
+                for (name, value) in http.allHeaderFields {
+                    let name = String(describing: name)
+                    if ["content-length", "transfer-encoding", "connection"].contains(name.lowercased()) { continue }
+                    headers.add(name, String(describing: value))
+                }
+                result.withLock { $0 = HTTPResponse(status: http.statusCode, headers: headers, body: data ?? Data()) }
+            }
+            done.signal()
+        }.resume()
+        done.wait()
+        return result.withLock { $0 } ?? HTTPResponse.text(502, "moto did not answer")
+    }
+}
+
+/// An S3 error answer as S3 writes it.
+func s3Error(_ status: Int, _ code: String, _ message: String = "", extra: String = "") -> HTTPResponse {
+    HTTPResponse(
+        status: status, headers: ["Content-Type": "application/xml"],
+        body: Data(
+            (#"<?xml version="1.0" encoding="UTF-8"?>"#
+                + "<Error><Code>\(code)</Code><Message>\(message)</Message>\(extra)<RequestId>1</RequestId></Error>")
+                .utf8))
+}
+
+let testCredentials = S3Credentials(accessKeyID: "AKIATESTKEY", secretAccessKey: "test/secret+key")
+
+/// A provider on `bucket` at `endpoint` under `prefix`, retrying quickly.
+func makeProvider(
+    endpoint: URL, bucket: String, prefix: String = "", id: String = "bucket", pathStyle: Bool = true,
+    metrics: ProviderMetrics = ProviderMetrics(), maxAttempts: Int = 4, timeout: Duration = .seconds(60),
+    logger: ProviderLogger = .disabled
+) -> S3Provider {
+    S3Provider(
+        location: S3Location(endpoint: endpoint, bucket: bucket, region: "us-east-1", pathStyle: pathStyle),
+        prefix: prefix, credentials: testCredentials, transport: URLSessionTransport(maxConcurrency: 16),
+        context: ProviderContext(providerID: id, metrics: metrics, logger: logger), timeout: timeout,
+        maxConcurrency: 16,
+        retryPolicy: RetryPolicy(maxAttempts: maxAttempts, baseDelay: .milliseconds(5), maxDelay: .milliseconds(50)))
+}
