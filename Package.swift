@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "CloudSyncAuth", targets: ["CloudSyncAuth"]),
         .library(name: "CloudSyncEmulator", targets: ["CloudSyncEmulator"]),
         .library(name: "CloudSyncS3", targets: ["CloudSyncS3"]),
+        .library(name: "CloudSyncCloudKit", targets: ["CloudSyncCloudKit"]),
         .library(name: "CloudSyncTesting", targets: ["CloudSyncTesting"]),
         .executable(name: "cloudsync", targets: ["cloudsync"]),
         .executable(name: "cloudsync-emulator", targets: ["cloudsync-emulator"]),
@@ -63,6 +64,10 @@ let package = Package(
         // The `s3` provider: any S3-compatible bucket over CloudSyncHTTP, signed with SigV4.
         .target(
             name: "CloudSyncS3", dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncSodium", "CloudSyncOpenSSL"]),
+
+        // The CloudKit bridge (CloudKit Web Services: private database, one custom zone) and the `cloudKit` provider
+        // on it.
+        .target(name: "CloudSyncCloudKit", dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncAuth"]),
 
         // Encryption at rest: the libsodium envelope codec and its key sources.
         .target(name: "CloudSyncCrypto", dependencies: ["CloudSync", "CloudSyncSodium"]),
@@ -124,6 +129,12 @@ let package = Package(
             dependencies: [
                 "CloudSync", "CloudSyncHTTP", "CloudSyncLocal", "CloudSyncS3", "CloudSyncSodium", "CloudSyncTesting",
                 "cloudsync",
+            ]),
+        .testTarget(
+            name: "CloudSyncCloudKitTests",
+            dependencies: [
+                "CloudSync", "CloudSyncAuth", "CloudSyncCloudKit", "CloudSyncHTTP", "CloudSyncPipeline",
+                "CloudSyncTesting",
             ]),
         .testTarget(
             name: "CloudSyncPipelineTests",

@@ -39,24 +39,28 @@ public final class DriveEmulator: EmulatorService {
     }
 }
 
-/// CloudKit Web Services as `cloudsync-emulator --cloudkit` serves it: for now its user authentication
-/// (``webAuth``); the zones and records API joins it here, checking each call with
-/// ``CloudKitWebAuthEmulator/check(_:container:environment:requiresUser:)`` and rotating the token on every answer.
+/// CloudKit Web Services as `cloudsync-emulator --cloudkit` serves it: its user authentication (``webAuth``) and the
+/// private database's zones, records and change feed (``database``), every call checked with
+/// ``CloudKitWebAuthEmulator/check(_:container:environment:requiresUser:)`` and its token rotated on every answer.
 ///
-/// Its data file holds `{"webAuth": ...}`; a part added later adds its own key, optional so older files still load.
+/// Its data file holds `{"webAuth": ..., "database": ...}`; each key is optional so older files still load.
 public final class CloudKitEmulator: EmulatorService {
     /// API tokens, the sign-in page, web auth tokens and `users/caller`.
     public let webAuth: CloudKitWebAuthEmulator
+    /// Zones, records and the change feed of each user's private database.
+    public let database: CloudKitDatabaseEmulator
 
-    /// CloudKit over `webAuth`.
-    public init(webAuth: CloudKitWebAuthEmulator = CloudKitWebAuthEmulator()) {
+    /// CloudKit over `webAuth`, its database's timestamps from `clock`.
+    public init(webAuth: CloudKitWebAuthEmulator = CloudKitWebAuthEmulator(), clock: any StoreClock = SystemClock()) {
         self.webAuth = webAuth
+        database = CloudKitDatabaseEmulator(webAuth: webAuth, clock: clock)
     }
 
     public var name: String { "cloudkit" }
 
     public func register(on server: LoopbackHTTPServer) {
         webAuth.register(on: server)
+        database.register(on: server)
     }
 
     /// `endpoint` (as the pipeline's `endpoint`) and the emulator's test `apiToken`.
@@ -64,15 +68,17 @@ public final class CloudKitEmulator: EmulatorService {
 
     private struct Saved: Codable {
         var webAuth: CloudKitWebAuthEmulator.SavedState?
+        var database: CloudKitDatabaseEmulator.SavedState?
     }
 
     public func savedState() throws -> Data {
-        try JSONEncoder.emulatorState.encode(Saved(webAuth: webAuth.savedState))
+        try JSONEncoder.emulatorState.encode(Saved(webAuth: webAuth.savedState, database: database.savedState))
     }
 
     public func restoreState(from data: Data) throws {
         let saved = try JSONDecoder().decode(Saved.self, from: data)
         webAuth.restore(saved.webAuth ?? CloudKitWebAuthEmulator.SavedState())
+        database.restore(saved.database ?? CloudKitDatabaseEmulator.SavedState())
     }
 }
 

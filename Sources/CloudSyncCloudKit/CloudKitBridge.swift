@@ -1,0 +1,466 @@
+import CloudSync
+import CloudSyncAuth
+import CloudSyncHTTP
+import Foundation
+
+/// Where a bridge works: a container's private database in one environment, one custom zone.
+public struct CloudKitConfiguration: Sendable, Equatable {
+    /// The web services' base URL (`https://api.apple-cloudkit.com`, or an emulator's).
+    public var endpoint: URL
+    /// The container (`iCloud.com.example.app`).
+    public var container: String
+    /// `development` or `production`.
+    public var environment: String
+    /// The custom zone the records live in (change tracking works only in custom zones).
+    public var zoneName: String
+    /// The API token made in CloudKit Dashboard; a secret.
+    public var apiToken: String
+
+    /// A configuration; see the properties.
+    public init(endpoint: URL, container: String, environment: String, zoneName: String, apiToken: String) {
+        self.endpoint = endpoint
+        self.container = container
+        self.environment = environment
+        self.zoneName = zoneName
+        self.apiToken = apiToken
+    }
+
+    /// `…/database/1/<container>/<environment>/<database>/<operation>`.
+    func url(_ operation: String, database: String = "private") -> URL {
+        endpoint.appendingPathComponent("database/1/\(container)/\(environment)/\(database)/\(operation)")
+    }
+}
+
+/// What ``CloudKitBridge/saveRecords(_:)`` did, record by record.
+public struct CloudKitSaveResult: Sendable, Equatable {
+    /// The records now on the server as this client sent them (with their new change tags).
+    public var saved: [CloudKitRecord] = []
+    /// The server's records for the names that already existed: adopt them (first to the server wins).
+    public var conflicts: [CloudKitRecord] = []
+    /// The records that failed for another reason; retry them later.
+    public var errors: [CloudKitError] = []
+}
+
+/// What ``CloudKitBridge/fetchChanges(since:)`` found.
+public struct CloudKitChanges: Sendable, Equatable {
+    /// Records created or changed since the token, each once, in their latest state.
+    public var records: [CloudKitRecord] = []
+    /// Names of records deleted since the token.
+    public var deletedRecordNames: [String] = []
+    /// The token to pass next time; keep it yourself (opaque text, base64 on the live service).
+    public var syncToken: String?
+}
+
+/// One `changes/zone` page.
+public struct CloudKitChangesPage: Sendable, Equatable {
+    /// The changed records of the page.
+    public var records: [CloudKitRecord] = []
+    /// Names of records deleted, from the page's tombstones.
+    public var deletedRecordNames: [String] = []
+    /// The token after this page.
+    public var syncToken: String?
+    /// Whether another page follows.
+    public var moreComing = false
+}
+
+/// A small, stateless CloudKit private-database bridge over CloudKit Web Services, usable without the store: account
+/// status and identity, one custom zone, fail-if-exists saves, change-token fetches, deletes.
+///
+/// Every request carries the API token and the current web auth token in its query, percent-encoded; every answer's
+/// `X-Apple-CloudKit-Web-Auth-Token` replaces the kept token (in memory and in the ``CloudKitWebAuthToken``'s state)
+/// before the next request goes out, so requests are sent one at a time. Requests go through ``HTTPClient``
+/// (deadline, retries honouring CloudKit's `retryAfter`); `records/modify` with `create` operations is never sent twice.
+///
+/// The iCloud key-value store has no web API: the `kv…` members say so (``isKeyValueStoreAvailable`` is false and
+/// each throws `CK_ERROR`) rather than pretend.
+public final class CloudKitBridge: Sendable {
+    /// The most operations one `records/modify` takes and records one `records/lookup` returns.
+    public static let maxOperationsPerRequest = 200
+
+    /// Where it works.
+    public let configuration: CloudKitConfiguration
+    /// The web auth token sent next, kept current.
+    public let webAuthToken: CloudKitWebAuthToken
+    /// Records per `changes/zone` page asked for; nil leaves it to the server (200).
+    public let changesPageSize: Int?
+    private let http: HTTPClient
+
+    /// A bridge to `configuration` sending over `transport`.
+    ///
+    /// - Parameters:
+    ///   - webAuthToken: the user's token, kept current; it starts from what `cloudsync login` kept.
+    ///   - context: the clock, metrics and logger requests use (the tokens are struck from its log lines).
+    ///   - timeout: each request's deadline, retries included.
+    public init(
+        configuration: CloudKitConfiguration, webAuthToken: CloudKitWebAuthToken,
+        transport: any HTTPTransport = URLSessionTransport(),
+        context: ProviderContext = ProviderContext(
+            providerID: "cloudKit"),
+        timeout: Duration = .seconds(30), retryPolicy: RetryPolicy = CloudKitBridge.defaultRetryPolicy,
+        changesPageSize: Int? = nil
+    ) {
+        self.configuration = configuration
+        self.webAuthToken = webAuthToken
+        self.changesPageSize = changesPageSize
+        var context = context
+        context.logger = context.logger.redacting([configuration.apiToken])
+        let authorized = TokenRotatingTransport(
+            next: transport, apiToken: configuration.apiToken, token: webAuthToken)
+        // One request at a time: each answer's token must be kept before the next request is authorized.
+        http = HTTPClient(
+            transport: authorized, context: context, retryPolicy: retryPolicy, timeout: timeout, maxConcurrency: 1)
+    }
+
+    /// Retries as ``RetryPolicy`` does, honouring the `retryAfter` seconds CloudKit puts in its error bodies.
+    public static let defaultRetryPolicy = RetryPolicy(hint: RetryPolicy.jsonSecondsHint(field: "retryAfter"))
+
+    // MARK: Account
+
+    /// The account's status from the server's answer to `users/caller`: `available` when it names a user,
+    /// `noAccount` when CloudKit wants a sign-in (or no token is kept), `temporarilyUnavailable` when throttled or
+    /// unavailable, `couldNotDetermine` otherwise (offline, API token refused).
+    public func accountStatus() async -> AccountStatus {
+        do {
+            _ = try await userRecordID()
+            return .available
+        } catch {
+            switch error.code {
+            case .notAuthenticated where error.serverErrorCode != "AUTHENTICATION_FAILED": return .noAccount
+            case .retryLater: return .temporarilyUnavailable
+            default: return .couldNotDetermine
+            }
+        }
+    }
+
+    /// The signed-in user's record name: opaque and stable per iCloud account and container.
+    public func userRecordID() async throws(CloudKitError) -> String {
+        try requireToken()
+        let answer = try await call(
+            .get, configuration.url("users/caller", database: "public"), body: nil, doing: "asking who is signed in",
+            retrySafe: true)
+        guard let users = answer["users"] as? [[String: Any]], let name = users.first?["userRecordName"] as? String
+        else {
+            throw CloudKitError(.error, "CloudKit answered users/caller without a userRecordName")
+        }
+        return name
+    }
+
+    // MARK: Zone
+
+    /// Creates the custom zone, or confirms it exists (`EXISTS` counts as success); a per-zone failure the answer
+    /// carries is thrown, not hidden.
+    public func ensureZone() async throws(CloudKitError) {
+        let body: [String: Any] = [
+            "operations": [["operationType": "create", "zone": ["zoneID": ["zoneName": configuration.zoneName]]]]
+        ]
+        let answer = try await call(.post, configuration.url("zones/modify"), body: body, doing: "creating the zone")
+        guard let zone = (answer["zones"] as? [[String: Any]])?.first else {
+            throw CloudKitError(.error, "CloudKit answered zones/modify without a zone")
+        }
+        if zone["serverErrorCode"] is String {
+            let error = CloudKitError.from(
+                dictionary: zone, httpStatus: nil, doing: "creating the zone \(configuration.zoneName)",
+                secrets: secrets)
+            if error.serverErrorCode == "EXISTS" { return }
+            throw error
+        }
+    }
+
+    /// Whether the custom zone exists (`zones/list`).
+    public func zoneExists() async throws(CloudKitError) -> Bool {
+        let answer = try await call(
+            .get, configuration.url("zones/list"), body: nil, doing: "listing the zones", retrySafe: true)
+        let zones = answer["zones"] as? [[String: Any]] ?? []
+        return zones.contains { ($0["zoneID"] as? [String: Any])?["zoneName"] as? String == configuration.zoneName }
+    }
+
+    /// Deletes the custom zone and every record in it.
+    ///
+    /// Destructive: for development tooling.
+    public func deleteZone() async throws(CloudKitError) {
+        let body: [String: Any] = [
+            "operations": [["operationType": "delete", "zone": ["zoneID": ["zoneName": configuration.zoneName]]]]
+        ]
+        let answer = try await call(.post, configuration.url("zones/modify"), body: body, doing: "deleting the zone")
+        if let zone = (answer["zones"] as? [[String: Any]])?.first, zone["serverErrorCode"] is String {
+            throw CloudKitError.from(
+                dictionary: zone, httpStatus: nil, doing: "deleting the zone \(configuration.zoneName)",
+                secrets: secrets)
+        }
+    }
+
+    // MARK: Records
+
+    /// Saves with `create` (fail-if-exists), non-atomic, 200 a request: one conflict never fails the batch.
+    ///
+    /// Conflicts (`EXISTS` or `CONFLICT`, which the live service has been seen to send for an existing record) come
+    /// back as the **server's** records, read with one `records/lookup` per 200 of them.
+    public func saveRecords(_ records: [CloudKitRecord]) async throws(CloudKitError) -> CloudKitSaveResult {
+        var result = CloudKitSaveResult()
+        let results = try await modify(records.map { CloudKitOperation(.create, $0) })
+        var conflicted: [String] = []
+        for (record, outcome) in zip(records, results) {
+            switch outcome {
+            case .success(let saved): result.saved.append(saved ?? record)
+            case .failure(let error) where error.code == .conflict: conflicted.append(record.recordName)
+            case .failure(let error): result.errors.append(error)
+            }
+        }
+        for (name, found) in zip(conflicted, try await lookup(conflicted)) {
+            switch found {
+            case .success(let record?): result.conflicts.append(record)
+            case .success(nil):
+                result.errors.append(
+                    CloudKitError(
+                        .conflict, "\(name) already existed, then was gone when its server copy was read; save again",
+                        recordName: name))
+            case .failure(let error): result.errors.append(error)
+            }
+        }
+        return result
+    }
+
+    /// Deletes the named records (`forceDelete`), 200 a request; deleting a missing record succeeds.
+    public func deleteRecords(_ names: [String]) async throws(CloudKitError) -> [Result<Void, CloudKitError>] {
+        let operations = names.map { CloudKitOperation(.forceDelete, CloudKitRecord(recordName: $0, recordType: "")) }
+        return try await modify(operations).map { outcome in
+            switch outcome {
+            case .success: return .success(())
+            case .failure(let error) where error.serverErrorCode == "NOT_FOUND": return .success(())
+            case .failure(let error): return .failure(error)
+            }
+        }
+    }
+
+    /// Runs `operations` with `records/modify`, non-atomic, 200 a request, and returns each one's outcome in order:
+    /// the record as saved (nil for a delete) or its per-record error.
+    ///
+    /// Throws when a whole request failed (not signed in, zone missing, throttled past the retries).
+    public func modify(_ operations: [CloudKitOperation]) async throws(CloudKitError)
+        -> [Result<CloudKitRecord?, CloudKitError>]
+    {
+        var results: [Result<CloudKitRecord?, CloudKitError>] = []
+        for start in stride(from: 0, to: operations.count, by: Self.maxOperationsPerRequest) {
+            let chunk = Array(operations[start..<min(start + Self.maxOperationsPerRequest, operations.count)])
+            let body: [String: Any] = [
+                "operations": chunk.map(\.json), "zoneID": ["zoneName": configuration.zoneName], "atomic": false,
+            ]
+            // Forced operations are idempotent, so a lost answer may be asked again; a create may not.
+            let retrySafe = chunk.allSatisfy { $0.type != .create && $0.type != .update && $0.type != .replace }
+            let answer = try await call(
+                .post, configuration.url("records/modify"), body: body, doing: "saving records", retrySafe: retrySafe)
+            let entries = answer["records"] as? [[String: Any]] ?? []
+            guard entries.count == chunk.count else {
+                throw CloudKitError(
+                    .error,
+                    "CloudKit answered records/modify with \(entries.count) results for \(chunk.count) operations")
+            }
+            for (operation, entry) in zip(chunk, entries) {
+                if entry["serverErrorCode"] is String {
+                    var error = CloudKitError.from(
+                        dictionary: entry, httpStatus: nil, doing: "saving \(operation.record.recordName)",
+                        secrets: secrets)
+                    if error.recordName == nil { error.recordName = operation.record.recordName }
+                    results.append(.failure(error))
+                } else if operation.type == .delete || operation.type == .forceDelete {
+                    results.append(.success(nil))
+                } else {
+                    results.append(.success(CloudKitRecord(json: entry)))
+                }
+            }
+        }
+        return results
+    }
+
+    /// Reads the named records with `records/lookup`, 200 a request: each one's record, nil when it does not exist
+    /// (`NOT_FOUND`), or its per-record error, in order.
+    public func lookup(_ names: [String]) async throws(CloudKitError) -> [Result<CloudKitRecord?, CloudKitError>] {
+        var results: [Result<CloudKitRecord?, CloudKitError>] = []
+        for start in stride(from: 0, to: names.count, by: Self.maxOperationsPerRequest) {
+            let chunk = Array(names[start..<min(start + Self.maxOperationsPerRequest, names.count)])
+            let body: [String: Any] = [
+                "records": chunk.map { ["recordName": $0] }, "zoneID": ["zoneName": configuration.zoneName],
+            ]
+            let answer = try await call(
+                .post, configuration.url("records/lookup"), body: body, doing: "reading records", retrySafe: true)
+            let entries = answer["records"] as? [[String: Any]] ?? []
+            guard entries.count == chunk.count else {
+                throw CloudKitError(
+                    .error, "CloudKit answered records/lookup with \(entries.count) results for \(chunk.count) names")
+            }
+            for (name, entry) in zip(chunk, entries) {
+                if entry["serverErrorCode"] is String {
+                    var error = CloudKitError.from(
+                        dictionary: entry, httpStatus: nil, doing: "reading \(name)", secrets: secrets)
+                    if error.serverErrorCode == "NOT_FOUND" {
+                        results.append(.success(nil))
+                        continue
+                    }
+                    if error.recordName == nil { error.recordName = name }
+                    results.append(.failure(error))
+                } else if let record = CloudKitRecord(json: entry), !(entry["deleted"] as? Bool ?? false) {
+                    results.append(.success(record))
+                } else {
+                    results.append(.success(nil))
+                }
+            }
+        }
+        return results
+    }
+
+    // MARK: Changes
+
+    /// Everything changed in the zone since `token` (nil: from the beginning), following `moreComing` to the end:
+    /// each changed record once in its latest state, the deleted names, and the token to keep.
+    ///
+    /// An expired or refused token is `CK_TOKEN_EXPIRED`: fetch again from nil.
+    public func fetchChanges(since token: String?) async throws(CloudKitError) -> CloudKitChanges {
+        var latest: [String: CloudKitRecord] = [:]
+        var order: [String] = []
+        var deleted: Set<String> = []
+        var token = token
+        var pages = 0
+        while true {
+            let page = try await fetchChangesPage(since: token, limit: changesPageSize)
+            pages += 1
+            for record in page.records {
+                if latest[record.recordName] == nil { order.append(record.recordName) }
+                latest[record.recordName] = record
+                deleted.remove(record.recordName)
+            }
+            for name in page.deletedRecordNames {
+                latest[name] = nil
+                deleted.insert(name)
+            }
+            token = page.syncToken ?? token
+            guard page.moreComing else { break }
+            guard pages < 100_000 else {
+                throw CloudKitError(.error, "changes/zone kept answering moreComing after \(pages) pages")
+            }
+        }
+        return CloudKitChanges(
+            records: order.compactMap { latest[$0] }, deletedRecordNames: deleted.sorted(), syncToken: token)
+    }
+
+    /// One `changes/zone` page after `token` of at most `limit` records (nil: the server's default).
+    public func fetchChangesPage(since token: String?, limit: Int?) async throws(CloudKitError)
+        -> CloudKitChangesPage
+    {
+        var zone: [String: Any] = ["zoneID": ["zoneName": configuration.zoneName]]
+        if let token { zone["syncToken"] = token }
+        if let limit { zone["resultsLimit"] = max(1, min(limit, Self.maxOperationsPerRequest)) }
+        let what = "fetching changes of the zone \(configuration.zoneName)"
+        let answer = try await call(
+            .post, configuration.url("changes/zone"), body: ["zones": [zone]], doing: what, retrySafe: true)
+        guard let entry = (answer["zones"] as? [[String: Any]])?.first else {
+            throw CloudKitError(.error, "CloudKit answered changes/zone without a zone")
+        }
+        if entry["serverErrorCode"] is String {
+            var error = CloudKitError.from(dictionary: entry, httpStatus: nil, doing: what, secrets: secrets)
+            if token == nil, error.code == .tokenExpired { error.code = .badInput }
+            throw error
+        }
+        var page = CloudKitChangesPage()
+        for item in entry["records"] as? [[String: Any]] ?? [] {
+            guard let name = item["recordName"] as? String else { continue }
+            if Self.bool(item["deleted"]) {
+                page.deletedRecordNames.append(name)
+            } else if let record = CloudKitRecord(json: item) {
+                page.records.append(record)
+            }
+        }
+        page.syncToken = entry["syncToken"] as? String
+        page.moreComing = Self.bool(entry["moreComing"])
+        return page
+    }
+
+    // MARK: The iCloud key-value store
+
+    /// Always false: the iCloud key-value store exists only on Apple platforms and has no web API.
+    public static let isKeyValueStoreAvailable = false
+
+    /// Throws `CK_ERROR`: the iCloud key-value store does not exist here.
+    public func kvGetItem(_ key: String) throws(CloudKitError) -> String? { throw Self.keyValueUnavailable }
+    /// Throws `CK_ERROR`: the iCloud key-value store does not exist here.
+    public func kvSetItem(_ key: String, _ value: String) throws(CloudKitError) { throw Self.keyValueUnavailable }
+    /// Throws `CK_ERROR`: the iCloud key-value store does not exist here.
+    public func kvRemoveItem(_ key: String) throws(CloudKitError) { throw Self.keyValueUnavailable }
+    /// Throws `CK_ERROR`: the iCloud key-value store does not exist here.
+    public func kvGetAllItems() throws(CloudKitError) -> [String: String] { throw Self.keyValueUnavailable }
+
+    static let keyValueUnavailable = CloudKitError(
+        .error,
+        "the iCloud key-value store exists only on Apple platforms (NSUbiquitousKeyValueStore) and has no web API; it "
+            + "is unavailable here, so nothing was read or written")
+
+    // MARK: Sending
+
+    private var secrets: [String] { [configuration.apiToken] + (webAuthToken.value.map { [$0] } ?? []) }
+
+    private func requireToken() throws(CloudKitError) {
+        guard webAuthToken.value != nil else {
+            throw CloudKitError(
+                .notAuthenticated,
+                "no CloudKit web auth token is kept for \(configuration.container); sign in with `cloudsync login` "
+                    + "(or give `webAuthToken`)")
+        }
+    }
+
+    private static func bool(_ value: Any?) -> Bool {
+        if let bool = value as? Bool { return bool }
+        return (value as? NSNumber)?.boolValue ?? false
+    }
+
+    /// Sends one call and returns its JSON object; a non-2xx answer is thrown as the error its dictionary describes.
+    private func call(
+        _ method: HTTPMethod, _ url: URL, body: [String: Any]?, doing what: String, retrySafe: Bool = false
+    ) async throws(CloudKitError) -> [String: Any] {
+        try requireToken()
+        var request = HTTPRequest(method: method, url: url, isRetrySafe: retrySafe)
+        if let body {
+            request.body = (try? JSONSerialization.data(withJSONObject: body)) ?? Data()
+            request.headers["Content-Type"] = "application/json"
+        }
+        let response: HTTPResponse
+        do {
+            response = try await http.send(request)
+        } catch {
+            var mapped = CloudKitError.from(error, doing: what)
+            mapped.message = strike(secrets, from: mapped.message)
+            throw mapped
+        }
+        let object = (try? JSONSerialization.jsonObject(with: response.body)) as? [String: Any]
+        guard response.isSuccess else {
+            if let object, object["serverErrorCode"] is String {
+                throw CloudKitError.from(
+                    dictionary: object, httpStatus: response.status, doing: what, secrets: secrets)
+            }
+            let mapped = HTTPErrorMapping.error(for: response, to: request)
+            throw CloudKitError(
+                response.status == 421 ? .notAuthenticated : .error,
+                strike(secrets, from: "\(what): \(mapped.message)"),
+                httpStatus: response.status)
+        }
+        guard let object else {
+            throw CloudKitError(.error, "CloudKit's answer \(what) is not a JSON object (HTTP \(response.status))")
+        }
+        return object
+    }
+}
+
+/// Adds `ckAPIToken` and the current `ckWebAuthToken` to each request's query, and keeps the token each answer
+/// carries before returning it: below the concurrency limit, so a request is authorized when it is sent, not when
+/// it started waiting.
+struct TokenRotatingTransport: HTTPTransport {
+    let next: any HTTPTransport
+    let apiToken: String
+    let token: CloudKitWebAuthToken
+
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        var authorized = request
+        authorized.url = token.authorizing(request.url, apiToken: apiToken)
+        let response = try await next.send(authorized)
+        try token.rotate(from: response)
+        return response
+    }
+}

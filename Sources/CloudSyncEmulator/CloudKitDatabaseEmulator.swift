@@ -1,0 +1,593 @@
+import CloudSync
+import CloudSyncHTTP
+import CloudSyncHTTPServer
+import CloudSyncSodium
+import Foundation
+import Synchronization
+
+/// CloudKit Web Services' private database: zones, records and the zone change feed, per signed-in user, container
+/// and environment, checked through ``CloudKitWebAuthEmulator`` (API token, web auth token, rotation on every answer).
+///
+/// Faithful where a client can tell (api-facts B.3, B.4, B.6):
+/// - `zones/modify` (create, delete; creating an existing zone answers `EXISTS` for it), `zones/list` (GET),
+///   `zones/lookup`; the default zone `_defaultZone` always exists and cannot be deleted.
+/// - `records/lookup` and `records/modify` with every operation type and `recordChangeTag`, one operation per record,
+///   at most 200 operations or names a request (more is 400 `BAD_REQUEST`), per-record errors inside a 200 answer
+///   (`NOT_FOUND`, `CONFLICT` for a stale tag, ``Configuration/existingRecordCode`` for a create of an existing
+///   record, `BAD_REQUEST` for a record over 1 MB), `atomic` batches failing whole with `ATOMIC_ERROR` on the
+///   bystanders; a missing zone is 404 `ZONE_NOT_FOUND`.
+/// - `changes/zone` with `syncToken`, `resultsLimit` (at most 200), `moreComing` and tombstones (`deleted: true`);
+///   a token from before ``expireChangeTokens(container:environment:zone:)`` or from a deleted zone is refused with
+///   `BAD_REQUEST` whose reason names the sync token (the web services document no code of their own for it).
+/// - Record types are made just in time in `development` only: `production` refuses a type nobody deployed
+///   (``deploySchema(container:)``) with `BAD_REQUEST`, and a field whose type differs from the schema's.
+/// - Error dictionaries carry `serverErrorCode`, `reason`, `uuid` and, for ``failNext(_:operation:status:code:reason:retryAfter:)``'s
+///   throttling, `retryAfter`.
+public final class CloudKitDatabaseEmulator: Sendable {
+    /// How the database behaves.
+    public struct Configuration: Sendable {
+        /// The code a `create` of an existing record gets: `EXISTS` as documented, or `CONFLICT` as the live
+        /// service has been seen to answer.
+        public var existingRecordCode = "EXISTS"
+        /// The most operations (or names) a request takes.
+        public var maxOperations = 200
+        /// The largest record, in bytes of its field values.
+        public var maxRecordBytes = 1_048_576
+
+        /// The defaults.
+        public init() {}
+    }
+
+    /// What the database keeps across restarts.
+    public struct SavedState: Sendable, Codable, Equatable {
+        struct Record: Sendable, Codable, Equatable {
+            var recordType: String
+            /// The fields as JSON text (`{"value": {"value": "…", "type": "STRING"}}`).
+            var fields: String
+            var changeTag: String
+            var sequence: Int64
+            var deleted: Bool
+            var createdMs: Int64
+            var modifiedMs: Int64
+        }
+
+        struct Zone: Sendable, Codable, Equatable {
+            /// Changes with each creation, so tokens of a deleted zone are refused by its successor.
+            var incarnation: String
+            var nextSequence: Int64 = 1
+            /// Tokens below this sequence are expired.
+            var tokenFloor: Int64 = 0
+            var records: [String: Record] = [:]
+        }
+
+        struct Database: Sendable, Codable, Equatable {
+            var zones: [String: Zone] = [:]
+        }
+
+        /// Databases by `container|environment|userRecordName`.
+        var databases: [String: Database] = [:]
+        /// Record types and their fields' types by `container|environment`.
+        var schemas: [String: [String: [String: String]]] = [:]
+
+        /// Nothing stored.
+        public init() {}
+    }
+
+    private struct ScriptedFailure: Sendable {
+        var operation: String?
+        var remaining: Int
+        var status: Int
+        var code: String
+        var reason: String
+        var retryAfter: Int?
+    }
+
+    private let webAuth: CloudKitWebAuthEmulator
+    private let clock: any StoreClock
+    private let configuration: Mutex<Configuration>
+    private let state = Mutex(SavedState())
+    private let failures = Mutex<[ScriptedFailure]>([])
+    private let recordFailures = Mutex<[String: (code: String, reason: String)]>([:])
+
+    /// A database checking calls with `webAuth`, its timestamps from `clock`.
+    public init(
+        webAuth: CloudKitWebAuthEmulator, configuration: Configuration = Configuration(),
+        clock: any StoreClock = SystemClock()
+    ) {
+        self.webAuth = webAuth
+        self.clock = clock
+        self.configuration = Mutex(configuration)
+    }
+
+    /// Changes the configuration.
+    public func configure(_ change: (inout Configuration) -> Void) { configuration.withLock { change(&$0) } }
+
+    /// Adds the private database's routes to `server`.
+    public func register(on server: LoopbackHTTPServer) {
+        let base = "/database/1/{container}/{environment}/private/"
+        let routes: [(String, String)] = [
+            ("POST", "zones/modify"), ("GET", "zones/list"), ("POST", "zones/lookup"), ("POST", "records/lookup"),
+            ("POST", "records/modify"), ("POST", "changes/zone"),
+        ]
+        for (method, operation) in routes {
+            server.route(HTTPRoutePattern(stringLiteral: "\(method) \(base)\(operation)")) { [self] request in
+                handle(request, operation: operation)
+            }
+        }
+    }
+
+    // MARK: Test hooks
+
+    /// Every database and schema, for saving.
+    public var savedState: SavedState { state.withLock { $0 } }
+
+    /// Replaces everything with `saved`.
+    public func restore(_ saved: SavedState) { state.withLock { $0 = saved } }
+
+    /// Answers the next `count` calls of `operation` (`records/modify`; nil: any) with CloudKit's error dictionary.
+    public func failNext(
+        _ count: Int = 1, operation: String? = nil, status: Int, code: String, reason: String = "scripted failure",
+        retryAfter: Int? = nil
+    ) {
+        failures.withLock {
+            $0.append(
+                ScriptedFailure(
+                    operation: operation, remaining: count, status: status, code: code, reason: reason,
+                    retryAfter: retryAfter))
+        }
+    }
+
+    /// Makes every operation on the record `name` fail with `code` inside a 200 answer (nil: stop).
+    public func failRecord(_ name: String, code: String?, reason: String = "scripted failure") {
+        recordFailures.withLock { $0[name] = code.map { ($0, reason) } }
+    }
+
+    /// Refuses every sync token of `zone` issued so far, as CloudKit does once its change history is gone.
+    public func expireChangeTokens(container: String, environment: String, zone: String) {
+        state.withLock { state in
+            for key in state.databases.keys where key.hasPrefix("\(container)|\(environment)|") {
+                if var found = state.databases[key]?.zones[zone] {
+                    found.tokenFloor = found.nextSequence
+                    state.databases[key]?.zones[zone] = found
+                }
+            }
+        }
+    }
+
+    /// Copies the development schema of `container` to production, as Dashboard's "Deploy Schema Changes".
+    public func deploySchema(container: String) {
+        state.withLock { state in
+            let development = state.schemas["\(container)|development"] ?? [:]
+            state.schemas["\(container)|production", default: [:]].merge(development) { $1 }
+        }
+    }
+
+    /// The names of live records in `zone` of every user of `container` in `environment`.
+    public func recordNames(container: String, environment: String, zone: String) -> [String] {
+        state.withLock { state in
+            state.databases.filter { $0.key.hasPrefix("\(container)|\(environment)|") }.values.flatMap { database in
+                (database.zones[zone]?.records ?? [:]).filter { !$0.value.deleted }.keys
+            }.sorted()
+        }
+    }
+
+    // MARK: Handling
+
+    private typealias Answer = (status: Int, body: [String: Any])
+
+    private func handle(_ request: ReceivedRequest, operation: String) -> HTTPResponse {
+        let container = request.captures["container"] ?? ""
+        let environment = request.captures["environment"] ?? ""
+        let grant: CloudKitWebAuthEmulator.Grant
+        switch webAuth.check(request, container: container, environment: environment) {
+        case .refused(let response): return response
+        case .granted(let granted): grant = granted
+        }
+        if let failure = nextFailure(operation) {
+            return grant.applying(
+                to: CloudKitWebAuthEmulator.error(
+                    failure.status, failure.code, failure.reason, retryAfter: failure.retryAfter))
+        }
+        let body: [String: Any]
+        if request.method == "GET" {
+            body = [:]
+        } else {
+            guard let object = (try? JSONSerialization.jsonObject(with: request.body)) as? [String: Any] else {
+                return grant.applying(
+                    to: CloudKitWebAuthEmulator.error(400, "BAD_REQUEST", "the request body is not a JSON object"))
+            }
+            body = object
+        }
+        let key = "\(container)|\(environment)|\(grant.userRecordName ?? "")"
+        let context = Context(
+            database: key, schema: "\(container)|\(environment)", production: environment == "production",
+            user: grant.userRecordName ?? "", now: clock.nowMilliseconds(),
+            configuration: configuration.withLock { $0 })
+        let (status, data) = state.withLock { state -> (Int, Data) in
+            let answer: Answer
+            switch operation {
+            case "zones/modify": answer = modifyZones(body, context, &state)
+            case "zones/list": answer = listZones(context, state)
+            case "zones/lookup": answer = lookupZones(body, context, state)
+            case "records/lookup": answer = lookupRecords(body, context, state)
+            case "records/modify": answer = modifyRecords(body, context, &state)
+            default: answer = zoneChanges(body, context, state)
+            }
+            let data = (try? JSONSerialization.data(withJSONObject: answer.body, options: [.sortedKeys])) ?? Data()
+            return (answer.status, data)
+        }
+        return grant.applying(
+            to: HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: data))
+    }
+
+    private struct Context {
+        let database: String
+        let schema: String
+        let production: Bool
+        let user: String
+        let now: Int64
+        let configuration: Configuration
+    }
+
+    private func nextFailure(_ operation: String) -> ScriptedFailure? {
+        failures.withLock { failures in
+            guard let index = failures.firstIndex(where: { $0.operation == nil || $0.operation == operation })
+            else { return nil }
+            let failure = failures[index]
+            failures[index].remaining -= 1
+            if failures[index].remaining <= 0 { failures.remove(at: index) }
+            return failure
+        }
+    }
+
+    private static func error(_ code: String, _ reason: String, extra: [String: Any] = [:]) -> [String: Any] {
+        var object: [String: Any] = [
+            "serverErrorCode": code, "reason": reason, "uuid": UUID().uuidString.lowercased(),
+        ]
+        object.merge(extra) { $1 }
+        return object
+    }
+
+    private static func zoneName(_ any: Any?) -> String? {
+        ((any as? [String: Any])?["zoneName"] as? String).flatMap { $0.isEmpty ? nil : $0 }
+    }
+
+    private func zoneID(_ name: String, _ context: Context) -> [String: Any] {
+        ["zoneName": name, "ownerRecordName": context.user]
+    }
+
+    // MARK: Zones
+
+    private func modifyZones(_ body: [String: Any], _ context: Context, _ state: inout SavedState) -> Answer {
+        guard let operations = body["operations"] as? [[String: Any]] else {
+            return (400, Self.error("BAD_REQUEST", "zones/modify needs operations"))
+        }
+        var zones: [[String: Any]] = []
+        for operation in operations {
+            guard let name = Self.zoneName((operation["zone"] as? [String: Any])?["zoneID"]) else {
+                zones.append(Self.error("BAD_REQUEST", "a zone operation needs zone.zoneID.zoneName"))
+                continue
+            }
+            let existing = state.databases[context.database]?.zones[name]
+            switch operation["operationType"] as? String {
+            case "create":
+                if existing != nil || name == "_defaultZone" {
+                    zones.append(
+                        Self.error("EXISTS", "zone \(name) already exists", extra: ["zoneID": zoneID(name, context)]))
+                } else {
+                    let incarnation = randomToken("", bytes: 6)
+                    state.databases[context.database, default: .init()].zones[name] = .init(incarnation: incarnation)
+                    zones.append(["zoneID": zoneID(name, context), "atomic": true])
+                }
+            case "delete":
+                if name == "_defaultZone" {
+                    zones.append(Self.error("BAD_REQUEST", "the default zone cannot be deleted"))
+                } else if existing == nil {
+                    zones.append(
+                        Self.error(
+                            "ZONE_NOT_FOUND", "zone \(name) does not exist", extra: ["zoneID": zoneID(name, context)]))
+                } else {
+                    state.databases[context.database]?.zones[name] = nil
+                    zones.append(["zoneID": zoneID(name, context), "deleted": true])
+                }
+            default:
+                zones.append(Self.error("BAD_REQUEST", "operationType must be create or delete"))
+            }
+        }
+        return (200, ["zones": zones])
+    }
+
+    private func listZones(_ context: Context, _ state: SavedState) -> Answer {
+        let names = ["_defaultZone"] + (state.databases[context.database]?.zones.keys.sorted() ?? [])
+        return (200, ["zones": names.map { ["zoneID": zoneID($0, context)] }])
+    }
+
+    private func lookupZones(_ body: [String: Any], _ context: Context, _ state: SavedState) -> Answer {
+        let requested = body["zones"] as? [Any] ?? []
+        let zones: [[String: Any]] = requested.map { item in
+            guard let name = Self.zoneName(item) else { return Self.error("BAD_REQUEST", "a zone needs a zoneName") }
+            if name == "_defaultZone" || state.databases[context.database]?.zones[name] != nil {
+                return ["zoneID": zoneID(name, context)]
+            }
+            return Self.error("ZONE_NOT_FOUND", "zone \(name) does not exist", extra: ["zoneID": zoneID(name, context)])
+        }
+        return (200, ["zones": zones])
+    }
+
+    // MARK: Records
+
+    private func recordJSON(_ name: String, _ record: SavedState.Record, zone: String, _ context: Context)
+        -> [String: Any]
+    {
+        if record.deleted { return ["recordName": name, "deleted": true, "zoneID": zoneID(zone, context)] }
+        let fields = (try? JSONSerialization.jsonObject(with: Data(record.fields.utf8))) as? [String: Any] ?? [:]
+        return [
+            "recordName": name, "recordType": record.recordType, "fields": fields, "recordChangeTag": record.changeTag,
+            "zoneID": zoneID(zone, context),
+            "created": ["timestamp": NSNumber(value: record.createdMs), "userRecordName": context.user],
+            "modified": ["timestamp": NSNumber(value: record.modifiedMs), "userRecordName": context.user],
+        ]
+    }
+
+    /// The zone a records call names, or the answer refusing it.
+    private func zone(of body: [String: Any], _ context: Context, _ state: SavedState) -> ZoneCheck {
+        let name = Self.zoneName(body["zoneID"]) ?? "_defaultZone"
+        if name == "_defaultZone" {
+            return .refused(
+                (
+                    400,
+                    Self.error(
+                        "BAD_REQUEST", "this emulator keeps records only in custom zones; create one with zones/modify")
+                ))
+        }
+        guard state.databases[context.database]?.zones[name] != nil else {
+            return .refused(
+                (
+                    404,
+                    Self.error(
+                        "ZONE_NOT_FOUND", "zone \(name) does not exist", extra: ["zoneID": zoneID(name, context)])
+                ))
+        }
+        return .found(name)
+    }
+
+    private enum ZoneCheck {
+        case found(String)
+        case refused(Answer)
+    }
+
+    private func lookupRecords(_ body: [String: Any], _ context: Context, _ state: SavedState) -> Answer {
+        let names = (body["records"] as? [[String: Any]] ?? []).map { $0["recordName"] as? String ?? "" }
+        guard names.count <= context.configuration.maxOperations else {
+            return (
+                400,
+                Self.error(
+                    "BAD_REQUEST",
+                    "records/lookup takes at most \(context.configuration.maxOperations) records, "
+                        + "not \(names.count)")
+            )
+        }
+        let zone: String
+        switch self.zone(of: body, context, state) {
+        case .refused(let answer): return answer
+        case .found(let name): zone = name
+        }
+        let records = state.databases[context.database]?.zones[zone]?.records ?? [:]
+        let failing = recordFailures.withLock { $0 }
+        let answers: [[String: Any]] = names.map { name in
+            if let failure = failing[name] {
+                return Self.error(failure.code, failure.reason, extra: ["recordName": name])
+            }
+            guard let record = records[name], !record.deleted else {
+                return Self.error("NOT_FOUND", "record \(name) does not exist", extra: ["recordName": name])
+            }
+            return recordJSON(name, record, zone: zone, context)
+        }
+        return (200, ["records": answers])
+    }
+
+    private func modifyRecords(_ body: [String: Any], _ context: Context, _ state: inout SavedState) -> Answer {
+        let operations = body["operations"] as? [[String: Any]] ?? []
+        guard operations.count <= context.configuration.maxOperations else {
+            return (
+                400,
+                Self.error(
+                    "BAD_REQUEST",
+                    "records/modify takes at most \(context.configuration.maxOperations) operations, "
+                        + "not \(operations.count)")
+            )
+        }
+        let zone: String
+        switch self.zone(of: body, context, state) {
+        case .refused(let answer): return answer
+        case .found(let name): zone = name
+        }
+        let atomic = (body["atomic"] as? Bool) ?? ((body["atomic"] as? NSNumber)?.boolValue ?? false)
+        var working = state
+        var answers: [[String: Any]] = []
+        var failed = false
+        var seen: Set<String> = []
+        for operation in operations {
+            let outcome = apply(operation, zone: zone, context, &working, seen: &seen)
+            if outcome["serverErrorCode"] != nil { failed = true }
+            answers.append(outcome)
+        }
+        if atomic && failed {
+            answers = answers.map { answer in
+                answer["serverErrorCode"] != nil
+                    ? answer
+                    : Self.error(
+                        "ATOMIC_ERROR", "another operation of this atomic batch failed",
+                        extra: ["recordName": answer["recordName"] ?? ""])
+            }
+            return (200, ["records": answers])
+        }
+        state = working
+        return (200, ["records": answers])
+    }
+
+    private func apply(
+        _ operation: [String: Any], zone: String, _ context: Context, _ state: inout SavedState,
+        seen: inout Set<String>
+    ) -> [String: Any] {
+        let type = operation["operationType"] as? String ?? ""
+        let sent = operation["record"] as? [String: Any] ?? [:]
+        var name = sent["recordName"] as? String ?? ""
+        if name.isEmpty, type == "create" { name = UUID().uuidString }
+        func fail(_ code: String, _ reason: String) -> [String: Any] {
+            Self.error(code, reason, extra: ["recordName": name])
+        }
+        guard !name.isEmpty else { return fail("BAD_REQUEST", "the operation's record has no recordName") }
+        guard seen.insert(name).inserted else {
+            return fail("BAD_REQUEST", "record \(name) appears in more than one operation of this request")
+        }
+        if let failure = recordFailures.withLock({ $0[name] }) { return fail(failure.code, failure.reason) }
+        let existing = state.databases[context.database]?.zones[zone]?.records[name].flatMap { $0.deleted ? nil : $0 }
+        let sentTag = sent["recordChangeTag"] as? String
+        switch type {
+        case "create":
+            if existing != nil {
+                return fail(context.configuration.existingRecordCode, "record to insert already exists")
+            }
+        case "update", "replace", "delete":
+            guard let existing else { return fail("NOT_FOUND", "record \(name) does not exist") }
+            guard let sentTag else { return fail("BAD_REQUEST", "\(type) needs the record's recordChangeTag") }
+            if sentTag != existing.changeTag {
+                return fail("CONFLICT", "record \(name) changed on the server since \(sentTag) was read")
+            }
+        case "forceUpdate", "forceReplace":
+            break
+        case "forceDelete":
+            if existing == nil { return fail("NOT_FOUND", "record \(name) does not exist") }
+        default:
+            return fail("BAD_REQUEST", "unknown operationType \(type)")
+        }
+        var zoneState = state.databases[context.database]!.zones[zone]!
+        let sequence = zoneState.nextSequence
+        zoneState.nextSequence += 1
+        if type == "delete" || type == "forceDelete" {
+            var tombstone = existing!
+            tombstone.deleted = true
+            tombstone.sequence = sequence
+            tombstone.fields = "{}"
+            zoneState.records[name] = tombstone
+            state.databases[context.database]!.zones[zone] = zoneState
+            return ["recordName": name, "deleted": true, "zoneID": zoneID(zone, context)]
+        }
+        let recordType = sent["recordType"] as? String ?? existing?.recordType ?? ""
+        guard !recordType.isEmpty else { return fail("BAD_REQUEST", "record \(name) has no recordType") }
+        let sentFields = sent["fields"] as? [String: Any] ?? [:]
+        var fields: [String: Any] = [:]
+        if type == "update" || type == "forceUpdate", let existing {
+            fields = (try? JSONSerialization.jsonObject(with: Data(existing.fields.utf8))) as? [String: Any] ?? [:]
+        }
+        var size = 0
+        var schemaFields = state.schemas[context.schema]?[recordType]
+        if schemaFields == nil {
+            if context.production {
+                return fail(
+                    "BAD_REQUEST",
+                    "Cannot create new type \(recordType) in production schema; deploy the schema from development")
+            }
+            schemaFields = [:]
+        }
+        for (field, value) in sentFields {
+            guard let dictionary = value as? [String: Any], let raw = dictionary["value"] else {
+                fields[field] = nil
+                continue
+            }
+            let fieldType = dictionary["type"] as? String ?? Self.inferType(raw)
+            if let known = schemaFields?[field], known != fieldType {
+                return fail(
+                    "BAD_REQUEST", "invalid value type \(fieldType) for field \(field) of type \(recordType): \(known)")
+            }
+            if schemaFields?[field] == nil {
+                if context.production {
+                    return fail(
+                        "BAD_REQUEST", "Cannot create new field \(field) of type \(recordType) in production schema")
+                }
+                schemaFields?[field] = fieldType
+            }
+            size += (try? JSONSerialization.data(withJSONObject: [raw]).count) ?? 0
+            fields[field] = ["value": raw, "type": fieldType]
+        }
+        guard size <= context.configuration.maxRecordBytes else {
+            return fail(
+                "BAD_REQUEST",
+                "record \(name) is too large: \(size) bytes of fields, over the \(context.configuration.maxRecordBytes) "
+                    + "byte limit")
+        }
+        state.schemas[context.schema, default: [:]][recordType] = schemaFields
+        let fieldsText = String(
+            decoding: (try? JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys])) ?? Data("{}".utf8),
+            as: UTF8.self)
+        let record = SavedState.Record(
+            recordType: recordType, fields: fieldsText, changeTag: randomToken("", bytes: 6), sequence: sequence,
+            deleted: false, createdMs: existing?.createdMs ?? context.now, modifiedMs: context.now)
+        zoneState.records[name] = record
+        state.databases[context.database]!.zones[zone] = zoneState
+        return recordJSON(name, record, zone: zone, context)
+    }
+
+    private static func inferType(_ raw: Any) -> String {
+        if raw is String { return "STRING" }
+        if raw is NSNumber { return "INT64" }
+        return "STRING_LIST"
+    }
+
+    // MARK: Changes
+
+    private func zoneChanges(_ body: [String: Any], _ context: Context, _ state: SavedState) -> Answer {
+        let requested = body["zones"] as? [[String: Any]] ?? []
+        let topLimit = (body["resultsLimit"] as? NSNumber)?.intValue
+        let zones: [[String: Any]] = requested.map { item in
+            guard let name = Self.zoneName(item["zoneID"]) else {
+                return Self.error("BAD_REQUEST", "a zone needs zoneID.zoneName")
+            }
+            guard let zone = state.databases[context.database]?.zones[name] else {
+                return Self.error(
+                    "ZONE_NOT_FOUND", "zone \(name) does not exist", extra: ["zoneID": zoneID(name, context)])
+            }
+            var after: Int64 = 0
+            if let token = item["syncToken"] as? String {
+                guard let position = Self.position(of: token, zone: name, incarnation: zone.incarnation),
+                    position >= zone.tokenFloor
+                else {
+                    return Self.error(
+                        "BAD_REQUEST",
+                        "the syncToken is expired or does not belong to zone \(name); fetch again without one",
+                        extra: ["zoneID": zoneID(name, context)])
+                }
+                after = position
+            }
+            let limit = max(
+                1,
+                min(
+                    (item["resultsLimit"] as? NSNumber)?.intValue ?? topLimit ?? context.configuration.maxOperations,
+                    context.configuration.maxOperations))
+            let changed = zone.records.filter { $0.value.sequence > after }.sorted {
+                $0.value.sequence < $1.value.sequence
+            }
+            let page = changed.prefix(limit)
+            let last = page.last?.value.sequence ?? max(after, zone.nextSequence - 1)
+            return [
+                "zoneID": zoneID(name, context),
+                "records": page.map { recordJSON($0.key, $0.value, zone: name, context) },
+                "syncToken": Self.token(zone: name, incarnation: zone.incarnation, position: last),
+                "moreComing": changed.count > page.count,
+            ]
+        }
+        return (200, ["zones": zones])
+    }
+
+    private static func token(zone: String, incarnation: String, position: Int64) -> String {
+        Data("\(zone)\n\(incarnation)\n\(position)".utf8).base64EncodedString()
+    }
+
+    private static func position(of token: String, zone: String, incarnation: String) -> Int64? {
+        guard let data = Data(base64Encoded: token) else { return nil }
+        let parts = String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
+        guard parts.count == 3, parts[0] == zone, parts[1] == incarnation else { return nil }
+        return Int64(parts[2])
+    }
+}
