@@ -80,7 +80,7 @@ let package = Package(
             name: "CloudSyncPipeline",
             dependencies: [
                 "CloudSync", "CloudSyncYAML", "CloudSyncSodium", "CloudSyncCrypto", "CloudSyncLocal", "CloudSyncSQLite",
-                "CloudSyncS3",
+                "CloudSyncS3", "CloudSyncCloudKit",
             ]),
 
         // The command line: argument parsing, exit codes, what people see.

@@ -2,6 +2,7 @@ import CloudSync
 import CloudSyncAuth
 import CloudSyncHTTP
 import Foundation
+import Synchronization
 
 /// Where a bridge works: a container's private database in one environment, one custom zone.
 public struct CloudKitConfiguration: Sendable, Equatable {
@@ -422,10 +423,21 @@ public final class CloudKitBridge: Sendable {
             request.headers["Content-Type"] = "application/json"
         }
         let response: HTTPResponse
+        let lastAnswer = LastAnswer()
         do {
-            response = try await http.send(request)
+            response = try await LastAnswer.$current.withValue(lastAnswer) {
+                try await http.send(request)
+            }
         } catch {
-            var mapped = CloudKitError.from(error, doing: what)
+            // The retry layer gave up on an answer (or never got one): say which CloudKit code it last saw.
+            let failure = (error as? CloudSyncError) ?? HTTPErrorMapping.error(for: error, sending: request)
+            var mapped = CloudKitError.from(failure, doing: what)
+            if let (status, serverCode) = lastAnswer.value, let serverCode {
+                mapped.serverErrorCode = serverCode
+                mapped.httpStatus = status
+                let code = CloudKitError.code(forServerErrorCode: serverCode)
+                if code != .error { mapped.code = code }
+            }
             mapped.message = strike(secrets, from: mapped.message)
             throw mapped
         }
@@ -461,6 +473,22 @@ struct TokenRotatingTransport: HTTPTransport {
         authorized.url = token.authorizing(request.url, apiToken: apiToken)
         let response = try await next.send(authorized)
         try token.rotate(from: response)
+        if !response.isSuccess, let recorder = LastAnswer.current {
+            let object = (try? JSONSerialization.jsonObject(with: response.body)) as? [String: Any]
+            recorder.record(status: response.status, serverErrorCode: object?["serverErrorCode"] as? String)
+        }
         return response
     }
+}
+
+/// The status and `serverErrorCode` of the last failed answer one bridge call got, for when the retry layer gives up
+/// on it and throws its own error: a 503 is then still known as CloudKit's `TRY_AGAIN_LATER`.
+final class LastAnswer: Sendable {
+    @TaskLocal static var current: LastAnswer?
+
+    private let answer = Mutex<(Int, String?)?>(nil)
+
+    var value: (Int, String?)? { answer.withLock { $0 } }
+
+    func record(status: Int, serverErrorCode: String?) { answer.withLock { $0 = (status, serverErrorCode) } }
 }

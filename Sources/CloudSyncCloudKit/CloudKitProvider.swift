@@ -1,0 +1,279 @@
+import CloudSync
+import CloudSyncHTTP
+import Foundation
+import Synchronization
+
+/// One CloudKit record per key in a custom zone of the signed-in user's private database, over ``CloudKitBridge``:
+/// record name = the key, the (encoded) value in one STRING field.
+///
+/// Reads are `records/lookup` and writes `records/modify` with `forceReplace`, removes `forceDelete`, each 200 keys a
+/// request, per-record errors reported in their keys' slots; listing walks `changes/zone` from no token, its sync
+/// token the cursor, skipping tombstones. A missing zone (`ZONE_NOT_FOUND`) is created and the request sent once more.
+/// CloudKit has no usage endpoint, so ``quota()`` is nil; it has no change events here (``subscribeToRemoteChanges(_:)``
+/// is nil), and its identity is the user record name.
+public final class CloudKitProvider: Provider {
+    /// The provider's id in the store.
+    public let id: String
+    /// A record-tier provider capped at `recordMaxBytes`, with CloudKit's record-name rules, 200 keys a batch.
+    public let capabilities: ProviderCapabilities
+    /// The bridge it sends through.
+    public let bridge: CloudKitBridge
+    /// The record type of its records.
+    public let recordType: String
+    /// The STRING field holding the value.
+    public let field: String
+    private let readOnly: Bool
+    private let closed = Mutex(false)
+    private let identity = Mutex<String?>(nil)
+
+    /// A provider on `bridge`'s zone, its records of `recordType` holding the value in `field`.
+    public init(
+        id: String, bridge: CloudKitBridge, recordType: String = "CloudSyncItem", field: String = "value",
+        recordMaxBytes: Int = 921_600, readOnly: Bool = false
+    ) {
+        self.id = id
+        self.bridge = bridge
+        self.recordType = recordType
+        self.field = field
+        self.readOnly = readOnly
+        capabilities = Self.capabilities(recordMaxBytes: recordMaxBytes)
+    }
+
+    /// What a provider capped at `recordMaxBytes` can do; known before it is made.
+    public static func capabilities(recordMaxBytes: Int) -> ProviderCapabilities {
+        ProviderCapabilities(
+            maxValueBytes: recordMaxBytes, tier: .record, keyRules: KeyRule.cloudKitRecordName,
+            batchLimit: CloudKitBridge.maxOperationsPerRequest, canList: true, reportsQuota: false)
+    }
+
+    private var zoneDescription: String {
+        let configuration = bridge.configuration
+        return "zone \(configuration.zoneName) of \(configuration.container) (\(configuration.environment))"
+    }
+
+    private func ensureOpen() throws(CloudSyncError) {
+        if closed.withLock({ $0 }) {
+            throw CloudSyncError(.closed, "the cloudKit provider \(id) was closed; make a new one", provider: id)
+        }
+    }
+
+    private func ensureWritable() throws(CloudSyncError) {
+        try ensureOpen()
+        if readOnly {
+            throw CloudSyncError(
+                .unsupported, "the cloudKit provider \(id) is read-only here (a dry run); nothing was changed",
+                provider: id)
+        }
+    }
+
+    /// Stops serving; later calls fail with `ERR_CLOSED`.
+    public func close() async { closed.withLock { $0 = true } }
+
+    /// Forgets the remembered user record name.
+    public func clearCaches() async { identity.withLock { $0 = nil } }
+
+    /// Available when `users/caller` names a user; otherwise why not: `signedOut` (naming `cloudsync login`),
+    /// `misconfigured` (API token, container or environment refused), `offline`, `timedOut`.
+    public func availability() async -> Availability {
+        if closed.withLock({ $0 }) { return .unavailable(.closed, "the cloudKit provider \(id) was closed") }
+        do {
+            let user = try await bridge.userRecordID()
+            identity.withLock { $0 = user }
+            return .available
+        } catch {
+            let mapped = map(error)
+            switch mapped.code {
+            case .notSignedIn: return .unavailable(.signedOut, mapped.message)
+            case .containerMisconfigured: return .unavailable(.misconfigured, mapped.message)
+            case .offline: return .unavailable(.offline, mapped.message)
+            case .timeout: return .unavailable(.timedOut, mapped.message)
+            default: return .unavailable(.other, mapped.message)
+            }
+        }
+    }
+
+    /// The signed-in user's record name, stable per iCloud account and container.
+    public func accountIdentity() async throws -> String? {
+        try ensureOpen()
+        if let known = identity.withLock({ $0 }) { return known }
+        do {
+            let user = try await bridge.userRecordID()
+            identity.withLock { $0 = user }
+            return user
+        } catch {
+            throw map(error)
+        }
+    }
+
+    /// CloudKit has no usage endpoint, so nothing is reported rather than a guess.
+    public func quota() async throws -> ProviderQuota? {
+        try ensureOpen()
+        return nil
+    }
+
+    // MARK: Reads and writes
+
+    /// `records/lookup`, 200 keys a request; nil for a record that does not exist.
+    public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
+        try ensureOpen()
+        let found: [Result<CloudKitRecord?, CloudKitError>]
+        do {
+            found = try await inZone(creating: !readOnly) { () async throws(CloudKitError) in
+                try await self.bridge.lookup(keys)
+            }
+        } catch let error where error.code == .zoneNotFound && readOnly {
+            return keys.map { _ in .success(nil) }
+        } catch {
+            throw map(error)
+        }
+        return zip(keys, found).map { key, result in
+            switch result {
+            case .failure(let error): return .failure(map(error, key: key))
+            case .success(nil): return .success(nil)
+            case .success(let record?):
+                guard case .string(let value) = record.fields[field] else {
+                    return .failure(
+                        CloudSyncError(
+                            .decode,
+                            "the record \(key) in the \(zoneDescription) has no STRING field `\(field)` (its type is "
+                                + "\(record.recordType)); it was not written by CloudSync",
+                            provider: id, key: key))
+                }
+                return .success(value)
+            }
+        }
+    }
+
+    /// `records/modify` with `forceReplace`, 200 items a request; a value over `recordMaxBytes` is refused in its
+    /// slot with `ERR_PAYLOAD_TOO_LARGE` and never sent.
+    public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
+        try ensureWritable()
+        let cap = capabilities.maxValueBytes ?? Int.max
+        let fitting = items.filter { $0.value.utf8.count <= cap }
+        let operations = fitting.map { item in
+            CloudKitOperation(
+                .forceReplace,
+                CloudKitRecord(recordName: item.key, recordType: recordType, fields: [field: .string(item.value)]))
+        }
+        let sent = operations.isEmpty ? [] : try await run(operations, keys: fitting.map(\.key))
+        var results = sent.makeIterator()
+        return items.map { item in
+            guard item.value.utf8.count <= cap else {
+                return .failure(
+                    CloudSyncError(
+                        .payloadTooLarge,
+                        "the value is \(item.value.utf8.count) bytes; the cloudKit provider \(id) takes at most \(cap) "
+                            + "(recordMaxBytes); list a larger provider after it",
+                        provider: id, key: item.key))
+            }
+            return results.next() ?? .failure(CloudSyncError(.provider, "no result", provider: id, key: item.key))
+        }
+    }
+
+    /// `records/modify` with `forceDelete`, 200 keys a request; removing a missing key succeeds.
+    public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
+        try ensureWritable()
+        let operations = keys.map {
+            CloudKitOperation(.forceDelete, CloudKitRecord(recordName: $0, recordType: recordType))
+        }
+        return try await run(operations, keys: keys, missingIsFine: true)
+    }
+
+    private func run(_ operations: [CloudKitOperation], keys: [String], missingIsFine: Bool = false)
+        async throws(CloudSyncError) -> [Result<Void, CloudSyncError>]
+    {
+        let results: [Result<CloudKitRecord?, CloudKitError>]
+        do {
+            results = try await inZone(creating: true) { () async throws(CloudKitError) in
+                try await self.bridge.modify(operations)
+            }
+        } catch {
+            throw map(error)
+        }
+        return zip(keys, results).map { key, result in
+            switch result {
+            case .success: return .success(())
+            case .failure(let error) where missingIsFine && error.serverErrorCode == "NOT_FOUND": return .success(())
+            case .failure(let error): return .failure(map(error, key: key))
+            }
+        }
+    }
+
+    /// Runs `body`; when the zone is missing, creates it (if `creating`) and runs `body` once more.
+    private func inZone<T>(
+        creating: Bool, _ body: () async throws(CloudKitError) -> T
+    ) async throws(CloudKitError) -> T {
+        do {
+            return try await body()
+        } catch  where error.code == .zoneNotFound && creating {
+            try await bridge.ensureZone()
+            return try await body()
+        }
+    }
+
+    // MARK: Listing
+
+    /// One `changes/zone` page of at most `limit` records (200 at most) after the cursor (a sync token), tombstones
+    /// skipped; a missing zone lists nothing.
+    public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
+        try ensureOpen()
+        do {
+            let page = try await bridge.fetchChangesPage(since: cursor, limit: max(1, limit))
+            return KeyPage(keys: page.records.map(\.recordName), nextCursor: page.moreComing ? page.syncToken : nil)
+        } catch  where error.code == .zoneNotFound && cursor == nil {
+            return KeyPage(keys: [], nextCursor: nil)
+        } catch  where error.code == .tokenExpired {
+            throw CloudSyncError(
+                .provider, "the listing's cursor of the \(zoneDescription) expired; start the listing again",
+                provider: id)
+        } catch {
+            throw map(error)
+        }
+    }
+
+    // MARK: Errors
+
+    /// The store's error for a bridge error: per-record errors name `key`.
+    func map(_ error: CloudKitError, key: String? = nil) -> CloudSyncError {
+        let login = "run `cloudsync login PIPELINE --provider \(id)` to sign in to \(bridge.configuration.container)"
+        let code: ErrorCode
+        var message = error.message
+        switch error.serverErrorCode {
+        case "AUTHENTICATION_REQUIRED":
+            code = .notSignedIn
+            message += "; \(login)"
+        case "AUTHENTICATION_FAILED", "ACCESS_DENIED":
+            code = .containerMisconfigured
+            message += "; check `apiToken`, `container` and `environment`"
+        // THROTTLED (429) and TRY_AGAIN_LATER (503) both ask for a wait.
+        case "THROTTLED", "TRY_AGAIN_LATER": code = .rateLimited
+        case "QUOTA_EXCEEDED": code = .quotaExceeded
+        case "ZONE_NOT_FOUND": code = .containerMisconfigured
+        case "INTERNAL_ERROR": code = .server
+        case "BAD_REQUEST":
+            let reason = error.message.lowercased()
+            if ["container", "zone", "type", "schema", "environment"].contains(where: reason.contains) {
+                code = .containerMisconfigured
+                message +=
+                    "; check `container`, `environment`, `zone`, `recordType` and `field` (and deploy the schema "
+                    + "to production)"
+            } else if reason.contains("too large") {
+                code = .payloadTooLarge
+            } else {
+                code = .provider
+            }
+        default:
+            if let underlying = error.underlying {
+                code = underlying.code
+            } else if error.code == .notAuthenticated {
+                code = .notSignedIn
+                message += "; \(login)"
+            } else {
+                code = .provider
+            }
+        }
+        return CloudSyncError(
+            code, message, provider: id, key: key ?? error.recordName,
+            retryAfterMs: error.retryAfterMs ?? error.underlying?.retryAfterMs)
+    }
+}

@@ -1,0 +1,228 @@
+import CloudSync
+import CloudSyncAuth
+import CloudSyncCloudKit
+import CloudSyncHTTP
+import CloudSyncTesting
+import Foundation
+import Testing
+
+extension CloudKitFixture {
+    /// A `cloudKit` provider on `zone`, made by the factory from pipeline-like field values.
+    func provider(
+        zone: String = "CloudSyncZone", id: String = "ck", state: ProviderState? = nil, webAuthToken: String?? = .none,
+        readOnly: Bool = false, recordMaxBytes: Int64? = nil
+    ) throws -> CloudKitProvider {
+        var values: [String: ProviderFieldValue] = [
+            "container": .text(Self.container), "environment": .text(environment), "apiToken": .text(Self.apiToken),
+            "endpoint": .text(endpoint.absoluteString), "zone": .text(zone),
+        ]
+        let token: String? =
+            switch webAuthToken {
+            // A sign-in of its own: a session keeps only its 16 newest tokens valid.
+            case .none: emulator.webAuth.issueToken(container: Self.container, environment: environment)
+            case .some(let given): given
+            }
+        if let token { values["webAuthToken"] = .text(token) }
+        if let recordMaxBytes { values["recordMaxBytes"] = .integer(recordMaxBytes) }
+        let factory = CloudKitProviderFactory()
+        let configuration = try factory.configuration(from: ProviderFieldValues(values))
+        let context = ProviderContext(
+            providerID: id, state: state ?? ProviderState(provider: id, store: InMemoryProviderStateStore()),
+            readOnly: readOnly)
+        return try #require(try factory.make(configuration, context: context) as? CloudKitProvider)
+    }
+}
+
+/// The `cloudKit` provider against the CloudKit emulator over loopback.
+@Suite struct CloudKitProviderTests {
+    @Test func conformsToTheProviderContract() async throws {
+        let fixture = try CloudKitFixture()
+        let counter = Counter()
+        let failures = await ProviderConformanceSuite.run {
+            try fixture.provider(zone: "Conformance\(counter.next())")
+        }
+        #expect(failures.isEmpty, "\(failures)")
+        let provider = try fixture.provider()
+        await provider.close()
+        let errors = await ProviderConformanceSuite.errorsAfterClose(provider)
+        #expect(errors.allSatisfy { $0?.code == .closed && $0?.provider == "ck" }, "\(errors)")
+    }
+
+    @Test func fiveHundredKeysAreThreeModifiesAndThreeLookups() async throws {
+        let fixture = try CloudKitFixture()
+        let provider = try fixture.provider()
+        // The first write finds no zone, creates it and is sent once more.
+        #expect(try await provider.set([KeyValue("first", "1")]).allSatisfy { (try? $0.get()) != nil })
+        #expect(fixture.count("records/modify") == 2)
+        #expect(fixture.count("zones/modify") == 1)
+
+        let items = (0..<500).map { KeyValue("key.\($0)", "value \($0)") }
+        fixture.host.server.clearLog()
+        let written = try await provider.set(items)
+        #expect(written.allSatisfy { (try? $0.get()) != nil })
+        #expect(fixture.count("records/modify") == 3)
+        #expect(fixture.host.server.requestLog.count == 3)
+
+        fixture.host.server.clearLog()
+        let read = try await provider.get(items.map(\.key) + ["absent"])
+        #expect(read.map { try? $0.get() } == items.map { $0.value } + [nil])
+        #expect(fixture.count("records/lookup") == 3)
+        #expect(fixture.host.server.requestLog.count == 3)
+
+        fixture.host.server.clearLog()
+        #expect(try await provider.remove(items.map(\.key) + ["absent"]).allSatisfy { (try? $0.get()) != nil })
+        #expect(fixture.count("records/modify") == 3)
+        #expect(
+            fixture.emulator.database.recordNames(
+                container: CloudKitFixture.container, environment: "development", zone: "CloudSyncZone") == ["first"])
+    }
+
+    @Test func listingWalksTheChangeFeedAndSkipsTombstones() async throws {
+        let fixture = try CloudKitFixture()
+        let provider = try fixture.provider()
+        #expect(try await provider.listKeys(after: nil, limit: 10) == KeyPage(keys: [], nextCursor: nil))
+        _ = try await provider.set((0..<12).map { KeyValue("list.\($0)", "v") })
+        _ = try await provider.remove(["list.3", "list.4"])
+        var seen: [String] = []
+        var cursor: String?
+        var pages = 0
+        repeat {
+            let page = try await provider.listKeys(after: cursor, limit: 5)
+            seen += page.keys
+            cursor = page.nextCursor
+            pages += 1
+        } while cursor != nil
+        #expect(seen.sorted() == (0..<12).filter { $0 != 3 && $0 != 4 }.map { "list.\($0)" }.sorted())
+        #expect(pages == 3)
+    }
+
+    @Test func identityIsTheUserRecordNameAndQuotaIsNothing() async throws {
+        let fixture = try CloudKitFixture()
+        let provider = try fixture.provider()
+        #expect(await provider.availability() == .available)
+        #expect(try await provider.accountIdentity() == fixture.userRecordName)
+        #expect(try await provider.quota() == nil)
+        #expect(provider.capabilities.maxValueBytes == 921_600)
+        #expect(provider.capabilities.tier == .record)
+        #expect(provider.capabilities.batchLimit == 200)
+        #expect(provider.subscribeToRemoteChanges { _ in } == nil)
+    }
+
+    @Test func withoutASignInTheProviderIsSignedOutNamingLogin() async throws {
+        let fixture = try CloudKitFixture()
+        let provider = try fixture.provider(webAuthToken: .some(nil))
+        let availability = await provider.availability()
+        #expect(availability.reason == .signedOut)
+        #expect(availability.description.contains("cloudsync login PIPELINE --provider ck"))
+        let error = await #expect(throws: CloudSyncError.self) { try await provider.get(["a"]) }
+        #expect(error?.code == .notSignedIn)
+    }
+
+    @Test(
+        arguments: [
+            (429, "THROTTLED", 2, "ERR_RATE_LIMITED"), (503, "TRY_AGAIN_LATER", 1, "ERR_RATE_LIMITED"),
+            (413, "QUOTA_EXCEEDED", nil, "ERR_QUOTA_EXCEEDED"),
+            (421, "AUTHENTICATION_REQUIRED", nil, "ERR_NOT_SIGNED_IN"),
+            (401, "AUTHENTICATION_FAILED", nil, "ERR_CONTAINER_MISCONFIGURED"),
+            (403, "ACCESS_DENIED", nil, "ERR_CONTAINER_MISCONFIGURED"), (500, "INTERNAL_ERROR", nil, "ERR_SERVER"),
+            (400, "BAD_REQUEST", nil, "ERR_PROVIDER"),
+        ] as [(Int, String, Int?, String)])
+    func aWholeRequestsErrorMapsToTheStoresCode(status: Int, code: String, retryAfter: Int?, expected: String)
+        async throws
+    {
+        let fixture = try CloudKitFixture()
+        let bridge = try fixture.bridge(maxAttempts: 1)
+        let provider = CloudKitProvider(id: "ck", bridge: bridge)
+        _ = try await provider.set([KeyValue("zone.made", "1")])
+        fixture.emulator.database.failNext(
+            5, operation: "records/lookup", status: status, code: code, reason: "scripted", retryAfter: retryAfter)
+        let error = await #expect(throws: CloudSyncError.self) { try await provider.get(["a", "b"]) }
+        #expect(error?.code == ErrorCode(rawValue: expected))
+        #expect(error?.provider == "ck")
+        #expect(error?.retryAfterMs == retryAfter.map { $0 * 1000 })
+        #expect(error?.isRetryable == (expected == "ERR_RATE_LIMITED" || expected == "ERR_SERVER"))
+        if expected == "ERR_NOT_SIGNED_IN" { #expect(error?.message.contains("cloudsync login") == true) }
+        #expect(error.map { !"\($0)".contains(CloudKitFixture.apiToken) && !"\($0)".contains("CK/1+") } == true)
+    }
+
+    @Test func throttlingIsWaitedOutAsCloudKitAsks() async throws {
+        let fixture = try CloudKitFixture()
+        let provider = try fixture.provider()
+        _ = try await provider.set([KeyValue("a", "1")])
+        fixture.emulator.database.failNext(operation: "records/lookup", status: 429, code: "THROTTLED", retryAfter: 1)
+        let started = ContinuousClock.now
+        #expect(try await provider.get(["a"]).map { try? $0.get() } == ["1"])
+        #expect(ContinuousClock.now - started >= .seconds(1))
+        #expect(fixture.count("records/lookup") == 2)
+    }
+
+    @Test func perRecordErrorsAreTheKeysOwnAndABadRequestAboutTheTypeIsMisconfiguration() async throws {
+        let fixture = try CloudKitFixture()
+        let provider = try fixture.provider()
+        let database = fixture.emulator.database
+        database.failRecord("full", code: "QUOTA_EXCEEDED")
+        database.failRecord("odd", code: "BAD_REQUEST", reason: "something about this record")
+        let results = try await provider.set([KeyValue("full", "1"), KeyValue("fine", "2"), KeyValue("odd", "3")])
+        #expect(results.map { $0.failureCode } == [.quotaExceeded, nil, .provider])
+        if case .failure(let error) = results[0] { #expect(error.key == "full") }
+
+        database.failRecord("typed", code: "BAD_REQUEST", reason: "invalid value type INT64 for field value")
+        let typed = try await provider.set([KeyValue("typed", "1")])
+        #expect(typed.first?.failureCode == .containerMisconfigured)
+    }
+
+    @Test func productionWithoutADeployedSchemaIsAMisconfiguredContainer() async throws {
+        let fixture = try CloudKitFixture(environment: "production")
+        let provider = try fixture.provider()
+        let results = try await provider.set([KeyValue("a", "1")])
+        #expect(results.first?.failureCode == .containerMisconfigured)
+        if case .failure(let error) = results[0] { #expect(error.message.contains("production")) }
+    }
+
+    @Test func aDryRunNeitherWritesNorCreatesTheZone() async throws {
+        let fixture = try CloudKitFixture()
+        let provider = try fixture.provider(readOnly: true)
+        #expect(try await provider.get(["a"]).map { try? $0.get() } == [nil])
+        await #expect(throws: CloudSyncError.self) { try await provider.set([KeyValue("a", "1")]) }
+        #expect(fixture.count("zones/modify") == 0)
+    }
+
+    @Test func aTwoMegabyteValueIsRefusedByThisTierAndRoutedToTheNext() async throws {
+        let fixture = try CloudKitFixture()
+        let cloudKit = try fixture.provider()
+        let next = MemoryProvider(id: "files")
+        let big = String(repeating: "x", count: 2 * 1024 * 1024)
+        // Directly, the provider refuses it in its slot without sending it.
+        fixture.host.server.clearLog()
+        #expect(try await cloudKit.set([KeyValue("big", big)]).first?.failureCode == .payloadTooLarge)
+        #expect(fixture.host.server.requestLog.isEmpty)
+
+        var options = StoreOptions()
+        options.writeMode = .failover
+        let store = try CloudStore(providers: [cloudKit, next], options: options)
+        let receipt = try await store.set(big, forKey: "big")
+        #expect(receipt.stored == ["files"])
+        #expect(receipt.skippedTooLarge == ["ck"])
+        let small = try await store.set("small", forKey: "small")
+        #expect(small.stored == ["ck"])
+        #expect(try await store.get("big") == big)
+        #expect(
+            fixture.emulator.database.recordNames(
+                container: CloudKitFixture.container, environment: "development", zone: "CloudSyncZone") == ["small"])
+
+        // With no larger tier, it fits nowhere.
+        let alone = try CloudStore(providers: [try fixture.provider(id: "ck2")], options: options)
+        let error = await #expect(throws: CloudSyncError.self) { try await alone.set(big, forKey: "big") }
+        #expect(error?.code == .payloadTooLarge)
+        await store.close()
+        await alone.close()
+    }
+}
+
+extension Result where Failure == CloudSyncError {
+    /// The error's code, or nil for a success.
+    var failureCode: ErrorCode? {
+        if case .failure(let error) = self { return error.code }
+        return nil
+    }
+}
