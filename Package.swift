@@ -85,7 +85,8 @@ let package = Package(
 
         // The command line: argument parsing, exit codes, what people see.
         .target(
-            name: "CloudSyncCLI", dependencies: ["CloudSync", "CloudSyncCrypto", "CloudSyncPipeline"]),
+            name: "CloudSyncCLI",
+            dependencies: ["CloudSync", "CloudSyncCrypto", "CloudSyncPipeline", "CloudSyncCloudKit"]),
         .executableTarget(name: "cloudsync", dependencies: ["CloudSyncCLI"]),
         // The second process some tests need: a writer to kill, a concurrent writer (see CloudSyncLocalTests).
         .executableTarget(

@@ -134,6 +134,10 @@ public struct CommandLineTool {
         case ["history"]: return history(parsed)
         case ["login"]: return await login(parsed)
         case ["logout"]: return logout(parsed)
+        case ["cloudkit", "status"]: return await cloudkitStatus(parsed)
+        case ["cloudkit", "ensure-zone"]: return await cloudkitEnsureZone(parsed)
+        case ["cloudkit", "changes"]: return await cloudkitChanges(parsed)
+        case ["cloudkit", "delete-zone"]: return await cloudkitDeleteZone(parsed)
         case ["plan"]: return plan(parsed)
         case ["keygen"]: return keygen(parsed)
         case ["completions"]:

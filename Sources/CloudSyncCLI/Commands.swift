@@ -169,6 +169,51 @@ enum Commands {
             (.locked, "a run of the pipeline is in progress"),
         ])
 
+    static let cloudkitProvider = OptionSpec.option(
+        "provider", value: "ID", required: true, help: "The cloudKit provider, by its id in the pipeline file.")
+
+    static let cloudkitExitCodes: [(ExitCode, String)] = [
+        (.success, "done; what CloudKit answered is printed"),
+        (.failure, "CloudKit refused or could not be reached; the error names its CK_ code"),
+        (.jobError, "the pipeline's state could not be opened"),
+        (.usage, "an unknown provider, one that is not cloudKit, or a wrong command line or pipeline file"),
+        (.locked, "a run of the pipeline is in progress"),
+    ]
+
+    static let cloudkitStatus = CommandSpec(
+        path: ["cloudkit", "status"],
+        abstract: "Show the CloudKit account status, the signed-in user record name and whether the zone exists.",
+        arguments: [file], options: [cloudkitProvider, json], exitCodes: cloudkitExitCodes)
+
+    static let cloudkitEnsureZone = CommandSpec(
+        path: ["cloudkit", "ensure-zone"], abstract: "Create the provider's custom zone, or confirm it exists.",
+        arguments: [file], options: [cloudkitProvider], exitCodes: cloudkitExitCodes)
+
+    static let cloudkitChanges = CommandSpec(
+        path: ["cloudkit", "changes"],
+        abstract: "Print the zone's records changed since a sync token as JSON lines, and the new token last.",
+        discussion: """
+            Follows moreComing to the end. Each changed record is one line {"record": {...}} with its typed fields,             each deletion {"deleted": NAME}, and the last line {"syncToken": TOKEN}; pass that to --since next time.             Without --json the same appears as text.
+            """,
+        arguments: [file],
+        options: [
+            cloudkitProvider,
+            .option("since", value: "TOKEN", help: "Only changes after this sync token (default: everything)."),
+            json,
+        ],
+        exitCodes: cloudkitExitCodes)
+
+    static let cloudkitDeleteZone = CommandSpec(
+        path: ["cloudkit", "delete-zone"],
+        abstract: "Delete the provider's custom zone and every record in it (development tooling).",
+        arguments: [file], options: [cloudkitProvider, .flag("yes", help: "Confirm: without it nothing is deleted.")],
+        exitCodes: cloudkitExitCodes)
+
+    static let cloudkit = CommandSpec(
+        path: ["cloudkit"], abstract: "Inspect and set up a cloudKit provider's container and zone.",
+        exitCodes: [(.usage, "no subcommand, or an unknown one")],
+        subcommands: [cloudkitStatus, cloudkitEnsureZone, cloudkitChanges, cloudkitDeleteZone])
+
     static let keygen = CommandSpec(
         path: ["keygen"], abstract: "Write a new 32-byte key file (mode 0600; never overwrites).",
         options: [.option("out", value: "FILE", required: true, help: "Where to write the key; must not exist.")],
@@ -197,7 +242,9 @@ enum Commands {
         exitCodes: [(.success, "the help was printed"), (.usage, "no such subcommand")])
 
     /// Every subcommand, in the order help lists them.
-    static let all = [run, validate, plan, schema, outbox, history, login, logout, keygen, completions, help]
+    static let all = [
+        run, validate, plan, schema, outbox, history, login, logout, cloudkit, keygen, completions, help,
+    ]
 
     /// The command that `words` name (`["outbox", "list"]`), or the error saying which word is unknown.
     static func find(_ words: [String]) throws(UsageError) -> CommandSpec {

@@ -159,7 +159,13 @@ public struct CloudKitProviderFactory: ProviderFactory {
         var context = context
         context.logger = context.logger.redacting(
             [configuration.bridge.apiToken] + (configuration.webAuthToken.map { [$0] } ?? []))
-        let token = try CloudKitWebAuthToken(state: context.state, fallback: configuration.webAuthToken)
+        // A dry run writes no state: the rotated tokens are kept in memory (the old one has been seen to keep
+        // working, and the next real run rotates from the kept one).
+        let tokenState =
+            context.readOnly
+            ? ProviderState(provider: context.providerID, store: InMemoryProviderStateStore()) : context.state
+        let kept = try context.state.credential(.cloudKitWebAuthToken)
+        let token = try CloudKitWebAuthToken(state: tokenState, fallback: kept ?? configuration.webAuthToken)
         let bridge = CloudKitBridge(
             configuration: configuration.bridge, webAuthToken: token, transport: transport(), context: context,
             timeout: .milliseconds(configuration.timeoutMs))

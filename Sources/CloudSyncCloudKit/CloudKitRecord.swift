@@ -151,6 +151,14 @@ public struct CloudKitRecord: Sendable, Hashable {
         self.modifiedMilliseconds = modifiedMilliseconds
     }
 
+    /// The record as CloudKit's JSON record dictionary (`recordName`, `recordType`, `recordChangeTag`, `fields`
+    /// with typed values), keys sorted.
+    public func jsonData() -> Data {
+        var object = json
+        if let modifiedMilliseconds { object["modified"] = ["timestamp": NSNumber(value: modifiedMilliseconds)] }
+        return (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+    }
+
     /// The record dictionary for a request.
     var json: [String: Any] {
         var object: [String: Any] = [
