@@ -151,8 +151,8 @@ import Testing
         }
         #expect(
             try complete(["cloudsync", ""]) == [
-                "run", "validate", "plan", "schema", "outbox", "history", "login", "logout", "keygen", "completions",
-                "help", "--version", "--help", "-h",
+                "run", "validate", "plan", "schema", "outbox", "history", "login", "logout", "cloudkit", "keygen",
+                "completions", "help", "--version", "--help", "-h",
             ])
         #expect(try complete(["cloudsync", "login", "x.yaml", "--"]) == ["--provider", "--no-browser", "--help"])
         #expect(try complete(["cloudsync", "run", "x.yaml", "--progress", "a"]) == ["auto", "always"])
@@ -164,6 +164,14 @@ import Testing
                 "--key", "--provider", "--yes", "--help",
             ])
         #expect(try complete(["cloudsync", "completions", ""]) == ["bash", "zsh"])
+        #expect(
+            try complete(["cloudsync", "cloudkit", ""]) == [
+                "status", "ensure-zone", "changes", "delete-zone", "--help", "-h",
+            ])
+        #expect(
+            try complete(["cloudsync", "cloudkit", "changes", "x.yaml", "--"]) == [
+                "--provider", "--since", "--json", "--help",
+            ])
     }
 
     @Test func zshCompletionNamesEverySubcommandOptionAndChoice() throws {
@@ -172,8 +180,8 @@ import Testing
         let script = result.standardOutput
         #expect(script.hasPrefix("#compdef cloudsync\n"))
         for name in [
-            "run", "validate", "plan", "schema", "outbox", "history", "login", "logout", "keygen", "completions",
-            "help",
+            "run", "validate", "plan", "schema", "outbox", "history", "login", "logout", "cloudkit", "keygen",
+            "completions", "help",
         ] {
             #expect(script.contains("\n        '\(name):"), "zsh completion lacks \(name)")
         }
