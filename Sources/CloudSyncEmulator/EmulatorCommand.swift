@@ -41,11 +41,12 @@ public enum EmulatorCommand {
 
         OPTIONS:
           --drive           Serve Google Drive: OAuth 2.0 endpoints with an approval that needs no person.
-          --cloudkit        Serve CloudKit Web Services: API token, web sign-in with no person, rotating tokens.
+          --cloudkit        Serve CloudKit Web Services: API token, web sign-in with no person, rotating tokens,
+                            the private database's zones, records and change feed.
                             (Neither flag: both.)
           --port N          Listen on 127.0.0.1:N (default: a free port).
           --data DIR        Keep state in DIR (created 0700; one JSON file per service, 0600), read at start and
-                            saved on SIGINT/SIGTERM, so sign-ins survive a restart (default: memory only).
+                            saved on SIGINT/SIGTERM, so sign-ins and data survive a restart (default: memory only).
           --faults FILE     Apply the fault plan in FILE (YAML or JSON: {"rules": [...]}) to every request.
           -h, --help        Show this help and exit.
 
@@ -116,7 +117,7 @@ public enum EmulatorCommand {
         }
         var services: [any EmulatorService] = []
         if options.drive { services.append(DriveEmulator(oauth: GoogleOAuthEmulator(clock: clock))) }
-        if options.cloudkit { services.append(CloudKitEmulator(webAuth: CloudKitWebAuthEmulator(clock: clock))) }
+        if options.cloudkit { services.append(CloudKitEmulator(webAuth: CloudKitWebAuthEmulator(clock: clock), clock: clock)) }
         return try EmulatorServer(
             services: services, port: options.port, dataDirectory: options.dataDirectory, faultPlan: plan)
     }
