@@ -117,7 +117,9 @@ public enum EmulatorCommand {
         }
         var services: [any EmulatorService] = []
         if options.drive { services.append(DriveEmulator(oauth: GoogleOAuthEmulator(clock: clock))) }
-        if options.cloudkit { services.append(CloudKitEmulator(webAuth: CloudKitWebAuthEmulator(clock: clock), clock: clock)) }
+        if options.cloudkit {
+            services.append(CloudKitEmulator(webAuth: CloudKitWebAuthEmulator(clock: clock), clock: clock))
+        }
         return try EmulatorServer(
             services: services, port: options.port, dataDirectory: options.dataDirectory, faultPlan: plan)
     }
