@@ -126,6 +126,25 @@ import Testing
         }
     }
 
+    @Test func signingInAsAnotherAppleIDIsNoticedAsAnIdentityChangeOnTheNextRun() async throws {
+        defer { host.server.stop() }
+        _ = await run(["login", file, "--provider", "ck", "--no-browser"], paste: Self.signInAndCopyToken)
+        _ = await run(["run", file, "--quiet"])
+        func identity() throws -> String? {
+            let database = try StateDatabase(path: statePath, readOnly: true)
+            defer { database.close() }
+            return try database.identity(of: "ck")
+        }
+        #expect(try identity() == CloudKitWebAuthEmulator.userRecordName("user@example.com", Self.container))
+
+        let (signedIn, _, _) = await run(["login", file, "--provider", "ck", "--no-browser"]) { url in
+            await Self.signInAndCopyToken(URL(string: url.absoluteString + "&appleID=other@example.com")!)
+        }
+        #expect(signedIn == .success)
+        _ = await run(["run", file, "--quiet"])
+        #expect(try identity() == CloudKitWebAuthEmulator.userRecordName("other@example.com", Self.container))
+    }
+
     @Test func cloudkitCommandsShowStatusMakeTheZoneListChangesAndDeleteIt() async throws {
         defer { host.server.stop() }
         let (notSignedIn, notOutput, notErrors) = await run(["cloudkit", "status", file, "--provider", "ck"])

@@ -156,6 +156,31 @@ extension CloudKitFixture {
         #expect(fixture.count("records/lookup") == 2)
     }
 
+    @Test func theEmulatorsFaultPlansApply() async throws {
+        let fixture = try CloudKitFixture()
+        let metrics = ProviderMetrics()
+        let bridge = CloudKitBridge(
+            configuration: fixture.configuration(),
+            webAuthToken: try CloudKitWebAuthToken(
+                state: ProviderState(provider: "ck", store: InMemoryProviderStateStore()),
+                fallback: fixture.emulator.webAuth.issueToken(
+                    container: CloudKitFixture.container, environment: "development")),
+            context: ProviderContext(providerID: "ck", metrics: metrics),
+            retryPolicy: RetryPolicy(baseDelay: .milliseconds(1), maxDelay: .milliseconds(2)))
+        let provider = CloudKitProvider(id: "ck", bridge: bridge)
+        _ = try await provider.set([KeyValue("a", "1")])
+        let lookup: HTTPRoutePattern = "POST /database/1/{container}/{environment}/private/records/lookup"
+        fixture.host.server.setFaultPlan(HTTPFaultPlan([.errors(503, onCalls: [1, 2], route: lookup)]))
+        #expect(try await provider.get(["a"]).map { try? $0.get() } == ["1"])
+        #expect(metrics.reading.retries == 2)
+        fixture.host.server.setFaultPlan(HTTPFaultPlan([.resetMidBody(on: .calls([1]), route: lookup)]))
+        #expect(try await provider.get(["a"]).map { try? $0.get() } == ["1"])
+        fixture.host.server.setFaultPlan(HTTPFaultPlan([.errors(503, onCalls: Array(1...10), route: lookup)]))
+        let error = await #expect(throws: CloudSyncError.self) { try await provider.get(["a"]) }
+        #expect(error?.code == .server)
+        #expect(error?.isRetryable == true)
+    }
+
     @Test func perRecordErrorsAreTheKeysOwnAndABadRequestAboutTheTypeIsMisconfiguration() async throws {
         let fixture = try CloudKitFixture()
         let provider = try fixture.provider()
