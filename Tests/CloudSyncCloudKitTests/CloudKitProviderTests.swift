@@ -4,6 +4,7 @@ import CloudSyncCloudKit
 import CloudSyncHTTP
 import CloudSyncTesting
 import Foundation
+import Synchronization
 import Testing
 
 extension CloudKitFixture {
@@ -179,6 +180,34 @@ extension CloudKitFixture {
         let error = await #expect(throws: CloudSyncError.self) { try await provider.get(["a"]) }
         #expect(error?.code == .server)
         #expect(error?.isRetryable == true)
+    }
+
+    @Test func tokensNeverReachTheLogAndARecordWithoutTheFieldIsADecodeError() async throws {
+        let fixture = try CloudKitFixture()
+        let lines = Mutex<[String]>([])
+        let token = fixture.emulator.webAuth.issueToken(
+            container: CloudKitFixture.container, environment: "development")
+        let state = ProviderState(provider: "ck", store: InMemoryProviderStateStore())
+        let bridge = CloudKitBridge(
+            configuration: fixture.configuration(),
+            webAuthToken: try CloudKitWebAuthToken(state: state, fallback: token),
+            context: ProviderContext(
+                providerID: "ck",
+                logger: ProviderLogger(minimumLevel: .debug) { _, line in lines.withLock { $0.append(line) } }))
+        let provider = CloudKitProvider(id: "ck", bridge: bridge)
+        _ = try await provider.set([KeyValue("a", "1")])
+        _ = try await bridge.saveRecords([
+            CloudKitRecord(recordName: "foreign", recordType: "CloudSyncItem", fields: ["other": .int64(1)])
+        ])
+        let read = try await provider.get(["foreign"])
+        #expect(read.first.map { if case .failure(let error) = $0 { error.code == .decode } else { false } } == true)
+        let logged = lines.withLock { $0 }
+        #expect(logged.count >= 4)
+        let rotated = try #require(try state.credential(.cloudKitWebAuthToken))
+        for line in logged {
+            #expect(!line.contains(CloudKitFixture.apiToken) && !line.contains(token) && !line.contains(rotated))
+            #expect(!line.contains("ckWebAuthToken"))
+        }
     }
 
     @Test func perRecordErrorsAreTheKeysOwnAndABadRequestAboutTheTypeIsMisconfiguration() async throws {
