@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "CloudSyncAuth", targets: ["CloudSyncAuth"]),
         .library(name: "CloudSyncEmulator", targets: ["CloudSyncEmulator"]),
         .library(name: "CloudSyncS3", targets: ["CloudSyncS3"]),
+        .library(name: "CloudSyncDrive", targets: ["CloudSyncDrive"]),
         .library(name: "CloudSyncTesting", targets: ["CloudSyncTesting"]),
         .executable(name: "cloudsync", targets: ["cloudsync"]),
         .executable(name: "cloudsync-emulator", targets: ["cloudsync-emulator"]),
@@ -64,6 +65,10 @@ let package = Package(
         .target(
             name: "CloudSyncS3", dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncSodium", "CloudSyncOpenSSL"]),
 
+        // The `googleDrive` provider: a Google account's Drive app data folder over CloudSyncHTTP, signed in with
+        // CloudSyncAuth's OAuth flow.
+        .target(name: "CloudSyncDrive", dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncAuth"]),
+
         // Encryption at rest: the libsodium envelope codec and its key sources.
         .target(name: "CloudSyncCrypto", dependencies: ["CloudSync", "CloudSyncSodium"]),
 
@@ -75,7 +80,7 @@ let package = Package(
             name: "CloudSyncPipeline",
             dependencies: [
                 "CloudSync", "CloudSyncYAML", "CloudSyncSodium", "CloudSyncCrypto", "CloudSyncLocal", "CloudSyncSQLite",
-                "CloudSyncS3",
+                "CloudSyncS3", "CloudSyncDrive",
             ]),
 
         // The command line: argument parsing, exit codes, what people see.
@@ -124,6 +129,12 @@ let package = Package(
             dependencies: [
                 "CloudSync", "CloudSyncHTTP", "CloudSyncLocal", "CloudSyncS3", "CloudSyncSodium", "CloudSyncTesting",
                 "cloudsync",
+            ]),
+        .testTarget(
+            name: "CloudSyncDriveTests",
+            dependencies: [
+                "CloudSync", "CloudSyncAuth", "CloudSyncDrive", "CloudSyncHTTP", "CloudSyncTesting", "cloudsync",
+                "cloudsync-emulator",
             ]),
         .testTarget(
             name: "CloudSyncPipelineTests",

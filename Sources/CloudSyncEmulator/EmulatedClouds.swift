@@ -2,23 +2,28 @@ import CloudSync
 import CloudSyncHTTPServer
 import Foundation
 
-/// Google Drive as `cloudsync-emulator --drive` serves it: for now its OAuth 2.0 endpoints (``oauth``); the Drive
-/// v3 files API joins it here, checking bearer tokens with ``GoogleOAuthEmulator/authorize(_:scope:)``.
+/// Google Drive as `cloudsync-emulator --drive` serves it: its OAuth 2.0 endpoints (``oauth``) and the Drive v3
+/// API (``files``: files, uploads, batch, about, changes), which checks bearer tokens with
+/// ``GoogleOAuthEmulator/authorize(_:scope:)``.
 ///
-/// Its data file holds `{"oauth": ...}`; a part added later adds its own key, optional so older files still load.
+/// Its data file holds `{"oauth": ..., "files": ...}`; each key is optional so older files still load.
 public final class DriveEmulator: EmulatorService {
     /// The OAuth 2.0 endpoints and the tokens they issued.
     public let oauth: GoogleOAuthEmulator
+    /// The Drive v3 API and every user's files.
+    public let files: DriveFilesEmulator
 
-    /// Drive over `oauth`.
-    public init(oauth: GoogleOAuthEmulator = GoogleOAuthEmulator()) {
+    /// Drive over `oauth`; `files` defaults to an unlimited Drive on the system clock.
+    public init(oauth: GoogleOAuthEmulator = GoogleOAuthEmulator(), files: DriveFilesEmulator? = nil) {
         self.oauth = oauth
+        self.files = files ?? DriveFilesEmulator(oauth: oauth)
     }
 
     public var name: String { "drive" }
 
     public func register(on server: LoopbackHTTPServer) {
         oauth.register(on: server)
+        files.register(on: server)
     }
 
     /// `endpoint` (the API base, as the pipeline's `endpoint`), `tokenEndpoint`, `authEndpoint`, `revokeEndpoint`,
@@ -27,15 +32,17 @@ public final class DriveEmulator: EmulatorService {
 
     private struct Saved: Codable {
         var oauth: GoogleOAuthEmulator.SavedState?
+        var files: DriveFilesEmulator.SavedState?
     }
 
     public func savedState() throws -> Data {
-        try JSONEncoder.emulatorState.encode(Saved(oauth: oauth.savedState))
+        try JSONEncoder.emulatorState.encode(Saved(oauth: oauth.savedState, files: files.savedState))
     }
 
     public func restoreState(from data: Data) throws {
         let saved = try JSONDecoder().decode(Saved.self, from: data)
         oauth.restore(saved.oauth ?? GoogleOAuthEmulator.SavedState())
+        files.restore(saved.files ?? DriveFilesEmulator.SavedState())
     }
 }
 

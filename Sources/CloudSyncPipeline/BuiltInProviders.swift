@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncDrive
 import CloudSyncLocal
 import CloudSyncS3
 
@@ -14,6 +15,7 @@ public enum BuiltInProviders {
         registry.register(SQLiteProviderFactory())
         registry.register(DirectoryProviderFactory())
         registry.register(S3ProviderFactory())
+        registry.register(DriveProviderFactory())
         registry.register(ICloudKeyValueProviderFactory())
         return registry
     }
