@@ -59,6 +59,9 @@ public final class DriveProvider: Provider {
         var entries: [String: Entry] = [:]
         var lastListingCount: Int?
         var duplicates: Set<String> = []
+        /// Every file id seen and its name, kept after the entry is forgotten, so the change feed can name a deleted
+        /// file.
+        var names: [String: String] = [:]
     }
 
     private let cache = Mutex(Cache())
@@ -251,6 +254,7 @@ public final class DriveProvider: Provider {
     public func clearCaches() async {
         cache.withLock { cache in
             cache.entries.removeAll()
+            cache.names.removeAll()
             cache.lastListingCount = nil
         }
     }
@@ -328,6 +332,9 @@ public final class DriveProvider: Provider {
     private func entries(_ files: [Listed]) -> [String: Entry] {
         var byName: [String: [Listed]] = [:]
         for file in files { byName[file.name, default: []].append(file) }
+        cache.withLock { cache in
+            for file in files { cache.names[file.id] = file.name }
+        }
         var entries: [String: Entry] = [:]
         for (name, group) in byName {
             let sorted = group.sorted { ($0.modified, $0.id) > ($1.modified, $1.id) }
@@ -463,7 +470,10 @@ public final class DriveProvider: Provider {
         let created = fileID == nil
         if fileID == nil { fileID = try await upload(body, key: item.key, existing: nil) }
         guard let fileID else { return }
-        cache.withLock { $0.entries[item.key] = Entry(id: fileID, duplicates: []) }
+        cache.withLock { cache in
+            cache.entries[item.key] = Entry(id: fileID, duplicates: [])
+            cache.names[fileID] = item.key
+        }
         if !created, let duplicates = entry?.duplicates, !duplicates.isEmpty {
             let results = try await delete(duplicates.map { (item.key, $0) })
             for case .failure(let error) in results { throw error }
@@ -798,7 +808,7 @@ public final class DriveProvider: Provider {
                 let removed = change["removed"] as? Bool == true || file?["trashed"] as? Bool == true
                 let name =
                     file?["name"] as? String
-                    ?? cache.withLock { cache in cache.entries.first { $0.value.id == fileID }?.key }
+                    ?? cache.withLock { $0.names[fileID] }
                 guard let name else {
                     if removed { result.removedFileIDs.append(fileID) }
                     continue
