@@ -1,6 +1,7 @@
 import CloudSync
 import CloudSyncHTTPServer
 import Foundation
+import Synchronization
 
 /// Google Drive as `cloudsync-emulator --drive` serves it: its OAuth 2.0 endpoints (``oauth``) and the Drive v3
 /// API (``files``: files, uploads, batch, about, changes), which checks bearer tokens with
@@ -27,22 +28,42 @@ public final class DriveEmulator: EmulatorService {
     }
 
     /// `endpoint` (the API base, as the pipeline's `endpoint`), `tokenEndpoint`, `authEndpoint`, `revokeEndpoint`,
-    /// and the emulator's test client: `clientId`, `clientSecret`.
-    public func urls(baseURL: URL) -> [String: String] { oauth.urls(baseURL: baseURL) }
+    /// the emulator's test client (`clientId`, `clientSecret`) and ``demoRefreshToken`` (`refreshToken`).
+    public func urls(baseURL: URL) -> [String: String] {
+        var urls = oauth.urls(baseURL: baseURL)
+        urls["refreshToken"] = demoRefreshToken
+        return urls
+    }
+
+    private let demoToken = Mutex<String?>(nil)
+
+    /// A refresh token of the default client for the default user, issued the first time it is asked for and kept
+    /// with the state, so an example pipeline runs against the emulator without `cloudsync login`.
+    public var demoRefreshToken: String {
+        demoToken.withLock { token in
+            if let current = token, oauth.isActive(refreshToken: current) { return current }
+            let issued = oauth.issueTokens(user: GoogleOAuthEmulator.Configuration().defaultUser).refreshToken
+            token = issued
+            return issued
+        }
+    }
 
     private struct Saved: Codable {
         var oauth: GoogleOAuthEmulator.SavedState?
         var files: DriveFilesEmulator.SavedState?
+        var demoRefreshToken: String?
     }
 
     public func savedState() throws -> Data {
-        try JSONEncoder.emulatorState.encode(Saved(oauth: oauth.savedState, files: files.savedState))
+        try JSONEncoder.emulatorState.encode(
+            Saved(oauth: oauth.savedState, files: files.savedState, demoRefreshToken: demoToken.withLock { $0 }))
     }
 
     public func restoreState(from data: Data) throws {
         let saved = try JSONDecoder().decode(Saved.self, from: data)
         oauth.restore(saved.oauth ?? GoogleOAuthEmulator.SavedState())
         files.restore(saved.files ?? DriveFilesEmulator.SavedState())
+        demoToken.withLock { $0 = saved.demoRefreshToken }
     }
 }
 
