@@ -133,8 +133,8 @@ let package = Package(
         .testTarget(
             name: "CloudSyncDriveTests",
             dependencies: [
-                "CloudSync", "CloudSyncAuth", "CloudSyncDrive", "CloudSyncHTTP", "CloudSyncTesting", "cloudsync",
-                "cloudsync-emulator",
+                "CloudSync", "CloudSyncAuth", "CloudSyncCLI", "CloudSyncDrive", "CloudSyncHTTP", "CloudSyncPipeline",
+                "CloudSyncTesting", "cloudsync", "cloudsync-emulator",
             ]),
         .testTarget(
             name: "CloudSyncPipelineTests",
