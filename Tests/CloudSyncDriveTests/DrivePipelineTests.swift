@@ -170,10 +170,6 @@ import Testing
         #expect(saved.contains("\"appDataFolder\""))
 
         (emulator, environment) = try startEmulator(data: data)
-        defer {
-            emulator.signal(SIGTERM)
-            _ = emulator.wait()
-        }
         let verify = try cloudsync(["run", "drive-backup.yaml", "--quiet", "--report", "-"], directory: directory.path, environment: environment)
         #expect(verify.status == 0, "\(verify.standardOutput)\(verify.standardError)")
         let report = try #require(
@@ -186,5 +182,12 @@ import Testing
         #expect(counts.first?["copied"] ?? 0 > 300)
         #expect(counts.last?["checked"] == counts.first?["copied"])
         #expect(counts.last?["failed"] == 0)
+        // The restarted emulator still had the first run's files: the second run updated them, it made no twins.
+        emulator.signal(SIGTERM)
+        #expect(emulator.wait().status == 0)
+        let state = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: data + "/drive.json")))
+        let accounts = ((state as? [String: Any])?["files"] as? [String: Any])?["accounts"] as? [String: Any]
+        let files = (accounts?.values.first as? [String: Any])?["files"] as? [String: Any]
+        #expect(files?.count == counts.first?["copied"])
     }
 }
