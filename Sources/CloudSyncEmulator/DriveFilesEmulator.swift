@@ -175,8 +175,8 @@ public final class DriveFilesEmulator: Sendable {
             ("GET /drive/v3/files/{id}", { $0.get($1, user: $2) }),
             ("PATCH /drive/v3/files/{id}", { $0.update($1, user: $2, uploadType: nil) }),
             ("DELETE /drive/v3/files/{id}", { $0.delete($1, user: $2) }),
-            ("POST /upload/drive/v3/files", { $0.create($1, user: $2, uploadType: $1.query("uploadType")) }),
-            ("PATCH /upload/drive/v3/files/{id}", { $0.update($1, user: $2, uploadType: $1.query("uploadType")) }),
+            ("POST /upload/drive/v3/files", { $0.create($1, user: $2, uploadType: $1.formQuery("uploadType")) }),
+            ("PATCH /upload/drive/v3/files/{id}", { $0.update($1, user: $2, uploadType: $1.formQuery("uploadType")) }),
             ("PUT /upload/drive/v3/files", { $0.chunk($1, user: $2) }),
             ("GET /drive/v3/about", { $0.about($1, user: $2) }),
             ("GET /drive/v3/changes/startPageToken", { $0.startPageToken($1, user: $2) }),
@@ -259,12 +259,12 @@ public final class DriveFilesEmulator: Sendable {
     }
 
     private func list(_ request: ReceivedRequest, user: String) -> HTTPResponse {
-        let spaces = Set((request.query("spaces") ?? "drive").split(separator: ",").map(String.init))
+        let spaces = Set((request.formQuery("spaces") ?? "drive").split(separator: ",").map(String.init))
         guard spaces.isSubset(of: ["drive", "appDataFolder"]) else {
             return Self.invalid("spaces", "Invalid Value")
         }
         var pageSize = 100
-        if let text = request.query("pageSize") {
+        if let text = request.formQuery("pageSize") {
             guard let number = Int(text), (1...1000).contains(number) else {
                 return Self.invalid(
                     "pageSize", "Invalid value '\(text)'. Values must be within the range: [1, 1000]")
@@ -274,16 +274,16 @@ public final class DriveFilesEmulator: Sendable {
         if let cap = pageSizeCap { pageSize = min(pageSize, cap) }
         let filter: DriveQuery
         do {
-            filter = try DriveQuery(request.query("q") ?? "")
+            filter = try DriveQuery(request.formQuery("q") ?? "")
         } catch {
             return Self.invalid("q", "Invalid Value")
         }
-        let orderBy = request.query("orderBy") ?? "name"
+        let orderBy = request.formQuery("orderBy") ?? "name"
         guard let order = Self.ordering(orderBy) else { return Self.invalid("orderBy", "Invalid Value") }
-        let identity = "\(request.query("q") ?? "")|\(spaces.sorted())|\(orderBy)"
+        let identity = "\(request.formQuery("q") ?? "")|\(spaces.sorted())|\(orderBy)"
         let epoch = volatile.withLock { $0.pageTokenEpoch }
         var offset = 0
-        if let token = request.query("pageToken") {
+        if let token = request.formQuery("pageToken") {
             guard let decoded = Self.decodePageToken(token), decoded.epoch == epoch,
                 decoded.identity == sha256Hex(identity).prefix(16)
             else {
@@ -344,7 +344,7 @@ public final class DriveFilesEmulator: Sendable {
     private func get(_ request: ReceivedRequest, user: String) -> HTTPResponse {
         let id = request.captures["id"] ?? ""
         guard let file = state.withLock({ $0.accounts[user]?.files[id] }) else { return Self.notFound(id) }
-        guard request.query("alt") == "media" else { return Self.jsonResponse(resource(file)) }
+        guard request.formQuery("alt") == "media" else { return Self.jsonResponse(resource(file)) }
         return HTTPResponse(status: 200, headers: ["Content-Type": file.mimeType], body: file.content)
     }
 
@@ -488,7 +488,7 @@ public final class DriveFilesEmulator: Sendable {
     }
 
     private func chunk(_ request: ReceivedRequest, user: String) -> HTTPResponse {
-        guard let uploadID = request.query("upload_id"),
+        guard let uploadID = request.formQuery("upload_id"),
             var session = volatile.withLock({ $0.sessions[uploadID] }), session.user == user
         else {
             return Self.error(404, "notFound", "Upload session not found or expired; start a new upload.")
@@ -559,7 +559,7 @@ public final class DriveFilesEmulator: Sendable {
     // MARK: About and changes
 
     private func about(_ request: ReceivedRequest, user: String) -> HTTPResponse {
-        guard let fields = request.query("fields"), !fields.isEmpty else {
+        guard let fields = request.formQuery("fields"), !fields.isEmpty else {
             return Self.error(
                 400, "required", "The 'fields' parameter is required for this method.", location: "fields")
         }
@@ -585,19 +585,19 @@ public final class DriveFilesEmulator: Sendable {
     }
 
     private func changes(_ request: ReceivedRequest, user: String) -> HTTPResponse {
-        guard let tokenText = request.query("pageToken") else {
+        guard let tokenText = request.formQuery("pageToken") else {
             return Self.error(400, "required", "Required parameter: pageToken", location: "pageToken")
         }
         guard let token = Int(tokenText), token >= 1 else { return Self.invalid("pageToken", "Invalid Value") }
-        let spaces = Set((request.query("spaces") ?? "drive").split(separator: ",").map(String.init))
+        let spaces = Set((request.formQuery("spaces") ?? "drive").split(separator: ",").map(String.init))
         var pageSize = 100
-        if let text = request.query("pageSize") {
+        if let text = request.formQuery("pageSize") {
             guard let number = Int(text), (1...1000).contains(number) else {
                 return Self.invalid("pageSize", "Invalid value '\(text)'. Values must be within the range: [1, 1000]")
             }
             pageSize = number
         }
-        let includeRemoved = request.query("includeRemoved") != "false"
+        let includeRemoved = request.formQuery("includeRemoved") != "false"
         let (account, next) = state.withLock { state in
             (state.accounts[user] ?? Account(), state.accounts[user]?.nextChange ?? 1)
         }
@@ -639,7 +639,10 @@ public final class DriveFilesEmulator: Sendable {
         var body = Data()
         for part in parts {
             let answer = answerBatchPart(part, outer: request)
-            let contentID = part.headers["Content-ID"].map { "response-" + $0 }
+            // `<item1>` is answered as `<response-item1>`, as Google does.
+            let contentID = part.headers["Content-ID"].map { id in
+                id.hasPrefix("<") && id.hasSuffix(">") ? "<response-" + id.dropFirst() : "response-" + id
+            }
             body += Data("--\(boundary)\r\nContent-Type: application/http\r\n".utf8)
             if let contentID { body += Data("Content-ID: \(contentID)\r\n".utf8) }
             body += Data("\r\nHTTP/1.1 \(answer.status) \(Self.reason(answer.status))\r\n".utf8)
@@ -666,7 +669,7 @@ public final class DriveFilesEmulator: Sendable {
             request.headers["Authorization"] = outerAuthorization
         }
         request.headers["Host"] = outer.headers["Host"]
-        if request.path.hasPrefix("/upload/") || request.query("alt") == "media" {
+        if request.path.hasPrefix("/upload/") || request.formQuery("alt") == "media" {
             return Self.error(400, "badRequest", "Media requests cannot be used in a batch request.")
         }
         let segments = request.path.split(separator: "/").map(String.init)
@@ -705,9 +708,11 @@ public final class DriveFilesEmulator: Sendable {
         }
         let pieces = target.split(separator: "?", maxSplits: 1).map(String.init)
         let query = pieces.count > 1 ? URLComponents(string: "?" + pieces[1])?.queryItems ?? [] : []
-        return ReceivedRequest(
+        var request = ReceivedRequest(
             method: String(requestLine[0]).uppercased(), path: pieces[0], queryItems: query,
             headers: MIMEMultipart.headers(lines), body: head.body)
+        request.rawQuery = pieces.count > 1 ? pieces[1] : ""
+        return request
     }
 }
 
