@@ -14,10 +14,17 @@ public final class DriveEmulator: EmulatorService {
     /// The Drive v3 API and every user's files.
     public let files: DriveFilesEmulator
 
+    /// Whether ``urls(baseURL:)`` carries ``demoRefreshToken`` (`cloudsync-emulator` sets it).
+    public let printsDemoRefreshToken: Bool
+
     /// Drive over `oauth`; `files` defaults to an unlimited Drive on the system clock.
-    public init(oauth: GoogleOAuthEmulator = GoogleOAuthEmulator(), files: DriveFilesEmulator? = nil) {
+    public init(
+        oauth: GoogleOAuthEmulator = GoogleOAuthEmulator(), files: DriveFilesEmulator? = nil,
+        printsDemoRefreshToken: Bool = false
+    ) {
         self.oauth = oauth
         self.files = files ?? DriveFilesEmulator(oauth: oauth)
+        self.printsDemoRefreshToken = printsDemoRefreshToken
     }
 
     public var name: String { "drive" }
@@ -28,10 +35,11 @@ public final class DriveEmulator: EmulatorService {
     }
 
     /// `endpoint` (the API base, as the pipeline's `endpoint`), `tokenEndpoint`, `authEndpoint`, `revokeEndpoint`,
-    /// the emulator's test client (`clientId`, `clientSecret`) and ``demoRefreshToken`` (`refreshToken`).
+    /// the emulator's test client (`clientId`, `clientSecret`) and, with ``printsDemoRefreshToken``,
+    /// ``demoRefreshToken`` (`refreshToken`).
     public func urls(baseURL: URL) -> [String: String] {
         var urls = oauth.urls(baseURL: baseURL)
-        urls["refreshToken"] = demoRefreshToken
+        if printsDemoRefreshToken { urls["refreshToken"] = demoRefreshToken }
         return urls
     }
 

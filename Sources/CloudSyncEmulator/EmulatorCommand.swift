@@ -115,7 +115,12 @@ public enum EmulatorCommand {
             }
         }
         var services: [any EmulatorService] = []
-        if options.drive { services.append(DriveEmulator(oauth: GoogleOAuthEmulator(clock: clock))) }
+        if options.drive {
+            let oauth = GoogleOAuthEmulator(clock: clock)
+            services.append(
+                DriveEmulator(
+                    oauth: oauth, files: DriveFilesEmulator(oauth: oauth, clock: clock), printsDemoRefreshToken: true))
+        }
         if options.cloudkit { services.append(CloudKitEmulator(webAuth: CloudKitWebAuthEmulator(clock: clock))) }
         return try EmulatorServer(
             services: services, port: options.port, dataDirectory: options.dataDirectory, faultPlan: plan)
