@@ -32,7 +32,8 @@ public enum DriveErrorMapping {
         -> CloudSyncError
     {
         let body = DriveErrorBody(response.body)
-        let status = response.headers[DriveRateLimitTransport.originalStatusHeader].flatMap { Int($0) }
+        let status =
+            response.headers[DriveRateLimitTransport.originalStatusHeader].flatMap { Int($0) }
             ?? response.status
         let said =
             "\(request.method) \(HTTPRedaction.redactedPath(request.url)) answered HTTP \(status)"
@@ -75,9 +76,10 @@ public enum DriveErrorMapping {
     }
 }
 
-/// Turns Drive's 403 rate-limit answers into 429s below the retry layer, which retries by status: Google's own
-/// client retries 403 `userRateLimitExceeded` and `rateLimitExceeded` as it does 429. The original status travels in
-/// ``originalStatusHeader`` so messages still say 403.
+/// Turns Drive's 403 rate-limit answers into 429s below the retry layer, which retries by status.
+///
+/// Google's own client retries 403 `userRateLimitExceeded` and `rateLimitExceeded` as it does 429. The original status
+/// travels in ``originalStatusHeader`` so messages still say 403.
 public struct DriveRateLimitTransport: HTTPTransport {
     /// Carries the status Drive sent when this layer changed it.
     public static let originalStatusHeader = "X-CloudSync-Drive-Status"

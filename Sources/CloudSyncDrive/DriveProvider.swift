@@ -159,7 +159,8 @@ public final class DriveProvider: Provider {
             }
             if error.code == .rateLimited || error.code == .server {
                 // The retry layer gave up on an answer: say it as Drive meant it.
-                throw CloudSyncError(error.code, error.message, provider: id, key: key, retryAfterMs: error.retryAfterMs)
+                throw CloudSyncError(
+                    error.code, error.message, provider: id, key: key, retryAfterMs: error.retryAfterMs)
             }
             throw error.attributed(provider: id, key: key)
         }
@@ -180,7 +181,8 @@ public final class DriveProvider: Provider {
     private func json(_ response: HTTPResponse, _ request: HTTPRequest) throws(CloudSyncError) -> [String: Any] {
         guard let object = (try? JSONSerialization.jsonObject(with: response.body)) as? [String: Any] else {
             throw CloudSyncError(
-                .provider, "\(request.method) \(HTTPRedaction.redactedPath(request.url)) answered something other "
+                .provider,
+                "\(request.method) \(HTTPRedaction.redactedPath(request.url)) answered something other "
                     + "than a JSON object", provider: id)
         }
         return object
@@ -587,7 +589,8 @@ public final class DriveProvider: Provider {
                     interruptions += 1
                     guard interruptions <= Self.maxInterruptions else { throw interruption }
                     logger.log(
-                        .info, "the upload of \(key) to \(id) was interrupted (\(interruption.code)); asking Drive "
+                        .info,
+                        "the upload of \(key) to \(id) was interrupted (\(interruption.code)); asking Drive "
                             + "where it stands")
                     let status = HTTPRequest(
                         method: .put, url: sessionURL, headers: ["Content-Range": "bytes */\(total)"])
@@ -623,8 +626,9 @@ public final class DriveProvider: Provider {
 
     // MARK: Remove
 
-    /// Deletes each key's file (and any duplicates): one `DELETE`, or batch requests of 100 when there are several.
-    /// A key with no file succeeds.
+    /// Deletes each key's file and any duplicates.
+    ///
+    /// One `DELETE`, or batch requests of 100 when there are several; a key with no file succeeds.
     public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
         try ensureWritable()
         let entries = try await resolve(keys)
@@ -682,7 +686,8 @@ public final class DriveProvider: Provider {
         let response = try await sendExpectingSuccess(request)
         guard let answers = MIMEMultipart.parse(response.body, contentType: response.headers["Content-Type"]) else {
             throw CloudSyncError(
-                .provider, "Drive answered a batch of \(targets.count) deletes with something other than "
+                .provider,
+                "Drive answered a batch of \(targets.count) deletes with something other than "
                     + "multipart/mixed", provider: id)
         }
         var results = [Result<Void, CloudSyncError>?](repeating: nil, count: targets.count)

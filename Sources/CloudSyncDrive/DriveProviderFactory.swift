@@ -120,7 +120,8 @@ public struct DriveProviderFactory: ProviderFactory {
         } else if let token = values.text("refreshToken"), !token.isEmpty {
             guard client != nil else {
                 throw ProviderConfigurationError(
-                    field: "clientId", "a `refreshToken` works only with the client it was issued to: give `clientId` "
+                    field: "clientId",
+                    "a `refreshToken` works only with the client it was issued to: give `clientId` "
                         + "and `clientSecret`")
             }
             credentials = .refreshToken(token)
@@ -132,7 +133,8 @@ public struct DriveProviderFactory: ProviderFactory {
         }
         return Configuration(
             endpoint: endpoint, client: client, credentials: credentials,
-            timeoutMs: values.integer("timeoutMs") ?? 60_000, maxConcurrency: Int(values.integer("maxConcurrency") ?? 8))
+            timeoutMs: values.integer("timeoutMs") ?? 60_000, maxConcurrency: Int(values.integer("maxConcurrency") ?? 8)
+        )
     }
 
     /// What a provider of this configuration can do.
@@ -145,10 +147,12 @@ public struct DriveProviderFactory: ProviderFactory {
         switch configuration.credentials {
         case .accessToken: credentials = "the static `accessToken` of the pipeline (never refreshed)"
         case .refreshToken:
-            credentials = "the pipeline's `refreshToken`\(client), exchanged at "
+            credentials =
+                "the pipeline's `refreshToken`\(client), exchanged at "
                 + "\(configuration.client?.tokenEndpoint.absoluteString ?? "")"
         case .storedByLogin:
-            credentials = "the refresh token `cloudsync login` stores in the state database\(client), exchanged at "
+            credentials =
+                "the refresh token `cloudsync login` stores in the state database\(client), exchanged at "
                 + "\(configuration.client?.tokenEndpoint.absoluteString ?? "")"
         }
         return [
@@ -177,7 +181,8 @@ public struct DriveProviderFactory: ProviderFactory {
         case .refreshToken(let token):
             context.logger = context.logger.redacting([token])
             authenticator = OAuthAccessTokens(
-                client: OAuthTokenClient(configuration: configuration.client!, transport: transport, clock: context.clock),
+                client: OAuthTokenClient(
+                    configuration: configuration.client!, transport: transport, clock: context.clock),
                 refreshToken: token, clock: context.clock, signInAdvice: advice)
         case .storedByLogin:
             guard let token = try context.state.credential(.oauthRefreshToken), let client = configuration.client else {

@@ -117,7 +117,8 @@ public final class DriveFilesEmulator: Sendable {
 
     /// The API over `oauth`'s tokens, its times on `clock`.
     public init(
-        oauth: GoogleOAuthEmulator, configuration: Configuration = Configuration(), clock: any StoreClock = SystemClock()
+        oauth: GoogleOAuthEmulator, configuration: Configuration = Configuration(),
+        clock: any StoreClock = SystemClock()
     ) {
         self.oauth = oauth
         self.clock = clock
@@ -315,7 +316,8 @@ public final class DriveFilesEmulator: Sendable {
             let compare: (File, File) -> Int
             switch field {
             case "name", "name_natural": compare = { $0.name < $1.name ? -1 : ($0.name == $1.name ? 0 : 1) }
-            case "modifiedTime": compare = { $0.modifiedMs < $1.modifiedMs ? -1 : ($0.modifiedMs == $1.modifiedMs ? 0 : 1) }
+            case "modifiedTime":
+                compare = { $0.modifiedMs < $1.modifiedMs ? -1 : ($0.modifiedMs == $1.modifiedMs ? 0 : 1) }
             case "createdTime": compare = { $0.createdMs < $1.createdMs ? -1 : ($0.createdMs == $1.createdMs ? 0 : 1) }
             default: return nil
             }
@@ -359,8 +361,9 @@ public final class DriveFilesEmulator: Sendable {
         return removed ? HTTPResponse(status: 204) : Self.notFound(id)
     }
 
-    private func record(_ state: inout SavedState, user: String, fileID: String, removed: Bool, space: String, now: Int64)
-    {
+    private func record(
+        _ state: inout SavedState, user: String, fileID: String, removed: Bool, space: String, now: Int64
+    ) {
         var account = state.accounts[user] ?? Account()
         account.changes.removeAll { $0.fileID == fileID }
         account.changes.append(
@@ -632,7 +635,8 @@ public final class DriveFilesEmulator: Sendable {
         }
         guard parts.count <= Self.batchLimit else {
             return Self.error(
-                400, "batchSizeTooLarge", "A batch request may contain at most \(Self.batchLimit) calls; this one has "
+                400, "batchSizeTooLarge",
+                "A batch request may contain at most \(Self.batchLimit) calls; this one has "
                     + "\(parts.count)")
         }
         let boundary = "batch_" + randomToken("", bytes: 12).replacingOccurrences(of: "-", with: "x")

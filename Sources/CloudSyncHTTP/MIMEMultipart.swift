@@ -59,7 +59,9 @@ public enum MIMEMultipart {
                 continue
             }
             var value = pair[1].trimmingCharacters(in: .whitespaces)
-            if value.hasPrefix("\""), value.hasSuffix("\""), value.count >= 2 { value = String(value.dropFirst().dropLast()) }
+            if value.hasPrefix("\""), value.hasSuffix("\""), value.count >= 2 {
+                value = String(value.dropFirst().dropLast())
+            }
             return value.isEmpty ? nil : value
         }
         return nil
@@ -98,7 +100,6 @@ public enum MIMEMultipart {
         return headers
     }
 }
-
 
 extension MIMEMultipart {
     /// A body of `parts` between `--boundary` lines, closed by `--boundary--`, CRLF line ends.

@@ -109,7 +109,9 @@ final class SocketConnection {
         }
         var request = ReceivedRequest(
             method: method, path: String(path), queryItems: queryItems, headers: headers, body: Data(body))
-        if let question = target.firstIndex(of: "?") { request.rawQuery = String(target[target.index(after: question)...]) }
+        if let question = target.firstIndex(of: "?") {
+            request.rawQuery = String(target[target.index(after: question)...])
+        }
         return .request(ParsedRequest(request: request, keepAlive: keepAlive))
     }
 

@@ -155,7 +155,8 @@ import Testing
         #expect(succeeded(try await provider.set([KeyValue("k", "v")])))
         host.server.server.setFaultPlan(HTTPFaultPlan([.errors(503, onCalls: [1], route: "GET /drive/v3/files/{id}")]))
         #expect(try values(await provider.get(["k"])) == ["v"])
-        host.server.server.setFaultPlan(HTTPFaultPlan([.errors(429, onCalls: [1, 2, 3], route: "GET /drive/v3/files/{id}")]))
+        host.server.server.setFaultPlan(
+            HTTPFaultPlan([.errors(429, onCalls: [1, 2, 3], route: "GET /drive/v3/files/{id}")]))
         let limited = try await provider.get(["k"])
         guard case .failure(let error) = limited.first else {
             Issue.record("three 429s in a row succeeded")

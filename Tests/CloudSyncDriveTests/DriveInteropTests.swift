@@ -44,6 +44,9 @@ import Testing
         #expect(host.count("POST", "/batch/drive/v3") == 1)
 
         let fresh = host.provider(refreshToken: account.refreshToken)
-        #expect(try values(await fresh.get(["from-python", "py-note"])) == ["written by Google's client ✓", "changed by python"])
+        #expect(
+            try values(await fresh.get(["from-python", "py-note"])) == [
+                "written by Google's client ✓", "changed by python",
+            ])
     }
 }

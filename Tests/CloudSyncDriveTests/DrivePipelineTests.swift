@@ -160,7 +160,9 @@ import Testing
 
         let data = directory.path + "/emulator"
         var (emulator, environment) = try startEmulator(data: data)
-        let backup = try cloudsync(["run", "drive-backup.yaml", "--quiet", "--report", "-"], directory: directory.path, environment: environment)
+        let backup = try cloudsync(
+            ["run", "drive-backup.yaml", "--quiet", "--report", "-"], directory: directory.path,
+            environment: environment)
         #expect(backup.status == 0, "\(backup.standardOutput)\(backup.standardError)")
         #expect(!backup.standardOutput.contains(environment["GDRIVE_REFRESH_TOKEN"]!))
         #expect(!backup.standardError.contains(environment["GDRIVE_REFRESH_TOKEN"]!))
@@ -170,7 +172,9 @@ import Testing
         #expect(saved.contains("\"appDataFolder\""))
 
         (emulator, environment) = try startEmulator(data: data)
-        let verify = try cloudsync(["run", "drive-backup.yaml", "--quiet", "--report", "-"], directory: directory.path, environment: environment)
+        let verify = try cloudsync(
+            ["run", "drive-backup.yaml", "--quiet", "--report", "-"], directory: directory.path,
+            environment: environment)
         #expect(verify.status == 0, "\(verify.standardOutput)\(verify.standardError)")
         let report = try #require(
             try JSONSerialization.jsonObject(with: Data(verify.standardOutput.utf8)) as? [String: Any])

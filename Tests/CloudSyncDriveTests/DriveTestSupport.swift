@@ -80,7 +80,8 @@ final class DriveHost: Sendable {
         return DriveProvider(
             endpoint: endpoint, authenticator: tokens, transport: transport, context: context, timeout: .seconds(60),
             maxConcurrency: 8,
-            retryPolicy: RetryPolicy(maxAttempts: maxAttempts, baseDelay: .milliseconds(5), maxDelay: .milliseconds(50)),
+            retryPolicy: RetryPolicy(
+                maxAttempts: maxAttempts, baseDelay: .milliseconds(5), maxDelay: .milliseconds(50)),
             chunkSize: chunkSize)
     }
 }
