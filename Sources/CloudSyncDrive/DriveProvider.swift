@@ -47,6 +47,7 @@ public final class DriveProvider: Provider {
     private let chunkHTTP: HTTPClient
     private let state: ProviderState
     private let logger: ProviderLogger
+    private let metrics: ProviderMetrics
     private let readOnly: Bool
     private let closed = Mutex(false)
 
@@ -89,6 +90,7 @@ public final class DriveProvider: Provider {
         self.chunkSize = max(Self.chunkGranularity, chunkSize / Self.chunkGranularity * Self.chunkGranularity)
         state = context.state
         logger = context.logger
+        metrics = context.metrics
         self.readOnly = readOnly
         let drive = DriveRateLimitTransport(next: transport)
         http = HTTPClient(
@@ -350,6 +352,7 @@ public final class DriveProvider: Provider {
                 return cache.duplicates.count - before
             }
             if fresh > 0 {
+                metrics.recordDuplicates(fresh)
                 logger.log(
                     .warning,
                     "\(fresh) more files in \(id)'s app data folder share a key's name with a newer one; reads use "

@@ -122,6 +122,18 @@ import Testing
         let stored = host.files.files(of: user).map { ($0.name, String(decoding: $0.content, as: UTF8.self)) }
         #expect(Dictionary(uniqueKeysWithValues: stored) == ["alpha": "one", "beta": "two"])
         #expect(host.files.files(of: user).allSatisfy { $0.parents == ["appDataFolder"] })
+
+        // Another device made a second "alpha": the next run's report counts it on the provider's line.
+        host.clock.advance(by: .seconds(1))
+        host.files.addFile(user: user, name: "alpha", content: Data("from elsewhere".utf8))
+        let report = directory.path + "/report.json"
+        #expect(await tool().run(["run", file, "--quiet", "--report", report]) == .success)
+        let object = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report)))
+        let providers = (object as? [String: Any])?["providers"] as? [[String: Any]] ?? []
+        #expect(providers.first { $0["id"] as? String == "drive" }?["duplicates"] as? Int == 1)
+        #expect(providers.first { $0["id"] as? String == "source" }?["duplicates"] == nil)
+        // The migrate wrote the newest and deleted the other.
+        #expect(host.files.files(of: user).filter { $0.name == "alpha" }.count == 1)
     }
 }
 
