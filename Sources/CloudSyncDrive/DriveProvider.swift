@@ -19,7 +19,8 @@ import Synchronization
 ///   writes update that one and delete the others, and ``duplicatesResolved`` counts them.
 /// - ``quota()`` and ``accountIdentity()`` come from `about.get`; the identity is the user's `permissionId`, and a
 ///   different one than the state database remembers is an account event with `identityChanged`.
-/// - ``changes(since:)`` reads Drive's change feed for the app data folder.
+/// - ``changes(since:)`` reads Drive's change feed for the app data folder; with a ``changePollInterval`` a
+///   remote-change subscription polls it.
 public final class DriveProvider: Provider {
     /// Values with more bytes than this go up resumably: 5 MiB (Google: "5 MB or less" for multipart).
     public static let resumableThreshold = 5 * 1024 * 1024
@@ -50,6 +51,10 @@ public final class DriveProvider: Provider {
     private let metrics: ProviderMetrics
     private let readOnly: Bool
     private let closed = Mutex(false)
+    private let clock: any StoreClock
+    /// How often a remote-change subscription polls the change feed; nil offers no subscription.
+    public let changePollInterval: Duration?
+    private let pollers = Mutex<[Int: Task<Void, Never>]>([:])
 
     struct Entry: Sendable, Equatable {
         var id: String
@@ -77,16 +82,22 @@ public final class DriveProvider: Provider {
     ///   - maxConcurrency: requests in flight at once.
     ///   - chunkSize: resumable chunks, rounded down to a multiple of 256 KiB (at least one).
     ///   - readOnly: refuse writes and removes (dry runs).
+    ///   - changePollInterval: poll the change feed this often for ``subscribeToRemoteChanges(_:)``; nil (the
+    ///     default) offers no remote-change subscription.
     public init(
         endpoint: URL, authenticator: any HTTPAuthenticator, transport: any HTTPTransport, context: ProviderContext,
         timeout: Duration = .seconds(60), maxConcurrency: Int = 8, retryPolicy: RetryPolicy = RetryPolicy(),
-        chunkSize: Int = DriveProvider.defaultChunkSize, readOnly: Bool = false
+        chunkSize: Int = DriveProvider.defaultChunkSize, readOnly: Bool = false, changePollInterval: Duration? = nil
     ) {
         var text = endpoint.absoluteString
         while text.hasSuffix("/") { text.removeLast() }
         self.endpoint = URL(string: text) ?? endpoint
         id = context.providerID
-        capabilities = Self.capabilities
+        var capabilities = Self.capabilities
+        capabilities.emitsRemoteChanges = changePollInterval != nil
+        self.capabilities = capabilities
+        self.changePollInterval = changePollInterval
+        clock = context.clock
         self.chunkSize = max(Self.chunkGranularity, chunkSize / Self.chunkGranularity * Self.chunkGranularity)
         state = context.state
         logger = context.logger
@@ -130,7 +141,60 @@ public final class DriveProvider: Provider {
     }
 
     /// Stops serving; later calls fail with `ERR_CLOSED`.
-    public func close() async { closed.withLock { $0 = true } }
+    public func close() async {
+        closed.withLock { $0 = true }
+        for poller in pollers.withLock({ pollers in
+            defer { pollers.removeAll() }
+            return Array(pollers.values)
+        }) {
+            poller.cancel()
+        }
+    }
+
+    /// Polls the change feed every ``changePollInterval`` and calls `handler` with the keys changed or removed.
+    ///
+    /// Nil without an interval. Changes this provider made are reported too; a failed poll is logged and tried again
+    /// next time.
+    public func subscribeToRemoteChanges(_ handler: @escaping @Sendable (RemoteChange) -> Void)
+        -> ProviderSubscription?
+    {
+        guard let interval = changePollInterval else { return nil }
+        let number = nextSubscriber.withLock { value -> Int in
+            defer { value += 1 }
+            return value
+        }
+        let task = Task { [weak self, clock] in
+            var cursor: String?
+            while !Task.isCancelled {
+                guard let provider = self else { return }
+                do throws(CloudSyncError) {
+                    if cursor == nil {
+                        cursor = try await provider.changes(since: nil).cursor
+                    } else {
+                        let changes = try await provider.changes(since: cursor)
+                        cursor = changes.cursor
+                        let keys = changes.changed + changes.removed
+                        if !keys.isEmpty || !changes.removedFileIDs.isEmpty {
+                            handler(
+                                RemoteChange(provider: provider.id, keys: changes.removedFileIDs.isEmpty ? keys : nil))
+                        }
+                    }
+                } catch {
+                    if error.code == .closed { return }
+                    provider.logger.log(.warning, "polling \(provider.id)'s change feed failed: \(error.message)")
+                }
+                do {
+                    try await clock.sleep(for: interval)
+                } catch {
+                    return
+                }
+            }
+        }
+        pollers.withLock { $0[number] = task }
+        return ProviderSubscription { [weak self] in
+            self?.pollers.withLock { $0.removeValue(forKey: number) }?.cancel()
+        }
+    }
 
     private func url(_ path: String, _ query: [(String, String)] = []) -> URL {
         var text = endpoint.absoluteString + path

@@ -67,13 +67,14 @@ final class DriveHost: Sendable {
     /// A provider signed in with `refreshToken` (a fresh user's by default), retrying quickly.
     func provider(
         refreshToken: String? = nil, id: String = "drive", state: ProviderState? = nil, chunkSize: Int = 262_144,
-        maxAttempts: Int = 4, metrics: ProviderMetrics = ProviderMetrics()
+        maxAttempts: Int = 4, metrics: ProviderMetrics = ProviderMetrics(), clock: any StoreClock = SystemClock(),
+        changePollInterval: Duration? = nil
     ) -> DriveProvider {
         let token = refreshToken ?? signIn().refreshToken
         let transport = URLSessionTransport(maxConcurrency: 8)
         let context = ProviderContext(
-            providerID: id, state: state ?? ProviderState(provider: id, store: InMemoryProviderStateStore()),
-            metrics: metrics)
+            providerID: id, clock: clock,
+            state: state ?? ProviderState(provider: id, store: InMemoryProviderStateStore()), metrics: metrics)
         let tokens = OAuthAccessTokens(
             client: OAuthTokenClient(configuration: client, transport: transport), refreshToken: token,
             signInAdvice: "run `cloudsync login PIPELINE --provider \(id)` to sign in again")
@@ -82,7 +83,7 @@ final class DriveHost: Sendable {
             maxConcurrency: 8,
             retryPolicy: RetryPolicy(
                 maxAttempts: maxAttempts, baseDelay: .milliseconds(5), maxDelay: .milliseconds(50)),
-            chunkSize: chunkSize)
+            chunkSize: chunkSize, changePollInterval: changePollInterval)
     }
 }
 
