@@ -295,7 +295,8 @@ public final class DriveProvider: Provider {
             throw CloudSyncError(.provider, "Drive's about.get carried no user.permissionId", provider: id)
         }
         let previous = try state.value(Self.identityStateName)
-        if previous != permissionID { try state.set(permissionID, for: Self.identityStateName) }
+        // A dry run may keep no state; the identity is still the answer.
+        if previous != permissionID { try? state.set(permissionID, for: Self.identityStateName) }
         if let previous, previous != permissionID {
             logger.log(.warning, "the Google account behind \(id) changed; its cached file ids are forgotten")
             await clearCaches()
