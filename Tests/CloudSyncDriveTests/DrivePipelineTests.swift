@@ -137,6 +137,60 @@ import Testing
     }
 }
 
+/// An account switch between two runs of one pipeline, seen through the permission id in the state database.
+@Suite struct DriveAccountSwitchTests {
+    @Test func writesQueuedForOneAccountAreAbandonedWhenTheNextRunIsAnother() async throws {
+        let host = try DriveHost()
+        let directory = try TemporaryDirectory()
+        try #"{"version": 1, "count": 2, "items": {"one": "1", "two": "2"}}"#.write(
+            toFile: directory.path + "/items.export.json", atomically: true, encoding: .utf8)
+        let file = directory.path + "/switch.yaml"
+        try """
+        version: 1
+        name: switch
+        providers:
+          drive:
+            type: googleDrive
+            clientId: ${env:CLIENT_ID}
+            clientSecret: ${env:CLIENT_SECRET}
+            refreshToken: ${env:TOKEN}
+            endpoint: ${env:ENDPOINT}
+            tokenEndpoint: ${env:TOKEN_ENDPOINT}
+            timeoutMs: 1500
+        store:
+          providers: [drive]
+        jobs:
+          - { type: import, path: items.export.json, to: store }
+
+        """.write(toFile: file, atomically: true, encoding: .utf8)
+        let urls = host.server.urls["drive"]!
+        func run(as user: String) async throws -> [String: Any] {
+            let environment = [
+                "CLIENT_ID": urls["clientId"]!, "CLIENT_SECRET": urls["clientSecret"]!, "ENDPOINT": urls["endpoint"]!,
+                "TOKEN_ENDPOINT": urls["tokenEndpoint"]!, "TOKEN": host.signIn(user).refreshToken,
+            ]
+            let report = directory.path + "/report-\(user).json"
+            _ = await CommandLineTool(standardOutput: { _ in }, standardError: { _ in }, environment: environment)
+                .run(["run", file, "--quiet", "--report", report])
+            let data = try Data(contentsOf: URL(fileURLWithPath: report))
+            return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        }
+        // Alice's run cannot upload (Drive answers 503): the two writes wait in the outbox.
+        host.server.server.setFaultPlan(
+            HTTPFaultPlan([.errors(503, onCalls: Array(1...100), route: "POST /upload/drive/v3/files")]))
+        let first = try await run(as: "alice@example.com")
+        #expect((first["outbox"] as? [String: Any])?["pendingAfter"] as? Int == 2, "\(first)")
+        host.server.server.clearFaultPlan()
+        // Bob's run: the queued writes were for Alice's account, so they are abandoned, not written into Bob's.
+        let second = try await run(as: "bob@example.com")
+        let outbox = second["outbox"] as? [String: Any]
+        #expect((outbox?["dropped"] as? [String: Int])?["accountChanged"] == 2, "\(second)")
+        #expect(outbox?["drained"] as? Int == 0)
+        #expect(host.files.files(of: "alice@example.com").isEmpty)
+        #expect(Set(host.files.files(of: "bob@example.com").map(\.name)) == ["one", "two"])
+    }
+}
+
 /// The built `cloudsync-emulator` and `cloudsync` running `pipelines/drive-backup.yaml` as the README shows.
 @Suite struct DriveExamplePipelineTests {
     func cloudsync(_ arguments: [String], directory: String, environment: [String: String]) throws -> ProcessResult {
