@@ -156,7 +156,7 @@ import Testing
             refreshToken: ${env:TOKEN}
             endpoint: ${env:ENDPOINT}
             tokenEndpoint: ${env:TOKEN_ENDPOINT}
-            timeoutMs: 1500
+            timeoutMs: 10000
         store:
           providers: [drive]
         jobs:
