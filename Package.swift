@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "CloudSyncEmulator", targets: ["CloudSyncEmulator"]),
         .library(name: "CloudSyncS3", targets: ["CloudSyncS3"]),
         .library(name: "CloudSyncCloudKit", targets: ["CloudSyncCloudKit"]),
+        .library(name: "CloudSyncDrive", targets: ["CloudSyncDrive"]),
         .library(name: "CloudSyncTesting", targets: ["CloudSyncTesting"]),
         .executable(name: "cloudsync", targets: ["cloudsync"]),
         .executable(name: "cloudsync-emulator", targets: ["cloudsync-emulator"]),
@@ -69,6 +70,10 @@ let package = Package(
         // on it.
         .target(name: "CloudSyncCloudKit", dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncAuth"]),
 
+        // The `googleDrive` provider: a Google account's Drive app data folder over CloudSyncHTTP, signed in with
+        // CloudSyncAuth's OAuth flow.
+        .target(name: "CloudSyncDrive", dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncAuth"]),
+
         // Encryption at rest: the libsodium envelope codec and its key sources.
         .target(name: "CloudSyncCrypto", dependencies: ["CloudSync", "CloudSyncSodium"]),
 
@@ -80,7 +85,7 @@ let package = Package(
             name: "CloudSyncPipeline",
             dependencies: [
                 "CloudSync", "CloudSyncYAML", "CloudSyncSodium", "CloudSyncCrypto", "CloudSyncLocal", "CloudSyncSQLite",
-                "CloudSyncS3", "CloudSyncCloudKit",
+                "CloudSyncS3", "CloudSyncCloudKit", "CloudSyncDrive",
             ]),
 
         // The command line: argument parsing, exit codes, what people see.
@@ -136,6 +141,12 @@ let package = Package(
             dependencies: [
                 "CloudSync", "CloudSyncAuth", "CloudSyncCloudKit", "CloudSyncHTTP", "CloudSyncPipeline",
                 "CloudSyncTesting",
+            ]),
+        .testTarget(
+            name: "CloudSyncDriveTests",
+            dependencies: [
+                "CloudSync", "CloudSyncAuth", "CloudSyncCLI", "CloudSyncDrive", "CloudSyncHTTP", "CloudSyncPipeline",
+                "CloudSyncTesting", "cloudsync", "cloudsync-emulator",
             ]),
         .testTarget(
             name: "CloudSyncPipelineTests",

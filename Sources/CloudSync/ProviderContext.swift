@@ -100,6 +100,8 @@ public final class ProviderMetrics: Sendable {
         public var retries = 0
         /// Answers asking for fewer requests (HTTP 429 and its kin).
         public var throttled = 0
+        /// Surplus copies of a key found at the provider (Drive files sharing a key's name).
+        public var duplicates = 0
 
         /// All zero.
         public init() {}
@@ -135,6 +137,9 @@ public final class ProviderMetrics: Sendable {
 
     /// Counts one throttled answer.
     public func recordThrottled() { counters.withLock { $0.throttled += 1 } }
+
+    /// Counts `count` surplus copies of keys found at the provider.
+    public func recordDuplicates(_ count: Int) { counters.withLock { $0.duplicates += count } }
 
     /// The counters now.
     public var reading: Reading { counters.withLock { $0 } }

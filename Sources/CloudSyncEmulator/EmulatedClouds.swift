@@ -1,41 +1,77 @@
 import CloudSync
 import CloudSyncHTTPServer
 import Foundation
+import Synchronization
 
-/// Google Drive as `cloudsync-emulator --drive` serves it: for now its OAuth 2.0 endpoints (``oauth``); the Drive
-/// v3 files API joins it here, checking bearer tokens with ``GoogleOAuthEmulator/authorize(_:scope:)``.
+/// Google Drive as `cloudsync-emulator --drive` serves it: its OAuth 2.0 endpoints (``oauth``) and the Drive v3
+/// API (``files``: files, uploads, batch, about, changes), which checks bearer tokens with
+/// ``GoogleOAuthEmulator/authorize(_:scope:)``.
 ///
-/// Its data file holds `{"oauth": ...}`; a part added later adds its own key, optional so older files still load.
+/// Its data file holds `{"oauth": ..., "files": ...}`; each key is optional so older files still load.
 public final class DriveEmulator: EmulatorService {
     /// The OAuth 2.0 endpoints and the tokens they issued.
     public let oauth: GoogleOAuthEmulator
+    /// The Drive v3 API and every user's files.
+    public let files: DriveFilesEmulator
 
-    /// Drive over `oauth`.
-    public init(oauth: GoogleOAuthEmulator = GoogleOAuthEmulator()) {
+    /// Whether ``urls(baseURL:)`` carries ``demoRefreshToken`` (`cloudsync-emulator` sets it).
+    public let printsDemoRefreshToken: Bool
+
+    /// Drive over `oauth`; `files` defaults to an unlimited Drive on the system clock.
+    public init(
+        oauth: GoogleOAuthEmulator = GoogleOAuthEmulator(), files: DriveFilesEmulator? = nil,
+        printsDemoRefreshToken: Bool = false
+    ) {
         self.oauth = oauth
+        self.files = files ?? DriveFilesEmulator(oauth: oauth)
+        self.printsDemoRefreshToken = printsDemoRefreshToken
     }
 
     public var name: String { "drive" }
 
     public func register(on server: LoopbackHTTPServer) {
         oauth.register(on: server)
+        files.register(on: server)
     }
 
     /// `endpoint` (the API base, as the pipeline's `endpoint`), `tokenEndpoint`, `authEndpoint`, `revokeEndpoint`,
-    /// and the emulator's test client: `clientId`, `clientSecret`.
-    public func urls(baseURL: URL) -> [String: String] { oauth.urls(baseURL: baseURL) }
+    /// the emulator's test client (`clientId`, `clientSecret`) and, with ``printsDemoRefreshToken``,
+    /// ``demoRefreshToken`` (`refreshToken`).
+    public func urls(baseURL: URL) -> [String: String] {
+        var urls = oauth.urls(baseURL: baseURL)
+        if printsDemoRefreshToken { urls["refreshToken"] = demoRefreshToken }
+        return urls
+    }
+
+    private let demoToken = Mutex<String?>(nil)
+
+    /// A refresh token of the default client for the default user, issued the first time it is asked for and kept
+    /// with the state, so an example pipeline runs against the emulator without `cloudsync login`.
+    public var demoRefreshToken: String {
+        demoToken.withLock { token in
+            if let current = token, oauth.isActive(refreshToken: current) { return current }
+            let issued = oauth.issueTokens(user: GoogleOAuthEmulator.Configuration().defaultUser).refreshToken
+            token = issued
+            return issued
+        }
+    }
 
     private struct Saved: Codable {
         var oauth: GoogleOAuthEmulator.SavedState?
+        var files: DriveFilesEmulator.SavedState?
+        var demoRefreshToken: String?
     }
 
     public func savedState() throws -> Data {
-        try JSONEncoder.emulatorState.encode(Saved(oauth: oauth.savedState))
+        try JSONEncoder.emulatorState.encode(
+            Saved(oauth: oauth.savedState, files: files.savedState, demoRefreshToken: demoToken.withLock { $0 }))
     }
 
     public func restoreState(from data: Data) throws {
         let saved = try JSONDecoder().decode(Saved.self, from: data)
         oauth.restore(saved.oauth ?? GoogleOAuthEmulator.SavedState())
+        files.restore(saved.files ?? DriveFilesEmulator.SavedState())
+        demoToken.withLock { $0 = saved.demoRefreshToken }
     }
 }
 

@@ -5,7 +5,7 @@ import Foundation
 
 /// What `cloudsync-emulator`'s command line asks for.
 public struct EmulatorOptions: Sendable, Equatable {
-    /// Serve Google Drive (its OAuth endpoints).
+    /// Serve Google Drive (its OAuth endpoints and the v3 API).
     public var drive = false
     /// Serve CloudKit (its web sign-in).
     public var cloudkit = false
@@ -40,7 +40,7 @@ public enum EmulatorCommand {
         USAGE: \(usage)
 
         OPTIONS:
-          --drive           Serve Google Drive: OAuth 2.0 endpoints with an approval that needs no person.
+          --drive           Serve Google Drive: OAuth 2.0 with an approval that needs no person, and the v3 API.
           --cloudkit        Serve CloudKit Web Services: API token, web sign-in with no person, rotating tokens,
                             the private database's zones, records and change feed.
                             (Neither flag: both.)
@@ -116,7 +116,12 @@ public enum EmulatorCommand {
             }
         }
         var services: [any EmulatorService] = []
-        if options.drive { services.append(DriveEmulator(oauth: GoogleOAuthEmulator(clock: clock))) }
+        if options.drive {
+            let oauth = GoogleOAuthEmulator(clock: clock)
+            services.append(
+                DriveEmulator(
+                    oauth: oauth, files: DriveFilesEmulator(oauth: oauth, clock: clock), printsDemoRefreshToken: true))
+        }
         if options.cloudkit {
             services.append(CloudKitEmulator(webAuth: CloudKitWebAuthEmulator(clock: clock), clock: clock))
         }

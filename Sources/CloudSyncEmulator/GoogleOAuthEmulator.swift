@@ -188,6 +188,26 @@ public final class GoogleOAuthEmulator: Sendable {
         }
     }
 
+    /// Issues a refresh token and an access token for `user` at once, as an approved sign-in would, for tests and
+    /// examples that need a signed-in account without a browser.
+    public func issueTokens(
+        user: String, scope: String = "https://www.googleapis.com/auth/drive.appdata", clientID: String? = nil
+    ) -> (refreshToken: String, accessToken: String) {
+        let clientID = clientID ?? defaultClient?.id ?? Client.emulatorDefault.id
+        let lifetime = configuration.withLock { $0.accessTokenLifetime }
+        let refreshToken = randomToken("1//0g", bytes: 48)
+        let accessToken = randomToken("ya29.a0", bytes: 48)
+        let now = clock.nowMilliseconds()
+        state.withLock { state in
+            state.refreshTokens[refreshToken] = SavedState.RefreshToken(
+                clientID: clientID, user: user, scope: scope, revoked: false)
+            state.accessTokens[accessToken] = SavedState.AccessToken(
+                clientID: clientID, user: user, scope: scope, expiresAtMs: now + lifetime.milliseconds,
+                refreshToken: refreshToken)
+        }
+        return (refreshToken, accessToken)
+    }
+
     // MARK: Bearer tokens
 
     /// Checks the request's `Authorization: Bearer` token (or `access_token` query parameter, which Google also

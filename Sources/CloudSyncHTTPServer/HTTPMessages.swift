@@ -17,6 +17,9 @@ public struct ReceivedRequest: Sendable {
     public var captures: [String: String]
     /// The server-assigned number of the connection the request came on (the first connection is 1).
     public var connectionID: Int
+    /// The query as sent, still percent-encoded, for a server that reads `+` as a space as HTML forms and Google's
+    /// APIs do (see ``formQuery(_:)``); empty when there was none.
+    public var rawQuery = ""
 
     /// A request, mostly for handler unit tests; the server builds its own.
     public init(
@@ -35,6 +38,17 @@ public struct ReceivedRequest: Sendable {
     /// The first query value named `name` (exact case), or nil.
     public func query(_ name: String) -> String? {
         queryItems.first { $0.name == name }?.value
+    }
+
+    /// The first value named `name` in ``rawQuery`` read as a form (`+` is a space, then percent-decoding), or nil.
+    public func formQuery(_ name: String) -> String? {
+        for pair in rawQuery.split(separator: "&") {
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map {
+                $0.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String($0)
+            }
+            if parts.first == name { return parts.count > 1 ? parts[1] : "" }
+        }
+        return nil
     }
 }
 

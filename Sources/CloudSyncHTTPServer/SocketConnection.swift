@@ -107,8 +107,11 @@ final class SocketConnection {
             guard let bytes = read(count: length) else { return .closed }
             body = bytes
         }
-        let request = ReceivedRequest(
+        var request = ReceivedRequest(
             method: method, path: String(path), queryItems: queryItems, headers: headers, body: Data(body))
+        if let question = target.firstIndex(of: "?") {
+            request.rawQuery = String(target[target.index(after: question)...])
+        }
         return .request(ParsedRequest(request: request, keepAlive: keepAlive))
     }
 

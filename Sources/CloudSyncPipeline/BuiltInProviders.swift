@@ -1,5 +1,6 @@
 import CloudSync
 import CloudSyncCloudKit
+import CloudSyncDrive
 import CloudSyncLocal
 import CloudSyncS3
 
@@ -16,6 +17,7 @@ public enum BuiltInProviders {
         registry.register(DirectoryProviderFactory())
         registry.register(S3ProviderFactory())
         registry.register(CloudKitProviderFactory())
+        registry.register(DriveProviderFactory())
         registry.register(ICloudKeyValueProviderFactory())
         return registry
     }

@@ -92,7 +92,8 @@ public enum ReportSchema {
                   "bytesRead": { "type": "integer", "minimum": 0 },
                   "bytesWritten": { "type": "integer", "minimum": 0 },
                   "retries": { "description": "Requests sent again after a failure that may pass.", "type": "integer", "minimum": 0 },
-                  "throttled": { "description": "Answers that asked for fewer requests.", "type": "integer", "minimum": 0 }
+                  "throttled": { "description": "Answers that asked for fewer requests.", "type": "integer", "minimum": 0 },
+                  "duplicates": { "description": "Surplus copies of keys the provider found (Drive files sharing a key's name); absent when none.", "type": "integer", "minimum": 1 }
                 }
               }
             }

@@ -115,6 +115,8 @@ public struct RunReport: Codable, Sendable {
         public var retries: Int
         /// Answers that asked for fewer requests.
         public var throttled: Int
+        /// Surplus copies of keys the provider found (Drive files sharing a key's name); absent when none.
+        public var duplicates: Int?
     }
 
     /// Why a provider was unavailable.

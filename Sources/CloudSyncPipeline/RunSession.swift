@@ -228,7 +228,8 @@ public final class RunSession: Sendable {
                         RunReport.Unavailable(reason: $0, message: availability.description)
                     },
                     requests: reading.requests, bytesRead: reading.bytesRead, bytesWritten: reading.bytesWritten,
-                    retries: reading.retries, throttled: reading.throttled))
+                    retries: reading.retries, throttled: reading.throttled,
+                    duplicates: reading.duplicates > 0 ? reading.duplicates : nil))
         }
         return lines
     }

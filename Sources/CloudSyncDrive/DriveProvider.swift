@@ -1,0 +1,928 @@
+import CloudSync
+import CloudSyncHTTP
+import Foundation
+import Synchronization
+
+/// One file per key in a Google account's Drive `appDataFolder`: the file's `name` is the key exactly, its content
+/// the (encoded) value's bytes.
+///
+/// - Reads are `alt=media` downloads, several at once up to `maxConcurrency`; Drive has no batch read, so one request
+///   per key.
+/// - Writes are one multipart upload (create) or one media upload (update of a known key) for values up to
+///   ``resumableThreshold``; larger values go up resumably in ``chunkSize`` chunks, resuming from the server's
+///   `Range` after an interruption and starting again when the session is gone (404).
+/// - Removes are `DELETE`s, sent through Drive's batch endpoint, 100 a request, when there are several.
+/// - A name → file-id cache saves the lookups; `clearCaches()` forgets it. A batch of uncached keys is resolved by
+///   one paged listing when that costs fewer requests than one search per key. A cached id that answers 404 is
+///   dropped and looked up once more.
+/// - Names are not unique in Drive: when several files carry a key's name, reads use the newest `modifiedTime`,
+///   writes update that one and delete the others, and ``duplicatesResolved`` counts them.
+/// - ``quota()`` and ``accountIdentity()`` come from `about.get`; the identity is the user's `permissionId`, and a
+///   different one than the state database remembers is an account event with `identityChanged`.
+/// - ``changes(since:)`` reads Drive's change feed for the app data folder; with a ``changePollInterval`` a
+///   remote-change subscription polls it.
+public final class DriveProvider: Provider {
+    /// Values with more bytes than this go up resumably: 5 MiB (Google: "5 MB or less" for multipart).
+    public static let resumableThreshold = 5 * 1024 * 1024
+    /// The default resumable chunk: 8 MiB.
+    public static let defaultChunkSize = 8 * 1024 * 1024
+    /// Chunks are multiples of this: 256 KiB.
+    public static let chunkGranularity = 262_144
+    /// The most calls one batch request carries (Drive's limit).
+    public static let batchLimit = 100
+    /// The largest page `files.list` returns.
+    public static let pageSize = 1000
+    /// Where the last seen permission id is kept in the provider's state.
+    static let identityStateName = "drive.permissionId"
+
+    /// The provider's id in the store.
+    public let id: String
+    /// A file-tier provider that lists, reports quota and account events, 100 keys a batch.
+    public let capabilities: ProviderCapabilities
+    /// The API's base URL (`https://www.googleapis.com`), without a trailing `/`.
+    public let endpoint: URL
+    /// The size of each resumable chunk but the last; a multiple of 256 KiB.
+    public let chunkSize: Int
+
+    private let http: HTTPClient
+    private let chunkHTTP: HTTPClient
+    private let state: ProviderState
+    private let logger: ProviderLogger
+    private let metrics: ProviderMetrics
+    private let readOnly: Bool
+    private let closed = Mutex(false)
+    private let clock: any StoreClock
+    /// How often a remote-change subscription polls the change feed; nil offers no subscription.
+    public let changePollInterval: Duration?
+    private let pollers = Mutex<[Int: Task<Void, Never>]>([:])
+
+    struct Entry: Sendable, Equatable {
+        var id: String
+        var duplicates: [String]
+    }
+
+    private struct Cache {
+        var entries: [String: Entry] = [:]
+        var lastListingCount: Int?
+        var duplicates: Set<String> = []
+        /// Every file id seen and its name, kept after the entry is forgotten, so the change feed can name a deleted
+        /// file.
+        var names: [String: String] = [:]
+    }
+
+    private let cache = Mutex(Cache())
+    private let subscribers = Mutex<[Int: @Sendable (AccountEvent) -> Void]>([:])
+    private let nextSubscriber = Mutex(0)
+
+    /// A provider for `endpoint`, authorizing with `authenticator`, sending through `transport`.
+    ///
+    /// - Parameters:
+    ///   - context: the provider's id, clock, state (the remembered permission id), metrics and logger.
+    ///   - timeout: each request's deadline (one request may carry a whole chunk).
+    ///   - maxConcurrency: requests in flight at once.
+    ///   - chunkSize: resumable chunks, rounded down to a multiple of 256 KiB (at least one).
+    ///   - readOnly: refuse writes and removes (dry runs).
+    ///   - changePollInterval: poll the change feed this often for ``subscribeToRemoteChanges(_:)``; nil (the
+    ///     default) offers no remote-change subscription.
+    public init(
+        endpoint: URL, authenticator: any HTTPAuthenticator, transport: any HTTPTransport, context: ProviderContext,
+        timeout: Duration = .seconds(60), maxConcurrency: Int = 8, retryPolicy: RetryPolicy = RetryPolicy(),
+        chunkSize: Int = DriveProvider.defaultChunkSize, readOnly: Bool = false, changePollInterval: Duration? = nil
+    ) {
+        var text = endpoint.absoluteString
+        while text.hasSuffix("/") { text.removeLast() }
+        self.endpoint = URL(string: text) ?? endpoint
+        id = context.providerID
+        var capabilities = Self.capabilities
+        capabilities.emitsRemoteChanges = changePollInterval != nil
+        self.capabilities = capabilities
+        self.changePollInterval = changePollInterval
+        clock = context.clock
+        self.chunkSize = max(Self.chunkGranularity, chunkSize / Self.chunkGranularity * Self.chunkGranularity)
+        state = context.state
+        logger = context.logger
+        metrics = context.metrics
+        self.readOnly = readOnly
+        let drive = DriveRateLimitTransport(next: transport)
+        http = HTTPClient(
+            transport: drive, context: context, authenticator: authenticator, retryPolicy: retryPolicy,
+            timeout: timeout, maxConcurrency: maxConcurrency)
+        // Chunks are not sent twice blindly: after a failure the upload asks the server where it stands.
+        var once = retryPolicy
+        once.maxAttempts = 1
+        chunkHTTP = HTTPClient(
+            transport: drive, context: context, authenticator: authenticator, retryPolicy: once, timeout: timeout,
+            maxConcurrency: maxConcurrency)
+    }
+
+    /// What every Drive provider can do.
+    public static let capabilities = ProviderCapabilities(
+        tier: .file, keyRules: [], batchLimit: batchLimit, canList: true, reportsQuota: true,
+        emitsAccountEvents: true, emitsRemoteChanges: false)
+
+    /// How many surplus files sharing a key's name were found (and, on writes and removes, deleted) so far.
+    public var duplicatesResolved: Int { cache.withLock { $0.duplicates.count } }
+
+    // MARK: Plumbing
+
+    private func ensureOpen() throws(CloudSyncError) {
+        if closed.withLock({ $0 }) {
+            throw CloudSyncError(.closed, "the googleDrive provider \(id) was closed; make a new one", provider: id)
+        }
+    }
+
+    private func ensureWritable() throws(CloudSyncError) {
+        try ensureOpen()
+        if readOnly {
+            throw CloudSyncError(
+                .unsupported, "the googleDrive provider \(id) is read-only here (a dry run); nothing was changed",
+                provider: id)
+        }
+    }
+
+    /// Stops serving; later calls fail with `ERR_CLOSED`.
+    public func close() async {
+        closed.withLock { $0 = true }
+        for poller in pollers.withLock({ pollers in
+            defer { pollers.removeAll() }
+            return Array(pollers.values)
+        }) {
+            poller.cancel()
+        }
+    }
+
+    /// Polls the change feed every ``changePollInterval`` and calls `handler` with the keys changed or removed.
+    ///
+    /// Nil without an interval. Changes this provider made are reported too; a failed poll is logged and tried again
+    /// next time.
+    public func subscribeToRemoteChanges(_ handler: @escaping @Sendable (RemoteChange) -> Void)
+        -> ProviderSubscription?
+    {
+        guard let interval = changePollInterval else { return nil }
+        let number = nextSubscriber.withLock { value -> Int in
+            defer { value += 1 }
+            return value
+        }
+        let task = Task { [weak self, clock] in
+            var cursor: String?
+            while !Task.isCancelled {
+                guard let provider = self else { return }
+                do throws(CloudSyncError) {
+                    if cursor == nil {
+                        cursor = try await provider.changes(since: nil).cursor
+                    } else {
+                        let changes = try await provider.changes(since: cursor)
+                        cursor = changes.cursor
+                        let keys = changes.changed + changes.removed
+                        if !keys.isEmpty || !changes.removedFileIDs.isEmpty {
+                            handler(
+                                RemoteChange(provider: provider.id, keys: changes.removedFileIDs.isEmpty ? keys : nil))
+                        }
+                    }
+                } catch {
+                    if error.code == .closed { return }
+                    provider.logger.log(.warning, "polling \(provider.id)'s change feed failed: \(error.message)")
+                }
+                do {
+                    try await clock.sleep(for: interval)
+                } catch {
+                    return
+                }
+            }
+        }
+        pollers.withLock { $0[number] = task }
+        return ProviderSubscription { [weak self] in
+            self?.pollers.withLock { $0.removeValue(forKey: number) }?.cancel()
+        }
+    }
+
+    private func url(_ path: String, _ query: [(String, String)] = []) -> URL {
+        var text = endpoint.absoluteString + path
+        if !query.isEmpty {
+            text += "?" + query.map { "\($0)=\(Self.queryEscape($1))" }.joined(separator: "&")
+        }
+        return URL(string: text)!
+    }
+
+    static func queryEscape(_ text: String) -> String {
+        let unreserved = CharacterSet(
+            charactersIn: "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
+        return text.addingPercentEncoding(withAllowedCharacters: unreserved) ?? text
+    }
+
+    private func filePath(_ fileID: String) -> String { "/drive/v3/files/" + Self.queryEscape(fileID) }
+
+    private func send(_ request: HTTPRequest, key: String? = nil, client: HTTPClient? = nil)
+        async throws(CloudSyncError) -> HTTPResponse
+    {
+        do {
+            return try await (client ?? http).send(request)
+        } catch {
+            if error.code == .notSignedIn, !error.message.contains("cloudsync login") {
+                throw CloudSyncError(
+                    .notSignedIn, "\(error.message); run `cloudsync login` for this pipeline's provider \(id)",
+                    provider: id, key: key)
+            }
+            if error.code == .rateLimited || error.code == .server {
+                // The retry layer gave up on an answer: say it as Drive meant it.
+                throw CloudSyncError(
+                    error.code, error.message, provider: id, key: key, retryAfterMs: error.retryAfterMs)
+            }
+            throw error.attributed(provider: id, key: key)
+        }
+    }
+
+    private func failure(_ response: HTTPResponse, _ request: HTTPRequest, key: String? = nil) -> CloudSyncError {
+        DriveErrorMapping.error(for: response, to: request, key: key).attributed(provider: id)
+    }
+
+    private func sendExpectingSuccess(_ request: HTTPRequest, key: String? = nil) async throws(CloudSyncError)
+        -> HTTPResponse
+    {
+        let response = try await send(request, key: key)
+        guard response.isSuccess else { throw failure(response, request, key: key) }
+        return response
+    }
+
+    private func json(_ response: HTTPResponse, _ request: HTTPRequest) throws(CloudSyncError) -> [String: Any] {
+        guard let object = (try? JSONSerialization.jsonObject(with: response.body)) as? [String: Any] else {
+            throw CloudSyncError(
+                .provider,
+                "\(request.method) \(HTTPRedaction.redactedPath(request.url)) answered something other "
+                    + "than a JSON object", provider: id)
+        }
+        return object
+    }
+
+    // MARK: Account
+
+    /// Available when `about.get` answers; otherwise why not.
+    public func availability() async -> Availability {
+        if closed.withLock({ $0 }) { return .unavailable(.closed, "the googleDrive provider \(id) was closed") }
+        do {
+            _ = try await about(fields: "user")
+            return .available
+        } catch {
+            switch error.code {
+            case .notSignedIn: return .unavailable(.signedOut, error.message)
+            case .containerMisconfigured, .config: return .unavailable(.misconfigured, error.message)
+            case .offline: return .unavailable(.offline, error.message)
+            case .timeout: return .unavailable(.timedOut, error.message)
+            default: return .unavailable(.other, error.message)
+            }
+        }
+    }
+
+    private func about(fields: String) async throws(CloudSyncError) -> [String: Any] {
+        let request = HTTPRequest(method: .get, url: url("/drive/v3/about", [("fields", fields)]))
+        return try json(try await sendExpectingSuccess(request), request)
+    }
+
+    /// `about.get`: `usage` is the used bytes, `limit` the total; no `limit` means unlimited (a nil total).
+    public func quota() async throws -> ProviderQuota? {
+        try ensureOpen()
+        let quota = try await about(fields: "storageQuota,user")["storageQuota"] as? [String: Any] ?? [:]
+        func number(_ name: String) -> Int64? { (quota[name] as? String).flatMap { Int64($0) } }
+        return ProviderQuota(usedBytes: number("usage"), totalBytes: number("limit"))
+    }
+
+    /// The signed-in user's `permissionId`; when it differs from the one the provider's state remembers, the caches
+    /// are cleared and subscribers get an account event with `identityChanged`.
+    public func accountIdentity() async throws -> String? {
+        try ensureOpen()
+        let user = try await about(fields: "user")["user"] as? [String: Any]
+        guard let permissionID = user?["permissionId"] as? String, !permissionID.isEmpty else {
+            throw CloudSyncError(.provider, "Drive's about.get carried no user.permissionId", provider: id)
+        }
+        let previous = try state.value(Self.identityStateName)
+        // A dry run may keep no state; the identity is still the answer.
+        if previous != permissionID { try? state.set(permissionID, for: Self.identityStateName) }
+        if let previous, previous != permissionID {
+            logger.log(.warning, "the Google account behind \(id) changed; its cached file ids are forgotten")
+            await clearCaches()
+            let event = AccountEvent(
+                identityChanged: true, status: .available, provider: id, eventID: "drive:\(id):\(permissionID)")
+            for handler in subscribers.withLock({ Array($0.values) }) { handler(event) }
+        }
+        return permissionID
+    }
+
+    /// Calls `handler` when ``accountIdentity()`` finds another account signed in than before.
+    public func subscribeToAccountChanges(_ handler: @escaping @Sendable (AccountEvent) -> Void)
+        -> ProviderSubscription?
+    {
+        let number = nextSubscriber.withLock { value -> Int in
+            defer { value += 1 }
+            return value
+        }
+        subscribers.withLock { $0[number] = handler }
+        return ProviderSubscription { [weak self] in _ = self?.subscribers.withLock { $0.removeValue(forKey: number) } }
+    }
+
+    /// Forgets every file id (an account switch makes them someone else's).
+    public func clearCaches() async {
+        cache.withLock { cache in
+            cache.entries.removeAll()
+            cache.names.removeAll()
+            cache.lastListingCount = nil
+        }
+    }
+
+    // MARK: Lookups
+
+    static let listFields = "nextPageToken,files(id,name,modifiedTime)"
+
+    /// `name = '…'` with Drive's escapes: `\` as `\\`, `'` as `\'`.
+    static func nameQuery(_ key: String) -> String {
+        let escaped = key.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'")
+        return "name = '\(escaped)' and trashed = false"
+    }
+
+    private struct Listed {
+        var id: String
+        var name: String
+        var modified: String
+    }
+
+    /// One `files.list` page; nil when Drive rejected the page token.
+    private func listPage(query: String, pageToken: String?, pageSize: Int, orderBy: String?, fields: String)
+        async throws(CloudSyncError) -> (files: [Listed], next: String?)?
+    {
+        var items = [
+            ("spaces", "appDataFolder"), ("q", query), ("pageSize", String(pageSize)), ("fields", fields),
+        ]
+        if let orderBy { items.append(("orderBy", orderBy)) }
+        if let pageToken { items.append(("pageToken", pageToken)) }
+        let request = HTTPRequest(method: .get, url: url("/drive/v3/files", items))
+        let response = try await send(request)
+        if response.status == 400, pageToken != nil, DriveErrorBody(response.body).location == "pageToken" {
+            return nil
+        }
+        guard response.isSuccess else { throw failure(response, request) }
+        let object = try json(response, request)
+        let files = (object["files"] as? [[String: Any]] ?? []).compactMap { file -> Listed? in
+            guard let id = file["id"] as? String, let name = file["name"] as? String else { return nil }
+            return Listed(id: id, name: name, modified: file["modifiedTime"] as? String ?? "")
+        }
+        let next = object["nextPageToken"] as? String
+        return (files, next?.isEmpty == false ? next : nil)
+    }
+
+    /// Every file matching `query`, all pages; a rejected page token starts the listing again (twice at most).
+    private func listAll(query: String) async throws(CloudSyncError) -> [Listed] {
+        var restarts = 0
+        while true {
+            var files: [Listed] = []
+            var token: String?
+            var rejected = false
+            repeat {
+                guard
+                    let page = try await listPage(
+                        query: query, pageToken: token, pageSize: Self.pageSize, orderBy: nil, fields: Self.listFields)
+                else {
+                    rejected = true
+                    break
+                }
+                files += page.files
+                token = page.next
+            } while token != nil
+            if !rejected { return files }
+            restarts += 1
+            guard restarts <= 2 else {
+                throw CloudSyncError(
+                    .provider, "Drive rejected the listing's page tokens three times in a row; try again later",
+                    provider: id)
+            }
+            logger.log(.info, "Drive rejected a page token of \(id)'s listing; listing again from the start")
+        }
+    }
+
+    /// Groups `files` by name: the newest `modifiedTime` is the key's file, the others duplicates.
+    private func entries(_ files: [Listed]) -> [String: Entry] {
+        var byName: [String: [Listed]] = [:]
+        for file in files { byName[file.name, default: []].append(file) }
+        cache.withLock { cache in
+            for file in files { cache.names[file.id] = file.name }
+        }
+        var entries: [String: Entry] = [:]
+        for (name, group) in byName {
+            let sorted = group.sorted { ($0.modified, $0.id) > ($1.modified, $1.id) }
+            entries[name] = Entry(id: sorted[0].id, duplicates: sorted.dropFirst().map(\.id))
+        }
+        let surplus = entries.values.flatMap(\.duplicates)
+        if !surplus.isEmpty {
+            let fresh = cache.withLock { cache -> Int in
+                let before = cache.duplicates.count
+                cache.duplicates.formUnion(surplus)
+                return cache.duplicates.count - before
+            }
+            if fresh > 0 {
+                metrics.recordDuplicates(fresh)
+                logger.log(
+                    .warning,
+                    "\(fresh) more files in \(id)'s app data folder share a key's name with a newer one; reads use "
+                        + "the newest, writes and removes delete the others")
+            }
+        }
+        return entries
+    }
+
+    /// The file (and duplicates) of each of `keys` that exists; cached ids first, then one listing or one search per
+    /// key, whichever costs fewer requests.
+    func resolve(_ keys: [String]) async throws(CloudSyncError) -> [String: Entry] {
+        let (known, lastCount) = cache.withLock { ($0.entries, $0.lastListingCount) }
+        var found: [String: Entry] = [:]
+        var missing: [String] = []
+        for key in Set(keys) {
+            if let entry = known[key] { found[key] = entry } else { missing.append(key) }
+        }
+        guard !missing.isEmpty else { return found }
+        let listingPages = max(1, ((lastCount ?? 0) + Self.pageSize - 1) / Self.pageSize)
+        if missing.count > 1, lastCount == nil || listingPages < missing.count {
+            let files = try await listAll(query: "trashed = false")
+            let listed = entries(files)
+            cache.withLock { cache in
+                cache.entries = listed
+                cache.lastListingCount = files.count
+            }
+            for key in missing { found[key] = listed[key] }
+            return found
+        }
+        let searched = try await forEach(missing) { key async -> Result<Entry?, CloudSyncError> in
+            do throws(CloudSyncError) {
+                return .success(try await self.search(key))
+            } catch {
+                return .failure(error)
+            }
+        }
+        for (key, result) in zip(missing, searched) {
+            if let entry = try result.get() { found[key] = entry }
+        }
+        return found
+    }
+
+    /// Looks `key` up by name (one request) and caches what it finds.
+    private func search(_ key: String) async throws(CloudSyncError) -> Entry? {
+        let files = try await listAll(query: Self.nameQuery(key))
+        let entry = entries(files.filter { $0.name == key })[key]
+        cache.withLock { $0.entries[key] = entry }
+        return entry
+    }
+
+    private func forget(_ key: String) { cache.withLock { _ = $0.entries.removeValue(forKey: key) } }
+
+    // MARK: Get
+
+    /// Downloads each key's file (`alt=media`), several at once; nil for a key with no file.
+    public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
+        try ensureOpen()
+        let entries = try await resolve(keys)
+        return try await forEach(keys) { key async -> Result<String?, CloudSyncError> in
+            do throws(CloudSyncError) {
+                guard let entry = entries[key] else { return .success(nil) }
+                if let value = try await self.download(entry.id, key: key) { return .success(value) }
+                // The cached id is gone: look again once.
+                self.forget(key)
+                guard let again = try await self.search(key) else { return .success(nil) }
+                return .success(try await self.download(again.id, key: key))
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
+    /// The file's content as text; nil when the file is gone (404).
+    private func download(_ fileID: String, key: String) async throws(CloudSyncError) -> String? {
+        let request = HTTPRequest(method: .get, url: url(filePath(fileID), [("alt", "media")]))
+        let response = try await send(request, key: key)
+        if response.status == 404 { return nil }
+        guard response.isSuccess else { throw failure(response, request, key: key) }
+        guard let value = String(validating: response.body, as: UTF8.self) else {
+            throw CloudSyncError(
+                .decode,
+                "the file \(key) in \(id)'s app data folder is not UTF-8 text (\(response.body.count) bytes); values "
+                    + "are strings, so it was not written by CloudSync",
+                provider: id, key: key)
+        }
+        return value
+    }
+
+    // MARK: Set
+
+    /// Creates or updates each key's file, several at once: one request for a value up to
+    /// ``resumableThreshold`` bytes whose file is known, resumable chunks above it.
+    public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
+        try ensureWritable()
+        let entries = try await resolve(items.map(\.key))
+        return try await forEach(items) { item async -> Result<Void, CloudSyncError> in
+            do throws(CloudSyncError) {
+                try await self.write(item, entry: entries[item.key])
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
+    private func write(_ item: KeyValue, entry: Entry?) async throws(CloudSyncError) {
+        let body = Data(item.value.utf8)
+        var entry = entry
+        var fileID: String?
+        if let known = entry {
+            fileID = try await upload(body, key: item.key, existing: known.id)
+            if fileID == nil {
+                // The cached id is gone: look again once, then create.
+                forget(item.key)
+                entry = try await search(item.key)
+                if let found = entry { fileID = try await upload(body, key: item.key, existing: found.id) }
+            }
+        }
+        let created = fileID == nil
+        if fileID == nil { fileID = try await upload(body, key: item.key, existing: nil) }
+        guard let fileID else { return }
+        cache.withLock { cache in
+            cache.entries[item.key] = Entry(id: fileID, duplicates: [])
+            cache.names[fileID] = item.key
+        }
+        if !created, let duplicates = entry?.duplicates, !duplicates.isEmpty {
+            let results = try await delete(duplicates.map { (item.key, $0) })
+            for case .failure(let error) in results { throw error }
+        }
+    }
+
+    /// Uploads `body` as a new file (`existing` nil) or over `existing`; returns the file id, or nil when `existing`
+    /// is gone.
+    private func upload(_ body: Data, key: String, existing: String?) async throws(CloudSyncError) -> String? {
+        if body.count > Self.resumableThreshold {
+            return try await resumableUpload(body, key: key, existing: existing)
+        }
+        let request: HTTPRequest
+        let fields = ("fields", "id,name,modifiedTime")
+        if let existing {
+            request = HTTPRequest(
+                method: .patch, url: url("/upload" + filePath(existing), [("uploadType", "media"), fields]),
+                headers: ["Content-Type": "application/octet-stream"], body: body, isRetrySafe: true)
+        } else {
+            let boundary = MIMEMultipart.randomBoundary()
+            let multipart = MIMEMultipart.build(
+                [
+                    MIMEMultipart.Part(
+                        headers: ["Content-Type": "application/json; charset=UTF-8"], body: metadata(key)),
+                    MIMEMultipart.Part(headers: ["Content-Type": "application/octet-stream"], body: body),
+                ], boundary: boundary)
+            // A retried create may leave two files of one name; reads and the next write settle that.
+            request = HTTPRequest(
+                method: .post, url: url("/upload/drive/v3/files", [("uploadType", "multipart"), fields]),
+                headers: ["Content-Type": "multipart/related; boundary=\(boundary)"], body: multipart,
+                isRetrySafe: true)
+        }
+        let response = try await send(request, key: key)
+        if response.status == 404, existing != nil { return nil }
+        guard response.isSuccess else { throw failure(response, request, key: key) }
+        return try fileID(of: response, request, key: key)
+    }
+
+    private func metadata(_ key: String) -> Data {
+        (try? JSONSerialization.data(
+            withJSONObject: ["name": key, "parents": ["appDataFolder"]], options: [.sortedKeys]))
+            ?? Data()
+    }
+
+    private func fileID(of response: HTTPResponse, _ request: HTTPRequest, key: String) throws(CloudSyncError)
+        -> String
+    {
+        guard let id = try json(response, request)["id"] as? String, !id.isEmpty else {
+            throw CloudSyncError(
+                .provider, "Drive answered an upload of \(key) without the file's id", provider: self.id, key: key)
+        }
+        return id
+    }
+
+    /// The most interruptions one resumable upload sits out, and the most times it starts over after a 404.
+    static let maxInterruptions = 5
+    static let maxRestarts = 2
+
+    /// Uploads `body` resumably: a session, then ``chunkSize`` chunks; after a failed chunk it asks where the
+    /// session stands (`bytes */total`) and goes on from the server's `Range`; a session gone (404) starts over.
+    private func resumableUpload(_ body: Data, key: String, existing: String?) async throws(CloudSyncError)
+        -> String?
+    {
+        let total = body.count
+        var restarts = 0
+        var interruptions = 0
+        session: while true {
+            let start = HTTPRequest(
+                method: existing == nil ? .post : .patch,
+                url: url(
+                    "/upload" + (existing.map(filePath) ?? "/drive/v3/files"),
+                    [("uploadType", "resumable"), ("fields", "id,name,modifiedTime")]),
+                headers: [
+                    "Content-Type": "application/json; charset=UTF-8",
+                    "X-Upload-Content-Type": "application/octet-stream", "X-Upload-Content-Length": String(total),
+                ],
+                body: existing == nil ? metadata(key) : Data("{}".utf8), isRetrySafe: true)
+            let started = try await send(start, key: key)
+            if started.status == 404, existing != nil { return nil }
+            guard started.isSuccess else { throw failure(started, start, key: key) }
+            guard let location = started.headers["Location"], let sessionURL = URL(string: location) else {
+                throw CloudSyncError(
+                    .provider, "Drive started a resumable upload of \(key) without a session URI (Location)",
+                    provider: id, key: key)
+            }
+            var offset = 0
+            while true {
+                let end = min(offset + chunkSize, total)
+                let chunk = HTTPRequest(
+                    method: .put, url: sessionURL,
+                    headers: [
+                        "Content-Range": total == 0 ? "bytes */0" : "bytes \(offset)-\(end - 1)/\(total)",
+                        "Content-Type": "application/octet-stream",
+                    ], body: body.subdata(in: offset..<end))
+                var answer: HTTPResponse?
+                var interruption: CloudSyncError?
+                do throws(CloudSyncError) {
+                    let response = try await send(chunk, key: key, client: chunkHTTP)
+                    if response.isSuccess || response.status == 308 || response.status == 404 {
+                        answer = response
+                    } else {
+                        let error = failure(response, chunk, key: key)
+                        guard error.isRetryable else { throw error }
+                        interruption = error
+                    }
+                } catch {
+                    guard error.isRetryable else { throw error }
+                    interruption = error
+                }
+                if let interruption {
+                    interruptions += 1
+                    guard interruptions <= Self.maxInterruptions else { throw interruption }
+                    logger.log(
+                        .info,
+                        "the upload of \(key) to \(id) was interrupted (\(interruption.code)); asking Drive "
+                            + "where it stands")
+                    let status = HTTPRequest(
+                        method: .put, url: sessionURL, headers: ["Content-Range": "bytes */\(total)"])
+                    answer = try await send(status, key: key)
+                }
+                guard let response = answer else { continue }
+                if response.isSuccess { return try fileID(of: response, chunk, key: key) }
+                if response.status == 404 {
+                    restarts += 1
+                    guard restarts <= Self.maxRestarts else {
+                        throw CloudSyncError(
+                            .server, "Drive lost the upload session of \(key) \(restarts) times; try again later",
+                            provider: id, key: key)
+                    }
+                    logger.log(.info, "Drive forgot the upload session of \(key); starting the upload again")
+                    continue session
+                }
+                guard response.status == 308 else { throw failure(response, chunk, key: key) }
+                offset = Self.nextOffset(range: response.headers["Range"])
+                if let moved = response.headers["Location"], let movedURL = URL(string: moved), movedURL != sessionURL {
+                    logger.log(.debug, "Drive moved the upload session of \(key)")
+                }
+            }
+        }
+    }
+
+    /// The offset after `Range: bytes=0-N` (N + 1), or 0 when the server has nothing.
+    static func nextOffset(range: String?) -> Int {
+        guard let range, let dash = range.lastIndex(of: "-"), let last = Int(range[range.index(after: dash)...])
+        else { return 0 }
+        return last + 1
+    }
+
+    // MARK: Remove
+
+    /// Deletes each key's file and any duplicates.
+    ///
+    /// One `DELETE`, or batch requests of 100 when there are several; a key with no file succeeds.
+    public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
+        try ensureWritable()
+        let entries = try await resolve(keys)
+        var targets: [(key: String, id: String)] = []
+        var seen: Set<String> = []
+        for key in keys {
+            guard let entry = entries[key] else { continue }
+            for fileID in [entry.id] + entry.duplicates where seen.insert(fileID).inserted {
+                targets.append((key, fileID))
+            }
+        }
+        let results = try await delete(targets)
+        var failures: [String: CloudSyncError] = [:]
+        for (target, result) in zip(targets, results) {
+            if case .failure(let error) = result { failures[target.key] = error }
+        }
+        for key in keys where failures[key] == nil { forget(key) }
+        return keys.map { key in failures[key].map { .failure($0) } ?? .success(()) }
+    }
+
+    /// Deletes the files, positionally; a file already gone (404) counts as deleted.
+    private func delete(_ targets: [(key: String, id: String)]) async throws(CloudSyncError)
+        -> [Result<Void, CloudSyncError>]
+    {
+        if targets.isEmpty { return [] }
+        if targets.count == 1 {
+            let request = HTTPRequest(method: .delete, url: url(filePath(targets[0].id)))
+            let response = try await send(request, key: targets[0].key)
+            if response.isSuccess || response.status == 404 { return [.success(())] }
+            let error = failure(response, request, key: targets[0].key)
+            if DriveErrorMapping.isBatchWide(error) { throw error }
+            return [.failure(error)]
+        }
+        var results: [Result<Void, CloudSyncError>] = []
+        for start in stride(from: 0, to: targets.count, by: Self.batchLimit) {
+            results += try await deleteBatch(Array(targets[start..<min(start + Self.batchLimit, targets.count)]))
+        }
+        return results
+    }
+
+    private func deleteBatch(_ targets: [(key: String, id: String)]) async throws(CloudSyncError)
+        -> [Result<Void, CloudSyncError>]
+    {
+        let boundary = MIMEMultipart.randomBoundary()
+        let basePath = endpoint.path
+        let parts = targets.enumerated().map { index, target in
+            MIMEMultipart.Part(
+                headers: ["Content-Type": "application/http", "Content-ID": "<item\(index)>"],
+                body: Data("DELETE \(basePath)\(filePath(target.id)) HTTP/1.1\r\n\r\n".utf8))
+        }
+        let request = HTTPRequest(
+            method: .post, url: url("/batch/drive/v3"),
+            headers: ["Content-Type": "multipart/mixed; boundary=\(boundary)"],
+            body: MIMEMultipart.build(parts, boundary: boundary), isRetrySafe: true)
+        let response = try await sendExpectingSuccess(request)
+        guard let answers = MIMEMultipart.parse(response.body, contentType: response.headers["Content-Type"]) else {
+            throw CloudSyncError(
+                .provider,
+                "Drive answered a batch of \(targets.count) deletes with something other than "
+                    + "multipart/mixed", provider: id)
+        }
+        var results = [Result<Void, CloudSyncError>?](repeating: nil, count: targets.count)
+        for (position, answer) in answers.enumerated() {
+            var index = position
+            if let contentID = answer.headers["Content-ID"], let range = contentID.range(of: "item") {
+                index = Int(contentID[range.upperBound...].prefix { $0.isNumber }) ?? position
+            }
+            guard targets.indices.contains(index), let head = MIMEMultipart.splitHead(answer.body),
+                let statusLine = head.lines.first
+            else { continue }
+            let status = statusLine.split(separator: " ").dropFirst().first.flatMap { Int($0) } ?? 0
+            if (200..<300).contains(status) || status == 404 {
+                results[index] = .success(())
+            } else {
+                let inner = HTTPResponse(
+                    status: status, headers: MIMEMultipart.headers(Array(head.lines.dropFirst())), body: head.body)
+                let innerRequest = HTTPRequest(method: .delete, url: url(filePath(targets[index].id)))
+                results[index] = .failure(failure(inner, innerRequest, key: targets[index].key))
+            }
+        }
+        let final = results.enumerated().map { index, result in
+            result
+                ?? .failure(
+                    CloudSyncError(
+                        .provider, "Drive's batch answer had no part for the delete of \(targets[index].key)",
+                        provider: id, key: targets[index].key))
+        }
+        for case .failure(let error) in final where DriveErrorMapping.isBatchWide(error) { throw error }
+        return final
+    }
+
+    // MARK: List
+
+    /// One page of keys in name order; the cursor carries Drive's page token and the last key, so a name shared by
+    /// several files is listed once and a rejected page token restarts after that key.
+    public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
+        try ensureOpen()
+        var (token, last) = Self.decodeCursor(cursor)
+        var restarts = 0
+        while true {
+            guard
+                let page = try await listPage(
+                    query: "trashed = false", pageToken: token, pageSize: min(max(limit, 1), Self.pageSize),
+                    orderBy: "name", fields: "nextPageToken,files(id,name)")
+            else {
+                restarts += 1
+                guard restarts <= 2 else {
+                    throw CloudSyncError(
+                        .provider, "Drive rejected the listing's page tokens three times in a row; list again",
+                        provider: id)
+                }
+                token = nil
+                continue
+            }
+            var keys: [String] = []
+            for file in page.files {
+                if let last, file.name <= last { continue }
+                keys.append(file.name)
+                last = file.name
+            }
+            guard let next = page.next else { return KeyPage(keys: keys, nextCursor: nil) }
+            if keys.isEmpty {
+                token = next
+                continue
+            }
+            return KeyPage(keys: keys, nextCursor: Self.encodeCursor(token: next, last: last))
+        }
+    }
+
+    static func encodeCursor(token: String, last: String?) -> String {
+        let data = try? JSONSerialization.data(withJSONObject: [token, last ?? ""])
+        return String(decoding: data ?? Data(), as: UTF8.self)
+    }
+
+    static func decodeCursor(_ cursor: String?) -> (token: String?, last: String?) {
+        guard let cursor, let array = (try? JSONSerialization.jsonObject(with: Data(cursor.utf8))) as? [String],
+            array.count == 2
+        else { return (cursor, nil) }
+        return (array[0], array[1].isEmpty ? nil : array[1])
+    }
+
+    // MARK: Changes
+
+    /// What changed in the app data folder since a cursor.
+    public struct Changes: Sendable, Equatable {
+        /// Keys whose file was created or changed.
+        public var changed: [String]
+        /// Keys whose file was deleted (or trashed); a deleted file this provider never saw is in ``removedFileIDs``.
+        public var removed: [String]
+        /// Ids of deleted files whose names were not known here.
+        public var removedFileIDs: [String]
+        /// The cursor for the next call.
+        public var cursor: String
+    }
+
+    /// The changes since `cursor` (Drive's page token); nil starts the feed now and returns no changes.
+    public func changes(since cursor: String?) async throws(CloudSyncError) -> Changes {
+        try ensureOpen()
+        guard let cursor else {
+            let request = HTTPRequest(method: .get, url: url("/drive/v3/changes/startPageToken"))
+            let token = try json(try await sendExpectingSuccess(request), request)["startPageToken"] as? String
+            guard let token else {
+                throw CloudSyncError(.provider, "Drive answered without a startPageToken", provider: id)
+            }
+            return Changes(changed: [], removed: [], removedFileIDs: [], cursor: token)
+        }
+        var result = Changes(changed: [], removed: [], removedFileIDs: [], cursor: cursor)
+        var token = cursor
+        while true {
+            let request = HTTPRequest(
+                method: .get,
+                url: url(
+                    "/drive/v3/changes",
+                    [
+                        ("pageToken", token), ("spaces", "appDataFolder"), ("pageSize", "1000"),
+                        ("fields", "nextPageToken,newStartPageToken,changes(fileId,removed,file(id,name,trashed))"),
+                    ]))
+            let object = try json(try await sendExpectingSuccess(request), request)
+            for change in object["changes"] as? [[String: Any]] ?? [] {
+                let fileID = change["fileId"] as? String ?? ""
+                let file = change["file"] as? [String: Any]
+                let removed = change["removed"] as? Bool == true || file?["trashed"] as? Bool == true
+                let name =
+                    file?["name"] as? String
+                    ?? cache.withLock { $0.names[fileID] }
+                guard let name else {
+                    if removed { result.removedFileIDs.append(fileID) }
+                    continue
+                }
+                // Another device wrote or deleted it: the cached id may be stale or a duplicate now.
+                forget(name)
+                if removed {
+                    result.removed.append(name)
+                } else {
+                    result.changed.append(name)
+                }
+            }
+            if let next = object["nextPageToken"] as? String {
+                token = next
+                continue
+            }
+            result.cursor = object["newStartPageToken"] as? String ?? token
+            return result
+        }
+    }
+
+    // MARK: Batches
+
+    /// Runs `body` for every element at once (the HTTP client's concurrency limit paces them) and returns the
+    /// results in order; throws the first failure that concerns the whole account.
+    private func forEach<Element: Sendable, Value: Sendable>(
+        _ elements: [Element], _ body: @escaping @Sendable (Element) async -> Result<Value, CloudSyncError>
+    ) async throws(CloudSyncError) -> [Result<Value, CloudSyncError>] {
+        let results = await withTaskGroup(of: (Int, Result<Value, CloudSyncError>).self) { group in
+            for (index, element) in elements.enumerated() {
+                group.addTask { (index, await body(element)) }
+            }
+            var results = [Result<Value, CloudSyncError>?](repeating: nil, count: elements.count)
+            for await (index, result) in group { results[index] = result }
+            return results.map { $0! }
+        }
+        for result in results {
+            if case .failure(let error) = result, DriveErrorMapping.isBatchWide(error) {
+                throw error.attributed(provider: id)
+            }
+        }
+        return results.map { $0.mapError { $0.attributed(provider: self.id) } }
+    }
+}

@@ -1,0 +1,263 @@
+import CloudSync
+import CloudSyncAuth
+import CloudSyncCLI
+import CloudSyncDrive
+import CloudSyncPipeline
+import CloudSyncTesting
+import Foundation
+import Synchronization
+import Testing
+
+@Suite struct DriveFactoryTests {
+    let factory = DriveProviderFactory()
+
+    func configure(_ fields: [String: String]) -> Result<DriveProviderFactory.Configuration, ProviderConfigurationError>
+    {
+        Result { () throws(ProviderConfigurationError) in
+            try factory.configuration(from: ProviderFieldValues(fields.mapValues { .text($0) }))
+        }
+    }
+
+    @Test func aMissingCredentialNamesTheThreeWays() throws {
+        guard case .failure(let error) = configure([:]) else {
+            Issue.record("a provider with no credential was accepted")
+            return
+        }
+        #expect(error.field == nil)
+        #expect(error.message.contains("`accessToken`"))
+        #expect(error.message.contains("`refreshToken` with `clientId` and `clientSecret`"))
+        #expect(error.message.contains("cloudsync login"))
+    }
+
+    @Test func aRefreshTokenNeedsItsClient() {
+        guard case .failure(let error) = configure(["refreshToken": "1//x"]) else {
+            Issue.record("a refresh token without a client was accepted")
+            return
+        }
+        #expect(error.field == "clientId")
+    }
+
+    @Test func endpointsMustBeHTTPURLs() {
+        guard case .failure(let error) = configure(["accessToken": "t", "endpoint": "ftp://example.com"]) else {
+            Issue.record("an ftp endpoint was accepted")
+            return
+        }
+        #expect(error.field == "endpoint")
+    }
+
+    @Test func theCredentialSourceIsPlannedWithoutTheSecret() throws {
+        let configuration = try configure(["clientId": "id", "clientSecret": "s3cr3t", "refreshToken": "1//tok"]).get()
+        let details = factory.planDetails(of: configuration)
+        #expect(details["credentials"]?.contains("the pipeline's `refreshToken` for client id") == true)
+        #expect(!details.values.joined().contains("1//tok") && !details.values.joined().contains("s3cr3t"))
+        let stored = try configure(["clientId": "id"]).get()
+        #expect(factory.planDetails(of: stored)["credentials"]?.contains("`cloudsync login` stores") == true)
+        #expect(factory.signIn(for: stored) is InstalledAppSignIn)
+        #expect(factory.signIn(for: try configure(["accessToken": "t"]).get()) == nil)
+    }
+
+    @Test func withNothingStoredMakingTheProviderIsNotSignedIn() throws {
+        let configuration = try configure(["clientId": "id"]).get()
+        #expect {
+            try factory.make(configuration, context: ProviderContext(providerID: "drive"))
+        } throws: { error in
+            let error = error as? CloudSyncError
+            return error?.code == .notSignedIn && error?.message.contains("cloudsync login") == true
+        }
+    }
+}
+
+/// `cloudsync login` and `run` with the built-in googleDrive type, in-process, against an in-process emulator.
+@Suite struct DriveLoginTests {
+    @Test func loginStoresTheRefreshTokenAndARunWritesWithIt() async throws {
+        let host = try DriveHost()
+        let directory = try TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory.path + "/source", withIntermediateDirectories: true)
+        for (name, value) in [("alpha", "one"), ("beta", "two")] {
+            try value.write(toFile: directory.path + "/source/" + name, atomically: true, encoding: .utf8)
+        }
+        let urls = host.server.urls["drive"]!
+        let file = directory.path + "/drive.yaml"
+        try """
+        version: 1
+        name: drive
+        providers:
+          source: { type: directory, path: source }
+          drive:
+            type: googleDrive
+            clientId: ${env:CLIENT_ID}
+            clientSecret: ${env:CLIENT_SECRET}
+            endpoint: ${env:ENDPOINT}
+            tokenEndpoint: ${env:TOKEN}
+            authEndpoint: ${env:AUTH}
+        store:
+          providers: [source, drive]
+        jobs:
+          - { type: migrate, from: source, to: drive }
+
+        """.write(toFile: file, atomically: true, encoding: .utf8)
+        let environment = [
+            "CLIENT_ID": urls["clientId"]!, "CLIENT_SECRET": urls["clientSecret"]!, "ENDPOINT": urls["endpoint"]!,
+            "TOKEN": urls["tokenEndpoint"]!, "AUTH": urls["authEndpoint"]!,
+        ]
+        let errors = Mutex("")
+        func tool() -> CommandLineTool {
+            CommandLineTool(
+                standardOutput: { _ in },
+                standardError: { text in
+                    errors.withLock { $0 += text }
+                    let address = text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first {
+                        $0.hasPrefix("http://") && $0.contains("?")
+                    }
+                    if let url = address.flatMap(URL.init(string:)) { Task { _ = try? await TestBrowser.open(url) } }
+                }, standardInput: { nil }, environment: environment)
+        }
+        // Without a sign-in the run says how to give one.
+        #expect(await tool().run(["run", file, "--quiet"]) != .success)
+        #expect(errors.withLock { $0 }.contains("cloudsync login"))
+
+        #expect(await tool().run(["login", file, "--provider", "drive"]) == .success, "\(errors.withLock { $0 })")
+        #expect(await tool().run(["run", file, "--quiet"]) == .success, "\(errors.withLock { $0 })")
+        let user = GoogleOAuthEmulator.Configuration().defaultUser
+        let stored = host.files.files(of: user).map { ($0.name, String(decoding: $0.content, as: UTF8.self)) }
+        #expect(Dictionary(uniqueKeysWithValues: stored) == ["alpha": "one", "beta": "two"])
+        #expect(host.files.files(of: user).allSatisfy { $0.parents == ["appDataFolder"] })
+
+        // Another device made a second "alpha": the next run's report counts it on the provider's line.
+        host.clock.advance(by: .seconds(1))
+        host.files.addFile(user: user, name: "alpha", content: Data("from elsewhere".utf8))
+        let report = directory.path + "/report.json"
+        #expect(await tool().run(["run", file, "--quiet", "--report", report]) == .success)
+        let object = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report)))
+        let providers = (object as? [String: Any])?["providers"] as? [[String: Any]] ?? []
+        #expect(providers.first { $0["id"] as? String == "drive" }?["duplicates"] as? Int == 1)
+        #expect(providers.first { $0["id"] as? String == "source" }?["duplicates"] == nil)
+        // The migrate wrote the newest and deleted the other.
+        #expect(host.files.files(of: user).filter { $0.name == "alpha" }.count == 1)
+    }
+}
+
+/// An account switch between two runs of one pipeline, seen through the permission id in the state database.
+@Suite struct DriveAccountSwitchTests {
+    @Test func writesQueuedForOneAccountAreAbandonedWhenTheNextRunIsAnother() async throws {
+        let host = try DriveHost()
+        let directory = try TemporaryDirectory()
+        try #"{"version": 1, "count": 2, "items": {"one": "1", "two": "2"}}"#.write(
+            toFile: directory.path + "/items.export.json", atomically: true, encoding: .utf8)
+        let file = directory.path + "/switch.yaml"
+        try """
+        version: 1
+        name: switch
+        providers:
+          drive:
+            type: googleDrive
+            clientId: ${env:CLIENT_ID}
+            clientSecret: ${env:CLIENT_SECRET}
+            refreshToken: ${env:TOKEN}
+            endpoint: ${env:ENDPOINT}
+            tokenEndpoint: ${env:TOKEN_ENDPOINT}
+            timeoutMs: 10000
+        store:
+          providers: [drive]
+        jobs:
+          - { type: import, path: items.export.json, to: store }
+
+        """.write(toFile: file, atomically: true, encoding: .utf8)
+        let urls = host.server.urls["drive"]!
+        func run(as user: String) async throws -> [String: Any] {
+            let environment = [
+                "CLIENT_ID": urls["clientId"]!, "CLIENT_SECRET": urls["clientSecret"]!, "ENDPOINT": urls["endpoint"]!,
+                "TOKEN_ENDPOINT": urls["tokenEndpoint"]!, "TOKEN": host.signIn(user).refreshToken,
+            ]
+            let report = directory.path + "/report-\(user).json"
+            _ = await CommandLineTool(standardOutput: { _ in }, standardError: { _ in }, environment: environment)
+                .run(["run", file, "--quiet", "--report", report])
+            let data = try Data(contentsOf: URL(fileURLWithPath: report))
+            return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+        }
+        // Alice's run cannot upload (Drive answers 503): the two writes wait in the outbox.
+        host.server.server.setFaultPlan(
+            HTTPFaultPlan([.errors(503, onCalls: Array(1...100), route: "POST /upload/drive/v3/files")]))
+        let first = try await run(as: "alice@example.com")
+        #expect((first["outbox"] as? [String: Any])?["pendingAfter"] as? Int == 2, "\(first)")
+        host.server.server.clearFaultPlan()
+        // Bob's run: the queued writes were for Alice's account, so they are abandoned, not written into Bob's.
+        let second = try await run(as: "bob@example.com")
+        let outbox = second["outbox"] as? [String: Any]
+        #expect((outbox?["dropped"] as? [String: Int])?["accountChanged"] == 2, "\(second)")
+        #expect(outbox?["drained"] as? Int == 0)
+        #expect(host.files.files(of: "alice@example.com").isEmpty)
+        #expect(Set(host.files.files(of: "bob@example.com").map(\.name)) == ["one", "two"])
+    }
+}
+
+/// The built `cloudsync-emulator` and `cloudsync` running `pipelines/drive-backup.yaml` as the README shows.
+@Suite struct DriveExamplePipelineTests {
+    func cloudsync(_ arguments: [String], directory: String, environment: [String: String]) throws -> ProcessResult {
+        var merged = ProcessInfo.processInfo.environment
+        merged.merge(environment) { $1 }
+        return try ProcessRunner.run(
+            try ProcessRunner.builtProduct("cloudsync"), arguments, environment: merged, currentDirectory: directory)
+    }
+
+    func startEmulator(data: String) throws -> (RunningProcess, [String: String]) {
+        let emulator = try RunningProcess(
+            try ProcessRunner.builtProduct("cloudsync-emulator"), ["--drive", "--data", data])
+        let line = try #require(emulator.nextLine())
+        let urls = try #require(
+            (try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: [String: String]])?["drive"])
+        return (
+            emulator,
+            [
+                "GDRIVE_ENDPOINT": urls["endpoint"]!, "GDRIVE_TOKEN_ENDPOINT": urls["tokenEndpoint"]!,
+                "GDRIVE_AUTH_ENDPOINT": urls["authEndpoint"]!, "GDRIVE_REFRESH_TOKEN": urls["refreshToken"]!,
+            ]
+        )
+    }
+
+    @Test func drivebackupRunsAgainstTheEmulatorAndItsFilesSurviveARestart() throws {
+        let directory = try TemporaryDirectory()
+        let pipelines = Repository.root + "/pipelines"
+        for item in ["demo.yaml", "drive-backup.yaml", "demo-data", "keys"] {
+            try FileManager.default.copyItem(atPath: pipelines + "/" + item, toPath: directory.path + "/" + item)
+        }
+        let demo = try cloudsync(["run", "demo.yaml", "--quiet"], directory: directory.path, environment: [:])
+        #expect(demo.status == 0, "\(demo.standardError)")
+
+        let data = directory.path + "/emulator"
+        var (emulator, environment) = try startEmulator(data: data)
+        let backup = try cloudsync(
+            ["run", "drive-backup.yaml", "--quiet", "--report", "-"], directory: directory.path,
+            environment: environment)
+        #expect(backup.status == 0, "\(backup.standardOutput)\(backup.standardError)")
+        #expect(!backup.standardOutput.contains(environment["GDRIVE_REFRESH_TOKEN"]!))
+        #expect(!backup.standardError.contains(environment["GDRIVE_REFRESH_TOKEN"]!))
+        emulator.signal(SIGTERM)
+        #expect(emulator.wait().status == 0)
+        let saved = try String(contentsOfFile: data + "/drive.json", encoding: .utf8)
+        #expect(saved.contains("\"appDataFolder\""))
+
+        (emulator, environment) = try startEmulator(data: data)
+        let verify = try cloudsync(
+            ["run", "drive-backup.yaml", "--quiet", "--report", "-"], directory: directory.path,
+            environment: environment)
+        #expect(verify.status == 0, "\(verify.standardOutput)\(verify.standardError)")
+        let report = try #require(
+            try JSONSerialization.jsonObject(with: Data(verify.standardOutput.utf8)) as? [String: Any])
+        let jobs = report["jobs"] as? [[String: Any]] ?? []
+        #expect(jobs.count == 2)
+        #expect(jobs.allSatisfy { ($0["status"] as? String) == "ok" }, "\(jobs)")
+        // The second run copied every key again over the restarted emulator's files, and verify read them all back.
+        let counts = jobs.map { $0["counts"] as? [String: Int] ?? [:] }
+        #expect(counts.first?["copied"] ?? 0 > 300)
+        #expect(counts.last?["checked"] == counts.first?["copied"])
+        #expect(counts.last?["failed"] == 0)
+        // The restarted emulator still had the first run's files: the second run updated them, it made no twins.
+        emulator.signal(SIGTERM)
+        #expect(emulator.wait().status == 0)
+        let state = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: data + "/drive.json")))
+        let accounts = ((state as? [String: Any])?["files"] as? [String: Any])?["accounts"] as? [String: Any]
+        let files = (accounts?.values.first as? [String: Any])?["files"] as? [String: Any]
+        #expect(files?.count == counts.first?["copied"])
+    }
+}

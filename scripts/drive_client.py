@@ -1,0 +1,112 @@
+"""Google's own Drive client (google-api-python-client, unmodified) against the CloudSync Drive emulator.
+
+Usage: drive_client.py BASE_URL ACCESS_TOKEN SWIFT_KEY
+
+The bundled Drive v3 discovery document is pointed at BASE_URL (its rootUrl), as one would point it at any Drive
+endpoint. Does what Google's client does for an app data folder: create with multipart, list with q, download
+with alt=media, update, a resumable upload of 3 MiB in 256 KiB chunks, about, changes, and a batch of deletes; reads
+the value CloudSync wrote under SWIFT_KEY and leaves one file named "from-python" for CloudSync to read. Prints one
+JSON object of what it saw; any disagreement with the emulator raises (exit status 1).
+"""
+
+import io
+import json
+import sys
+
+import google.oauth2.credentials
+from googleapiclient.discovery import build_from_document
+from googleapiclient.discovery_cache import get_static_doc
+from googleapiclient.http import MediaInMemoryUpload, MediaIoBaseDownload
+
+
+def main():
+    base, token, swift_key = sys.argv[1].rstrip("/") + "/", sys.argv[2], sys.argv[3]
+    document = json.loads(get_static_doc("drive", "v3"))
+    document["rootUrl"] = base
+    document["mtlsRootUrl"] = base
+    credentials = google.oauth2.credentials.Credentials(token=token)
+    drive = build_from_document(document, credentials=credentials)
+    seen = {}
+
+    created = drive.files().create(
+        body={"name": "py-note", "parents": ["appDataFolder"]},
+        media_body=MediaInMemoryUpload(b"hello from python", mimetype="text/plain"),
+        fields="id,name,parents",
+    ).execute()
+    seen["created"] = created["name"]
+
+    listed = drive.files().list(
+        spaces="appDataFolder", q="name = 'py-note' and trashed = false", pageSize=10,
+        fields="nextPageToken,files(id,name,modifiedTime)",
+    ).execute()
+    seen["listed"] = [item["id"] for item in listed["files"]] == [created["id"]]
+
+    buffer = io.BytesIO()
+    downloader = MediaIoBaseDownload(buffer, drive.files().get_media(fileId=created["id"]))
+    done = False
+    while not done:
+        _, done = downloader.next_chunk()
+    seen["downloaded"] = buffer.getvalue().decode()
+
+    drive.files().update(
+        fileId=created["id"], media_body=MediaInMemoryUpload(b"changed by python", mimetype="text/plain")
+    ).execute()
+    seen["updated"] = drive.files().get_media(fileId=created["id"]).execute().decode()
+
+    payload = bytes(range(256)) * (3 * 1024 * 1024 // 256)
+    request = drive.files().create(
+        body={"name": "py-big", "parents": ["appDataFolder"]},
+        media_body=MediaInMemoryUpload(payload, mimetype="application/octet-stream", chunksize=262144, resumable=True),
+        fields="id,size",
+    )
+    chunks = 0
+    response = None
+    while response is None:
+        _, response = request.next_chunk()
+        chunks += 1
+    seen["resumableChunks"] = chunks
+    seen["resumableSize"] = int(response["size"])
+    seen["resumableIntact"] = drive.files().get_media(fileId=response["id"]).execute() == payload
+
+    swift = drive.files().list(
+        spaces="appDataFolder", q="name = '%s' and trashed = false" % swift_key.replace("'", "\\'"),
+        fields="files(id)",
+    ).execute()["files"]
+    seen["swiftValue"] = drive.files().get_media(fileId=swift[0]["id"]).execute().decode() if swift else None
+
+    about = drive.about().get(fields="storageQuota,user").execute()
+    seen["permissionId"] = about["user"]["permissionId"]
+    seen["hasLimit"] = "limit" in about["storageQuota"]
+
+    start = drive.changes().getStartPageToken().execute()["startPageToken"]
+    extras = [
+        drive.files().create(body={"name": "py-extra-%d" % n, "parents": ["appDataFolder"]}, fields="id").execute()["id"]
+        for n in range(3)
+    ]
+    changes = drive.changes().list(pageToken=start, spaces="appDataFolder").execute()
+    seen["changes"] = len(changes["changes"])
+
+    deleted = []
+
+    def callback(request_id, response, exception):
+        if exception is not None:
+            raise exception
+        deleted.append(request_id)
+
+    batch = drive.new_batch_http_request(callback=callback)
+    for file_id in extras + [response["id"]]:
+        batch.add(drive.files().delete(fileId=file_id))
+    batch.execute()
+    seen["batchDeleted"] = len(deleted)
+
+    drive.files().create(
+        body={"name": "from-python", "parents": ["appDataFolder"]},
+        media_body=MediaInMemoryUpload("written by Google's client ✓".encode(), mimetype="text/plain"),
+    ).execute()
+    remaining = drive.files().list(spaces="appDataFolder", fields="files(name)", orderBy="name").execute()
+    seen["remaining"] = [item["name"] for item in remaining["files"]]
+    print(json.dumps(seen, sort_keys=True))
+
+
+if __name__ == "__main__":
+    main()
