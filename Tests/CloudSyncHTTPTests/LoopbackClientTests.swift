@@ -439,6 +439,21 @@ import Testing
         await waitUntil { kv.server.openConnectionCount == 0 }
     }
 
+    @Test func closingTheTransportClosesItsConnectionsAndRefusesMoreRequests() async throws {
+        let kv = try KeyValueServer()
+        let transport = URLSessionTransport()
+        let http = Harness(transport: transport).client()
+        #expect(await start(http, HTTPRequest(method: .get, url: kv.url("/kv/a"))).value.value?.status == 404)
+        #expect(kv.server.openConnectionCount == 1)
+        transport.close()
+        transport.close()
+        await waitUntil { kv.server.openConnectionCount == 0 }
+        let error = await start(http, HTTPRequest(method: .get, url: kv.url("/kv/a"))).value.error
+        #expect(error?.code == .closed)
+        #expect(error?.provider == "p1")
+        #expect(kv.server.requestLog.count == 1)
+    }
+
     // MARK: Streaming
 
     @Test func severalMiBStreamFromAFileAndToAFileByteForByte() async throws {
