@@ -33,8 +33,9 @@ public final class URLSessionTransport: HTTPTransport {
 
     deinit { close() }
 
-    /// Lets the requests in flight finish, then invalidates the session, closing its connections; a request sent
-    /// afterwards fails with `ERR_CLOSED`. Calling it again does nothing.
+    /// Lets the requests in flight finish, then invalidates the session and closes its connections.
+    ///
+    /// A request sent afterwards fails with `ERR_CLOSED`. Calling it again does nothing.
     public func close() {
         let open = session.withLock { session in
             defer { session = nil }
