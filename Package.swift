@@ -57,9 +57,11 @@ let package = Package(
         .target(
             name: "CloudSyncCLI", dependencies: ["CloudSync", "CloudSyncCrypto", "CloudSyncPipeline"]),
         .executableTarget(name: "cloudsync", dependencies: ["CloudSyncCLI"]),
-        // The second process some tests need: a writer to kill, a concurrent writer (see CloudSyncLocalTests).
+        // The second process some tests need: a writer to kill, a concurrent writer (see CloudSyncLocalTests), an HTTP
+        // client run with proxy variables of its own (see CloudSyncHTTPTests).
         .executableTarget(
-            name: "cloudsync-test-fixture", dependencies: ["CloudSync", "CloudSyncLocal", "CloudSyncTesting"]),
+            name: "cloudsync-test-fixture",
+            dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncLocal", "CloudSyncTesting"]),
         // `make bench`: throughput figures, never run by the tests.
         .executableTarget(
             name: "cloudsync-bench",
@@ -84,7 +86,9 @@ let package = Package(
                 "cloudsync",
             ]),
         .testTarget(name: "CloudSyncTestingTests", dependencies: ["CloudSyncHTTP", "CloudSyncTesting"]),
-        .testTarget(name: "CloudSyncHTTPTests", dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncTesting"]),
+        .testTarget(
+            name: "CloudSyncHTTPTests",
+            dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncTesting", "cloudsync-test-fixture"]),
         .testTarget(
             name: "CloudSyncPipelineTests",
             dependencies: ["CloudSync", "CloudSyncPipeline", "CloudSyncSQLite", "CloudSyncTesting"]),
