@@ -4,9 +4,10 @@ import CloudSyncTesting
 import Foundation
 import Testing
 
-/// What `URLSessionTransport` takes from the environment, checked the only way that means anything: a separate
-/// process (`cloudsync-test-fixture http-get URL`) with the variables set for it alone, sending through the real
-/// client to loopback servers. A `LoopbackHTTPServer` plays the proxy: it answers an absolute-form request itself
+/// What `URLSessionTransport` takes from the environment, checked in a separate process.
+///
+/// `cloudsync-test-fixture http-get URL` runs with the variables set for it alone and sends through the real client
+/// to loopback servers. A `LoopbackHTTPServer` plays the proxy: it answers an absolute-form request itself
 /// and logs the target, so the log says whether a request went through it and for which origin.
 @Suite(.serialized) struct ProxyAndCertificateTests {
     static let proxyVariables = [
@@ -101,9 +102,10 @@ import Testing
         #expect(proxy.requestLog.count == 1, "NO_PROXY sent the second request past the proxy")
     }
 
-    /// A TLS server (Python's, an independent peer) whose certificate no system CA signed: pointing `SSL_CERT_FILE`
-    /// or `CURL_CA_BUNDLE` at that certificate does not make URLSession trust it, because FoundationNetworking hands
-    /// libcurl its CA bundle itself. Python's client, given the same file, trusts it, so the certificate is fine.
+    /// Pointing `SSL_CERT_FILE` or `CURL_CA_BUNDLE` at a server's self-signed certificate does not make URLSession
+    /// trust it.
+    ///
+    /// The server is Python's (an independent peer); FoundationNetworking hands libcurl its CA bundle itself. Python's client, given the same file, trusts it, so the certificate is fine.
     @Test func sslCertFileAndCurlCABundleDoNotChangeWhatURLSessionTrusts() throws {
         let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Fixtures/tls")
