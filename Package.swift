@@ -81,7 +81,7 @@ let package = Package(
         .testTarget(
             name: "CloudSyncCLITests",
             dependencies: [
-                "CloudSync", "CloudSyncCLI", "CloudSyncLocal", "CloudSyncPipeline", "CloudSyncSQLite",
+                "CloudSync", "CloudSyncCLI", "CloudSyncHTTP", "CloudSyncLocal", "CloudSyncPipeline", "CloudSyncSQLite",
                 "CloudSyncTesting",
                 "cloudsync",
             ]),
