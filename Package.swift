@@ -93,9 +93,11 @@ let package = Package(
             name: "CloudSyncCLI",
             dependencies: ["CloudSync", "CloudSyncCrypto", "CloudSyncPipeline", "CloudSyncCloudKit"]),
         .executableTarget(name: "cloudsync", dependencies: ["CloudSyncCLI"]),
-        // The second process some tests need: a writer to kill, a concurrent writer (see CloudSyncLocalTests).
+        // The second process some tests need: a writer to kill, a concurrent writer (see CloudSyncLocalTests), an HTTP
+        // client run with proxy variables of its own (see CloudSyncHTTPTests).
         .executableTarget(
-            name: "cloudsync-test-fixture", dependencies: ["CloudSync", "CloudSyncLocal", "CloudSyncTesting"]),
+            name: "cloudsync-test-fixture",
+            dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncLocal", "CloudSyncTesting"]),
         // `make bench`: throughput figures, never run by the tests.
         .executableTarget(
             name: "cloudsync-bench",
@@ -118,12 +120,15 @@ let package = Package(
         .testTarget(
             name: "CloudSyncCLITests",
             dependencies: [
-                "CloudSync", "CloudSyncAuth", "CloudSyncCLI", "CloudSyncLocal", "CloudSyncPipeline", "CloudSyncSQLite",
+                "CloudSync", "CloudSyncAuth", "CloudSyncCLI", "CloudSyncHTTP", "CloudSyncLocal", "CloudSyncPipeline",
+                "CloudSyncSQLite",
                 "CloudSyncTesting",
                 "cloudsync",
             ]),
         .testTarget(name: "CloudSyncTestingTests", dependencies: ["CloudSyncHTTP", "CloudSyncTesting"]),
-        .testTarget(name: "CloudSyncHTTPTests", dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncTesting"]),
+        .testTarget(
+            name: "CloudSyncHTTPTests",
+            dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncTesting", "cloudsync-test-fixture"]),
         .testTarget(
             name: "CloudSyncAuthTests",
             dependencies: ["CloudSync", "CloudSyncAuth", "CloudSyncHTTP", "CloudSyncTesting"]),

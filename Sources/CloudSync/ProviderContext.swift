@@ -193,6 +193,15 @@ public struct ProviderLogger: Sendable {
         }
     }
 
+    /// The same logger with every message starting `label: ` (after redaction), so one sink can tell providers
+    /// apart.
+    public func labelled(_ label: String) -> ProviderLogger {
+        guard let sink else { return self }
+        return ProviderLogger(minimumLevel: minimumLevel, secrets: secrets) { level, message in
+            sink(level, "\(label): \(message)")
+        }
+    }
+
     /// The same logger, also redacting `more`.
     public func redacting(_ more: [String]) -> ProviderLogger {
         var copy = self

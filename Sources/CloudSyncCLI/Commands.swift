@@ -8,6 +8,10 @@ enum Commands {
     static let json = OptionSpec.flag("json", help: "Print JSON on standard output instead of text.")
 
     static let commandLineWrong = "the command line was wrong; nothing was done"
+    static let verbose = OptionSpec.flag(
+        "verbose", short: "v",
+        help: "Log each provider request on standard error: provider, method, path (credentials redacted), status, "
+            + "duration and bytes.")
 
     static let run = CommandSpec(
         path: ["run"], abstract: "Run a pipeline's jobs in order and write a JSON report.",
@@ -28,6 +32,7 @@ enum Commands {
             .option(
                 "progress", value: "MODE", choices: ["auto", "always", "never"], default: "auto",
                 help: "Show a progress line; auto shows it when standard error is a terminal."),
+            verbose,
         ],
         exitCodes: [
             (.success, "every job ran and succeeded"),
@@ -83,7 +88,7 @@ enum Commands {
 
     static let outboxFlush = CommandSpec(
         path: ["outbox", "flush"], abstract: "Retry the writes waiting in a pipeline's outbox now.",
-        arguments: [file],
+        arguments: [file], options: [verbose],
         exitCodes: [
             (.success, "the outbox was flushed; what could not be written stays queued"),
             (.jobError, "the pipeline's state could not be opened, or the flush failed"),

@@ -26,7 +26,7 @@ extension CommandLineTool {
     func outboxFlush(_ parsed: ParsedArguments) async -> ExitCode {
         guard let compiled = compile(parsed.argument("FILE") ?? "") else { return .usage }
         let session: RunSession
-        switch await writingSession(compiled) {
+        switch await writingSession(compiled, logger: requestLogger(parsed)) {
         case .success(let opened): session = opened
         case .failure(let stopped): return stopped.status
         }
@@ -161,10 +161,12 @@ func isoTimestamp(_ milliseconds: Int64) -> String {
 extension CommandLineTool {
     /// The pipeline's session for changing its outbox, holding its lock; stops with success when there is no outbox
     /// yet (nothing to change), and with the refusal's status when another command holds the pipeline.
-    func writingSession(_ compiled: CompiledPipeline) async -> Result<RunSession, Stopped> {
+    func writingSession(
+        _ compiled: CompiledPipeline, logger: ProviderLogger = .disabled
+    ) async -> Result<RunSession, Stopped> {
         guard outboxExists(compiled) else { return .failure(Stopped(status: .success)) }
         do {
-            return .success(try await RunSession.open(compiled, access: .write))
+            return .success(try await RunSession.open(compiled, access: .write, logger: logger))
         } catch {
             return .failure(Stopped(status: refused(error, compiled)))
         }

@@ -3,13 +3,15 @@ import CloudSyncPipeline
 import Foundation
 
 extension CommandLineTool {
-    /// Runs `cloudsync run FILE [--job NAME]... [--dry-run] [--report PATH|-] [--yes] [--quiet] [--progress MODE]`.
+    /// Runs `cloudsync run FILE [--job NAME]... [--dry-run] [--report PATH|-] [--yes] [--quiet] [--progress MODE]
+    /// [--verbose]`.
     func runPipeline(_ parsed: ParsedArguments) async -> ExitCode {
         var options = RunOptions()
         options.jobNames = parsed.values("job")
         options.reportPath = parsed.value("report")
         options.dryRun = parsed.flag("dry-run")
         options.yes = parsed.flag("yes")
+        options.logger = requestLogger(parsed)
         let quiet = parsed.flag("quiet")
         let progress = parsed.value("progress") ?? "auto"
         let file = parsed.argument("FILE") ?? ""
@@ -75,18 +77,23 @@ extension CommandLineTool {
                 return .failure(error)
             }
         }
-        let signals = [SIGINT, SIGTERM].map { number -> DispatchSourceSignal in
-            signal(number, SIG_IGN)
+        // The signals go to dispatch sources while the run lasts, and back to what they were after it, so a program
+        // running the command in process (and every child it starts later) keeps its own handling.
+        let signals = [SIGINT, SIGTERM].map { number -> (Int32, DispatchSourceSignal, sighandler_t?) in
+            let previous = signal(number, SIG_IGN)
             let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
             source.setEventHandler {
                 run.cancel()
                 errorWriter("interrupted: finishing the current batch, then writing the report\n")
             }
             source.resume()
-            return source
+            return (number, source, previous)
         }
         defer {
-            for source in signals { source.cancel() }
+            for (number, source, previous) in signals {
+                source.cancel()
+                signal(number, previous)
+            }
         }
 
         let outcome: RunOutcome
@@ -103,6 +110,14 @@ extension CommandLineTool {
             standardOutput(outcome.report.json())
         }
         return ExitCode(outcome.status)
+    }
+
+    /// With `--verbose`, a logger writing the providers' debug lines (their HTTP requests) to standard error as
+    /// `debug: PROVIDER: ...`; otherwise none.
+    func requestLogger(_ parsed: ParsedArguments) -> ProviderLogger {
+        guard parsed.flag("verbose") else { return .disabled }
+        let errorWriter = standardError
+        return ProviderLogger(minimumLevel: .debug) { level, line in errorWriter("\(level): \(line)\n") }
     }
 
     /// Runs `cloudsync history FILE [--limit N] [--json]`.

@@ -9,20 +9,19 @@ import Foundation
 ///
 /// ## Proxies and certificate authorities on Linux
 ///
-/// ``URLSessionTransport`` runs on FoundationNetworking, which hands each request to libcurl. What reaches libcurl:
+/// ``URLSessionTransport`` runs on FoundationNetworking, which hands each request to libcurl. What reaches libcurl
+/// (each point checked by `ProxyAndCertificateTests`, which run a client process with the variables set):
 /// - Proxies: FoundationNetworking applies no proxy settings of its own (`URLSessionConfiguration`'s
 ///   `connectionProxyDictionary` is stored but not used; its `EasyHandle.swift` leaves the proxy options as a TODO),
-///   so libcurl's environment variables decide (libcurl-env(3)): `https_proxy` or `HTTPS_PROXY` for `https://`
-///   URLs, `http_proxy` (lower case only) for `http://` URLs, `ALL_PROXY` for both when the scheme's variable is unset,
-///   and `NO_PROXY`, a comma-separated list of host names (a leading dot matches a whole domain, `*` matches every
-///   host) that go direct.
-/// - Certificate authorities: FoundationNetworking sets libcurl's CA bundle itself on every request, to libcurl's
-///   built-in default or else the first of `/etc/ssl/certs/ca-certificates.crt`, `/etc/pki/tls/certs/ca-bundle.crt`,
-///   and a few other system paths. So `SSL_CERT_FILE` (read by OpenSSL's default paths and the curl tool) and
-///   `CURL_CA_BUNDLE` (read only by the curl command-line tool) do not change what URLSession trusts; the
-///   `URLSessionCertificateAuthorityInfoFile` variable is read only on Android. Trust a private CA by adding it to
-///   the system store (`update-ca-certificates` on Debian). This is from the swift-corelibs-foundation source, not
-///   tried against a TLS server on this machine.
+///   so libcurl's environment variables decide: `https_proxy` or `HTTPS_PROXY` for `https://` URLs (a `CONNECT`
+///   tunnel), `http_proxy` for `http://` URLs (lower case only: `HTTP_PROXY` is ignored), `ALL_PROXY` or
+///   `all_proxy` for both when the scheme's variable is unset, and `NO_PROXY` or `no_proxy`, a comma-separated
+///   list of hosts that go direct (`*` for all).
+/// - Certificate authorities: FoundationNetworking keeps libcurl's built-in CA bundle (on Debian
+///   `/etc/ssl/certs/ca-certificates.crt`) or, when libcurl has none, sets the first of a few system paths itself.
+///   `SSL_CERT_FILE` and `CURL_CA_BUNDLE` change nothing; trust a private CA by adding it to the system store
+///   (`update-ca-certificates` on Debian), which was tried here against a TLS server with a self-signed certificate.
+///   A certificate failure arrives as URLError -1 with libcurl's reason, which the error message carries.
 public struct HTTPClient: Sendable {
     /// The composed layers; send through ``send(_:)`` to get `CloudSyncError`s.
     public let stack: any HTTPTransport

@@ -84,8 +84,28 @@ public enum HTTPErrorMapping {
         case .userAuthenticationRequired:
             return CloudSyncError(.notSignedIn, "\(target): \(host) wants credentials; sign in again")
         default:
-            return CloudSyncError(.provider, "\(target) failed with URLError \(urlError.code.rawValue)")
+            let reason = transportReason(urlError, request: request)
+            var message = "\(target) failed with URLError \(urlError.code.rawValue)"
+            if let reason { message += ": \(reason)" }
+            // libcurl's certificate failures arrive as URLError -1 (unknown) through FoundationNetworking.
+            if (reason ?? "").lowercased().contains("certificate") || (-1206 ... -1200).contains(urlError.code.rawValue)
+            {
+                message +=
+                    "; if the server's certificate comes from a private certificate authority, add that authority to "
+                    + "the system's trust store (update-ca-certificates on Debian; SSL_CERT_FILE is not read)"
+            }
+            return CloudSyncError(.provider, message)
         }
+    }
+
+    /// What the transport said went wrong (libcurl's error text, which FoundationNetworking puts in the localized
+    /// description), printable, short, and with the request's credentials and URL struck; nil when it said nothing.
+    static func transportReason(_ error: URLError, request: HTTPRequest) -> String? {
+        guard let text = error.userInfo[NSLocalizedDescriptionKey] as? String else { return nil }
+        let excerpt = HTTPRedaction.excerpt(of: Data(text.utf8), request: request, limit: 160)
+        let struck = excerpt.replacingOccurrences(
+            of: request.url.absoluteString, with: HTTPRedaction.redact(request.url))
+        return struck.isEmpty ? nil : struck
     }
 
     /// The error when an operation's deadline passed.

@@ -107,9 +107,11 @@ public struct RetryPolicy: Sendable {
 
 /// Sends a request again while the failure may pass, as ``RetryPolicy`` says, on the injected clock.
 ///
-/// Never waits past the request's deadline (it gives up instead), never replays a request that is not idempotent
-/// unless it is marked safe, and when it gives up on a retryable answer throws the mapped error carrying the last
-/// server-requested wait as `retryAfterMs`, so the outbox waits at least that long. A non-retryable answer is
+/// Never waits past the request's deadline: when its own backoff would, it gives up with `ERR_TIMEOUT`; when the
+/// server asked for a wait that would, with the answer's error (`ERR_RATE_LIMITED` for a 429) and that wait. Never
+/// replays a request that is not idempotent unless it is marked safe, and when it gives up on a retryable answer
+/// throws the mapped error carrying the last server-requested wait as `retryAfterMs`, so the outbox waits at least
+/// that long. A non-retryable answer is
 /// returned as it is. Counts retries and throttled answers (429) in the provider's metrics.
 public struct RetryLayer: HTTPTransport {
     /// The layer below.
@@ -162,7 +164,15 @@ public struct RetryLayer: HTTPTransport {
             }
             let delay = serverDelay ?? policy.backoff(retry: attempt)
             if let deadline = request.deadlineMilliseconds, clock.nowMilliseconds() + delay.milliseconds >= deadline {
-                throw giveUp("the next attempt would start after the deadline")
+                // The provider named its wait: its code and hint tell the outbox more than a timeout would.
+                if serverDelay != nil {
+                    throw giveUp("the provider asked to wait \(delay.milliseconds) ms, past the deadline")
+                }
+                throw CloudSyncError(
+                    .timeout,
+                    failure.message + " (out of time: the next attempt would start after the deadline; "
+                        + "raise timeoutMs or try again later)", provider: failure.provider, key: failure.key,
+                    retryAfterMs: lastHintMs)
             }
             do {
                 try await clock.sleep(for: delay)

@@ -1,4 +1,6 @@
+import CloudSync
 import Foundation
+import Synchronization
 
 #if canImport(FoundationNetworking)
     import FoundationNetworking
@@ -6,10 +8,15 @@ import Foundation
 
 /// The real transport: one URLSession per provider, at most `maxConcurrency` connections to a host.
 ///
+/// Each instance owns its session, and with it libcurl's pool of kept-alive connections: make one per provider
+/// (two providers never share connections or limits) and call ``close()`` from the provider's `close()`, which
+/// lets requests in flight finish and then closes the connections; releasing the last reference does the same.
 /// The session keeps no cookies and no cache. Its timeout is libcurl's idle timeout in whole seconds, a backstop
 /// only: the operation's deadline is ``DeadlineLayer``'s job.
 public final class URLSessionTransport: HTTPTransport {
-    private let session: URLSession
+    /// Nil once closed: libcurl closes the connections only when the session object goes away, which an
+    /// invalidated session still referenced here never would.
+    private let session: Mutex<URLSession?>
 
     /// A session allowing `maxConcurrency` connections per host, giving up on a connection silent for `idleTimeout`
     /// (rounded down to whole seconds, at least one).
@@ -21,12 +28,30 @@ public final class URLSessionTransport: HTTPTransport {
         configuration.httpShouldSetCookies = false
         configuration.urlCache = nil
         configuration.requestCachePolicy = .reloadIgnoringLocalCacheData
-        session = URLSession(configuration: configuration)
+        session = Mutex(URLSession(configuration: configuration))
     }
 
-    deinit { session.finishTasksAndInvalidate() }
+    deinit { close() }
+
+    /// Lets the requests in flight finish, then invalidates the session and closes its connections.
+    ///
+    /// A request sent afterwards fails with `ERR_CLOSED`. Calling it again does nothing.
+    public func close() {
+        let open = session.withLock { session in
+            defer { session = nil }
+            return session
+        }
+        open?.finishTasksAndInvalidate()
+    }
 
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        // A task on an invalidated session is a programming error to Foundation; here it is the caller's to handle.
+        guard let session = session.withLock({ $0 }) else {
+            throw CloudSyncError(
+                .closed,
+                "\(request.method) \(HTTPRedaction.redactedPath(request.url)) was not sent: the provider's HTTP session "
+                    + "is closed")
+        }
         var urlRequest = URLRequest(url: request.url)
         urlRequest.httpMethod = request.method.rawValue
         for field in request.headers { urlRequest.addValue(field.value, forHTTPHeaderField: field.name) }

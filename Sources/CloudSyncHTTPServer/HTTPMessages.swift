@@ -5,8 +5,12 @@ import Foundation
 public struct ReceivedRequest: Sendable {
     /// The method as sent (`GET`, `PUT`, ...).
     public var method: String
-    /// The path as sent, without the query and still percent-encoded (route captures are decoded).
+    /// The path as sent, without the query and still percent-encoded (route captures are decoded); for an
+    /// absolute-form target (`GET http://host/a HTTP/1.1`, as clients send to a proxy) the path part of it.
     public var path: String
+    /// The request target exactly as the request line carried it (origin form `/a?b`, absolute form
+    /// `http://host/a?b`, or `host:port` for `CONNECT`).
+    public var target: String
     /// The query's items in order, percent-decoded (`+` is left as it is, as `URLComponents` does).
     public var queryItems: [URLQueryItem]
     /// The request's headers.
@@ -23,11 +27,12 @@ public struct ReceivedRequest: Sendable {
 
     /// A request, mostly for handler unit tests; the server builds its own.
     public init(
-        method: String, path: String, queryItems: [URLQueryItem] = [], headers: HTTPHeaders = [:], body: Data = Data(),
-        captures: [String: String] = [:], connectionID: Int = 0
+        method: String, path: String, target: String? = nil, queryItems: [URLQueryItem] = [],
+        headers: HTTPHeaders = [:], body: Data = Data(), captures: [String: String] = [:], connectionID: Int = 0
     ) {
         self.method = method
         self.path = path
+        self.target = target ?? path
         self.queryItems = queryItems
         self.headers = headers
         self.body = body

@@ -9,8 +9,11 @@ public struct HTTPLogEntry: Sendable {
     public let connectionID: Int
     /// The method as sent.
     public let method: String
-    /// The path as sent, without the query, still percent-encoded.
+    /// The path as sent, without the query, still percent-encoded (taken out of an absolute-form target).
     public let path: String
+    /// The request target exactly as the request line carried it: `/a?b` (origin form), `http://host:port/a?b`
+    /// (absolute form, what a client sends to a proxy) or `host:port` (a proxy's `CONNECT`).
+    public let target: String
     /// The decoded query items.
     public let queryItems: [URLQueryItem]
     /// The request headers.
@@ -21,6 +24,8 @@ public struct HTTPLogEntry: Sendable {
     public let route: HTTPRoutePattern?
     /// The status sent; nil while it is being answered, and for good when it hung or the server stopped first.
     public internal(set) var status: Int?
+    /// The bytes of response body sent (half the body for a reset mid-body, none for `HEAD`); nil while unanswered.
+    public internal(set) var responseBodySize: Int?
     /// The injected fault that answered it (never `latency`), or nil when its handler or the 404 did.
     public internal(set) var fault: HTTPFaultRule.Action?
     /// Latency injected before it was answered, in milliseconds (0 for none).

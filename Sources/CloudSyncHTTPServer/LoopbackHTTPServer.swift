@@ -359,7 +359,7 @@ private final class ServerCore: Sendable {
             case .resetMidBody?:
                 response = decision.handler.map { $0(request) } ?? notFound(request)
                 if response.body.count < 2 { response.body = Data(repeating: UInt8(ascii: "x"), count: 1024) }
-                record(status: response.status, sequence: decision.sequence)
+                record(status: response.status, bodySize: response.body.count / 2, sequence: decision.sequence)
                 var bytes = serialize(response, head: true, keepAlive: true)
                 bytes.append(contentsOf: response.body.prefix(response.body.count / 2))
                 _ = connection.send(bytes)
@@ -367,7 +367,7 @@ private final class ServerCore: Sendable {
             case .latency?, nil:
                 response = decision.handler.map { $0(request) } ?? notFound(request)
             }
-            record(status: response.status, sequence: decision.sequence)
+            record(status: response.status, bodySize: sentBodySize(response, head: isHead), sequence: decision.sequence)
             let keepAlive = parsed.keepAlive && !state.withLock { $0.stopping }
             guard connection.send(serialize(response, head: isHead, keepAlive: keepAlive)), keepAlive else {
                 return .close
@@ -430,7 +430,8 @@ private final class ServerCore: Sendable {
             state.log.append(
                 HTTPLogEntry(
                     sequence: sequence, connectionID: connectionID, method: request.method, path: request.path,
-                    queryItems: request.queryItems, headers: request.headers, bodySize: request.body.count,
+                    target: request.target, queryItems: request.queryItems, headers: request.headers,
+                    bodySize: request.body.count,
                     route: pattern, status: nil, fault: fault, latencyMilliseconds: latency))
             return Decision(
                 sequence: sequence, handler: matched?.0.handler, captures: matched?.1 ?? [:], fault: fault,
@@ -439,10 +440,11 @@ private final class ServerCore: Sendable {
     }
 
     /// Notes the status before it is sent, so a client that has its answer finds the log complete.
-    private func record(status: Int, sequence: Int) {
+    private func record(status: Int, bodySize: Int, sequence: Int) {
         state.withLock { state in
             if let index = state.log.lastIndex(where: { $0.sequence == sequence }) {
                 state.log[index].status = status
+                state.log[index].responseBodySize = bodySize
             }
         }
     }
@@ -462,6 +464,12 @@ private final class ServerCore: Sendable {
     }
 }
 
+/// The body bytes ``serialize(_:head:keepAlive:)`` sends for `response`.
+private func sentBodySize(_ response: HTTPResponse, head: Bool) -> Int {
+    let bodiless = (100..<200).contains(response.status) || response.status == 204 || response.status == 304
+    return head || bodiless ? 0 : response.body.count
+}
+
 /// Status line and headers, and the body unless `head` (or a status that has none).
 private func serialize(_ response: HTTPResponse, head: Bool, keepAlive: Bool) -> [UInt8] {
     var text = "HTTP/1.1 \(response.status) \(reasonPhrase(response.status))\r\n"
@@ -474,6 +482,6 @@ private func serialize(_ response: HTTPResponse, head: Bool, keepAlive: Bool) ->
     if !keepAlive { text += "Connection: close\r\n" }
     text += "\r\n"
     var bytes = Array(text.utf8)
-    if !head && !bodiless { bytes.append(contentsOf: response.body) }
+    if sentBodySize(response, head: head) > 0 { bytes.append(contentsOf: response.body) }
     return bytes
 }

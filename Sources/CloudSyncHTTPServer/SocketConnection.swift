@@ -73,13 +73,20 @@ final class SocketConnection {
         }
         let method = String(requestLine[0])
         let target = requestLine[1]
+        // RFC 9112 §3.2.2: a server must accept the absolute form (what clients send to a proxy); the route is
+        // its path, and an empty path is "/".
+        var originForm = target
+        if let scheme = target.range(of: "://"), target[..<scheme.lowerBound].allSatisfy(\.isLetter) {
+            let afterAuthority = target[scheme.upperBound...].drop { $0 != "/" && $0 != "?" }
+            originForm = afterAuthority.hasPrefix("/") ? afterAuthority : Substring("/" + afterAuthority)
+        }
         let path: Substring
         var queryItems: [URLQueryItem] = []
-        if let question = target.firstIndex(of: "?") {
-            path = target[..<question]
-            queryItems = decodeQuery(target[target.index(after: question)...])
+        if let question = originForm.firstIndex(of: "?") {
+            path = originForm[..<question]
+            queryItems = decodeQuery(originForm[originForm.index(after: question)...])
         } else {
-            path = target
+            path = originForm
         }
 
         let connectionTokens = headers.values(for: "Connection").joined(separator: ",").lowercased()
@@ -108,7 +115,8 @@ final class SocketConnection {
             body = bytes
         }
         var request = ReceivedRequest(
-            method: method, path: String(path), queryItems: queryItems, headers: headers, body: Data(body))
+            method: method, path: String(path), target: String(target), queryItems: queryItems, headers: headers,
+            body: Data(body))
         if let question = target.firstIndex(of: "?") {
             request.rawQuery = String(target[target.index(after: question)...])
         }

@@ -18,6 +18,9 @@ public struct RunOptions: Sendable {
     public var onJobFinished: (@Sendable (RunReport.Job) -> Void)?
     /// Told how far the running job is: its name, keys done, and the total when known.
     public var onProgress: (@Sendable (String, Int, Int?) -> Void)?
+    /// Where the providers log (their HTTP requests at debug level), each line starting with the provider's id;
+    /// disabled by default.
+    public var logger: ProviderLogger = .disabled
 
     /// Options for a plain run: every job, changes made, `clear` jobs only with their own `confirm: true`, the report
     /// where the file says.
@@ -88,7 +91,8 @@ public struct PipelineRunner: Sendable {
         let runID = "\(spec.name)-\(started)-\(getpid())"
         let session: RunSession
         do throws(RunRefusal) {
-            session = try await RunSession.open(compiled, access: options.dryRun ? .dryRun : .write, clock: clock)
+            session = try await RunSession.open(
+                compiled, access: options.dryRun ? .dryRun : .write, clock: clock, logger: options.logger)
         } catch {
             switch error {
             case .cannotStart(let reason):

@@ -96,7 +96,7 @@ public final class RunSession: Sendable {
         for provider in spec.providers {
             let context = ProviderContext(
                 providerID: provider.id, clock: clock, state: ProviderState(provider: provider.id, store: stateStore),
-                metrics: metrics[provider.id]!, logger: logger.redacting(provider.secrets),
+                metrics: metrics[provider.id]!, logger: logger.redacting(provider.secrets).labelled(provider.id),
                 directory: spec.directory, readOnly: access == .dryRun)
             do {
                 made[provider.id] = try provider.configured.make(context: context)

@@ -4,7 +4,11 @@
 //                                  crash test kills it with SIGKILL at a random moment.
 //   sqlite-writer DB COUNT         writes COUNT keys to a SQLite provider in batches of 50, printing "done" at the end,
 //                                  while the test reads the same file from its own process.
+//   http-get URL                   sends one GET through HTTPClient over URLSessionTransport, as a provider would,
+//                                  and prints the status and the body on stdout, or the error's code and message on
+//                                  stderr (exit 1); the proxy tests run it with proxy variables set for it alone.
 import CloudSync
+import CloudSyncHTTP
 import CloudSyncLocal
 import CloudSyncTesting
 import Foundation
@@ -38,6 +42,20 @@ case ("sqlite-writer", 3):
         for result in results { _ = try result.get() }
     }
     FileHandle.standardOutput.write(Data("done\n".utf8))
+case ("http-get", 2):
+    guard let url = URL(string: arguments[1]) else { fail("not a URL: \(arguments[1])") }
+    let transport = URLSessionTransport()
+    let client = HTTPClient(
+        transport: transport, context: ProviderContext(providerID: "fixture"),
+        retryPolicy: RetryPolicy(maxAttempts: 1), timeout: .seconds(20))
+    do {
+        let response = try await client.send(HTTPRequest(method: .get, url: url))
+        FileHandle.standardOutput.write(Data("\(response.status)\n".utf8) + response.body)
+    } catch {
+        FileHandle.standardError.write(Data("\(error.code): \(error.message)\n".utf8))
+        exit(1)
+    }
+    transport.close()
 default:
-    fail("usage: cloudsync-test-fixture outbox-writer OUTBOX.db | sqlite-writer DB COUNT")
+    fail("usage: cloudsync-test-fixture outbox-writer OUTBOX.db | sqlite-writer DB COUNT | http-get URL")
 }

@@ -10,7 +10,8 @@ import Testing
     init() throws { executable = try ProcessRunner.builtProduct("cloudsync") }
 
     static let runUsage =
-        "cloudsync run FILE [--job NAME]... [--dry-run] [--report PATH|-] [--yes] [--quiet] [--progress auto|always|never]"
+        "cloudsync run FILE [--job NAME]... [--dry-run] [--report PATH|-] [--yes] [--quiet] [--progress auto|always|never] "
+        + "[--verbose]"
 
     @Test(arguments: [["run", "--help"], ["run", "-h"], ["help", "run"], ["run", "x.yaml", "--bogus", "-h"]])
     func subcommandHelpDescribesThatSubcommand(_ arguments: [String]) throws {
@@ -25,6 +26,7 @@ import Testing
             "  -q, --quiet             Print only a line per failed or errored job, and no progress.",
             "  --progress MODE         Show a progress line; auto shows it when standard error is a terminal.",
             "                          (values: auto, always, never; default: auto)",
+            "  -v, --verbose           Log each provider request on standard error: provider, method, path",
             "  -h, --help              Show this help and exit.", "EXIT CODES:",
             "  3    every job succeeded but "
                 + "writes wait in the outbox for a provider that could not take them",

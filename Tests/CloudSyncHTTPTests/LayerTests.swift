@@ -82,6 +82,21 @@ final class CountingAuthenticator: HTTPAuthenticator {
         #expect(HTTPErrorMapping.error(for: Odd(), sending: request()).code == .provider)
     }
 
+    @Test func theTransportsReasonIsKeptWithCredentialsStruck() {
+        let sentinel = RedactionTests.sentinel
+        let sent = HTTPRequest(
+            method: .get, url: URL(string: "https://api.example.test/v1/x?access_token=\(sentinel)")!)
+        let failure = URLError(
+            .unknown,
+            userInfo: [NSLocalizedDescriptionKey: "SSL certificate problem for \(sent.url.absoluteString)\n"])
+        let error = HTTPErrorMapping.error(for: failure, sending: sent)
+        #expect(error.code == .provider)
+        #expect(!error.message.contains(sentinel))
+        #expect(error.message.contains("failed with URLError -1: SSL certificate problem for https://api.example.test"))
+        #expect(error.message.contains("update-ca-certificates"))
+        #expect(!HTTPErrorMapping.error(for: URLError(.badURL), sending: sent).message.contains("trust store"))
+    }
+
     @Test func aLongBodyIsCutShort() {
         let error = HTTPErrorMapping.error(for: .text(400, String(repeating: "x", count: 5000)), to: request())
         #expect(error.message.count < 300)

@@ -183,14 +183,15 @@ private func accountPipeline(_ account: String, offline: Bool = false, codec: Bo
         await again.close()
     }
 
-    @Test func theLoggerRedactsTheProvidersSecrets() async throws {
+    /// Each provider's lines start with its id, so one sink (the CLI's `--verbose`) tells providers apart.
+    @Test func theLoggerRedactsTheProvidersSecretsAndNamesTheProvider() async throws {
         let directory = try TemporaryDirectory()
         let lines = Protected<[String]>([])
         let logger = ProviderLogger(minimumLevel: .debug) { _, line in lines.withLock { $0.append(line) } }
         let compiled = try compile(accountPipeline("alice"), in: directory, environment: ["TOKEN": "tok-XYZ-987"])
         let session = try await RunSession.open(compiled, logger: logger)
         await session.close()
-        #expect(lines.withLock { $0 } == ["signed in with token <redacted>"])
+        #expect(lines.withLock { $0 } == ["cloud: signed in with token <redacted>"])
     }
 }
 

@@ -118,6 +118,32 @@ import Testing
         #expect(text.components(separatedBy: "pong").count == 2)
     }
 
+    /// What a client sends to a proxy: the absolute form routes by its path and is logged as sent; `CONNECT`'s
+    /// authority form matches no route.
+    @Test func absoluteFormTargetsRouteByTheirPathAndAreLoggedAsSent() throws {
+        let server = try makeServer()
+        defer { server.stop() }
+        let client = try RawClient(port: server.port)
+        client.send(
+            "GET http://origin.example:8080/files/7?size=3 HTTP/1.1\r\nHost: origin.example:8080\r\n\r\n"
+                + "HEAD http://origin.example HTTP/1.1\r\nHost: origin.example\r\n\r\n"
+                + "CONNECT origin.example:443 HTTP/1.1\r\nHost: origin.example:443\r\nConnection: close\r\n\r\n")
+        let text = client.receiveUntilClosed()
+        #expect(text.contains(#"{"id":"7","size":3}"#))
+        let log = server.requestLog
+        #expect(
+            log.map(\.target) == [
+                "http://origin.example:8080/files/7?size=3", "http://origin.example", "origin.example:443",
+            ])
+        #expect(log.map(\.path) == ["/files/7", "/", "origin.example:443"])
+        #expect(log.map(\.status) == [200, 404, 404])
+        #expect(log.first?.queryItems == [URLQueryItem(name: "size", value: "3")])
+        // The bytes of body each answer carried: the JSON, none for HEAD, the 404's error body.
+        #expect(log[0].responseBodySize == 19)
+        #expect(log[1].responseBodySize == 0)
+        #expect((log[2].responseBodySize ?? 0) > 0)
+    }
+
     // MARK: Connections and bodies
 
     @Test func keepAliveReusesOneConnection() async throws {
