@@ -263,8 +263,10 @@ final class CountingAuthenticator: HTTPAuthenticator {
 }
 
 @Suite struct URLSessionTransportTests {
-    /// A port nothing listens on: bound, read back, and closed.
-    static func closedPort() -> Int {
+    /// A port that refuses connections for as long as the returned socket is open: bound but never listening, so no
+    /// other server (the emulators other suites start at the same time) can take it over, as it could a port that was
+    /// bound and closed again.
+    static func refusingPort() -> (socket: Int32, port: Int) {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
@@ -277,15 +279,16 @@ final class CountingAuthenticator: HTTPAuthenticator {
                 return getsockname(fd, pointer, &length)
             }
         }
-        close(fd)
-        return Int(UInt16(bigEndian: address.sin_port))
+        return (fd, Int(UInt16(bigEndian: address.sin_port)))
     }
 
     @Test func aClosedPortIsOfflineForDataUploadAndDownload() async throws {
         let directory = try TemporaryDirectory()
         let file = URL(fileURLWithPath: directory.file("f"))
         try Data("x".utf8).write(to: file)
-        let url = URL(string: "http://127.0.0.1:\(Self.closedPort())/v1/x?access_token=\(RedactionTests.sentinel)")!
+        let refusing = Self.refusingPort()
+        defer { close(refusing.socket) }
+        let url = URL(string: "http://127.0.0.1:\(refusing.port)/v1/x?access_token=\(RedactionTests.sentinel)")!
         let policy = RetryPolicy(maxAttempts: 1)
         let http = HTTPClient(
             transport: URLSessionTransport(maxConcurrency: 2), context: ProviderContext(providerID: "p1"),
