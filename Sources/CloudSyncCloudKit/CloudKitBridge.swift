@@ -112,6 +112,9 @@ public final class CloudKitBridge: Sendable {
             transport: authorized, context: context, retryPolicy: retryPolicy, timeout: timeout, maxConcurrency: 1)
     }
 
+    /// Releases the HTTP session and its connections; later calls fail with `ERR_CLOSED`.
+    public func close() { http.close() }
+
     /// Retries as ``RetryPolicy`` does, honouring the `retryAfter` seconds CloudKit puts in its error bodies.
     public static let defaultRetryPolicy = RetryPolicy(hint: RetryPolicy.jsonSecondsHint(field: "retryAfter"))
 
@@ -467,6 +470,8 @@ struct TokenRotatingTransport: HTTPTransport {
     let next: any HTTPTransport
     let apiToken: String
     let token: CloudKitWebAuthToken
+
+    func close() { next.close() }
 
     func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         var authorized = request

@@ -67,7 +67,10 @@ public final class CloudKitProvider: Provider {
     }
 
     /// Stops serving; later calls fail with `ERR_CLOSED`.
-    public func close() async { closed.withLock { $0 = true } }
+    public func close() async {
+        closed.withLock { $0 = true }
+        bridge.close()
+    }
 
     /// Forgets the remembered user record name.
     public func clearCaches() async { identity.withLock { $0 = nil } }

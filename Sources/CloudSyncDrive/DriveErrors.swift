@@ -90,6 +90,8 @@ public struct DriveRateLimitTransport: HTTPTransport {
     /// Over `next`.
     public init(next: any HTTPTransport) { self.next = next }
 
+    public func close() { next.close() }
+
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         var response = try await next.send(request)
         if response.status == 403, DriveErrorBody(response.body).isRateLimit {

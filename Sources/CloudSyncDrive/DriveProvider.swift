@@ -149,6 +149,8 @@ public final class DriveProvider: Provider {
         }) {
             poller.cancel()
         }
+        http.close()
+        chunkHTTP.close()
     }
 
     /// Polls the change feed every ``changePollInterval`` and calls `handler` with the keys changed or removed.

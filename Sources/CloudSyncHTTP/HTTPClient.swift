@@ -47,6 +47,9 @@ public struct HTTPClient: Sendable {
         providerID = context.providerID
     }
 
+    /// Releases the transport's session and connections; later requests fail with `ERR_CLOSED`.
+    public func close() { stack.close() }
+
     /// Sends `request` through every layer; any failure is a `CloudSyncError` naming the provider.
     public func send(_ request: HTTPRequest) async throws(CloudSyncError) -> HTTPResponse {
         do {

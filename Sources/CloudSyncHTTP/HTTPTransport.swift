@@ -15,6 +15,14 @@ import Synchronization
 public protocol HTTPTransport: Sendable {
     /// Sends `request` and returns the answer.
     func send(_ request: HTTPRequest) async throws -> HTTPResponse
+    /// Releases what the transport holds (a session, its kept-alive connections); later requests fail with
+    /// `ERR_CLOSED`. A layer closes the layer below it. Closing twice does nothing more.
+    func close()
+}
+
+extension HTTPTransport {
+    /// Nothing to release: the default for transports that hold no connections.
+    public func close() {}
 }
 
 /// Enforces the operation's deadline by racing it against the clock: URLSession's own timeouts are idle-only, so a
@@ -37,6 +45,8 @@ public struct DeadlineLayer: HTTPTransport {
         self.clock = clock
         self.timeout = timeout
     }
+
+    public func close() { next.close() }
 
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         var request = request
@@ -77,6 +87,8 @@ public struct AuthLayer: HTTPTransport {
         self.next = next
         self.authenticator = authenticator
     }
+
+    public func close() { next.close() }
 
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         var signed = request
@@ -136,6 +148,8 @@ public struct ConcurrencyLimitLayer: HTTPTransport {
         self.logger = logger
         self.clock = clock
     }
+
+    public func close() { next.close() }
 
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         try await semaphore.acquire()

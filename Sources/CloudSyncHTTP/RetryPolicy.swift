@@ -134,6 +134,8 @@ public struct RetryLayer: HTTPTransport {
         self.metrics = metrics
     }
 
+    public func close() { next.close() }
+
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         var attempt = 1
         var lastHintMs: Int?

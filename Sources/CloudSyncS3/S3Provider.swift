@@ -96,7 +96,10 @@ public final class S3Provider: Provider {
     private func objectKey(_ key: String) -> String { prefix + key }
 
     /// Stops serving; later calls fail with `ERR_CLOSED`.
-    public func close() async { closed.withLock { $0 = true } }
+    public func close() async {
+        closed.withLock { $0 = true }
+        client.http.close()
+    }
 
     /// Available when one listing request of the prefix succeeds; otherwise why not: `signedOut` for refused
     /// credentials, `misconfigured` for a missing or forbidden bucket, `offline` when the endpoint cannot be reached.

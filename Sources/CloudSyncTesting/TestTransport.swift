@@ -10,6 +10,7 @@ public final class TestTransport: HTTPTransport {
         var script: [Result<HTTPResponse, any Error>] = []
         var inFlight = 0
         var maxInFlight = 0
+        var closeCount = 0
     }
 
     private let state = Mutex(State())
@@ -37,6 +38,12 @@ public final class TestTransport: HTTPTransport {
     public var inFlight: Int { state.withLock { $0.inFlight } }
     /// The most requests ever in flight at once.
     public var maxInFlight: Int { state.withLock { $0.maxInFlight } }
+
+    /// How many times ``close()`` was called.
+    public var closeCount: Int { state.withLock { $0.closeCount } }
+
+    /// Counts the call; a test transport holds no connections.
+    public func close() { state.withLock { $0.closeCount += 1 } }
 
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         let scripted = state.withLock { state -> Result<HTTPResponse, any Error>? in
