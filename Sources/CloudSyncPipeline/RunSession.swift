@@ -36,6 +36,7 @@ public final class RunSession: Sendable {
     public let unopened: [String: CloudSyncError]
     private let lock: RunLock?
     private let isClosed = Protected(false)
+    private let unchecked = Protected<[String: CloudSyncError]>([:])
 
     /// The state directory's files.
     public var outboxPath: String { compiled.spec.state + "/outbox.db" }
@@ -169,6 +170,27 @@ public final class RunSession: Sendable {
     /// Outbox entries dropped so far, by reason.
     public var dropped: [String: Int] { drops.withLock { $0 } }
 
+    /// Providers whose account an earlier run recorded but this session could not check, with the error the check
+    /// failed with; their queued writes are held back for the whole session.
+    public var uncheckedAccounts: [String: CloudSyncError] { unchecked.withLock { $0 } }
+
+    /// The queued writes held back now, for each provider whose account could not be checked and that has any.
+    public func heldWrites() -> [String: RunReport.OutboxHeld] {
+        let held = outbox?.held ?? [:]
+        var lines: [String: RunReport.OutboxHeld] = [:]
+        for (provider, error) in uncheckedAccounts {
+            guard let count = held[provider], count > 0 else { continue }
+            let writes = count == 1 ? "1 queued write was" : "\(count) queued writes were"
+            lines[provider] = RunReport.OutboxHeld(
+                entries: count, code: error.code.rawValue,
+                message:
+                    "the account of `\(provider)` could not be checked (\(error.code): \(error.message)), so \(writes) "
+                    + "not sent: they were queued for the account an earlier run saw, and whoever is signed in now may "
+                    + "be someone else; they stay queued for the next run that can check the account")
+        }
+        return lines
+    }
+
     private static func makeOutbox(
         _ compiled: CompiledPipeline, access: Access, drops: Protected<[String: Int]>
     ) throws -> Outbox {
@@ -191,17 +213,33 @@ public final class RunSession: Sendable {
         return try Outbox(storage: copy, limits: limits, onDropped: onDropped)
     }
 
-    /// Compares each provider's account with the one the last run saw; after a switch, the outbox's entries (written
-    /// for the previous account) are abandoned and the provider's caches cleared, as a live account event would.
+    /// Compares each provider's account with the one the last run saw.
+    ///
+    /// After a switch, the outbox's entries for that provider (written for the previous account) are abandoned and
+    /// its caches cleared, as a live account event would; entries for other providers were queued for accounts that
+    /// did not change and stay. When the check fails (a slow network, a deadline, a 503) for a provider whose account
+    /// an earlier run recorded, this session cannot tell a switch from no switch: that provider's entries are held,
+    /// neither sent nor dropped, and the report says why (``heldWrites()``).
     private func noticeAccountSwitches(clock: any StoreClock) async {
         guard let stateDatabase else { return }
         for provider in compiled.spec.providers {
-            guard let live = providers[provider.id],
-                let identity = try? await live.accountIdentity()
-            else { continue }
+            guard let live = providers[provider.id] else { continue }
             let previous = try? stateDatabase.identity(of: provider.id)
+            let current: String?
+            do {
+                current = try await live.accountIdentity()
+            } catch {
+                guard previous != nil else { continue }
+                let failure =
+                    (error as? CloudSyncError)
+                    ?? CloudSyncError(.provider, "\(error)", provider: provider.id)
+                unchecked.withLock { $0[provider.id] = failure }
+                outbox?.hold(provider.id)
+                continue
+            }
+            guard let identity = current else { continue }
             if let previous, previous != identity {
-                outbox?.abandonForAccountChange()
+                outbox?.abandonForAccountChange(of: provider.id)
                 await live.clearCaches()
             }
             try? stateDatabase.remember(
@@ -213,6 +251,7 @@ public final class RunSession: Sendable {
     /// probed under the store's deadline, and what the provider counted.
     public func providerLines() async -> [RunReport.Provider] {
         var lines: [RunReport.Provider] = []
+        let held = heldWrites()
         for provider in compiled.spec.providers {
             let availability: Availability
             do {
@@ -229,7 +268,7 @@ public final class RunSession: Sendable {
                     },
                     requests: reading.requests, bytesRead: reading.bytesRead, bytesWritten: reading.bytesWritten,
                     retries: reading.retries, throttled: reading.throttled,
-                    duplicates: reading.duplicates > 0 ? reading.duplicates : nil))
+                    duplicates: reading.duplicates > 0 ? reading.duplicates : nil, outboxHeld: held[provider.id]))
         }
         return lines
     }
