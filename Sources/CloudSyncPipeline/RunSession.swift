@@ -36,7 +36,6 @@ public final class RunSession: Sendable {
     public let unopened: [String: CloudSyncError]
     private let lock: RunLock?
     private let isClosed = Protected(false)
-    private let unchecked = Protected<[String: CloudSyncError]>([:])
 
     /// The state directory's files.
     public var outboxPath: String { compiled.spec.state + "/outbox.db" }
@@ -126,6 +125,12 @@ public final class RunSession: Sendable {
                 throw RunRefusal.cannotStart("cannot open the outbox in \(spec.state): \(error)")
             }
         }
+        // Checked before the store exists, so a provider that reports the switch as a live account event too (Drive
+        // does) reaches no store: a live event abandons the whole outbox, this check only the switched provider's.
+        let unchecked =
+            access == .write
+            ? await noticeAccountSwitches(
+                compiled, providers: providers, stateDatabase: stateDatabase, outbox: outbox, clock: clock) : [:]
         var options = compiled.storeOptions
         options.outbox = outbox
         options.clock = clock
@@ -145,17 +150,19 @@ public final class RunSession: Sendable {
         closeProviders = false
         let session = RunSession(
             compiled: compiled, access: access, store: store, outbox: outbox, providers: providers,
-            stateDatabase: stateDatabase, metrics: metrics, lock: lock, drops: drops, unopened: unopened)
-        if access == .write { await session.noticeAccountSwitches(clock: clock) }
+            stateDatabase: stateDatabase, metrics: metrics, lock: lock, drops: drops, unopened: unopened,
+            uncheckedAccounts: unchecked)
         return session
     }
 
     private init(
         compiled: CompiledPipeline, access: Access, store: CloudStore, outbox: Outbox?,
         providers: [String: any Provider], stateDatabase: StateDatabase?, metrics: [String: ProviderMetrics],
-        lock: RunLock?, drops: Protected<[String: Int]>, unopened: [String: CloudSyncError]
+        lock: RunLock?, drops: Protected<[String: Int]>, unopened: [String: CloudSyncError],
+        uncheckedAccounts: [String: CloudSyncError]
     ) {
         self.unopened = unopened
+        self.uncheckedAccounts = uncheckedAccounts
         self.compiled = compiled
         self.access = access
         self.store = store
@@ -172,7 +179,7 @@ public final class RunSession: Sendable {
 
     /// Providers whose account an earlier run recorded but this session could not check, with the error the check
     /// failed with; their queued writes are held back for the whole session.
-    public var uncheckedAccounts: [String: CloudSyncError] { unchecked.withLock { $0 } }
+    public let uncheckedAccounts: [String: CloudSyncError]
 
     /// The queued writes held back now, for each provider whose account could not be checked and that has any.
     public func heldWrites() -> [String: RunReport.OutboxHeld] {
@@ -220,8 +227,14 @@ public final class RunSession: Sendable {
     /// did not change and stay. When the check fails (a slow network, a deadline, a 503) for a provider whose account
     /// an earlier run recorded, this session cannot tell a switch from no switch: that provider's entries are held,
     /// neither sent nor dropped, and the report says why (``heldWrites()``).
-    private func noticeAccountSwitches(clock: any StoreClock) async {
-        guard let stateDatabase else { return }
+    ///
+    /// Returns the providers whose account could not be checked, with why.
+    private static func noticeAccountSwitches(
+        _ compiled: CompiledPipeline, providers: [String: any Provider], stateDatabase: StateDatabase?,
+        outbox: Outbox?, clock: any StoreClock
+    ) async -> [String: CloudSyncError] {
+        guard let stateDatabase else { return [:] }
+        var unchecked: [String: CloudSyncError] = [:]
         for provider in compiled.spec.providers {
             guard let live = providers[provider.id] else { continue }
             let previous = try? stateDatabase.identity(of: provider.id)
@@ -233,7 +246,7 @@ public final class RunSession: Sendable {
                 let failure =
                     (error as? CloudSyncError)
                     ?? CloudSyncError(.provider, "\(error)", provider: provider.id)
-                unchecked.withLock { $0[provider.id] = failure }
+                unchecked[provider.id] = failure
                 outbox?.hold(provider.id)
                 continue
             }
@@ -245,6 +258,7 @@ public final class RunSession: Sendable {
             try? stateDatabase.remember(
                 identity: identity, of: provider.id, at: iso8601(clock.nowMilliseconds()))
         }
+        return unchecked
     }
 
     /// The report's line for each provider the file declares: availability (with the reason when unavailable),
