@@ -187,13 +187,14 @@ public final class RunSession: Sendable {
         var lines: [String: RunReport.OutboxHeld] = [:]
         for (provider, error) in uncheckedAccounts {
             guard let count = held[provider], count > 0 else { continue }
-            let writes = count == 1 ? "1 queued write was" : "\(count) queued writes were"
+            let (writes, they) = count == 1 ? ("1 write", "it stays") : ("\(count) writes", "they stay")
             lines[provider] = RunReport.OutboxHeld(
                 entries: count, code: error.code.rawValue,
                 message:
                     "the account of `\(provider)` could not be checked (\(error.code): \(error.message)), so \(writes) "
-                    + "not sent: they were queued for the account an earlier run saw, and whoever is signed in now may "
-                    + "be someone else; they stay queued for the next run that can check the account")
+                    + "queued for the account an earlier run saw went unsent, as whoever is signed in now may be someone "
+                    + "else; \(they) queued for the next run that can check the account (if the check keeps failing, "
+                    + "find out why the provider does not say who is signed in)")
         }
         return lines
     }

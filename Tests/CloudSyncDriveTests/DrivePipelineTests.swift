@@ -235,17 +235,24 @@ import Testing
         return file
     }
 
-    /// Runs `file` with each token variable signed in as the user given, and returns the report.
-    func run(_ file: String, signedIn users: [String: String]) async throws -> [String: Any] {
+    /// The emulator's endpoints, with each token variable signed in as the user given.
+    func environment(signedIn users: [String: String]) -> [String: String] {
         let urls = host.server.urls["drive"]!
         var environment = [
             "CLIENT_ID": urls["clientId"]!, "CLIENT_SECRET": urls["clientSecret"]!, "ENDPOINT": urls["endpoint"]!,
             "TOKEN_ENDPOINT": urls["tokenEndpoint"]!,
         ]
         for (token, user) in users { environment[token] = host.signIn(user).refreshToken }
+        return environment
+    }
+
+    /// Runs `file` with each token variable signed in as the user given, and returns the report.
+    func run(_ file: String, signedIn users: [String: String]) async throws -> [String: Any] {
         let report = directory.path + "/report-\(UUID().uuidString).json"
-        _ = await CommandLineTool(standardOutput: { _ in }, standardError: { _ in }, environment: environment)
-            .run(["run", file, "--quiet", "--report", report])
+        _ = await CommandLineTool(
+            standardOutput: { _ in }, standardError: { _ in }, environment: environment(signedIn: users)
+        )
+        .run(["run", file, "--quiet", "--report", report])
         let data = try Data(contentsOf: URL(fileURLWithPath: report))
         return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
     }
@@ -279,6 +286,21 @@ import Testing
         #expect(held?["entries"] as? Int == 2, "\(unsure)")
         #expect(held?["code"] as? String == "ERR_SERVER")
         #expect((held?["message"] as? String)?.contains("could not be checked") == true)
+        #expect(names("bob@example.com").isEmpty)
+
+        // `outbox flush` opens the pipeline the same way, and says what it held and why.
+        host.server.server.setFaultPlan(
+            HTTPFaultPlan([.errors(503, onCalls: Array(1...5), route: "GET /drive/v3/about")]))
+        let said = Mutex("")
+        let status = await CommandLineTool(
+            standardOutput: { _ in }, standardError: { text in said.withLock { $0 += text } },
+            environment: environment(signedIn: ["TOKEN": "bob@example.com"])
+        )
+        .run(["outbox", "flush", flushing])
+        #expect(status == .success)
+        let output = said.withLock { $0 }
+        #expect(output.contains("drained 0, remaining 2, dropped 0"), "\(output)")
+        #expect(output.contains("held 2 for token: the account of `token` could not be checked (ERR_SERVER"))
         #expect(names("bob@example.com").isEmpty)
         host.server.server.clearFaultPlan()
 

@@ -354,7 +354,8 @@ private func accountPipeline(
 
         // cloud's account switched to bob; backup is still carol's, so her queued write is still hers to deliver.
         let second = try await PipelineRunner(
-            try compile(twoAccounts(cloud: "bob", backup: "carol", offline: false), in: directory, environment: environment),
+            try compile(
+                twoAccounts(cloud: "bob", backup: "carol", offline: false), in: directory, environment: environment),
             options: RunOptions()
         ).run()
         #expect(second.report.outbox.pendingBefore == 1, "counted after the account check")
