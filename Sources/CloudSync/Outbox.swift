@@ -9,7 +9,9 @@
 /// - **Durable** as its storage is: with `SQLiteOutboxStorage` an entry is on disk before the write call returns.
 ///
 /// The store drives it: it queues failed writes, flushes due entries (`CloudStore.flushOutbox()`), and abandons
-/// everything when the account's identity changes.
+/// everything when an account event says the identity changed. A pipeline run, which checks each provider's account
+/// itself, abandons only the entries of a provider whose account changed (``abandonForAccountChange(of:)``) and holds
+/// back those of a provider whose account it could not check (``hold(_:)``).
 public final class Outbox: Sendable {
     /// Why an entry was given up.
     public enum DropReason: String, Sendable, Equatable {
@@ -99,6 +101,8 @@ public final class Outbox: Sendable {
         var oldestHint: Int64 = 1
         /// Bumped when the account changes: work begun before it may not be queued after it.
         var generation = 0
+        /// Providers whose entries are never due while this outbox is open.
+        var held: Set<String> = []
     }
 
     /// The limits the outbox enforces.
@@ -214,7 +218,10 @@ public final class Outbox: Sendable {
     func due(now: Int64) -> (due: [OutboxEntry], expired: Int) {
         let (due, expired) = state.withLock { state -> ([OutboxEntry], [OutboxEntry]) in
             let maxAge = limits.maxAge.milliseconds
-            var expired = state.entries.values.filter { now - $0.enqueuedAtMs > maxAge }
+            let held = state.held
+            // A held provider's entries are left exactly as they are: neither retried nor expired.
+            let candidates = state.entries.values.filter { !held.contains($0.provider) }
+            var expired = candidates.filter { now - $0.enqueuedAtMs > maxAge }
             if !expired.isEmpty {
                 if (try? storage.delete(ids: expired.map(\.id))) != nil {
                     for entry in expired { remove(entry.id, from: &state) }
@@ -224,12 +231,16 @@ public final class Outbox: Sendable {
                     let stuck = Set(expired.map(\.id))
                     expired = []
                     return (
-                        state.entries.values.filter { $0.nextAttemptAtMs <= now && !stuck.contains($0.id) }
+                        candidates.filter { $0.nextAttemptAtMs <= now && !stuck.contains($0.id) }
                             .sorted { $0.id < $1.id }, expired
                     )
                 }
             }
-            return (state.entries.values.filter { $0.nextAttemptAtMs <= now }.sorted { $0.id < $1.id }, expired)
+            let expiredIDs = Set(expired.map(\.id))
+            return (
+                candidates.filter { $0.nextAttemptAtMs <= now && !expiredIDs.contains($0.id) }.sorted { $0.id < $1.id },
+                expired
+            )
         }
         for entry in expired.sorted(by: { $0.id < $1.id }) { onDropped?(entry, .expired) }
         return (due, expired.count)
@@ -292,6 +303,40 @@ public final class Outbox: Sendable {
     package func abandonForAccountChange() {
         state.withLock { $0.generation += 1 }
         drop(where: { _ in true }, reason: .accountChanged)
+    }
+
+    /// Gives up the entries queued for `provider`, whose account's identity changed; returns how many.
+    ///
+    /// Entries for other providers were queued for accounts that did not change and stay. Work begun before this
+    /// may no longer queue anything, for any provider (the same rule as ``abandonForAccountChange()``).
+    @discardableResult
+    package func abandonForAccountChange(of provider: String) -> Int {
+        state.withLock { $0.generation += 1 }
+        return drop(where: { $0.provider == provider }, reason: .accountChanged)
+    }
+
+    /// Holds back the entries queued for `provider` for as long as this outbox is open: they are never due, so no
+    /// flush sends them and none expires, and they stay stored, unchanged, for a later open; returns how many it
+    /// holds now.
+    ///
+    /// For a provider whose account cannot be checked: whoever is signed in may not be the user they were queued
+    /// for. Writes made meanwhile still replace and supersede them as usual.
+    @discardableResult
+    package func hold(_ provider: String) -> Int {
+        state.withLock { state in
+            state.held.insert(provider)
+            return state.entries.values.filter { $0.provider == provider }.count
+        }
+    }
+
+    /// How many entries are queued for each held provider (held ones with none included).
+    package var held: [String: Int] {
+        state.withLock { state in
+            Dictionary(
+                uniqueKeysWithValues: state.held.map { provider in
+                    (provider, state.entries.values.filter { $0.provider == provider }.count)
+                })
+        }
     }
 
     /// Gives up the entries `predicate` selects, reporting each with `reason`; returns how many.

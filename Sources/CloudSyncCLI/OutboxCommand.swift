@@ -33,6 +33,9 @@ extension CommandLineTool {
         do {
             let result = try await session.store.flushOutbox()
             standardError("drained \(result.drained), remaining \(result.remaining), dropped \(result.dropped)\n")
+            for (provider, held) in session.heldWrites().sorted(by: { $0.key < $1.key }) {
+                standardError("held \(held.entries) for \(provider): \(held.message)\n")
+            }
         } catch {
             standardError("Error: \(error)\n")
             await session.close()

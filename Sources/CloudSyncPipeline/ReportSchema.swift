@@ -93,7 +93,18 @@ public enum ReportSchema {
                   "bytesWritten": { "type": "integer", "minimum": 0 },
                   "retries": { "description": "Requests sent again after a failure that may pass.", "type": "integer", "minimum": 0 },
                   "throttled": { "description": "Answers that asked for fewer requests.", "type": "integer", "minimum": 0 },
-                  "duplicates": { "description": "Surplus copies of keys the provider found (Drive files sharing a key's name); absent when none.", "type": "integer", "minimum": 1 }
+                  "duplicates": { "description": "Surplus copies of keys the provider found (Drive files sharing a key's name); absent when none.", "type": "integer", "minimum": 1 },
+                  "outboxHeld": {
+                    "description": "Queued writes not sent because the run could not check who is signed in to an account an earlier run recorded; they stay queued for a run that can. Absent when none were held.",
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["entries", "code", "message"],
+                    "properties": {
+                      "entries": { "type": "integer", "minimum": 1 },
+                      "code": { "description": "The code the account check failed with.", "type": "string", "pattern": "^ERR_[A-Z_]+$" },
+                      "message": { "type": "string" }
+                    }
+                  }
                 }
               }
             }

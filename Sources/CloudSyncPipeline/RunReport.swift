@@ -117,6 +117,22 @@ public struct RunReport: Codable, Sendable {
         public var throttled: Int
         /// Surplus copies of keys the provider found (Drive files sharing a key's name); absent when none.
         public var duplicates: Int?
+        /// Writes queued for this provider that the run kept back because it could not check who is signed in;
+        /// absent when none were.
+        public var outboxHeld: OutboxHeld? = nil
+    }
+
+    /// Queued writes a run did not send because it could not check the provider's account.
+    ///
+    /// An earlier run recorded who was signed in; while the account cannot be checked, whoever is signed in now may
+    /// be someone else, so the writes stay queued, untouched, for a run that can check.
+    public struct OutboxHeld: Codable, Sendable, Equatable {
+        /// How many queued writes were kept back.
+        public var entries: Int
+        /// The code of the error the account check failed with.
+        public var code: String
+        /// Why, and what to do, for people.
+        public var message: String
     }
 
     /// Why a provider was unavailable.

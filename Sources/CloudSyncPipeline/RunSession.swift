@@ -125,6 +125,12 @@ public final class RunSession: Sendable {
                 throw RunRefusal.cannotStart("cannot open the outbox in \(spec.state): \(error)")
             }
         }
+        // Checked before the store exists, so a provider that reports the switch as a live account event too (Drive
+        // does) reaches no store: a live event abandons the whole outbox, this check only the switched provider's.
+        let unchecked =
+            access == .write
+            ? await noticeAccountSwitches(
+                compiled, providers: providers, stateDatabase: stateDatabase, outbox: outbox, clock: clock) : [:]
         var options = compiled.storeOptions
         options.outbox = outbox
         options.clock = clock
@@ -144,17 +150,19 @@ public final class RunSession: Sendable {
         closeProviders = false
         let session = RunSession(
             compiled: compiled, access: access, store: store, outbox: outbox, providers: providers,
-            stateDatabase: stateDatabase, metrics: metrics, lock: lock, drops: drops, unopened: unopened)
-        if access == .write { await session.noticeAccountSwitches(clock: clock) }
+            stateDatabase: stateDatabase, metrics: metrics, lock: lock, drops: drops, unopened: unopened,
+            uncheckedAccounts: unchecked)
         return session
     }
 
     private init(
         compiled: CompiledPipeline, access: Access, store: CloudStore, outbox: Outbox?,
         providers: [String: any Provider], stateDatabase: StateDatabase?, metrics: [String: ProviderMetrics],
-        lock: RunLock?, drops: Protected<[String: Int]>, unopened: [String: CloudSyncError]
+        lock: RunLock?, drops: Protected<[String: Int]>, unopened: [String: CloudSyncError],
+        uncheckedAccounts: [String: CloudSyncError]
     ) {
         self.unopened = unopened
+        self.uncheckedAccounts = uncheckedAccounts
         self.compiled = compiled
         self.access = access
         self.store = store
@@ -168,6 +176,28 @@ public final class RunSession: Sendable {
 
     /// Outbox entries dropped so far, by reason.
     public var dropped: [String: Int] { drops.withLock { $0 } }
+
+    /// Providers whose account an earlier run recorded but this session could not check, with the error the check
+    /// failed with; their queued writes are held back for the whole session.
+    public let uncheckedAccounts: [String: CloudSyncError]
+
+    /// The queued writes held back now, for each provider whose account could not be checked and that has any.
+    public func heldWrites() -> [String: RunReport.OutboxHeld] {
+        let held = outbox?.held ?? [:]
+        var lines: [String: RunReport.OutboxHeld] = [:]
+        for (provider, error) in uncheckedAccounts {
+            guard let count = held[provider], count > 0 else { continue }
+            let (writes, they) = count == 1 ? ("1 write", "it stays") : ("\(count) writes", "they stay")
+            lines[provider] = RunReport.OutboxHeld(
+                entries: count, code: error.code.rawValue,
+                message:
+                    "the account of `\(provider)` could not be checked (\(error.code): \(error.message)), so \(writes) "
+                    + "queued for the account an earlier run saw went unsent, as whoever is signed in now may be someone "
+                    + "else; \(they) queued for the next run that can check the account (if the check keeps failing, "
+                    + "find out why the provider does not say who is signed in)")
+        }
+        return lines
+    }
 
     private static func makeOutbox(
         _ compiled: CompiledPipeline, access: Access, drops: Protected<[String: Int]>
@@ -191,28 +221,52 @@ public final class RunSession: Sendable {
         return try Outbox(storage: copy, limits: limits, onDropped: onDropped)
     }
 
-    /// Compares each provider's account with the one the last run saw; after a switch, the outbox's entries (written
-    /// for the previous account) are abandoned and the provider's caches cleared, as a live account event would.
-    private func noticeAccountSwitches(clock: any StoreClock) async {
-        guard let stateDatabase else { return }
+    /// Compares each provider's account with the one the last run saw.
+    ///
+    /// After a switch, the outbox's entries for that provider (written for the previous account) are abandoned and
+    /// its caches cleared, as a live account event would; entries for other providers were queued for accounts that
+    /// did not change and stay. When the check fails (a slow network, a deadline, a 503) for a provider whose account
+    /// an earlier run recorded, this session cannot tell a switch from no switch: that provider's entries are held,
+    /// neither sent nor dropped, and the report says why (``heldWrites()``).
+    ///
+    /// Returns the providers whose account could not be checked, with why.
+    private static func noticeAccountSwitches(
+        _ compiled: CompiledPipeline, providers: [String: any Provider], stateDatabase: StateDatabase?,
+        outbox: Outbox?, clock: any StoreClock
+    ) async -> [String: CloudSyncError] {
+        guard let stateDatabase else { return [:] }
+        var unchecked: [String: CloudSyncError] = [:]
         for provider in compiled.spec.providers {
-            guard let live = providers[provider.id],
-                let identity = try? await live.accountIdentity()
-            else { continue }
+            guard let live = providers[provider.id] else { continue }
             let previous = try? stateDatabase.identity(of: provider.id)
+            let current: String?
+            do {
+                current = try await live.accountIdentity()
+            } catch {
+                guard previous != nil else { continue }
+                let failure =
+                    (error as? CloudSyncError)
+                    ?? CloudSyncError(.provider, "\(error)", provider: provider.id)
+                unchecked[provider.id] = failure
+                outbox?.hold(provider.id)
+                continue
+            }
+            guard let identity = current else { continue }
             if let previous, previous != identity {
-                outbox?.abandonForAccountChange()
+                outbox?.abandonForAccountChange(of: provider.id)
                 await live.clearCaches()
             }
             try? stateDatabase.remember(
                 identity: identity, of: provider.id, at: iso8601(clock.nowMilliseconds()))
         }
+        return unchecked
     }
 
     /// The report's line for each provider the file declares: availability (with the reason when unavailable),
     /// probed under the store's deadline, and what the provider counted.
     public func providerLines() async -> [RunReport.Provider] {
         var lines: [RunReport.Provider] = []
+        let held = heldWrites()
         for provider in compiled.spec.providers {
             let availability: Availability
             do {
@@ -229,7 +283,7 @@ public final class RunSession: Sendable {
                     },
                     requests: reading.requests, bytesRead: reading.bytesRead, bytesWritten: reading.bytesWritten,
                     retries: reading.retries, throttled: reading.throttled,
-                    duplicates: reading.duplicates > 0 ? reading.duplicates : nil))
+                    duplicates: reading.duplicates > 0 ? reading.duplicates : nil, outboxHeld: held[provider.id]))
         }
         return lines
     }

@@ -191,6 +191,147 @@ import Testing
     }
 }
 
+/// Two runs of a pipeline around a run that cannot check who is signed in, and a switch that concerns one of two Drive
+/// accounts.
+@Suite struct DriveAccountCheckTests {
+    let host: DriveHost
+    let directory: TemporaryDirectory
+
+    init() throws {
+        host = try DriveHost()
+        directory = try TemporaryDirectory()
+        try #"{"version": 1, "count": 2, "items": {"one": "1", "two": "2"}}"#.write(
+            toFile: directory.path + "/items.export.json", atomically: true, encoding: .utf8)
+    }
+
+    /// Writes the pipeline `check` with a Drive provider per token variable (named after it, lowercased), mirrored
+    /// in the store, and `jobs`; the state directory is the same whatever the jobs.
+    func pipeline(_ tokens: [String], jobs: String) throws -> String {
+        let file = directory.path + "/check.yaml"
+        let providers = tokens.map { token in
+            """
+              \(token.lowercased()):
+                type: googleDrive
+                clientId: ${env:CLIENT_ID}
+                clientSecret: ${env:CLIENT_SECRET}
+                refreshToken: ${env:\(token)}
+                endpoint: ${env:ENDPOINT}
+                tokenEndpoint: ${env:TOKEN_ENDPOINT}
+                timeoutMs: 10000
+            """
+        }
+        try """
+        version: 1
+        name: check
+        providers:
+        \(providers.joined(separator: "\n"))
+        store:
+          providers: [\(tokens.map { $0.lowercased() }.joined(separator: ", "))]
+          writeMode: mirror
+        jobs:
+          - \(jobs)
+
+        """.write(toFile: file, atomically: true, encoding: .utf8)
+        return file
+    }
+
+    /// The emulator's endpoints, with each token variable signed in as the user given.
+    func environment(signedIn users: [String: String]) -> [String: String] {
+        let urls = host.server.urls["drive"]!
+        var environment = [
+            "CLIENT_ID": urls["clientId"]!, "CLIENT_SECRET": urls["clientSecret"]!, "ENDPOINT": urls["endpoint"]!,
+            "TOKEN_ENDPOINT": urls["tokenEndpoint"]!,
+        ]
+        for (token, user) in users { environment[token] = host.signIn(user).refreshToken }
+        return environment
+    }
+
+    /// Runs `file` with each token variable signed in as the user given, and returns the report.
+    func run(_ file: String, signedIn users: [String: String]) async throws -> [String: Any] {
+        let report = directory.path + "/report-\(UUID().uuidString).json"
+        _ = await CommandLineTool(
+            standardOutput: { _ in }, standardError: { _ in }, environment: environment(signedIn: users)
+        )
+        .run(["run", file, "--quiet", "--report", report])
+        let data = try Data(contentsOf: URL(fileURLWithPath: report))
+        return try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
+    }
+
+    func names(_ user: String) -> Set<String> { Set(host.files.files(of: user).map(\.name)) }
+
+    /// Every upload answered 429 with `Retry-After: 0`: the write is queued, and due again straight away.
+    let uploadsRefused = HTTPFaultRule.tooManyRequests(retryAfterSeconds: 0, route: "POST /upload/drive/v3/files")
+
+    @Test func writesQueuedForAliceWaitWhileARunCannotCheckWhoIsSignedIn() async throws {
+        // Alice's run cannot upload: the two writes wait in the outbox, due again at once (Retry-After: 0), so
+        // only the account check keeps the next run from sending them.
+        host.server.server.setFaultPlan(HTTPFaultPlan([uploadsRefused]))
+        let importing = try pipeline(["TOKEN"], jobs: "{ type: import, path: items.export.json, to: store }")
+        let first = try await run(importing, signedIn: ["TOKEN": "alice@example.com"])
+        #expect((first["outbox"] as? [String: Any])?["pendingAfter"] as? Int == 2, "\(first)")
+
+        // Bob signed in meanwhile, and about.get answers 503 to every attempt of the identity check (later calls,
+        // the availability probe among them, succeed): uploads would work, but nothing of Alice's may go to Bob.
+        host.server.server.setFaultPlan(
+            HTTPFaultPlan([.errors(503, onCalls: Array(1...5), route: "GET /drive/v3/about")]))
+        let flushing = try pipeline(["TOKEN"], jobs: "{ type: flush }")
+        let unsure = try await run(flushing, signedIn: ["TOKEN": "bob@example.com"])
+        let outbox = unsure["outbox"] as? [String: Any]
+        #expect(outbox?["drained"] as? Int == 0, "\(unsure)")
+        #expect(outbox?["pendingAfter"] as? Int == 2)
+        #expect((outbox?["dropped"] as? [String: Int])?.isEmpty == true)
+        #expect(unsure["status"] as? String == "queued")
+        let line = (unsure["providers"] as? [[String: Any]])?.first { $0["id"] as? String == "token" }
+        let held = line?["outboxHeld"] as? [String: Any]
+        #expect(held?["entries"] as? Int == 2, "\(unsure)")
+        #expect(held?["code"] as? String == "ERR_SERVER")
+        #expect((held?["message"] as? String)?.contains("could not be checked") == true)
+        #expect(names("bob@example.com").isEmpty)
+
+        // `outbox flush` opens the pipeline the same way, and says what it held and why.
+        host.server.server.setFaultPlan(
+            HTTPFaultPlan([.errors(503, onCalls: Array(1...5), route: "GET /drive/v3/about")]))
+        let said = Mutex("")
+        let status = await CommandLineTool(
+            standardOutput: { _ in }, standardError: { text in said.withLock { $0 += text } },
+            environment: environment(signedIn: ["TOKEN": "bob@example.com"])
+        )
+        .run(["outbox", "flush", flushing])
+        #expect(status == .success)
+        let output = said.withLock { $0 }
+        #expect(output.contains("drained 0, remaining 2, dropped 0"), "\(output)")
+        #expect(output.contains("held 2 for token: the account of `token` could not be checked (ERR_SERVER"))
+        #expect(names("bob@example.com").isEmpty)
+        host.server.server.clearFaultPlan()
+
+        // Alice again, checked: her writes reach her Drive.
+        let checked = try await run(flushing, signedIn: ["TOKEN": "alice@example.com"])
+        #expect((checked["outbox"] as? [String: Any])?["drained"] as? Int == 2, "\(checked)")
+        #expect(names("alice@example.com") == ["one", "two"])
+        #expect(names("bob@example.com").isEmpty)
+    }
+
+    @Test func aSwitchOfOneOfTwoAccountsAbandonsOnlyItsWrites() async throws {
+        host.server.server.setFaultPlan(HTTPFaultPlan([uploadsRefused]))
+        let importing = try pipeline(
+            ["WORK", "HOME"], jobs: "{ type: import, path: items.export.json, to: store }")
+        let first = try await run(importing, signedIn: ["WORK": "alice@example.com", "HOME": "carol@example.com"])
+        #expect((first["outbox"] as? [String: Any])?["pendingAfter"] as? Int == 4, "\(first)")
+        host.server.server.clearFaultPlan()
+
+        // `work` is Bob's now; `home` is still Carol's, so her two writes are still hers to receive.
+        let flushing = try pipeline(["WORK", "HOME"], jobs: "{ type: flush }")
+        let second = try await run(flushing, signedIn: ["WORK": "bob@example.com", "HOME": "carol@example.com"])
+        let outbox = second["outbox"] as? [String: Any]
+        #expect((outbox?["dropped"] as? [String: Int]) == ["accountChanged": 2], "\(second)")
+        #expect(outbox?["drained"] as? Int == 2)
+        #expect(outbox?["pendingAfter"] as? Int == 0)
+        #expect(names("carol@example.com") == ["one", "two"])
+        #expect(names("bob@example.com").isEmpty)
+        #expect(names("alice@example.com").isEmpty)
+    }
+}
+
 /// The built `cloudsync-emulator` and `cloudsync` running `pipelines/drive-backup.yaml` as the README shows.
 @Suite struct DriveExamplePipelineTests {
     func cloudsync(_ arguments: [String], directory: String, environment: [String: String]) throws -> ProcessResult {

@@ -7,13 +7,14 @@ import Testing
 @testable import CloudSyncPipeline
 
 /// A provider type defined outside the package's provider modules, as a plug-in would be: an account name it reports
-/// as its identity, a secret token it keeps in the pipeline's state, and a switch that makes every write fail as if
-/// offline.
+/// as its identity, a secret token it keeps in the pipeline's state, a switch that makes every write fail as if
+/// offline, and one that makes the identity check fail as a server answering 503 would.
 struct AccountProviderFactory: ProviderFactory {
     struct Configuration: Sendable {
         var account: String
         var token: String
         var offline: Bool
+        var identityFails: Bool
     }
 
     var type: String { "account" }
@@ -23,6 +24,8 @@ struct AccountProviderFactory: ProviderFactory {
             ProviderField("account", .text, required: true, summary: "who is signed in"),
             ProviderField("token", .text, secret: true, summary: "the credential"),
             ProviderField("offline", .boolean, defaultValue: "false", summary: "every write fails as if offline"),
+            ProviderField(
+                "identityFails", .boolean, defaultValue: "false", summary: "the account check answers 503"),
             ProviderField("mode", .choice(["fast", "slow"]), defaultValue: "fast", summary: "a word"),
         ]
     }
@@ -33,7 +36,7 @@ struct AccountProviderFactory: ProviderFactory {
         }
         return Configuration(
             account: values.text("account") ?? "", token: values.text("token") ?? "",
-            offline: values.boolean("offline") ?? false)
+            offline: values.boolean("offline") ?? false, identityFails: values.boolean("identityFails") ?? false)
     }
 
     func capabilities(of configuration: Configuration) -> ProviderCapabilities { ProviderCapabilities() }
@@ -43,7 +46,7 @@ struct AccountProviderFactory: ProviderFactory {
         context.logger.log(.info, "signed in with token \(configuration.token)")
         return AccountProvider(
             wrapped: MemoryProvider(id: context.providerID, metrics: context.metrics), account: configuration.account,
-            offline: configuration.offline)
+            offline: configuration.offline, identityFails: configuration.identityFails)
     }
 }
 
@@ -51,12 +54,16 @@ struct AccountProvider: ForwardingProvider {
     let wrapped: any Provider
     let account: String
     let offline: Bool
+    var identityFails = false
 
     func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
         if offline { throw CloudSyncError(.offline, "unplugged") }
         return try await wrapped.set(items)
     }
-    func accountIdentity() async throws -> String? { account }
+    func accountIdentity() async throws -> String? {
+        if identityFails { throw CloudSyncError(.server, "the account service answered 503") }
+        return account
+    }
 }
 
 private var registry: ProviderRegistry {
@@ -73,12 +80,14 @@ private func compile(_ source: String, in directory: TemporaryDirectory, environ
     return try PipelineCompiler.compile(spec, environment: environment)
 }
 
-private func accountPipeline(_ account: String, offline: Bool = false, codec: Bool = false) -> String {
+private func accountPipeline(
+    _ account: String, offline: Bool = false, identityFails: Bool = false, codec: Bool = false
+) -> String {
     """
     version: 1
     name: accounts
     providers:
-      cloud: { type: account, account: \(account), token: "${env:TOKEN}", offline: \(offline) }
+      cloud: { type: account, account: \(account), token: "${env:TOKEN}", offline: \(offline)\(identityFails ? ", identityFails: true" : "") }
     store:
       providers: [cloud]
     \(codec ? "  codec: vault\ncodecs:\n  vault:\n    type: xchacha20poly1305\n    keys: [{ id: k1, env: VAULT_KEY }]\n" : "")
@@ -247,6 +256,115 @@ private func accountPipeline(_ account: String, offline: Bool = false, codec: Bo
             try db.query("SELECT count(*) FROM kv") { $0.int64(0) }
         }
         #expect(stored == [Int64(copied)])
+    }
+}
+
+@Suite struct AccountSafetyTests {
+    /// A file with two account providers, both offline unless told, and a flush job.
+    private func twoAccounts(cloud: String, backup: String, offline: Bool) -> String {
+        """
+        version: 1
+        name: accounts
+        providers:
+          cloud: { type: account, account: \(cloud), token: "${env:TOKEN}", offline: \(offline) }
+          backup: { type: account, account: \(backup), token: "${env:TOKEN}", offline: \(offline) }
+        store:
+          providers: [cloud, backup]
+          writeMode: mirror
+        jobs:
+          - { type: flush }
+        """
+    }
+
+    /// A clock an hour behind the runner's, so what a session opened with it queues is due when the runner runs.
+    private func anHourAgo() -> ManualClock {
+        ManualClock(milliseconds: SystemClock().nowMilliseconds() - 3_600_000)
+    }
+
+    @Test func writesQueuedForAnAccountWaitWhileARunCannotCheckWhoIsSignedIn() async throws {
+        let directory = try TemporaryDirectory()
+        let environment = ["TOKEN": "t"]
+        let flushJob = "jobs:\n  - { type: flush }\n"
+        // Run 1, an hour ago: alice is signed in, the provider fails writes, so the write waits in the outbox (its
+        // retry due long before run 2).
+        let first = try await RunSession.open(
+            try compile(accountPipeline("alice", offline: true), in: directory, environment: environment),
+            clock: anHourAgo())
+        #expect(try await first.store.set("v", forKey: "k").queued == ["cloud"])
+        await first.close()
+
+        // Run 2: writes would succeed, but the identity check fails: whoever is signed in now may not be alice.
+        let unsure = try await PipelineRunner(
+            try compile(
+                accountPipeline("mallory", identityFails: true) + flushJob, in: directory, environment: environment),
+            options: RunOptions()
+        ).run()
+        #expect(unsure.report.outbox.pendingBefore == 1)
+        #expect(unsure.report.outbox.drained == 0)
+        #expect(unsure.report.outbox.dropped.isEmpty)
+        #expect(unsure.report.outbox.pendingAfter == 1)
+        #expect(unsure.status == .queued)
+        let line = try #require(unsure.report.providers.first { $0.id == "cloud" })
+        #expect(line.bytesWritten == 0, "nothing queued for alice reached the account signed in now")
+        let held = try #require(line.outboxHeld)
+        #expect(held.entries == 1)
+        #expect(held.code == "ERR_SERVER")
+        #expect(held.message.contains("the account service answered 503"))
+        #expect(held.message.contains("could not be checked"))
+        #expect(unsure.report.json().contains(#""outboxHeld""#))
+        // The identity recorded stays alice's, so the next run still compares against her.
+        let state = try StateDatabase(path: directory.file(".cloudsync/accounts/state.db"))
+        #expect(try state.identity(of: "cloud") == "alice")
+        state.close()
+
+        // Run 3: alice again, checked: the write is delivered.
+        let checked = try await PipelineRunner(
+            try compile(accountPipeline("alice") + flushJob, in: directory, environment: environment),
+            options: RunOptions()
+        ).run()
+        #expect(checked.report.outbox.pendingBefore == 1)
+        #expect(checked.report.outbox.drained == 1)
+        #expect(checked.report.outbox.pendingAfter == 0)
+        #expect(checked.status == .ok)
+        let delivered = try #require(checked.report.providers.first { $0.id == "cloud" })
+        #expect(delivered.bytesWritten == 1)
+        #expect(delivered.outboxHeld == nil)
+    }
+
+    @Test func aRunThatCannotCheckAnAccountNeverSeenBeforeHoldsNothing() async throws {
+        let directory = try TemporaryDirectory()
+        let outcome = try await PipelineRunner(
+            try compile(
+                accountPipeline("alice", identityFails: true) + "jobs:\n  - { type: flush }\n", in: directory,
+                environment: ["TOKEN": "t"]),
+            options: RunOptions()
+        ).run()
+        #expect(outcome.status == .ok)
+        #expect(outcome.report.providers.allSatisfy { $0.outboxHeld == nil })
+    }
+
+    @Test func anAccountSwitchAbandonsOnlyTheWritesQueuedForThatProvider() async throws {
+        let directory = try TemporaryDirectory()
+        let environment = ["TOKEN": "t"]
+        let first = try await RunSession.open(
+            try compile(
+                twoAccounts(cloud: "alice", backup: "carol", offline: true), in: directory, environment: environment),
+            clock: anHourAgo())
+        #expect(try await first.store.set("v", forKey: "k").queued.sorted() == ["backup", "cloud"])
+        await first.close()
+
+        // cloud's account switched to bob; backup is still carol's, so her queued write is still hers to deliver.
+        let second = try await PipelineRunner(
+            try compile(
+                twoAccounts(cloud: "bob", backup: "carol", offline: false), in: directory, environment: environment),
+            options: RunOptions()
+        ).run()
+        #expect(second.report.outbox.pendingBefore == 1, "counted after the account check")
+        #expect(second.report.outbox.dropped == ["accountChanged": 1])
+        #expect(second.report.outbox.drained == 1)
+        #expect(second.report.outbox.pendingAfter == 0)
+        #expect(second.report.providers.first { $0.id == "backup" }?.bytesWritten == 1)
+        #expect(second.report.providers.first { $0.id == "cloud" }?.bytesWritten == 0)
     }
 }
 

@@ -129,6 +129,54 @@ import Testing
         #expect(drops.reasons == [.expired])
     }
 
+    @Test func aHeldProvidersEntriesAreNeitherSentNorExpiredAndWaitForTheNextOpen() async throws {
+        let storage = InMemoryOutboxStorage()
+        let outbox = try Outbox(
+            storage: storage, limits: Outbox.Limits(maxAge: .seconds(3600)), backoff: Outbox.Backoff(jitter: { 1 }),
+            onDropped: drops.handler)
+        let store = try makeStore([drive]) {
+            $0.outbox = outbox
+            $0.clock = clock
+        }
+        drive.fail(.set, with: offline, times: 1)
+        #expect(try await store.set("v", forKey: "k").queued == ["googleDrive"])
+        #expect(outbox.hold("googleDrive") == 1)
+        #expect(outbox.held == ["googleDrive": 1])
+        clock.advance(by: .seconds(600))
+        #expect(try await store.flushOutbox() == FlushResult(drained: 0, remaining: 1, dropped: 0))
+        clock.advance(by: .seconds(7200))  // past the outbox's maximum age
+        #expect(try await store.flushOutbox() == FlushResult(drained: 0, remaining: 1, dropped: 0))
+        #expect(drive.calls(.set) == 1)
+        #expect(drops.reasons.isEmpty)
+        #expect(try storage.loadAll().count == 1)
+        store.close()
+
+        // The next open holds nothing unless told to: the entry, unchanged, is delivered.
+        let reopened = try makeStore([drive]) {
+            $0.outbox = try! Outbox(storage: storage, backoff: Outbox.Backoff(jitter: { 1 }))
+            $0.clock = clock
+        }
+        #expect(reopened.pendingWrites().first?.attempts == 1)
+        #expect(try await reopened.flushOutbox() == FlushResult(drained: 1, remaining: 0, dropped: 0))
+        #expect(drive.calls(.set) == 2)
+    }
+
+    @Test func anAccountChangeOfOneProviderAbandonsOnlyItsEntries() async throws {
+        let cloud = makeProvider("cloudKit")
+        let outbox = try Outbox(storage: InMemoryOutboxStorage(), onDropped: drops.handler)
+        let store = try makeStore([drive, cloud]) {
+            $0.outbox = outbox
+            $0.clock = clock
+            $0.writeMode = .mirror
+        }
+        drive.fail(.set, with: offline, times: 1)
+        cloud.fail(.set, with: offline, times: 1)
+        #expect(try await store.set("v", forKey: "k").queued.sorted() == ["cloudKit", "googleDrive"])
+        #expect(outbox.abandonForAccountChange(of: "googleDrive") == 1)
+        #expect(drops.reasons == [.accountChanged])
+        #expect(store.pendingWrites().map(\.provider) == ["cloudKit"])
+    }
+
     @Test func discardingPendingWrites() async throws {
         let store = try store()
         drive.fail(.set, with: offline)
