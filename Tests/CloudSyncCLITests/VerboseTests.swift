@@ -149,7 +149,8 @@ struct LoopbackKeyValueProvider: ForwardingProvider {
         #expect(!result.standardError.contains(Self.token) && !result.standardOutput.contains(Self.token))
         let report = try String(contentsOfFile: directory.file("report.json"), encoding: .utf8)
         #expect(!report.contains(Self.token))
-        #expect(signalIsDefault(SIGINT) && signalIsDefault(SIGTERM), "run gives the signals back")
+        // That run gives SIGINT and SIGTERM back is not asserted here: other suites run `cloudsync run` in this
+        // process at the same time, so the process-wide disposition is theirs at any moment.
     }
 
     @Test func withoutVerboseNothingAtDebugLevelIsPrinted() async throws {
@@ -181,11 +182,4 @@ struct LoopbackKeyValueProvider: ForwardingProvider {
         #expect(lines.last == "drained 1, remaining 0, dropped 0")
         #expect(server.requestLog.map(\.bodySize) == [5])
     }
-}
-
-/// Whether `number` has its default disposition in this process.
-private func signalIsDefault(_ number: Int32) -> Bool {
-    var current = sigaction()
-    sigaction(number, nil, &current)
-    return current.__sigaction_handler.sa_handler == nil
 }
