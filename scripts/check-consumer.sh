@@ -30,7 +30,7 @@ decoded: secret
 queued: ["backup"], flush remaining: 1, pending: ["k"]
 outbox file: ["backup"]
 ["primary", "backup"] ["1-sync", "check"] mirror
-types: ["memory", "sqlite", "directory", "s3", "googleDrive", "icloudKV", "notes"]
+types: ["memory", "sqlite", "directory", "s3", "cloudKit", "googleDrive", "icloudKV", "notes"]
 ok ["ok", "ok"]
 after close: closed, primary files: ["primary.db"]'
 if [ "$actual" != "$expected" ]; then

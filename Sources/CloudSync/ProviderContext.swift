@@ -102,6 +102,12 @@ public final class ProviderMetrics: Sendable {
         public var throttled = 0
         /// Surplus copies of a key found at the provider (Drive files sharing a key's name).
         public var duplicates = 0
+        /// HTTP requests by method and outcome: `GET 2xx`, `PUT 5xx`, `POST failed` (no answer); empty for providers
+        /// that make none.
+        public var httpRequests: [String: Int] = [:]
+        /// Milliseconds requests spent waiting rather than in flight: for a free concurrency slot, and in backoff
+        /// before a retry.
+        public var waitMilliseconds: Int64 = 0
 
         /// All zero.
         public init() {}
@@ -119,6 +125,25 @@ public final class ProviderMetrics: Sendable {
             counters.bytesRead += bytesRead
             counters.bytesWritten += bytesWritten
         }
+    }
+
+    /// Counts one HTTP request by method and outcome, with the bytes it sent and received.
+    ///
+    /// The outcome is the status class (`2xx` ... `5xx`), or `failed` when no answer came (`status` nil).
+    public func recordHTTPRequest(method: String, status: Int?, bytesRead: Int = 0, bytesWritten: Int = 0) {
+        let outcome = status.map { "\($0 / 100)xx" } ?? "failed"
+        counters.withLock { counters in
+            counters.requests += 1
+            counters.bytesRead += bytesRead
+            counters.bytesWritten += bytesWritten
+            counters.httpRequests["\(method) \(outcome)", default: 0] += 1
+        }
+    }
+
+    /// Counts time a request spent waiting (for a concurrency slot, or in backoff).
+    public func recordWait(milliseconds: Int64) {
+        guard milliseconds > 0 else { return }
+        counters.withLock { $0.waitMilliseconds += milliseconds }
     }
 
     /// Counts one write request and the bytes of the items it stored: a value a provider refused was not written.

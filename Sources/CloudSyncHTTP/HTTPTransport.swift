@@ -123,8 +123,8 @@ public struct NoAuthentication: HTTPAuthenticator {
 /// Keeps at most `limit` requests in flight through it; the others wait their turn in order, so 500 requests run
 /// on a few connections instead of 500 at once or one at a time.
 ///
-/// Counts each request that reaches the transport once in the provider's metrics, with the bytes sent and received,
-/// and logs it at debug level: method, redacted path, status, duration, bytes.
+/// Counts each request that reaches the transport once in the provider's metrics, by method and status class, with
+/// the bytes sent and received and the time it waited for a slot, and logs it at debug level: method, redacted path, status, duration, bytes.
 public struct ConcurrencyLimitLayer: HTTPTransport {
     /// The layer below (the transport).
     public let next: any HTTPTransport
@@ -152,15 +152,19 @@ public struct ConcurrencyLimitLayer: HTTPTransport {
     public func close() { next.close() }
 
     public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let queued = clock.nowMilliseconds()
         try await semaphore.acquire()
         defer { semaphore.release() }
         let start = clock.nowMilliseconds()
+        metrics.recordWait(milliseconds: start - queued)
         let logger = self.logger.redacting(HTTPRedaction.secrets(of: request))
         let line = "\(request.method) \(HTTPRedaction.redactedPath(request.url))"
         do {
             let response = try await next.send(request)
             let elapsed = clock.nowMilliseconds() - start
-            metrics.recordRequest(bytesRead: response.bodySize, bytesWritten: request.bodySize)
+            metrics.recordHTTPRequest(
+                method: request.method.rawValue, status: response.status, bytesRead: response.bodySize,
+                bytesWritten: request.bodySize)
             logger.log(
                 .debug,
                 "\(line) -> \(response.status) in \(elapsed) ms, sent \(request.bodySize) B, "
@@ -168,7 +172,7 @@ public struct ConcurrencyLimitLayer: HTTPTransport {
             return response
         } catch {
             let elapsed = clock.nowMilliseconds() - start
-            metrics.recordRequest(bytesWritten: request.bodySize)
+            metrics.recordHTTPRequest(method: request.method.rawValue, status: nil, bytesWritten: request.bodySize)
             let mapped = HTTPErrorMapping.error(for: error, sending: request)
             logger.log(.debug, "\(line) -> \(mapped.code) in \(elapsed) ms, sent \(request.bodySize) B")
             throw error

@@ -178,6 +178,7 @@ public struct RetryLayer: HTTPTransport {
             }
             do {
                 try await clock.sleep(for: delay)
+                metrics.recordWait(milliseconds: delay.milliseconds)
             } catch {
                 throw HTTPErrorMapping.error(for: CancellationError(), sending: request)
             }

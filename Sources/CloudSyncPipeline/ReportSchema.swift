@@ -94,6 +94,13 @@ public enum ReportSchema {
                   "retries": { "description": "Requests sent again after a failure that may pass.", "type": "integer", "minimum": 0 },
                   "throttled": { "description": "Answers that asked for fewer requests.", "type": "integer", "minimum": 0 },
                   "duplicates": { "description": "Surplus copies of keys the provider found (Drive files sharing a key's name); absent when none.", "type": "integer", "minimum": 1 },
+                  "httpRequests": {
+                    "description": "HTTP requests by method and outcome: 'GET 2xx', 'PUT 5xx', 'POST failed' (no answer). Absent for providers that make none.",
+                    "type": "object",
+                    "propertyNames": { "pattern": "^[A-Z]+ ([1-5]xx|failed)$" },
+                    "additionalProperties": { "type": "integer", "minimum": 1 }
+                  },
+                  "waitMs": { "description": "Milliseconds its HTTP requests waited for a concurrency slot or in backoff before a retry; absent for providers that make no HTTP requests.", "type": "integer", "minimum": 0 },
                   "outboxHeld": {
                     "description": "Queued writes not sent because the run could not check who is signed in to an account an earlier run recorded; they stay queued for a run that can. Absent when none were held.",
                     "type": "object",

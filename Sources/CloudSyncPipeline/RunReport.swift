@@ -117,6 +117,12 @@ public struct RunReport: Codable, Sendable {
         public var throttled: Int
         /// Surplus copies of keys the provider found (Drive files sharing a key's name); absent when none.
         public var duplicates: Int?
+        /// HTTP requests by method and outcome (`GET 2xx`, `PUT 5xx`, `POST failed` when no answer came); absent for
+        /// providers that make none.
+        public var httpRequests: [String: Int]? = nil
+        /// Milliseconds its requests spent waiting for a concurrency slot or in backoff before a retry; absent for
+        /// providers that make no HTTP requests.
+        public var waitMs: Int64? = nil
         /// Writes queued for this provider that the run kept back because it could not check who is signed in;
         /// absent when none were.
         public var outboxHeld: OutboxHeld? = nil

@@ -283,7 +283,10 @@ public final class RunSession: Sendable {
                     },
                     requests: reading.requests, bytesRead: reading.bytesRead, bytesWritten: reading.bytesWritten,
                     retries: reading.retries, throttled: reading.throttled,
-                    duplicates: reading.duplicates > 0 ? reading.duplicates : nil, outboxHeld: held[provider.id]))
+                    duplicates: reading.duplicates > 0 ? reading.duplicates : nil,
+                    httpRequests: reading.httpRequests.isEmpty ? nil : reading.httpRequests,
+                    waitMs: reading.httpRequests.isEmpty ? nil : reading.waitMilliseconds, outboxHeld: held[provider.id]
+                ))
         }
         return lines
     }

@@ -253,6 +253,13 @@ import Testing
         #expect(reading.throttled == log.filter { $0.status == 429 }.count)
         #expect(reading.retries == log.count - operations)
         #expect(reading.throttled == 1 && reading.retries == 3)
+        var byKind: [String: Int] = [:]
+        for entry in log { byKind["\(entry.method) \((entry.status ?? 0) / 100)xx", default: 0] += 1 }
+        #expect(reading.httpRequests == byKind)
+        #expect(byKind == ["PUT 2xx": 4, "GET 2xx": 4, "GET 4xx": 2, "GET 5xx": 2])
+        // Nothing waited for a slot (one request at a time); the waits were the 429's Retry-After of 1 s, then 100
+        // and 200 ms of backoff after the 503 and the 500.
+        #expect(reading.waitMilliseconds == 1_300)
     }
 
     // MARK: Redaction
