@@ -140,7 +140,7 @@ public struct CloudKitProviderFactory: ProviderFactory {
             "records": "\(bridge.url("records/modify").deletingLastPathComponent().deletingLastPathComponent()), "
                 + "zone \(bridge.zoneName), one \(configuration.recordType) per key, the value in STRING field "
                 + "\(configuration.field)",
-            "webAuthToken": "the one `cloudsync login` kept (rotated on every answer), else "
+            "credentials": "the web auth token `cloudsync login` kept (rotated on every answer), else "
                 + (configuration.webAuthToken == nil ? "none: run `cloudsync login`" : "the pipeline's webAuthToken"),
         ]
     }
