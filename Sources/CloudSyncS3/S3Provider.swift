@@ -333,19 +333,11 @@ public final class S3Provider: Provider {
 
     // MARK: Batches
 
-    /// Runs `body` for every element at once (the HTTP client's concurrency limit paces them) and returns the
-    /// results in order; throws the first failure that concerns the whole bucket.
+    /// Runs `body` for every element at once (``concurrentResults(_:_:)``) and returns the results in order; throws the first failure that concerns the whole bucket.
     private func forEach<Element: Sendable, Value: Sendable>(
         _ elements: [Element], _ body: @escaping @Sendable (Element) async -> Result<Value, CloudSyncError>
     ) async throws(CloudSyncError) -> [Result<Value, CloudSyncError>] {
-        let results = await withTaskGroup(of: (Int, Result<Value, CloudSyncError>).self) { group in
-            for (index, element) in elements.enumerated() {
-                group.addTask { (index, await body(element)) }
-            }
-            var results = [Result<Value, CloudSyncError>?](repeating: nil, count: elements.count)
-            for await (index, result) in group { results[index] = result }
-            return results.map { $0! }
-        }
+        let results = await concurrentResults(elements, body)
         for result in results {
             if case .failure(let error) = result, S3ErrorMapping.isBatchWide(error) {
                 throw error.attributed(provider: id)
