@@ -17,12 +17,9 @@ func formFields(of request: ReceivedRequest) -> [String: String] {
         return object.compactMapValues { $0 as? String }
     }
     var fields: [String: String] = [:]
-    for pair in String(decoding: request.body, as: UTF8.self).split(separator: "&") {
-        let parts = pair.split(separator: "=", maxSplits: 1).map {
-            String($0).replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String($0)
-        }
-        guard let name = parts.first, !name.isEmpty, fields[name] == nil else { continue }
-        fields[name] = parts.count > 1 ? parts[1] : ""
+    for (name, value) in HTTPForm.pairs(String(decoding: request.body, as: UTF8.self))
+    where !name.isEmpty && fields[name] == nil {
+        fields[name] = value
     }
     return fields
 }

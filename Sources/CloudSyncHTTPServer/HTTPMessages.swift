@@ -47,13 +47,7 @@ public struct ReceivedRequest: Sendable {
 
     /// The first value named `name` in ``rawQuery`` read as a form (`+` is a space, then percent-decoding), or nil.
     public func formQuery(_ name: String) -> String? {
-        for pair in rawQuery.split(separator: "&") {
-            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false).map {
-                $0.replacingOccurrences(of: "+", with: " ").removingPercentEncoding ?? String($0)
-            }
-            if parts.first == name { return parts.count > 1 ? parts[1] : "" }
-        }
-        return nil
+        HTTPForm.pairs(rawQuery).first { $0.name == name }?.value
     }
 }
 

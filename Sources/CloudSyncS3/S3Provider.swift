@@ -316,19 +316,13 @@ public final class S3Provider: Provider {
         let urlEncoded = result.text(of: "EncodingType") == "url"
         let keys = result.children("Contents").compactMap { item -> String? in
             guard let raw = item.text(of: "Key") else { return nil }
-            let object = urlEncoded ? Self.formDecode(raw) : raw
+            let object = urlEncoded ? HTTPForm.decode(raw) : raw
             guard object.hasPrefix(prefix), object.utf8.count > prefix.utf8.count else { return nil }
             return String(object.dropFirst(prefix.count))
         }
         let truncated = result.text(of: "IsTruncated") == "true"
         let next = truncated ? result.text(of: "NextContinuationToken") : nil
         return KeyPage(keys: keys, nextCursor: next?.isEmpty == false ? next : nil)
-    }
-
-    /// A key as `encoding-type=url` returns it: `+` is a space, `%XX` a byte.
-    static func formDecode(_ text: String) -> String {
-        let spaced = text.replacingOccurrences(of: "+", with: " ")
-        return spaced.removingPercentEncoding ?? spaced
     }
 
     // MARK: Batches
