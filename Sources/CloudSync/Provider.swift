@@ -171,12 +171,15 @@ public struct ProviderCapabilities: Sendable, Equatable {
     public var emitsAccountEvents: Bool
     /// Whether remote-change events are emitted.
     public var emitsRemoteChanges: Bool
+    /// Whether `listKeys` pages through keys in bytewise (UTF-8) order, which lets a sync merge listings as they
+    /// come; a sync sorts the listing of a provider without it in a temporary table first.
+    public var listsInKeyOrder: Bool
 
     /// Capabilities; every argument defaults to what a plain file store can do.
     public init(
         maxValueBytes: Int? = nil, tier: StorageTier = .file, keyRules: [KeyRule] = [], batchLimit: Int = 100,
         canList: Bool = true, reportsQuota: Bool = false, emitsAccountEvents: Bool = false,
-        emitsRemoteChanges: Bool = false
+        emitsRemoteChanges: Bool = false, listsInKeyOrder: Bool = false
     ) {
         precondition(batchLimit >= 1, "batchLimit must be at least 1")
         self.maxValueBytes = maxValueBytes
@@ -187,6 +190,7 @@ public struct ProviderCapabilities: Sendable, Equatable {
         self.reportsQuota = reportsQuota
         self.emitsAccountEvents = emitsAccountEvents
         self.emitsRemoteChanges = emitsRemoteChanges
+        self.listsInKeyOrder = listsInKeyOrder
     }
 }
 

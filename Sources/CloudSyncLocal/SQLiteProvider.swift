@@ -119,7 +119,8 @@ public final class SQLiteProvider: Provider {
     /// What a SQLite provider can do; the pipeline planner reads it before any database is opened.
     public static func capabilities(maxValueBytes: Int?) -> ProviderCapabilities {
         ProviderCapabilities(
-            maxValueBytes: maxValueBytes, tier: .file, batchLimit: 500, canList: true, reportsQuota: true)
+            maxValueBytes: maxValueBytes, tier: .file, batchLimit: 500, canList: true, reportsQuota: true,
+            listsInKeyOrder: true)
     }
 
     /// Available until ``close()``, then `closed`; an open database is always available.
