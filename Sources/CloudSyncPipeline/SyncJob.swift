@@ -134,12 +134,14 @@ final class KeySpill {
     private let path: String
 
     init() throws(CloudSyncError) {
-        path = NSTemporaryDirectory() + "/cloudsync-keys-\(getpid())-\(UUID().uuidString).db"
+        path =
+            FileManager.default.temporaryDirectory.appendingPathComponent(
+                "cloudsync-keys-\(getpid())-\(UUID().uuidString).db"
+            ).path
         do {
             database = try SQLiteDatabase(path: path, options: SQLiteDatabase.Options(writeAheadLog: false))
             try database.write { db in
-                try db.executeScript(
-                    "PRAGMA synchronous = OFF; CREATE TABLE keys (key TEXT PRIMARY KEY NOT NULL) WITHOUT ROWID")
+                try db.executeScript("CREATE TABLE keys (key TEXT PRIMARY KEY NOT NULL) WITHOUT ROWID")
             }
         } catch {
             throw CloudSyncError(.config, "cannot make a temporary table to sort a listing in \(path): \(error)")
@@ -215,7 +217,13 @@ extension JobExecutor {
                 continue
             }
             let source = OrderedKeys(id: id)
-            if !provider.capabilities.listsInKeyOrder { await source.spillListing(from: store, pageSize: pageSize) }
+            if !provider.capabilities.listsInKeyOrder {
+                await source.spillListing(from: store, pageSize: pageSize)
+                if let error = source.error {
+                    unlisted[id] = error
+                    continue
+                }
+            }
             sources.append(source)
         }
         let snapshot = SnapshotRows(state: state, job: job, pageSize: pageSize)

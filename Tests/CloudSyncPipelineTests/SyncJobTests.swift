@@ -7,11 +7,13 @@ import Testing
 @testable import CloudSyncPipeline
 
 /// A SQLite provider that can be switched off from the pipeline file (`down: true`): then it answers as a disk that is
-/// not mounted, for runs in which a provider cannot be listed.
+/// not mounted, for runs in which a provider cannot be listed. With `reversed: true` it lists its keys in reverse
+/// order and says it does not list in key order, as a cloud whose listing has its own order.
 struct SwitchableProviderFactory: ProviderFactory {
     struct Configuration: Sendable {
         var path: String
         var down: Bool
+        var reversed: Bool
     }
 
     var type: String { "switchable" }
@@ -20,27 +22,39 @@ struct SwitchableProviderFactory: ProviderFactory {
         [
             ProviderField("path", .path, required: true, summary: "the database"),
             ProviderField("down", .boolean, defaultValue: "false", summary: "unavailable, as if not mounted"),
+            ProviderField("reversed", .boolean, defaultValue: "false", summary: "lists in reverse key order"),
         ]
     }
 
     func configuration(from values: ProviderFieldValues) throws(ProviderConfigurationError) -> Configuration {
-        Configuration(path: values.text("path") ?? "", down: values.boolean("down") ?? false)
+        Configuration(
+            path: values.text("path") ?? "", down: values.boolean("down") ?? false,
+            reversed: values.boolean("reversed") ?? false)
     }
 
     func capabilities(of configuration: Configuration) -> ProviderCapabilities {
-        SQLiteProvider.capabilities(maxValueBytes: nil)
+        var capabilities = SQLiteProvider.capabilities(maxValueBytes: nil)
+        capabilities.listsInKeyOrder = !configuration.reversed
+        return capabilities
     }
 
     func make(_ configuration: Configuration, context: ProviderContext) throws(CloudSyncError) -> any Provider {
         SwitchableProvider(
             wrapped: try SQLiteProvider(id: context.providerID, path: configuration.path, metrics: context.metrics),
-            down: configuration.down)
+            down: configuration.down, reversed: configuration.reversed)
     }
 }
 
 struct SwitchableProvider: ForwardingProvider {
     let wrapped: any Provider
     let down: Bool
+    let reversed: Bool
+
+    var capabilities: ProviderCapabilities {
+        var capabilities = wrapped.capabilities
+        capabilities.listsInKeyOrder = !reversed
+        return capabilities
+    }
 
     func availability() async -> Availability {
         down ? .unavailable(.offline, "the test switched it off") : await wrapped.availability()
@@ -51,7 +65,18 @@ struct SwitchableProvider: ForwardingProvider {
     }
     func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
         if down { throw CloudSyncError(.offline, "switched off", provider: id) }
-        return try await wrapped.listKeys(after: cursor, limit: limit)
+        guard reversed else { return try await wrapped.listKeys(after: cursor, limit: limit) }
+        var keys: [String] = []
+        var next: String?
+        repeat {
+            let page = try await wrapped.listKeys(after: next, limit: 100)
+            keys += page.keys
+            next = page.nextCursor
+        } while next != nil
+        keys.reverse()
+        let start = cursor.flatMap { Int($0) } ?? 0
+        let end = min(start + limit, keys.count)
+        return KeyPage(keys: Array(keys[start..<end]), nextCursor: end < keys.count ? String(end) : nil)
     }
 }
 
@@ -64,6 +89,7 @@ private struct SyncBench {
     var deletes = "propagate"
     var maxDeletes = "\"50%\""
     var resolver = ""
+    var reversed: Set<String> = []
 
     init(providers: [String] = ["a", "b"]) throws {
         directory = try TemporaryDirectory()
@@ -73,7 +99,9 @@ private struct SyncBench {
     func path(_ id: String) -> String { directory.file("data/\(id).db") }
 
     var source: String {
-        let lines = providers.map { "  \($0): { type: switchable, path: data/\($0).db, down: \(down.contains($0)) }" }
+        let lines = providers.map {
+            "  \($0): { type: switchable, path: data/\($0).db, down: \(down.contains($0)), reversed: \(reversed.contains($0)) }"
+        }
         return """
             version: 1
             name: syncing
@@ -282,6 +310,8 @@ private struct SyncBench {
     func randomHistoriesMatchTheModel(seed: UInt64) async throws {
         var bench = try SyncBench(providers: ["a", "b", "c"])
         bench.maxDeletes = "\"100%\""
+        // c's listing is sorted in a temporary table before the merge.
+        bench.reversed = ["c"]
         var random = SeededRandom(seed: seed)
         let pool = (0..<12).map { "key\($0)" }
         var held: [String: [String: String]] = ["a": [:], "b": [:], "c": [:]]
@@ -298,6 +328,7 @@ private struct SyncBench {
             bench.down = Int.random(in: 0..<4, using: &random) == 0 ? ["c"] : []
             let job = try await bench.run()
             #expect(job.status == .ok, "round \(round): \(String(describing: job.error))")
+            #expect(job.sync?.unlisted.filter { !bench.down.contains($0.provider ?? "") } == [])
             let listed = bench.providers.filter { !bench.down.contains($0) }
             for key in pool {
                 let row = snapshot[key]
