@@ -6,9 +6,11 @@ import Testing
 
 @testable import CloudSyncPipeline
 
-/// A SQLite provider that can be switched off from the pipeline file (`down: true`): then it answers as a disk that is
-/// not mounted, for runs in which a provider cannot be listed. With `reversed: true` it lists its keys in reverse
-/// order and says it does not list in key order, as a cloud whose listing has its own order.
+/// A SQLite provider that can be switched off from the pipeline file.
+///
+/// With `down: true` it answers as a disk that is not mounted, for runs in which a provider cannot be listed. With
+/// `reversed: true` it lists its keys in reverse order and says it does not list in key order, as a cloud whose
+/// listing has its own order.
 struct SwitchableProviderFactory: ProviderFactory {
     struct Configuration: Sendable {
         var path: String
