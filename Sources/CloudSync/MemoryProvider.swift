@@ -128,6 +128,9 @@ public final class MemoryProvider: Provider {
         }
     }
 
+    /// How many keys it holds.
+    public func keyCount() async throws -> Int? { contents.withLock { $0.sortedKeys.count } }
+
     /// Bytes of keys and values held, against `totalBytes`; nil without a total, because memory has no real limit
     /// to report.
     public func quota() async throws -> ProviderQuota? {

@@ -56,6 +56,10 @@ public protocol Provider: Sendable {
     /// Space used and available, or nil when the provider cannot know.
     func quota() async throws -> ProviderQuota?
 
+    /// How many keys it holds, when it can count them without listing them (a SQL `count(*)`); nil otherwise.
+    /// Jobs show it as their progress total.
+    func keyCount() async throws -> Int?
+
     /// Calls `handler` on account changes; nil when the provider has no account events.
     func subscribeToAccountChanges(_ handler: @escaping @Sendable (AccountEvent) -> Void) -> ProviderSubscription?
     /// Calls `handler` when data changes elsewhere; nil when the provider has no change events.
@@ -79,6 +83,8 @@ extension Provider {
 
     /// By default a provider cannot know its quota.
     public func quota() async throws -> ProviderQuota? { nil }
+    /// By default a provider cannot count its keys without listing them.
+    public func keyCount() async throws -> Int? { nil }
     /// By default a provider has no account events.
     public func subscribeToAccountChanges(_ handler: @escaping @Sendable (AccountEvent) -> Void)
         -> ProviderSubscription?

@@ -237,6 +237,12 @@ public final class SQLiteProvider: Provider {
         return KeyPage(keys: page, nextCursor: keys.count > limit ? page.last : nil)
     }
 
+    /// The number of rows of `kv`, counted by SQLite.
+    public func keyCount() async throws -> Int? {
+        metrics.recordRequest()
+        return try await read { db in try db.query("SELECT count(*) FROM kv") { Int($0.int64(0)) }.first ?? 0 }
+    }
+
     /// The database's used pages in bytes (free pages not counted), with the limit when one is configured.
     public func quota() async throws -> ProviderQuota? {
         metrics.recordRequest()

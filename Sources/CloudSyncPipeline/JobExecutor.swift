@@ -72,15 +72,17 @@ struct JobExecutor {
         case .migrate(let from, let to, let keys, let continueOnError, let overwrite):
             let name = progressName
             let report = options.onProgress
-            let result = try await store.maintenance.migrate(
+            var failures: [KeyFailure] = []
+            let result = try await store.maintenance.migrateByPage(
                 from: from, to: to, filter: keyFilter(keys), continueOnError: continueOnError,
                 overwrite: overwrite == .always, onProgress: { done, total in report?(name, done, total) },
+                onFailures: { failed in
+                    failures += failed.prefix(max(0, PipelineRunner.failureListLimit + 1 - failures.count))
+                },
                 shouldStop: { [interrupt = options.interrupt] in interrupt.isRaised })
-            record(result.failed, in: &entry)
-            entry.counts = [
-                "copied": result.copied.count, "skipped": result.skipped.count, "failed": result.failed.count,
-                "queued": 0,
-            ]
+            record(failures, in: &entry)
+            entry.failuresOmitted += max(0, result.failed - failures.count)
+            entry.counts = ["copied": result.copied, "skipped": result.skipped, "failed": result.failed, "queued": 0]
             if !result.completed && options.interrupt.isRaised { entry.status = .interrupted }
         case .clear(let provider, let confirm):
             guard confirm || options.yes else {

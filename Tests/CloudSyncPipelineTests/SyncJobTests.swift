@@ -377,3 +377,41 @@ struct SeededRandom: RandomNumberGenerator {
         return z ^ (z >> 31)
     }
 }
+
+@Suite struct StreamingJobTests {
+    @Test func migrateShowsACheapCountAsItsTotalAndNoTotalWithoutOne() async throws {
+        let directory = try TemporaryDirectory()
+        let items = (0..<1200).map { KeyValue("k\($0)", "v") }
+        let source = try SQLiteProvider(id: "counted", path: directory.file("data/counted.db"))
+        _ = try await source.set(items)
+        await source.close()
+        let files = try DirectoryProvider(root: directory.file("data/files"))
+        _ = try await files.set(Array(items.prefix(150)))
+        let spec = try PipelineLoader.load(
+            source: """
+                version: 1
+                name: streaming
+                providers:
+                  counted: { type: sqlite, path: data/counted.db }
+                  files: { type: directory, path: data/files }
+                  target: { type: sqlite, path: data/target.db, create: true }
+                store:
+                  providers: [target]
+                jobs:
+                  - { type: migrate, name: counted, from: counted, to: target }
+                  - { type: migrate, name: uncounted, from: files, to: target, overwrite: ifMissing }
+                  - { type: clear, name: clear, provider: all, confirm: true }
+                """, file: "p.yaml", directory: directory.path, registry: BuiltInProviders.registry, environment: [:])
+        let totals = Protected<[String: Set<Int?>]>([:])
+        var options = RunOptions()
+        options.onProgress = { job, _, total in totals.withLock { _ = $0[job, default: []].insert(total) } }
+        let outcome = try await PipelineRunner(try PipelineCompiler.compile(spec, environment: [:]), options: options)
+            .run()
+        #expect(outcome.report.jobs.map(\.status) == [.ok, .ok, .ok])
+        #expect(outcome.report.jobs[0].counts["copied"] == 1200)
+        #expect(outcome.report.jobs[1].counts["skipped"] == 150)
+        #expect(outcome.report.jobs[2].counts["removed"] == 1200)
+        #expect(totals.withLock { $0["counted"] } == [1200])
+        #expect(totals.withLock { $0["uncounted"] } == [nil])
+    }
+}
