@@ -106,7 +106,8 @@ public struct SyncPageResult: Sendable {
     public var deletions: [SyncItem] = []
     /// Keys whose deletion is held back because a provider that held them could not be listed.
     public var heldBack: [String] = []
-    /// The snapshot's new rows: a fingerprint per key, nil to remove the key's row; keys not listed keep theirs.
+    /// The snapshot's rows that change: a fingerprint per key, nil to remove the key's row; keys not listed keep
+    /// theirs.
     public var snapshot: [(key: String, fingerprint: SyncFingerprint?)] = []
 
     /// An empty result.
@@ -292,6 +293,9 @@ extension StoreMaintenance {
                 result.snapshot.append((key, SyncFingerprint(digests)))
             }
         }
+        // Only rows that change are returned: a run over keys already in sync writes nothing to the snapshot.
+        let baselines = Dictionary(items.map { ($0.key, $0.baseline) }, uniquingKeysWith: { first, _ in first })
+        result.snapshot.removeAll { row in baselines[row.key].map { $0 == row.fingerprint } ?? false }
         result.snapshot.sort { bytewiseLess($0.key, $1.key) }
         return result
     }
