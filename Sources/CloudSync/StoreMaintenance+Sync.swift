@@ -14,9 +14,18 @@ public struct SyncFingerprint: Sendable, Equatable {
 
     /// The digest the snapshot keeps of an encoded value: BLAKE2b, 16 bytes, in hexadecimal.
     public static func digest(of encoded: String) -> String {
-        let bytes = Array(encoded.utf8)
+        var encoded = encoded
         // 16 bytes is inside BLAKE2b's allowed range, so the hash cannot fail.
-        return Hex.encode((try? BLAKE2b.hash(bytes, byteCount: 16)) ?? [])
+        let digest = encoded.withUTF8 { bytes in (try? BLAKE2b.hash(UnsafeRawBufferPointer(bytes), byteCount: 16)) ?? []
+        }
+        return String(unsafeUninitializedCapacity: digest.count * 2) { output in
+            let digits = Array("0123456789abcdef".utf8)
+            for (index, byte) in digest.enumerated() {
+                output[2 * index] = digits[Int(byte >> 4)]
+                output[2 * index + 1] = digits[Int(byte & 0x0f)]
+            }
+            return digest.count * 2
+        }
     }
 
     private static let separator: Character = "\u{1F}"
@@ -29,9 +38,10 @@ public struct SyncFingerprint: Sendable, Equatable {
     /// The fingerprint `text` spells (as ``text`` writes it).
     public init(text: String) {
         var digests: [String: String] = [:]
-        for pair in text.split(separator: Self.separator) {
-            guard let equals = pair.lastIndex(of: "=") else { continue }
-            digests[String(pair[..<equals])] = String(pair[pair.index(after: equals)...])
+        // Split on bytes: the separators are ASCII, and splitting by Character would look for grapheme breaks.
+        for pair in text.utf8.split(separator: 0x1F) {
+            guard let equals = pair.lastIndex(of: UInt8(ascii: "=")) else { continue }
+            digests[String(Substring(pair[..<equals]))] = String(Substring(pair[pair.index(after: equals)...]))
         }
         self.digests = digests
     }

@@ -275,24 +275,38 @@ public final class StateDatabase: ProviderStateStore {
         }
     }
 
-    /// Forgets the deletions an earlier run of `job` set aside.
-    public func clearDeletions(of job: String) throws(CloudSyncError) {
-        guard overlay == nil else { return }
-        try run { db in try db.execute("DELETE FROM sync_deletions WHERE job = ?", job) }
-    }
-
-    /// Sets keys aside for deletion, until the run knows whether their count passes the mass-delete guard.
-    public func addDeletions(of job: String, _ keys: [String]) throws(CloudSyncError) {
-        guard overlay == nil, !keys.isEmpty else { return }
+    /// Replaces `job`'s snapshot rows for these keys and sets `deletions` aside, in one transaction (one commit, so
+    /// one set of fsyncs, for many pages).
+    public func recordSyncProgress(
+        of job: String, snapshot rows: [(key: String, fingerprint: SyncFingerprint?)], deletions: [String]
+    ) throws(CloudSyncError) {
+        guard overlay == nil, !rows.isEmpty || !deletions.isEmpty else { return }
         try run { db in
             try db.transaction {
+                let upsert = try db.prepare("INSERT OR REPLACE INTO snapshots (job, key, fingerprint) VALUES (?, ?, ?)")
+                let delete = try db.prepare("DELETE FROM snapshots WHERE job = ? AND key = ?")
+                for (key, fingerprint) in rows {
+                    if let fingerprint {
+                        try upsert.bind(job, key, fingerprint.text).run()
+                        upsert.reset()
+                    } else {
+                        try delete.bind(job, key).run()
+                        delete.reset()
+                    }
+                }
                 let insert = try db.prepare("INSERT OR IGNORE INTO sync_deletions (job, key) VALUES (?, ?)")
-                for key in keys {
+                for key in deletions {
                     try insert.bind(job, key).run()
                     insert.reset()
                 }
             }
         }
+    }
+
+    /// Forgets the deletions an earlier run of `job` set aside.
+    public func clearDeletions(of job: String) throws(CloudSyncError) {
+        guard overlay == nil else { return }
+        try run { db in try db.execute("DELETE FROM sync_deletions WHERE job = ?", job) }
     }
 
     /// Up to `limit` keys set aside for deletion after `key`, with their snapshot rows, in key order.

@@ -186,6 +186,8 @@ final class KeySpill {
 extension JobExecutor {
     /// Keys per page a sync reads, compares and writes; each page's snapshot rows commit together.
     static let syncPageSize = 1000
+    /// Snapshot rows and deletions a sync collects before committing them (or after a second).
+    static let syncCommitRows = 20_000
     /// The most keys a report lists of a sync's deletions or conflicts.
     static let syncListLimit = 100
 
@@ -233,10 +235,21 @@ extension JobExecutor {
             "conflicts": 0, "heldBack": 0,
         ]
         var conflicts: [RunReport.Conflict] = []
-        var pendingDeletions = 0
+        var deletionCount = 0
         var deletionKeys: [String] = []
         var snapshotKeys = 0
         var unknown = Set(unlisted.keys)
+        // Snapshot rows and deletions wait here for a few pages and commit together: each commit of the state
+        // database costs fsyncs. The providers' writes always land before the rows that describe them.
+        var pendingRows: [(key: String, fingerprint: SyncFingerprint?)] = []
+        var pendingDeletions: [String] = []
+        var lastCommit = ContinuousClock.now
+        func commit() throws(CloudSyncError) {
+            try state?.recordSyncProgress(of: job, snapshot: pendingRows, deletions: pendingDeletions)
+            pendingRows.removeAll(keepingCapacity: true)
+            pendingDeletions.removeAll(keepingCapacity: true)
+            lastCommit = ContinuousClock.now
+        }
 
         func process(_ batch: [SyncItem]) async throws(CloudSyncError) {
             let result = try await store.maintenance.syncPage(batch, among: ids, unknown: unknown, deletes: deletes)
@@ -255,10 +268,15 @@ extension JobExecutor {
                         key: conflict.key, kind: conflict.kind.rawValue, editedOn: conflict.editedOn,
                         deletedOn: conflict.deletedOn))
             }
-            try state?.updateSnapshot(of: job, result.snapshot)
-            pendingDeletions += result.deletions.count
+            pendingRows += result.snapshot
+            pendingDeletions += result.deletions.map(\.key)
+            deletionCount += result.deletions.count
             for item in result.deletions where deletionKeys.count < Self.syncListLimit { deletionKeys.append(item.key) }
-            try state?.addDeletions(of: job, result.deletions.map(\.key))
+            if pendingRows.count + pendingDeletions.count >= Self.syncCommitRows
+                || ContinuousClock.now - lastCommit >= .seconds(1)
+            {
+                try commit()
+            }
             progress(counts["keys"] ?? 0, nil)
         }
 
@@ -294,32 +312,33 @@ extension JobExecutor {
             }
         }
         if !batch.isEmpty, !options.interrupt.isRaised { try await process(batch) }
+        try commit()
 
         entry.sync = RunReport.SyncDetails(
             firstRun: firstRun, deletes: deletes.rawValue, maxDeletes: maxDeletes.description,
             unlisted: unlisted.sorted { $0.key < $1.key }.map { id, error in
                 RunReport.Failure(key: "", provider: id, code: error.code.rawValue, message: error.message)
             }, conflicts: conflicts, deletions: deletionKeys,
-            deletionsOmitted: max(0, pendingDeletions - deletionKeys.count))
+            deletionsOmitted: max(0, deletionCount - deletionKeys.count))
         if options.interrupt.isRaised {
             entry.status = .interrupted
             entry.counts = counts
             return
         }
         let allowed = maxDeletes.allowed(snapshotKeys: snapshotKeys)
-        if pendingDeletions > allowed && !options.force {
+        if deletionCount > allowed && !options.force {
             entry.counts = counts
             entry.status = .failed
             entry.error = RunReport.Failure(
                 key: "", provider: nil, code: ErrorCode.tooManyDeletes.rawValue,
                 message:
-                    "this sync would delete \(pendingDeletions) of the \(snapshotKeys) keys the last sync left, more "
+                    "this sync would delete \(deletionCount) of the \(snapshotKeys) keys the last sync left, more "
                     + "than maxDeletes (\(maxDeletes.description)) allows, so it deleted none; check the deletions "
                     + "listed in the report, then run again with --force to allow them once")
             return
         }
         if options.dryRun || state == nil {
-            counts["deleted"] = pendingDeletions
+            counts["deleted"] = deletionCount
         } else if let state {
             var after: String?
             while !options.interrupt.isRaised {

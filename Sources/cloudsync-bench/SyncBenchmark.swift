@@ -41,6 +41,8 @@ private func runSyncChild(pipeline: String) async -> Int32 {
 private struct ChildRun {
     var seconds: Double
     var peakMegabytes: Double
+    /// User plus system CPU seconds.
+    var cpuSeconds: Double
     var output: String
 }
 
@@ -61,7 +63,7 @@ private func runChild(_ path: String, _ arguments: [String], input: String? = ni
     if let input { posix_spawn_file_actions_addopen(&actions, 0, input, O_RDONLY, 0) }
     posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
     let timer = "/usr/bin/time"
-    let argv = ([timer, "-f", "%e %M", "-o", timePath, path] + arguments).map { strdup($0) } + [nil]
+    let argv = ([timer, "-f", "%e %M %U %S", "-o", timePath, path] + arguments).map { strdup($0) } + [nil]
     defer { for pointer in argv { free(pointer) } }
     var pid: pid_t = 0
     let status = posix_spawn(&pid, timer, &actions, nil, argv, environ)
@@ -75,10 +77,12 @@ private func runChild(_ path: String, _ arguments: [String], input: String? = ni
     let figures =
         ((try? String(contentsOfFile: timePath, encoding: .utf8)) ?? "").split(separator: "\n").last?
         .split(separator: " ") ?? []
-    guard figures.count == 2, let seconds = Double(figures[0]), let kilobytes = Double(figures[1]) else {
+    guard figures.count == 4, let seconds = Double(figures[0]), let kilobytes = Double(figures[1]),
+        let user = Double(figures[2]), let system = Double(figures[3])
+    else {
         throw CloudSyncError(.config, "GNU time reported nothing for \(path)")
     }
-    return ChildRun(seconds: seconds, peakMegabytes: kilobytes / 1024, output: output)
+    return ChildRun(seconds: seconds, peakMegabytes: kilobytes / 1024, cpuSeconds: user + system, output: output)
 }
 
 private func key(_ index: Int) -> String { String(format: "settings/item-%09d", index) }
@@ -185,5 +189,6 @@ private func benchSync(keys count: Int) async throws {
     print(
         "\(label) \(String(format: "%7.2f", ours.seconds)) s  \(String(format: "%6.1f", ours.peakMegabytes)) MB  "
             + "sqlite3 \(String(format: "%6.2f", theirs.seconds)) s  \(String(format: "%5.1f", theirs.peakMegabytes)) MB  "
-            + "ratio \(String(format: "%.2f", ours.seconds / theirs.seconds))")
+            + "ratio \(String(format: "%.2f", ours.seconds / theirs.seconds))  "
+            + "(CPU \(String(format: "%.2f", ours.cpuSeconds)) s vs \(String(format: "%.2f", theirs.cpuSeconds)) s)")
 }
