@@ -130,6 +130,8 @@ public struct SyncRemoveResult: Sendable {
     public var removed: [String] = []
     /// Keys changed again since they were found deleted, left for the next sync.
     public var changedSince = 0
+    /// Keys left alone because a provider that held them could not be reached now; the next sync sees them again.
+    public var heldBack = 0
     /// (key, provider) removes that failed for a reason that may pass and wait in the outbox.
     public var queued = 0
     /// Keys a provider failed to remove.
@@ -316,6 +318,7 @@ extension StoreMaintenance {
         async throws(CloudSyncError) -> SyncRemoveResult
     {
         let providers = try await participants(providerIDs, unknown: unknown)
+        let reachable = Set(providers.map(\.id))
         let keys = items.map(\.key)
         let locked = Set(keys)
         await store.lockForWriting(locked)
@@ -326,6 +329,11 @@ extension StoreMaintenance {
         var removes = [[CloudStore.Delivery]](repeating: [], count: providers.count)
         var removable: [Int] = []
         for (item, entry) in items.enumerated() {
+            // A provider that held the key and cannot be reached now would bring it back: leave the key whole.
+            if entry.baseline?.digests.keys.contains(where: { !reachable.contains($0) }) == true {
+                result.heldBack += 1
+                continue
+            }
             var unchanged = true
             var holders: [Int] = []
             var failure: CloudSyncError?

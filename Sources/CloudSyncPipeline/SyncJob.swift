@@ -347,6 +347,7 @@ extension JobExecutor {
                 after = last.key
                 let result = try await store.maintenance.removeUnchanged(items, among: ids, unknown: unknown)
                 counts["deleted", default: 0] += result.removed.count
+                counts["heldBack", default: 0] += result.heldBack
                 counts["queued", default: 0] += result.queued
                 counts["failed", default: 0] += result.failed.count
                 record(result.failed, in: &entry)
