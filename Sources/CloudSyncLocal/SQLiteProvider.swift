@@ -144,10 +144,20 @@ public final class SQLiteProvider: Provider {
     /// busy timeout, and `ERR_PROVIDER` for any other SQLite failure.
     public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
         let results: [Result<String?, CloudSyncError>] = try await read { db in
-            let select = try db.prepare("SELECT value FROM kv WHERE key = ?")
-            return try keys.map { key in
-                try select.bind(key)
-                return .success(try select.step() ? select.string(0) : nil)
+            // An explicit read transaction: without it each lookup is a transaction of its own, with its own locks.
+            try db.executeScript("BEGIN")
+            do {
+                let select = try db.prepare("SELECT value FROM kv WHERE key = ?")
+                let values: [Result<String?, CloudSyncError>] = try keys.map { key in
+                    try select.bind(key)
+                    return .success(try select.step() ? select.string(0) : nil)
+                }
+                select.reset()
+                try db.executeScript("COMMIT")
+                return values
+            } catch {
+                try? db.executeScript("ROLLBACK")
+                throw error
             }
         }
         metrics.recordRequest(bytesRead: results.reduce(0) { $0 + ((try? $1.get())??.utf8.count ?? 0) })
