@@ -292,9 +292,10 @@ extension JobExecutor {
                 }
             }
             if snapshot.needsRefill { try snapshot.refill() }
-            var next: String?
-            for head in sources.compactMap(\.head) + [snapshot.head?.key].compactMap({ $0 })
-            where next.map({ bytewiseLess(head, $0) }) ?? true {
+            var next = snapshot.head?.key
+            for source in sources {
+                guard let head = source.head else { continue }
+                if let smallest = next, !bytewiseLess(head, smallest) { continue }
                 next = head
             }
             guard let key = next else { break }
