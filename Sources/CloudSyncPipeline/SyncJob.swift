@@ -43,7 +43,14 @@ public enum DeleteLimit: Sendable, Equatable {
 }
 
 /// Whether two keys are the same bytes (Swift's `==` also equates canonically equivalent strings).
-func bytewiseEqual(_ a: String, _ b: String) -> Bool { a.utf8.elementsEqual(b.utf8) }
+func bytewiseEqual(_ a: String, _ b: String) -> Bool {
+    if let answer = a.utf8.withContiguousStorageIfAvailable({ left in
+        b.utf8.withContiguousStorageIfAvailable { right in left.elementsEqual(right) }
+    }), let answer {
+        return answer
+    }
+    return a.utf8.elementsEqual(b.utf8)
+}
 
 /// One provider's keys in bytewise order, a page at a time: straight from its listing when it lists in key order,
 /// else from a temporary table its whole listing was sorted into first.
