@@ -37,6 +37,7 @@ bench:
 	@scripts/install-deps.sh sqlite3 rclone
 	@scripts/python-env.sh
 	$(SWIFT) run -c release cloudsync-bench
+	$(SWIFT) run -c release cloudsync-bench --sync 1000000,10000000
 
 format:
 	$(SWIFT) format --in-place --recursive --parallel Package.swift Sources Tests

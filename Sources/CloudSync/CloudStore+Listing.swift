@@ -61,21 +61,21 @@ extension CloudStore {
 
     /// Removes every key that any available provider lists from every available provider, whatever the write mode.
     ///
-    /// Keys are enumerated first, deliberately: a "delete my data" flow built on a fixed key list forgets a key one
-    /// day. Keys held only by a provider that cannot list stay; ``ClearResult/unlisted`` names such providers.
+    /// Keys are enumerated from the providers, deliberately: a "delete my data" flow built on a fixed key list
+    /// forgets a key one day. Each provider is listed page by page and each page removed before the next is asked
+    /// for, so memory holds one page however many keys there are (listings continue after the last key seen, so
+    /// removals behind the cursor do not disturb them). Keys held only by a provider that cannot list stay;
+    /// ``ClearResult/unlisted`` names such providers.
     ///
     /// Each page of keys is removed as ``multiRemove(_:)`` removes: under the keys' locks, superseding what the
     /// outbox holds for them, and queueing the removes of providers that cannot be reached now, so no write queued
     /// before the clear brings a key back.
     public func clear() async throws(CloudSyncError) -> ClearResult {
-        let listing = try await allKeys()
-        var result = ClearResult(removed: 0, failed: [], unlisted: listing.unlisted)
-        // A key written while its providers were away lives only in the outbox so far: it is cleared too, or its
-        // queued write would bring it back.
-        let listed = Set(listing.keys)
-        let queuedOnly = Set(pendingWrites().map(\.key)).subtracting(listed).sorted()
-        for chunk in (listing.keys + queuedOnly).chunked(Self.listingPageSize) {
-            let keys = Array(chunk)
+        let configured = try configuredProviders()
+        let (providers, answers) = await availableWithReasons(configured)
+        guard !providers.isEmpty else { throw noProviderError(configured, answers: answers) }
+        var result = ClearResult(removed: 0, failed: [], unlisted: [:])
+        func removeEverywhere(_ keys: [String]) async throws(CloudSyncError) {
             for (key, outcome) in zip(keys, try await multiRemove(keys)) {
                 switch outcome {
                 case .success(let receipt) where receipt.stored.isEmpty: result.queued += 1
@@ -84,6 +84,22 @@ extension CloudStore {
                 }
             }
         }
+        for provider in providers {
+            do throws(CloudSyncError) {
+                // A key removed while an earlier provider was listed is gone from this one too, so it is not
+                // counted twice.
+                try await forEachPage(of: provider) { page throws(CloudSyncError) in
+                    try await removeEverywhere(page)
+                }
+            } catch {
+                report(error)
+                result.unlisted[provider.id] = error
+            }
+        }
+        // A key written while its providers were away lives only in the outbox so far: it is cleared too, or its
+        // queued write would bring it back. The removes above superseded the queued writes of every listed key.
+        let queuedOnly = Set(pendingWrites().filter { $0.operation == .set }.map(\.key)).sorted()
+        for chunk in queuedOnly.chunked(Self.listingPageSize) { try await removeEverywhere(Array(chunk)) }
         return result
     }
 

@@ -53,12 +53,15 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let closed = ErrorCode(rawValue: "ERR_CLOSED")
     /// The store or a provider was configured inconsistently (two providers with one id, an unknown provider).
     public static let config = ErrorCode(rawValue: "ERR_CONFIG")
+    /// A sync would delete more keys than its `maxDeletes` allows, so it deleted none; check them, then allow the
+    /// deletions once (`cloudsync run --force`).
+    public static let tooManyDeletes = ErrorCode(rawValue: "ERR_TOO_MANY_DELETES")
 
     /// Every code the library produces, in documentation order.
     public static let all: [ErrorCode] = [
         .timeout, .offline, .rateLimited, .accountUnavailable, .server, .notSignedIn, .quotaExceeded,
         .payloadTooLarge, .invalidKey, .containerMisconfigured, .decode, .encode, .noProvider, .unsupported,
-        .provider, .cancelled, .locked, .closed, .config,
+        .provider, .cancelled, .locked, .closed, .config, .tooManyDeletes,
     ]
 
     /// Whether trying the same operation again later may succeed without anyone doing anything.

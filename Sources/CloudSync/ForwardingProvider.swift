@@ -29,6 +29,8 @@ extension ForwardingProvider {
     }
     /// The wrapped provider's quota.
     public func quota() async throws -> ProviderQuota? { try await wrapped.quota() }
+    /// The wrapped provider's count of keys.
+    public func keyCount() async throws -> Int? { try await wrapped.keyCount() }
     /// Subscribes to the wrapped provider's account events.
     public func subscribeToAccountChanges(_ handler: @escaping @Sendable (AccountEvent) -> Void)
         -> ProviderSubscription?

@@ -11,7 +11,7 @@ public final class MemoryProvider: Provider {
             var high = sortedKeys.count
             while low < high {
                 let middle = (low + high) / 2
-                if sortedKeys[middle] < key { low = middle + 1 } else { high = middle }
+                if bytewiseLess(sortedKeys[middle], key) { low = middle + 1 } else { high = middle }
             }
             return low
         }
@@ -36,6 +36,8 @@ public final class MemoryProvider: Provider {
     /// The provider's id in the store (`memory` unless given).
     public let id: String
     /// What it declares; its cap is enforced, so tests can exercise size routing.
+    ///
+    /// It always lists in key order, whatever it is given.
     public let capabilities: ProviderCapabilities
     /// Space this provider pretends to have, in bytes of keys and values; nil for unlimited.
     public let totalBytes: Int64?
@@ -49,6 +51,8 @@ public final class MemoryProvider: Provider {
         items: [KeyValue] = [], metrics: ProviderMetrics = ProviderMetrics()
     ) {
         self.id = id
+        var capabilities = capabilities
+        capabilities.listsInKeyOrder = true
         self.capabilities = capabilities
         self.totalBytes = totalBytes
         self.metrics = metrics
@@ -123,6 +127,9 @@ public final class MemoryProvider: Provider {
             return KeyPage(keys: keys, nextCursor: end < contents.sortedKeys.count ? keys.last : nil)
         }
     }
+
+    /// How many keys it holds.
+    public func keyCount() async throws -> Int? { contents.withLock { $0.sortedKeys.count } }
 
     /// Bytes of keys and values held, against `totalBytes`; nil without a total, because memory has no real limit
     /// to report.

@@ -56,6 +56,10 @@ public protocol Provider: Sendable {
     /// Space used and available, or nil when the provider cannot know.
     func quota() async throws -> ProviderQuota?
 
+    /// How many keys it holds, when it can count them without listing them (a SQL `count(*)`); nil otherwise.
+    /// Jobs show it as their progress total.
+    func keyCount() async throws -> Int?
+
     /// Calls `handler` on account changes; nil when the provider has no account events.
     func subscribeToAccountChanges(_ handler: @escaping @Sendable (AccountEvent) -> Void) -> ProviderSubscription?
     /// Calls `handler` when data changes elsewhere; nil when the provider has no change events.
@@ -79,6 +83,8 @@ extension Provider {
 
     /// By default a provider cannot know its quota.
     public func quota() async throws -> ProviderQuota? { nil }
+    /// By default a provider cannot count its keys without listing them.
+    public func keyCount() async throws -> Int? { nil }
     /// By default a provider has no account events.
     public func subscribeToAccountChanges(_ handler: @escaping @Sendable (AccountEvent) -> Void)
         -> ProviderSubscription?
@@ -171,12 +177,15 @@ public struct ProviderCapabilities: Sendable, Equatable {
     public var emitsAccountEvents: Bool
     /// Whether remote-change events are emitted.
     public var emitsRemoteChanges: Bool
+    /// Whether `listKeys` pages through keys in bytewise (UTF-8) order, which lets a sync merge listings as they
+    /// come; a sync sorts the listing of a provider without it in a temporary table first.
+    public var listsInKeyOrder: Bool
 
     /// Capabilities; every argument defaults to what a plain file store can do.
     public init(
         maxValueBytes: Int? = nil, tier: StorageTier = .file, keyRules: [KeyRule] = [], batchLimit: Int = 100,
         canList: Bool = true, reportsQuota: Bool = false, emitsAccountEvents: Bool = false,
-        emitsRemoteChanges: Bool = false
+        emitsRemoteChanges: Bool = false, listsInKeyOrder: Bool = false
     ) {
         precondition(batchLimit >= 1, "batchLimit must be at least 1")
         self.maxValueBytes = maxValueBytes
@@ -187,6 +196,7 @@ public struct ProviderCapabilities: Sendable, Equatable {
         self.reportsQuota = reportsQuota
         self.emitsAccountEvents = emitsAccountEvents
         self.emitsRemoteChanges = emitsRemoteChanges
+        self.listsInKeyOrder = listsInKeyOrder
     }
 }
 

@@ -53,52 +53,116 @@ public struct StoreMaintenance: Sendable {
                 result.completed = false
                 break
             }
-            let batch = Array(chunk)
-            var copies: [KeyValue] = []
-            var failures: [KeyFailure] = []
-            do throws(CloudSyncError) {
-                // Without overwrite, keys the destination already holds are skipped.
-                var present = Set<String>()
-                if !overwrite {
-                    try await store.dispatcher(for: to).get(batch) { keys, answer throws(CloudSyncError) in
-                        for (key, value) in zip(keys, try answer.get()) {
-                            if case .success(.some) = value { present.insert(key) }
-                        }
-                    }
-                }
-                try await store.dispatcher(for: from).get(batch) { keys, answer throws(CloudSyncError) in
-                    for (key, read) in zip(keys, try answer.get()) {
-                        if present.contains(key) {
-                            result.skipped.append(key)
-                            continue
-                        }
-                        do throws(CloudSyncError) {
-                            guard let stored = try read.get(), !stored.isEmpty else {
-                                result.skipped.append(key)
-                                continue
-                            }
-                            let decoded = try store.decode(stored, key: key, from: from)
-                            let encoded = try store.encodedValue(decoded, key: key, for: to).fitting()
-                            copies.append(KeyValue(key, encoded))
-                        } catch {
-                            failures.append(KeyFailure(key: key, error: error))
-                        }
-                    }
-                }
-            } catch {
-                failures += batch.map { KeyFailure(key: $0, error: error.attributed(key: $0)) }
-            }
-            let (written, failed) = await store.writeBatch(copies, to: to)
-            result.copied += written
-            failures += failed
-            result.failed += failures.sorted { $0.key < $1.key }
+            let outcome = await copyBatch(Array(chunk), from: from, to: to, overwrite: overwrite)
+            result.copied += outcome.copied
+            result.skipped += outcome.skipped
+            result.failed += outcome.failed
             onProgress?(result.copied.count + result.skipped.count + result.failed.count, result.total)
-            if !continueOnError && !failures.isEmpty {
+            if !continueOnError && !outcome.failed.isEmpty {
                 result.completed = false
                 break
             }
         }
         return result
+    }
+
+    /// ``migrate(from:to:filter:continueOnError:overwrite:onProgress:shouldStop:)`` page by page, holding one page of
+    /// keys rather than the source's whole listing, and returning counts rather than keys.
+    ///
+    /// The progress total is the source's ``Provider/keyCount()`` when it can count cheaply and no filter is given,
+    /// else nil. Each batch's failures go to `onFailures` as they happen.
+    public func migrateByPage(
+        from source: String, to destination: String, filter: (@Sendable (String) -> Bool)? = nil,
+        continueOnError: Bool = true, overwrite: Bool = true,
+        onProgress: (@Sendable (Int, Int?) -> Void)? = nil, onFailures: ([KeyFailure]) -> Void = { _ in },
+        shouldStop: (@Sendable () -> Bool)? = nil
+    ) async throws(CloudSyncError) -> MigrationCounts {
+        let from = try store.provider(withID: source)
+        let to = try store.provider(withID: destination)
+        guard source != destination else {
+            throw CloudSyncError(.config, "cannot migrate provider \(source) onto itself", provider: source)
+        }
+        guard from.capabilities.canList else {
+            throw CloudSyncError(.unsupported, "this provider cannot list its keys", provider: source)
+        }
+        let total = filter == nil ? try? await store.dispatcher(for: from).call { try await $0.keyCount() } : nil
+        var counts = MigrationCounts()
+        let batchSize = min(from.capabilities.batchLimit, to.capabilities.batchLimit)
+        var cursor: String?
+        listing: repeat {
+            let after = cursor
+            let page = try await store.dispatcher(for: from).call {
+                try await $0.listKeys(after: after, limit: CloudStore.listingPageSize)
+            }
+            guard page.nextCursor == nil || page.nextCursor != after else {
+                throw CloudSyncError(
+                    .provider, "listing returned the same cursor twice; it would never end", provider: source)
+            }
+            cursor = page.nextCursor
+            let keys = filter.map { page.keys.filter($0) } ?? page.keys
+            for chunk in keys.chunked(batchSize) {
+                if shouldStop?() == true {
+                    counts.completed = false
+                    break listing
+                }
+                let outcome = await copyBatch(Array(chunk), from: from, to: to, overwrite: overwrite)
+                counts.copied += outcome.copied.count
+                counts.skipped += outcome.skipped.count
+                counts.failed += outcome.failed.count
+                onFailures(outcome.failed)
+                onProgress?(counts.copied + counts.skipped + counts.failed, total ?? nil)
+                if !continueOnError && !outcome.failed.isEmpty {
+                    counts.completed = false
+                    break listing
+                }
+            }
+        } while cursor != nil
+        return counts
+    }
+
+    /// Copies one batch: reads it from `from` (and, without `overwrite`, what `to` holds), decodes and re-encodes
+    /// each value, writes the copies; failures sorted by key.
+    private func copyBatch(_ batch: [String], from: any Provider, to: any Provider, overwrite: Bool) async
+        -> (copied: [String], skipped: [String], failed: [KeyFailure])
+    {
+        var copies: [KeyValue] = []
+        var skipped: [String] = []
+        var failures: [KeyFailure] = []
+        do throws(CloudSyncError) {
+            // Without overwrite, keys the destination already holds are skipped.
+            var present = Set<String>()
+            if !overwrite {
+                try await store.dispatcher(for: to).get(batch) { keys, answer throws(CloudSyncError) in
+                    for (key, value) in zip(keys, try answer.get()) {
+                        if case .success(.some) = value { present.insert(key) }
+                    }
+                }
+            }
+            try await store.dispatcher(for: from).get(batch) { keys, answer throws(CloudSyncError) in
+                for (key, read) in zip(keys, try answer.get()) {
+                    if present.contains(key) {
+                        skipped.append(key)
+                        continue
+                    }
+                    do throws(CloudSyncError) {
+                        guard let stored = try read.get(), !stored.isEmpty else {
+                            skipped.append(key)
+                            continue
+                        }
+                        let decoded = try store.decode(stored, key: key, from: from)
+                        let encoded = try store.encodedValue(decoded, key: key, for: to).fitting()
+                        copies.append(KeyValue(key, encoded))
+                    } catch {
+                        failures.append(KeyFailure(key: key, error: error))
+                    }
+                }
+            }
+        } catch {
+            failures += batch.map { KeyFailure(key: $0, error: error.attributed(key: $0)) }
+        }
+        let (written, failed) = await store.writeBatch(copies, to: to)
+        failures += failed
+        return (written, skipped, failures.sorted { $0.key < $1.key })
     }
 
     /// Reads every value of one provider and checks that its codec decodes it; values are never returned or printed.

@@ -67,7 +67,22 @@ public struct QuotaEntry: Sendable, Equatable {
     public var error: CloudSyncError?
 }
 
-/// What `migrate` did.
+/// What `migrateByPage` did, in counts.
+public struct MigrationCounts: Sendable, Equatable {
+    /// Keys copied to the destination.
+    public var copied = 0
+    /// Keys skipped: holding nothing at the source, or (without overwrite) already at the destination.
+    public var skipped = 0
+    /// Keys that could not be read, decoded or written.
+    public var failed = 0
+    /// False when it stopped early (`continueOnError: false` at a failure, or `shouldStop`).
+    public var completed = true
+
+    /// No keys yet.
+    public init() {}
+}
+
+/// What a migration did, key by key.
 public struct MigrationResult: Sendable, Equatable {
     /// Keys copied to the destination.
     public var copied: [String] = []

@@ -28,6 +28,9 @@ enum Commands {
             .flag("dry-run", help: "Read everything, report what would change, write nothing but the report."),
             .option("report", value: "PATH|-", help: "Write the report to PATH, or to standard output with -."),
             .flag("yes", help: "Confirm destructive jobs (clear) that the file does not confirm itself."),
+            .flag(
+                "force",
+                help: "Let sync jobs delete more keys than their maxDeletes allows, for this run only."),
             .flag("quiet", short: "q", help: "Print only a line per failed or errored job, and no progress."),
             .option(
                 "progress", value: "MODE", choices: ["auto", "always", "never"], default: "auto",
@@ -36,7 +39,10 @@ enum Commands {
         ],
         exitCodes: [
             (.success, "every job ran and succeeded"),
-            (.failure, "a job finished with failed keys, or a quota warning under failOnWarning"),
+            (
+                .failure,
+                "a job finished with failed keys, a quota warning under failOnWarning, or a sync stopped by maxDeletes"
+            ),
             (.jobError, "a job could not run (a provider unavailable for it, a refused clear, unreadable state)"),
             (.queued, "every job succeeded but writes wait in the outbox for a provider that could not take them"),
             (.usage, "the command line or the pipeline file was wrong; nothing was done"),

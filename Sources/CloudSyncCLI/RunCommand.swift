@@ -3,7 +3,7 @@ import CloudSyncPipeline
 import Foundation
 
 extension CommandLineTool {
-    /// Runs `cloudsync run FILE [--job NAME]... [--dry-run] [--report PATH|-] [--yes] [--quiet] [--progress MODE]
+    /// Runs `cloudsync run FILE [--job NAME]... [--dry-run] [--report PATH|-] [--yes] [--force] [--quiet] [--progress MODE]
     /// [--verbose]`.
     func runPipeline(_ parsed: ParsedArguments) async -> ExitCode {
         var options = RunOptions()
@@ -11,6 +11,7 @@ extension CommandLineTool {
         options.reportPath = parsed.value("report")
         options.dryRun = parsed.flag("dry-run")
         options.yes = parsed.flag("yes")
+        options.force = parsed.flag("force")
         options.logger = requestLogger(parsed)
         let quiet = parsed.flag("quiet")
         let progress = parsed.value("progress") ?? "auto"

@@ -46,7 +46,8 @@ public final class DirectoryProvider: Provider {
     /// What a directory provider can do; the pipeline planner reads it before any directory is created.
     public static func capabilities(maxValueBytes: Int?) -> ProviderCapabilities {
         ProviderCapabilities(
-            maxValueBytes: maxValueBytes, tier: .file, batchLimit: 100, canList: true, reportsQuota: true)
+            maxValueBytes: maxValueBytes, tier: .file, batchLimit: 100, canList: true, reportsQuota: true,
+            listsInKeyOrder: true)
     }
 
     /// Stops serving.
@@ -208,25 +209,27 @@ public final class DirectoryProvider: Provider {
         Glibc.close(descriptor)
     }
 
-    /// Pages in the order of encoded names, streaming the directory tree on every page and keeping only the next
-    /// `limit` names, so memory stays bounded by the page size however many files there are.
+    /// Pages in bytewise (UTF-8) order of the keys, as every listing a sync merges must.
+    ///
+    /// The encoded file names sort differently, so each name is decoded first. The directory tree is streamed on every page, keeping only the
+    /// next `limit` keys, so memory stays bounded by the page size however many files there are.
     public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
         try ensureOpen()
         metrics.recordRequest()
         let limit = max(limit, 1)
-        let after = cursor.map(FileNameMapping.encode) ?? ""
         return try await LocalFiles.offload { [self] in
             var smallest: [String] = []
             try walk(root, pieces: []) { encoded in
-                guard encoded > after else { return }
-                smallest.append(encoded)
+                guard let key = FileNameMapping.decode(encoded) else { return }
+                if let cursor, !bytewiseLess(cursor, key) { return }
+                smallest.append(key)
                 if smallest.count > 2 * limit {
-                    smallest.sort()
+                    smallest.sort(by: bytewiseLess)
                     smallest.removeLast(smallest.count - limit - 1)
                 }
             }
-            smallest.sort()
-            let page = smallest.prefix(limit).compactMap(FileNameMapping.decode)
+            smallest.sort(by: bytewiseLess)
+            let page = Array(smallest.prefix(limit))
             return KeyPage(keys: page, nextCursor: smallest.count > limit ? page.last : nil)
         }
     }

@@ -119,7 +119,8 @@ public final class SQLiteProvider: Provider {
     /// What a SQLite provider can do; the pipeline planner reads it before any database is opened.
     public static func capabilities(maxValueBytes: Int?) -> ProviderCapabilities {
         ProviderCapabilities(
-            maxValueBytes: maxValueBytes, tier: .file, batchLimit: 500, canList: true, reportsQuota: true)
+            maxValueBytes: maxValueBytes, tier: .file, batchLimit: 500, canList: true, reportsQuota: true,
+            listsInKeyOrder: true)
     }
 
     /// Available until ``close()``, then `closed`; an open database is always available.
@@ -143,10 +144,20 @@ public final class SQLiteProvider: Provider {
     /// busy timeout, and `ERR_PROVIDER` for any other SQLite failure.
     public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
         let results: [Result<String?, CloudSyncError>] = try await read { db in
-            let select = try db.prepare("SELECT value FROM kv WHERE key = ?")
-            return try keys.map { key in
-                try select.bind(key)
-                return .success(try select.step() ? select.string(0) : nil)
+            // An explicit read transaction: without it each lookup is a transaction of its own, with its own locks.
+            try db.executeScript("BEGIN")
+            do {
+                let select = try db.prepare("SELECT value FROM kv WHERE key = ?")
+                let values: [Result<String?, CloudSyncError>] = try keys.map { key in
+                    try select.bind(key)
+                    return .success(try select.step() ? select.string(0) : nil)
+                }
+                select.reset()
+                try db.executeScript("COMMIT")
+                return values
+            } catch {
+                try? db.executeScript("ROLLBACK")
+                throw error
             }
         }
         metrics.recordRequest(bytesRead: results.reduce(0) { $0 + ((try? $1.get())??.utf8.count ?? 0) })
@@ -234,6 +245,12 @@ public final class SQLiteProvider: Provider {
         }
         let page = Array(keys.prefix(limit))
         return KeyPage(keys: page, nextCursor: keys.count > limit ? page.last : nil)
+    }
+
+    /// The number of rows of `kv`, counted by SQLite.
+    public func keyCount() async throws -> Int? {
+        metrics.recordRequest()
+        return try await read { db in try db.query("SELECT count(*) FROM kv") { Int($0.int64(0)) }.first ?? 0 }
     }
 
     /// The database's used pages in bytes (free pages not counted), with the limit when one is configured.

@@ -10,13 +10,15 @@ struct JobExecutor {
     let providers: [String: any Provider]
     /// Providers that could not be opened: a job that needs one fails with its error.
     var unopened: [String: CloudSyncError] = [:]
+    /// The pipeline's state database, where sync jobs keep their snapshots; nil in a dry run of a new pipeline.
+    var stateDatabase: StateDatabase?
 
     /// Keys per page the jobs walk.
     static let pageSize = 500
     /// The running job's name, for progress.
     var progressName = ""
 
-    private func progress(_ done: Int, _ total: Int?) { options.onProgress?(progressName, done, total) }
+    func progress(_ done: Int, _ total: Int?) { options.onProgress?(progressName, done, total) }
 
     mutating func run(_ job: JobSpec) async -> RunReport.Job {
         progressName = job.name
@@ -39,7 +41,7 @@ struct JobExecutor {
     private func needs(_ kind: JobSpec.Kind) -> [String] {
         let storeProviders = compiled.spec.store.providers
         switch kind {
-        case .sync(let subset): return subset ?? storeProviders
+        case .sync(let subset, _, _): return subset ?? storeProviders
         case .migrate(let from, let to, _, _, _): return [from, to]
         case .clear(let provider, _): return provider.map { [$0] } ?? storeProviders
         case .export(let from, _, _, _): return from == "store" ? storeProviders : [from]
@@ -49,7 +51,7 @@ struct JobExecutor {
         }
     }
 
-    private func record(_ failures: [KeyFailure], in entry: inout RunReport.Job) {
+    func record(_ failures: [KeyFailure], in entry: inout RunReport.Job) {
         for failure in failures {
             if entry.failures.count < PipelineRunner.failureListLimit {
                 entry.failures.append(
@@ -64,52 +66,23 @@ struct JobExecutor {
 
     private func perform(_ kind: JobSpec.Kind, into entry: inout RunReport.Job) async throws(CloudSyncError) {
         switch kind {
-        case .sync(let subset):
-            let ids = subset ?? compiled.spec.store.providers
-            var seen = Set<String>()
-            var total = ReconcileResult()
-            for id in ids {
-                // The probe runs under the store's deadline: a hung provider is skipped, not waited on.
-                guard let provider = providers[id], provider.capabilities.canList,
-                    (try? await store.availability(of: id))?.isAvailable == true
-                else {
-                    continue
-                }
-                var cursor: String?
-                repeat {
-                    if options.interrupt.isRaised { break }
-                    let page = try await store.keyPage(of: id, after: cursor, limit: Self.pageSize)
-                    let fresh = page.keys.filter { seen.insert($0).inserted }
-                    if !fresh.isEmpty {
-                        let result = try await store.maintenance.reconcile(fresh, among: ids)
-                        total.keys += result.keys
-                        total.inSync += result.inSync
-                        total.repaired += result.repaired
-                        total.skipped += result.skipped
-                        total.queued += result.queued
-                        record(result.failed, in: &entry)
-                        total.failed += result.failed
-                        progress(total.keys, nil)
-                    }
-                    cursor = page.nextCursor
-                } while cursor != nil
-            }
-            entry.counts = [
-                "keys": total.keys, "inSync": total.inSync, "repaired": total.repaired, "skipped": total.skipped,
-                "failed": total.failed.count, "queued": total.queued,
-            ]
+        case .sync(let subset, let deletes, let maxDeletes):
+            try await sync(
+                subset ?? compiled.spec.store.providers, deletes: deletes, maxDeletes: maxDeletes, into: &entry)
         case .migrate(let from, let to, let keys, let continueOnError, let overwrite):
             let name = progressName
             let report = options.onProgress
-            let result = try await store.maintenance.migrate(
+            var failures: [KeyFailure] = []
+            let result = try await store.maintenance.migrateByPage(
                 from: from, to: to, filter: keyFilter(keys), continueOnError: continueOnError,
                 overwrite: overwrite == .always, onProgress: { done, total in report?(name, done, total) },
+                onFailures: { failed in
+                    failures += failed.prefix(max(0, PipelineRunner.failureListLimit + 1 - failures.count))
+                },
                 shouldStop: { [interrupt = options.interrupt] in interrupt.isRaised })
-            record(result.failed, in: &entry)
-            entry.counts = [
-                "copied": result.copied.count, "skipped": result.skipped.count, "failed": result.failed.count,
-                "queued": 0,
-            ]
+            record(failures, in: &entry)
+            entry.failuresOmitted += max(0, result.failed - failures.count)
+            entry.counts = ["copied": result.copied, "skipped": result.skipped, "failed": result.failed, "queued": 0]
             if !result.completed && options.interrupt.isRaised { entry.status = .interrupted }
         case .clear(let provider, let confirm):
             guard confirm || options.yes else {

@@ -536,7 +536,8 @@ private struct Reader {
         var names = Set<String>()
         return items.enumerated().compactMap { index, item in
             let fieldsByType: [String: [String]] = [
-                "sync": ["providers"], "migrate": ["from", "to", "keys", "continueOnError", "overwrite"],
+                "sync": ["providers", "deletes", "maxDeletes"],
+                "migrate": ["from", "to", "keys", "continueOnError", "overwrite"],
                 "clear": ["provider", "confirm"], "quota": ["warnAbove", "failOnWarning"],
                 "export": ["from", "path", "keys", "codec"], "import": ["path", "to", "overwrite"],
                 "verify": ["provider"], "rekey": ["provider"], "flush": [],
@@ -584,7 +585,19 @@ private struct Reader {
                 let subset = job.textList("providers")?.filter {
                     reference($0.text, at: $0.mark, among: providerIDs, what: "provider")
                 }
-                kind = .sync(providers: subset?.map(\.text))
+                var maxDeletes = DeleteLimit.standard
+                if let node = job["maxDeletes"], let text = job.scalarText(node, field: "maxDeletes")?.value {
+                    if let limit = DeleteLimit(text: text) {
+                        maxDeletes = limit
+                    } else {
+                        diagnostics.error(
+                            "`maxDeletes` in \(context) must be a whole number of keys (at least 0) or a percentage "
+                                + "from 0% to 100% like \"50%\"; found \"\(text)\"", at: node.mark)
+                    }
+                }
+                kind = .sync(
+                    providers: subset?.map(\.text), deletes: job.choice("deletes", SyncDeletes.self) ?? .propagate,
+                    maxDeletes: maxDeletes)
             case "migrate":
                 let from = provider("from")
                 let to = provider("to")

@@ -10,6 +10,8 @@ public struct RunOptions: Sendable {
     public var dryRun = false
     /// Confirms `clear` jobs that do not say `confirm: true`.
     public var yes = false
+    /// Lets sync jobs delete more keys than their `maxDeletes` allows, for this run only.
+    public var force = false
     /// Overrides the file's report path; `-` writes the report to standard output.
     public var reportPath: String?
     /// Raised when the task running ``PipelineRunner/run()`` is cancelled; jobs stop at their next batch boundary.
@@ -127,7 +129,7 @@ public struct PipelineRunner: Sendable {
             }
             var executor = JobExecutor(
                 store: store, compiled: compiled, options: options, providers: session.providers,
-                unopened: session.unopened)
+                unopened: session.unopened, stateDatabase: session.stateDatabase)
             let result = await executor.run(job)
             options.onJobFinished?(result)
             jobs.append(result)

@@ -30,10 +30,10 @@ public enum ReportSchema {
                   "name": { "type": "string" },
                   "type": { "enum": ["sync", "migrate", "clear", "quota", "export", "import", "verify", "rekey", "flush"] },
                   "status": { "description": "ok, failed (some keys failed, or a quota warning under failOnWarning), error (could not run), interrupted (stopped after a batch by SIGINT or SIGTERM), skipped (not run: interrupted before it started).", "enum": ["ok", "failed", "error", "interrupted", "skipped"] },
-                  "counts": { "description": "Job-specific counts (sync: keys, inSync, repaired, skipped, failed, queued; migrate: copied, skipped, failed; ...).", "type": "object", "additionalProperties": { "type": "integer", "minimum": 0 } },
+                  "counts": { "description": "Job-specific counts (sync: keys, inSync, repaired, skipped, failed, queued, deleted, conflicts, heldBack; migrate: copied, skipped, failed; ...).", "type": "object", "additionalProperties": { "type": "integer", "minimum": 0 } },
                   "failures": { "description": "The first 100 failing keys.", "type": "array", "items": { "$ref": "#/$defs/failure" } },
                   "failuresOmitted": { "description": "Failing keys beyond the first 100.", "type": "integer", "minimum": 0 },
-                  "error": { "description": "Why the job could not run.", "$ref": "#/$defs/failure" },
+                  "error": { "description": "Why the job could not run; for a sync that failed, also why it deleted nothing (ERR_TOO_MANY_DELETES).", "$ref": "#/$defs/failure" },
                   "quota": {
                     "description": "quota jobs: one entry per provider that can know.",
                     "type": "array",
@@ -50,7 +50,36 @@ public enum ReportSchema {
                       }
                     }
                   },
-                  "file": { "description": "export/import: the file, as the pipeline names it.", "type": "string" }
+                  "file": { "description": "export/import: the file, as the pipeline names it.", "type": "string" },
+                  "sync": {
+                    "description": "sync jobs: what the job compared against, what it could not see, and what it deleted or chose.",
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["firstRun", "deletes", "maxDeletes", "unlisted", "conflicts", "deletions", "deletionsOmitted"],
+                    "properties": {
+                      "firstRun": { "description": "No snapshot from an earlier run: the union of every provider's keys, nothing deleted.", "type": "boolean" },
+                      "deletes": { "enum": ["propagate", "ignore"] },
+                      "maxDeletes": { "description": "The job's limit: a count or a percentage.", "type": "string" },
+                      "unlisted": { "description": "Providers that could not be listed: their keys were neither read nor deleted, their snapshot rows kept.", "type": "array", "items": { "$ref": "#/$defs/failure" } },
+                      "conflicts": {
+                        "description": "The first 100 keys edited on one provider and deleted or edited on another since the last sync.",
+                        "type": "array",
+                        "items": {
+                          "type": "object",
+                          "additionalProperties": false,
+                          "required": ["key", "kind", "editedOn", "deletedOn"],
+                          "properties": {
+                            "key": { "type": "string" },
+                            "kind": { "description": "editedAndDeleted: the edit won and the key came back; editedOnSeveral: the resolver (or the preference order) chose.", "enum": ["editedAndDeleted", "editedOnSeveral"] },
+                            "editedOn": { "type": "array", "items": { "type": "string" } },
+                            "deletedOn": { "type": "array", "items": { "type": "string" } }
+                          }
+                        }
+                      },
+                      "deletions": { "description": "The first 100 keys deleted everywhere (or that would be, in a dry run or past maxDeletes).", "type": "array", "items": { "type": "string" } },
+                      "deletionsOmitted": { "description": "Deleted keys beyond the first 100.", "type": "integer", "minimum": 0 }
+                    }
+                  }
                 }
               }
             },

@@ -68,19 +68,56 @@ public struct RunReport: Codable, Sendable {
         public var type: String
         /// How the job ended.
         public var status: JobStatus
-        /// What the job did, by name, varying with its type (sync: keys, inSync, repaired, skipped, failed, queued;
+        /// What the job did, by name, varying with its type (sync: keys, inSync, repaired, skipped, failed, queued,
+        /// deleted, conflicts, heldBack;
         /// migrate: copied, skipped, failed; ...).
         public var counts: [String: Int]
         /// The first ``PipelineRunner/failureListLimit`` keys that failed, in the order they failed.
         public var failures: [Failure]
         /// Failures beyond the first 100, counted but not listed.
         public var failuresOmitted: Int
-        /// Why the job could not run, for status `error`.
+        /// Why the job could not run, for status `error`; for a sync with status `failed`, also why it deleted
+        /// nothing (`ERR_TOO_MANY_DELETES`).
         public var error: Failure?
         /// Each provider's space, for a `quota` job; nil for other jobs.
         public var quota: [QuotaLine]?
         /// The file an export wrote or an import read.
         public var file: String?
+        /// What a `sync` job compared against and decided; nil for other jobs.
+        public var sync: SyncDetails? = nil
+    }
+
+    /// What a sync job compared against, what it could not see, and what it deleted or chose.
+    public struct SyncDetails: Codable, Sendable, Equatable {
+        /// Whether the job had no snapshot from an earlier run, so it took the union of every provider's keys and
+        /// deleted nothing.
+        public var firstRun: Bool
+        /// The job's `deletes` setting: `propagate` or `ignore`.
+        public var deletes: String
+        /// The job's `maxDeletes` setting, as a count or a percentage.
+        public var maxDeletes: String
+        /// Providers that could not be listed: their keys were neither deleted nor read, and their snapshot rows
+        /// were kept.
+        public var unlisted: [Failure]
+        /// The first 100 keys edited on one provider and deleted or edited on another since the last sync.
+        public var conflicts: [Conflict]
+        /// The first 100 keys deleted everywhere (or that would be, in a dry run or past the guard).
+        public var deletions: [String]
+        /// Deleted keys beyond the first 100.
+        public var deletionsOmitted: Int
+    }
+
+    /// A key whose copies changed on several sides since the last sync.
+    public struct Conflict: Codable, Sendable, Equatable {
+        /// The key.
+        public var key: String
+        /// `editedAndDeleted` (the edit won and the key came back) or `editedOnSeveral` (the resolver, or the
+        /// preference order without one, chose).
+        public var kind: String
+        /// Providers whose copy changed.
+        public var editedOn: [String]
+        /// Providers that deleted it.
+        public var deletedOn: [String]
     }
 
     /// What the outbox did during the run: it drains before the first job, and jobs may queue more.

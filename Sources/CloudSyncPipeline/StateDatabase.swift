@@ -54,7 +54,20 @@ public final class StateDatabase: ProviderStateStore {
                     fingerprint TEXT NOT NULL,
                     PRIMARY KEY (job, key)
                 ) WITHOUT ROWID;
-                """)
+                """),
+        SQLiteMigration(
+            "sync jobs' finished runs and deletions waiting for the mass-delete guard",
+            sql: """
+                CREATE TABLE sync_jobs (
+                    job TEXT PRIMARY KEY NOT NULL,
+                    finished_at TEXT NOT NULL
+                ) WITHOUT ROWID;
+                CREATE TABLE sync_deletions (
+                    job TEXT NOT NULL,
+                    key TEXT NOT NULL,
+                    PRIMARY KEY (job, key)
+                ) WITHOUT ROWID;
+                """),
     ])
 
     /// The database file.
@@ -202,6 +215,107 @@ public final class StateDatabase: ProviderStateStore {
             } else {
                 try db.execute("DELETE FROM provider_values WHERE provider = ? AND name = ?", provider, name)
             }
+        }
+    }
+
+    // MARK: Sync snapshots
+
+    /// Whether sync job `job` has finished a run before (so its snapshot is a baseline, not a first run's start).
+    public func hasSynced(_ job: String) throws(CloudSyncError) -> Bool {
+        try run { db in try db.query("SELECT 1 FROM sync_jobs WHERE job = ?", [job]) { _ in true }.first ?? false }
+    }
+
+    /// Records that sync job `job` finished a run at `time`.
+    public func markSynced(_ job: String, at time: String) throws(CloudSyncError) {
+        guard overlay == nil else { return }
+        try run { db in try db.execute("INSERT OR REPLACE INTO sync_jobs (job, finished_at) VALUES (?, ?)", job, time) }
+    }
+
+    /// Up to `limit` snapshot rows of `job` after `key` (bytewise), in key order.
+    public func snapshotRows(of job: String, after key: String?, limit: Int) throws(CloudSyncError)
+        -> [(key: String, fingerprint: SyncFingerprint)]
+    {
+        try run { db in
+            try db.query(
+                "SELECT key, fingerprint FROM snapshots WHERE job = ? AND key > ? ORDER BY key LIMIT ?",
+                [job, key ?? "", limit]
+            ) { row in (row.string(0) ?? "", SyncFingerprint(text: row.string(1) ?? "")) }
+        }
+    }
+
+    /// How many keys `job`'s snapshot holds.
+    public func snapshotCount(of job: String) throws(CloudSyncError) -> Int {
+        try run { db in
+            try db.query("SELECT count(*) FROM snapshots WHERE job = ?", [job]) { Int($0.int64(0)) }.first ?? 0
+        }
+    }
+
+    /// Replaces `job`'s snapshot rows for these keys in one transaction: a nil fingerprint removes the row.
+    ///
+    /// Each page of a sync lands here after its writes, so a run killed at any point leaves rows that describe
+    /// either the state before or after each page — both true baselines for the next run.
+    public func updateSnapshot(of job: String, _ rows: [(key: String, fingerprint: SyncFingerprint?)])
+        throws(CloudSyncError)
+    {
+        guard overlay == nil, !rows.isEmpty else { return }
+        try run { db in
+            try db.transaction {
+                let upsert = try db.prepare("INSERT OR REPLACE INTO snapshots (job, key, fingerprint) VALUES (?, ?, ?)")
+                let delete = try db.prepare("DELETE FROM snapshots WHERE job = ? AND key = ?")
+                for (key, fingerprint) in rows {
+                    if let fingerprint {
+                        try upsert.bind(job, key, fingerprint.text).run()
+                        upsert.reset()
+                    } else {
+                        try delete.bind(job, key).run()
+                        delete.reset()
+                    }
+                }
+            }
+        }
+    }
+
+    /// Replaces `job`'s snapshot rows for these keys and sets `deletions` aside, in one transaction (one commit, so
+    /// one set of fsyncs, for many pages).
+    public func recordSyncProgress(
+        of job: String, snapshot rows: [(key: String, fingerprint: SyncFingerprint?)], deletions: [String]
+    ) throws(CloudSyncError) {
+        guard overlay == nil, !rows.isEmpty || !deletions.isEmpty else { return }
+        try run { db in
+            try db.transaction {
+                let upsert = try db.prepare("INSERT OR REPLACE INTO snapshots (job, key, fingerprint) VALUES (?, ?, ?)")
+                let delete = try db.prepare("DELETE FROM snapshots WHERE job = ? AND key = ?")
+                for (key, fingerprint) in rows {
+                    if let fingerprint {
+                        try upsert.bind(job, key, fingerprint.text).run()
+                        upsert.reset()
+                    } else {
+                        try delete.bind(job, key).run()
+                        delete.reset()
+                    }
+                }
+                let insert = try db.prepare("INSERT OR IGNORE INTO sync_deletions (job, key) VALUES (?, ?)")
+                for key in deletions {
+                    try insert.bind(job, key).run()
+                    insert.reset()
+                }
+            }
+        }
+    }
+
+    /// Forgets the deletions an earlier run of `job` set aside.
+    public func clearDeletions(of job: String) throws(CloudSyncError) {
+        guard overlay == nil else { return }
+        try run { db in try db.execute("DELETE FROM sync_deletions WHERE job = ?", job) }
+    }
+
+    /// Up to `limit` keys set aside for deletion after `key`, with their snapshot rows, in key order.
+    public func deletions(of job: String, after key: String?, limit: Int) throws(CloudSyncError) -> [SyncItem] {
+        try run { db in
+            try db.query(
+                "SELECT d.key, s.fingerprint FROM sync_deletions d JOIN snapshots s ON s.job = d.job AND s.key = d.key "
+                    + "WHERE d.job = ? AND d.key > ? ORDER BY d.key LIMIT ?", [job, key ?? "", limit]
+            ) { row in SyncItem(key: row.string(0) ?? "", baseline: SyncFingerprint(text: row.string(1) ?? "")) }
         }
     }
 

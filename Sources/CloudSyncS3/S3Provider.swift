@@ -75,7 +75,7 @@ public final class S3Provider: Provider {
     public static func capabilities(prefix: String) -> ProviderCapabilities {
         ProviderCapabilities(
             tier: .file, keyRules: [.maxUTF8Bytes(maxObjectKeyBytes - prefix.utf8.count)], batchLimit: batchLimit,
-            canList: true, reportsQuota: false)
+            canList: true, reportsQuota: false, listsInKeyOrder: true)
     }
 
     private func ensureOpen() throws(CloudSyncError) {

@@ -10,6 +10,9 @@ import CloudSyncTesting
 import CloudSyncYAML
 import Foundation
 
+// `--sync SIZES` runs only the sync benchmark (SyncBenchmark.swift) and exits.
+try await syncBenchmark(CommandLine.arguments)
+
 let clock = ContinuousClock()
 
 func measure(_ label: String, operations: Int, unit: String = "ops", _ body: () throws -> Void) rethrows {

@@ -117,7 +117,11 @@ import Testing
         let parsed = try report(result)
         #expect(parsed["status"] as? String == "ok")
         #expect(counts(parsed, 0)["copied"] == 3)
-        #expect(counts(parsed, 1) == ["keys": 3, "inSync": 0, "repaired": 3, "skipped": 0, "failed": 0, "queued": 0])
+        #expect(
+            counts(parsed, 1) == [
+                "keys": 3, "inSync": 0, "repaired": 3, "skipped": 0, "failed": 0, "queued": 0, "deleted": 0,
+                "conflicts": 0, "heldBack": 0,
+            ])
         #expect(counts(parsed, 3) == ["checked": 3, "ok": 3, "failed": 0])
         #expect(counts(parsed, 4)["skipped"] == 3)  // already under the current key
         #expect(counts(parsed, 5)["items"] == 3)
@@ -142,7 +146,7 @@ import Testing
         let file = try pipeline(
             "dry.yaml", Self.seeded + "jobs:\n  - { type: migrate, from: seed, to: primary }\n  - { type: sync }\n")
         #expect(try run([file, "--quiet"]).status == 0)
-        // Make the next sync have something to repair: one copy goes missing.
+        // Make the next sync have something to do: one copy is deleted, which the sync would propagate.
         try FileManager.default.removeItem(atPath: directory.file("data/backup/favourites"))
         let before = try snapshot()
         let dry = try run([file, "--dry-run", "--report", "-", "--quiet"])
@@ -150,7 +154,9 @@ import Testing
         let parsed = try report(dry)
         #expect(parsed["dryRun"] as? Bool == true)
         #expect(counts(parsed, 0)["copied"] == 3)  // would copy
-        #expect(counts(parsed, 1)["repaired"] == 1)  // would repair
+        #expect(counts(parsed, 1)["deleted"] == 1)  // would delete
+        let sync = try #require(job(parsed, 1)["sync"] as? [String: Any])
+        #expect(sync["deletions"] as? [String] == ["favourites"])
         // Every file is as it was, and nothing was added (not even SQLite's -wal and -shm beside a database).
         let after = try snapshot()
         #expect(after == before, "added: \(after.keys.filter { before[$0] == nil }.sorted())")

@@ -28,6 +28,22 @@ import Testing
         #expect((attributes[.posixPermissions] as? NSNumber)?.intValue == 0o700)
     }
 
+    @Test func listingIsInBytewiseKeyOrderNotInTheOrderOfEncodedNames() async throws {
+        let provider = try DirectoryProvider(root: directory.file("ordered"))
+        // Encoded, `A` is `%41` and sorts before `0`; a 300-byte key is split into directories.
+        let keys = ["0", "A", "a", "Zebra", "~", "é", " space", "a.b", String(repeating: "L", count: 300), "b"]
+        _ = try await provider.set(keys.map { KeyValue($0, "v") })
+        var listed: [String] = []
+        var cursor: String?
+        repeat {
+            let page = try await provider.listKeys(after: cursor, limit: 3)
+            listed += page.keys
+            cursor = page.nextCursor
+        } while cursor != nil
+        #expect(listed == keys.sorted(by: bytewiseLess))
+        #expect(provider.capabilities.listsInKeyOrder)
+    }
+
     @Test func hostileKeysStayInsideTheRoot() async throws {
         let root = directory.file("root")
         let outside = directory.file("outside")

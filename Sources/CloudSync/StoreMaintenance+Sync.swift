@@ -1,0 +1,395 @@
+internal import CloudSyncSodium
+
+/// What each provider held of one key when a sync last left it: a digest of the encoded value per provider.
+///
+/// Values never appear, only BLAKE2b digests of what each provider stored (after its codec), so a provider whose
+/// codec encrypts is compared with its own earlier copy, never with another provider's.
+public struct SyncFingerprint: Sendable, Equatable {
+    /// Digest (hexadecimal) of the encoded value each provider held, by provider id; a provider that lacked the key
+    /// has no entry.
+    public var digests: [String: String]
+
+    /// A fingerprint of these digests.
+    public init(_ digests: [String: String]) { self.digests = digests }
+
+    /// The digest the snapshot keeps of an encoded value: BLAKE2b, 16 bytes, in hexadecimal.
+    public static func digest(of encoded: String) -> String {
+        var encoded = encoded
+        // 16 bytes is inside BLAKE2b's allowed range, so the hash cannot fail.
+        let digest = encoded.withUTF8 { bytes in (try? BLAKE2b.hash(UnsafeRawBufferPointer(bytes), byteCount: 16)) ?? []
+        }
+        return String(unsafeUninitializedCapacity: digest.count * 2) { output in
+            let digits = Array("0123456789abcdef".utf8)
+            for (index, byte) in digest.enumerated() {
+                output[2 * index] = digits[Int(byte >> 4)]
+                output[2 * index + 1] = digits[Int(byte & 0x0f)]
+            }
+            return digest.count * 2
+        }
+    }
+
+    private static let separator: Character = "\u{1F}"
+
+    /// The stored form: `provider=digest` pairs sorted by provider, separated by the ASCII unit separator.
+    public var text: String {
+        digests.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: String(Self.separator))
+    }
+
+    /// The fingerprint `text` spells (as ``text`` writes it).
+    public init(text: String) {
+        var digests: [String: String] = [:]
+        // Split on bytes: the separators are ASCII, and splitting by Character would look for grapheme breaks.
+        for pair in text.utf8.split(separator: 0x1F) {
+            guard let equals = pair.lastIndex(of: UInt8(ascii: "=")) else { continue }
+            digests[String(Substring(pair[..<equals]))] = String(Substring(pair[pair.index(after: equals)...]))
+        }
+        self.digests = digests
+    }
+}
+
+/// Whether `a` sorts before `b` byte by byte in UTF-8: the order listings and snapshots are merged in (SQLite's
+/// `BINARY` collation); Swift's own `<` compares canonically equivalent strings as equal.
+public func bytewiseLess(_ a: String, _ b: String) -> Bool {
+    // On the contiguous UTF-8 of native strings: the merge of a sync compares every key a few times.
+    if let answer = a.utf8.withContiguousStorageIfAvailable({ left in
+        b.utf8.withContiguousStorageIfAvailable { right -> Bool in
+            for index in 0..<min(left.count, right.count) where left[index] != right[index] {
+                return left[index] < right[index]
+            }
+            return left.count < right.count
+        }
+    }), let answer {
+        return answer
+    }
+    return a.utf8.lexicographicallyPrecedes(b.utf8)
+}
+
+/// What a sync does with a key deleted on some providers since the last sync and unchanged on the others.
+public enum SyncDeletes: String, Sendable, CaseIterable, Codable {
+    /// Remove it everywhere.
+    case propagate
+    /// Copy it back from the providers that still hold it (a plain union).
+    case ignore
+}
+
+/// One key a sync page looks at, with what the last sync left (nil for a key the snapshot does not know).
+public struct SyncItem: Sendable, Equatable {
+    /// The key.
+    public var key: String
+    /// What each provider held after the last sync; nil when the key is new to the snapshot.
+    public var baseline: SyncFingerprint?
+
+    /// A key and its baseline.
+    public init(key: String, baseline: SyncFingerprint?) {
+        self.key = key
+        self.baseline = baseline
+    }
+}
+
+/// A key changed on one provider while deleted on another, or changed on several providers, since the last sync.
+public struct SyncConflict: Sendable, Equatable, Codable {
+    /// How the copies disagreed.
+    public enum Kind: String, Sendable, Codable {
+        /// Edited on some providers, deleted on others: the edit wins and the key comes back.
+        case editedAndDeleted
+        /// Edited differently on several providers: the store's resolver (or the preference order) chose.
+        case editedOnSeveral
+    }
+
+    /// The key.
+    public var key: String
+    /// How the copies disagreed.
+    public var kind: Kind
+    /// The providers that changed it since the last sync.
+    public var editedOn: [String]
+    /// The providers that deleted it since the last sync.
+    public var deletedOn: [String]
+}
+
+/// What one page of a sync did.
+public struct SyncPageResult: Sendable {
+    /// Keys looked at.
+    public var keys = 0
+    /// Keys every provider already held identically (or nowhere).
+    public var inSync = 0
+    /// Keys written to at least one provider.
+    public var repaired = 0
+    /// (key, provider) writes passed over because the value is larger than the provider takes.
+    public var skipped = 0
+    /// (key, provider) writes that failed for a reason that may pass and wait in the outbox.
+    public var queued = 0
+    /// Keys that could not be read, decoded or written.
+    public var failed: [KeyFailure] = []
+    /// Keys changed on one side and deleted or changed on another since the last sync.
+    public var conflicts: [SyncConflict] = []
+    /// Keys deleted on some providers and unchanged on the others: to be removed everywhere, which the caller does
+    /// with ``StoreMaintenance/removeUnchanged(_:among:unknown:)`` once it knows the total is within its limit.
+    public var deletions: [SyncItem] = []
+    /// Keys whose deletion is held back because a provider that held them could not be listed.
+    public var heldBack: [String] = []
+    /// The snapshot's rows that change: a fingerprint per key, nil to remove the key's row; keys not listed keep
+    /// theirs.
+    public var snapshot: [(key: String, fingerprint: SyncFingerprint?)] = []
+
+    /// An empty result.
+    public init() {}
+}
+
+/// What removing deleted keys everywhere did.
+public struct SyncRemoveResult: Sendable {
+    /// Keys removed from every provider that held them (their snapshot rows can go).
+    public var removed: [String] = []
+    /// Keys changed again since they were found deleted, left for the next sync.
+    public var changedSince = 0
+    /// Keys left alone because a provider that held them could not be reached now; the next sync sees them again.
+    public var heldBack = 0
+    /// (key, provider) removes that failed for a reason that may pass and wait in the outbox.
+    public var queued = 0
+    /// Keys a provider failed to remove.
+    public var failed: [KeyFailure] = []
+}
+
+extension StoreMaintenance {
+    /// The providers of a sync page: the chosen ones that are available and not `unknown`, in preference order.
+    private func participants(_ providerIDs: [String], unknown: Set<String>) async throws(CloudSyncError)
+        -> [any Provider]
+    {
+        let configured = try store.configuredProviders()
+        let chosen = (configured + store.attachedProviders()).filter { providerIDs.contains($0.id) }
+        let (providers, answers) = await store.availableWithReasons(chosen)
+        let known = providers.filter { !unknown.contains($0.id) }
+        guard !known.isEmpty else { throw store.noProviderError(chosen, answers: answers) }
+        return known
+    }
+
+    /// Syncs one page of keys (sorted, each once) across `providerIDs` against what the last sync left.
+    ///
+    /// Per key, each available provider not in `unknown` is compared with its digest in the baseline: unchanged,
+    /// changed (or new), or deleted. A key with no baseline, or with no deletion (or deletions ignored), is made to
+    /// agree as ``reconcile(_:among:)`` does, except that copies changed since the last sync beat unchanged ones and
+    /// the resolver (or the preference order) only chooses among changed copies. A key deleted somewhere and
+    /// unchanged elsewhere is returned in ``SyncPageResult/deletions`` (nothing is removed here); one deleted
+    /// somewhere and changed elsewhere is written back from the changed copies (a conflict). A key deleted while an
+    /// `unknown` provider held it is left alone. Providers in `unknown` are neither read nor written, and keep their
+    /// digests in the new snapshot rows.
+    public func syncPage(
+        _ items: [SyncItem], among providerIDs: [String], unknown: Set<String> = [],
+        deletes: SyncDeletes = .propagate
+    ) async throws(CloudSyncError) -> SyncPageResult {
+        let providers = try await participants(providerIDs, unknown: unknown)
+        let participating = Set(providers.map(\.id))
+        let keys = items.map(\.key)
+        let locked = Set(keys)
+        await store.lockForWriting(locked)
+        defer { store.keyLocks.release(locked) }
+        let generation = store.options.outbox?.generation
+        let reads = await store.readEverywhere(keys, from: providers)
+        let resolver = store.options.resolver ?? Resolver.custom { $0.first?.value }
+        var result = SyncPageResult()
+        result.keys = items.count
+        var writes = [[CloudStore.Delivery]](repeating: [], count: providers.count)
+        /// Per written item, the digest each participant will hold; nil when its row must stay as it was.
+        var planned: [Int: [String: String]] = [:]
+        var encodedByItem: [Int: [String: String]] = [:]
+        var keepRow = Set<Int>()
+        for (item, entry) in items.enumerated() {
+            let key = entry.key
+            let baseline = entry.baseline?.digests
+            var holders: [Int: String] = [:]
+            var digests: [String: String] = [:]
+            var changed: [Int] = []
+            var deleted: [Int] = []
+            var settling = Set<Int>()
+            var failure: CloudSyncError?
+            for (index, provider) in providers.enumerated() {
+                let read = reads[index][key]
+                let copy = store.copy(of: key, on: provider, read: read)
+                if copy.queued { settling.insert(index) }
+                var digest: String?
+                if case .success(.some(let stored)) = read { digest = SyncFingerprint.digest(of: stored) }
+                switch copy.content {
+                case .value(let value):
+                    holders[index] = value
+                    if let digest, !copy.queued { digests[provider.id] = digest }
+                    if copy.queued || digest != baseline?[provider.id] { changed.append(index) }
+                case .absent:
+                    if baseline?[provider.id] != nil { deleted.append(index) }
+                case .failed(let error): failure = failure ?? error
+                case .notAsked: break
+                }
+            }
+            if let failure {
+                result.failed.append(KeyFailure(key: key, error: failure))
+                continue
+            }
+            // What unknown providers held stays in the row: they were not looked at.
+            for (provider, digest) in baseline ?? [:] where !participating.contains(provider) {
+                digests[provider] = digest
+            }
+            if !settling.isEmpty { keepRow.insert(item) }
+            let names = { (indices: [Int]) in indices.map { providers[$0].id } }
+            var candidates = providers.indices.compactMap { index in
+                holders[index].map { Candidate(provider: providers[index].id, value: $0) }
+            }
+            let propagating = baseline != nil && !deleted.isEmpty && deletes == .propagate
+            if baseline != nil, !changed.isEmpty {
+                // Copies changed since the last sync beat stale ones; among several, the resolver chooses.
+                candidates = changed.map { Candidate(provider: providers[$0].id, value: holders[$0]!) }
+                if propagating {
+                    result.conflicts.append(
+                        SyncConflict(
+                            key: key, kind: .editedAndDeleted, editedOn: names(changed), deletedOn: names(deleted)))
+                } else if Set(candidates.map(\.value)).count > 1 {
+                    result.conflicts.append(
+                        SyncConflict(key: key, kind: .editedOnSeveral, editedOn: names(changed), deletedOn: []))
+                }
+            } else if propagating {
+                // Deleted somewhere, unchanged elsewhere. A provider that was not looked at may hold it still: its
+                // row stays whole, so the deletion is seen again once it can be listed.
+                if baseline?.keys.contains(where: { !participating.contains($0) }) == true {
+                    result.heldBack.append(key)
+                } else if holders.isEmpty {
+                    result.snapshot.append((key, nil))
+                } else {
+                    result.deletions.append(entry)
+                }
+                continue
+            }
+            guard let winner = resolver.resolve(candidates) else {
+                result.inSync += 1
+                if !keepRow.contains(item) {
+                    result.snapshot.append((key, digests.isEmpty ? nil : SyncFingerprint(digests)))
+                }
+                continue
+            }
+            var needsWrite = false
+            for (index, provider) in providers.enumerated() where holders[index] != winner && !settling.contains(index)
+            {
+                do throws(CloudSyncError) {
+                    let value = try store.encodedValue(winner, key: key, for: provider)
+                    guard value.fits else {
+                        result.skipped += 1
+                        continue
+                    }
+                    writes[index].append(CloudStore.Delivery(item: item, key: key, encoded: value.encoded))
+                    encodedByItem[item, default: [:]][provider.id] = value.encoded
+                    digests[provider.id] = SyncFingerprint.digest(of: value.encoded)
+                    needsWrite = true
+                } catch {
+                    result.failed.append(KeyFailure(key: key, error: error))
+                    keepRow.insert(item)
+                }
+            }
+            if needsWrite {
+                planned[item] = digests
+            } else {
+                result.inSync += 1
+                if !keepRow.contains(item) { result.snapshot.append((key, SyncFingerprint(digests))) }
+            }
+        }
+        let outcomes = await store.deliver(.set, writes, to: providers)
+        for (item, results) in outcomes.sorted(by: { $0.key < $1.key }) {
+            let key = items[item].key
+            var wrote = false
+            var complete = true
+            for outcome in results {
+                switch outcome.result {
+                case .success:
+                    wrote = true
+                    store.options.outbox?.superseded(key: key, provider: outcome.provider)
+                case .failure(let error):
+                    complete = false
+                    let queued =
+                        error.isRetryable
+                        && store.options.outbox?.enqueue(
+                            FailedWrite(
+                                key: key, operation: .set, encodedValue: encodedByItem[item]?[outcome.provider],
+                                provider: outcome.provider, error: error), now: store.options.clock.nowMilliseconds(),
+                            generation: generation)
+                            == true
+                    if queued { result.queued += 1 } else { result.failed.append(KeyFailure(key: key, error: error)) }
+                }
+            }
+            if wrote { result.repaired += 1 }
+            // A write that did not land leaves the old row: the next sync sees the same changes again.
+            if complete, !keepRow.contains(item), let digests = planned[item] {
+                result.snapshot.append((key, SyncFingerprint(digests)))
+            }
+        }
+        // Only rows that change are returned: a run over keys already in sync writes nothing to the snapshot.
+        let baselines = Dictionary(items.map { ($0.key, $0.baseline) }, uniquingKeysWith: { first, _ in first })
+        result.snapshot.removeAll { row in baselines[row.key].map { $0 == row.fingerprint } ?? false }
+        result.snapshot.sort { bytewiseLess($0.key, $1.key) }
+        return result
+    }
+
+    /// Removes `items` from every available provider not in `unknown` that still holds them, unless a copy changed
+    /// since the baseline (then the key is left for the next sync, which sees the change).
+    public func removeUnchanged(_ items: [SyncItem], among providerIDs: [String], unknown: Set<String> = [])
+        async throws(CloudSyncError) -> SyncRemoveResult
+    {
+        let providers = try await participants(providerIDs, unknown: unknown)
+        let reachable = Set(providers.map(\.id))
+        let keys = items.map(\.key)
+        let locked = Set(keys)
+        await store.lockForWriting(locked)
+        defer { store.keyLocks.release(locked) }
+        let generation = store.options.outbox?.generation
+        let reads = await store.readEverywhere(keys, from: providers)
+        var result = SyncRemoveResult()
+        var removes = [[CloudStore.Delivery]](repeating: [], count: providers.count)
+        var removable: [Int] = []
+        for (item, entry) in items.enumerated() {
+            // A provider that held the key and cannot be reached now would bring it back: leave the key whole.
+            if entry.baseline?.digests.keys.contains(where: { !reachable.contains($0) }) == true {
+                result.heldBack += 1
+                continue
+            }
+            var unchanged = true
+            var holders: [Int] = []
+            var failure: CloudSyncError?
+            for (index, provider) in providers.enumerated() {
+                if store.queuedCopy(of: entry.key, on: provider) != nil { unchanged = false }
+                switch reads[index][entry.key] {
+                case .success(.some(let stored)):
+                    holders.append(index)
+                    if SyncFingerprint.digest(of: stored) != entry.baseline?.digests[provider.id] { unchanged = false }
+                case .success(.none), nil: break
+                case .failure(let error): failure = failure ?? error
+                }
+            }
+            if let failure {
+                result.failed.append(KeyFailure(key: entry.key, error: failure))
+            } else if !unchanged {
+                result.changedSince += 1
+            } else {
+                removable.append(item)
+                for index in holders {
+                    removes[index].append(CloudStore.Delivery(item: item, key: entry.key, encoded: nil))
+                }
+            }
+        }
+        let outcomes = await store.deliver(.remove, removes, to: providers)
+        for item in removable {
+            let key = items[item].key
+            var complete = true
+            for outcome in outcomes[item] ?? [] {
+                switch outcome.result {
+                case .success: store.options.outbox?.superseded(key: key, provider: outcome.provider)
+                case .failure(let error):
+                    complete = false
+                    let queued =
+                        error.isRetryable
+                        && store.options.outbox?.enqueue(
+                            FailedWrite(
+                                key: key, operation: .remove, encodedValue: nil, provider: outcome.provider,
+                                error: error), now: store.options.clock.nowMilliseconds(), generation: generation)
+                            == true
+                    if queued { result.queued += 1 } else { result.failed.append(KeyFailure(key: key, error: error)) }
+                }
+            }
+            if complete { result.removed.append(key) }
+        }
+        return result
+    }
+}

@@ -1,0 +1,194 @@
+// The sync benchmark (`cloudsync-bench --sync 1000000,10000000`): a sync job between two SQLite providers with 10%
+// of the values changed, 5% of the keys missing on one side and 1% deleted since the last sync, run in a child process
+// under GNU time so its peak memory (maximum resident set) is the job's own, beside the `sqlite3` shell doing the same repair in SQL.
+import CloudSync
+import CloudSyncLocal
+import CloudSyncPipeline
+import CloudSyncSQLite
+import Foundation
+
+/// Runs the sync benchmark when the arguments ask for it (`--sync SIZES`, or `--sync-child FILE` in the child it
+/// starts), then exits; returns at once otherwise.
+func syncBenchmark(_ arguments: [String]) async throws {
+    if let index = arguments.firstIndex(of: "--sync-child"), index + 1 < arguments.count {
+        exit(await runSyncChild(pipeline: arguments[index + 1]))
+    }
+    guard let index = arguments.firstIndex(of: "--sync") else { return }
+    let sizes =
+        index + 1 < arguments.count
+        ? arguments[index + 1].split(separator: ",").compactMap { Int($0) } : [1_000_000, 10_000_000]
+    for size in sizes { try await benchSync(keys: size) }
+    exit(0)
+}
+
+/// In the child: runs the pipeline's jobs, prints the sync job's counts, exits 0 when it ended `ok`.
+private func runSyncChild(pipeline: String) async -> Int32 {
+    do {
+        let spec = try PipelineLoader.load(path: pipeline, registry: BuiltInProviders.registry, environment: [:])
+        let compiled = try PipelineCompiler.compile(spec, environment: [:])
+        let outcome = try await PipelineRunner(compiled, options: RunOptions()).run()
+        let counts = outcome.report.jobs.first?.counts ?? [:]
+        print(counts.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
+        if let error = outcome.report.jobs.first?.error { print("error: \(error.code) \(error.message)") }
+        return outcome.status == .ok ? 0 : 1
+    } catch {
+        print("error: \(error)")
+        return 2
+    }
+}
+
+/// Wall time, peak resident memory and output of one child process.
+private struct ChildRun {
+    var seconds: Double
+    var peakMegabytes: Double
+    /// User plus system CPU seconds.
+    var cpuSeconds: Double
+    var output: String
+}
+
+/// Starts `path` with `arguments` (standard input from `input` when given) under GNU `time`, which forks it from its
+/// own small process: the child's peak memory is then its own. (A child spawned straight from this process would
+/// inherit this process's high-water mark in `ru_maxrss` across its exec.)
+private func runChild(_ path: String, _ arguments: [String], input: String? = nil) throws -> ChildRun {
+    let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("bench-\(UUID().uuidString)").path
+    let outputPath = scratch + ".out"
+    let timePath = scratch + ".time"
+    defer {
+        unlink(outputPath)
+        unlink(timePath)
+    }
+    var actions = posix_spawn_file_actions_t()
+    posix_spawn_file_actions_init(&actions)
+    defer { posix_spawn_file_actions_destroy(&actions) }
+    if let input { posix_spawn_file_actions_addopen(&actions, 0, input, O_RDONLY, 0) }
+    posix_spawn_file_actions_addopen(&actions, 1, outputPath, O_WRONLY | O_CREAT | O_TRUNC, 0o600)
+    let timer = "/usr/bin/time"
+    let argv = ([timer, "-f", "%e %M %U %S", "-o", timePath, path] + arguments).map { strdup($0) } + [nil]
+    defer { for pointer in argv { free(pointer) } }
+    var pid: pid_t = 0
+    let status = posix_spawn(&pid, timer, &actions, nil, argv, environ)
+    guard status == 0 else { throw CloudSyncError(.config, "cannot start \(timer): error \(status)") }
+    var exitStatus: Int32 = 0
+    _ = waitpid(pid, &exitStatus, 0)
+    let output = (try? String(contentsOfFile: outputPath, encoding: .utf8)) ?? ""
+    guard exitStatus == 0 else {
+        throw CloudSyncError(.config, "\(path) \(arguments) failed (\(exitStatus)): \(output)")
+    }
+    let figures =
+        ((try? String(contentsOfFile: timePath, encoding: .utf8)) ?? "").split(separator: "\n").last?
+        .split(separator: " ") ?? []
+    guard figures.count == 4, let seconds = Double(figures[0]), let kilobytes = Double(figures[1]),
+        let user = Double(figures[2]), let system = Double(figures[3])
+    else {
+        throw CloudSyncError(.config, "GNU time reported nothing for \(path)")
+    }
+    return ChildRun(seconds: seconds, peakMegabytes: kilobytes / 1024, cpuSeconds: user + system, output: output)
+}
+
+private func key(_ index: Int) -> String { String(format: "settings/item-%09d", index) }
+private func value(_ index: Int, _ version: String) -> String {
+    "{\"index\":\(index),\"version\":\"\(version)\",\"padding\":\"0123456789abcdef0123456789abcdef\"}"
+}
+// Index classes: 5% missing on b (written to a after the first sync), 10% changed on a, 1% deleted from b.
+private func isMissing(_ index: Int) -> Bool { index % 20 == 1 }
+private func isChanged(_ index: Int) -> Bool { index % 10 == 2 }
+private func isDeleted(_ index: Int) -> Bool { index % 100 == 3 }
+
+/// One benchmark size: builds both databases, a first sync to make the snapshot, the changes, then the timed sync
+/// and the `sqlite3` repair on copies of the same files.
+private func benchSync(keys count: Int) async throws {
+    let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cloudsync-sync-bench-\(getpid())")
+        .path
+    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+    defer { try? FileManager.default.removeItem(atPath: directory) }
+    let a = directory + "/a.db"
+    let b = directory + "/b.db"
+    for path in [a, b] { await (try SQLiteProvider(path: path)).close() }
+    func fill(_ path: String, _ rows: @escaping @Sendable (Int) -> String?) throws {
+        let database = try SQLiteDatabase(path: path)
+        try database.write { db in
+            try db.transaction {
+                let insert = try db.prepare("INSERT OR REPLACE INTO kv (key, value, updated_at_ms) VALUES (?, ?, 0)")
+                for index in 0..<count {
+                    guard let row = rows(index) else { continue }
+                    try insert.bind(key(index), row).run()
+                    insert.reset()
+                }
+            }
+        }
+        database.close()
+    }
+    let build = ContinuousClock.now
+    for path in [a, b] { try fill(path) { isMissing($0) ? nil : value($0, "v1") } }
+    let pipeline = directory + "/sync.yaml"
+    try """
+    version: 1
+    name: syncbench
+    state: \(directory)/state
+    providers:
+      a: { type: sqlite, path: \(a) }
+      b: { type: sqlite, path: \(b) }
+    store:
+      providers: [a, b]
+    jobs:
+      - { type: sync, name: sync }
+    report: { path: \(directory)/report.json }
+    """.write(toFile: pipeline, atomically: true, encoding: .utf8)
+    let executable = Bundle.main.executablePath ?? CommandLine.arguments[0]
+    let first = try runChild(executable, ["--sync-child", pipeline])
+    // The changes since that sync.
+    let changes = try SQLiteDatabase(path: a)
+    try await changes.write { db in
+        try db.transaction {
+            let update = try db.prepare("INSERT OR REPLACE INTO kv (key, value, updated_at_ms) VALUES (?, ?, 1)")
+            for index in 0..<count where isMissing(index) || isChanged(index) {
+                try update.bind(key(index), value(index, isChanged(index) ? "v2" : "v1")).run()
+                update.reset()
+            }
+        }
+    }
+    await changes.close()
+    let deletions = try SQLiteDatabase(path: b)
+    try await deletions.write { db in
+        try db.transaction {
+            let delete = try db.prepare("DELETE FROM kv WHERE key = ?")
+            for index in 0..<count where isDeleted(index) {
+                try delete.bind(key(index)).run()
+                delete.reset()
+            }
+        }
+    }
+    await deletions.close()
+    for name in ["a", "b"] {
+        try FileManager.default.copyItem(atPath: directory + "/\(name).db", toPath: directory + "/sql-\(name).db")
+    }
+    let prepared = ContinuousClock.now - build
+
+    let ours = try runChild(executable, ["--sync-child", pipeline])
+    let script = directory + "/repair.sql"
+    try """
+    ATTACH '\(directory)/sql-a.db' AS a;
+    BEGIN;
+    INSERT OR REPLACE INTO main.kv (key, value, updated_at_ms)
+      SELECT a.kv.key, a.kv.value, a.kv.updated_at_ms FROM a.kv LEFT JOIN main.kv AS b ON b.key = a.kv.key
+      WHERE b.key IS NULL OR b.value <> a.kv.value;
+    COMMIT;
+    """.write(toFile: script, atomically: true, encoding: .utf8)
+    let theirs = try runChild("/usr/bin/sqlite3", [directory + "/sql-b.db"], input: script)
+
+    let expectedRepairs = (0..<count).filter { isMissing($0) || isChanged($0) }.count
+    let expectedDeletes = (0..<count).filter(isDeleted).count
+    print(
+        "sync \(count) keys: setup \(String(format: "%.1f", Double(prepared.components.seconds))) s; first sync "
+            + "(snapshot) \(String(format: "%.2f", first.seconds)) s, peak \(String(format: "%.1f", first.peakMegabytes)) MB"
+    )
+    print("  counts: \(ours.output.trimmingCharacters(in: .whitespacesAndNewlines))")
+    print("  expected: repaired=\(expectedRepairs) deleted=\(expectedDeletes)")
+    let label = "sync: \(count) keys, 10% changed 5% missing 1% deleted".padding(
+        toLength: 52, withPad: " ", startingAt: 0)
+    print(
+        "\(label) \(String(format: "%7.2f", ours.seconds)) s  \(String(format: "%6.1f", ours.peakMegabytes)) MB  "
+            + "sqlite3 \(String(format: "%6.2f", theirs.seconds)) s  \(String(format: "%5.1f", theirs.peakMegabytes)) MB  "
+            + "ratio \(String(format: "%.2f", ours.seconds / theirs.seconds))  "
+            + "(CPU \(String(format: "%.2f", ours.cpuSeconds)) s vs \(String(format: "%.2f", theirs.cpuSeconds)) s)")
+}

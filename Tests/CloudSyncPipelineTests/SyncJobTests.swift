@@ -1,0 +1,417 @@
+import CloudSync
+import CloudSyncLocal
+import CloudSyncTesting
+import Foundation
+import Testing
+
+@testable import CloudSyncPipeline
+
+/// A SQLite provider that can be switched off from the pipeline file.
+///
+/// With `down: true` it answers as a disk that is not mounted, for runs in which a provider cannot be listed. With
+/// `reversed: true` it lists its keys in reverse order and says it does not list in key order, as a cloud whose
+/// listing has its own order.
+struct SwitchableProviderFactory: ProviderFactory {
+    struct Configuration: Sendable {
+        var path: String
+        var down: Bool
+        var reversed: Bool
+    }
+
+    var type: String { "switchable" }
+    var summary: String { "a SQLite database that can be switched off" }
+    var fields: [ProviderField] {
+        [
+            ProviderField("path", .path, required: true, summary: "the database"),
+            ProviderField("down", .boolean, defaultValue: "false", summary: "unavailable, as if not mounted"),
+            ProviderField("reversed", .boolean, defaultValue: "false", summary: "lists in reverse key order"),
+        ]
+    }
+
+    func configuration(from values: ProviderFieldValues) throws(ProviderConfigurationError) -> Configuration {
+        Configuration(
+            path: values.text("path") ?? "", down: values.boolean("down") ?? false,
+            reversed: values.boolean("reversed") ?? false)
+    }
+
+    func capabilities(of configuration: Configuration) -> ProviderCapabilities {
+        var capabilities = SQLiteProvider.capabilities(maxValueBytes: nil)
+        capabilities.listsInKeyOrder = !configuration.reversed
+        return capabilities
+    }
+
+    func make(_ configuration: Configuration, context: ProviderContext) throws(CloudSyncError) -> any Provider {
+        SwitchableProvider(
+            wrapped: try SQLiteProvider(id: context.providerID, path: configuration.path, metrics: context.metrics),
+            down: configuration.down, reversed: configuration.reversed)
+    }
+}
+
+struct SwitchableProvider: ForwardingProvider {
+    let wrapped: any Provider
+    let down: Bool
+    let reversed: Bool
+
+    var capabilities: ProviderCapabilities {
+        var capabilities = wrapped.capabilities
+        capabilities.listsInKeyOrder = !reversed
+        return capabilities
+    }
+
+    func availability() async -> Availability {
+        down ? .unavailable(.offline, "the test switched it off") : await wrapped.availability()
+    }
+    func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
+        if down { throw CloudSyncError(.offline, "switched off", provider: id) }
+        return try await wrapped.get(keys)
+    }
+    func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
+        if down { throw CloudSyncError(.offline, "switched off", provider: id) }
+        guard reversed else { return try await wrapped.listKeys(after: cursor, limit: limit) }
+        var keys: [String] = []
+        var next: String?
+        repeat {
+            let page = try await wrapped.listKeys(after: next, limit: 100)
+            keys += page.keys
+            next = page.nextCursor
+        } while next != nil
+        keys.reverse()
+        let start = cursor.flatMap { Int($0) } ?? 0
+        let end = min(start + limit, keys.count)
+        return KeyPage(keys: Array(keys[start..<end]), nextCursor: end < keys.count ? String(end) : nil)
+    }
+}
+
+/// Providers `a`, `b` (and optionally `c`) as SQLite files in a temporary directory, edited directly between runs
+/// of one sync job.
+private struct SyncBench {
+    let directory: TemporaryDirectory
+    var providers = ["a", "b"]
+    var down: Set<String> = []
+    var deletes = "propagate"
+    var maxDeletes = "\"50%\""
+    var resolver = ""
+    var reversed: Set<String> = []
+
+    init(providers: [String] = ["a", "b"]) throws {
+        directory = try TemporaryDirectory()
+        self.providers = providers
+    }
+
+    func path(_ id: String) -> String { directory.file("data/\(id).db") }
+
+    var source: String {
+        let lines = providers.map {
+            "  \($0): { type: switchable, path: data/\($0).db, down: \(down.contains($0)), reversed: \(reversed.contains($0)) }"
+        }
+        return """
+            version: 1
+            name: syncing
+            providers:
+            \(lines.joined(separator: "\n"))
+            store:
+              providers: [\(providers.joined(separator: ", "))]
+            \(resolver.isEmpty ? "" : "  resolver: \(resolver)")
+            jobs:
+              - { type: sync, name: nightly, deletes: \(deletes), maxDeletes: \(maxDeletes) }
+            report: { path: report.json }
+            """
+    }
+
+    func run(dryRun: Bool = false, force: Bool = false) async throws -> RunReport.Job {
+        var registry = BuiltInProviders.registry
+        registry.register(SwitchableProviderFactory())
+        let spec = try PipelineLoader.load(
+            source: source, file: "p.yaml", directory: directory.path, registry: registry, environment: [:])
+        var options = RunOptions()
+        options.dryRun = dryRun
+        options.force = force
+        let outcome = try await PipelineRunner(try PipelineCompiler.compile(spec, environment: [:]), options: options)
+            .run()
+        return outcome.report.jobs[0]
+    }
+
+    /// Sets (a value) or removes (nil) keys on one provider, outside any run.
+    func edit(_ id: String, _ changes: [String: String?]) async throws {
+        let provider = try SQLiteProvider(id: id, path: path(id))
+        let sets = changes.compactMap { key, value in value.map { KeyValue(key, $0) } }
+        let removes = changes.filter { $0.value == nil }.map(\.key)
+        if !sets.isEmpty { _ = try await provider.set(sets) }
+        if !removes.isEmpty { _ = try await provider.remove(removes) }
+        await provider.close()
+    }
+
+    /// Everything one provider holds.
+    func contents(_ id: String) async throws -> [String: String] {
+        let provider = try SQLiteProvider(id: id, path: path(id))
+        var keys: [String] = []
+        var cursor: String?
+        repeat {
+            let page = try await provider.listKeys(after: cursor, limit: 100)
+            keys += page.keys
+            cursor = page.nextCursor
+        } while cursor != nil
+        var items: [String: String] = [:]
+        for (key, result) in zip(keys, try await provider.get(keys)) { items[key] = try result.get() }
+        await provider.close()
+        return items
+    }
+}
+
+@Suite(.serialized) struct SyncJobTests {
+    @Test func theFirstRunIsAUnionAndSaysSo() async throws {
+        let bench = try SyncBench()
+        try await bench.edit("a", ["one": "1", "both": "a"])
+        try await bench.edit("b", ["two": "2", "both": "a"])
+        let job = try await bench.run()
+        #expect(job.status == .ok)
+        #expect(job.sync?.firstRun == true)
+        #expect(job.counts["deleted"] == 0)
+        #expect(try await bench.contents("a") == ["one": "1", "two": "2", "both": "a"])
+        #expect(try await bench.contents("b") == ["one": "1", "two": "2", "both": "a"])
+        #expect(try await bench.run().sync?.firstRun == false)
+    }
+
+    @Test func aDeletionOnEitherSidePropagatesInOneRunAndStaysDeleted() async throws {
+        let bench = try SyncBench()
+        try await bench.edit("a", ["k1": "1", "k2": "2", "k3": "3", "k4": "4", "k5": "5"])
+        _ = try await bench.run()
+        try await bench.edit("a", ["k1": nil])
+        try await bench.edit("b", ["k2": nil])
+        let job = try await bench.run()
+        #expect(job.status == .ok)
+        #expect(job.counts["deleted"] == 2)
+        #expect(job.sync?.deletions == ["k1", "k2"])
+        let expected = ["k3": "3", "k4": "4", "k5": "5"]
+        #expect(try await bench.contents("a") == expected)
+        #expect(try await bench.contents("b") == expected)
+        let again = try await bench.run()
+        #expect(again.counts["deleted"] == 0 && again.counts["repaired"] == 0)
+        #expect(try await bench.contents("a") == expected)
+    }
+
+    @Test func anEditBeatsADeleteAndIsListedAsAConflict() async throws {
+        let bench = try SyncBench()
+        try await bench.edit("a", ["k": "old", "other": "x"])
+        _ = try await bench.run()
+        try await bench.edit("a", ["k": nil])
+        try await bench.edit("b", ["k": "new"])
+        let job = try await bench.run()
+        #expect(job.counts["conflicts"] == 1)
+        #expect(job.counts["deleted"] == 0)
+        #expect(
+            job.sync?.conflicts
+                == [RunReport.Conflict(key: "k", kind: "editedAndDeleted", editedOn: ["b"], deletedOn: ["a"])])
+        #expect(try await bench.contents("a")["k"] == "new")
+        #expect(try await bench.contents("b")["k"] == "new")
+    }
+
+    @Test func anEditBeatsAStaleCopyWhateverThePreferenceOrder() async throws {
+        let bench = try SyncBench()
+        try await bench.edit("a", ["k": "old"])
+        _ = try await bench.run()
+        try await bench.edit("b", ["k": "new"])
+        let job = try await bench.run()
+        #expect(job.counts["conflicts"] == 0 && job.counts["repaired"] == 1)
+        #expect(try await bench.contents("a")["k"] == "new")
+    }
+
+    @Test func editsOnBothSidesGoToThePreferenceOrderWithoutAResolver() async throws {
+        let bench = try SyncBench()
+        try await bench.edit("a", ["k": "old"])
+        _ = try await bench.run()
+        try await bench.edit("a", ["k": "from a"])
+        try await bench.edit("b", ["k": "from b"])
+        let job = try await bench.run()
+        #expect(job.sync?.conflicts.map(\.kind) == ["editedOnSeveral"])
+        #expect(job.sync?.conflicts.first?.editedOn == ["a", "b"])
+        #expect(try await bench.contents("b")["k"] == "from a")
+    }
+
+    @Test func editsOnBothSidesGoToTheStoresResolver() async throws {
+        var bench = try SyncBench()
+        bench.resolver = "{ type: timestamp, field: at }"
+        try await bench.edit("a", ["k": #"{"at": 1}"#])
+        _ = try await bench.run()
+        try await bench.edit("a", ["k": #"{"at": 2, "by": "a"}"#])
+        try await bench.edit("b", ["k": #"{"at": 3, "by": "b"}"#])
+        let job = try await bench.run()
+        #expect(job.counts["conflicts"] == 1)
+        #expect(try await bench.contents("a")["k"] == #"{"at": 3, "by": "b"}"#)
+    }
+
+    @Test func deletesIgnoreIsAPlainUnion() async throws {
+        var bench = try SyncBench()
+        bench.deletes = "ignore"
+        try await bench.edit("a", ["k": "v", "j": "w"])
+        _ = try await bench.run()
+        try await bench.edit("a", ["k": nil])
+        let job = try await bench.run()
+        #expect(job.counts["deleted"] == 0)
+        #expect(try await bench.contents("a")["k"] == "v")
+    }
+
+    @Test func aProviderDownDuringARunLosesNothingAndDeletesNothing() async throws {
+        var bench = try SyncBench()
+        try await bench.edit("a", ["k1": "1", "k2": "2", "k3": "3"])
+        _ = try await bench.run()
+        try await bench.edit("a", ["k1": nil, "new": "n"])
+        try await bench.edit("b", ["k2": nil])
+        bench.down = ["b"]
+        let down = try await bench.run()
+        #expect(down.sync?.unlisted.map(\.provider) == ["b"])
+        #expect(down.counts["deleted"] == 0)
+        #expect(down.counts["heldBack"] == 1, "k1: b held it, and b could not be looked at")
+        #expect(try await bench.contents("a") == ["k2": "2", "k3": "3", "new": "n"])
+        #expect(try await bench.contents("b") == ["k1": "1", "k3": "3"])
+        bench.down = []
+        let back = try await bench.run()
+        #expect(back.counts["deleted"] == 2)
+        #expect(try await bench.contents("a") == ["k3": "3", "new": "n"])
+        #expect(try await bench.contents("b") == ["k3": "3", "new": "n"])
+    }
+
+    @Test func theMassDeleteGuardStopsBeforeDeletingAndForcePassesIt() async throws {
+        let bench = try SyncBench()
+        let keys = (0..<10).map { "k\($0)" }
+        try await bench.edit("a", Dictionary(uniqueKeysWithValues: keys.map { ($0, "v") }))
+        _ = try await bench.run()
+        try await bench.edit("a", Dictionary(uniqueKeysWithValues: keys.prefix(6).map { ($0, nil) }))
+        let refused = try await bench.run()
+        #expect(refused.status == .failed)
+        #expect(refused.error?.code == "ERR_TOO_MANY_DELETES")
+        #expect(refused.error?.message.contains("delete 6 of the 10") == true)
+        #expect(refused.error?.message.contains("--force") == true)
+        #expect(refused.counts["deleted"] == 0)
+        #expect(try await bench.contents("b").count == 10, "nothing was deleted")
+        let dry = try await bench.run(dryRun: true, force: true)
+        #expect(dry.sync?.deletions == Array(keys.prefix(6)))
+        #expect(try await bench.contents("b").count == 10, "a dry run deletes nothing")
+        let forced = try await bench.run(force: true)
+        #expect(forced.status == .ok)
+        #expect(forced.counts["deleted"] == 6)
+        #expect(try await bench.contents("b").count == 4)
+        #expect(try await bench.run().status == .ok, "--force passed it once; nothing is left to delete")
+    }
+
+    @Test func aCountLimitIsAnAbsoluteNumberOfKeys() async throws {
+        var bench = try SyncBench()
+        bench.maxDeletes = "1"
+        try await bench.edit("a", ["x": "1", "y": "2", "z": "3", "w": "4"])
+        _ = try await bench.run()
+        try await bench.edit("b", ["x": nil, "y": nil])
+        #expect(try await bench.run().error?.code == "ERR_TOO_MANY_DELETES")
+        try await bench.edit("a", ["x": "back"])
+        let job = try await bench.run()
+        #expect(job.status == .ok && job.counts["deleted"] == 1 && job.counts["conflicts"] == 1)
+    }
+
+    /// Random sets and removes on random providers between runs (one provider sometimes down), each run compared with
+    /// a model of the intended semantics: per key and provider, the value the last sync left.
+    @Test(arguments: [1, 7, 42])
+    func randomHistoriesMatchTheModel(seed: UInt64) async throws {
+        var bench = try SyncBench(providers: ["a", "b", "c"])
+        bench.maxDeletes = "\"100%\""
+        // c's listing is sorted in a temporary table before the merge.
+        bench.reversed = ["c"]
+        var random = SeededRandom(seed: seed)
+        let pool = (0..<12).map { "key\($0)" }
+        var held: [String: [String: String]] = ["a": [:], "b": [:], "c": [:]]
+        /// The model's snapshot: per key, what each provider held after the sync that last looked at it.
+        var snapshot: [String: [String: String]] = [:]
+        for round in 0..<14 {
+            for _ in 0..<Int.random(in: 0...5, using: &random) {
+                let provider = bench.providers.randomElement(using: &random)!
+                let key = pool.randomElement(using: &random)!
+                let value: String? = Bool.random(using: &random) ? nil : "v\(Int.random(in: 0..<4, using: &random))"
+                try await bench.edit(provider, [key: value])
+                held[provider]![key] = value
+            }
+            bench.down = Int.random(in: 0..<4, using: &random) == 0 ? ["c"] : []
+            let job = try await bench.run()
+            #expect(job.status == .ok, "round \(round): \(String(describing: job.error))")
+            #expect(job.sync?.unlisted.filter { !bench.down.contains($0.provider ?? "") } == [])
+            let listed = bench.providers.filter { !bench.down.contains($0) }
+            for key in pool {
+                let row = snapshot[key]
+                let current = listed.map { held[$0]![key] }
+                let changed = listed.indices.filter { current[$0] != nil && current[$0] != row?[listed[$0]] }
+                let deleted = listed.indices.filter { current[$0] == nil && row?[listed[$0]] != nil }
+                let unknownHeld = row?.keys.contains { bench.down.contains($0) } ?? false
+                var winner: String?
+                if row != nil, !changed.isEmpty {
+                    winner = current[changed[0]]
+                } else if row != nil, !deleted.isEmpty {
+                    if unknownHeld { continue }
+                    for id in listed { held[id]![key] = nil }
+                    snapshot[key] = nil
+                    continue
+                } else {
+                    winner = current.compactMap { $0 }.first
+                }
+                var newRow = row?.filter { bench.down.contains($0.key) } ?? [:]
+                if let winner {
+                    for id in listed {
+                        held[id]![key] = winner
+                        newRow[id] = winner
+                    }
+                }
+                snapshot[key] = newRow.isEmpty ? nil : newRow
+            }
+            for id in bench.providers {
+                #expect(try await bench.contents(id) == held[id]!, "round \(round), provider \(id)")
+            }
+        }
+    }
+}
+
+/// SplitMix64: the same numbers for the same seed on every platform.
+struct SeededRandom: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var z = state
+        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
+        return z ^ (z >> 31)
+    }
+}
+
+@Suite struct StreamingJobTests {
+    @Test func migrateShowsACheapCountAsItsTotalAndNoTotalWithoutOne() async throws {
+        let directory = try TemporaryDirectory()
+        let items = (0..<1200).map { KeyValue("k\($0)", "v") }
+        let source = try SQLiteProvider(id: "counted", path: directory.file("data/counted.db"))
+        _ = try await source.set(items)
+        await source.close()
+        let files = try DirectoryProvider(root: directory.file("data/files"))
+        _ = try await files.set(Array(items.prefix(150)))
+        let spec = try PipelineLoader.load(
+            source: """
+                version: 1
+                name: streaming
+                providers:
+                  counted: { type: sqlite, path: data/counted.db }
+                  files: { type: directory, path: data/files }
+                  target: { type: sqlite, path: data/target.db, create: true }
+                store:
+                  providers: [target]
+                jobs:
+                  - { type: migrate, name: counted, from: counted, to: target }
+                  - { type: migrate, name: uncounted, from: files, to: target, overwrite: ifMissing }
+                  - { type: clear, name: clear, provider: all, confirm: true }
+                """, file: "p.yaml", directory: directory.path, registry: BuiltInProviders.registry, environment: [:])
+        let totals = Protected<[String: Set<Int?>]>([:])
+        var options = RunOptions()
+        options.onProgress = { job, _, total in totals.withLock { _ = $0[job, default: []].insert(total) } }
+        let outcome = try await PipelineRunner(try PipelineCompiler.compile(spec, environment: [:]), options: options)
+            .run()
+        #expect(outcome.report.jobs.map(\.status) == [.ok, .ok, .ok])
+        #expect(outcome.report.jobs[0].counts["copied"] == 1200)
+        #expect(outcome.report.jobs[1].counts["skipped"] == 150)
+        #expect(outcome.report.jobs[2].counts["removed"] == 1200)
+        #expect(totals.withLock { $0["counted"] } == [1200])
+        #expect(totals.withLock { $0["uncounted"] } == [nil])
+    }
+}
