@@ -121,22 +121,24 @@ private struct Reader {
         else { return nil }
 
         var version = PipelineLoader.formatVersion
-        if let node = top.require("version"), let text = top.scalarText(node, field: "version")?.value {
-            if let number = Int(text), number == PipelineLoader.formatVersion {
+        if let node = top.require("version"), let text = top.scalarText(node, field: "version") {
+            if let number = Int(text.value), number == PipelineLoader.formatVersion {
                 version = number
-            } else if let number = Int(text), number > PipelineLoader.formatVersion {
+            } else if let number = Int(text.value), number > PipelineLoader.formatVersion {
                 diagnostics.error(
-                    "version \(number) is not supported: this cloudsync reads version \(PipelineLoader.formatVersion); "
-                        + "upgrade cloudsync to run this file", at: node.mark)
+                    "version \(text.isInterpolated ? text.quoted : String(number)) is not supported: this cloudsync "
+                        + "reads version \(PipelineLoader.formatVersion); upgrade cloudsync to run this file",
+                    at: node.mark)
             } else {
-                diagnostics.error("`version` must be 1; found \"\(text)\"", at: node.mark)
+                diagnostics.error("`version` must be 1; found \(text.quoted)", at: node.mark)
             }
         }
         guard let nameNode = top.require("name") else { return nil }
-        let name = top.scalarText(nameNode, field: "name")?.value ?? ""
-        if !name.isEmpty, !isIdentifier(name) {
+        let nameText = top.scalarText(nameNode, field: "name")
+        let name = nameText?.value ?? ""
+        if let nameText, !name.isEmpty, !isIdentifier(name) {
             diagnostics.error(
-                "`name` may contain only ASCII letters, digits, '.', '_' and '-' (it names the state directory); found \"\(name)\"",
+                "`name` may contain only ASCII letters, digits, '.', '_' and '-' (it names the state directory); found \(nameText.quoted)",
                 at: nameNode.mark)
         }
         let state =
@@ -198,11 +200,11 @@ private struct Reader {
         return text
     }
 
-    func reference(_ text: String, at mark: YAMLMark, among ids: [String]?, what: String) -> Bool {
+    func reference(_ text: Interpolated, at mark: YAMLMark, among ids: [String]?, what: String) -> Bool {
         guard let ids else { return true }
-        guard ids.contains(text) else {
-            var message = "unknown \(what) `\(text)`"
-            if let guess = closest(text, among: ids) {
+        guard ids.contains(text.value) else {
+            var message = text.isInterpolated ? "unknown \(what): \(text.quoted)" : "unknown \(what) `\(text.value)`"
+            if let guess = closest(text.value, among: ids) {
                 message += "; did you mean `\(guess)`?"
             } else {
                 message +=
@@ -240,11 +242,13 @@ private struct Reader {
         var known = common
         for type in registry.types { known += type.fields.map(\.name).filter { !known.contains($0) } }
         guard let provider = mapping(node, context, known),
-            let typeNode = provider.require("type"), let typeName = provider.scalarText(typeNode, field: "type")?.value
+            let typeNode = provider.require("type"), let typeText = provider.scalarText(typeNode, field: "type")
         else { return nil }
+        let typeName = typeText.value
         guard let type = registry.type(named: typeName) else {
             let names = registry.types.map(\.name)
-            var message = "`type` in \(context) must be one of \(names.joined(separator: ", ")); found \"\(typeName)\""
+            var message =
+                "`type` in \(context) must be one of \(names.joined(separator: ", ")); found \(typeText.quoted)"
             if let guess = closest(typeName, among: names) { message += "; did you mean \(guess)?" }
             diagnostics.error(message, at: typeNode.mark)
             return nil
@@ -324,8 +328,8 @@ private struct Reader {
         }
         let maxValueBytes = provider.integer("maxValueBytes", minimum: 1, unit: " of bytes").map(Int.init)
         var codec: String?
-        if let node = provider["codec"], let text = provider.scalarText(node, field: "codec")?.value {
-            if reference(text, at: node.mark, among: codecIDs.sorted(), what: "codec") { codec = text }
+        if let node = provider["codec"], let text = provider.scalarText(node, field: "codec") {
+            if reference(text, at: node.mark, among: codecIDs.sorted(), what: "codec") { codec = text.value }
         }
         guard valid else { return nil }
         let fields = ProviderFieldValues(values, environment: interpolator.environment)
@@ -335,8 +339,12 @@ private struct Reader {
                 written: written, secretFields: type.fields.filter { $0.secret && values[$0.name] != nil }.map(\.name),
                 maxValueBytes: maxValueBytes, codec: codec, mark: mark)
         } catch {
+            // A factory quotes the values it refuses; one that came from ${env:…} or ${file:…} is named instead.
+            let message = written.values.sorted { $0.value.count > $1.value.count }.reduce(error.message) {
+                $1.redacting($0)
+            }
             diagnostics.error(
-                "\(context): \(error.message)", at: error.field.flatMap { provider[$0]?.mark } ?? typeNode.mark)
+                "\(context): \(message)", at: error.field.flatMap { provider[$0]?.mark } ?? typeNode.mark)
             return nil
         }
     }
@@ -361,10 +369,10 @@ private struct Reader {
             }
             let context = "codec `\(id)`"
             guard let codec = mapping(pair.value, context, ["type", "keys", "allowPlaintext"]) else { return nil }
-            if let type = codec.require("type"), let text = codec.scalarText(type, field: "type")?.value,
-                text != "xchacha20poly1305"
+            if let type = codec.require("type"), let text = codec.scalarText(type, field: "type"),
+                text.value != "xchacha20poly1305"
             {
-                diagnostics.error("`type` in \(context) must be xchacha20poly1305; found \"\(text)\"", at: type.mark)
+                diagnostics.error("`type` in \(context) must be xchacha20poly1305; found \(text.quoted)", at: type.mark)
             }
             var keys: [CodecSpec.Key] = []
             if let list = codec.require("keys") {
@@ -390,11 +398,12 @@ private struct Reader {
 
     func keySpec(_ node: YAMLNode, codec: String, directory: String) -> CodecSpec.Key? {
         guard let key = mapping(node, "a key of codec `\(codec)`", ["id", "file", "env", "passphrase"]),
-            let idNode = key.require("id"), let id = key.scalarText(idNode, field: "id")?.value
+            let idNode = key.require("id"), let idText = key.scalarText(idNode, field: "id")
         else { return nil }
+        let id = idText.value
         guard isIdentifier(id) else {
             diagnostics.error(
-                "key id \"\(id)\" may contain only ASCII letters, digits, '.', '_' and '-'", at: idNode.mark)
+                "key id \(idText.quoted) may contain only ASCII letters, digits, '.', '_' and '-'", at: idNode.mark)
             return nil
         }
         let sources = ["file", "env", "passphrase"].filter { key[$0] != nil }
@@ -445,10 +454,11 @@ private struct Reader {
         var order: [String] = []
         if let listed = store.textList("providers") {
             for (id, mark) in listed {
-                if order.contains(id) {
-                    diagnostics.error("provider `\(id)` is listed twice in store.providers; list each once", at: mark)
+                if order.contains(id.value) {
+                    diagnostics.error(
+                        "provider `\(id.value)` is listed twice in store.providers; list each once", at: mark)
                 } else if reference(id, at: mark, among: providerIDs, what: "provider") {
-                    order.append(id)
+                    order.append(id.value)
                 }
             }
             if listed.isEmpty { diagnostics.error("store.providers lists no provider", at: store["providers"]!.mark) }
@@ -458,8 +468,8 @@ private struct Reader {
         let writeMode = store.choice("writeMode", WriteMode.self) ?? .failover
         let resolver = resolverSpec(store["resolver"])
         var codec: String?
-        if let node = store["codec"], let text = store.scalarText(node, field: "codec")?.value, text != "none" {
-            if reference(text, at: node.mark, among: codecIDs.sorted(), what: "codec") { codec = text }
+        if let node = store["codec"], let text = store.scalarText(node, field: "codec"), text.value != "none" {
+            if reference(text, at: node.mark, among: codecIDs.sorted(), what: "codec") { codec = text.value }
         }
         return StoreSpec(
             providers: order, writeMode: writeMode, tiering: tieringSpec(store["tiering"]), resolver: resolver,
@@ -557,26 +567,29 @@ private struct Reader {
                 diagnostics.error(message, at: typeNode.mark)
                 return nil
             }
-            let name = job.string("name")?.value ?? "\(index + 1)-\(typeName)"
+            let nameText = job.string("name")
+            let name = nameText?.value ?? "\(index + 1)-\(typeName)"
             if !names.insert(name).inserted {
-                diagnostics.error("two jobs are named \"\(name)\"; job names must be unique", at: item.mark)
+                diagnostics.error(
+                    "two jobs are named \(nameText?.quoted ?? "\"\(name)\""); job names must be unique", at: item.mark)
             }
             func provider(_ field: String, required: Bool = true) -> String? {
                 guard let node = required ? job.require(field) : job[field],
-                    let text = job.scalarText(node, field: field)?.value
+                    let text = job.scalarText(node, field: field)
                 else { return nil }
-                return reference(text, at: node.mark, among: providerIDs, what: "provider") ? text : nil
+                return reference(text, at: node.mark, among: providerIDs, what: "provider") ? text.value : nil
             }
             func keys() -> [String]? {
                 guard let patterns = job.textList("keys") else { return nil }
                 for pattern in patterns {
                     do throws(Glob.SyntaxError) {
-                        _ = try Glob(pattern.text)
+                        _ = try Glob(pattern.text.value)
                     } catch {
-                        diagnostics.error("`keys` in \(context): \(error.message)", at: pattern.mark)
+                        diagnostics.error(
+                            "`keys` in \(context): \(pattern.text.redacting(error.message))", at: pattern.mark)
                     }
                 }
-                return patterns.map(\.text)
+                return patterns.map(\.text.value)
             }
             let kind: JobSpec.Kind?
             switch typeName {
@@ -584,7 +597,7 @@ private struct Reader {
                 let subset = job.textList("providers")?.filter {
                     reference($0.text, at: $0.mark, among: providerIDs, what: "provider")
                 }
-                kind = .sync(providers: subset?.map(\.text))
+                kind = .sync(providers: subset?.map(\.text.value))
             case "migrate":
                 let from = provider("from")
                 let to = provider("to")
@@ -602,7 +615,7 @@ private struct Reader {
                 let target = job.require("provider").flatMap { job.scalarText($0, field: "provider") }
                 var providerID: String?
                 if let target, target.value != "all", let node = job["provider"],
-                    reference(target.value, at: node.mark, among: providerIDs, what: "provider")
+                    reference(target, at: node.mark, among: providerIDs, what: "provider")
                 {
                     providerID = target.value
                 }
@@ -612,15 +625,16 @@ private struct Reader {
                     warnAbove: job.number("warnAbove", in: 0...1), failOnWarning: job.boolean("failOnWarning") ?? false)
             case "export":
                 let fromNode = job.require("from")
-                let from = fromNode.flatMap { job.scalarText($0, field: "from")?.value }
-                if let from, from != "store", let fromNode {
-                    _ = reference(from, at: fromNode.mark, among: providerIDs, what: "provider")
+                let fromText = fromNode.flatMap { job.scalarText($0, field: "from") }
+                let from = fromText?.value
+                if let fromText, fromText.value != "store", let fromNode {
+                    _ = reference(fromText, at: fromNode.mark, among: providerIDs, what: "provider")
                 }
                 var codec: String?
-                if let node = job["codec"], let text = job.scalarText(node, field: "codec")?.value,
+                if let node = job["codec"], let text = job.scalarText(node, field: "codec"),
                     reference(text, at: node.mark, among: codecIDs.sorted(), what: "codec")
                 {
-                    codec = text
+                    codec = text.value
                 }
                 let path = job.string("path", required: true).map {
                     Interpolated(value: resolvePath($0.value, against: directory), written: $0.written)
@@ -628,9 +642,10 @@ private struct Reader {
                 kind = from.flatMap { from in path.map { .export(from: from, path: $0, keys: keys(), codec: codec) } }
             case "import":
                 let toNode = job.require("to")
-                let to = toNode.flatMap { job.scalarText($0, field: "to")?.value }
-                if let to, to != "store", let toNode {
-                    _ = reference(to, at: toNode.mark, among: providerIDs, what: "provider")
+                let toText = toNode.flatMap { job.scalarText($0, field: "to") }
+                let to = toText?.value
+                if let toText, toText.value != "store", let toNode {
+                    _ = reference(toText, at: toNode.mark, among: providerIDs, what: "provider")
                 }
                 let path = job.string("path", required: true).map {
                     Interpolated(value: resolvePath($0.value, against: directory), written: $0.written)
