@@ -1,33 +1,44 @@
+import CloudSync
 import CloudSyncYAML
 import Foundation
 
 /// Collects the errors of one file as the loader walks it, so a run reports them all.
 ///
-/// It also remembers what each `${env:…}` and `${file:…}` expanded to: every message is checked for those values
-/// and names the reference instead, so no error can print a secret even where a message quotes a value it should
-/// not have.
+/// It also remembers what each `${env:…}` and `${file:…}` expanded to: every reported message is checked for those
+/// values and names the reference instead, so no error can print a secret even where a message quotes a value it
+/// should not have.
 final class Diagnostics {
     let file: String
     private(set) var items: [PipelineDiagnostic] = []
-    /// Values read from the environment or from files, each with the reference it came from, longest first.
+    /// Values read from the environment or from files, each with the reference it came from.
     private var expansions: [(reference: String, value: String)] = []
+    private var expandedValues: Set<String> = []
 
     init(file: String) { self.file = file }
 
     func error(_ message: String, at mark: YAMLMark) {
-        var message = message
-        for expansion in expansions {
-            message = message.replacingWholeWords(expansion.value, with: expansion.reference)
-        }
         items.append(PipelineDiagnostic(file: file, mark: mark, message: message))
     }
 
     /// Notes that `reference` expanded to `value`; values of fewer than four characters ("1", "true") are left to
     /// each message's own care, since replacing them everywhere would garble unrelated words.
     func noteExpansion(_ reference: String, value: String) {
-        guard value.count >= 4, !expansions.contains(where: { $0.value == value }) else { return }
-        let index = expansions.firstIndex { $0.value.count < value.count } ?? expansions.endIndex
-        expansions.insert((reference, value), at: index)
+        guard value.count >= 4, expandedValues.insert(value).inserted else { return }
+        expansions.append((reference, value))
+    }
+
+    /// The error reporting what was collected: the first ``PipelineError/reportedLimit`` in file order, counted
+    /// all, with any expanded value a kept message holds replaced by its reference (longest values first).
+    func pipelineError(source: String) -> PipelineError {
+        var error = PipelineError(diagnostics: items, source: source)
+        let longestFirst = expansions.sorted { $0.value.count > $1.value.count }
+        for index in error.diagnostics.indices {
+            for expansion in longestFirst {
+                error.diagnostics[index].message = error.diagnostics[index].message.replacingWholeWords(
+                    expansion.value, with: expansion.reference)
+            }
+        }
+        return error
     }
 }
 
@@ -117,10 +128,21 @@ struct Interpolator {
         }
         if reference.hasPrefix("file:") {
             let path = resolvePath(String(reference.dropFirst(5)), against: directory)
-            guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8)
-            else {
-                diagnostics.error(
-                    "cannot read \(path) for ${\(reference)}; check that it exists and is UTF-8 text", at: mark)
+            let data: Data
+            do throws(RegularFile.Failure) {
+                data = try RegularFile.read(path, maximumBytes: PipelineLoader.maximumFileBytes)
+            } catch {
+                if let size = error.size {
+                    diagnostics.error(
+                        "\(path) for ${\(reference)} is \(size) bytes; a file read into the pipeline may be at most "
+                            + "\(PipelineLoader.maximumFileBytes) bytes", at: mark)
+                } else {
+                    diagnostics.error("cannot read \(path) for ${\(reference)}: it \(error.reason)", at: mark)
+                }
+                return nil
+            }
+            guard let text = String(data: data, encoding: .utf8) else {
+                diagnostics.error("\(path) for ${\(reference)} is not UTF-8 text", at: mark)
                 return nil
             }
             let value =

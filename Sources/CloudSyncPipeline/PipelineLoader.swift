@@ -17,24 +17,15 @@ public enum PipelineLoader {
     ) throws(PipelineError) -> PipelineSpec {
         let absolute = resolvePath(path, against: FileManager.default.currentDirectoryPath)
         let start = YAMLMark(line: 1, column: 1)
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: absolute),
-            let data = FileManager.default.contents(atPath: absolute)
-        else {
+        let data: Data
+        do throws(RegularFile.Failure) {
+            data = try RegularFile.read(absolute, maximumBytes: maximumFileBytes)
+        } catch {
+            let message =
+                error.size.map { "the file is \($0) bytes; a pipeline file may be at most \(maximumFileBytes) bytes" }
+                ?? "cannot read the pipeline file: it \(error.reason); check the path"
             throw PipelineError(
-                diagnostics: [
-                    PipelineDiagnostic(
-                        file: path, mark: start, message: "cannot read the pipeline file; check the path")
-                ],
-                source: "")
-        }
-        if (attributes[.size] as? NSNumber)?.intValue ?? data.count > maximumFileBytes {
-            throw PipelineError(
-                diagnostics: [
-                    PipelineDiagnostic(
-                        file: path, mark: start,
-                        message:
-                            "the file is \(data.count) bytes; a pipeline file may be at most \(maximumFileBytes) bytes")
-                ], source: "")
+                diagnostics: [PipelineDiagnostic(file: path, mark: start, message: message)], source: "")
         }
         guard let source = String(data: data, encoding: .utf8) else {
             throw PipelineError(
@@ -78,7 +69,7 @@ public enum PipelineLoader {
             registry: registry)
         let spec = reader.pipeline(root, file: file, source: source, directory: directory)
         guard diagnostics.items.isEmpty, let spec else {
-            throw PipelineError(diagnostics: diagnostics.items.sorted { $0.mark < $1.mark }, source: source)
+            throw diagnostics.pipelineError(source: source)
         }
         return spec
     }
@@ -102,6 +93,34 @@ private func withQuotingHint(_ error: YAMLError, source: String) -> String {
     return error.message
         + "; a value holding `{` or `}` (such as ${env:NAME} or {startedAt}) must be quoted inside a { } mapping: "
         + "write it as 'value' or \"value\""
+}
+
+/// The ids one section of the file declares, for checking references in constant time and naming a few of them.
+struct DeclaredIDs {
+    /// Ids in file order (codecs: sorted).
+    let ordered: [String]
+    private let members: Set<String>
+
+    init(_ ordered: [String]) {
+        self.ordered = ordered
+        members = Set(ordered)
+    }
+
+    var isEmpty: Bool { ordered.isEmpty }
+
+    func contains(_ id: String) -> Bool { members.contains(id) }
+
+    /// The declared id within two edits of `word`; not searched among thousands, where it would cost more than the
+    /// rest of loading.
+    func closest(to word: String) -> String? {
+        ordered.count <= 500 ? CloudSyncPipeline.closest(word, among: ordered) : nil
+    }
+
+    /// The first ten ids, then how many more, for a message.
+    var listed: String {
+        let shown = ordered.prefix(10).joined(separator: ", ")
+        return ordered.count > 10 ? shown + " and \(ordered.count - 10) more" : shown
+    }
 }
 
 /// Walks the node tree of one file.
@@ -146,14 +165,15 @@ private struct Reader {
             ?? resolvePath(".cloudsync/\(name)", against: directory)
 
         let codecs = codecSpecs(top["codecs"], directory: directory)
-        let codecIDs = Set(
-            top["codecs"]?.mapping?.compactMap { $0.key.scalar }.filter(isIdentifier) ?? codecs.map(\.id))
+        let codecIDs = DeclaredIDs(
+            Set(top["codecs"]?.mapping?.compactMap { $0.key.scalar }.filter(isIdentifier) ?? codecs.map(\.id))
+                .sorted())
         let providersNode = top.require("providers")
         let providers = providerSpecs(providersNode, directory: directory, codecIDs: codecIDs)
         // References are checked against every id the file declares, so a provider with its own errors does not
         // also make each mention of it an error.
         // Nil when the providers section itself is broken: that error is reported once, not at every reference.
-        let providerIDs = providersNode?.mapping?.compactMap { $0.key.scalar }.filter(isIdentifier)
+        let providerIDs = providersNode?.mapping.map { DeclaredIDs($0.compactMap(\.key.scalar).filter(isIdentifier)) }
         guard let storeNode = top.require("store") else { return nil }
         let store = storeSpec(storeNode, providerIDs: providerIDs, codecIDs: codecIDs)
         let jobs = jobSpecs(top["jobs"], providerIDs: providerIDs, codecIDs: codecIDs, directory: directory)
@@ -200,15 +220,14 @@ private struct Reader {
         return text
     }
 
-    func reference(_ text: Interpolated, at mark: YAMLMark, among ids: [String]?, what: String) -> Bool {
+    func reference(_ text: Interpolated, at mark: YAMLMark, among ids: DeclaredIDs?, what: String) -> Bool {
         guard let ids else { return true }
         guard ids.contains(text.value) else {
             var message = text.isInterpolated ? "unknown \(what): \(text.quoted)" : "unknown \(what) `\(text.value)`"
-            if let guess = closest(text.value, among: ids) {
+            if let guess = ids.closest(to: text.value) {
                 message += "; did you mean `\(guess)`?"
             } else {
-                message +=
-                    ids.isEmpty ? "; the file declares none" : "; the file declares: \(ids.joined(separator: ", "))"
+                message += ids.isEmpty ? "; the file declares none" : "; the file declares: \(ids.listed)"
             }
             diagnostics.error(message, at: mark)
             return false
@@ -218,7 +237,7 @@ private struct Reader {
 
     // MARK: Providers
 
-    func providerSpecs(_ node: YAMLNode?, directory: String, codecIDs: Set<String>) -> [ProviderSpec] {
+    func providerSpecs(_ node: YAMLNode?, directory: String, codecIDs: DeclaredIDs) -> [ProviderSpec] {
         guard let node else { return [] }
         guard let pairs = node.mapping else {
             diagnostics.error("`providers` must map provider ids to providers; found \(describe(node))", at: node.mark)
@@ -232,7 +251,7 @@ private struct Reader {
     }
 
     /// One provider: `type` first, then the fields that type's factory describes, each checked by its kind.
-    func providerSpec(id: String, _ mark: YAMLMark, _ node: YAMLNode, directory: String, codecIDs: Set<String>)
+    func providerSpec(id: String, _ mark: YAMLMark, _ node: YAMLNode, directory: String, codecIDs: DeclaredIDs)
         -> ProviderSpec?
     {
         let context = "provider `\(id)`"
@@ -329,7 +348,7 @@ private struct Reader {
         let maxValueBytes = provider.integer("maxValueBytes", minimum: 1, unit: " of bytes").map(Int.init)
         var codec: String?
         if let node = provider["codec"], let text = provider.scalarText(node, field: "codec") {
-            if reference(text, at: node.mark, among: codecIDs.sorted(), what: "codec") { codec = text.value }
+            if reference(text, at: node.mark, among: codecIDs, what: "codec") { codec = text.value }
         }
         guard valid else { return nil }
         let fields = ProviderFieldValues(values, environment: interpolator.environment)
@@ -375,12 +394,13 @@ private struct Reader {
                 diagnostics.error("`type` in \(context) must be xchacha20poly1305; found \(text.quoted)", at: type.mark)
             }
             var keys: [CodecSpec.Key] = []
+            var keyIDs: Set<String> = []
             if let list = codec.require("keys") {
                 if let items = list.sequence {
                     if items.isEmpty { diagnostics.error("\(context) needs at least one key", at: list.mark) }
                     for item in items {
                         guard let key = keySpec(item, codec: id, directory: directory) else { continue }
-                        if keys.contains(where: { $0.id == key.id }) {
+                        if !keyIDs.insert(key.id).inserted {
                             diagnostics.error("key id `\(key.id)` appears twice in \(context)", at: item.mark)
                         } else {
                             keys.append(key)
@@ -445,20 +465,22 @@ private struct Reader {
 
     // MARK: Store
 
-    func storeSpec(_ node: YAMLNode, providerIDs: [String]?, codecIDs: Set<String>) -> StoreSpec? {
+    func storeSpec(_ node: YAMLNode, providerIDs: DeclaredIDs?, codecIDs: DeclaredIDs) -> StoreSpec? {
         let fields = [
             "providers", "writeMode", "tiering", "resolver", "repairOnRead", "validateKeys", "timeoutMs", "codec",
             "outbox",
         ]
         guard let store = mapping(node, "store", fields) else { return nil }
         var order: [String] = []
+        var seen: Set<String> = []
         if let listed = store.textList("providers") {
             for (id, mark) in listed {
-                if order.contains(id.value) {
+                if seen.contains(id.value) {
                     diagnostics.error(
                         "provider `\(id.value)` is listed twice in store.providers; list each once", at: mark)
                 } else if reference(id, at: mark, among: providerIDs, what: "provider") {
                     order.append(id.value)
+                    seen.insert(id.value)
                 }
             }
             if listed.isEmpty { diagnostics.error("store.providers lists no provider", at: store["providers"]!.mark) }
@@ -469,7 +491,7 @@ private struct Reader {
         let resolver = resolverSpec(store["resolver"])
         var codec: String?
         if let node = store["codec"], let text = store.scalarText(node, field: "codec"), text.value != "none" {
-            if reference(text, at: node.mark, among: codecIDs.sorted(), what: "codec") { codec = text.value }
+            if reference(text, at: node.mark, among: codecIDs, what: "codec") { codec = text.value }
         }
         return StoreSpec(
             providers: order, writeMode: writeMode, tiering: tieringSpec(store["tiering"]), resolver: resolver,
@@ -537,7 +559,7 @@ private struct Reader {
 
     // MARK: Jobs
 
-    func jobSpecs(_ node: YAMLNode?, providerIDs: [String]?, codecIDs: Set<String>, directory: String) -> [JobSpec] {
+    func jobSpecs(_ node: YAMLNode?, providerIDs: DeclaredIDs?, codecIDs: DeclaredIDs, directory: String) -> [JobSpec] {
         guard let node else { return [] }
         guard let items = node.sequence else {
             diagnostics.error("`jobs` must be a list of jobs; found \(describe(node))", at: node.mark)
@@ -632,7 +654,7 @@ private struct Reader {
                 }
                 var codec: String?
                 if let node = job["codec"], let text = job.scalarText(node, field: "codec"),
-                    reference(text, at: node.mark, among: codecIDs.sorted(), what: "codec")
+                    reference(text, at: node.mark, among: codecIDs, what: "codec")
                 {
                     codec = text.value
                 }
