@@ -182,11 +182,24 @@ public struct CommandLineTool {
                 standardError(
                     "Error: \(path) already exists; refusing to overwrite a key (whatever it encrypted would be lost). "
                         + "Give --out a new path, or move the old key away first and keep it while anything needs it\n")
+            } else if let missing = missingDirectory(of: path) {
+                standardError(
+                    "Error: cannot create \(path): the directory \(missing) does not exist; create it first "
+                        + "(mkdir -p \(missing)) or give --out a path in an existing directory\n")
             } else {
                 standardError("Error: \(error.message)\n")
             }
             return .cannotCreate
         }
+    }
+
+    /// The directory `path` would be created in, when it does not exist.
+    private func missingDirectory(of path: String) -> String? {
+        let directory = (path as NSString).deletingLastPathComponent
+        var isDirectory: ObjCBool = false
+        guard !directory.isEmpty, !FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory)
+        else { return nil }
+        return directory
     }
 
     /// Loads and compiles one file, printing its errors; nil when it has any.

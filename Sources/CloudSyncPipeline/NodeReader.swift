@@ -127,6 +127,10 @@ struct Interpolator {
             return nil
         }
         if reference.hasPrefix("file:") {
+            guard reference.count > 5, !reference.contains("\0") else {
+                diagnostics.error("\"${\(reference)}\" does not name a file", at: mark)
+                return nil
+            }
             let path = resolvePath(String(reference.dropFirst(5)), against: directory)
             let data: Data
             do throws(RegularFile.Failure) {
@@ -211,6 +215,27 @@ struct MappingReader {
     func string(_ field: String, required: Bool = false) -> Interpolated? {
         guard let value = required ? require(field) : self[field] else { return nil }
         return scalarText(value, field: field)
+    }
+
+    /// A path field's text (not yet resolved): never empty, never holding a NUL, which C would cut the path at.
+    func path(_ field: String, required: Bool = false) -> Interpolated? {
+        guard let value = required ? require(field) : self[field], let text = scalarText(value, field: field),
+            isUsablePath(text, field: field, at: value.mark)
+        else { return nil }
+        return text
+    }
+
+    /// Whether `text` can name a file; an error says why not.
+    func isUsablePath(_ text: Interpolated, field: String, at mark: YAMLMark) -> Bool {
+        if text.value.isEmpty {
+            diagnostics.error("`\(field)` in \(context) must not be empty", at: mark)
+            return false
+        }
+        if text.value.contains("\0") {
+            diagnostics.error("`\(field)` in \(context) must not contain a NUL character", at: mark)
+            return false
+        }
+        return true
     }
 
     func scalarText(_ value: YAMLNode, field: String) -> Interpolated? {

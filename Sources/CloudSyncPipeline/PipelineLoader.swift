@@ -141,7 +141,11 @@ private struct Reader {
 
         var version = PipelineLoader.formatVersion
         if let node = top.require("version"), let text = top.scalarText(node, field: "version") {
-            if let number = Int(text.value), number == PipelineLoader.formatVersion {
+            if case .scalar(_, let style) = node.content, style != .plain, !text.isInterpolated {
+                diagnostics.error(
+                    "`version` must be the number 1, not the text \(text.quoted); write version: 1 without quotes",
+                    at: node.mark)
+            } else if let number = Int(text.value), number == PipelineLoader.formatVersion {
                 version = number
             } else if let number = Int(text.value), number > PipelineLoader.formatVersion {
                 diagnostics.error(
@@ -160,9 +164,23 @@ private struct Reader {
                 "`name` may contain only ASCII letters, digits, '.', '_' and '-' (it names the state directory); found \(nameText.quoted)",
                 at: nameNode.mark)
         }
-        let state =
-            top.string("state").map { resolvePath($0.value, against: directory) }
-            ?? resolvePath(".cloudsync/\(name)", against: directory)
+        var state = resolvePath(".cloudsync/\(name)", against: directory)
+        if let node = top["state"], let text = top.scalarText(node, field: "state") {
+            if text.value.isEmpty {
+                diagnostics.error(
+                    "`state` must not be empty; leave it out for the default, .cloudsync/<name> beside the file",
+                    at: node.mark)
+            } else if text.value.contains("\0") {
+                diagnostics.error("`state` must not contain a NUL character", at: node.mark)
+            } else {
+                state = resolvePath(text.value, against: directory)
+                if state == "/" {
+                    diagnostics.error(
+                        "`state` must not be the root directory /; name a directory of its own, such as "
+                            + "/var/lib/cloudsync/\(isIdentifier(name) ? name : "<name>")", at: node.mark)
+                }
+            }
+        }
 
         let codecs = codecSpecs(top["codecs"], directory: directory)
         let codecIDs = DeclaredIDs(
@@ -184,10 +202,10 @@ private struct Reader {
         if let reportNode = top["report"],
             let report = mapping(reportNode, "report", ["path", "latest", "keep", "metrics"])
         {
-            reportPath = report.string("path").map { resolvePath($0.value, against: directory) }
-            reportLatest = report.string("latest").map { resolvePath($0.value, against: directory) }
+            reportPath = report.path("path").map { resolvePath($0.value, against: directory) }
+            reportLatest = report.path("latest").map { resolvePath($0.value, against: directory) }
             reportKeep = report.integer("keep", minimum: 1, unit: " of reports").map(Int.init)
-            reportMetrics = report.string("metrics").map { resolvePath($0.value, against: directory) }
+            reportMetrics = report.path("metrics").map { resolvePath($0.value, against: directory) }
         }
         guard let store else { return nil }
         return PipelineSpec(
@@ -297,8 +315,7 @@ private struct Reader {
                     continue
                 }
                 if field.kind == .path {
-                    if text.value.isEmpty {
-                        diagnostics.error("`\(field.name)` in \(context) must not be empty", at: fieldNode.mark)
+                    guard provider.isUsablePath(text, field: field.name, at: fieldNode.mark) else {
                         valid = false
                         continue
                     }
@@ -435,7 +452,7 @@ private struct Reader {
         }
         switch sources[0] {
         case "file":
-            return key.string("file").map {
+            return key.path("file").map {
                 .init(
                     id: id,
                     source: .file(Interpolated(value: resolvePath($0.value, against: directory), written: $0.written)),
@@ -450,7 +467,7 @@ private struct Reader {
             if let variable = secret.string("env"), secret["file"] == nil {
                 return .init(id: id, source: .passphraseEnvironment(variable.value), mark: node.mark)
             }
-            if let file = secret.string("file"), secret["env"] == nil {
+            if let file = secret.path("file"), secret["env"] == nil {
                 return .init(
                     id: id,
                     source: .passphraseFile(
@@ -658,7 +675,7 @@ private struct Reader {
                 {
                     codec = text.value
                 }
-                let path = job.string("path", required: true).map {
+                let path = job.path("path", required: true).map {
                     Interpolated(value: resolvePath($0.value, against: directory), written: $0.written)
                 }
                 kind = from.flatMap { from in path.map { .export(from: from, path: $0, keys: keys(), codec: codec) } }
@@ -669,7 +686,7 @@ private struct Reader {
                 if let toText, toText.value != "store", let toNode {
                     _ = reference(toText, at: toNode.mark, among: providerIDs, what: "provider")
                 }
-                let path = job.string("path", required: true).map {
+                let path = job.path("path", required: true).map {
                     Interpolated(value: resolvePath($0.value, against: directory), written: $0.written)
                 }
                 kind = to.flatMap { to in
