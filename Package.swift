@@ -160,6 +160,12 @@ let package = Package(
             name: "CloudSyncCryptoTests",
             dependencies: ["CloudSync", "CloudSyncCrypto", "CloudSyncSodium", "CloudSyncTesting"]),
         .testTarget(
+            name: "CloudSyncReliabilityTests",
+            dependencies: [
+                "CloudSync", "CloudSyncCrypto", "CloudSyncEmulator", "CloudSyncPipeline", "CloudSyncTesting",
+                "CloudSyncYAML", "cloudsync",
+            ]),
+        .testTarget(
             name: "CloudSyncLocalTests",
             dependencies: [
                 "CloudSync", "CloudSyncLocal", "CloudSyncSQLite", "CloudSyncTesting", "cloudsync-test-fixture",
