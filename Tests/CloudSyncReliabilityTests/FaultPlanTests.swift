@@ -3,9 +3,10 @@ import CloudSyncTesting
 import Foundation
 import Testing
 
-/// Runs through unreliable clouds: the emulators (Google Drive, CloudKit) and moto behind a faulting proxy answer
-/// 20% of requests with 503, leave 5% hanging and throttle 3% with 429 and `Retry-After`. Syncing keeps going, every
-/// migrated key is counted exactly once, and three runs leave every provider holding every key.
+/// Runs through unreliable clouds and checks that three runs leave every provider holding every key.
+///
+/// The emulators (Google Drive, CloudKit) and moto behind a faulting proxy answer 20% of requests with 503, leave 5%
+/// hanging and throttle 3% with 429 and `Retry-After`; every migrated key is counted exactly once.
 @Suite(.serialized) struct FaultPlanTests {
     static let keys = 30
 
