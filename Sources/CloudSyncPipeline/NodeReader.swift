@@ -80,8 +80,19 @@ extension String {
 
 /// Expands `${env:NAME}`, `${env:NAME:-default}` and `${file:path}` in scalar values (`$${` is a literal `${`).
 struct Interpolator {
+    /// What all `${file:…}` of one pipeline may read together: each file is capped like the pipeline file, and this
+    /// keeps thousands of references to large files from filling memory.
+    static let maximumTotalFileBytes = 8 * PipelineLoader.maximumFileBytes
+
     let environment: [String: String]
     let directory: String
+    /// Bytes `${file:…}` may still read for this pipeline.
+    private let fileBudget = FileBudget(Self.maximumTotalFileBytes)
+
+    init(environment: [String: String], directory: String) {
+        self.environment = environment
+        self.directory = directory
+    }
 
     func expand(_ text: String, at mark: YAMLMark, _ diagnostics: Diagnostics) -> Interpolated? {
         guard text.contains("${") else { return Interpolated(value: text, written: text) }
@@ -145,6 +156,12 @@ struct Interpolator {
                 }
                 return nil
             }
+            guard fileBudget.take(data.count) else {
+                diagnostics.error(
+                    "${\(reference)} would take the files this pipeline reads to more than "
+                        + "\(Self.maximumTotalFileBytes) bytes in all; read fewer or smaller files", at: mark)
+                return nil
+            }
             guard let text = String(data: data, encoding: .utf8) else {
                 diagnostics.error("\(path) for ${\(reference)} is not UTF-8 text", at: mark)
                 return nil
@@ -159,6 +176,20 @@ struct Interpolator {
             "unknown interpolation \"${\(reference)}\"; use ${env:NAME}, ${env:NAME:-default} or ${file:path}", at: mark
         )
         return nil
+    }
+}
+
+/// A count of bytes left to read, shared by every copy of one pipeline's ``Interpolator``.
+private final class FileBudget {
+    private var remaining: Int
+
+    init(_ bytes: Int) { remaining = bytes }
+
+    /// Takes `bytes` from what is left; false (taking nothing) when not that many are left.
+    func take(_ bytes: Int) -> Bool {
+        guard bytes <= remaining else { return false }
+        remaining -= bytes
+        return true
     }
 }
 

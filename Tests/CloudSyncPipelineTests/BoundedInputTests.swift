@@ -105,6 +105,22 @@ private func pipelineWithUnknownReferences(_ count: Int, declaring providers: In
             ), "\(rendered)")
     }
 
+    @Test func allInterpolatedFilesTogetherReadAtMostThirtyTwoMebibytes() throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("four.txt")
+        #expect(FileManager.default.createFile(atPath: path, contents: nil))
+        #expect(truncate(path, 4 << 20) == 0)
+        let items = (0..<9).map { "k\($0): '${file:four.txt}'" }.joined(separator: ", ")
+        let rendered = outcome(
+            "version: 1\nname: p\nproviders: { a: { type: memory, items: { \(items) } } }\n"
+                + "store: { providers: [a] }\n", directory: directory.path)
+        #expect(
+            rendered.contains(
+                "${file:four.txt} would take the files this pipeline reads to more than 33554432 bytes in all"),
+            "\(rendered.prefix(300))")
+        #expect(rendered.components(separatedBy: ": error: ").count == 2)
+    }
+
     @Test func anInterpolatedFIFOIsRefusedWithoutWaitingForAWriter() throws {
         let directory = try TemporaryDirectory()
         #expect(mkfifo(directory.file("secret"), 0o600) == 0)
