@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `make fuzz`: runs libFuzzer on each entry point of CloudSyncFuzzing (yaml, pipeline, envelope) for FUZZ_SECONDS
 # (default 600) each, starting from the kept corpus in Tests/Fuzz/<entry>/, the entry's seeds and, for the YAML and
-# pipeline entries, the example and invalid pipelines. Inputs that reached new code are merged back into
-# Tests/Fuzz/<entry>/ (commit them: the test suite replays that corpus). A crash leaves its input in
+# pipeline entries, the example and invalid pipelines. The corpus is then minimized into Tests/Fuzz/<entry>/ (commit
+# it: the test suite replays it). A crash leaves its input in
 # .build/fuzz/artifacts/<entry>/ and makes the command fail; add the input to the corpus with the fix.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -30,9 +30,15 @@ for target in $targets; do
         crashed+=("$target")
         grep -E "ERROR|Fatal error|==[0-9]+==" "$artifacts/log.txt" | head -5 >&2 || true
     fi
-    # Keep only inputs that reach code the kept corpus does not.
-    CLOUDSYNC_FUZZ_TARGET=$target "$fuzzer" -merge=1 -max_len=8192 "$corpus" "$work" "$seeds" \
-        >/dev/null 2>"$artifacts/merge.txt" || true
+    # The kept corpus becomes the smallest set of inputs reaching all the code the old corpus and this run reached;
+    # inputs named regression-* (each the input of a fixed crash) are always kept.
+    merged=.build/fuzz/merged/$target
+    rm -rf "$merged" && mkdir -p "$merged"
+    if CLOUDSYNC_FUZZ_TARGET=$target "$fuzzer" -set_cover_merge=1 -max_len=8192 "$merged" "$corpus" "$work" "$seeds" \
+        >/dev/null 2>"$artifacts/merge.txt"; then
+        find "$corpus" -type f ! -name 'regression-*' -delete
+        cp "$merged"/* "$corpus"/
+    fi
     echo "fuzz: $target corpus: $(ls "$corpus" | wc -l) inputs"
 done
 if [ "${#crashed[@]}" -gt 0 ]; then
