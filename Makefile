@@ -8,7 +8,7 @@ MANDIR = $(PREFIX)/share/man
 DOCDIR = $(PREFIX)/share/doc/cloudsync
 INSTALL ?= install
 
-.PHONY: deps build run emulator test bench format lint clean release install uninstall check-install
+.PHONY: deps build run emulator test bench fuzz format lint clean release install uninstall check-install
 
 deps:
 	@scripts/install-deps.sh
@@ -38,6 +38,14 @@ bench:
 	@scripts/python-env.sh
 	$(SWIFT) run -c release cloudsync-bench
 	$(SWIFT) run -c release cloudsync-bench --sync 1000000,10000000
+
+# libFuzzer on the YAML face, the pipeline loader and the envelope decoder, FUZZ_SECONDS each (default 10 minutes;
+# FUZZ_TARGETS picks some), growing the corpus in Tests/Fuzz/ that `make test` replays (scripts/fuzz.sh). Its own
+# build directory, so the ordinary build is untouched.
+FUZZ_SECONDS ?= 600
+fuzz: deps
+	CLOUDSYNC_FUZZ=1 $(SWIFT) build --sanitize=fuzzer --build-path .build/fuzz --product cloudsync-fuzz
+	FUZZ_SECONDS=$(FUZZ_SECONDS) scripts/fuzz.sh
 
 format:
 	$(SWIFT) format --in-place --recursive --parallel Package.swift Sources Tests

@@ -106,6 +106,12 @@ let package = Package(
                 "CloudSyncTesting", "CloudSyncHTTP", "CloudSyncS3", "CloudSyncPipeline",
             ]),
 
+        // The fuzzers' entry points (YAML, pipeline loader, envelope decoder): driven by libFuzzer in `make fuzz`,
+        // replayed over the kept corpus by CloudSyncReliabilityTests.
+        .target(
+            name: "CloudSyncFuzzing",
+            dependencies: ["CloudSync", "CloudSyncCrypto", "CloudSyncPipeline", "CloudSyncSodium", "CloudSyncYAML"]),
+
         // Test support shipped as a normal target: temporary directories, test doubles, a test transport; re-exports the
         // loopback server and the emulators.
         .target(
@@ -160,6 +166,12 @@ let package = Package(
             name: "CloudSyncCryptoTests",
             dependencies: ["CloudSync", "CloudSyncCrypto", "CloudSyncSodium", "CloudSyncTesting"]),
         .testTarget(
+            name: "CloudSyncReliabilityTests",
+            dependencies: [
+                "CloudSync", "CloudSyncCrypto", "CloudSyncEmulator", "CloudSyncFuzzing", "CloudSyncPipeline",
+                "CloudSyncTesting", "CloudSyncYAML", "cloudsync",
+            ]),
+        .testTarget(
             name: "CloudSyncLocalTests",
             dependencies: [
                 "CloudSync", "CloudSyncLocal", "CloudSyncSQLite", "CloudSyncTesting", "cloudsync-test-fixture",
@@ -167,3 +179,12 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
+
+// `make fuzz` sets CLOUDSYNC_FUZZ=1 and builds with `--sanitize=fuzzer`: only then does the libFuzzer driver exist,
+// since its entry points replace `main` (libFuzzer brings its own), which no ordinary build could link.
+if Context.environment["CLOUDSYNC_FUZZ"] == "1" {
+    package.targets.append(
+        .executableTarget(
+            name: "cloudsync-fuzz", dependencies: ["CloudSyncFuzzing"],
+            swiftSettings: [.unsafeFlags(["-parse-as-library"])]))
+}

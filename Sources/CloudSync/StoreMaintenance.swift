@@ -129,12 +129,18 @@ public struct StoreMaintenance: Sendable {
         var skipped: [String] = []
         var failures: [KeyFailure] = []
         do throws(CloudSyncError) {
-            // Without overwrite, keys the destination already holds are skipped.
+            // Without overwrite, keys the destination already holds are skipped, and a key it could not read
+            // fails: whether it holds one is unknown, and copying could replace what it has.
             var present = Set<String>()
+            var unreadable: [String: CloudSyncError] = [:]
             if !overwrite {
                 try await store.dispatcher(for: to).get(batch) { keys, answer throws(CloudSyncError) in
                     for (key, value) in zip(keys, try answer.get()) {
-                        if case .success(.some) = value { present.insert(key) }
+                        switch value {
+                        case .success(.some): present.insert(key)
+                        case .success(.none): break
+                        case .failure(let error): unreadable[key] = error.attributed(key: key)
+                        }
                     }
                 }
             }
@@ -142,6 +148,10 @@ public struct StoreMaintenance: Sendable {
                 for (key, read) in zip(keys, try answer.get()) {
                     if present.contains(key) {
                         skipped.append(key)
+                        continue
+                    }
+                    if let error = unreadable[key] {
+                        failures.append(KeyFailure(key: key, error: error))
                         continue
                     }
                     do throws(CloudSyncError) {

@@ -182,11 +182,24 @@ public struct CommandLineTool {
                 standardError(
                     "Error: \(path) already exists; refusing to overwrite a key (whatever it encrypted would be lost). "
                         + "Give --out a new path, or move the old key away first and keep it while anything needs it\n")
+            } else if let missing = missingDirectory(of: path) {
+                standardError(
+                    "Error: cannot create \(path): the directory \(missing) does not exist; create it first "
+                        + "(mkdir -p \(missing)) or give --out a path in an existing directory\n")
             } else {
                 standardError("Error: \(error.message)\n")
             }
             return .cannotCreate
         }
+    }
+
+    /// The directory `path` would be created in, when it does not exist.
+    private func missingDirectory(of path: String) -> String? {
+        let directory = (path as NSString).deletingLastPathComponent
+        var isDirectory: ObjCBool = false
+        guard !directory.isEmpty, !FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory)
+        else { return nil }
+        return directory
     }
 
     /// Loads and compiles one file, printing its errors; nil when it has any.
@@ -195,7 +208,7 @@ public struct CommandLineTool {
         case .success(let compiled):
             return compiled
         case .failure(let error):
-            let count = error.diagnostics.count
+            let count = error.count
             standardError(error.description + "\n")
             standardError("\(path): \(count) error\(count == 1 ? "" : "s")\n")
             return nil
@@ -221,7 +234,7 @@ public struct CommandLineTool {
             switch load(file) {
             case .success(let compiled):
                 let warnings = compiled.spec.warnings.map(FileVerdict.Problem.init)
-                verdicts.append(FileVerdict(file: file, valid: true, errors: [], warnings: warnings))
+                verdicts.append(FileVerdict(file: file, valid: true, errors: [], errorCount: 0, warnings: warnings))
                 if !json {
                     for warning in compiled.spec.warnings {
                         standardError(warning.rendered(source: compiled.spec.source) + "\n")
@@ -235,10 +248,11 @@ public struct CommandLineTool {
                 }
             case .failure(let error):
                 let errors = error.diagnostics.map(FileVerdict.Problem.init)
-                verdicts.append(FileVerdict(file: file, valid: false, errors: errors, warnings: []))
+                verdicts.append(
+                    FileVerdict(file: file, valid: false, errors: errors, errorCount: error.count, warnings: []))
                 if !json {
                     standardError(error.description + "\n")
-                    standardOutput("\(file): \(errors.count) error\(errors.count == 1 ? "" : "s")\n")
+                    standardOutput("\(file): \(error.count) error\(error.count == 1 ? "" : "s")\n")
                 }
             }
         }
@@ -286,7 +300,10 @@ struct FileVerdict: Encodable {
 
     let file: String
     let valid: Bool
+    /// The first ``PipelineError/reportedLimit`` errors, in file order.
     let errors: [Problem]
+    /// How many errors the file has, those listed and those left out.
+    let errorCount: Int
     /// What is worth knowing but does not make the file invalid (a provider never available on this platform).
     let warnings: [Problem]
 }

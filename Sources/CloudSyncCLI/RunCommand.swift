@@ -102,7 +102,13 @@ extension CommandLineTool {
         case .success(let finished): outcome = finished
         case .failure(let refusal): return refused(refusal, compiled)
         }
-        if let path = outcome.reportPath {
+        if let reportError = outcome.reportError {
+            // The jobs ran: their status stands, and the report is not lost.
+            standardError(
+                "Error: the run finished (\(outcome.report.status)) but \(reportError); the report follows on "
+                    + "standard output\n")
+            standardOutput(outcome.report.json())
+        } else if let path = outcome.reportPath {
             if !quiet {
                 standardError(
                     "\(outcome.report.status)\(outcome.report.dryRun ? " (dry run)" : ""): report written to \(path)\n")

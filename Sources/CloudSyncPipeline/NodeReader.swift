@@ -1,22 +1,98 @@
+import CloudSync
 import CloudSyncYAML
 import Foundation
 
 /// Collects the errors of one file as the loader walks it, so a run reports them all.
+///
+/// It also remembers what each `${env:…}` and `${file:…}` expanded to: every reported message is checked for those
+/// values and names the reference instead, so no error can print a secret even where a message quotes a value it
+/// should not have.
 final class Diagnostics {
     let file: String
     private(set) var items: [PipelineDiagnostic] = []
+    /// Values read from the environment or from files, each with the reference it came from.
+    private var expansions: [(reference: String, value: String)] = []
+    private var expandedValues: Set<String> = []
 
     init(file: String) { self.file = file }
 
     func error(_ message: String, at mark: YAMLMark) {
         items.append(PipelineDiagnostic(file: file, mark: mark, message: message))
     }
+
+    /// Notes that `reference` expanded to `value`; values of fewer than four characters ("1", "true") are left to
+    /// each message's own care, since replacing them everywhere would garble unrelated words.
+    func noteExpansion(_ reference: String, value: String) {
+        guard value.count >= 4, expandedValues.insert(value).inserted else { return }
+        expansions.append((reference, value))
+    }
+
+    /// The error reporting what was collected: the first ``PipelineError/reportedLimit`` in file order, counted
+    /// all, with any expanded value a kept message holds replaced by its reference (longest values first).
+    func pipelineError(source: String) -> PipelineError {
+        var error = PipelineError(diagnostics: items, source: source)
+        let longestFirst = expansions.sorted { $0.value.count > $1.value.count }
+        for index in error.diagnostics.indices {
+            for expansion in longestFirst {
+                error.diagnostics[index].message = error.diagnostics[index].message.replacingWholeWords(
+                    expansion.value, with: expansion.reference)
+            }
+        }
+        return error
+    }
+}
+
+extension Interpolated {
+    /// How an error quotes the value: as written in the file, or — when it came from `${env:…}` or `${file:…}` —
+    /// the reference it came from, never the value itself.
+    var quoted: String { isInterpolated ? "the value of \(written) (not shown)" : "\"\(value)\"" }
+
+    /// `message` (a factory's, or one that quotes the value) with the value replaced by where it came from.
+    func redacting(_ message: String) -> String {
+        guard isInterpolated, !value.isEmpty else { return message }
+        return message.replacingOccurrences(of: "\"\(value)\"", with: quoted)
+            .replacingWholeWords(value, with: written)
+    }
+}
+
+extension String {
+    /// Every occurrence of `word` that is not part of a longer word (no letter or digit touches it) replaced.
+    func replacingWholeWords(_ word: String, with replacement: String) -> String {
+        guard !word.isEmpty, contains(word) else { return self }
+        func isWordCharacter(_ character: Character?) -> Bool {
+            character.map { $0.isLetter || $0.isNumber } ?? false
+        }
+        var result = ""
+        var rest = self[...]
+        while let found = rest.range(of: word) {
+            let before = found.lowerBound > startIndex ? self[index(before: found.lowerBound)] : nil
+            let after = found.upperBound < endIndex ? self[found.upperBound] : nil
+            let touches =
+                (isWordCharacter(before) && isWordCharacter(word.first))
+                || (isWordCharacter(after) && isWordCharacter(word.last))
+            result += rest[..<found.lowerBound]
+            result += touches ? String(self[found]) : replacement
+            rest = self[found.upperBound...]
+        }
+        return result + rest
+    }
 }
 
 /// Expands `${env:NAME}`, `${env:NAME:-default}` and `${file:path}` in scalar values (`$${` is a literal `${`).
 struct Interpolator {
+    /// What all `${file:…}` of one pipeline may read together: each file is capped like the pipeline file, and this
+    /// keeps thousands of references to large files from filling memory.
+    static let maximumTotalFileBytes = 8 * PipelineLoader.maximumFileBytes
+
     let environment: [String: String]
     let directory: String
+    /// Bytes `${file:…}` may still read for this pipeline.
+    private let fileBudget = FileBudget(Self.maximumTotalFileBytes)
+
+    init(environment: [String: String], directory: String) {
+        self.environment = environment
+        self.directory = directory
+    }
 
     func expand(_ text: String, at mark: YAMLMark, _ diagnostics: Diagnostics) -> Interpolated? {
         guard text.contains("${") else { return Interpolated(value: text, written: text) }
@@ -51,7 +127,10 @@ struct Interpolator {
                 diagnostics.error("\"${\(reference)}\" does not name an environment variable", at: mark)
                 return nil
             }
-            if let value = environment[name] { return value }
+            if let value = environment[name] {
+                diagnostics.noteExpansion("${env:\(name)}", value: value)
+                return value
+            }
             if parts.count == 2 { return String(parts[1]) }
             diagnostics.error(
                 "environment variable \(name) is not set; set it, or give a default with ${env:\(name):-value}",
@@ -59,20 +138,58 @@ struct Interpolator {
             return nil
         }
         if reference.hasPrefix("file:") {
-            let path = resolvePath(String(reference.dropFirst(5)), against: directory)
-            guard let data = FileManager.default.contents(atPath: path), let text = String(data: data, encoding: .utf8)
-            else {
-                diagnostics.error(
-                    "cannot read \(path) for ${\(reference)}; check that it exists and is UTF-8 text", at: mark)
+            guard reference.count > 5, !reference.contains("\0") else {
+                diagnostics.error("\"${\(reference)}\" does not name a file", at: mark)
                 return nil
             }
-            return text.hasSuffix("\r\n")
+            let path = resolvePath(String(reference.dropFirst(5)), against: directory)
+            let data: Data
+            do throws(RegularFile.Failure) {
+                data = try RegularFile.read(path, maximumBytes: PipelineLoader.maximumFileBytes)
+            } catch {
+                if let size = error.size {
+                    diagnostics.error(
+                        "\(path) for ${\(reference)} is \(size) bytes; a file read into the pipeline may be at most "
+                            + "\(PipelineLoader.maximumFileBytes) bytes", at: mark)
+                } else {
+                    diagnostics.error("cannot read \(path) for ${\(reference)}: it \(error.reason)", at: mark)
+                }
+                return nil
+            }
+            guard fileBudget.take(data.count) else {
+                diagnostics.error(
+                    "${\(reference)} would take the files this pipeline reads to more than "
+                        + "\(Self.maximumTotalFileBytes) bytes in all; read fewer or smaller files", at: mark)
+                return nil
+            }
+            guard let text = String(data: data, encoding: .utf8) else {
+                diagnostics.error("\(path) for ${\(reference)} is not UTF-8 text", at: mark)
+                return nil
+            }
+            let value =
+                text.hasSuffix("\r\n")
                 ? String(text.dropLast(2)) : text.hasSuffix("\n") ? String(text.dropLast()) : text
+            diagnostics.noteExpansion("${\(reference)}", value: value)
+            return value
         }
         diagnostics.error(
             "unknown interpolation \"${\(reference)}\"; use ${env:NAME}, ${env:NAME:-default} or ${file:path}", at: mark
         )
         return nil
+    }
+}
+
+/// A count of bytes left to read, shared by every copy of one pipeline's ``Interpolator``.
+private final class FileBudget {
+    private var remaining: Int
+
+    init(_ bytes: Int) { remaining = bytes }
+
+    /// Takes `bytes` from what is left; false (taking nothing) when not that many are left.
+    func take(_ bytes: Int) -> Bool {
+        guard bytes <= remaining else { return false }
+        remaining -= bytes
+        return true
     }
 }
 
@@ -131,6 +248,27 @@ struct MappingReader {
         return scalarText(value, field: field)
     }
 
+    /// A path field's text (not yet resolved): never empty, never holding a NUL, which C would cut the path at.
+    func path(_ field: String, required: Bool = false) -> Interpolated? {
+        guard let value = required ? require(field) : self[field], let text = scalarText(value, field: field),
+            isUsablePath(text, field: field, at: value.mark)
+        else { return nil }
+        return text
+    }
+
+    /// Whether `text` can name a file; an error says why not.
+    func isUsablePath(_ text: Interpolated, field: String, at mark: YAMLMark) -> Bool {
+        if text.value.isEmpty {
+            diagnostics.error("`\(field)` in \(context) must not be empty", at: mark)
+            return false
+        }
+        if text.value.contains("\0") {
+            diagnostics.error("`\(field)` in \(context) must not contain a NUL character", at: mark)
+            return false
+        }
+        return true
+    }
+
     func scalarText(_ value: YAMLNode, field: String) -> Interpolated? {
         guard let text = value.scalar else {
             diagnostics.error("`\(field)` in \(context) must be text; found \(describe(value))", at: value.mark)
@@ -140,10 +278,10 @@ struct MappingReader {
     }
 
     func integer(_ field: String, minimum: Int64 = 0, unit: String = "") -> Int64? {
-        guard let value = self[field], let text = scalarText(value, field: field)?.value else { return nil }
-        guard let number = Int64(text), number >= minimum else {
+        guard let value = self[field], let text = scalarText(value, field: field) else { return nil }
+        guard let number = Int64(text.value), number >= minimum else {
             diagnostics.error(
-                "`\(field)` in \(context) must be a whole number\(unit) of at least \(minimum); found \"\(text)\"",
+                "`\(field)` in \(context) must be a whole number\(unit) of at least \(minimum); found \(text.quoted)",
                 at: value.mark)
             return nil
         }
@@ -151,10 +289,10 @@ struct MappingReader {
     }
 
     func number(_ field: String, in range: ClosedRange<Double>) -> Double? {
-        guard let value = self[field], let text = scalarText(value, field: field)?.value else { return nil }
-        guard let number = Double(text), range.contains(number) else {
+        guard let value = self[field], let text = scalarText(value, field: field) else { return nil }
+        guard let number = Double(text.value), range.contains(number) else {
             diagnostics.error(
-                "`\(field)` in \(context) must be a number from \(range.lowerBound) to \(range.upperBound); found \"\(text)\"",
+                "`\(field)` in \(context) must be a number from \(range.lowerBound) to \(range.upperBound); found \(text.quoted)",
                 at: value.mark)
             return nil
         }
@@ -162,25 +300,25 @@ struct MappingReader {
     }
 
     func boolean(_ field: String) -> Bool? {
-        guard let value = self[field], let text = scalarText(value, field: field)?.value else { return nil }
-        switch text {
+        guard let value = self[field], let text = scalarText(value, field: field) else { return nil }
+        switch text.value {
         case "true": return true
         case "false": return false
         default:
-            diagnostics.error("`\(field)` in \(context) must be true or false; found \"\(text)\"", at: value.mark)
+            diagnostics.error("`\(field)` in \(context) must be true or false; found \(text.quoted)", at: value.mark)
             return nil
         }
     }
 
     func choice<T: RawRepresentable & CaseIterable>(_ field: String, _ type: T.Type, required: Bool = false) -> T?
     where T.RawValue == String {
-        guard let value = required ? require(field) : self[field], let text = scalarText(value, field: field)?.value
+        guard let value = required ? require(field) : self[field], let text = scalarText(value, field: field)
         else { return nil }
-        guard let choice = T(rawValue: text) else {
+        guard let choice = T(rawValue: text.value) else {
             let options = T.allCases.map(\.rawValue)
             var message =
-                "`\(field)` in \(context) must be one of \(options.joined(separator: ", ")); found \"\(text)\""
-            if let guess = closest(text, among: options) { message += "; did you mean \(guess)?" }
+                "`\(field)` in \(context) must be one of \(options.joined(separator: ", ")); found \(text.quoted)"
+            if let guess = closest(text.value, among: options) { message += "; did you mean \(guess)?" }
             diagnostics.error(message, at: value.mark)
             return nil
         }
@@ -192,7 +330,7 @@ struct MappingReader {
         guard let value = self[field], let text = scalarText(value, field: field) else { return nil }
         guard options.contains(text.value) else {
             var message =
-                "`\(field)` in \(context) must be one of \(options.joined(separator: ", ")); found \"\(text.value)\""
+                "`\(field)` in \(context) must be one of \(options.joined(separator: ", ")); found \(text.quoted)"
             if let guess = closest(text.value, among: options) { message += "; did you mean \(guess)?" }
             diagnostics.error(message, at: value.mark)
             return nil
@@ -201,15 +339,15 @@ struct MappingReader {
     }
 
     /// A list of text values, or a single text value taken as a list of one.
-    func textList(_ field: String) -> [(text: String, mark: YAMLMark)]? {
+    func textList(_ field: String) -> [(text: Interpolated, mark: YAMLMark)]? {
         guard let value = self[field] else { return nil }
-        if value.scalar != nil { return scalarText(value, field: field).map { [($0.value, value.mark)] } }
+        if value.scalar != nil { return scalarText(value, field: field).map { [($0, value.mark)] } }
         guard let items = value.sequence else {
             diagnostics.error(
                 "`\(field)` in \(context) must be a list of text; found \(describe(value))", at: value.mark)
             return nil
         }
-        return items.compactMap { item in scalarText(item, field: field).map { ($0.value, item.mark) } }
+        return items.compactMap { item in scalarText(item, field: field).map { ($0, item.mark) } }
     }
 }
 

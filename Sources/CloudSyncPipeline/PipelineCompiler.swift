@@ -101,9 +101,13 @@ public enum PipelineCompiler {
             }
             return try .raw(id: key.id, bytes)
         case .passphraseEnvironment(let variable):
-            guard let value = environment[variable], !value.isEmpty else {
+            guard let value = environment[variable] else {
                 throw CloudSyncError(
                     .config, "environment variable \(variable) is not set; it should hold the passphrase")
+            }
+            guard !value.isEmpty else {
+                throw CloudSyncError(
+                    .config, "environment variable \(variable) is empty; it should hold the passphrase")
             }
             return try .passphrase(id: key.id, SecretBytes(utf8: value))
         case .passphraseFile(let path):

@@ -23,15 +23,37 @@ public struct PipelineDiagnostic: Sendable, Equatable, CustomStringConvertible {
     }
 }
 
-/// Every error of one pipeline file (all of them, not just the first), with the source to render them against.
+/// The errors of one pipeline file — every one counted, the first ``reportedLimit`` of them kept — with the source
+/// to render them against.
 public struct PipelineError: Error, Sendable, CustomStringConvertible {
-    /// Every error found, in file order.
+    /// How many errors are kept and shown; a file with more says how many it left out.
+    public static let reportedLimit = 100
+
+    /// The first errors found, in file order, at most ``reportedLimit``.
     public var diagnostics: [PipelineDiagnostic]
+    /// How many errors the file has, those kept in ``diagnostics`` and those left out.
+    public var count: Int
     /// The file's text, for rendering each diagnostic with its source line.
     public var source: String
 
-    /// Each diagnostic rendered, separated by blank lines.
+    /// The first ``reportedLimit`` of `diagnostics` in file order, counting them all.
+    init(diagnostics: [PipelineDiagnostic], source: String) {
+        self.diagnostics = Array(diagnostics.sorted { $0.mark < $1.mark }.prefix(Self.reportedLimit))
+        self.count = diagnostics.count
+        self.source = source
+    }
+
+    /// Each diagnostic rendered, separated by blank lines, then how many were left out, if any.
     public var description: String {
-        diagnostics.map { $0.rendered(source: source) }.joined(separator: "\n\n")
+        let lines = SourceLines(source)
+        var text = diagnostics.map { diagnostic in
+            YAMLError.render(
+                diagnostic.message, at: diagnostic.mark, file: diagnostic.file, lines: lines,
+                severity: diagnostic.isWarning ? "warning" : "error")
+        }.joined(separator: "\n\n")
+        if count > diagnostics.count {
+            text += "\n\nand \(count - diagnostics.count) more errors not shown; fix these and validate again"
+        }
+        return text
     }
 }

@@ -17,24 +17,15 @@ public enum PipelineLoader {
     ) throws(PipelineError) -> PipelineSpec {
         let absolute = resolvePath(path, against: FileManager.default.currentDirectoryPath)
         let start = YAMLMark(line: 1, column: 1)
-        guard let attributes = try? FileManager.default.attributesOfItem(atPath: absolute),
-            let data = FileManager.default.contents(atPath: absolute)
-        else {
+        let data: Data
+        do throws(RegularFile.Failure) {
+            data = try RegularFile.read(absolute, maximumBytes: maximumFileBytes)
+        } catch {
+            let message =
+                error.size.map { "the file is \($0) bytes; a pipeline file may be at most \(maximumFileBytes) bytes" }
+                ?? "cannot read the pipeline file: it \(error.reason); check the path"
             throw PipelineError(
-                diagnostics: [
-                    PipelineDiagnostic(
-                        file: path, mark: start, message: "cannot read the pipeline file; check the path")
-                ],
-                source: "")
-        }
-        if (attributes[.size] as? NSNumber)?.intValue ?? data.count > maximumFileBytes {
-            throw PipelineError(
-                diagnostics: [
-                    PipelineDiagnostic(
-                        file: path, mark: start,
-                        message:
-                            "the file is \(data.count) bytes; a pipeline file may be at most \(maximumFileBytes) bytes")
-                ], source: "")
+                diagnostics: [PipelineDiagnostic(file: path, mark: start, message: message)], source: "")
         }
         guard let source = String(data: data, encoding: .utf8) else {
             throw PipelineError(
@@ -78,7 +69,7 @@ public enum PipelineLoader {
             registry: registry)
         let spec = reader.pipeline(root, file: file, source: source, directory: directory)
         guard diagnostics.items.isEmpty, let spec else {
-            throw PipelineError(diagnostics: diagnostics.items.sorted { $0.mark < $1.mark }, source: source)
+            throw diagnostics.pipelineError(source: source)
         }
         return spec
     }
@@ -104,6 +95,34 @@ private func withQuotingHint(_ error: YAMLError, source: String) -> String {
         + "write it as 'value' or \"value\""
 }
 
+/// The ids one section of the file declares, for checking references in constant time and naming a few of them.
+struct DeclaredIDs {
+    /// Ids in file order (codecs: sorted).
+    let ordered: [String]
+    private let members: Set<String>
+
+    init(_ ordered: [String]) {
+        self.ordered = ordered
+        members = Set(ordered)
+    }
+
+    var isEmpty: Bool { ordered.isEmpty }
+
+    func contains(_ id: String) -> Bool { members.contains(id) }
+
+    /// The declared id within two edits of `word`; not searched among thousands, where it would cost more than the
+    /// rest of loading.
+    func closest(to word: String) -> String? {
+        ordered.count <= 500 ? CloudSyncPipeline.closest(word, among: ordered) : nil
+    }
+
+    /// The first ten ids, then how many more, for a message.
+    var listed: String {
+        let shown = ordered.prefix(10).joined(separator: ", ")
+        return ordered.count > 10 ? shown + " and \(ordered.count - 10) more" : shown
+    }
+}
+
 /// Walks the node tree of one file.
 private struct Reader {
     let diagnostics: Diagnostics
@@ -121,37 +140,58 @@ private struct Reader {
         else { return nil }
 
         var version = PipelineLoader.formatVersion
-        if let node = top.require("version"), let text = top.scalarText(node, field: "version")?.value {
-            if let number = Int(text), number == PipelineLoader.formatVersion {
-                version = number
-            } else if let number = Int(text), number > PipelineLoader.formatVersion {
+        if let node = top.require("version"), let text = top.scalarText(node, field: "version") {
+            if case .scalar(_, let style) = node.content, style != .plain, !text.isInterpolated {
                 diagnostics.error(
-                    "version \(number) is not supported: this cloudsync reads version \(PipelineLoader.formatVersion); "
-                        + "upgrade cloudsync to run this file", at: node.mark)
+                    "`version` must be the number 1, not the text \(text.quoted); write version: 1 without quotes",
+                    at: node.mark)
+            } else if let number = Int(text.value), number == PipelineLoader.formatVersion {
+                version = number
+            } else if let number = Int(text.value), number > PipelineLoader.formatVersion {
+                diagnostics.error(
+                    "version \(text.isInterpolated ? text.quoted : String(number)) is not supported: this cloudsync "
+                        + "reads version \(PipelineLoader.formatVersion); upgrade cloudsync to run this file",
+                    at: node.mark)
             } else {
-                diagnostics.error("`version` must be 1; found \"\(text)\"", at: node.mark)
+                diagnostics.error("`version` must be 1; found \(text.quoted)", at: node.mark)
             }
         }
         guard let nameNode = top.require("name") else { return nil }
-        let name = top.scalarText(nameNode, field: "name")?.value ?? ""
-        if !name.isEmpty, !isIdentifier(name) {
+        let nameText = top.scalarText(nameNode, field: "name")
+        let name = nameText?.value ?? ""
+        if let nameText, !name.isEmpty, !isIdentifier(name) {
             diagnostics.error(
-                "`name` may contain only ASCII letters, digits, '.', '_' and '-' (it names the state directory); found \"\(name)\"",
+                "`name` may contain only ASCII letters, digits, '.', '_' and '-' (it names the state directory); found \(nameText.quoted)",
                 at: nameNode.mark)
         }
-        let state =
-            top.string("state").map { resolvePath($0.value, against: directory) }
-            ?? resolvePath(".cloudsync/\(name)", against: directory)
+        var state = resolvePath(".cloudsync/\(name)", against: directory)
+        if let node = top["state"], let text = top.scalarText(node, field: "state") {
+            if text.value.isEmpty {
+                diagnostics.error(
+                    "`state` must not be empty; leave it out for the default, .cloudsync/<name> beside the file",
+                    at: node.mark)
+            } else if text.value.contains("\0") {
+                diagnostics.error("`state` must not contain a NUL character", at: node.mark)
+            } else {
+                state = resolvePath(text.value, against: directory)
+                if state == "/" {
+                    diagnostics.error(
+                        "`state` must not be the root directory /; name a directory of its own, such as "
+                            + "/var/lib/cloudsync/\(isIdentifier(name) ? name : "<name>")", at: node.mark)
+                }
+            }
+        }
 
         let codecs = codecSpecs(top["codecs"], directory: directory)
-        let codecIDs = Set(
-            top["codecs"]?.mapping?.compactMap { $0.key.scalar }.filter(isIdentifier) ?? codecs.map(\.id))
+        let codecIDs = DeclaredIDs(
+            Set(top["codecs"]?.mapping?.compactMap { $0.key.scalar }.filter(isIdentifier) ?? codecs.map(\.id))
+                .sorted())
         let providersNode = top.require("providers")
         let providers = providerSpecs(providersNode, directory: directory, codecIDs: codecIDs)
         // References are checked against every id the file declares, so a provider with its own errors does not
         // also make each mention of it an error.
         // Nil when the providers section itself is broken: that error is reported once, not at every reference.
-        let providerIDs = providersNode?.mapping?.compactMap { $0.key.scalar }.filter(isIdentifier)
+        let providerIDs = providersNode?.mapping.map { DeclaredIDs($0.compactMap(\.key.scalar).filter(isIdentifier)) }
         guard let storeNode = top.require("store") else { return nil }
         let store = storeSpec(storeNode, providerIDs: providerIDs, codecIDs: codecIDs)
         let jobs = jobSpecs(top["jobs"], providerIDs: providerIDs, codecIDs: codecIDs, directory: directory)
@@ -162,10 +202,10 @@ private struct Reader {
         if let reportNode = top["report"],
             let report = mapping(reportNode, "report", ["path", "latest", "keep", "metrics"])
         {
-            reportPath = report.string("path").map { resolvePath($0.value, against: directory) }
-            reportLatest = report.string("latest").map { resolvePath($0.value, against: directory) }
+            reportPath = report.path("path").map { resolvePath($0.value, against: directory) }
+            reportLatest = report.path("latest").map { resolvePath($0.value, against: directory) }
             reportKeep = report.integer("keep", minimum: 1, unit: " of reports").map(Int.init)
-            reportMetrics = report.string("metrics").map { resolvePath($0.value, against: directory) }
+            reportMetrics = report.path("metrics").map { resolvePath($0.value, against: directory) }
         }
         guard let store else { return nil }
         return PipelineSpec(
@@ -198,15 +238,14 @@ private struct Reader {
         return text
     }
 
-    func reference(_ text: String, at mark: YAMLMark, among ids: [String]?, what: String) -> Bool {
+    func reference(_ text: Interpolated, at mark: YAMLMark, among ids: DeclaredIDs?, what: String) -> Bool {
         guard let ids else { return true }
-        guard ids.contains(text) else {
-            var message = "unknown \(what) `\(text)`"
-            if let guess = closest(text, among: ids) {
+        guard ids.contains(text.value) else {
+            var message = text.isInterpolated ? "unknown \(what): \(text.quoted)" : "unknown \(what) `\(text.value)`"
+            if let guess = ids.closest(to: text.value) {
                 message += "; did you mean `\(guess)`?"
             } else {
-                message +=
-                    ids.isEmpty ? "; the file declares none" : "; the file declares: \(ids.joined(separator: ", "))"
+                message += ids.isEmpty ? "; the file declares none" : "; the file declares: \(ids.listed)"
             }
             diagnostics.error(message, at: mark)
             return false
@@ -216,7 +255,7 @@ private struct Reader {
 
     // MARK: Providers
 
-    func providerSpecs(_ node: YAMLNode?, directory: String, codecIDs: Set<String>) -> [ProviderSpec] {
+    func providerSpecs(_ node: YAMLNode?, directory: String, codecIDs: DeclaredIDs) -> [ProviderSpec] {
         guard let node else { return [] }
         guard let pairs = node.mapping else {
             diagnostics.error("`providers` must map provider ids to providers; found \(describe(node))", at: node.mark)
@@ -230,7 +269,7 @@ private struct Reader {
     }
 
     /// One provider: `type` first, then the fields that type's factory describes, each checked by its kind.
-    func providerSpec(id: String, _ mark: YAMLMark, _ node: YAMLNode, directory: String, codecIDs: Set<String>)
+    func providerSpec(id: String, _ mark: YAMLMark, _ node: YAMLNode, directory: String, codecIDs: DeclaredIDs)
         -> ProviderSpec?
     {
         let context = "provider `\(id)`"
@@ -240,11 +279,13 @@ private struct Reader {
         var known = common
         for type in registry.types { known += type.fields.map(\.name).filter { !known.contains($0) } }
         guard let provider = mapping(node, context, known),
-            let typeNode = provider.require("type"), let typeName = provider.scalarText(typeNode, field: "type")?.value
+            let typeNode = provider.require("type"), let typeText = provider.scalarText(typeNode, field: "type")
         else { return nil }
+        let typeName = typeText.value
         guard let type = registry.type(named: typeName) else {
             let names = registry.types.map(\.name)
-            var message = "`type` in \(context) must be one of \(names.joined(separator: ", ")); found \"\(typeName)\""
+            var message =
+                "`type` in \(context) must be one of \(names.joined(separator: ", ")); found \(typeText.quoted)"
             if let guess = closest(typeName, among: names) { message += "; did you mean \(guess)?" }
             diagnostics.error(message, at: typeNode.mark)
             return nil
@@ -274,8 +315,7 @@ private struct Reader {
                     continue
                 }
                 if field.kind == .path {
-                    if text.value.isEmpty {
-                        diagnostics.error("`\(field.name)` in \(context) must not be empty", at: fieldNode.mark)
+                    guard provider.isUsablePath(text, field: field.name, at: fieldNode.mark) else {
                         valid = false
                         continue
                     }
@@ -324,8 +364,8 @@ private struct Reader {
         }
         let maxValueBytes = provider.integer("maxValueBytes", minimum: 1, unit: " of bytes").map(Int.init)
         var codec: String?
-        if let node = provider["codec"], let text = provider.scalarText(node, field: "codec")?.value {
-            if reference(text, at: node.mark, among: codecIDs.sorted(), what: "codec") { codec = text }
+        if let node = provider["codec"], let text = provider.scalarText(node, field: "codec") {
+            if reference(text, at: node.mark, among: codecIDs, what: "codec") { codec = text.value }
         }
         guard valid else { return nil }
         let fields = ProviderFieldValues(values, environment: interpolator.environment)
@@ -335,8 +375,12 @@ private struct Reader {
                 written: written, secretFields: type.fields.filter { $0.secret && values[$0.name] != nil }.map(\.name),
                 maxValueBytes: maxValueBytes, codec: codec, mark: mark)
         } catch {
+            // A factory quotes the values it refuses; one that came from ${env:…} or ${file:…} is named instead.
+            let message = written.values.sorted { $0.value.count > $1.value.count }.reduce(error.message) {
+                $1.redacting($0)
+            }
             diagnostics.error(
-                "\(context): \(error.message)", at: error.field.flatMap { provider[$0]?.mark } ?? typeNode.mark)
+                "\(context): \(message)", at: error.field.flatMap { provider[$0]?.mark } ?? typeNode.mark)
             return nil
         }
     }
@@ -361,18 +405,19 @@ private struct Reader {
             }
             let context = "codec `\(id)`"
             guard let codec = mapping(pair.value, context, ["type", "keys", "allowPlaintext"]) else { return nil }
-            if let type = codec.require("type"), let text = codec.scalarText(type, field: "type")?.value,
-                text != "xchacha20poly1305"
+            if let type = codec.require("type"), let text = codec.scalarText(type, field: "type"),
+                text.value != "xchacha20poly1305"
             {
-                diagnostics.error("`type` in \(context) must be xchacha20poly1305; found \"\(text)\"", at: type.mark)
+                diagnostics.error("`type` in \(context) must be xchacha20poly1305; found \(text.quoted)", at: type.mark)
             }
             var keys: [CodecSpec.Key] = []
+            var keyIDs: Set<String> = []
             if let list = codec.require("keys") {
                 if let items = list.sequence {
                     if items.isEmpty { diagnostics.error("\(context) needs at least one key", at: list.mark) }
                     for item in items {
                         guard let key = keySpec(item, codec: id, directory: directory) else { continue }
-                        if keys.contains(where: { $0.id == key.id }) {
+                        if !keyIDs.insert(key.id).inserted {
                             diagnostics.error("key id `\(key.id)` appears twice in \(context)", at: item.mark)
                         } else {
                             keys.append(key)
@@ -390,11 +435,12 @@ private struct Reader {
 
     func keySpec(_ node: YAMLNode, codec: String, directory: String) -> CodecSpec.Key? {
         guard let key = mapping(node, "a key of codec `\(codec)`", ["id", "file", "env", "passphrase"]),
-            let idNode = key.require("id"), let id = key.scalarText(idNode, field: "id")?.value
+            let idNode = key.require("id"), let idText = key.scalarText(idNode, field: "id")
         else { return nil }
+        let id = idText.value
         guard isIdentifier(id) else {
             diagnostics.error(
-                "key id \"\(id)\" may contain only ASCII letters, digits, '.', '_' and '-'", at: idNode.mark)
+                "key id \(idText.quoted) may contain only ASCII letters, digits, '.', '_' and '-'", at: idNode.mark)
             return nil
         }
         let sources = ["file", "env", "passphrase"].filter { key[$0] != nil }
@@ -406,7 +452,7 @@ private struct Reader {
         }
         switch sources[0] {
         case "file":
-            return key.string("file").map {
+            return key.path("file").map {
                 .init(
                     id: id,
                     source: .file(Interpolated(value: resolvePath($0.value, against: directory), written: $0.written)),
@@ -421,7 +467,7 @@ private struct Reader {
             if let variable = secret.string("env"), secret["file"] == nil {
                 return .init(id: id, source: .passphraseEnvironment(variable.value), mark: node.mark)
             }
-            if let file = secret.string("file"), secret["env"] == nil {
+            if let file = secret.path("file"), secret["env"] == nil {
                 return .init(
                     id: id,
                     source: .passphraseFile(
@@ -436,19 +482,22 @@ private struct Reader {
 
     // MARK: Store
 
-    func storeSpec(_ node: YAMLNode, providerIDs: [String]?, codecIDs: Set<String>) -> StoreSpec? {
+    func storeSpec(_ node: YAMLNode, providerIDs: DeclaredIDs?, codecIDs: DeclaredIDs) -> StoreSpec? {
         let fields = [
             "providers", "writeMode", "tiering", "resolver", "repairOnRead", "validateKeys", "timeoutMs", "codec",
             "outbox",
         ]
         guard let store = mapping(node, "store", fields) else { return nil }
         var order: [String] = []
+        var seen: Set<String> = []
         if let listed = store.textList("providers") {
             for (id, mark) in listed {
-                if order.contains(id) {
-                    diagnostics.error("provider `\(id)` is listed twice in store.providers; list each once", at: mark)
+                if seen.contains(id.value) {
+                    diagnostics.error(
+                        "provider `\(id.value)` is listed twice in store.providers; list each once", at: mark)
                 } else if reference(id, at: mark, among: providerIDs, what: "provider") {
-                    order.append(id)
+                    order.append(id.value)
+                    seen.insert(id.value)
                 }
             }
             if listed.isEmpty { diagnostics.error("store.providers lists no provider", at: store["providers"]!.mark) }
@@ -458,8 +507,8 @@ private struct Reader {
         let writeMode = store.choice("writeMode", WriteMode.self) ?? .failover
         let resolver = resolverSpec(store["resolver"])
         var codec: String?
-        if let node = store["codec"], let text = store.scalarText(node, field: "codec")?.value, text != "none" {
-            if reference(text, at: node.mark, among: codecIDs.sorted(), what: "codec") { codec = text }
+        if let node = store["codec"], let text = store.scalarText(node, field: "codec"), text.value != "none" {
+            if reference(text, at: node.mark, among: codecIDs, what: "codec") { codec = text.value }
         }
         return StoreSpec(
             providers: order, writeMode: writeMode, tiering: tieringSpec(store["tiering"]), resolver: resolver,
@@ -527,7 +576,7 @@ private struct Reader {
 
     // MARK: Jobs
 
-    func jobSpecs(_ node: YAMLNode?, providerIDs: [String]?, codecIDs: Set<String>, directory: String) -> [JobSpec] {
+    func jobSpecs(_ node: YAMLNode?, providerIDs: DeclaredIDs?, codecIDs: DeclaredIDs, directory: String) -> [JobSpec] {
         guard let node else { return [] }
         guard let items = node.sequence else {
             diagnostics.error("`jobs` must be a list of jobs; found \(describe(node))", at: node.mark)
@@ -558,26 +607,29 @@ private struct Reader {
                 diagnostics.error(message, at: typeNode.mark)
                 return nil
             }
-            let name = job.string("name")?.value ?? "\(index + 1)-\(typeName)"
+            let nameText = job.string("name")
+            let name = nameText?.value ?? "\(index + 1)-\(typeName)"
             if !names.insert(name).inserted {
-                diagnostics.error("two jobs are named \"\(name)\"; job names must be unique", at: item.mark)
+                diagnostics.error(
+                    "two jobs are named \(nameText?.quoted ?? "\"\(name)\""); job names must be unique", at: item.mark)
             }
             func provider(_ field: String, required: Bool = true) -> String? {
                 guard let node = required ? job.require(field) : job[field],
-                    let text = job.scalarText(node, field: field)?.value
+                    let text = job.scalarText(node, field: field)
                 else { return nil }
-                return reference(text, at: node.mark, among: providerIDs, what: "provider") ? text : nil
+                return reference(text, at: node.mark, among: providerIDs, what: "provider") ? text.value : nil
             }
             func keys() -> [String]? {
                 guard let patterns = job.textList("keys") else { return nil }
                 for pattern in patterns {
                     do throws(Glob.SyntaxError) {
-                        _ = try Glob(pattern.text)
+                        _ = try Glob(pattern.text.value)
                     } catch {
-                        diagnostics.error("`keys` in \(context): \(error.message)", at: pattern.mark)
+                        diagnostics.error(
+                            "`keys` in \(context): \(pattern.text.redacting(error.message))", at: pattern.mark)
                     }
                 }
-                return patterns.map(\.text)
+                return patterns.map(\.text.value)
             }
             let kind: JobSpec.Kind?
             switch typeName {
@@ -586,17 +638,17 @@ private struct Reader {
                     reference($0.text, at: $0.mark, among: providerIDs, what: "provider")
                 }
                 var maxDeletes = DeleteLimit.standard
-                if let node = job["maxDeletes"], let text = job.scalarText(node, field: "maxDeletes")?.value {
-                    if let limit = DeleteLimit(text: text) {
+                if let node = job["maxDeletes"], let text = job.scalarText(node, field: "maxDeletes") {
+                    if let limit = DeleteLimit(text: text.value) {
                         maxDeletes = limit
                     } else {
                         diagnostics.error(
                             "`maxDeletes` in \(context) must be a whole number of keys (at least 0) or a percentage "
-                                + "from 0% to 100% like \"50%\"; found \"\(text)\"", at: node.mark)
+                                + "from 0% to 100% like \"50%\"; found \(text.quoted)", at: node.mark)
                     }
                 }
                 kind = .sync(
-                    providers: subset?.map(\.text), deletes: job.choice("deletes", SyncDeletes.self) ?? .propagate,
+                    providers: subset?.map(\.text.value), deletes: job.choice("deletes", SyncDeletes.self) ?? .propagate,
                     maxDeletes: maxDeletes)
             case "migrate":
                 let from = provider("from")
@@ -615,7 +667,7 @@ private struct Reader {
                 let target = job.require("provider").flatMap { job.scalarText($0, field: "provider") }
                 var providerID: String?
                 if let target, target.value != "all", let node = job["provider"],
-                    reference(target.value, at: node.mark, among: providerIDs, what: "provider")
+                    reference(target, at: node.mark, among: providerIDs, what: "provider")
                 {
                     providerID = target.value
                 }
@@ -625,27 +677,29 @@ private struct Reader {
                     warnAbove: job.number("warnAbove", in: 0...1), failOnWarning: job.boolean("failOnWarning") ?? false)
             case "export":
                 let fromNode = job.require("from")
-                let from = fromNode.flatMap { job.scalarText($0, field: "from")?.value }
-                if let from, from != "store", let fromNode {
-                    _ = reference(from, at: fromNode.mark, among: providerIDs, what: "provider")
+                let fromText = fromNode.flatMap { job.scalarText($0, field: "from") }
+                let from = fromText?.value
+                if let fromText, fromText.value != "store", let fromNode {
+                    _ = reference(fromText, at: fromNode.mark, among: providerIDs, what: "provider")
                 }
                 var codec: String?
-                if let node = job["codec"], let text = job.scalarText(node, field: "codec")?.value,
-                    reference(text, at: node.mark, among: codecIDs.sorted(), what: "codec")
+                if let node = job["codec"], let text = job.scalarText(node, field: "codec"),
+                    reference(text, at: node.mark, among: codecIDs, what: "codec")
                 {
-                    codec = text
+                    codec = text.value
                 }
-                let path = job.string("path", required: true).map {
+                let path = job.path("path", required: true).map {
                     Interpolated(value: resolvePath($0.value, against: directory), written: $0.written)
                 }
                 kind = from.flatMap { from in path.map { .export(from: from, path: $0, keys: keys(), codec: codec) } }
             case "import":
                 let toNode = job.require("to")
-                let to = toNode.flatMap { job.scalarText($0, field: "to")?.value }
-                if let to, to != "store", let toNode {
-                    _ = reference(to, at: toNode.mark, among: providerIDs, what: "provider")
+                let toText = toNode.flatMap { job.scalarText($0, field: "to") }
+                let to = toText?.value
+                if let toText, toText.value != "store", let toNode {
+                    _ = reference(toText, at: toNode.mark, among: providerIDs, what: "provider")
                 }
-                let path = job.string("path", required: true).map {
+                let path = job.path("path", required: true).map {
                     Interpolated(value: resolvePath($0.value, against: directory), written: $0.written)
                 }
                 kind = to.flatMap { to in

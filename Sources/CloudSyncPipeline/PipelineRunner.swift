@@ -35,6 +35,9 @@ public struct RunOutcome: Sendable {
     public var report: RunReport
     /// Where the report was written; nil when it went to standard output.
     public var reportPath: String?
+    /// Why the report (or the latest copy, or the metrics textfile) could not be written, when it could not; the
+    /// jobs ran all the same and ``status`` is theirs.
+    public var reportError: String? = nil
     /// How the run ended; the command line turns it into the exit status.
     public var status: RunStatus { report.status }
 }
@@ -165,10 +168,9 @@ public struct PipelineRunner: Sendable {
         try? session.stateDatabase?.record(
             StateDatabase.Run(
                 id: runID, startedAt: report.startedAt, finishedAt: report.finishedAt, status: status,
-                dryRun: options.dryRun, jobs: jobCounts, report: path))
+                dryRun: options.dryRun, jobs: jobCounts, report: writeError == nil ? path : nil))
         await session.close()
-        if let writeError { throw RunRefusal.cannotStart("the run finished but " + writeError.message) }
-        return RunOutcome(report: report, reportPath: path)
+        return RunOutcome(report: report, reportPath: writeError == nil ? path : nil, reportError: writeError?.message)
     }
 
     /// The report of a run that could not start: status `error`, why, every selected job `skipped`.

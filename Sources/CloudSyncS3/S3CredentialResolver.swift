@@ -105,7 +105,10 @@ public struct S3CredentialResolver: Sendable {
         var seen = false
         var unsupported: [String] = []
         for (file, section) in [(credentialsFile, name), (configFile, name == "default" ? name : "profile \(name)")] {
-            guard !file.hasPrefix("~"), let text = try? String(contentsOfFile: file, encoding: .utf8) else { continue }
+            // A credentials file is small; a FIFO or a huge file is passed over rather than read.
+            guard !file.hasPrefix("~"), let data = try? RegularFile.read(file, maximumBytes: 1 << 20),
+                let text = String(data: data, encoding: .utf8)
+            else { continue }
             guard
                 let values = Self.section(section, of: text)
                     ?? (file == configFile ? Self.section(name, of: text) : nil)

@@ -134,9 +134,18 @@ extension SecretBytes {
 
     /// The file's bytes plus one trailing spare byte.
     private static func readSmallFile(_ path: String, what: String) throws(SodiumError) -> [UInt8] {
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        // O_NONBLOCK: opening a FIFO would otherwise wait for a writer; anything but a regular file is refused.
+        let descriptor = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY)
         guard descriptor >= 0 else { throw ioError("read", path, errno, what: what) }
         defer { close(descriptor) }
+        var status = stat()
+        guard fstat(descriptor, &status) == 0 else { throw ioError("read", path, errno, what: what) }
+        guard status.st_mode & S_IFMT == S_IFREG else {
+            throw SodiumError(
+                .keyFileIO,
+                "\(what) \(path) is not a regular file; name the file that holds the \(what == "key file" ? "key" : "passphrase")"
+            )
+        }
         var buffer = [UInt8](repeating: 0, count: keyFileMaximumSize + 1)
         var filled = 0
         while filled < buffer.count {

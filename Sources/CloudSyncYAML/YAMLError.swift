@@ -45,26 +45,45 @@ public struct YAMLError: Error, Sendable, Equatable, CustomStringConvertible {
     public static func render(
         _ message: String, at mark: YAMLMark, file: String, source: String, severity: String = "error"
     ) -> String {
+        render(message, at: mark, file: file, lines: SourceLines(source), severity: severity)
+    }
+
+    /// Renders a message against source lines indexed once, so rendering many errors of one file stays linear.
+    public static func render(
+        _ message: String, at mark: YAMLMark, file: String, lines: SourceLines, severity: String = "error"
+    ) -> String {
         var text = "\(file):\(mark.line):\(mark.column): \(severity): \(message)"
-        guard let line = line(mark.line, of: source) else { return text }
+        guard let line = lines[mark.line] else { return text }
         // Keep tabs in the caret's indentation so it lines up under the same character however tabs render.
         let indentation = line.prefix(max(0, mark.column - 1)).map { $0 == "\t" ? "\t" : " " }.joined()
         text += "\n\(line)\n\(indentation)^"
         return text
     }
+}
 
-    private static func line(_ number: Int, of source: String) -> Substring? {
-        guard number >= 1 else { return nil }
-        var current = 1
-        var start = source.startIndex
-        while current < number {
-            // "\r\n" is a single Character in Swift, so it has to be named beside "\n".
-            guard let newline = source[start...].firstIndex(where: { $0 == "\n" || $0 == "\r\n" }) else {
-                return nil
-            }
-            start = source.index(after: newline)
-            current += 1
+/// The lines of a source text, found in one pass, so looking up a line by its number costs nothing more.
+public struct SourceLines: Sendable {
+    private let source: String
+    /// Where each line starts; line 1 starts at the text's start.
+    private let starts: [String.Index]
+
+    /// Indexes `source`'s lines; a line ends at "\n" or "\r\n" (a lone "\r" ends the shown text, not the line).
+    public init(_ source: String) {
+        self.source = source
+        var starts = [source.startIndex]
+        var index = source.startIndex
+        // "\r\n" is a single Character in Swift, so it has to be named beside "\n".
+        while let newline = source[index...].firstIndex(where: { $0 == "\n" || $0 == "\r\n" }) {
+            index = source.index(after: newline)
+            starts.append(index)
         }
+        self.starts = starts
+    }
+
+    /// Line `number` (1-based) without its line ending; nil past the last line.
+    public subscript(_ number: Int) -> Substring? {
+        guard number >= 1, number <= starts.count else { return nil }
+        let start = starts[number - 1]
         let end = source[start...].firstIndex { $0 == "\n" || $0 == "\r\n" || $0 == "\r" } ?? source.endIndex
         return source[start..<end]
     }

@@ -90,6 +90,22 @@ import Testing
         #expect(valid.status == 0)
     }
 
+    @Test func validateCountsEveryErrorButShowsTheFirstHundred() throws {
+        let directory = try TemporaryDirectory()
+        var source = "version: 1\nname: p\nproviders: { a: { type: memory } }\nstore: { providers: [a] }\njobs:\n"
+        for index in 0..<250 { source += "  - { type: verify, provider: nope\(index) }\n" }
+        try source.write(toFile: directory.file("p.yaml"), atomically: true, encoding: .utf8)
+        let text = try ProcessRunner.run(executable, ["validate", directory.file("p.yaml")])
+        #expect(text.standardOutput == directory.file("p.yaml") + ": 250 errors\n")
+        #expect(text.standardError.components(separatedBy: ": error: ").count == 101)
+        #expect(text.standardError.hasSuffix("and 150 more errors not shown; fix these and validate again\n"))
+        let json = try ProcessRunner.run(executable, ["validate", "--json", directory.file("p.yaml")])
+        let files = try #require(
+            try JSONSerialization.jsonObject(with: Data(json.standardOutput.utf8)) as? [[String: Any]])
+        #expect(files.first?["errorCount"] as? Int == 250)
+        #expect((files.first?["errors"] as? [Any])?.count == 100)
+    }
+
     @Test func planPrintsTextOrJSONAndNeverKeyMaterial() throws {
         let file = root + "/pipelines/encrypted-backup.yaml"
         let text = try ProcessRunner.run(executable, ["plan", file])

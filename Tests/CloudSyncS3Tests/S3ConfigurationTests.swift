@@ -121,6 +121,20 @@ import Testing
     }
 }
 
+@Suite struct S3CredentialFileTests {
+    @Test func aCredentialsFileThatIsAFIFOIsPassedOverWithoutWaitingForAWriter() throws {
+        let home = try TemporaryDirectory()
+        #expect(mkfifo(home.file("credentials"), 0o600) == 0)
+        let done = DispatchSemaphore(value: 0)
+        let environment = ["HOME": home.path, "AWS_SHARED_CREDENTIALS_FILE": home.file("credentials")]
+        Thread.detachNewThread {
+            _ = S3CredentialResolver(environment: environment).resolve()
+            done.signal()
+        }
+        #expect(done.wait(timeout: .now() + .seconds(10)) == .success, "resolving blocked on the FIFO")
+    }
+}
+
 @Suite struct S3FactoryTests {
     func configure(_ values: [String: ProviderFieldValue], environment: [String: String] = [:])
         throws(ProviderConfigurationError) -> S3ProviderFactory.Configuration

@@ -95,33 +95,7 @@ final class S3Proxy: Sendable {
     }
 
     private func forward(_ request: ReceivedRequest) -> HTTPResponse {
-        let query = request.queryItems.map { item in
-            S3URIEncoding.encode(item.name) + (item.value.map { "=" + S3URIEncoding.encode($0) } ?? "")
-        }.joined(separator: "&")
-        var urlRequest = URLRequest(
-            url: URL(string: upstream.absoluteString + request.path + (query.isEmpty ? "" : "?" + query))!)
-        urlRequest.httpMethod = request.method
-        let skipped: Set<String> = ["host", "content-length", "connection", "expect", "transfer-encoding"]
-        for field in request.headers where !skipped.contains(field.name.lowercased()) {
-            urlRequest.addValue(field.value, forHTTPHeaderField: field.name)
-        }
-        if !request.body.isEmpty { urlRequest.httpBody = request.body }
-        let result = Mutex<HTTPResponse?>(nil)
-        let done = DispatchSemaphore(value: 0)
-        URLSession.shared.dataTask(with: urlRequest) { data, response, _ in
-            if let http = response as? HTTPURLResponse {
-                var headers = HTTPHeaders()
-                for (name, value) in http.allHeaderFields {
-                    let name = String(describing: name)
-                    if ["content-length", "transfer-encoding", "connection"].contains(name.lowercased()) { continue }
-                    headers.add(name, String(describing: value))
-                }
-                result.withLock { $0 = HTTPResponse(status: http.statusCode, headers: headers, body: data ?? Data()) }
-            }
-            done.signal()
-        }.resume()
-        done.wait()
-        return result.withLock { $0 } ?? HTTPResponse.text(502, "moto did not answer")
+        ForwardingProxy.forward(request, to: upstream)
     }
 }
 

@@ -236,6 +236,21 @@ import Testing
         #expect(try await raw(destination, "cache.x") == nil)
     }
 
+    @Test func withoutOverwriteAKeyTheDestinationCouldNotReadFailsAndIsNeverReplaced() async throws {
+        let source = makeProvider("source")
+        let destination = makeProvider("backup")
+        _ = try await source.set([KeyValue("kept", "new"), KeyValue("fresh", "1")])
+        _ = try await destination.set([KeyValue("kept", "old")])
+        let flaky = UnreadableKeys(wrapped: destination, keys: ["kept"])
+        let store = try makeStore([source, flaky])
+        let result = try await store.maintenance.migrate(from: "source", to: "backup", overwrite: false)
+        // Whether the destination holds "kept" is unknown: copying over it could replace what it has.
+        #expect(result.failed.map(\.key) == ["kept"])
+        #expect(result.failed.first?.error.code == .server)
+        #expect(result.copied == ["fresh"])
+        #expect(try await raw(destination, "kept") == "old")
+    }
+
     @Test func unknownProvidersAreAConfigurationError() async throws {
         let store = try makeStore([makeProvider("a")])
         let error = await #expect(throws: CloudSyncError.self) {
@@ -243,5 +258,18 @@ import Testing
         }
         #expect(error?.code == .config)
         #expect(error?.message == "no provider with id nope is configured; configured: a")
+    }
+}
+
+/// A provider whose reads of `keys` fail (a transient outage of those keys), while writes go through.
+private struct UnreadableKeys: ForwardingProvider {
+    let wrapped: any Provider
+    let keys: Set<String>
+
+    func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
+        let results = try await wrapped.get(keys)
+        return zip(keys, results).map { key, result in
+            self.keys.contains(key) ? .failure(CloudSyncError(.server, "503 from the server")) : result
+        }
     }
 }

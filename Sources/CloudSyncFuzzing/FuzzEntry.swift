@@ -1,0 +1,141 @@
+import CloudSync
+import CloudSyncCrypto
+import CloudSyncPipeline
+import CloudSyncSodium
+import CloudSyncYAML
+import Foundation
+
+/// The inputs a stranger can hand CloudSync, each as one entry point that takes arbitrary bytes: libFuzzer drives
+/// them in `cloudsync-fuzz` (`make fuzz`), and the test suite replays the kept corpus (`Tests/Fuzz/<entry>/`)
+/// through the same functions.
+///
+/// An entry point returns for every input; errors are the expected answer to bad input. A crash, a trap or a
+/// sanitizer report is a bug.
+public enum FuzzEntry: String, CaseIterable, Sendable {
+    /// The YAML face: bytes parsed into a node tree, and any error rendered against the source.
+    case yaml
+    /// The pipeline loader and compiler, then the plan of a pipeline that loads.
+    case pipeline
+    /// The envelope decoder of the encrypting codec, under a key ring of raw keys.
+    case envelope
+
+    /// Runs the entry point on `bytes`.
+    public func run(_ bytes: UnsafeRawBufferPointer) {
+        let text = String(decoding: bytes, as: UTF8.self)
+        switch self {
+        case .yaml: Self.parse(text)
+        case .pipeline: Self.load(text)
+        case .envelope: Self.decode(text)
+        }
+    }
+
+    /// Runs the entry point on `data`.
+    public func run(_ data: Data) {
+        data.withUnsafeBytes { run($0) }
+    }
+
+    /// Inputs to start from, written for this entry point: the fuzzer begins with them (beside the kept corpus) and
+    /// the test suite replays them.
+    public var seeds: [Data] {
+        switch self {
+        case .yaml:
+            return [
+                "version: 1\nname: demo\n", "a: &x [1, 2, { b: c }]\nd: *x\n", "- |\n  text\n- >-\n  folded\n",
+                "---\na\n---\nb\n", "k: !!str 1\n'q': \"\\u00e9\\t\"\n", "{ a: [ { b: { c: [] } } ] }",
+            ].map { Data($0.utf8) }
+        case .pipeline:
+            let pipeline = """
+                version: 1
+                name: fuzz
+                state: state
+                codecs:
+                  vault:
+                    type: xchacha20poly1305
+                    allowPlaintext: true
+                    keys: [{ id: k1, env: FUZZ }, { id: k2, passphrase: { env: FUZZ } }, { id: k3, file: k.key }]
+                providers:
+                  seed: { type: memory, items: { a: '${env:FUZZ}', b: '${env:MISSING:-x}' } }
+                  local: { type: sqlite, path: data/local.db, create: true, maxBytes: 65536, codec: vault }
+                  files: { type: directory, path: '${env:FUZZ}/files' }
+                  bucket: { type: s3, bucket: b, endpoint: 'http://127.0.0.1:9', region: auto }
+                  drive: { type: googleDrive, accessToken: '${file:token}' }
+                  cloud: { type: cloudKit, container: iCloud.x, apiToken: t, recordMaxBytes: 1024 }
+                store:
+                  providers: [local, files]
+                  writeMode: mirror
+                  tiering: { kvMaxBytes: 10, recordMaxBytes: 20 }
+                  resolver: { type: timestamp, field: updatedAt }
+                  outbox: { enabled: true, maxEntries: 5 }
+                  codec: vault
+                jobs:
+                  - { type: sync, providers: [local] }
+                  - { type: migrate, from: seed, to: local, keys: ['a*', 'b?[!c]'], overwrite: ifMissing }
+                  - { type: export, from: store, path: 'out/{name}.json', codec: vault }
+                  - { type: import, path: in.json, to: store }
+                  - { type: clear, provider: all, confirm: true }
+                  - { type: quota, warnAbove: 0.5 }
+                  - { type: verify, provider: local }
+                  - { type: rekey, provider: local }
+                  - { type: flush }
+                report: { path: 'r/{startedAt}.json', keep: 3 }
+
+                """
+            return [pipeline, "version: 1\nname: m\nproviders: { a: { type: memory } }\nstore: { providers: [a] }\n"]
+                .map { Data($0.utf8) }
+        case .envelope:
+            var seeds = ["fuzz\nplain text", "k\ncs1:current:raw:AAAA", "k\ncs1:x:argon2id13.1.8192.AAAA:AAAA"]
+            for (key, value) in [("k", "hello"), ("settings.theme", ""), ("é", String(repeating: "v", count: 300))] {
+                if let sealed = try? Self.codec.encode(value, key: key) { seeds.append("\(key)\n\(sealed)") }
+            }
+            return seeds.map { Data($0.utf8) }
+        }
+    }
+
+    private static func parse(_ text: String) {
+        do {
+            _ = try YAMLParser(maximumNodes: 10_000, maximumDepth: 64).parse(text)
+        } catch {
+            _ = error.rendered(file: "fuzz.yaml", source: text)
+        }
+    }
+
+    private static func load(_ text: String) {
+        do {
+            let spec = try PipelineLoader.load(
+                source: text, file: "fuzz.yaml", directory: "/nonexistent/cloudsync-fuzz",
+                registry: BuiltInProviders.registry, environment: ["FUZZ": "value", "EMPTY": ""])
+            let compiled = try PipelineCompiler.compile(spec, environment: ["FUZZ": "value"])
+            _ = PipelinePlan(compiled).text()
+            _ = compiled.storeOptions
+        } catch {
+            _ = error.description
+        }
+    }
+
+    /// Two raw keys (fixed bytes: the fuzzer must be able to reach the decryption itself) and plaintext allowed.
+    private static let codec: EnvelopeCodec = {
+        do {
+            return try EnvelopeCodec(
+                keys: [
+                    .raw(id: "current", SecretBytes(copying: [UInt8](repeating: 7, count: 32))),
+                    .raw(id: "old", SecretBytes(copying: [UInt8](repeating: 9, count: 32))),
+                ], allowPlaintext: false)
+        } catch {
+            preconditionFailure("the fuzzing key ring is valid: \(error)")
+        }
+    }()
+
+    private static func decode(_ text: String) {
+        // The first line names the store key the envelope is bound to; the rest is the stored value.
+        let parts = text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false)
+        let storeKey = parts.count == 2 ? String(parts[0]) : "fuzz"
+        let stored = parts.count == 2 ? String(parts[1]) : text
+        if let plain = try? codec.decode(stored, key: storeKey) {
+            // What opens must be what was sealed: encoding it again and decoding gives the same text.
+            guard let again = try? codec.encode(plain, key: storeKey),
+                (try? codec.decode(again, key: storeKey)) == plain
+            else { preconditionFailure("a decoded value did not survive encoding again") }
+        }
+        _ = codec.isCurrent(stored)
+    }
+}
