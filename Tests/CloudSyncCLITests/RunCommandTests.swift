@@ -217,7 +217,7 @@ import Testing
         let state = directory.file(".cloudsync/locked")
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
         // A live process holds the lock: this test's own.
-        try "\(getpid())\n".write(toFile: state + "/run.lock", atomically: true, encoding: .utf8)
+        let held = try HeldRunLock(state: state)
         let refused = try run([file, "--quiet"])
         #expect(refused.status == 75)
         #expect(refused.standardError.contains("already running (process \(getpid())"))
@@ -231,10 +231,14 @@ import Testing
         )
         #expect(parsed["status"] as? String == "error")
         #expect((parsed["error"] as? [String: Any])?["code"] as? String == "ERR_LOCKED")
-        // A lock left by a process that is gone does not block.
-        try "999999\n".write(toFile: state + "/run.lock", atomically: true, encoding: .utf8)
-        #expect(try run([file, "--quiet"]).status == 0)
-        #expect(!FileManager.default.fileExists(atPath: state + "/run.lock"))
+        // A lock file no process holds does not block, whatever it says: gone, unrelated and live, or nothing.
+        held.release()
+        for leftover in ["999999\n", "\(getpid())\n", ""] {
+            try leftover.write(toFile: state + "/run.lock", atomically: true, encoding: .utf8)
+            #expect(try run([file, "--quiet"]).status == 0, "over a lock file holding \"\(leftover)\"")
+            // The file stays, emptied: removing it could let two later runs lock two different files.
+            #expect(try String(contentsOfFile: state + "/run.lock", encoding: .utf8) == "")
+        }
     }
 
     @Test func exitCodesSayWhatKindOfFailure() throws {
@@ -346,7 +350,8 @@ import Testing
         #expect(try run([file, "--quiet"]).status == 0)
         let state = directory.file(".cloudsync/busy")
         // A live process holds the pipeline: this test's own.
-        try "\(getpid())\n".write(toFile: state + "/run.lock", atomically: true, encoding: .utf8)
+        let held = try HeldRunLock(state: state)
+        defer { withExtendedLifetime(held) {} }
         for command in [["flush"], ["discard", "--yes"]] {
             let refused = try ProcessRunner.run(executable, ["outbox"] + command + [file])
             #expect(refused.status == 75, "outbox \(command)")
