@@ -185,8 +185,28 @@ public final class SQLiteDatabase: @unchecked Sendable {
         // Reading the schema here makes a file that is not a database fail now, at open, not at first use.
         try connection.executeScript("SELECT count(*) FROM sqlite_schema")
         if options.writeAheadLog && !options.readOnly {
-            try connection.executeScript("PRAGMA journal_mode = WAL")
+            try switchToWriteAheadLog(connection, waitingUpTo: options.busyTimeoutMilliseconds)
             try connection.executeScript("PRAGMA synchronous = \(options.durability.rawValue)")
+        }
+    }
+
+    /// Switches the file to write-ahead logging, waiting up to `milliseconds` for other connections.
+    ///
+    /// SQLite does not call the busy handler while another connection holds the lock this needs (two processes
+    /// creating the same new file), so the switch is retried here until the busy timeout, then fails with
+    /// `SQLITE_BUSY` as any statement would.
+    private static func switchToWriteAheadLog(_ connection: SQLiteConnection, waitingUpTo milliseconds: Int32)
+        throws(SQLiteError)
+    {
+        let deadline = DispatchTime.now() + .milliseconds(Int(max(0, milliseconds)))
+        while true {
+            do {
+                try connection.executeScript("PRAGMA journal_mode = WAL")
+                return
+            } catch let error where error.code.primary == .busy || error.code.primary == .locked {
+                guard DispatchTime.now() < deadline else { throw error }
+                usleep(5_000)
+            }
         }
     }
 
