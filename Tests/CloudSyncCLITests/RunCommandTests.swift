@@ -138,6 +138,38 @@ import Testing
         #expect(providers.allSatisfy { ($0["requests"] as? Int ?? 0) > 0 })
     }
 
+    @Test func exportNamesEachUndecodableKeyAndExportsTheRest() throws {
+        let file = try pipeline(
+            "tampered.yaml",
+            Self.seeded + """
+                jobs:
+                  - { type: migrate, name: load, from: seed, to: backup }
+                  - { type: export, name: fromBackup, from: backup, path: out/backup.json }
+                  - { type: export, name: fromStore, from: store, path: out/store.json }
+
+                """)
+        #expect(try run([file, "--job", "load", "--quiet"]).status == 0)
+        // Two values no key can open: one cut short, one that is not an envelope at all.
+        let theme = directory.file("data/backup/settings.theme")
+        let sealed = try String(contentsOfFile: theme, encoding: .utf8)
+        try String(sealed.dropLast(12)).write(toFile: theme, atomically: true, encoding: .utf8)
+        try "cs1:k1:not-base64!".write(
+            toFile: directory.file("data/backup/favourites"), atomically: true, encoding: .utf8)
+        for (name, path) in [("fromBackup", "out/backup.json"), ("fromStore", "out/store.json")] {
+            let result = try run([file, "--job", name, "--report", "-", "--quiet"])
+            #expect(result.status == 1, "\(name): \(result.standardError)")
+            let parsed = try report(result)
+            let failures = job(parsed, 0)["failures"] as? [[String: Any]] ?? []
+            #expect(
+                failures.compactMap { $0["key"] as? String }.sorted() == ["favourites", "settings.theme"], "\(name)")
+            #expect(failures.allSatisfy { $0["code"] as? String == "ERR_DECODE" }, "\(name): \(failures)")
+            #expect(counts(parsed, 0)["items"] == 1, "\(name)")
+            // What could be read was exported all the same.
+            let exported = try String(contentsOfFile: directory.file(path), encoding: .utf8)
+            #expect(exported.contains("settings.font") && !exported.contains("favourites"), "\(name)")
+        }
+    }
+
     @Test func aDryRunChangesNothingButTheReport() throws {
         let file = try pipeline(
             "dry.yaml", Self.seeded + "jobs:\n  - { type: migrate, from: seed, to: primary }\n  - { type: sync }\n")
