@@ -51,22 +51,20 @@ public final class DirectoryProvider: Provider {
         }
     }
 
-    /// When this process started (to the second before, from `/proc`), or when it first opened a directory provider
-    /// where `/proc` cannot tell: a temporary file older than that belongs to no write of this run.
+    /// When this process started (from `/proc`, to a clock tick), or when it first opened a directory provider where
+    /// `/proc` cannot tell: a temporary file older than that belongs to no write of this run.
     private static let runStarted: Date = {
+        var boot = timespec()
         guard let stat = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8),
-            let close = stat.lastIndex(of: ")"),
-            let boot = try? String(contentsOfFile: "/proc/stat", encoding: .utf8)
+            let close = stat.lastIndex(of: ")"), clock_gettime(CLOCK_BOOTTIME, &boot) == 0
         else { return Date() }
         // Fields after the command's closing parenthesis start at the third; the start time is the 22nd, in clock
-        // ticks since boot, and /proc/stat's `btime` is the boot time in seconds since the epoch.
+        // ticks since boot.
         let fields = stat[stat.index(after: close)...].split(separator: " ")
-        let bootLine = boot.split(separator: "\n").first { $0.hasPrefix("btime ") }
-        guard fields.count > 19, let ticks = Double(fields[19]),
-            let bootTime = bootLine.flatMap({ Double($0.dropFirst(6)) })
-        else { return Date() }
-        let started = Date(timeIntervalSince1970: bootTime + ticks / Double(sysconf(Int32(_SC_CLK_TCK))) - 1)
-        return min(started, Date())
+        guard fields.count > 19, let ticks = Double(fields[19]) else { return Date() }
+        let sinceBoot = Double(boot.tv_sec) + Double(boot.tv_nsec) / 1e9
+        let age = sinceBoot - ticks / Double(sysconf(Int32(_SC_CLK_TCK)))
+        return Date(timeIntervalSinceNow: -max(0, age))
     }()
 
     /// Removes the temporary files (`.tmp-` and 16 hex digits, regular files only) anywhere under `root` last
