@@ -4,10 +4,11 @@ import CloudSyncTesting
 import Foundation
 import Testing
 
-/// `cloudsync run` killed (SIGKILL) at random moments while it writes a SQLite database, a directory, an encrypted
-/// directory and an S3 bucket (moto): after every kill each database passes `PRAGMA integrity_check`, the next run
-/// converges (leaving no temporary file behind), and every key of every destination equals its source. Seeded: the
-/// kill moments repeat from run to run.
+/// `cloudsync run` killed (SIGKILL) at random moments never damages what it writes.
+///
+/// Each run migrates to a SQLite database, a directory, an encrypted directory and an S3 bucket (moto); after every
+/// kill each database passes `PRAGMA integrity_check`, the next run converges (leaving no temporary file behind),
+/// and every key of every destination equals its source. Seeded: the kill moments repeat from run to run.
 @Suite struct CrashLoopTests {
     let executable: String
     let directory: TemporaryDirectory
