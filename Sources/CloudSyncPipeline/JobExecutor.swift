@@ -10,6 +10,8 @@ struct JobExecutor {
     let providers: [String: any Provider]
     /// Providers that could not be opened: a job that needs one fails with its error.
     var unopened: [String: CloudSyncError] = [:]
+    /// The session's outbox, asked after each job for the writes it could not keep.
+    var outbox: Outbox?
 
     /// Keys per page the jobs walk.
     static let pageSize = 500
@@ -30,6 +32,12 @@ struct JobExecutor {
             entry.error = RunReport.Failure(
                 key: "", provider: error.provider, code: error.code.rawValue, message: error.message)
         }
+        // Writes that went unqueued because the outbox could not store them (a full disk) are named too, unless the job
+        // already named the key as failed for that provider.
+        let named = Set(entry.failures.map { "\($0.provider ?? "")/\($0.key)" })
+        record(
+            (outbox?.takeUnkept() ?? []).filter { !named.contains("\($0.error.provider ?? "")/\($0.key)") },
+            in: &entry)
         if entry.status == .ok, !entry.failures.isEmpty || entry.failuresOmitted > 0 { entry.status = .failed }
         return entry
     }

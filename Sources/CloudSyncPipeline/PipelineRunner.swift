@@ -132,7 +132,7 @@ public struct PipelineRunner: Sendable {
             }
             var executor = JobExecutor(
                 store: store, compiled: compiled, options: options, providers: session.providers,
-                unopened: session.unopened)
+                unopened: session.unopened, outbox: session.outbox)
             let result = await executor.run(job)
             options.onJobFinished?(result)
             jobs.append(result)
