@@ -65,7 +65,15 @@ import Testing
         return path
     }
 
-    @Test func killedRunsNeverCorruptAndTheNextRunConverges() throws {
+    @Test func killedRunsNeverCorruptAndTheNextRunConverges() async throws {
+        let (problems, killedMidway) = try await onOwnThread { try crashLoop() }
+        #expect(problems.isEmpty, "\(problems.count) problems: \(problems.prefix(10))")
+        // The moments were spread over the runs: most kills landed while a run was still going.
+        #expect(killedMidway > 50, "only \(killedMidway) of 100 runs were still going when killed")
+    }
+
+    /// The 100 rounds: what went wrong, and how many runs were still going when killed.
+    private func crashLoop() throws -> ([String], Int) {
         let moto = try CrashLoopMoto(python: root + "/.build/pyenv/bin/python3", script: root + "/scripts/moto_s3.py")
         var environment = ProcessInfo.processInfo.environment
         environment["CLOUDSYNC_S3_ENDPOINT"] = "http://127.0.0.1:\(moto.port)"
@@ -112,9 +120,7 @@ import Testing
             leftBefore = temporary
             if problems.count > 10 { break }
         }
-        #expect(problems.isEmpty, "\(problems.count) problems: \(problems.prefix(10))")
-        // The moments were spread over the runs: most kills landed while a run was still going.
-        #expect(killedMidway > 50, "only \(killedMidway) of 100 runs were still going when killed")
+        return (problems, killedMidway)
     }
 
     private func integrityProblem(_ path: String) -> String? {
@@ -154,6 +160,10 @@ struct SplitMix64 {
     mutating func next(below bound: UInt64) -> UInt64 { next() % bound }
 }
 
+struct CrashLoopSetupError: Error, CustomStringConvertible {
+    let description: String
+}
+
 /// moto's S3 (scripts/moto_s3.py) with the bucket `crash`, until this object goes away.
 final class CrashLoopMoto {
     let port: Int
@@ -161,9 +171,9 @@ final class CrashLoopMoto {
     private let input = Pipe()
 
     init(python: String, script: String) throws {
-        try #require(
-            FileManager.default.isExecutableFile(atPath: python),
-            "the tests' Python environment is missing: run make test")
+        guard FileManager.default.isExecutableFile(atPath: python) else {
+            throw CrashLoopSetupError(description: "the tests' Python environment is missing: run make test")
+        }
         process.executableURL = URL(fileURLWithPath: python)
         process.arguments = [script, "crash"]
         let output = Pipe()
@@ -175,7 +185,10 @@ final class CrashLoopMoto {
         while let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) {
             line += byte
         }
-        port = try #require(Int(String(decoding: line, as: UTF8.self)), "moto did not start")
+        guard let port = Int(String(decoding: line, as: UTF8.self)) else {
+            throw CrashLoopSetupError(description: "moto did not start: \(String(decoding: line, as: UTF8.self))")
+        }
+        self.port = port
     }
 
     deinit {

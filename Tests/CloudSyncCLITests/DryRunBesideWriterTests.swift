@@ -47,11 +47,22 @@ import Testing
         print("generations", generation, flush=True)
         """
 
-    @Test func dryRunsBesideAWriterReadOneStateAndNeverCrash() throws {
+    @Test func dryRunsBesideAWriterReadOneStateAndNeverCrash() async throws {
         let python = root + "/.build/pyenv/bin/python3"
         try #require(
             FileManager.default.isExecutableFile(atPath: python),
             "the tests' Python environment is missing: run make test")
+        let (ready, writer, failures) = try await onOwnThread { try dryRunsBesideAWriter(python: python) }
+        #expect(ready == "ready", "the writer printed \(ready ?? "nothing")")
+        #expect(writer.status == 0, "the writer: \(writer.standardError)")
+        #expect(failures.isEmpty, "\(failures.count) of \(Self.runs) dry runs: \(failures.prefix(5))")
+    }
+
+    static let runs = 60
+
+    /// Runs the dry runs beside the writer (on a thread of its own: it blocks); returns the writer's first line, how
+    /// it ended, and a line for each dry run that went wrong.
+    private func dryRunsBesideAWriter(python: String) throws -> (String?, ProcessResult, [String]) {
         try FileManager.default.createDirectory(atPath: directory.file("data"), withIntermediateDirectories: true)
         let file = directory.file("beside.yaml")
         try """
@@ -69,9 +80,8 @@ import Testing
         let stop = directory.file("stop")
         let writer = try RunningProcess(
             python, ["-c", Self.writer, directory.file("data/shared.db"), "\(Self.keysPerState)", stop])
-        #expect(writer.nextLine(timeout: .seconds(60)) == "ready")
-
-        let runs = 60
+        let ready = writer.nextLine(timeout: .seconds(60))
+        let runs = Self.runs
         let failures = Protected<[String]>([])
         let next = Protected(0)
         let workers = DispatchGroup()
@@ -91,10 +101,7 @@ import Testing
         }
         workers.wait()
         FileManager.default.createFile(atPath: stop, contents: nil)
-        let ended = writer.wait()
-        #expect(ended.status == 0, "the writer: \(ended.standardError)")
-        let found = failures.withLock { $0 }
-        #expect(found.isEmpty, "\(found.count) of \(runs) dry runs: \(found.prefix(5))")
+        return (ready, writer.wait(), failures.withLock { $0 })
     }
 
     /// One dry run; nil when it exited 0 having read exactly one state's keys.

@@ -33,13 +33,13 @@ import Testing
         }
     }
 
-    @Test func exactlyOneOfTwoSimultaneousRunsProceeds() throws {
-        let failures = try race(pairs: 200, leftover: nil)
+    @Test func exactlyOneOfTwoSimultaneousRunsProceeds() async throws {
+        let failures = try await onOwnThread { try race(pairs: 200, leftover: nil) }
         #expect(failures.isEmpty, "\(failures.count) of 200 pairs: \(failures.prefix(5))")
     }
 
-    @Test func exactlyOneOfTwoSimultaneousRunsProceedsOverALeftLockFile() throws {
-        let failures = try race(pairs: 200, leftover: Leftover.allCases)
+    @Test func exactlyOneOfTwoSimultaneousRunsProceedsOverALeftLockFile() async throws {
+        let failures = try await onOwnThread { try race(pairs: 200, leftover: Leftover.allCases) }
         #expect(failures.isEmpty, "\(failures.count) of 200 pairs: \(failures.prefix(5))")
     }
 
