@@ -85,7 +85,8 @@ import Testing
         var leftBefore = Set<String>()
         for round in 0..<100 {
             let file = try writePipeline(generation: round)
-            let killed = try RunningProcess(executable, ["run", file, "--quiet"], environment: environment)
+            let killed = try RunningProcess(
+                niced, ["-n", "10", executable, "run", file, "--quiet"], environment: environment)
             usleep(UInt32(random.next(below: 200_000)))
             killed.signal(SIGKILL)
             if killed.wait().status == SIGKILL { killedMidway += 1 }
@@ -94,7 +95,8 @@ import Testing
                     problems.append("round \(round): \(database): \(damage)")
                 }
             }
-            let rerun = try ProcessRunner.run(executable, ["run", file, "--quiet"], environment: environment)
+            let rerun = try ProcessRunner.run(
+                niced, ["-n", "10", executable, "run", file, "--quiet"], environment: environment)
             guard rerun.status == 0 else {
                 problems.append("round \(round): the rerun exited \(rerun.status): \(rerun.standardError.prefix(400))")
                 continue
@@ -174,8 +176,8 @@ final class CrashLoopMoto {
         guard FileManager.default.isExecutableFile(atPath: python) else {
             throw CrashLoopSetupError(description: "the tests' Python environment is missing: run make test")
         }
-        process.executableURL = URL(fileURLWithPath: python)
-        process.arguments = [script, "crash"]
+        process.executableURL = URL(fileURLWithPath: niced)
+        process.arguments = ["-n", "10", python, script, "crash"]
         let output = Pipe()
         process.standardInput = input
         process.standardOutput = output

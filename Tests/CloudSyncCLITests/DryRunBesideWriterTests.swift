@@ -79,7 +79,8 @@ import Testing
         """.write(toFile: file, atomically: true, encoding: .utf8)
         let stop = directory.file("stop")
         let writer = try RunningProcess(
-            python, ["-c", Self.writer, directory.file("data/shared.db"), "\(Self.keysPerState)", stop])
+            niced,
+            ["-n", "10", python, "-c", Self.writer, directory.file("data/shared.db"), "\(Self.keysPerState)", stop])
         let ready = writer.nextLine(timeout: .seconds(60))
         let runs = Self.runs
         let failures = Protected<[String]>([])
@@ -108,7 +109,8 @@ import Testing
     private func dryRun(_ file: String) -> String? {
         let result: ProcessResult
         do {
-            result = try ProcessRunner.run(executable, ["run", file, "--dry-run", "--report", "-", "--quiet"])
+            result = try ProcessRunner.run(
+                niced, ["-n", "10", executable, "run", file, "--dry-run", "--report", "-", "--quiet"])
         } catch {
             return "could not start: \(error)"
         }

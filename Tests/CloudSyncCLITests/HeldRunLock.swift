@@ -1,5 +1,9 @@
 import Foundation
 
+/// `nice`, to start the many child processes of the stress tests at a lower priority than the test process, so they
+/// do not starve the tests running beside them.
+let niced = "/usr/bin/nice"
+
 /// A pipeline's run lock held by the test process, as a running `cloudsync run` holds it: `flock` on `run.lock`,
 /// with this process's id written in the file; closing the descriptor (or the test process ending) drops it.
 final class HeldRunLock {
