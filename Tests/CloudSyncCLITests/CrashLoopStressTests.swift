@@ -9,7 +9,7 @@ import Testing
 /// Each run migrates to a SQLite database, a directory, an encrypted directory and an S3 bucket (moto); after every
 /// kill each database passes `PRAGMA integrity_check`, the next run converges (leaving no temporary file behind),
 /// and every key of every destination equals its source. Seeded: the kill moments repeat from run to run.
-@Suite struct CrashLoopTests {
+@Suite(.enabled(if: stressEnabled, "a stress suite: CLOUDSYNC_STRESS=1")) struct CrashLoopStressTests {
     let executable: String
     let directory: TemporaryDirectory
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

@@ -11,9 +11,8 @@ import Testing
 /// other process has exited, so a run that got in cannot finish before its rival has tried the lock: two runs that
 /// both got in would both wait there, and the pair is counted as a failure.
 ///
-/// The runs are started under `nice`, so the hundreds of processes yield the processor to the other tests running
-/// meanwhile.
-@Suite(.serialized) struct RunLockRaceTests {
+/// The runs are started under `nice`, so the hundreds of processes yield the processor to anything else running.
+@Suite(.serialized, .enabled(if: stressEnabled, "a stress suite: CLOUDSYNC_STRESS=1")) struct RunLockRaceStressTests {
     let executable: String
     let directory: TemporaryDirectory
 
@@ -91,7 +90,7 @@ import Testing
         let failures = Protected<[String]>([])
         let next = Protected(0)
         let workers = DispatchGroup()
-        for _ in 0..<3 {
+        for _ in 0..<6 {
             workers.enter()
             Thread.detachNewThread {
                 defer { workers.leave() }
