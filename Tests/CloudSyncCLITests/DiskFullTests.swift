@@ -21,6 +21,11 @@ import Testing
         return mounted.status == 0
     }
 
+    /// Runs a process from a thread of its own, leaving the concurrency pool to the tests running meanwhile.
+    private func run(_ executable: String, _ arguments: [String]) async throws -> ProcessResult {
+        try await onOwnThread { try ProcessRunner.run(executable, arguments) }
+    }
+
     private func unmount(_ path: String) { _ = try? ProcessRunner.run("/bin/umount", [path]) }
 
     static func items(_ count: Int) -> [String: String] {
@@ -34,7 +39,7 @@ import Testing
         try #require(try JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8)) as? [String: Any])
     }
 
-    @Test func directoryAndSQLiteProvidersOnAFullDiskSayWhatDidNotLand() throws {
+    @Test func directoryAndSQLiteProvidersOnAFullDiskSayWhatDidNotLand() async throws {
         let full = directory.file("full")
         guard try mountTmpfs(full, kilobytes: 256) else { return }
         defer { unmount(full) }
@@ -58,7 +63,7 @@ import Testing
           - { type: export, name: outDb, from: db, path: out/db.json }
 
         """.write(toFile: file, atomically: true, encoding: .utf8)
-        let result = try ProcessRunner.run(executable, ["run", file, "--report", "-", "--quiet"])
+        let result = try await run(executable, ["run", file, "--report", "-", "--quiet"])
         #expect(result.status == 1, "\(result.standardError)")
         let jobs = try report(result)["jobs"] as? [[String: Any]] ?? []
         for (index, name) in [(0, "files"), (1, "db")] {
@@ -78,15 +83,15 @@ import Testing
             #expect(exported.allSatisfy { items[$0.key] == $0.value && !failedKeys.contains($0.key) }, "\(name)")
         }
         // With room again, a rerun stores everything.
-        _ = try ProcessRunner.run("/bin/mount", ["-o", "remount,size=8m", full])
-        let rerun = try ProcessRunner.run(executable, ["run", file, "--quiet"])
+        _ = try await run("/bin/mount", ["-o", "remount,size=8m", full])
+        let rerun = try await run(executable, ["run", file, "--quiet"])
         #expect(rerun.status == 0, "\(rerun.standardError)")
         for name in ["files", "db"] {
             #expect(try exportedItems(directory.file("out/\(name).json")) == items, "\(name)")
         }
     }
 
-    @Test func writesTheOutboxCannotKeepOnAFullDiskAreNamed() throws {
+    @Test func writesTheOutboxCannotKeepOnAFullDiskAreNamed() async throws {
         let full = directory.file("state")
         guard try mountTmpfs(full, kilobytes: 128) else { return }
         defer { unmount(full) }
@@ -109,7 +114,7 @@ import Testing
           - { type: import, path: in.json, to: store }
 
         """.write(toFile: file, atomically: true, encoding: .utf8)
-        let result = try ProcessRunner.run(executable, ["run", file, "--report", "-", "--quiet"])
+        let result = try await run(executable, ["run", file, "--report", "-", "--quiet"])
         let parsed = try report(result)
         let job = (parsed["jobs"] as? [[String: Any]] ?? [])[0]
         let counts = job["counts"] as? [String: Int] ?? [:]
