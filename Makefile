@@ -24,12 +24,15 @@ run: build
 emulator: build
 	.build/debug/cloudsync-emulator --data .build/emulator
 
+# The whole suite, then the stress suites (hundreds of processes: the run-lock race, the SIGKILL crash loop, dry runs
+# beside a writer) on their own, one at a time, so they do not starve the timing-sensitive tests.
 # Then a separate package builds README.md's examples against the library products and runs them.
 test: deps
 	@scripts/install-deps.sh rclone
 	@scripts/python-env.sh
 	$(SWIFT) build --build-tests
 	$(SWIFT) test
+	CLOUDSYNC_STRESS=1 $(SWIFT) test --skip-build --no-parallel --filter StressTests
 	@SWIFT=$(SWIFT) scripts/check-consumer.sh
 	@$(MAKE) --no-print-directory check-install
 

@@ -17,4 +17,10 @@ static inline int cloudsync_sqlite3_bind_blob_copy(sqlite3_stmt *statement, int 
     return sqlite3_bind_blob(statement, index, bytes, byteCount, SQLITE_TRANSIENT);
 }
 
+// sqlite3_db_config is variadic, which Swift cannot call.
+// Makes closing the connection leave the write-ahead log as it is: no checkpoint into the database, no removal.
+static inline int cloudsync_sqlite3_no_checkpoint_on_close(sqlite3 *db) {
+    return sqlite3_db_config(db, SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE, 1, (int *)0);
+}
+
 #endif

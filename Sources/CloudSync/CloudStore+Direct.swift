@@ -26,16 +26,34 @@ extension CloudStore {
     }
 
     /// Values of `keys` on one provider only, decoded with its codec, positionally; in batches of its limit.
+    ///
+    /// The first key that cannot be read or decoded throws; ``readEach(_:from:)`` answers for each key instead.
     public func read(_ keys: [String], from providerID: String) async throws(CloudSyncError) -> [String?] {
-        let provider = try provider(withID: providerID)
         var values: [String?] = []
+        for result in try await readEach(keys, from: providerID) { values.append(try result.get()) }
+        return values
+    }
+
+    /// Values of `keys` on one provider only, decoded with its codec, positionally, one result per key.
+    ///
+    /// A value that cannot be read or decoded fails in its own slot (`ERR_DECODE` naming the key) and the others are
+    /// still read. Throws only when the provider does not exist or a whole batch fails.
+    public func readEach(_ keys: [String], from providerID: String) async throws(CloudSyncError)
+        -> [Result<String?, CloudSyncError>]
+    {
+        let provider = try provider(withID: providerID)
+        var values: [Result<String?, CloudSyncError>] = []
         try await dispatcher(for: provider).get(keys) { batch, answer throws(CloudSyncError) in
             for (key, result) in zip(batch, try answer.get()) {
-                guard let stored = try result.get() else {
-                    values.append(nil)
-                    continue
+                do throws(CloudSyncError) {
+                    guard let stored = try result.get() else {
+                        values.append(.success(nil))
+                        continue
+                    }
+                    values.append(.success(try decode(stored, key: key, from: provider)))
+                } catch {
+                    values.append(.failure(error.attributed(key: key)))
                 }
-                values.append(try decode(stored, key: key, from: provider))
             }
         }
         return values

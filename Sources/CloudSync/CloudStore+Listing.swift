@@ -24,6 +24,10 @@ extension CloudStore {
     }
 
     /// Every key of one provider, page by page, each page under the deadline.
+    ///
+    /// Whatever the provider answers, the listing ends: a cursor it returned before (a cycle, which a damaged file or
+    /// a buggy service can produce) or a page longer than asked for fails with `ERR_PROVIDER` rather than looping or
+    /// growing without bound.
     func forEachPage(of provider: any Provider, _ body: ([String]) async throws(CloudSyncError) -> Void)
         async throws(CloudSyncError)
     {
@@ -31,15 +35,25 @@ extension CloudStore {
             throw CloudSyncError(.unsupported, "this provider cannot list its keys", provider: provider.id)
         }
         var cursor: String?
+        var seen = Set<String>()
         repeat {
             let after = cursor
             let page = try await dispatcher(for: provider).call {
                 try await $0.listKeys(after: after, limit: Self.listingPageSize)
             }
-            try await body(page.keys)
-            guard page.nextCursor != after || page.nextCursor == nil else {
+            guard page.keys.count <= Self.listingPageSize else {
                 throw CloudSyncError(
-                    .provider, "listing returned the same cursor twice; it would never end",
+                    .provider,
+                    "listing returned \(page.keys.count) keys for a page of at most \(Self.listingPageSize); the "
+                        + "provider's storage may be damaged or changing under the read",
+                    provider: provider.id)
+            }
+            try await body(page.keys)
+            if let next = page.nextCursor, !seen.insert(next).inserted {
+                throw CloudSyncError(
+                    .provider,
+                    "listing returned a cursor it had returned before, so it would never end; the provider's storage "
+                        + "may be damaged or changing under the read",
                     provider: provider.id)
             }
             cursor = page.nextCursor

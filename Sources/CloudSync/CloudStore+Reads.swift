@@ -26,6 +26,12 @@ extension CloudStore {
         return values
     }
 
+    /// Reads `keys` like ``multiGet(_:)``, one result per key: a value no provider could read or decode fails in
+    /// its own slot (`ERR_DECODE` naming the key) instead of reading as missing.
+    public func multiGetEach(_ keys: [String]) async throws(CloudSyncError) -> [Result<String?, CloudSyncError>] {
+        try await fetch(keys).enumerated().map { index, result in result.mapError { $0.attributed(key: keys[index]) } }
+    }
+
     /// Reads `keys` with fallthrough; one result per key, positionally.
     func fetch(_ keys: [String]) async throws(CloudSyncError) -> [Result<String?, CloudSyncError>] {
         let configured = try configuredProviders()

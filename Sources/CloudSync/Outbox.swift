@@ -112,6 +112,7 @@ public final class Outbox: Sendable {
     private let storage: any OutboxStorage
     private let onDropped: (@Sendable (OutboxEntry, DropReason) -> Void)?
     private let state: Protected<State>
+    private let unkept = Protected<[KeyFailure]>([])
 
     /// Opens an outbox over `storage`, loading what it already holds.
     public init(
@@ -171,6 +172,7 @@ public final class Outbox: Sendable {
     func enqueue(_ write: FailedWrite, now: Int64, generation: Int? = nil) -> Bool {
         var evicted: [OutboxEntry] = []
         var refused: OutboxEntry?
+        var storageError: (any Error)?
         let stored = state.withLock { state -> Bool in
             if let generation, generation != state.generation { return false }
             let pair = OutboxPair(key: write.key, provider: write.provider)
@@ -192,7 +194,12 @@ public final class Outbox: Sendable {
                     remove(oldest, from: &state)
                 }
             }
-            guard (try? storage.replace(entry)) != nil else { return false }
+            do {
+                try storage.replace(entry)
+            } catch {
+                storageError = error
+                return false
+            }
             if let replacing { remove(replacing, from: &state) }
             state.entries[entry.id] = entry
             state.idByPair[pair] = entry.id
@@ -201,7 +208,30 @@ public final class Outbox: Sendable {
         }
         for entry in evicted { onDropped?(entry, .queueFull) }
         if let refused { onDropped?(refused, .tooManyAttempts) }
+        if let storageError {
+            let reason = (storageError as? CloudSyncError)?.message ?? "\(storageError)"
+            unkept.withLock {
+                $0.append(
+                    KeyFailure(
+                        key: write.key,
+                        error: CloudSyncError(
+                            (storageError as? CloudSyncError)?.code ?? .provider,
+                            "the \(write.operation == .remove ? "remove" : "write") for \(write.provider) could not be "
+                                + "queued in the outbox (\(reason)); it reached only the providers that answered, "
+                                + "until a sync repairs it (free space where the state directory is)",
+                            provider: write.provider, key: write.key)))
+            }
+        }
         return stored
+    }
+
+    /// Writes that failed and could not be queued either because the outbox's storage failed (a full disk), each
+    /// once: the call hands them over and forgets them.
+    public func takeUnkept() -> [KeyFailure] {
+        unkept.withLock { unkept in
+            defer { unkept.removeAll() }
+            return unkept
+        }
     }
 
     /// A write or remove of `key` reached `provider` directly: the queued entry for that pair is older, drop it

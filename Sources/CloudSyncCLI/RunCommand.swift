@@ -169,7 +169,7 @@ extension CommandLineTool {
         switch refusal {
         case .locked(let pid, let lockFile):
             standardError(
-                "Error: \(compiled.spec.name) is already running (process \(pid), lock \(lockFile)); wait for it to finish\n"
+                "Error: \(compiled.spec.name) is already running (\(RunRefusal.holder(pid)), lock \(lockFile)); wait for it to finish\n"
             )
             return .locked
         case .cannotStart(let message):

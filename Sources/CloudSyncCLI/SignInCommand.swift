@@ -18,7 +18,7 @@ extension CommandLineTool {
         }
         if let pid = PipelineCredentials.lockHolder(of: compiled) {
             standardError(
-                "Error: \(compiled.spec.name) is running (process \(pid), lock \(compiled.spec.state)/run.lock); "
+                "Error: \(compiled.spec.name) is running (\(RunRefusal.holder(pid)), lock \(compiled.spec.state)/run.lock); "
                     + "sign in when it has finished\n")
             return .locked
         }

@@ -29,8 +29,13 @@ public final class DirectoryProvider: Provider {
     private let closed = Mutex(false)
 
     /// A provider over `root`, created (mode 0700) when missing.
+    ///
+    /// With `removesStaleTemporaryFiles` (every open but a dry run's), the temporary files that writes killed midway
+    /// left anywhere under the root are removed first, when older than this process (see
+    /// ``removeStaleTemporaryFiles(under:olderThan:)``).
     public init(
-        id: String = "directory", root: String, maxValueBytes: Int? = nil, metrics: ProviderMetrics = ProviderMetrics()
+        id: String = "directory", root: String, maxValueBytes: Int? = nil, metrics: ProviderMetrics = ProviderMetrics(),
+        removesStaleTemporaryFiles: Bool = true
     ) throws(CloudSyncError) {
         self.id = id
         self.metrics = metrics
@@ -41,6 +46,67 @@ public final class DirectoryProvider: Provider {
         } catch {
             throw error.attributed(provider: id)
         }
+        if removesStaleTemporaryFiles {
+            Self.removeStaleTemporaryFiles(under: self.root, olderThan: Self.runStarted)
+        }
+    }
+
+    /// When this process started (from `/proc`, to a clock tick), or when it first opened a directory provider where
+    /// `/proc` cannot tell: a temporary file older than that belongs to no write of this run.
+    private static let runStarted: Date = {
+        var boot = timespec()
+        guard let stat = try? String(contentsOfFile: "/proc/self/stat", encoding: .utf8),
+            let close = stat.lastIndex(of: ")"), clock_gettime(CLOCK_BOOTTIME, &boot) == 0
+        else { return Date() }
+        // Fields after the command's closing parenthesis start at the third; the start time is the 22nd, in clock
+        // ticks since boot.
+        let fields = stat[stat.index(after: close)...].split(separator: " ")
+        guard fields.count > 19, let ticks = Double(fields[19]) else { return Date() }
+        let sinceBoot = Double(boot.tv_sec) + Double(boot.tv_nsec) / 1e9
+        let age = sinceBoot - ticks / Double(sysconf(Int32(_SC_CLK_TCK)))
+        return Date(timeIntervalSinceNow: -max(0, age))
+    }()
+
+    /// Removes the temporary files (`.tmp-` and 16 hex digits, regular files only) anywhere under `root` last
+    /// modified before `date`, which a write killed between creating and renaming one leaves behind; returns how
+    /// many went.
+    ///
+    /// A younger one may be another process's write in progress and stays. Symbolic links are not followed, and a
+    /// file that cannot be removed is left for the next open.
+    @discardableResult
+    public static func removeStaleTemporaryFiles(under root: String, olderThan date: Date) -> Int {
+        let cutoff = date.timeIntervalSince1970
+        var removed = 0
+        var pending = [root]
+        while let directory = pending.popLast() {
+            guard let stream = opendir(directory) else { continue }
+            defer { closedir(stream) }
+            while let entry = readdir(stream) {
+                let name = withUnsafeBytes(of: entry.pointee.d_name) {
+                    String(decoding: $0.prefix { $0 != 0 }, as: UTF8.self)
+                }
+                guard name != "." && name != ".." else { continue }
+                let path = directory + "/" + name
+                var status = stat()
+                guard lstat(path, &status) == 0 else { continue }
+                switch status.st_mode & S_IFMT {
+                case S_IFDIR:
+                    pending.append(path)
+                case S_IFREG where isTemporaryName(name):
+                    let modified = Double(status.st_mtim.tv_sec) + Double(status.st_mtim.tv_nsec) / 1e9
+                    if modified < cutoff, unlink(path) == 0 { removed += 1 }
+                default:
+                    continue
+                }
+            }
+        }
+        return removed
+    }
+
+    private static func isTemporaryName(_ name: String) -> Bool {
+        let suffix = name.utf8.dropFirst(5)
+        return name.hasPrefix(".tmp-") && suffix.count == 16
+            && suffix.allSatisfy { (48...57).contains($0) || (97...102).contains($0) }
     }
 
     /// What a directory provider can do; the pipeline planner reads it before any directory is created.

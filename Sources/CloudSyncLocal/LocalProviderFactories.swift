@@ -174,6 +174,9 @@ public struct DirectoryProviderFactory: ProviderFactory {
             return MemoryProvider(
                 id: context.providerID, capabilities: capabilities(of: configuration), metrics: context.metrics)
         }
-        return try DirectoryProvider(id: context.providerID, root: configuration.path, metrics: context.metrics)
+        // A dry run changes nothing, not even leftovers.
+        return try DirectoryProvider(
+            id: context.providerID, root: configuration.path, metrics: context.metrics,
+            removesStaleTemporaryFiles: !context.readOnly)
     }
 }

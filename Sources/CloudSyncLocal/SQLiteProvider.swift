@@ -243,6 +243,19 @@ public final class SQLiteProvider: Provider {
                 $0.string(0) ?? ""
             }
         }
+        // The index returns keys in order after the cursor; anything else means the file is damaged or changed under
+        // a read that took no locks, and a cursor going backwards would make the listing loop.
+        var previous = cursor ?? ""
+        for key in keys {
+            guard previous.utf8.lexicographicallyPrecedes(key.utf8) else {
+                throw CloudSyncError(
+                    .provider,
+                    "\(path) listed its keys out of order (\"\(key)\" after \"\(previous)\"), so its index is "
+                        + "damaged: check it with `sqlite3 \(path) 'PRAGMA integrity_check'` and restore it from a copy",
+                    provider: id)
+            }
+            previous = key
+        }
         let page = Array(keys.prefix(limit))
         return KeyPage(keys: page, nextCursor: keys.count > limit ? page.last : nil)
     }

@@ -12,6 +12,8 @@ struct JobExecutor {
     var unopened: [String: CloudSyncError] = [:]
     /// The pipeline's state database, where sync jobs keep their snapshots; nil in a dry run of a new pipeline.
     var stateDatabase: StateDatabase?
+    /// The session's outbox, asked after each job for the writes it could not keep.
+    var outbox: Outbox?
 
     /// Keys per page the jobs walk.
     static let pageSize = 500
@@ -32,6 +34,12 @@ struct JobExecutor {
             entry.error = RunReport.Failure(
                 key: "", provider: error.provider, code: error.code.rawValue, message: error.message)
         }
+        // Writes that went unqueued because the outbox could not store them (a full disk) are named too, unless the job
+        // already named the key as failed for that provider.
+        let named = Set(entry.failures.map { "\($0.provider ?? "")/\($0.key)" })
+        record(
+            (outbox?.takeUnkept() ?? []).filter { !named.contains("\($0.error.provider ?? "")/\($0.key)") },
+            in: &entry)
         if entry.status == .ok, !entry.failures.isEmpty || entry.failuresOmitted > 0 { entry.status = .failed }
         return entry
     }
@@ -116,8 +124,9 @@ struct JobExecutor {
             if failOnWarning && warnings > 0 { entry.status = .failed }
         case .export(let from, let path, let keys, let codec):
             entry.file = path.display
-            let items = try await exportItems(from: from, filter: keyFilter(keys))
-            entry.counts = ["items": items.count]
+            let (items, failed) = try await exportItems(from: from, filter: keyFilter(keys))
+            record(failed, in: &entry)
+            entry.counts = ["items": items.count, "failed": failed.count]
             guard !options.dryRun else { return }
             try ExportFile.write(
                 items, to: path.value, pipeline: compiled.spec.name, source: from,
@@ -167,24 +176,46 @@ struct JobExecutor {
         return (removed, failed)
     }
 
-    /// Every selected key and its plaintext value, from one provider (decoded with its codec) or the store.
+    /// Every selected key and its plaintext value, from one provider (decoded with its codec) or the store, and the
+    /// keys whose value could not be read or decoded (each named, as `verify` names them; the rest still export).
     private func exportItems(from source: String, filter: (@Sendable (String) -> Bool)?) async throws(CloudSyncError)
-        -> [String: String]
+        -> ([String: String], [KeyFailure])
     {
         let keys = try await keysOf(source).filter { filter?($0) ?? true }
         var items: [String: String] = [:]
+        var failed: [KeyFailure] = []
         for start in stride(from: 0, to: keys.count, by: Self.pageSize) {
             let batch = Array(keys[start..<min(start + Self.pageSize, keys.count)])
-            let values: [String?]
-            if source == "store" {
-                values = try await store.multiGet(batch)
-            } else {
-                values = try await store.read(batch, from: source)
+            let values =
+                source == "store"
+                ? try await store.multiGetEach(batch) : try await store.readEach(batch, from: source)
+            var unread: [String] = []
+            for (key, value) in zip(batch, values) {
+                switch value {
+                case .success(let value?): items[key] = value
+                case .success(nil): unread.append(key)
+                case .failure(let error): failed.append(KeyFailure(key: key, error: error))
+                }
             }
-            for (key, value) in zip(batch, values) { if let value { items[key] = value } }
+            // The store reads a key one provider lacks and another holds undecodable as missing; a listed key is
+            // held somewhere, so find out which copy could not be read.
+            if source == "store" && !unread.isEmpty {
+                failed += try await unreadableCopies(of: unread)
+            }
             progress(min(start + Self.pageSize, keys.count), keys.count)
         }
-        return items
+        return (items, failed.sorted { $0.key < $1.key })
+    }
+
+    /// The first copy of each of `keys` that a store provider holds but cannot read or decode.
+    private func unreadableCopies(of keys: [String]) async throws(CloudSyncError) -> [KeyFailure] {
+        var failures: [String: CloudSyncError] = [:]
+        for provider in compiled.spec.store.providers {
+            for (key, result) in zip(keys, try await store.readEach(keys, from: provider)) {
+                if case .failure(let error) = result, failures[key] == nil { failures[key] = error }
+            }
+        }
+        return failures.map { KeyFailure(key: $0.key, error: $0.value) }
     }
 
     private func keysOf(_ source: String) async throws(CloudSyncError) -> [String] {

@@ -8,9 +8,11 @@ import Foundation
 /// Each change takes the pipeline's lock for as long as it writes (never while a person signs in), so it never
 /// lands in the middle of a run; the values are encrypted with the pipeline's state codec, as every provider value.
 public enum PipelineCredentials {
-    /// The process holding the pipeline's lock (a run, an outbox flush), if one does.
-    public static func lockHolder(of compiled: CompiledPipeline) -> Int32? {
-        RunLock.holder(in: compiled.spec.state)
+    /// Whether a process (a run, an outbox flush) holds the pipeline's lock: nil when none does, else its id
+    /// (nil inside when it has not written it yet; ``RunRefusal/holder(_:)`` words both).
+    public static func lockHolder(of compiled: CompiledPipeline) -> Int32?? {
+        guard case .heldBy(let pid) = RunLock.holder(in: compiled.spec.state) else { return nil }
+        return .some(pid)
     }
 
     /// Keeps `credentials` for `provider` in the state database (created, 0600, in a 0700 state directory, when

@@ -44,10 +44,15 @@ public struct RunOutcome: Sendable {
 
 /// Why a run could not start.
 public enum RunRefusal: Error, Sendable {
-    /// Another command holds the pipeline's lock.
-    case locked(pid: Int32, lockFile: String)
+    /// Another command holds the pipeline's lock; `pid` is its process id, nil when it had not written it yet.
+    case locked(pid: Int32?, lockFile: String)
     /// The state directory or a provider could not be opened.
     case cannotStart(String)
+
+    /// Names the process holding a lock for messages: "process 4242", or words saying it is still starting.
+    public static func holder(_ pid: Int32?) -> String {
+        pid.map { "process \($0)" } ?? "a process that has only just taken the lock"
+    }
 }
 
 /// Runs a compiled pipeline's jobs in order in a ``RunSession`` and produces the report.
@@ -109,7 +114,7 @@ public struct PipelineRunner: Sendable {
                 _ = try? startFailure(
                     CloudSyncError(
                         .locked,
-                        "another run of this pipeline (process \(pid)) holds its lock \(lockFile); this one did "
+                        "another run of this pipeline (\(RunRefusal.holder(pid))) holds its lock \(lockFile); this one did "
                             + "nothing"), runID: runID, started: started, clock: clock, reportOnly: true)
                 throw error
             }
@@ -132,7 +137,8 @@ public struct PipelineRunner: Sendable {
             }
             var executor = JobExecutor(
                 store: store, compiled: compiled, options: options, providers: session.providers,
-                unopened: session.unopened, stateDatabase: session.stateDatabase)
+                unopened: session.unopened, stateDatabase: session.stateDatabase,
+                outbox: session.outbox)
             let result = await executor.run(job)
             options.onJobFinished?(result)
             jobs.append(result)

@@ -9,47 +9,83 @@ struct DryRunProvider: ForwardingProvider {
     func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] { keys.map { _ in .success(()) } }
 }
 
-/// One run of a pipeline at a time: a lock file in the state directory holding the running process's id.
-struct RunLock {
+/// One command changing a pipeline's state at a time: an advisory lock (`flock`) on `run.lock` in the state
+/// directory, held through an open descriptor for as long as the command runs.
+///
+/// The kernel drops the lock when the descriptor closes, however the process ends (a crash, SIGKILL), so a lock is
+/// never stale and nothing is ever taken over: whether the file exists, is empty or names some process says nothing
+/// about whether it is held. The holder writes its process id into the file for the "already running" message only.
+/// The file is never removed: a run removing it while another had it open would let a third create a new file and
+/// lock that one too.
+final class RunLock: Sendable {
     enum Outcome {
         case acquired(RunLock)
-        case heldBy(Int32)
+        /// Another process holds the lock; its id when it has written it yet.
+        case heldBy(Int32?)
     }
 
     let path: String
+    private let descriptor: Protected<Int32>
 
-    /// Takes the lock; a lock whose process is gone is stale and taken over.
-    static func acquire(in directory: String) throws -> Outcome {
-        let path = directory + "/run.lock"
-        for _ in 0..<3 {
-            let descriptor = open(path, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-            if descriptor >= 0 {
-                let pid = "\(getpid())\n"
-                _ = pid.withCString { write(descriptor, $0, strlen($0)) }
-                close(descriptor)
-                return .acquired(RunLock(path: path))
-            }
-            guard errno == EEXIST else {
-                throw CloudSyncError(.config, "cannot create the lock \(path): \(String(cString: strerror(errno)))")
-            }
-            let text = (try? String(contentsOfFile: path, encoding: .utf8))?.trimmingCharacters(
-                in: .whitespacesAndNewlines)
-            if let pid = text.flatMap({ Int32($0) }), pid > 0, kill(pid, 0) == 0 || errno == EPERM {
-                return .heldBy(pid)
-            }
-            unlink(path)  // stale: its process is gone
-        }
-        throw CloudSyncError(.config, "cannot take the lock \(path): it keeps reappearing; is another run starting?")
+    private init(path: String, descriptor: Int32) {
+        self.path = path
+        self.descriptor = Protected(descriptor)
     }
 
-    func release() { unlink(path) }
+    /// Takes the lock in `directory` without waiting, or says who holds it.
+    static func acquire(in directory: String) throws -> Outcome {
+        let path = directory + "/run.lock"
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else {
+            throw CloudSyncError(.config, "cannot open the lock \(path): \(String(cString: strerror(errno)))")
+        }
+        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+            let code = errno
+            close(descriptor)
+            guard code == EWOULDBLOCK else {
+                throw CloudSyncError(
+                    .config,
+                    "cannot lock \(path): \(String(cString: strerror(code))); the state directory must be on a file "
+                        + "system that supports flock")
+            }
+            return .heldBy(recordedHolder(path))
+        }
+        let pid = Array("\(getpid())\n".utf8)
+        _ = ftruncate(descriptor, 0)
+        _ = pid.withUnsafeBytes { pwrite(descriptor, $0.baseAddress, $0.count, 0) }
+        return .acquired(RunLock(path: path, descriptor: descriptor))
+    }
 
-    /// The live process holding the lock in `directory`, if one does; a lock whose process is gone holds nothing.
-    static func holder(in directory: String) -> Int32? {
-        let text = (try? String(contentsOfFile: directory + "/run.lock", encoding: .utf8))?.trimmingCharacters(
-            in: .whitespacesAndNewlines)
-        guard let pid = text.flatMap({ Int32($0) }), pid > 0, kill(pid, 0) == 0 || errno == EPERM else { return nil }
-        return pid
+    /// Empties the file and closes the descriptor, which drops the lock; later calls do nothing.
+    func release() {
+        descriptor.withLock { descriptor in
+            guard descriptor >= 0 else { return }
+            _ = ftruncate(descriptor, 0)
+            close(descriptor)
+            descriptor = -1
+        }
+    }
+
+    /// Whether a process holds the lock in `directory`, and which when it has written its id.
+    static func holder(in directory: String) -> Outcome? {
+        let path = directory + "/run.lock"
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else { return nil }
+        defer { close(descriptor) }
+        guard flock(descriptor, LOCK_SH | LOCK_NB) != 0, errno == EWOULDBLOCK else { return nil }
+        return .heldBy(recordedHolder(path))
+    }
+
+    /// The process id the holder wrote; it writes it just after taking the lock, so an empty file is read again
+    /// for a moment before giving up on it.
+    private static func recordedHolder(_ path: String) -> Int32? {
+        for attempt in 0..<20 {
+            let text = (try? String(contentsOfFile: path, encoding: .utf8))?.trimmingCharacters(
+                in: .whitespacesAndNewlines)
+            if let pid = text.flatMap({ Int32($0) }), pid > 0 { return pid }
+            if attempt < 19 { usleep(1000) }
+        }
+        return nil
     }
 }
 

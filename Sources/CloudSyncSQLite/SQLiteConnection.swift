@@ -15,14 +15,15 @@ public final class SQLiteConnection {
     /// With `readOnly`, without write access, and with `readOnlySharedMemory` also without write access to the `-shm`
     /// index (SQLite's `readonly_shm`), which must then exist. With `immutable` (read-only too), SQLite
     /// takes no locks and creates nothing: only sound while nothing else writes the file and no log or journal
-    /// holds committed data.
-    init(path: String, readOnly: Bool, readOnlySharedMemory: Bool = false, immutable: Bool = false)
-        throws(SQLiteError)
-    {
+    /// holds committed data. Without `create`, a missing file fails rather than being created.
+    init(
+        path: String, readOnly: Bool, readOnlySharedMemory: Bool = false, immutable: Bool = false, create: Bool = true
+    ) throws(SQLiteError) {
         var connection: OpaquePointer?
         // NOMUTEX: SQLiteDatabase already serializes every use of this connection.
         var flags =
-            (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) | SQLITE_OPEN_NOMUTEX
+            (readOnly ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | (create ? SQLITE_OPEN_CREATE : 0))
+            | SQLITE_OPEN_NOMUTEX
         var name = path
         if readOnly && (readOnlySharedMemory || immutable) {
             flags |= SQLITE_OPEN_URI
@@ -43,6 +44,12 @@ public final class SQLiteConnection {
     }
 
     private var isOpen = true
+
+    /// Makes ``close()`` leave the write-ahead log and its index as they are, even as the last connection: nothing is
+    /// checkpointed into the database file.
+    func keepLogOnClose() {
+        _ = cloudsync_sqlite3_no_checkpoint_on_close(handle)
+    }
 
     deinit { close() }
 

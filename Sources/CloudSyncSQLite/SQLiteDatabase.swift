@@ -23,14 +23,21 @@ public final class SQLiteDatabase: @unchecked Sendable {
         /// Open without write access (for dry runs); the file must exist.
         ///
         /// The connection sees every committed transaction, including those still in the write-ahead log (`-wal`)
-        /// that a running or killed writer left behind, and takes the usual read locks, so it reads consistently
-        /// while other processes write. It never writes to the database or its `-wal`. What it may create beside
-        /// the database, as SQLite 3.40 behaves (checked by the tests): when there is no `-wal` and no `-journal`
-        /// (the last writer closed cleanly, so the file holds everything), nothing — the file is read as it is,
-        /// without locks, which assumes no other process starts writing it during the read (cloudsync's own runs are
-        /// kept out by the run lock); when both `-wal` and `-shm` exist, nothing, and no byte of either changes (the
-        /// index is opened read-only, SQLite's `readonly_shm`); when only the `-wal` exists, SQLite creates the 32 KiB
-        /// `-shm` index it needs to read the log.
+        /// that a running or killed writer left behind, and takes the usual locks, so it reads consistently while
+        /// other processes write, whenever they start. A database in write-ahead-log mode is read through one read
+        /// transaction held from opening to ``close()``: every read sees the one state the database was in when it
+        /// opened, however the file changes meanwhile (a rollback-journal database is read a statement at a time,
+        /// since holding its lock would stop writers). No statement can write.
+        ///
+        /// What it leaves beside the database, as SQLite 3.40 behaves (checked by the tests): when there is no
+        /// `-wal` and no `-journal` (the last writer closed cleanly), nothing — a write-ahead-log database is opened
+        /// for reading and writing with writes refused (`query_only`), so SQLite makes the `-wal` and `-shm` a reader
+        /// needs and removes them on close, as the last connection of a clean run does; if another process wrote
+        /// meanwhile, they stay, for that writer or the next to fold in (this connection never checkpoints). When both
+        /// `-wal` and `-shm` exist, nothing, and no byte of either changes (the index is opened read-only, SQLite's
+        /// `readonly_shm`); when only the `-wal` exists, SQLite creates the 32 KiB `-shm` index it needs to read the
+        /// log. A file that only a read-only open can reach, in a directory where nothing can be created, is read as
+        /// it is, without locks.
         public var readOnly = false
         /// When a commit reaches the disk.
         public var durability: Durability = .processCrashSafe
@@ -63,6 +70,8 @@ public final class SQLiteDatabase: @unchecked Sendable {
     // Touched only on `queue`: that is what makes the unchecked Sendable conformance sound. Nil once closed.
     private var connection: SQLiteConnection?
     private let closed = Mutex(false)
+    /// Whether the connection holds a read transaction from opening to closing (see ``Options/readOnly``).
+    private let holdsSnapshot: Bool
     private let queue: DispatchQueue
     private let onQueue = DispatchSpecificKey<ObjectIdentifier>()
 
@@ -73,11 +82,17 @@ public final class SQLiteDatabase: @unchecked Sendable {
     public init(path: String, options: Options = Options()) throws(SQLiteError) {
         let connection: SQLiteConnection
         if options.readOnly {
-            connection = try Self.openReadOnly(path: path, options: options)
+            // The header is read before SQLite opens the file: closing any descriptor of a file drops every POSIX
+            // lock the process holds on it, SQLite's included.
+            let writeAheadLog = Self.isWriteAheadLogFile(path)
+            connection = try Self.openReadOnly(path: path, writeAheadLog: writeAheadLog, options: options)
+            holdsSnapshot = writeAheadLog
+            if writeAheadLog { try Self.beginSnapshot(connection) }
         } else {
             try Self.createOwnerOnlyFile(at: path)
             connection = try SQLiteConnection(path: path, readOnly: false)
             try Self.configure(connection, options: options)
+            holdsSnapshot = false
         }
         self.path = path
         self.connection = connection
@@ -87,15 +102,26 @@ public final class SQLiteDatabase: @unchecked Sendable {
 
     /// A read-only connection that creates nothing when the write-ahead log and its index exist, and otherwise
     /// lets SQLite create what it needs to read the log (see ``Options/readOnly``).
-    private static func openReadOnly(path: String, options: Options) throws(SQLiteError) -> SQLiteConnection {
+    private static func openReadOnly(path: String, writeAheadLog: Bool, options: Options) throws(SQLiteError)
+        -> SQLiteConnection
+    {
         let manager = FileManager.default
-        // With no log and no journal beside it, the file alone holds every committed transaction (the last writer
-        // closed cleanly and checkpointed): read it as it is, creating nothing. SQLite would otherwise add an empty
-        // -wal and a -shm to read a log that does not exist.
-        if !manager.fileExists(atPath: path + "-wal") && !manager.fileExists(atPath: path + "-journal") {
-            let connection = try SQLiteConnection(path: path, readOnly: true, immutable: true)
-            try configure(connection, options: options)
-            return connection
+        let hasLog = manager.fileExists(atPath: path + "-wal")
+        // With no log and no journal beside it, the last writer closed cleanly, but another may start at any moment
+        // and change the file under a reader that took no locks: read it with SQLite's locks. In write-ahead-log
+        // mode that needs the -wal and -shm, which a read-write connection (that refuses every write) removes again
+        // when it closes last; a read-only one would leave them.
+        if writeAheadLog && !hasLog && !manager.fileExists(atPath: path + "-journal") {
+            if let connection = try? SQLiteConnection(path: path, readOnly: false, create: false) {
+                do {
+                    try connection.executeScript("PRAGMA query_only = ON")
+                    try configure(connection, options: options)
+                    return connection
+                } catch {
+                    connection.close()
+                    if error.code.primary == .notADatabase || error.code.primary == .corrupt { throw error }
+                }
+            }
         }
         if manager.fileExists(atPath: path + "-wal") && manager.fileExists(atPath: path + "-shm") {
             do {
@@ -108,9 +134,32 @@ public final class SQLiteDatabase: @unchecked Sendable {
                 // The index vanished or needs recovery by a writer that is gone: read the ordinary way instead.
             }
         }
-        let connection = try SQLiteConnection(path: path, readOnly: true)
-        try configure(connection, options: options)
-        return connection
+        do {
+            let connection = try SQLiteConnection(path: path, readOnly: true)
+            try configure(connection, options: options)
+            return connection
+        } catch let error where !hasLog && error.code.primary != .notADatabase && error.code.primary != .corrupt {
+            // Nothing can be created beside the file (a read-only directory), so no writer can be at work on it
+            // through SQLite's locks either: read it as it is.
+            guard error.code.primary == .cannotOpen || error.code.primary == .readOnly else { throw error }
+            let connection = try SQLiteConnection(path: path, readOnly: true, immutable: true)
+            try configure(connection, options: options)
+            return connection
+        }
+    }
+
+    /// Whether the file's header says write-ahead-log mode (its read and write versions are 2).
+    private static func isWriteAheadLogFile(_ path: String) -> Bool {
+        guard let handle = FileHandle(forReadingAtPath: path) else { return false }
+        defer { try? handle.close() }
+        guard let header = try? handle.read(upToCount: 20), header.count == 20 else { return false }
+        return header[header.startIndex + 18] == 2 && header[header.startIndex + 19] == 2
+    }
+
+    /// Starts the read transaction a read-only connection to a write-ahead-log database holds until it closes.
+    private static func beginSnapshot(_ connection: SQLiteConnection) throws(SQLiteError) {
+        // A deferred transaction takes its snapshot at its first read.
+        try connection.executeScript("BEGIN; SELECT count(*) FROM sqlite_schema")
     }
 
     /// Creates the file with mode 0600 before SQLite does, since SQLite would create it world-readable;
@@ -136,8 +185,28 @@ public final class SQLiteDatabase: @unchecked Sendable {
         // Reading the schema here makes a file that is not a database fail now, at open, not at first use.
         try connection.executeScript("SELECT count(*) FROM sqlite_schema")
         if options.writeAheadLog && !options.readOnly {
-            try connection.executeScript("PRAGMA journal_mode = WAL")
+            try switchToWriteAheadLog(connection, waitingUpTo: options.busyTimeoutMilliseconds)
             try connection.executeScript("PRAGMA synchronous = \(options.durability.rawValue)")
+        }
+    }
+
+    /// Switches the file to write-ahead logging, waiting up to `milliseconds` for other connections.
+    ///
+    /// SQLite does not call the busy handler while another connection holds the lock this needs (two processes
+    /// creating the same new file), so the switch is retried here until the busy timeout, then fails with
+    /// `SQLITE_BUSY` as any statement would.
+    private static func switchToWriteAheadLog(_ connection: SQLiteConnection, waitingUpTo milliseconds: Int32)
+        throws(SQLiteError)
+    {
+        let deadline = DispatchTime.now() + .milliseconds(Int(max(0, milliseconds)))
+        while true {
+            do {
+                try connection.executeScript("PRAGMA journal_mode = WAL")
+                return
+            } catch let error where error.code.primary == .busy || error.code.primary == .locked {
+                guard DispatchTime.now() < deadline else { throw error }
+                usleep(5_000)
+            }
         }
     }
 
@@ -169,6 +238,13 @@ public final class SQLiteDatabase: @unchecked Sendable {
 
     private func closeOnQueue() {
         closed.withLock { $0 = true }
+        if holdsSnapshot, let connection {
+            try? connection.executeScript("ROLLBACK")
+            // A reader never folds the log into the database: what others wrote stays in the log for them. An empty
+            // log (nobody wrote) is removed, with its index, when this is the last connection.
+            let logSize = (try? FileManager.default.attributesOfItem(atPath: path + "-wal")[.size] as? Int) ?? 0
+            if logSize > 0 { connection.keepLogOnClose() }
+        }
         connection?.close()
         connection = nil
     }

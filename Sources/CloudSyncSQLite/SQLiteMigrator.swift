@@ -51,13 +51,20 @@ public struct SQLiteMigrator: Sendable {
             let applied = Set(try connection.query("SELECT name FROM cloudsync_migrations") { $0.string(0) ?? "" })
             var appliedNow: [String] = []
             for migration in migrations where !applied.contains(migration.name) {
-                try connection.transaction {
+                let appliedHere = try connection.transaction {
+                    // Another connection (a second process creating the same file) may have applied it since the
+                    // list was read; the transaction's write lock makes this look final.
+                    let recorded = try connection.query(
+                        "SELECT 1 FROM cloudsync_migrations WHERE name = ?", [migration.name]
+                    ) { _ in true }
+                    guard recorded.isEmpty else { return false }
                     try migration.apply(connection)
                     try connection.execute(
                         "INSERT INTO cloudsync_migrations (name, applied_at_ms) VALUES (?, ?)", migration.name,
                         Int64((Date().timeIntervalSince1970 * 1000).rounded()))
+                    return true
                 }
-                appliedNow.append(migration.name)
+                if appliedHere { appliedNow.append(migration.name) }
             }
             return appliedNow
         }

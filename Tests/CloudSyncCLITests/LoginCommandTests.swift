@@ -243,11 +243,11 @@ struct SigningInTestFactory: ProviderFactory {
     @Test func loginWaitsForNoRunningRun() async throws {
         defer { host.server.stop() }
         let state = directory.path + "/.cloudsync/cloud"
-        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
-        try "\(getppid())\n".write(toFile: state + "/run.lock", atomically: true, encoding: .utf8)
+        let held = try HeldRunLock(state: state)
+        defer { withExtendedLifetime(held) {} }
         let (status, _, errors) = await run(["login", file, "--provider", "drive"])
         #expect(status == .locked)
-        #expect(errors.contains("cloud is running (process \(getppid())"))
+        #expect(errors.contains("cloud is running (process \(getpid())"))
         let (out, _, outErrors) = await run(["logout", file, "--provider", "drive"])
         #expect(out == .success)
         #expect(outErrors.contains("was not signed in"))

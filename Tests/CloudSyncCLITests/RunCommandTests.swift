@@ -142,6 +142,38 @@ import Testing
         #expect(providers.allSatisfy { ($0["requests"] as? Int ?? 0) > 0 })
     }
 
+    @Test func exportNamesEachUndecodableKeyAndExportsTheRest() throws {
+        let file = try pipeline(
+            "tampered.yaml",
+            Self.seeded + """
+                jobs:
+                  - { type: migrate, name: load, from: seed, to: backup }
+                  - { type: export, name: fromBackup, from: backup, path: out/backup.json }
+                  - { type: export, name: fromStore, from: store, path: out/store.json }
+
+                """)
+        #expect(try run([file, "--job", "load", "--quiet"]).status == 0)
+        // Two values no key can open: one cut short, one that is not an envelope at all.
+        let theme = directory.file("data/backup/settings.theme")
+        let sealed = try String(contentsOfFile: theme, encoding: .utf8)
+        try String(sealed.dropLast(12)).write(toFile: theme, atomically: true, encoding: .utf8)
+        try "cs1:k1:not-base64!".write(
+            toFile: directory.file("data/backup/favourites"), atomically: true, encoding: .utf8)
+        for (name, path) in [("fromBackup", "out/backup.json"), ("fromStore", "out/store.json")] {
+            let result = try run([file, "--job", name, "--report", "-", "--quiet"])
+            #expect(result.status == 1, "\(name): \(result.standardError)")
+            let parsed = try report(result)
+            let failures = job(parsed, 0)["failures"] as? [[String: Any]] ?? []
+            #expect(
+                failures.compactMap { $0["key"] as? String }.sorted() == ["favourites", "settings.theme"], "\(name)")
+            #expect(failures.allSatisfy { $0["code"] as? String == "ERR_DECODE" }, "\(name): \(failures)")
+            #expect(counts(parsed, 0)["items"] == 1, "\(name)")
+            // What could be read was exported all the same.
+            let exported = try String(contentsOfFile: directory.file(path), encoding: .utf8)
+            #expect(exported.contains("settings.font") && !exported.contains("favourites"), "\(name)")
+        }
+    }
+
     @Test func aDryRunChangesNothingButTheReport() throws {
         let file = try pipeline(
             "dry.yaml", Self.seeded + "jobs:\n  - { type: migrate, from: seed, to: primary }\n  - { type: sync }\n")
@@ -223,7 +255,7 @@ import Testing
         let state = directory.file(".cloudsync/locked")
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
         // A live process holds the lock: this test's own.
-        try "\(getpid())\n".write(toFile: state + "/run.lock", atomically: true, encoding: .utf8)
+        let held = try HeldRunLock(state: state)
         let refused = try run([file, "--quiet"])
         #expect(refused.status == 75)
         #expect(refused.standardError.contains("already running (process \(getpid())"))
@@ -237,10 +269,14 @@ import Testing
         )
         #expect(parsed["status"] as? String == "error")
         #expect((parsed["error"] as? [String: Any])?["code"] as? String == "ERR_LOCKED")
-        // A lock left by a process that is gone does not block.
-        try "999999\n".write(toFile: state + "/run.lock", atomically: true, encoding: .utf8)
-        #expect(try run([file, "--quiet"]).status == 0)
-        #expect(!FileManager.default.fileExists(atPath: state + "/run.lock"))
+        // A lock file no process holds does not block, whatever it says: gone, unrelated and live, or nothing.
+        held.release()
+        for leftover in ["999999\n", "\(getpid())\n", ""] {
+            try leftover.write(toFile: state + "/run.lock", atomically: true, encoding: .utf8)
+            #expect(try run([file, "--quiet"]).status == 0, "over a lock file holding \"\(leftover)\"")
+            // The file stays, emptied: removing it could let two later runs lock two different files.
+            #expect(try String(contentsOfFile: state + "/run.lock", encoding: .utf8) == "")
+        }
     }
 
     @Test func exitCodesSayWhatKindOfFailure() throws {
@@ -352,7 +388,8 @@ import Testing
         #expect(try run([file, "--quiet"]).status == 0)
         let state = directory.file(".cloudsync/busy")
         // A live process holds the pipeline: this test's own.
-        try "\(getpid())\n".write(toFile: state + "/run.lock", atomically: true, encoding: .utf8)
+        let held = try HeldRunLock(state: state)
+        defer { withExtendedLifetime(held) {} }
         for command in [["flush"], ["discard", "--yes"]] {
             let refused = try ProcessRunner.run(executable, ["outbox"] + command + [file])
             #expect(refused.status == 75, "outbox \(command)")
