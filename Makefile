@@ -8,7 +8,7 @@ MANDIR = $(PREFIX)/share/man
 DOCDIR = $(PREFIX)/share/doc/cloudsync
 INSTALL ?= install
 
-.PHONY: deps build run emulator test bench format lint clean release install uninstall check-install
+.PHONY: deps build run emulator test bench bench-compare format lint clean release install uninstall check-install
 
 deps:
 	@scripts/install-deps.sh
@@ -33,10 +33,17 @@ test: deps
 	@SWIFT=$(SWIFT) scripts/check-consumer.sh
 	@$(MAKE) --no-print-directory check-install
 
+# `make bench`: one table of our figures beside their peers (sqlite3 shell, libsodium, rclone), medians of BENCH_RUNS
+# runs, also written to bench.json. `make bench-compare OLD=old.json` sets an earlier bench.json beside the current one.
+BENCH_RUNS ?= 3
 bench:
 	@scripts/install-deps.sh sqlite3 rclone
 	@scripts/python-env.sh
-	$(SWIFT) run -c release cloudsync-bench
+	$(SWIFT) run -c release cloudsync-bench --runs $(BENCH_RUNS) --json bench.json
+
+bench-compare:
+	@test -n "$(OLD)" || { echo "usage: make bench-compare OLD=old.json [NEW=bench.json]" >&2; exit 64; }
+	$(SWIFT) run -c release cloudsync-bench compare "$(OLD)" "$(or $(NEW),bench.json)"
 
 format:
 	$(SWIFT) format --in-place --recursive --parallel Package.swift Sources Tests

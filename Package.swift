@@ -103,7 +103,7 @@ let package = Package(
             name: "cloudsync-bench",
             dependencies: [
                 "CloudSync", "CloudSyncSQLite", "CloudSyncSodium", "CloudSyncYAML", "CloudSyncLocal", "CloudSyncCrypto",
-                "CloudSyncTesting", "CloudSyncHTTP", "CloudSyncS3",
+                "CloudSyncTesting", "CloudSyncHTTP", "CloudSyncS3", "CSodium",
             ]),
 
         // Test support shipped as a normal target: temporary directories, test doubles, a test transport; re-exports the
