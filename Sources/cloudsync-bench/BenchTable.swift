@@ -46,7 +46,7 @@ struct BenchContext {
     }
 
     /// The median, in seconds, of `runs` timings of `body`; `prepare` runs untimed before each, given the run's index.
-    func medianSeconds(prepare: (Int) async throws -> Void = { _ in }, _ body: (Int) async throws -> Void)
+    func medianSeconds(prepare: (Int) async throws -> Void = { _ in }, measure body: (Int) async throws -> Void)
         async rethrows -> Double
     {
         var timings: [Double] = []

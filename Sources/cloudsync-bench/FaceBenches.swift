@@ -9,15 +9,17 @@ func benchFaces(_ context: BenchContext) async throws -> [BenchRow] {
     let count = 100_000
     let value = String(repeating: "v", count: 100)
     var database: SQLiteDatabase?
-    let insert = try await context.medianSeconds(prepare: { run in
-        database = try SQLiteDatabase(path: "\(directory)/face-\(run).db")
-        try database!.write { try $0.executeScript("CREATE TABLE kv (key TEXT PRIMARY KEY, value TEXT NOT NULL)") }
-    }) { _ in
-        try database!.write { db in
-            let insert = try db.prepare("INSERT INTO kv (key, value) VALUES (?, ?)")
-            for index in 0..<count { try insert.bind("key.\(index)", value).run() }
-        }
-    }
+    let insert = try await context.medianSeconds(
+        prepare: { run in
+            database = try SQLiteDatabase(path: "\(directory)/face-\(run).db")
+            try database!.write { try $0.executeScript("CREATE TABLE kv (key TEXT PRIMARY KEY, value TEXT NOT NULL)") }
+        },
+        measure: { _ in
+            try database!.write { db in
+                let insert = try db.prepare("INSERT INTO kv (key, value) VALUES (?, ?)")
+                for index in 0..<count { try insert.bind("key.\(index)", value).run() }
+            }
+        })
     let key = SecretBytes.random(count: 32)
     let large = [UInt8](repeating: 7, count: 64 << 20)
     let seal = try await context.medianSeconds { _ in _ = try XChaCha20Poly1305.seal(large, key: key) }

@@ -34,18 +34,22 @@ func benchDirectoryMigrate(_ context: BenchContext) async throws -> [BenchRow] {
     options.timeout = nil
     var store: CloudStore?
     let destination = "\(context.scratch.path)/migrate-destination"
-    let ours = try await context.medianSeconds(prepare: { _ in
-        try context.shell("rm -rf '\(destination)'")
-        store = try CloudStore(
-            providers: [source, try DirectoryProvider(id: "copy", root: destination)], options: options)
-    }) { _ in
-        let migrated = try await StoreMaintenance(store!).migrate(from: "files", to: "copy").copied.count
-        guard migrated == count else { fatalError("migrated \(migrated) of \(count)") }
-    }
+    let ours = try await context.medianSeconds(
+        prepare: { _ in
+            try context.shell("rm -rf '\(destination)'")
+            store = try CloudStore(
+                providers: [source, try DirectoryProvider(id: "copy", root: destination)], options: options)
+        },
+        measure: { _ in
+            let migrated = try await StoreMaintenance(store!).migrate(from: "files", to: "copy").copied.count
+            guard migrated == count else { fatalError("migrated \(migrated) of \(count)") }
+        })
     let copy = "\(context.scratch.path)/rclone-destination"
-    let peer = try await context.medianSeconds(prepare: { _ in try context.shell("rm -rf '\(copy)'") }) { _ in
-        try context.shell("RCLONE_CONFIG=/dev/null rclone copy '\(files)' '\(copy)'")
-    }
+    let peer = try await context.medianSeconds(
+        prepare: { _ in try context.shell("rm -rf '\(copy)'") },
+        measure: { _ in
+            try context.shell("RCLONE_CONFIG=/dev/null rclone copy '\(files)' '\(copy)'")
+        })
     try context.shell("rm -rf '\(destination)' '\(copy)' '\(files)'")
     return [
         BenchRow(
@@ -89,17 +93,19 @@ func benchS3Migrate(_ context: BenchContext) async throws -> [BenchRow] {
     var options = StoreOptions()
     options.timeout = nil
     var store: CloudStore?
-    let ours = try await context.medianSeconds(prepare: { run in
-        let bucket = S3Provider(
-            location: S3Location(
-                endpoint: endpoint, bucket: "bench-cloudsync-\(run)", region: "us-east-1", pathStyle: true),
-            credentials: S3Credentials(accessKeyID: "bench", secretAccessKey: "bench"),
-            transport: URLSessionTransport(maxConcurrency: 16), context: ProviderContext(providerID: "bucket"))
-        store = try CloudStore(providers: [source, bucket], options: options)
-    }) { _ in
-        let migrated = try await StoreMaintenance(store!).migrate(from: "files", to: "bucket").copied.count
-        guard migrated == count else { fatalError("migrated \(migrated) of \(count)") }
-    }
+    let ours = try await context.medianSeconds(
+        prepare: { run in
+            let bucket = S3Provider(
+                location: S3Location(
+                    endpoint: endpoint, bucket: "bench-cloudsync-\(run)", region: "us-east-1", pathStyle: true),
+                credentials: S3Credentials(accessKeyID: "bench", secretAccessKey: "bench"),
+                transport: URLSessionTransport(maxConcurrency: 16), context: ProviderContext(providerID: "bucket"))
+            store = try CloudStore(providers: [source, bucket], options: options)
+        },
+        measure: { _ in
+            let migrated = try await StoreMaintenance(store!).migrate(from: "files", to: "bucket").copied.count
+            guard migrated == count else { fatalError("migrated \(migrated) of \(count)") }
+        })
     let environment = [
         "RCLONE_CONFIG_MOTO_TYPE": "s3", "RCLONE_CONFIG_MOTO_PROVIDER": "Other",
         "RCLONE_CONFIG_MOTO_ENDPOINT": endpoint.absoluteString, "RCLONE_CONFIG_MOTO_FORCE_PATH_STYLE": "true",

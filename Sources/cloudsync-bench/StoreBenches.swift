@@ -18,13 +18,16 @@ func benchSQLiteStore(_ context: BenchContext) async throws -> [BenchRow] {
     var options = StoreOptions()
     options.timeout = nil
     var store: CloudStore?
-    let storeSet = try await context.medianSeconds(prepare: { run in
-        store = try CloudStore(providers: [try SQLiteProvider(path: "\(directory)/store-\(run).db")], options: options)
-    }) { _ in
-        for start in stride(from: 0, to: count, by: 1000) {
-            _ = try await store!.multiSet(keys[start..<start + 1000].map { KeyValue($0, value) })
-        }
-    }
+    let storeSet = try await context.medianSeconds(
+        prepare: { run in
+            store = try CloudStore(
+                providers: [try SQLiteProvider(path: "\(directory)/store-\(run).db")], options: options)
+        },
+        measure: { _ in
+            for start in stride(from: 0, to: count, by: 1000) {
+                _ = try await store!.multiSet(keys[start..<start + 1000].map { KeyValue($0, value) })
+            }
+        })
     let storeGet = try await context.medianSeconds { _ in
         for start in stride(from: 0, to: count, by: 1000) {
             let values = try await store!.multiGet(Array(keys[start..<start + 1000]))
@@ -41,9 +44,9 @@ func benchSQLiteStore(_ context: BenchContext) async throws -> [BenchRow] {
     try ("BEGIN;\n" + keys.map { "SELECT value FROM kv WHERE key = '\($0)';" }.joined(separator: "\n") + "\nCOMMIT;\n")
         .write(toFile: selectScript, atomically: true, encoding: .utf8)
     var shellDatabase = ""
-    let shellSet = try await context.medianSeconds(prepare: { run in shellDatabase = "\(directory)/shell-\(run).db" }) {
-        _ in try context.shell("sqlite3 '\(shellDatabase)' < '\(insertScript)'")
-    }
+    let shellSet = try await context.medianSeconds(
+        prepare: { run in shellDatabase = "\(directory)/shell-\(run).db" },
+        measure: { _ in try context.shell("sqlite3 '\(shellDatabase)' < '\(insertScript)'") })
     let shellGet = try await context.medianSeconds { _ in
         try context.shell("sqlite3 '\(shellDatabase)' < '\(selectScript)'")
     }
@@ -67,42 +70,47 @@ func benchOutbox(_ context: BenchContext) async throws -> [BenchRow] {
     var rows: [BenchRow] = []
     for preloaded in [100, 10_000] {
         var store: CloudStore?
-        let ours = try await context.medianSeconds(prepare: { run in
-            let path = "\(directory)/outbox-\(preloaded)-\(run).db"
-            _ = try SQLiteOutboxStorage(path: path)  // creates the schema
-            try await SQLiteDatabase(path: path).write { db in
-                let insert = try db.prepare(
-                    """
-                    INSERT INTO outbox (id, key, provider, operation, value, attempts, next_attempt_at_ms,
-                        enqueued_at_ms, last_error_code) VALUES (?, ?, 'offline', 'set', ?, 1, 0, 0, 'ERR_OFFLINE')
-                    """)
-                for index in 0..<preloaded { try insert.bind(index + 1, "preloaded.\(index)", value).run() }
-            } as Void
-            let provider = FaultInjectingProvider(id: "offline")
-            provider.fail(.set, with: CloudSyncError(.offline, "benchmark"))
-            var options = StoreOptions()
-            options.outbox = try Outbox(
-                storage: SQLiteOutboxStorage(path: path), limits: Outbox.Limits(maxEntries: 1_000_000))
-            store = try CloudStore(providers: [provider], options: options)
-        }) { _ in
-            for index in 0..<samples { try await store!.set(value, forKey: "bench.\(index)") }
-        }
+        let ours = try await context.medianSeconds(
+            prepare: { run in
+                let path = "\(directory)/outbox-\(preloaded)-\(run).db"
+                _ = try SQLiteOutboxStorage(path: path)  // creates the schema
+                try await SQLiteDatabase(path: path).write { db in
+                    let insert = try db.prepare(
+                        """
+                        INSERT INTO outbox (id, key, provider, operation, value, attempts, next_attempt_at_ms,
+                            enqueued_at_ms, last_error_code) VALUES (?, ?, 'offline', 'set', ?, 1, 0, 0, 'ERR_OFFLINE')
+                        """)
+                    for index in 0..<preloaded { try insert.bind(index + 1, "preloaded.\(index)", value).run() }
+                } as Void
+                let provider = FaultInjectingProvider(id: "offline")
+                provider.fail(.set, with: CloudSyncError(.offline, "benchmark"))
+                var options = StoreOptions()
+                options.outbox = try Outbox(
+                    storage: SQLiteOutboxStorage(path: path), limits: Outbox.Limits(maxEntries: 1_000_000))
+                store = try CloudStore(providers: [provider], options: options)
+            },
+            measure: { _ in
+                for index in 0..<samples { try await store!.set(value, forKey: "bench.\(index)") }
+            })
         var database: SQLiteDatabase?
-        let direct = try await context.medianSeconds(prepare: { run in
-            database = try SQLiteDatabase(
-                path: "\(directory)/direct-\(preloaded)-\(run).db", options: .init(durability: .powerLossSafe))
-            try database!.write { db in
-                try db.executeScript("CREATE TABLE t (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, value TEXT)")
-                let insert = try db.prepare("INSERT INTO t (key, value) VALUES (?, ?)")
-                for index in 0..<preloaded { try insert.bind("preloaded.\(index)", value).run() }
-            }
-        }) { _ in
-            for index in 0..<samples {
+        let direct = try await context.medianSeconds(
+            prepare: { run in
+                database = try SQLiteDatabase(
+                    path: "\(directory)/direct-\(preloaded)-\(run).db", options: .init(durability: .powerLossSafe))
                 try database!.write { db in
-                    try db.execute("INSERT INTO t (key, value) VALUES (?, ?)", "bench.\(index)", value)
+                    try db.executeScript(
+                        "CREATE TABLE t (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, value TEXT)")
+                    let insert = try db.prepare("INSERT INTO t (key, value) VALUES (?, ?)")
+                    for index in 0..<preloaded { try insert.bind("preloaded.\(index)", value).run() }
                 }
-            }
-        }
+            },
+            measure: { _ in
+                for index in 0..<samples {
+                    try database!.write { db in
+                        try db.execute("INSERT INTO t (key, value) VALUES (?, ?)", "bench.\(index)", value)
+                    }
+                }
+            })
         rows.append(
             BenchRow(
                 measure: "durable outbox enqueue, \(preloaded) queued (mean of \(samples))", unit: "µs",
