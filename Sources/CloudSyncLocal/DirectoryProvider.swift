@@ -281,9 +281,11 @@ public final class DirectoryProvider: Provider {
         }
         defer { closedir(stream) }
         while let entry = readdir(stream) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-            }
+            // The name read in place: copying `entry.pointee` reads a whole `dirent`, past the end of a short record
+            // that ends the kernel's buffer (a crash when that is the end of a mapped page).
+            let name = String(
+                cString: UnsafeRawPointer(entry).advanced(by: MemoryLayout<dirent>.offset(of: \dirent.d_name)!)
+                    .assumingMemoryBound(to: CChar.self))
             guard !name.hasPrefix(".") else { continue }
             let path = directory + "/" + name
             var info = stat()
