@@ -90,7 +90,8 @@ public enum XChaCha20Poly1305 {
             var written: UInt64 = 0
             key.withUnsafeBytes { keyBytes in
                 _ = crypto_aead_xchacha20poly1305_ietf_encrypt(
-                    base + nonceByteCount, &written, plaintext.baseAddress ?? UnsafePointer(base), UInt64(plaintext.count),
+                    base + nonceByteCount, &written, plaintext.baseAddress ?? UnsafePointer(base),
+                    UInt64(plaintext.count),
                     associatedData, UInt64(associatedData.count), nil, base, keyBytes.sodiumInput)
             }
             initialized = nonceByteCount + Int(written)
