@@ -8,7 +8,7 @@ MANDIR = $(PREFIX)/share/man
 DOCDIR = $(PREFIX)/share/doc/cloudsync
 INSTALL ?= install
 
-.PHONY: deps build run emulator test bench fuzz format lint clean release install uninstall check-install
+.PHONY: deps build run emulator test bench bench-compare fuzz format lint clean release install uninstall check-install
 
 deps:
 	@scripts/install-deps.sh
@@ -36,11 +36,18 @@ test: deps
 	@SWIFT=$(SWIFT) scripts/check-consumer.sh
 	@$(MAKE) --no-print-directory check-install
 
+# `make bench`: one table of our figures beside their peers (sqlite3 shell, libsodium, rclone), medians of BENCH_RUNS
+# runs, also written to bench.json. `make bench-compare OLD=old.json` sets an earlier bench.json beside the current one.
+BENCH_RUNS ?= 3
 bench:
 	@scripts/install-deps.sh sqlite3 rclone
 	@scripts/python-env.sh
-	$(SWIFT) run -c release cloudsync-bench
+	$(SWIFT) run -c release cloudsync-bench --runs $(BENCH_RUNS) --json bench.json
 	$(SWIFT) run -c release cloudsync-bench --sync 1000000,10000000
+
+bench-compare:
+	@test -n "$(OLD)" || { echo "usage: make bench-compare OLD=old.json [NEW=bench.json]" >&2; exit 64; }
+	$(SWIFT) run -c release cloudsync-bench compare "$(OLD)" "$(or $(NEW),bench.json)"
 
 # libFuzzer on the YAML face, the pipeline loader and the envelope decoder, FUZZ_SECONDS each (default 10 minutes;
 # FUZZ_TARGETS picks some), growing the corpus in Tests/Fuzz/ that `make test` replays (scripts/fuzz.sh). Its own

@@ -103,7 +103,7 @@ let package = Package(
             name: "cloudsync-bench",
             dependencies: [
                 "CloudSync", "CloudSyncSQLite", "CloudSyncSodium", "CloudSyncYAML", "CloudSyncLocal", "CloudSyncCrypto",
-                "CloudSyncTesting", "CloudSyncHTTP", "CloudSyncS3", "CloudSyncPipeline",
+                "CloudSyncTesting", "CloudSyncHTTP", "CloudSyncS3", "CloudSyncPipeline", "CSodium",
             ]),
 
         // The fuzzers' entry points (YAML, pipeline loader, envelope decoder): driven by libFuzzer in `make fuzz`,

@@ -4,20 +4,40 @@ extension CloudStore {
 
     /// Every key of every available provider, each once and sorted, with the providers that could not be listed.
     ///
+    /// The providers are listed concurrently, so a slow one costs its own time, not the sum.
+    ///
     /// A provider that cannot list, or fails to, does not hide the others; it is named in
     /// ``KeyListing/unlisted`` and reported to ``StoreOptions/onError``.
     public func allKeys() async throws(CloudSyncError) -> KeyListing {
         let configured = try configuredProviders()
         let (providers, answers) = await availableWithReasons(configured)
         guard !providers.isEmpty else { throw noProviderError(configured, answers: answers) }
+        // Every provider is listed at once: a slow one holds up only its own part.
+        let listings = await withTaskGroup(of: (String, Result<Set<String>, CloudSyncError>).self) { group in
+            for provider in providers {
+                group.addTask { [self] in
+                    var keys = Set<String>()
+                    do throws(CloudSyncError) {
+                        try await forEachPage(of: provider) { page in keys.formUnion(page) }
+                        return (provider.id, .success(keys))
+                    } catch {
+                        return (provider.id, .failure(error))
+                    }
+                }
+            }
+            var listings: [String: Result<Set<String>, CloudSyncError>] = [:]
+            for await (id, listing) in group { listings[id] = listing }
+            return listings
+        }
         var keys = Set<String>()
         var unlisted: [String: CloudSyncError] = [:]
         for provider in providers {
-            do throws(CloudSyncError) {
-                try await forEachPage(of: provider) { page in keys.formUnion(page) }
-            } catch {
+            switch listings[provider.id] {
+            case .success(let listed): keys.formUnion(listed)
+            case .failure(let error):
                 report(error)
                 unlisted[provider.id] = error
+            case nil: break
             }
         }
         return KeyListing(keys: keys.sorted(), unlisted: unlisted)
@@ -122,13 +142,29 @@ extension CloudStore {
     public func quota() async throws(CloudSyncError) -> [QuotaEntry] {
         let providers = await available(try configuredProviders() + attachedProviders()).filter(
             \.capabilities.reportsQuota)
+        // Every provider is asked at once; the entries keep the providers' order.
+        let answers = await withTaskGroup(of: (Int, Result<ProviderQuota?, CloudSyncError>).self) { group in
+            for (index, provider) in providers.enumerated() {
+                group.addTask { [self] in
+                    do throws(CloudSyncError) {
+                        return (index, .success(try await dispatcher(for: provider).call { try await $0.quota() }))
+                    } catch {
+                        return (index, .failure(error))
+                    }
+                }
+            }
+            var answers = [Result<ProviderQuota?, CloudSyncError>](repeating: .success(nil), count: providers.count)
+            for await (index, answer) in group { answers[index] = answer }
+            return answers
+        }
         var entries: [QuotaEntry] = []
-        for provider in providers {
-            do throws(CloudSyncError) {
-                guard let quota = try await dispatcher(for: provider).call({ try await $0.quota() }) else { continue }
+        for (provider, answer) in zip(providers, answers) {
+            switch answer {
+            case .success(let quota?):
                 entries.append(
                     QuotaEntry(provider: provider.id, usedBytes: quota.usedBytes, totalBytes: quota.totalBytes))
-            } catch {
+            case .success(nil): continue
+            case .failure(let error):
                 report(error)
                 entries.append(QuotaEntry(provider: provider.id, error: error))
             }

@@ -138,9 +138,13 @@ public final class EnvelopeCodec: ValueCodec {
             secret = try derive(passphrase, limits: limits, salt: salt, kdf: kdf, keyID: current.id)
         }
         let header = "\(Self.prefix)\(current.id):\(kdf):"
-        let box = try XChaCha20Poly1305.seal(
-            Array(value.utf8), key: secret, associatedData: Array((header + storeKey).utf8))
-        return header + Base64URL.encode(box.nonce + box.ciphertext)
+        // One pass each: the value's own UTF-8 bytes are sealed into one nonce-and-ciphertext buffer, which is
+        // base64-encoded straight after the header.
+        var value = value
+        let box = try value.withUTF8 { plaintext in
+            try XChaCha20Poly1305.sealCombined(plaintext, key: secret, associatedData: Array((header + storeKey).utf8))
+        }
+        return Base64URL.encode(box, after: header)
     }
 
     /// The value inside envelope `stored`, checked against `storeKey`; with ``allowPlaintext``, a value that is not an
@@ -158,14 +162,23 @@ public final class EnvelopeCodec: ValueCodec {
                 description: "the value is not an encrypted envelope (it does not start with \"cs1:\"); allow "
                     + "plaintext in the codec to read it, for example to encrypt an existing store")
         }
-        let fields = stored.split(separator: ":", maxSplits: 3, omittingEmptySubsequences: false)
-        guard fields.count == 4, let payload = Base64URL.decode(String(fields[3])),
-            payload.count >= XChaCha20Poly1305.nonceByteCount + XChaCha20Poly1305.tagByteCount
-        else {
-            throw DecodeFailure(reason: .malformed, description: "the envelope is malformed (truncated or edited)")
+        // The header is ASCII up to the third colon; the rest, base64, is read in place from the string's UTF-8.
+        var stored = stored
+        let malformed = DecodeFailure(
+            reason: .malformed, description: "the envelope is malformed (truncated or edited)")
+        let (keyID, kdf, payload) = try stored.withUTF8 { bytes throws -> (String, String, [UInt8]) in
+            let colon = UInt8(ascii: ":")
+            let start = Self.prefix.utf8.count
+            guard let idEnd = bytes[start...].firstIndex(of: colon),
+                let kdfEnd = bytes[(idEnd + 1)...].firstIndex(of: colon),
+                let payload = Base64URL.decode(UnsafeBufferPointer(rebasing: bytes[(kdfEnd + 1)...])),
+                payload.count >= XChaCha20Poly1305.nonceByteCount + XChaCha20Poly1305.tagByteCount
+            else { throw malformed }
+            return (
+                String(decoding: bytes[start..<idEnd], as: UTF8.self),
+                String(decoding: bytes[(idEnd + 1)..<kdfEnd], as: UTF8.self), payload
+            )
         }
-        let keyID = String(fields[1])
-        let kdf = String(fields[2])
         guard let key = keys.first(where: { $0.id == keyID }) else {
             throw DecodeFailure(
                 reason: .unknownKeyID,
@@ -173,22 +186,22 @@ public final class EnvelopeCodec: ValueCodec {
         }
         let secret = try secret(for: key, kdf: kdf)
         let header = "\(Self.prefix)\(keyID):\(kdf):"
-        let box = XChaCha20Poly1305.SealedBox(
-            nonce: Array(payload.prefix(XChaCha20Poly1305.nonceByteCount)),
-            ciphertext: Array(payload.dropFirst(XChaCha20Poly1305.nonceByteCount)))
+        let plaintext: [UInt8]
         do {
-            let plaintext = try XChaCha20Poly1305.open(
-                box, key: secret, associatedData: Array((header + storeKey).utf8))
-            guard let text = String(validating: plaintext, as: UTF8.self) else {
-                throw DecodeFailure(reason: .malformed, description: "the decrypted value is not UTF-8 text")
+            plaintext = try payload.withUnsafeBufferPointer { combined in
+                try XChaCha20Poly1305.openCombined(
+                    combined, key: secret, associatedData: Array((header + storeKey).utf8))
             }
-            return text
-        } catch is SodiumError {
+        } catch {
             throw DecodeFailure(
                 reason: .wrongKeyOrTampered,
                 description: "key \"\(keyID)\" does not open the envelope: the wrong key or passphrase, or the value "
                     + "was modified or copied from another key")
         }
+        guard let text = String(validating: plaintext, as: UTF8.self) else {
+            throw DecodeFailure(reason: .malformed, description: "the decrypted value is not UTF-8 text")
+        }
+        return text
     }
 
     /// An envelope already under the current key needs no re-keying.

@@ -12,9 +12,9 @@ import Synchronization
 ///
 /// Key to file name: see ``FileNameMapping``.
 ///
-/// Writes are atomic: the value goes to a temporary file (its name starts with `.`) that is fsynced, renamed over
-/// the key's file, and the directory fsynced, so a crash leaves the old value or the new one, never a torn file, and
-/// a leftover temporary file is ignored. Quota is the file system's (`statvfs`): its used and total bytes, shared
+/// Writes are atomic and durable per batch: each value goes to a temporary file (its name starts with `.`), the
+/// batch's files are made durable together, renamed over the keys' files, and each directory touched fsynced once, so
+/// a crash leaves the old value or the new one, never a torn file, and a leftover temporary file is ignored. Quota is the file system's (`statvfs`): its used and total bytes, shared
 /// with everything else on that file system.
 public final class DirectoryProvider: Provider {
     /// The provider's name in the store, errors and reports (`directory` unless given).
@@ -197,28 +197,77 @@ public final class DirectoryProvider: Provider {
         return .success(value)
     }
 
-    /// Writes each value atomically (temporary file, fsync, rename, directory fsync), positionally, creating the
-    /// subdirectories a key's file name needs.
+    /// Writes each value atomically, positionally, creating the subdirectories a key's file name needs.
     ///
-    /// A full disk or exhausted disk quota is `ERR_QUOTA_EXCEEDED` in that key's slot, any other failure
-    /// `ERR_PROVIDER`; a failed write leaves the previous value in place. Throws `ERR_CLOSED` after ``close()``.
+    /// Durability is paid per batch, not per file: every value goes to its own temporary file (several written at
+    /// once), the batch's files are made durable together (``LocalFiles/makeDurable(_:)``), only then renamed over
+    /// their keys' files, and each directory touched is fsynced once. A crash at any moment leaves each key's old
+    /// value or its new one, never a torn file. A full disk or exhausted disk quota is `ERR_QUOTA_EXCEEDED` in that
+    /// key's slot, any other failure `ERR_PROVIDER`; a failed write leaves the previous value in place. Throws
+    /// `ERR_CLOSED` after ``close()``.
     public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
         try ensureOpen()
-        let results = try await LocalFiles.offload { [self] in items.map { write($0) } }
+        let results = try await LocalFiles.offload { [self] in writeBatch(items) }
         metrics.recordWrite(items, results)
         return results
     }
 
-    private func write(_ item: KeyValue) -> Result<Void, CloudSyncError> {
+    /// A value written to its temporary file, still open so it can be made durable.
+    private struct StagedFile: Sendable {
+        let key: String
+        let descriptor: Int32
+        let temporary: String
+        let target: String
+        /// The directory holding `target`, plus the parent of every directory this write created.
+        let touchedDirectories: [String]
+    }
+
+    private func writeBatch(_ items: [KeyValue]) -> [Result<Void, CloudSyncError>] {
+        let stagings = LocalFiles.concurrentMap(items.count, width: 4) { [self] index in stage(items[index]) }
+        var outcome = [Result<Void, CloudSyncError>](repeating: .success(()), count: items.count)
+        var staged: [(index: Int, file: StagedFile)] = []
+        for (index, staging) in stagings.enumerated() {
+            switch staging {
+            case .success(let file): staged.append((index, file))
+            case .failure(let error): outcome[index] = .failure(error)
+            }
+        }
+        let synced = LocalFiles.makeDurable(staged.map(\.file.descriptor))
+        var touched = Set<String>()
+        for ((index, file), code) in zip(staged, synced) {
+            Glibc.close(file.descriptor)
+            guard code == 0 else {
+                unlink(file.temporary)
+                outcome[index] = .failure(failure("write", file.temporary, code, key: file.key))
+                continue
+            }
+            guard rename(file.temporary, file.target) == 0 else {
+                let code = errno
+                unlink(file.temporary)
+                outcome[index] = .failure(failure("rename into place", file.target, code, key: file.key))
+                continue
+            }
+            touched.formUnion(file.touchedDirectories)
+        }
+        LocalFiles.syncDirectories(touched)
+        return outcome
+    }
+
+    /// Creates the directories `item`'s file needs and writes its value to a new temporary file beside it, left open.
+    private func stage(_ item: KeyValue) -> Result<StagedFile, CloudSyncError> {
         let components = FileNameMapping.components(of: FileNameMapping.encode(item.key))
         var directory = root
+        var touched: [String] = []
         for piece in components.dropLast() {
+            let parent = directory
             directory += "/" + piece
-            if mkdir(directory, 0o700) != 0, errno != EEXIST {
+            if mkdir(directory, 0o700) == 0 {
+                touched.append(parent)
+            } else if errno != EEXIST {
                 return .failure(failure("create the directory", directory, errno, key: item.key))
             }
         }
-        let target = directory + "/" + components.last!
+        touched.append(directory)
         let temporary = directory + "/.tmp-" + Hex.encode(SecureRandom.bytes(count: 8))
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { return .failure(failure("create", temporary, errno, key: item.key)) }
@@ -235,44 +284,36 @@ public final class DirectoryProvider: Provider {
             }
             return 0
         }
-        let synced = written == 0 && fsync(descriptor) != 0 ? errno : written
-        Glibc.close(descriptor)
-        guard synced == 0 else {
+        guard written == 0 else {
+            Glibc.close(descriptor)
             unlink(temporary)
-            return .failure(failure("write", temporary, synced, key: item.key))
+            return .failure(failure("write", temporary, written, key: item.key))
         }
-        guard rename(temporary, target) == 0 else {
-            let code = errno
-            unlink(temporary)
-            return .failure(failure("rename into place", target, code, key: item.key))
-        }
-        syncDirectory(directory)
-        return .success(())
+        return .success(
+            StagedFile(
+                key: item.key, descriptor: descriptor, temporary: temporary, target: directory + "/" + components.last!,
+                touchedDirectories: touched))
     }
 
-    /// Deletes each key's file, positionally, and fsyncs its directory; a key with no file succeeds.
+    /// Deletes each key's file, positionally, then fsyncs each directory touched once; a key with no file succeeds.
     ///
     /// Throws `ERR_CLOSED` after ``close()``.
     public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
         try ensureOpen()
         metrics.recordRequest()
         return try await LocalFiles.offload { [self] in
-            keys.map { key in
+            var touched = Set<String>()
+            let results = keys.map { key -> Result<Void, CloudSyncError> in
                 let path = path(of: key)
-                guard unlink(path) == 0 || errno == ENOENT else {
-                    return .failure(failure("remove", path, errno, key: key))
+                guard unlink(path) == 0 else {
+                    return errno == ENOENT ? .success(()) : .failure(failure("remove", path, errno, key: key))
                 }
-                syncDirectory((path as NSString).deletingLastPathComponent)
+                touched.insert((path as NSString).deletingLastPathComponent)
                 return .success(())
             }
+            LocalFiles.syncDirectories(touched)
+            return results
         }
-    }
-
-    private func syncDirectory(_ directory: String) {
-        let descriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        guard descriptor >= 0 else { return }
-        fsync(descriptor)
-        Glibc.close(descriptor)
     }
 
     /// Pages in bytewise (UTF-8) order of the keys, as every listing a sync merges must.
@@ -309,9 +350,11 @@ public final class DirectoryProvider: Provider {
         }
         defer { closedir(stream) }
         while let entry = readdir(stream) {
-            let name = withUnsafeBytes(of: entry.pointee.d_name) { raw in
-                String(cString: raw.bindMemory(to: CChar.self).baseAddress!)
-            }
+            // The name read in place: copying `entry.pointee` reads a whole `dirent`, past the end of a short record
+            // that ends the kernel's buffer (a crash when that is the end of a mapped page).
+            let name = String(
+                cString: UnsafeRawPointer(entry).advanced(by: MemoryLayout<dirent>.offset(of: \dirent.d_name)!)
+                    .assumingMemoryBound(to: CChar.self))
             guard !name.hasPrefix(".") else { continue }
             let path = directory + "/" + name
             var info = stat()

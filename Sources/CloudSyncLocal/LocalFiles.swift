@@ -1,6 +1,11 @@
 import CloudSync
 import Dispatch
 import Foundation
+import Synchronization
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// File-system chores shared by the local providers.
 enum LocalFiles {
@@ -35,6 +40,85 @@ enum LocalFiles {
         try await withCheckedThrowingContinuation { continuation in
             DispatchQueue.global().async { continuation.resume(with: Result { try work() }) }
         }
+    }
+
+    /// Runs `body` for each index in `0..<count` on up to `width` threads (this one included) and returns the results
+    /// in index order.
+    ///
+    /// For blocking file calls (`open`, `write`, `fsync`): while one thread waits on the disk, the others proceed.
+    static func concurrentMap<T: Sendable>(_ count: Int, width: Int, _ body: @escaping @Sendable (Int) -> T) -> [T] {
+        let workers = min(max(width, 1), count)
+        guard workers > 1 else { return (0..<count).map(body) }
+        let slots = Protected([T?](repeating: nil, count: count))
+        let next = Atomic(0)
+        let work: @Sendable () -> Void = {
+            while true {
+                let index = next.add(1, ordering: .relaxed).oldValue
+                guard index < count else { return }
+                let result = body(index)
+                slots.withLock { $0[index] = result }
+            }
+        }
+        let group = DispatchGroup()
+        for _ in 1..<workers {
+            group.enter()
+            Thread.detachNewThread {
+                work()
+                group.leave()
+            }
+        }
+        work()
+        group.wait()
+        return slots.withLock { $0.map { $0! } }
+    }
+
+    /// Makes the data of every open file in `descriptors` durable and returns, per descriptor, 0 or the `errno` of
+    /// its failure.
+    ///
+    /// Several files on one file system take a single `syncfs(2)` (one journal commit for all of them); otherwise,
+    /// or when `syncfs` fails, each file gets its own `fsync`, several at a time, so one failure is pinned on its
+    /// file.
+    static func makeDurable(_ descriptors: [Int32]) -> [Int32] {
+        if descriptors.count > 1, let syncfs = fileSystemSync, onOneFileSystem(descriptors), syncfs(descriptors[0]) == 0
+        {
+            return Array(repeating: 0, count: descriptors.count)
+        }
+        return concurrentMap(descriptors.count, width: 16) { index in
+            fsync(descriptors[index]) == 0 ? 0 : errno
+        }
+    }
+
+    /// Makes the entries of each directory (new, renamed or removed names) durable, several at a time.
+    ///
+    /// A directory that cannot be opened or synced is skipped, as the single-file path always did: its files' data
+    /// is already durable.
+    static func syncDirectories(_ directories: some Collection<String>) {
+        let paths = Array(directories)
+        _ = concurrentMap(paths.count, width: 8) { index in
+            let descriptor = open(paths[index], O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+            guard descriptor >= 0 else { return }
+            fsync(descriptor)
+            Glibc.close(descriptor)
+        }
+    }
+
+    /// glibc's `syncfs(2)`, which Swift's Glibc module leaves out (it is declared only under `_GNU_SOURCE`); looked up
+    /// once by name, nil where the C library lacks it.
+    private static let fileSystemSync: (@convention(c) (Int32) -> Int32)? = {
+        // RTLD_DEFAULT: search every object the process has loaded.
+        guard let symbol = dlsym(UnsafeMutableRawPointer(bitPattern: 0), "syncfs") else { return nil }
+        return unsafeBitCast(symbol, to: (@convention(c) (Int32) -> Int32).self)
+    }()
+
+    private static func onOneFileSystem(_ descriptors: [Int32]) -> Bool {
+        var device: dev_t?
+        for descriptor in descriptors {
+            var info = stat()
+            guard fstat(descriptor, &info) == 0 else { return false }
+            if let device, device != info.st_dev { return false }
+            device = info.st_dev
+        }
+        return true
     }
 }
 

@@ -29,6 +29,9 @@ public final class SQLiteOutboxStorage: OutboxStorage {
     ])
 
     private let database: SQLiteDatabase
+    /// Statements prepared once and reused, by SQL text; used only inside the database's serialized bodies, and
+    /// dropped before the database closes so the close can checkpoint the log.
+    private let statements = StatementCache()
 
     /// Opens (creating when needed) the outbox database at `path`; its directory must exist.
     public init(path: String) throws {
@@ -41,7 +44,17 @@ public final class SQLiteOutboxStorage: OutboxStorage {
     /// Later calls fail with `ERR_CLOSED`; closing twice is harmless.
     /// When no other connection has the file open, the write-ahead log is checkpointed into it and its `-wal` and
     /// `-shm` files are removed.
-    public func close() { database.close() }
+    public func close() {
+        // The cached statements go first, on the database's queue, so the close can checkpoint the log.
+        try? database.read { _ in statements.removeAll() }
+        database.close()
+    }
+
+    /// Runs `sql` once per element of `rows`, with that element's values, on a statement prepared once per storage.
+    private func run(_ sql: String, on db: SQLiteConnection, rows: [[any SQLiteBindable]]) throws {
+        let statement = try statements.statement(sql) { try db.prepare(sql) }
+        for values in rows { try statement.bind(values).run() }
+    }
 
     /// Runs `work`, turning the error of a call after ``close()`` into `ERR_CLOSED`.
     private func unlessClosed<T>(_ work: () throws -> T) throws -> T {
@@ -92,14 +105,23 @@ public final class SQLiteOutboxStorage: OutboxStorage {
     public func replace(_ entry: OutboxEntry) throws {
         try unlessClosed {
             try database.write { db in
-                try db.execute("DELETE FROM outbox WHERE key = ? AND provider = ?", entry.key, entry.provider)
-                try db.execute(
+                // One upsert: the row of the same key and provider, if any, takes the new entry's id and fields.
+                try run(
                     """
                     INSERT INTO outbox (id, key, provider, operation, value, attempts, next_attempt_at_ms,
                                         enqueued_at_ms, last_error_code)
                     VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    """, entry.id, entry.key, entry.provider, entry.operation.rawValue, entry.encodedValue,
-                    entry.attempts, entry.nextAttemptAtMs, entry.enqueuedAtMs, entry.lastErrorCode)
+                    ON CONFLICT (key, provider) DO UPDATE SET
+                        id = excluded.id, operation = excluded.operation, value = excluded.value,
+                        attempts = excluded.attempts, next_attempt_at_ms = excluded.next_attempt_at_ms,
+                        enqueued_at_ms = excluded.enqueued_at_ms, last_error_code = excluded.last_error_code
+                    """, on: db,
+                    rows: [
+                        [
+                            entry.id, entry.key, entry.provider, entry.operation.rawValue, entry.encodedValue,
+                            entry.attempts, entry.nextAttemptAtMs, entry.enqueuedAtMs, entry.lastErrorCode,
+                        ]
+                    ])
             }
         }
     }
@@ -111,11 +133,9 @@ public final class SQLiteOutboxStorage: OutboxStorage {
     public func update(_ entries: [OutboxEntry]) throws {
         try unlessClosed {
             try database.write { db in
-                let statement = try db.prepare(
-                    "UPDATE outbox SET attempts = ?, next_attempt_at_ms = ?, last_error_code = ? WHERE id = ?")
-                for entry in entries {
-                    try statement.bind(entry.attempts, entry.nextAttemptAtMs, entry.lastErrorCode, entry.id).run()
-                }
+                try run(
+                    "UPDATE outbox SET attempts = ?, next_attempt_at_ms = ?, last_error_code = ? WHERE id = ?", on: db,
+                    rows: entries.map { [$0.attempts, $0.nextAttemptAtMs, $0.lastErrorCode, $0.id] })
             }
         }
     }
@@ -125,10 +145,7 @@ public final class SQLiteOutboxStorage: OutboxStorage {
     /// Throws `ERR_CLOSED` after ``close()``, or the `SQLiteError` of a failed write (nothing is changed then).
     public func delete(ids: [Int64]) throws {
         try unlessClosed {
-            try database.write { db in
-                let statement = try db.prepare("DELETE FROM outbox WHERE id = ?")
-                for id in ids { try statement.bind(id).run() }
-            }
+            try database.write { db in try run("DELETE FROM outbox WHERE id = ?", on: db, rows: ids.map { [$0] }) }
         }
     }
 
@@ -137,4 +154,21 @@ public final class SQLiteOutboxStorage: OutboxStorage {
         try database.read { db in try db.query("PRAGMA integrity_check") { $0.string(0) ?? "" }.joined(separator: "\n")
         }
     }
+}
+
+/// Prepared statements by SQL text, for one ``SQLiteOutboxStorage``.
+///
+/// `@unchecked Sendable`: it is touched only inside the bodies the storage's `SQLiteDatabase` runs one at a time on
+/// its own queue (reads, writes and the close), which is what serializes it.
+private final class StatementCache: @unchecked Sendable {
+    private var statements: [String: SQLiteStatement] = [:]
+
+    func statement(_ sql: String, prepare: () throws -> SQLiteStatement) rethrows -> SQLiteStatement {
+        if let known = statements[sql] { return known }
+        let statement = try prepare()
+        statements[sql] = statement
+        return statement
+    }
+
+    func removeAll() { statements.removeAll() }
 }

@@ -169,6 +169,40 @@ public enum Base64URL {
         }
     }
 
+    /// `prefix` followed by the bytes as URL-safe base64 without padding, built in one allocation.
+    public static func encode(_ bytes: [UInt8], after prefix: String) -> String {
+        Sodium.ensureInitialized()
+        let variant = sodium_base64_VARIANT_URLSAFE_NO_PADDING
+        var prefix = prefix
+        return prefix.withUTF8 { head in
+            let capacity = head.count + sodium_base64_encoded_len(bytes.count, variant)
+            return String(unsafeUninitializedCapacity: capacity) { output in
+                _ = UnsafeMutableBufferPointer(rebasing: output[..<head.count]).initialize(from: head)
+                bytes.withUnsafeBytes { input in
+                    _ = sodium_bin2base64(
+                        UnsafeMutableRawPointer(output.baseAddress! + head.count).assumingMemoryBound(to: CChar.self),
+                        capacity - head.count, input.sodiumInput, input.count, variant)
+                }
+                return capacity - 1
+            }
+        }
+    }
+
+    /// The bytes the base64 characters in `characters` encode, or nil when they are not URL-safe base64 without
+    /// padding.
+    public static func decode(_ characters: UnsafeBufferPointer<UInt8>) -> [UInt8]? {
+        Sodium.ensureInitialized()
+        var status: Int32 = 0
+        let bytes = [UInt8](unsafeUninitializedCapacity: characters.count / 4 * 3 + 3) { bytes, initialized in
+            var written = 0
+            status = sodium_base642bin(
+                bytes.baseAddress!, bytes.count, UnsafeRawBufferPointer(characters).sodiumText, characters.count, nil,
+                &written, nil, sodium_base64_VARIANT_URLSAFE_NO_PADDING)
+            initialized = status == 0 ? written : 0
+        }
+        return status == 0 ? bytes : nil
+    }
+
     /// The bytes `text` encodes, or nil when it is not URL-safe base64 without padding.
     public static func decode(_ text: String) -> [UInt8]? {
         Sodium.ensureInitialized()

@@ -72,6 +72,64 @@ public enum XChaCha20Poly1305 {
         return plaintext
     }
 
+    /// Encrypts `plaintext` under a fresh random nonce into one buffer: the nonce, then the ciphertext with its tag.
+    ///
+    /// The same box as ``seal(_:key:associatedData:nonce:)`` in one allocation, read straight from the caller's
+    /// bytes, for callers that store the parts together.
+    public static func sealCombined(
+        _ plaintext: UnsafeBufferPointer<UInt8>, key: SecretBytes, associatedData: [UInt8]
+    ) throws(SodiumError) -> [UInt8] {
+        Sodium.ensureInitialized()
+        guard key.count == keyByteCount else {
+            throw SodiumError(.invalidArgument, "key must be \(keyByteCount) bytes, got \(key.count)")
+        }
+        let count = nonceByteCount + plaintext.count + tagByteCount
+        return [UInt8](unsafeUninitializedCapacity: count) { combined, initialized in
+            let base = combined.baseAddress!
+            randombytes_buf(base, nonceByteCount)
+            var written: UInt64 = 0
+            key.withUnsafeBytes { keyBytes in
+                _ = crypto_aead_xchacha20poly1305_ietf_encrypt(
+                    base + nonceByteCount, &written, plaintext.baseAddress ?? UnsafePointer(base),
+                    UInt64(plaintext.count),
+                    associatedData, UInt64(associatedData.count), nil, base, keyBytes.sodiumInput)
+            }
+            initialized = nonceByteCount + Int(written)
+        }
+    }
+
+    /// Decrypts a box laid out as ``sealCombined(_:key:associatedData:)`` makes it (nonce, ciphertext, tag), or
+    /// throws if it is too short or does not authenticate.
+    public static func openCombined(
+        _ combined: UnsafeBufferPointer<UInt8>, key: SecretBytes, associatedData: [UInt8]
+    ) throws(SodiumError) -> [UInt8] {
+        Sodium.ensureInitialized()
+        guard key.count == keyByteCount else {
+            throw SodiumError(.invalidArgument, "key must be \(keyByteCount) bytes, got \(key.count)")
+        }
+        guard combined.count >= nonceByteCount + tagByteCount, let base = combined.baseAddress else {
+            throw SodiumError(.authenticationFailed, "the box is shorter than its nonce and authentication tag")
+        }
+        var status: Int32 = 0
+        let plaintext = [UInt8](unsafeUninitializedCapacity: combined.count - nonceByteCount - tagByteCount) {
+            plaintext, initialized in
+            var written: UInt64 = 0
+            status = key.withUnsafeBytes { keyBytes in
+                crypto_aead_xchacha20poly1305_ietf_decrypt(
+                    plaintext.baseAddress, &written, nil, base + nonceByteCount,
+                    UInt64(combined.count - nonceByteCount), associatedData, UInt64(associatedData.count), base,
+                    keyBytes.sodiumInput)
+            }
+            initialized = status == 0 ? Int(written) : 0
+        }
+        guard status == 0 else {
+            throw SodiumError(
+                .authenticationFailed,
+                "decryption failed: wrong key, wrong associated data, or the ciphertext was modified")
+        }
+        return plaintext
+    }
+
     private static func checkSizes(key: SecretBytes, nonce: [UInt8]) throws(SodiumError) {
         guard key.count == keyByteCount else {
             throw SodiumError(.invalidArgument, "XChaCha20-Poly1305 needs a 32-byte key, not \(key.count) bytes")

@@ -2,6 +2,9 @@
 //   outbox-writer OUTBOX.db        writes keys through a store whose only provider is offline, so each write lands
 //                                  in a durable outbox, and prints each key once its write call has returned; the
 //                                  crash test kills it with SIGKILL at a random moment.
+//   directory-writer ROOT          writes generation after generation of the same 200 keys (two batches of 100,
+//                                  some keys in subdirectories) to a directory provider and prints "generation N"
+//                                  once both of its batches have returned; the crash test kills it with SIGKILL.
 //   sqlite-writer DB COUNT         writes COUNT keys to a SQLite provider in batches of 50, printing "done" at the end,
 //                                  while the test reads the same file from its own process.
 //   http-get URL                   sends one GET through HTTPClient over URLSessionTransport, as a provider would,
@@ -33,6 +36,16 @@ case ("outbox-writer", 2):
         guard receipt.queued == ["offline"] else { fail("write \(index) was not queued: \(receipt)") }
         FileHandle.standardOutput.write(Data("key.\(index)\n".utf8))
     }
+case ("directory-writer", 2):
+    let provider = try DirectoryProvider(id: "files", root: arguments[1])
+    let keys = (0..<200).map { $0 % 3 == 0 ? "long.\($0)." + String(repeating: "k", count: 300) : "key.\($0)" }
+    for generation in 1..<1_000_000 {
+        for batch in [keys[..<100], keys[100...]] {
+            let values = batch.map { KeyValue($0, GenerationValue.make(key: $0, generation: generation)) }
+            for result in try await provider.set(values) { _ = try result.get() }
+        }
+        FileHandle.standardOutput.write(Data("generation \(generation)\n".utf8))
+    }
 case ("sqlite-writer", 3):
     guard let count = Int(arguments[2]) else { fail("COUNT must be a number") }
     let provider = try SQLiteProvider(id: "shared", path: arguments[1])
@@ -57,5 +70,7 @@ case ("http-get", 2):
     }
     transport.close()
 default:
-    fail("usage: cloudsync-test-fixture outbox-writer OUTBOX.db | sqlite-writer DB COUNT | http-get URL")
+    fail(
+        "usage: cloudsync-test-fixture outbox-writer OUTBOX.db | directory-writer ROOT | sqlite-writer DB COUNT | http-get URL"
+    )
 }

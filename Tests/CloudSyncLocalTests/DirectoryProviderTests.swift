@@ -170,3 +170,117 @@ import Testing
         #expect(try await DirectoryProvider(root: root).get(["k"])[0].get() == "v")
     }
 }
+
+@Suite struct DirectoryBatchWriteTests {
+    let directory: TemporaryDirectory
+    init() throws { directory = try TemporaryDirectory() }
+
+    @Test func aBatchWithOneBlockedKeyWritesTheRestAndLeavesNoTemporaryFiles() async throws {
+        let root = directory.file("root")
+        let provider = try DirectoryProvider(id: "files", root: root)
+        let long = String(repeating: "long", count: 100)
+        _ = try await provider.set([KeyValue(long, "old")])
+        let piece = try #require(try FileManager.default.contentsOfDirectory(atPath: root).first { $0.hasPrefix("+") })
+        // The long key's subdirectory replaced by a plain file: its write cannot create its temporary file.
+        try FileManager.default.removeItem(atPath: root + "/" + piece)
+        try "in the way".write(toFile: root + "/" + piece, atomically: false, encoding: .utf8)
+        let items = (0..<50).map { KeyValue("key.\($0)", "value \($0)") } + [KeyValue(long, "new")]
+        let results = try await provider.set(items)
+        #expect(results.prefix(50).allSatisfy { (try? $0.get()) != nil })
+        let error = try #require(results[50].failure)
+        #expect(error.code == .provider)
+        #expect(error.key == long)
+        #expect(error.provider == "files")
+        #expect(
+            try await provider.get(items.prefix(50).map(\.key)).map { try $0.get() } == (0..<50).map { "value \($0)" })
+        let names = try FileManager.default.contentsOfDirectory(atPath: root)
+        #expect(!names.contains { $0.hasPrefix(".") })
+    }
+
+    @Test func aKeyTwiceInOneBatchEndsWithTheLaterValue() async throws {
+        let provider = try DirectoryProvider(root: directory.file("root"))
+        let results = try await provider.set([KeyValue("k", "first"), KeyValue("other", "x"), KeyValue("k", "second")])
+        #expect(results.allSatisfy { (try? $0.get()) != nil })
+        #expect(try await provider.get(["k"])[0].get() == "second")
+    }
+
+    @Test func aBatchRemoveDeletesEveryKeyAcrossDirectories() async throws {
+        let provider = try DirectoryProvider(root: directory.file("root"))
+        let keys = (0..<30).map { $0 % 2 == 0 ? "key.\($0)" : "long.\($0)." + String(repeating: "x", count: 300) }
+        _ = try await provider.set(keys.map { KeyValue($0, "v") })
+        let results = try await provider.remove(keys + ["never.written"])
+        #expect(results.allSatisfy { (try? $0.get()) != nil })
+        #expect(try await provider.listKeys(after: nil, limit: 100).keys.isEmpty)
+    }
+
+    /// A writer rewriting 200 keys in batches of 100 is killed with SIGKILL at random moments; every key's file must
+    /// then hold one whole value some generation wrote — never a torn or mixed file — at least as new as the last
+    /// generation the writer confirmed, and listing must show exactly the 200 keys.
+    @Test func aKilledBatchWriterLeavesEachKeyOldOrNewNeverTorn() async throws {
+        let writer = try ProcessRunner.builtProduct("cloudsync-test-fixture")
+        var random = SystemRandomNumberGenerator()
+        let keys = (0..<200).map { $0 % 3 == 0 ? "long.\($0)." + String(repeating: "k", count: 300) : "key.\($0)" }
+        var confirmedTotal = 0
+        for run in 0..<6 {
+            let root = directory.file("crash-\(run)")
+            let confirmed = try await killWriter(
+                writer, root: root, afterGenerations: Int.random(in: 1...4, using: &random),
+                extraMicroseconds: UInt32.random(in: 0...30_000, using: &random))
+            confirmedTotal += confirmed
+            let provider = try DirectoryProvider(root: root)
+            let values = try await provider.get(keys)
+            for (key, value) in zip(keys, values) {
+                let text = try #require(try value.get(), "run \(run): \(key) has no file after generation \(confirmed)")
+                let generation = GenerationValue.generation(of: text, key: key)
+                #expect(generation != nil, "run \(run): \(key) holds a torn value: \(text.prefix(40))…")
+                #expect((generation ?? 0) >= confirmed, "run \(run): \(key) went back to generation \(generation ?? 0)")
+                #expect((generation ?? .max) <= confirmed + 1, "run \(run): \(key) is from an unwritten generation")
+            }
+            #expect(Set(try await provider.listKeys(after: nil, limit: 1000).keys) == Set(keys), "run \(run)")
+        }
+        #expect(confirmedTotal > 0)
+    }
+
+    /// Starts the writer, kills it after `afterGenerations` confirmed generations and a random moment.
+    ///
+    /// Returns the last generation it confirmed. Runs on its own thread: the reads block.
+    private func killWriter(_ writer: String, root: String, afterGenerations: Int, extraMicroseconds: UInt32)
+        async throws -> Int
+    {
+        try await withCheckedThrowingContinuation { continuation in
+            Thread.detachNewThread {
+                do {
+                    let process = Process()
+                    process.executableURL = URL(fileURLWithPath: writer)
+                    process.arguments = ["directory-writer", root]
+                    let output = Pipe()
+                    process.standardOutput = output
+                    process.standardError = FileHandle.nullDevice
+                    try process.run()
+                    var received = Data()
+                    while received.filter({ $0 == UInt8(ascii: "\n") }).count < afterGenerations {
+                        let chunk = output.fileHandleForReading.availableData
+                        if chunk.isEmpty { break }
+                        received += chunk
+                    }
+                    usleep(extraMicroseconds)
+                    kill(process.processIdentifier, SIGKILL)
+                    process.waitUntilExit()
+                    received += output.fileHandleForReading.readDataToEndOfFile()
+                    let lines = String(decoding: received, as: UTF8.self).split(separator: "\n")
+                    let last = lines.last { $0.hasPrefix("generation ") }.flatMap { Int($0.dropFirst(11)) } ?? 0
+                    continuation.resume(returning: last)
+                } catch {
+                    continuation.resume(throwing: error)
+                }
+            }
+        }
+    }
+}
+
+extension Result {
+    fileprivate var failure: Failure? {
+        if case .failure(let error) = self { return error }
+        return nil
+    }
+}

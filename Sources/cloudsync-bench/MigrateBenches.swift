@@ -1,0 +1,125 @@
+import CloudSync
+import CloudSyncHTTP
+import CloudSyncLocal
+import CloudSyncS3
+import Foundation
+
+/// Files in a migrate benchmark's source: `CLOUDSYNC_BENCH_FILES` when set (for a quick look), else `standard`.
+private func fileCount(_ standard: Int) -> Int {
+    ProcessInfo.processInfo.environment["CLOUDSYNC_BENCH_FILES"].flatMap(Int.init) ?? standard
+}
+
+/// A directory provider holding `count` keys of 1 KB under `root`, written in batches of 100.
+private func sourceTree(_ root: String, count: Int) async throws -> DirectoryProvider {
+    let source = try DirectoryProvider(id: "files", root: root)
+    let kilobyte = String(repeating: "k", count: 1024)
+    let keys = (0..<count).map { String(format: "settings.item.%06d", $0) }
+    for start in stride(from: 0, to: count, by: 100) {
+        _ = try await source.set(keys[start..<min(start + 100, count)].map { KeyValue($0, kilobyte) })
+    }
+    return source
+}
+
+/// A directory → directory migrate through the store (durable: every batch synced before it counts) beside
+/// `rclone copy` of the same tree, which does not fsync at all.
+func benchDirectoryMigrate(_ context: BenchContext) async throws -> [BenchRow] {
+    guard context.has("rclone") else {
+        print("directory migrate: skipped (needs rclone: apt-get install rclone)")
+        return []
+    }
+    let count = fileCount(100_000)
+    let files = try context.directory("migrate-source")
+    let source = try await sourceTree(files, count: count)
+    var options = StoreOptions()
+    options.timeout = nil
+    var store: CloudStore?
+    let destination = "\(context.scratch.path)/migrate-destination"
+    let ours = try await context.medianSeconds(
+        prepare: { _ in
+            try context.shell("rm -rf '\(destination)'")
+            store = try CloudStore(
+                providers: [source, try DirectoryProvider(id: "copy", root: destination)], options: options)
+        },
+        measure: { _ in
+            let migrated = try await StoreMaintenance(store!).migrate(from: "files", to: "copy").copied.count
+            guard migrated == count else { fatalError("migrated \(migrated) of \(count)") }
+        })
+    let copy = "\(context.scratch.path)/rclone-destination"
+    let peer = try await context.medianSeconds(
+        prepare: { _ in try context.shell("rm -rf '\(copy)'") },
+        measure: { _ in
+            try context.shell("RCLONE_CONFIG=/dev/null rclone copy '\(files)' '\(copy)'")
+        })
+    try context.shell("rm -rf '\(destination)' '\(copy)' '\(files)'")
+    return [
+        BenchRow(
+            measure: "migrate \(count.formatted()) × 1 KB directory → directory", unit: "s", ours: ours,
+            peerName: "rclone copy", peer: peer, target: .atMost(0.7), runs: context.runs)
+    ]
+}
+
+/// A migrate of 2,000 files of 1 KB from a directory to a bucket of moto's S3 server on loopback, beside `rclone
+/// copy` of the same files to another bucket of the same server; each run writes to fresh buckets.
+func benchS3Migrate(_ context: BenchContext) async throws -> [BenchRow] {
+    let python = FileManager.default.currentDirectoryPath + "/.build/pyenv/bin/python3"
+    guard FileManager.default.isExecutableFile(atPath: python), context.has("rclone") else {
+        print("s3 migrate: skipped (needs .build/pyenv from scripts/python-env.sh and Debian's rclone)")
+        return []
+    }
+    let moto = Process()
+    moto.executableURL = URL(fileURLWithPath: python)
+    moto.arguments =
+        ["scripts/moto_s3.py"] + (0..<context.runs).flatMap { ["bench-cloudsync-\($0)", "bench-rclone-\($0)"] }
+    let input = Pipe()
+    let output = Pipe()
+    moto.standardInput = input
+    moto.standardOutput = output
+    moto.standardError = FileHandle.nullDevice
+    try moto.run()
+    defer {
+        try? input.fileHandleForWriting.close()
+        moto.waitUntilExit()
+    }
+    var line = Data()
+    while let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) {
+        line += byte
+    }
+    guard let port = Int(String(decoding: line, as: UTF8.self)) else { fatalError("moto did not start") }
+    let endpoint = URL(string: "http://127.0.0.1:\(port)")!
+
+    let count = 2000
+    let files = try context.directory("s3-source")
+    let source = try await sourceTree(files, count: count)
+    var options = StoreOptions()
+    options.timeout = nil
+    var store: CloudStore?
+    let ours = try await context.medianSeconds(
+        prepare: { run in
+            let bucket = S3Provider(
+                location: S3Location(
+                    endpoint: endpoint, bucket: "bench-cloudsync-\(run)", region: "us-east-1", pathStyle: true),
+                credentials: S3Credentials(accessKeyID: "bench", secretAccessKey: "bench"),
+                transport: URLSessionTransport(maxConcurrency: 16), context: ProviderContext(providerID: "bucket"))
+            store = try CloudStore(providers: [source, bucket], options: options)
+        },
+        measure: { _ in
+            let migrated = try await StoreMaintenance(store!).migrate(from: "files", to: "bucket").copied.count
+            guard migrated == count else { fatalError("migrated \(migrated) of \(count)") }
+        })
+    let environment = [
+        "RCLONE_CONFIG_MOTO_TYPE": "s3", "RCLONE_CONFIG_MOTO_PROVIDER": "Other",
+        "RCLONE_CONFIG_MOTO_ENDPOINT": endpoint.absoluteString, "RCLONE_CONFIG_MOTO_FORCE_PATH_STYLE": "true",
+        "RCLONE_CONFIG_MOTO_ACCESS_KEY_ID": "bench", "RCLONE_CONFIG_MOTO_SECRET_ACCESS_KEY": "bench",
+        "RCLONE_CONFIG_MOTO_REGION": "us-east-1", "RCLONE_CONFIG": "/dev/null",
+    ]
+    let exports = environment.map { "\($0.key)='\($0.value)'" }.joined(separator: " ")
+    let peer = try await context.medianSeconds { run in
+        try context.shell(
+            "env -u AWS_CA_BUNDLE \(exports) rclone copy --transfers 16 '\(files)' moto:bench-rclone-\(run)")
+    }
+    return [
+        BenchRow(
+            measure: "migrate 2,000 × 1 KB directory → S3 (moto)", unit: "s", ours: ours, peerName: "rclone copy",
+            peer: peer, target: .atMost(1.0), runs: context.runs)
+    ]
+}

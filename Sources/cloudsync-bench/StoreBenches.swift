@@ -1,0 +1,121 @@
+import CloudSync
+import CloudSyncLocal
+import CloudSyncSQLite
+import CloudSyncTesting
+import Foundation
+
+/// 100,000 keys of 100 bytes through the store on the sqlite provider (batches of 1,000), beside the `sqlite3` shell
+/// inserting and reading the same rows in one transaction.
+func benchSQLiteStore(_ context: BenchContext) async throws -> [BenchRow] {
+    guard context.has("sqlite3") else {
+        print("sqlite provider: skipped (needs the sqlite3 shell: apt-get install sqlite3)")
+        return []
+    }
+    let count = 100_000
+    let value = String(repeating: "v", count: 100)
+    let keys = (0..<count).map { String(format: "settings.item.%06d", $0) }
+    let directory = try context.directory("sqlite-store")
+    var options = StoreOptions()
+    options.timeout = nil
+    var store: CloudStore?
+    let storeSet = try await context.medianSeconds(
+        prepare: { run in
+            store = try CloudStore(
+                providers: [try SQLiteProvider(path: "\(directory)/store-\(run).db")], options: options)
+        },
+        measure: { _ in
+            for start in stride(from: 0, to: count, by: 1000) {
+                _ = try await store!.multiSet(keys[start..<start + 1000].map { KeyValue($0, value) })
+            }
+        })
+    let storeGet = try await context.medianSeconds { _ in
+        for start in stride(from: 0, to: count, by: 1000) {
+            let values = try await store!.multiGet(Array(keys[start..<start + 1000]))
+            guard values.allSatisfy({ $0?.utf8.count == 100 }) else { fatalError("missing values") }
+        }
+    }
+    let insertScript = "\(directory)/insert.sql"
+    let selectScript = "\(directory)/select.sql"
+    try
+        ("PRAGMA journal_mode=WAL;\nCREATE TABLE kv (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL, "
+        + "updated_at_ms INTEGER NOT NULL) WITHOUT ROWID;\nBEGIN;\n"
+        + keys.map { "INSERT INTO kv VALUES ('\($0)', '\(value)', 0);" }.joined(separator: "\n") + "\nCOMMIT;\n")
+        .write(toFile: insertScript, atomically: true, encoding: .utf8)
+    try ("BEGIN;\n" + keys.map { "SELECT value FROM kv WHERE key = '\($0)';" }.joined(separator: "\n") + "\nCOMMIT;\n")
+        .write(toFile: selectScript, atomically: true, encoding: .utf8)
+    var shellDatabase = ""
+    let shellSet = try await context.medianSeconds(
+        prepare: { run in shellDatabase = "\(directory)/shell-\(run).db" },
+        measure: { _ in try context.shell("sqlite3 '\(shellDatabase)' < '\(insertScript)'") })
+    let shellGet = try await context.medianSeconds { _ in
+        try context.shell("sqlite3 '\(shellDatabase)' < '\(selectScript)'")
+    }
+    return [
+        BenchRow(
+            measure: "store on SQLite: set 100,000 × 100 B", unit: "s", ours: storeSet, peerName: "sqlite3 shell",
+            peer: shellSet, target: .atMost(1.0), runs: context.runs),
+        BenchRow(
+            measure: "store on SQLite: get 100,000 × 100 B", unit: "s", ours: storeGet, peerName: "sqlite3 shell",
+            peer: shellGet, target: .atMost(1.0), runs: context.runs),
+    ]
+}
+
+/// The cost of one durable enqueue (a write queued through the store against an offline provider, on disk with fsync
+/// before the call returns) with 100 and 10,000 entries already queued, beside the same single-row insert done
+/// directly with SQLite at the same durability (WAL, synchronous = FULL).
+func benchOutbox(_ context: BenchContext) async throws -> [BenchRow] {
+    let directory = try context.directory("outbox")
+    let value = String(repeating: "v", count: 100)
+    let samples = 200
+    var rows: [BenchRow] = []
+    for preloaded in [100, 10_000] {
+        var store: CloudStore?
+        let ours = try await context.medianSeconds(
+            prepare: { run in
+                let path = "\(directory)/outbox-\(preloaded)-\(run).db"
+                _ = try SQLiteOutboxStorage(path: path)  // creates the schema
+                try await SQLiteDatabase(path: path).write { db in
+                    let insert = try db.prepare(
+                        """
+                        INSERT INTO outbox (id, key, provider, operation, value, attempts, next_attempt_at_ms,
+                            enqueued_at_ms, last_error_code) VALUES (?, ?, 'offline', 'set', ?, 1, 0, 0, 'ERR_OFFLINE')
+                        """)
+                    for index in 0..<preloaded { try insert.bind(index + 1, "preloaded.\(index)", value).run() }
+                } as Void
+                let provider = FaultInjectingProvider(id: "offline")
+                provider.fail(.set, with: CloudSyncError(.offline, "benchmark"))
+                var options = StoreOptions()
+                options.outbox = try Outbox(
+                    storage: SQLiteOutboxStorage(path: path), limits: Outbox.Limits(maxEntries: 1_000_000))
+                store = try CloudStore(providers: [provider], options: options)
+            },
+            measure: { _ in
+                for index in 0..<samples { try await store!.set(value, forKey: "bench.\(index)") }
+            })
+        var database: SQLiteDatabase?
+        let direct = try await context.medianSeconds(
+            prepare: { run in
+                database = try SQLiteDatabase(
+                    path: "\(directory)/direct-\(preloaded)-\(run).db", options: .init(durability: .powerLossSafe))
+                try database!.write { db in
+                    try db.executeScript(
+                        "CREATE TABLE t (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, value TEXT)")
+                    let insert = try db.prepare("INSERT INTO t (key, value) VALUES (?, ?)")
+                    for index in 0..<preloaded { try insert.bind("preloaded.\(index)", value).run() }
+                }
+            },
+            measure: { _ in
+                for index in 0..<samples {
+                    try database!.write { db in
+                        try db.execute("INSERT INTO t (key, value) VALUES (?, ?)", "bench.\(index)", value)
+                    }
+                }
+            })
+        rows.append(
+            BenchRow(
+                measure: "durable outbox enqueue, \(preloaded) queued (mean of \(samples))", unit: "µs",
+                ours: ours * 1e6 / Double(samples), peerName: "SQLite insert", peer: direct * 1e6 / Double(samples),
+                target: .atMost(1.2), runs: context.runs))
+    }
+    return rows
+}
