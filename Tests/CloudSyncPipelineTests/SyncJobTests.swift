@@ -92,6 +92,7 @@ private struct SyncBench {
     var maxDeletes = "\"50%\""
     var resolver = ""
     var reversed: Set<String> = []
+    var incremental = false
 
     init(providers: [String] = ["a", "b"]) throws {
         directory = try TemporaryDirectory()
@@ -113,7 +114,7 @@ private struct SyncBench {
               providers: [\(providers.joined(separator: ", "))]
             \(resolver.isEmpty ? "" : "  resolver: \(resolver)")
             jobs:
-              - { type: sync, name: nightly, deletes: \(deletes), maxDeletes: \(maxDeletes) }
+              - { type: sync, name: nightly, deletes: \(deletes), maxDeletes: \(maxDeletes), incremental: \(incremental) }
             report: { path: report.json }
             """
     }
@@ -139,6 +140,12 @@ private struct SyncBench {
         if !sets.isEmpty { _ = try await provider.set(sets) }
         if !removes.isEmpty { _ = try await provider.remove(removes) }
         await provider.close()
+    }
+
+    /// The job's snapshot rows, as text, in key order.
+    func snapshot() throws -> [String] {
+        let state = try StateDatabase(path: directory.file(".cloudsync/syncing/state.db"), readOnly: true)
+        return try state.snapshotRows(of: "nightly", after: nil, limit: 1_000_000).map { "\($0.key) \($0.fingerprint.text)" }
     }
 
     /// Everything one provider holds.
@@ -362,6 +369,110 @@ private struct SyncBench {
                 #expect(try await bench.contents(id) == held[id]!, "round \(round), provider \(id)")
             }
         }
+    }
+
+    /// The same random histories on two copies, one synced with `incremental: true` and one in full: after every run
+    /// both hold the same keys and values on every provider and the same snapshot.
+    @Test(arguments: [3, 11, 29])
+    func incrementalRunsEqualFullRunsOverRandomHistories(seed: UInt64) async throws {
+        var full = try SyncBench(providers: ["a", "b", "c"])
+        var incremental = try SyncBench(providers: ["a", "b", "c"])
+        incremental.incremental = true
+        full.maxDeletes = "\"100%\""
+        incremental.maxDeletes = "\"100%\""
+        full.reversed = ["c"]
+        incremental.reversed = ["c"]
+        var random = SeededRandom(seed: seed)
+        let pool = (0..<40).map { "key\($0)" }
+        var incrementalRounds = 0
+        for round in 0..<16 {
+            for _ in 0..<Int.random(in: 0...8, using: &random) {
+                let provider = ["a", "b", "c"].randomElement(using: &random)!
+                let key = pool.randomElement(using: &random)!
+                let value: String? = Int.random(in: 0..<3, using: &random) == 0 ? nil : "v\(Int.random(in: 0..<4, using: &random))"
+                try await full.edit(provider, [key: value])
+                try await incremental.edit(provider, [key: value])
+            }
+            let down: Set<String> = Int.random(in: 0..<5, using: &random) == 0 ? ["b"] : []
+            full.down = down
+            incremental.down = down
+            let fullJob = try await full.run()
+            let incrementalJob = try await incremental.run()
+            #expect(fullJob.status == .ok && incrementalJob.status == .ok, "round \(round)")
+            #expect(fullJob.counts["deleted"] == incrementalJob.counts["deleted"], "round \(round)")
+            #expect(fullJob.sync?.modes == nil)
+            let modes = try #require(incrementalJob.sync?.modes)
+            if round == 0 { #expect(Set(modes.values) == ["full"]) }
+            if Set(modes.values) == ["incremental"] { incrementalRounds += 1 }
+            for id in ["a", "b", "c"] {
+                #expect(try await full.contents(id) == incremental.contents(id), "round \(round), provider \(id)")
+            }
+            #expect(try full.snapshot() == incremental.snapshot(), "round \(round)")
+        }
+        #expect(incrementalRounds >= 8, "most rounds read only the change feeds")
+    }
+
+    @Test func anIncrementalRunReadsOnlyTheChangedKeys() async throws {
+        var bench = try SyncBench()
+        bench.incremental = true
+        try await bench.edit("a", Dictionary(uniqueKeysWithValues: (0..<300).map { ("k\($0)", "v") }))
+        #expect(try await bench.run().counts["keys"] == 300)
+        // The first run's own writes are in b's feed once; from then on only what changed.
+        _ = try await bench.run()
+        try await bench.edit("a", ["k1": "new", "k2": nil])
+        try await bench.edit("b", ["fresh": "f"])
+        let job = try await bench.run()
+        #expect(job.sync?.modes == ["a": "incremental", "b": "incremental"])
+        #expect(job.sync?.fullBecause == [:])
+        #expect(job.counts["keys"] == 3 && job.counts["repaired"] == 2 && job.counts["deleted"] == 1)
+        #expect(try await bench.contents("b")["k1"] == "new")
+        #expect(try await bench.contents("b")["k2"] == nil)
+        #expect(try await bench.contents("a")["fresh"] == "f")
+    }
+
+    @Test func aRefusedCursorFallsBackToAFullComparisonForThatProvider() async throws {
+        var bench = try SyncBench()
+        bench.incremental = true
+        try await bench.edit("a", ["one": "1", "two": "2", "three": "3"])
+        _ = try await bench.run()
+        _ = try await bench.run()
+        // a's database is replaced by another file holding the same keys but one: its cursor names the old file.
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: bench.path("a") + suffix) }
+        try await bench.edit("a", ["one": "1", "three": "3 edited"])
+        let job = try await bench.run()
+        #expect(job.status == .ok)
+        #expect(job.sync?.modes == ["a": "full", "b": "incremental"])
+        #expect(job.sync?.fullBecause?["a"]?.contains("another database") == true)
+        #expect(job.counts["deleted"] == 1)
+        #expect(try await bench.contents("b") == ["one": "1", "three": "3 edited"])
+        // That run left a fresh cursor for a.
+        #expect(try await bench.run().sync?.modes == ["a": "incremental", "b": "incremental"])
+    }
+
+    @Test func aProviderWithoutAFeedIsComparedInFullAndSaysWhy() async throws {
+        let directory = try TemporaryDirectory()
+        let source = """
+            version: 1
+            name: mixed
+            providers:
+              db: { type: sqlite, path: data/db.db, create: true }
+              files: { type: directory, path: data/files, create: true }
+            store: { providers: [db, files] }
+            jobs:
+              - { type: sync, name: both, incremental: true }
+            """
+        func run() async throws -> RunReport.Job {
+            let spec = try PipelineLoader.load(
+                source: source, file: "p.yaml", directory: directory.path, registry: BuiltInProviders.registry,
+                environment: [:])
+            return try await PipelineRunner(try PipelineCompiler.compile(spec, environment: [:]), options: RunOptions())
+                .run().report.jobs[0]
+        }
+        _ = try await run()
+        let job = try await run()
+        #expect(job.status == .ok, "\(String(describing: job.error))")
+        #expect(job.sync?.modes == ["db": "incremental", "files": "full"])
+        #expect(job.sync?.fullBecause?["files"] == "it offers no change feed")
     }
 }
 
