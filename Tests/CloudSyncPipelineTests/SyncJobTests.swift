@@ -145,7 +145,9 @@ private struct SyncBench {
     /// The job's snapshot rows, as text, in key order.
     func snapshot() throws -> [String] {
         let state = try StateDatabase(path: directory.file(".cloudsync/syncing/state.db"), readOnly: true)
-        return try state.snapshotRows(of: "nightly", after: nil, limit: 1_000_000).map { "\($0.key) \($0.fingerprint.text)" }
+        return try state.snapshotRows(of: "nightly", after: nil, limit: 1_000_000).map {
+            "\($0.key) \($0.fingerprint.text)"
+        }
     }
 
     /// Everything one provider holds.
@@ -389,7 +391,8 @@ private struct SyncBench {
             for _ in 0..<Int.random(in: 0...8, using: &random) {
                 let provider = ["a", "b", "c"].randomElement(using: &random)!
                 let key = pool.randomElement(using: &random)!
-                let value: String? = Int.random(in: 0..<3, using: &random) == 0 ? nil : "v\(Int.random(in: 0..<4, using: &random))"
+                let value: String? =
+                    Int.random(in: 0..<3, using: &random) == 0 ? nil : "v\(Int.random(in: 0..<4, using: &random))"
                 try await full.edit(provider, [key: value])
                 try await incremental.edit(provider, [key: value])
             }
