@@ -173,6 +173,15 @@ final class OrderedKeys {
         }
     }
 
+    /// Forgets a failed feed read, so the provider can be listed in full instead.
+    func clearError() {
+        error = nil
+        finished = false
+        spill = nil
+        buffer = []
+        index = 0
+    }
+
     private func fail(_ error: CloudSyncError) {
         self.error = error
         finished = true
@@ -295,8 +304,9 @@ extension JobExecutor {
                     case .expired(let reason):
                         fullBecause[id] = "its cursor was refused: \(reason)"
                     case .failed:
-                        unlisted[id] = source.error
-                        continue
+                        // A provider that is really down fails its listing next, and is left out then.
+                        fullBecause[id] = "its change feed failed: \(source.error?.message ?? "")"
+                        source.clearError()
                     }
                 }
                 // The feed's position before the listing: whatever changes from here on, the next run reads.
