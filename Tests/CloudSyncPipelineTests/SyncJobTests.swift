@@ -16,6 +16,7 @@ struct SwitchableProviderFactory: ProviderFactory {
         var path: String
         var down: Bool
         var reversed: Bool
+        var refuses: String
     }
 
     var type: String { "switchable" }
@@ -25,13 +26,14 @@ struct SwitchableProviderFactory: ProviderFactory {
             ProviderField("path", .path, required: true, summary: "the database"),
             ProviderField("down", .boolean, defaultValue: "false", summary: "unavailable, as if not mounted"),
             ProviderField("reversed", .boolean, defaultValue: "false", summary: "lists in reverse key order"),
+            ProviderField("refuses", .text, defaultValue: "", summary: "a key whose writes fail"),
         ]
     }
 
     func configuration(from values: ProviderFieldValues) throws(ProviderConfigurationError) -> Configuration {
         Configuration(
             path: values.text("path") ?? "", down: values.boolean("down") ?? false,
-            reversed: values.boolean("reversed") ?? false)
+            reversed: values.boolean("reversed") ?? false, refuses: values.text("refuses") ?? "")
     }
 
     func capabilities(of configuration: Configuration) -> ProviderCapabilities {
@@ -43,7 +45,7 @@ struct SwitchableProviderFactory: ProviderFactory {
     func make(_ configuration: Configuration, context: ProviderContext) throws(CloudSyncError) -> any Provider {
         SwitchableProvider(
             wrapped: try SQLiteProvider(id: context.providerID, path: configuration.path, metrics: context.metrics),
-            down: configuration.down, reversed: configuration.reversed)
+            down: configuration.down, reversed: configuration.reversed, refuses: configuration.refuses)
     }
 }
 
@@ -51,6 +53,7 @@ struct SwitchableProvider: ForwardingProvider {
     let wrapped: any Provider
     let down: Bool
     let reversed: Bool
+    let refuses: String
 
     var capabilities: ProviderCapabilities {
         var capabilities = wrapped.capabilities
@@ -64,6 +67,15 @@ struct SwitchableProvider: ForwardingProvider {
     func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
         if down { throw CloudSyncError(.offline, "switched off", provider: id) }
         return try await wrapped.get(keys)
+    }
+    func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
+        let accepted = items.filter { $0.key != refuses }
+        var results = try await wrapped.set(accepted).makeIterator()
+        return items.map { item in
+            item.key == refuses
+                ? .failure(CloudSyncError(.provider, "the test refuses this key", provider: id, key: item.key))
+                : results.next() ?? .success(())
+        }
     }
     func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
         if down { throw CloudSyncError(.offline, "switched off", provider: id) }
@@ -93,6 +105,7 @@ private struct SyncBench {
     var resolver = ""
     var reversed: Set<String> = []
     var incremental = false
+    var refuses: [String: String] = [:]
 
     init(providers: [String] = ["a", "b"]) throws {
         directory = try TemporaryDirectory()
@@ -103,7 +116,7 @@ private struct SyncBench {
 
     var source: String {
         let lines = providers.map {
-            "  \($0): { type: switchable, path: data/\($0).db, down: \(down.contains($0)), reversed: \(reversed.contains($0)) }"
+            "  \($0): { type: switchable, path: data/\($0).db, down: \(down.contains($0)), reversed: \(reversed.contains($0)), refuses: '\(refuses[$0] ?? "")' }"
         }
         return """
             version: 1
@@ -431,6 +444,24 @@ private struct SyncBench {
         #expect(try await bench.contents("b")["k1"] == "new")
         #expect(try await bench.contents("b")["k2"] == nil)
         #expect(try await bench.contents("a")["fresh"] == "f")
+    }
+
+    @Test func aRunThatLeavesAFailureBehindKeepsTheLastCleanRunsCursors() async throws {
+        var bench = try SyncBench()
+        bench.incremental = true
+        try await bench.edit("a", ["one": "1", "two": "2"])
+        _ = try await bench.run()
+        _ = try await bench.run()
+        try await bench.edit("a", ["one": "edited", "two": "edited"])
+        bench.refuses = ["b": "one"]
+        let failed = try await bench.run()
+        #expect(failed.status == .failed && failed.counts["failed"] == 1 && failed.counts["repaired"] == 1)
+        // The next run reads the feeds from before the failed run, so it still sees the edit b did not take.
+        bench.refuses = [:]
+        let next = try await bench.run()
+        #expect(next.sync?.modes == ["a": "incremental", "b": "incremental"])
+        #expect(next.counts["repaired"] == 1)
+        #expect(try await bench.contents("b") == ["one": "edited", "two": "edited"])
     }
 
     @Test func aRefusedCursorFallsBackToAFullComparisonForThatProvider() async throws {
