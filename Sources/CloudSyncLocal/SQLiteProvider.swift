@@ -133,9 +133,10 @@ public final class SQLiteProvider: Provider {
             ? String(cString: strerror(Int32(nsError.code))) : nsError.localizedDescription
     }
 
-    /// What a new, empty CloudSync database uses (four 4 KiB pages: the schema, the migrations table and its index,
-    /// the `kv` table), so the smallest `maxBytes` that lets anything be written is above it.
-    public static let emptyDatabaseBytes: Int64 = 16_384
+    /// What a new, empty CloudSync database uses (seven 4 KiB pages: the schema, the migrations table and its index,
+    /// the `kv` table, the change log, the feed's row and SQLite's sequence table), so the smallest `maxBytes` that
+    /// lets anything be written is above it.
+    public static let emptyDatabaseBytes: Int64 = 28_672
 
     /// Tables that are neither SQLite's nor CloudSync's (`kv`, `cloudsync_migrations` and the change feed's).
     static func foreignTables(_ db: SQLiteConnection) throws -> [String] {

@@ -346,7 +346,8 @@ extension JobExecutor {
         var conflicts: [RunReport.Conflict] = []
         var deletionCount = 0
         var deletionKeys: [String] = []
-        var snapshotKeys = 0
+        // maxDeletes counts against the keys the last sync left, as a full run's merge counts them.
+        var snapshotKeys = changedOnly ? (try state?.snapshotCount(of: job) ?? 0) : 0
         var unknown = Set(unlisted.keys)
         // Snapshot rows and deletions wait here for a few pages and commit together: each commit of the state
         // database costs fsyncs. The providers' writes always land before the rows that describe them.
@@ -430,7 +431,6 @@ extension JobExecutor {
         }
         if !batch.isEmpty, !options.interrupt.isRaised { try await process(batch) }
         try commit()
-        if changedOnly { snapshotKeys = try state?.snapshotCount(of: job) ?? 0 }
 
         entry.sync = RunReport.SyncDetails(
             firstRun: firstRun, deletes: deletes.rawValue, maxDeletes: maxDeletes.description,
