@@ -103,21 +103,14 @@ final class OrderedKeys {
         case failed
     }
 
-    /// Reads `provider`'s change feed from `cursor` to its end into a temporary table, so its changed keys come back
-    /// in bytewise order, each once.
-    func spillChanges(from provider: any Provider, since cursor: String, pageSize: Int) async -> FeedOutcome {
+    /// Reads the provider's change feed (through the store, under its deadline) from `cursor` to its end into a
+    /// temporary table, so its changed keys come back in bytewise order, each once.
+    func spillChanges(from store: CloudStore, since cursor: String, pageSize: Int) async -> FeedOutcome {
         do throws(CloudSyncError) {
             let spill = try KeySpill()
             var cursor = cursor
             while true {
-                let answer: ChangeFeedAnswer
-                do {
-                    answer = try await provider.changes(since: cursor, limit: pageSize)
-                } catch {
-                    throw CloudSyncError(
-                        .provider, "its change feed failed: \(error)", provider: id)
-                }
-                switch answer {
+                switch try await store.changes(of: id, since: cursor, limit: pageSize) {
                 case .expired(let reason): return .expired(reason)
                 case .changes(let page):
                     try spill.add(page.changes.map(\.key))
@@ -295,7 +288,7 @@ extension JobExecutor {
             let source = OrderedKeys(id: id)
             if incremental {
                 if let stored = storedCursors[id] {
-                    switch await source.spillChanges(from: provider, since: stored, pageSize: pageSize) {
+                    switch await source.spillChanges(from: store, since: stored, pageSize: pageSize) {
                     case .read(let cursor):
                         modes[id] = "incremental"
                         newCursors[id] = cursor
@@ -311,11 +304,11 @@ extension JobExecutor {
                 }
                 // The feed's position before the listing: whatever changes from here on, the next run reads.
                 let cursor: String?
-                do {
-                    cursor = try await provider.changeFeedCursor()
+                do throws(CloudSyncError) {
+                    cursor = try await store.changeFeedCursor(of: id)
                 } catch {
                     cursor = nil
-                    fullBecause[id] = "its change feed failed: \(error)"
+                    fullBecause[id] = "its change feed failed: \(error.message)"
                 }
                 if let cursor { newCursors[id] = cursor }
                 if fullBecause[id] == nil {
