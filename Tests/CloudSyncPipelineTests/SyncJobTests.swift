@@ -508,6 +508,79 @@ private struct SyncBench {
         #expect(job.sync?.modes == ["db": "incremental", "files": "full"])
         #expect(job.sync?.fullBecause?["files"] == "it offers no change feed")
     }
+
+    /// A SQLite database read from its feed beside a directory listed in full (it offers no feed), over random
+    /// histories: the same contents as two full syncs of the same edits, removals in the directory included.
+    @Test(arguments: [5, 17, 23])
+    func aMixedRunEqualsAFullRunOverRandomHistories(seed: UInt64) async throws {
+        let copies = [try TemporaryDirectory(), try TemporaryDirectory()]
+        func source(_ incremental: Bool) -> String {
+            """
+            version: 1
+            name: mixed
+            providers:
+              db: { type: sqlite, path: data/db.db, create: true }
+              files: { type: directory, path: data/files, create: true }
+            store: { providers: [db, files] }
+            jobs:
+              - { type: sync, name: both, incremental: \(incremental), maxDeletes: "100%" }
+            """
+        }
+        func run(_ copy: Int) async throws -> RunReport.Job {
+            let spec = try PipelineLoader.load(
+                source: source(copy == 1), file: "p.yaml", directory: copies[copy].path,
+                registry: BuiltInProviders.registry, environment: [:])
+            return try await PipelineRunner(try PipelineCompiler.compile(spec, environment: [:]), options: RunOptions())
+                .run().report.jobs[0]
+        }
+        func provider(_ copy: Int, _ id: String) throws -> any Provider {
+            id == "db"
+                ? try SQLiteProvider(id: id, path: copies[copy].file("data/db.db"))
+                : try DirectoryProvider(id: id, root: copies[copy].file("data/files"))
+        }
+        func contents(_ copy: Int, _ id: String) async throws -> [String: String] {
+            let provider = try provider(copy, id)
+            var keys: [String] = []
+            var cursor: String?
+            repeat {
+                let page = try await provider.listKeys(after: cursor, limit: 100)
+                keys += page.keys
+                cursor = page.nextCursor
+            } while cursor != nil
+            var items: [String: String] = [:]
+            for (key, result) in zip(keys, try await provider.get(keys)) { items[key] = try result.get() }
+            await provider.close()
+            return items
+        }
+        var random = SeededRandom(seed: seed)
+        let pool = (0..<30).map { "key\($0)" }
+        for copy in 0..<2 { _ = try await run(copy) }
+        for round in 0..<20 {
+            for _ in 0..<Int.random(in: 0...8, using: &random) {
+                let id = Bool.random(using: &random) ? "db" : "files"
+                let key = pool.randomElement(using: &random)!
+                let value: String? =
+                    Int.random(in: 0..<3, using: &random) == 0 ? nil : "v\(Int.random(in: 0..<4, using: &random))"
+                for copy in 0..<2 {
+                    let provider = try provider(copy, id)
+                    if let value {
+                        _ = try await provider.set([KeyValue(key, value)])
+                    } else {
+                        _ = try await provider.remove([key])
+                    }
+                    await provider.close()
+                }
+            }
+            let full = try await run(0)
+            let mixed = try await run(1)
+            #expect(full.status == .ok && mixed.status == .ok, "round \(round)")
+            #expect(mixed.sync?.modes == ["db": "incremental", "files": "full"], "round \(round)")
+            #expect(full.counts["deleted"] == mixed.counts["deleted"], "round \(round)")
+            for id in ["db", "files"] {
+                #expect(try await contents(0, id) == contents(1, id), "round \(round), provider \(id)")
+            }
+        }
+    }
 }
 
 /// SplitMix64: the same numbers for the same seed on every platform.
