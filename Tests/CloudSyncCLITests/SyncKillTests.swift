@@ -67,7 +67,8 @@ import Testing
     @Test func anIncrementalSyncKilledMidRunIsFinishedByTheNextIncrementalRun() async throws {
         let executable = try ProcessRunner.builtProduct("cloudsync")
         let directory = try TemporaryDirectory()
-        let count = 20_000
+        // Enough keys that the run is still going when the watcher, polling a fresh connection, sees it under way.
+        let count = 60_000
         let source = try SQLiteProvider(id: "src", path: directory.file("data/src.db"))
         _ = try await source.set((0..<count).map { KeyValue("k\($0)", "v\($0)") })
         await source.close()
