@@ -18,6 +18,20 @@ extension CloudStore {
         return try await dispatcher(for: provider).call { try await $0.listKeys(after: cursor, limit: limit) }
     }
 
+    /// Where one provider's change feed stands now, under the store's deadline; nil when it offers none.
+    public func changeFeedCursor(of providerID: String) async throws(CloudSyncError) -> String? {
+        try await dispatcher(for: try provider(withID: providerID)).call { try await $0.changeFeedCursor() }
+    }
+
+    /// One page of one provider's change feed after `cursor`, under the store's deadline.
+    public func changes(of providerID: String, since cursor: String, limit: Int) async throws(CloudSyncError)
+        -> ChangeFeedAnswer
+    {
+        try await dispatcher(for: try provider(withID: providerID)).call {
+            try await $0.changes(since: cursor, limit: limit)
+        }
+    }
+
     /// Removes keys from one provider only, bypassing the write mode, in batches of its limit; one result per key.
     public func remove(_ keys: [String], from providerID: String) async throws(CloudSyncError)
         -> [Result<Void, CloudSyncError>]

@@ -31,6 +31,12 @@ extension ForwardingProvider {
     public func quota() async throws -> ProviderQuota? { try await wrapped.quota() }
     /// The wrapped provider's count of keys.
     public func keyCount() async throws -> Int? { try await wrapped.keyCount() }
+    /// The wrapped provider's change-feed position.
+    public func changeFeedCursor() async throws -> String? { try await wrapped.changeFeedCursor() }
+    /// The wrapped provider's changes since `cursor`.
+    public func changes(since cursor: String, limit: Int) async throws -> ChangeFeedAnswer {
+        try await wrapped.changes(since: cursor, limit: limit)
+    }
     /// Subscribes to the wrapped provider's account events.
     public func subscribeToAccountChanges(_ handler: @escaping @Sendable (AccountEvent) -> Void)
         -> ProviderSubscription?

@@ -1,3 +1,5 @@
+import Foundation
+
 /// A provider that keeps values in process memory: the `memory` provider type, dry runs, and tests.
 public final class MemoryProvider: Provider {
     private struct Contents {
@@ -5,6 +7,26 @@ public final class MemoryProvider: Provider {
         /// Every key, sorted, so listing pages are a binary search and a slice.
         var sortedKeys: [String] = []
         var usedBytes: Int64 = 0
+        /// The change feed: (sequence number, key, removed), oldest first, at most `changeLogLimit` entries.
+        var changeLog: [(sequence: Int, change: KeyChange)] = []
+        var changeLogStart = 0
+        var lastSequence = 0
+        /// The newest sequence number pruned from the log: a cursor before it is expired.
+        var prunedThrough = 0
+        var changeLogLimit = 100_000
+
+        mutating func logChange(_ key: String, removed: Bool) {
+            lastSequence += 1
+            changeLog.append((lastSequence, KeyChange(key: key, removed: removed)))
+            if changeLog.count - changeLogStart > changeLogLimit {
+                prunedThrough = changeLog[changeLogStart].sequence
+                changeLogStart += 1
+                if changeLogStart > changeLogLimit {
+                    changeLog.removeFirst(changeLogStart)
+                    changeLogStart = 0
+                }
+            }
+        }
 
         func insertionIndex(of key: String) -> Int {
             var low = 0
@@ -17,6 +39,7 @@ public final class MemoryProvider: Provider {
         }
 
         mutating func store(_ value: String, forKey key: String) {
+            logChange(key, removed: false)
             if let old = values.updateValue(value, forKey: key) {
                 usedBytes -= Int64(old.utf8.count)
             } else {
@@ -28,6 +51,7 @@ public final class MemoryProvider: Provider {
 
         mutating func remove(_ key: String) {
             guard let old = values.removeValue(forKey: key) else { return }
+            logChange(key, removed: true)
             sortedKeys.remove(at: insertionIndex(of: key))
             usedBytes -= Int64(key.utf8.count + old.utf8.count)
         }
@@ -44,11 +68,14 @@ public final class MemoryProvider: Provider {
     /// Counts every call as one request.
     public let metrics: ProviderMetrics
     private let contents = Protected(Contents())
+    /// Names this instance in its change-feed cursors, so another instance's cursor is expired, not misread.
+    private let feedEpoch = UUID().uuidString
 
-    /// A provider holding `items` from the start (a demo's data, a test's fixture).
+    /// A provider holding `items` from the start (a demo's data, a test's fixture); its change feed keeps the last
+    /// `changeLogLimit` changes.
     public init(
         id: String = "memory", capabilities: ProviderCapabilities = .init(), totalBytes: Int64? = nil,
-        items: [KeyValue] = [], metrics: ProviderMetrics = ProviderMetrics()
+        items: [KeyValue] = [], metrics: ProviderMetrics = ProviderMetrics(), changeLogLimit: Int = 100_000
     ) {
         self.id = id
         var capabilities = capabilities
@@ -57,7 +84,40 @@ public final class MemoryProvider: Provider {
         self.totalBytes = totalBytes
         self.metrics = metrics
         contents.withLock { contents in
+            contents.changeLogLimit = max(1, changeLogLimit)
             for item in items { contents.store(item.value, forKey: item.key) }
+        }
+    }
+
+    /// The change feed's position now: this instance and its last change's sequence number.
+    public func changeFeedCursor() async throws -> String? {
+        "\(feedEpoch):\(contents.withLock { $0.lastSequence })"
+    }
+
+    /// Keys changed after `cursor`, oldest first; expired for another instance's cursor or one the log was pruned
+    /// past.
+    public func changes(since cursor: String, limit: Int) async throws -> ChangeFeedAnswer {
+        metrics.recordRequest()
+        let parts = cursor.split(separator: ":", maxSplits: 1)
+        guard parts.count == 2, parts[0] == feedEpoch, let after = Int(parts[1]) else {
+            return .expired("the cursor belongs to another memory provider (memory does not outlive its process)")
+        }
+        return contents.withLock { contents in
+            guard after >= contents.prunedThrough, after <= contents.lastSequence else {
+                return .expired("the change log no longer reaches back to the cursor")
+            }
+            var index = contents.changeLogStart + max(0, after - contents.prunedThrough)
+            // The log is dense: entry sequence numbers follow each other from prunedThrough + 1.
+            var changes: [KeyChange] = []
+            var last = after
+            while index < contents.changeLog.count, changes.count < max(limit, 1) {
+                changes.append(contents.changeLog[index].change)
+                last = contents.changeLog[index].sequence
+                index += 1
+            }
+            return .changes(
+                ChangePage(
+                    changes: changes, cursor: "\(feedEpoch):\(last)", hasMore: index < contents.changeLog.count))
         }
     }
 

@@ -60,6 +60,18 @@ public protocol Provider: Sendable {
     /// Jobs show it as their progress total.
     func keyCount() async throws -> Int?
 
+    /// Where the provider's change feed stands now, as an opaque cursor for ``changes(since:limit:)``; nil when the
+    /// provider offers no change feed (the default).
+    ///
+    /// A feed must report every key set or removed after the cursor was taken, by anyone; a provider that cannot
+    /// see every removal offers no feed, because a sync trusting it would bring removed keys back.
+    func changeFeedCursor() async throws -> String?
+
+    /// One page of the keys set or removed since `cursor` (from ``changeFeedCursor()`` or an earlier page), at most
+    /// about `limit` of them; ``ChangeFeedAnswer/expired(_:)`` when the cursor is no longer usable (the change log was
+    /// pruned past it, or it belongs to another database), so the caller falls back to a full comparison.
+    func changes(since cursor: String, limit: Int) async throws -> ChangeFeedAnswer
+
     /// Calls `handler` on account changes; nil when the provider has no account events.
     func subscribeToAccountChanges(_ handler: @escaping @Sendable (AccountEvent) -> Void) -> ProviderSubscription?
     /// Calls `handler` when data changes elsewhere; nil when the provider has no change events.
@@ -85,6 +97,12 @@ extension Provider {
     public func quota() async throws -> ProviderQuota? { nil }
     /// By default a provider cannot count its keys without listing them.
     public func keyCount() async throws -> Int? { nil }
+    /// By default a provider offers no change feed.
+    public func changeFeedCursor() async throws -> String? { nil }
+    /// By default a provider offers no change feed: every cursor is expired.
+    public func changes(since cursor: String, limit: Int) async throws -> ChangeFeedAnswer {
+        .expired("this provider offers no change feed")
+    }
     /// By default a provider has no account events.
     public func subscribeToAccountChanges(_ handler: @escaping @Sendable (AccountEvent) -> Void)
         -> ProviderSubscription?
@@ -222,6 +240,45 @@ public struct KeyPage: Sendable, Equatable {
         self.keys = keys
         self.nextCursor = nextCursor
     }
+}
+
+/// A key set or removed, as a change feed reports it.
+public struct KeyChange: Sendable, Hashable {
+    /// The key.
+    public var key: String
+    /// Whether its last change was a removal.
+    public var removed: Bool
+
+    /// A change of `key`.
+    public init(key: String, removed: Bool) {
+        self.key = key
+        self.removed = removed
+    }
+}
+
+/// One page of a change feed.
+public struct ChangePage: Sendable, Equatable {
+    /// Keys set or removed since the cursor asked with, each at most once per page, in no particular order.
+    public var changes: [KeyChange]
+    /// Where the next page starts; once ``hasMore`` is false, where the next run's feed starts.
+    public var cursor: String
+    /// Whether more changes follow at ``cursor``.
+    public var hasMore: Bool
+
+    /// A page of `changes`.
+    public init(changes: [KeyChange], cursor: String, hasMore: Bool) {
+        self.changes = changes
+        self.cursor = cursor
+        self.hasMore = hasMore
+    }
+}
+
+/// What a change feed answers for a cursor.
+public enum ChangeFeedAnswer: Sendable, Equatable {
+    /// The changes since the cursor.
+    case changes(ChangePage)
+    /// The cursor can no longer be served, and why: compare everything instead.
+    case expired(String)
 }
 
 /// Space a provider reports.

@@ -234,6 +234,52 @@ public final class CloudKitProvider: Provider {
         }
     }
 
+    // MARK: Change feed
+
+    /// The zone's sync token after its last change, found by walking `changes/zone` to its end; nil while the zone
+    /// does not exist.
+    public func changeFeedCursor() async throws -> String? {
+        try ensureOpen()
+        var token: String?
+        while true {
+            let page: CloudKitChangesPage
+            do throws(CloudKitError) {
+                page = try await bridge.fetchChangesPage(since: token, limit: 200)
+            } catch  where error.code == .zoneNotFound {
+                return nil
+            } catch {
+                throw map(error)
+            }
+            let next = page.syncToken ?? token
+            guard page.moreComing else { return next }
+            guard next != token else {
+                throw CloudSyncError(
+                    .provider, "changes/zone of the \(zoneDescription) kept answering moreComing with the same token",
+                    provider: id)
+            }
+            token = next
+        }
+    }
+
+    /// One `changes/zone` page after `cursor` (a sync token): changed records and tombstones, by record name; an
+    /// expired token (or a zone that is gone) answers expired.
+    public func changes(since cursor: String, limit: Int) async throws -> ChangeFeedAnswer {
+        try ensureOpen()
+        do {
+            let page = try await bridge.fetchChangesPage(since: cursor, limit: min(200, max(1, limit)))
+            let changes =
+                page.records.map { KeyChange(key: $0.recordName, removed: false) }
+                + page.deletedRecordNames.map { KeyChange(key: $0, removed: true) }
+            return .changes(ChangePage(changes: changes, cursor: page.syncToken ?? cursor, hasMore: page.moreComing))
+        } catch  where error.code == .tokenExpired {
+            return .expired("CloudKit refused the sync token: the zone's change history no longer reaches it")
+        } catch  where error.code == .zoneNotFound {
+            return .expired("the \(zoneDescription) no longer exists")
+        } catch {
+            throw map(error)
+        }
+    }
+
     // MARK: Errors
 
     /// The store's error for a bridge error: per-record errors name `key`.

@@ -905,6 +905,26 @@ public final class DriveProvider: Provider {
         }
     }
 
+    /// The change feed's position now: Drive's start page token.
+    public func changeFeedCursor() async throws -> String? { try await changes(since: nil).cursor }
+
+    /// The keys changed since `cursor` (a Drive page token), every page read at once; expired when Drive reports a
+    /// removed file whose name this provider does not know (its key cannot be named, so only a full comparison sees
+    /// the removal).
+    public func changes(since cursor: String, limit: Int) async throws -> ChangeFeedAnswer {
+        let changes = try await changes(since: cursor)
+        guard changes.removedFileIDs.isEmpty else {
+            return .expired(
+                "Drive reported \(changes.removedFileIDs.count) removed file(s) without their names, so the keys "
+                    + "they held are unknown")
+        }
+        var seen = Set<String>()
+        var keys: [KeyChange] = []
+        for key in changes.removed where seen.insert(key).inserted { keys.append(KeyChange(key: key, removed: true)) }
+        for key in changes.changed where seen.insert(key).inserted { keys.append(KeyChange(key: key, removed: false)) }
+        return .changes(ChangePage(changes: keys, cursor: changes.cursor, hasMore: false))
+    }
+
     // MARK: Batches
 
     /// Runs `body` for every element at once (``concurrentResults(_:_:)``) and returns the results in order; throws the first failure that concerns the whole account.

@@ -30,7 +30,7 @@ public struct SQLiteProviderFactory: ProviderFactory {
             ProviderField("path", .path, required: true, summary: "the database file"),
             ProviderField(
                 "maxBytes", .integer(minimum: SQLiteProvider.emptyDatabaseBytes, unit: "bytes"),
-                summary: "the most the database may use (an empty one uses 16384); writes past it fail with "
+                summary: "the most the database may use (an empty one uses 28672); writes past it fail with "
                     + "ERR_QUOTA_EXCEEDED"),
             ProviderField(
                 "create", .boolean, defaultValue: "false",

@@ -17,8 +17,37 @@ public final class SQLiteProvider: Provider {
                     value TEXT NOT NULL,
                     updated_at_ms INTEGER NOT NULL
                 ) WITHOUT ROWID
-                """)
+                """),
+        SQLiteMigration(
+            "change feed",
+            sql: """
+                CREATE TABLE cloudsync_changes (
+                    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+                    key TEXT NOT NULL,
+                    removed INTEGER NOT NULL
+                );
+                CREATE TABLE cloudsync_feed (
+                    id INTEGER PRIMARY KEY CHECK (id = 1),
+                    database_id TEXT NOT NULL,
+                    pruned_through INTEGER NOT NULL
+                );
+                INSERT INTO cloudsync_feed (id, database_id, pruned_through) VALUES (1, lower(hex(randomblob(16))), 0);
+                CREATE TRIGGER cloudsync_kv_inserted AFTER INSERT ON kv BEGIN
+                    INSERT INTO cloudsync_changes (key, removed) VALUES (new.key, 0);
+                END;
+                CREATE TRIGGER cloudsync_kv_updated AFTER UPDATE OF key, value ON kv BEGIN
+                    INSERT INTO cloudsync_changes (key, removed) SELECT old.key, 1 WHERE old.key IS NOT new.key;
+                    INSERT INTO cloudsync_changes (key, removed) VALUES (new.key, 0);
+                END;
+                CREATE TRIGGER cloudsync_kv_deleted AFTER DELETE ON kv BEGIN
+                    INSERT INTO cloudsync_changes (key, removed) VALUES (old.key, 1);
+                END;
+                """),
     ])
+
+    /// How many changes the change feed keeps: older ones are pruned (a few at a time, in the transaction of a
+    /// write), and a cursor from before them is expired, so a sync from it compares everything.
+    public static let changeLogRows: Int64 = 1_000_000
 
     /// The provider's name in the store, errors and reports (`sqlite` unless given).
     public let id: String
@@ -104,15 +133,16 @@ public final class SQLiteProvider: Provider {
             ? String(cString: strerror(Int32(nsError.code))) : nsError.localizedDescription
     }
 
-    /// What a new, empty CloudSync database uses (four 4 KiB pages: the schema, the migrations table and its index,
-    /// the `kv` table), so the smallest `maxBytes` that lets anything be written is above it.
-    public static let emptyDatabaseBytes: Int64 = 16_384
+    /// What a new, empty CloudSync database uses (seven 4 KiB pages: the schema, the migrations table and its index,
+    /// the `kv` table, the change log, the feed's row and SQLite's sequence table), so the smallest `maxBytes` that
+    /// lets anything be written is above it.
+    public static let emptyDatabaseBytes: Int64 = 28_672
 
-    /// Tables that are neither SQLite's nor CloudSync's (`kv` and `cloudsync_migrations`).
+    /// Tables that are neither SQLite's nor CloudSync's (`kv`, `cloudsync_migrations` and the change feed's).
     static func foreignTables(_ db: SQLiteConnection) throws -> [String] {
         try db.query(
             "SELECT name FROM sqlite_schema WHERE type = 'table' AND name NOT LIKE 'sqlite\\_%' ESCAPE '\\' "
-                + "AND name NOT IN ('kv', 'cloudsync_migrations') ORDER BY name"
+                + "AND name NOT IN ('kv', 'cloudsync_migrations', 'cloudsync_changes', 'cloudsync_feed') ORDER BY name"
         ) { $0.string(0) ?? "" }
     }
 
@@ -195,7 +225,7 @@ public final class SQLiteProvider: Provider {
                 INSERT INTO kv (key, value, updated_at_ms) VALUES (?, ?, ?)
                 ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at_ms = excluded.updated_at_ms
                 """)
-            return try items.map { item -> Result<Void, CloudSyncError> in
+            let results = try items.map { item -> Result<Void, CloudSyncError> in
                 if let maxBytes {
                     try size.bind(item.key)
                     let previous = try size.step() ? size.int64(0) : -Int64(item.key.utf8.count)
@@ -213,7 +243,21 @@ public final class SQLiteProvider: Provider {
                 try upsert.bind(item.key, item.value, now).run()
                 return .success(())
             }
+            try Self.pruneChangeLog(db)
+            return results
         }
+    }
+
+    /// Drops the oldest changes once the log holds a tenth more than ``changeLogRows``, remembering how far it
+    /// pruned so a cursor from before is answered as expired.
+    static func pruneChangeLog(_ db: SQLiteConnection, keeping rows: Int64 = changeLogRows) throws {
+        let bounds = try db.query(
+            "SELECT coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'cloudsync_changes'), 0), pruned_through "
+                + "FROM cloudsync_feed"
+        ) { ($0.int64(0), $0.int64(1)) }
+        guard let (last, pruned) = bounds.first, last - pruned > rows + rows / 10 else { return }
+        try db.execute("DELETE FROM cloudsync_changes WHERE seq <= ?", last - rows)
+        try db.execute("UPDATE cloudsync_feed SET pruned_through = ?", last - rows)
     }
 
     /// Removes each key in one transaction, positionally; a key not stored succeeds.
@@ -223,11 +267,72 @@ public final class SQLiteProvider: Provider {
         metrics.recordRequest()
         return try await write { db in
             let delete = try db.prepare("DELETE FROM kv WHERE key = ?")
-            return try keys.map { key in
+            let results = try keys.map { key -> Result<Void, CloudSyncError> in
                 try delete.bind(key).run()
                 return .success(())
             }
+            try Self.pruneChangeLog(db)
+            return results
         }
+    }
+
+    /// The change feed's position: the database's id and the sequence number of its last change; nil for a database
+    /// opened read-only before it had a change log.
+    ///
+    /// Every write to `kv` is logged by triggers in the same transaction, whoever makes it (another process or the
+    /// `sqlite3` shell included).
+    public func changeFeedCursor() async throws -> String? {
+        metrics.recordRequest()
+        return try await read { db -> String? in
+            guard let (database, _, last) = try Self.feedPosition(db) else { return nil }
+            return "\(database):\(last)"
+        }
+    }
+
+    /// Keys set or removed after `cursor`, in the order they changed, each once per page; expired when the cursor
+    /// names another database or the log was pruned past it.
+    public func changes(since cursor: String, limit: Int) async throws -> ChangeFeedAnswer {
+        metrics.recordRequest()
+        let limit = max(limit, 1)
+        return try await read { db -> ChangeFeedAnswer in
+            guard let (database, pruned, last) = try Self.feedPosition(db) else {
+                return .expired("the database has no change log (it was opened read-only before one was added)")
+            }
+            let parts = cursor.split(separator: ":", maxSplits: 1)
+            guard parts.count == 2, parts[0] == database, let after = Int64(parts[1]), after <= last else {
+                return .expired("the cursor belongs to another database (the file was replaced)")
+            }
+            guard after >= pruned else {
+                return .expired(
+                    "the change log was pruned past the cursor (it keeps the last \(Self.changeLogRows) changes)")
+            }
+            let rows = try db.query(
+                "SELECT seq, key, removed FROM cloudsync_changes WHERE seq > ? ORDER BY seq LIMIT ?",
+                [after, limit + 1]
+            ) { ($0.int64(0), $0.string(1) ?? "", $0.int64(2) != 0) }
+            let page = rows.prefix(limit)
+            var latest: [String: Bool] = [:]
+            var order: [String] = []
+            for (_, key, removed) in page {
+                if latest.updateValue(removed, forKey: key) == nil { order.append(key) }
+            }
+            return .changes(
+                ChangePage(
+                    changes: order.map { KeyChange(key: $0, removed: latest[$0] ?? false) },
+                    cursor: "\(database):\(page.last?.0 ?? after)", hasMore: rows.count > limit))
+        }
+    }
+
+    /// The database's id, how far its log was pruned, and its last change's sequence number; nil without a log.
+    private static func feedPosition(_ db: SQLiteConnection) throws -> (String, Int64, Int64)? {
+        let exists = try db.query(
+            "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'cloudsync_feed'"
+        ) { _ in true }
+        guard !exists.isEmpty else { return nil }
+        return try db.query(
+            "SELECT database_id, pruned_through, "
+                + "coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'cloudsync_changes'), 0) FROM cloudsync_feed"
+        ) { ($0.string(0) ?? "", $0.int64(1), $0.int64(2)) }.first
     }
 
     /// Up to `limit` keys (at least 1) after `cursor`, in bytewise UTF-8 order; the page's ``KeyPage/nextCursor`` is

@@ -49,7 +49,7 @@ struct JobExecutor {
     private func needs(_ kind: JobSpec.Kind) -> [String] {
         let storeProviders = compiled.spec.store.providers
         switch kind {
-        case .sync(let subset, _, _): return subset ?? storeProviders
+        case .sync(let subset, _, _, _): return subset ?? storeProviders
         case .migrate(let from, let to, _, _, _): return [from, to]
         case .clear(let provider, _): return provider.map { [$0] } ?? storeProviders
         case .export(let from, _, _, _): return from == "store" ? storeProviders : [from]
@@ -74,9 +74,10 @@ struct JobExecutor {
 
     private func perform(_ kind: JobSpec.Kind, into entry: inout RunReport.Job) async throws(CloudSyncError) {
         switch kind {
-        case .sync(let subset, let deletes, let maxDeletes):
+        case .sync(let subset, let deletes, let maxDeletes, let incremental):
             try await sync(
-                subset ?? compiled.spec.store.providers, deletes: deletes, maxDeletes: maxDeletes, into: &entry)
+                subset ?? compiled.spec.store.providers, deletes: deletes, maxDeletes: maxDeletes,
+                incremental: incremental, into: &entry)
         case .migrate(let from, let to, let keys, let continueOnError, let overwrite):
             let name = progressName
             let report = options.onProgress

@@ -585,7 +585,7 @@ private struct Reader {
         var names = Set<String>()
         return items.enumerated().compactMap { index, item in
             let fieldsByType: [String: [String]] = [
-                "sync": ["providers", "deletes", "maxDeletes"],
+                "sync": ["providers", "deletes", "maxDeletes", "incremental"],
                 "migrate": ["from", "to", "keys", "continueOnError", "overwrite"],
                 "clear": ["provider", "confirm"], "quota": ["warnAbove", "failOnWarning"],
                 "export": ["from", "path", "keys", "codec"], "import": ["path", "to", "overwrite"],
@@ -649,7 +649,7 @@ private struct Reader {
                 }
                 kind = .sync(
                     providers: subset?.map(\.text.value), deletes: job.choice("deletes", SyncDeletes.self) ?? .propagate,
-                    maxDeletes: maxDeletes)
+                    maxDeletes: maxDeletes, incremental: job.boolean("incremental") ?? false)
             case "migrate":
                 let from = provider("from")
                 let to = provider("to")

@@ -200,10 +200,11 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
     static func summary(_ kind: JobSpec.Kind, display: (Interpolated) -> String) -> String {
         func keys(_ keys: [String]?) -> String { keys.map { " keys \($0.joined(separator: ", "))" } ?? "" }
         switch kind {
-        case .sync(let providers, let deletes, let maxDeletes):
+        case .sync(let providers, let deletes, let maxDeletes, let incremental):
             return "sync every key across " + (providers?.joined(separator: ", ") ?? "the store's providers")
                 + (deletes == .propagate
                     ? ", deletions propagate (at most \(maxDeletes.description))" : ", deletions ignored (union)")
+                + (incremental ? ", incremental from change feeds" : "")
         case .migrate(let from, let to, let filter, let continueOnError, let overwrite):
             return "copy \(from) -> \(to)\(keys(filter)), overwrite \(overwrite.rawValue)"
                 + (continueOnError ? ", continue past failures" : ", stop at the first failure")

@@ -174,7 +174,7 @@ public struct JobSpec: Sendable {
     /// nil `keys` every key, a nil `clear` provider the whole store, a nil `warnAbove` no warning threshold, a nil
     /// export codec the plain form.
     public enum Kind: Sendable {
-        case sync(providers: [String]?, deletes: SyncDeletes, maxDeletes: DeleteLimit)
+        case sync(providers: [String]?, deletes: SyncDeletes, maxDeletes: DeleteLimit, incremental: Bool)
         case migrate(from: String, to: String, keys: [String]?, continueOnError: Bool, overwrite: Overwrite)
         case clear(provider: String?, confirm: Bool)
         case quota(warnAbove: Double?, failOnWarning: Bool)

@@ -77,7 +77,9 @@ public enum ReportSchema {
                         }
                       },
                       "deletions": { "description": "The first 100 keys deleted everywhere (or that would be, in a dry run or past maxDeletes).", "type": "array", "items": { "type": "string" } },
-                      "deletionsOmitted": { "description": "Deleted keys beyond the first 100.", "type": "integer", "minimum": 0 }
+                      "deletionsOmitted": { "description": "Deleted keys beyond the first 100.", "type": "integer", "minimum": 0 },
+                      "modes": { "description": "Jobs with `incremental: true`: per provider, `incremental` (keys from its change feed) or `full` (its whole listing).", "type": "object", "additionalProperties": { "enum": ["incremental", "full"] } },
+                      "fullBecause": { "description": "Jobs with `incremental: true`: why a provider was compared in full.", "type": "object", "additionalProperties": { "type": "string" } }
                     }
                   }
                 }

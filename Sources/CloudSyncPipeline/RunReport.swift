@@ -105,6 +105,11 @@ public struct RunReport: Codable, Sendable {
         public var deletions: [String]
         /// Deleted keys beyond the first 100.
         public var deletionsOmitted: Int
+        /// How each provider's keys were found: `incremental` (from its change feed since the last clean run) or
+        /// `full` (its whole listing against the snapshot); absent for a job without `incremental: true`.
+        public var modes: [String: String]? = nil
+        /// Why an incremental job compared a provider in full (no change feed, no cursor yet, cursor expired).
+        public var fullBecause: [String: String]? = nil
     }
 
     /// A key whose copies changed on several sides since the last sync.

@@ -68,6 +68,16 @@ public final class StateDatabase: ProviderStateStore {
                     PRIMARY KEY (job, key)
                 ) WITHOUT ROWID;
                 """),
+        SQLiteMigration(
+            "sync jobs' change-feed cursors",
+            sql: """
+                CREATE TABLE sync_cursors (
+                    job TEXT NOT NULL,
+                    provider TEXT NOT NULL,
+                    cursor TEXT NOT NULL,
+                    PRIMARY KEY (job, provider)
+                ) WITHOUT ROWID;
+                """),
     ])
 
     /// The database file.
@@ -225,10 +235,56 @@ public final class StateDatabase: ProviderStateStore {
         try run { db in try db.query("SELECT 1 FROM sync_jobs WHERE job = ?", [job]) { _ in true }.first ?? false }
     }
 
-    /// Records that sync job `job` finished a run at `time`.
-    public func markSynced(_ job: String, at time: String) throws(CloudSyncError) {
+    /// Records that sync job `job` finished a run at `time`; with `cursors`, replaces the job's change-feed cursors
+    /// by them in the same transaction (a provider not among them has none afterwards).
+    ///
+    /// The cursors land after every snapshot row of the run, so a run killed before leaves the last run's cursors,
+    /// from which the next run reads the changes it made again.
+    public func markSynced(_ job: String, at time: String, cursors: [String: String]? = nil) throws(CloudSyncError) {
         guard overlay == nil else { return }
-        try run { db in try db.execute("INSERT OR REPLACE INTO sync_jobs (job, finished_at) VALUES (?, ?)", job, time) }
+        try run { db in
+            try db.transaction {
+                try db.execute("INSERT OR REPLACE INTO sync_jobs (job, finished_at) VALUES (?, ?)", job, time)
+                if let cursors {
+                    try db.execute("DELETE FROM sync_cursors WHERE job = ?", job)
+                    for (provider, cursor) in cursors {
+                        try db.execute(
+                            "INSERT INTO sync_cursors (job, provider, cursor) VALUES (?, ?, ?)", job, provider, cursor)
+                    }
+                }
+            }
+        }
+    }
+
+    /// The change-feed cursor each provider of `job` had when its last clean run began.
+    public func syncCursors(of job: String) throws(CloudSyncError) -> [String: String] {
+        try run { db in
+            Dictionary(
+                try db.query("SELECT provider, cursor FROM sync_cursors WHERE job = ?", [job]) {
+                    ($0.string(0) ?? "", $0.string(1) ?? "")
+                }, uniquingKeysWith: { first, _ in first })
+        }
+    }
+
+    /// The snapshot rows of `job` for these keys (those it has), in key order.
+    public func snapshotRows(of job: String, keys: [String]) throws(CloudSyncError)
+        -> [(key: String, fingerprint: SyncFingerprint)]
+    {
+        guard !keys.isEmpty else { return [] }
+        return try run { db in
+            try db.transaction {
+                let select = try db.prepare("SELECT fingerprint FROM snapshots WHERE job = ? AND key = ?")
+                var rows: [(key: String, fingerprint: SyncFingerprint)] = []
+                for key in keys {
+                    try select.bind(job, key)
+                    if try select.step(), let text = select.string(0) {
+                        rows.append((key, SyncFingerprint(text: text)))
+                    }
+                    select.reset()
+                }
+                return rows
+            }
+        }
     }
 
     /// Up to `limit` snapshot rows of `job` after `key` (bytewise), in key order.

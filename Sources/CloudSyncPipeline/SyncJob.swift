@@ -93,6 +93,46 @@ final class OrderedKeys {
         }
     }
 
+    /// How reading a change feed ended.
+    enum FeedOutcome {
+        /// Every change was read; the feed continues from this cursor.
+        case read(cursor: String)
+        /// The provider refused the cursor, for this reason.
+        case expired(String)
+        /// Reading failed: see ``error``.
+        case failed
+    }
+
+    /// Reads the provider's change feed (through the store, under its deadline) from `cursor` to its end into a
+    /// temporary table, so its changed keys come back in bytewise order, each once.
+    func spillChanges(from store: CloudStore, since cursor: String, pageSize: Int) async -> FeedOutcome {
+        do throws(CloudSyncError) {
+            let spill = try KeySpill()
+            var cursor = cursor
+            while true {
+                switch try await store.changes(of: id, since: cursor, limit: pageSize) {
+                case .expired(let reason): return .expired(reason)
+                case .changes(let page):
+                    try spill.add(page.changes.map(\.key))
+                    guard !page.hasMore else {
+                        guard page.cursor != cursor else {
+                            throw CloudSyncError(
+                                .provider, "its change feed returned the same cursor twice; it would never end",
+                                provider: id)
+                        }
+                        cursor = page.cursor
+                        continue
+                    }
+                    self.spill = spill
+                    return .read(cursor: page.cursor)
+                }
+            }
+        } catch {
+            fail(error)
+            return .failed
+        }
+    }
+
     /// Reads the next page.
     func refill(from store: CloudStore, pageSize: Int) async {
         buffer = []
@@ -124,6 +164,15 @@ final class OrderedKeys {
         } catch {
             fail(error)
         }
+    }
+
+    /// Forgets a failed feed read, so the provider can be listed in full instead.
+    func clearError() {
+        error = nil
+        finished = false
+        spill = nil
+        buffer = []
+        index = 0
     }
 
     private func fail(_ error: CloudSyncError) {
@@ -201,8 +250,15 @@ extension JobExecutor {
     /// A sync job: merges every provider's sorted listing with the job's snapshot (read in key order from the state
     /// database), syncs page by page, and deletes what was deleted since the last run once it knows the count is
     /// within `maxDeletes`.
+    ///
+    /// With `incremental`, a provider whose change feed has a cursor from the job's last clean run contributes only
+    /// the keys changed since (a provider without one is listed in full); when every listed provider does, the
+    /// snapshot is not walked either: only the changed keys are compared, each with its snapshot row. The cursors
+    /// taken before reading land with the run's end, and only after a run that left nothing behind (no failures,
+    /// queued writes, held-back deletions or unlisted providers), so the next run sees again whatever was left.
     func sync(
-        _ ids: [String], deletes: SyncDeletes, maxDeletes: DeleteLimit, into entry: inout RunReport.Job
+        _ ids: [String], deletes: SyncDeletes, maxDeletes: DeleteLimit, incremental: Bool = false,
+        into entry: inout RunReport.Job
     ) async throws(CloudSyncError) {
         let job = entry.name
         let state = stateDatabase
@@ -211,6 +267,10 @@ extension JobExecutor {
         try state?.clearDeletions(of: job)
         var unlisted: [String: CloudSyncError] = [:]
         var sources: [OrderedKeys] = []
+        let storedCursors = incremental && !firstRun ? (try state?.syncCursors(of: job) ?? [:]) : [:]
+        var modes: [String: String] = [:]
+        var fullBecause: [String: String] = [:]
+        var newCursors: [String: String] = [:]
         for id in ids {
             // The probe runs under the store's deadline: a hung provider is left out, not waited on.
             guard let provider = providers[id] else { continue }
@@ -226,6 +286,39 @@ extension JobExecutor {
                 continue
             }
             let source = OrderedKeys(id: id)
+            if incremental {
+                if let stored = storedCursors[id] {
+                    switch await source.spillChanges(from: store, since: stored, pageSize: pageSize) {
+                    case .read(let cursor):
+                        modes[id] = "incremental"
+                        newCursors[id] = cursor
+                        sources.append(source)
+                        continue
+                    case .expired(let reason):
+                        fullBecause[id] = "its cursor was refused: \(reason)"
+                    case .failed:
+                        // A provider that is really down fails its listing next, and is left out then.
+                        fullBecause[id] = "its change feed failed: \(source.error?.message ?? "")"
+                        source.clearError()
+                    }
+                }
+                // The feed's position before the listing: whatever changes from here on, the next run reads.
+                let cursor: String?
+                do throws(CloudSyncError) {
+                    cursor = try await store.changeFeedCursor(of: id)
+                } catch {
+                    cursor = nil
+                    fullBecause[id] = "its change feed failed: \(error.message)"
+                }
+                if let cursor { newCursors[id] = cursor }
+                if fullBecause[id] == nil {
+                    fullBecause[id] =
+                        cursor == nil
+                        ? "it offers no change feed"
+                        : firstRun || storedCursors.isEmpty ? "no earlier clean run left a cursor" : "it had no cursor"
+                }
+                modes[id] = "full"
+            }
             if !provider.capabilities.listsInKeyOrder {
                 await source.spillListing(from: store, pageSize: pageSize)
                 if let error = source.error {
@@ -235,7 +328,9 @@ extension JobExecutor {
             }
             sources.append(source)
         }
-        let snapshot = SnapshotRows(state: state, job: job, pageSize: pageSize)
+        // Every listed provider reads from its feed: the keys changed anywhere are all there is to compare.
+        let changedOnly = incremental && !sources.isEmpty && sources.allSatisfy { modes[$0.id] == "incremental" }
+        let snapshot = SnapshotRows(state: changedOnly ? nil : state, job: job, pageSize: pageSize)
 
         var counts: [String: Int] = [
             "keys": 0, "inSync": 0, "repaired": 0, "skipped": 0, "failed": 0, "queued": 0, "deleted": 0,
@@ -244,7 +339,8 @@ extension JobExecutor {
         var conflicts: [RunReport.Conflict] = []
         var deletionCount = 0
         var deletionKeys: [String] = []
-        var snapshotKeys = 0
+        // maxDeletes counts against the keys the last sync left, as a full run's merge counts them.
+        var snapshotKeys = changedOnly ? (try state?.snapshotCount(of: job) ?? 0) : 0
         var unknown = Set(unlisted.keys)
         // Snapshot rows and deletions wait here for a few pages and commit together: each commit of the state
         // database costs fsyncs. The providers' writes always land before the rows that describe them.
@@ -259,6 +355,13 @@ extension JobExecutor {
         }
 
         func process(_ batch: [SyncItem]) async throws(CloudSyncError) {
+            var batch = batch
+            if changedOnly, let state {
+                let rows = try state.snapshotRows(of: job, keys: batch.map(\.key))
+                var byKey: [String: SyncFingerprint] = [:]
+                for row in rows { byKey[row.key] = row.fingerprint }
+                for index in batch.indices { batch[index].baseline = byKey[batch[index].key] }
+            }
             let result = try await store.maintenance.syncPage(batch, among: ids, unknown: unknown, deletes: deletes)
             counts["keys", default: 0] += result.keys
             counts["inSync", default: 0] += result.inSync
@@ -327,7 +430,8 @@ extension JobExecutor {
             unlisted: unlisted.sorted { $0.key < $1.key }.map { id, error in
                 RunReport.Failure(key: "", provider: id, code: error.code.rawValue, message: error.message)
             }, conflicts: conflicts, deletions: deletionKeys,
-            deletionsOmitted: max(0, deletionCount - deletionKeys.count))
+            deletionsOmitted: max(0, deletionCount - deletionKeys.count), modes: incremental ? modes : nil,
+            fullBecause: incremental ? fullBecause : nil)
         if options.interrupt.isRaised {
             entry.status = .interrupted
             entry.counts = counts
@@ -368,7 +472,13 @@ extension JobExecutor {
             entry.status = .interrupted
             return
         }
-        try state?.markSynced(job, at: iso8601(Int64(Date().timeIntervalSince1970 * 1000)))
+        // Cursors advance only past a run that left nothing to look at again; otherwise the last clean run's stay.
+        let clean =
+            unlisted.isEmpty && counts["failed", default: 0] == 0 && counts["queued", default: 0] == 0
+            && counts["heldBack", default: 0] == 0
+        try state?.markSynced(
+            job, at: iso8601(Int64(Date().timeIntervalSince1970 * 1000)),
+            cursors: incremental && clean && !options.dryRun ? newCursors : nil)
     }
 }
 

@@ -1,4 +1,6 @@
 import CloudSync
+import CloudSyncLocal
+import CloudSyncSQLite
 import CloudSyncTesting
 import Foundation
 import Testing
@@ -58,5 +60,79 @@ import Testing
         let after = try run()
         #expect((after["counts"] as? [String: Int])?["deleted"] == 3)
         #expect((after["sync"] as? [String: Any])?["deletions"] as? [String] == ["k1100", "k2400", "k3"])
+    }
+
+    /// An incremental sync killed part of the way through leaves the last clean run's cursors, so the next
+    /// incremental run reads the same changes again and finishes the job.
+    @Test func anIncrementalSyncKilledMidRunIsFinishedByTheNextIncrementalRun() async throws {
+        let executable = try ProcessRunner.builtProduct("cloudsync")
+        let directory = try TemporaryDirectory()
+        // Enough keys that the run is still going when the watcher, polling a fresh connection, sees it under way.
+        let count = 60_000
+        let source = try SQLiteProvider(id: "src", path: directory.file("data/src.db"))
+        _ = try await source.set((0..<count).map { KeyValue("k\($0)", "v\($0)") })
+        await source.close()
+        let file = directory.file("incremental.yaml")
+        try """
+        version: 1
+        name: incremental
+        providers:
+          src: { type: sqlite, path: data/src.db }
+          dst: { type: sqlite, path: data/dst.db, create: true }
+        store: { providers: [src, dst] }
+        jobs:
+          - { type: sync, name: nightly, maxDeletes: 10, incremental: true }
+        """.write(toFile: file, atomically: true, encoding: .utf8)
+        func run() throws -> [String: Any] {
+            let result = try ProcessRunner.run(executable, ["run", file, "--report", "-", "--quiet"])
+            #expect(result.status == 0, "\(result.standardError)")
+            let report = try #require(
+                try JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8)) as? [String: Any])
+            return try #require((report["jobs"] as? [[String: Any]])?.first)
+        }
+        func modes(_ job: [String: Any]) -> [String: String]? {
+            (job["sync"] as? [String: Any])?["modes"] as? [String: String]
+        }
+        #expect(modes(try run()) == ["src": "full", "dst": "full"])
+        #expect(modes(try run()) == ["src": "incremental", "dst": "incremental"])
+
+        // Every value edited and three keys removed on the source, then a run killed part of the way through.
+        let editor = try SQLiteProvider(id: "src", path: directory.file("data/src.db"))
+        _ = try await editor.set((0..<count).map { KeyValue("k\($0)", "w\($0)") })
+        _ = try await editor.remove(["k3", "k1100", "k2400"])
+        await editor.close()
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments = ["run", file, "--quiet", "--report", directory.file("killed.json")]
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        /// Edited values and keys the destination holds, read by a connection of its own.
+        func destination() async throws -> (edited: Int, total: Int) {
+            let watcher = try SQLiteDatabase(
+                path: directory.file("data/dst.db"), options: SQLiteDatabase.Options(readOnly: true))
+            defer { watcher.close() }
+            return try await watcher.read { db in
+                (
+                    try db.query("SELECT count(*) FROM kv WHERE value LIKE 'w%'") { Int($0.int64(0)) }.first ?? 0,
+                    try db.query("SELECT count(*) FROM kv") { Int($0.int64(0)) }.first ?? 0
+                )
+            }
+        }
+        let deadline = Date().addingTimeInterval(60)
+        while Date() < deadline, try await destination().edited < 1300 { usleep(2000) }
+        kill(process.processIdentifier, SIGKILL)
+        process.waitUntilExit()
+        #expect(process.terminationReason == .uncaughtSignal)
+        #expect(try await destination().edited < count - 3, "the run was killed before it finished")
+
+        // The next run starts from the cursors of the last clean run: still incremental, and it finishes the job.
+        let resumed = try run()
+        #expect(modes(resumed) == ["src": "incremental", "dst": "incremental"])
+        #expect((resumed["counts"] as? [String: Int])?["deleted"] == 3)
+        let (edited, total) = try await destination()
+        #expect(edited == count - 3 && total == count - 3)
+        let quiet = try run()
+        #expect((quiet["counts"] as? [String: Int])?["deleted"] == 0)
+        #expect((quiet["counts"] as? [String: Int])?["repaired"] == 0)
     }
 }

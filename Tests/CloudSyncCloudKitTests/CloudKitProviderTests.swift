@@ -97,6 +97,34 @@ extension CloudKitFixture {
         #expect(pages == 3)
     }
 
+    @Test func theChangeFeedNamesSetAndDeletedRecordsAndAnExpiredTokenSaysSo() async throws {
+        let fixture = try CloudKitFixture()
+        let provider = try fixture.provider()
+        #expect(try await provider.changeFeedCursor() == nil, "no zone yet, no feed position")
+        _ = try await provider.set([KeyValue("before", "0")])
+        let start = try #require(try await provider.changeFeedCursor())
+        _ = try await provider.set([KeyValue("a", "1"), KeyValue("b", "2"), KeyValue("c", "3")])
+        _ = try await provider.remove(["b", "before"])
+        var changes: [String: Bool] = [:]
+        var cursor = start
+        while true {
+            guard case .changes(let page) = try await provider.changes(since: cursor, limit: 2) else {
+                Issue.record("a fresh token was refused")
+                return
+            }
+            for change in page.changes { changes[change.key] = change.removed }
+            cursor = page.cursor
+            if !page.hasMore { break }
+        }
+        #expect(changes == ["a": false, "b": true, "c": false, "before": true])
+        fixture.emulator.database.expireChangeTokens(
+            container: CloudKitFixture.container, environment: fixture.environment, zone: "CloudSyncZone")
+        guard case .expired = try await provider.changes(since: cursor, limit: 2) else {
+            Issue.record("an expired token was served")
+            return
+        }
+    }
+
     @Test func identityIsTheUserRecordNameAndQuotaIsNothing() async throws {
         let fixture = try CloudKitFixture()
         let provider = try fixture.provider()

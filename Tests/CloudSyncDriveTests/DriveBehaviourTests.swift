@@ -229,6 +229,29 @@ import Testing
         #expect(quiet.changed.isEmpty && quiet.removed.isEmpty && quiet.cursor == second.cursor)
     }
 
+    @Test func theSyncFeedReportsChangedKeysAndExpiresOnARemovalItCannotName() async throws {
+        let host = try DriveHost()
+        let account = host.signIn()
+        let provider = host.provider(refreshToken: account.refreshToken)
+        let start = try #require(try await provider.changeFeedCursor())
+        let other = host.provider(refreshToken: account.refreshToken)
+        #expect(succeeded(try await other.set([KeyValue("a", "1"), KeyValue("b", "2")])))
+        guard case .changes(let page) = try await provider.changes(since: start, limit: 100) else {
+            Issue.record("the feed refused a fresh cursor")
+            return
+        }
+        #expect(Set(page.changes) == [KeyChange(key: "a", removed: false), KeyChange(key: "b", removed: false)])
+        #expect(!page.hasMore)
+        // Drive names only the file id of a removal: a provider that never saw that file cannot say which key went.
+        #expect(succeeded(try await other.remove(["b"])))
+        let fresh = host.provider(refreshToken: account.refreshToken)
+        guard case .expired(let reason) = try await fresh.changes(since: page.cursor, limit: 100) else {
+            Issue.record("a removal without a name was not reported as expired")
+            return
+        }
+        #expect(reason.contains("without their names"))
+    }
+
     @Test func aRemoteChangeSubscriptionPollsTheFeedOnTheClock() async throws {
         let host = try DriveHost()
         let account = host.signIn()

@@ -16,6 +16,7 @@ struct SwitchableProviderFactory: ProviderFactory {
         var path: String
         var down: Bool
         var reversed: Bool
+        var refuses: String
     }
 
     var type: String { "switchable" }
@@ -25,13 +26,14 @@ struct SwitchableProviderFactory: ProviderFactory {
             ProviderField("path", .path, required: true, summary: "the database"),
             ProviderField("down", .boolean, defaultValue: "false", summary: "unavailable, as if not mounted"),
             ProviderField("reversed", .boolean, defaultValue: "false", summary: "lists in reverse key order"),
+            ProviderField("refuses", .text, defaultValue: "", summary: "a key whose writes fail"),
         ]
     }
 
     func configuration(from values: ProviderFieldValues) throws(ProviderConfigurationError) -> Configuration {
         Configuration(
             path: values.text("path") ?? "", down: values.boolean("down") ?? false,
-            reversed: values.boolean("reversed") ?? false)
+            reversed: values.boolean("reversed") ?? false, refuses: values.text("refuses") ?? "")
     }
 
     func capabilities(of configuration: Configuration) -> ProviderCapabilities {
@@ -43,7 +45,7 @@ struct SwitchableProviderFactory: ProviderFactory {
     func make(_ configuration: Configuration, context: ProviderContext) throws(CloudSyncError) -> any Provider {
         SwitchableProvider(
             wrapped: try SQLiteProvider(id: context.providerID, path: configuration.path, metrics: context.metrics),
-            down: configuration.down, reversed: configuration.reversed)
+            down: configuration.down, reversed: configuration.reversed, refuses: configuration.refuses)
     }
 }
 
@@ -51,6 +53,7 @@ struct SwitchableProvider: ForwardingProvider {
     let wrapped: any Provider
     let down: Bool
     let reversed: Bool
+    let refuses: String
 
     var capabilities: ProviderCapabilities {
         var capabilities = wrapped.capabilities
@@ -64,6 +67,15 @@ struct SwitchableProvider: ForwardingProvider {
     func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
         if down { throw CloudSyncError(.offline, "switched off", provider: id) }
         return try await wrapped.get(keys)
+    }
+    func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
+        let accepted = items.filter { $0.key != refuses }
+        var results = try await wrapped.set(accepted).makeIterator()
+        return items.map { item in
+            item.key == refuses
+                ? .failure(CloudSyncError(.provider, "the test refuses this key", provider: id, key: item.key))
+                : results.next() ?? .success(())
+        }
     }
     func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
         if down { throw CloudSyncError(.offline, "switched off", provider: id) }
@@ -92,6 +104,8 @@ private struct SyncBench {
     var maxDeletes = "\"50%\""
     var resolver = ""
     var reversed: Set<String> = []
+    var incremental = false
+    var refuses: [String: String] = [:]
 
     init(providers: [String] = ["a", "b"]) throws {
         directory = try TemporaryDirectory()
@@ -102,7 +116,7 @@ private struct SyncBench {
 
     var source: String {
         let lines = providers.map {
-            "  \($0): { type: switchable, path: data/\($0).db, down: \(down.contains($0)), reversed: \(reversed.contains($0)) }"
+            "  \($0): { type: switchable, path: data/\($0).db, down: \(down.contains($0)), reversed: \(reversed.contains($0)), refuses: '\(refuses[$0] ?? "")' }"
         }
         return """
             version: 1
@@ -113,7 +127,7 @@ private struct SyncBench {
               providers: [\(providers.joined(separator: ", "))]
             \(resolver.isEmpty ? "" : "  resolver: \(resolver)")
             jobs:
-              - { type: sync, name: nightly, deletes: \(deletes), maxDeletes: \(maxDeletes) }
+              - { type: sync, name: nightly, deletes: \(deletes), maxDeletes: \(maxDeletes), incremental: \(incremental) }
             report: { path: report.json }
             """
     }
@@ -139,6 +153,14 @@ private struct SyncBench {
         if !sets.isEmpty { _ = try await provider.set(sets) }
         if !removes.isEmpty { _ = try await provider.remove(removes) }
         await provider.close()
+    }
+
+    /// The job's snapshot rows, as text, in key order.
+    func snapshot() throws -> [String] {
+        let state = try StateDatabase(path: directory.file(".cloudsync/syncing/state.db"), readOnly: true)
+        return try state.snapshotRows(of: "nightly", after: nil, limit: 1_000_000).map {
+            "\($0.key) \($0.fingerprint.text)"
+        }
     }
 
     /// Everything one provider holds.
@@ -360,6 +382,202 @@ private struct SyncBench {
             }
             for id in bench.providers {
                 #expect(try await bench.contents(id) == held[id]!, "round \(round), provider \(id)")
+            }
+        }
+    }
+
+    /// The same random histories on two copies, one synced with `incremental: true` and one in full: after every run
+    /// both hold the same keys and values on every provider and the same snapshot.
+    @Test(arguments: [3, 11, 29])
+    func incrementalRunsEqualFullRunsOverRandomHistories(seed: UInt64) async throws {
+        var full = try SyncBench(providers: ["a", "b", "c"])
+        var incremental = try SyncBench(providers: ["a", "b", "c"])
+        incremental.incremental = true
+        full.maxDeletes = "\"100%\""
+        incremental.maxDeletes = "\"100%\""
+        full.reversed = ["c"]
+        incremental.reversed = ["c"]
+        var random = SeededRandom(seed: seed)
+        let pool = (0..<40).map { "key\($0)" }
+        var incrementalRounds = 0
+        for round in 0..<16 {
+            for _ in 0..<Int.random(in: 0...8, using: &random) {
+                let provider = ["a", "b", "c"].randomElement(using: &random)!
+                let key = pool.randomElement(using: &random)!
+                let value: String? =
+                    Int.random(in: 0..<3, using: &random) == 0 ? nil : "v\(Int.random(in: 0..<4, using: &random))"
+                try await full.edit(provider, [key: value])
+                try await incremental.edit(provider, [key: value])
+            }
+            let down: Set<String> = Int.random(in: 0..<5, using: &random) == 0 ? ["b"] : []
+            full.down = down
+            incremental.down = down
+            let fullJob = try await full.run()
+            let incrementalJob = try await incremental.run()
+            #expect(fullJob.status == .ok && incrementalJob.status == .ok, "round \(round)")
+            #expect(fullJob.counts["deleted"] == incrementalJob.counts["deleted"], "round \(round)")
+            #expect(fullJob.sync?.modes == nil)
+            let modes = try #require(incrementalJob.sync?.modes)
+            if round == 0 { #expect(Set(modes.values) == ["full"]) }
+            if Set(modes.values) == ["incremental"] { incrementalRounds += 1 }
+            for id in ["a", "b", "c"] {
+                #expect(try await full.contents(id) == incremental.contents(id), "round \(round), provider \(id)")
+            }
+            #expect(try full.snapshot() == incremental.snapshot(), "round \(round)")
+        }
+        #expect(incrementalRounds >= 8, "most rounds read only the change feeds")
+    }
+
+    @Test func anIncrementalRunReadsOnlyTheChangedKeys() async throws {
+        var bench = try SyncBench()
+        bench.incremental = true
+        try await bench.edit("a", Dictionary(uniqueKeysWithValues: (0..<300).map { ("k\($0)", "v") }))
+        #expect(try await bench.run().counts["keys"] == 300)
+        // The first run's own writes are in b's feed once; from then on only what changed.
+        _ = try await bench.run()
+        try await bench.edit("a", ["k1": "new", "k2": nil])
+        try await bench.edit("b", ["fresh": "f"])
+        let job = try await bench.run()
+        #expect(job.sync?.modes == ["a": "incremental", "b": "incremental"])
+        #expect(job.sync?.fullBecause == [:])
+        #expect(job.counts["keys"] == 3 && job.counts["repaired"] == 2 && job.counts["deleted"] == 1)
+        #expect(try await bench.contents("b")["k1"] == "new")
+        #expect(try await bench.contents("b")["k2"] == nil)
+        #expect(try await bench.contents("a")["fresh"] == "f")
+    }
+
+    @Test func aRunThatLeavesAFailureBehindKeepsTheLastCleanRunsCursors() async throws {
+        var bench = try SyncBench()
+        bench.incremental = true
+        try await bench.edit("a", ["one": "1", "two": "2"])
+        _ = try await bench.run()
+        _ = try await bench.run()
+        try await bench.edit("a", ["one": "edited", "two": "edited"])
+        bench.refuses = ["b": "one"]
+        let failed = try await bench.run()
+        #expect(failed.status == .failed && failed.counts["failed"] == 1 && failed.counts["repaired"] == 1)
+        // The next run reads the feeds from before the failed run, so it still sees the edit b did not take.
+        bench.refuses = [:]
+        let next = try await bench.run()
+        #expect(next.sync?.modes == ["a": "incremental", "b": "incremental"])
+        #expect(next.counts["repaired"] == 1)
+        #expect(try await bench.contents("b") == ["one": "edited", "two": "edited"])
+    }
+
+    @Test func aRefusedCursorFallsBackToAFullComparisonForThatProvider() async throws {
+        var bench = try SyncBench()
+        bench.incremental = true
+        try await bench.edit("a", ["one": "1", "two": "2", "three": "3"])
+        _ = try await bench.run()
+        _ = try await bench.run()
+        // a's database is replaced by another file holding the same keys but one: its cursor names the old file.
+        for suffix in ["", "-wal", "-shm"] { try? FileManager.default.removeItem(atPath: bench.path("a") + suffix) }
+        try await bench.edit("a", ["one": "1", "three": "3 edited"])
+        let job = try await bench.run()
+        #expect(job.status == .ok)
+        #expect(job.sync?.modes == ["a": "full", "b": "incremental"])
+        #expect(job.sync?.fullBecause?["a"]?.contains("another database") == true)
+        #expect(job.counts["deleted"] == 1)
+        #expect(try await bench.contents("b") == ["one": "1", "three": "3 edited"])
+        // That run left a fresh cursor for a.
+        #expect(try await bench.run().sync?.modes == ["a": "incremental", "b": "incremental"])
+    }
+
+    @Test func aProviderWithoutAFeedIsComparedInFullAndSaysWhy() async throws {
+        let directory = try TemporaryDirectory()
+        let source = """
+            version: 1
+            name: mixed
+            providers:
+              db: { type: sqlite, path: data/db.db, create: true }
+              files: { type: directory, path: data/files, create: true }
+            store: { providers: [db, files] }
+            jobs:
+              - { type: sync, name: both, incremental: true }
+            """
+        func run() async throws -> RunReport.Job {
+            let spec = try PipelineLoader.load(
+                source: source, file: "p.yaml", directory: directory.path, registry: BuiltInProviders.registry,
+                environment: [:])
+            return try await PipelineRunner(try PipelineCompiler.compile(spec, environment: [:]), options: RunOptions())
+                .run().report.jobs[0]
+        }
+        _ = try await run()
+        let job = try await run()
+        #expect(job.status == .ok, "\(String(describing: job.error))")
+        #expect(job.sync?.modes == ["db": "incremental", "files": "full"])
+        #expect(job.sync?.fullBecause?["files"] == "it offers no change feed")
+    }
+
+    /// A SQLite database read from its feed beside a directory listed in full (it offers no feed), over random
+    /// histories: the same contents as two full syncs of the same edits, removals in the directory included.
+    @Test(arguments: [5, 17, 23])
+    func aMixedRunEqualsAFullRunOverRandomHistories(seed: UInt64) async throws {
+        let copies = [try TemporaryDirectory(), try TemporaryDirectory()]
+        func source(_ incremental: Bool) -> String {
+            """
+            version: 1
+            name: mixed
+            providers:
+              db: { type: sqlite, path: data/db.db, create: true }
+              files: { type: directory, path: data/files, create: true }
+            store: { providers: [db, files] }
+            jobs:
+              - { type: sync, name: both, incremental: \(incremental), maxDeletes: "100%" }
+            """
+        }
+        func run(_ copy: Int) async throws -> RunReport.Job {
+            let spec = try PipelineLoader.load(
+                source: source(copy == 1), file: "p.yaml", directory: copies[copy].path,
+                registry: BuiltInProviders.registry, environment: [:])
+            return try await PipelineRunner(try PipelineCompiler.compile(spec, environment: [:]), options: RunOptions())
+                .run().report.jobs[0]
+        }
+        func provider(_ copy: Int, _ id: String) throws -> any Provider {
+            id == "db"
+                ? try SQLiteProvider(id: id, path: copies[copy].file("data/db.db"))
+                : try DirectoryProvider(id: id, root: copies[copy].file("data/files"))
+        }
+        func contents(_ copy: Int, _ id: String) async throws -> [String: String] {
+            let provider = try provider(copy, id)
+            var keys: [String] = []
+            var cursor: String?
+            repeat {
+                let page = try await provider.listKeys(after: cursor, limit: 100)
+                keys += page.keys
+                cursor = page.nextCursor
+            } while cursor != nil
+            var items: [String: String] = [:]
+            for (key, result) in zip(keys, try await provider.get(keys)) { items[key] = try result.get() }
+            await provider.close()
+            return items
+        }
+        var random = SeededRandom(seed: seed)
+        let pool = (0..<30).map { "key\($0)" }
+        for copy in 0..<2 { _ = try await run(copy) }
+        for round in 0..<20 {
+            for _ in 0..<Int.random(in: 0...8, using: &random) {
+                let id = Bool.random(using: &random) ? "db" : "files"
+                let key = pool.randomElement(using: &random)!
+                let value: String? =
+                    Int.random(in: 0..<3, using: &random) == 0 ? nil : "v\(Int.random(in: 0..<4, using: &random))"
+                for copy in 0..<2 {
+                    let provider = try provider(copy, id)
+                    if let value {
+                        _ = try await provider.set([KeyValue(key, value)])
+                    } else {
+                        _ = try await provider.remove([key])
+                    }
+                    await provider.close()
+                }
+            }
+            let full = try await run(0)
+            let mixed = try await run(1)
+            #expect(full.status == .ok && mixed.status == .ok, "round \(round)")
+            #expect(mixed.sync?.modes == ["db": "incremental", "files": "full"], "round \(round)")
+            #expect(full.counts["deleted"] == mixed.counts["deleted"], "round \(round)")
+            for id in ["db", "files"] {
+                #expect(try await contents(0, id) == contents(1, id), "round \(round), provider \(id)")
             }
         }
     }
