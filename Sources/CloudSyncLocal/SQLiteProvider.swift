@@ -174,8 +174,11 @@ public final class SQLiteProvider: Provider {
     /// busy timeout, and `ERR_PROVIDER` for any other SQLite failure.
     public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
         let results: [Result<String?, CloudSyncError>] = try await read { db in
-            // An explicit read transaction: without it each lookup is a transaction of its own, with its own locks.
-            try db.executeScript("BEGIN")
+            // An explicit read transaction: without it each lookup is a transaction of its own, with its own locks. A
+            // read-only open already holds one for its whole life (one consistent state for a dry run), so it is
+            // begun only when none is open.
+            let ownTransaction = !db.isInTransaction
+            if ownTransaction { try db.executeScript("BEGIN") }
             do {
                 let select = try db.prepare("SELECT value FROM kv WHERE key = ?")
                 let values: [Result<String?, CloudSyncError>] = try keys.map { key in
@@ -183,10 +186,10 @@ public final class SQLiteProvider: Provider {
                     return .success(try select.step() ? select.string(0) : nil)
                 }
                 select.reset()
-                try db.executeScript("COMMIT")
+                if ownTransaction { try db.executeScript("COMMIT") }
                 return values
             } catch {
-                try? db.executeScript("ROLLBACK")
+                if ownTransaction { try? db.executeScript("ROLLBACK") }
                 throw error
             }
         }
