@@ -648,7 +648,8 @@ private struct Reader {
                     }
                 }
                 kind = .sync(
-                    providers: subset?.map(\.text.value), deletes: job.choice("deletes", SyncDeletes.self) ?? .propagate,
+                    providers: subset?.map(\.text.value),
+                    deletes: job.choice("deletes", SyncDeletes.self) ?? .propagate,
                     maxDeletes: maxDeletes, incremental: job.boolean("incremental") ?? false)
             case "migrate":
                 let from = provider("from")

@@ -119,7 +119,7 @@ import Testing
             }
         }
         let deadline = Date().addingTimeInterval(60)
-        while Date() < deadline, try await destination().edited < 1300 { usleep(2000) }
+        while Date() < deadline, try await destination().edited == 0 { usleep(1000) }
         kill(process.processIdentifier, SIGKILL)
         process.waitUntilExit()
         #expect(process.terminationReason == .uncaughtSignal)
