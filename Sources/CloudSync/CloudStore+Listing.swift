@@ -15,15 +15,9 @@ extension CloudStore {
         // Every provider is listed at once: a slow one holds up only its own part.
         let listings = await withTaskGroup(of: (String, Result<Set<String>, CloudSyncError>).self) { group in
             for provider in providers {
-                group.addTask { [self] in
-                    var keys = Set<String>()
-                    do throws(CloudSyncError) {
-                        try await forEachPage(of: provider) { page in keys.formUnion(page) }
-                        return (provider.id, .success(keys))
-                    } catch {
-                        return (provider.id, .failure(error))
-                    }
-                }
+                // The child returns what a helper answers: a `do throws(CloudSyncError)` inside the child closure
+                // was miscompiled in release builds (the quota job trapped on an index out of range).
+                group.addTask { [self] in (provider.id, await listing(of: provider)) }
             }
             var listings: [String: Result<Set<String>, CloudSyncError>] = [:]
             for await (id, listing) in group { listings[id] = listing }
@@ -145,13 +139,7 @@ extension CloudStore {
         // Every provider is asked at once; the entries keep the providers' order.
         let answers = await withTaskGroup(of: (Int, Result<ProviderQuota?, CloudSyncError>).self) { group in
             for (index, provider) in providers.enumerated() {
-                group.addTask { [self] in
-                    do throws(CloudSyncError) {
-                        return (index, .success(try await dispatcher(for: provider).call { try await $0.quota() }))
-                    } catch {
-                        return (index, .failure(error))
-                    }
-                }
+                group.addTask { [self] in (index, await quotaAnswer(of: provider)) }
             }
             var answers = [Result<ProviderQuota?, CloudSyncError>](repeating: .success(nil), count: providers.count)
             for await (index, answer) in group { answers[index] = answer }
@@ -170,5 +158,25 @@ extension CloudStore {
             }
         }
         return entries
+    }
+
+    /// Every key one provider lists, or the error that stopped its listing.
+    private func listing(of provider: any Provider) async -> Result<Set<String>, CloudSyncError> {
+        var keys = Set<String>()
+        do throws(CloudSyncError) {
+            try await forEachPage(of: provider) { page in keys.formUnion(page) }
+            return .success(keys)
+        } catch {
+            return .failure(error)
+        }
+    }
+
+    /// One provider's quota, or the error it answered.
+    private func quotaAnswer(of provider: any Provider) async -> Result<ProviderQuota?, CloudSyncError> {
+        do throws(CloudSyncError) {
+            return .success(try await dispatcher(for: provider).call { try await $0.quota() })
+        } catch {
+            return .failure(error)
+        }
     }
 }
