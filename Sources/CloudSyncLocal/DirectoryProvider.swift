@@ -341,6 +341,11 @@ public final class DirectoryProvider: Provider {
         }
     }
 
+    private static let directoryEntryTypeOffset = MemoryLayout<dirent>.offset(of: \dirent.d_type)!
+    private static let directoryEntryTypeUnknown = UInt8(DT_UNKNOWN)
+    private static let directoryEntryIsDirectory = UInt8(DT_DIR)
+    private static let directoryEntryIsRegularFile = UInt8(DT_REG)
+
     /// Calls `visit` with the encoded name of every key file under `directory`, skipping temporary and foreign files.
     ///
     /// `pieces` are the path components from the root down to `directory`.
@@ -357,9 +362,19 @@ public final class DirectoryProvider: Provider {
                     .assumingMemoryBound(to: CChar.self))
             guard !name.hasPrefix(".") else { continue }
             let path = directory + "/" + name
-            var info = stat()
-            guard lstat(path, &info) == 0 else { continue }
-            let kind = info.st_mode & S_IFMT
+            // The entry's type as the directory itself records it, read in place like the name: no `lstat` per file
+            // (every listing page walks the tree). A file system that does not record types answers unknown, and
+            // only then is the file asked.
+            var kind: mode_t
+            switch UnsafeRawPointer(entry).load(fromByteOffset: Self.directoryEntryTypeOffset, as: UInt8.self) {
+            case Self.directoryEntryIsDirectory: kind = S_IFDIR
+            case Self.directoryEntryIsRegularFile: kind = S_IFREG
+            case Self.directoryEntryTypeUnknown:
+                var info = stat()
+                guard lstat(path, &info) == 0 else { continue }
+                kind = info.st_mode & S_IFMT
+            default: continue
+            }
             if kind == S_IFDIR, name.hasPrefix("+") {
                 try walk(path, pieces: pieces + [name], visit)
             } else if kind == S_IFREG {
