@@ -79,7 +79,7 @@ import Testing
         environment["CLOUDSYNC_S3_ENDPOINT"] = "http://127.0.0.1:\(moto.port)"
         environment["AWS_ACCESS_KEY_ID"] = "moto"
         environment["AWS_SECRET_ACCESS_KEY"] = "moto"
-        var random = SplitMix64(seed: 0x5EED_C0DE)
+        var random = SeededRandom(seed: 0x5EED_C0DE)
         var problems: [String] = []
         var killedMidway = 0
         var leftBefore = Set<String>()
@@ -87,7 +87,7 @@ import Testing
             let file = try writePipeline(generation: round)
             let killed = try RunningProcess(
                 niced, ["-n", "10", executable, "run", file, "--quiet"], environment: environment)
-            usleep(UInt32(random.next(below: 200_000)))
+            usleep(UInt32(random.next(upperBound: UInt64(200_000))))
             killed.signal(SIGKILL)
             if killed.wait().status == SIGKILL { killedMidway += 1 }
             for database in ["data/crash.db", ".cloudsync/crash/state.db", ".cloudsync/crash/outbox.db"] {
@@ -143,23 +143,6 @@ import Testing
         else { return nil }
         return object["items"] as? [String: String]
     }
-}
-
-/// A seeded generator, so a failing sequence of kill moments can be replayed.
-struct SplitMix64 {
-    private var state: UInt64
-
-    init(seed: UInt64) { state = seed }
-
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var mixed = state
-        mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
-        return mixed ^ (mixed >> 31)
-    }
-
-    mutating func next(below bound: UInt64) -> UInt64 { next() % bound }
 }
 
 struct CrashLoopSetupError: Error, CustomStringConvertible {

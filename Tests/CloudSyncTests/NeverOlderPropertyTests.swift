@@ -4,18 +4,6 @@ import Foundation
 import Synchronization
 import Testing
 
-/// A deterministic random source, so a failing interleaving can be replayed from its seed.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// Records every value a provider receives, in arrival order, so a test can ask what reached it after a moment.
 final class ArrivalLog: ForwardingProvider {
     let wrapped: any Provider
@@ -85,7 +73,7 @@ final class SwitchableAccount: ForwardingProvider {
 
     @Test(arguments: seeds)
     func everyKeyEndsAsItsLastAcknowledgedWrite(seed: UInt64) async throws {
-        var random = SplitMix64(state: seed)
+        var random = SeededRandom(seed: seed)
         let clock = ManualClock()
         let order = Counter()
         let providerCount = Int.random(in: 2...3, using: &random)
