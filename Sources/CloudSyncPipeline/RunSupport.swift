@@ -39,16 +39,24 @@ final class RunLock: Sendable {
         guard descriptor >= 0 else {
             throw CloudSyncError(.config, "cannot open the lock \(path): \(String(cString: strerror(errno)))")
         }
-        guard flock(descriptor, LOCK_EX | LOCK_NB) == 0 else {
+        // A lock held with no process id written is retried for a moment: its holder is about to write its id, or
+        // has released it while a child process it was forking still shares the descriptor until that child execs.
+        var attempts = 0
+        while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
             let code = errno
-            close(descriptor)
             guard code == EWOULDBLOCK else {
+                close(descriptor)
                 throw CloudSyncError(
                     .config,
                     "cannot lock \(path): \(String(cString: strerror(code))); the state directory must be on a file "
                         + "system that supports flock")
             }
-            return .heldBy(recordedHolder(path))
+            let holder = recordedHolder(path)
+            attempts += 1
+            if holder != nil || attempts >= 50 {
+                close(descriptor)
+                return .heldBy(holder)
+            }
         }
         let pid = Array("\(getpid())\n".utf8)
         _ = ftruncate(descriptor, 0)

@@ -1,0 +1,38 @@
+import CloudSyncTesting
+import Foundation
+import Testing
+
+@testable import CloudSyncPipeline
+
+/// The run lock's view of a holder that wrote no process id.
+@Suite struct RunLockTests {
+    @Test func aLockReleasedByAHolderThatWroteNoIdIsTakenOnceFree() throws {
+        let directory = try TemporaryDirectory()
+        // Held by a descriptor no run owns, as a child process shares its parent's lock between fork and exec.
+        let shared = open(directory.file("run.lock"), O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        #expect(flock(shared, LOCK_EX | LOCK_NB) == 0)
+        Thread.detachNewThread {
+            usleep(150_000)
+            close(shared)
+        }
+        guard case .acquired(let lock) = try RunLock.acquire(in: directory.path) else {
+            Issue.record("a lock freed 150 ms later was reported held")
+            return
+        }
+        lock.release()
+    }
+
+    @Test func aLockHeldByARunNamesItsProcess() throws {
+        let directory = try TemporaryDirectory()
+        guard case .acquired(let first) = try RunLock.acquire(in: directory.path) else {
+            Issue.record("a free lock was reported held")
+            return
+        }
+        defer { first.release() }
+        guard case .heldBy(let pid) = try RunLock.acquire(in: directory.path) else {
+            Issue.record("a held lock was taken twice")
+            return
+        }
+        #expect(pid == getpid())
+    }
+}
