@@ -26,8 +26,19 @@ public enum ProcessRunner {
             userInfo: [NSLocalizedDescriptionKey: "no built product '\(name)' near \(CommandLine.arguments[0])"])
     }
 
-    /// Runs `executable` with `arguments`, no standard input, and waits for it to exit.
+    /// Runs `executable` with `arguments`, no standard input, and waits for it to exit on a thread of its own, so
+    /// the waiting test holds none of the cooperative pool's few threads.
     public static func run(
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+        currentDirectory: String? = nil
+    ) async throws -> ProcessResult {
+        try await onOwnThread {
+            try runBlocking(executable, arguments, environment: environment, currentDirectory: currentDirectory)
+        }
+    }
+
+    /// Runs `executable` with `arguments`, no standard input, and blocks the calling thread until it exits.
+    public static func runBlocking(
         _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
         currentDirectory: String? = nil
     ) throws -> ProcessResult {

@@ -19,7 +19,7 @@ import Testing
         executable = try ProcessRunner.builtProduct("cloudsync")
         directory = try TemporaryDirectory()
         try FileManager.default.createDirectory(atPath: directory.file("keys"), withIntermediateDirectories: true)
-        _ = try ProcessRunner.run(executable, ["keygen", "--out", directory.file("keys/vault.key")])
+        _ = try ProcessRunner.runBlocking(executable, ["keygen", "--out", directory.file("keys/vault.key")])
     }
 
     static let destinations = ["db", "files", "sealed", "bucket"]
@@ -95,7 +95,7 @@ import Testing
                     problems.append("round \(round): \(database): \(damage)")
                 }
             }
-            let rerun = try ProcessRunner.run(
+            let rerun = try ProcessRunner.runBlocking(
                 niced, ["-n", "10", executable, "run", file, "--quiet"], environment: environment)
             guard rerun.status == 0 else {
                 problems.append("round \(round): the rerun exited \(rerun.status): \(rerun.standardError.prefix(400))")

@@ -17,16 +17,17 @@ import Testing
     /// Mounts a tmpfs of `kilobytes` at `path`; false where this process may not mount.
     private func mountTmpfs(_ path: String, kilobytes: Int) throws -> Bool {
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-        let mounted = try ProcessRunner.run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(kilobytes)k", "tmpfs", path])
+        let mounted = try ProcessRunner.runBlocking(
+            "/bin/mount", ["-t", "tmpfs", "-o", "size=\(kilobytes)k", "tmpfs", path])
         return mounted.status == 0
     }
 
     /// Runs a process from a thread of its own, leaving the concurrency pool to the tests running meanwhile.
     private func run(_ executable: String, _ arguments: [String]) async throws -> ProcessResult {
-        try await onOwnThread { try ProcessRunner.run(executable, arguments) }
+        try await ProcessRunner.run(executable, arguments)
     }
 
-    private func unmount(_ path: String) { _ = try? ProcessRunner.run("/bin/umount", [path]) }
+    private func unmount(_ path: String) { _ = try? ProcessRunner.runBlocking("/bin/umount", [path]) }
 
     static func items(_ count: Int) -> [String: String] {
         Dictionary(

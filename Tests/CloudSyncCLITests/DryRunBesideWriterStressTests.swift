@@ -109,7 +109,7 @@ import Testing
     private func dryRun(_ file: String) -> String? {
         let result: ProcessResult
         do {
-            result = try ProcessRunner.run(
+            result = try ProcessRunner.runBlocking(
                 niced, ["-n", "10", executable, "run", file, "--dry-run", "--report", "-", "--quiet"])
         } catch {
             return "could not start: \(error)"

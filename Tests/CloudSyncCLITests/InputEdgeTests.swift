@@ -85,12 +85,12 @@ import Testing
             ])
     }
 
-    @Test func aStateDirectoryUnderAFileIsExplainedWithoutAFoundationDump() throws {
+    @Test func aStateDirectoryUnderAFileIsExplainedWithoutAFoundationDump() async throws {
         #expect(FileManager.default.createFile(atPath: directory.file("afile"), contents: Data()))
         let path = directory.file("p.yaml")
         try ("version: 1\nname: p\nstate: afile/state\n" + memory + "jobs: [{ type: sync }]\n")
             .write(toFile: path, atomically: true, encoding: .utf8)
-        let result = try ProcessRunner.run(executable, ["run", path])
+        let result = try await ProcessRunner.run(executable, ["run", path])
         #expect(result.status == 2)
         #expect(!result.standardError.contains("NSCocoaErrorDomain"), "\(result.standardError)")
         #expect(!result.standardError.contains("operation could not be completed"), "\(result.standardError)")
@@ -100,8 +100,8 @@ import Testing
             ), "\(result.standardError)")
     }
 
-    @Test func keygenIntoAMissingDirectorySaysSo() throws {
-        let result = try ProcessRunner.run(
+    @Test func keygenIntoAMissingDirectorySaysSo() async throws {
+        let result = try await ProcessRunner.run(
             executable, ["keygen", "--out", "missing/dir/k.key"], currentDirectory: directory.path)
         #expect(result.status == 73)
         #expect(
@@ -110,13 +110,13 @@ import Testing
                 + "first (mkdir -p missing/dir) or give --out a path in an existing directory\n")
     }
 
-    @Test func aRunWhoseReportCannotBeWrittenKeepsItsJobsStatusAndPrintsTheReport() throws {
+    @Test func aRunWhoseReportCannotBeWrittenKeepsItsJobsStatusAndPrintsTheReport() async throws {
         #expect(FileManager.default.createFile(atPath: directory.file("afile"), contents: Data()))
         let path = directory.file("p.yaml")
         try
             ("version: 1\nname: p\nstate: state\n" + memory + "jobs: [{ type: sync }]\n"
             + "report: { path: afile/r.json }\n").write(toFile: path, atomically: true, encoding: .utf8)
-        let result = try ProcessRunner.run(executable, ["run", path])
+        let result = try await ProcessRunner.run(executable, ["run", path])
         #expect(result.status == 0, "\(result.standardError)")
         #expect(
             result.standardError.contains(

@@ -22,7 +22,7 @@ import Testing
         directory = try TemporaryDirectory()
         reports = try TemporaryDirectory()
         try FileManager.default.createDirectory(atPath: directory.file("keys"), withIntermediateDirectories: true)
-        _ = try ProcessRunner.run(executable, ["keygen", "--out", directory.file("keys/vault.key")])
+        _ = try ProcessRunner.runBlocking(executable, ["keygen", "--out", directory.file("keys/vault.key")])
     }
 
     private func pipeline(_ name: String, _ body: String) throws -> String {
@@ -44,25 +44,25 @@ import Testing
                 + "store:\n  providers: [\(directory)]\njobs:\n" + jobs.map { "  - \($0)\n" }.joined())
     }
 
-    private func run(_ arguments: [String]) throws -> ProcessResult {
-        try ProcessRunner.run(executable, ["run"] + arguments)
+    private func run(_ arguments: [String]) async throws -> ProcessResult {
+        try await ProcessRunner.run(executable, ["run"] + arguments)
     }
 
     /// The report a run printed with `--report -`, parsed, after checking it against the report schema.
-    private func report(_ result: ProcessResult) throws -> [String: Any] {
+    private func report(_ result: ProcessResult) async throws -> [String: Any] {
         let path = reports.file("report-\(UUID().uuidString).json")
         try result.standardOutput.write(toFile: path, atomically: true, encoding: .utf8)
-        try expectValidReport(path)
+        try await expectValidReport(path)
         return try #require(try JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8)) as? [String: Any])
     }
 
-    private func expectValidReport(_ path: String) throws {
+    private func expectValidReport(_ path: String) async throws {
         let python = root + "/.build/pyenv/bin/python3"
         guard FileManager.default.isExecutableFile(atPath: python) else {
             Issue.record("the tests' Python environment is missing: run `make test`")
             return
         }
-        let check = try ProcessRunner.run(
+        let check = try await ProcessRunner.run(
             python, [root + "/scripts/check_schema.py", root + "/schemas/report.schema.json", path])
         #expect(check.standardOutput.hasPrefix("PASS "), "\(check.standardOutput)")
     }
@@ -96,7 +96,7 @@ import Testing
 
         """
 
-    @Test func everyJobRunsAndReports() throws {
+    @Test func everyJobRunsAndReports() async throws {
         let file = try pipeline(
             "all.yaml",
             Self.seeded + """
@@ -112,9 +112,9 @@ import Testing
                   - { type: flush, name: flush }
 
                 """)
-        let result = try run([file, "--report", "-", "--quiet"])
+        let result = try await run([file, "--report", "-", "--quiet"])
         #expect(result.status == 0, "\(result.standardError)")
-        let parsed = try report(result)
+        let parsed = try await report(result)
         #expect(parsed["status"] as? String == "ok")
         #expect(counts(parsed, 0)["copied"] == 3)
         #expect(
@@ -135,14 +135,14 @@ import Testing
         #expect(header["codec"] as? String == "vault")
         #expect(header["keyId"] as? String == "k1")
         // The restore reproduced the key set exactly.
-        let check = try run([file, "--job", "check", "--report", "-", "--quiet"])
-        #expect(counts(try report(check), 0)["ok"] == 3)
+        let check = try await run([file, "--job", "check", "--report", "-", "--quiet"])
+        await #expect(counts(try report(check), 0)["ok"] == 3)
         let providers = parsed["providers"] as? [[String: Any]] ?? []
         #expect(providers.map { $0["id"] as? String } == ["seed", "primary", "backup"])
         #expect(providers.allSatisfy { ($0["requests"] as? Int ?? 0) > 0 })
     }
 
-    @Test func exportNamesEachUndecodableKeyAndExportsTheRest() throws {
+    @Test func exportNamesEachUndecodableKeyAndExportsTheRest() async throws {
         let file = try pipeline(
             "tampered.yaml",
             Self.seeded + """
@@ -152,7 +152,7 @@ import Testing
                   - { type: export, name: fromStore, from: store, path: out/store.json }
 
                 """)
-        #expect(try run([file, "--job", "load", "--quiet"]).status == 0)
+        await #expect(try run([file, "--job", "load", "--quiet"]).status == 0)
         // Two values no key can open: one cut short, one that is not an envelope at all.
         let theme = directory.file("data/backup/settings.theme")
         let sealed = try String(contentsOfFile: theme, encoding: .utf8)
@@ -160,9 +160,9 @@ import Testing
         try "cs1:k1:not-base64!".write(
             toFile: directory.file("data/backup/favourites"), atomically: true, encoding: .utf8)
         for (name, path) in [("fromBackup", "out/backup.json"), ("fromStore", "out/store.json")] {
-            let result = try run([file, "--job", name, "--report", "-", "--quiet"])
+            let result = try await run([file, "--job", name, "--report", "-", "--quiet"])
             #expect(result.status == 1, "\(name): \(result.standardError)")
-            let parsed = try report(result)
+            let parsed = try await report(result)
             let failures = job(parsed, 0)["failures"] as? [[String: Any]] ?? []
             #expect(
                 failures.compactMap { $0["key"] as? String }.sorted() == ["favourites", "settings.theme"], "\(name)")
@@ -174,16 +174,16 @@ import Testing
         }
     }
 
-    @Test func aDryRunChangesNothingButTheReport() throws {
+    @Test func aDryRunChangesNothingButTheReport() async throws {
         let file = try pipeline(
             "dry.yaml", Self.seeded + "jobs:\n  - { type: migrate, from: seed, to: primary }\n  - { type: sync }\n")
-        #expect(try run([file, "--quiet"]).status == 0)
+        await #expect(try run([file, "--quiet"]).status == 0)
         // Make the next sync have something to do: one copy is deleted, which the sync would propagate.
         try FileManager.default.removeItem(atPath: directory.file("data/backup/favourites"))
         let before = try snapshot()
-        let dry = try run([file, "--dry-run", "--report", "-", "--quiet"])
+        let dry = try await run([file, "--dry-run", "--report", "-", "--quiet"])
         #expect(dry.status == 0)
-        let parsed = try report(dry)
+        let parsed = try await report(dry)
         #expect(parsed["dryRun"] as? Bool == true)
         #expect(counts(parsed, 0)["copied"] == 3)  // would copy
         #expect(counts(parsed, 1)["deleted"] == 1)  // would delete
@@ -226,12 +226,12 @@ import Testing
             try FileManager.default.createDirectory(atPath: copy.file("data"), withIntermediateDirectories: true)
             // Another program keeps the database open, so what the run commits stays in the write-ahead log.
             let app = try SQLiteProvider(path: copy.file("data/primary.db"))
-            let first = try run([file, "--report", "-", "--quiet"])
+            let first = try await run([file, "--report", "-", "--quiet"])
             #expect(first.status == 0, "\(first.standardError)")
-            let dry = try run([file, "--dry-run", "--report", "-", "--quiet"])
-            let real = try run([file, "--report", "-", "--quiet"])
-            let dryCounts = try report(dry)["jobs"] as? [[String: Any]] ?? []
-            let realCounts = try report(real)["jobs"] as? [[String: Any]] ?? []
+            let dry = try await run([file, "--dry-run", "--report", "-", "--quiet"])
+            let real = try await run([file, "--report", "-", "--quiet"])
+            let dryCounts = try await report(dry)["jobs"] as? [[String: Any]] ?? []
+            let realCounts = try await report(real)["jobs"] as? [[String: Any]] ?? []
             let describe = { (jobs: [[String: Any]]) in
                 jobs.map {
                     "\($0["status"] ?? "?") \(($0["counts"] as? [String: Int] ?? [:]).sorted { $0.key < $1.key })"
@@ -247,7 +247,7 @@ import Testing
         #expect(failures.isEmpty, "\(failures.count) of 20 dry runs differed: \(failures)")
     }
 
-    @Test func aSecondRunOfTheSamePipelineIsRefusedAndAStaleLockIsNot() throws {
+    @Test func aSecondRunOfTheSamePipelineIsRefusedAndAStaleLockIsNot() async throws {
         let file = try pipeline(
             "locked.yaml",
             Self.seeded + "jobs:\n  - { type: flush }\n"
@@ -256,13 +256,13 @@ import Testing
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
         // A live process holds the lock: this test's own.
         let held = try HeldRunLock(state: state)
-        let refused = try run([file, "--quiet"])
+        let refused = try await run([file, "--quiet"])
         #expect(refused.status == 75)
         #expect(refused.standardError.contains("already running (process \(getpid())"))
         // The refused run leaves a report of its own, but not `latest`: that stays the running run's to write.
         let reports = try FileManager.default.contentsOfDirectory(atPath: directory.file("reports"))
         #expect(reports.count == 1 && reports[0].hasPrefix("locked-"), "\(reports)")
-        try expectValidReport(directory.file("reports/" + reports[0]))
+        try await expectValidReport(directory.file("reports/" + reports[0]))
         let parsed = try #require(
             try JSONSerialization.jsonObject(
                 with: Data(contentsOf: URL(fileURLWithPath: directory.file("reports/" + reports[0])))) as? [String: Any]
@@ -273,20 +273,20 @@ import Testing
         held.release()
         for leftover in ["999999\n", "\(getpid())\n", ""] {
             try leftover.write(toFile: state + "/run.lock", atomically: true, encoding: .utf8)
-            #expect(try run([file, "--quiet"]).status == 0, "over a lock file holding \"\(leftover)\"")
+            await #expect(try run([file, "--quiet"]).status == 0, "over a lock file holding \"\(leftover)\"")
             // The file stays, emptied: removing it could let two later runs lock two different files.
             #expect(try String(contentsOfFile: state + "/run.lock", encoding: .utf8) == "")
         }
     }
 
-    @Test func exitCodesSayWhatKindOfFailure() throws {
+    @Test func exitCodesSayWhatKindOfFailure() async throws {
         let broken = try pipeline("broken.yaml", "providers: {}\n")
-        #expect(try run([broken]).status == 64)
+        await #expect(try run([broken]).status == 64)
         let refused = try pipeline("refused.yaml", Self.seeded + "jobs:\n  - { type: clear, provider: primary }\n")
-        let refusal = try run([refused, "--report", "-", "--quiet"])
+        let refusal = try await run([refused, "--report", "-", "--quiet"])
         #expect(refusal.status == 2)
-        #expect((job(try report(refusal), 0)["error"] as? [String: Any])?["code"] as? String == "ERR_CONFIG")
-        #expect(try run([refused, "--yes", "--quiet"]).status == 0)
+        await #expect((job(try report(refusal), 0)["error"] as? [String: Any])?["code"] as? String == "ERR_CONFIG")
+        await #expect(try run([refused, "--yes", "--quiet"]).status == 0)
         let failing = try pipeline(
             "failing.yaml",
             Self.seeded
@@ -297,27 +297,27 @@ import Testing
         let limited = try String(contentsOfFile: failing, encoding: .utf8).replacingOccurrences(
             of: "path: data/primary.db, create: true }", with: "path: data/limited.db, maxBytes: 28672, create: true }")
         try limited.write(toFile: failing, atomically: true, encoding: .utf8)
-        let result = try run([failing, "--report", "-", "--quiet"])
+        let result = try await run([failing, "--report", "-", "--quiet"])
         #expect(result.status == 1)
-        #expect(try report(result)["status"] as? String == "failed")
-        #expect(try run(["--bogus"]).status == 64)
-        #expect(try run([failing, "--job", "nope"]).status == 64)
+        await #expect(try report(result)["status"] as? String == "failed")
+        await #expect(try run(["--bogus"]).status == 64)
+        await #expect(try run([failing, "--job", "nope"]).status == 64)
     }
 
-    @Test func aReportGoesWhereThePipelineSays() throws {
+    @Test func aReportGoesWhereThePipelineSays() async throws {
         let file = try pipeline(
             "reported.yaml",
             Self.seeded + "jobs:\n  - { type: flush }\nreport:\n  path: reports/{name}-{startedAt}.json\n")
-        let result = try run([file])
+        let result = try await run([file])
         #expect(result.status == 0)
         let reports = try FileManager.default.contentsOfDirectory(atPath: directory.file("reports"))
         #expect(reports.count == 1)
         #expect(reports[0].hasPrefix("reported-2"))
-        try expectValidReport(directory.file("reports/" + reports[0]))
+        try await expectValidReport(directory.file("reports/" + reports[0]))
         #expect(result.standardError.contains("ok: report written to"))
     }
 
-    @Test func sigintFinishesTheBatchAndReportsInterrupted() throws {
+    @Test func sigintFinishesTheBatchAndReportsInterrupted() async throws {
         let file = try seededDirectoryPipeline(
             "long", keys: 3000, directory: "slow",
             jobs: [
@@ -339,7 +339,7 @@ import Testing
         kill(process.processIdentifier, SIGINT)
         process.waitUntilExit()
         #expect(process.terminationStatus == 130)
-        try expectValidReport(directory.file("interrupted.json"))
+        try await expectValidReport(directory.file("interrupted.json"))
         let parsed = try #require(
             try JSONSerialization.jsonObject(
                 with: Data(contentsOf: URL(fileURLWithPath: directory.file("interrupted.json"))))
@@ -365,12 +365,12 @@ import Testing
                         lastErrorCode: "ERR_OFFLINE"))
             }
         }
-        let listed = try ProcessRunner.run(executable, ["outbox", "list", file])
+        let listed = try await ProcessRunner.run(executable, ["outbox", "list", file])
         #expect(listed.status == 0)
         #expect(listed.standardOutput.contains("set \"a\" on primary (attempt 1"))
         #expect(!listed.standardOutput.contains("value of a"))
         #expect(listed.standardError == "2 queued writes\n")
-        let flushed = try ProcessRunner.run(executable, ["outbox", "flush", file])
+        let flushed = try await ProcessRunner.run(executable, ["outbox", "flush", file])
         #expect(flushed.standardError == "drained 2, remaining 0, dropped 0\n")
         let primary = try SQLiteProvider(path: directory.file("data/primary.db"))
         #expect(try await primary.get(["a"])[0].get() == "value of a")
@@ -378,36 +378,36 @@ import Testing
             OutboxEntry(
                 id: 3, key: "c", operation: .remove, encodedValue: nil, provider: "primary", attempts: 1,
                 nextAttemptAtMs: 0, enqueuedAtMs: 0, lastErrorCode: "ERR_OFFLINE"))
-        let discarded = try ProcessRunner.run(executable, ["outbox", "discard", file, "--yes"])
+        let discarded = try await ProcessRunner.run(executable, ["outbox", "discard", file, "--yes"])
         #expect(discarded.standardError == "discarded 1 queued write\n")
         #expect(try SQLiteOutboxStorage(path: state + "/outbox.db").loadAll().isEmpty)
     }
 
-    @Test func outboxCommandsThatWriteWaitForNoRunAndListingNeverBlocks() throws {
+    @Test func outboxCommandsThatWriteWaitForNoRunAndListingNeverBlocks() async throws {
         let file = try pipeline("busy.yaml", Self.seeded + "jobs:\n  - { type: flush }\n")
-        #expect(try run([file, "--quiet"]).status == 0)
+        await #expect(try run([file, "--quiet"]).status == 0)
         let state = directory.file(".cloudsync/busy")
         // A live process holds the pipeline: this test's own.
         let held = try HeldRunLock(state: state)
         defer { withExtendedLifetime(held) {} }
         for command in [["flush"], ["discard", "--yes"]] {
-            let refused = try ProcessRunner.run(executable, ["outbox"] + command + [file])
+            let refused = try await ProcessRunner.run(executable, ["outbox"] + command + [file])
             #expect(refused.status == 75, "outbox \(command)")
             #expect(refused.standardError.contains("already running (process \(getpid())"))
         }
-        #expect(try ProcessRunner.run(executable, ["outbox", "list", file]).status == 0)
-        #expect(try ProcessRunner.run(executable, ["history", file]).status == 0)
+        #expect(try await ProcessRunner.run(executable, ["outbox", "list", file]).status == 0)
+        #expect(try await ProcessRunner.run(executable, ["history", file]).status == 0)
     }
 
-    @Test func aCleanRunLeavesNoLogFilesAndIsInTheHistory() throws {
+    @Test func aCleanRunLeavesNoLogFilesAndIsInTheHistory() async throws {
         let file = try pipeline(
             "tidy.yaml", Self.seeded + "jobs:\n  - { type: migrate, from: seed, to: primary }\n  - { type: sync }\n")
-        #expect(try run([file, "--quiet"]).status == 0)
-        #expect(try run([file, "--quiet", "--dry-run", "--report", "-"]).status == 0)
+        await #expect(try run([file, "--quiet"]).status == 0)
+        await #expect(try run([file, "--quiet", "--dry-run", "--report", "-"]).status == 0)
         let leftovers = (FileManager.default.enumerator(atPath: directory.path)?.allObjects as? [String] ?? [])
             .filter { $0.hasSuffix("-wal") || $0.hasSuffix("-shm") || $0.hasSuffix("-journal") }
         #expect(leftovers.isEmpty, "\(leftovers)")
-        let history = try ProcessRunner.run(executable, ["history", file, "--json"])
+        let history = try await ProcessRunner.run(executable, ["history", file, "--json"])
         #expect(history.status == 0)
         let runs = try #require(
             try JSONSerialization.jsonObject(with: Data(history.standardOutput.utf8)) as? [[String: Any]])
@@ -415,12 +415,12 @@ import Testing
         #expect(runs.count == 1)
         #expect(runs.first?["status"] as? String == "ok")
         #expect(runs.first?["jobs"] as? [String: Int] == ["ok": 2])
-        let text = try ProcessRunner.run(executable, ["history", file, "--limit", "5"])
+        let text = try await ProcessRunner.run(executable, ["history", file, "--limit", "5"])
         #expect(text.standardOutput.contains("  ok  jobs: 2 ok  "))
-        #expect(try ProcessRunner.run(executable, ["history", file, "--limit", "0"]).status == 64)
+        #expect(try await ProcessRunner.run(executable, ["history", file, "--limit", "0"]).status == 64)
     }
 
-    @Test func aMissingSourceOrUnmountedDiskIsAnErrorNotAnEmptySuccess() throws {
+    @Test func aMissingSourceOrUnmountedDiskIsAnErrorNotAnEmptySuccess() async throws {
         let file = try pipeline(
             "absent.yaml",
             """
@@ -437,9 +437,9 @@ import Testing
             report: { path: reports/absent.json }
 
             """)
-        let result = try run([file, "--quiet"])
+        let result = try await run([file, "--quiet"])
         #expect(result.status == 2)
-        try expectValidReport(directory.file("reports/absent.json"))
+        try await expectValidReport(directory.file("reports/absent.json"))
         let parsed = try #require(
             try JSONSerialization.jsonObject(
                 with: Data(contentsOf: URL(fileURLWithPath: directory.file("reports/absent.json"))))
@@ -465,20 +465,20 @@ import Testing
             (providers.first { $0["id"] as? String == "old" }?["unavailable"] as? [String: Any])?["reason"] as? String
                 == "misconfigured")
         // A dry run says the same.
-        #expect(try run([file, "--quiet", "--dry-run", "--report", "-"]).status == 2)
+        await #expect(try run([file, "--quiet", "--dry-run", "--report", "-"]).status == 2)
     }
 
-    @Test func aRunThatCannotStartStillWritesAReportAMonitorCanRead() throws {
+    @Test func aRunThatCannotStartStillWritesAReportAMonitorCanRead() async throws {
         try "not a directory".write(toFile: directory.file("blocker"), atomically: true, encoding: .utf8)
         let file = try pipeline(
             "blocked.yaml",
             Self.seeded + "state: blocker/state\njobs:\n  - { type: flush }\n"
                 + "report: { path: reports/blocked.json, latest: reports/latest.json }\n")
-        let result = try run([file, "--quiet"])
+        let result = try await run([file, "--quiet"])
         #expect(result.status == 2)
         #expect(!result.standardError.contains("Error Domain"), "\(result.standardError)")
         for path in ["reports/blocked.json", "reports/latest.json"] {
-            try expectValidReport(directory.file(path))
+            try await expectValidReport(directory.file(path))
             let parsed = try #require(
                 try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: directory.file(path))))
                     as? [String: Any])
@@ -490,14 +490,14 @@ import Testing
         }
     }
 
-    @Test func latestKeepAndMetricsDescribeTheRunsForAMonitor() throws {
+    @Test func latestKeepAndMetricsDescribeTheRunsForAMonitor() async throws {
         let file = try pipeline(
             "watched.yaml",
             Self.seeded
                 + "jobs:\n  - { type: migrate, name: copy, from: seed, to: primary }\n  - { type: quota, name: space }\n"
                 + "report: { path: 'reports/{name}-{startedAt}.json', latest: reports/latest.json, keep: 2, "
                 + "metrics: metrics/cloudsync.prom }\n")
-        for _ in 0..<3 { #expect(try run([file, "--quiet"]).status == 0) }
+        for _ in 0..<3 { await #expect(try run([file, "--quiet"]).status == 0) }
         let files = try FileManager.default.contentsOfDirectory(atPath: directory.file("reports"))
         #expect(files.contains("latest.json"))
         // Three runs, two kept: the newest two, by their timestamped names.
@@ -508,7 +508,7 @@ import Testing
             try String(contentsOfFile: directory.file("reports/latest.json"), encoding: .utf8)
                 == String(contentsOfFile: directory.file("reports/" + newest), encoding: .utf8))
         // prometheus-client's own parser reads the textfile.
-        let check = try ProcessRunner.run(
+        let check = try await ProcessRunner.run(
             root + "/.build/pyenv/bin/python3",
             [root + "/scripts/check_prometheus.py", directory.file("metrics/cloudsync.prom")])
         #expect(check.status == 0, "\(check.standardOutput)\(check.standardError)")
@@ -523,17 +523,17 @@ import Testing
 
     /// The brief's own example: copy every `prefs.*` key from an application's database, which is read as it is and
     /// never changed.
-    @Test func prefsKeysAreCopiedFromAnApplicationsOwnTable() throws {
+    @Test func prefsKeysAreCopiedFromAnApplicationsOwnTable() async throws {
         let app = try SQLiteDatabase(
             path: directory.file("app.db"), options: SQLiteDatabase.Options(writeAheadLog: false))
-        try app.write { db in
+        try await app.write { db in
             try db.executeScript(
                 """
                 CREATE TABLE settings (name TEXT PRIMARY KEY, value TEXT NOT NULL);
                 INSERT INTO settings VALUES ('prefs.theme', 'dark'), ('prefs.font', '14'), ('session.token', 'x');
                 """)
         }
-        app.close()
+        await app.close()
         let before = try Data(contentsOf: URL(fileURLWithPath: directory.file("app.db")))
         let file = try pipeline(
             "prefs.yaml",
@@ -547,25 +547,25 @@ import Testing
               - { type: migrate, from: app, to: new, keys: 'prefs.*' }
 
             """)
-        let result = try run([file, "--quiet", "--report", "-"])
+        let result = try await run([file, "--quiet", "--report", "-"])
         #expect(result.status == 0, "\(result.standardError)")
-        #expect(counts(try report(result), 0) == ["copied": 2, "skipped": 0, "failed": 0, "queued": 0])
+        await #expect(counts(try report(result), 0) == ["copied": 2, "skipped": 0, "failed": 0, "queued": 0])
         #expect(try Data(contentsOf: URL(fileURLWithPath: directory.file("app.db"))) == before)
         // Without the mapping the same database is refused, naming its table and the fields to set.
         let unmapped = try pipeline(
             "unmapped.yaml",
             "providers:\n  app: { type: sqlite, path: app.db }\nstore:\n  providers: [app]\njobs:\n  - { type: verify, provider: app }\n"
         )
-        let refused = try run([unmapped, "--quiet", "--report", "-"])
+        let refused = try await run([unmapped, "--quiet", "--report", "-"])
         #expect(refused.status == 2)
-        let message = (job(try report(refused), 0)["error"] as? [String: Any])?["message"] as? String ?? ""
+        let message = await (job(try report(refused), 0)["error"] as? [String: Any])?["message"] as? String ?? ""
         #expect(message.contains("holds tables of its own (settings)") && message.contains("keyColumn"), "\(message)")
         #expect(try Data(contentsOf: URL(fileURLWithPath: directory.file("app.db"))) == before)
     }
 
     /// Every example runs on something shipped or on the demo's output, in the order their headers give, and does
     /// real work: none succeeds on nothing.
-    @Test func everyExampleRunsOnTheDemosOutputInTheOrderItsHeaderSays() throws {
+    @Test func everyExampleRunsOnTheDemosOutputInTheOrderItsHeaderSays() async throws {
         let copy = directory.file("examples")
         try FileManager.default.copyItem(atPath: root + "/pipelines", toPath: copy)
         for generated in ["demo-output", "data", "backups", "reports", ".cloudsync"] {
@@ -579,33 +579,33 @@ import Testing
         for (example, jobName, count) in order {
             let source = try String(contentsOfFile: copy + "/\(example).yaml", encoding: .utf8)
             if example != "demo" { #expect(source.contains("`make run` first") || source.contains("`make run`, then")) }
-            let result = try run([copy + "/\(example).yaml", "--quiet", "--report", "-"])
+            let result = try await run([copy + "/\(example).yaml", "--quiet", "--report", "-"])
             #expect(result.status == 0, "\(example): \(result.standardError)")
-            let parsed = try report(result)
+            let parsed = try await report(result)
             let jobs = parsed["jobs"] as? [[String: Any]] ?? []
             let done = jobs.first { $0["name"] as? String == jobName }?["counts"] as? [String: Int] ?? [:]
             #expect((done[count] ?? 0) > 100, "\(example): \(jobName) \(done)")
         }
     }
 
-    @Test func clearWalksEveryPageOfAProvider() throws {
+    @Test func clearWalksEveryPageOfAProvider() async throws {
         let file = try seededDirectoryPipeline(
             "wipe", keys: 1234, directory: "files",
             jobs: [
                 "{ type: migrate, name: fill, from: seed, to: files }",
                 "{ type: clear, name: wipe, provider: files, confirm: true }",
             ])
-        let result = try run([file, "--report", "-", "--quiet"])
+        let result = try await run([file, "--report", "-", "--quiet"])
         #expect(result.status == 0)
-        let parsed = try report(result)
+        let parsed = try await report(result)
         #expect(counts(parsed, 1) == ["removed": 1234, "failed": 0, "queued": 0])
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.file("data/files")).isEmpty)
     }
 
-    @Test func keygenNeverOverwritesAndExits73() throws {
+    @Test func keygenNeverOverwritesAndExits73() async throws {
         let path = directory.file("keys/vault.key")
         let before = try String(contentsOfFile: path, encoding: .utf8)
-        let again = try ProcessRunner.run(executable, ["keygen", "--out", path])
+        let again = try await ProcessRunner.run(executable, ["keygen", "--out", path])
         #expect(again.status == ExitCode.cannotCreate.rawValue)
         #expect(again.status == 73)
         #expect(again.standardOutput.isEmpty)
@@ -614,7 +614,7 @@ import Testing
                 == "Error: \(path) already exists; refusing to overwrite a key (whatever it encrypted would be lost). "
                 + "Give --out a new path, or move the old key away first and keep it while anything needs it\n")
         #expect(try String(contentsOfFile: path, encoding: .utf8) == before)
-        let fresh = try ProcessRunner.run(executable, ["keygen", "--out=" + directory.file("keys/other.key")])
+        let fresh = try await ProcessRunner.run(executable, ["keygen", "--out=" + directory.file("keys/other.key")])
         #expect(fresh.status == 0)
     }
 
@@ -628,19 +628,19 @@ import Testing
 
 /// Short and attached option forms, `--quiet`, and the outbox's selection and machine output.
 extension RunCommandTests {
-    @Test func shortAndAttachedFormsMeanTheLongOnes() throws {
+    @Test func shortAndAttachedFormsMeanTheLongOnes() async throws {
         let file = try pipeline(
             "forms.yaml", Self.seeded + "jobs:\n  - { type: flush, name: first }\n  - { type: flush, name: second }\n")
         for arguments in [
             [file, "-j", "second", "--report", "-", "-q"], [file, "--job=second", "--report=-", "--quiet"],
             ["--progress=never", "-q", "--job", "second", "--report=-", "--", file],
         ] {
-            let result = try run(arguments)
+            let result = try await run(arguments)
             #expect(result.status == 0, "\(arguments): \(result.standardError)")
             #expect(result.standardError.isEmpty, "\(arguments)")
-            #expect((try report(result)["jobs"] as? [[String: Any]])?.map { $0["name"] as? String } == ["second"])
+            await #expect((try report(result)["jobs"] as? [[String: Any]])?.map { $0["name"] as? String } == ["second"])
         }
-        let mistyped = try run([file, "-j", "secnd"])
+        let mistyped = try await run([file, "-j", "secnd"])
         #expect(mistyped.status == 64)
         #expect(
             mistyped.standardError.hasPrefix(
@@ -648,20 +648,20 @@ extension RunCommandTests {
                     + "Usage: cloudsync run FILE "))
     }
 
-    @Test func quietStillNamesEveryJobThatFailedOrErrored() throws {
+    @Test func quietStillNamesEveryJobThatFailedOrErrored() async throws {
         let file = try pipeline(
             "quiet.yaml",
             Self.seeded
                 + "jobs:\n  - { type: migrate, name: load, from: seed, to: primary }\n"
                 + "  - { type: clear, name: wipe, provider: primary }\n  - { type: flush, name: after }\n")
-        let result = try run([file, "--quiet", "--report", directory.file("quiet.json")])
+        let result = try await run([file, "--quiet", "--report", directory.file("quiet.json")])
         #expect(result.status == 2)
         #expect(result.standardOutput.isEmpty)
         #expect(
             result.standardError
                 == "wipe (clear): error — ERR_CONFIG: clear removes data: refused without `confirm: true` in the job "
                 + "or --yes on the command line\n")
-        let fine = try run([file, "-q", "--yes", "--report", directory.file("fine.json")])
+        let fine = try await run([file, "-q", "--yes", "--report", directory.file("fine.json")])
         #expect(fine.status == 0)
         #expect(fine.standardError.isEmpty)
     }
@@ -682,19 +682,19 @@ extension RunCommandTests {
         return file
     }
 
-    @Test func outboxListShowsISOTimesAndHasJSON() throws {
+    @Test func outboxListShowsISOTimesAndHasJSON() async throws {
         let now = SystemClock().nowMilliseconds()
         let midnight = now - now % 86_400_000
         let day = ISO8601DateFormatter().string(from: Date(timeIntervalSince1970: Double(midnight) / 1000)).prefix(10)
         let file = try queuedPipeline("listed", [("a", "primary", midnight)])
-        let text = try ProcessRunner.run(executable, ["outbox", "list", file])
+        let text = try await ProcessRunner.run(executable, ["outbox", "list", file])
         #expect(text.status == 0)
         #expect(
             text.standardOutput
                 == "set \"a\" on primary (attempt 2, next at \(day)T00:01:30.000Z, queued at \(day)T00:00:00.000Z, "
                 + "last error ERR_OFFLINE)\n")
         #expect(text.standardError == "1 queued write\n")
-        let json = try ProcessRunner.run(executable, ["outbox", "list", "--json", file])
+        let json = try await ProcessRunner.run(executable, ["outbox", "list", "--json", file])
         #expect(json.status == 0)
         #expect(!json.standardOutput.contains("secret"))
         let entries = try #require(
@@ -709,15 +709,16 @@ extension RunCommandTests {
         #expect(entries[0]["lastErrorCode"] as? String == "ERR_OFFLINE")
         // Before anything was queued, the list is empty, not missing.
         let empty = try pipeline("nothing.yaml", Self.seeded + "jobs:\n  - { type: flush }\n")
-        #expect(try ProcessRunner.run(executable, ["outbox", "list", "--json", empty]).standardOutput == "[\n\n]\n")
+        #expect(
+            try await ProcessRunner.run(executable, ["outbox", "list", "--json", empty]).standardOutput == "[\n\n]\n")
     }
 
-    @Test func outboxDiscardNeedsYesAndSelectsByKeyAndProvider() throws {
+    @Test func outboxDiscardNeedsYesAndSelectsByKeyAndProvider() async throws {
         let now = SystemClock().nowMilliseconds()
         let file = try queuedPipeline(
             "selected", [("a", "primary", now), ("b", "primary", now), ("settings.x", "backup", now)])
         let outbox = directory.file(".cloudsync/selected/outbox.db")
-        let asked = try ProcessRunner.run(executable, ["outbox", "discard", file, "--key", "settings.*"])
+        let asked = try await ProcessRunner.run(executable, ["outbox", "discard", file, "--key", "settings.*"])
         #expect(asked.status == 64)
         let lines = asked.standardError.split(separator: "\n").map(String.init)
         #expect(lines.count == 5)
@@ -731,15 +732,16 @@ extension RunCommandTests {
             ])
         #expect(try SQLiteOutboxStorage(path: outbox).loadAll().count == 3)
 
-        let byKey = try ProcessRunner.run(executable, ["outbox", "discard", file, "--key=settings.*", "--yes"])
+        let byKey = try await ProcessRunner.run(executable, ["outbox", "discard", file, "--key=settings.*", "--yes"])
         #expect(byKey.status == 0)
         #expect(byKey.standardError == "discarded 1 queued write; 2 still queued\n")
-        let byProvider = try ProcessRunner.run(
+        let byProvider = try await ProcessRunner.run(
             executable, ["outbox", "discard", file, "--provider", "primary", "--key", "b", "--key", "z?", "--yes"])
         #expect(byProvider.standardError == "discarded 1 queued write; 1 still queued\n")
         #expect(try SQLiteOutboxStorage(path: outbox).loadAll().map(\.key) == ["a"])
 
-        let unknown = try ProcessRunner.run(executable, ["outbox", "discard", file, "--provider", "primry", "--yes"])
+        let unknown = try await ProcessRunner.run(
+            executable, ["outbox", "discard", file, "--provider", "primry", "--yes"])
         #expect(unknown.status == 64)
         #expect(
             unknown.standardError.hasPrefix(

@@ -14,8 +14,8 @@ import Testing
         + "[--verbose]"
 
     @Test(arguments: [["run", "--help"], ["run", "-h"], ["help", "run"], ["run", "x.yaml", "--bogus", "-h"]])
-    func subcommandHelpDescribesThatSubcommand(_ arguments: [String]) throws {
-        let result = try ProcessRunner.run(executable, arguments)
+    func subcommandHelpDescribesThatSubcommand(_ arguments: [String]) async throws {
+        let result = try await ProcessRunner.run(executable, arguments)
         #expect(result.status == 0)
         #expect(result.standardError.isEmpty)
         let lines = result.standardOutput.split(separator: "\n", omittingEmptySubsequences: false).map(String.init)
@@ -40,9 +40,9 @@ import Testing
         ["validate"], ["plan"], ["schema"], ["outbox"], ["outbox", "list"], ["outbox", "flush"],
         ["outbox", "discard"], ["history"], ["login"], ["logout"], ["keygen"], ["completions"], ["help"],
     ])
-    func everySubcommandHasHelp(_ words: [String]) throws {
+    func everySubcommandHasHelp(_ words: [String]) async throws {
         for arguments in [words + ["--help"], ["help"] + words] {
-            let result = try ProcessRunner.run(executable, arguments)
+            let result = try await ProcessRunner.run(executable, arguments)
             #expect(result.status == 0, "\(arguments)")
             #expect(result.standardOutput.hasPrefix("OVERVIEW: "), "\(arguments)")
             #expect(result.standardOutput.contains("\nUSAGE: cloudsync \(words.joined(separator: " ")) "))
@@ -51,8 +51,8 @@ import Testing
         }
     }
 
-    @Test func eachHelpListsTheExitCodesThatCommandCanReturn() throws {
-        let keygen = try ProcessRunner.run(executable, ["keygen", "--help"]).standardOutput
+    @Test func eachHelpListsTheExitCodesThatCommandCanReturn() async throws {
+        let keygen = try await ProcessRunner.run(executable, ["keygen", "--help"]).standardOutput
         #expect(
             keygen.hasSuffix(
                 """
@@ -62,7 +62,7 @@ import Testing
                   73   the key file could not be created: it already exists, or its directory is missing
 
                 """))
-        let top = try ProcessRunner.run(executable, ["--help"]).standardOutput
+        let top = try await ProcessRunner.run(executable, ["--help"]).standardOutput
         #expect(top.contains("\n  73   keygen could not create the key file"))
         #expect(top.contains("\n  completions bash|zsh    Print a shell completion script for cloudsync.\n"))
     }
@@ -116,32 +116,32 @@ import Testing
         ),
     ])
     func usageErrorsShowTheSubcommandsUsage(arguments: [String], message: String, command: String, usage: String)
-        throws
+        async throws
     {
-        let result = try ProcessRunner.run(executable, arguments)
+        let result = try await ProcessRunner.run(executable, arguments)
         #expect(result.status == 64)
         #expect(result.standardOutput.isEmpty)
         #expect(result.standardError == "Error: \(message)\nUsage: \(usage)\n  See 'cloudsync help \(command)'.\n")
     }
 
-    @Test func everythingAfterADoubleDashIsAnArgument() throws {
-        let result = try ProcessRunner.run(executable, ["validate", "--", "--help"])
+    @Test func everythingAfterADoubleDashIsAnArgument() async throws {
+        let result = try await ProcessRunner.run(executable, ["validate", "--", "--help"])
         #expect(result.status == 64)
         #expect(result.standardError.contains("--help:1:1: error: cannot read the pipeline file"))
     }
 
-    @Test func bashCompletionParsesAndCompletesSubcommandsOptionsAndValues() throws {
-        let result = try ProcessRunner.run(executable, ["completions", "bash"])
+    @Test func bashCompletionParsesAndCompletesSubcommandsOptionsAndValues() async throws {
+        let result = try await ProcessRunner.run(executable, ["completions", "bash"])
         #expect(result.status == 0)
         let directory = try TemporaryDirectory()
         let script = directory.file("cloudsync.bash")
         try result.standardOutput.write(toFile: script, atomically: true, encoding: .utf8)
-        let check = try ProcessRunner.run("/bin/bash", ["-n", script])
+        let check = try await ProcessRunner.run("/bin/bash", ["-n", script])
         #expect(check.status == 0, "\(check.standardError)")
 
-        func complete(_ words: [String]) throws -> [String] {
+        func complete(_ words: [String]) async throws -> [String] {
             let quoted = words.map { "'\($0)'" }.joined(separator: " ")
-            let run = try ProcessRunner.run(
+            let run = try await ProcessRunner.run(
                 "/bin/bash",
                 [
                     "-c",
@@ -151,33 +151,34 @@ import Testing
             #expect(run.status == 0, "\(run.standardError)")
             return run.standardOutput.split(separator: "\n").map(String.init)
         }
-        #expect(
+        await #expect(
             try complete(["cloudsync", ""]) == [
                 "run", "validate", "plan", "schema", "outbox", "history", "login", "logout", "cloudkit", "keygen",
                 "completions", "help", "--version", "--help", "-h",
             ])
-        #expect(try complete(["cloudsync", "login", "x.yaml", "--"]) == ["--provider", "--no-browser", "--help"])
-        #expect(try complete(["cloudsync", "run", "x.yaml", "--progress", "a"]) == ["auto", "always"])
-        #expect(try complete(["cloudsync", "run", "x.yaml", "--d"]) == ["--dry-run"])
-        #expect(try complete(["cloudsync", "schema", ""]) == ["pipeline", "report"])
-        #expect(try complete(["cloudsync", "outbox", ""]) == ["list", "flush", "discard", "--help", "-h"])
-        #expect(
+        await #expect(
+            try complete(["cloudsync", "login", "x.yaml", "--"]) == ["--provider", "--no-browser", "--help"])
+        await #expect(try complete(["cloudsync", "run", "x.yaml", "--progress", "a"]) == ["auto", "always"])
+        await #expect(try complete(["cloudsync", "run", "x.yaml", "--d"]) == ["--dry-run"])
+        await #expect(try complete(["cloudsync", "schema", ""]) == ["pipeline", "report"])
+        await #expect(try complete(["cloudsync", "outbox", ""]) == ["list", "flush", "discard", "--help", "-h"])
+        await #expect(
             try complete(["cloudsync", "outbox", "discard", "x.yaml", "--"]) == [
                 "--key", "--provider", "--yes", "--help",
             ])
-        #expect(try complete(["cloudsync", "completions", ""]) == ["bash", "zsh"])
-        #expect(
+        await #expect(try complete(["cloudsync", "completions", ""]) == ["bash", "zsh"])
+        await #expect(
             try complete(["cloudsync", "cloudkit", ""]) == [
                 "status", "ensure-zone", "changes", "delete-zone", "--help", "-h",
             ])
-        #expect(
+        await #expect(
             try complete(["cloudsync", "cloudkit", "changes", "x.yaml", "--"]) == [
                 "--provider", "--since", "--json", "--help",
             ])
     }
 
-    @Test func zshCompletionNamesEverySubcommandOptionAndChoice() throws {
-        let result = try ProcessRunner.run(executable, ["completions", "zsh"])
+    @Test func zshCompletionNamesEverySubcommandOptionAndChoice() async throws {
+        let result = try await ProcessRunner.run(executable, ["completions", "zsh"])
         #expect(result.status == 0)
         let script = result.standardOutput
         #expect(script.hasPrefix("#compdef cloudsync\n"))
@@ -197,7 +198,7 @@ import Testing
         for zsh in ["/bin/zsh", "/usr/bin/zsh"] where FileManager.default.isExecutableFile(atPath: zsh) {
             let directory = try TemporaryDirectory()
             try script.write(toFile: directory.file("_cloudsync"), atomically: true, encoding: .utf8)
-            #expect(try ProcessRunner.run(zsh, ["-n", directory.file("_cloudsync")]).status == 0)
+            #expect(try await ProcessRunner.run(zsh, ["-n", directory.file("_cloudsync")]).status == 0)
         }
     }
 }

@@ -7,7 +7,7 @@ import Testing
 
 /// A sync killed with SIGKILL part of the way through leaves a snapshot the next run can trust.
 @Suite struct SyncKillTests {
-    @Test func aSyncKilledMidRunLeavesASnapshotTheNextRunsTrust() throws {
+    @Test func aSyncKilledMidRunLeavesASnapshotTheNextRunsTrust() async throws {
         let executable = try ProcessRunner.builtProduct("cloudsync")
         let directory = try TemporaryDirectory()
         let count = 2500
@@ -40,8 +40,8 @@ import Testing
                 !$0.hasPrefix(".")
             }.count
         }
-        func run() throws -> [String: Any] {
-            let result = try ProcessRunner.run(executable, ["run", file, "--report", "-", "--quiet"])
+        func run() async throws -> [String: Any] {
+            let result = try await ProcessRunner.run(executable, ["run", file, "--report", "-", "--quiet"])
             #expect(result.status == 0, "\(result.standardError)")
             let report = try #require(
                 try JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8)) as? [String: Any])
@@ -49,7 +49,7 @@ import Testing
         }
         #expect(try keyFiles() < count, "the run was killed before it finished")
         // The next run finishes the copy and deletes nothing.
-        let resumed = try run()
+        let resumed = try await run()
         #expect((resumed["counts"] as? [String: Int])?["deleted"] == 0)
         #expect((resumed["sync"] as? [String: Any])?["firstRun"] as? Bool == true, "the killed run never finished")
         #expect(try keyFiles() == count)
@@ -57,7 +57,7 @@ import Testing
         for index in [3, 1100, 2400] {
             try FileManager.default.removeItem(atPath: directory.file("data/files/k\(index)"))
         }
-        let after = try run()
+        let after = try await run()
         #expect((after["counts"] as? [String: Int])?["deleted"] == 3)
         #expect((after["sync"] as? [String: Any])?["deletions"] as? [String] == ["k1100", "k2400", "k3"])
     }
@@ -83,8 +83,8 @@ import Testing
         jobs:
           - { type: sync, name: nightly, maxDeletes: 10, incremental: true }
         """.write(toFile: file, atomically: true, encoding: .utf8)
-        func run() throws -> [String: Any] {
-            let result = try ProcessRunner.run(executable, ["run", file, "--report", "-", "--quiet"])
+        func run() async throws -> [String: Any] {
+            let result = try await ProcessRunner.run(executable, ["run", file, "--report", "-", "--quiet"])
             #expect(result.status == 0, "\(result.standardError)")
             let report = try #require(
                 try JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8)) as? [String: Any])
@@ -93,8 +93,10 @@ import Testing
         func modes(_ job: [String: Any]) -> [String: String]? {
             (job["sync"] as? [String: Any])?["modes"] as? [String: String]
         }
-        #expect(modes(try run()) == ["src": "full", "dst": "full"])
-        #expect(modes(try run()) == ["src": "incremental", "dst": "incremental"])
+        let first = try await run()
+        #expect(modes(first) == ["src": "full", "dst": "full"])
+        let second = try await run()
+        #expect(modes(second) == ["src": "incremental", "dst": "incremental"])
 
         // Every value edited and three keys removed on the source, then a run killed part of the way through.
         let editor = try SQLiteProvider(id: "src", path: directory.file("data/src.db"))
@@ -126,12 +128,12 @@ import Testing
         #expect(try await destination().edited < count - 3, "the run was killed before it finished")
 
         // The next run starts from the cursors of the last clean run: still incremental, and it finishes the job.
-        let resumed = try run()
+        let resumed = try await run()
         #expect(modes(resumed) == ["src": "incremental", "dst": "incremental"])
         #expect((resumed["counts"] as? [String: Int])?["deleted"] == 3)
         let (edited, total) = try await destination()
         #expect(edited == count - 3 && total == count - 3)
-        let quiet = try run()
+        let quiet = try await run()
         #expect((quiet["counts"] as? [String: Int])?["deleted"] == 0)
         #expect((quiet["counts"] as? [String: Int])?["repaired"] == 0)
     }

@@ -226,51 +226,51 @@ func rawKey(_ id: String) throws -> EnvelopeCodec.Key { try .raw(id: id, SecretB
     static let python = root.appendingPathComponent(".build/pyenv/bin/python3").path
     static let script = root.appendingPathComponent("scripts/envelope_interop.py").path
 
-    private func interop(_ arguments: [String], environment: [String: String] = [:]) throws -> String {
+    private func interop(_ arguments: [String], environment: [String: String] = [:]) async throws -> String {
         guard FileManager.default.isExecutableFile(atPath: Self.python) else {
             Issue.record("PyNaCl's virtual environment is missing: run `make test`, which creates it")
             return ""
         }
-        let result = try ProcessRunner.run(
+        let result = try await ProcessRunner.run(
             Self.python, [Self.script] + arguments,
             environment: ProcessInfo.processInfo.environment.merging(environment) { $1 })
         #expect(result.status == 0, "\(result.standardError)")
         return result.standardOutput
     }
 
-    @Test func pyNaClDecryptsWhatCloudSyncEncryptsWithAKeyFile() throws {
+    @Test func pyNaClDecryptsWhatCloudSyncEncryptsWithAKeyFile() async throws {
         let directory = try TemporaryDirectory()
         let path = directory.file("vault.key")
         try generateKeyFile(at: path)
         let codec = try EnvelopeCodec(keys: [.keyFile(id: "k2026", path: path)])
         let value = "{\"theme\":\"dark\",\"note\":\"héllo 🌍\"}"
         let envelope = try codec.encode(value, key: "settings.theme")
-        #expect(try interop(["decrypt", envelope, "settings.theme", "--key-file", path]) == value)
+        #expect(try await interop(["decrypt", envelope, "settings.theme", "--key-file", path]) == value)
     }
 
-    @Test func pyNaClDecryptsWhatCloudSyncEncryptsWithAPassphrase() throws {
+    @Test func pyNaClDecryptsWhatCloudSyncEncryptsWithAPassphrase() async throws {
         let codec = try EnvelopeCodec(keys: [
             .passphrase(id: "pp", SecretBytes(utf8: "tr0ub4dor&3"), limits: quickLimits)
         ])
         let envelope = try codec.encode("backup of favourites", key: "favourites")
-        let plaintext = try interop(
+        let plaintext = try await interop(
             ["decrypt", envelope, "favourites", "--passphrase-env", "INTEROP_PASSPHRASE"],
             environment: ["INTEROP_PASSPHRASE": "tr0ub4dor&3"])
         #expect(plaintext == "backup of favourites")
     }
 
-    @Test func cloudSyncDecodesWhatPyNaClBuildsWithAKeyFile() throws {
+    @Test func cloudSyncDecodesWhatPyNaClBuildsWithAKeyFile() async throws {
         let directory = try TemporaryDirectory()
         let path = directory.file("vault.key")
         try generateKeyFile(at: path)
-        let envelope = try interop(["encrypt", "made by PyNaCl ✓", "restored.key", "k1", "--key-file", path])
+        let envelope = try await interop(["encrypt", "made by PyNaCl ✓", "restored.key", "k1", "--key-file", path])
         let codec = try EnvelopeCodec(keys: [.keyFile(id: "k1", path: path)])
         #expect(try codec.decode(envelope, key: "restored.key") == "made by PyNaCl ✓")
         #expect(throws: EnvelopeCodec.DecodeFailure.self) { try codec.decode(envelope, key: "other.key") }
     }
 
-    @Test func cloudSyncDecodesWhatPyNaClBuildsWithAPassphrase() throws {
-        let envelope = try interop(
+    @Test func cloudSyncDecodesWhatPyNaClBuildsWithAPassphrase() async throws {
+        let envelope = try await interop(
             [
                 "encrypt", "passphrase-protected", "k", "pp", "--passphrase-env", "INTEROP_PASSPHRASE", "--ops", "2",
                 "--mem", "65536",

@@ -19,7 +19,7 @@ import Testing
         #expect(succeeded(try await provider.set([KeyValue(swiftKey, "written by CloudSync ✓")])))
         host.clearLog()
 
-        let result = try ProcessRunner.run(
+        let result = try await ProcessRunner.run(
             Repository.python,
             [Repository.root + "/scripts/drive_client.py", host.endpoint.absoluteString, account.accessToken, swiftKey])
         #expect(result.status == 0, "\(result.standardError)")

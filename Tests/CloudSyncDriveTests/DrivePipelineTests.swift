@@ -334,10 +334,12 @@ import Testing
 
 /// The built `cloudsync-emulator` and `cloudsync` running `pipelines/drive-backup.yaml` as the README shows.
 @Suite struct DriveExamplePipelineTests {
-    func cloudsync(_ arguments: [String], directory: String, environment: [String: String]) throws -> ProcessResult {
+    func cloudsync(_ arguments: [String], directory: String, environment: [String: String]) async throws
+        -> ProcessResult
+    {
         var merged = ProcessInfo.processInfo.environment
         merged.merge(environment) { $1 }
-        return try ProcessRunner.run(
+        return try await ProcessRunner.run(
             try ProcessRunner.builtProduct("cloudsync"), arguments, environment: merged, currentDirectory: directory)
     }
 
@@ -356,18 +358,18 @@ import Testing
         )
     }
 
-    @Test func drivebackupRunsAgainstTheEmulatorAndItsFilesSurviveARestart() throws {
+    @Test func drivebackupRunsAgainstTheEmulatorAndItsFilesSurviveARestart() async throws {
         let directory = try TemporaryDirectory()
         let pipelines = Repository.root + "/pipelines"
         for item in ["demo.yaml", "drive-backup.yaml", "demo-data", "keys"] {
             try FileManager.default.copyItem(atPath: pipelines + "/" + item, toPath: directory.path + "/" + item)
         }
-        let demo = try cloudsync(["run", "demo.yaml", "--quiet"], directory: directory.path, environment: [:])
+        let demo = try await cloudsync(["run", "demo.yaml", "--quiet"], directory: directory.path, environment: [:])
         #expect(demo.status == 0, "\(demo.standardError)")
 
         let data = directory.path + "/emulator"
         var (emulator, environment) = try startEmulator(data: data)
-        let backup = try cloudsync(
+        let backup = try await cloudsync(
             ["run", "drive-backup.yaml", "--quiet", "--report", "-"], directory: directory.path,
             environment: environment)
         #expect(backup.status == 0, "\(backup.standardOutput)\(backup.standardError)")
@@ -379,7 +381,7 @@ import Testing
         #expect(saved.contains("\"appDataFolder\""))
 
         (emulator, environment) = try startEmulator(data: data)
-        let verify = try cloudsync(
+        let verify = try await cloudsync(
             ["run", "drive-backup.yaml", "--quiet", "--report", "-"], directory: directory.path,
             environment: environment)
         #expect(verify.status == 0, "\(verify.standardOutput)\(verify.standardError)")

@@ -63,7 +63,7 @@ import Testing
                 "GDRIVE_AUTH_ENDPOINT": drive["authEndpoint"]!, "GDRIVE_REFRESH_TOKEN": drive["refreshToken"]!,
             ]
         ) { $1 }
-        let run = try ProcessRunner.run(
+        let run = try await ProcessRunner.run(
             try ProcessRunner.builtProduct("cloudsync"), ["run", "cloudkit-tiered.yaml", "--quiet", "--report", "-"],
             environment: environment, currentDirectory: directory.path)
         emulator.signal(SIGTERM)

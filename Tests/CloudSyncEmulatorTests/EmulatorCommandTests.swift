@@ -103,19 +103,20 @@ import Testing
         (["--data"], "--data needs a value"),
         (["serve"], "unexpected argument 'serve'"),
     ])
-    func aWrongCommandLineIsAUsageError(_ arguments: [String], _ message: String) throws {
-        let result = try ProcessRunner.run(try ProcessRunner.builtProduct("cloudsync-emulator"), arguments)
+    func aWrongCommandLineIsAUsageError(_ arguments: [String], _ message: String) async throws {
+        let result = try await ProcessRunner.run(try ProcessRunner.builtProduct("cloudsync-emulator"), arguments)
         #expect(result.status == 64)
         #expect(result.standardOutput.isEmpty)
         #expect(result.standardError.hasPrefix("Error: \(message)\nUsage: \(EmulatorCommand.usage)\n"))
     }
 
-    @Test func aBadFaultsFileStopsTheEmulatorWithFileAndLine() throws {
+    @Test func aBadFaultsFileStopsTheEmulatorWithFileAndLine() async throws {
         let directory = try TemporaryDirectory()
         let file = directory.path + "/faults.yaml"
         try "rules:\n  - status: 503\n    calls: [2]\n  - latency: 20\n".write(
             toFile: file, atomically: true, encoding: .utf8)
-        let result = try ProcessRunner.run(try ProcessRunner.builtProduct("cloudsync-emulator"), ["--faults", file])
+        let result = try await ProcessRunner.run(
+            try ProcessRunner.builtProduct("cloudsync-emulator"), ["--faults", file])
         #expect(result.status == 64)
         #expect(result.standardOutput.isEmpty)
         #expect(result.standardError.hasPrefix("Error: \(file):4:"))

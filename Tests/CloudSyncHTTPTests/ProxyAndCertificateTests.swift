@@ -23,8 +23,8 @@ import Testing
         return environment.merging(extra) { $1 }
     }
 
-    static func fetch(_ url: URL, environment extra: [String: String]) throws -> ProcessResult {
-        try ProcessRunner.run(
+    static func fetch(_ url: URL, environment extra: [String: String]) async throws -> ProcessResult {
+        try await ProcessRunner.run(
             ProcessRunner.builtProduct("cloudsync-test-fixture"), ["http-get", url.absoluteString],
             environment: environment(extra))
     }
@@ -54,7 +54,7 @@ import Testing
     ]
 
     @Test(arguments: cases)
-    func plainHTTPGoesThroughTheProxyTheVariablesName(_ test: Case) throws {
+    func plainHTTPGoesThroughTheProxyTheVariablesName(_ test: Case) async throws {
         let origin = try LoopbackHTTPServer()
         let proxy = try LoopbackHTTPServer()
         defer {
@@ -65,7 +65,7 @@ import Testing
         proxy.route("GET /hello") { _ in .text(200, "from the proxy") }
         let variables = test.variables.mapValues { $0 == Self.proxyPort ? "http://127.0.0.1:\(proxy.port)" : $0 }
 
-        let result = try Self.fetch(origin.url("/hello"), environment: variables)
+        let result = try await Self.fetch(origin.url("/hello"), environment: variables)
         #expect(result.status == 0, "\(result.standardError)")
         switch test.route {
         case .proxy:
@@ -83,10 +83,10 @@ import Testing
     /// For an `https://` URL libcurl asks the proxy for a tunnel with `CONNECT host:port`; this proxy refuses it,
     /// so the request fails, but the proxy's log shows it was asked.
     @Test(arguments: ["https_proxy", "HTTPS_PROXY", "ALL_PROXY"])
-    func httpsAsksTheProxyNamedForATunnel(_ variable: String) throws {
+    func httpsAsksTheProxyNamedForATunnel(_ variable: String) async throws {
         let proxy = try LoopbackHTTPServer()
         defer { proxy.stop() }
-        let result = try Self.fetch(
+        let result = try await Self.fetch(
             URL(string: "https://127.0.0.1:9/secret?access_token=t0ps3cret")!,
             environment: [variable: "http://127.0.0.1:\(proxy.port)"])
         #expect(result.status == 1)
@@ -94,7 +94,7 @@ import Testing
         #expect(proxy.requestLog.map(\.target) == ["127.0.0.1:9"])
         #expect(!result.standardError.contains("t0ps3cret"))
 
-        let direct = try Self.fetch(
+        let direct = try await Self.fetch(
             URL(string: "https://127.0.0.1:9/")!,
             environment: [variable: "http://127.0.0.1:\(proxy.port)", "NO_PROXY": "127.0.0.1"])
         #expect(direct.status == 1)
@@ -106,7 +106,7 @@ import Testing
     /// trust it.
     ///
     /// The server is Python's (an independent peer); FoundationNetworking hands libcurl its CA bundle itself. Python's client, given the same file, trusts it, so the certificate is fine.
-    @Test func sslCertFileAndCurlCABundleDoNotChangeWhatURLSessionTrusts() throws {
+    @Test func sslCertFileAndCurlCABundleDoNotChangeWhatURLSessionTrusts() async throws {
         let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Fixtures/tls")
         let certificate = fixtures.appendingPathComponent("loopback-cert.pem").path
@@ -115,7 +115,7 @@ import Testing
         defer { server.stop() }
         let url = URL(string: "https://127.0.0.1:\(server.port)/hello")!
 
-        let python = try ProcessRunner.run(
+        let python = try await ProcessRunner.run(
             PythonTLSServer.python,
             [
                 "-c",
@@ -126,7 +126,7 @@ import Testing
         #expect(python.standardOutput == "over tls", "\(python.standardError)")
 
         for variable in ["SSL_CERT_FILE", "CURL_CA_BUNDLE"] {
-            let result = try Self.fetch(url, environment: [variable: certificate])
+            let result = try await Self.fetch(url, environment: [variable: certificate])
             #expect(result.status == 1, "\(variable): \(result.standardOutput)")
             #expect(result.standardError.hasPrefix("ERR_PROVIDER: GET /hello failed"), "\(result.standardError)")
             #expect(result.standardError.contains("SSL certificate problem"), "\(variable): \(result.standardError)")

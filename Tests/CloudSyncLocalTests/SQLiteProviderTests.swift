@@ -120,7 +120,7 @@ import Testing
         let path = directory.file("shared.db")
         let reader = try SQLiteProvider(id: "reader", path: path)
         let fixture = try ProcessRunner.builtProduct("cloudsync-test-fixture")
-        let writer = Task.detached { try ProcessRunner.run(fixture, ["sqlite-writer", path, "3000"]) }
+        let writer = Task.detached { try await ProcessRunner.run(fixture, ["sqlite-writer", path, "3000"]) }
         var reads = 0
         while true {
             // Reads and listings never fail while the other process writes; they see a consistent prefix.

@@ -226,14 +226,14 @@ private let minimal = """
         "57-unknown-interpolation.yaml", "63-unclosed-class-in-keys.yaml",
     ]
 
-    @Test func examplesPassTheSchemaAndInvalidFilesFailItWhereASchemaCanSaySo() throws {
+    @Test func examplesPassTheSchemaAndInvalidFilesFailItWhereASchemaCanSaySo() async throws {
         guard FileManager.default.isExecutableFile(atPath: Self.python) else {
             Issue.record("the tests' Python environment is missing: run `make test`, which creates it")
             return
         }
         let examples = ExamplePipelineTests.examples.map { repositoryRoot + "/pipelines/" + $0 }
         let invalid = InvalidPipelineTests.files.map { invalidDirectory + "/" + $0 }
-        let result = try ProcessRunner.run(
+        let result = try await ProcessRunner.run(
             Self.python,
             [repositoryRoot + "/scripts/check_schema.py", repositoryRoot + "/schemas/pipeline.schema.json"] + examples
                 + invalid)

@@ -10,7 +10,7 @@ import Testing
 @Suite(.serialized) struct FaultPlanTests {
     static let keys = 30
 
-    @Test func aSyncThroughFaultsConvergesWithinThreeRunsAndCountsEveryKeyOnce() throws {
+    @Test func aSyncThroughFaultsConvergesWithinThreeRunsAndCountsEveryKeyOnce() async throws {
         let executable = try ProcessRunner.builtProduct("cloudsync")
         let directory = try TemporaryDirectory()
         let moto = try MotoS3(buckets: ["faults"])
@@ -85,8 +85,8 @@ import Testing
         emulators.server.setFaultPlan(faults)
         proxy.server.setFaultPlan(faults)
 
-        func run(_ extra: [String] = []) throws -> [String: Any] {
-            let result = try ProcessRunner.run(
+        func run(_ extra: [String] = []) async throws -> [String: Any] {
+            let result = try await ProcessRunner.run(
                 executable, ["run", "--report", "-"] + extra + [pipeline], environment: environment)
             return try #require(
                 try JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8)) as? [String: Any],
@@ -100,7 +100,7 @@ import Testing
 
         var statuses: [String] = []
         for _ in 1...3 {
-            let report = try run()
+            let report = try await run()
             statuses.append(report["status"] as? String ?? "?")
             for (name, job) in jobs(report) where name.hasPrefix("to-") && job["status"] as? String != "error" {
                 let counts = job["counts"] as? [String: Int] ?? [:]
@@ -118,7 +118,7 @@ import Testing
         // Without faults, a dry run reads every copy of every key and finds nothing to repair.
         emulators.server.setFaultPlan(HTTPFaultPlan())
         proxy.server.setFaultPlan(HTTPFaultPlan())
-        let check = try run(["--dry-run", "--job", "sync"])
+        let check = try await run(["--dry-run", "--job", "sync"])
         let counts = jobs(check)["sync"]?["counts"] as? [String: Int]
         #expect(counts?["keys"] == Self.keys, "after runs ending \(statuses): \(counts ?? [:])")
         #expect(counts?["inSync"] == Self.keys, "after runs ending \(statuses): \(counts ?? [:])")

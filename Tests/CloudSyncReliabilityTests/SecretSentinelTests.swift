@@ -20,7 +20,7 @@ import Testing
         "\(what)SENTINEL" + UUID().uuidString.replacingOccurrences(of: "-", with: "")
     }
 
-    @Test func noSecretReachesAnyOutputReportLogOrStateFile() throws {
+    @Test func noSecretReachesAnyOutputReportLogOrStateFile() async throws {
         let moto = try MotoS3(buckets: ["sentinels"])
         let driveSecret = Self.sentinel("DRIVESECRET")
         var oauth = GoogleOAuthEmulator.Configuration()
@@ -43,8 +43,10 @@ import Testing
         for folder in ["secrets", "keys"] {
             try fileManager.createDirectory(atPath: directory.file(folder), withIntermediateDirectories: true)
         }
-        #expect(try ProcessRunner.run(executable, ["keygen", "--out", directory.file("keys/file.key")]).status == 0)
-        #expect(try ProcessRunner.run(executable, ["keygen", "--out", directory.file("keys/env.key")]).status == 0)
+        #expect(
+            try await ProcessRunner.run(executable, ["keygen", "--out", directory.file("keys/file.key")]).status == 0)
+        #expect(
+            try await ProcessRunner.run(executable, ["keygen", "--out", directory.file("keys/env.key")]).status == 0)
         let fileKey = try String(contentsOfFile: directory.file("keys/file.key"), encoding: .utf8)
             .trimmingCharacters(in: .whitespacesAndNewlines)
         let environmentKey = try String(contentsOfFile: directory.file("keys/env.key"), encoding: .utf8)
@@ -137,24 +139,24 @@ import Testing
         """.write(toFile: broken, atomically: true, encoding: .utf8)
 
         var printed: [(command: String, text: String)] = []
-        func run(_ arguments: [String], expecting status: Int32? = nil) throws {
-            let result = try ProcessRunner.run(executable, arguments, environment: environment)
+        func run(_ arguments: [String], expecting status: Int32? = nil) async throws {
+            let result = try await ProcessRunner.run(executable, arguments, environment: environment)
             if let status { #expect(result.status == status, "\(arguments): \(result.standardError)") }
             printed.append((arguments.joined(separator: " "), result.standardOutput + result.standardError))
         }
-        try run(["validate", pipeline], expecting: 0)
-        try run(["validate", "--json", pipeline, broken], expecting: 64)
-        try run(["validate", broken], expecting: 64)
-        try run(["plan", pipeline], expecting: 0)
-        try run(["plan", "--json", pipeline], expecting: 0)
-        try run(["run", "--verbose", pipeline], expecting: 0)
-        try run(["run", "--verbose", "--dry-run", pipeline], expecting: 0)
-        try run(["run", "--verbose", "--report", "-", pipeline], expecting: 0)
-        try run(["history", "--json", pipeline], expecting: 0)
-        try run(["outbox", "list", "--json", pipeline], expecting: 0)
+        try await run(["validate", pipeline], expecting: 0)
+        try await run(["validate", "--json", pipeline, broken], expecting: 64)
+        try await run(["validate", broken], expecting: 64)
+        try await run(["plan", pipeline], expecting: 0)
+        try await run(["plan", "--json", pipeline], expecting: 0)
+        try await run(["run", "--verbose", pipeline], expecting: 0)
+        try await run(["run", "--verbose", "--dry-run", pipeline], expecting: 0)
+        try await run(["run", "--verbose", "--report", "-", pipeline], expecting: 0)
+        try await run(["history", "--json", pipeline], expecting: 0)
+        try await run(["outbox", "list", "--json", pipeline], expecting: 0)
         // A provider that refuses: the CloudKit user signs out, so a run fails against CloudKit.
         cloudKit.webAuth.signOut(appleID: "user@example.com")
-        try run(["run", "--verbose", pipeline])
+        try await run(["run", "--verbose", pipeline])
 
         let store = try #require(
             try JSONSerialization.jsonObject(

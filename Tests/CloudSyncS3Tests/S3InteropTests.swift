@@ -11,7 +11,7 @@ import Testing
     static let rclone = "/usr/bin/rclone"
 
     /// Runs rclone with a remote `moto:` pointing at the shared server.
-    func rclone(_ arguments: [String]) throws -> ProcessResult {
+    func rclone(_ arguments: [String]) async throws -> ProcessResult {
         guard FileManager.default.isExecutableFile(atPath: Self.rclone) else {
             throw MissingPeer(description: "rclone is missing: `make test` installs it (apt-get install rclone)")
         }
@@ -24,19 +24,19 @@ import Testing
             "RCLONE_CONFIG_MOTO_SECRET_ACCESS_KEY": "rclone", "RCLONE_CONFIG_MOTO_REGION": "us-east-1",
             "RCLONE_CONFIG": "/dev/null",
         ]) { $1 }
-        let result = try ProcessRunner.run(Self.rclone, arguments, environment: environment)
+        let result = try await ProcessRunner.run(Self.rclone, arguments, environment: environment)
         #expect(result.status == 0, "rclone \(arguments): \(result.standardError)")
         return result
     }
 
     /// Runs `cloudsync` with moto's endpoint and dummy keys in the environment.
-    func cloudsync(_ arguments: [String], directory: String) throws -> ProcessResult {
+    func cloudsync(_ arguments: [String], directory: String) async throws -> ProcessResult {
         var environment = ProcessInfo.processInfo.environment
         environment.merge([
             "CLOUDSYNC_S3_ENDPOINT": try SharedMoto.endpoint().absoluteString, "AWS_ACCESS_KEY_ID": "AKIACLI",
             "AWS_SECRET_ACCESS_KEY": "cli-secret-value", "CLOUDSYNC_S3_BUCKET": "cloudsync-rclone",
         ]) { $1 }
-        return try ProcessRunner.run(
+        return try await ProcessRunner.run(
             try ProcessRunner.builtProduct("cloudsync"), arguments, environment: environment,
             currentDirectory: directory)
     }
@@ -48,10 +48,10 @@ import Testing
             endpoint: try SharedMoto.endpoint(), bucket: "cloudsync-rclone", prefix: "from-cloudsync/")
         let items = Self.keys.enumerated().map { KeyValue($1, "{\"n\":\($0),\"text\":\"héllo 🌍\\n\"}\n") }
         _ = try await provider.set(items)
-        let listed = try rclone(["lsf", "-R", "--files-only", "moto:cloudsync-rclone/from-cloudsync"])
+        let listed = try await rclone(["lsf", "-R", "--files-only", "moto:cloudsync-rclone/from-cloudsync"])
         #expect(Set(listed.standardOutput.split(separator: "\n").map(String.init)) == Set(Self.keys))
         for item in items {
-            let cat = try rclone(["cat", "moto:cloudsync-rclone/from-cloudsync/" + item.key])
+            let cat = try await rclone(["cat", "moto:cloudsync-rclone/from-cloudsync/" + item.key])
             #expect(cat.standardOutput == item.value, "\(item.key)")
         }
     }
@@ -68,7 +68,7 @@ import Testing
             try value.write(toFile: path, atomically: true, encoding: .utf8)
             expected[key] = value
         }
-        _ = try rclone(["copy", upload, "moto:cloudsync-rclone/from-rclone"])
+        _ = try await rclone(["copy", upload, "moto:cloudsync-rclone/from-rclone"])
         try """
         version: 1
         name: from-rclone
@@ -79,7 +79,7 @@ import Testing
         jobs:
           - { type: migrate, from: bucket, to: local }
         """.write(toFile: directory.file("pipeline.yaml"), atomically: true, encoding: .utf8)
-        let run = try cloudsync(["run", "pipeline.yaml", "--quiet"], directory: directory.path)
+        let run = try await cloudsync(["run", "pipeline.yaml", "--quiet"], directory: directory.path)
         #expect(run.status == 0, "\(run.standardOutput)\(run.standardError)")
         let local = try DirectoryProvider(root: directory.file("local"))
         let read = try await local.get(Self.keys).map { try $0.get() }
@@ -104,11 +104,11 @@ import Testing
         jobs:
           - { type: migrate, from: source, to: bucket }
         """.write(toFile: directory.file("pipeline.yaml"), atomically: true, encoding: .utf8)
-        let run = try cloudsync(["run", "pipeline.yaml", "--quiet"], directory: directory.path)
+        let run = try await cloudsync(["run", "pipeline.yaml", "--quiet"], directory: directory.path)
         #expect(run.status == 0, "\(run.standardOutput)\(run.standardError)")
-        let envelope = try rclone(["cat", "moto:cloudsync-rclone/encrypted/settings.theme"]).standardOutput
+        let envelope = try await rclone(["cat", "moto:cloudsync-rclone/encrypted/settings.theme"]).standardOutput
         #expect(!envelope.contains("secret setting"))
-        let decrypted = try ProcessRunner.run(
+        let decrypted = try await ProcessRunner.run(
             Repository.python,
             [
                 Repository.root + "/scripts/envelope_interop.py", "decrypt", envelope, "settings.theme", "--key-file",
@@ -118,11 +118,11 @@ import Testing
         #expect(decrypted.standardOutput == "the secret setting")
     }
 
-    @Test func theExamplePipelineValidatesAndItsPlanNamesTheCredentialSourceNotTheSecret() throws {
+    @Test func theExamplePipelineValidatesAndItsPlanNamesTheCredentialSourceNotTheSecret() async throws {
         let pipelines = Repository.root + "/pipelines"
-        let validate = try cloudsync(["validate", "s3-backup.yaml"], directory: pipelines)
+        let validate = try await cloudsync(["validate", "s3-backup.yaml"], directory: pipelines)
         #expect(validate.status == 0, "\(validate.standardOutput)\(validate.standardError)")
-        let plan = try cloudsync(["plan", "s3-backup.yaml", "--json"], directory: pipelines)
+        let plan = try await cloudsync(["plan", "s3-backup.yaml", "--json"], directory: pipelines)
         #expect(plan.status == 0, "\(plan.standardError)")
         #expect(plan.standardOutput.contains("access key AKIACLI from the environment"))
         #expect(plan.standardOutput.contains("/cloudsync-rclone/settings/ (path style, signed for us-east-1)"))

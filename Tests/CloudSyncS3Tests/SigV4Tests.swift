@@ -181,7 +181,7 @@ import Testing
         return cases
     }
 
-    @Test func cloudSyncAndBotocoreSignIdentically() throws {
+    @Test func cloudSyncAndBotocoreSignIdentically() async throws {
         guard FileManager.default.isExecutableFile(atPath: Self.python) else {
             Issue.record("the Python test environment is missing: run `make test` (scripts/python-env.sh) first")
             return
@@ -199,7 +199,7 @@ import Testing
         let directory = try TemporaryDirectory()
         let requests = directory.file("requests.json")
         try JSONSerialization.data(withJSONObject: input).write(to: URL(fileURLWithPath: requests))
-        let result = try ProcessRunner.run(
+        let result = try await ProcessRunner.run(
             "/bin/sh", ["-c", "\"$0\" \"$1\" < \"$2\"", Self.python, Self.script, requests])
         try #require(result.status == 0, "\(result.standardError)")
         let output = try #require(

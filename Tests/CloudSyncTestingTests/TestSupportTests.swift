@@ -14,9 +14,9 @@ import Testing
         #expect(!FileManager.default.fileExists(atPath: path))
     }
 
-    @Test func processRunnerCapturesBothStreamsAndTheStatus() throws {
+    @Test func processRunnerCapturesBothStreamsAndTheStatus() async throws {
         // Enough output on stderr to fill a pipe buffer, which would deadlock a runner that read only stdout.
-        let result = try ProcessRunner.run(
+        let result = try await ProcessRunner.run(
             "/bin/sh", ["-c", "echo out; head -c 200000 /dev/zero | tr '\\\\0' e >&2; exit 3"])
         #expect(result.status == 3)
         #expect(result.standardOutput == "out\n")
