@@ -334,21 +334,7 @@ public final class StateDatabase: ProviderStateStore {
         throws(CloudSyncError)
     {
         guard overlay == nil, !rows.isEmpty else { return }
-        try run { db in
-            try db.transaction {
-                let upsert = try db.prepare("INSERT OR REPLACE INTO snapshots (job, key, fingerprint) VALUES (?, ?, ?)")
-                let delete = try db.prepare("DELETE FROM snapshots WHERE job = ? AND key = ?")
-                for (key, fingerprint) in rows {
-                    if let fingerprint {
-                        try upsert.bind(job, key, fingerprint.text).run()
-                        upsert.reset()
-                    } else {
-                        try delete.bind(job, key).run()
-                        delete.reset()
-                    }
-                }
-            }
-        }
+        try run { db in try db.transaction { try Self.writeSnapshotRows(rows, of: job, in: db) } }
     }
 
     /// Replaces `job`'s snapshot rows for these keys and sets `deletions` aside, in one transaction (one commit, so
@@ -359,22 +345,29 @@ public final class StateDatabase: ProviderStateStore {
         guard overlay == nil, !rows.isEmpty || !deletions.isEmpty else { return }
         try run { db in
             try db.transaction {
-                let upsert = try db.prepare("INSERT OR REPLACE INTO snapshots (job, key, fingerprint) VALUES (?, ?, ?)")
-                let delete = try db.prepare("DELETE FROM snapshots WHERE job = ? AND key = ?")
-                for (key, fingerprint) in rows {
-                    if let fingerprint {
-                        try upsert.bind(job, key, fingerprint.text).run()
-                        upsert.reset()
-                    } else {
-                        try delete.bind(job, key).run()
-                        delete.reset()
-                    }
-                }
+                try Self.writeSnapshotRows(rows, of: job, in: db)
                 let insert = try db.prepare("INSERT OR IGNORE INTO sync_deletions (job, key) VALUES (?, ?)")
                 for key in deletions {
                     try insert.bind(job, key).run()
                     insert.reset()
                 }
+            }
+        }
+    }
+
+    /// Sets each row's fingerprint, or removes the row where it has none; the caller holds the transaction.
+    private static func writeSnapshotRows(
+        _ rows: [(key: String, fingerprint: SyncFingerprint?)], of job: String, in db: SQLiteConnection
+    ) throws {
+        let upsert = try db.prepare("INSERT OR REPLACE INTO snapshots (job, key, fingerprint) VALUES (?, ?, ?)")
+        let delete = try db.prepare("DELETE FROM snapshots WHERE job = ? AND key = ?")
+        for (key, fingerprint) in rows {
+            if let fingerprint {
+                try upsert.bind(job, key, fingerprint.text).run()
+                upsert.reset()
+            } else {
+                try delete.bind(job, key).run()
+                delete.reset()
             }
         }
     }
