@@ -103,7 +103,8 @@ let package = Package(
             name: "cloudsync-bench",
             dependencies: [
                 "CloudSync", "CloudSyncSQLite", "CloudSyncSodium", "CloudSyncYAML", "CloudSyncLocal", "CloudSyncCrypto",
-                "CloudSyncTesting", "CloudSyncHTTP", "CloudSyncS3", "CloudSyncPipeline", "CSodium",
+                "CloudSyncTesting", "CloudSyncHTTP", "CloudSyncS3", "CloudSyncPipeline", "CSodium", "CloudSyncAuth",
+                "CloudSyncEmulator", "CloudSyncDrive", "CloudSyncCloudKit",
             ]),
 
         // The fuzzers' entry points (YAML, pipeline loader, envelope decoder): driven by libFuzzer in `make fuzz`,

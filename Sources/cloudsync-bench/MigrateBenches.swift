@@ -61,31 +61,15 @@ func benchDirectoryMigrate(_ context: BenchContext) async throws -> [BenchRow] {
 /// A migrate of 2,000 files of 1 KB from a directory to a bucket of moto's S3 server on loopback, beside `rclone
 /// copy` of the same files to another bucket of the same server; each run writes to fresh buckets.
 func benchS3Migrate(_ context: BenchContext) async throws -> [BenchRow] {
-    let python = FileManager.default.currentDirectoryPath + "/.build/pyenv/bin/python3"
-    guard FileManager.default.isExecutableFile(atPath: python), context.has("rclone") else {
+    guard context.has("rclone"),
+        let moto = try MotoServer(
+            buckets: (0..<context.runs).flatMap { ["bench-cloudsync-\($0)", "bench-rclone-\($0)"] })
+    else {
         print("s3 migrate: skipped (needs .build/pyenv from scripts/python-env.sh and Debian's rclone)")
         return []
     }
-    let moto = Process()
-    moto.executableURL = URL(fileURLWithPath: python)
-    moto.arguments =
-        ["scripts/moto_s3.py"] + (0..<context.runs).flatMap { ["bench-cloudsync-\($0)", "bench-rclone-\($0)"] }
-    let input = Pipe()
-    let output = Pipe()
-    moto.standardInput = input
-    moto.standardOutput = output
-    moto.standardError = FileHandle.nullDevice
-    try moto.run()
-    defer {
-        try? input.fileHandleForWriting.close()
-        moto.waitUntilExit()
-    }
-    var line = Data()
-    while let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) {
-        line += byte
-    }
-    guard let port = Int(String(decoding: line, as: UTF8.self)) else { fatalError("moto did not start") }
-    let endpoint = URL(string: "http://127.0.0.1:\(port)")!
+    defer { moto.stop() }
+    let endpoint = moto.endpoint
 
     let count = 2000
     let files = try context.directory("s3-source")

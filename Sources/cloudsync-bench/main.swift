@@ -17,6 +17,7 @@ let benches: [(name: String, run: (BenchContext) async throws -> [BenchRow])] = 
     ("directory-migrate", benchDirectoryMigrate),
     ("s3-migrate", benchS3Migrate),
     ("faces", benchFaces),
+    ("requests", benchRequests),
 ]
 
 @MainActor func usage() -> Never {

@@ -1,0 +1,186 @@
+import CloudSync
+import CloudSyncAuth
+import CloudSyncCloudKit
+import CloudSyncDrive
+import CloudSyncEmulator
+import CloudSyncHTTP
+import CloudSyncS3
+import CloudSyncTesting
+import Foundation
+
+/// One cloud the requests bench drives through the store: how to make a fresh store on it for a run, where the
+/// server's own request log is, which logged requests are sign-in traffic, and the protocol's minimum request count
+/// for each operation on `count` keys.
+private struct CountedCloud {
+    var name: String
+    /// A store on a fresh account, zone or bucket for run `run`.
+    var store: (_ run: Int) async throws -> CloudStore
+    /// The requests the server saw since the last ``clearLog``.
+    var log: () -> [HTTPLogEntry]
+    var clearLog: () -> Void
+    /// Token requests (OAuth's `/token`): left out of the count, reported beside it.
+    var isSignIn: (HTTPLogEntry) -> Bool = { _ in false }
+    /// The fewest requests the protocol allows for each operation on `count` keys.
+    var minimum: (_ operation: RequestOperation, _ count: Int) -> Int
+}
+
+/// What the bench does through the store, in this order, to the same keys.
+private enum RequestOperation: String, CaseIterable {
+    case set, get, list, remove
+}
+
+/// `count` divided into requests of at most `perRequest`, rounded up.
+private func requests(_ count: Int, per perRequest: Int) -> Int { (count + perRequest - 1) / perRequest }
+
+/// Requests per 1,000 keys the server saw for set, get, list and remove of 1,000 keys of 100 bytes through the store, on
+/// CloudKit and Drive (the emulators, counting their own request logs) and S3 (moto, counted by a forwarding proxy in
+/// front of it, so the figure is what reached the server, not what the provider believes it sent), beside the
+/// protocol's minimum: CloudKit 200 keys a `records/modify`, `records/lookup` or `changes/zone` page; Drive one
+/// request per key for content, 100 deletes a batch request, 1,000 names a `files.list` page; S3 one request per
+/// object, 1,000 keys a `DeleteObjects` or `ListObjectsV2` page.
+///
+/// Each run starts on a fresh account, zone or bucket and first writes the first key alone, so the one-time costs
+/// (the availability probe, creating the CloudKit zone) are not spread over the keys; sign-in requests (OAuth's
+/// `/token`) are left out of the count and named in the measure when there were any.
+func benchRequests(_ context: BenchContext) async throws -> [BenchRow] {
+    let count = 1000
+    var clouds = [try cloudKitCloud(), try driveCloud()]
+    let moto = try MotoServer(buckets: (0..<context.runs).map { "requests-\($0)" })
+    if let moto {
+        clouds.append(try s3Cloud(moto))
+    } else {
+        print("s3 requests: skipped (needs .build/pyenv from scripts/python-env.sh)")
+    }
+    defer { moto?.stop() }
+
+    let value = String(repeating: "v", count: 100)
+    let keys = (0..<count).map { String(format: "settings.item.%06d", $0) }
+    var rows: [BenchRow] = []
+    for cloud in clouds {
+        var counted: [RequestOperation: [Double]] = [:]
+        var signIns: [RequestOperation: Int] = [:]
+        for run in 0..<context.runs {
+            let store = try await cloud.store(run)
+            // The one-time costs (availability probe, zone creation) go before the count; a key written and removed
+            // here would leave a CloudKit tombstone that the listing (changes/zone) walks past.
+            try await store.set(value, forKey: keys[0])
+            cloud.clearLog()
+            for operation in RequestOperation.allCases {
+                switch operation {
+                case .set:
+                    for result in try await store.multiSet(keys.map { KeyValue($0, value) }) { _ = try result.get() }
+                case .get:
+                    let values = try await store.multiGet(keys)
+                    guard values.allSatisfy({ $0 == value }) else { fatalError("\(cloud.name): a value read wrong") }
+                case .list:
+                    let listed = try await store.allKeys().keys
+                    guard listed == keys else { fatalError("\(cloud.name): listed \(listed.count) of \(count) keys") }
+                case .remove:
+                    for result in try await store.multiRemove(keys) { _ = try result.get() }
+                }
+                let log = cloud.log()
+                cloud.clearLog()
+                let signIn = log.filter(cloud.isSignIn).count
+                signIns[operation, default: 0] += signIn
+                counted[operation, default: []].append(Double(log.count - signIn) * 1000 / Double(count))
+            }
+            store.close()
+        }
+        for operation in RequestOperation.allCases {
+            let tokens = signIns[operation] ?? 0
+            rows.append(
+                BenchRow(
+                    measure: "requests, \(operation.rawValue) \(count.formatted()) × 100 B, \(cloud.name)"
+                        + (tokens > 0 ? " (+\(tokens) token requests over \(context.runs) runs, not counted)" : ""),
+                    unit: "per 1,000 keys", ours: median(counted[operation] ?? []), peerName: "protocol minimum",
+                    peer: Double(cloud.minimum(operation, count)) * 1000 / Double(count), target: .atMost(1.0),
+                    runs: context.runs))
+        }
+    }
+    return rows
+}
+
+/// A store with no deadline on `provider` alone.
+private func store(on provider: any Provider) throws -> CloudStore {
+    var options = StoreOptions()
+    options.timeout = nil
+    return try CloudStore(providers: [provider], options: options)
+}
+
+/// The CloudKit emulator on loopback, a fresh zone each run, its whole request log counted.
+private func cloudKitCloud() throws -> CountedCloud {
+    let emulator = CloudKitEmulator()
+    let host = try EmulatorServer(services: [emulator])
+    let container = "iCloud.com.example.cloudsync"
+    let token = emulator.webAuth.issueToken(container: container, environment: "development")
+    return CountedCloud(
+        name: "CloudKit (emulator)",
+        store: { run in
+            let state = ProviderState(provider: "cloudKit", store: InMemoryProviderStateStore())
+            let bridge = CloudKitBridge(
+                configuration: CloudKitConfiguration(
+                    endpoint: host.baseURL, container: container, environment: "development",
+                    zoneName: "Requests\(run)", apiToken: CloudKitWebAuthEmulator.defaultAPIToken),
+                webAuthToken: try CloudKitWebAuthToken(state: state, fallback: token), transport: URLSessionTransport(),
+                context: ProviderContext(providerID: "cloudKit"))
+            return try store(on: CloudKitProvider(id: "cloudKit", bridge: bridge))
+        },
+        log: { host.server.requestLog }, clearLog: { host.server.clearLog() },
+        minimum: { _, count in requests(count, per: 200) })
+}
+
+/// The Drive emulator on loopback, a fresh user each run; its `/token` requests are sign-in traffic.
+private func driveCloud() throws -> CountedCloud {
+    let drive = DriveEmulator()
+    let host = try EmulatorServer(services: [drive])
+    let client = OAuthClientConfiguration(
+        clientID: GoogleOAuthEmulator.Client.emulatorDefault.id,
+        clientSecret: GoogleOAuthEmulator.Client.emulatorDefault.secret,
+        authorizationEndpoint: host.baseURL.appendingPathComponent("o/oauth2/v2/auth"),
+        tokenEndpoint: host.baseURL.appendingPathComponent("token"), scopes: [DriveProviderFactory.scope])
+    return CountedCloud(
+        name: "Drive (emulator)",
+        store: { run in
+            let transport = URLSessionTransport(maxConcurrency: 8)
+            let tokens = OAuthAccessTokens(
+                client: OAuthTokenClient(configuration: client, transport: transport),
+                refreshToken: drive.oauth.issueTokens(user: "requests-\(run)@example.com").refreshToken)
+            return try store(
+                on: DriveProvider(
+                    endpoint: host.baseURL, authenticator: tokens, transport: transport,
+                    context: ProviderContext(
+                        providerID: "drive",
+                        state: ProviderState(provider: "drive", store: InMemoryProviderStateStore()))))
+        },
+        log: { host.server.requestLog }, clearLog: { host.server.clearLog() },
+        isSignIn: { $0.path == "/token" },
+        minimum: { operation, count in
+            switch operation {
+            case .set, .get: count
+            case .list: requests(count, per: DriveProvider.pageSize)
+            case .remove: requests(count, per: DriveProvider.batchLimit)
+            }
+        })
+}
+
+/// moto's S3 behind a counting proxy, a fresh bucket each run.
+private func s3Cloud(_ moto: MotoServer) throws -> CountedCloud {
+    let proxy = try ForwardingProxy(upstream: moto.endpoint)
+    return CountedCloud(
+        name: "S3 (moto)",
+        store: { run in
+            try store(
+                on: S3Provider(
+                    location: S3Location(
+                        endpoint: proxy.endpoint, bucket: "requests-\(run)", region: "us-east-1", pathStyle: true),
+                    credentials: S3Credentials(accessKeyID: "bench", secretAccessKey: "bench"),
+                    transport: URLSessionTransport(maxConcurrency: 16), context: ProviderContext(providerID: "bucket")))
+        },
+        log: { proxy.server.requestLog }, clearLog: { proxy.server.clearLog() },
+        minimum: { operation, count in
+            switch operation {
+            case .set, .get: count
+            case .list, .remove: requests(count, per: S3Provider.batchLimit)
+            }
+        })
+}
