@@ -13,8 +13,9 @@ import Synchronization
 ///   `Range` after an interruption and starting again when the session is gone (404).
 /// - Removes are `DELETE`s, sent through Drive's batch endpoint, 100 a request, when there are several.
 /// - A name → file-id cache saves the lookups; `clearCaches()` forgets it. A batch of uncached keys is resolved by
-///   one paged listing when that costs fewer requests than one search per key. A cached id that answers 404 is
-///   dropped and looked up once more.
+///   one paged listing when that costs fewer requests than one search per key; for ``listingTrust`` after a listing,
+///   writes take a name it did not find as new without asking again. A cached id that answers 404 is dropped and
+///   looked up once more.
 /// - Names are not unique in Drive: when several files carry a key's name, reads use the newest `modifiedTime`,
 ///   writes update that one and delete the others, and ``duplicatesResolved`` counts them.
 /// - ``quota()`` and ``accountIdentity()`` come from `about.get`; the identity is the user's `permissionId`, and a
@@ -32,6 +33,8 @@ public final class DriveProvider: Provider {
     public static let batchLimit = 100
     /// The largest page `files.list` returns.
     public static let pageSize = 1000
+    /// How long a write takes a name missing from the last full listing as absent, without asking Drive again.
+    public static let listingTrust = Duration.seconds(5)
     /// Where the last seen permission id is kept in the provider's state.
     static let identityStateName = "drive.permissionId"
 
@@ -64,6 +67,12 @@ public final class DriveProvider: Provider {
     private struct Cache {
         var entries: [String: Entry] = [:]
         var lastListingCount: Int?
+        /// When the last full listing began (on the provider's clock); ``entries`` has held everything it found,
+        /// kept up to date with this provider's own writes and removes, ever since.
+        var listedAtMs: Int64?
+        /// Names whose entry may be stale since that listing (the change feed reported them, or their id answered
+        /// 404): the listing no longer speaks for them.
+        var doubtful: Set<String> = []
         var duplicates: Set<String> = []
         /// Every file id seen and its name, kept after the entry is forgotten, so the change feed can name a deleted
         /// file.
@@ -327,6 +336,8 @@ public final class DriveProvider: Provider {
             cache.entries.removeAll()
             cache.names.removeAll()
             cache.lastListingCount = nil
+            cache.listedAtMs = nil
+            cache.doubtful.removeAll()
         }
     }
 
@@ -431,21 +442,40 @@ public final class DriveProvider: Provider {
 
     /// The file (and duplicates) of each of `keys` that exists; cached ids first, then one listing or one search per
     /// key, whichever costs fewer requests.
-    func resolve(_ keys: [String]) async throws(CloudSyncError) -> [String: Entry] {
-        let (known, lastCount) = cache.withLock { ($0.entries, $0.lastListingCount) }
+    ///
+    /// `forWriting`: a name missing from a full listing begun less than ``listingTrust`` ago is taken as absent
+    /// without asking again, so the store's batches of new keys share one listing. Another device may create the
+    /// name meanwhile, as it may between any lookup and the create that follows it; the write then makes a second
+    /// file of that name, which reads settle (the newest wins) and the next write deletes. Reads and removes never
+    /// take a name as absent on trust: a read would miss the other device's value, a remove would leave it.
+    func resolve(_ keys: [String], forWriting: Bool = false) async throws(CloudSyncError) -> [String: Entry] {
+        let now = clock.nowMilliseconds()
+        let (known, lastCount, trusted) = cache.withLock { cache in
+            let fresh = forWriting && cache.listedAtMs.map { now - $0 < Self.listingTrust.milliseconds } == true
+            return (cache.entries, cache.lastListingCount, fresh ? cache.doubtful : nil)
+        }
         var found: [String: Entry] = [:]
         var missing: [String] = []
         for key in Set(keys) {
-            if let entry = known[key] { found[key] = entry } else { missing.append(key) }
+            if let entry = known[key] {
+                found[key] = entry
+            } else if let doubtful = trusted, !doubtful.contains(key) {
+                continue
+            } else {
+                missing.append(key)
+            }
         }
         guard !missing.isEmpty else { return found }
         let listingPages = max(1, ((lastCount ?? 0) + Self.pageSize - 1) / Self.pageSize)
         if missing.count > 1, lastCount == nil || listingPages < missing.count {
+            let started = clock.nowMilliseconds()
             let files = try await listAll(query: "trashed = false")
             let listed = entries(files)
             cache.withLock { cache in
                 cache.entries = listed
                 cache.lastListingCount = files.count
+                cache.listedAtMs = started
+                cache.doubtful.removeAll()
             }
             for key in missing { found[key] = listed[key] }
             return found
@@ -467,11 +497,23 @@ public final class DriveProvider: Provider {
     private func search(_ key: String) async throws(CloudSyncError) -> Entry? {
         let files = try await listAll(query: Self.nameQuery(key))
         let entry = entries(files.filter { $0.name == key })[key]
-        cache.withLock { $0.entries[key] = entry }
+        cache.withLock { cache in
+            cache.entries[key] = entry
+            cache.doubtful.remove(key)
+        }
         return entry
     }
 
+    /// Drops `key`'s entry after this provider removed its file: it is known to be absent.
     private func forget(_ key: String) { cache.withLock { _ = $0.entries.removeValue(forKey: key) } }
+
+    /// Drops `key`'s entry because it may be stale: it is looked up again before anything relies on it.
+    private func doubt(_ key: String) {
+        cache.withLock { cache in
+            cache.entries.removeValue(forKey: key)
+            cache.doubtful.insert(key)
+        }
+    }
 
     // MARK: Get
 
@@ -484,7 +526,7 @@ public final class DriveProvider: Provider {
                 guard let entry = entries[key] else { return .success(nil) }
                 if let value = try await self.download(entry.id, key: key) { return .success(value) }
                 // The cached id is gone: look again once.
-                self.forget(key)
+                self.doubt(key)
                 guard let again = try await self.search(key) else { return .success(nil) }
                 return .success(try await self.download(again.id, key: key))
             } catch {
@@ -515,7 +557,7 @@ public final class DriveProvider: Provider {
     /// ``resumableThreshold`` bytes whose file is known, resumable chunks above it.
     public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
         try ensureWritable()
-        let entries = try await resolve(items.map(\.key))
+        let entries = try await resolve(items.map(\.key), forWriting: true)
         return try await forEach(items) { item async -> Result<Void, CloudSyncError> in
             do throws(CloudSyncError) {
                 try await self.write(item, entry: entries[item.key])
@@ -534,7 +576,7 @@ public final class DriveProvider: Provider {
             fileID = try await upload(body, key: item.key, existing: known.id)
             if fileID == nil {
                 // The cached id is gone: look again once, then create.
-                forget(item.key)
+                doubt(item.key)
                 entry = try await search(item.key)
                 if let found = entry { fileID = try await upload(body, key: item.key, existing: found.id) }
             }
@@ -889,7 +931,7 @@ public final class DriveProvider: Provider {
                     continue
                 }
                 // Another device wrote or deleted it: the cached id may be stale or a duplicate now.
-                forget(name)
+                doubt(name)
                 if removed {
                     result.removed.append(name)
                 } else {

@@ -36,6 +36,61 @@ import Testing
         #expect(try values(await provider.get(["key-007", "key-100"])) == [nil, nil])
     }
 
+    @Test func newKeysInTheStoresBatchesOfOneHundredShareOneListing() async throws {
+        let host = try DriveHost()
+        let clock = ManualClock()
+        let provider = host.provider(clock: clock)
+        let keys = (0..<250).map { String(format: "key-%03d", $0) }
+        // The store hands Drive 100 keys a call: the first call lists, the next ones trust that listing and only
+        // upload.
+        for start in stride(from: 0, to: keys.count, by: 100) {
+            let batch = keys[start..<min(start + 100, keys.count)]
+            #expect(succeeded(try await provider.set(batch.map { KeyValue($0, "value of \($0)") })))
+        }
+        #expect(host.count("GET", "/drive/v3/files") == 1)
+        #expect(host.count("POST", "/upload/drive/v3/files") == 250)
+        #expect(host.log.count == 251)
+
+        // Once the listing is older than the trust lasts, new names are looked up again.
+        clock.advance(by: DriveProvider.listingTrust + .milliseconds(1))
+        host.clearLog()
+        #expect(succeeded(try await provider.set([KeyValue("new-1", "1"), KeyValue("new-2", "2")])))
+        #expect(host.count("GET", "/drive/v3/files") == 1)
+        #expect(host.count("POST", "/upload/drive/v3/files") == 2)
+    }
+
+    @Test func aNameTheChangeFeedReportsIsLookedUpWhileAListingIsTrusted() async throws {
+        let host = try DriveHost()
+        let account = host.signIn()
+        let provider = host.provider(refreshToken: account.refreshToken, clock: ManualClock())
+        let cursor = try await provider.changes(since: nil).cursor
+        #expect(succeeded(try await provider.set([KeyValue("a", "1"), KeyValue("b", "2")])))
+        // Another device creates `c`; the change feed says so, so the trusted listing no longer speaks for it.
+        host.files.addFile(user: account.user, name: "c", content: Data("theirs".utf8))
+        #expect(try await provider.changes(since: cursor).changed.contains("c"))
+        host.clearLog()
+        #expect(succeeded(try await provider.set([KeyValue("c", "mine"), KeyValue("d", "4")])))
+        #expect(host.files.files(of: account.user).filter { $0.name == "c" }.count == 1)
+        #expect(
+            host.count(
+                "PATCH",
+                "/upload/drive/v3/files/" + (host.files.files(of: account.user).first { $0.name == "c" }?.id ?? ""))
+                == 1)
+        #expect(try values(await host.provider(refreshToken: account.refreshToken).get(["c"])) == ["mine"])
+    }
+
+    @Test func aRemoveAndAReadAskDriveAgainWhileAListingIsTrusted() async throws {
+        let host = try DriveHost()
+        let account = host.signIn()
+        let provider = host.provider(refreshToken: account.refreshToken, clock: ManualClock())
+        #expect(succeeded(try await provider.set([KeyValue("a", "1"), KeyValue("b", "2")])))
+        // Another device creates `c` unseen: a read and a remove still find it, only a write may take it as absent.
+        host.files.addFile(user: account.user, name: "c", content: Data("theirs".utf8))
+        #expect(try values(await provider.get(["a", "c"])) == ["1", "theirs"])
+        #expect(succeeded(try await provider.remove(["b", "c"])))
+        #expect(host.files.files(of: account.user).map(\.name) == ["a"])
+    }
+
     @Test func aColdBatchReadListsOnceThenDownloadsEachKey() async throws {
         let host = try DriveHost()
         let account = host.signIn()
