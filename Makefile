@@ -36,7 +36,8 @@ test: deps
 	@SWIFT=$(SWIFT) scripts/check-consumer.sh
 	@$(MAKE) --no-print-directory check-install
 
-# `make bench`: one table of our figures beside their peers (sqlite3 shell, libsodium, rclone), medians of BENCH_RUNS
+# `make bench`: one table of our figures beside their peers (sqlite3 shell, libsodium, rclone, the protocol minimum of
+# requests per key on the emulators and moto), medians of BENCH_RUNS
 # runs, also written to bench.json. `make bench-compare OLD=old.json` sets an earlier bench.json beside the current one.
 BENCH_RUNS ?= 3
 bench:

@@ -13,6 +13,8 @@ import Foundation
 /// for each operation on `count` keys.
 private struct CountedCloud {
     var name: String
+    /// What is measured on it, in order.
+    var operations = RequestOperation.allCases
     /// A store on a fresh account, zone or bucket for run `run`.
     var store: (_ run: Int) async throws -> CloudStore
     /// The requests the server saw since the last ``clearLog``.
@@ -47,7 +49,7 @@ private func requests(_ count: Int, per perRequest: Int) -> Int { (count + perRe
 /// `/token`) are left out of the count and named in the measure when there were any.
 func benchRequests(_ context: BenchContext) async throws -> [BenchRow] {
     let count = 1000
-    var clouds = [try cloudKitCloud(), try driveCloud()]
+    var clouds = [try cloudKitCloud(), try driveCloud(), try driveCloud(holding: 10_000)]
     let moto = try MotoServer(buckets: (0..<context.runs).map { "requests-\($0)" })
     if let moto {
         clouds.append(try s3Cloud(moto))
@@ -68,7 +70,7 @@ func benchRequests(_ context: BenchContext) async throws -> [BenchRow] {
             // here would leave a CloudKit tombstone that the listing (changes/zone) walks past.
             try await store.set(value, forKey: keys[0])
             cloud.clearLog()
-            for operation in RequestOperation.allCases {
+            for operation in cloud.operations {
                 switch operation {
                 case .set:
                     for result in try await store.multiSet(keys.map { KeyValue($0, value) }) { _ = try result.get() }
@@ -89,7 +91,7 @@ func benchRequests(_ context: BenchContext) async throws -> [BenchRow] {
             }
             store.close()
         }
-        for operation in RequestOperation.allCases {
+        for operation in cloud.operations {
             let tokens = signIns[operation] ?? 0
             rows.append(
                 BenchRow(
@@ -136,8 +138,9 @@ private func cloudKitCloud() throws -> CountedCloud {
         minimum: { _, count in requests(count, per: 200) })
 }
 
-/// The Drive emulator on loopback, a fresh user each run; its `/token` requests are sign-in traffic.
-private func driveCloud() throws -> CountedCloud {
+/// The Drive emulator on loopback, a fresh user each run holding `files` other files (then only writes are measured);
+/// its `/token` requests are sign-in traffic.
+private func driveCloud(holding files: Int = 0) throws -> CountedCloud {
     let drive = DriveEmulator()
     let host = try EmulatorServer(services: [drive])
     let client = OAuthClientConfiguration(
@@ -146,12 +149,17 @@ private func driveCloud() throws -> CountedCloud {
         authorizationEndpoint: host.baseURL.appendingPathComponent("o/oauth2/v2/auth"),
         tokenEndpoint: host.baseURL.appendingPathComponent("token"), scopes: [DriveProviderFactory.scope])
     return CountedCloud(
-        name: "Drive emulator, /token not counted",
+        name: "Drive emulator" + (files > 0 ? " holding \(files.formatted()) files" : "") + ", /token not counted",
+        operations: files > 0 ? [.set] : RequestOperation.allCases,
         store: { run in
+            let user = "requests-\(run)@example.com"
+            for number in 0..<files {
+                _ = drive.files.addFile(user: user, name: String(format: "other.%06d", number), content: Data("o".utf8))
+            }
             let transport = URLSessionTransport(maxConcurrency: 8)
             let tokens = OAuthAccessTokens(
                 client: OAuthTokenClient(configuration: client, transport: transport),
-                refreshToken: drive.oauth.issueTokens(user: "requests-\(run)@example.com").refreshToken)
+                refreshToken: drive.oauth.issueTokens(user: user).refreshToken)
             return try store(
                 on: DriveProvider(
                     endpoint: host.baseURL, authenticator: tokens, transport: transport,
@@ -162,16 +170,16 @@ private func driveCloud() throws -> CountedCloud {
         log: { host.server.requestLog }, clearLog: { host.server.clearLog() },
         isSignIn: { $0.path == "/token" },
         // Drive names are not unique and a create does not fail on an existing name, so writing keys that may exist
-        // takes a look first: one files.list page per 1,000 names besides the uploads.
+        // takes a look first: the account's files listed, 1,000 names a page, besides the uploads.
         minimum: { operation, count in
             switch operation {
-            case .set: count + requests(count, per: DriveProvider.pageSize)
+            case .set: count + requests(files + count, per: DriveProvider.pageSize)
             case .get: count
             case .list: requests(count, per: DriveProvider.pageSize)
             case .remove: requests(count, per: DriveProvider.batchLimit)
             }
         },
-        minimumNote: { $0 == .set ? "+ files.list per 1,000" : nil })
+        minimumNote: { $0 == .set ? "+ files.list per 1,000 files" : nil })
 }
 
 /// moto's S3 behind a counting proxy, a fresh bucket each run.
