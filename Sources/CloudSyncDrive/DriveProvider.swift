@@ -73,6 +73,9 @@ public final class DriveProvider: Provider {
         /// Names whose entry may be stale since that listing (the change feed reported them, or their id answered
         /// 404): the listing no longer speaks for them.
         var doubtful: Set<String> = []
+        /// Changes to ``entries`` other than a listing's; a listing during which it moved is not trusted, since it
+        /// replaced entries with what it saw before them.
+        var changes = 0
         var duplicates: Set<String> = []
         /// Every file id seen and its name, kept after the entry is forgotten, so the change feed can name a deleted
         /// file.
@@ -468,14 +471,19 @@ public final class DriveProvider: Provider {
         guard !missing.isEmpty else { return found }
         let listingPages = max(1, ((lastCount ?? 0) + Self.pageSize - 1) / Self.pageSize)
         if missing.count > 1, lastCount == nil || listingPages < missing.count {
-            let started = clock.nowMilliseconds()
+            let (started, changesBefore) = (clock.nowMilliseconds(), cache.withLock { $0.changes })
             let files = try await listAll(query: "trashed = false")
             let listed = entries(files)
             cache.withLock { cache in
                 cache.entries = listed
                 cache.lastListingCount = files.count
-                cache.listedAtMs = started
-                cache.doubtful.removeAll()
+                // A write, remove or lookup meanwhile (another store call) may be missing from the listing.
+                if cache.changes == changesBefore {
+                    cache.listedAtMs = started
+                    cache.doubtful.removeAll()
+                } else {
+                    cache.listedAtMs = nil
+                }
             }
             for key in missing { found[key] = listed[key] }
             return found
@@ -500,18 +508,25 @@ public final class DriveProvider: Provider {
         cache.withLock { cache in
             cache.entries[key] = entry
             cache.doubtful.remove(key)
+            cache.changes += 1
         }
         return entry
     }
 
     /// Drops `key`'s entry after this provider removed its file: it is known to be absent.
-    private func forget(_ key: String) { cache.withLock { _ = $0.entries.removeValue(forKey: key) } }
+    private func forget(_ key: String) {
+        cache.withLock { cache in
+            cache.entries.removeValue(forKey: key)
+            cache.changes += 1
+        }
+    }
 
     /// Drops `key`'s entry because it may be stale: it is looked up again before anything relies on it.
     private func doubt(_ key: String) {
         cache.withLock { cache in
             cache.entries.removeValue(forKey: key)
             cache.doubtful.insert(key)
+            cache.changes += 1
         }
     }
 
@@ -587,6 +602,7 @@ public final class DriveProvider: Provider {
         cache.withLock { cache in
             cache.entries[item.key] = Entry(id: fileID, duplicates: [])
             cache.names[fileID] = item.key
+            cache.changes += 1
         }
         if !created, let duplicates = entry?.duplicates, !duplicates.isEmpty {
             let results = try await delete(duplicates.map { (item.key, $0) })

@@ -1,8 +1,10 @@
 import CloudSync
+import CloudSyncAuth
 import CloudSyncDrive
 import CloudSyncHTTP
 import CloudSyncTesting
 import Foundation
+import Synchronization
 import Testing
 
 @Suite struct DriveProviderTests {
@@ -91,6 +93,28 @@ import Testing
         #expect(host.files.files(of: account.user).map(\.name) == ["a"])
     }
 
+    @Test func aListingAnotherCallWroteDuringIsNotTrusted() async throws {
+        let host = try DriveHost()
+        let account = host.signIn()
+        let transport = HeldListingTransport(next: URLSessionTransport(maxConcurrency: 8))
+        let tokens = OAuthAccessTokens(
+            client: OAuthTokenClient(configuration: host.client, transport: URLSessionTransport()),
+            refreshToken: account.refreshToken)
+        let provider = DriveProvider(
+            endpoint: host.endpoint, authenticator: tokens, transport: transport,
+            context: ProviderContext(providerID: "drive", clock: ManualClock()))
+        // Drive answers the listing before `a` exists; `a` is written while that answer is on its way.
+        let listing = Task { try await provider.set([KeyValue("x", "1"), KeyValue("y", "2")]) }
+        await waitUntil { transport.isHolding }
+        #expect(succeeded(try await provider.set([KeyValue("a", "1")])))
+        transport.release()
+        #expect(succeeded(try await listing.value))
+        // The listing does not know `a`, so it must not stand for it: `a` is looked up and updated, not made twice.
+        #expect(succeeded(try await provider.set([KeyValue("a", "2"), KeyValue("z", "3")])))
+        #expect(host.files.files(of: account.user).filter { $0.name == "a" }.count == 1)
+        #expect(try values(await host.provider(refreshToken: account.refreshToken).get(["a"])) == ["2"])
+    }
+
     @Test func aColdBatchReadListsOnceThenDownloadsEachKey() async throws {
         let host = try DriveHost()
         let account = host.signIn()
@@ -137,5 +161,50 @@ import Testing
         #expect(succeeded(try await host.provider(refreshToken: account.refreshToken).set([KeyValue(key, "v")])))
         let fresh = host.provider(refreshToken: account.refreshToken)
         #expect(try values(await fresh.get([key])) == ["v"])
+    }
+}
+
+/// Holds Drive's answer to the first full listing (`q = trashed = false`) until ``release()``, so a test can change the
+/// folder between Drive answering the listing and the provider reading the answer.
+private final class HeldListingTransport: HTTPTransport {
+    private struct State {
+        var held = false
+        var released = false
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+
+    private let next: any HTTPTransport
+    private let state = Mutex(State())
+
+    init(next: any HTTPTransport) { self.next = next }
+
+    /// Whether the listing's answer has arrived and is being held.
+    var isHolding: Bool { state.withLock { $0.held && !$0.released } }
+
+    func release() {
+        state.withLock { state in
+            state.released = true
+            state.waiter?.resume()
+            state.waiter = nil
+        }
+    }
+
+    func close() { next.close() }
+
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        let response = try await next.send(request)
+        let query = URLComponents(url: request.url, resolvingAgainstBaseURL: false)?.queryItems ?? []
+        guard request.url.path == "/drive/v3/files", query.contains(where: { $0.value == "trashed = false" }),
+            state.withLock({ state in
+                defer { state.held = true }
+                return !state.held
+            })
+        else { return response }
+        await withCheckedContinuation { continuation in
+            state.withLock { state in
+                if state.released { continuation.resume() } else { state.waiter = continuation }
+            }
+        }
+        return response
     }
 }
