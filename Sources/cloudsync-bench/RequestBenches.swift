@@ -36,13 +36,17 @@ private enum RequestOperation: String, CaseIterable {
 /// `count` divided into requests of at most `perRequest`, rounded up.
 private func requests(_ count: Int, per perRequest: Int) -> Int { (count + perRequest - 1) / perRequest }
 
-/// Requests per 1,000 keys the server saw for set, get, list and remove of 1,000 keys of 100 bytes through the store, on
-/// CloudKit and Drive (the emulators, counting their own request logs) and S3 (moto, counted by a forwarding proxy in
-/// front of it, so the figure is what reached the server, not what the provider believes it sent), beside the
-/// protocol's minimum: CloudKit 200 keys a `records/modify`, `records/lookup` or `changes/zone` page; Drive one
-/// request per key for content (and, for writes, one `files.list` page per 1,000 names to learn which exist), 100
-/// deletes a batch request, 1,000 names a `files.list` page; S3 one request per object, 1,000 keys a `DeleteObjects`
-/// or `ListObjectsV2` page.
+/// Requests per 1,000 keys the server saw, beside the protocol's minimum.
+///
+/// Set, get, list and remove of 1,000 keys of 100 bytes through the store, on CloudKit and Drive (the emulators,
+/// counting their own request logs) and S3 (moto, counted by a forwarding proxy in front of it, so the figure is what
+/// reached the server, not what the provider believes it sent), beside the protocol's minimum: CloudKit 200 keys a
+/// `records/modify`, `records/lookup` or `changes/zone` page; Drive one request per key for content (and, for writes,
+/// one `files.list` page per 1,000 names to learn which exist), 100 deletes a batch request, 1,000 names a `files.list`
+/// page; S3 one request per object, 1,000 keys a `DeleteObjects` or `ListObjectsV2` page. One more row writes the same
+/// keys into a Drive already holding 10,000 other files, where the listing a write needs is 11 pages; how often the
+/// provider lists again depends on how long the writes take (``DriveProvider/listingTrust``), so that row moves with
+/// the machine's load.
 ///
 /// Each run starts on a fresh account, zone or bucket and first writes the first key alone, so the one-time costs
 /// (the availability probe, creating the CloudKit zone) are not spread over the keys; sign-in requests (OAuth's
