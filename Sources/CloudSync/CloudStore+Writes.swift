@@ -260,17 +260,20 @@ extension CloudStore {
     func deliver(_ operation: FailedWrite.Operation, _ deliveries: [[Delivery]], to providers: [any Provider]) async
         -> [Int: [(provider: String, result: Result<Void, CloudSyncError>)]]
     {
-        await withTaskGroup(of: [(Int, String, Result<Void, CloudSyncError>)].self) { group in
-            for (index, provider) in providers.enumerated() where !deliveries[index].isEmpty {
-                let batch = deliveries[index]
-                group.addTask { [self] in
-                    let dispatcher = dispatcher(for: provider)
-                    let results =
-                        operation == .set
-                        ? await dispatcher.set(batch.map { KeyValue($0.key, $0.encoded ?? "") })
-                        : await dispatcher.remove(batch.map(\.key))
-                    return zip(batch, results).map { delivery, result in (delivery.item, provider.id, result) }
-                }
+        let busy = providers.indices.filter { !deliveries[$0].isEmpty }
+        if busy.count == 1, let only = busy.first {
+            // One provider: its calls run in this task, with no child task to start and wait for.
+            var byItem: [Int: [(provider: String, result: Result<Void, CloudSyncError>)]] = [:]
+            byItem.reserveCapacity(deliveries[only].count)
+            for (item, provider, result) in await deliver(operation, deliveries[only], to: providers[only]) {
+                byItem[item, default: []].append((provider, result))
+            }
+            return byItem
+        }
+        return await withTaskGroup(of: [(Int, String, Result<Void, CloudSyncError>)].self) { group in
+            for index in busy {
+                let (batch, provider) = (deliveries[index], providers[index])
+                group.addTask { [self] in await deliver(operation, batch, to: provider) }
             }
             var byItem: [Int: [(provider: String, result: Result<Void, CloudSyncError>)]] = [:]
             for await outcomes in group {
@@ -278,6 +281,19 @@ extension CloudStore {
             }
             return byItem
         }
+    }
+
+    /// Sends one provider its deliveries in batches of its batch limit; each delivery's item, the provider and the
+    /// outcome.
+    private func deliver(_ operation: FailedWrite.Operation, _ batch: [Delivery], to provider: any Provider) async
+        -> [(Int, String, Result<Void, CloudSyncError>)]
+    {
+        let dispatcher = dispatcher(for: provider)
+        let results =
+            operation == .set
+            ? await dispatcher.set(batch.map { KeyValue($0.key, $0.encoded ?? "") })
+            : await dispatcher.remove(batch.map(\.key))
+        return zip(batch, results).map { delivery, result in (delivery.item, provider.id, result) }
     }
 
     /// Turns one item's outcomes on its primary providers into its result, queueing in `batch` what may pass and
