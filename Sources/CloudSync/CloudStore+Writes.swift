@@ -74,6 +74,7 @@ extension CloudStore {
             options.outbox == nil
             ? []
             : configured.filter { !availableIDs.contains($0.id) && answers[$0.id]?.reason != .unsupportedPlatform }
+        let waitingIDs = Set(waiting.map(\.id))
         var results = [Result<WriteReceipt, CloudSyncError>?](repeating: nil, count: items.count)
         var plans = [Plan](repeating: Plan(), count: items.count)
         for (index, item) in items.enumerated() {
@@ -84,7 +85,9 @@ extension CloudStore {
                 }
                 plans[index] =
                     operation == .set
-                    ? try planSet(item, available: available, waiting: waiting, configured: configured)
+                    ? try planSet(
+                        item, available: available, waiting: waiting, configured: configured,
+                        availableIDs: availableIDs, waitingIDs: waitingIDs)
                     : Plan(
                         primary: available.map { ($0.id, nil) }, primaryQueued: waiting.map { ($0.id, nil) })
             } catch {
@@ -151,11 +154,12 @@ extension CloudStore {
     }
 
     /// Picks the providers a value goes to by its encoded size, and the ones whose older copy must go.
+    ///
+    /// `availableIDs` and `waitingIDs` are the ids of `available` and `waiting`, made once per call, not per item.
     private func planSet(
-        _ item: KeyValue, available: [any Provider], waiting: [any Provider], configured: [any Provider]
+        _ item: KeyValue, available: [any Provider], waiting: [any Provider], configured: [any Provider],
+        availableIDs: Set<String>, waitingIDs: Set<String>
     ) throws(CloudSyncError) -> Plan {
-        let availableIDs = Set(available.map(\.id))
-        let waitingIDs = Set(waiting.map(\.id))
         var encoded: [String: EncodedValue] = [:]
         var tooSmall: [(id: String, cap: Int)] = []
         var largestSize = 0
