@@ -74,6 +74,7 @@ extension CloudStore {
             options.outbox == nil
             ? []
             : configured.filter { !availableIDs.contains($0.id) && answers[$0.id]?.reason != .unsupportedPlatform }
+        let waitingIDs = Set(waiting.map(\.id))
         var results = [Result<WriteReceipt, CloudSyncError>?](repeating: nil, count: items.count)
         var plans = [Plan](repeating: Plan(), count: items.count)
         for (index, item) in items.enumerated() {
@@ -84,7 +85,9 @@ extension CloudStore {
                 }
                 plans[index] =
                     operation == .set
-                    ? try planSet(item, available: available, waiting: waiting, configured: configured)
+                    ? try planSet(
+                        item, available: available, waiting: waiting, configured: configured,
+                        availableIDs: availableIDs, waitingIDs: waitingIDs)
                     : Plan(
                         primary: available.map { ($0.id, nil) }, primaryQueued: waiting.map { ($0.id, nil) })
             } catch {
@@ -95,46 +98,68 @@ extension CloudStore {
         let primary = await deliver(
             operation, items.indices.map { index in plans[index].primary.map { (index, $0.provider, $0.encoded) } },
             to: available, keys: items.map(\.key))
-        var cleanups: [[(Int, String, String?)]] = []
-        for (index, item) in items.enumerated() where results[index] == nil {
-            let result = settle(
-                operation, key: item.key, plan: plans[index], outcomes: primary[index] ?? [], generation: generation)
-            results[index] = result
-            // The older copies go only once the change itself is safe somewhere.
-            if case .success = result {
-                cleanups.append(plans[index].cleanup.map { (index, $0, nil) })
-                for provider in plans[index].cleanupQueued {
-                    queue(
-                        .remove, key: item.key, encoded: nil, provider: provider, generation: generation,
-                        because: CloudSyncError(.offline, "the provider was unavailable", provider: provider))
-                }
-            }
-        }
-        let cleaned = await deliver(.remove, cleanups, to: available, keys: items.map(\.key))
-        for (index, outcomes) in cleaned {
-            for outcome in outcomes {
-                switch outcome.result {
-                case .success: options.outbox?.superseded(key: items[index].key, provider: outcome.provider)
-                case .failure(let error):
-                    if !error.isRetryable
-                        || !queue(
-                            .remove, key: items[index].key, encoded: nil, provider: outcome.provider,
-                            generation: generation, because: error)
-                    {
-                        report(error)
+        // What the outcomes leave to queue is queued for all items at once, one storage transaction; the errors to
+        // report wait until it is done.
+        let order = Dictionary(configured.enumerated().map { ($1.id, $0) }, uniquingKeysWith: { first, _ in first })
+        let (settled, unreported) = withOutboxBatch(generation: generation) { batch in
+            var settled = results
+            var unreported: [CloudSyncError] = []
+            for (index, item) in items.enumerated() where settled[index] == nil {
+                let result = settle(
+                    operation, key: item.key, plan: plans[index], outcomes: primary[index] ?? [], order: order,
+                    batch: batch, unreported: &unreported)
+                settled[index] = result
+                // The older copies go only once the change itself is safe somewhere.
+                if case .success = result {
+                    for provider in plans[index].cleanupQueued {
+                        _ = batch.enqueue(
+                            FailedWrite(
+                                key: item.key, operation: .remove, encodedValue: nil, provider: provider,
+                                error: CloudSyncError(.offline, "the provider was unavailable", provider: provider)))
                     }
                 }
             }
+            return (settled, unreported)
         }
+        results = settled
+        for error in unreported { report(error) }
+        var cleanups: [[(Int, String, String?)]] = []
+        for index in items.indices where plans[index].cleanup.count > 0 {
+            if case .success = results[index] { cleanups.append(plans[index].cleanup.map { (index, $0, nil) }) }
+        }
+        let cleaned = await deliver(.remove, cleanups, to: available, keys: items.map(\.key))
+        guard !cleaned.isEmpty else { return results.map { $0! } }
+        let failedCleanups = withOutboxBatch(generation: generation) { batch in
+            var unreported: [CloudSyncError] = []
+            for (index, outcomes) in cleaned.sorted(by: { $0.key < $1.key }) {
+                for outcome in outcomes {
+                    switch outcome.result {
+                    case .success: batch.superseded(key: items[index].key, provider: outcome.provider)
+                    case .failure(let error):
+                        if !error.isRetryable
+                            || !batch.enqueue(
+                                FailedWrite(
+                                    key: items[index].key, operation: .remove, encodedValue: nil,
+                                    provider: outcome.provider, error: error))
+                        {
+                            unreported.append(error)
+                        }
+                    }
+                }
+            }
+            return unreported
+        }
+        for error in failedCleanups { report(error) }
         return results.map { $0! }
     }
 
     /// Picks the providers a value goes to by its encoded size, and the ones whose older copy must go.
+    ///
+    /// `availableIDs` and `waitingIDs` are the ids of `available` and `waiting`, made once per call, not per item.
     private func planSet(
-        _ item: KeyValue, available: [any Provider], waiting: [any Provider], configured: [any Provider]
+        _ item: KeyValue, available: [any Provider], waiting: [any Provider], configured: [any Provider],
+        availableIDs: Set<String>, waitingIDs: Set<String>
     ) throws(CloudSyncError) -> Plan {
-        let availableIDs = Set(available.map(\.id))
-        let waitingIDs = Set(waiting.map(\.id))
         var encoded: [String: EncodedValue] = [:]
         var tooSmall: [(id: String, cap: Int)] = []
         var largestSize = 0
@@ -209,17 +234,11 @@ extension CloudStore {
         return plan
     }
 
-    /// Queues one change for one provider; false when it could not be queued (no outbox, the account changed since
-    /// `generation`, the outbox refused it).
-    @discardableResult
-    private func queue(
-        _ operation: FailedWrite.Operation, key: String, encoded: String?, provider: String, generation: Int?,
-        because error: CloudSyncError
-    ) -> Bool {
-        guard let outbox = options.outbox else { return false }
-        return outbox.enqueue(
-            FailedWrite(key: key, operation: operation, encodedValue: encoded, provider: provider, error: error),
-            now: options.clock.nowMilliseconds(), generation: generation)
+    /// Runs `body` with a batch of the outbox's (see `Outbox.batch`), or, without an outbox, with one that queues
+    /// nothing; `body` must have no effect besides the batch's (it may run twice).
+    func withOutboxBatch<T: Sendable>(generation: Int?, _ body: (OutboxBatch) -> T) -> T {
+        guard let outbox = options.outbox else { return body(OutboxBatch.none) }
+        return outbox.batch(now: options.clock.nowMilliseconds(), generation: generation, body)
     }
 
     /// Sends each item's changes (item index, provider id, encoded value) to the available providers, each provider
@@ -245,17 +264,20 @@ extension CloudStore {
     func deliver(_ operation: FailedWrite.Operation, _ deliveries: [[Delivery]], to providers: [any Provider]) async
         -> [Int: [(provider: String, result: Result<Void, CloudSyncError>)]]
     {
-        await withTaskGroup(of: [(Int, String, Result<Void, CloudSyncError>)].self) { group in
-            for (index, provider) in providers.enumerated() where !deliveries[index].isEmpty {
-                let batch = deliveries[index]
-                group.addTask { [self] in
-                    let dispatcher = dispatcher(for: provider)
-                    let results =
-                        operation == .set
-                        ? await dispatcher.set(batch.map { KeyValue($0.key, $0.encoded ?? "") })
-                        : await dispatcher.remove(batch.map(\.key))
-                    return zip(batch, results).map { delivery, result in (delivery.item, provider.id, result) }
-                }
+        let busy = providers.indices.filter { !deliveries[$0].isEmpty }
+        if busy.count == 1, let only = busy.first {
+            // One provider: its calls run in this task, with no child task to start and wait for.
+            var byItem: [Int: [(provider: String, result: Result<Void, CloudSyncError>)]] = [:]
+            byItem.reserveCapacity(deliveries[only].count)
+            for (item, provider, result) in await deliver(operation, deliveries[only], to: providers[only]) {
+                byItem[item, default: []].append((provider, result))
+            }
+            return byItem
+        }
+        return await withTaskGroup(of: [(Int, String, Result<Void, CloudSyncError>)].self) { group in
+            for index in busy {
+                let (batch, provider) = (deliveries[index], providers[index])
+                group.addTask { [self] in await deliver(operation, batch, to: provider) }
             }
             var byItem: [Int: [(provider: String, result: Result<Void, CloudSyncError>)]] = [:]
             for await outcomes in group {
@@ -265,25 +287,35 @@ extension CloudStore {
         }
     }
 
-    /// Turns one item's outcomes on its primary providers into its result, queueing what may pass and what waits
-    /// for an unreachable provider.
+    /// Sends one provider its deliveries in batches of its batch limit; each delivery's item, the provider and the
+    /// outcome.
+    private func deliver(_ operation: FailedWrite.Operation, _ batch: [Delivery], to provider: any Provider) async
+        -> [(Int, String, Result<Void, CloudSyncError>)]
+    {
+        let dispatcher = dispatcher(for: provider)
+        let results =
+            operation == .set
+            ? await dispatcher.set(batch.map { KeyValue($0.key, $0.encoded ?? "") })
+            : await dispatcher.remove(batch.map(\.key))
+        return zip(batch, results).map { delivery, result in (delivery.item, provider.id, result) }
+    }
+
+    /// Turns one item's outcomes on its primary providers into its result, queueing in `batch` what may pass and
+    /// what waits for an unreachable provider; errors to report go to `unreported`.
     private func settle(
         _ operation: FailedWrite.Operation, key: String, plan: Plan,
-        outcomes: [(provider: String, result: Result<Void, CloudSyncError>)], generation: Int?
+        outcomes: [(provider: String, result: Result<Void, CloudSyncError>)], order: [String: Int],
+        batch: OutboxBatch, unreported: inout [CloudSyncError]
     ) -> Result<WriteReceipt, CloudSyncError> {
-        let order = providerIDs
-        let sorted = outcomes.sorted {
-            (order.firstIndex(of: $0.provider) ?? 0) < (order.firstIndex(of: $1.provider) ?? 0)
-        }
-        let encoded = Dictionary(
-            (plan.primary + plan.primaryQueued).map { ($0.provider, $0.encoded) }, uniquingKeysWith: { a, _ in a })
+        let sorted =
+            outcomes.count < 2 ? outcomes : outcomes.sorted { (order[$0.provider] ?? 0) < (order[$1.provider] ?? 0) }
         var receipt = WriteReceipt(skippedTooLarge: plan.skippedTooLarge)
         var failures: [(provider: String, error: CloudSyncError)] = []
         for outcome in sorted {
             switch outcome.result {
             case .success:
                 receipt.stored.append(outcome.provider)
-                options.outbox?.superseded(key: key, provider: outcome.provider)
+                batch.superseded(key: key, provider: outcome.provider)
             case .failure(let error):
                 failures.append((outcome.provider, error))
             }
@@ -294,16 +326,24 @@ extension CloudStore {
                 error: CloudSyncError(.offline, "the provider was unavailable", provider: $0.provider)
             )
         }
+        guard !failures.isEmpty || !unreachable.isEmpty else { return .success(receipt) }
+        let encoded = Dictionary(
+            (plan.primary + plan.primaryQueued).map { ($0.provider, $0.encoded) }, uniquingKeysWith: { a, _ in a })
         let enqueue = { (failure: (provider: String, error: CloudSyncError)) -> Bool in
             failure.error.isRetryable
-                && self.queue(
-                    operation, key: key, encoded: encoded[failure.provider] ?? nil, provider: failure.provider,
-                    generation: generation, because: failure.error)
+                && batch.enqueue(
+                    FailedWrite(
+                        key: key, operation: operation, encodedValue: encoded[failure.provider] ?? nil,
+                        provider: failure.provider, error: failure.error))
         }
         if !receipt.stored.isEmpty {
             // A partial mirror write succeeds: the value is safe somewhere.
             for failure in failures + unreachable {
-                if enqueue(failure) { receipt.queued.append(failure.provider) } else { report(failure.error) }
+                if enqueue(failure) {
+                    receipt.queued.append(failure.provider)
+                } else {
+                    unreported.append(failure.error)
+                }
             }
             return .success(receipt)
         }
@@ -313,7 +353,7 @@ extension CloudStore {
         for failure in failures + unreachable {
             guard enqueue(failure) else {
                 // The write fails as a whole: what this call queued before goes again, so nothing of it lands later.
-                for queued in receipt.queued { options.outbox?.superseded(key: key, provider: queued) }
+                for queued in receipt.queued { batch.superseded(key: key, provider: queued) }
                 return .failure(first.error)
             }
             receipt.queued.append(failure.provider)

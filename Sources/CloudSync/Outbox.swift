@@ -90,10 +90,17 @@ public final class Outbox: Sendable {
             return Int64((full / 2 + full / 2 * min(max(jitter(), 0), 1)).rounded())
         }
 
+        /// Milliseconds to wait after `attempts` failed attempts, the last with `error`: the server's
+        /// `retryAfterMs` when it gave one.
+        func delayMilliseconds(afterAttempts attempts: Int, error: CloudSyncError) -> Int64 {
+            if let retryAfter = error.retryAfterMs { return Int64(max(retryAfter, 0)) }
+            return delayMilliseconds(afterAttempts: attempts)
+        }
+
         private func pow2(_ exponent: Int) -> Double { Double(1 << exponent) }
     }
 
-    private struct State {
+    struct State: Sendable {
         var entries: [Int64: OutboxEntry] = [:]
         var idByPair: [OutboxPair: Int64] = [:]
         var nextID: Int64 = 1
@@ -103,6 +110,24 @@ public final class Outbox: Sendable {
         var generation = 0
         /// Providers whose entries are never due while this outbox is open.
         var held: Set<String> = []
+
+        /// The oldest entry's id, nil when empty.
+        mutating func oldestID() -> Int64? {
+            while oldestHint < nextID, entries[oldestHint] == nil { oldestHint += 1 }
+            return oldestHint < nextID ? oldestHint : nil
+        }
+
+        /// Forgets the entry `id` (storage is the caller's business).
+        mutating func remove(_ id: Int64) {
+            guard let entry = entries.removeValue(forKey: id) else { return }
+            if idByPair[OutboxPair(entry)] == id { idByPair[OutboxPair(entry)] = nil }
+        }
+
+        /// Holds `entry` again, under its id and as its pair's entry.
+        mutating func insert(_ entry: OutboxEntry) {
+            entries[entry.id] = entry
+            idByPair[OutboxPair(entry)] = entry.id
+        }
     }
 
     /// The limits the outbox enforces.
@@ -170,59 +195,51 @@ public final class Outbox: Sendable {
     /// the limits allow no retry at all (`maxAttempts` of 1: the failed attempt was the only one), which is reported
     /// as `tooManyAttempts`.
     func enqueue(_ write: FailedWrite, now: Int64, generation: Int? = nil) -> Bool {
-        var evicted: [OutboxEntry] = []
-        var refused: OutboxEntry?
-        var storageError: (any Error)?
-        let stored = state.withLock { state -> Bool in
-            if let generation, generation != state.generation { return false }
-            let pair = OutboxPair(key: write.key, provider: write.provider)
-            let entry = OutboxEntry(
-                id: state.nextID, key: write.key, operation: write.operation, encodedValue: write.encodedValue,
-                provider: write.provider, attempts: 1, nextAttemptAtMs: now + wait(after: 1, error: write.error),
-                enqueuedAtMs: now, lastErrorCode: write.error.code.rawValue)
-            let replacing = state.idByPair[pair]
-            guard entry.attempts < limits.maxAttempts else {
-                // The entry it would replace is older than this write: it goes too.
-                if let replacing, (try? storage.delete(ids: [replacing])) != nil { remove(replacing, from: &state) }
-                refused = entry
-                return false
-            }
-            if replacing == nil {
-                while state.entries.count >= limits.maxEntries, let oldest = oldestID(&state) {
-                    guard (try? storage.delete(ids: [oldest])) != nil else { return false }
-                    evicted.append(state.entries[oldest]!)
-                    remove(oldest, from: &state)
-                }
-            }
+        batch(now: now, generation: generation) { $0.enqueue(write) }
+    }
+
+    /// Runs `body` with a batch through which it queues failed writes and drops superseded entries, in order,
+    /// exactly as separate ``enqueue(_:now:generation:)`` and ``superseded(key:provider:)`` calls would, but
+    /// stored together: every change the batch made reaches the storage in one call, one transaction (one fsync with
+    /// `SQLiteOutboxStorage`), before this returns.
+    ///
+    /// Crash safety: the storage commits the whole batch or nothing, and this returns only after the commit, so a
+    /// write reported as queued is on disk, and a crash before the commit loses only writes whose calls had not
+    /// returned (they were never reported queued). When that one commit fails (a full disk), the queue is put back as
+    /// it was and `body` runs again, each change then stored on its own as before batching, so each write is kept or
+    /// named in ``takeUnkept()`` by itself; `body` must therefore have no effect besides the batch's and return what
+    /// it decided from the batch's answers. Entries dropped meanwhile (evicted, refused) are reported to `onDropped`
+    /// after the commit, in order. `body` runs under the outbox's lock: it may not call the outbox itself.
+    func batch<T: Sendable>(now: Int64, generation: Int? = nil, _ body: (OutboxBatch) -> T) -> T {
+        let (result, dropped, unkept) = state.withLock { state -> (T, [(OutboxEntry, DropReason)], [KeyFailure]) in
+            let accepting = generation == nil || generation == state.generation
+            // The batch works on the state itself, swapped out rather than copied (a copy would duplicate the
+            // queue's dictionaries on its first change).
+            var taken = State()
+            swap(&taken, &state)
+            let batch = OutboxBatch(
+                state: consume taken, now: now, accepting: accepting, limits: limits, backoff: backoff,
+                storage: storage,
+                storesAtOnce: true)
+            var result = body(batch)
             do {
-                try storage.replace(entry)
+                try batch.commit()
             } catch {
-                storageError = error
-                return false
+                // Nothing was stored: undo the batch and store each change on its own, as before batching.
+                batch.rollBack()
+                let retried = OutboxBatch(
+                    state: batch.takeState(), now: now, accepting: accepting, limits: limits, backoff: backoff,
+                    storage: storage, storesAtOnce: false)
+                result = body(retried)
+                state = retried.takeState()
+                return (result, retried.dropped, retried.unkept)
             }
-            if let replacing { remove(replacing, from: &state) }
-            state.entries[entry.id] = entry
-            state.idByPair[pair] = entry.id
-            state.nextID += 1
-            return true
+            state = batch.takeState()
+            return (result, batch.dropped, batch.unkept)
         }
-        for entry in evicted { onDropped?(entry, .queueFull) }
-        if let refused { onDropped?(refused, .tooManyAttempts) }
-        if let storageError {
-            let reason = (storageError as? CloudSyncError)?.message ?? "\(storageError)"
-            unkept.withLock {
-                $0.append(
-                    KeyFailure(
-                        key: write.key,
-                        error: CloudSyncError(
-                            (storageError as? CloudSyncError)?.code ?? .provider,
-                            "the \(write.operation == .remove ? "remove" : "write") for \(write.provider) could not be "
-                                + "queued in the outbox (\(reason)); it reached only the providers that answered, "
-                                + "until a sync repairs it (free space where the state directory is)",
-                            provider: write.provider, key: write.key)))
-            }
-        }
-        return stored
+        for (entry, reason) in dropped { onDropped?(entry, reason) }
+        if !unkept.isEmpty { self.unkept.withLock { $0 += unkept } }
+        return result
     }
 
     /// Writes that failed and could not be queued either because the outbox's storage failed (a full disk), each
@@ -239,7 +256,7 @@ public final class Outbox: Sendable {
     func superseded(key: String, provider: String) {
         state.withLock { state in
             guard let id = state.idByPair[OutboxPair(key: key, provider: provider)] else { return }
-            if (try? storage.delete(ids: [id])) != nil { remove(id, from: &state) }
+            if (try? storage.delete(ids: [id])) != nil { state.remove(id) }
         }
     }
 
@@ -254,7 +271,7 @@ public final class Outbox: Sendable {
             var expired = candidates.filter { now - $0.enqueuedAtMs > maxAge }
             if !expired.isEmpty {
                 if (try? storage.delete(ids: expired.map(\.id))) != nil {
-                    for entry in expired { remove(entry.id, from: &state) }
+                    for entry in expired { state.remove(entry.id) }
                 } else {
                     // Not deleted, so not dropped: they stay queued (and are not retried) until a later flush
                     // manages to delete them.
@@ -319,7 +336,7 @@ public final class Outbox: Sendable {
                 recorded = .rescheduled
                 return (nil, nil)
             }
-            remove(current.id, from: &state)
+            state.remove(current.id)
             recorded = drop.map(Recorded.dropped) ?? .delivered
             return (drop, current)
         }
@@ -375,7 +392,7 @@ public final class Outbox: Sendable {
         let dropped = state.withLock { state -> [OutboxEntry] in
             let chosen = state.entries.values.filter(predicate).sorted { $0.id < $1.id }
             guard !chosen.isEmpty, (try? storage.delete(ids: chosen.map(\.id))) != nil else { return [] }
-            for entry in chosen { remove(entry.id, from: &state) }
+            for entry in chosen { state.remove(entry.id) }
             return chosen
         }
         for entry in dropped { onDropped?(entry, reason) }
@@ -383,17 +400,6 @@ public final class Outbox: Sendable {
     }
 
     private func wait(after attempts: Int, error: CloudSyncError) -> Int64 {
-        if let retryAfter = error.retryAfterMs { return Int64(max(retryAfter, 0)) }
-        return backoff.delayMilliseconds(afterAttempts: attempts)
-    }
-
-    private func oldestID(_ state: inout State) -> Int64? {
-        while state.oldestHint < state.nextID, state.entries[state.oldestHint] == nil { state.oldestHint += 1 }
-        return state.oldestHint < state.nextID ? state.oldestHint : nil
-    }
-
-    private func remove(_ id: Int64, from state: inout State) {
-        guard let entry = state.entries.removeValue(forKey: id) else { return }
-        if state.idByPair[OutboxPair(entry)] == id { state.idByPair[OutboxPair(entry)] = nil }
+        backoff.delayMilliseconds(afterAttempts: attempts, error: error)
     }
 }

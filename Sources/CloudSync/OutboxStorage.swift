@@ -58,6 +58,21 @@ public protocol OutboxStorage: Sendable {
     func update(_ entries: [OutboxEntry]) throws
     /// Removes entries by id; unknown ids are ignored.
     func delete(ids: [Int64]) throws
+    /// Removes the entries `ids`, then stores each of `entries` as ``replace(_:)`` does, all at once: a durable
+    /// storage makes it one transaction, so after a crash either all of it happened or none. The outbox calls it
+    /// once for each batch of changes (every failed write of one store call).
+    ///
+    /// Storages that do not provide it get one that calls ``delete(ids:)`` and then ``replace(_:)`` for each entry,
+    /// which is not atomic.
+    func commit(storing entries: [OutboxEntry], deleting ids: [Int64]) throws
+}
+
+extension OutboxStorage {
+    /// Removes `ids`, then stores each entry, one call at a time (not atomic).
+    public func commit(storing entries: [OutboxEntry], deleting ids: [Int64]) throws {
+        if !ids.isEmpty { try delete(ids: ids) }
+        for entry in entries { try replace(entry) }
+    }
 }
 
 /// Outbox storage in process memory: queued writes are lost when the process ends.
@@ -65,6 +80,20 @@ public final class InMemoryOutboxStorage: OutboxStorage {
     private struct Entries {
         var byID: [Int64: OutboxEntry] = [:]
         var idByPair: [OutboxPair: Int64] = [:]
+
+        mutating func replace(_ entry: OutboxEntry) {
+            if let old = idByPair.updateValue(entry.id, forKey: OutboxPair(entry)), old != entry.id {
+                byID[old] = nil
+            }
+            byID[entry.id] = entry
+        }
+
+        mutating func delete(_ ids: [Int64]) {
+            for id in ids {
+                guard let entry = byID.removeValue(forKey: id) else { continue }
+                if idByPair[OutboxPair(entry)] == id { idByPair[OutboxPair(entry)] = nil }
+            }
+        }
     }
 
     private let entries = Protected(Entries())
@@ -79,10 +108,7 @@ public final class InMemoryOutboxStorage: OutboxStorage {
 
     /// Adds `entry`, replacing one with the same id.
     public func replace(_ entry: OutboxEntry) throws {
-        entries.withLock { entries in
-            if let old = entries.idByPair.updateValue(entry.id, forKey: OutboxPair(entry)) { entries.byID[old] = nil }
-            entries.byID[entry.id] = entry
-        }
+        entries.withLock { entries in entries.replace(entry) }
     }
 
     /// Saves new schedules of existing entries.
@@ -94,11 +120,14 @@ public final class InMemoryOutboxStorage: OutboxStorage {
 
     /// Forgets the entries with these ids.
     public func delete(ids: [Int64]) throws {
+        entries.withLock { entries in entries.delete(ids) }
+    }
+
+    /// Forgets `ids` and adds `storing`, under one lock: nobody sees part of it.
+    public func commit(storing: [OutboxEntry], deleting ids: [Int64]) throws {
         entries.withLock { entries in
-            for id in ids {
-                guard let entry = entries.byID.removeValue(forKey: id) else { continue }
-                if entries.idByPair[OutboxPair(entry)] == id { entries.idByPair[OutboxPair(entry)] = nil }
-            }
+            entries.delete(ids)
+            for entry in storing { entries.replace(entry) }
         }
     }
 }

@@ -91,24 +91,34 @@ extension StoreMaintenance {
             }
             if !needsWrite { result.inSync += 1 }
         }
-        let outcomes = await store.deliver(.set, writes, to: providers)
-        for (item, results) in outcomes.sorted(by: { $0.key < $1.key }) {
+        let outcomes = await store.deliver(.set, writes, to: providers).sorted(by: { $0.key < $1.key })
+        // The outbox takes this batch's failures in one storage transaction.
+        let queuedFlags = store.withOutboxBatch(generation: generation) { batch in
+            outcomes.map { item, results in
+                results.map { outcome in
+                    switch outcome.result {
+                    case .success:
+                        batch.superseded(key: unique[item], provider: outcome.provider)
+                        return false
+                    case .failure(let error):
+                        return error.isRetryable
+                            && batch.enqueue(
+                                FailedWrite(
+                                    key: unique[item], operation: .set,
+                                    encodedValue: encodedByItem[item]?[outcome.provider] ?? nil,
+                                    provider: outcome.provider, error: error))
+                    }
+                }
+            }
+        }
+        for ((item, results), queuedFlags) in zip(outcomes, queuedFlags) {
             let key = unique[item]
             var wrote = false
-            for outcome in results {
+            for (outcome, queued) in zip(results, queuedFlags) {
                 switch outcome.result {
                 case .success:
                     wrote = true
-                    store.options.outbox?.superseded(key: key, provider: outcome.provider)
                 case .failure(let error):
-                    let queued =
-                        error.isRetryable
-                        && store.options.outbox?.enqueue(
-                            FailedWrite(
-                                key: key, operation: .set, encodedValue: encodedByItem[item]?[outcome.provider] ?? nil,
-                                provider: outcome.provider, error: error), now: store.options.clock.nowMilliseconds(),
-                            generation: generation)
-                            == true
                     if queued { result.queued += 1 } else { result.failed.append(KeyFailure(key: key, error: error)) }
                 }
             }

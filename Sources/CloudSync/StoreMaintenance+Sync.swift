@@ -287,26 +287,36 @@ extension StoreMaintenance {
                 if !keepRow.contains(item) { result.snapshot.append((key, SyncFingerprint(digests))) }
             }
         }
-        let outcomes = await store.deliver(.set, writes, to: providers)
-        for (item, results) in outcomes.sorted(by: { $0.key < $1.key }) {
+        let outcomes = await store.deliver(.set, writes, to: providers).sorted(by: { $0.key < $1.key })
+        // The outbox takes this batch's failures in one storage transaction.
+        let queuedFlags = store.withOutboxBatch(generation: generation) { batch in
+            outcomes.map { item, results in
+                results.map { outcome in
+                    switch outcome.result {
+                    case .success:
+                        batch.superseded(key: items[item].key, provider: outcome.provider)
+                        return false
+                    case .failure(let error):
+                        return error.isRetryable
+                            && batch.enqueue(
+                                FailedWrite(
+                                    key: items[item].key, operation: .set,
+                                    encodedValue: encodedByItem[item]?[outcome.provider], provider: outcome.provider,
+                                    error: error))
+                    }
+                }
+            }
+        }
+        for ((item, results), queuedFlags) in zip(outcomes, queuedFlags) {
             let key = items[item].key
             var wrote = false
             var complete = true
-            for outcome in results {
+            for (outcome, queued) in zip(results, queuedFlags) {
                 switch outcome.result {
                 case .success:
                     wrote = true
-                    store.options.outbox?.superseded(key: key, provider: outcome.provider)
                 case .failure(let error):
                     complete = false
-                    let queued =
-                        error.isRetryable
-                        && store.options.outbox?.enqueue(
-                            FailedWrite(
-                                key: key, operation: .set, encodedValue: encodedByItem[item]?[outcome.provider],
-                                provider: outcome.provider, error: error), now: store.options.clock.nowMilliseconds(),
-                            generation: generation)
-                            == true
                     if queued { result.queued += 1 } else { result.failed.append(KeyFailure(key: key, error: error)) }
                 }
             }
@@ -370,21 +380,32 @@ extension StoreMaintenance {
             }
         }
         let outcomes = await store.deliver(.remove, removes, to: providers)
-        for item in removable {
+        // The outbox takes this batch's failures in one storage transaction.
+        let queuedFlags = store.withOutboxBatch(generation: generation) { batch in
+            removable.map { item in
+                (outcomes[item] ?? []).map { outcome in
+                    switch outcome.result {
+                    case .success:
+                        batch.superseded(key: items[item].key, provider: outcome.provider)
+                        return false
+                    case .failure(let error):
+                        return error.isRetryable
+                            && batch.enqueue(
+                                FailedWrite(
+                                    key: items[item].key, operation: .remove, encodedValue: nil,
+                                    provider: outcome.provider, error: error))
+                    }
+                }
+            }
+        }
+        for (item, queuedFlags) in zip(removable, queuedFlags) {
             let key = items[item].key
             var complete = true
-            for outcome in outcomes[item] ?? [] {
+            for (outcome, queued) in zip(outcomes[item] ?? [], queuedFlags) {
                 switch outcome.result {
-                case .success: store.options.outbox?.superseded(key: key, provider: outcome.provider)
+                case .success: break
                 case .failure(let error):
                     complete = false
-                    let queued =
-                        error.isRetryable
-                        && store.options.outbox?.enqueue(
-                            FailedWrite(
-                                key: key, operation: .remove, encodedValue: nil, provider: outcome.provider,
-                                error: error), now: store.options.clock.nowMilliseconds(), generation: generation)
-                            == true
                     if queued { result.queued += 1 } else { result.failed.append(KeyFailure(key: key, error: error)) }
                 }
             }

@@ -4,10 +4,10 @@ import Foundation
 
 /// Outbox storage in a SQLite file: one row per entry, so queueing costs the same with 10 or 10,000 entries waiting.
 ///
-/// Every change is its own transaction in write-ahead-log mode with `synchronous = FULL`: when `replace` returns,
-/// the entry is in the log and fsynced. It therefore survives the process being killed at any moment, and a power
-/// loss or kernel crash too, as far as the disk honours fsync. A change interrupted before its commit leaves no
-/// trace. The file is created with mode 0600 (it holds encoded values).
+/// Every call is one transaction in write-ahead-log mode with `synchronous = FULL`: when `replace` (or `commit`, a
+/// whole batch of the outbox's changes) returns, the entries are in the log and fsynced. They therefore survive the
+/// process being killed at any moment, and a power loss or kernel crash too, as far as the disk honours fsync. A call
+/// interrupted before its commit leaves no trace. The file is created with mode 0600 (it holds encoded values).
 public final class SQLiteOutboxStorage: OutboxStorage {
     static let migrations = SQLiteMigrator([
         SQLiteMigration(
@@ -103,9 +103,19 @@ public final class SQLiteOutboxStorage: OutboxStorage {
     ///
     /// Throws `ERR_CLOSED` after ``close()``, or the `SQLiteError` of a failed write (nothing is changed then).
     public func replace(_ entry: OutboxEntry) throws {
+        try commit(storing: [entry], deleting: [])
+    }
+
+    /// Removes the entries `ids`, then stores each of `entries` (each replacing any other entry for its key and
+    /// provider), in one fsynced transaction: when it returns all of it survives a crash, and a crash before that
+    /// leaves none of it.
+    ///
+    /// Throws `ERR_CLOSED` after ``close()``, or the `SQLiteError` of a failed write (nothing is changed then).
+    public func commit(storing entries: [OutboxEntry], deleting ids: [Int64]) throws {
         try unlessClosed {
             try database.write { db in
-                // One upsert: the row of the same key and provider, if any, takes the new entry's id and fields.
+                if !ids.isEmpty { try run("DELETE FROM outbox WHERE id = ?", on: db, rows: ids.map { [$0] }) }
+                // One upsert each: the row of the same key and provider, if any, takes the new entry's id and fields.
                 try run(
                     """
                     INSERT INTO outbox (id, key, provider, operation, value, attempts, next_attempt_at_ms,
@@ -116,12 +126,12 @@ public final class SQLiteOutboxStorage: OutboxStorage {
                         attempts = excluded.attempts, next_attempt_at_ms = excluded.next_attempt_at_ms,
                         enqueued_at_ms = excluded.enqueued_at_ms, last_error_code = excluded.last_error_code
                     """, on: db,
-                    rows: [
+                    rows: entries.map { entry in
                         [
                             entry.id, entry.key, entry.provider, entry.operation.rawValue, entry.encodedValue,
                             entry.attempts, entry.nextAttemptAtMs, entry.enqueuedAtMs, entry.lastErrorCode,
                         ]
-                    ])
+                    })
             }
         }
     }

@@ -117,5 +117,55 @@ func benchOutbox(_ context: BenchContext) async throws -> [BenchRow] {
                 ours: ours * 1e6 / Double(samples), peerName: "SQLite insert", peer: direct * 1e6 / Double(samples),
                 target: .atMost(1.2), runs: context.runs))
     }
+    rows.append(try await benchOutboxBatch(context, directory: directory, value: value))
     return rows
+}
+
+/// The cost per entry of queueing a batch of 100 failed writes (one `multiSet` against an offline provider, every
+/// entry on disk with fsync before the call returns), beside the same 100 rows inserted with SQLite in one
+/// transaction at the same durability.
+private func benchOutboxBatch(_ context: BenchContext, directory: String, value: String) async throws -> BenchRow {
+    let batches = 20
+    let size = 100
+    var store: CloudStore?
+    let ours = try await context.medianSeconds(
+        prepare: { run in
+            let provider = FaultInjectingProvider(id: "offline")
+            provider.fail(.set, with: CloudSyncError(.offline, "benchmark"))
+            var options = StoreOptions()
+            options.outbox = try Outbox(
+                storage: SQLiteOutboxStorage(path: "\(directory)/outbox-batch-\(run).db"),
+                limits: Outbox.Limits(maxEntries: 1_000_000))
+            store = try CloudStore(providers: [provider], options: options)
+        },
+        measure: { _ in
+            for batch in 0..<batches {
+                let items = (0..<size).map { KeyValue("bench.\(batch).\($0)", value) }
+                for result in try await store!.multiSet(items) {
+                    guard (try? result.get())?.queued == ["offline"] else { fatalError("not queued: \(result)") }
+                }
+            }
+        })
+    var database: SQLiteDatabase?
+    let direct = try await context.medianSeconds(
+        prepare: { run in
+            database = try SQLiteDatabase(
+                path: "\(directory)/direct-batch-\(run).db", options: .init(durability: .powerLossSafe))
+            try database!.write { db in
+                try db.executeScript("CREATE TABLE t (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, value TEXT)")
+            }
+        },
+        measure: { _ in
+            for batch in 0..<batches {
+                try database!.write { db in
+                    let insert = try db.prepare("INSERT INTO t (key, value) VALUES (?, ?)")
+                    for index in 0..<size { try insert.bind("bench.\(batch).\(index)", value).run() }
+                }
+            }
+        })
+    let entries = Double(batches * size)
+    return BenchRow(
+        measure: "durable outbox enqueue, batch of \(size) failed writes (per entry, \(batches) batches)", unit: "µs",
+        ours: ours * 1e6 / entries, peerName: "SQLite inserts, one transaction", peer: direct * 1e6 / entries,
+        target: .atMost(1.2), runs: context.runs)
 }

@@ -1,7 +1,7 @@
 // Test fixture for tests that need a second process (see Tests/CloudSyncLocalTests):
-//   outbox-writer OUTBOX.db        writes keys through a store whose only provider is offline, so each write lands
-//                                  in a durable outbox, and prints each key once its write call has returned; the
-//                                  crash test kills it with SIGKILL at a random moment.
+//   outbox-writer OUTBOX.db        writes keys through a store whose only provider is offline, one at a time and in
+//                                  batches, so each write lands in a durable outbox, and prints each key once its
+//                                  write call has returned; the crash test kills it with SIGKILL at a random moment.
 //   directory-writer ROOT          writes generation after generation of the same 200 keys (two batches of 100,
 //                                  some keys in subdirectories) to a directory provider and prints "generation N"
 //                                  once both of its batches have returned; the crash test kills it with SIGKILL.
@@ -30,11 +30,22 @@ case ("outbox-writer", 2):
     options.outbox = try Outbox(
         storage: SQLiteOutboxStorage(path: arguments[1]), limits: Outbox.Limits(maxEntries: 1_000_000))
     let store = try CloudStore(providers: [provider], options: options)
-    for index in 0..<1_000_000 {
-        let value = "value \(index) " + String(repeating: "x", count: index % 300)
-        let receipt = try await store.set(value, forKey: "key.\(index)")
-        guard receipt.queued == ["offline"] else { fail("write \(index) was not queued: \(receipt)") }
-        FileHandle.standardOutput.write(Data("key.\(index)\n".utf8))
+    var index = 0
+    for round in 0..<1_000_000 {
+        // One write at a time and batches of 2 to 8 in turn, so the kill lands in both kinds of call (a batch's
+        // entries are stored in one transaction).
+        let size = round % 2 == 0 ? 1 : 2 + round % 7
+        let items = (index..<index + size).map {
+            KeyValue("key.\($0)", "value \($0) " + String(repeating: "x", count: $0 % 300))
+        }
+        let results = try await store.multiSet(items)
+        for (item, result) in zip(items, results) {
+            guard (try? result.get())?.queued == ["offline"] else {
+                fail("write of \(item.key) was not queued: \(result)")
+            }
+        }
+        FileHandle.standardOutput.write(Data(items.map { "\($0.key)\n" }.joined().utf8))
+        index += size
     }
 case ("directory-writer", 2):
     let provider = try DirectoryProvider(id: "files", root: arguments[1])

@@ -82,6 +82,39 @@ import Testing
         #expect(try storage.loadAll() == [updated])
     }
 
+    @Test func aCommitStoresAndDeletesAllOrNothing() throws {
+        let path = directory.file("outbox.db")
+        let storage = try SQLiteOutboxStorage(path: path)
+        try storage.replace(entry(1, "a"))
+        try storage.replace(entry(2, "b"))
+        try storage.commit(storing: [entry(3, "c"), entry(4, "a", value: "newer")], deleting: [2, 42])
+        let expected = [entry(3, "c"), entry(4, "a", value: "newer")]
+        #expect(try storage.loadAll() == expected)
+        // Two entries under one id: the second insert fails, and the delete and the first insert are undone with it.
+        #expect(throws: (any Error).self) {
+            try storage.commit(storing: [entry(5, "d"), entry(5, "e")], deleting: [3])
+        }
+        #expect(try storage.loadAll() == expected)
+        #expect(try SQLiteOutboxStorage(path: path).loadAll() == expected)
+    }
+
+    @Test func aFailedBatchOfWritesIsOnDiskWhenTheCallReturns() async throws {
+        let path = directory.file("outbox.db")
+        let drive = FaultInjectingProvider(id: "drive")
+        drive.fail(.set, with: CloudSyncError(.offline, "down"))
+        var options = StoreOptions()
+        options.outbox = try Outbox(storage: SQLiteOutboxStorage(path: path))
+        let store = try CloudStore(providers: [drive], options: options)
+        let items = (0..<50).map { KeyValue("key.\($0)", "value \($0)") }
+        let results = try await store.multiSet(items)
+        #expect(results.allSatisfy { (try? $0.get())?.queued == ["drive"] })
+        // Read by another connection while the writer's is still open: the entries are committed.
+        let reread = try SQLiteOutboxStorage.snapshot(path: path)
+        #expect(reread.map(\.key) == items.map(\.key))
+        #expect(reread.map(\.encodedValue) == items.map(\.value))
+        #expect(reread == store.pendingWrites())
+    }
+
     @Test func anOutboxReopenedOnTheSameFileHoldsItsQueue() async throws {
         let path = directory.file("outbox.db")
         let drive = FaultInjectingProvider(id: "drive")
