@@ -27,6 +27,7 @@ public final class DirectoryProvider: Provider {
     /// Counts each call as one request.
     public let metrics: ProviderMetrics
     private let closed = Mutex(false)
+    private let listings = DirectoryListings()
 
     /// A provider over `root`, created (mode 0700) when missing.
     ///
@@ -318,27 +319,40 @@ public final class DirectoryProvider: Provider {
 
     /// Pages in bytewise (UTF-8) order of the keys, as every listing a sync merges must.
     ///
-    /// The encoded file names sort differently, so each name is decoded first. The directory tree is streamed on every page, keeping only the
-    /// next `limit` keys, so memory stays bounded by the page size however many files there are.
+    /// The encoded file names sort differently, so each name is decoded and the keys sorted. A listing's first page
+    /// walks the tree once and keeps its keys (up to ``DirectoryListings/windowKeys``, so memory stays bounded however
+    /// many files there are); its later pages come from that walk, so a full listing costs one walk and one sort, not
+    /// one walk per page. See ``DirectoryListings`` for what a listing sees of files added or removed meanwhile.
     public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
         try ensureOpen()
         metrics.recordRequest()
         let limit = max(limit, 1)
+        if let cursor, let page = listings.page(after: cursor, limit: limit, now: .now) { return page }
         return try await LocalFiles.offload { [self] in
-            var smallest: [String] = []
-            try walk(root, pieces: []) { encoded in
-                guard let key = FileNameMapping.decode(encoded) else { return }
-                if let cursor, !bytewiseLess(cursor, key) { return }
-                smallest.append(key)
-                if smallest.count > 2 * limit {
-                    smallest.sort(by: bytewiseLess)
-                    smallest.removeLast(smallest.count - limit - 1)
-                }
-            }
-            smallest.sort(by: bytewiseLess)
-            let page = Array(smallest.prefix(limit))
-            return KeyPage(keys: page, nextCursor: smallest.count > limit ? page.last : nil)
+            let window = try walkWindow(after: cursor, keeping: max(limit, DirectoryListings.windowKeys))
+            return listings.firstPage(of: window, limit: limit, now: .now)
         }
+    }
+
+    /// The smallest `keeping` keys after `cursor`, sorted, from one walk of the tree.
+    private func walkWindow(after cursor: String?, keeping: Int) throws -> DirectoryListingWindow {
+        var smallest: [String] = []
+        var truncated = false
+        try walk(root, pieces: []) { key in
+            if let cursor, !bytewiseLess(cursor, key) { return }
+            smallest.append(key)
+            if smallest.count >= 2 * keeping {
+                smallest.sort(by: bytewiseLess)
+                smallest.removeLast(smallest.count - keeping)
+                truncated = true
+            }
+        }
+        smallest.sort(by: bytewiseLess)
+        if smallest.count > keeping {
+            smallest.removeLast(smallest.count - keeping)
+            truncated = true
+        }
+        return DirectoryListingWindow(keys: smallest, complete: !truncated, now: .now)
     }
 
     private static let directoryEntryTypeOffset = MemoryLayout<dirent>.offset(of: \dirent.d_type)!
@@ -346,7 +360,7 @@ public final class DirectoryProvider: Provider {
     private static let directoryEntryIsDirectory = UInt8(DT_DIR)
     private static let directoryEntryIsRegularFile = UInt8(DT_REG)
 
-    /// Calls `visit` with the encoded name of every key file under `directory`, skipping temporary and foreign files.
+    /// Calls `visit` with the key of every key file under `directory`, skipping temporary and foreign files.
     ///
     /// `pieces` are the path components from the root down to `directory`.
     private func walk(_ directory: String, pieces: [String], _ visit: (String) -> Void) throws {
@@ -381,8 +395,12 @@ public final class DirectoryProvider: Provider {
                 let components = pieces + [name]
                 let encoded = pieces.isEmpty ? name : components.map { String($0.dropFirst()) }.joined()
                 // Only names encoding produces, in the place it puts them, are keys.
-                if FileNameMapping.decode(encoded) != nil, FileNameMapping.components(of: encoded) == components {
-                    visit(encoded)
+                if let key = FileNameMapping.decode(encoded),
+                    pieces.isEmpty
+                        ? encoded.utf8.count <= FileNameMapping.maxFileNameBytes
+                        : FileNameMapping.components(of: encoded) == components
+                {
+                    visit(key)
                 }
             }
         }
