@@ -457,7 +457,6 @@ public final class DirectoryProvider: Provider {
                 cString: UnsafeRawPointer(entry).advanced(by: MemoryLayout<dirent>.offset(of: \dirent.d_name)!)
                     .assumingMemoryBound(to: CChar.self))
             guard !name.hasPrefix(".") else { continue }
-            let path = directory + "/" + name
             // The entry's type as the directory itself records it, read in place like the name: no `lstat` per file
             // (every listing page walks the tree). A file system that does not record types answers unknown, and
             // only then is the file asked.
@@ -467,21 +466,21 @@ public final class DirectoryProvider: Provider {
             case Self.directoryEntryIsRegularFile: kind = S_IFREG
             case Self.directoryEntryTypeUnknown:
                 var info = stat()
-                guard lstat(path, &info) == 0 else { continue }
+                guard lstat(directory + "/" + name, &info) == 0 else { continue }
                 kind = info.st_mode & S_IFMT
             default: continue
             }
             if kind == S_IFDIR, name.hasPrefix("+") {
-                try walk(path, pieces: pieces + [name], visit)
+                try walk(directory + "/" + name, pieces: pieces + [name], visit)
+            } else if kind == S_IFREG, pieces.isEmpty {
+                // Only names encoding produces, in the place it puts them, are keys.
+                if name.utf8.count <= FileNameMapping.maxFileNameBytes, let key = FileNameMapping.decode(name) {
+                    visit(key)
+                }
             } else if kind == S_IFREG {
                 let components = pieces + [name]
-                let encoded = pieces.isEmpty ? name : components.map { String($0.dropFirst()) }.joined()
-                // Only names encoding produces, in the place it puts them, are keys.
-                if let key = FileNameMapping.decode(encoded),
-                    pieces.isEmpty
-                        ? encoded.utf8.count <= FileNameMapping.maxFileNameBytes
-                        : FileNameMapping.components(of: encoded) == components
-                {
+                let encoded = components.map { String($0.dropFirst()) }.joined()
+                if let key = FileNameMapping.decode(encoded), FileNameMapping.components(of: encoded) == components {
                     visit(key)
                 }
             }
