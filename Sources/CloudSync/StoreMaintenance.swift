@@ -28,7 +28,8 @@ public struct StoreMaintenance: Sendable {
     /// - Parameters:
     ///   - filter: only keys for which it returns true are copied.
     ///   - continueOnError: when false, the migration stops after the batch holding the first failing key, and
-    ///     ``MigrationResult/completed`` is false.
+    ///     ``MigrationResult/completed`` is false. When true, the next batch is read and written while the one before
+    ///     it finishes.
     ///   - overwrite: when false, keys the destination already holds are skipped rather than replaced.
     ///   - onProgress: called with (keys done, total) after each batch.
     ///   - shouldStop: asked before each batch; when it answers true the migration stops there, not completed.
@@ -48,21 +49,18 @@ public struct StoreMaintenance: Sendable {
 
         var result = MigrationResult(total: keys.count)
         let batchSize = min(from.capabilities.batchLimit, to.capabilities.batchLimit)
-        for chunk in keys.chunked(batchSize) {
-            if shouldStop?() == true {
-                result.completed = false
-                break
-            }
-            let outcome = await copyBatch(Array(chunk), from: from, to: to, overwrite: overwrite)
+        let finished = await copyOverlapped(
+            keys.chunked(batchSize).map(Array.init), from: from, to: to, overwrite: overwrite,
+            overlapping: continueOnError,
+            shouldStop: shouldStop
+        ) { outcome in
             result.copied += outcome.copied
             result.skipped += outcome.skipped
             result.failed += outcome.failed
             onProgress?(result.copied.count + result.skipped.count + result.failed.count, result.total)
-            if !continueOnError && !outcome.failed.isEmpty {
-                result.completed = false
-                break
-            }
+            return continueOnError || outcome.failed.isEmpty
         }
+        if !finished { result.completed = false }
         return result
     }
 
@@ -100,24 +98,62 @@ public struct StoreMaintenance: Sendable {
             }
             cursor = page.nextCursor
             let keys = filter.map { page.keys.filter($0) } ?? page.keys
-            for chunk in keys.chunked(batchSize) {
-                if shouldStop?() == true {
-                    counts.completed = false
-                    break listing
-                }
-                let outcome = await copyBatch(Array(chunk), from: from, to: to, overwrite: overwrite)
+            let finished = await copyOverlapped(
+                keys.chunked(batchSize).map(Array.init), from: from, to: to, overwrite: overwrite,
+                overlapping: continueOnError, shouldStop: shouldStop
+            ) { outcome in
                 counts.copied += outcome.copied.count
                 counts.skipped += outcome.skipped.count
                 counts.failed += outcome.failed.count
                 onFailures(outcome.failed)
                 onProgress?(counts.copied + counts.skipped + counts.failed, total ?? nil)
-                if !continueOnError && !outcome.failed.isEmpty {
-                    counts.completed = false
-                    break listing
-                }
+                return continueOnError || outcome.failed.isEmpty
+            }
+            if !finished {
+                counts.completed = false
+                break listing
             }
         } while cursor != nil
         return counts
+    }
+
+    /// Copies `chunks` in order, with `overlapping` two under way at once: the next batch is read and written while
+    /// the one before it finishes (a provider's durable write waits on the disk or the network, and the next batch's
+    /// work fills that wait).
+    ///
+    /// `account` sees each batch's outcome in order and answers whether to go on; `shouldStop` is asked before each
+    /// batch starts. After a stop or a `false`, no batch starts, though one already under way finishes and is
+    /// accounted. Returns whether every chunk was copied.
+    private func copyOverlapped(
+        _ chunks: [[String]], from: any Provider, to: any Provider, overwrite: Bool, overlapping: Bool,
+        shouldStop: (@Sendable () -> Bool)?,
+        account: ((copied: [String], skipped: [String], failed: [KeyFailure])) -> Bool
+    ) async -> Bool {
+        var underWay: Task<(copied: [String], skipped: [String], failed: [KeyFailure]), Never>?
+        var goingOn = true
+        var stopped = false
+        for chunk in chunks {
+            if shouldStop?() == true {
+                stopped = true
+                break
+            }
+            let started = Task { await copyBatch(chunk, from: from, to: to, overwrite: overwrite) }
+            if !overlapping {
+                guard account(await started.value) else {
+                    goingOn = false
+                    break
+                }
+                continue
+            }
+            if let previous = underWay, !account(await previous.value) {
+                goingOn = false
+                underWay = started
+                break
+            }
+            underWay = started
+        }
+        if let last = underWay, !account(await last.value) { goingOn = false }
+        return goingOn && !stopped
     }
 
     /// Copies one batch: reads it from `from` (and, without `overwrite`, what `to` holds), decodes and re-encodes

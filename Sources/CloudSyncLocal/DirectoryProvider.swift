@@ -12,14 +12,15 @@ import Synchronization
 ///
 /// Key to file name: see ``FileNameMapping``.
 ///
-/// Writes are atomic and durable per batch: each value goes to a temporary file (its name starts with `.`), the
-/// batch's files are made durable together, renamed over the keys' files, and each directory touched fsynced once, so
-/// a crash leaves the old value or the new one, never a torn file, and a leftover temporary file is ignored. Quota is the file system's (`statvfs`): its used and total bytes, shared
-/// with everything else on that file system.
+/// Writes are atomic and durable per batch: each value goes to a temporary file (unnamed, `O_TMPFILE`, where the file
+/// system allows; else one whose name starts with `.`), the batch's files are made durable together, only then given
+/// the keys' names (linked in, or renamed over an existing file), and each directory touched fsynced once, so a crash
+/// leaves the old value or the new one, never a torn file, and a leftover temporary file is ignored. Quota is the
+/// file system's (`statvfs`): its used and total bytes, shared with everything else on that file system.
 public final class DirectoryProvider: Provider {
     /// The provider's name in the store, errors and reports (`directory` unless given).
     public let id: String
-    /// A file-tier provider taking batches of up to 100 keys, listing and reporting quota; see
+    /// A file-tier provider taking batches of up to 1,000 keys, listing and reporting quota; see
     /// ``capabilities(maxValueBytes:)``.
     public let capabilities: ProviderCapabilities
     /// The root directory.
@@ -27,6 +28,7 @@ public final class DirectoryProvider: Provider {
     /// Counts each call as one request.
     public let metrics: ProviderMetrics
     private let closed = Mutex(false)
+    private let listings = DirectoryListings()
 
     /// A provider over `root`, created (mode 0700) when missing.
     ///
@@ -66,6 +68,17 @@ public final class DirectoryProvider: Provider {
         let age = sinceBoot - ticks / Double(sysconf(Int32(_SC_CLK_TCK)))
         return Date(timeIntervalSinceNow: -max(0, age))
     }()
+
+    /// This process's temporary file names: `.tmp-` and 16 hex digits, a random start counted up, so no file needs
+    /// random bytes of its own.
+    private static let temporaryNames = Atomic<UInt64>(
+        SecureRandom.bytes(count: 8).reduce(0) { $0 << 8 | UInt64($1) })
+
+    private static func temporaryName() -> String {
+        let number = temporaryNames.add(1, ordering: .relaxed).oldValue
+        let hex = String(number, radix: 16)
+        return ".tmp-" + String(repeating: "0", count: 16 - hex.count) + hex
+    }
 
     /// Removes the temporary files (`.tmp-` and 16 hex digits, regular files only) anywhere under `root` last
     /// modified before `date`, which a write killed between creating and renaming one leaves behind; returns how
@@ -110,9 +123,12 @@ public final class DirectoryProvider: Provider {
     }
 
     /// What a directory provider can do; the pipeline planner reads it before any directory is created.
+    ///
+    /// Batches of up to 1,000 keys: each batch pays one `syncfs` (which flushes the whole file system) and one
+    /// `fsync` per directory touched, so larger batches pay them less often.
     public static func capabilities(maxValueBytes: Int?) -> ProviderCapabilities {
         ProviderCapabilities(
-            maxValueBytes: maxValueBytes, tier: .file, batchLimit: 100, canList: true, reportsQuota: true,
+            maxValueBytes: maxValueBytes, tier: .file, batchLimit: 1000, canList: true, reportsQuota: true,
             listsInKeyOrder: true)
     }
 
@@ -167,7 +183,9 @@ public final class DirectoryProvider: Provider {
     /// Throws `ERR_CLOSED` after ``close()``.
     public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
         try ensureOpen()
-        let results = try await LocalFiles.offload { [self] in keys.map { key in read(key) } }
+        let results = try await LocalFiles.offload { [self] in
+            LocalFiles.concurrentMap(keys.count, width: 2) { [self] index in read(keys[index]) }
+        }
         metrics.recordRequest(bytesRead: results.reduce(0) { $0 + ((try? $1.get())??.utf8.count ?? 0) })
         return results
     }
@@ -179,17 +197,29 @@ public final class DirectoryProvider: Provider {
             return errno == ENOENT ? .success(nil) : .failure(failure("read", path, errno, key: key))
         }
         defer { Glibc.close(descriptor) }
-        var bytes: [UInt8] = []
-        var buffer = [UInt8](repeating: 0, count: 64 * 1024)
+        // Into one buffer the file's size and a byte more (its end then shows in the second read), grown if the
+        // file grows meanwhile; validated as UTF-8 straight from it.
+        var info = stat()
+        var buffer = UnsafeMutableRawBufferPointer.allocate(
+            byteCount: fstat(descriptor, &info) == 0 ? max(Int(info.st_size) + 1, 64) : 4096, alignment: 1)
+        defer { buffer.deallocate() }
+        var filled = 0
         while true {
-            let count = buffer.withUnsafeMutableBytes { Glibc.read(descriptor, $0.baseAddress, $0.count) }
+            if filled == buffer.count {
+                let larger = UnsafeMutableRawBufferPointer.allocate(byteCount: buffer.count * 2, alignment: 1)
+                larger.copyMemory(from: UnsafeRawBufferPointer(buffer))
+                buffer.deallocate()
+                buffer = larger
+            }
+            let count = Glibc.read(descriptor, buffer.baseAddress! + filled, buffer.count - filled)
             if count < 0 {
                 if errno == EINTR { continue }
                 return .failure(failure("read", path, errno, key: key))
             }
             if count == 0 { break }
-            bytes += buffer[0..<count]
+            filled += count
         }
+        let bytes = UnsafeBufferPointer(start: buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), count: filled)
         guard let value = String(validating: bytes, as: UTF8.self) else {
             return .failure(
                 CloudSyncError(.decode, "\(path) does not hold UTF-8 text; values are strings", provider: id, key: key))
@@ -200,7 +230,7 @@ public final class DirectoryProvider: Provider {
     /// Writes each value atomically, positionally, creating the subdirectories a key's file name needs.
     ///
     /// Durability is paid per batch, not per file: every value goes to its own temporary file (several written at
-    /// once), the batch's files are made durable together (``LocalFiles/makeDurable(_:)``), only then renamed over
+    /// once), the batch's files are made durable together (``LocalFiles/makeDurable(_:in:)``), only then renamed over
     /// their keys' files, and each directory touched is fsynced once. A crash at any moment leaves each key's old
     /// value or its new one, never a torn file. A full disk or exhausted disk quota is `ERR_QUOTA_EXCEEDED` in that
     /// key's slot, any other failure `ERR_PROVIDER`; a failed write leaves the previous value in place. Throws
@@ -216,7 +246,10 @@ public final class DirectoryProvider: Provider {
     private struct StagedFile: Sendable {
         let key: String
         let descriptor: Int32
-        let temporary: String
+        /// The temporary file's name; nil for an unnamed one (`O_TMPFILE`), named only once durable.
+        let temporary: String?
+        /// The directory the temporary file is in.
+        let directory: String
         let target: String
         /// The directory holding `target`, plus the parent of every directory this write created.
         let touchedDirectories: [String]
@@ -232,19 +265,18 @@ public final class DirectoryProvider: Provider {
             case .failure(let error): outcome[index] = .failure(error)
             }
         }
-        let synced = LocalFiles.makeDurable(staged.map(\.file.descriptor))
+        let synced = LocalFiles.makeDurable(
+            staged.map(\.file.descriptor), in: Set(staged.map(\.file.directory)))
         var touched = Set<String>()
         for ((index, file), code) in zip(staged, synced) {
-            Glibc.close(file.descriptor)
+            defer { Glibc.close(file.descriptor) }
             guard code == 0 else {
-                unlink(file.temporary)
-                outcome[index] = .failure(failure("write", file.temporary, code, key: file.key))
+                if let temporary = file.temporary { unlink(temporary) }
+                outcome[index] = .failure(failure("write", file.temporary ?? file.target, code, key: file.key))
                 continue
             }
-            guard rename(file.temporary, file.target) == 0 else {
-                let code = errno
-                unlink(file.temporary)
-                outcome[index] = .failure(failure("rename into place", file.target, code, key: file.key))
+            if let error = putInPlace(file) {
+                outcome[index] = .failure(error)
                 continue
             }
             touched.formUnion(file.touchedDirectories)
@@ -253,7 +285,45 @@ public final class DirectoryProvider: Provider {
         return outcome
     }
 
+    /// Gives a durable staged file its key's name; nil when it is in place.
+    ///
+    /// An unnamed file is linked in where the key has no file yet, else linked under a temporary name and renamed
+    /// over the key's file; a named one is renamed.
+    private func putInPlace(_ file: StagedFile) -> CloudSyncError? {
+        var temporary = file.temporary
+        if temporary == nil {
+            let handle = "/proc/self/fd/\(file.descriptor)"
+            if linkat(AT_FDCWD, handle, AT_FDCWD, file.target, AT_SYMLINK_FOLLOW) == 0 { return nil }
+            guard errno == EEXIST else { return failure("name", file.target, errno, key: file.key) }
+            var name: String
+            var linked: Int32
+            repeat {
+                name = file.directory + "/" + Self.temporaryName()
+                linked = linkat(AT_FDCWD, handle, AT_FDCWD, name, AT_SYMLINK_FOLLOW)
+            } while linked != 0 && errno == EEXIST
+            guard linked == 0 else { return failure("name", name, errno, key: file.key) }
+            temporary = name
+        }
+        guard let temporary else { return nil }
+        guard rename(temporary, file.target) == 0 else {
+            let code = errno
+            unlink(temporary)
+            return failure("rename into place", file.target, code, key: file.key)
+        }
+        return nil
+    }
+
+    /// Whether files can be created unnamed (`O_TMPFILE`) and named later through `/proc/self/fd`: both Linux's,
+    /// `/proc` where it is mounted.
+    private static let unnamedFilesWork = access("/proc/self/fd", X_OK) == 0
+
+    /// `O_TMPFILE` (with `O_DIRECTORY`, as the kernel requires), which Swift's Glibc module leaves out.
+    private static let unnamedFileFlag: Int32 = 0o20_000_000 | O_DIRECTORY
+
     /// Creates the directories `item`'s file needs and writes its value to a new temporary file beside it, left open.
+    ///
+    /// The file is unnamed (`O_TMPFILE`) where the file system allows: nothing to rename or clean up, and creating it
+    /// does not lock the directory, so several are created at once. Elsewhere it is a `.tmp-` file.
     private func stage(_ item: KeyValue) -> Result<StagedFile, CloudSyncError> {
         let components = FileNameMapping.components(of: FileNameMapping.encode(item.key))
         var directory = root
@@ -268,9 +338,21 @@ public final class DirectoryProvider: Provider {
             }
         }
         touched.append(directory)
-        let temporary = directory + "/.tmp-" + Hex.encode(SecureRandom.bytes(count: 8))
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { return .failure(failure("create", temporary, errno, key: item.key)) }
+        var temporary: String?
+        var descriptor: Int32 = -1
+        if Self.unnamedFilesWork {
+            descriptor = open(directory, Self.unnamedFileFlag | O_WRONLY | O_CLOEXEC, 0o600)
+        }
+        if descriptor < 0 {
+            // A name another process took (its own counter met ours) is tried again with the next number.
+            repeat {
+                temporary = directory + "/" + Self.temporaryName()
+                descriptor = open(temporary!, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+            } while descriptor < 0 && errno == EEXIST
+        }
+        guard descriptor >= 0 else {
+            return .failure(failure("create", temporary ?? directory, errno, key: item.key))
+        }
         var value = item.value
         let written = value.withUTF8 { bytes -> Int32 in
             var offset = 0
@@ -286,12 +368,13 @@ public final class DirectoryProvider: Provider {
         }
         guard written == 0 else {
             Glibc.close(descriptor)
-            unlink(temporary)
-            return .failure(failure("write", temporary, written, key: item.key))
+            if let temporary { unlink(temporary) }
+            return .failure(failure("write", temporary ?? directory, written, key: item.key))
         }
         return .success(
             StagedFile(
-                key: item.key, descriptor: descriptor, temporary: temporary, target: directory + "/" + components.last!,
+                key: item.key, descriptor: descriptor, temporary: temporary, directory: directory,
+                target: directory + "/" + components.last!,
                 touchedDirectories: touched))
     }
 
@@ -318,27 +401,40 @@ public final class DirectoryProvider: Provider {
 
     /// Pages in bytewise (UTF-8) order of the keys, as every listing a sync merges must.
     ///
-    /// The encoded file names sort differently, so each name is decoded first. The directory tree is streamed on every page, keeping only the
-    /// next `limit` keys, so memory stays bounded by the page size however many files there are.
+    /// The encoded file names sort differently, so each name is decoded and the keys sorted. A listing's first page
+    /// walks the tree once and keeps its keys (up to ``DirectoryListings/windowKeys``, so memory stays bounded however
+    /// many files there are); its later pages come from that walk, so a full listing costs one walk and one sort, not
+    /// one walk per page. See ``DirectoryListings`` for what a listing sees of files added or removed meanwhile.
     public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
         try ensureOpen()
         metrics.recordRequest()
         let limit = max(limit, 1)
+        if let cursor, let page = listings.page(after: cursor, limit: limit, now: .now) { return page }
         return try await LocalFiles.offload { [self] in
-            var smallest: [String] = []
-            try walk(root, pieces: []) { encoded in
-                guard let key = FileNameMapping.decode(encoded) else { return }
-                if let cursor, !bytewiseLess(cursor, key) { return }
-                smallest.append(key)
-                if smallest.count > 2 * limit {
-                    smallest.sort(by: bytewiseLess)
-                    smallest.removeLast(smallest.count - limit - 1)
-                }
-            }
-            smallest.sort(by: bytewiseLess)
-            let page = Array(smallest.prefix(limit))
-            return KeyPage(keys: page, nextCursor: smallest.count > limit ? page.last : nil)
+            let window = try walkWindow(after: cursor, keeping: max(limit, DirectoryListings.windowKeys))
+            return listings.firstPage(of: window, limit: limit, now: .now)
         }
+    }
+
+    /// The smallest `keeping` keys after `cursor`, sorted, from one walk of the tree.
+    private func walkWindow(after cursor: String?, keeping: Int) throws -> DirectoryListingWindow {
+        var smallest: [String] = []
+        var truncated = false
+        try walk(root, pieces: []) { key in
+            if let cursor, !bytewiseLess(cursor, key) { return }
+            smallest.append(key)
+            if smallest.count >= 2 * keeping {
+                smallest.sort(by: bytewiseLess)
+                smallest.removeLast(smallest.count - keeping)
+                truncated = true
+            }
+        }
+        smallest.sort(by: bytewiseLess)
+        if smallest.count > keeping {
+            smallest.removeLast(smallest.count - keeping)
+            truncated = true
+        }
+        return DirectoryListingWindow(keys: smallest, complete: !truncated, now: .now)
     }
 
     private static let directoryEntryTypeOffset = MemoryLayout<dirent>.offset(of: \dirent.d_type)!
@@ -346,7 +442,7 @@ public final class DirectoryProvider: Provider {
     private static let directoryEntryIsDirectory = UInt8(DT_DIR)
     private static let directoryEntryIsRegularFile = UInt8(DT_REG)
 
-    /// Calls `visit` with the encoded name of every key file under `directory`, skipping temporary and foreign files.
+    /// Calls `visit` with the key of every key file under `directory`, skipping temporary and foreign files.
     ///
     /// `pieces` are the path components from the root down to `directory`.
     private func walk(_ directory: String, pieces: [String], _ visit: (String) -> Void) throws {
@@ -361,7 +457,6 @@ public final class DirectoryProvider: Provider {
                 cString: UnsafeRawPointer(entry).advanced(by: MemoryLayout<dirent>.offset(of: \dirent.d_name)!)
                     .assumingMemoryBound(to: CChar.self))
             guard !name.hasPrefix(".") else { continue }
-            let path = directory + "/" + name
             // The entry's type as the directory itself records it, read in place like the name: no `lstat` per file
             // (every listing page walks the tree). A file system that does not record types answers unknown, and
             // only then is the file asked.
@@ -371,18 +466,22 @@ public final class DirectoryProvider: Provider {
             case Self.directoryEntryIsRegularFile: kind = S_IFREG
             case Self.directoryEntryTypeUnknown:
                 var info = stat()
-                guard lstat(path, &info) == 0 else { continue }
+                guard lstat(directory + "/" + name, &info) == 0 else { continue }
                 kind = info.st_mode & S_IFMT
             default: continue
             }
             if kind == S_IFDIR, name.hasPrefix("+") {
-                try walk(path, pieces: pieces + [name], visit)
+                try walk(directory + "/" + name, pieces: pieces + [name], visit)
+            } else if kind == S_IFREG, pieces.isEmpty {
+                // Only names encoding produces, in the place it puts them, are keys.
+                if name.utf8.count <= FileNameMapping.maxFileNameBytes, let key = FileNameMapping.decode(name) {
+                    visit(key)
+                }
             } else if kind == S_IFREG {
                 let components = pieces + [name]
-                let encoded = pieces.isEmpty ? name : components.map { String($0.dropFirst()) }.joined()
-                // Only names encoding produces, in the place it puts them, are keys.
-                if FileNameMapping.decode(encoded) != nil, FileNameMapping.components(of: encoded) == components {
-                    visit(encoded)
+                let encoded = components.map { String($0.dropFirst()) }.joined()
+                if let key = FileNameMapping.decode(encoded), FileNameMapping.components(of: encoded) == components {
+                    visit(key)
                 }
             }
         }

@@ -30,6 +30,12 @@ enum FileNameMapping {
 
     /// The key an encoded name stands for, or nil when encoding never produces that name.
     static func decode(_ encoded: String) -> String? {
+        // Most names are their own keys: nothing escaped, and no leading dot (which encoding never leaves bare).
+        if let first = encoded.utf8.first, first != UInt8(ascii: "."),
+            encoded.utf8.allSatisfy({ isLiteral($0, first: false) })
+        {
+            return encoded
+        }
         let bytes = Array(encoded.utf8)
         var decoded: [UInt8] = []
         var index = 0

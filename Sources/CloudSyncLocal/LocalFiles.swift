@@ -78,8 +78,11 @@ enum LocalFiles {
     /// Several files on one file system take a single `syncfs(2)` (one journal commit for all of them); otherwise,
     /// or when `syncfs` fails, each file gets its own `fsync`, several at a time, so one failure is pinned on its
     /// file.
-    static func makeDurable(_ descriptors: [Int32]) -> [Int32] {
-        if descriptors.count > 1, let syncfs = fileSystemSync, onOneFileSystem(descriptors), syncfs(descriptors[0]) == 0
+    ///
+    /// `directories` are those holding the files: when they all are on one file system, so are the files.
+    static func makeDurable(_ descriptors: [Int32], in directories: some Collection<String>) -> [Int32] {
+        if descriptors.count > 1, let syncfs = fileSystemSync, onOneFileSystem(directories),
+            syncfs(descriptors[0]) == 0
         {
             return Array(repeating: 0, count: descriptors.count)
         }
@@ -110,11 +113,11 @@ enum LocalFiles {
         return unsafeBitCast(symbol, to: (@convention(c) (Int32) -> Int32).self)
     }()
 
-    private static func onOneFileSystem(_ descriptors: [Int32]) -> Bool {
+    private static func onOneFileSystem(_ directories: some Collection<String>) -> Bool {
         var device: dev_t?
-        for descriptor in descriptors {
+        for directory in directories {
             var info = stat()
-            guard fstat(descriptor, &info) == 0 else { return false }
+            guard stat(directory, &info) == 0 else { return false }
             if let device, device != info.st_dev { return false }
             device = info.st_dev
         }

@@ -32,25 +32,34 @@ func benchDirectoryMigrate(_ context: BenchContext) async throws -> [BenchRow] {
     let source = try await sourceTree(files, count: count)
     var options = StoreOptions()
     options.timeout = nil
-    var store: CloudStore?
+    // Every run writes a fresh tree, and all are removed only after both sides ran: ext4 skips inodes freed in the
+    // last seconds when it allocates new ones, so a tree removed just before a run would slow that run's file
+    // creation (by its own size, quadratically) whichever tool it measures.
+    // The two sides take turns, run by run, so a change in the machine's load (disk writeback above all) falls on
+    // both.
     let destination = "\(context.scratch.path)/migrate-destination"
-    let ours = try await context.medianSeconds(
-        prepare: { _ in
-            try context.shell("rm -rf '\(destination)'")
-            store = try CloudStore(
-                providers: [source, try DirectoryProvider(id: "copy", root: destination)], options: options)
-        },
-        measure: { _ in
-            let migrated = try await StoreMaintenance(store!).migrate(from: "files", to: "copy").copied.count
-            guard migrated == count else { fatalError("migrated \(migrated) of \(count)") }
-        })
     let copy = "\(context.scratch.path)/rclone-destination"
-    let peer = try await context.medianSeconds(
-        prepare: { _ in try context.shell("rm -rf '\(copy)'") },
-        measure: { _ in
-            try context.shell("RCLONE_CONFIG=/dev/null rclone copy '\(files)' '\(copy)'")
-        })
-    try context.shell("rm -rf '\(destination)' '\(copy)' '\(files)'")
+    var oursTimings: [Double] = []
+    var peerTimings: [Double] = []
+    for run in 0..<context.runs {
+        let store = try CloudStore(
+            providers: [source, try DirectoryProvider(id: "copy", root: "\(destination)-\(run)")], options: options)
+        oursTimings.append(
+            seconds(
+                try await context.clock.measure {
+                    let migrated = try await StoreMaintenance(store).migrate(from: "files", to: "copy").copied.count
+                    guard migrated == count else { fatalError("migrated \(migrated) of \(count)") }
+                }))
+        peerTimings.append(
+            seconds(
+                try context.clock.measure {
+                    try context.shell("RCLONE_CONFIG=/dev/null rclone copy '\(files)' '\(copy)-\(run)'")
+                }))
+        print(String(format: "  run %d: ours %.2f s, rclone %.2f s", run + 1, oursTimings[run], peerTimings[run]))
+    }
+    let ours = median(oursTimings)
+    let peer = median(peerTimings)
+    try context.shell("rm -rf '\(destination)'-* '\(copy)'-* '\(files)'")
     return [
         BenchRow(
             measure: "migrate \(count.formatted()) × 1 KB directory → directory", unit: "s", ours: ours,

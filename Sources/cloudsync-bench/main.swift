@@ -15,6 +15,7 @@ let benches: [(name: String, run: (BenchContext) async throws -> [BenchRow])] = 
     ("outbox", benchOutbox),
     ("codec", benchCodec),
     ("directory-migrate", benchDirectoryMigrate),
+    ("directory-listing", benchDirectoryListing),
     ("s3-migrate", benchS3Migrate),
     ("faces", benchFaces),
     ("requests", benchRequests),

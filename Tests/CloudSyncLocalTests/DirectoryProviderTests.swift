@@ -284,3 +284,81 @@ extension Result {
         return nil
     }
 }
+
+/// A full listing walks the tree once, and files added or removed between its pages never break its order or make a
+/// key that stayed put go missing.
+@Suite struct DirectoryListingTests {
+    let directory: TemporaryDirectory
+    init() throws { directory = try TemporaryDirectory() }
+
+    private func key(_ index: Int) -> String { String(format: "key.%05d", index) }
+
+    @Test func filesAddedAndRemovedBetweenPagesKeepTheListingOrderedAndComplete() async throws {
+        let provider = try DirectoryProvider(root: directory.file("changing"))
+        // Even keys at first; odd ones are added while the listing runs, on both sides of its cursor.
+        _ = try await provider.set((0..<1200).filter { $0 % 2 == 0 }.map { KeyValue(key($0), "v") })
+        var listed: [String] = []
+        var removed = Set<String>()
+        var added = Set<String>()
+        var cursor: String?
+        var pages = 0
+        repeat {
+            let page = try await provider.listKeys(after: cursor, limit: 100)
+            listed += page.keys
+            cursor = page.nextCursor
+            pages += 1
+            guard let cursor else { break }
+            // Behind the cursor, ahead of it, and a key far ahead removed, each page.
+            let position = Int(cursor.dropFirst(4))!
+            let changes = [position - 5, position + 7, position + 301].filter { $0 % 2 == 1 && $0 < 1200 }
+            _ = try await provider.set(changes.map { KeyValue(key($0), "new") })
+            added.formUnion(changes.map(key))
+            let gone = key(min(position + 200, 1198))
+            _ = try await provider.remove([gone])
+            removed.insert(gone)
+        } while true
+        #expect(pages > 5)
+        #expect(zip(listed, listed.dropFirst()).allSatisfy { bytewiseLess($0, $1) }, "out of order or repeated")
+        // Every key that was there throughout is listed; nothing is listed that never existed.
+        let throughout = Set((0..<1200).filter { $0 % 2 == 0 }.map(key)).subtracting(removed)
+        #expect(throughout.isSubset(of: Set(listed)))
+        let ever = Set((0..<1200).filter { $0 % 2 == 0 }.map(key)).union(added)
+        #expect(Set(listed).isSubset(of: ever))
+        // A listing started afterwards sees exactly what is there now.
+        var now: [String] = []
+        cursor = nil
+        repeat {
+            let page = try await provider.listKeys(after: cursor, limit: 250)
+            now += page.keys
+            cursor = page.nextCursor
+        } while cursor != nil
+        #expect(Set(now) == throughout.union(added))
+        #expect(now.count == Set(now).count)
+    }
+
+    @Test func aPageAfterACursorNoListingHandedOutWalksAfresh() async throws {
+        let provider = try DirectoryProvider(root: directory.file("resumed"))
+        _ = try await provider.set((0..<50).map { KeyValue(key($0), "v") })
+        _ = try await provider.listKeys(after: nil, limit: 10)
+        // Written after that listing's walk, then asked for from a cursor it never handed out.
+        _ = try await provider.set([KeyValue(key(25) + ".late", "v")])
+        let page = try await provider.listKeys(after: key(24), limit: 3)
+        #expect(page.keys == [key(25), key(25) + ".late", key(26)])
+        #expect(page.nextCursor == key(26))
+    }
+
+    @Test func aListingOfManyPagesWalksTheTreeOnce() async throws {
+        let root = directory.file("once")
+        let provider = try DirectoryProvider(root: root)
+        _ = try await provider.set((0..<300).map { KeyValue(key($0), "v") })
+        let first = try await provider.listKeys(after: nil, limit: 100)
+        // A file that appears only on disk, out of this listing's sight: later pages come from the first walk.
+        try "v".write(toFile: root + "/" + key(250) + ".x", atomically: false, encoding: .utf8)
+        let second = try await provider.listKeys(after: first.nextCursor, limit: 100)
+        let third = try await provider.listKeys(after: second.nextCursor, limit: 100)
+        #expect(first.keys + second.keys + third.keys == (0..<300).map(key))
+        #expect(third.nextCursor == nil)
+        // The listing is over: the next one walks again and sees the file.
+        #expect(try await provider.listKeys(after: nil, limit: 1000).keys.count == 301)
+    }
+}
