@@ -2,6 +2,7 @@ import CloudSync
 import CloudSyncHTTP
 import CloudSyncLocal
 import CloudSyncS3
+import CloudSyncTesting
 import Foundation
 
 /// Files in a migrate benchmark's source: `CLOUDSYNC_BENCH_FILES` when set (for a quick look), else `standard`.
@@ -71,7 +72,8 @@ func benchDirectoryMigrate(_ context: BenchContext) async throws -> [BenchRow] {
 /// copy` of the same files to another bucket of the same server; each run writes to fresh buckets.
 func benchS3Migrate(_ context: BenchContext) async throws -> [BenchRow] {
     guard context.has("rclone"),
-        let moto = try MotoServer(
+        let moto = try? MotoS3Server(
+            repository: FileManager.default.currentDirectoryPath,
             buckets: (0..<context.runs).flatMap { ["bench-cloudsync-\($0)", "bench-rclone-\($0)"] })
     else {
         print("s3 migrate: skipped (needs .build/pyenv from scripts/python-env.sh and Debian's rclone)")

@@ -54,7 +54,8 @@ private func requests(_ count: Int, per perRequest: Int) -> Int { (count + perRe
 func benchRequests(_ context: BenchContext) async throws -> [BenchRow] {
     let count = 1000
     var clouds = [try cloudKitCloud(), try driveCloud(), try driveCloud(holding: 10_000)]
-    let moto = try MotoServer(buckets: (0..<context.runs).map { "requests-\($0)" })
+    let moto = try? MotoS3Server(
+        repository: FileManager.default.currentDirectoryPath, buckets: (0..<context.runs).map { "requests-\($0)" })
     if let moto {
         clouds.append(try s3Cloud(moto))
     } else {
@@ -187,7 +188,7 @@ private func driveCloud(holding files: Int = 0) throws -> CountedCloud {
 }
 
 /// moto's S3 behind a counting proxy, a fresh bucket each run.
-private func s3Cloud(_ moto: MotoServer) throws -> CountedCloud {
+private func s3Cloud(_ moto: MotoS3Server) throws -> CountedCloud {
     let proxy = try ForwardingProxy(upstream: moto.endpoint)
     return CountedCloud(
         name: "S3 moto, counted at a proxy",

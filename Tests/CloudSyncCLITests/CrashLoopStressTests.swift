@@ -74,7 +74,7 @@ import Testing
 
     /// The 100 rounds: what went wrong, and how many runs were still going when killed.
     private func crashLoop() throws -> ([String], Int) {
-        let moto = try CrashLoopMoto(python: root + "/.build/pyenv/bin/python3", script: root + "/scripts/moto_s3.py")
+        let moto = try MotoS3Server(repository: root, buckets: ["crash"], niceness: 10)
         var environment = ProcessInfo.processInfo.environment
         environment["CLOUDSYNC_S3_ENDPOINT"] = "http://127.0.0.1:\(moto.port)"
         environment["AWS_ACCESS_KEY_ID"] = "moto"
@@ -142,42 +142,5 @@ import Testing
             let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
         else { return nil }
         return object["items"] as? [String: String]
-    }
-}
-
-struct CrashLoopSetupError: Error, CustomStringConvertible {
-    let description: String
-}
-
-/// moto's S3 (scripts/moto_s3.py) with the bucket `crash`, until this object goes away.
-final class CrashLoopMoto {
-    let port: Int
-    private let process = Process()
-    private let input = Pipe()
-
-    init(python: String, script: String) throws {
-        guard FileManager.default.isExecutableFile(atPath: python) else {
-            throw CrashLoopSetupError(description: "the tests' Python environment is missing: run make test")
-        }
-        process.executableURL = URL(fileURLWithPath: niced)
-        process.arguments = ["-n", "10", python, script, "crash"]
-        let output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        var line = Data()
-        while let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) {
-            line += byte
-        }
-        guard let port = Int(String(decoding: line, as: UTF8.self)) else {
-            throw CrashLoopSetupError(description: "moto did not start: \(String(decoding: line, as: UTF8.self))")
-        }
-        self.port = port
-    }
-
-    deinit {
-        try? input.fileHandleForWriting.close()
-        process.waitUntilExit()
     }
 }

@@ -13,8 +13,8 @@ import Testing
     @Test func aSyncThroughFaultsConvergesWithinThreeRunsAndCountsEveryKeyOnce() async throws {
         let executable = try ProcessRunner.builtProduct("cloudsync")
         let directory = try TemporaryDirectory()
-        let moto = try MotoS3(buckets: ["faults"])
-        let proxy = try ForwardingProxy(upstream: try #require(URL(string: moto.endpoint)))
+        let moto = try MotoS3Server(repository: Repository.root, buckets: ["faults"])
+        let proxy = try ForwardingProxy(upstream: moto.endpoint)
         defer { proxy.server.stop() }
         let drive = DriveEmulator()
         let cloudKit = CloudKitEmulator()

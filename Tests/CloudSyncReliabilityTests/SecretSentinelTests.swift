@@ -21,7 +21,7 @@ import Testing
     }
 
     @Test func noSecretReachesAnyOutputReportLogOrStateFile() async throws {
-        let moto = try MotoS3(buckets: ["sentinels"])
+        let moto = try MotoS3Server(repository: Repository.root, buckets: ["sentinels"])
         let driveSecret = Self.sentinel("DRIVESECRET")
         var oauth = GoogleOAuthEmulator.Configuration()
         let client = GoogleOAuthEmulator.Client(id: "sentinel-client.apps.googleusercontent.com", secret: driveSecret)
@@ -61,7 +61,8 @@ import Testing
         let environment = ProcessInfo.processInfo.environment.merging([
             "SENTINEL_PASSPHRASE": passphrase, "SENTINEL_KEY": environmentKey, "SENTINEL_S3_TOKEN": s3Token,
             "SENTINEL_DRIVE_SECRET": driveSecret, "SENTINEL_CK_API": apiToken, "SENTINEL_CK_WEB": webAuthToken,
-            "MOTO": moto.endpoint, "DRIVE": urls["endpoint"] ?? "", "DRIVE_TOKEN": urls["tokenEndpoint"] ?? "",
+            "MOTO": moto.endpoint.absoluteString, "DRIVE": urls["endpoint"] ?? "",
+            "DRIVE_TOKEN": urls["tokenEndpoint"] ?? "",
             "CLOUDKIT": emulators.baseURL.absoluteString, "HOME": directory.path,
         ]) { $1 }
         let sentinels = [

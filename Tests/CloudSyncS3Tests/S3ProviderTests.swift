@@ -9,7 +9,7 @@ import Testing
 /// One moto server for the whole test process; every test works under a prefix or bucket of its own.
 enum SharedMoto {
     static let buckets = ["cloudsync-tests", "cloudsync-paging", "cloudsync-large", "cloudsync-rclone"]
-    static let server = Result { try MotoServer(buckets: buckets) }
+    static let server = Result { try MotoS3Server(repository: Repository.root, buckets: buckets) }
 
     static func endpoint() throws -> URL { try server.get().endpoint }
 }

@@ -19,49 +19,6 @@ struct MissingPeer: Error, CustomStringConvertible {
     let description: String
 }
 
-/// moto's S3 server on 127.0.0.1 and a free port, in a child process that exits when this object goes away (its
-/// standard input closes).
-final class MotoServer: @unchecked Sendable {
-    let port: Int
-    private let process: Process
-    private let input: Pipe
-
-    /// Starts moto with `buckets` created.
-    init(buckets: [String]) throws {
-        guard FileManager.default.isExecutableFile(atPath: Repository.python) else {
-            throw MissingPeer(description: "the Python test environment is missing: run scripts/python-env.sh")
-        }
-        process = Process()
-        process.executableURL = URL(fileURLWithPath: Repository.python)
-        process.arguments = [Repository.root + "/scripts/moto_s3.py"] + buckets
-        input = Pipe()
-        let output = Pipe()
-        process.standardInput = input
-        process.standardOutput = output
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        var line = Data()
-        while let byte = try output.fileHandleForReading.read(upToCount: 1), !byte.isEmpty, byte != Data("\n".utf8) {
-            line += byte
-        }
-        guard let port = Int(String(decoding: line, as: UTF8.self)) else {
-            process.terminate()
-            throw MissingPeer(
-                description:
-                    "moto did not start (printed \"\(String(decoding: line, as: UTF8.self))\"); scripts/python-env.sh installs it into .build/pyenv, as make test does"
-            )
-        }
-        self.port = port
-    }
-
-    var endpoint: URL { URL(string: "http://127.0.0.1:\(port)")! }
-
-    deinit {
-        try? input.fileHandleForWriting.close()
-        process.waitUntilExit()
-    }
-}
-
 /// A `LoopbackHTTPServer` in front of moto: forwards every request, logs it (so tests count requests), applies the
 /// server's fault plans, and lets a test answer chosen requests itself (an S3 `SlowDown`).
 final class S3Proxy: Sendable {

@@ -1,0 +1,79 @@
+import Foundation
+import Synchronization
+
+/// moto's S3 server on 127.0.0.1 and a free port, with some buckets made, in a child process.
+///
+/// It runs `scripts/moto_s3.py` with the Python environment `scripts/python-env.sh` makes in `.build/pyenv`, and
+/// exits when its standard input closes: at ``stop()``, or when this object goes away. The one way the tests and the benchmarks start it, so each can tell a missing environment from a failed start.
+public final class MotoS3Server: @unchecked Sendable {
+    /// moto could not be started: the Python environment is missing, or the script printed no port.
+    public struct Unavailable: Error, CustomStringConvertible {
+        public let description: String
+    }
+
+    /// The port moto listens on.
+    public let port: Int
+    /// `http://127.0.0.1:PORT`.
+    public var endpoint: URL { URL(string: "http://127.0.0.1:\(port)")! }
+
+    private let process: Process
+    private let input: Pipe
+    private let stopped = Mutex(false)
+
+    /// Starts moto with `buckets` made.
+    ///
+    /// - Parameters:
+    ///   - repository: the checkout holding `scripts/moto_s3.py` and `.build/pyenv`.
+    ///   - niceness: when given, moto runs under `nice -n` that much (so a test driving many processes keeps the
+    ///     server from taking their time).
+    /// - Throws: ``Unavailable`` when `.build/pyenv` is missing or moto prints no port; what `Process.run()` throws.
+    public init(repository: String, buckets: [String], niceness: Int? = nil) throws {
+        let python = repository + "/.build/pyenv/bin/python3"
+        guard FileManager.default.isExecutableFile(atPath: python) else {
+            throw Unavailable(
+                description: "the Python test environment is missing: run scripts/python-env.sh (make test does)")
+        }
+        let script = [python, repository + "/scripts/moto_s3.py"] + buckets
+        process = Process()
+        if let niceness {
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/nice")
+            process.arguments = ["-n", String(niceness)] + script
+        } else {
+            process.executableURL = URL(fileURLWithPath: python)
+            process.arguments = Array(script.dropFirst())
+        }
+        input = Pipe()
+        let output = Pipe()
+        process.standardInput = input
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        // The script prints its port on a line of its own once it listens.
+        var line: [UInt8] = []
+        while let byte = try output.fileHandleForReading.read(upToCount: 1)?.first, byte != UInt8(ascii: "\n") {
+            line.append(byte)
+        }
+        let printed = String(decoding: line, as: UTF8.self)
+        guard let port = Int(printed) else {
+            process.terminate()
+            process.waitUntilExit()
+            throw Unavailable(
+                description: "moto did not start (it printed \"\(printed)\"); scripts/python-env.sh installs it")
+        }
+        self.port = port
+    }
+
+    /// Closes moto's standard input, which stops it, and waits for it to exit; later calls do nothing.
+    public func stop() {
+        guard
+            stopped.withLock({ stopped in
+                defer { stopped = true }
+                return !stopped
+            })
+        else { return }
+        try? input.fileHandleForWriting.close()
+        process.waitUntilExit()
+    }
+
+    deinit { stop() }
+}
