@@ -241,6 +241,40 @@ extension CloudStore {
         return outbox.batch(now: options.clock.nowMilliseconds(), generation: generation, body)
     }
 
+    /// Settles delivered changes with the outbox in one batch, so in one storage transaction.
+    ///
+    /// A change that reached its provider drops the entry it supersedes, and a retryable failure is queued. Returns,
+    /// for each outcome of each item in order, whether it was queued.
+    ///
+    /// - Parameters:
+    ///   - delivered: each item's outcomes, one per provider it was sent to.
+    ///   - key: the key of an item.
+    ///   - encoded: the encoded value an item was sending to a provider (nil for removes).
+    func queueRetryableFailures(
+        _ operation: FailedWrite.Operation,
+        _ delivered: [(item: Int, outcomes: [(provider: String, result: Result<Void, CloudSyncError>)])],
+        generation: Int?, key: (Int) -> String, encoded: (Int, String) -> String? = { _, _ in nil }
+    ) -> [[Bool]] {
+        withOutboxBatch(generation: generation) { batch in
+            delivered.map { item, outcomes in
+                outcomes.map { outcome in
+                    switch outcome.result {
+                    case .success:
+                        batch.superseded(key: key(item), provider: outcome.provider)
+                        return false
+                    case .failure(let error):
+                        return error.isRetryable
+                            && batch.enqueue(
+                                FailedWrite(
+                                    key: key(item), operation: operation,
+                                    encodedValue: encoded(item, outcome.provider), provider: outcome.provider,
+                                    error: error))
+                    }
+                }
+            }
+        }
+    }
+
     /// Sends each item's changes (item index, provider id, encoded value) to the available providers, each provider
     /// its share in batches of its batch limit, all providers at once.
     ///

@@ -92,25 +92,9 @@ extension StoreMaintenance {
             if !needsWrite { result.inSync += 1 }
         }
         let outcomes = await store.deliver(.set, writes, to: providers).sorted(by: { $0.key < $1.key })
-        // The outbox takes this batch's failures in one storage transaction.
-        let queuedFlags = store.withOutboxBatch(generation: generation) { batch in
-            outcomes.map { item, results in
-                results.map { outcome in
-                    switch outcome.result {
-                    case .success:
-                        batch.superseded(key: unique[item], provider: outcome.provider)
-                        return false
-                    case .failure(let error):
-                        return error.isRetryable
-                            && batch.enqueue(
-                                FailedWrite(
-                                    key: unique[item], operation: .set,
-                                    encodedValue: encodedByItem[item]?[outcome.provider] ?? nil,
-                                    provider: outcome.provider, error: error))
-                    }
-                }
-            }
-        }
+        let queuedFlags = store.queueRetryableFailures(
+            .set, outcomes.map { ($0.key, $0.value) }, generation: generation, key: { unique[$0] },
+            encoded: { item, provider in encodedByItem[item]?[provider] ?? nil })
         for ((item, results), queuedFlags) in zip(outcomes, queuedFlags) {
             let key = unique[item]
             var wrote = false

@@ -288,25 +288,9 @@ extension StoreMaintenance {
             }
         }
         let outcomes = await store.deliver(.set, writes, to: providers).sorted(by: { $0.key < $1.key })
-        // The outbox takes this batch's failures in one storage transaction.
-        let queuedFlags = store.withOutboxBatch(generation: generation) { batch in
-            outcomes.map { item, results in
-                results.map { outcome in
-                    switch outcome.result {
-                    case .success:
-                        batch.superseded(key: items[item].key, provider: outcome.provider)
-                        return false
-                    case .failure(let error):
-                        return error.isRetryable
-                            && batch.enqueue(
-                                FailedWrite(
-                                    key: items[item].key, operation: .set,
-                                    encodedValue: encodedByItem[item]?[outcome.provider], provider: outcome.provider,
-                                    error: error))
-                    }
-                }
-            }
-        }
+        let queuedFlags = store.queueRetryableFailures(
+            .set, outcomes.map { ($0.key, $0.value) }, generation: generation, key: { items[$0].key },
+            encoded: { item, provider in encodedByItem[item]?[provider] })
         for ((item, results), queuedFlags) in zip(outcomes, queuedFlags) {
             let key = items[item].key
             var wrote = false
@@ -380,24 +364,8 @@ extension StoreMaintenance {
             }
         }
         let outcomes = await store.deliver(.remove, removes, to: providers)
-        // The outbox takes this batch's failures in one storage transaction.
-        let queuedFlags = store.withOutboxBatch(generation: generation) { batch in
-            removable.map { item in
-                (outcomes[item] ?? []).map { outcome in
-                    switch outcome.result {
-                    case .success:
-                        batch.superseded(key: items[item].key, provider: outcome.provider)
-                        return false
-                    case .failure(let error):
-                        return error.isRetryable
-                            && batch.enqueue(
-                                FailedWrite(
-                                    key: items[item].key, operation: .remove, encodedValue: nil,
-                                    provider: outcome.provider, error: error))
-                    }
-                }
-            }
-        }
+        let queuedFlags = store.queueRetryableFailures(
+            .remove, removable.map { ($0, outcomes[$0] ?? []) }, generation: generation, key: { items[$0].key })
         for (item, queuedFlags) in zip(removable, queuedFlags) {
             let key = items[item].key
             var complete = true
