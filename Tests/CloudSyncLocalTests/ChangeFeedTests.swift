@@ -47,6 +47,49 @@ func readFeed(_ provider: any Provider, since cursor: String, limit: Int = 2) as
         await provider.close()
     }
 
+    /// A file an older cloudsync wrote, whose log numbered changes with AUTOINCREMENT, is rebuilt without it when
+    /// opened: a cursor taken before still reads on from where it was, and new changes number on after the old ones.
+    @Test func anOlderChangeLogIsRebuiltAndItsCursorsStillRead() async throws {
+        let directory = try TemporaryDirectory()
+        let path = directory.file("older.db")
+        // The schema of the first two migrations, as an older cloudsync left it, with three changes logged.
+        let older = try SQLiteDatabase(path: path)
+        try await older.write { db in
+            try db.executeScript(
+                """
+                CREATE TABLE cloudsync_migrations (name TEXT PRIMARY KEY NOT NULL, applied_at_ms INTEGER NOT NULL);
+                INSERT INTO cloudsync_migrations VALUES ('create kv', 0), ('change feed', 0);
+                CREATE TABLE kv (key TEXT PRIMARY KEY NOT NULL, value TEXT NOT NULL, updated_at_ms INTEGER NOT NULL)
+                    WITHOUT ROWID;
+                CREATE TABLE cloudsync_changes (
+                    seq INTEGER PRIMARY KEY AUTOINCREMENT, key TEXT NOT NULL, removed INTEGER NOT NULL);
+                CREATE TABLE cloudsync_feed (
+                    id INTEGER PRIMARY KEY CHECK (id = 1), database_id TEXT NOT NULL, pruned_through INTEGER NOT NULL);
+                INSERT INTO cloudsync_feed VALUES (1, 'olderfile', 0);
+                CREATE TRIGGER cloudsync_kv_inserted AFTER INSERT ON kv BEGIN
+                    INSERT INTO cloudsync_changes (key, removed) VALUES (new.key, 0);
+                END;
+                INSERT INTO kv VALUES ('a', '1', 0), ('b', '2', 0), ('c', '3', 0);
+                """)
+        }
+        await older.close()
+
+        let provider = try SQLiteProvider(id: "db", path: path)
+        _ = try await provider.set([KeyValue("d", "4")])
+        _ = try await provider.remove(["a"])
+        let read = try #require(try await readFeed(provider, since: "olderfile:1"))
+        #expect(read.changes == ["b": false, "c": false, "d": false, "a": true])
+        #expect(read.cursor == "olderfile:5")
+        #expect(try await provider.changeFeedCursor() == "olderfile:5")
+        await provider.close()
+        let schema = try await SQLiteDatabase(path: path).read { db in
+            try db.query("SELECT group_concat(sql, ';') FROM sqlite_schema WHERE name LIKE 'cloudsync_changes%'") {
+                $0.string(0) ?? ""
+            }
+        }
+        #expect(schema.count == 1 && !schema[0].contains("AUTOINCREMENT") && !schema[0].isEmpty)
+    }
+
     @Test func aSQLiteCursorFromAnotherDatabaseIsExpired() async throws {
         let directory = try TemporaryDirectory()
         let first = try SQLiteProvider(id: "db", path: directory.file("one.db"))
