@@ -84,13 +84,7 @@ private struct ChangingDirectoryFactory: ProviderFactory {
         }
         func databaseKeys() async throws -> Set<String> {
             let database = try SQLiteProvider(id: "db", path: directory.file("data/db.db"))
-            var listed: [String] = []
-            var cursor: String?
-            repeat {
-                let page = try await database.listKeys(after: cursor, limit: 1000)
-                listed += page.keys
-                cursor = page.nextCursor
-            } while cursor != nil
+            let listed = try await listEveryKey(of: database)
             await database.close()
             return Set(listed)
         }
@@ -110,13 +104,6 @@ private struct ChangingDirectoryFactory: ProviderFactory {
         #expect(try await run().status == .ok)
         let expected = Set(keys).subtracting([removed]).union(added)
         #expect(try await databaseKeys() == expected)
-        var onDisk: [String] = []
-        var cursor: String?
-        repeat {
-            let page = try await files.listKeys(after: cursor, limit: 1000)
-            onDisk += page.keys
-            cursor = page.nextCursor
-        } while cursor != nil
-        #expect(Set(onDisk) == expected)
+        #expect(Set(try await listEveryKey(of: files)) == expected)
     }
 }
