@@ -57,7 +57,17 @@ public final class URLSessionTransport: HTTPTransport {
         for field in request.headers { urlRequest.addValue(field.value, forHTTPHeaderField: field.name) }
         let hasBody = request.uploadFile != nil || !request.body.isEmpty
         if let destination = request.downloadFile, !hasBody {
-            let (temporary, urlResponse) = try await session.download(for: urlRequest)
+            let (temporary, urlResponse) = try await Self.run { finish in
+                session.downloadTask(with: urlRequest) { location, response, error in
+                    // The file goes when this handler returns: keep it under a name of our own.
+                    let kept = location.flatMap { location -> URL? in
+                        let kept = FileManager.default.temporaryDirectory
+                            .appendingPathComponent("cloudsync-download-\(UUID().uuidString)")
+                        return (try? FileManager.default.moveItem(at: location, to: kept)) != nil ? kept : nil
+                    }
+                    finish(kept, response, error ?? (location != nil && kept == nil ? URLError(.cannotMoveFile) : nil))
+                }
+            }
             var response = try Self.response(urlResponse)
             defer { try? FileManager.default.removeItem(at: temporary) }
             if response.isSuccess {
@@ -73,11 +83,17 @@ public final class URLSessionTransport: HTTPTransport {
         let data: Data
         let urlResponse: URLResponse
         if let file = request.uploadFile {
-            (data, urlResponse) = try await session.upload(for: urlRequest, fromFile: file)
+            (data, urlResponse) = try await Self.run { finish in
+                session.uploadTask(with: urlRequest, fromFile: file) { finish($0 ?? Data(), $1, $2) }
+            }
         } else if hasBody {
-            (data, urlResponse) = try await session.upload(for: urlRequest, from: request.body)
+            (data, urlResponse) = try await Self.run { finish in
+                session.uploadTask(with: urlRequest, from: request.body) { finish($0 ?? Data(), $1, $2) }
+            }
         } else {
-            (data, urlResponse) = try await session.data(for: urlRequest)
+            (data, urlResponse) = try await Self.run { finish in
+                session.dataTask(with: urlRequest) { finish($0 ?? Data(), $1, $2) }
+            }
         }
         var response = try Self.response(urlResponse)
         response.body = data
@@ -87,6 +103,44 @@ public final class URLSessionTransport: HTTPTransport {
             response.bodyFile = destination
         }
         return response
+    }
+
+    /// Starts the task `make` builds and waits for its completion handler, which must call `finish` once.
+    ///
+    /// URLSession's own async methods are not used: on Linux their cancellation handler cancels the task with a
+    /// synchronous call onto the session's queue, made while the Swift runtime holds the cancelled task's status
+    /// lock. When the session's queue is finishing that same request at that moment, it waits on that lock to resume
+    /// the caller, and both wait forever. A test process hung so, a deadline cancelling a Drive request as it
+    /// completed. Here the cancellation handler only sends the cancel from another queue, and returns.
+    private static func run<Value: Sendable>(
+        _ make: (@escaping @Sendable (Value?, URLResponse?, (any Error)?) -> Void) -> URLSessionTask
+    ) async throws -> (Value, URLResponse) {
+        let started = Mutex<(task: URLSessionTask?, cancelled: Bool)>((nil, false))
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let task = make { value, response, error in
+                    if let error {
+                        continuation.resume(throwing: error)
+                    } else if let value, let response {
+                        continuation.resume(returning: (value, response))
+                    } else {
+                        continuation.resume(throwing: URLError(.badServerResponse))
+                    }
+                }
+                let cancelled = started.withLock { started in
+                    started.task = task
+                    return started.cancelled
+                }
+                task.resume()
+                if cancelled { task.cancel() }
+            }
+        } onCancel: {
+            let task = started.withLock { started in
+                started.cancelled = true
+                return started.task
+            }
+            if let task { DispatchQueue.global().async { task.cancel() } }
+        }
     }
 
     private static func response(_ urlResponse: URLResponse) throws -> HTTPResponse {

@@ -397,6 +397,40 @@ import Testing
     /// not yet handed to libcurl) it closes idle connections above that and opens new ones later. Measured over 12
     /// runs: 8 open at the peak and 8 in flight every time, 8 to 42 distinct connections (median 10) for the 500
     /// requests; the bound of 100 leaves room for a loaded machine while still failing one connection per request.
+    /// Requests cancelled at every moment of their life, many just as their answer arrives, all end: each is
+    /// answered or fails, and none waits forever. URLSession's own async methods deadlocked here (the cancel waited
+    /// on the session's queue while the queue, completing the request, waited on the cancelled task).
+    @Test(arguments: [UInt64(1), 2])
+    func requestsCancelledAsTheyCompleteAllEnd(seed: UInt64) async throws {
+        let kv = try KeyValueServer()
+        kv.values.withLock { $0["k"] = Data("v".utf8) }
+        let transport = URLSessionTransport(maxConcurrency: 8)
+        let request = HTTPRequest(method: .get, url: kv.url("/kv/k"))
+        var random = SeededRandom(seed: seed)
+        let yields = (0..<400).map { _ in Int(random.next() % 64) }
+        let ended = DispatchSemaphore(value: 0)
+        let outcomes = Task {
+            defer { ended.signal() }
+            return await withTaskGroup(of: Bool.self) { group in
+                for count in yields {
+                    let call = Task { try await transport.send(request) }
+                    group.addTask {
+                        for _ in 0..<count { await Task.yield() }
+                        call.cancel()
+                        return (try? await call.value)?.status == 200
+                    }
+                }
+                return await group.reduce(into: 0) { answered, ok in answered += ok ? 1 : 0 }
+            }
+        }
+        // A deadlock would never end the calls: wait for them off the pool, with a limit.
+        let finished = try await onOwnThread { ended.wait(timeout: .now() + 60) == .success }
+        #expect(finished, "some cancelled requests never ended")
+        guard finished else { return }
+        #expect(await outcomes.value <= 400)
+        transport.close()
+    }
+
     @Test func fiveHundredGETsShareAFewKeptAliveConnections() async throws {
         let kv = try KeyValueServer()
         let peakOpen = Mutex(0)
