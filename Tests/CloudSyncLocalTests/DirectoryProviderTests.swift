@@ -33,14 +33,7 @@ import Testing
         // Encoded, `A` is `%41` and sorts before `0`; a 300-byte key is split into directories.
         let keys = ["0", "A", "a", "Zebra", "~", "é", " space", "a.b", String(repeating: "L", count: 300), "b"]
         _ = try await provider.set(keys.map { KeyValue($0, "v") })
-        var listed: [String] = []
-        var cursor: String?
-        repeat {
-            let page = try await provider.listKeys(after: cursor, limit: 3)
-            listed += page.keys
-            cursor = page.nextCursor
-        } while cursor != nil
-        #expect(listed == keys.sorted(by: bytewiseLess))
+        #expect(try await listEveryKey(of: provider, pageSize: 3) == keys.sorted(by: bytewiseLess))
         #expect(provider.capabilities.listsInKeyOrder)
     }
 
@@ -60,13 +53,7 @@ import Testing
         #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).sorted() == ["outside", "root"])
         let values = try await provider.get(hostile).map { try $0.get() }
         #expect(values == hostile.map { "value of \($0.debugDescription)" })
-        var listed: [String] = []
-        var cursor: String?
-        repeat {
-            let page = try await provider.listKeys(after: cursor, limit: 4)
-            listed += page.keys
-            cursor = page.nextCursor
-        } while cursor != nil
+        let listed = try await listEveryKey(of: provider, pageSize: 4)
         #expect(Set(listed) == Set(hostile))
         #expect(listed.count == hostile.count)
     }
@@ -325,13 +312,7 @@ extension Result {
         let ever = Set((0..<1200).filter { $0 % 2 == 0 }.map(key)).union(added)
         #expect(Set(listed).isSubset(of: ever))
         // A listing started afterwards sees exactly what is there now.
-        var now: [String] = []
-        cursor = nil
-        repeat {
-            let page = try await provider.listKeys(after: cursor, limit: 250)
-            now += page.keys
-            cursor = page.nextCursor
-        } while cursor != nil
+        let now = try await listEveryKey(of: provider, pageSize: 250)
         #expect(Set(now) == throughout.union(added))
         #expect(now.count == Set(now).count)
     }

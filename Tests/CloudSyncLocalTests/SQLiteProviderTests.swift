@@ -132,14 +132,7 @@ import Testing
                 break
             }
         }
-        var count = 0
-        var cursor: String?
-        repeat {
-            let page = try await reader.listKeys(after: cursor, limit: 1000)
-            count += page.keys.count
-            cursor = page.nextCursor
-        } while cursor != nil
-        #expect(count == 3000)
+        #expect(try await listEveryKey(of: reader).count == 3000)
         #expect(try await reader.get(["written.2999"])[0].get() == "value 2999")
         #expect(reads > 0)
     }

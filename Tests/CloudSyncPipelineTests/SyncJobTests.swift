@@ -80,13 +80,7 @@ struct SwitchableProvider: ForwardingProvider {
     func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
         if down { throw CloudSyncError(.offline, "switched off", provider: id) }
         guard reversed else { return try await wrapped.listKeys(after: cursor, limit: limit) }
-        var keys: [String] = []
-        var next: String?
-        repeat {
-            let page = try await wrapped.listKeys(after: next, limit: 100)
-            keys += page.keys
-            next = page.nextCursor
-        } while next != nil
+        var keys = try await listEveryKey(of: wrapped, pageSize: 100)
         keys.reverse()
         let start = cursor.flatMap { Int($0) } ?? 0
         let end = min(start + limit, keys.count)
@@ -166,13 +160,7 @@ private struct SyncBench {
     /// Everything one provider holds.
     func contents(_ id: String) async throws -> [String: String] {
         let provider = try SQLiteProvider(id: id, path: path(id))
-        var keys: [String] = []
-        var cursor: String?
-        repeat {
-            let page = try await provider.listKeys(after: cursor, limit: 100)
-            keys += page.keys
-            cursor = page.nextCursor
-        } while cursor != nil
+        let keys = try await listEveryKey(of: provider, pageSize: 100)
         var items: [String: String] = [:]
         for (key, result) in zip(keys, try await provider.get(keys)) { items[key] = try result.get() }
         await provider.close()
@@ -540,13 +528,7 @@ private struct SyncBench {
         }
         func contents(_ copy: Int, _ id: String) async throws -> [String: String] {
             let provider = try provider(copy, id)
-            var keys: [String] = []
-            var cursor: String?
-            repeat {
-                let page = try await provider.listKeys(after: cursor, limit: 100)
-                keys += page.keys
-                cursor = page.nextCursor
-            } while cursor != nil
+            let keys = try await listEveryKey(of: provider, pageSize: 100)
             var items: [String: String] = [:]
             for (key, result) in zip(keys, try await provider.get(keys)) { items[key] = try result.get() }
             await provider.close()
