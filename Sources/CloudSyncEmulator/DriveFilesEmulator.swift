@@ -484,7 +484,7 @@ public final class DriveFilesEmulator: Sendable {
             return HTTPResponse(
                 status: 200, headers: ["Location": location, "X-GUploader-UploadID": uploadID, "Content-Length": "0"])
         case let other?:
-            return Self.invalid("uploadType", "Invalid value '\(other ?? "")' for uploadType")
+            return Self.invalid("uploadType", "Invalid value '\(other)' for uploadType")
         }
         if let content, let refused = overLimit(user: user, replacing: id, newSize: content.count) { return refused }
         return Self.jsonResponse(resource(store(user: user, id: id, metadata: metadata, content: content)))
