@@ -2,8 +2,8 @@ import Synchronization
 
 /// Runs `operation` but stops waiting for it after `timeout` on `clock`, throwing `ERR_TIMEOUT`.
 ///
-/// The operation runs in its own task, which is cancelled at the deadline; the caller is released at once even if
-/// the operation ignores cancellation (a hung socket, a provider that never checks), so one stuck call can never
+/// The operation runs in its own task, which is cancelled at the deadline; once it has suspended, the caller is
+/// released at the deadline even if the operation ignores cancellation (a hung socket, a provider that never checks), so one stuck call can never
 /// stall the store beyond its timeout. Cancelling the caller cancels the operation too.
 ///
 /// When the deadline wins, `onAbandoned` receives a task that ends when the abandoned operation finally returns, so a
@@ -18,7 +18,11 @@ package func withDeadline<T: Sendable>(
     return try await withTaskCancellationHandler {
         try await withCheckedThrowingContinuation { continuation in
             race.start(continuation)
-            let work = Task {
+            // The work starts on the caller's thread and runs there until it first suspends: a call that answers
+            // without waiting (a cached read, an error from a provider known to be offline) costs no thread hop.
+            // A provider call that blocks its thread before suspending would hold the caller too; the provider
+            // contract forbids that (``Provider``).
+            let work = Task.immediate {
                 let result: Result<T, any Error>
                 do { result = .success(try await operation()) } catch { result = .failure(error) }
                 race.finish(result)

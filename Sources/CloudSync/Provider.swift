@@ -19,6 +19,9 @@ import Synchronization
 ///   throws `ERR_UNSUPPORTED`.
 /// - **Cancellation is honoured** where the provider can: the store enforces its own deadline anyway and stops
 ///   waiting, but a provider that keeps working after cancellation wastes requests.
+/// - **Never block the calling thread.** The store starts each call on its caller's thread and the call runs there
+///   until it first suspends; only from then on can the deadline release the caller. Blocking work (file system,
+///   SQLite, a C library) goes to a thread or queue of its own and is awaited, as the bundled providers do.
 /// - **Availability is cheap to ask, and says why not**: ``availability()`` answers ``Availability/available`` or
 ///   the reason it cannot serve (signed out, offline, misconfigured, platform lacks it). The store memoises the
 ///   answer for a short time and bounds the probe by its timeout; a probe that hangs only makes the provider

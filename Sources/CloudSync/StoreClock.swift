@@ -51,4 +51,13 @@ public struct SystemClock: StoreClock {
     public func sleep(for duration: Duration) async throws {
         try await Task.sleep(for: duration)
     }
+
+    /// A timer on the clock's one timer thread (``TimerThread``); `action` runs on that thread and must be short.
+    ///
+    /// Arming and cancelling it start no task and usually wake no thread, which matters because every provider call
+    /// the store makes arms one (its deadline) and nearly every one is cancelled.
+    public func schedule(after delay: Duration, _ action: @escaping @Sendable () -> Void) -> ScheduledAction {
+        let entry = TimerThread.shared.schedule(after: delay, action)
+        return ScheduledAction { TimerThread.shared.cancel(entry) }
+    }
 }
