@@ -71,12 +71,12 @@ public final class Outbox: Sendable {
         /// The longest single wait, so a long outage is still retried hourly.
         public var maximum: Duration = .seconds(3600)
         /// Returns a number in 0...1; injectable so tests get exact schedules.
-        public var jitter: @Sendable () -> Double = { Double.random(in: 0...1) }
+        public var jitter: @Sendable () -> Double = { Jitter.next() }
 
         /// A backoff; tests pass a fixed `jitter` so schedules are exact.
         public init(
             base: Duration = .seconds(2), maximum: Duration = .seconds(3600),
-            jitter: @escaping @Sendable () -> Double = { Double.random(in: 0...1) }
+            jitter: @escaping @Sendable () -> Double = { Jitter.next() }
         ) {
             self.base = base
             self.maximum = maximum

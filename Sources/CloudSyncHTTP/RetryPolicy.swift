@@ -28,7 +28,7 @@ public struct RetryPolicy: Sendable {
     public init(
         maxAttempts: Int = 5, baseDelay: Duration = .milliseconds(200), maxDelay: Duration = .seconds(20),
         maxServerDelay: Duration = .seconds(60), retryableStatuses: Set<Int> = [429, 500, 502, 503, 504],
-        random: @escaping @Sendable () -> Double = { Double.random(in: 0..<1) },
+        random: @escaping @Sendable () -> Double = { Jitter.next() },
         hint: @escaping @Sendable (HTTPResponse) -> Duration? = { _ in nil }
     ) {
         self.maxAttempts = max(1, maxAttempts)
