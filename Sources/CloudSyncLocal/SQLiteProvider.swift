@@ -246,14 +246,17 @@ public final class SQLiteProvider: Provider {
     {
         try await write { [id] db in
             var used = maxBytes == nil ? 0 : try Self.usedBytes(db)
-            let size = try db.prepare("SELECT length(CAST(value AS BLOB)) FROM kv WHERE key = ?")
-            let upsert = try db.prepare(
+            let size =
+                maxBytes == nil ? nil : try db.prepare("SELECT length(CAST(value AS BLOB)) FROM kv WHERE key = ?")
+            // One insert, or update of the row the key already has: no read before the write.
+            let upsert = try db.cachedStatement(
                 """
                 INSERT INTO kv (key, value, updated_at_ms) VALUES (?, ?, ?)
                 ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at_ms = excluded.updated_at_ms
                 """)
+            try upsert.bind(now, at: 3)
             let results = try items.map { item -> Result<Void, CloudSyncError> in
-                if let maxBytes {
+                if let maxBytes, let size {
                     try size.bind(item.key)
                     let previous = try size.step() ? size.int64(0) : -Int64(item.key.utf8.count)
                     let growth = Int64(item.value.utf8.count) - previous
@@ -267,7 +270,8 @@ public final class SQLiteProvider: Provider {
                     }
                     used += growth
                 }
-                try upsert.bind(item.key, item.value, now).run()
+                // Bound by reference: SQLite copies the bytes into the row anyway.
+                try upsert.withText(item.key, at: 1) { try upsert.withText(item.value, at: 2) { try upsert.run() } }
                 return .success(())
             }
             try Self.pruneChangeLog(db)
@@ -278,11 +282,14 @@ public final class SQLiteProvider: Provider {
     /// Drops the oldest changes once the log holds a tenth more than ``changeLogRows``, remembering how far it
     /// pruned so a cursor from before is answered as expired.
     static func pruneChangeLog(_ db: SQLiteConnection, keeping rows: Int64 = changeLogRows) throws {
-        let bounds = try db.query(
+        // Run on every write: compiled once per connection.
+        let bounds = try db.cachedStatement(
             "SELECT coalesce((SELECT max(seq) FROM cloudsync_changes), pruned_through), pruned_through "
-                + "FROM cloudsync_feed"
-        ) { ($0.int64(0), $0.int64(1)) }
-        guard let (last, pruned) = bounds.first, last - pruned > rows + rows / 10 else { return }
+                + "FROM cloudsync_feed")
+        guard try bounds.step() else { return }
+        let (last, pruned) = (bounds.int64(0), bounds.int64(1))
+        bounds.reset()
+        guard last - pruned > rows + rows / 10 else { return }
         try db.execute("DELETE FROM cloudsync_changes WHERE seq <= ?", last - rows)
         try db.execute("UPDATE cloudsync_feed SET pruned_through = ?", last - rows)
     }
@@ -293,9 +300,9 @@ public final class SQLiteProvider: Provider {
     public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
         metrics.recordRequest()
         return try await write { db in
-            let delete = try db.prepare("DELETE FROM kv WHERE key = ?")
+            let delete = try db.cachedStatement("DELETE FROM kv WHERE key = ?")
             let results = try keys.map { key -> Result<Void, CloudSyncError> in
-                try delete.bind(key).run()
+                try delete.withText(key, at: 1) { try delete.run() }
                 return .success(())
             }
             try Self.pruneChangeLog(db)
