@@ -30,8 +30,9 @@ extension CloudStore {
 
     // MARK: Planning and dispatch
 
-    /// What a write needs to know of one configured provider, worked out once per call rather than once per item.
-    private struct Target {
+    /// What a write needs to know of one configured provider, worked out once per call rather than once per item
+    /// (a class, so looking one up copies a reference, not its fields).
+    private final class Target {
         let provider: any Provider
         let id: String
         /// The codec its values are encoded with; nil stores them as given.
@@ -44,6 +45,16 @@ extension CloudStore {
         let waiting: Bool
         /// `[id]`, shared by every receipt stored on this provider alone, so those receipts allocate nothing.
         let alone: [String]
+
+        init(provider: any Provider, codec: (any ValueCodec)?, cap: Int?, reachable: Bool, waiting: Bool) {
+            self.provider = provider
+            self.id = provider.id
+            self.codec = codec
+            self.cap = cap
+            self.reachable = reachable
+            self.waiting = waiting
+            self.alone = [provider.id]
+        }
     }
 
     /// One change of one item for one provider (by its index among the targets); the encoded value is nil for a
@@ -119,12 +130,9 @@ extension CloudStore {
         let targets = configured.map { provider in
             let reachable = availableIDs.contains(provider.id)
             return Target(
-                provider: provider, id: provider.id, codec: codec(for: provider), cap: cap(of: provider),
-                reachable: reachable,
+                provider: provider, codec: codec(for: provider), cap: cap(of: provider), reachable: reachable,
                 // A platform without the provider holds nothing.
-                waiting: !reachable && options.outbox != nil
-                    && answers[provider.id]?.reason != .unsupportedPlatform,
-                alone: [provider.id])
+                waiting: !reachable && options.outbox != nil && answers[provider.id]?.reason != .unsupportedPlatform)
         }
         let reachable = targets.indices.filter { targets[$0].reachable }
         let waiting = targets.indices.filter { targets[$0].waiting }
