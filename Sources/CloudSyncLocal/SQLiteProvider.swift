@@ -204,12 +204,10 @@ public final class SQLiteProvider: Provider {
             let ownTransaction = !db.isInTransaction
             if ownTransaction { try db.executeScript("BEGIN") }
             do {
-                let select = try db.prepare("SELECT value FROM kv WHERE key = ?")
+                let select = try db.cachedStatement("SELECT value FROM kv WHERE key = ?")
                 let values: [Result<String?, CloudSyncError>] = try keys.map { key in
-                    try select.bind(key)
-                    return .success(try select.step() ? select.string(0) : nil)
+                    try select.withText(key, at: 1) { .success(try select.step() ? select.string(0) : nil) }
                 }
-                select.reset()
                 if ownTransaction { try db.executeScript("COMMIT") }
                 return values
             } catch {
