@@ -75,7 +75,7 @@ public final class SQLiteProvider: Provider {
 
     /// The provider's name in the store, errors and reports (`sqlite` unless given).
     public let id: String
-    /// A file-tier provider taking batches of up to 500 keys, listing and reporting quota; see
+    /// A file-tier provider taking batches of up to 1,000 keys, listing and reporting quota; see
     /// ``capabilities(maxValueBytes:)``.
     public let capabilities: ProviderCapabilities
     /// The database file.
@@ -173,7 +173,7 @@ public final class SQLiteProvider: Provider {
     /// What a SQLite provider can do; the pipeline planner reads it before any database is opened.
     public static func capabilities(maxValueBytes: Int?) -> ProviderCapabilities {
         ProviderCapabilities(
-            maxValueBytes: maxValueBytes, tier: .file, batchLimit: 500, canList: true, reportsQuota: true,
+            maxValueBytes: maxValueBytes, tier: .file, batchLimit: 1000, canList: true, reportsQuota: true,
             listsInKeyOrder: true)
     }
 
