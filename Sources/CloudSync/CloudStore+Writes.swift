@@ -345,6 +345,15 @@ extension CloudStore {
     private func deliver(
         _ operation: FailedWrite.Operation, _ changes: [Change], to targets: [Target], keys: [String]
     ) async -> [Result<Void, CloudSyncError>] {
+        guard let first = changes.first?.target else { return [] }
+        if changes.allSatisfy({ $0.target == first }) {
+            // One provider: its calls run in this task, with no child task to start and wait for, and its outcomes
+            // are already in the order of the changes.
+            let dispatcher = dispatcher(for: targets[first].provider)
+            return operation == .set
+                ? await dispatcher.set(changes.map { KeyValue(keys[$0.item], $0.encoded ?? "") })
+                : await dispatcher.remove(changes.map { keys[$0.item] })
+        }
         var deliveries = [[Delivery]](repeating: [], count: targets.count)
         for (position, change) in changes.enumerated() {
             // A delivery's item is the change's position here, where its outcome goes.
@@ -352,14 +361,6 @@ extension CloudStore {
         }
         let busy = targets.indices.filter { !deliveries[$0].isEmpty }
         var outcomes = [Result<Void, CloudSyncError>](repeating: .success(()), count: changes.count)
-        if busy.count == 1, let only = busy.first {
-            // One provider: its calls run in this task, with no child task to start and wait for.
-            let batch = deliveries[only]
-            for (delivery, outcome) in zip(batch, await send(operation, batch, to: targets[only].provider)) {
-                outcomes[delivery.item] = outcome
-            }
-            return outcomes
-        }
         let delivered = await withTaskGroup(of: ([Delivery], [Result<Void, CloudSyncError>]).self) { group in
             for index in busy {
                 let (batch, provider) = (deliveries[index], targets[index].provider)
