@@ -111,6 +111,26 @@ import Testing
         #expect(rows == [[.integer(1), .text("first")], [.integer(2), .null]])
     }
 
+    @Test func textsBoundTogetherByReferenceAreStoredWholeAndUnboundAfterwards() throws {
+        let texts = [
+            "", "plain ascii", "embedded\u{0}NUL\u{0}", "héllo wörld — 日本語 🌍", String(repeating: "long ", count: 5_000),
+        ]
+        try database.write { db in
+            let insert = try db.prepare(
+                "INSERT INTO v (id, value) VALUES " + texts.indices.map { _ in "(?, ?)" }.joined(separator: ", "))
+            // Text i goes to parameter 2i + 2, its row's id to 2i + 1.
+            try insert.withTexts(texts.enumerated().map { (2 * $0 + 2, $1) }) {
+                for row in texts.indices { try insert.bind(Int64(row + 1), at: 2 * row + 1) }
+                try insert.run()
+            }
+            // Every binding is cleared: run again with new ids only, the texts are NULL.
+            for row in texts.indices { try insert.bind(Int64(row + 101), at: 2 * row + 1) }
+            try insert.run()
+        }
+        let rows = try database.read { try $0.query("SELECT value FROM v ORDER BY id") { $0.value(0) } }
+        #expect(rows == texts.map { .text($0) } + texts.map { _ in .null })
+    }
+
     @Test func aCachedStatementIsPreparedOnceAndComesBackReset() throws {
         try database.write { db in
             var handles: Set<OpaquePointer> = []
