@@ -13,6 +13,14 @@ static inline int cloudsync_sqlite3_bind_text_copy(sqlite3_stmt *statement, int 
     return sqlite3_bind_text(statement, index, text, byteCount, SQLITE_TRANSIENT);
 }
 
+// Binds without a copy: the caller keeps the bytes alive until the statement has run and the parameter is rebound.
+static inline int cloudsync_sqlite3_bind_text_static(sqlite3_stmt *statement, int index, const char *text, int byteCount) {
+    if (text == 0) {
+        return sqlite3_bind_text(statement, index, "", 0, SQLITE_STATIC);
+    }
+    return sqlite3_bind_text(statement, index, text, byteCount, SQLITE_STATIC);
+}
+
 static inline int cloudsync_sqlite3_bind_blob_copy(sqlite3_stmt *statement, int index, const void *bytes, int byteCount) {
     return sqlite3_bind_blob(statement, index, bytes, byteCount, SQLITE_TRANSIENT);
 }

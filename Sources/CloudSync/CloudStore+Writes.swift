@@ -30,23 +30,80 @@ extension CloudStore {
 
     // MARK: Planning and dispatch
 
-    /// What one item asks of each configured provider.
+    /// What a write needs to know of one configured provider, worked out once per call rather than once per item
+    /// (a class, so looking one up copies a reference, not its fields).
+    private final class Target {
+        let provider: any Provider
+        let id: String
+        /// The codec its values are encoded with; nil stores them as given.
+        let codec: (any ValueCodec)?
+        /// The largest encoded value it takes (``CloudStore/cap(of:)``); nil for no cap.
+        let cap: Int?
+        /// Available now: it gets the item's change, or the removal of an older copy, directly.
+        let reachable: Bool
+        /// Unavailable but may hold the key: what it should get waits in the outbox.
+        let waiting: Bool
+        /// `[id]`, shared by every receipt stored on this provider alone, so those receipts allocate nothing.
+        let alone: [String]
+
+        init(provider: any Provider, codec: (any ValueCodec)?, cap: Int?, reachable: Bool, waiting: Bool) {
+            self.provider = provider
+            self.id = provider.id
+            self.codec = codec
+            self.cap = cap
+            self.reachable = reachable
+            self.waiting = waiting
+            self.alone = [provider.id]
+        }
+    }
+
+    /// One change of one item for one provider (by its index among the targets); the encoded value is nil for a
+    /// remove.
+    private struct Change {
+        var item: Int
+        var target: Int
+        var encoded: String?
+    }
+
+    /// What the items ask of each configured provider.
     ///
-    /// The item's own change (`primary`: its set, or its remove) goes to the available providers it is meant for and
-    /// waits in the outbox for those it is meant for that cannot be reached; every other provider gets a `cleanup`
-    /// remove (delivered only once the change is acknowledged), so that no older copy of the key is left anywhere
-    /// for a read to find: not on a provider a larger value was routed past, not on a later provider a failover
-    /// write did not choose, not on a provider that was offline.
-    private struct Plan {
-        /// The item's change for available providers: provider id and the value encoded for it (nil for a remove).
-        var primary: [(provider: String, encoded: String?)] = []
-        /// The item's change for providers that cannot be reached now, to queue.
-        var primaryQueued: [(provider: String, encoded: String?)] = []
-        /// Removes of an older copy, on available providers.
-        var cleanup: [String] = []
-        /// Removes of an older copy, to queue for providers that cannot be reached now.
-        var cleanupQueued: [String] = []
-        var skippedTooLarge: [String] = []
+    /// Each item's change (`primary`: its set, or its remove) goes to the available providers it is meant for and
+    /// waits in the outbox (`queued`) for those it is meant for that cannot be reached; every other provider gets a
+    /// `cleanup` remove (delivered only once the change is acknowledged; `cleanupQueued` for unreachable ones), so
+    /// that no older copy of the key is left anywhere for a read to find: not on a provider a larger value was
+    /// routed past, not on a later provider a failover write did not choose, not on a provider that was offline.
+    ///
+    /// The changes of all items sit in flat lists, each item's together in preference order, found through the
+    /// item's range: a batch of a thousand items makes a few arrays, not several per item.
+    private struct WritePlan {
+        var primary: [Change] = []
+        var queued: [Change] = []
+        var cleanup: [Change] = []
+        var cleanupQueued: [Change] = []
+        var primaryRange: [Range<Int>]
+        var queuedRange: [Range<Int>]
+        var cleanupRange: [Range<Int>]
+        var cleanupQueuedRange: [Range<Int>]
+        /// Providers passed over for size, by item; only items with some.
+        var skippedTooLarge: [Int: [String]] = [:]
+
+        init(items: Int) {
+            primary.reserveCapacity(items)
+            primaryRange = Array(repeating: 0..<0, count: items)
+            queuedRange = primaryRange
+            cleanupRange = primaryRange
+            cleanupQueuedRange = primaryRange
+        }
+
+        /// Records, as `item`'s, the changes added since the counts `starts` were taken.
+        mutating func close(_ item: Int, from starts: (Int, Int, Int, Int)) {
+            primaryRange[item] = starts.0..<primary.count
+            queuedRange[item] = starts.1..<queued.count
+            cleanupRange[item] = starts.2..<cleanup.count
+            cleanupQueuedRange[item] = starts.3..<cleanupQueued.count
+        }
+
+        var counts: (Int, Int, Int, Int) { (primary.count, queued.count, cleanup.count, cleanupQueued.count) }
     }
 
     /// One change bound for one provider.
@@ -60,61 +117,68 @@ extension CloudStore {
         -> [Result<WriteReceipt, CloudSyncError>]
     {
         let configured = try configuredProviders()
+        let keys = items.map(\.key)
         // A write and an outbox flush (or a read repair) of the same key never overlap, so neither can land after
         // this write.
-        let lockedKeys = Set(items.map(\.key))
+        let lockedKeys = Set(keys)
         await lockForWriting(lockedKeys)
         defer { keyLocks.release(lockedKeys) }
         // Work begun under one account is never queued under the next.
         let generation = options.outbox?.generation
         let (available, answers) = await availableWithReasons(configured)
         let availableIDs = Set(available.map(\.id))
-        // Providers that may hold the key but cannot be reached now; a platform without the provider holds nothing.
-        let waiting =
-            options.outbox == nil
-            ? []
-            : configured.filter { !availableIDs.contains($0.id) && answers[$0.id]?.reason != .unsupportedPlatform }
-        let waitingIDs = Set(waiting.map(\.id))
+        let targets = configured.map { provider in
+            let reachable = availableIDs.contains(provider.id)
+            return Target(
+                provider: provider, codec: codec(for: provider), cap: cap(of: provider), reachable: reachable,
+                // A platform without the provider holds nothing.
+                waiting: !reachable && options.outbox != nil && answers[provider.id]?.reason != .unsupportedPlatform)
+        }
+        let reachable = targets.indices.filter { targets[$0].reachable }
+        let waiting = targets.indices.filter { targets[$0].waiting }
+        let rules = keyRules(of: configured)
         var results = [Result<WriteReceipt, CloudSyncError>?](repeating: nil, count: items.count)
-        var plans = [Plan](repeating: Plan(), count: items.count)
+        var plan = WritePlan(items: items.count)
+        var encoded = [EncodedValue?](repeating: nil, count: targets.count)
         for (index, item) in items.enumerated() {
+            let starts = plan.counts
             do throws(CloudSyncError) {
-                try validate(item.key, providers: configured)
-                guard !available.isEmpty || !waiting.isEmpty else {
+                try validate(item.key, rules: rules)
+                guard !reachable.isEmpty || !waiting.isEmpty else {
                     throw noProviderError(configured, answers: answers)
                 }
-                plans[index] =
-                    operation == .set
-                    ? try planSet(
-                        item, available: available, waiting: waiting, configured: configured,
-                        availableIDs: availableIDs, waitingIDs: waitingIDs)
-                    : Plan(
-                        primary: available.map { ($0.id, nil) }, primaryQueued: waiting.map { ($0.id, nil) })
+                if operation == .set {
+                    try planSet(
+                        index, item, targets: targets, reachable: reachable, waiting: waiting, encoded: &encoded,
+                        into: &plan)
+                } else {
+                    for target in reachable { plan.primary.append(Change(item: index, target: target)) }
+                    for target in waiting { plan.queued.append(Change(item: index, target: target)) }
+                }
             } catch {
                 results[index] = .failure(error)
             }
+            plan.close(index, from: starts)
         }
 
-        let primary = await deliver(
-            operation, items.indices.map { index in plans[index].primary.map { (index, $0.provider, $0.encoded) } },
-            to: available, keys: items.map(\.key))
+        let outcomes = await deliver(operation, plan.primary, to: targets, keys: keys)
         // What the outcomes leave to queue is queued for all items at once, one storage transaction; the errors to
         // report wait until it is done.
-        let order = Dictionary(configured.enumerated().map { ($1.id, $0) }, uniquingKeysWith: { first, _ in first })
         let (settled, unreported) = withOutboxBatch(generation: generation) { batch in
             var settled = results
             var unreported: [CloudSyncError] = []
-            for (index, item) in items.enumerated() where settled[index] == nil {
+            for index in items.indices where settled[index] == nil {
                 let result = settle(
-                    operation, key: item.key, plan: plans[index], outcomes: primary[index] ?? [], order: order,
+                    operation, item: index, key: keys[index], plan: plan, outcomes: outcomes, targets: targets,
                     batch: batch, unreported: &unreported)
                 settled[index] = result
                 // The older copies go only once the change itself is safe somewhere.
                 if case .success = result {
-                    for provider in plans[index].cleanupQueued {
+                    for change in plan.cleanupQueued[plan.cleanupQueuedRange[index]] {
+                        let provider = targets[change.target].id
                         _ = batch.enqueue(
                             FailedWrite(
-                                key: item.key, operation: .remove, encodedValue: nil, provider: provider,
+                                key: keys[index], operation: .remove, encodedValue: nil, provider: provider,
                                 error: CloudSyncError(.offline, "the provider was unavailable", provider: provider)))
                     }
                 }
@@ -123,27 +187,25 @@ extension CloudStore {
         }
         results = settled
         for error in unreported { report(error) }
-        var cleanups: [[(Int, String, String?)]] = []
-        for index in items.indices where plans[index].cleanup.count > 0 {
-            if case .success = results[index] { cleanups.append(plans[index].cleanup.map { (index, $0, nil) }) }
+        var cleanups: [Change] = []
+        for index in items.indices where !plan.cleanupRange[index].isEmpty {
+            if case .success = results[index] { cleanups += plan.cleanup[plan.cleanupRange[index]] }
         }
-        let cleaned = await deliver(.remove, cleanups, to: available, keys: items.map(\.key))
-        guard !cleaned.isEmpty else { return results.map { $0! } }
+        guard !cleanups.isEmpty else { return results.map { $0! } }
+        let cleaned = await deliver(.remove, cleanups, to: targets, keys: keys)
         let failedCleanups = withOutboxBatch(generation: generation) { batch in
             var unreported: [CloudSyncError] = []
-            for (index, outcomes) in cleaned.sorted(by: { $0.key < $1.key }) {
-                for outcome in outcomes {
-                    switch outcome.result {
-                    case .success: batch.superseded(key: items[index].key, provider: outcome.provider)
-                    case .failure(let error):
-                        if !error.isRetryable
-                            || !batch.enqueue(
-                                FailedWrite(
-                                    key: items[index].key, operation: .remove, encodedValue: nil,
-                                    provider: outcome.provider, error: error))
-                        {
-                            unreported.append(error)
-                        }
+            for (change, outcome) in zip(cleanups, cleaned) {
+                let (key, provider) = (keys[change.item], targets[change.target].id)
+                switch outcome {
+                case .success: batch.superseded(key: key, provider: provider)
+                case .failure(let error):
+                    if !error.isRetryable
+                        || !batch.enqueue(
+                            FailedWrite(
+                                key: key, operation: .remove, encodedValue: nil, provider: provider, error: error))
+                    {
+                        unreported.append(error)
                     }
                 }
             }
@@ -153,52 +215,52 @@ extension CloudStore {
         return results.map { $0! }
     }
 
-    /// Picks the providers a value goes to by its encoded size, and the ones whose older copy must go.
+    /// Picks the providers a value goes to by its encoded size, and the ones whose older copy must go, and adds
+    /// them to `plan`; a throw adds nothing.
     ///
-    /// `availableIDs` and `waitingIDs` are the ids of `available` and `waiting`, made once per call, not per item.
+    /// `reachable` and `waiting` are the indices of the available and of the waiting targets; `encoded` is room for
+    /// one encoded value per target, reused from item to item.
     private func planSet(
-        _ item: KeyValue, available: [any Provider], waiting: [any Provider], configured: [any Provider],
-        availableIDs: Set<String>, waitingIDs: Set<String>
-    ) throws(CloudSyncError) -> Plan {
-        var encoded: [String: EncodedValue] = [:]
-        var tooSmall: [(id: String, cap: Int)] = []
+        _ index: Int, _ item: KeyValue, targets: [Target], reachable: [Int], waiting: [Int],
+        encoded: inout [EncodedValue?], into plan: inout WritePlan
+    ) throws(CloudSyncError) {
+        for target in encoded.indices { encoded[target] = nil }
         var largestSize = 0
-        for provider in available + waiting {
-            let value = try encodedValue(item.value, key: item.key, for: provider)
-            encoded[provider.id] = value
+        var someTooLarge = false
+        for position in 0..<(reachable.count + waiting.count) {
+            let index = position < reachable.count ? reachable[position] : waiting[position - reachable.count]
+            let target = targets[index]
+            let value = EncodedValue(
+                encoded: try encode(item.value, key: item.key, codec: target.codec, provider: target.id),
+                cap: target.cap, provider: target.id, key: item.key)
+            encoded[index] = value
             largestSize = max(largestSize, value.size)
+            if !value.fits { someTooLarge = true }
         }
         // Where the value goes: every provider it fits (mirror), or the first available one it fits, else the first
         // unreachable one it fits, to wait in the outbox (failover). With tiering off, the preferred provider only.
-        var chosen: [String] = []
+        var only: Int?
+        let mirrored = options.tiering != .off && options.writeMode == .mirror
         if options.tiering == .off {
-            let preferred = available.first ?? waiting.first!
-            let value = encoded[preferred.id]!
+            let preferred = reachable.first ?? waiting[0]
+            let value = encoded[preferred]!
             guard value.fits else {
                 throw value.tooLarge(
                     ", and tiering is off so it is not routed elsewhere; turn tiering on with a larger provider "
                         + "configured, or store a smaller value")
             }
-            chosen = [preferred.id]
-        } else if options.writeMode == .mirror {
-            chosen = configured.map(\.id).filter { encoded[$0]?.fits == true }
-        } else if let first = available.first(where: { encoded[$0.id]!.fits })
-            ?? waiting.first(where: {
-                encoded[$0.id]!.fits
-            })
-        {
-            chosen = [first.id]
+            only = preferred
+        } else if !mirrored {
+            only = reachable.first { encoded[$0]!.fits } ?? waiting.first { encoded[$0]!.fits }
         }
-        for provider in configured {
-            if let value = encoded[provider.id], !value.fits, let cap = value.cap {
-                tooSmall.append((provider.id, cap))
-            }
-        }
-        guard !chosen.isEmpty else {
-            let caps = tooSmall.map { "\($0.id) takes at most \($0.cap) bytes" }.joined(separator: ", ")
-            let unreachable = configured.filter { provider in
-                !availableIDs.contains(provider.id) && !waitingIDs.contains(provider.id)
-                    && (cap(of: provider).map { largestSize <= $0 } ?? true)
+        let firstChosen = mirrored ? targets.indices.first { encoded[$0]?.fits == true } : only
+        guard let firstChosen else {
+            let caps = targets.indices.compactMap { target -> String? in
+                guard let value = encoded[target], !value.fits, let cap = value.cap else { return nil }
+                return "\(targets[target].id) takes at most \(cap) bytes"
+            }.joined(separator: ", ")
+            let unreachable = targets.filter { target in
+                !target.reachable && !target.waiting && (target.cap.map { largestSize <= $0 } ?? true)
             }
             if !unreachable.isEmpty {
                 throw CloudSyncError(
@@ -214,24 +276,27 @@ extension CloudStore {
                     + "thresholds",
                 key: item.key)
         }
-        var plan = Plan()
-        // Passed over for size: the ones before the chosen provider in failover, every one too small in mirror.
-        let firstChosen = configured.firstIndex { $0.id == chosen[0] } ?? 0
-        plan.skippedTooLarge = tooSmall.map(\.id).filter { id in
-            options.writeMode == .mirror || (configured.firstIndex { $0.id == id } ?? 0) < firstChosen
+        if someTooLarge {
+            // Passed over for size: the ones before the chosen provider in failover, every one too small in mirror.
+            let skipped = targets.indices.compactMap { target -> String? in
+                guard let value = encoded[target], !value.fits, value.cap != nil,
+                    options.writeMode == .mirror || target < firstChosen
+                else { return nil }
+                return targets[target].id
+            }
+            if !skipped.isEmpty { plan.skippedTooLarge[index] = skipped }
         }
-        for provider in configured where availableIDs.contains(provider.id) || waitingIDs.contains(provider.id) {
-            let reachable = availableIDs.contains(provider.id)
-            if chosen.contains(provider.id) {
-                let change = (provider.id, Optional(encoded[provider.id]!.encoded))
-                if reachable { plan.primary.append(change) } else { plan.primaryQueued.append(change) }
-            } else if reachable {
-                plan.cleanup.append(provider.id)
+        for target in targets.indices where targets[target].reachable || targets[target].waiting {
+            let chosen = mirrored ? encoded[target]?.fits == true : target == only
+            if chosen {
+                let change = Change(item: index, target: target, encoded: encoded[target]!.encoded)
+                if targets[target].reachable { plan.primary.append(change) } else { plan.queued.append(change) }
+            } else if targets[target].reachable {
+                plan.cleanup.append(Change(item: index, target: target))
             } else {
-                plan.cleanupQueued.append(provider.id)
+                plan.cleanupQueued.append(Change(item: index, target: target))
             }
         }
-        return plan
     }
 
     /// Runs `body` with a batch of the outbox's (see `Outbox.batch`), or, without an outbox, with one that queues
@@ -275,21 +340,40 @@ extension CloudStore {
         }
     }
 
-    /// Sends each item's changes (item index, provider id, encoded value) to the available providers, each provider
-    /// its share in batches of its batch limit, all providers at once.
-    ///
-    /// Returns, per item index, each provider's outcome.
+    /// Sends each change to its provider, each provider its share in batches of its batch limit, all providers at
+    /// once; the outcomes in the order of `changes`.
     private func deliver(
-        _ operation: FailedWrite.Operation, _ changes: [[(Int, String, String?)]], to providers: [any Provider],
-        keys: [String]
-    ) async -> [Int: [(provider: String, result: Result<Void, CloudSyncError>)]] {
-        let index = Dictionary(uniqueKeysWithValues: providers.enumerated().map { ($1.id, $0) })
-        var deliveries = [[Delivery]](repeating: [], count: providers.count)
-        for change in changes.joined() {
-            guard let provider = index[change.1] else { continue }
-            deliveries[provider].append(Delivery(item: change.0, key: keys[change.0], encoded: change.2))
+        _ operation: FailedWrite.Operation, _ changes: [Change], to targets: [Target], keys: [String]
+    ) async -> [Result<Void, CloudSyncError>] {
+        guard let first = changes.first?.target else { return [] }
+        if changes.allSatisfy({ $0.target == first }) {
+            // One provider: its calls run in this task, with no child task to start and wait for, and its outcomes
+            // are already in the order of the changes.
+            let dispatcher = dispatcher(for: targets[first].provider)
+            return operation == .set
+                ? await dispatcher.set(changes.map { KeyValue(keys[$0.item], $0.encoded ?? "") })
+                : await dispatcher.remove(changes.map { keys[$0.item] })
         }
-        return await deliver(operation, deliveries, to: providers)
+        var deliveries = [[Delivery]](repeating: [], count: targets.count)
+        for (position, change) in changes.enumerated() {
+            // A delivery's item is the change's position here, where its outcome goes.
+            deliveries[change.target].append(Delivery(item: position, key: keys[change.item], encoded: change.encoded))
+        }
+        let busy = targets.indices.filter { !deliveries[$0].isEmpty }
+        var outcomes = [Result<Void, CloudSyncError>](repeating: .success(()), count: changes.count)
+        let delivered = await withTaskGroup(of: ([Delivery], [Result<Void, CloudSyncError>]).self) { group in
+            for index in busy {
+                let (batch, provider) = (deliveries[index], targets[index].provider)
+                group.addTask { [self] in (batch, await send(operation, batch, to: provider)) }
+            }
+            var delivered: [([Delivery], [Result<Void, CloudSyncError>])] = []
+            for await answer in group { delivered.append(answer) }
+            return delivered
+        }
+        for (batch, answers) in delivered {
+            for (delivery, outcome) in zip(batch, answers) { outcomes[delivery.item] = outcome }
+        }
+        return outcomes
     }
 
     /// Sends each provider its deliveries in batches of its batch limit, all providers at once.
@@ -326,55 +410,71 @@ extension CloudStore {
     private func deliver(_ operation: FailedWrite.Operation, _ batch: [Delivery], to provider: any Provider) async
         -> [(Int, String, Result<Void, CloudSyncError>)]
     {
+        let results = await send(operation, batch, to: provider)
+        return zip(batch, results).map { delivery, result in (delivery.item, provider.id, result) }
+    }
+
+    /// Sends one provider its deliveries in batches of its batch limit; one outcome per delivery, positionally.
+    private func send(_ operation: FailedWrite.Operation, _ batch: [Delivery], to provider: any Provider) async
+        -> [Result<Void, CloudSyncError>]
+    {
         let dispatcher = dispatcher(for: provider)
-        let results =
-            operation == .set
+        return operation == .set
             ? await dispatcher.set(batch.map { KeyValue($0.key, $0.encoded ?? "") })
             : await dispatcher.remove(batch.map(\.key))
-        return zip(batch, results).map { delivery, result in (delivery.item, provider.id, result) }
     }
 
     /// Turns one item's outcomes on its primary providers into its result, queueing in `batch` what may pass and
     /// what waits for an unreachable provider; errors to report go to `unreported`.
+    ///
+    /// `outcomes` holds one outcome per change of `plan.primary`, positionally.
     private func settle(
-        _ operation: FailedWrite.Operation, key: String, plan: Plan,
-        outcomes: [(provider: String, result: Result<Void, CloudSyncError>)], order: [String: Int],
-        batch: OutboxBatch, unreported: inout [CloudSyncError]
+        _ operation: FailedWrite.Operation, item: Int, key: String, plan: WritePlan,
+        outcomes: [Result<Void, CloudSyncError>], targets: [Target], batch: OutboxBatch,
+        unreported: inout [CloudSyncError]
     ) -> Result<WriteReceipt, CloudSyncError> {
-        let sorted =
-            outcomes.count < 2 ? outcomes : outcomes.sorted { (order[$0.provider] ?? 0) < (order[$1.provider] ?? 0) }
-        var receipt = WriteReceipt(skippedTooLarge: plan.skippedTooLarge)
-        var failures: [(provider: String, error: CloudSyncError)] = []
-        for outcome in sorted {
-            switch outcome.result {
+        let delivered = plan.primaryRange[item]
+        let queued = plan.queuedRange[item]
+        var receipt = WriteReceipt(
+            skippedTooLarge: plan.skippedTooLarge.isEmpty ? [] : plan.skippedTooLarge[item] ?? [])
+        if delivered.count == 1, queued.isEmpty, case .success = outcomes[delivered.lowerBound] {
+            // The common case: stored on one provider, nothing to queue.
+            let target = targets[plan.primary[delivered.lowerBound].target]
+            receipt.stored = target.alone
+            batch.superseded(key: key, provider: target.id)
+            return .success(receipt)
+        }
+        // Each in preference order, as the plan lists them.
+        var failures: [(change: Change, error: CloudSyncError)] = []
+        for position in delivered {
+            let change = plan.primary[position]
+            switch outcomes[position] {
             case .success:
-                receipt.stored.append(outcome.provider)
-                batch.superseded(key: key, provider: outcome.provider)
+                receipt.stored.append(targets[change.target].id)
+                batch.superseded(key: key, provider: targets[change.target].id)
             case .failure(let error):
-                failures.append((outcome.provider, error))
+                failures.append((change, error))
             }
         }
-        let unreachable = plan.primaryQueued.map {
+        guard !failures.isEmpty || !queued.isEmpty else { return .success(receipt) }
+        let unreachable = plan.queued[queued].map { change in
             (
-                provider: $0.provider,
-                error: CloudSyncError(.offline, "the provider was unavailable", provider: $0.provider)
+                change: change,
+                error: CloudSyncError(.offline, "the provider was unavailable", provider: targets[change.target].id)
             )
         }
-        guard !failures.isEmpty || !unreachable.isEmpty else { return .success(receipt) }
-        let encoded = Dictionary(
-            (plan.primary + plan.primaryQueued).map { ($0.provider, $0.encoded) }, uniquingKeysWith: { a, _ in a })
-        let enqueue = { (failure: (provider: String, error: CloudSyncError)) -> Bool in
+        let enqueue = { (failure: (change: Change, error: CloudSyncError)) -> Bool in
             failure.error.isRetryable
                 && batch.enqueue(
                     FailedWrite(
-                        key: key, operation: operation, encodedValue: encoded[failure.provider] ?? nil,
-                        provider: failure.provider, error: failure.error))
+                        key: key, operation: operation, encodedValue: failure.change.encoded,
+                        provider: targets[failure.change.target].id, error: failure.error))
         }
         if !receipt.stored.isEmpty {
             // A partial mirror write succeeds: the value is safe somewhere.
             for failure in failures + unreachable {
                 if enqueue(failure) {
-                    receipt.queued.append(failure.provider)
+                    receipt.queued.append(targets[failure.change.target].id)
                 } else {
                     unreported.append(failure.error)
                 }
@@ -390,7 +490,7 @@ extension CloudStore {
                 for queued in receipt.queued { batch.superseded(key: key, provider: queued) }
                 return .failure(first.error)
             }
-            receipt.queued.append(failure.provider)
+            receipt.queued.append(targets[failure.change.target].id)
         }
         return .success(receipt)
     }

@@ -117,6 +117,8 @@ public final class CloudStore: Sendable {
     /// that late call cannot land after this one. Release with `keyLocks.release(keys)`.
     func lockForWriting(_ keys: Set<String>) async {
         await keyLocks.acquire(keys)
+        // Without a deadline no call is ever abandoned, so there is nothing to wait for (nor a key to look up).
+        guard options.timeout != nil else { return }
         await abandonedWrites.settle(keys, timeout: options.timeout, clock: options.clock)
     }
 
@@ -231,12 +233,20 @@ public final class CloudStore: Sendable {
     }
 
     func encode(_ value: String, key: String, for provider: any Provider) throws(CloudSyncError) -> String {
-        guard let codec = codec(for: provider) else { return value }
+        try encode(value, key: key, codec: codec(for: provider), provider: provider.id)
+    }
+
+    /// `value` encoded with `codec` (the ``codec(for:)`` of the provider named `provider`), looked up once by a
+    /// caller encoding many values.
+    func encode(_ value: String, key: String, codec: (any ValueCodec)?, provider: String) throws(CloudSyncError)
+        -> String
+    {
+        guard let codec else { return value }
         do {
             return try codec.encode(value, key: key)
         } catch {
             throw CloudSyncError(
-                .encode, "the codec could not encode the value: \(error)", provider: provider.id, key: key)
+                .encode, "the codec could not encode the value: \(error)", provider: provider, key: key)
         }
     }
 
@@ -276,16 +286,30 @@ public final class CloudStore: Sendable {
 
     /// Throws `ERR_INVALID_KEY` unless `key` satisfies the rules of every configured provider.
     func validate(_ key: String, providers: [any Provider]) throws(CloudSyncError) {
+        try validate(key, rules: keyRules(of: providers))
+    }
+
+    /// The key rules ``validate(_:rules:)`` checks for `providers`, in order (providers without rules left out, and
+    /// none at all unless ``StoreOptions/validateKeys``): read once for a batch of keys, not once per key.
+    func keyRules(of providers: [any Provider]) -> [(provider: String, rules: [KeyRule])] {
+        guard options.validateKeys else { return [] }
+        return providers.compactMap { provider in
+            let rules = provider.capabilities.keyRules
+            return rules.isEmpty ? nil : (provider.id, rules)
+        }
+    }
+
+    /// Throws `ERR_INVALID_KEY` unless `key` is not empty and satisfies `rules` (see ``keyRules(of:)``).
+    func validate(_ key: String, rules: [(provider: String, rules: [KeyRule])]) throws(CloudSyncError) {
         if !KeyRule.nonEmpty.allows(key) {
             throw CloudSyncError(.invalidKey, "\(KeyRule.nonEmpty); give every value a name", key: key)
         }
-        guard options.validateKeys else { return }
-        for provider in providers {
-            for rule in provider.capabilities.keyRules where !rule.allows(key) {
+        for (provider, providerRules) in rules {
+            for rule in providerRules where !rule.allows(key) {
                 throw CloudSyncError(
                     .invalidKey,
-                    "\(rule) (a rule of provider \(provider.id)); rename the key, or pass it through sanitizeKey()",
-                    provider: provider.id, key: key)
+                    "\(rule) (a rule of provider \(provider)); rename the key, or pass it through sanitizeKey()",
+                    provider: provider, key: key)
             }
         }
     }

@@ -16,7 +16,8 @@ final class KeyLocks: Sendable {
                     state.waiters.append((keys, continuation))
                     return false
                 }
-                state.held.formUnion(keys)
+                // Alone (the usual case), the keys become the held set as they are, without hashing each again.
+                if state.held.isEmpty { state.held = keys } else { state.held.formUnion(keys) }
                 return true
             }
             if granted { continuation.resume() }
@@ -26,7 +27,8 @@ final class KeyLocks: Sendable {
     /// Releases `keys` and lets every waiter whose keys are now all free proceed, in arrival order.
     func release(_ keys: Set<String>) {
         let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-            state.held.subtract(keys)
+            // Held keys include `keys`: when they are all that is held, nothing is left.
+            if state.held.count == keys.count { state.held = [] } else { state.held.subtract(keys) }
             var ready: [CheckedContinuation<Void, Never>] = []
             var waiting: [(keys: Set<String>, continuation: CheckedContinuation<Void, Never>)] = []
             for waiter in state.waiters {

@@ -75,7 +75,7 @@ public final class SQLiteProvider: Provider {
 
     /// The provider's name in the store, errors and reports (`sqlite` unless given).
     public let id: String
-    /// A file-tier provider taking batches of up to 500 keys, listing and reporting quota; see
+    /// A file-tier provider taking batches of up to 1,000 keys, listing and reporting quota; see
     /// ``capabilities(maxValueBytes:)``.
     public let capabilities: ProviderCapabilities
     /// The database file.
@@ -173,7 +173,7 @@ public final class SQLiteProvider: Provider {
     /// What a SQLite provider can do; the pipeline planner reads it before any database is opened.
     public static func capabilities(maxValueBytes: Int?) -> ProviderCapabilities {
         ProviderCapabilities(
-            maxValueBytes: maxValueBytes, tier: .file, batchLimit: 500, canList: true, reportsQuota: true,
+            maxValueBytes: maxValueBytes, tier: .file, batchLimit: 1000, canList: true, reportsQuota: true,
             listsInKeyOrder: true)
     }
 
@@ -204,12 +204,10 @@ public final class SQLiteProvider: Provider {
             let ownTransaction = !db.isInTransaction
             if ownTransaction { try db.executeScript("BEGIN") }
             do {
-                let select = try db.prepare("SELECT value FROM kv WHERE key = ?")
+                let select = try db.cachedStatement("SELECT value FROM kv WHERE key = ?")
                 let values: [Result<String?, CloudSyncError>] = try keys.map { key in
-                    try select.bind(key)
-                    return .success(try select.step() ? select.string(0) : nil)
+                    try select.withText(key, at: 1) { .success(try select.step() ? select.string(0) : nil) }
                 }
-                select.reset()
                 if ownTransaction { try db.executeScript("COMMIT") }
                 return values
             } catch {
@@ -245,44 +243,100 @@ public final class SQLiteProvider: Provider {
         -> [Result<Void, CloudSyncError>]
     {
         try await write { [id] db in
-            var used = maxBytes == nil ? 0 : try Self.usedBytes(db)
-            let size = try db.prepare("SELECT length(CAST(value AS BLOB)) FROM kv WHERE key = ?")
-            let upsert = try db.prepare(
-                """
-                INSERT INTO kv (key, value, updated_at_ms) VALUES (?, ?, ?)
-                ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at_ms = excluded.updated_at_ms
-                """)
-            let results = try items.map { item -> Result<Void, CloudSyncError> in
-                if let maxBytes {
-                    try size.bind(item.key)
-                    let previous = try size.step() ? size.int64(0) : -Int64(item.key.utf8.count)
-                    let growth = Int64(item.value.utf8.count) - previous
-                    guard used + growth <= maxBytes else {
-                        return .failure(
-                            CloudSyncError(
-                                .quotaExceeded,
-                                "the database would grow past its limit of \(maxBytes) bytes (maxBytes); remove keys "
-                                    + "or raise the limit",
-                                provider: id, key: item.key))
-                    }
-                    used += growth
-                }
-                try upsert.bind(item.key, item.value, now).run()
-                return .success(())
+            let results: [Result<Void, CloudSyncError>]
+            if let maxBytes {
+                results = try Self.upsertWithinQuota(items, now: now, maxBytes: maxBytes, db, provider: id)
+            } else {
+                try Self.upsert(items, now: now, db)
+                results = Array(repeating: .success(()), count: items.count)
             }
             try Self.pruneChangeLog(db)
             return results
         }
     }
 
+    /// Writes every item: a hundred rows per statement, in order (a key given twice is inserted, then updated, as
+    /// with one statement a row), the rest one at a time.
+    private static func upsert(_ items: [KeyValue], now: Int64, _ db: SQLiteConnection) throws {
+        let rows = rowsPerStatement
+        let whole = items.count - items.count % rows
+        if whole > 0 {
+            let upsert = try db.cachedStatement(upsertSQL(rows: rows))
+            var texts: [(parameter: Int, text: String)] = []
+            texts.reserveCapacity(2 * rows)
+            for start in stride(from: 0, to: whole, by: rows) {
+                texts.removeAll(keepingCapacity: true)
+                // Row r's parameters are 3r + 1 (key), 3r + 2 (value) and 3r + 3 (time).
+                for (row, item) in items[start..<start + rows].enumerated() {
+                    texts.append((3 * row + 1, item.key))
+                    texts.append((3 * row + 2, item.value))
+                }
+                try upsert.withTexts(texts) {
+                    for row in 0..<rows { try upsert.bind(now, at: 3 * row + 3) }
+                    try upsert.run()
+                }
+            }
+        }
+        guard whole < items.count else { return }
+        let upsert = try db.cachedStatement(upsertSQL(rows: 1))
+        for item in items[whole...] { try upsertRow(item, now: now, upsert) }
+    }
+
+    /// Writes each item that keeps the data within `maxBytes`, measuring the value it replaces first; the others
+    /// fail with `ERR_QUOTA_EXCEEDED` in their slot.
+    private static func upsertWithinQuota(
+        _ items: [KeyValue], now: Int64, maxBytes: Int64, _ db: SQLiteConnection, provider id: String
+    ) throws -> [Result<Void, CloudSyncError>] {
+        var used = try usedBytes(db)
+        let size = try db.prepare("SELECT length(CAST(value AS BLOB)) FROM kv WHERE key = ?")
+        let upsert = try db.cachedStatement(upsertSQL(rows: 1))
+        return try items.map { item -> Result<Void, CloudSyncError> in
+            try size.bind(item.key)
+            let previous = try size.step() ? size.int64(0) : -Int64(item.key.utf8.count)
+            let growth = Int64(item.value.utf8.count) - previous
+            guard used + growth <= maxBytes else {
+                return .failure(
+                    CloudSyncError(
+                        .quotaExceeded,
+                        "the database would grow past its limit of \(maxBytes) bytes (maxBytes); remove keys "
+                            + "or raise the limit",
+                        provider: id, key: item.key))
+            }
+            used += growth
+            try upsertRow(item, now: now, upsert)
+            return .success(())
+        }
+    }
+
+    /// Writes one row with `upsert` (``upsertSQL(rows:)`` of one row), binding its texts by reference: SQLite copies
+    /// the bytes into the row anyway.
+    private static func upsertRow(_ item: KeyValue, now: Int64, _ upsert: SQLiteStatement) throws {
+        try upsert.bind(now, at: 3)
+        try upsert.withText(item.key, at: 1) { try upsert.withText(item.value, at: 2) { try upsert.run() } }
+    }
+
+    /// Rows a multi-row upsert writes: one statement run for many rows saves what SQLite sets up for each run
+    /// (cursors, a statement journal, the trigger's frame); three parameters a row stay far below SQLite's limit.
+    static let rowsPerStatement = 100
+
+    /// Inserts `rows` rows (key, value, update time), each updating the row its key already has instead.
+    static func upsertSQL(rows: Int) -> String {
+        "INSERT INTO kv (key, value, updated_at_ms) VALUES "
+            + repeatElement("(?, ?, ?)", count: rows).joined(separator: ", ")
+            + " ON CONFLICT (key) DO UPDATE SET value = excluded.value, updated_at_ms = excluded.updated_at_ms"
+    }
+
     /// Drops the oldest changes once the log holds a tenth more than ``changeLogRows``, remembering how far it
     /// pruned so a cursor from before is answered as expired.
     static func pruneChangeLog(_ db: SQLiteConnection, keeping rows: Int64 = changeLogRows) throws {
-        let bounds = try db.query(
+        // Run on every write: compiled once per connection.
+        let bounds = try db.cachedStatement(
             "SELECT coalesce((SELECT max(seq) FROM cloudsync_changes), pruned_through), pruned_through "
-                + "FROM cloudsync_feed"
-        ) { ($0.int64(0), $0.int64(1)) }
-        guard let (last, pruned) = bounds.first, last - pruned > rows + rows / 10 else { return }
+                + "FROM cloudsync_feed")
+        guard try bounds.step() else { return }
+        let (last, pruned) = (bounds.int64(0), bounds.int64(1))
+        bounds.reset()
+        guard last - pruned > rows + rows / 10 else { return }
         try db.execute("DELETE FROM cloudsync_changes WHERE seq <= ?", last - rows)
         try db.execute("UPDATE cloudsync_feed SET pruned_through = ?", last - rows)
     }
@@ -293,9 +347,9 @@ public final class SQLiteProvider: Provider {
     public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
         metrics.recordRequest()
         return try await write { db in
-            let delete = try db.prepare("DELETE FROM kv WHERE key = ?")
+            let delete = try db.cachedStatement("DELETE FROM kv WHERE key = ?")
             let results = try keys.map { key -> Result<Void, CloudSyncError> in
-                try delete.bind(key).run()
+                try delete.withText(key, at: 1) { try delete.run() }
                 return .success(())
             }
             try Self.pruneChangeLog(db)

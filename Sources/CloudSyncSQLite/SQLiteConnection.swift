@@ -57,6 +57,8 @@ public final class SQLiteConnection {
     func close() {
         guard isOpen else { return }
         isOpen = false
+        for handle in statementCache.values { sqlite3_finalize(handle) }
+        statementCache = [:]
         // v2: a statement still alive somewhere defers the close to its finalization instead of failing.
         sqlite3_close_v2(handle)
     }
@@ -73,6 +75,33 @@ public final class SQLiteConnection {
     /// Prepares one statement.
     public func prepare(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
         try SQLiteStatement(connection: self, sql: sql)
+    }
+
+    /// Prepared statements kept for ``cachedStatement(_:)``, by SQL text; one each, while no one uses it.
+    private var statementCache: [String: OpaquePointer] = [:]
+
+    /// A prepared statement for `sql` that goes back to the connection when released, ready to be used again
+    /// (reset, its bindings cleared), so a statement run on every call is compiled once per connection.
+    ///
+    /// A statement already in use (the same SQL taken twice at once) is prepared anew; SQLite recompiles a cached
+    /// statement by itself when the schema changes.
+    public func cachedStatement(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
+        if let handle = statementCache.removeValue(forKey: sql) {
+            return SQLiteStatement(connection: self, cachedHandle: handle, sql: sql)
+        }
+        return try SQLiteStatement(connection: self, sql: sql, cached: true)
+    }
+
+    /// Takes back a statement of ``cachedStatement(_:)``: kept while the connection is open and none is kept for
+    /// its SQL, finalized otherwise.
+    func returnToCache(_ handle: OpaquePointer, sql: String) {
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+        guard isOpen, statementCache[sql] == nil else {
+            sqlite3_finalize(handle)
+            return
+        }
+        statementCache[sql] = handle
     }
 
     /// Runs one statement with the given parameters, discarding any rows.

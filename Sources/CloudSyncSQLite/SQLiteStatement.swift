@@ -11,8 +11,10 @@ public final class SQLiteStatement {
     private let connection: SQLiteConnection
     /// The SQL text, for error messages.
     public let sql: String
+    /// Whether the statement goes back to its connection's cache when released instead of being finalized.
+    private let cached: Bool
 
-    init(connection: SQLiteConnection, sql: String) throws(SQLiteError) {
+    init(connection: SQLiteConnection, sql: String, cached: Bool = false) throws(SQLiteError) {
         var statement: OpaquePointer?
         var tail: UnsafePointer<CChar>?
         let code = sql.withCString { text in
@@ -26,9 +28,24 @@ public final class SQLiteStatement {
         self.handle = statement
         self.connection = connection
         self.sql = sql
+        self.cached = cached
     }
 
-    deinit { sqlite3_finalize(handle) }
+    /// A statement the connection's cache held.
+    init(connection: SQLiteConnection, cachedHandle: OpaquePointer, sql: String) {
+        self.handle = cachedHandle
+        self.connection = connection
+        self.sql = sql
+        self.cached = true
+    }
+
+    deinit {
+        if cached {
+            connection.returnToCache(handle, sql: sql)
+        } else {
+            sqlite3_finalize(handle)
+        }
+    }
 
     /// Number of `?` parameters the statement takes.
     public var parameterCount: Int { Int(sqlite3_bind_parameter_count(handle)) }
@@ -83,6 +100,62 @@ public final class SQLiteStatement {
             }
         }
         guard code == SQLITE_OK else { throw connection.lastError(code: code, sql: sql) }
+    }
+
+    /// Binds an integer to the parameter at `index` (from 1); the statement must be reset (see ``reset()``).
+    public func bind(_ number: Int64, at index: Int) throws(SQLiteError) {
+        try bind(.integer(number), at: Int32(index))
+    }
+
+    /// Binds `text` to the parameter at `index` (from 1) without copying it, runs `body` (which steps the statement),
+    /// then binds NULL there, so the statement never holds on to the string's bytes.
+    ///
+    /// The statement must be reset (see ``reset()``). For rows written in bulk: SQLite copies the bytes into the row,
+    /// so binding them by reference saves a copy of each value on the way in.
+    public func withText<T>(_ text: String, at index: Int, _ body: () throws -> T) throws -> T {
+        var text = text
+        return try text.withUTF8 { bytes in
+            let code = cloudsync_sqlite3_bind_text_static(
+                handle, Int32(index), UnsafeRawPointer(bytes.baseAddress)?.assumingMemoryBound(to: CChar.self),
+                Int32(bytes.count))
+            guard code == SQLITE_OK else { throw connection.lastError(code: code, sql: sql) }
+            defer {
+                // Unbinding needs a statement that is not running.
+                sqlite3_reset(handle)
+                sqlite3_bind_null(handle, Int32(index))
+            }
+            return try body()
+        }
+    }
+
+    /// Binds each text by reference to its parameter (from 1), runs `body` (which steps the statement), then clears
+    /// every binding of the statement, integers included.
+    ///
+    /// The texts' bytes are gathered in one buffer first, one copy for all of them rather than one allocation each:
+    /// for statements that write many rows at once. The statement must be reset (see ``reset()``).
+    public func withTexts<T>(_ texts: [(parameter: Int, text: String)], _ body: () throws -> T) throws -> T {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(texts.reduce(0) { $0 + $1.text.utf8.count })
+        for (_, text) in texts { bytes.append(contentsOf: text.utf8) }
+        return try bytes.withUnsafeBufferPointer { buffer in
+            defer {
+                sqlite3_reset(handle)
+                sqlite3_clear_bindings(handle)
+            }
+            var start = 0
+            for (parameter, text) in texts {
+                let count = text.utf8.count
+                // An empty text binds as empty text even where the buffer has no storage.
+                let code = cloudsync_sqlite3_bind_text_static(
+                    handle, Int32(parameter),
+                    count == 0
+                        ? nil : UnsafeRawPointer(buffer.baseAddress! + start).assumingMemoryBound(to: CChar.self),
+                    Int32(count))
+                guard code == SQLITE_OK else { throw connection.lastError(code: code, sql: sql) }
+                start += count
+            }
+            return try body()
+        }
     }
 
     /// Rewinds the statement so it can run again; bindings are kept.

@@ -64,6 +64,30 @@ import Testing
         #expect(Set(seen).count == seen.count)
     }
 
+    /// A batch goes a hundred rows per statement and the rest one at a time: a key given twice, in one statement or
+    /// two, ends with its last value, and every write is in the change log, in order.
+    @Test func aBatchWritesEveryRowInOrderWhateverStatementCarriesIt() async throws {
+        let path = directory.file("batch.db")
+        let provider = try SQLiteProvider(path: path)
+        // 250 items: two statements of a hundred rows, then fifty alone; keys 0-119 come twice, some in the same
+        // statement, some across statements, one in a statement and again alone; one value is empty.
+        let items = (0..<250).map { index in
+            KeyValue("k.\(index % 130)", index == 7 ? "" : "value \(index) — ✓")
+        }
+        let results = try await provider.set(items)
+        #expect(results.count == 250 && results.allSatisfy { (try? $0.get()) != nil })
+        let keys = (0..<130).map { "k.\($0)" }
+        var expected: [String: String] = [:]
+        for item in items { expected[item.key] = item.value }
+        let stored = try await provider.get(keys).map { try $0.get() }
+        #expect(stored == keys.map { expected[$0] })
+        await provider.close()
+        let logged = try await SQLiteDatabase(path: path).read { db in
+            try db.query("SELECT key FROM cloudsync_changes ORDER BY seq") { $0.string(0) ?? "" }
+        }
+        #expect(logged == items.map(\.key))
+    }
+
     @Test func maxBytesIsAQuota() async throws {
         let provider = try SQLiteProvider(path: directory.file("limited.db"), maxBytes: 64 * 1024)
         let quota = try #require(try await provider.quota())
