@@ -144,7 +144,10 @@ final class AbandonedWrites: Sendable {
     /// were still running at the end.
     @discardableResult
     func settle(_ keys: Set<String>, timeout: Duration?, clock: any StoreClock) async -> Bool {
-        let tasks = running.withLock { running in keys.flatMap { running.removeValue(forKey: $0) ?? [] } }
+        // Nearly always nothing is abandoned: then no key is looked up.
+        let tasks = running.withLock { running in
+            running.isEmpty ? [] : keys.flatMap { running.removeValue(forKey: $0) ?? [] }
+        }
         guard !tasks.isEmpty else { return true }
         let finished =
             (try? await withDeadline(
