@@ -328,6 +328,27 @@ extension Result {
         #expect(page.nextCursor == key(26))
     }
 
+    @Test func escapedAndNonASCIIKeysListInBytewiseOrderFromAnyCursor() async throws {
+        let provider = try DirectoryProvider(root: directory.file("escaped"))
+        // Escaped names (upper case, `%`, a leading dot, spaces), non-ASCII, two spellings of `é`, keys split into
+        // directories, plain ones among them, and keys that are prefixes of others.
+        let keys =
+            SmallestKeysTests.keys + [
+                ".dot", "..", "A.b", String(repeating: "é", count: 150), String(repeating: "x", count: 250),
+            ]
+            + (20..<60).map(key)
+        _ = try await provider.set(keys.map { KeyValue($0, "v") })
+        let sorted = keys.sorted(by: bytewiseLess)
+        #expect(try await listEveryKey(of: provider, pageSize: 7) == sorted)
+        // A page asked for from a cursor no listing handed out walks afresh and starts right after it.
+        for (index, cursor) in sorted.enumerated() where index % 5 == 0 {
+            let page = try await provider.listKeys(after: cursor, limit: 4)
+            #expect(
+                page.keys == Array(sorted[(index + 1)..<min(index + 5, sorted.count)]),
+                "after \(cursor.debugDescription)")
+        }
+    }
+
     @Test func aListingOfManyPagesWalksTheTreeOnce() async throws {
         let root = directory.file("once")
         let provider = try DirectoryProvider(root: root)
