@@ -203,6 +203,26 @@ import Testing
     /// A writer rewriting 200 keys in batches of 100 is killed with SIGKILL at random moments; every key's file must
     /// then hold one whole value some generation wrote — never a torn or mixed file — at least as new as the last
     /// generation the writer confirmed, and listing must show exactly the 200 keys.
+    @Test func aLargeBatchGetAnswersEachKeyInItsPlace() async throws {
+        let root = directory.file("wide")
+        let provider = try DirectoryProvider(root: root)
+        let keys = (0..<1000).map { "key.\($0)" }
+        // Every third key missing, one file that is not UTF-8; read many at once, each answer stays in its slot.
+        _ = try await provider.set(
+            keys.enumerated().filter { $0.offset % 3 != 0 }.map { KeyValue($0.element, "v\($0.offset)") })
+        try Data([0xFF, 0xFE]).write(to: URL(fileURLWithPath: root + "/key.500"))
+        #expect(DirectoryProvider.readWidth(forKeys: keys.count) > 2)
+        let answers = try await provider.get(keys)
+        #expect(answers.count == keys.count)
+        for (index, answer) in answers.enumerated() {
+            switch (index, answer) {
+            case (500, .failure(let error)): #expect(error.code == .decode)
+            case (_, .success(let value)): #expect(value == (index % 3 == 0 ? nil : "v\(index)"), "key \(index)")
+            default: Issue.record("key \(index): \(answer)")
+            }
+        }
+    }
+
     @Test func aKilledBatchWriterLeavesEachKeyOldOrNewNeverTorn() async throws {
         let writer = try ProcessRunner.builtProduct("cloudsync-test-fixture")
         var random = SystemRandomNumberGenerator()
