@@ -28,14 +28,17 @@ enum FileNameMapping {
         return String(decoding: encoded, as: UTF8.self)
     }
 
+    /// Whether an encoded name is its own key: nothing escaped, and no leading dot (which encoding never leaves bare).
+    ///
+    /// Most names are; ``decode(_:)`` gives the key of any other.
+    static func isOwnKey(_ encoded: some Collection<UInt8>) -> Bool {
+        guard let first = encoded.first, first != UInt8(ascii: ".") else { return false }
+        return encoded.allSatisfy { isLiteral($0, first: false) }
+    }
+
     /// The key an encoded name stands for, or nil when encoding never produces that name.
     static func decode(_ encoded: String) -> String? {
-        // Most names are their own keys: nothing escaped, and no leading dot (which encoding never leaves bare).
-        if let first = encoded.utf8.first, first != UInt8(ascii: "."),
-            encoded.utf8.allSatisfy({ isLiteral($0, first: false) })
-        {
-            return encoded
-        }
+        if isOwnKey(encoded.utf8) { return encoded }
         let bytes = Array(encoded.utf8)
         var decoded: [UInt8] = []
         var index = 0

@@ -203,6 +203,26 @@ import Testing
     /// A writer rewriting 200 keys in batches of 100 is killed with SIGKILL at random moments; every key's file must
     /// then hold one whole value some generation wrote — never a torn or mixed file — at least as new as the last
     /// generation the writer confirmed, and listing must show exactly the 200 keys.
+    @Test func aLargeBatchGetAnswersEachKeyInItsPlace() async throws {
+        let root = directory.file("wide")
+        let provider = try DirectoryProvider(root: root)
+        let keys = (0..<1000).map { "key.\($0)" }
+        // Every third key missing, one file that is not UTF-8; read many at once, each answer stays in its slot.
+        _ = try await provider.set(
+            keys.enumerated().filter { $0.offset % 3 != 0 }.map { KeyValue($0.element, "v\($0.offset)") })
+        try Data([0xFF, 0xFE]).write(to: URL(fileURLWithPath: root + "/key.500"))
+        #expect(DirectoryProvider.readWidth(forKeys: keys.count) > 2)
+        let answers = try await provider.get(keys)
+        #expect(answers.count == keys.count)
+        for (index, answer) in answers.enumerated() {
+            switch (index, answer) {
+            case (500, .failure(let error)): #expect(error.code == .decode)
+            case (_, .success(let value)): #expect(value == (index % 3 == 0 ? nil : "v\(index)"), "key \(index)")
+            default: Issue.record("key \(index): \(answer)")
+            }
+        }
+    }
+
     @Test func aKilledBatchWriterLeavesEachKeyOldOrNewNeverTorn() async throws {
         let writer = try ProcessRunner.builtProduct("cloudsync-test-fixture")
         var random = SystemRandomNumberGenerator()
@@ -326,6 +346,27 @@ extension Result {
         let page = try await provider.listKeys(after: key(24), limit: 3)
         #expect(page.keys == [key(25), key(25) + ".late", key(26)])
         #expect(page.nextCursor == key(26))
+    }
+
+    @Test func escapedAndNonASCIIKeysListInBytewiseOrderFromAnyCursor() async throws {
+        let provider = try DirectoryProvider(root: directory.file("escaped"))
+        // Escaped names (upper case, `%`, a leading dot, spaces), non-ASCII, two spellings of `é`, keys split into
+        // directories, plain ones among them, and keys that are prefixes of others.
+        let keys =
+            SmallestKeysTests.keys + [
+                ".dot", "..", "A.b", String(repeating: "é", count: 150), String(repeating: "x", count: 250),
+            ]
+            + (20..<60).map(key)
+        _ = try await provider.set(keys.map { KeyValue($0, "v") })
+        let sorted = keys.sorted(by: bytewiseLess)
+        #expect(try await listEveryKey(of: provider, pageSize: 7) == sorted)
+        // A page asked for from a cursor no listing handed out walks afresh and starts right after it.
+        for (index, cursor) in sorted.enumerated() where index % 5 == 0 {
+            let page = try await provider.listKeys(after: cursor, limit: 4)
+            #expect(
+                page.keys == Array(sorted[(index + 1)..<min(index + 5, sorted.count)]),
+                "after \(cursor.debugDescription)")
+        }
     }
 
     @Test func aListingOfManyPagesWalksTheTreeOnce() async throws {

@@ -31,6 +31,39 @@ import Testing
         for path in kept { #expect(FileManager.default.fileExists(atPath: path), "\(path)") }
     }
 
+    @Test func onlyStaleRegularFilesWithATemporaryNameGo() throws {
+        let directory = try TemporaryDirectory()
+        let root = directory.file("data")
+        let outside = directory.file("outside")
+        try FileManager.default.createDirectory(atPath: root + "/+piece", withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: outside, withIntermediateDirectories: true)
+        let old = Date(timeIntervalSinceNow: -3600)
+        func write(_ path: String) throws {
+            try "v".write(toFile: path, atomically: false, encoding: .utf8)
+            try FileManager.default.setAttributes([.modificationDate: old], ofItemAtPath: path)
+        }
+        let stale = root + "/+piece/.tmp-00000000000000ff"
+        try write(stale)
+        // Names a digit or a letter off a temporary name, a temporary name in upper case, a link (not followed, not
+        // removed) and a directory with a temporary name (entered: a stale file in it goes).
+        let kept = [
+            root + "/.tmp-00000000000000f", root + "/.tmp-00000000000000fff", root + "/.tmp-00000000000000FF",
+            root + "/.tmp-0000000000000g00", root + "/tmp-0000000000000000", outside + "/.tmp-0000000000000001",
+        ]
+        for path in kept { try write(path) }
+        try FileManager.default.createSymbolicLink(
+            atPath: root + "/.tmp-0000000000000002", withDestinationPath: outside + "/.tmp-0000000000000001")
+        try FileManager.default.createDirectory(
+            atPath: root + "/.tmp-0000000000000003", withIntermediateDirectories: false)
+        let inside = root + "/.tmp-0000000000000003/.tmp-0000000000000004"
+        try write(inside)
+        _ = try DirectoryProvider(id: "files", root: root)
+        for path in [stale, inside] { #expect(!FileManager.default.fileExists(atPath: path), "\(path)") }
+        for path in kept + [root + "/.tmp-0000000000000002", root + "/.tmp-0000000000000003"] {
+            #expect((try? FileManager.default.attributesOfItem(atPath: path)) != nil, "\(path)")
+        }
+    }
+
     @Test func aDryRunOpenRemovesNothing() throws {
         let directory = try TemporaryDirectory()
         let root = directory.file("data")
