@@ -21,6 +21,23 @@ private func sourceTree(_ root: String, count: Int) async throws -> DirectoryPro
     return source
 }
 
+/// Puts the machine in the same state before each timed run of either tool: nothing left to write back, and the
+/// source tree's files out of the page cache.
+///
+/// rclone never flushes what it wrote, so without the `sync` the next run's first durable flush (ours) would write
+/// back the previous run's copy too; and rclone drops the files it read from the cache, so without dropping them
+/// first the run after rclone's would read from disk and the run after ours from memory.
+private func startEven(source root: String) {
+    sync()
+    guard let files = FileManager.default.enumerator(atPath: root) else { return }
+    for case let name as String in files {
+        let descriptor = open("\(root)/\(name)", O_RDONLY | O_NOFOLLOW)
+        guard descriptor >= 0 else { continue }
+        _ = posix_fadvise(descriptor, 0, 0, POSIX_FADV_DONTNEED)
+        close(descriptor)
+    }
+}
+
 /// A directory → directory migrate through the store (durable: every batch synced before it counts) beside
 /// `rclone copy` of the same tree, which does not fsync at all.
 func benchDirectoryMigrate(_ context: BenchContext) async throws -> [BenchRow] {
@@ -45,12 +62,14 @@ func benchDirectoryMigrate(_ context: BenchContext) async throws -> [BenchRow] {
     for run in 0..<context.runs {
         let store = try CloudStore(
             providers: [source, try DirectoryProvider(id: "copy", root: "\(destination)-\(run)")], options: options)
+        startEven(source: files)
         oursTimings.append(
             seconds(
                 try await context.clock.measure {
                     let migrated = try await StoreMaintenance(store).migrate(from: "files", to: "copy").copied.count
                     guard migrated == count else { fatalError("migrated \(migrated) of \(count)") }
                 }))
+        startEven(source: files)
         peerTimings.append(
             seconds(
                 try context.clock.measure {
