@@ -128,6 +128,7 @@ final class OutboxBatch {
             }
         }
         guard !storing.isEmpty || !removed.isEmpty else { return }
+        guard !removed.isEmpty else { return try storage.commit(storing: storing, deleting: []) }
         let replaced = Set(storing.map(OutboxPair.init))
         try storage.commit(storing: storing, deleting: removed.filter { !replaced.contains(OutboxPair($0)) }.map(\.id))
     }

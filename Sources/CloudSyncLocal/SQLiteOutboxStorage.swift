@@ -115,25 +115,61 @@ public final class SQLiteOutboxStorage: OutboxStorage {
         try unlessClosed {
             try database.write { db in
                 if !ids.isEmpty { try run("DELETE FROM outbox WHERE id = ?", on: db, rows: ids.map { [$0] }) }
-                // One upsert each: the row of the same key and provider, if any, takes the new entry's id and fields.
-                try run(
-                    """
-                    INSERT INTO outbox (id, key, provider, operation, value, attempts, next_attempt_at_ms,
-                                        enqueued_at_ms, last_error_code)
-                    VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)
-                    ON CONFLICT (key, provider) DO UPDATE SET
-                        id = excluded.id, operation = excluded.operation, value = excluded.value,
-                        attempts = excluded.attempts, next_attempt_at_ms = excluded.next_attempt_at_ms,
-                        enqueued_at_ms = excluded.enqueued_at_ms, last_error_code = excluded.last_error_code
-                    """, on: db,
-                    rows: entries.map { entry in
-                        [
-                            entry.id, entry.key, entry.provider, entry.operation.rawValue, entry.encodedValue,
-                            entry.attempts, entry.nextAttemptAtMs, entry.enqueuedAtMs, entry.lastErrorCode,
-                        ]
-                    })
+                try upsert(entries, on: db)
             }
         }
+    }
+
+    /// Rows one upsert statement writes: one statement run for many rows saves what SQLite sets up for each run;
+    /// nine parameters a row stay far below SQLite's limit.
+    static let rowsPerStatement = 100
+
+    /// Stores each entry, a hundred rows per statement and the rest one at a time; the row of the same key and
+    /// provider, if any, takes the entry's id and fields (one upsert each, in order).
+    private func upsert(_ entries: [OutboxEntry], on db: SQLiteConnection) throws {
+        var start = 0
+        while start < entries.count {
+            let rows = entries.count - start >= Self.rowsPerStatement ? Self.rowsPerStatement : 1
+            let statement = try statements.statement(Self.upsertSQL(rows: rows)) {
+                try db.prepare(Self.upsertSQL(rows: rows))
+            }
+            let batch = entries[start..<start + rows]
+            // Row r's parameters are 9r + 1 … 9r + 9, in the order of the columns; a remove's value stays NULL.
+            var texts: [(parameter: Int, text: String)] = []
+            texts.reserveCapacity(5 * rows)
+            for (row, entry) in batch.enumerated() {
+                let first = 9 * row
+                texts.append((first + 2, entry.key))
+                texts.append((first + 3, entry.provider))
+                texts.append((first + 4, entry.operation.rawValue))
+                if let value = entry.encodedValue { texts.append((first + 5, value)) }
+                texts.append((first + 9, entry.lastErrorCode))
+            }
+            try statement.withTexts(texts) {
+                for (row, entry) in batch.enumerated() {
+                    let first = 9 * row
+                    try statement.bind(entry.id, at: first + 1)
+                    try statement.bind(Int64(entry.attempts), at: first + 6)
+                    try statement.bind(entry.nextAttemptAtMs, at: first + 7)
+                    try statement.bind(entry.enqueuedAtMs, at: first + 8)
+                }
+                try statement.run()
+            }
+            start += rows
+        }
+    }
+
+    /// Inserts `rows` entries, each replacing the row its key and provider already have.
+    static func upsertSQL(rows: Int) -> String {
+        """
+        INSERT INTO outbox (id, key, provider, operation, value, attempts, next_attempt_at_ms, enqueued_at_ms,
+                            last_error_code)
+        VALUES \(repeatElement("(?, ?, ?, ?, ?, ?, ?, ?, ?)", count: rows).joined(separator: ", "))
+        ON CONFLICT (key, provider) DO UPDATE SET
+            id = excluded.id, operation = excluded.operation, value = excluded.value,
+            attempts = excluded.attempts, next_attempt_at_ms = excluded.next_attempt_at_ms,
+            enqueued_at_ms = excluded.enqueued_at_ms, last_error_code = excluded.last_error_code
+        """
     }
 
     /// Stores the attempt counts, next attempt times and last error codes of `entries`, matched by id, in one

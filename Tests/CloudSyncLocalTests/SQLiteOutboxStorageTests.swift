@@ -98,6 +98,36 @@ import Testing
         #expect(try SQLiteOutboxStorage(path: path).loadAll() == expected)
     }
 
+    /// Commits of every size around the hundred rows one statement writes (0, 1, 99, 100, 101, 250), with keys
+    /// repeated inside a commit and across commits, removes (no value), empty and odd texts, and deletions, checked
+    /// against a model of one entry per key and provider after each commit and after reopening.
+    @Test(arguments: [1, 2, 3] as [UInt64])
+    func commitsOfAnySizeKeepOneEntryPerKeyAndProvider(seed: UInt64) throws {
+        let path = directory.file("outbox-\(seed).db")
+        let storage = try SQLiteOutboxStorage(path: path)
+        var random = SplitMix(seed: seed)
+        var model: [String: OutboxEntry] = [:]
+        var nextID: Int64 = 1
+        for size in [0, 1, 99, 100, 101, 250, 7, 100, 199] {
+            var storing: [OutboxEntry] = []
+            for _ in 0..<size {
+                let key = ["a", "", "k\u{0}é", "key.\(random.next() % 40)"][Int(random.next() % 4)]
+                let value: String? =
+                    random.next() % 5 == 0
+                    ? nil : ["", "v\(random.next() % 1000)", "ünï\ncode"][Int(random.next() % 3)]
+                storing.append(entry(nextID, key, provider: random.next() % 2 == 0 ? "drive" : "s3", value: value))
+                nextID += 1
+            }
+            let known = model.values.map(\.id).sorted()
+            let deleting = known.filter { _ in random.next() % 4 == 0 }
+            try storage.commit(storing: storing, deleting: deleting)
+            model = model.filter { !deleting.contains($0.value.id) }
+            for stored in storing { model["\(stored.key)\u{1}\(stored.provider)"] = stored }
+            #expect(try storage.loadAll() == model.values.sorted { $0.id < $1.id }, "after a commit of \(size)")
+        }
+        #expect(try SQLiteOutboxStorage(path: path).loadAll() == model.values.sorted { $0.id < $1.id })
+    }
+
     @Test func aFailedBatchOfWritesIsOnDiskWhenTheCallReturns() async throws {
         let path = directory.file("outbox.db")
         let drive = FaultInjectingProvider(id: "drive")
@@ -209,5 +239,18 @@ import Testing
                 }
             }
         }
+    }
+}
+
+/// A seeded generator, so a failing case can be run again.
+private struct SplitMix: RandomNumberGenerator {
+    var state: UInt64
+    init(seed: UInt64) { state = seed }
+    mutating func next() -> UInt64 {
+        state &+= 0x9E37_79B9_7F4A_7C15
+        var mixed = state
+        mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
+        mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
+        return mixed ^ (mixed >> 31)
     }
 }
