@@ -3,6 +3,9 @@ import Synchronization
 
 /// A built executable running in the background, for tests of servers: read its output line by line while it runs,
 /// signal it, and wait for it to end.
+///
+/// Tests await ``line(timeout:)`` and ``exited()``, which wait on a thread of their own: Swift Testing runs tests on
+/// the cooperative pool (one thread per core), and a test blocking one of those threads stalls every other test.
 public final class RunningProcess: Sendable {
     private let process: Process
     private let output: LineReader
@@ -28,15 +31,27 @@ public final class RunningProcess: Sendable {
     /// The process id.
     public var pid: Int32 { process.processIdentifier }
 
-    /// The next line of standard output (without its newline), waiting up to `timeout`; nil when the output ended
-    /// or nothing came in time.
+    /// The next line of standard output (without its newline), waiting up to `timeout` on a thread of its own; nil
+    /// when the output ended or nothing came in time.
+    public func line(timeout: Duration = .seconds(30)) async -> String? {
+        await offPool { self.output.nextLine(timeout: timeout) }
+    }
+
+    /// ``line(timeout:)`` blocking the calling thread: only for code that already runs on a thread of its own.
+    @available(*, noasync, message: "blocks a thread of the concurrency pool; use line(timeout:)")
     public func nextLine(timeout: Duration = .seconds(30)) -> String? { output.nextLine(timeout: timeout) }
 
     /// Sends `signal` (SIGTERM by default).
     public func signal(_ signal: Int32 = SIGTERM) { kill(process.processIdentifier, signal) }
 
-    /// Waits for the process to end and returns its status (the signal number when a signal ended it) and the rest
-    /// of what it printed.
+    /// Waits for the process to end, on a thread of its own, and returns its status (the signal number when a signal
+    /// ended it) and the rest of what it printed.
+    public func exited() async -> ProcessResult {
+        await offPool { self.wait() }
+    }
+
+    /// ``exited()`` blocking the calling thread: only for code that already runs on a thread of its own.
+    @available(*, noasync, message: "blocks a thread of the concurrency pool; use exited()")
     public func wait() -> ProcessResult {
         process.waitUntilExit()
         return ProcessResult(

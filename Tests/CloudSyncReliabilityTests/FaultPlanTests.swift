@@ -13,7 +13,7 @@ import Testing
     @Test func aSyncThroughFaultsConvergesWithinThreeRunsAndCountsEveryKeyOnce() async throws {
         let executable = try ProcessRunner.builtProduct("cloudsync")
         let directory = try TemporaryDirectory()
-        let moto = try MotoS3Server(repository: Repository.root, buckets: ["faults"])
+        let moto = try await MotoS3Server.start(repository: Repository.root, buckets: ["faults"])
         let proxy = try ForwardingProxy(upstream: moto.endpoint)
         defer { proxy.server.stop() }
         let drive = DriveEmulator()

@@ -21,7 +21,7 @@ import Testing
     }
 
     @Test func noSecretReachesAnyOutputReportLogOrStateFile() async throws {
-        let moto = try MotoS3Server(repository: Repository.root, buckets: ["sentinels"])
+        let moto = try await MotoS3Server.start(repository: Repository.root, buckets: ["sentinels"])
         let driveSecret = Self.sentinel("DRIVESECRET")
         var oauth = GoogleOAuthEmulator.Configuration()
         let client = GoogleOAuthEmulator.Client(id: "sentinel-client.apps.googleusercontent.com", secret: driveSecret)
