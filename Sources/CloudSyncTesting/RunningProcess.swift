@@ -12,11 +12,15 @@ public final class RunningProcess: Sendable {
     private let errors: LineReader
 
     /// Starts `executable` with `arguments`, no standard input.
-    public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+    public init(
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+        currentDirectory: String? = nil
+    ) throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         if let environment { process.environment = environment }
+        if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
         let outputPipe = Pipe()
         let errorPipe = Pipe()
         process.standardOutput = outputPipe
@@ -46,8 +50,15 @@ public final class RunningProcess: Sendable {
 
     /// Waits for the process to end, on a thread of its own, and returns its status (the signal number when a signal
     /// ended it) and the rest of what it printed.
+    ///
+    /// When the waiting task is cancelled (a test's `.timeLimit` ran out, say), the process is killed with SIGKILL, so
+    /// a hung child ends the wait and the test fails by name instead of hanging the run.
     public func exited() async -> ProcessResult {
-        await offPool { self.wait() }
+        await withTaskCancellationHandler {
+            await offPool { self.wait() }
+        } onCancel: {
+            signal(SIGKILL)
+        }
     }
 
     /// ``exited()`` blocking the calling thread: only for code that already runs on a thread of its own.

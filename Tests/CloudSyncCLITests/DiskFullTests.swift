@@ -5,7 +5,7 @@ import Testing
 /// Runs on a full disk (a small tmpfs; skipped where the test cannot mount one): every write that did not land is
 /// named with a clear error, nothing is reported stored that is not, and nothing is lost — a run with room again
 /// converges.
-@Suite(.serialized) struct DiskFullTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct DiskFullTests {
     let executable: String
     let directory: TemporaryDirectory
 

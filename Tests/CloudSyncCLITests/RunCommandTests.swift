@@ -9,7 +9,7 @@ import Testing
 
 /// `cloudsync run`, end to end: the built binary on pipelines in a temporary directory, its reports read back and
 /// checked against `schemas/report.schema.json`.
-@Suite struct RunCommandTests {
+@Suite(.timeLimit(.minutes(10))) struct RunCommandTests {
     let executable: String
     let directory: TemporaryDirectory
     /// Reports read back for checking live apart from the pipelines' directory, which dry-run tests compare.

@@ -6,7 +6,7 @@ import Foundation
 import Testing
 
 /// A sync killed with SIGKILL part of the way through leaves a snapshot the next run can trust.
-@Suite struct SyncKillTests {
+@Suite(.timeLimit(.minutes(10))) struct SyncKillTests {
     @Test func aSyncKilledMidRunLeavesASnapshotTheNextRunsTrust() async throws {
         let executable = try ProcessRunner.builtProduct("cloudsync")
         let directory = try TemporaryDirectory()

@@ -333,7 +333,7 @@ import Testing
 }
 
 /// The built `cloudsync-emulator` and `cloudsync` running `pipelines/drive-backup.yaml` as the README shows.
-@Suite struct DriveExamplePipelineTests {
+@Suite(.timeLimit(.minutes(10))) struct DriveExamplePipelineTests {
     func cloudsync(_ arguments: [String], directory: String, environment: [String: String]) async throws
         -> ProcessResult
     {

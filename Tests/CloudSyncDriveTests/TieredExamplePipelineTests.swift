@@ -6,7 +6,7 @@ import Testing
 
 /// The built `cloudsync-emulator` (Drive and CloudKit on one port) and `cloudsync` running
 /// `pipelines/cloudkit-tiered.yaml` as the README shows.
-@Suite struct TieredExamplePipelineTests {
+@Suite(.timeLimit(.minutes(10))) struct TieredExamplePipelineTests {
     static let container = "iCloud.com.example.cloudsync"
     static let largeKey = "drafts.large-attachment"
 

@@ -6,7 +6,7 @@ import Foundation
 import Testing
 
 /// Fault-plan files, the data directory, and `cloudsync-emulator` as a user runs it.
-@Suite struct EmulatorCommandTests {
+@Suite(.timeLimit(.minutes(10))) struct EmulatorCommandTests {
     @Test func aYAMLFaultPlanReadsAsItsJSONTwin() throws {
         let yaml = """
             rules:

@@ -9,7 +9,7 @@ import Testing
 /// `cloudsync-test-fixture http-get URL` runs with the variables set for it alone and sends through the real client
 /// to loopback servers. A `LoopbackHTTPServer` plays the proxy: it answers an absolute-form request itself
 /// and logs the target, so the log says whether a request went through it and for which origin.
-@Suite(.serialized) struct ProxyAndCertificateTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct ProxyAndCertificateTests {
     static let proxyVariables = [
         "http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY",
     ]

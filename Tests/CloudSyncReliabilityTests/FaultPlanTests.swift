@@ -7,7 +7,7 @@ import Testing
 ///
 /// The emulators (Google Drive, CloudKit) and moto behind a faulting proxy answer 20% of requests with 503, leave 5%
 /// hanging and throttle 3% with 429 and `Retry-After`; every migrated key is counted exactly once.
-@Suite(.serialized) struct FaultPlanTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct FaultPlanTests {
     static let keys = 30
 
     @Test func aSyncThroughFaultsConvergesWithinThreeRunsAndCountsEveryKeyOnce() async throws {

@@ -7,7 +7,7 @@ import Testing
 
 /// rclone (Debian's package) as an independent S3 client against the same moto server, and the `cloudsync`
 /// executable running pipelines on the `s3` provider.
-@Suite struct S3InteropTests {
+@Suite(.timeLimit(.minutes(10))) struct S3InteropTests {
     static let rclone = "/usr/bin/rclone"
 
     /// Runs rclone with a remote `moto:` pointing at the shared server.

@@ -19,7 +19,7 @@ enum SharedMoto {
     static func endpoint() async throws -> URL { try await server().endpoint }
 }
 
-@Suite struct S3ProviderTests {
+@Suite(.timeLimit(.minutes(10))) struct S3ProviderTests {
     @Test func conformsToTheProviderContract() async throws {
         let endpoint = try await SharedMoto.endpoint()
         let counter = Counter()

@@ -72,6 +72,17 @@ import Testing
         }
     }
 
+    /// A test whose time limit runs out is cancelled: a child it waits for is killed, so the wait ends.
+    @Test func cancellingAWaitForAProcessKillsIt() async throws {
+        let process = try RunningProcess("/bin/sleep", ["60"])
+        let wait = Task { await process.exited() }
+        wait.cancel()
+        #expect(await wait.value.status == SIGKILL)
+        let run = Task { try await ProcessRunner.run("/bin/sleep", ["60"]) }
+        run.cancel()
+        #expect(try await run.value.status == SIGKILL)
+    }
+
     @Test func aLineIsAwaitedAndTheEndOfOutputIsNil() async throws {
         let process = try RunningProcess("/bin/sh", ["-c", "echo first; echo second; echo err >&2; exit 4"])
         #expect(await process.line() == "first")
