@@ -96,21 +96,42 @@ public final class ManualClock: StoreClock {
     }
 
     /// Returns once at least `count` sleeps or timers wait on this clock, so a test can advance past them.
-    public func waitForSleepers(_ count: Int = 1) async {
-        await waitUntil { self.sleeperCount >= count }
+    ///
+    /// Throws ``ConditionNotReached`` (naming the caller's file and line) when they have not come within `limit` of
+    /// real time, and `CancellationError` when the task is cancelled first.
+    public func waitForSleepers(
+        _ count: Int = 1, limit: Duration = .seconds(30), fileID: String = #fileID, line: Int = #line
+    ) async throws {
+        try await waitUntil(limit: limit, fileID: fileID, line: line) { self.sleeperCount >= count }
     }
+}
+
+/// What ``waitUntil(limit:fileID:line:_:)`` throws when its condition did not hold in time: where it was waited
+/// for and how long.
+public struct ConditionNotReached: Error, CustomStringConvertible {
+    /// The real time waited.
+    public let limit: Duration
+    /// The file (`Module/File.swift`) and line of the wait that gave up.
+    public let fileID: String
+    public let line: Int
+
+    public var description: String { "\(fileID):\(line): condition not reached within \(limit)" }
 }
 
 /// Waits until `condition` holds, checking between yields; for states other tasks reach without any clock
 /// involved (a call entering a hang, a timer being registered).
 ///
-/// Gives up with a failure after `limit` of real time
-/// so a broken test fails instead of hanging.
-public func waitUntil(limit: Duration = .seconds(30), _ condition: @Sendable () -> Bool) async {
+/// Gives up after `limit` of real time by throwing ``ConditionNotReached``, which names the caller's file and line:
+/// the test that waited fails with that message and stops there, and the other tests go on (a crash here would end
+/// the whole test process and every result with it). Throws `CancellationError` when the task is cancelled first.
+public func waitUntil(
+    limit: Duration = .seconds(30), fileID: String = #fileID, line: Int = #line, _ condition: @Sendable () -> Bool
+) async throws {
     let start = ContinuousClock.now
     while !condition() {
+        try Task.checkCancellation()
         guard ContinuousClock.now - start < limit else {
-            preconditionFailure("condition not reached within \(limit)")
+            throw ConditionNotReached(limit: limit, fileID: fileID, line: line)
         }
         await Task.yield()
         try? await Task.sleep(for: .milliseconds(1))

@@ -20,7 +20,15 @@ public final class MotoS3Server: @unchecked Sendable {
     private let input: Pipe
     private let stopped = Mutex(false)
 
-    /// Starts moto with `buckets` made.
+    /// Starts moto with `buckets` made, waiting for it on a thread of its own (moto takes seconds to start, and a test
+    /// must not hold a thread of the concurrency pool that long); what ``init(repository:buckets:niceness:)`` throws.
+    public static func start(repository: String, buckets: [String], niceness: Int? = nil) async throws
+        -> MotoS3Server
+    {
+        try await offPool { try MotoS3Server(repository: repository, buckets: buckets, niceness: niceness) }
+    }
+
+    /// Starts moto with `buckets` made, blocking the calling thread until it listens (see ``start(repository:buckets:niceness:)``).
     ///
     /// - Parameters:
     ///   - repository: the checkout holding `scripts/moto_s3.py` and `.build/pyenv`.
@@ -65,15 +73,28 @@ public final class MotoS3Server: @unchecked Sendable {
 
     /// Closes moto's standard input, which stops it, and waits for it to exit; later calls do nothing.
     public func stop() {
+        guard closeInput() else { return }
+        process.waitUntilExit()
+    }
+
+    /// ``stop()``, waiting on a thread of its own.
+    public func stopped() async {
+        await offPool { self.stop() }
+    }
+
+    /// Closes moto's standard input once; true the first time.
+    private func closeInput() -> Bool {
         guard
             stopped.withLock({ stopped in
                 defer { stopped = true }
                 return !stopped
             })
-        else { return }
+        else { return false }
         try? input.fileHandleForWriting.close()
-        process.waitUntilExit()
+        return true
     }
 
-    deinit { stop() }
+    /// Stops moto without waiting for it to exit (it does so on its own once its input closes): a deinit may run on a
+    /// thread of the concurrency pool.
+    deinit { _ = closeInput() }
 }

@@ -27,17 +27,20 @@ public enum ProcessRunner {
     }
 
     /// Runs `executable` with `arguments`, no standard input, and waits for it to exit on a thread of its own, so
-    /// the waiting test holds none of the cooperative pool's few threads.
+    /// the waiting test holds none of the cooperative pool's few threads; cancelling the waiting task kills it (see
+    /// ``RunningProcess/exited()``).
     public static func run(
         _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
         currentDirectory: String? = nil
     ) async throws -> ProcessResult {
-        try await onOwnThread {
-            try runBlocking(executable, arguments, environment: environment, currentDirectory: currentDirectory)
-        }
+        let process = try RunningProcess(
+            executable, arguments, environment: environment, currentDirectory: currentDirectory)
+        return await process.exited()
     }
 
-    /// Runs `executable` with `arguments`, no standard input, and blocks the calling thread until it exits.
+    /// Runs `executable` with `arguments`, no standard input, and blocks the calling thread until it exits: only for
+    /// code that already runs on a thread of its own (``onOwnThread(_:)``); async code awaits ``run(_:_:environment:currentDirectory:)``.
+    @available(*, noasync, message: "blocks a thread of the concurrency pool; use ProcessRunner.run")
     public static func runBlocking(
         _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
         currentDirectory: String? = nil

@@ -3,17 +3,24 @@ import Synchronization
 
 /// A built executable running in the background, for tests of servers: read its output line by line while it runs,
 /// signal it, and wait for it to end.
+///
+/// Tests await ``line(timeout:)`` and ``exited()``, which wait on a thread of their own: Swift Testing runs tests on
+/// the cooperative pool (one thread per core), and a test blocking one of those threads stalls every other test.
 public final class RunningProcess: Sendable {
     private let process: Process
     private let output: LineReader
     private let errors: LineReader
 
     /// Starts `executable` with `arguments`, no standard input.
-    public init(_ executable: String, _ arguments: [String], environment: [String: String]? = nil) throws {
+    public init(
+        _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
+        currentDirectory: String? = nil
+    ) throws {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         if let environment { process.environment = environment }
+        if let currentDirectory { process.currentDirectoryURL = URL(fileURLWithPath: currentDirectory) }
         let outputPipe = Pipe()
         let errorPipe = Pipe()
         process.standardOutput = outputPipe
@@ -28,15 +35,34 @@ public final class RunningProcess: Sendable {
     /// The process id.
     public var pid: Int32 { process.processIdentifier }
 
-    /// The next line of standard output (without its newline), waiting up to `timeout`; nil when the output ended
-    /// or nothing came in time.
+    /// The next line of standard output (without its newline), waiting up to `timeout` on a thread of its own; nil
+    /// when the output ended or nothing came in time.
+    public func line(timeout: Duration = .seconds(30)) async -> String? {
+        await offPool { self.output.nextLine(timeout: timeout) }
+    }
+
+    /// ``line(timeout:)`` blocking the calling thread: only for code that already runs on a thread of its own.
+    @available(*, noasync, message: "blocks a thread of the concurrency pool; use line(timeout:)")
     public func nextLine(timeout: Duration = .seconds(30)) -> String? { output.nextLine(timeout: timeout) }
 
     /// Sends `signal` (SIGTERM by default).
     public func signal(_ signal: Int32 = SIGTERM) { kill(process.processIdentifier, signal) }
 
-    /// Waits for the process to end and returns its status (the signal number when a signal ended it) and the rest
-    /// of what it printed.
+    /// Waits for the process to end, on a thread of its own, and returns its status (the signal number when a signal
+    /// ended it) and the rest of what it printed.
+    ///
+    /// When the waiting task is cancelled (a test's `.timeLimit` ran out, say), the process is killed with SIGKILL, so
+    /// a hung child ends the wait and the test fails by name instead of hanging the run.
+    public func exited() async -> ProcessResult {
+        await withTaskCancellationHandler {
+            await offPool { self.wait() }
+        } onCancel: {
+            signal(SIGKILL)
+        }
+    }
+
+    /// ``exited()`` blocking the calling thread: only for code that already runs on a thread of its own.
+    @available(*, noasync, message: "blocks a thread of the concurrency pool; use exited()")
     public func wait() -> ProcessResult {
         process.waitUntilExit()
         return ProcessResult(

@@ -96,7 +96,7 @@ import Testing
         let person = Person(
             .custom { _ in })
         let running = Task { try await signIn(host).signIn(person.interaction()) }
-        await waitUntil { Person.address(in: person.transcript) != nil }
+        try await waitUntil { Person.address(in: person.transcript) != nil }
         let encoded = token.addingPercentEncoding(withAllowedCharacters: .alphanumerics)!
         #expect(encoded.contains("%2B"))
         person.paste("https://example.com/cloudkit-callback?ckWebAuthToken=\(encoded)")
@@ -110,7 +110,7 @@ import Testing
         let person = Person(
             .custom { _ in })
         let running = Task { try await signIn(host).signIn(person.interaction()) }
-        await waitUntil { Person.address(in: person.transcript) != nil }
+        try await waitUntil { Person.address(in: person.transcript) != nil }
         person.paste("CK/1+not-a-token=")
         await #expect {
             _ = try await running.value

@@ -63,7 +63,7 @@ import Testing
             .custom { _ in })
         let signIn = InstalledAppSignIn(client: google.client)
         let running = Task { try await signIn.signIn(person.interaction(noBrowser: true)) }
-        await waitUntil { Person.address(in: person.transcript) != nil }
+        try await waitUntil { Person.address(in: person.transcript) != nil }
         let url = try #require(Person.address(in: person.transcript))
         person.paste("what do I do now?")
         let redirect = try await TestBrowser.fetchWithoutRedirect(url)
@@ -114,7 +114,7 @@ import Testing
         let person = Person(.ignore)
         let signIn = InstalledAppSignIn(client: google.client)
         let running = Task { try await signIn.signIn(person.interaction(timeout: .seconds(300), clock: clock)) }
-        await clock.waitForSleepers(1)
+        try await clock.waitForSleepers(1)
         clock.advance(by: .seconds(300))
         await #expect {
             _ = try await running.value

@@ -15,11 +15,11 @@ import Testing
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().path
 
-    init() throws {
+    init() async throws {
         executable = try ProcessRunner.builtProduct("cloudsync")
         directory = try TemporaryDirectory()
         try FileManager.default.createDirectory(atPath: directory.file("keys"), withIntermediateDirectories: true)
-        _ = try ProcessRunner.runBlocking(executable, ["keygen", "--out", directory.file("keys/vault.key")])
+        _ = try await ProcessRunner.run(executable, ["keygen", "--out", directory.file("keys/vault.key")])
     }
 
     static let destinations = ["db", "files", "sealed", "bucket"]

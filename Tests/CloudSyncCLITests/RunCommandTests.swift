@@ -9,7 +9,7 @@ import Testing
 
 /// `cloudsync run`, end to end: the built binary on pipelines in a temporary directory, its reports read back and
 /// checked against `schemas/report.schema.json`.
-@Suite struct RunCommandTests {
+@Suite(.timeLimit(.minutes(10))) struct RunCommandTests {
     let executable: String
     let directory: TemporaryDirectory
     /// Reports read back for checking live apart from the pipelines' directory, which dry-run tests compare.
@@ -17,12 +17,12 @@ import Testing
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().path
 
-    init() throws {
+    init() async throws {
         executable = try ProcessRunner.builtProduct("cloudsync")
         directory = try TemporaryDirectory()
         reports = try TemporaryDirectory()
         try FileManager.default.createDirectory(atPath: directory.file("keys"), withIntermediateDirectories: true)
-        _ = try ProcessRunner.runBlocking(executable, ["keygen", "--out", directory.file("keys/vault.key")])
+        _ = try await ProcessRunner.run(executable, ["keygen", "--out", directory.file("keys/vault.key")])
     }
 
     private func pipeline(_ name: String, _ body: String) throws -> String {
@@ -324,21 +324,21 @@ import Testing
                 "{ type: migrate, name: first, from: seed, to: slow }",
                 "{ type: migrate, name: second, from: seed, to: slow }",
             ])
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["run", file, "--quiet", "--report", directory.file("interrupted.json")]
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        // Wait until the first files appear, then interrupt.
-        let deadline = Date().addingTimeInterval(30)
-        while Date() < deadline,
-            ((try? FileManager.default.contentsOfDirectory(atPath: directory.file("data/slow")))?.count ?? 0) < 5
-        {
-            usleep(2000)
+        let process = try RunningProcess(
+            executable, ["run", file, "--quiet", "--report", directory.file("interrupted.json")])
+        // Wait until the first files appear, then interrupt, from a thread of its own: a watch on the concurrency
+        // pool, queued behind every other test's work, would see them late.
+        let slow = directory.file("data/slow")
+        try await onOwnThread {
+            let deadline = Date().addingTimeInterval(30)
+            while Date() < deadline,
+                ((try? FileManager.default.contentsOfDirectory(atPath: slow))?.count ?? 0) < 5
+            {
+                usleep(2000)
+            }
+            process.signal(SIGINT)
         }
-        kill(process.processIdentifier, SIGINT)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 130)
+        #expect(await process.exited().status == 130)
         try await expectValidReport(directory.file("interrupted.json"))
         let parsed = try #require(
             try JSONSerialization.jsonObject(

@@ -6,7 +6,7 @@ import Foundation
 import Testing
 
 /// A sync killed with SIGKILL part of the way through leaves a snapshot the next run can trust.
-@Suite struct SyncKillTests {
+@Suite(.timeLimit(.minutes(10))) struct SyncKillTests {
     @Test func aSyncKilledMidRunLeavesASnapshotTheNextRunsTrust() async throws {
         let executable = try ProcessRunner.builtProduct("cloudsync")
         let directory = try TemporaryDirectory()
@@ -18,21 +18,21 @@ import Testing
             + "  files: { type: directory, path: data/files, create: true }\n"
             + "store:\n  providers: [seed, files]\njobs:\n  - { type: sync, name: nightly, maxDeletes: 10 }\n")
             .write(toFile: file, atomically: true, encoding: .utf8)
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["run", file, "--quiet", "--report", directory.file("killed.json")]
-        process.standardError = FileHandle.nullDevice
-        try process.run()
-        // Past the first page (1,000 keys, whose snapshot rows commit after its writes), then SIGKILL.
-        let deadline = Date().addingTimeInterval(60)
-        while Date() < deadline,
-            ((try? FileManager.default.contentsOfDirectory(atPath: directory.file("data/files")))?.count ?? 0) < 1300
-        {
-            usleep(1000)
+        let process = try RunningProcess(
+            executable, ["run", file, "--quiet", "--report", directory.file("killed.json")])
+        // Past the first page (1,000 keys, whose snapshot rows commit after its writes), then SIGKILL, from a thread
+        // of its own: a watch on the concurrency pool, queued behind every other test's work, would see it late.
+        let files = directory.file("data/files")
+        try await onOwnThread {
+            let deadline = Date().addingTimeInterval(60)
+            while Date() < deadline,
+                ((try? FileManager.default.contentsOfDirectory(atPath: files))?.count ?? 0) < 1300
+            {
+                usleep(1000)
+            }
+            process.signal(SIGKILL)
         }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        #expect(process.terminationReason == .uncaughtSignal)
+        #expect(await process.exited().status == SIGKILL, "the run was killed, not ended")
 
         /// Key files, leaving out a temporary file the killed write may have left.
         func keyFiles() throws -> Int {
@@ -103,35 +103,35 @@ import Testing
         _ = try await editor.set((0..<count).map { KeyValue("k\($0)", "w\($0)") })
         _ = try await editor.remove(["k3", "k1100", "k2400"])
         await editor.close()
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = ["run", file, "--quiet", "--report", directory.file("killed.json")]
-        process.standardError = FileHandle.nullDevice
-        try process.run()
+        let process = try RunningProcess(
+            executable, ["run", file, "--quiet", "--report", directory.file("killed.json")])
         /// Edited values and keys the destination holds, read by a connection of its own.
-        func destination() async throws -> (edited: Int, total: Int) {
-            let watcher = try SQLiteDatabase(
-                path: directory.file("data/dst.db"), options: SQLiteDatabase.Options(readOnly: true))
+        let path = directory.file("data/dst.db")
+        let destination: @Sendable () throws -> (edited: Int, total: Int) = {
+            let watcher = try SQLiteDatabase(path: path, options: SQLiteDatabase.Options(readOnly: true))
             defer { watcher.close() }
-            return try await watcher.read { db in
+            return try watcher.read { db in
                 (
                     try db.query("SELECT count(*) FROM kv WHERE value LIKE 'w%'") { Int($0.int64(0)) }.first ?? 0,
                     try db.query("SELECT count(*) FROM kv") { Int($0.int64(0)) }.first ?? 0
                 )
             }
         }
-        let deadline = Date().addingTimeInterval(60)
-        while Date() < deadline, try await destination().edited == 0 { usleep(1000) }
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-        #expect(process.terminationReason == .uncaughtSignal)
-        #expect(try await destination().edited < count - 3, "the run was killed before it finished")
+        // Watched from a thread of its own, which kills the run as soon as its first edits land: a watch on the
+        // concurrency pool, queued behind every other test's work, would see them late.
+        try await onOwnThread {
+            let deadline = Date().addingTimeInterval(60)
+            while Date() < deadline, try destination().edited == 0 { usleep(1000) }
+            process.signal(SIGKILL)
+        }
+        #expect(await process.exited().status == SIGKILL, "the run was killed, not ended")
+        #expect(try destination().edited < count - 3, "the run was killed before it finished")
 
         // The next run starts from the cursors of the last clean run: still incremental, and it finishes the job.
         let resumed = try await run()
         #expect(modes(resumed) == ["src": "incremental", "dst": "incremental"])
         #expect((resumed["counts"] as? [String: Int])?["deleted"] == 3)
-        let (edited, total) = try await destination()
+        let (edited, total) = try destination()
         #expect(edited == count - 3 && total == count - 3)
         let quiet = try await run()
         #expect((quiet["counts"] as? [String: Int])?["deleted"] == 0)

@@ -220,7 +220,7 @@ func rawKey(_ id: String) throws -> EnvelopeCodec.Key { try .raw(id: id, SecretB
     }
 }
 
-@Suite struct PyNaClInteropTests {
+@Suite(.timeLimit(.minutes(10))) struct PyNaClInteropTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
     static let python = root.appendingPathComponent(".build/pyenv/bin/python3").path

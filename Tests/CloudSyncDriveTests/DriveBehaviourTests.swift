@@ -262,20 +262,20 @@ import Testing
         #expect(provider.capabilities.emitsRemoteChanges)
         let changes = Mutex<[RemoteChange]>([])
         let subscription = provider.subscribeToRemoteChanges { change in changes.withLock { $0.append(change) } }
-        await clock.waitForSleepers(1)
+        try await clock.waitForSleepers(1)
         let other = host.provider(refreshToken: account.refreshToken)
         #expect(succeeded(try await other.set([KeyValue("elsewhere", "1")])))
         clock.advance(by: .seconds(30))
-        await waitUntil { changes.withLock { $0.count } == 1 }
+        try await waitUntil { changes.withLock { $0.count } == 1 }
         #expect(changes.withLock { $0 } == [RemoteChange(provider: "drive", keys: ["elsewhere"])])
         // A quiet interval reports nothing; after cancel, nothing polls.
-        await clock.waitForSleepers(1)
+        try await clock.waitForSleepers(1)
         host.clearLog()
         clock.advance(by: .seconds(30))
-        await clock.waitForSleepers(1)
+        try await clock.waitForSleepers(1)
         #expect(host.count("GET", "/drive/v3/changes") == 1)
         subscription?.cancel()
-        await waitUntil { clock.sleeperCount == 0 }
+        try await waitUntil { clock.sleeperCount == 0 }
         #expect(clock.sleeperCount == 0)
         host.clearLog()
         clock.advance(by: .seconds(60))

@@ -6,7 +6,7 @@ import Testing
 
 /// Google's own client, google-api-python-client, unmodified, against the emulator (scripts/drive_client.py): where
 /// they disagree, the emulator is wrong.
-@Suite struct DriveInteropTests {
+@Suite(.timeLimit(.minutes(10))) struct DriveInteropTests {
     @Test func googlesPythonClientWorksAgainstTheEmulatorAndSharesFilesWithTheProvider() async throws {
         guard FileManager.default.isExecutableFile(atPath: Repository.python) else {
             Issue.record("the Python test environment is missing: run scripts/python-env.sh")

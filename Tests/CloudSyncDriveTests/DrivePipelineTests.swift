@@ -333,7 +333,7 @@ import Testing
 }
 
 /// The built `cloudsync-emulator` and `cloudsync` running `pipelines/drive-backup.yaml` as the README shows.
-@Suite struct DriveExamplePipelineTests {
+@Suite(.timeLimit(.minutes(10))) struct DriveExamplePipelineTests {
     func cloudsync(_ arguments: [String], directory: String, environment: [String: String]) async throws
         -> ProcessResult
     {
@@ -343,10 +343,10 @@ import Testing
             try ProcessRunner.builtProduct("cloudsync"), arguments, environment: merged, currentDirectory: directory)
     }
 
-    func startEmulator(data: String) throws -> (RunningProcess, [String: String]) {
+    func startEmulator(data: String) async throws -> (RunningProcess, [String: String]) {
         let emulator = try RunningProcess(
             try ProcessRunner.builtProduct("cloudsync-emulator"), ["--drive", "--data", data])
-        let line = try #require(emulator.nextLine())
+        let line = try #require(await emulator.line())
         let urls = try #require(
             (try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: [String: String]])?["drive"])
         return (
@@ -368,7 +368,7 @@ import Testing
         #expect(demo.status == 0, "\(demo.standardError)")
 
         let data = directory.path + "/emulator"
-        var (emulator, environment) = try startEmulator(data: data)
+        var (emulator, environment) = try await startEmulator(data: data)
         let backup = try await cloudsync(
             ["run", "drive-backup.yaml", "--quiet", "--report", "-"], directory: directory.path,
             environment: environment)
@@ -376,11 +376,11 @@ import Testing
         #expect(!backup.standardOutput.contains(environment["GDRIVE_REFRESH_TOKEN"]!))
         #expect(!backup.standardError.contains(environment["GDRIVE_REFRESH_TOKEN"]!))
         emulator.signal(SIGTERM)
-        #expect(emulator.wait().status == 0)
+        #expect(await emulator.exited().status == 0)
         let saved = try String(contentsOfFile: data + "/drive.json", encoding: .utf8)
         #expect(saved.contains("\"appDataFolder\""))
 
-        (emulator, environment) = try startEmulator(data: data)
+        (emulator, environment) = try await startEmulator(data: data)
         let verify = try await cloudsync(
             ["run", "drive-backup.yaml", "--quiet", "--report", "-"], directory: directory.path,
             environment: environment)
@@ -397,7 +397,7 @@ import Testing
         #expect(counts.last?["failed"] == 0)
         // The restarted emulator still had the first run's files: the second run updated them, it made no twins.
         emulator.signal(SIGTERM)
-        #expect(emulator.wait().status == 0)
+        #expect(await emulator.exited().status == 0)
         let state = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: data + "/drive.json")))
         let accounts = ((state as? [String: Any])?["files"] as? [String: Any])?["accounts"] as? [String: Any]
         let files = (accounts?.values.first as? [String: Any])?["files"] as? [String: Any]

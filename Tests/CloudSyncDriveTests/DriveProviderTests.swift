@@ -105,7 +105,7 @@ import Testing
             context: ProviderContext(providerID: "drive", clock: ManualClock()))
         // Drive answers the listing before `a` exists; `a` is written while that answer is on its way.
         let listing = Task { try await provider.set([KeyValue("x", "1"), KeyValue("y", "2")]) }
-        await waitUntil { transport.isHolding }
+        try await waitUntil { transport.isHolding }
         #expect(succeeded(try await provider.set([KeyValue("a", "1")])))
         transport.release()
         #expect(succeeded(try await listing.value))

@@ -6,7 +6,7 @@ import Testing
 
 /// The built `cloudsync-emulator` (Drive and CloudKit on one port) and `cloudsync` running
 /// `pipelines/cloudkit-tiered.yaml` as the README shows.
-@Suite struct TieredExamplePipelineTests {
+@Suite(.timeLimit(.minutes(10))) struct TieredExamplePipelineTests {
     static let container = "iCloud.com.example.cloudsync"
     static let largeKey = "drafts.large-attachment"
 
@@ -48,7 +48,7 @@ import Testing
         let data = directory.path + "/emulator"
         let emulator = try RunningProcess(
             try ProcessRunner.builtProduct("cloudsync-emulator"), ["--drive", "--cloudkit", "--data", data])
-        let line = try #require(emulator.nextLine())
+        let line = try #require(await emulator.line())
         let urls = try #require(
             try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: [String: String]])
         let cloudKit = try #require(urls["cloudkit"])
@@ -67,7 +67,7 @@ import Testing
             try ProcessRunner.builtProduct("cloudsync"), ["run", "cloudkit-tiered.yaml", "--quiet", "--report", "-"],
             environment: environment, currentDirectory: directory.path)
         emulator.signal(SIGTERM)
-        #expect(emulator.wait().status == 0)
+        #expect(await emulator.exited().status == 0)
         #expect(run.status == 0, "\(run.standardOutput)\(run.standardError)")
         for secret in [token, drive["refreshToken"]!] {
             #expect(!run.standardOutput.contains(secret) && !run.standardError.contains(secret))

@@ -6,7 +6,7 @@ import Foundation
 import Testing
 
 /// Fault-plan files, the data directory, and `cloudsync-emulator` as a user runs it.
-@Suite struct EmulatorCommandTests {
+@Suite(.timeLimit(.minutes(10))) struct EmulatorCommandTests {
     @Test func aYAMLFaultPlanReadsAsItsJSONTwin() throws {
         let yaml = """
             rules:
@@ -133,7 +133,7 @@ import Testing
             toFile: faults, atomically: true, encoding: .utf8)
 
         let first = try RunningProcess(executable, ["--drive", "--data", data, "--faults", faults])
-        let line = try #require(first.nextLine())
+        let line = try #require(await first.line())
         let urls = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: [String: String]])
         #expect(Array(urls.keys) == ["drive"])
         let drive = try #require(urls["drive"])
@@ -152,12 +152,12 @@ import Testing
         let credentials = try await InstalledAppSignIn(client: client).signIn(person.interaction)
         let refreshToken = try #require(credentials[.oauthRefreshToken])
         first.signal(SIGTERM)
-        let ended = first.wait()
+        let ended = await first.exited()
         #expect(ended.status == 0)
         #expect(ended.standardError.contains("stopped; state saved in \(data)"))
 
         let second = try RunningProcess(executable, ["--drive", "--data", data])
-        let restarted = try #require(second.nextLine())
+        let restarted = try #require(await second.line())
         let port = try #require(
             (try JSONSerialization.jsonObject(with: Data(restarted.utf8)) as? [String: [String: String]])?["drive"]?[
                 "tokenEndpoint"])
@@ -166,7 +166,7 @@ import Testing
         let renewed = try await OAuthTokenClient(configuration: moved).refresh(refreshToken)
         #expect(renewed.accessToken.hasPrefix("ya29."))
         second.signal(SIGINT)
-        #expect(second.wait().status == 0)
+        #expect(await second.exited().status == 0)
     }
 }
 

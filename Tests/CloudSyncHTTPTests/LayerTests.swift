@@ -102,14 +102,14 @@ final class CountingAuthenticator: HTTPAuthenticator {
         #expect(error.message.count < 300)
     }
 
-    @Test func theDeadlineIsATimeout() async {
+    @Test func theDeadlineIsATimeout() async throws {
         let clock = ManualClock()
         let transport = TestTransport { _ in
             try await clock.sleep(for: .seconds(60))
             return .text(200)
         }
         let task = start(client(transport, clock: clock, timeout: .seconds(5)), request())
-        await clock.waitForSleepers(2)
+        try await clock.waitForSleepers(2)
         clock.advance(by: .seconds(5))
         let error = await task.value.error
         #expect(error?.code == .timeout)
@@ -156,19 +156,19 @@ final class CountingAuthenticator: HTTPAuthenticator {
 }
 
 @Suite struct CancellationAndConcurrencyTests {
-    @Test func cancellingTheCallerReleasesItAtOnce() async {
+    @Test func cancellingTheCallerReleasesItAtOnce() async throws {
         let clock = ManualClock()
         let transport = TestTransport { _ in
             try await clock.sleep(for: .seconds(3600))
             return .text(200)
         }
         let task = start(client(transport, clock: clock), request())
-        await clock.waitForSleepers(2)
+        try await clock.waitForSleepers(2)
         task.cancel()
         #expect(await task.value.error?.code == .cancelled)
     }
 
-    @Test func aTransportIgnoringCancellationStillReleasesTheCaller() async {
+    @Test func aTransportIgnoringCancellationStillReleasesTheCaller() async throws {
         let clock = ManualClock()
         let stuck = ManualClock()
         let transport = TestTransport { _ in
@@ -177,13 +177,13 @@ final class CountingAuthenticator: HTTPAuthenticator {
             return .text(200)
         }
         let task = start(client(transport, clock: clock), request())
-        await stuck.waitForSleepers(1)
+        try await stuck.waitForSleepers(1)
         task.cancel()
         #expect(await task.value.error?.code == .cancelled)
         stuck.advance(by: .seconds(1))
     }
 
-    @Test func noMoreThanMaxConcurrencyRequestsAreInFlight() async {
+    @Test func noMoreThanMaxConcurrencyRequestsAreInFlight() async throws {
         let clock = ManualClock()
         let server = ManualClock()
         let transport = TestTransport { _ in
@@ -200,11 +200,11 @@ final class CountingAuthenticator: HTTPAuthenticator {
             }
         }
         while done.value < total {
-            await waitUntil { server.sleeperCount == min(3, total - done.value) }
+            try await waitUntil { server.sleeperCount == min(3, total - done.value) }
             #expect(transport.inFlight == min(3, total - done.value))
             let before = done.value
             server.advance(by: .seconds(1))
-            await waitUntil { done.value >= min(total, before + 3) }
+            try await waitUntil { done.value >= min(total, before + 3) }
         }
         #expect(transport.maxInFlight == 3)
         #expect(transport.requests.count == total)
@@ -223,12 +223,12 @@ final class CountingAuthenticator: HTTPAuthenticator {
 }
 
 @Suite struct CounterAndStreamingTests {
-    @Test func eachRequestIsCountedOnceWithItsBytes() async {
+    @Test func eachRequestIsCountedOnceWithItsBytes() async throws {
         let clock = ManualClock()
         let metrics = ProviderMetrics()
         let transport = TestTransport(script: [.success(.text(500, "oops")), .success(.text(200, "hello"))])
         let task = start(client(transport, clock: clock, metrics: metrics), request(.put, body: "abc"))
-        await clock.waitForSleepers(2)
+        try await clock.waitForSleepers(2)
         clock.advance(by: .milliseconds(100))
         #expect(await task.value.value?.status == 200)
         let reading = metrics.reading

@@ -70,7 +70,7 @@ import Testing
 
     /// Runs `request` and moves the clock a second at a time whenever a retry waits on it (the deadline's timer is
     /// the other sleeper), until the call ends.
-    static func drive(_ client: HTTPClient, _ request: HTTPRequest, on clock: ManualClock) async -> Result<
+    static func drive(_ client: HTTPClient, _ request: HTTPRequest, on clock: ManualClock) async throws -> Result<
         HTTPResponse, CloudSyncError
     > {
         let done = Mutex(false)
@@ -80,7 +80,7 @@ import Testing
             return result
         }
         while true {
-            await waitUntil { done.withLock { $0 } || clock.sleeperCount >= 2 }
+            try await waitUntil { done.withLock { $0 } || clock.sleeperCount >= 2 }
             if done.withLock({ $0 }) { return await task.value }
             clock.advance(by: .seconds(1))
         }
@@ -95,7 +95,7 @@ import Testing
         let harness = Harness()
         let task = start(harness.client(), HTTPRequest(method: .get, url: kv.url("/kv/a")))
         // The deadline's timer and the retry's wait: the 429 has arrived over the socket.
-        await harness.clock.waitForSleepers(2)
+        try await harness.clock.waitForSleepers(2)
         #expect(kv.server.requestLog.map(\.status) == [429])
         harness.clock.advance(by: .milliseconds(1999))
         #expect(harness.clock.sleeperCount == 2, "the retry must still be waiting")
@@ -118,12 +118,12 @@ import Testing
         let task = start(harness.client(), put)
         // Full jitter at one half of 200, 400 and 800 ms.
         for (attempts, wait) in [(1, 100), (2, 200), (3, 400)] {
-            await harness.clock.waitForSleepers(2)
+            try await harness.clock.waitForSleepers(2)
             #expect(kv.server.requestLog.count == attempts)
             harness.clock.advance(by: .milliseconds(wait - 1))
             #expect(harness.clock.sleeperCount == 2, "attempt \(attempts + 1) must wait \(wait) ms")
             harness.clock.advance(by: .milliseconds(1))
-            await waitUntil { kv.server.requestLog.count == attempts + 1 }
+            try await waitUntil { kv.server.requestLog.count == attempts + 1 }
         }
         #expect(await task.value.value?.status == 204)
         #expect(harness.clock.nowMilliseconds() - started == 700)
@@ -139,7 +139,7 @@ import Testing
         let task = start(harness.client(timeout: .seconds(1)), HTTPRequest(method: .get, url: kv.url("/kv/a")))
         // 100 + 200 + 400 ms of backoff fit in the second; the next 800 would not.
         for wait in [100, 200, 400] {
-            await harness.clock.waitForSleepers(2)
+            try await harness.clock.waitForSleepers(2)
             harness.clock.advance(by: .milliseconds(wait))
         }
         let error = try #require(await task.value.error)
@@ -156,9 +156,9 @@ import Testing
         kv.server.setFaultPlan(HTTPFaultPlan([.errors(503, onCalls: [1]), .hang(on: .calls([2]))]))
         let harness = Harness()
         let task = start(harness.client(timeout: .seconds(1)), HTTPRequest(method: .get, url: kv.url("/kv/a")))
-        await harness.clock.waitForSleepers(2)
+        try await harness.clock.waitForSleepers(2)
         harness.clock.advance(by: .milliseconds(100))
-        await waitUntil { kv.server.requestLog.count == 2 }
+        try await waitUntil { kv.server.requestLog.count == 2 }
         harness.clock.advance(by: .milliseconds(899))
         #expect(harness.clock.sleeperCount == 1, "only the deadline's timer is left")
         let released = ContinuousClock.now
@@ -168,7 +168,7 @@ import Testing
         #expect(error.code == .timeout)
         #expect(error.message.contains("within 1000 ms"), "\(error.message)")
         // The abandoned attempt is cancelled, so libcurl closes its connection and the hung handler ends.
-        await waitUntil { kv.server.openConnectionCount == 0 }
+        try await waitUntil { kv.server.openConnectionCount == 0 }
     }
 
     /// A hung server against the clock production uses: only a real timer proves ``SystemClock``'s part of the
@@ -213,7 +213,7 @@ import Testing
         for rule in [HTTPFaultRule.errors(503, onCalls: [1]), .resetMidBody(on: .calls([1]))] {
             kv.server.clearLog()
             kv.server.setFaultPlan(HTTPFaultPlan([rule]))
-            let result = await Self.drive(http, safe, on: harness.clock)
+            let result = try await Self.drive(http, safe, on: harness.clock)
             #expect(result.value?.status == 201, "\(rule.action): \(String(describing: result.error))")
             #expect(kv.server.requestLog.count == 2, "\(rule.action)")
         }
@@ -234,13 +234,13 @@ import Testing
         for index in 0..<4 {
             let body = Data(String(repeating: "v", count: 100 * (index + 1)).utf8)
             let put = HTTPRequest(method: .put, url: kv.url("/kv/k\(index)"), body: body)
-            #expect(await Self.drive(http, put, on: harness.clock).value?.status == 204)
+            #expect(try await Self.drive(http, put, on: harness.clock).value?.status == 204)
             let get = HTTPRequest(method: .get, url: kv.url("/kv/k\(index)"))
-            #expect(await Self.drive(http, get, on: harness.clock).value?.body == body)
+            #expect(try await Self.drive(http, get, on: harness.clock).value?.body == body)
             operations += 2
         }
         #expect(
-            await Self.drive(http, HTTPRequest(method: .get, url: kv.url("/kv/none")), on: harness.clock)
+            try await Self.drive(http, HTTPRequest(method: .get, url: kv.url("/kv/none")), on: harness.clock)
                 .value?.status == 404)
         operations += 1
 
@@ -298,12 +298,12 @@ import Testing
                     .value.value.map { HTTPErrorMapping.error(for: $0, to: bad).description }),
         ]
         let failed = try #require(
-            await Self.drive(http, HTTPRequest(method: .get, url: kv.url("/echo/busy" + query)), on: harness.clock)
+            try await Self.drive(http, HTTPRequest(method: .get, url: kv.url("/echo/busy" + query)), on: harness.clock)
                 .error)
         texts.append(failed.description)
         kv.server.setFaultPlan(HTTPFaultPlan([.resetMidBody()]))
         let broken = try #require(
-            await Self.drive(http, HTTPRequest(method: .get, url: kv.url("/echo/bad" + query)), on: harness.clock)
+            try await Self.drive(http, HTTPRequest(method: .get, url: kv.url("/echo/bad" + query)), on: harness.clock)
                 .error)
         texts.append(broken.description)
         texts += harness.log.all
@@ -329,13 +329,13 @@ import Testing
         kv.server.setFaultPlan(HTTPFaultPlan([.hang()]))
         let harness = Harness()
         let task = start(harness.client(), HTTPRequest(method: .get, url: kv.url("/kv/a")))
-        await waitUntil { kv.server.requestLog.count == 1 }
+        try await waitUntil { kv.server.requestLog.count == 1 }
         let cancelled = ContinuousClock.now
         task.cancel()
         let error = await task.value.error
         #expect(ContinuousClock.now - cancelled < .milliseconds(500))
         #expect(error?.code == .cancelled)
-        await waitUntil { kv.server.openConnectionCount == 0 }
+        try await waitUntil { kv.server.openConnectionCount == 0 }
     }
 
     /// Bearer `token<n>`; a refresh moves to the next token, which the server then accepts (the plan is lifted).
@@ -477,7 +477,7 @@ import Testing
             #expect(connections[0] != connections[1], "the providers share no session")
             withExtendedLifetime((one, two)) { #expect(kv.server.openConnectionCount == 2) }
         }
-        await waitUntil { kv.server.openConnectionCount == 0 }
+        try await waitUntil { kv.server.openConnectionCount == 0 }
     }
 
     @Test func closingTheTransportClosesItsConnectionsAndRefusesMoreRequests() async throws {
@@ -488,7 +488,7 @@ import Testing
         #expect(kv.server.openConnectionCount == 1)
         transport.close()
         transport.close()
-        await waitUntil { kv.server.openConnectionCount == 0 }
+        try await waitUntil { kv.server.openConnectionCount == 0 }
         let error = await start(http, HTTPRequest(method: .get, url: kv.url("/kv/a"))).value.error
         #expect(error?.code == .closed)
         #expect(error?.provider == "p1")

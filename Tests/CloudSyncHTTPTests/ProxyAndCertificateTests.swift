@@ -9,7 +9,7 @@ import Testing
 /// `cloudsync-test-fixture http-get URL` runs with the variables set for it alone and sends through the real client
 /// to loopback servers. A `LoopbackHTTPServer` plays the proxy: it answers an absolute-form request itself
 /// and logs the target, so the log says whether a request went through it and for which origin.
-@Suite(.serialized) struct ProxyAndCertificateTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct ProxyAndCertificateTests {
     static let proxyVariables = [
         "http_proxy", "HTTP_PROXY", "https_proxy", "HTTPS_PROXY", "all_proxy", "ALL_PROXY", "no_proxy", "NO_PROXY",
     ]
@@ -110,7 +110,7 @@ import Testing
         let fixtures = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("Fixtures/tls")
         let certificate = fixtures.appendingPathComponent("loopback-cert.pem").path
-        let server = try PythonTLSServer(
+        let server = try await PythonTLSServer.start(
             certificate: certificate, key: fixtures.appendingPathComponent("loopback-key.pem").path)
         defer { server.stop() }
         let url = URL(string: "https://127.0.0.1:\(server.port)/hello")!
@@ -136,7 +136,7 @@ import Testing
 }
 
 /// `python3 -m http.server`'s handler behind TLS with a given certificate, on 127.0.0.1 and a port it picks.
-final class PythonTLSServer {
+final class PythonTLSServer: Sendable {
     static var python: String {
         URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .deletingLastPathComponent().appendingPathComponent(".build/pyenv/bin/python3").path
@@ -162,33 +162,24 @@ final class PythonTLSServer {
         """
 
     let port: Int
-    private let process = Process()
+    private let process: RunningProcess
 
-    init(certificate: String, key: String) throws {
-        process.executableURL = URL(fileURLWithPath: Self.python)
-        process.arguments = ["-c", Self.script, certificate, key]
-        let output = Pipe()
-        process.standardOutput = output
-        process.standardInput = FileHandle.nullDevice
-        try process.run()
-        var line = Data()
-        while !line.contains(UInt8(ascii: "\n")) {
-            let chunk = output.fileHandleForReading.availableData
-            guard !chunk.isEmpty else { break }
-            line += chunk
-        }
-        guard let port = Int(String(decoding: line, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines))
-        else {
-            kill(process.processIdentifier, SIGKILL)
+    private init(port: Int, process: RunningProcess) {
+        self.port = port
+        self.process = process
+    }
+
+    /// Starts the server and awaits the port it prints.
+    static func start(certificate: String, key: String) async throws -> PythonTLSServer {
+        let process = try RunningProcess(python, ["-c", script, certificate, key])
+        guard let line = await process.line(), let port = Int(line.trimmingCharacters(in: .whitespaces)) else {
+            process.signal(SIGKILL)
             throw CocoaError(
                 .fileReadCorruptFile, userInfo: [NSLocalizedDescriptionKey: "the TLS server did not start"])
         }
-        self.port = port
+        return PythonTLSServer(port: port, process: process)
     }
 
     /// Kills the server; SIGKILL, because a child of the test runner may inherit SIGTERM ignored (it did here).
-    func stop() {
-        kill(process.processIdentifier, SIGKILL)
-        process.waitUntilExit()
-    }
+    func stop() { process.signal(SIGKILL) }
 }

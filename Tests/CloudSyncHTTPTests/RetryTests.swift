@@ -5,7 +5,7 @@ import Foundation
 import Testing
 
 @Suite struct RetryTests {
-    @Test func retryAfterInSecondsIsHonouredOnTheClock() async {
+    @Test func retryAfterInSecondsIsHonouredOnTheClock() async throws {
         let clock = ManualClock()
         let metrics = ProviderMetrics()
         let transport = TestTransport(script: [
@@ -13,7 +13,7 @@ import Testing
         ])
         let task = start(client(transport, clock: clock, metrics: metrics), request())
         // One sleeper is the deadline's timer, the other the retry's wait.
-        await clock.waitForSleepers(2)
+        try await clock.waitForSleepers(2)
         clock.advance(by: .milliseconds(2999))
         #expect(transport.requests.count == 1)
         clock.advance(by: .milliseconds(1))
@@ -25,13 +25,13 @@ import Testing
         #expect(metrics.reading.requests == 2)
     }
 
-    @Test func retryAfterAsAnHTTPDateIsHonoured() async {
+    @Test func retryAfterAsAnHTTPDateIsHonoured() async throws {
         let clock = ManualClock()  // 2026-01-01T00:00:00Z, a Thursday
         let transport = TestTransport(script: [
             .success(.text(503, headers: ["Retry-After": "Thu, 01 Jan 2026 00:00:07 GMT"])), .success(.text(204)),
         ])
         let task = start(client(transport, clock: clock), request())
-        await clock.waitForSleepers(2)
+        try await clock.waitForSleepers(2)
         clock.advance(by: .milliseconds(6999))
         #expect(transport.requests.count == 1)
         clock.advance(by: .milliseconds(1))
@@ -46,7 +46,7 @@ import Testing
         #expect(RetryPolicy.parseRetryAfter("soon", now: 0) == nil)
     }
 
-    @Test func a503BurstBacksOffExponentiallyWithJitterThenSucceeds() async {
+    @Test func a503BurstBacksOffExponentiallyWithJitterThenSucceeds() async throws {
         let clock = ManualClock()
         let transport = TestTransport(script: [
             .success(.text(503)), .success(.text(502)), .success(.text(504)), .success(.text(200)),
@@ -55,12 +55,12 @@ import Testing
         let task = CloudSyncHTTPTests.start(client(transport, clock: clock), request())
         // Full jitter at one half of 200, 400, 800 ms.
         for (attempts, wait) in [(1, 100), (2, 200), (3, 400)] {
-            await clock.waitForSleepers(2)
+            try await clock.waitForSleepers(2)
             #expect(transport.requests.count == attempts)
             clock.advance(by: .milliseconds(wait - 1))
             #expect(transport.requests.count == attempts)
             clock.advance(by: .milliseconds(1))
-            await waitUntil { transport.requests.count == attempts + 1 }
+            try await waitUntil { transport.requests.count == attempts + 1 }
         }
         #expect(await task.value.value?.status == 200)
         #expect(clock.nowMilliseconds() - start == 700)
@@ -76,7 +76,7 @@ import Testing
         #expect(transport.requests.count == 1)
     }
 
-    @Test func aPOSTIsNotReplayedUnlessMarkedSafe() async {
+    @Test func aPOSTIsNotReplayedUnlessMarkedSafe() async throws {
         let clock = ManualClock()
         let transport = TestTransport(script: [.success(.text(503))])
         let result = await start(client(transport, clock: clock), request(.post, body: "x")).value
@@ -87,13 +87,13 @@ import Testing
         var marked = request(.post, body: "x")
         marked.isRetrySafe = true
         let task = start(client(safe, clock: clock), marked)
-        await clock.waitForSleepers(2)
+        try await clock.waitForSleepers(2)
         clock.advance(by: .milliseconds(100))
         #expect(await task.value.value?.status == 201)
         #expect(safe.requests.count == 2)
     }
 
-    @Test func itGivesUpAfterMaxAttemptsWithTheLastHint() async {
+    @Test func itGivesUpAfterMaxAttemptsWithTheLastHint() async throws {
         let clock = ManualClock()
         let transport = TestTransport(script: [
             .success(.text(429, headers: ["Retry-After": "1"])), .success(.text(429, headers: ["Retry-After": "2"])),
@@ -102,7 +102,7 @@ import Testing
         let policy = RetryPolicy(maxAttempts: 3, random: { 0.5 })
         let task = start(client(transport, clock: clock, policy: policy), request())
         for wait in [1, 2] {
-            await clock.waitForSleepers(2)
+            try await clock.waitForSleepers(2)
             clock.advance(by: .seconds(wait))
         }
         let error = await task.value.error
@@ -120,28 +120,28 @@ import Testing
         #expect(result.error?.retryAfterMs == 3_600_000)
     }
 
-    @Test func cloudKitsRetryAfterInTheBodyIsAHint() async {
+    @Test func cloudKitsRetryAfterInTheBodyIsAHint() async throws {
         let clock = ManualClock()
         let transport = TestTransport(script: [
             .success(.text(503, #"{"serverErrorCode":"TRY_AGAIN_LATER","retryAfter":2}"#)), .success(.text(200)),
         ])
         let policy = RetryPolicy(random: { 0.5 }, hint: RetryPolicy.jsonSecondsHint())
         let task = start(client(transport, clock: clock, policy: policy), request())
-        await clock.waitForSleepers(2)
+        try await clock.waitForSleepers(2)
         clock.advance(by: .milliseconds(1999))
         #expect(transport.requests.count == 1)
         clock.advance(by: .milliseconds(1))
         #expect(await task.value.value?.status == 200)
     }
 
-    @Test func transientNetworkFailuresAreRetriedOthersAreNot() async {
+    @Test func transientNetworkFailuresAreRetriedOthersAreNot() async throws {
         let clock = ManualClock()
         let transport = TestTransport(script: [
             .failure(URLError(.networkConnectionLost)), .failure(URLError(.timedOut)), .success(.text(200)),
         ])
         let task = start(client(transport, clock: clock), request())
         for wait in [100, 200] {
-            await clock.waitForSleepers(2)
+            try await clock.waitForSleepers(2)
             clock.advance(by: .milliseconds(wait))
         }
         #expect(await task.value.value?.status == 200)

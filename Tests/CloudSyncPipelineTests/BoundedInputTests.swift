@@ -4,16 +4,16 @@ import CloudSyncTesting
 import Foundation
 import Testing
 
-/// Runs `body` on its own thread and waits at most `seconds`; nil when it had not returned by then (the thread is
-/// left blocked, so a test that would hang fails instead).
-private func within<T: Sendable>(_ seconds: Int, _ body: @escaping @Sendable () -> T) -> T? {
+/// Runs `body` on its own thread and waits at most `seconds`, on another thread; nil when it had not returned by then
+/// (the thread is left blocked, so a test that would hang fails instead).
+private func within<T: Sendable>(_ seconds: Int, _ body: @escaping @Sendable () -> T) async -> T? {
     let box = Box<T>()
     let done = DispatchSemaphore(value: 0)
     Thread.detachNewThread {
         box.value = body()
         done.signal()
     }
-    guard done.wait(timeout: .now() + .seconds(seconds)) == .success else { return nil }
+    guard await offPool({ done.wait(timeout: .now() + .seconds(seconds)) == .success }) else { return nil }
     return box.value
 }
 
@@ -69,8 +69,9 @@ private func pipelineWithUnknownReferences(_ count: Int, declaring providers: In
         #expect(elapsed < .seconds(10), "took \(elapsed)")
     }
 
-    @Test func aFileDeclaringThousandsOfIDsKeepsEachMessageShort() throws {
-        let rendered = try #require(within(60) { outcome(pipelineWithUnknownReferences(5_000, declaring: 5_000)) })
+    @Test func aFileDeclaringThousandsOfIDsKeepsEachMessageShort() async throws {
+        let rendered = try #require(
+            await within(60) { outcome(pipelineWithUnknownReferences(5_000, declaring: 5_000)) })
         let first = try #require(rendered.split(separator: "\n").first)
         #expect(first.contains("unknown provider `nope0`; the file declares: a0, a1, "))
         #expect(first.contains("and 4990 more"))
@@ -121,18 +122,18 @@ private func pipelineWithUnknownReferences(_ count: Int, declaring providers: In
         #expect(rendered.components(separatedBy: ": error: ").count == 2)
     }
 
-    @Test func anInterpolatedFIFOIsRefusedWithoutWaitingForAWriter() throws {
+    @Test func anInterpolatedFIFOIsRefusedWithoutWaitingForAWriter() async throws {
         let directory = try TemporaryDirectory()
         #expect(mkfifo(directory.file("secret"), 0o600) == 0)
         let source =
             "version: 1\nname: p\nproviders: { a: { type: s3, bucket: b, secretAccessKey: '${file:secret}', "
             + "accessKeyId: k } }\nstore: { providers: [a] }\n"
-        let rendered = try #require(within(10) { outcome(source, directory: directory.path) }, "validate blocked")
+        let rendered = try #require(await within(10) { outcome(source, directory: directory.path) }, "validate blocked")
         #expect(rendered.contains("is not a regular file"), "\(rendered)")
     }
 
     @Test(arguments: ["file: k.key", "passphrase: { file: k.key }"])
-    func aKeyOrPassphraseFileThatIsAFIFOIsRefused(_ source: String) throws {
+    func aKeyOrPassphraseFileThatIsAFIFOIsRefused(_ source: String) async throws {
         let directory = try TemporaryDirectory()
         #expect(mkfifo(directory.file("k.key"), 0o600) == 0)
         let pipeline =
@@ -140,16 +141,16 @@ private func pipelineWithUnknownReferences(_ count: Int, declaring providers: In
             + "codecs: { v: { type: xchacha20poly1305, keys: [{ id: k1, \(source) }] } }\n"
             + "store: { providers: [a], codec: v }\n"
         let rendered = try #require(
-            within(10) { outcome(pipeline, directory: directory.path, compile: true) }, "compiling blocked")
+            await within(10) { outcome(pipeline, directory: directory.path, compile: true) }, "compiling blocked")
         #expect(rendered.contains("k.key is not a regular file"), "\(rendered)")
     }
 
-    @Test func aPipelineFileThatIsAFIFOIsRefused() throws {
+    @Test func aPipelineFileThatIsAFIFOIsRefused() async throws {
         let directory = try TemporaryDirectory()
         let path = directory.file("p.yaml")
         #expect(mkfifo(path, 0o600) == 0)
         let rendered = try #require(
-            within(10) { () -> String in
+            await within(10) { () -> String in
                 do {
                     _ = try PipelineLoader.load(path: path, registry: BuiltInProviders.registry)
                     return "loaded"

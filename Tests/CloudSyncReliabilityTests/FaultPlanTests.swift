@@ -7,13 +7,13 @@ import Testing
 ///
 /// The emulators (Google Drive, CloudKit) and moto behind a faulting proxy answer 20% of requests with 503, leave 5%
 /// hanging and throttle 3% with 429 and `Retry-After`; every migrated key is counted exactly once.
-@Suite(.serialized) struct FaultPlanTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct FaultPlanTests {
     static let keys = 30
 
     @Test func aSyncThroughFaultsConvergesWithinThreeRunsAndCountsEveryKeyOnce() async throws {
         let executable = try ProcessRunner.builtProduct("cloudsync")
         let directory = try TemporaryDirectory()
-        let moto = try MotoS3Server(repository: Repository.root, buckets: ["faults"])
+        let moto = try await MotoS3Server.start(repository: Repository.root, buckets: ["faults"])
         let proxy = try ForwardingProxy(upstream: moto.endpoint)
         defer { proxy.server.stop() }
         let drive = DriveEmulator()

@@ -6,7 +6,7 @@ import Testing
 /// Plants sentinel secrets — a passphrase, keys, S3, Google and CloudKit credentials, from the environment and from
 /// files — runs every command over them against moto and the emulators, and looks for the sentinels in everything
 /// the commands printed and every file they left: reports, logs (`--verbose`), errors, exports and state databases.
-@Suite(.serialized) struct SecretSentinelTests {
+@Suite(.serialized, .timeLimit(.minutes(10))) struct SecretSentinelTests {
     let executable: String
     let directory: TemporaryDirectory
 
@@ -21,7 +21,7 @@ import Testing
     }
 
     @Test func noSecretReachesAnyOutputReportLogOrStateFile() async throws {
-        let moto = try MotoS3Server(repository: Repository.root, buckets: ["sentinels"])
+        let moto = try await MotoS3Server.start(repository: Repository.root, buckets: ["sentinels"])
         let driveSecret = Self.sentinel("DRIVESECRET")
         var oauth = GoogleOAuthEmulator.Configuration()
         let client = GoogleOAuthEmulator.Client(id: "sentinel-client.apps.googleusercontent.com", secret: driveSecret)

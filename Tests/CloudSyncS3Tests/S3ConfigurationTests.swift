@@ -122,7 +122,7 @@ import Testing
 }
 
 @Suite struct S3CredentialFileTests {
-    @Test func aCredentialsFileThatIsAFIFOIsPassedOverWithoutWaitingForAWriter() throws {
+    @Test func aCredentialsFileThatIsAFIFOIsPassedOverWithoutWaitingForAWriter() async throws {
         let home = try TemporaryDirectory()
         #expect(mkfifo(home.file("credentials"), 0o600) == 0)
         let done = DispatchSemaphore(value: 0)
@@ -131,7 +131,8 @@ import Testing
             _ = S3CredentialResolver(environment: environment).resolve()
             done.signal()
         }
-        #expect(done.wait(timeout: .now() + .seconds(10)) == .success, "resolving blocked on the FIFO")
+        let resolved = await offPool { done.wait(timeout: .now() + .seconds(10)) == .success }
+        #expect(resolved, "resolving blocked on the FIFO")
     }
 }
 

@@ -7,7 +7,7 @@ import Testing
 
 /// rclone (Debian's package) as an independent S3 client against the same moto server, and the `cloudsync`
 /// executable running pipelines on the `s3` provider.
-@Suite struct S3InteropTests {
+@Suite(.timeLimit(.minutes(10))) struct S3InteropTests {
     static let rclone = "/usr/bin/rclone"
 
     /// Runs rclone with a remote `moto:` pointing at the shared server.
@@ -19,7 +19,7 @@ import Testing
         environment["AWS_CA_BUNDLE"] = nil
         environment.merge([
             "RCLONE_CONFIG_MOTO_TYPE": "s3", "RCLONE_CONFIG_MOTO_PROVIDER": "Other",
-            "RCLONE_CONFIG_MOTO_ENDPOINT": try SharedMoto.endpoint().absoluteString,
+            "RCLONE_CONFIG_MOTO_ENDPOINT": try await SharedMoto.endpoint().absoluteString,
             "RCLONE_CONFIG_MOTO_FORCE_PATH_STYLE": "true", "RCLONE_CONFIG_MOTO_ACCESS_KEY_ID": "rclone",
             "RCLONE_CONFIG_MOTO_SECRET_ACCESS_KEY": "rclone", "RCLONE_CONFIG_MOTO_REGION": "us-east-1",
             "RCLONE_CONFIG": "/dev/null",
@@ -33,7 +33,7 @@ import Testing
     func cloudsync(_ arguments: [String], directory: String) async throws -> ProcessResult {
         var environment = ProcessInfo.processInfo.environment
         environment.merge([
-            "CLOUDSYNC_S3_ENDPOINT": try SharedMoto.endpoint().absoluteString, "AWS_ACCESS_KEY_ID": "AKIACLI",
+            "CLOUDSYNC_S3_ENDPOINT": try await SharedMoto.endpoint().absoluteString, "AWS_ACCESS_KEY_ID": "AKIACLI",
             "AWS_SECRET_ACCESS_KEY": "cli-secret-value", "CLOUDSYNC_S3_BUCKET": "cloudsync-rclone",
         ]) { $1 }
         return try await ProcessRunner.run(
@@ -45,7 +45,7 @@ import Testing
 
     @Test func rcloneReadsBackWhatCloudSyncWritesByteForByte() async throws {
         let provider = makeProvider(
-            endpoint: try SharedMoto.endpoint(), bucket: "cloudsync-rclone", prefix: "from-cloudsync/")
+            endpoint: try await SharedMoto.endpoint(), bucket: "cloudsync-rclone", prefix: "from-cloudsync/")
         let items = Self.keys.enumerated().map { KeyValue($1, "{\"n\":\($0),\"text\":\"héllo 🌍\\n\"}\n") }
         _ = try await provider.set(items)
         let listed = try await rclone(["lsf", "-R", "--files-only", "moto:cloudsync-rclone/from-cloudsync"])

@@ -7,16 +7,21 @@ import Synchronization
 import Testing
 
 /// One moto server for the whole test process; every test works under a prefix or bucket of its own.
+///
+/// The first test to ask starts it; the others await the same start. Waiting for it (moto takes seconds to start)
+/// holds no thread of the concurrency pool.
 enum SharedMoto {
     static let buckets = ["cloudsync-tests", "cloudsync-paging", "cloudsync-large", "cloudsync-rclone"]
-    static let server = Result { try MotoS3Server(repository: Repository.root, buckets: buckets) }
+    private static let starting = Task { try await MotoS3Server.start(repository: Repository.root, buckets: buckets) }
 
-    static func endpoint() throws -> URL { try server.get().endpoint }
+    static func server() async throws -> MotoS3Server { try await starting.value }
+
+    static func endpoint() async throws -> URL { try await server().endpoint }
 }
 
-@Suite struct S3ProviderTests {
+@Suite(.timeLimit(.minutes(10))) struct S3ProviderTests {
     @Test func conformsToTheProviderContract() async throws {
-        let endpoint = try SharedMoto.endpoint()
+        let endpoint = try await SharedMoto.endpoint()
         let counter = Counter()
         let failures = await ProviderConformanceSuite.run {
             makeProvider(endpoint: endpoint, bucket: "cloudsync-tests", prefix: "conformance-\(counter.next())/")
@@ -29,7 +34,7 @@ enum SharedMoto {
     }
 
     @Test func listsAndRemoves2500KeysInPagesOf1000() async throws {
-        let proxy = try S3Proxy(upstream: try SharedMoto.endpoint())
+        let proxy = try S3Proxy(upstream: try await SharedMoto.endpoint())
         let provider = makeProvider(endpoint: proxy.endpoint, bucket: "cloudsync-paging", prefix: "many/")
         let keys = (0..<2500).map { String(format: "key-%05d", $0) }
         for start in stride(from: 0, to: keys.count, by: 1000) {
@@ -74,7 +79,7 @@ enum SharedMoto {
 
     @Test func oddKeysRoundTripThroughSetGetListAndRemove() async throws {
         let provider = makeProvider(
-            endpoint: try SharedMoto.endpoint(), bucket: "cloudsync-tests", prefix: "odd keys/ü+/")
+            endpoint: try await SharedMoto.endpoint(), bucket: "cloudsync-tests", prefix: "odd keys/ü+/")
         let items = Self.oddKeys.map { KeyValue($0, "value of \($0)") }
         let stored = try await provider.set(items)
         #expect(stored.allSatisfy { (try? $0.get()) != nil }, "\(stored)")
@@ -90,7 +95,7 @@ enum SharedMoto {
     }
 
     @Test func aValueOver64MiBGoesUpInPartsAndReadsBack() async throws {
-        let proxy = try S3Proxy(upstream: try SharedMoto.endpoint())
+        let proxy = try S3Proxy(upstream: try await SharedMoto.endpoint())
         let provider = makeProvider(endpoint: proxy.endpoint, bucket: "cloudsync-large", prefix: "big/")
         let unit = "0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ-_=+!@#$%^&*()[]{};:,.<>/?|\n"
         let value = String(repeating: unit, count: 70 * 1024 * 1024 / unit.utf8.count + 1)
@@ -111,7 +116,7 @@ enum SharedMoto {
     }
 
     @Test func aMissingBucketIsAMisconfiguredContainerNamingIt() async throws {
-        let provider = makeProvider(endpoint: try SharedMoto.endpoint(), bucket: "no-such-bucket", id: "backup")
+        let provider = makeProvider(endpoint: try await SharedMoto.endpoint(), bucket: "no-such-bucket", id: "backup")
         await #expect {
             _ = try await provider.get(["k"])
         } throws: { error in
@@ -126,7 +131,7 @@ enum SharedMoto {
     }
 
     @Test func slowDownIsRetriedAndWhenItPersistsIsRateLimited() async throws {
-        let proxy = try S3Proxy(upstream: try SharedMoto.endpoint())
+        let proxy = try S3Proxy(upstream: try await SharedMoto.endpoint())
         let metrics = ProviderMetrics()
         let provider = makeProvider(
             endpoint: proxy.endpoint, bucket: "cloudsync-tests", prefix: "slow/", metrics: metrics, maxAttempts: 3)
@@ -152,7 +157,7 @@ enum SharedMoto {
     }
 
     @Test func connectionResetsMidBodyAreRetried() async throws {
-        let proxy = try S3Proxy(upstream: try SharedMoto.endpoint())
+        let proxy = try S3Proxy(upstream: try await SharedMoto.endpoint())
         let provider = makeProvider(endpoint: proxy.endpoint, bucket: "cloudsync-tests", prefix: "resets/")
         _ = try await provider.set([KeyValue("k", String(repeating: "x", count: 100_000))])
         proxy.server.clearLog()
@@ -174,7 +179,7 @@ enum SharedMoto {
         ("ExpiredToken", 400, .notSignedIn, "temporary credentials expire"),
     ])
     func s3ErrorsMapToTheStoresCodes(code: String, status: Int, expected: ErrorCode, words: String) async throws {
-        let proxy = try S3Proxy(upstream: try SharedMoto.endpoint())
+        let proxy = try S3Proxy(upstream: try await SharedMoto.endpoint())
         let provider = makeProvider(endpoint: proxy.endpoint, bucket: "cloudsync-tests", prefix: "errors/")
         proxy.intercept { _ in s3Error(status, code, "server text") }
         var caught: CloudSyncError?
@@ -190,7 +195,7 @@ enum SharedMoto {
     }
 
     @Test func perKeyErrorsOfDeleteObjectsLandInTheirSlots() async throws {
-        let proxy = try S3Proxy(upstream: try SharedMoto.endpoint())
+        let proxy = try S3Proxy(upstream: try await SharedMoto.endpoint())
         let provider = makeProvider(endpoint: proxy.endpoint, bucket: "cloudsync-tests", prefix: "per-key/")
         proxy.intercept { request in
             guard request.method == "POST" else { return nil }
@@ -213,7 +218,7 @@ enum SharedMoto {
     }
 
     @Test func a404ThatIsNotS3sNoSuchKeyIsAnErrorNotAnAbsentKey() async throws {
-        let proxy = try S3Proxy(upstream: try SharedMoto.endpoint())
+        let proxy = try S3Proxy(upstream: try await SharedMoto.endpoint())
         let provider = makeProvider(endpoint: proxy.endpoint, bucket: "cloudsync-tests", prefix: "not-s3/")
         proxy.intercept { _ in HTTPResponse.text(404, "<html>Not Found</html>") }
         let results = try await provider.get(["k"])
@@ -221,7 +226,7 @@ enum SharedMoto {
     }
 
     @Test func aSkewedClockIsNamedWithTheDifference() async throws {
-        let proxy = try S3Proxy(upstream: try SharedMoto.endpoint())
+        let proxy = try S3Proxy(upstream: try await SharedMoto.endpoint())
         let provider = makeProvider(endpoint: proxy.endpoint, bucket: "cloudsync-tests", prefix: "skew/")
         proxy.intercept { _ in
             s3Error(
@@ -239,7 +244,7 @@ enum SharedMoto {
     }
 
     @Test func virtualHostedAddressingPutsTheBucketInTheHostName() async throws {
-        let moto = try SharedMoto.server.get()
+        let moto = try await SharedMoto.server()
         // libcurl resolves every *.localhost name to the loopback address itself, so no DNS is needed.
         let endpoint = URL(string: "http://localhost:\(moto.port)")!
         let provider = makeProvider(endpoint: endpoint, bucket: "cloudsync-tests", prefix: "virtual/", pathStyle: false)
@@ -254,7 +259,7 @@ enum SharedMoto {
     }
 
     @Test func identityNamesTheBucketEndpointAndKeyButNoSecretAndQuotaIsNone() async throws {
-        let provider = makeProvider(endpoint: try SharedMoto.endpoint(), bucket: "cloudsync-tests")
+        let provider = makeProvider(endpoint: try await SharedMoto.endpoint(), bucket: "cloudsync-tests")
         let identity = try await provider.accountIdentity()
         #expect(identity?.contains("cloudsync-tests") == true && identity?.contains("AKIATESTKEY") == true)
         #expect(identity?.contains("test/secret") == false)
@@ -266,7 +271,7 @@ enum SharedMoto {
         let lines = Mutex<[String]>([])
         let logger = ProviderLogger(minimumLevel: .debug) { _, line in lines.withLock { $0.append(line) } }
         let provider = makeProvider(
-            endpoint: try SharedMoto.endpoint(), bucket: "cloudsync-tests", prefix: "log/", logger: logger)
+            endpoint: try await SharedMoto.endpoint(), bucket: "cloudsync-tests", prefix: "log/", logger: logger)
         _ = try await provider.set([KeyValue("k", "v")])
         _ = try await provider.get(["k"])
         let text = lines.withLock { $0.joined(separator: "\n") }

@@ -124,7 +124,7 @@ import Testing
 }
 
 /// The same requests signed here and by botocore's S3 signer (PyPI), an independent implementation.
-@Suite struct SigV4BotocoreTests {
+@Suite(.timeLimit(.minutes(10))) struct SigV4BotocoreTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent()
     static let python = root.appendingPathComponent(".build/pyenv/bin/python3").path

@@ -205,7 +205,7 @@ import Testing
         for value in 0..<80 {
             try await database.write { try $0.execute("INSERT INTO t (x) VALUES (?)", 100 + value) }
         }
-        threadsDone.wait()
+        await offPool { threadsDone.wait() }
         let count = try await database.read { try $0.query("SELECT count(*) FROM t") { $0.int64(0) } }
         #expect(count == [160])
     }

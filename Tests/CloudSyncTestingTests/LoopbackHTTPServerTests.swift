@@ -328,14 +328,14 @@ import Testing
         server.setFaultPlan(HTTPFaultPlan([.hang(on: .calls([1]), route: "GET /files/{id}")]))
         let session = makeSession()
         let hung = Task { try await session.data(from: server.url("/files/slow")) }
-        await waitUntil { server.requestLog.count == 1 }
+        try await waitUntil { server.requestLog.count == 1 }
         #expect(server.openConnectionCount == 1)
         let start = ContinuousClock.now
         hung.cancel()
         await #expect(throws: URLError.self) { try await hung.value }
         #expect(ContinuousClock.now - start < .seconds(2))
         // The hung connection's thread ends once libcurl drops the connection.
-        await waitUntil { server.openConnectionCount == 0 }
+        try await waitUntil { server.openConnectionCount == 0 }
         #expect(try await send(session, "GET", server.url("/files/2")).status == 200)
         #expect(server.requestLog.map(\.status) == [nil, 200])
         #expect(server.requestLog.first?.fault == .hang)
@@ -361,7 +361,7 @@ import Testing
         server.setFaultPlan(HTTPFaultPlan([.hang()]))
         let client = try RawClient(port: server.port)
         client.send("GET /ping HTTP/1.1\r\nHost: x\r\n\r\n")
-        await waitUntil { !server.requestLog.isEmpty }
+        try await waitUntil { !server.requestLog.isEmpty }
         server.stop()
         #expect(client.receiveUntilClosed() == "")
     }
@@ -427,7 +427,7 @@ import Testing
         let idle = try RawClient(port: port)
         let midRequest = try RawClient(port: port)
         midRequest.send("PUT /files/1 HTTP/1.1\r\nHost: x\r\nContent-Length: 10\r\n\r\nabc")
-        await waitUntil { server.openConnectionCount == 3 }
+        try await waitUntil { server.openConnectionCount == 3 }
 
         server.stop()
         #expect(server.openConnectionCount == 0)

@@ -61,7 +61,7 @@ private final class Unavailable: ForwardingProvider {
         stuck.hang(.isAvailable, .forever)
         let store = try store([stuck])
         let answer = Task { try await store.availability(of: "cloudKit") }
-        await waitUntil { stuck.isHanging(.isAvailable) && clock.sleeperCount == 1 }
+        try await waitUntil { stuck.isHanging(.isAvailable) && clock.sleeperCount == 1 }
         clock.advance(by: .seconds(5))
         let availability = try await answer.value
         #expect(availability.reason == .timedOut)
@@ -77,7 +77,7 @@ private final class Unavailable: ForwardingProvider {
         let drive = Unavailable("googleDrive", .signedOut, "sign in to Google Drive")
         let store = try store([stuck, drive])
         let write = Task { try await store.set("v", forKey: "k") }
-        await waitUntil { stuck.isHanging(.isAvailable) && drive.probeCount == 1 && clock.sleeperCount == 1 }
+        try await waitUntil { stuck.isHanging(.isAvailable) && drive.probeCount == 1 && clock.sleeperCount == 1 }
         clock.advance(by: .seconds(5))
         let error = await #expect(throws: CloudSyncError.self) { try await write.value }
         #expect(error?.code == .noProvider)

@@ -134,7 +134,7 @@ final class SwitchableAccount: ForwardingProvider {
                     writtenAt[key] = errors.all.count
                 }
                 faults[0].emitAccountEvent(identityChanged: true)
-                await waitUntil { store.pendingWrites().isEmpty }
+                try await waitUntil { store.pendingWrites().isEmpty }
                 switchedAt = (order.value, time)
                 log.append("account switch")
             }

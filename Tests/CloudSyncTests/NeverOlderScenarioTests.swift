@@ -148,7 +148,7 @@ struct PrefixCodec: ValueCodec {
             $0.resolver = .timestamp(field: "t")
         }
         let read = Task { try await store.get("k") }
-        await waitUntil { slow.waiting == 1 }
+        try await waitUntil { slow.waiting == 1 }
         let remove = Task { try await store.remove("k") }
         // The remove waits for the read's key: it cannot land between the read and its repair.
         try await Task.sleep(for: .milliseconds(50))
@@ -189,9 +189,9 @@ struct PrefixCodec: ValueCodec {
         let drops = DropLog()
         let store = try makeStore([gate]) { $0.outbox = try! makeOutbox(drops: drops) }
         let write = Task { try await store.set("previous user's", forKey: "k") }
-        await waitUntil { gate.waiting == 1 }
+        try await waitUntil { gate.waiting == 1 }
         account.emitAccountEvent(identityChanged: true)
-        await waitUntil { account.clearCachesCalls == 1 }
+        try await waitUntil { account.clearCachesCalls == 1 }
         gate.open()
         await #expect(throws: CloudSyncError.self) { try await write.value }
         #expect(store.pendingWrites().isEmpty)
@@ -212,9 +212,9 @@ struct PrefixCodec: ValueCodec {
         clock.advance(by: .seconds(3600))
         gate.shut()
         let flush = Task { try await store.flushOutbox() }
-        await waitUntil { gate.waiting == 1 }
+        try await waitUntil { gate.waiting == 1 }
         account.emitAccountEvent(identityChanged: true)
-        await waitUntil { store.pendingWrites().isEmpty }
+        try await waitUntil { store.pendingWrites().isEmpty }
         gate.open()
         let result = try await flush.value
         #expect(result.drained == 0)
@@ -282,17 +282,17 @@ struct PrefixCodec: ValueCodec {
             $0.clock = clock
         }
         let old = Task { try await store.set("old", forKey: "k") }
-        await waitUntil { stuck.waiting == 1 }
-        await clock.waitForSleepers()
+        try await waitUntil { stuck.waiting == 1 }
+        try await clock.waitForSleepers()
         clock.advance(by: .seconds(1))
         await #expect(throws: CloudSyncError.self) { try await old.value }
         // The newer write waits for the abandoned call (bounded by a second deadline) instead of racing past it.
         let new = Task { try await store.set("new", forKey: "k") }
         // Either it waits (its second deadline armed on the clock) or, as before the fix, it has already landed.
-        await waitUntil { clock.sleeperCount >= 1 || backing.calls(.set) >= 1 }
+        try await waitUntil { clock.sleeperCount >= 1 || backing.calls(.set) >= 1 }
         stuck.open()
         _ = try await new.value
-        await waitUntil { backing.calls(.set) == 2 }
+        try await waitUntil { backing.calls(.set) == 2 }
         #expect(try await raw(backing, "k") == "new")
     }
 
@@ -319,8 +319,8 @@ struct PrefixCodec: ValueCodec {
             $0.outbox = try! makeOutbox()
         }
         let write = Task { try await store.set("v", forKey: "k") }
-        await waitUntil { provider.isHanging(.isAvailable) }
-        await clock.waitForSleepers()
+        try await waitUntil { provider.isHanging(.isAvailable) }
+        try await clock.waitForSleepers()
         clock.advance(by: .seconds(1))
         #expect(try await write.value.queued == ["p"])
     }

@@ -196,11 +196,11 @@ import Testing
             $0.autoFlushInterval = .seconds(60)
         }
         try await store.set("v", forKey: "k")
-        await clock.waitForSleepers(1)
+        try await clock.waitForSleepers(1)
         clock.advance(by: .seconds(60))
-        await waitUntil { store.pendingWrites().isEmpty }
+        try await waitUntil { store.pendingWrites().isEmpty }
         #expect(try await raw(drive, "k") == "v")
         store.close()
-        await waitUntil { clock.sleeperCount == 0 }
+        try await waitUntil { clock.sleeperCount == 0 }
     }
 }

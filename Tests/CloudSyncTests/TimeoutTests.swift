@@ -23,7 +23,9 @@ import Testing
 
         let read = Task { try await store.get("k") }
         // Drive has answered its probe (its deadline is gone) and only the hung probe's deadline is left.
-        await waitUntil { stuck.isHanging(.isAvailable) && drive.calls(.isAvailable) == 1 && clock.sleeperCount == 1 }
+        try await waitUntil {
+            stuck.isHanging(.isAvailable) && drive.calls(.isAvailable) == 1 && clock.sleeperCount == 1
+        }
         clock.advance(by: .seconds(5))
         #expect(try await read.value == "from drive")
         #expect(stuck.calls(.get) == 0)
@@ -35,7 +37,9 @@ import Testing
         stuck.hang(.isAvailable)
         let store = try store([stuck, drive])
         let first = Task { try await store.get("k") }
-        await waitUntil { stuck.isHanging(.isAvailable) && drive.calls(.isAvailable) == 1 && clock.sleeperCount == 1 }
+        try await waitUntil {
+            stuck.isHanging(.isAvailable) && drive.calls(.isAvailable) == 1 && clock.sleeperCount == 1
+        }
         clock.advance(by: .seconds(5))
         _ = try await first.value
         // Within the memo's lifetime no probe runs, so nothing sleeps on the clock.
@@ -59,7 +63,7 @@ import Testing
         slow.hang(.get, .forever)
 
         let read = Task { try await store.get("k") }
-        await clock.waitForSleepers(1)
+        try await clock.waitForSleepers(1)
         clock.advance(by: .seconds(5))
         #expect(try await read.value == "drive value")
         #expect(errors.all.map(\.code) == [.timeout])
@@ -77,7 +81,7 @@ import Testing
         _ = try await store.get("warm-up")
         drive.hang(.set)
         let write = Task { try await store.set("v", forKey: "k") }
-        await clock.waitForSleepers(1)
+        try await clock.waitForSleepers(1)
         clock.advance(by: .seconds(5))
         #expect(try await write.value.queued == ["googleDrive"])
         #expect(store.pendingWrites().first?.lastErrorCode == "ERR_TIMEOUT")
@@ -89,7 +93,7 @@ import Testing
         _ = try await store.get("warm-up")
         drive.setLatency(.seconds(4))
         let write = Task { try await store.set("v", forKey: "k") }
-        await clock.waitForSleepers(2)  // the provider's latency and the store's deadline
+        try await clock.waitForSleepers(2)  // the provider's latency and the store's deadline
         clock.advance(by: .seconds(4))
         #expect(try await write.value.stored == ["googleDrive"])
     }
@@ -100,7 +104,7 @@ import Testing
         _ = try await store.get("warm-up")
         drive.hang(.get, .untilCancelled)
         let read = Task { try await store.get("k") }
-        await waitUntil { drive.isHanging(.get) }
+        try await waitUntil { drive.isHanging(.get) }
         read.cancel()
         // The caller hears that it cancelled (not a provider failure), and the provider's call was cancelled too:
         // its hang, which ends only on cancellation, is over.
@@ -109,7 +113,7 @@ import Testing
         } throws: { error in
             (error as? CloudSyncError)?.code == .cancelled
         }
-        await waitUntil { !drive.isHanging(.get) }
+        try await waitUntil { !drive.isHanging(.get) }
         #expect(!drive.isHanging(.get))
     }
 }

@@ -17,7 +17,7 @@ import Testing
         let cancelled = timers.schedule(after: .milliseconds(15)) { fired.withLock { $0.append(15) } }
         _ = timers.schedule(after: .milliseconds(20)) { fired.withLock { $0.append(20) } }
         timers.cancel(cancelled)
-        await waitUntil { fired.withLock { $0.count } == 3 }
+        try await waitUntil { fired.withLock { $0.count } == 3 }
         #expect(fired.withLock { $0 } == [10, 20, 30])
         timers.cancel(far)
     }
@@ -31,11 +31,11 @@ import Testing
         timers.cancel(live)
     }
 
-    @Test func aTimerCancelledAfterItFiredIsHarmless() async {
+    @Test func aTimerCancelledAfterItFiredIsHarmless() async throws {
         let timers = TimerThread()
         let count = Mutex(0)
         let entry = timers.schedule(after: .zero) { count.withLock { $0 += 1 } }
-        await waitUntil { count.withLock { $0 } == 1 }
+        try await waitUntil { count.withLock { $0 } == 1 }
         timers.cancel(entry)
         #expect(timers.pendingCount == 0)
         #expect(count.withLock { $0 } == 1)
@@ -65,7 +65,7 @@ import Testing
         // have fired first.
         let sentinel = Mutex(false)
         _ = timers.schedule(after: .milliseconds(40)) { sentinel.withLock { $0 = true } }
-        await waitUntil { sentinel.withLock { $0 } }
+        try await waitUntil { sentinel.withLock { $0 } }
         #expect(clock.fired.withLock { $0 } == 0)
     }
 
