@@ -227,7 +227,9 @@ public final class RunSession: Sendable {
     /// its caches cleared, as a live account event would; entries for other providers were queued for accounts that
     /// did not change and stay. When the check fails (a slow network, a deadline, a 503) for a provider whose account
     /// an earlier run recorded, this session cannot tell a switch from no switch: that provider's entries are held,
-    /// neither sent nor dropped, and the report says why (``heldWrites()``).
+    /// neither sent nor dropped, and the report says why (``heldWrites()``). When it fails for a provider no run has
+    /// recorded an account for, the entries are held too and the account is remembered as unknown
+    /// (``StateDatabase/uncheckedIdentity``), so the next run that can check abandons them as another account's.
     ///
     /// Returns the providers whose account could not be checked, with why.
     private static func noticeAccountSwitches(
@@ -243,12 +245,19 @@ public final class RunSession: Sendable {
             do {
                 current = try await live.accountIdentity()
             } catch {
-                guard previous != nil else { continue }
                 let failure =
                     (error as? CloudSyncError)
                     ?? CloudSyncError(.provider, "\(error)", provider: provider.id)
                 unchecked[provider.id] = failure
                 outbox?.hold(provider.id)
+                // No run has recorded this provider's account, so what this run queues for it belongs to an account
+                // nobody knows; remembered as such, the next run that can check treats whatever account it finds
+                // as a change, and those writes never reach someone who signed in meanwhile.
+                if previous == nil {
+                    try? stateDatabase.remember(
+                        identity: StateDatabase.uncheckedIdentity, of: provider.id, at: iso8601(clock.nowMilliseconds())
+                    )
+                }
                 continue
             }
             guard let identity = current else { continue }

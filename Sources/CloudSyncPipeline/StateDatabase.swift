@@ -177,6 +177,10 @@ public final class StateDatabase: ProviderStateStore {
 
     // MARK: Identities
 
+    /// What ``identity(of:)`` holds for a provider whose account no run could check yet: it equals no real
+    /// identity, so the first account a check finds counts as a change.
+    public static let uncheckedIdentity = "\u{0}unchecked"
+
     /// The account identity `provider` had when last seen, if it reports one.
     public func identity(of provider: String) throws(CloudSyncError) -> String? {
         try run { db in

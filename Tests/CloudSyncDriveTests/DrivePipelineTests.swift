@@ -206,6 +206,9 @@ import Testing
 
     /// Writes the pipeline `check` with a Drive provider per token variable (named after it, lowercased), mirrored
     /// in the store, and `jobs`; the state directory is the same whatever the jobs.
+    ///
+    /// The deadline is a minute: these tests need each account check they do not fault to succeed, and in a loaded
+    /// full run a 10 s deadline let the first run's check time out, so no identity was recorded to compare with.
     func pipeline(_ tokens: [String], jobs: String) throws -> String {
         let file = directory.path + "/check.yaml"
         let providers = tokens.map { token in
@@ -217,7 +220,7 @@ import Testing
                 refreshToken: ${env:\(token)}
                 endpoint: ${env:ENDPOINT}
                 tokenEndpoint: ${env:TOKEN_ENDPOINT}
-                timeoutMs: 10000
+                timeoutMs: 60000
             """
         }
         try """
@@ -309,6 +312,33 @@ import Testing
         #expect((checked["outbox"] as? [String: Any])?["drained"] as? Int == 2, "\(checked)")
         #expect(names("alice@example.com") == ["one", "two"])
         #expect(names("bob@example.com").isEmpty)
+    }
+
+    @Test func writesQueuedWhileNoRunCouldEverCheckTheAccountNeverReachTheNextOne() async throws {
+        // The very first run cannot check who is signed in (about.get answers 503 to every attempt) and cannot
+        // upload: Alice's two writes wait in the outbox, for an account no run has recorded.
+        host.server.server.setFaultPlan(
+            HTTPFaultPlan([uploadsRefused, .errors(503, onCalls: Array(1...5), route: "GET /drive/v3/about")]))
+        let importing = try pipeline(["TOKEN"], jobs: "{ type: import, path: items.export.json, to: store }")
+        let first = try await run(importing, signedIn: ["TOKEN": "alice@example.com"])
+        #expect((first["outbox"] as? [String: Any])?["pendingAfter"] as? Int == 2, "\(first)")
+        host.server.server.clearFaultPlan()
+
+        // Bob's run can check: the writes were made for an account nobody knows, so they count as another
+        // account's and are dropped, not sent to Bob.
+        let flushing = try pipeline(["TOKEN"], jobs: "{ type: flush }")
+        let second = try await run(flushing, signedIn: ["TOKEN": "bob@example.com"])
+        let outbox = second["outbox"] as? [String: Any]
+        #expect((outbox?["dropped"] as? [String: Int]) == ["accountChanged": 2], "\(second)")
+        #expect(outbox?["drained"] as? Int == 0)
+        #expect(outbox?["pendingAfter"] as? Int == 0)
+        #expect(names("bob@example.com").isEmpty)
+
+        // Bob is now the recorded account: his own writes go through as usual.
+        let reimporting = try pipeline(["TOKEN"], jobs: "{ type: import, path: items.export.json, to: store }")
+        let third = try await run(reimporting, signedIn: ["TOKEN": "bob@example.com"])
+        #expect((third["outbox"] as? [String: Any])?["pendingAfter"] as? Int == 0, "\(third)")
+        #expect(names("bob@example.com") == ["one", "two"], "\(third)")
     }
 
     @Test func aSwitchOfOneOfTwoAccountsAbandonsOnlyItsWrites() async throws {
