@@ -29,9 +29,6 @@ public final class SQLiteOutboxStorage: OutboxStorage {
     ])
 
     private let database: SQLiteDatabase
-    /// Statements prepared once and reused, by SQL text; used only inside the database's serialized bodies, and
-    /// dropped before the database closes so the close can checkpoint the log.
-    private let statements = StatementCache()
 
     /// Opens (creating when needed) the outbox database at `path`; its directory must exist.
     public init(path: String) throws {
@@ -45,14 +42,13 @@ public final class SQLiteOutboxStorage: OutboxStorage {
     /// When no other connection has the file open, the write-ahead log is checkpointed into it and its `-wal` and
     /// `-shm` files are removed.
     public func close() {
-        // The cached statements go first, on the database's queue, so the close can checkpoint the log.
-        try? database.read { _ in statements.removeAll() }
         database.close()
     }
 
-    /// Runs `sql` once per element of `rows`, with that element's values, on a statement prepared once per storage.
+    /// Runs `sql` once per element of `rows`, with that element's values, on a statement prepared once per
+    /// connection.
     private func run(_ sql: String, on db: SQLiteConnection, rows: [[any SQLiteBindable]]) throws {
-        let statement = try statements.statement(sql) { try db.prepare(sql) }
+        let statement = try db.cachedStatement(sql)
         for values in rows { try statement.bind(values).run() }
     }
 
@@ -120,24 +116,18 @@ public final class SQLiteOutboxStorage: OutboxStorage {
         }
     }
 
-    /// Rows one upsert statement writes: one statement run for many rows saves what SQLite sets up for each run;
-    /// nine parameters a row stay far below SQLite's limit.
+    /// Rows one upsert statement writes (see `SQLiteConnection.writeRows`); nine parameters a row stay far below
+    /// SQLite's limit.
     static let rowsPerStatement = 100
 
     /// Stores each entry, a hundred rows per statement and the rest one at a time; the row of the same key and
     /// provider, if any, takes the entry's id and fields (one upsert each, in order).
     private func upsert(_ entries: [OutboxEntry], on db: SQLiteConnection) throws {
-        var start = 0
-        while start < entries.count {
-            let rows = entries.count - start >= Self.rowsPerStatement ? Self.rowsPerStatement : 1
-            let statement = try statements.statement(Self.upsertSQL(rows: rows)) {
-                try db.prepare(Self.upsertSQL(rows: rows))
-            }
-            let batch = entries[start..<start + rows]
+        try db.writeRows(entries.count, rowsPerRun: Self.rowsPerStatement, sql: Self.upsertSQL) { statement, range in
             // Row r's parameters are 9r + 1 … 9r + 9, in the order of the columns; a remove's value stays NULL.
             var texts: [(parameter: Int, text: String)] = []
-            texts.reserveCapacity(5 * rows)
-            for (row, entry) in batch.enumerated() {
+            texts.reserveCapacity(5 * range.count)
+            for (row, entry) in entries[range].enumerated() {
                 let first = 9 * row
                 texts.append((first + 2, entry.key))
                 texts.append((first + 3, entry.provider))
@@ -146,7 +136,7 @@ public final class SQLiteOutboxStorage: OutboxStorage {
                 texts.append((first + 9, entry.lastErrorCode))
             }
             try statement.withTexts(texts) {
-                for (row, entry) in batch.enumerated() {
+                for (row, entry) in entries[range].enumerated() {
                     let first = 9 * row
                     try statement.bind(entry.id, at: first + 1)
                     try statement.bind(Int64(entry.attempts), at: first + 6)
@@ -155,7 +145,6 @@ public final class SQLiteOutboxStorage: OutboxStorage {
                 }
                 try statement.run()
             }
-            start += rows
         }
     }
 
@@ -200,21 +189,4 @@ public final class SQLiteOutboxStorage: OutboxStorage {
         try database.read { db in try db.query("PRAGMA integrity_check") { $0.string(0) ?? "" }.joined(separator: "\n")
         }
     }
-}
-
-/// Prepared statements by SQL text, for one ``SQLiteOutboxStorage``.
-///
-/// `@unchecked Sendable`: it is touched only inside the bodies the storage's `SQLiteDatabase` runs one at a time on
-/// its own queue (reads, writes and the close), which is what serializes it.
-private final class StatementCache: @unchecked Sendable {
-    private var statements: [String: SQLiteStatement] = [:]
-
-    func statement(_ sql: String, prepare: () throws -> SQLiteStatement) rethrows -> SQLiteStatement {
-        if let known = statements[sql] { return known }
-        let statement = try prepare()
-        statements[sql] = statement
-        return statement
-    }
-
-    func removeAll() { statements.removeAll() }
 }

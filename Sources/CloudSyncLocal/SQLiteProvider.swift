@@ -258,28 +258,19 @@ public final class SQLiteProvider: Provider {
     /// Writes every item: a hundred rows per statement, in order (a key given twice is inserted, then updated, as
     /// with one statement a row), the rest one at a time.
     private static func upsert(_ items: [KeyValue], now: Int64, _ db: SQLiteConnection) throws {
-        let rows = rowsPerStatement
-        let whole = items.count - items.count % rows
-        if whole > 0 {
-            let upsert = try db.cachedStatement(upsertSQL(rows: rows))
+        try db.writeRows(items.count, rowsPerRun: rowsPerStatement, sql: upsertSQL) { upsert, range in
+            // Row r's parameters are 3r + 1 (key), 3r + 2 (value) and 3r + 3 (time).
             var texts: [(parameter: Int, text: String)] = []
-            texts.reserveCapacity(2 * rows)
-            for start in stride(from: 0, to: whole, by: rows) {
-                texts.removeAll(keepingCapacity: true)
-                // Row r's parameters are 3r + 1 (key), 3r + 2 (value) and 3r + 3 (time).
-                for (row, item) in items[start..<start + rows].enumerated() {
-                    texts.append((3 * row + 1, item.key))
-                    texts.append((3 * row + 2, item.value))
-                }
-                try upsert.withTexts(texts) {
-                    for row in 0..<rows { try upsert.bind(now, at: 3 * row + 3) }
-                    try upsert.run()
-                }
+            texts.reserveCapacity(2 * range.count)
+            for (row, item) in items[range].enumerated() {
+                texts.append((3 * row + 1, item.key))
+                texts.append((3 * row + 2, item.value))
+            }
+            try upsert.withTexts(texts) {
+                for row in 0..<range.count { try upsert.bind(now, at: 3 * row + 3) }
+                try upsert.run()
             }
         }
-        guard whole < items.count else { return }
-        let upsert = try db.cachedStatement(upsertSQL(rows: 1))
-        for item in items[whole...] { try upsertRow(item, now: now, upsert) }
     }
 
     /// Writes each item that keeps the data within `maxBytes`, measuring the value it replaces first; the others
@@ -315,8 +306,8 @@ public final class SQLiteProvider: Provider {
         try upsert.withText(item.key, at: 1) { try upsert.withText(item.value, at: 2) { try upsert.run() } }
     }
 
-    /// Rows a multi-row upsert writes: one statement run for many rows saves what SQLite sets up for each run
-    /// (cursors, a statement journal, the trigger's frame); three parameters a row stay far below SQLite's limit.
+    /// Rows a multi-row upsert writes (see `SQLiteConnection.writeRows`); three parameters a row stay far below
+    /// SQLite's limit.
     static let rowsPerStatement = 100
 
     /// Inserts `rows` rows (key, value, update time), each updating the row its key already has instead.

@@ -104,6 +104,24 @@ public final class SQLiteConnection {
         statementCache[sql] = handle
     }
 
+    /// Writes `count` rows with a statement that takes many rows at once: `rowsPerRun` rows a run while that many
+    /// are left, then one a run, each statement from ``cachedStatement(_:)``.
+    ///
+    /// `sql(rows)` is the statement for `rows` rows; `write` binds the rows `range` (positions among the `count`) to
+    /// it and runs it. One run for many rows saves what SQLite sets up for each run (cursors, a statement journal,
+    /// trigger frames).
+    public func writeRows(
+        _ count: Int, rowsPerRun: Int, sql: (_ rows: Int) -> String,
+        _ write: (SQLiteStatement, _ range: Range<Int>) throws -> Void
+    ) throws {
+        var start = 0
+        while start < count {
+            let rows = count - start >= rowsPerRun ? rowsPerRun : 1
+            try write(try cachedStatement(sql(rows)), start..<start + rows)
+            start += rows
+        }
+    }
+
     /// Runs one statement with the given parameters, discarding any rows.
     public func execute(_ sql: String, _ values: any SQLiteBindable...) throws(SQLiteError) {
         try prepare(sql).bind(values).run()
