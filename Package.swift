@@ -47,7 +47,7 @@ let package = Package(
 
         // A loopback HTTP/1.1 server on POSIX sockets with routes and fault plans: the emulators and the tests serve
         // from it, and `cloudsync login` receives its OAuth redirect on it.
-        .target(name: "CloudSyncHTTPServer", dependencies: ["CloudSyncHTTP"]),
+        .target(name: "CloudSyncHTTPServer", dependencies: ["CloudSync", "CloudSyncHTTP"]),
 
         // Sign-in flows (OAuth 2.0 for installed apps with PKCE, CloudKit's web sign-in) and the authenticators that
         // use what they yield; the remote providers plug their factories' sign-in into these.

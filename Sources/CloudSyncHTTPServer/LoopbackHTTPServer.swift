@@ -1,3 +1,4 @@
+import CloudSync
 import CloudSyncHTTP
 import Foundation
 import Glibc

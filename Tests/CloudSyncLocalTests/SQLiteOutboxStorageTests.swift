@@ -105,7 +105,7 @@ import Testing
     func commitsOfAnySizeKeepOneEntryPerKeyAndProvider(seed: UInt64) throws {
         let path = directory.file("outbox-\(seed).db")
         let storage = try SQLiteOutboxStorage(path: path)
-        var random = SplitMix(seed: seed)
+        var random = SeededRandom(seed: seed)
         var model: [String: OutboxEntry] = [:]
         var nextID: Int64 = 1
         for size in [0, 1, 99, 100, 101, 250, 7, 100, 199] {
@@ -239,18 +239,5 @@ import Testing
                 }
             }
         }
-    }
-}
-
-/// A seeded generator, so a failing case can be run again.
-private struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var mixed = state
-        mixed = (mixed ^ (mixed >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        mixed = (mixed ^ (mixed >> 27)) &* 0x94D0_49BB_1331_11EB
-        return mixed ^ (mixed >> 31)
     }
 }
