@@ -117,8 +117,6 @@ public final class CloudStore: Sendable {
     /// that late call cannot land after this one. Release with `keyLocks.release(keys)`.
     func lockForWriting(_ keys: Set<String>) async {
         await keyLocks.acquire(keys)
-        // Without a deadline no call is ever abandoned, so there is nothing to wait for (nor a key to look up).
-        guard options.timeout != nil else { return }
         await abandonedWrites.settle(keys, timeout: options.timeout, clock: options.clock)
     }
 

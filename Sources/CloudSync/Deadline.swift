@@ -3,8 +3,9 @@ import Synchronization
 /// Runs `operation` but stops waiting for it after `timeout` on `clock`, throwing `ERR_TIMEOUT`.
 ///
 /// The operation runs in its own task, which is cancelled at the deadline; once it has suspended, the caller is
-/// released at the deadline even if the operation ignores cancellation (a hung socket, a provider that never checks), so one stuck call can never
-/// stall the store beyond its timeout. Cancelling the caller cancels the operation too.
+/// released at the deadline even if the operation ignores cancellation (a hung socket, a provider that never
+/// checks), so one stuck call can never stall the store beyond its timeout. Cancelling the caller cancels the
+/// operation too.
 ///
 /// When the deadline wins, `onAbandoned` receives a task that ends when the abandoned operation finally returns, so a
 /// caller can keep what the operation touches locked until then.
