@@ -48,6 +48,26 @@ public final class RunningProcess: Sendable {
     /// Sends `signal` (SIGTERM by default).
     public func signal(_ signal: Int32 = SIGTERM) { kill(process.processIdentifier, signal) }
 
+    /// Sends `signal` once `reached` holds (the run got that far), or after `limit` at the latest; an error
+    /// `reached` throws ends the watch with that error, sending nothing.
+    ///
+    /// The run is watched from a thread of its own, every millisecond: a watch on the concurrency pool, queued behind
+    /// every other test's work, would see the point late, after the run had gone much further or ended.
+    public func signal(
+        _ signal: Int32, once reached: @escaping @Sendable () throws -> Bool, within limit: TimeInterval
+    ) async throws {
+        try await onOwnThread {
+            let deadline = Date().addingTimeInterval(limit)
+            while Date() < deadline, try !reached() { usleep(1000) }
+            self.signal(signal)
+        }
+    }
+
+    /// The number of entries in `directory` (none when it cannot be read), for a ``signal(_:once:within:)`` watch.
+    public static func entries(in directory: String) -> Int {
+        (try? FileManager.default.contentsOfDirectory(atPath: directory))?.count ?? 0
+    }
+
     /// Waits for the process to end, on a thread of its own, and returns its status (the signal number when a signal
     /// ended it) and the rest of what it printed.
     ///

@@ -326,18 +326,9 @@ import Testing
             ])
         let process = try RunningProcess(
             executable, ["run", file, "--quiet", "--report", directory.file("interrupted.json")])
-        // Wait until the first files appear, then interrupt, from a thread of its own: a watch on the concurrency
-        // pool, queued behind every other test's work, would see them late.
+        // Once the first files appear, interrupt.
         let slow = directory.file("data/slow")
-        try await onOwnThread {
-            let deadline = Date().addingTimeInterval(30)
-            while Date() < deadline,
-                ((try? FileManager.default.contentsOfDirectory(atPath: slow))?.count ?? 0) < 5
-            {
-                usleep(2000)
-            }
-            process.signal(SIGINT)
-        }
+        try await process.signal(SIGINT, once: { RunningProcess.entries(in: slow) >= 5 }, within: 30)
         #expect(await process.exited().status == 130)
         try await expectValidReport(directory.file("interrupted.json"))
         let parsed = try #require(

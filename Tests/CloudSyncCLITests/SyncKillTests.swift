@@ -20,18 +20,9 @@ import Testing
             .write(toFile: file, atomically: true, encoding: .utf8)
         let process = try RunningProcess(
             executable, ["run", file, "--quiet", "--report", directory.file("killed.json")])
-        // Past the first page (1,000 keys, whose snapshot rows commit after its writes), then SIGKILL, from a thread
-        // of its own: a watch on the concurrency pool, queued behind every other test's work, would see it late.
+        // Past the first page (1,000 keys, whose snapshot rows commit after its writes), then SIGKILL.
         let files = directory.file("data/files")
-        try await onOwnThread {
-            let deadline = Date().addingTimeInterval(60)
-            while Date() < deadline,
-                ((try? FileManager.default.contentsOfDirectory(atPath: files))?.count ?? 0) < 1300
-            {
-                usleep(1000)
-            }
-            process.signal(SIGKILL)
-        }
+        try await process.signal(SIGKILL, once: { RunningProcess.entries(in: files) >= 1300 }, within: 60)
         #expect(await process.exited().status == SIGKILL, "the run was killed, not ended")
 
         /// Key files, leaving out a temporary file the killed write may have left.
@@ -117,13 +108,8 @@ import Testing
                 )
             }
         }
-        // Watched from a thread of its own, which kills the run as soon as its first edits land: a watch on the
-        // concurrency pool, queued behind every other test's work, would see them late.
-        try await onOwnThread {
-            let deadline = Date().addingTimeInterval(60)
-            while Date() < deadline, try destination().edited == 0 { usleep(1000) }
-            process.signal(SIGKILL)
-        }
+        // Killed as soon as its first edits land.
+        try await process.signal(SIGKILL, once: { try destination().edited > 0 }, within: 60)
         #expect(await process.exited().status == SIGKILL, "the run was killed, not ended")
         #expect(try destination().edited < count - 3, "the run was killed before it finished")
 
