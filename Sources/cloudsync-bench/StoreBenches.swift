@@ -82,12 +82,7 @@ func benchOutbox(_ context: BenchContext) async throws -> [BenchRow] {
                         """)
                     for index in 0..<preloaded { try insert.bind(index + 1, "preloaded.\(index)", value).run() }
                 } as Void
-                let provider = FaultInjectingProvider(id: "offline")
-                provider.fail(.set, with: CloudSyncError(.offline, "benchmark"))
-                var options = StoreOptions()
-                options.outbox = try Outbox(
-                    storage: SQLiteOutboxStorage(path: path), limits: Outbox.Limits(maxEntries: 1_000_000))
-                store = try CloudStore(providers: [provider], options: options)
+                store = try offlineStore(outboxAt: path)
             },
             measure: { _ in
                 for index in 0..<samples { try await store!.set(value, forKey: "bench.\(index)") }
@@ -95,11 +90,8 @@ func benchOutbox(_ context: BenchContext) async throws -> [BenchRow] {
         var database: SQLiteDatabase?
         let direct = try await context.medianSeconds(
             prepare: { run in
-                database = try SQLiteDatabase(
-                    path: "\(directory)/direct-\(preloaded)-\(run).db", options: .init(durability: .powerLossSafe))
+                database = try peerDatabase(at: "\(directory)/direct-\(preloaded)-\(run).db")
                 try database!.write { db in
-                    try db.executeScript(
-                        "CREATE TABLE t (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, value TEXT)")
                     let insert = try db.prepare("INSERT INTO t (key, value) VALUES (?, ?)")
                     for index in 0..<preloaded { try insert.bind("preloaded.\(index)", value).run() }
                 }
@@ -130,13 +122,7 @@ private func benchOutboxBatch(_ context: BenchContext, directory: String, value:
     var store: CloudStore?
     let ours = try await context.medianSeconds(
         prepare: { run in
-            let provider = FaultInjectingProvider(id: "offline")
-            provider.fail(.set, with: CloudSyncError(.offline, "benchmark"))
-            var options = StoreOptions()
-            options.outbox = try Outbox(
-                storage: SQLiteOutboxStorage(path: "\(directory)/outbox-batch-\(run).db"),
-                limits: Outbox.Limits(maxEntries: 1_000_000))
-            store = try CloudStore(providers: [provider], options: options)
+            store = try offlineStore(outboxAt: "\(directory)/outbox-batch-\(run).db")
         },
         measure: { _ in
             for batch in 0..<batches {
@@ -149,11 +135,7 @@ private func benchOutboxBatch(_ context: BenchContext, directory: String, value:
     var database: SQLiteDatabase?
     let direct = try await context.medianSeconds(
         prepare: { run in
-            database = try SQLiteDatabase(
-                path: "\(directory)/direct-batch-\(run).db", options: .init(durability: .powerLossSafe))
-            try database!.write { db in
-                try db.executeScript("CREATE TABLE t (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, value TEXT)")
-            }
+            database = try peerDatabase(at: "\(directory)/direct-batch-\(run).db")
         },
         measure: { _ in
             for batch in 0..<batches {
@@ -168,4 +150,24 @@ private func benchOutboxBatch(_ context: BenchContext, directory: String, value:
         measure: "durable outbox enqueue, batch of \(size) failed writes (per entry, \(batches) batches)", unit: "µs",
         ours: ours * 1e6 / entries, peerName: "SQLite inserts, one transaction", peer: direct * 1e6 / entries,
         target: .atMost(1.2), runs: context.runs)
+}
+
+/// A store whose one provider refuses every write as offline, queueing each in a durable outbox at `path`.
+private func offlineStore(outboxAt path: String) throws -> CloudStore {
+    let provider = FaultInjectingProvider(id: "offline")
+    provider.fail(.set, with: CloudSyncError(.offline, "benchmark"))
+    var options = StoreOptions()
+    options.outbox = try Outbox(
+        storage: SQLiteOutboxStorage(path: path), limits: Outbox.Limits(maxEntries: 1_000_000))
+    return try CloudStore(providers: [provider], options: options)
+}
+
+/// The outbox benches' peer: a table of keyed rows in a database at the outbox's durability (WAL, synchronous =
+/// FULL).
+private func peerDatabase(at path: String) throws -> SQLiteDatabase {
+    let database = try SQLiteDatabase(path: path, options: .init(durability: .powerLossSafe))
+    try database.write { db in
+        try db.executeScript("CREATE TABLE t (id INTEGER PRIMARY KEY, key TEXT NOT NULL UNIQUE, value TEXT)")
+    }
+    return database
 }
