@@ -1,8 +1,8 @@
 import CloudSync
 import Foundation
 
-/// One provider's HTTP stack: the layers composed in order, deadline -> retry -> auth -> concurrency limit ->
-/// transport, so nothing above it needs URLSession.
+/// One provider's HTTP stack: the layers composed in order, concurrency limit -> deadline -> retry -> auth ->
+/// metering -> transport, so nothing above it needs URLSession.
 ///
 /// Every failure comes out as a `CloudSyncError` with the store's codes (see ``HTTPErrorMapping``); an answer with
 /// any status that no layer acted on is returned for the provider to read (a 404 may mean "no such key").
@@ -31,19 +31,20 @@ public struct HTTPClient: Sendable {
     /// The full stack over `transport` for the provider of `context`: its clock, metrics and logger.
     ///
     /// - Parameters:
-    ///   - timeout: the deadline of a request that carries none (the store's `timeoutMs`); nil for none.
+    ///   - timeout: the deadline of a request that carries none, counted from when it gets its turn; nil for none.
     ///   - maxConcurrency: requests in flight at once for this provider.
     public init(
         transport: any HTTPTransport, context: ProviderContext,
         authenticator: any HTTPAuthenticator = NoAuthentication(),
         retryPolicy: RetryPolicy = RetryPolicy(), timeout: Duration? = .seconds(30), maxConcurrency: Int = 8
     ) {
-        let limited = ConcurrencyLimitLayer(
-            next: transport, limit: maxConcurrency, metrics: context.metrics, logger: context.logger,
-            clock: context.clock)
-        let authorized = AuthLayer(next: limited, authenticator: authenticator)
+        let metered = RequestMeteringLayer(
+            next: transport, metrics: context.metrics, logger: context.logger, clock: context.clock)
+        let authorized = AuthLayer(next: metered, authenticator: authenticator)
         let retried = RetryLayer(next: authorized, policy: retryPolicy, clock: context.clock, metrics: context.metrics)
-        stack = DeadlineLayer(next: retried, clock: context.clock, timeout: timeout)
+        let bounded = DeadlineLayer(next: retried, clock: context.clock, timeout: timeout)
+        stack = ConcurrencyLimitLayer(
+            next: bounded, limit: maxConcurrency, metrics: context.metrics, clock: context.clock)
         providerID = context.providerID
     }
 

@@ -10,8 +10,8 @@ import Synchronization
 /// - A request with ``HTTPRequest/uploadFile`` sends that file's bytes as the body; one with
 ///   ``HTTPRequest/downloadFile`` writes a 2xx body to that file and returns it as ``HTTPResponse/bodyFile``.
 ///
-/// The layers (``DeadlineLayer``, ``RetryLayer``, ``AuthLayer``, ``ConcurrencyLimitLayer``) conform too, each wrapping
-/// the next, so any of them can be tested alone over a test transport.
+/// The layers (``ConcurrencyLimitLayer``, ``DeadlineLayer``, ``RetryLayer``, ``AuthLayer``, ``RequestMeteringLayer``)
+/// conform too, each wrapping the next, so any of them can be tested alone over a test transport.
 public protocol HTTPTransport: Sendable {
     /// Sends `request` and returns the answer.
     func send(_ request: HTTPRequest) async throws -> HTTPResponse
@@ -123,29 +123,28 @@ public struct NoAuthentication: HTTPAuthenticator {
 /// Keeps at most `limit` requests in flight through it; the others wait their turn in order, so 500 requests run
 /// on a few connections instead of 500 at once or one at a time.
 ///
-/// Counts each request that reaches the transport once in the provider's metrics, by method and status class, with
-/// the bytes sent and received and the time it waited for a slot, and logs it at debug level: method, redacted path, status, duration, bytes.
+/// It sits above ``DeadlineLayer``: a provider's batch starts all its requests at once and lets this layer pace them,
+/// and a request's timeout is the time it takes once it has its turn, not the time it waited behind its siblings.
+/// A request keeps its slot while ``RetryLayer`` waits to send it again, so a throttled provider is not sent more at
+/// once. Records the time each request waited for its slot in the provider's metrics.
 public struct ConcurrencyLimitLayer: HTTPTransport {
-    /// The layer below (the transport).
+    /// The layers below.
     public let next: any HTTPTransport
     /// The semaphore shared by every request of the provider.
     public let semaphore: AsyncSemaphore
-    /// Where each request is counted.
+    /// Where the time waited for a slot is counted.
     public let metrics: ProviderMetrics
-    /// Where each request is logged.
-    public let logger: ProviderLogger
     /// Where durations come from.
     public let clock: any StoreClock
 
     /// At most `limit` requests in flight over `next`.
     public init(
         next: any HTTPTransport, limit: Int, metrics: ProviderMetrics = ProviderMetrics(),
-        logger: ProviderLogger = .disabled, clock: any StoreClock = SystemClock()
+        clock: any StoreClock = SystemClock()
     ) {
         self.next = next
         self.semaphore = AsyncSemaphore(limit: limit)
         self.metrics = metrics
-        self.logger = logger
         self.clock = clock
     }
 
@@ -155,8 +154,40 @@ public struct ConcurrencyLimitLayer: HTTPTransport {
         let queued = clock.nowMilliseconds()
         try await semaphore.acquire()
         defer { semaphore.release() }
+        metrics.recordWait(milliseconds: clock.nowMilliseconds() - queued)
+        return try await next.send(request)
+    }
+}
+
+/// Counts each request that reaches the transport once in the provider's metrics, by method and status class, with
+/// the bytes sent and received, and logs it at debug level: method, redacted path, status, duration, bytes.
+///
+/// The layer just above the transport, so every attempt a retry makes is one request here, as the server sees it.
+public struct RequestMeteringLayer: HTTPTransport {
+    /// The layer below (the transport).
+    public let next: any HTTPTransport
+    /// Where each request is counted.
+    public let metrics: ProviderMetrics
+    /// Where each request is logged.
+    public let logger: ProviderLogger
+    /// Where durations come from.
+    public let clock: any StoreClock
+
+    /// Counts and logs each request sent over `next`.
+    public init(
+        next: any HTTPTransport, metrics: ProviderMetrics = ProviderMetrics(), logger: ProviderLogger = .disabled,
+        clock: any StoreClock = SystemClock()
+    ) {
+        self.next = next
+        self.metrics = metrics
+        self.logger = logger
+        self.clock = clock
+    }
+
+    public func close() { next.close() }
+
+    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         let start = clock.nowMilliseconds()
-        metrics.recordWait(milliseconds: start - queued)
         let logger = self.logger.redacting(HTTPRedaction.secrets(of: request))
         let line = "\(request.method) \(HTTPRedaction.redactedPath(request.url))"
         do {

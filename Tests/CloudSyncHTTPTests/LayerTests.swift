@@ -210,6 +210,39 @@ final class CountingAuthenticator: HTTPAuthenticator {
         #expect(transport.requests.count == total)
     }
 
+    /// A provider's batch starts every request at once and the limit paces them; a request's timeout is its own
+    /// time, so one waiting behind its siblings is not timed out before it was sent (an S3 batch of 1,000 on a slow
+    /// endpoint failed whole so).
+    @Test func aRequestsTimeoutDoesNotRunWhileItWaitsForASlot() async throws {
+        let clock = ManualClock()
+        let server = ManualClock()
+        let transport = TestTransport { _ in
+            try await server.sleep(for: .milliseconds(600))
+            return .text(200)
+        }
+        let http = client(transport, clock: clock, timeout: .seconds(1), maxConcurrency: 1)
+        let answered = Counter()
+        let sends = (0..<3).map { _ in
+            Task {
+                defer { answered.next() }
+                return await start(http, request()).value
+            }
+        }
+        for sent in 1...3 {
+            // Until the request is sent, or every call has come back (the ones timed out before being sent, too).
+            try await waitUntil {
+                (server.sleeperCount == 1 && transport.requests.count == sent) || answered.value == sends.count
+            }
+            // Each request takes 0.6 s once sent: within its 1 s, though the third is answered 1.8 s after the call.
+            clock.advance(by: .milliseconds(600))
+            server.advance(by: .milliseconds(600))
+        }
+        for send in sends {
+            let result = await send.value
+            #expect(result.value?.status == 200, "\(result.error.map { "\($0.code)" } ?? "answered")")
+        }
+    }
+
     @Test func aCancelledWaiterLeavesTheSemaphore() async throws {
         let semaphore = AsyncSemaphore(limit: 1)
         try await semaphore.acquire()
