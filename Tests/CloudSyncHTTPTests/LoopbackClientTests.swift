@@ -164,7 +164,9 @@ import Testing
         let released = ContinuousClock.now
         harness.clock.advance(by: .milliseconds(1))
         let error = try #require(await task.value.error)
-        #expect(ContinuousClock.now - released < .seconds(1))
+        // Released by the deadline, not by URLSession giving up on a silent connection after 60 s: a bound far from
+        // both, so a busy machine does not break it and a missing deadline does.
+        #expect(ContinuousClock.now - released < .seconds(20))
         #expect(error.code == .timeout)
         #expect(error.message.contains("within 1000 ms"), "\(error.message)")
         // The abandoned attempt is cancelled, so libcurl closes its connection and the hung handler ends.
@@ -173,6 +175,9 @@ import Testing
 
     /// A hung server against the clock production uses: only a real timer proves ``SystemClock``'s part of the
     /// deadline, so this one test waits for real, a quarter of a second.
+    ///
+    /// The server hangs until the client goes, and URLSession gives up on a silent connection only after 60 s: the
+    /// upper bound is far from both ends.
     @Test func aHungServerDoesNotHoldTheCallerPastARealDeadline() async throws {
         let kv = try KeyValueServer()
         kv.server.setFaultPlan(HTTPFaultPlan([.hang()]))
@@ -182,8 +187,9 @@ import Testing
         let error = await start(http, HTTPRequest(method: .get, url: kv.url("/kv/a"))).value.error
         let elapsed = ContinuousClock.now - started
         #expect(error?.code == .timeout)
+        #expect(error?.message.contains("within 250 ms") == true, "\(error?.message ?? "")")
         #expect(elapsed >= .milliseconds(250))
-        #expect(elapsed < .milliseconds(1250), "held for \(elapsed)")
+        #expect(elapsed < .seconds(20), "held for \(elapsed)")
         #expect(kv.server.requestLog.count == 1)
     }
 
@@ -333,7 +339,8 @@ import Testing
         let cancelled = ContinuousClock.now
         task.cancel()
         let error = await task.value.error
-        #expect(ContinuousClock.now - cancelled < .milliseconds(500))
+        // At once, not when URLSession gives up on the silent connection after 60 s; room for a busy machine.
+        #expect(ContinuousClock.now - cancelled < .seconds(20))
         #expect(error?.code == .cancelled)
         try await waitUntil { kv.server.openConnectionCount == 0 }
     }
@@ -433,12 +440,7 @@ import Testing
 
     @Test func fiveHundredGETsShareAFewKeptAliveConnections() async throws {
         let kv = try KeyValueServer()
-        let peakOpen = Mutex(0)
-        kv.server.route("GET /count/{key}") { [weak server = kv.server] request in
-            let open = server?.openConnectionCount ?? 0
-            peakOpen.withLock { $0 = max($0, open) }
-            return .text(200, request.captures["key"]!)
-        }
+        kv.server.route("GET /count/{key}") { request in .text(200, request.captures["key"]!) }
         // A little server time per request, so requests overlap as they do against a real provider.
         kv.server.setFaultPlan(HTTPFaultPlan([.latency(milliseconds: 2)]))
         let urlSession = URLSessionTransport(maxConcurrency: 8)
@@ -458,9 +460,34 @@ import Testing
         let connections = Set(log.map(\.connectionID))
         #expect(log.count == 500)
         #expect(probe.maxInFlight == 8, "the limit was reached, never passed")
-        #expect(peakOpen.withLock { $0 } <= 8)
+        // Connections in use at once, as the server saw them: one is in use from its first request to its last. (The
+        // server's count of open sockets is no measure: a connection the client has closed stays open there until
+        // its thread reads the end, and on a busy machine that came after the client's next connection.)
+        #expect(Self.mostInUseAtOnce(log.map(\.connectionID)) <= 8)
         #expect(connections.count <= 100, "\(connections.count) connections")
         #expect(connections.count >= 2, "requests ran side by side")
+    }
+
+    /// The most connections whose spans (first request to last, in the order the server received requests)
+    /// overlap at one point.
+    static func mostInUseAtOnce<Connection: Hashable>(_ connectionOfEachRequest: [Connection]) -> Int {
+        var last: [Connection: Int] = [:]
+        for (index, connection) in connectionOfEachRequest.enumerated() { last[connection] = index }
+        var inUse: Set<Connection> = []
+        var most = 0
+        for (index, connection) in connectionOfEachRequest.enumerated() {
+            inUse.insert(connection)
+            most = max(most, inUse.count)
+            if last[connection] == index { inUse.remove(connection) }
+        }
+        return most
+    }
+
+    @Test func connectionsInUseAtOnceAreCountedFromTheirSpans() {
+        #expect(Self.mostInUseAtOnce([Int]()) == 0)
+        #expect(Self.mostInUseAtOnce([1, 1, 2, 2, 3]) == 1)
+        #expect(Self.mostInUseAtOnce([1, 2, 1, 3, 2, 3]) == 2)
+        #expect(Self.mostInUseAtOnce([1, 2, 3, 1, 4, 2, 3]) == 3)
     }
 
     @Test func eachTransportHasItsOwnSessionAndReleasingItClosesItsConnections() async throws {

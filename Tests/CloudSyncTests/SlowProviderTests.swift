@@ -30,16 +30,6 @@ import Testing
         return store
     }
 
-    /// Polls `condition` for up to five seconds of real time; false when it never held.
-    private func reached(_ condition: @Sendable () -> Bool) async -> Bool {
-        let start = ContinuousClock.now
-        while !condition() {
-            guard ContinuousClock.now - start < .seconds(5) else { return false }
-            try? await Task.sleep(for: .milliseconds(1))
-        }
-        return true
-    }
-
     @Test func aMirrorWriteReachesTheFastProviderWhileTheSlowOneStillWaits() async throws {
         let (slow, fast) = try await providers()
         let store = try await store([slow, fast], mirror: true)
@@ -47,7 +37,7 @@ import Testing
         let items = (0..<6).map { KeyValue("key.\($0)", "value \($0)") }
         let write = Task { try await store.multiSet(items) }
         // All three of the fast provider's batches went out while the slow provider's one call sleeps.
-        #expect(await reached { fast.keysRequested(.set) == 6 && clock.sleeperCount == 1 })
+        try await waitUntil { fast.keysRequested(.set) == 6 && clock.sleeperCount == 1 }
         #expect(try await raw(fast, "key.5") == "value 5")
         clock.advance(by: .seconds(10))
         let receipts = try await write.value.map { try $0.get() }
@@ -62,7 +52,7 @@ import Testing
         _ = try await store.multiSet([KeyValue("a", "1"), KeyValue("b", "2"), KeyValue("c", "3")])
         slow.setLatency(.seconds(10))
         let remove = Task { try await store.multiRemove(["a", "b", "c"]) }
-        #expect(await reached { fast.keysRequested(.remove) == 3 && clock.sleeperCount == 1 })
+        try await waitUntil { fast.keysRequested(.remove) == 3 && clock.sleeperCount == 1 }
         clock.advance(by: .seconds(10))
         #expect(try await remove.value.allSatisfy { Set(try $0.get().stored) == ["slow", "fast"] })
     }
@@ -72,7 +62,7 @@ import Testing
         let store = try await store([slow, fast])
         slow.setLatency(.seconds(10))
         let listing = Task { try await store.allKeys() }
-        #expect(await reached { fast.calls(.list) == 1 && clock.sleeperCount == 1 })
+        try await waitUntil { fast.calls(.list) == 1 && clock.sleeperCount == 1 }
         clock.advance(by: .seconds(10))
         #expect(try await listing.value.keys == ["only.fast", "only.slow"])
     }
@@ -82,7 +72,7 @@ import Testing
         let store = try await store([slow, fast])
         slow.setLatency(.seconds(10))
         let quota = Task { try await store.quota() }
-        #expect(await reached { fast.calls(.quota) == 1 && clock.sleeperCount == 1 })
+        try await waitUntil { fast.calls(.quota) == 1 && clock.sleeperCount == 1 }
         clock.advance(by: .seconds(10))
         let entries = try await quota.value
         #expect(entries.map(\.provider) == ["slow", "fast"])
