@@ -8,7 +8,7 @@ MANDIR = $(PREFIX)/share/man
 DOCDIR = $(PREFIX)/share/doc/cloudsync
 INSTALL ?= install
 
-.PHONY: deps build run emulator test bench bench-compare fuzz format lint clean release install uninstall check-install
+.PHONY: deps build run emulator test test-repeat bench bench-compare fuzz format lint clean release install uninstall check-install
 
 deps:
 	@scripts/install-deps.sh
@@ -25,16 +25,26 @@ emulator: build
 	.build/debug/cloudsync-emulator --data .build/emulator
 
 # The whole suite, then the stress suites (hundreds of processes: the run-lock race, the SIGKILL crash loop, dry runs
-# beside a writer) on their own, one at a time, so they do not starve the timing-sensitive tests.
+# beside a writer) on their own, one at a time, so they do not starve the timing-sensitive tests. Both run under
+# scripts/run-tests.py: a test running past CLOUDSYNC_TEST_LIMIT seconds (default 660) is stopped and named, with
+# every thread's backtrace kept, and each run ends with its ten slowest tests.
 # Then a separate package builds README.md's examples against the library products and runs them.
 test: deps
-	@scripts/install-deps.sh rclone
+	@scripts/install-deps.sh rclone gdb
 	@scripts/python-env.sh
 	$(SWIFT) build --build-tests
-	$(SWIFT) test
-	CLOUDSYNC_STRESS=1 $(SWIFT) test --skip-build --no-parallel --filter StressTests
+	scripts/run-tests.py
+	CLOUDSYNC_STRESS=1 scripts/run-tests.py --label stress -- --no-parallel --filter StressTests
 	@SWIFT=$(SWIFT) scripts/check-consumer.sh
 	@$(MAKE) --no-print-directory check-install
+
+# `make test-repeat N=10`: the main suite N times (default 10), stopping at the first failure, for finding flakes.
+N ?= 10
+test-repeat: deps
+	@scripts/install-deps.sh rclone gdb
+	@scripts/python-env.sh
+	$(SWIFT) build --build-tests
+	scripts/run-tests.py --runs $(N) --label repeat
 
 # `make bench`: one table of our figures beside their peers (sqlite3 shell, libsodium, rclone, the protocol minimum of
 # requests per key on the emulators and moto), medians of BENCH_RUNS
