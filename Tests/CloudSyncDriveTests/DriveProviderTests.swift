@@ -104,8 +104,18 @@ import Testing
             endpoint: host.endpoint, authenticator: tokens, transport: transport,
             context: ProviderContext(providerID: "drive", clock: ManualClock()))
         // Drive answers the listing before `a` exists; `a` is written while that answer is on its way.
-        let listing = Task { try await provider.set([KeyValue("x", "1"), KeyValue("y", "2")]) }
-        try await waitUntil { transport.isHolding }
+        let listingEnded = Counter()
+        let listing = Task {
+            defer { listingEnded.next() }
+            return try await provider.set([KeyValue("x", "1"), KeyValue("y", "2")])
+        }
+        // Until the listing's answer is held, or the call ended without one: then its outcome is the failure.
+        try await waitUntil { transport.isHolding || listingEnded.value > 0 }
+        if !transport.isHolding {
+            let outcome = await listing.result
+            Issue.record("the set ended before its listing was answered: \(outcome)")
+            return
+        }
         #expect(succeeded(try await provider.set([KeyValue("a", "1")])))
         transport.release()
         #expect(succeeded(try await listing.value))
