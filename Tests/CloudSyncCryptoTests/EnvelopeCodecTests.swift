@@ -122,17 +122,26 @@ func rawKey(_ id: String) throws -> EnvelopeCodec.Key { try .raw(id: id, SecretB
         #expect(throws: CloudSyncError.self) { try EnvelopeCodec(keys: [rawKey("a"), rawKey("a")]) }
     }
 
-    @Test func keySourcesAndKeygen() throws {
+    @Test func keySourcesAndKeygen() async throws {
         let directory = try TemporaryDirectory()
         let path = directory.file("vault.key")
         try generateKeyFile(at: path)
         let fromFile = try EnvelopeCodec(keys: [.keyFile(id: "file", path: path)])
         let envelope = try fromFile.encode("v", key: "k")
         let encoded = try String(contentsOfFile: path, encoding: .utf8)
-        setenv("CLOUDSYNC_TEST_KEY", encoded, 1)
-        defer { unsetenv("CLOUDSYNC_TEST_KEY") }
-        let fromEnvironment = try EnvelopeCodec(keys: [.environment(id: "file", variable: "CLOUDSYNC_TEST_KEY")])
-        #expect(try fromEnvironment.decode(envelope, key: "k") == "v")
+        // The key from an environment variable, in a child (this test binary, running only the probe below): a
+        // setenv here raced with other tests starting processes, whose Process.run copies the environment, and
+        // crashed the whole run in memcpy (issue 28, one full run in eight).
+        var environment = ProcessInfo.processInfo.environment
+        environment[Self.keyVariable] = encoded
+        environment[Self.envelopeVariable] = envelope
+        environment["NO_COLOR"] = "1"
+        let child = try await ProcessRunner.run(
+            CommandLine.arguments[0],
+            ["--testing-library", "swift-testing", "--filter", "decodesWithTheKeyInItsEnvironment"],
+            environment: environment)
+        #expect(child.status == 0, "\(child.standardError)")
+        #expect(child.standardError.contains("Test decodesWithTheKeyInItsEnvironment() passed"), "the probe ran")
         let error = #expect(throws: CloudSyncError.self) { try generateKeyFile(at: path) }
         #expect(error?.message.contains("already exists") == true)
         let missing = #expect(throws: CloudSyncError.self) {
@@ -141,6 +150,16 @@ func rawKey(_ id: String) throws -> EnvelopeCodec.Key { try .raw(id: id, SecretB
         #expect(
             missing?.message
                 == "environment variable CLOUDSYNC_TEST_UNSET_VARIABLE is not set; it should hold a base64 key")
+    }
+
+    static let keyVariable = "CLOUDSYNC_TEST_KEY"
+    static let envelopeVariable = "CLOUDSYNC_TEST_ENVELOPE"
+
+    /// Runs only in the child ``keySourcesAndKeygen()`` starts, whose environment holds a key and an envelope.
+    @Test func decodesWithTheKeyInItsEnvironment() throws {
+        guard let envelope = ProcessInfo.processInfo.environment[Self.envelopeVariable] else { return }
+        let fromEnvironment = try EnvelopeCodec(keys: [.environment(id: "file", variable: Self.keyVariable)])
+        #expect(try fromEnvironment.decode(envelope, key: "k") == "v")
     }
 }
 
