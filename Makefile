@@ -26,15 +26,15 @@ emulator: build
 
 # The whole suite, then the stress suites (hundreds of processes: the run-lock race, the SIGKILL crash loop, dry runs
 # beside a writer) on their own, one at a time, so they do not starve the timing-sensitive tests. Both run under
-# scripts/run-tests.py: a test running past CLOUDSYNC_TEST_LIMIT seconds (default 660) is stopped and named, with
-# every thread's backtrace kept, and each run ends with its ten slowest tests.
+# scripts/run-tests.py: a test running past CLOUDSYNC_TEST_LIMIT seconds (default 660; a stress test 1200) is stopped
+# and named, with every thread's backtrace kept, and each run ends with its ten slowest tests.
 # Then a separate package builds README.md's examples against the library products and runs them.
 test: deps
 	@scripts/install-deps.sh rclone gdb
 	@scripts/python-env.sh
 	$(SWIFT) build --build-tests
 	scripts/run-tests.py
-	CLOUDSYNC_STRESS=1 scripts/run-tests.py --label stress -- --no-parallel --filter StressTests
+	CLOUDSYNC_STRESS=1 scripts/run-tests.py --label stress --limit 1200 -- --no-parallel --filter StressTests
 	@SWIFT=$(SWIFT) scripts/check-consumer.sh
 	@$(MAKE) --no-print-directory check-install
 
