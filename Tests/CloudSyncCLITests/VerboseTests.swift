@@ -36,7 +36,7 @@ struct LoopbackKeyValueFactory: ProviderFactory {
         let transport = URLSessionTransport()
         let client = HTTPClient(
             transport: transport, context: context, authenticator: BearerToken(token: configuration.token),
-            retryPolicy: RetryPolicy(maxAttempts: 1), timeout: .seconds(10))
+            retryPolicy: RetryPolicy(maxAttempts: 1), timeout: .seconds(120))
         return LoopbackKeyValueProvider(
             wrapped: MemoryProvider(id: context.providerID), client: client, transport: transport,
             base: configuration.url, token: configuration.token)
@@ -97,6 +97,8 @@ struct LoopbackKeyValueProvider: ForwardingProvider {
         server.route("PUT /kv/{key}") { _ in HTTPResponse(status: 204) }
     }
 
+    /// The deadlines are incidental here and generous: with the suite and four busy loops on two cores, a loopback
+    /// PUT took 8 s and the migrate ran out of the store's default 15 s.
     func pipeline() throws -> String {
         let path = directory.file("cloud.yaml")
         try """
@@ -111,6 +113,7 @@ struct LoopbackKeyValueProvider: ForwardingProvider {
           cloud: { type: loopback-kv, url: "\(server.baseURL.absoluteString)", token: "${env:CLOUD_TOKEN}" }
         store:
           providers: [cloud]
+          timeoutMs: 240000
         jobs:
           - { type: migrate, from: seed, to: cloud }
 

@@ -109,8 +109,11 @@ import Testing
             defer { listingEnded.next() }
             return try await provider.set([KeyValue("x", "1"), KeyValue("y", "2")])
         }
-        // Until the listing's answer is held, or the call ended without one: then its outcome is the failure.
-        try await waitUntil { transport.isHolding || listingEnded.value > 0 }
+        // Until the listing's answer is held, or the call ended without one: then its outcome is the failure. The
+        // token refresh and the listing are real requests on loopback, which in the suite's busiest minute with four
+        // busy loops beside it took more than the default 30 s together (single requests of 8 s were seen); a hang
+        // is the watchdog's to stop.
+        try await waitUntil(limit: .seconds(300)) { transport.isHolding || listingEnded.value > 0 }
         if !transport.isHolding {
             let outcome = await listing.result
             Issue.record("the set ended before its listing was answered: \(outcome)")
