@@ -10,8 +10,7 @@ Swift Testing's event stream (JSON lines: each test's start and end) and watches
 - --runs N repeats the run N times and stops at the first failure (for finding flakes).
 
 Each run keeps its console output and events in .build/test-runs/<time>-<label>-<run>/. Arguments after `--` go to
-the test
-binary as they are (`--filter NAME`, `--skip NAME`, `--no-parallel`).
+the test binary as they are (`--filter NAME`, `--skip NAME`, `--no-parallel`).
 """
 
 import argparse
