@@ -134,16 +134,16 @@ extension CloudStore {
 /// (bounded by a second deadline) before letting the next write of the key start, so the late one cannot land after
 /// the newer one.
 final class AbandonedWrites: Sendable {
-    private let running = Protected<[String: [Task<Void, Never>]]>([:])
+    private let running = Protected<[StoreKey: [Task<Void, Never>]]>([:])
 
     func register(_ task: Task<Void, Never>, keys: [String]) {
-        running.withLock { running in for key in keys { running[key, default: []].append(task) } }
+        running.withLock { running in for key in keys { running[StoreKey(key), default: []].append(task) } }
     }
 
     /// Waits until every abandoned write of `keys` has returned, or `timeout` has passed on `clock`; false when some
     /// were still running at the end.
     @discardableResult
-    func settle(_ keys: Set<String>, timeout: Duration?, clock: any StoreClock) async -> Bool {
+    func settle(_ keys: Set<StoreKey>, timeout: Duration?, clock: any StoreClock) async -> Bool {
         // Nearly always nothing is abandoned: then no key is looked up.
         let tasks = running.withLock { running in
             running.isEmpty ? [] : keys.flatMap { running.removeValue(forKey: $0) ?? [] }

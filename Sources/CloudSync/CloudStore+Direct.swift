@@ -105,7 +105,7 @@ extension CloudStore {
         -> [Result<Void, CloudSyncError>]
     {
         guard !items.isEmpty else { return [] }
-        let keys = Set(items.map(\.key))
+        let keys = items.map(\.key).keySet()
         await lockForWriting(keys)
         defer { keyLocks.release(keys) }
         let deliveries = items.enumerated().map { Delivery(item: $0, key: $1.key, encoded: $1.value) }

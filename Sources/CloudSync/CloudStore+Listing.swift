@@ -13,17 +13,17 @@ extension CloudStore {
         let (providers, answers) = await availableWithReasons(configured)
         guard !providers.isEmpty else { throw noProviderError(configured, answers: answers) }
         // Every provider is listed at once: a slow one holds up only its own part.
-        let listings = await withTaskGroup(of: (String, Result<Set<String>, CloudSyncError>).self) { group in
+        let listings = await withTaskGroup(of: (String, Result<Set<StoreKey>, CloudSyncError>).self) { group in
             for provider in providers {
                 // The child returns what a helper answers: a `do throws(CloudSyncError)` inside the child closure
                 // was miscompiled in release builds (the quota job trapped on an index out of range).
                 group.addTask { [self] in (provider.id, await listing(of: provider)) }
             }
-            var listings: [String: Result<Set<String>, CloudSyncError>] = [:]
+            var listings: [String: Result<Set<StoreKey>, CloudSyncError>] = [:]
             for await (id, listing) in group { listings[id] = listing }
             return listings
         }
-        var keys = Set<String>()
+        var keys = Set<StoreKey>()
         var unlisted: [String: CloudSyncError] = [:]
         for provider in providers {
             switch listings[provider.id] {
@@ -34,7 +34,7 @@ extension CloudStore {
             case nil: break
             }
         }
-        return KeyListing(keys: keys.sorted(), unlisted: unlisted)
+        return KeyListing(keys: keys.sorted().map(\.string), unlisted: unlisted)
     }
 
     /// Every key of one provider, page by page, each page under the deadline.
@@ -75,13 +75,15 @@ extension CloudStore {
     }
 
     /// Every key and its value, decoded, read in batches.
-    public func allItems() async throws(CloudSyncError) -> [String: String] {
+    ///
+    /// Keyed by ``StoreKey``: two canonically equivalent spellings of a key are two items, as they are two keys.
+    public func allItems() async throws(CloudSyncError) -> [StoreKey: String] {
         let keys = try await allKeys().keys
-        var items: [String: String] = [:]
+        var items: [StoreKey: String] = [:]
         for chunk in keys.chunked(Self.listingPageSize) {
             let batch = Array(chunk)
             for (key, value) in zip(batch, try await multiGet(batch)) {
-                if let value { items[key] = value }
+                if let value { items[StoreKey(key)] = value }
             }
         }
         return items
@@ -126,7 +128,7 @@ extension CloudStore {
         }
         // A key written while its providers were away lives only in the outbox so far: it is cleared too, or its
         // queued write would bring it back. The removes above superseded the queued writes of every listed key.
-        let queuedOnly = Set(pendingWrites().filter { $0.operation == .set }.map(\.key)).sorted()
+        let queuedOnly = pendingWrites().filter { $0.operation == .set }.map(\.key).keySet().sorted().map(\.string)
         for chunk in queuedOnly.chunked(Self.listingPageSize) { try await removeEverywhere(Array(chunk)) }
         return result
     }
@@ -161,10 +163,10 @@ extension CloudStore {
     }
 
     /// Every key one provider lists, or the error that stopped its listing.
-    private func listing(of provider: any Provider) async -> Result<Set<String>, CloudSyncError> {
-        var keys = Set<String>()
+    private func listing(of provider: any Provider) async -> Result<Set<StoreKey>, CloudSyncError> {
+        var keys = Set<StoreKey>()
         do throws(CloudSyncError) {
-            try await forEachPage(of: provider) { page in keys.formUnion(page) }
+            try await forEachPage(of: provider) { page in keys.formUnion(page.lazy.map { StoreKey($0) }) }
             return .success(keys)
         } catch {
             return .failure(error)

@@ -61,7 +61,7 @@ extension CloudStore {
         var tally = FlushResult(drained: 0, remaining: 0, dropped: 0)
         let dispatcher = dispatcher(for: provider)
         for chunk in entries.chunked(provider.capabilities.batchLimit) {
-            let keys = Set(chunk.map(\.key))
+            let keys = chunk.map(\.key).keySet()
             await lockForWriting(keys)
             // Checked after the wait, under the locks: a direct write may have superseded an entry meanwhile, and an
             // account switch abandons them all.

@@ -35,23 +35,23 @@ extension CloudStore {
     /// Reads `keys` with fallthrough; one result per key, positionally.
     func fetch(_ keys: [String]) async throws(CloudSyncError) -> [Result<String?, CloudSyncError>] {
         let configured = try configuredProviders()
-        for key in Set(keys) { try validate(key, providers: configured) }
+        for key in Self.unique(keys) { try validate(key, providers: configured) }
         let (providers, answers) = await availableWithReasons(configured)
         guard !providers.isEmpty else { throw noProviderError(configured, answers: answers) }
         if let resolver = options.resolver { return await resolvingFetch(keys, from: providers, resolver: resolver) }
 
-        var found: [String: String] = [:]
-        var firstError: [String: CloudSyncError] = [:]
-        var absentSomewhere = Set<String>()
+        var found: [StoreKey: String] = [:]
+        var firstError: [StoreKey: CloudSyncError] = [:]
+        var absentSomewhere = Set<StoreKey>()
         var pending = Self.unique(keys)
         for provider in providers where !pending.isEmpty {
             // A change still queued for this provider is newer than what it holds: read that instead.
             var toRead: [String] = []
             for key in pending {
                 switch queuedCopy(of: key, on: provider) {
-                case .value(let value): found[key] = value
-                case .absent: absentSomewhere.insert(key)
-                case .undecodable(let error): firstError[key] = firstError[key] ?? error
+                case .value(let value): found[StoreKey(key)] = value
+                case .absent: absentSomewhere.insert(StoreKey(key))
+                case .undecodable(let error): firstError[StoreKey(key)] = firstError[StoreKey(key)] ?? error
                 case nil: toRead.append(key)
                 }
             }
@@ -62,34 +62,35 @@ extension CloudStore {
                     results = answers
                 case .failure(let error):
                     report(error)
-                    for key in batch where firstError[key] == nil { firstError[key] = error }
+                    for key in batch where firstError[StoreKey(key)] == nil { firstError[StoreKey(key)] = error }
                     return
                 }
                 for (key, result) in zip(batch, results) {
                     switch result {
                     case .success(.some(let stored)):
                         do throws(CloudSyncError) {
-                            found[key] = try decode(stored, key: key, from: provider)
+                            found[StoreKey(key)] = try decode(stored, key: key, from: provider)
                         } catch {
                             // A copy this codec cannot read is skipped and reported, as a resolving read does; the
                             // next provider may hold a readable one.
                             report(error)
-                            if firstError[key] == nil { firstError[key] = error }
+                            if firstError[StoreKey(key)] == nil { firstError[StoreKey(key)] = error }
                         }
                     case .success(.none):
-                        absentSomewhere.insert(key)
+                        absentSomewhere.insert(StoreKey(key))
                     case .failure(let error):
                         report(error)
-                        if firstError[key] == nil { firstError[key] = error }
+                        if firstError[StoreKey(key)] == nil { firstError[StoreKey(key)] = error }
                     }
                 }
             }
-            pending.removeAll { found[$0] != nil }
+            pending.removeAll { found[StoreKey($0)] != nil }
         }
         return keys.map { key in
-            if let value = found[key] { return .success(value) }
-            if absentSomewhere.contains(key) { return .success(nil) }
-            return .failure(firstError[key] ?? CloudSyncError(.noProvider, "no provider could be asked", key: key))
+            if let value = found[StoreKey(key)] { return .success(value) }
+            if absentSomewhere.contains(StoreKey(key)) { return .success(nil) }
+            return .failure(
+                firstError[StoreKey(key)] ?? CloudSyncError(.noProvider, "no provider could be asked", key: key))
         }
     }
 
@@ -128,7 +129,7 @@ extension CloudStore {
     }
 
     static func unique(_ keys: [String]) -> [String] {
-        var seen = Set<String>()
-        return keys.filter { seen.insert($0).inserted }
+        var seen = Set<StoreKey>()
+        return keys.filter { seen.insert(StoreKey($0)).inserted }
     }
 }

@@ -18,40 +18,41 @@ extension CloudStore {
         let unique = Self.unique(keys)
         // The keys stay locked from the read to the repair: a write that landed in between would otherwise be
         // overwritten by the older winner.
-        let locked = Set(unique)
+        let locked = unique.keySet()
         await lockForWriting(locked)
         defer { keyLocks.release(locked) }
         let reads = await readEverywhere(unique, from: providers)
-        var copies: [String: Copies] = [:]
-        var queued = [Set<String>](repeating: [], count: providers.count)
+        // Positional, like `unique`: item `i` is `unique[i]`'s.
+        var copies = [Copies](repeating: Copies(), count: unique.count)
+        var queued = [Set<Int>](repeating: [], count: providers.count)
         for (index, provider) in providers.enumerated() {
-            for key in unique {
-                let copy = copy(of: key, on: provider, read: reads[index][key])
+            for (item, key) in unique.enumerated() {
+                let copy = copy(of: key, on: provider, read: reads[index][item])
                 // A provider whose copy is a queued change is not repaired: that change settles it.
-                if copy.queued { queued[index].insert(key) }
+                if copy.queued { queued[index].insert(item) }
                 switch copy.content {
                 case .value(let value):
-                    copies[key, default: Copies()].candidates.append((index, value))
-                    copies[key, default: Copies()].answered.insert(index)
+                    copies[item].candidates.append((index, value))
+                    copies[item].answered.insert(index)
                 case .absent:
-                    copies[key, default: Copies()].answered.insert(index)
+                    copies[item].answered.insert(index)
                 case .failed(let error):
                     // An undecodable copy is left alone: overwriting it could destroy data a different key
                     // configuration would read.
                     report(error)
-                    if copies[key]?.firstError == nil { copies[key, default: Copies()].firstError = error }
+                    if copies[item].firstError == nil { copies[item].firstError = error }
                 case .notAsked:
                     break
                 }
             }
         }
 
-        var resolved: [String: Result<String?, CloudSyncError>] = [:]
+        var resolved: [StoreKey: Result<String?, CloudSyncError>] = [:]
         var repairs = [[Delivery]](repeating: [], count: providers.count)
         for (item, key) in unique.enumerated() {
-            let copy = copies[key] ?? Copies()
+            let copy = copies[item]
             if copy.candidates.isEmpty {
-                resolved[key] =
+                resolved[StoreKey(key)] =
                     copy.answered.isEmpty
                     ? .failure(copy.firstError ?? CloudSyncError(.noProvider, "no provider could be asked", key: key))
                     : .success(nil)
@@ -59,13 +60,13 @@ extension CloudStore {
             }
             let candidates = copy.candidates.map { Candidate(provider: providers[$0.provider].id, value: $0.value) }
             guard let winner = resolver.resolve(candidates) else {
-                resolved[key] = .success(nil)
+                resolved[StoreKey(key)] = .success(nil)
                 continue
             }
-            resolved[key] = .success(winner)
+            resolved[StoreKey(key)] = .success(winner)
             guard options.repairOnRead else { continue }
             let agreeing = Set(copy.candidates.filter { $0.value == winner }.map(\.provider))
-            for index in copy.answered.subtracting(agreeing) where !queued[index].contains(key) {
+            for index in copy.answered.subtracting(agreeing) where !queued[index].contains(item) {
                 if let delivery = repair(winner, key: key, item: item, on: providers[index]) {
                     repairs[index].append(delivery)
                 }
@@ -82,7 +83,7 @@ extension CloudStore {
                 }
             }
         }
-        return keys.map { resolved[$0]! }
+        return keys.map { resolved[StoreKey($0)]! }
     }
 
     /// The repair write of `winner` to `provider`, or nil when it cannot take it (too large, codec failure).
@@ -134,20 +135,18 @@ extension CloudStore {
         }
     }
 
-    /// Every provider's answer for every key, all providers at once, each in batches of its limit.
+    /// Every provider's answer for every key, all providers at once, each in batches of its limit: `[p][i]` is
+    /// provider `p`'s answer for `keys[i]`.
     ///
     /// A batch that fails gives its error to each of its keys.
     func readEverywhere(_ keys: [String], from providers: [any Provider]) async
-        -> [[String: Result<String?, CloudSyncError>]]
+        -> [[Result<String?, CloudSyncError>]]
     {
-        await withTaskGroup(of: (Int, [String: Result<String?, CloudSyncError>]).self) { group in
+        await withTaskGroup(of: (Int, [Result<String?, CloudSyncError>]).self) { group in
             for (index, provider) in providers.enumerated() {
-                group.addTask { [self] in
-                    let results = await dispatcher(for: provider).get(keys)
-                    return (index, Dictionary(zip(keys, results), uniquingKeysWith: { _, last in last }))
-                }
+                group.addTask { [self] in (index, await dispatcher(for: provider).get(keys)) }
             }
-            var answers = [[String: Result<String?, CloudSyncError>]](repeating: [:], count: providers.count)
+            var answers = [[Result<String?, CloudSyncError>]](repeating: [], count: providers.count)
             for await (index, answer) in group { answers[index] = answer }
             return answers
         }

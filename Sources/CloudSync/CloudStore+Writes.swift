@@ -120,7 +120,7 @@ extension CloudStore {
         let keys = items.map(\.key)
         // A write and an outbox flush (or a read repair) of the same key never overlap, so neither can land after
         // this write.
-        let lockedKeys = Set(keys)
+        let lockedKeys = keys.keySet()
         await lockForWriting(lockedKeys)
         defer { keyLocks.release(lockedKeys) }
         // Work begun under one account is never queued under the next.

@@ -115,7 +115,7 @@ public final class CloudStore: Sendable {
     ///
     /// First it lets any earlier write of them that outlived its deadline return (bounded by a second deadline), so
     /// that late call cannot land after this one. Release with `keyLocks.release(keys)`.
-    func lockForWriting(_ keys: Set<String>) async {
+    func lockForWriting(_ keys: Set<StoreKey>) async {
         await keyLocks.acquire(keys)
         await abandonedWrites.settle(keys, timeout: options.timeout, clock: options.clock)
     }

@@ -2,14 +2,14 @@
 /// after a newer direct write.
 final class KeyLocks: Sendable {
     private struct State {
-        var held = Set<String>()
-        var waiters: [(keys: Set<String>, continuation: CheckedContinuation<Void, Never>)] = []
+        var held = Set<StoreKey>()
+        var waiters: [(keys: Set<StoreKey>, continuation: CheckedContinuation<Void, Never>)] = []
     }
 
     private let state = Protected(State())
 
     /// Waits until none of `keys` is held, then holds them all.
-    func acquire(_ keys: Set<String>) async {
+    func acquire(_ keys: Set<StoreKey>) async {
         await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
             let granted = state.withLock { state -> Bool in
                 guard state.held.isDisjoint(with: keys) else {
@@ -25,12 +25,12 @@ final class KeyLocks: Sendable {
     }
 
     /// Releases `keys` and lets every waiter whose keys are now all free proceed, in arrival order.
-    func release(_ keys: Set<String>) {
+    func release(_ keys: Set<StoreKey>) {
         let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             // Held keys include `keys`: when they are all that is held, nothing is left.
             if state.held.count == keys.count { state.held = [] } else { state.held.subtract(keys) }
             var ready: [CheckedContinuation<Void, Never>] = []
-            var waiting: [(keys: Set<String>, continuation: CheckedContinuation<Void, Never>)] = []
+            var waiting: [(keys: Set<StoreKey>, continuation: CheckedContinuation<Void, Never>)] = []
             for waiter in state.waiters {
                 if state.held.isDisjoint(with: waiter.keys) {
                     state.held.formUnion(waiter.keys)
@@ -46,7 +46,7 @@ final class KeyLocks: Sendable {
     }
 
     /// Runs `body` holding `keys`.
-    func withKeys<T>(_ keys: Set<String>, _ body: () async throws -> T) async rethrows -> T {
+    func withKeys<T>(_ keys: Set<StoreKey>, _ body: () async throws -> T) async rethrows -> T {
         await acquire(keys)
         defer { release(keys) }
         return try await body()

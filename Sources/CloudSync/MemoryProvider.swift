@@ -3,7 +3,7 @@ import Foundation
 /// A provider that keeps values in process memory: the `memory` provider type, dry runs, and tests.
 public final class MemoryProvider: Provider {
     private struct Contents {
-        var values: [String: String] = [:]
+        var values: [StoreKey: String] = [:]
         /// Every key, sorted, so listing pages are a binary search and a slice.
         var sortedKeys: [String] = []
         var usedBytes: Int64 = 0
@@ -40,7 +40,7 @@ public final class MemoryProvider: Provider {
 
         mutating func store(_ value: String, forKey key: String) {
             logChange(key, removed: false)
-            if let old = values.updateValue(value, forKey: key) {
+            if let old = values.updateValue(value, forKey: StoreKey(key)) {
                 usedBytes -= Int64(old.utf8.count)
             } else {
                 sortedKeys.insert(key, at: insertionIndex(of: key))
@@ -50,7 +50,7 @@ public final class MemoryProvider: Provider {
         }
 
         mutating func remove(_ key: String) {
-            guard let old = values.removeValue(forKey: key) else { return }
+            guard let old = values.removeValue(forKey: StoreKey(key)) else { return }
             logChange(key, removed: true)
             sortedKeys.remove(at: insertionIndex(of: key))
             usedBytes -= Int64(key.utf8.count + old.utf8.count)
@@ -126,7 +126,7 @@ public final class MemoryProvider: Provider {
 
     /// Values of `keys`, positionally.
     public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
-        let values = contents.withLock { contents in keys.map { contents.values[$0] } }
+        let values = contents.withLock { contents in keys.map { contents.values[StoreKey($0)] } }
         metrics.recordRequest(bytesRead: values.reduce(0) { $0 + ($1?.utf8.count ?? 0) })
         return values.map { .success($0) }
     }
@@ -145,7 +145,7 @@ public final class MemoryProvider: Provider {
                 if let totalBytes {
                     // Replacing a value grows by the difference; a new key also brings the key's bytes.
                     let growth =
-                        contents.values[item.key].map { Int64(item.value.utf8.count - $0.utf8.count) }
+                        contents.values[StoreKey(item.key)].map { Int64(item.value.utf8.count - $0.utf8.count) }
                         ?? Int64(item.key.utf8.count + item.value.utf8.count)
                     if contents.usedBytes + growth > totalBytes {
                         return .failure(
@@ -181,7 +181,9 @@ public final class MemoryProvider: Provider {
         metrics.recordRequest()
         return contents.withLock { contents in
             var start = cursor.map { contents.insertionIndex(of: $0) } ?? 0
-            if let cursor, start < contents.sortedKeys.count, contents.sortedKeys[start] == cursor { start += 1 }
+            if let cursor, start < contents.sortedKeys.count, StoreKey.bytesEqual(contents.sortedKeys[start], cursor) {
+                start += 1
+            }
             let end = min(start + max(limit, 1), contents.sortedKeys.count)
             let keys = Array(contents.sortedKeys[start..<end])
             return KeyPage(keys: keys, nextCursor: end < contents.sortedKeys.count ? keys.last : nil)

@@ -133,12 +133,14 @@ public final class InMemoryOutboxStorage: OutboxStorage {
 }
 
 /// The (key, provider) pair an outbox entry is about; the outbox holds at most one entry per pair.
+///
+/// The key is compared by its bytes: canonically equivalent spellings are two pairs, as they are two keys.
 struct OutboxPair: Hashable, Sendable {
-    let key: String
+    let key: StoreKey
     let provider: String
 
     init(key: String, provider: String) {
-        self.key = key
+        self.key = StoreKey(key)
         self.provider = provider
     }
 

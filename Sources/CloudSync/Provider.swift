@@ -178,6 +178,18 @@ public struct KeyValue: Sendable, Hashable {
     }
 }
 
+extension KeyValue {
+    /// Equal when both the keys and the values have the same UTF-8 bytes (see ``StoreKey``).
+    public static func == (lhs: KeyValue, rhs: KeyValue) -> Bool {
+        StoreKey.bytesEqual(lhs.key, rhs.key) && StoreKey.bytesEqual(lhs.value, rhs.value)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(StoreKey(key))
+        hasher.combine(StoreKey(value))
+    }
+}
+
 /// What a provider can do.
 ///
 /// Declared once; the store routes, chunks and validates by it.
@@ -238,7 +250,7 @@ public struct KeyPage: Sendable, Equatable {
     /// Where the next page starts; nil when this is the last page.
     public var nextCursor: String?
 
-    /// Capabilities; every argument defaults to what a plain file store can do.
+    /// A page of `keys`, followed by `nextCursor`.
     public init(keys: [String], nextCursor: String?) {
         self.keys = keys
         self.nextCursor = nextCursor
@@ -256,6 +268,18 @@ public struct KeyChange: Sendable, Hashable {
     public init(key: String, removed: Bool) {
         self.key = key
         self.removed = removed
+    }
+}
+
+extension KeyChange {
+    /// Equal when the keys have the same UTF-8 bytes (see ``StoreKey``) and both are removals or both are not.
+    public static func == (lhs: KeyChange, rhs: KeyChange) -> Bool {
+        lhs.removed == rhs.removed && StoreKey.bytesEqual(lhs.key, rhs.key)
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(StoreKey(key))
+        hasher.combine(removed)
     }
 }
 
@@ -293,7 +317,7 @@ public struct ProviderQuota: Sendable, Equatable {
     /// Bytes available in all; nil means unlimited, not zero.
     public var totalBytes: Int64?
 
-    /// Capabilities; every argument defaults to what a plain file store can do.
+    /// Space used and in all; nil where unknown (a nil total is unlimited).
     public init(usedBytes: Int64?, totalBytes: Int64?) {
         self.usedBytes = usedBytes
         self.totalBytes = totalBytes
@@ -316,7 +340,7 @@ public struct AccountEvent: Sendable, Equatable {
     /// Identifies the underlying system event, so one event relayed by two providers is delivered once.
     public var eventID: String?
 
-    /// Capabilities; every argument defaults to what a plain file store can do.
+    /// An account change reported by `provider`.
     public init(identityChanged: Bool, status: AccountStatus, provider: String, eventID: String? = nil) {
         self.identityChanged = identityChanged
         self.status = status
@@ -332,7 +356,7 @@ public struct RemoteChange: Sendable, Equatable {
     /// The keys that changed, when the provider knows them; nil for "something changed".
     public var keys: [String]?
 
-    /// Capabilities; every argument defaults to what a plain file store can do.
+    /// A change reported by `provider`, of `keys` when it knows them.
     public init(provider: String, keys: [String]?) {
         self.provider = provider
         self.keys = keys
@@ -345,7 +369,7 @@ public struct RemoteChange: Sendable, Equatable {
 public final class ProviderSubscription: Sendable {
     private let onCancel: Mutex<(@Sendable () -> Void)?>
 
-    /// Capabilities; every argument defaults to what a plain file store can do.
+    /// A subscription that runs `onCancel` once, when cancelled.
     public init(onCancel: @escaping @Sendable () -> Void) { self.onCancel = Mutex(onCancel) }
 
     /// Stops the events; later calls do nothing.

@@ -74,7 +74,8 @@ extension Resolver {
     public static func union(id: String? = nil) -> Resolver {
         Resolver { candidates in
             var merged: [Any] = []
-            var seen = Set<String>()
+            // Identities compare as bytes: elements whose text differs only in Unicode normalisation stay apart.
+            var seen = Set<StoreKey>()
             var anyArray = false
             for candidate in candidates {
                 guard let elements = JSONValue.parse(candidate.value) as? [Any] else { continue }
@@ -86,7 +87,7 @@ extension Resolver {
                     } else {
                         identity = "element:" + JSONValue.canonical(element)
                     }
-                    if seen.insert(identity).inserted { merged.append(element) }
+                    if seen.insert(StoreKey(identity)).inserted { merged.append(element) }
                 }
             }
             guard anyArray else { return candidates.first?.value }

@@ -33,7 +33,7 @@ extension StoreMaintenance {
         let unique = CloudStore.unique(keys)
         // Locked from the read to the last write: a write of one of these keys that landed in between would
         // otherwise be overwritten by the older winner, and no flush may overlap the repairs.
-        let locked = Set(unique)
+        let locked = unique.keySet()
         await store.lockForWriting(locked)
         defer { store.keyLocks.release(locked) }
         let generation = store.options.outbox?.generation
@@ -51,7 +51,7 @@ extension StoreMaintenance {
             /// Providers with a change still queued for this key: that change is their copy, and it settles them.
             var settling = Set<Int>()
             for (index, provider) in providers.enumerated() {
-                let copy = store.copy(of: key, on: provider, read: reads[index][key])
+                let copy = store.copy(of: key, on: provider, read: reads[index][item])
                 if copy.queued { settling.insert(index) }
                 switch copy.content {
                 case .value(let value):

@@ -49,20 +49,7 @@ public struct SyncFingerprint: Sendable, Equatable {
 
 /// Whether `a` sorts before `b` byte by byte in UTF-8: the order listings and snapshots are merged in (SQLite's
 /// `BINARY` collation); Swift's own `<` compares canonically equivalent strings as equal.
-public func bytewiseLess(_ a: String, _ b: String) -> Bool {
-    // On the contiguous UTF-8 of native strings: the merge of a sync compares every key a few times.
-    if let answer = a.utf8.withContiguousStorageIfAvailable({ left in
-        b.utf8.withContiguousStorageIfAvailable { right -> Bool in
-            for index in 0..<min(left.count, right.count) where left[index] != right[index] {
-                return left[index] < right[index]
-            }
-            return left.count < right.count
-        }
-    }), let answer {
-        return answer
-    }
-    return a.utf8.lexicographicallyPrecedes(b.utf8)
-}
+public func bytewiseLess(_ a: String, _ b: String) -> Bool { StoreKey.bytesPrecede(a, b) }
 
 /// What a sync does with a key deleted on some providers since the last sync and unchanged on the others.
 public enum SyncDeletes: String, Sendable, CaseIterable, Codable {
@@ -179,7 +166,7 @@ extension StoreMaintenance {
         let providers = try await participants(providerIDs, unknown: unknown)
         let participating = Set(providers.map(\.id))
         let keys = items.map(\.key)
-        let locked = Set(keys)
+        let locked = keys.keySet()
         await store.lockForWriting(locked)
         defer { store.keyLocks.release(locked) }
         let generation = store.options.outbox?.generation
@@ -187,6 +174,10 @@ extension StoreMaintenance {
         let resolver = store.options.resolver ?? Resolver.custom { $0.first?.value }
         var result = SyncPageResult()
         result.keys = items.count
+        // Only rows that change are kept: a run over keys already in sync writes nothing to the snapshot.
+        func record(_ item: Int, _ fingerprint: SyncFingerprint?) {
+            if items[item].baseline != fingerprint { result.snapshot.append((items[item].key, fingerprint)) }
+        }
         var writes = [[CloudStore.Delivery]](repeating: [], count: providers.count)
         /// Per written item, the digest each participant will hold; nil when its row must stay as it was.
         var planned: [Int: [String: String]] = [:]
@@ -202,7 +193,7 @@ extension StoreMaintenance {
             var settling = Set<Int>()
             var failure: CloudSyncError?
             for (index, provider) in providers.enumerated() {
-                let read = reads[index][key]
+                let read = reads[index][item]
                 let copy = store.copy(of: key, on: provider, read: read)
                 if copy.queued { settling.insert(index) }
                 var digest: String?
@@ -249,7 +240,7 @@ extension StoreMaintenance {
                 if baseline?.keys.contains(where: { !participating.contains($0) }) == true {
                     result.heldBack.append(key)
                 } else if holders.isEmpty {
-                    result.snapshot.append((key, nil))
+                    record(item, nil)
                 } else {
                     result.deletions.append(entry)
                 }
@@ -257,9 +248,7 @@ extension StoreMaintenance {
             }
             guard let winner = resolver.resolve(candidates) else {
                 result.inSync += 1
-                if !keepRow.contains(item) {
-                    result.snapshot.append((key, digests.isEmpty ? nil : SyncFingerprint(digests)))
-                }
+                if !keepRow.contains(item) { record(item, digests.isEmpty ? nil : SyncFingerprint(digests)) }
                 continue
             }
             var needsWrite = false
@@ -284,7 +273,7 @@ extension StoreMaintenance {
                 planned[item] = digests
             } else {
                 result.inSync += 1
-                if !keepRow.contains(item) { result.snapshot.append((key, SyncFingerprint(digests))) }
+                if !keepRow.contains(item) { record(item, SyncFingerprint(digests)) }
             }
         }
         let outcomes = await store.deliver(.set, writes, to: providers).sorted(by: { $0.key < $1.key })
@@ -306,13 +295,8 @@ extension StoreMaintenance {
             }
             if wrote { result.repaired += 1 }
             // A write that did not land leaves the old row: the next sync sees the same changes again.
-            if complete, !keepRow.contains(item), let digests = planned[item] {
-                result.snapshot.append((key, SyncFingerprint(digests)))
-            }
+            if complete, !keepRow.contains(item), let digests = planned[item] { record(item, SyncFingerprint(digests)) }
         }
-        // Only rows that change are returned: a run over keys already in sync writes nothing to the snapshot.
-        let baselines = Dictionary(items.map { ($0.key, $0.baseline) }, uniquingKeysWith: { first, _ in first })
-        result.snapshot.removeAll { row in baselines[row.key].map { $0 == row.fingerprint } ?? false }
         result.snapshot.sort { bytewiseLess($0.key, $1.key) }
         return result
     }
@@ -325,7 +309,7 @@ extension StoreMaintenance {
         let providers = try await participants(providerIDs, unknown: unknown)
         let reachable = Set(providers.map(\.id))
         let keys = items.map(\.key)
-        let locked = Set(keys)
+        let locked = keys.keySet()
         await store.lockForWriting(locked)
         defer { store.keyLocks.release(locked) }
         let generation = store.options.outbox?.generation
@@ -344,11 +328,11 @@ extension StoreMaintenance {
             var failure: CloudSyncError?
             for (index, provider) in providers.enumerated() {
                 if store.queuedCopy(of: entry.key, on: provider) != nil { unchanged = false }
-                switch reads[index][entry.key] {
+                switch reads[index][item] {
                 case .success(.some(let stored)):
                     holders.append(index)
                     if SyncFingerprint.digest(of: stored) != entry.baseline?.digests[provider.id] { unchanged = false }
-                case .success(.none), nil: break
+                case .success(.none): break
                 case .failure(let error): failure = failure ?? error
                 }
             }

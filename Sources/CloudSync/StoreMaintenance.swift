@@ -167,26 +167,26 @@ public struct StoreMaintenance: Sendable {
         do throws(CloudSyncError) {
             // Without overwrite, keys the destination already holds are skipped, and a key it could not read
             // fails: whether it holds one is unknown, and copying could replace what it has.
-            var present = Set<String>()
-            var unreadable: [String: CloudSyncError] = [:]
+            var present = Set<StoreKey>()
+            var unreadable: [StoreKey: CloudSyncError] = [:]
             if !overwrite {
                 try await store.dispatcher(for: to).get(batch) { keys, answer throws(CloudSyncError) in
                     for (key, value) in zip(keys, try answer.get()) {
                         switch value {
-                        case .success(.some): present.insert(key)
+                        case .success(.some): present.insert(StoreKey(key))
                         case .success(.none): break
-                        case .failure(let error): unreadable[key] = error.attributed(key: key)
+                        case .failure(let error): unreadable[StoreKey(key)] = error.attributed(key: key)
                         }
                     }
                 }
             }
             try await store.dispatcher(for: from).get(batch) { keys, answer throws(CloudSyncError) in
                 for (key, read) in zip(keys, try answer.get()) {
-                    if present.contains(key) {
+                    if present.contains(StoreKey(key)) {
                         skipped.append(key)
                         continue
                     }
-                    if let error = unreadable[key] {
+                    if let error = unreadable[StoreKey(key)] {
                         failures.append(KeyFailure(key: key, error: error))
                         continue
                     }

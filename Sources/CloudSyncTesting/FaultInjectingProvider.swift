@@ -23,7 +23,7 @@ public final class FaultInjectingProvider: ForwardingProvider {
         var available = true
         var operationErrors: [Operation: CloudSyncError] = [:]
         var remainingFailures: [Operation: Int] = [:]
-        var keyErrors: [String: CloudSyncError] = [:]
+        var keyErrors: [StoreKey: CloudSyncError] = [:]
         var hangs: [Operation: Hang] = [:]
         var latency: Duration?
         var calls: [Operation: Int] = [:]
@@ -84,7 +84,7 @@ public final class FaultInjectingProvider: ForwardingProvider {
 
     /// Makes get, set and remove report `error` for `key` alone (nil clears it).
     public func fail(key: String, with error: CloudSyncError?) {
-        settings.withLock { $0.keyErrors[key] = error }
+        settings.withLock { $0.keyErrors[StoreKey(key)] = error }
     }
 
     /// Makes `operation` hang (nil: answer normally again).
@@ -165,7 +165,7 @@ public final class FaultInjectingProvider: ForwardingProvider {
         if let error { throw error }
     }
 
-    private func keyError(_ key: String) -> CloudSyncError? { settings.withLock { $0.keyErrors[key] } }
+    private func keyError(_ key: String) -> CloudSyncError? { settings.withLock { $0.keyErrors[StoreKey(key)] } }
 
     /// Counts the probe, waits, hangs or fails as configured for `isAvailable`, then answers: unavailable with reason
     /// `other` when an injected failure fires or ``isAvailableNow`` is false, else the wrapped provider's answer.
