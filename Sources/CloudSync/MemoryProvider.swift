@@ -33,7 +33,7 @@ public final class MemoryProvider: Provider {
             var high = sortedKeys.count
             while low < high {
                 let middle = (low + high) / 2
-                if bytewiseLess(sortedKeys[middle], key) { low = middle + 1 } else { high = middle }
+                if StoreKey.bytesPrecede(sortedKeys[middle], key) { low = middle + 1 } else { high = middle }
             }
             return low
         }

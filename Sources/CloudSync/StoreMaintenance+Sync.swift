@@ -47,10 +47,6 @@ public struct SyncFingerprint: Sendable, Equatable {
     }
 }
 
-/// Whether `a` sorts before `b` byte by byte in UTF-8: the order listings and snapshots are merged in (SQLite's
-/// `BINARY` collation); Swift's own `<` compares canonically equivalent strings as equal.
-public func bytewiseLess(_ a: String, _ b: String) -> Bool { StoreKey.bytesPrecede(a, b) }
-
 /// What a sync does with a key deleted on some providers since the last sync and unchanged on the others.
 public enum SyncDeletes: String, Sendable, CaseIterable, Codable {
     /// Remove it everywhere.
@@ -297,7 +293,7 @@ extension StoreMaintenance {
             // A write that did not land leaves the old row: the next sync sees the same changes again.
             if complete, !keepRow.contains(item), let digests = planned[item] { record(item, SyncFingerprint(digests)) }
         }
-        result.snapshot.sort { bytewiseLess($0.key, $1.key) }
+        result.snapshot.sort { StoreKey.bytesPrecede($0.key, $1.key) }
         return result
     }
 

@@ -64,15 +64,16 @@ public final class DriveProvider: Provider {
         var duplicates: [String]
     }
 
+    /// Names are keys, compared as bytes (``StoreKey``), as Drive compares them.
     private struct Cache {
-        var entries: [String: Entry] = [:]
+        var entries: [StoreKey: Entry] = [:]
         var lastListingCount: Int?
         /// When the last full listing began (on the provider's clock); ``entries`` has held everything it found,
         /// kept up to date with this provider's own writes and removes, ever since.
         var listedAtMs: Int64?
         /// Names whose entry may be stale since that listing (the change feed reported them, or their id answered
         /// 404): the listing no longer speaks for them.
-        var doubtful: Set<String> = []
+        var doubtful: Set<StoreKey> = []
         /// Changes to ``entries`` other than a listing's; a listing during which it moved is not trusted, since it
         /// replaced entries with what it saw before them.
         var changes = 0
@@ -83,6 +84,8 @@ public final class DriveProvider: Provider {
     }
 
     private let cache = Mutex(Cache())
+    /// The names of listings under way, oldest first, at most ``keptListings``.
+    private let listings = Mutex<[(id: String, names: [String])]>([])
     private let subscribers = Mutex<[Int: @Sendable (AccountEvent) -> Void]>([:])
     private let nextSubscriber = Mutex(0)
 
@@ -130,7 +133,7 @@ public final class DriveProvider: Provider {
     /// What every Drive provider can do.
     public static let capabilities = ProviderCapabilities(
         tier: .file, keyRules: [], batchLimit: batchLimit, canList: true, reportsQuota: true,
-        emitsAccountEvents: true, emitsRemoteChanges: false)
+        emitsAccountEvents: true, emitsRemoteChanges: false, listsInKeyOrder: true)
 
     /// How many surplus files sharing a key's name were found (and, on writes and removes, deleted) so far.
     public var duplicatesResolved: Int { cache.withLock { $0.duplicates.count } }
@@ -414,13 +417,13 @@ public final class DriveProvider: Provider {
     }
 
     /// Groups `files` by name: the newest `modifiedTime` is the key's file, the others duplicates.
-    private func entries(_ files: [Listed]) -> [String: Entry] {
-        var byName: [String: [Listed]] = [:]
-        for file in files { byName[file.name, default: []].append(file) }
+    private func entries(_ files: [Listed]) -> [StoreKey: Entry] {
+        var byName: [StoreKey: [Listed]] = [:]
+        for file in files { byName[StoreKey(file.name), default: []].append(file) }
         cache.withLock { cache in
             for file in files { cache.names[file.id] = file.name }
         }
-        var entries: [String: Entry] = [:]
+        var entries: [StoreKey: Entry] = [:]
         for (name, group) in byName {
             let sorted = group.sorted { ($0.modified, $0.id) > ($1.modified, $1.id) }
             entries[name] = Entry(id: sorted[0].id, duplicates: sorted.dropFirst().map(\.id))
@@ -451,41 +454,28 @@ public final class DriveProvider: Provider {
     /// name meanwhile, as it may between any lookup and the create that follows it; the write then makes a second
     /// file of that name, which reads settle (the newest wins) and the next write deletes. Reads and removes never
     /// take a name as absent on trust: a read would miss the other device's value, a remove would leave it.
-    func resolve(_ keys: [String], forWriting: Bool = false) async throws(CloudSyncError) -> [String: Entry] {
+    func resolve(_ keys: [String], forWriting: Bool = false) async throws(CloudSyncError) -> [StoreKey: Entry] {
         let now = clock.nowMilliseconds()
         let (known, lastCount, trusted) = cache.withLock { cache in
             let fresh = forWriting && cache.listedAtMs.map { now - $0 < Self.listingTrust.milliseconds } == true
             return (cache.entries, cache.lastListingCount, fresh ? cache.doubtful : nil)
         }
-        var found: [String: Entry] = [:]
+        var found: [StoreKey: Entry] = [:]
         var missing: [String] = []
-        for key in Set(keys) {
-            if let entry = known[key] {
-                found[key] = entry
-            } else if let doubtful = trusted, !doubtful.contains(key) {
+        for name in keys.keySet() {
+            if let entry = known[name] {
+                found[name] = entry
+            } else if let doubtful = trusted, !doubtful.contains(name) {
                 continue
             } else {
-                missing.append(key)
+                missing.append(name.string)
             }
         }
         guard !missing.isEmpty else { return found }
         let listingPages = max(1, ((lastCount ?? 0) + Self.pageSize - 1) / Self.pageSize)
         if missing.count > 1, lastCount == nil || listingPages < missing.count {
-            let (started, changesBefore) = (clock.nowMilliseconds(), cache.withLock { $0.changes })
-            let files = try await listAll(query: "trashed = false")
-            let listed = entries(files)
-            cache.withLock { cache in
-                cache.entries = listed
-                cache.lastListingCount = files.count
-                // A write, remove or lookup meanwhile (another store call) may be missing from the listing.
-                if cache.changes == changesBefore {
-                    cache.listedAtMs = started
-                    cache.doubtful.removeAll()
-                } else {
-                    cache.listedAtMs = nil
-                }
-            }
-            for key in missing { found[key] = listed[key] }
+            let listed = try await listFolder()
+            for key in missing { found[StoreKey(key)] = listed[StoreKey(key)] }
             return found
         }
         let searched = try await forEach(missing) { key async -> Result<Entry?, CloudSyncError> in
@@ -496,18 +486,38 @@ public final class DriveProvider: Provider {
             }
         }
         for (key, result) in zip(missing, searched) {
-            if let entry = try result.get() { found[key] = entry }
+            if let entry = try result.get() { found[StoreKey(key)] = entry }
         }
         return found
+    }
+
+    /// Lists the whole app data folder and makes what it found the file id cache.
+    private func listFolder() async throws(CloudSyncError) -> [StoreKey: Entry] {
+        let (started, changesBefore) = (clock.nowMilliseconds(), cache.withLock { $0.changes })
+        let files = try await listAll(query: "trashed = false")
+        let listed = entries(files)
+        cache.withLock { cache in
+            cache.entries = listed
+            cache.lastListingCount = files.count
+            // A write, remove or lookup meanwhile (another store call) may be missing from the listing.
+            if cache.changes == changesBefore {
+                cache.listedAtMs = started
+                cache.doubtful.removeAll()
+            } else {
+                cache.listedAtMs = nil
+            }
+        }
+        return listed
     }
 
     /// Looks `key` up by name (one request) and caches what it finds.
     private func search(_ key: String) async throws(CloudSyncError) -> Entry? {
         let files = try await listAll(query: Self.nameQuery(key))
-        let entry = entries(files.filter { $0.name == key })[key]
+        // Drive may answer names it deems equal (other normalisations, other case); only the same bytes are the key.
+        let entry = entries(files.filter { StoreKey.bytesEqual($0.name, key) })[StoreKey(key)]
         cache.withLock { cache in
-            cache.entries[key] = entry
-            cache.doubtful.remove(key)
+            cache.entries[StoreKey(key)] = entry
+            cache.doubtful.remove(StoreKey(key))
             cache.changes += 1
         }
         return entry
@@ -516,7 +526,7 @@ public final class DriveProvider: Provider {
     /// Drops `key`'s entry after this provider removed its file: it is known to be absent.
     private func forget(_ key: String) {
         cache.withLock { cache in
-            cache.entries.removeValue(forKey: key)
+            cache.entries.removeValue(forKey: StoreKey(key))
             cache.changes += 1
         }
     }
@@ -524,8 +534,8 @@ public final class DriveProvider: Provider {
     /// Drops `key`'s entry because it may be stale: it is looked up again before anything relies on it.
     private func doubt(_ key: String) {
         cache.withLock { cache in
-            cache.entries.removeValue(forKey: key)
-            cache.doubtful.insert(key)
+            cache.entries.removeValue(forKey: StoreKey(key))
+            cache.doubtful.insert(StoreKey(key))
             cache.changes += 1
         }
     }
@@ -538,7 +548,7 @@ public final class DriveProvider: Provider {
         let entries = try await resolve(keys)
         return try await forEach(keys) { key async -> Result<String?, CloudSyncError> in
             do throws(CloudSyncError) {
-                guard let entry = entries[key] else { return .success(nil) }
+                guard let entry = entries[StoreKey(key)] else { return .success(nil) }
                 if let value = try await self.download(entry.id, key: key) { return .success(value) }
                 // The cached id is gone: look again once.
                 self.doubt(key)
@@ -575,7 +585,7 @@ public final class DriveProvider: Provider {
         let entries = try await resolve(items.map(\.key), forWriting: true)
         return try await forEach(items) { item async -> Result<Void, CloudSyncError> in
             do throws(CloudSyncError) {
-                try await self.write(item, entry: entries[item.key])
+                try await self.write(item, entry: entries[StoreKey(item.key)])
                 return .success(())
             } catch {
                 return .failure(error)
@@ -600,7 +610,7 @@ public final class DriveProvider: Provider {
         if fileID == nil { fileID = try await upload(body, key: item.key, existing: nil) }
         guard let fileID else { return }
         cache.withLock { cache in
-            cache.entries[item.key] = Entry(id: fileID, duplicates: [])
+            cache.entries[StoreKey(item.key)] = Entry(id: fileID, duplicates: [])
             cache.names[fileID] = item.key
             cache.changes += 1
         }
@@ -763,7 +773,7 @@ public final class DriveProvider: Provider {
         var targets: [(key: String, id: String)] = []
         var seen: Set<String> = []
         for key in keys {
-            guard let entry = entries[key] else { continue }
+            guard let entry = entries[StoreKey(key)] else { continue }
             for fileID in [entry.id] + entry.duplicates where seen.insert(fileID).inserted {
                 targets.append((key, fileID))
             }
@@ -850,51 +860,66 @@ public final class DriveProvider: Provider {
 
     // MARK: List
 
-    /// One page of keys in name order; the cursor carries Drive's page token and the last key, so a name shared by
-    /// several files is listed once and a rejected page token restarts after that key.
+    /// One page of keys in bytewise order, each name once.
+    ///
+    /// Drive's own order cannot be trusted for paging: `orderBy=name` is documented only as "alphabetical" (its web
+    /// interface sorts case-insensitively, and very large folders ignore it), and a page token is a position in a
+    /// listing that removals shift. So the first page reads every name of the app data folder (all of Drive's pages,
+    /// one request per ``pageSize`` files, which also refreshes the file id cache), sorts them by their bytes, and
+    /// serves pages from that; the cursor names the listing and the last key yielded, so a removal never moves it,
+    /// and a listing this provider no longer holds (another process, or more than ``keptListings`` at once) is read
+    /// again and continues after that key.
     public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
         try ensureOpen()
-        var (token, last) = Self.decodeCursor(cursor)
-        var restarts = 0
-        while true {
-            guard
-                let page = try await listPage(
-                    query: "trashed = false", pageToken: token, pageSize: min(max(limit, 1), Self.pageSize),
-                    orderBy: "name", fields: "nextPageToken,files(id,name)")
-            else {
-                restarts += 1
-                guard restarts <= 2 else {
-                    throw CloudSyncError(
-                        .provider, "Drive rejected the listing's page tokens three times in a row; list again",
-                        provider: id)
-                }
-                token = nil
-                continue
+        let (listingID, last) = Self.decodeCursor(cursor)
+        var names = listingID.flatMap { id in listings.withLock { $0.first { $0.id == id }?.names } }
+        let id = names == nil ? UUID().uuidString : listingID!
+        if names == nil {
+            let read = try await allNames()
+            names = read
+            listings.withLock { listings in
+                listings.append((id, read))
+                if listings.count > Self.keptListings { listings.removeFirst(listings.count - Self.keptListings) }
             }
-            var keys: [String] = []
-            for file in page.files {
-                if let last, file.name <= last { continue }
-                keys.append(file.name)
-                last = file.name
-            }
-            guard let next = page.next else { return KeyPage(keys: keys, nextCursor: nil) }
-            if keys.isEmpty {
-                token = next
-                continue
-            }
-            return KeyPage(keys: keys, nextCursor: Self.encodeCursor(token: next, last: last))
         }
+        let sorted = names ?? []
+        var start = 0
+        if let last {
+            // The first name after `last`, by binary search.
+            var high = sorted.count
+            while start < high {
+                let middle = (start + high) / 2
+                if StoreKey.compareBytes(sorted[middle], last) <= 0 { start = middle + 1 } else { high = middle }
+            }
+        }
+        let end = min(start + max(limit, 1), sorted.count)
+        let keys = Array(sorted[start..<end])
+        guard end < sorted.count, let lastKey = keys.last else {
+            listings.withLock { $0.removeAll { $0.id == id } }
+            return KeyPage(keys: keys, nextCursor: nil)
+        }
+        return KeyPage(keys: keys, nextCursor: Self.encodeCursor(listing: id, last: lastKey))
     }
 
-    static func encodeCursor(token: String, last: String?) -> String {
-        let data = try? JSONSerialization.data(withJSONObject: [token, last ?? ""])
+    /// How many listings under way this provider keeps the names of; an older one is read again when its cursor
+    /// comes back.
+    public static let keptListings = 4
+
+    /// Every key in the app data folder, each once, in bytewise order.
+    private func allNames() async throws(CloudSyncError) -> [String] {
+        try await listFolder().keys.sorted().map(\.string)
+    }
+
+    static func encodeCursor(listing: String, last: String) -> String {
+        let data = try? JSONSerialization.data(withJSONObject: [listing, last])
         return String(decoding: data ?? Data(), as: UTF8.self)
     }
 
-    static func decodeCursor(_ cursor: String?) -> (token: String?, last: String?) {
+    /// The listing and last key a cursor names; a cursor of another form names neither, so the listing starts over.
+    static func decodeCursor(_ cursor: String?) -> (listing: String?, last: String?) {
         guard let cursor, let array = (try? JSONSerialization.jsonObject(with: Data(cursor.utf8))) as? [String],
             array.count == 2
-        else { return (cursor, nil) }
+        else { return (nil, nil) }
         return (array[0], array[1].isEmpty ? nil : array[1])
     }
 
@@ -976,10 +1001,14 @@ public final class DriveProvider: Provider {
                 "Drive reported \(changes.removedFileIDs.count) removed file(s) without their names, so the keys "
                     + "they held are unknown")
         }
-        var seen = Set<String>()
+        var seen = Set<StoreKey>()
         var keys: [KeyChange] = []
-        for key in changes.removed where seen.insert(key).inserted { keys.append(KeyChange(key: key, removed: true)) }
-        for key in changes.changed where seen.insert(key).inserted { keys.append(KeyChange(key: key, removed: false)) }
+        for key in changes.removed where seen.insert(StoreKey(key)).inserted {
+            keys.append(KeyChange(key: key, removed: true))
+        }
+        for key in changes.changed where seen.insert(StoreKey(key)).inserted {
+            keys.append(KeyChange(key: key, removed: false))
+        }
         return .changes(ChangePage(changes: keys, cursor: changes.cursor, hasMore: false))
     }
 

@@ -48,7 +48,7 @@ final class DirectoryListings: Sendable {
             windows.removeAll { now - $0.lastUsed > Self.idleLimit }
             guard
                 let index = windows.lastIndex(where: { window in
-                    window.expectedCursor.map { bytewiseEqual($0, cursor) } ?? false
+                    window.expectedCursor.map { StoreKey.bytesEqual($0, cursor) } ?? false
                 })
             else { return nil }
             let window = windows[index]
@@ -85,9 +85,4 @@ final class DirectoryListings: Sendable {
         window.expectedCursor = last
         return KeyPage(keys: keys, nextCursor: last)
     }
-}
-
-/// Whether two keys are the same bytes (Swift's `==` also equates canonically equivalent strings).
-private func bytewiseEqual(_ a: String, _ b: String) -> Bool {
-    a.utf8.elementsEqual(b.utf8)
 }

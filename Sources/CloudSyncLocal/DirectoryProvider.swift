@@ -275,8 +275,9 @@ public final class DirectoryProvider: Provider {
             }
         }
         let synced = LocalFiles.makeDurable(
-            staged.map(\.file.descriptor), in: Set(staged.map(\.file.directory)))
-        var touched = Set<String>()
+            staged.map(\.file.descriptor), in: staged.map(\.file.directory).keySet().map(\.string))
+        // Paths are bytes too: a set of `String`s would merge directories whose names are canonically equivalent.
+        var touched = Set<StoreKey>()
         for ((index, file), code) in zip(staged, synced) {
             defer { Glibc.close(file.descriptor) }
             guard code == 0 else {
@@ -288,9 +289,9 @@ public final class DirectoryProvider: Provider {
                 outcome[index] = .failure(error)
                 continue
             }
-            touched.formUnion(file.touchedDirectories)
+            touched.formUnion(file.touchedDirectories.lazy.map { StoreKey($0) })
         }
-        LocalFiles.syncDirectories(touched)
+        LocalFiles.syncDirectories(touched.map(\.string))
         return outcome
     }
 
@@ -394,16 +395,16 @@ public final class DirectoryProvider: Provider {
         try ensureOpen()
         metrics.recordRequest()
         return try await LocalFiles.offload { [self] in
-            var touched = Set<String>()
+            var touched = Set<StoreKey>()
             let results = keys.map { key -> Result<Void, CloudSyncError> in
                 let path = path(of: key)
                 guard unlink(path) == 0 else {
                     return errno == ENOENT ? .success(()) : .failure(failure("remove", path, errno, key: key))
                 }
-                touched.insert((path as NSString).deletingLastPathComponent)
+                touched.insert(StoreKey((path as NSString).deletingLastPathComponent))
                 return .success(())
             }
-            LocalFiles.syncDirectories(touched)
+            LocalFiles.syncDirectories(touched.map(\.string))
             return results
         }
     }

@@ -383,14 +383,14 @@ public final class SQLiteProvider: Provider {
                 [after, limit + 1]
             ) { ($0.int64(0), $0.string(1) ?? "", $0.int64(2) != 0) }
             let page = rows.prefix(limit)
-            var latest: [String: Bool] = [:]
+            var latest: [StoreKey: Bool] = [:]
             var order: [String] = []
             for (_, key, removed) in page {
-                if latest.updateValue(removed, forKey: key) == nil { order.append(key) }
+                if latest.updateValue(removed, forKey: StoreKey(key)) == nil { order.append(key) }
             }
             return .changes(
                 ChangePage(
-                    changes: order.map { KeyChange(key: $0, removed: latest[$0] ?? false) },
+                    changes: order.map { KeyChange(key: $0, removed: latest[StoreKey($0)] ?? false) },
                     cursor: "\(database):\(page.last?.0 ?? after)", hasMore: rows.count > limit))
         }
     }

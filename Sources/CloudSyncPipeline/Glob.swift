@@ -2,14 +2,16 @@
 ///
 /// `*` matches any run of characters (none included), `?` any one character, `[abc]` one of those characters,
 /// `[a-z]` one in that range, `[!a-z]` or `[^a-z]` one outside it; `\` makes the next character match itself.
-/// Everything else matches itself. Patterns are checked when a pipeline loads, so a malformed one is an error
+/// Everything else matches itself. A character here is a Unicode scalar (a code point), as in rclone's and Go's
+/// globs: keys are bytes, so `café` precomposed matches only the precomposed key, and a decomposed `é` is two
+/// characters. Patterns are checked when a pipeline loads, so a malformed one is an error
 /// there rather than a filter that silently matches nothing.
 struct Glob: Sendable {
     private enum Element: Sendable {
-        case literal(Character)
+        case literal(Unicode.Scalar)
         case any
         case anyRun
-        case set(negated: Bool, items: [ClosedRange<Character>])
+        case set(negated: Bool, items: [ClosedRange<Unicode.Scalar>])
     }
 
     private let elements: [Element]
@@ -19,7 +21,7 @@ struct Glob: Sendable {
 
     init(_ pattern: String) throws(SyntaxError) {
         var elements: [Element] = []
-        var characters = pattern.makeIterator()
+        var characters = pattern.unicodeScalars.makeIterator()
         while let character = characters.next() {
             switch character {
             case "*": elements.append(.anyRun)
@@ -31,7 +33,7 @@ struct Glob: Sendable {
                 elements.append(.literal(escaped))
             case "[":
                 // The class body up to its closing ]; a ] first in the body (after any !/^) is a member.
-                var body: [Character] = []
+                var body: [Unicode.Scalar] = []
                 var negated = false
                 var closed = false
                 while let next = characters.next() {
@@ -49,7 +51,7 @@ struct Glob: Sendable {
                         message: "\"\(pattern)\" opens a [ class it never closes; close it with ], or write \\[ for a "
                             + "literal [")
                 }
-                var items: [ClosedRange<Character>] = []
+                var items: [ClosedRange<Unicode.Scalar>] = []
                 var index = 0
                 while index < body.count {
                     if index + 2 < body.count, body[index + 1] == "-" {
@@ -75,7 +77,7 @@ struct Glob: Sendable {
 
     /// Whether `text` matches the whole pattern.
     func matches(_ text: String) -> Bool {
-        let text = Array(text)
+        let text = Array(text.unicodeScalars)
         var p = 0
         var t = 0
         var star = -1
@@ -100,7 +102,7 @@ struct Glob: Sendable {
         return p == elements.count
     }
 
-    private static func matches(_ element: Element, _ character: Character) -> Bool {
+    private static func matches(_ element: Element, _ character: Unicode.Scalar) -> Bool {
         switch element {
         case .literal(let literal): return literal == character
         case .any: return true

@@ -180,10 +180,11 @@ struct JobExecutor {
     /// Every selected key and its plaintext value, from one provider (decoded with its codec) or the store, and the
     /// keys whose value could not be read or decoded (each named, as `verify` names them; the rest still export).
     private func exportItems(from source: String, filter: (@Sendable (String) -> Bool)?) async throws(CloudSyncError)
-        -> ([String: String], [KeyFailure])
+        -> ([KeyValue], [KeyFailure])
     {
         let keys = try await keysOf(source).filter { filter?($0) ?? true }
-        var items: [String: String] = [:]
+        var items: [KeyValue] = []
+        items.reserveCapacity(keys.count)
         var failed: [KeyFailure] = []
         for start in stride(from: 0, to: keys.count, by: Self.pageSize) {
             let batch = Array(keys[start..<min(start + Self.pageSize, keys.count)])
@@ -193,7 +194,7 @@ struct JobExecutor {
             var unread: [String] = []
             for (key, value) in zip(batch, values) {
                 switch value {
-                case .success(let value?): items[key] = value
+                case .success(let value?): items.append(KeyValue(key, value))
                 case .success(nil): unread.append(key)
                 case .failure(let error): failed.append(KeyFailure(key: key, error: error))
                 }
@@ -205,18 +206,18 @@ struct JobExecutor {
             }
             progress(min(start + Self.pageSize, keys.count), keys.count)
         }
-        return (items, failed.sorted { $0.key < $1.key })
+        return (items, failed.sorted { StoreKey.bytesPrecede($0.key, $1.key) })
     }
 
     /// The first copy of each of `keys` that a store provider holds but cannot read or decode.
     private func unreadableCopies(of keys: [String]) async throws(CloudSyncError) -> [KeyFailure] {
-        var failures: [String: CloudSyncError] = [:]
+        var failures = [CloudSyncError?](repeating: nil, count: keys.count)
         for provider in compiled.spec.store.providers {
-            for (key, result) in zip(keys, try await store.readEach(keys, from: provider)) {
-                if case .failure(let error) = result, failures[key] == nil { failures[key] = error }
+            for (index, result) in try await store.readEach(keys, from: provider).enumerated() {
+                if case .failure(let error) = result, failures[index] == nil { failures[index] = error }
             }
         }
-        return failures.map { KeyFailure(key: $0.key, error: $0.value) }
+        return zip(keys, failures).compactMap { key, error in error.map { KeyFailure(key: key, error: $0) } }
     }
 
     private func keysOf(_ source: String) async throws(CloudSyncError) -> [String] {
@@ -226,38 +227,36 @@ struct JobExecutor {
 
     /// Writes the items; returns how many were written (stored or queued), skipped, queued (some provider's copy
     /// waits in the outbox) and failed.
-    private func importItems(_ items: [String: String], to target: String, overwrite: Bool) async throws(CloudSyncError)
+    private func importItems(_ items: [KeyValue], to target: String, overwrite: Bool) async throws(CloudSyncError)
         -> (Int, Int, Int, [KeyFailure])
     {
         var written = 0
         var skipped = 0
         var queued = 0
         var failed: [KeyFailure] = []
-        let keys = items.keys.sorted()
-        for start in stride(from: 0, to: keys.count, by: Self.pageSize) {
-            var batch = Array(keys[start..<min(start + Self.pageSize, keys.count)])
+        for start in stride(from: 0, to: items.count, by: Self.pageSize) {
+            var batch = Array(items[start..<min(start + Self.pageSize, items.count)])
             if !overwrite {
+                let keys = batch.map(\.key)
                 let existing =
-                    target == "store" ? try await store.multiGet(batch) : try await store.read(batch, from: target)
-                let present = Set(zip(batch, existing).compactMap { $1 == nil ? nil : $0 })
-                skipped += present.count
-                batch = batch.filter { !present.contains($0) }
+                    target == "store" ? try await store.multiGet(keys) : try await store.read(keys, from: target)
+                let before = batch.count
+                batch = zip(batch, existing).compactMap { item, value in value == nil ? item : nil }
+                skipped += before - batch.count
             }
             let results =
                 target == "store"
-                ? try await store.multiSet(batch.map { KeyValue($0, items[$0]!) })
-                : (try await store.write(batch.map { KeyValue($0, items[$0]!) }, to: target)).map {
-                    $0.map { WriteReceipt() }
-                }
-            for (key, result) in zip(batch, results) {
+                ? try await store.multiSet(batch)
+                : (try await store.write(batch, to: target)).map { $0.map { WriteReceipt() } }
+            for (item, result) in zip(batch, results) {
                 switch result {
                 case .success(let receipt):
                     written += 1
                     if !receipt.queued.isEmpty { queued += 1 }
-                case .failure(let error): failed.append(KeyFailure(key: key, error: error))
+                case .failure(let error): failed.append(KeyFailure(key: item.key, error: error))
                 }
             }
-            progress(min(start + Self.pageSize, keys.count), keys.count)
+            progress(min(start + Self.pageSize, items.count), items.count)
         }
         return (written, skipped, queued, failed)
     }

@@ -42,16 +42,6 @@ public enum DeleteLimit: Sendable, Equatable {
     }
 }
 
-/// Whether two keys are the same bytes (Swift's `==` also equates canonically equivalent strings).
-func bytewiseEqual(_ a: String, _ b: String) -> Bool {
-    if let answer = a.utf8.withContiguousStorageIfAvailable({ left in
-        b.utf8.withContiguousStorageIfAvailable { right in left.elementsEqual(right) }
-    }), let answer {
-        return answer
-    }
-    return a.utf8.elementsEqual(b.utf8)
-}
-
 /// One provider's keys in bytewise order, a page at a time: straight from its listing when it lists in key order,
 /// else from a temporary table its whole listing was sorted into first.
 final class OrderedKeys {
@@ -146,7 +136,7 @@ final class OrderedKeys {
             }
             let page = try await store.keyPage(of: id, after: cursor, limit: pageSize)
             for key in page.keys {
-                if let last, !bytewiseLess(last, key) {
+                if let last, !StoreKey.bytesPrecede(last, key) {
                     throw CloudSyncError(
                         .provider,
                         "listed \"\(key)\" after \"\(last)\": its listing is not in bytewise key order, so the sync "
@@ -358,9 +348,9 @@ extension JobExecutor {
             var batch = batch
             if changedOnly, let state {
                 let rows = try state.snapshotRows(of: job, keys: batch.map(\.key))
-                var byKey: [String: SyncFingerprint] = [:]
-                for row in rows { byKey[row.key] = row.fingerprint }
-                for index in batch.indices { batch[index].baseline = byKey[batch[index].key] }
+                var byKey: [StoreKey: SyncFingerprint] = [:]
+                for row in rows { byKey[StoreKey(row.key)] = row.fingerprint }
+                for index in batch.indices { batch[index].baseline = byKey[StoreKey(batch[index].key)] }
             }
             let result = try await store.maintenance.syncPage(batch, among: ids, unknown: unknown, deletes: deletes)
             counts["keys", default: 0] += result.keys
@@ -405,17 +395,17 @@ extension JobExecutor {
             var next = snapshot.head?.key
             for source in sources {
                 guard let head = source.head else { continue }
-                if let smallest = next, !bytewiseLess(head, smallest) { continue }
+                if let smallest = next, !StoreKey.bytesPrecede(head, smallest) { continue }
                 next = head
             }
             guard let key = next else { break }
             var baseline: SyncFingerprint?
-            if let row = snapshot.head, bytewiseEqual(row.key, key) {
+            if let row = snapshot.head, StoreKey.bytesEqual(row.key, key) {
                 baseline = row.fingerprint
                 snapshotKeys += 1
                 snapshot.advance()
             }
-            for source in sources where source.head.map({ bytewiseEqual($0, key) }) == true { source.advance() }
+            for source in sources where source.head.map({ StoreKey.bytesEqual($0, key) }) == true { source.advance() }
             batch.append(SyncItem(key: key, baseline: baseline))
             if batch.count == pageSize {
                 try await process(batch)

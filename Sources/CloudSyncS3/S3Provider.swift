@@ -108,7 +108,7 @@ public final class S3Provider: Provider {
             return .unavailable(.closed, "the s3 provider \(id) was closed; make a new one to reach \(location) again")
         }
         do {
-            _ = try await listPage(continuation: nil, maxKeys: 1)
+            _ = try await listPage(after: nil, maxKeys: 1)
             return .available
         } catch {
             switch error.code {
@@ -275,37 +275,49 @@ public final class S3Provider: Provider {
             throw CloudSyncError(
                 .provider, "\(location) answered DeleteObjects with something other than a DeleteResult", provider: id)
         }
-        var failures: [String: CloudSyncError] = [:]
+        var failures: [StoreKey: CloudSyncError] = [:]
         for item in result.children("Error") {
-            guard let object = item.text(of: "Key"), object.hasPrefix(prefix) else { continue }
-            let key = String(object.dropFirst(prefix.count))
+            guard let object = item.text(of: "Key"), let key = key(ofObject: object) else { continue }
             let code = item.text(of: "Code") ?? "InternalError"
             let message = item.text(of: "Message") ?? ""
             if code == "AccessDenied" {
                 let denied = HTTPResponse(
                     status: 403, body: Data("<Error><Code>AccessDenied</Code><Message/></Error>".utf8))
-                failures[key] = client.failure(denied, request, key: key)
+                failures[StoreKey(key)] = client.failure(denied, request, key: key)
             } else {
-                failures[key] = CloudSyncError(
+                failures[StoreKey(key)] = CloudSyncError(
                     code == "InternalError" || code == "SlowDown" ? .server : .provider,
                     "\(location) could not remove the object \(object) (\(code): \(message))", provider: id, key: key)
             }
         }
-        return keys.map { key in failures[key].map { .failure($0) } ?? .success(()) }
+        return keys.map { key in failures[StoreKey(key)].map { .failure($0) } ?? .success(()) }
     }
 
     // MARK: List
 
-    /// One `ListObjectsV2` page of at most `limit` keys (1,000 at most), in S3's order (UTF-8 binary); the cursor is
-    /// S3's continuation token.
-    public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
-        try ensureOpen()
-        return try await listPage(continuation: cursor, maxKeys: min(max(limit, 1), Self.batchLimit))
+    /// The key an object name under ``prefix`` stands for; nil for a name outside it or the prefix itself.
+    ///
+    /// The prefix is matched by bytes, as S3 matches it: `String.hasPrefix` would also take a canonically equivalent
+    /// spelling.
+    private func key(ofObject object: String) -> String? {
+        guard object.utf8.count > prefix.utf8.count, object.utf8.starts(with: prefix.utf8) else { return nil }
+        return String(decoding: object.utf8.dropFirst(prefix.utf8.count), as: UTF8.self)
     }
 
-    private func listPage(continuation: String?, maxKeys: Int) async throws(CloudSyncError) -> KeyPage {
+    /// One `ListObjectsV2` page of at most `limit` keys (1,000 at most), in S3's order (UTF-8 binary); the cursor is
+    /// the last object listed, which the next page starts after.
+    public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
+        try ensureOpen()
+        return try await listPage(after: cursor, maxKeys: min(max(limit, 1), Self.batchLimit))
+    }
+
+    /// One ListObjectsV2 page after the object `startAfter` (the cursor: the last object the previous page listed).
+    ///
+    /// `start-after` names a key, not a position in a listing, so removals of keys already listed cannot shift it
+    /// (a continuation token is opaque, and some S3-compatible servers make it an offset).
+    private func listPage(after startAfter: String?, maxKeys: Int) async throws(CloudSyncError) -> KeyPage {
         var query = "list-type=2&encoding-type=url&max-keys=\(maxKeys)&prefix=\(S3URIEncoding.encode(prefix))"
-        if let continuation { query += "&continuation-token=" + S3URIEncoding.encode(continuation) }
+        if let startAfter { query += "&start-after=" + S3URIEncoding.encode(startAfter) }
         let request = HTTPRequest(method: .get, url: location.bucketURL(query: query))
         let response = try await client.sendExpectingSuccess(request)
         guard let result = XMLElement.parse(response.body), result.name == "ListBucketResult" else {
@@ -314,15 +326,18 @@ public final class S3Provider: Provider {
                 provider: id)
         }
         let urlEncoded = result.text(of: "EncodingType") == "url"
-        let keys = result.children("Contents").compactMap { item -> String? in
-            guard let raw = item.text(of: "Key") else { return nil }
-            let object = urlEncoded ? HTTPForm.decode(raw) : raw
-            guard object.hasPrefix(prefix), object.utf8.count > prefix.utf8.count else { return nil }
-            return String(object.dropFirst(prefix.count))
+        let objects = result.children("Contents").compactMap { item -> String? in
+            item.text(of: "Key").map { urlEncoded ? HTTPForm.decode($0) : $0 }
         }
+        let keys = objects.compactMap(key(ofObject:))
         let truncated = result.text(of: "IsTruncated") == "true"
-        let next = truncated ? result.text(of: "NextContinuationToken") : nil
-        return KeyPage(keys: keys, nextCursor: next?.isEmpty == false ? next : nil)
+        guard truncated, let last = objects.last else { return KeyPage(keys: keys, nextCursor: nil) }
+        if let startAfter, StoreKey.compareBytes(last, startAfter) <= 0 {
+            throw CloudSyncError(
+                .provider, "\(location) listed \(last) after \(startAfter), out of order; the listing would not end",
+                provider: id)
+        }
+        return KeyPage(keys: keys, nextCursor: last)
     }
 
     // MARK: Batches

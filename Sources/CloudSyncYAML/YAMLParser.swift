@@ -133,7 +133,9 @@ private struct TreeBuilder {
         var pendingKey: YAMLNode?
         var pendingKeyWeight = 0
         /// First mark of each key, by identity, to name the first definition when a key repeats.
-        var keyMarks: [String: YAMLMark] = [:]
+        /// By the identity's bytes: YAML compares keys by their characters, so `café` precomposed and decomposed are
+        /// two keys, which a `String`-keyed dictionary would merge.
+        var keyMarks: [[UInt8]: YAMLMark] = [:]
         /// Nodes in this collection's subtree, itself included.
         var weight = 1
     }
@@ -243,7 +245,7 @@ private struct TreeBuilder {
             return
         }
         guard let key = stack[stack.count - 1].pendingKey else {
-            let identity = Self.identity(of: node)
+            let identity = Array(Self.identity(of: node).utf8)
             if let first = stack[stack.count - 1].keyMarks[identity] {
                 throw YAMLError(
                     .duplicateKey,

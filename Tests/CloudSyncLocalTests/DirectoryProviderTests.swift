@@ -33,7 +33,7 @@ import Testing
         // Encoded, `A` is `%41` and sorts before `0`; a 300-byte key is split into directories.
         let keys = ["0", "A", "a", "Zebra", "~", "é", " space", "a.b", String(repeating: "L", count: 300), "b"]
         _ = try await provider.set(keys.map { KeyValue($0, "v") })
-        #expect(try await listEveryKey(of: provider, pageSize: 3) == keys.sorted(by: bytewiseLess))
+        #expect(try await listEveryKey(of: provider, pageSize: 3) == keys.sorted(by: StoreKey.bytesPrecede))
         #expect(provider.capabilities.listsInKeyOrder)
     }
 
@@ -325,7 +325,8 @@ extension Result {
             removed.insert(gone)
         } while true
         #expect(pages > 5)
-        #expect(zip(listed, listed.dropFirst()).allSatisfy { bytewiseLess($0, $1) }, "out of order or repeated")
+        #expect(
+            zip(listed, listed.dropFirst()).allSatisfy { StoreKey.bytesPrecede($0, $1) }, "out of order or repeated")
         // Every key that was there throughout is listed; nothing is listed that never existed.
         let throughout = Set((0..<1200).filter { $0 % 2 == 0 }.map(key)).subtracting(removed)
         #expect(throughout.isSubset(of: Set(listed)))
@@ -358,7 +359,7 @@ extension Result {
             ]
             + (20..<60).map(key)
         _ = try await provider.set(keys.map { KeyValue($0, "v") })
-        let sorted = keys.sorted(by: bytewiseLess)
+        let sorted = keys.sorted(by: StoreKey.bytesPrecede)
         #expect(try await listEveryKey(of: provider, pageSize: 7) == sorted)
         // A page asked for from a cursor no listing handed out walks afresh and starts right after it.
         for (index, cursor) in sorted.enumerated() where index % 5 == 0 {

@@ -25,7 +25,7 @@ import Testing
 
     @Test func keysComeOutInBytewiseOrder() {
         var generator = SystemRandomNumberGenerator()
-        let expected = Self.keys.sorted(by: bytewiseLess)
+        let expected = Self.keys.sorted(by: StoreKey.bytesPrecede)
         for _ in 0..<20 {
             let result = gathered(Self.keys.shuffled(using: &generator), after: nil, keeping: 1000)
             #expect(result.keys == expected)
@@ -36,7 +36,7 @@ import Testing
     }
 
     @Test func onlyKeysAfterTheCursorAreKept() {
-        let sorted = Self.keys.sorted(by: bytewiseLess)
+        let sorted = Self.keys.sorted(by: StoreKey.bytesPrecede)
         for (index, cursor) in sorted.enumerated() {
             #expect(gathered(Self.keys.reversed(), after: cursor, keeping: 1000).keys == Array(sorted[(index + 1)...]))
         }
@@ -51,7 +51,7 @@ import Testing
                 (0..<Int.random(in: 1...6, using: &generator)).map { _ in "aAé0~日".randomElement(using: &generator)! })
         }
         let distinct = Array(Set(many))
-        let sorted = distinct.sorted(by: bytewiseLess)
+        let sorted = distinct.sorted(by: StoreKey.bytesPrecede)
         for keeping in [1, 7, 64, distinct.count - 1] {
             let result = gathered(distinct.shuffled(using: &generator), after: sorted[3], keeping: keeping)
             #expect(result.keys == Array(sorted[4..<min(4 + keeping, sorted.count)]), "keeping \(keeping)")
