@@ -133,6 +133,7 @@ private struct TreeBuilder {
         var pendingKey: YAMLNode?
         var pendingKeyWeight = 0
         /// First mark of each key, by identity, to name the first definition when a key repeats.
+        ///
         /// By the identity's bytes: YAML compares keys by their characters, so `café` precomposed and decomposed are
         /// two keys, which a `String`-keyed dictionary would merge.
         var keyMarks: [[UInt8]: YAMLMark] = [:]
