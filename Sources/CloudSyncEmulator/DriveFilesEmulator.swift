@@ -16,8 +16,9 @@ import Synchronization
 ///   `name contains '…'`, `trashed = true|false`, `'appDataFolder' in parents`, joined by `and`), `spaces` (default
 ///   `drive`), `pageSize` (default 100, 1 to 1000, pages may come back shorter: ``Configuration/pageSizeCap``),
 ///   opaque `nextPageToken`s that ``expirePageTokens()`` makes rejected (400 `invalid`, location `pageToken`),
-///   `orderBy` (`name`, `modifiedTime`, `createdTime`, each with `desc`). `fields` is accepted and ignored: answers
-///   carry every field.
+///   `orderBy` (`name`, `modifiedTime`, `createdTime`, each with `desc`; what `name` means is
+///   ``Configuration/nameOrder``, bytes unless asked otherwise). Names compare as bytes. `fields` is accepted and
+///   ignored: answers carry every field.
 /// - Names are not unique: two creates of one name make two files. Trashed files are listed unless `q` says
 ///   `trashed = false`.
 /// - Resumable uploads: `200` with the session URI in `Location`; `PUT` chunks with `Content-Range`; `308` with
@@ -39,12 +40,26 @@ public final class DriveFilesEmulator: Sendable {
         public var storageLimitBytes: Int64?
         /// The largest page `files.list` returns whatever `pageSize` asks (pages may come back short); nil for none.
         public var pageSizeCap: Int?
+        /// What `orderBy=name` means: Google documents it only as "alphabetical".
+        public var nameOrder: NameOrder
 
-        /// The defaults: unlimited storage, full pages.
-        public init(storageLimitBytes: Int64? = nil, pageSizeCap: Int? = nil) {
+        /// The defaults: unlimited storage, full pages, names in byte order.
+        public init(storageLimitBytes: Int64? = nil, pageSizeCap: Int? = nil, nameOrder: NameOrder = .bytes) {
             self.storageLimitBytes = storageLimitBytes
             self.pageSizeCap = pageSizeCap
+            self.nameOrder = nameOrder
         }
+    }
+
+    /// The readings of `orderBy=name` a client must survive.
+    public enum NameOrder: String, Sendable, CaseIterable {
+        /// By the names' UTF-8 bytes.
+        case bytes
+        /// Case-insensitively, as Drive's web interface sorts (`apple` beside `Apple`, before `Banana`).
+        case caseInsensitive
+        /// Each page's files in an order of their own (a very large folder, where Drive ignores `orderBy`); which
+        /// files make up each page still follows the byte order.
+        case shuffledWithinPage
     }
 
     /// The scopes any of which lets a token use this API.
@@ -129,6 +144,12 @@ public final class DriveFilesEmulator: Sendable {
     public var storageLimitBytes: Int64? {
         get { configuration.withLock { $0.storageLimitBytes } }
         set { configuration.withLock { $0.storageLimitBytes = newValue } }
+    }
+
+    /// What `orderBy=name` means from now on.
+    public var nameOrder: NameOrder {
+        get { configuration.withLock { $0.nameOrder } }
+        set { configuration.withLock { $0.nameOrder = newValue } }
     }
 
     /// The page cap from now on (nil: pages as asked).
@@ -280,7 +301,10 @@ public final class DriveFilesEmulator: Sendable {
             return Self.invalid("q", "Invalid Value")
         }
         let orderBy = request.formQuery("orderBy") ?? "name"
-        guard let order = Self.ordering(orderBy) else { return Self.invalid("orderBy", "Invalid Value") }
+        let nameOrder = self.nameOrder
+        guard let order = Self.ordering(orderBy, names: nameOrder) else {
+            return Self.invalid("orderBy", "Invalid Value")
+        }
         let identity = "\(request.formQuery("q") ?? "")|\(spaces.sorted())|\(orderBy)"
         let epoch = volatile.withLock { $0.pageTokenEpoch }
         var offset = 0
@@ -295,7 +319,11 @@ public final class DriveFilesEmulator: Sendable {
         let matching = state.withLock { state in
             Array((state.accounts[user]?.files ?? [:]).values)
         }.filter { spaces.contains($0.space) && filter.matches($0) }.sorted(by: order)
-        let page = matching.dropFirst(offset).prefix(pageSize)
+        var page = Array(matching.dropFirst(offset).prefix(pageSize))
+        if nameOrder == .shuffledWithinPage {
+            var random = SeededRandom(seed: UInt64(offset) &+ 0x5EED)
+            page.shuffle(using: &random)
+        }
         var body: [String: Any] = [
             "kind": "drive#fileList", "incompleteSearch": false, "files": page.map(resource),
         ]
@@ -306,7 +334,7 @@ public final class DriveFilesEmulator: Sendable {
         return Self.jsonResponse(body)
     }
 
-    private static func ordering(_ text: String) -> ((File, File) -> Bool)? {
+    private static func ordering(_ text: String, names: NameOrder) -> ((File, File) -> Bool)? {
         var keys: [(File, File) -> Int] = []
         for term in text.split(separator: ",") {
             let words = term.split(separator: " ")
@@ -315,7 +343,13 @@ public final class DriveFilesEmulator: Sendable {
             if words.count == 2, !descending, words[1].lowercased() != "asc" { return nil }
             let compare: (File, File) -> Int
             switch field {
-            case "name", "name_natural": compare = { $0.name < $1.name ? -1 : ($0.name == $1.name ? 0 : 1) }
+            case "name", "name_natural":
+                compare =
+                    names == .caseInsensitive
+                    ? { a, b in
+                        let folded = StoreKey.compareBytes(a.name.lowercased(), b.name.lowercased())
+                        return folded != 0 ? folded : StoreKey.compareBytes(a.name, b.name)
+                    } : { StoreKey.compareBytes($0.name, $1.name) }
             case "modifiedTime":
                 compare = { $0.modifiedMs < $1.modifiedMs ? -1 : ($0.modifiedMs == $1.modifiedMs ? 0 : 1) }
             case "createdTime": compare = { $0.createdMs < $1.createdMs ? -1 : ($0.createdMs == $1.createdMs ? 0 : 1) }
@@ -328,7 +362,7 @@ public final class DriveFilesEmulator: Sendable {
                 let result = key(a, b)
                 if result != 0 { return result < 0 }
             }
-            return a.id < b.id
+            return StoreKey.bytesPrecede(a.id, b.id)
         }
     }
 
@@ -758,9 +792,10 @@ struct DriveQuery {
     func matches(_ file: DriveFilesEmulator.File) -> Bool {
         terms.allSatisfy { term in
             switch term {
-            case .name("=", let value): return file.name == value
-            case .name("!=", let value): return file.name != value
-            case .name(_, let value): return file.name.hasPrefix(value)
+            // Names compare as bytes, as Drive's do.
+            case .name("=", let value): return StoreKey.bytesEqual(file.name, value)
+            case .name("!=", let value): return !StoreKey.bytesEqual(file.name, value)
+            case .name(_, let value): return file.name.utf8.starts(with: value.utf8)
             case .trashed(let trashed): return file.trashed == trashed
             case .inParents(let parent): return file.parents.contains(parent)
             }

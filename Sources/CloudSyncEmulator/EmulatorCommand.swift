@@ -15,6 +15,8 @@ public struct EmulatorOptions: Sendable, Equatable {
     public var dataDirectory: String?
     /// A YAML or JSON fault plan to apply from the start.
     public var faultsFile: String?
+    /// What Drive's `orderBy=name` means.
+    public var driveNameOrder: DriveFilesEmulator.NameOrder = .bytes
 
     /// Nothing chosen: both clouds, a free port, memory only.
     public init() {}
@@ -30,7 +32,8 @@ public struct EmulatorUsageError: Error, Sendable, Equatable {
 /// URLs as one JSON line, and serves until SIGINT or SIGTERM, saving state on the way out.
 public enum EmulatorCommand {
     /// The usage line.
-    public static let usage = "cloudsync-emulator [--drive] [--cloudkit] [--port N] [--data DIR] [--faults FILE]"
+    public static let usage =
+        "cloudsync-emulator [--drive] [--cloudkit] [--port N] [--data DIR] [--faults FILE] [--drive-name-order ORDER]"
 
     /// `--help`'s text.
     public static let help = """
@@ -48,6 +51,9 @@ public enum EmulatorCommand {
           --data DIR        Keep state in DIR (created 0700; one JSON file per service, 0600), read at start and
                             saved on SIGINT/SIGTERM, so sign-ins and data survive a restart (default: memory only).
           --faults FILE     Apply the fault plan in FILE (YAML or JSON: {"rules": [...]}) to every request.
+          --drive-name-order ORDER
+                            What Drive's orderBy=name sorts by: bytes (default), caseInsensitive (as Drive's web
+                            interface does), or shuffledWithinPage (as a very large folder may answer).
           -h, --help        Show this help and exit.
 
         On start it prints one JSON line on standard output with each service's URLs and test credentials, e.g.
@@ -88,6 +94,13 @@ public enum EmulatorCommand {
                 options.port = port
             case "--data": options.dataDirectory = try value(name, inline: inline)
             case "--faults": options.faultsFile = try value(name, inline: inline)
+            case "--drive-name-order":
+                let text = try value(name, inline: inline)
+                guard let order = DriveFilesEmulator.NameOrder(rawValue: text) else {
+                    let known = DriveFilesEmulator.NameOrder.allCases.map(\.rawValue).joined(separator: ", ")
+                    throw EmulatorUsageError(message: "--drive-name-order is one of \(known); found '\(text)'")
+                }
+                options.driveNameOrder = order
             default:
                 throw EmulatorUsageError(
                     message: argument.hasPrefix("-")
@@ -120,7 +133,10 @@ public enum EmulatorCommand {
             let oauth = GoogleOAuthEmulator(clock: clock)
             services.append(
                 DriveEmulator(
-                    oauth: oauth, files: DriveFilesEmulator(oauth: oauth, clock: clock), printsDemoRefreshToken: true))
+                    oauth: oauth,
+                    files: DriveFilesEmulator(
+                        oauth: oauth, configuration: .init(nameOrder: options.driveNameOrder), clock: clock),
+                    printsDemoRefreshToken: true))
         }
         if options.cloudkit {
             services.append(CloudKitEmulator(webAuth: CloudKitWebAuthEmulator(clock: clock), clock: clock))

@@ -115,6 +115,20 @@ public enum ProviderConformanceSuite {
         }
     }
 
+    /// Every key `provider` lists, page by page of `limit`, in the order listed (at most 1,000 pages).
+    static func listEverything(_ provider: any Provider, limit: Int) async throws -> [String] {
+        var keys: [String] = []
+        var cursor: String?
+        var pages = 0
+        repeat {
+            let page = try await provider.listKeys(after: cursor, limit: limit)
+            keys += page.keys
+            cursor = page.nextCursor
+            pages += 1
+        } while cursor != nil && pages < 1000
+        return keys
+    }
+
     static func allSucceeded(_ results: [Result<Void, CloudSyncError>]) -> Bool {
         results.allSatisfy { (try? $0.get()) != nil }
     }
@@ -210,8 +224,89 @@ public enum ProviderConformanceSuite {
                     pages += 1
                 } while cursor != nil && pages < 100
                 failures.expect(pages < 100, "listing never ended")
-                failures.expect(seen.count == Set(seen).count, "listing repeated keys")
-                failures.expect(Set(seen) == Set(keys), "listing gave \(seen.count) keys, expected \(keys.count)")
+                failures.expect(seen.count == seen.keySet().count, "listing repeated keys")
+                failures.expect(
+                    seen.keySet() == keys.keySet(), "listing gave \(seen.count) keys, expected \(keys.count)")
+            }
+        ),
+        (
+            "canonically equivalent keys are different keys",
+            { provider, failures in
+                // A provider whose key rules refuse the spellings (CloudKit's record names are ASCII) cannot merge
+                // them either.
+                let twins = KeyTwins.canonical.map { "conformance.twin." + $0 }.filter { key in
+                    provider.capabilities.keyRules.allSatisfy { $0.allows(key) }
+                }
+                guard !twins.isEmpty else { return }
+                let stored = try await provider.set(twins.map { KeyValue($0, KeyTwins.value(for: $0)) })
+                failures.expect(allSucceeded(stored), "set of \(twins.count) twins failed: \(stored)")
+                let read = values(try await provider.get(twins))
+                failures.expect(
+                    read == twins.map { KeyTwins.value(for: $0) }, "twins read back each other's values: \(read)")
+                if provider.capabilities.canList {
+                    let listed = try await listEverything(provider, limit: 2)
+                    failures.expect(
+                        listed.keySet() == twins.keySet() && listed.count == twins.count,
+                        "listing \(twins.count) twins gave \(listed.count) keys, \(listed.keySet().count) distinct")
+                    if provider.capabilities.listsInKeyOrder {
+                        failures.expect(
+                            listed == twins.sortedAsKeys(), "listsInKeyOrder, but twins listed as \(listed)")
+                    }
+                }
+                let removed = try await provider.remove([twins[0]])
+                failures.expect(allSucceeded(removed), "removing one twin failed: \(removed)")
+                let after = values(try await provider.get(twins))
+                failures.expect(
+                    after == [nil] + twins.dropFirst().map { KeyTwins.value(for: $0) },
+                    "removing \(twins[0].unicodeScalars.map { String($0.value, radix: 16) }) took its twins too: \(after)"
+                )
+            }
+        ),
+        (
+            "keys differing in case list once each, in byte order where declared",
+            { provider, failures in
+                guard provider.capabilities.canList else { return }
+                let keys = KeyTwins.caseMixed.map { "conformance." + $0 }.filter { key in
+                    provider.capabilities.keyRules.allSatisfy { $0.allows(key) }
+                }
+                _ = try await provider.set(keys.map { KeyValue($0, "x") })
+                for limit in [1, 3] {
+                    let listed = try await listEverything(provider, limit: limit)
+                    failures.expect(
+                        listed.count == keys.count && listed.keySet() == keys.keySet(),
+                        "pages of \(limit) listed \(listed), expected each of \(keys) once")
+                    if provider.capabilities.listsInKeyOrder {
+                        failures.expect(
+                            listed == keys.sortedAsKeys(), "listsInKeyOrder, but pages of \(limit) listed \(listed)")
+                    }
+                }
+            }
+        ),
+        (
+            "removing every key while paging leaves none",
+            { provider, failures in
+                guard provider.capabilities.canList else { return }
+                let keys = (0..<40).map { "conformance.drain.\(String($0 + 100))" }
+                for chunk in stride(from: 0, to: keys.count, by: provider.capabilities.batchLimit) {
+                    let slice = keys[chunk..<min(chunk + provider.capabilities.batchLimit, keys.count)]
+                    _ = try await provider.set(slice.map { KeyValue($0, "x") })
+                }
+                // As a clear job does: list a page, remove it, ask for the next page with the cursor.
+                var removed = 0
+                var cursor: String?
+                var pages = 0
+                repeat {
+                    let page = try await provider.listKeys(after: cursor, limit: 7)
+                    let results = try await provider.remove(page.keys)
+                    failures.expect(allSucceeded(results), "removing a page failed: \(results)")
+                    removed += page.keys.count
+                    cursor = page.nextCursor
+                    pages += 1
+                } while cursor != nil && pages < 100
+                let left = try await listEverything(provider, limit: 100)
+                failures.expect(
+                    removed == keys.count && left.isEmpty,
+                    "removed \(removed) of \(keys.count) while paging; \(left.count) keys left")
             }
         ),
         (

@@ -17,7 +17,10 @@ final class DriveHost: Sendable {
     let drive: DriveEmulator
     let clock: ManualClock
 
-    init(storageLimitBytes: Int64? = nil, accessTokenLifetime: Duration = .seconds(3599)) throws {
+    init(
+        storageLimitBytes: Int64? = nil, accessTokenLifetime: Duration = .seconds(3599),
+        nameOrder: DriveFilesEmulator.NameOrder = .bytes
+    ) throws {
         clock = ManualClock()
         var configuration = GoogleOAuthEmulator.Configuration()
         configuration.accessTokenLifetime = accessTokenLifetime
@@ -25,7 +28,8 @@ final class DriveHost: Sendable {
         drive = DriveEmulator(
             oauth: oauth,
             files: DriveFilesEmulator(
-                oauth: oauth, configuration: .init(storageLimitBytes: storageLimitBytes), clock: clock))
+                oauth: oauth, configuration: .init(storageLimitBytes: storageLimitBytes, nameOrder: nameOrder),
+                clock: clock))
         server = try EmulatorServer(services: [drive])
     }
 
