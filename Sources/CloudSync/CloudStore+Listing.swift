@@ -4,6 +4,9 @@ extension CloudStore {
 
     /// Every key of every available provider, each once and sorted, with the providers that could not be listed.
     ///
+    /// Changes still queued in the outbox count as landed, as reads count them: a key removed while a provider was
+    /// away is not listed for it, and one written while it was away is.
+    ///
     /// The providers are listed concurrently, so a slow one costs its own time, not the sum.
     ///
     /// A provider that cannot list, or fails to, does not hide the others; it is named in
@@ -23,11 +26,26 @@ extension CloudStore {
             for await (id, listing) in group { listings[id] = listing }
             return listings
         }
+        // What a provider will hold once its queued changes land, as reads see it: a key whose removal waits for a
+        // provider is not listed for it, and one whose write waits is.
+        var queued: [String: (sets: [StoreKey], removes: Set<StoreKey>)] = [:]
+        for entry in pendingWrites() {
+            if entry.operation == .set {
+                queued[entry.provider, default: ([], [])].sets.append(StoreKey(entry.key))
+            } else {
+                queued[entry.provider, default: ([], [])].removes.insert(StoreKey(entry.key))
+            }
+        }
         var keys = Set<StoreKey>()
         var unlisted: [String: CloudSyncError] = [:]
         for provider in providers {
             switch listings[provider.id] {
-            case .success(let listed): keys.formUnion(listed)
+            case .success(var listed):
+                if let changes = queued[provider.id] {
+                    listed.subtract(changes.removes)
+                    listed.formUnion(changes.sets)
+                }
+                keys.formUnion(listed)
             case .failure(let error):
                 report(error)
                 unlisted[provider.id] = error

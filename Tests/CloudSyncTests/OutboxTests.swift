@@ -203,4 +203,27 @@ import Testing
         store.close()
         try await waitUntil { clock.sleeperCount == 0 }
     }
+
+    /// Found by `KeyIdentityPropertyTests`: a key whose removal waited in the outbox for a mirror provider was still
+    /// listed by `allKeys` (it was still on that provider), though every read of it answered nil.
+    @Test func aListingCountsQueuedChangesAsReadsDo() async throws {
+        let first = makeProvider("first")
+        let second = makeProvider("second")
+        let store = try makeStore([first, second]) { options in
+            options.writeMode = .mirror
+            options.outbox = try? makeOutbox()
+        }
+        try await store.set("1", forKey: "gone")
+        second.fail(.remove, with: offline)
+        second.fail(.set, with: offline)
+        try await store.remove("gone")
+        try await store.set("2", forKey: "new")
+        second.fail(.remove, with: offline, times: 0)
+        second.fail(.set, with: offline, times: 0)
+        #expect(store.pendingWrites().count == 2)
+        #expect(try await store.get("gone") == nil)
+        #expect(try await raw(second, "gone") == "1")
+        #expect(try await store.allKeys().keys == ["new"])
+        store.close()
+    }
 }
