@@ -13,10 +13,18 @@ import Synchronization
 ///   An empty string is a value; a missing key reads as `nil`. Removing a missing key succeeds.
 /// - **Errors are ``CloudSyncError``s** with the code that says what the caller should do; the store wraps anything
 ///   else as `ERR_PROVIDER`, which is never retried.
-/// - **Listing is paged**, in a stable order, each key exactly once, never all keys at once: `listKeys(after:)` with
-///   the previous page's ``KeyPage/nextCursor`` continues where it stopped, and a nil cursor means the end. Keys
-///   written during a listing may or may not appear. A provider that cannot list says so in its capabilities and
-///   throws `ERR_UNSUPPORTED`.
+/// - **A key is its UTF-8 bytes** (``StoreKey``): two keys are the same key exactly when their bytes are, so `café`
+///   precomposed (U+00E9) and decomposed (`e` + U+0301) are two keys, and `Apple` and `apple` are two. Never
+///   compare, hash or sort keys with `String`'s own `==`, hashing or `<` (canonical equivalence); key collections by
+///   ``StoreKey``.
+/// - **Listing is paged**, never all keys at once: `listKeys(after:)` with the previous page's
+///   ``KeyPage/nextCursor`` continues where it stopped, and a nil cursor means the end. Every key present for the
+///   whole listing is yielded exactly once, whatever order the server answers in, and a cursor stays valid when
+///   keys it already yielded are removed (a clear removes each page before asking for the next). Keys written or
+///   removed during a listing may or may not appear (a change feed may yield a key rewritten meanwhile again).
+///   Page by something that names a key (the last one yielded) rather than by a server's position or collation, or
+///   de-duplicate and sort yourself. ``ProviderCapabilities/listsInKeyOrder`` promises bytewise order. A provider
+///   that cannot list says so in its capabilities and throws `ERR_UNSUPPORTED`.
 /// - **Cancellation is honoured** where the provider can: the store enforces its own deadline anyway and stops
 ///   waiting, but a provider that keeps working after cancellation wastes requests.
 /// - **Never block the calling thread.** The store starts each call on its caller's thread and the call runs there

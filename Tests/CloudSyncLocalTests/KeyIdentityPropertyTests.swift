@@ -83,8 +83,8 @@ struct KeyIdentityModel {
                     }
                     let extra = listedSet.subtracting(expected).map { describe(String(decoding: $0, as: UTF8.self)) }
                     problems.append(
-                        "seed \(seed) step \(step): listing lacks \(missing), has extra \(extra), order ok: \(listed.count == expected.count)"
-                    )
+                        "seed \(seed) step \(step): listing lacks \(missing), has extra \(extra)"
+                            + (missing.isEmpty && extra.isEmpty ? ", in another order" : ""))
                 }
                 let values = try await store.multiGet(listed)
                 for (key, value) in zip(listed, values) where value != model[Array(key.utf8)] {
