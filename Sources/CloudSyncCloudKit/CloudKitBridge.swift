@@ -319,22 +319,24 @@ public final class CloudKitBridge: Sendable {
     ///
     /// An expired or refused token is `CK_TOKEN_EXPIRED`: fetch again from nil.
     public func fetchChanges(since token: String?) async throws(CloudKitError) -> CloudKitChanges {
-        var latest: [String: CloudKitRecord] = [:]
+        // Record names compare as bytes, as CloudKit compares them.
+        var latest: [StoreKey: CloudKitRecord] = [:]
         var order: [String] = []
-        var deleted: Set<String> = []
+        var deleted: Set<StoreKey> = []
         var token = token
         var pages = 0
         while true {
             let page = try await fetchChangesPage(since: token, limit: changesPageSize)
             pages += 1
             for record in page.records {
-                if latest[record.recordName] == nil { order.append(record.recordName) }
-                latest[record.recordName] = record
-                deleted.remove(record.recordName)
+                let name = StoreKey(record.recordName)
+                if latest[name] == nil { order.append(record.recordName) }
+                latest[name] = record
+                deleted.remove(name)
             }
             for name in page.deletedRecordNames {
-                latest[name] = nil
-                deleted.insert(name)
+                latest[StoreKey(name)] = nil
+                deleted.insert(StoreKey(name))
             }
             token = page.syncToken ?? token
             guard page.moreComing else { break }
@@ -343,7 +345,8 @@ public final class CloudKitBridge: Sendable {
             }
         }
         return CloudKitChanges(
-            records: order.compactMap { latest[$0] }, deletedRecordNames: deleted.sorted(), syncToken: token)
+            records: order.compactMap { latest[StoreKey($0)] }, deletedRecordNames: deleted.sorted().map(\.string),
+            syncToken: token)
     }
 
     /// One `changes/zone` page after `token` of at most `limit` records (nil: the server's default).

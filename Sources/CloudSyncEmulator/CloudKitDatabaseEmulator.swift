@@ -438,6 +438,11 @@ public final class CloudKitDatabaseEmulator: Sendable {
             Self.error(code, reason, extra: ["recordName": name])
         }
         guard !name.isEmpty else { return fail("BAD_REQUEST", "the operation's record has no recordName") }
+        // CloudKit's record names are ASCII, so a name's text is its bytes and `String` keys here compare as CloudKit
+        // compares names.
+        guard name.utf8.allSatisfy({ $0 < 0x80 }), name.utf8.count <= 255 else {
+            return fail("BAD_REQUEST", "record names are at most 255 ASCII characters")
+        }
         guard seen.insert(name).inserted else {
             return fail("BAD_REQUEST", "record \(name) appears in more than one operation of this request")
         }

@@ -36,9 +36,10 @@ struct JobExecutor {
         }
         // Writes that went unqueued because the outbox could not store them (a full disk) are named too, unless the job
         // already named the key as failed for that provider.
-        let named = Set(entry.failures.map { "\($0.provider ?? "")/\($0.key)" })
+        // By bytes: a failure of one spelling of a key does not stand for its canonically equivalent twin.
+        let named = Set(entry.failures.map { StoreKey("\($0.provider ?? "")/\($0.key)") })
         record(
-            (outbox?.takeUnkept() ?? []).filter { !named.contains("\($0.error.provider ?? "")/\($0.key)") },
+            (outbox?.takeUnkept() ?? []).filter { !named.contains(StoreKey("\($0.error.provider ?? "")/\($0.key)")) },
             in: &entry)
         if entry.status == .ok, !entry.failures.isEmpty || entry.failuresOmitted > 0 { entry.status = .failed }
         return entry
