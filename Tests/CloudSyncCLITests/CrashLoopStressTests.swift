@@ -103,7 +103,7 @@ import Testing
             }
             let expected = Self.items(round)
             for destination in Self.destinations {
-                let exported = exportedItems(directory.file("out/\(destination).json"))
+                let exported = itemsExported(directory.file("out/\(destination).json"))
                 if exported != expected {
                     let wrong = expected.keys.filter { exported?[$0] != expected[$0] }.sorted()
                     problems.append("round \(round): \(destination) differs from the source at \(wrong.prefix(5))")
@@ -137,10 +137,5 @@ import Testing
         }
     }
 
-    private func exportedItems(_ path: String) -> [String: String]? {
-        guard let data = FileManager.default.contents(atPath: path),
-            let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any]
-        else { return nil }
-        return object["items"] as? [String: String]
-    }
+    private func itemsExported(_ path: String) -> [String: String]? { exportedItems(at: path) }
 }

@@ -86,7 +86,7 @@ import Testing
                             || ($0["message"] as? String ?? "").contains("No space left")
                     }, "\(name): \(failures.prefix(2))")
                 // What the report says was copied is there, whole; nothing it says failed is.
-                let exported = try exportedItems(directory.file("out/\(name).json"))
+                let exported = try itemsExported(directory.file("out/\(name).json"))
                 let failedKeys = Set(failures.compactMap { $0["key"] as? String })
                 #expect(exported.count == counts["copied"], "\(name): \(exported.count) exported, \(counts)")
                 #expect(exported.allSatisfy { items[$0.key] == $0.value && !failedKeys.contains($0.key) }, "\(name)")
@@ -96,7 +96,7 @@ import Testing
             let rerun = try await run(executable, ["run", file, "--quiet"])
             #expect(rerun.status == 0, "\(rerun.standardError)")
             for name in ["files", "db"] {
-                #expect(try exportedItems(directory.file("out/\(name).json")) == items, "\(name)")
+                #expect(try itemsExported(directory.file("out/\(name).json")) == items, "\(name)")
             }
         }
     }
@@ -143,9 +143,8 @@ import Testing
         }
     }
 
-    private func exportedItems(_ path: String) throws -> [String: String] {
-        let data = try #require(FileManager.default.contents(atPath: path), "\(path)")
-        let object = try #require(try JSONSerialization.jsonObject(with: data) as? [String: Any])
-        return object["items"] as? [String: String] ?? [:]
+    private func itemsExported(_ path: String) throws -> [String: String] {
+        let items = exportedItems(at: path)
+        return try #require(items, "\(path)")
     }
 }
