@@ -183,11 +183,6 @@ public final class Outbox: Sendable {
     /// Whether the entry `id` is still queued (not delivered, replaced or dropped since it was read).
     func isQueued(_ id: Int64) -> Bool { state.withLock { $0.entries[id] != nil } }
 
-    /// Whether anything is queued for `key` on any provider.
-    func hasEntries(for key: String) -> Bool {
-        state.withLock { state in state.entries.values.contains { $0.key == key } }
-    }
-
     /// Queues a failed write, replacing any entry for the same key and provider; returns false when it could not
     /// be stored (then the write must fail instead).
     ///

@@ -208,7 +208,7 @@ public struct StoreMaintenance: Sendable {
         }
         let (written, failed) = await store.writeBatch(copies, to: to)
         failures += failed
-        return (written, skipped, failures.sorted { $0.key < $1.key })
+        return (written, skipped, failures.sorted { StoreKey.bytesPrecede($0.key, $1.key) })
     }
 
     /// Reads every value of one provider and checks that its codec decodes it; values are never returned or printed.
