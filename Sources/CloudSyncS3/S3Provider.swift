@@ -329,15 +329,20 @@ public final class S3Provider: Provider {
         let objects = result.children("Contents").compactMap { item -> String? in
             item.text(of: "Key").map { urlEncoded ? HTTPForm.decode($0) : $0 }
         }
-        let keys = objects.compactMap(key(ofObject:))
+        // S3 lists in byte order; a server that orders a page otherwise still yields each key once: the next page
+        // starts after the page's largest name, and a name at or before the cursor was yielded already.
+        let fresh = startAfter.map { cursor in objects.filter { StoreKey.compareBytes($0, cursor) > 0 } } ?? objects
+        let keys = fresh.compactMap(key(ofObject:))
         let truncated = result.text(of: "IsTruncated") == "true"
-        guard truncated, let last = objects.last else { return KeyPage(keys: keys, nextCursor: nil) }
-        if let startAfter, StoreKey.compareBytes(last, startAfter) <= 0 {
+        guard truncated else { return KeyPage(keys: keys, nextCursor: nil) }
+        guard let largest = fresh.max(by: StoreKey.bytesPrecede) else {
             throw CloudSyncError(
-                .provider, "\(location) listed \(last) after \(startAfter), out of order; the listing would not end",
+                .provider,
+                "\(location) answered a truncated ListObjectsV2 page with nothing after \(startAfter ?? "the start"); "
+                    + "the listing would not end",
                 provider: id)
         }
-        return KeyPage(keys: keys, nextCursor: last)
+        return KeyPage(keys: keys, nextCursor: largest)
     }
 
     // MARK: Batches
