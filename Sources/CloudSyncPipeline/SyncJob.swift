@@ -331,7 +331,7 @@ extension JobExecutor {
         var deletionKeys: [String] = []
         // maxDeletes counts against the keys the last sync left, as a full run's merge counts them.
         var snapshotKeys = changedOnly ? (try state?.snapshotCount(of: job) ?? 0) : 0
-        var unknown = Set(unlisted.keys)
+        var unknown = Set(unlisted.keys)  // provider ids, not store keys
         // Snapshot rows and deletions wait here for a few pages and commit together: each commit of the state
         // database costs fsyncs. The providers' writes always land before the rows that describe them.
         var pendingRows: [(key: String, fingerprint: SyncFingerprint?)] = []
