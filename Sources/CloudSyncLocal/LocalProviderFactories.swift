@@ -40,7 +40,9 @@ public struct SQLiteProviderFactory: ProviderFactory {
                 "table", .text,
                 summary: "a table of an existing database (an application's own) to read and write as it is; nothing "
                     + "in that database is ever created or altered"),
-            ProviderField("keyColumn", .text, summary: "with `table`: the column holding the keys"),
+            ProviderField(
+                "keyColumn", .text,
+                summary: "with `table`: the column holding the keys, matched by their bytes whatever its collation"),
             ProviderField("valueColumn", .text, summary: "with `table`: the column holding the values"),
             ProviderField(
                 "updatedAtColumn", .text, summary: "with `table`: a column set to the write time, in epoch milliseconds"

@@ -83,13 +83,19 @@ public final class SQLiteTableProvider: Provider {
         let stamp = mapping.updatedAtColumn.map(Self.quote)
         // Keys are text to the store; a key column of another type is compared as text (no index, but correct).
         let keyText = keyIsText ? key : "CAST(\(key) AS TEXT)"
+        // Keys are their bytes: whatever collation the column declares (NOCASE counts `Apple` and `apple` as one),
+        // a key names only the row whose key has its bytes. On a BINARY column (the default) this changes nothing
+        // and the column's index still serves every lookup.
+        let keyIs = "\(keyText) = ? COLLATE BINARY"
         sql = (
-            select: "SELECT \(value) FROM \(table) WHERE \(keyText) = ?",
-            update: "UPDATE \(table) SET \(value) = ?" + (stamp.map { ", \($0) = ?" } ?? "") + " WHERE \(keyText) = ?",
+            select: "SELECT \(value) FROM \(table) WHERE \(keyIs)",
+            update: "UPDATE \(table) SET \(value) = ?" + (stamp.map { ", \($0) = ?" } ?? "") + " WHERE \(keyIs)",
             insert: "INSERT INTO \(table) (\(key), \(value)" + (stamp.map { ", \($0)" } ?? "") + ") VALUES (?, ?"
                 + (stamp == nil ? "" : ", ?") + ")",
-            delete: "DELETE FROM \(table) WHERE \(keyText) = ?",
-            list: "SELECT \(keyText) FROM \(table) WHERE \(keyText) > ? ORDER BY \(keyText) LIMIT ?"
+            delete: "DELETE FROM \(table) WHERE \(keyIs)",
+            list:
+                "SELECT \(keyText) FROM \(table) WHERE \(keyText) > ? COLLATE BINARY ORDER BY \(keyText) COLLATE BINARY "
+                + "LIMIT ?"
         )
     }
 
@@ -178,6 +184,19 @@ public final class SQLiteTableProvider: Provider {
                         try inserting.bind(stamped ? [item.key, item.value, now] : [item.key, item.value]).run()
                     }
                     return .success(())
+                } catch let error as SQLiteError
+                    where error.code == .constraintPrimaryKey || error.code == .constraintUnique
+                {
+                    // No row has these bytes, yet the insert collides: the key column's collation counts another
+                    // key as this one.
+                    return .failure(
+                        CloudSyncError(
+                            .provider,
+                            "the table holds a key its key column counts as the same as \(item.key) though they "
+                                + "differ byte for byte (the column's collation, such as NOCASE, ignores case or "
+                                + "spelling): \(error.message); keys are compared by their bytes, so this one cannot "
+                                + "be stored beside it; rename one, or give the column COLLATE BINARY",
+                            provider: id, key: item.key))
                 } catch let error as SQLiteError {
                     // A row the table's own constraints refuse (another NOT NULL column, a CHECK): this key only.
                     return .failure(

@@ -41,6 +41,10 @@ public struct SQLiteResultCode: RawRepresentable, Hashable, Sendable, CustomStri
     public static let cannotOpen = SQLiteResultCode(rawValue: SQLITE_CANTOPEN)
     /// `SQLITE_CONSTRAINT`: a constraint (unique, not null, foreign key, check) was violated.
     public static let constraint = SQLiteResultCode(rawValue: SQLITE_CONSTRAINT)
+    /// `SQLITE_CONSTRAINT_PRIMARYKEY`: a row's primary key is one another row already has.
+    public static let constraintPrimaryKey = SQLiteResultCode(rawValue: SQLITE_CONSTRAINT | (6 << 8))
+    /// `SQLITE_CONSTRAINT_UNIQUE`: a row's value in a unique column is one another row already has.
+    public static let constraintUnique = SQLiteResultCode(rawValue: SQLITE_CONSTRAINT | (8 << 8))
     /// `SQLITE_MISMATCH`: a data type mismatch, such as a non-integer rowid.
     public static let mismatch = SQLiteResultCode(rawValue: SQLITE_MISMATCH)
     /// `SQLITE_MISUSE`: the library was used wrongly, such as a finalized statement run again.

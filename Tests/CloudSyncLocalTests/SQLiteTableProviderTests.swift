@@ -43,6 +43,34 @@ private let mapping = SQLiteTableProvider.Mapping(
         #expect(failures.isEmpty, "\(failures)")
     }
 
+    /// A key column declared `COLLATE NOCASE` never merges `Apple` and `apple`.
+    ///
+    /// It counted them as one row: a write of `apple` updated `Apple`'s value and a read of `apple` answered it.
+    /// Keys are bytes, so the table's collation never decides
+    /// which row a key is: such a write fails for that key, saying why, and nothing of `Apple` changes.
+    @Test func aCaseInsensitiveKeyColumnNeverMergesKeysThatDifferInCase() async throws {
+        let path = directory.file("nocase.db")
+        let app = try SQLiteDatabase(path: path)
+        try await app.write { db in
+            try db.executeScript(
+                "CREATE TABLE prefs (name TEXT PRIMARY KEY COLLATE NOCASE, json TEXT NOT NULL, modified INTEGER)")
+        }
+        await app.close()
+        let provider = try SQLiteTableProvider(path: path, mapping: mapping)
+        _ = try await provider.set([KeyValue("Apple", "1")])
+        let results = try await provider.set([KeyValue("apple", "2"), KeyValue("Banana", "3")])
+        #expect(throws: CloudSyncError.self) { try results[0].get() }
+        if case .failure(let error) = results[0] {
+            #expect(error.key == "apple")
+            #expect(error.message.contains("differ"))
+        }
+        #expect((try? results[1].get()) != nil)
+        #expect(try await provider.get(["Apple", "apple", "Banana"]).map { try $0.get() } == ["1", nil, "3"])
+        #expect(try await listEveryKey(of: provider, pageSize: 1) == ["Apple", "Banana"])
+        _ = try await provider.remove(["apple"])
+        #expect(try await provider.get(["Apple"]).map { try $0.get() } == ["1"])
+    }
+
     @Test func readsAndWritesTheTableAsItIsAndChangesNothingElse() async throws {
         let path = directory.file("app.db")
         try makeAppDatabase(path)
