@@ -151,7 +151,8 @@ package func describeFileError(_ error: any Error) -> String {
     }
 }
 
-private func describe(errno code: Int32, path: String?) -> String {
+/// An errno as a sentence about `path`, naming the file in the way when a part of the path is not a directory.
+package func describe(errno code: Int32, path: String?) -> String {
     switch code {
     case ENOTDIR:
         if let path, let file = fileInTheWay(of: path) { return "\(file) is a file, not a directory" }

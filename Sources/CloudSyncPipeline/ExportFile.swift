@@ -39,10 +39,10 @@ enum ExportFile {
                     decoding: try JSONSerialization.data(withJSONObject: wrapped, options: [.sortedKeys]), as: UTF8.self
                 )
             }
-            try FileManager.default.createDirectory(
-                atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-            try (text + "\n").write(toFile: path, atomically: true, encoding: .utf8)
-            chmod(path, 0o600)
+            // Owner-only from its creation: the items are plaintext unless a codec sealed them.
+            try OutputFile.write(text + "\n", to: path, mode: 0o600, what: "the export file")
+        } catch let error as CloudSyncError {
+            throw error
         } catch {
             throw CloudSyncError(
                 .provider, "cannot write the export file \(path): \(describeFileError(error)); check its directory")

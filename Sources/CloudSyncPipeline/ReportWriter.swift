@@ -55,19 +55,10 @@ struct ReportWriter {
         for old in reports.dropLast(keep) { try? FileManager.default.removeItem(atPath: directory + "/" + old) }
     }
 
-    /// Writes `text` to `path` through a temporary file renamed over it, so a reader sees the old or the new file,
-    /// never half of one.
+    /// Writes `text` to `path` as ``OutputFile`` writes: a regular file is replaced atomically (a reader sees the
+    /// old or the new one), a device or FIFO such as `/dev/null` is written in place, a directory is refused.
     static func replace(_ path: String, with text: String, what: String) throws(CloudSyncError) {
-        do {
-            try FileManager.default.createDirectory(
-                atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true)
-            try text.write(toFile: path, atomically: true, encoding: .utf8)
-        } catch {
-            throw CloudSyncError(
-                .config,
-                "\(what) could not be written to \(path): \(describeFileError(error)); check that its "
-                    + "directory exists and is writable")
-        }
+        try OutputFile.write(text, to: path, what: what)
     }
 }
 

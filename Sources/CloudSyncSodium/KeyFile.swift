@@ -126,6 +126,31 @@ extension SecretBytes {
         try Self.writeNewFile(path, contents: line.prefix(encodedLength))
     }
 
+    /// Writes `contents` into the device or FIFO at `path` as it is.
+    private static func writeInPlace(_ path: String, contents: ArraySlice<UInt8>) throws(SodiumError) {
+        let descriptor = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC)
+        guard descriptor >= 0 else { throw ioError("write", path, errno) }
+        defer { close(descriptor) }
+        let failure = writeAll(contents, to: descriptor)
+        guard failure == 0 else { throw ioError("write", path, failure) }
+    }
+
+    /// Writes all of `contents` to `descriptor`; 0, or the errno that stopped it.
+    private static func writeAll(_ contents: ArraySlice<UInt8>, to descriptor: Int32) -> Int32 {
+        contents.withUnsafeBytes { bytes -> Int32 in
+            var written = 0
+            while written < bytes.count {
+                let result = write(descriptor, bytes.baseAddress! + written, bytes.count - written)
+                if result < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                written += result
+            }
+            return 0
+        }
+    }
+
     private static func ioError(_ action: String, _ path: String, _ code: Int32, what: String = "key file")
         -> SodiumError
     {
@@ -170,23 +195,26 @@ extension SecretBytes {
     }
 
     private static func writeNewFile(_ path: String, contents: ArraySlice<UInt8>) throws(SodiumError) {
+        var existing = stat()
+        if stat(path, &existing) == 0 {
+            switch existing.st_mode & S_IFMT {
+            case S_IFCHR, S_IFIFO:
+                // A pipe, a terminal or /dev/null (`--out /dev/stdout | vault write …`): written in place, never
+                // replaced (a rename over /dev/null, as root, would replace it for the whole machine).
+                try writeInPlace(path, contents: contents)
+                return
+            case S_IFDIR:
+                throw SodiumError(
+                    .keyFileIO, "cannot create key file \(path): it is a directory; give the path of a new file in it")
+            default:
+                break
+            }
+        }
         let directory = path.lastIndex(of: "/").map { String(path[..<$0]) }.map { $0.isEmpty ? "/" : $0 } ?? "."
         let temporary = "\(path).tmp-\(Hex.encode(SecureRandom.bytes(count: 6)))"
         let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
         guard descriptor >= 0 else { throw ioError("create", path, errno) }
-        var failure: Int32 = 0
-        contents.withUnsafeBytes { bytes in
-            var written = 0
-            while written < bytes.count {
-                let result = write(descriptor, bytes.baseAddress! + written, bytes.count - written)
-                if result < 0 {
-                    if errno == EINTR { continue }
-                    failure = errno
-                    return
-                }
-                written += result
-            }
-        }
+        var failure = writeAll(contents, to: descriptor)
         if failure == 0, fsync(descriptor) != 0 { failure = errno }
         close(descriptor)
         defer { unlink(temporary) }

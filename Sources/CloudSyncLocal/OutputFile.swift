@@ -1,0 +1,142 @@
+import CloudSync
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Writes a file the command line was told to write (a report, `report.latest`, the metrics textfile, an export) the
+/// way its user expects of any path they give.
+///
+/// - A regular file, or a path where nothing is yet, is replaced atomically: the text goes to a temporary file in the
+///   same directory (created with `mode`, so a secret export is never readable by others, even for a moment), is
+///   fsynced, and is renamed over the path, so a reader sees the old file or the new one. A symlink to a regular file
+///   keeps being a symlink: the file it points to is replaced.
+/// - A character device or a FIFO (`/dev/null`, a named pipe, a terminal) is opened and written in place, never
+///   replaced, and its mode is never touched: renaming over `/dev/null`, as root, replaced it with a regular file for
+///   the whole machine. `/dev/stdout`, `/dev/stderr` and `/dev/fd/N` are the process's own descriptors.
+/// - A directory, a block device (a disk) or a socket is refused with `ERR_CONFIG` naming the path.
+public enum OutputFile {
+    /// Writes `text` to `path`; `what` names the file in errors ("the report").
+    public static func write(_ text: String, to path: String, mode: mode_t = 0o644, what: String)
+        throws(CloudSyncError)
+    {
+        if let descriptor = ownDescriptor(path) {
+            try writeAll(text, to: descriptor, path: path, what: what)
+            return
+        }
+        var info = stat()
+        if stat(path, &info) != 0 {
+            guard errno == ENOENT else { throw failure(what, path, errno) }
+            // Missing directories are made with the usual permissions (the umask's): a metrics textfile's directory
+            // must stay readable by the collector.
+            let directory = (path as NSString).deletingLastPathComponent
+            if !directory.isEmpty {
+                do {
+                    try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+                } catch {
+                    throw CloudSyncError(
+                        .config,
+                        "\(what) could not be written to \(path): \(describeFileError(error)); check that its "
+                            + "directory exists and is writable")
+                }
+            }
+            try replace(path, with: text, mode: mode, what: what)
+            return
+        }
+        switch info.st_mode & S_IFMT {
+        case S_IFREG:
+            var link = stat()
+            let target = lstat(path, &link) == 0 && link.st_mode & S_IFMT == S_IFLNK ? resolved(path) : path
+            try replace(target, with: text, mode: mode, what: what)
+        case S_IFCHR, S_IFIFO:
+            let descriptor = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC)
+            guard descriptor >= 0 else { throw failure(what, path, errno) }
+            defer { close(descriptor) }
+            try writeAll(text, to: descriptor, path: path, what: what)
+        case S_IFDIR:
+            throw CloudSyncError(
+                .config, "\(what) cannot be written to \(path): it is a directory; give the path of a file in it")
+        case S_IFBLK:
+            throw CloudSyncError(
+                .config,
+                "\(what) cannot be written to \(path): it is a block device (a disk), which writing would destroy; "
+                    + "give the path of a file")
+        default:
+            throw CloudSyncError(
+                .config, "\(what) cannot be written to \(path): it is a socket or another special file; give a file")
+        }
+    }
+
+    /// The descriptor `/dev/stdout`, `/dev/stderr`, `/dev/stdin`'s siblings and `/dev/fd/N` (or `/proc/self/fd/N`)
+    /// name in this process; nil for any other path.
+    ///
+    /// Written through the descriptor itself: resolving the link would find, for `> report.json`, a regular file the
+    /// shell holds open, and replacing it would leave the shell writing to a deleted one.
+    static func ownDescriptor(_ path: String) -> Int32? {
+        switch path {
+        case "/dev/stdout": return STDOUT_FILENO
+        case "/dev/stderr": return STDERR_FILENO
+        default:
+            for prefix in ["/dev/fd/", "/proc/self/fd/"] where path.hasPrefix(prefix) {
+                return Int32(path.dropFirst(prefix.count))
+            }
+            return nil
+        }
+    }
+
+    /// The file a symlink chain ends at, or `path` itself when it cannot be resolved.
+    private static func resolved(_ path: String) -> String {
+        guard let real = realpath(path, nil) else { return path }
+        defer { free(real) }
+        return String(cString: real)
+    }
+
+    /// Writes `text` to a temporary file beside `path` with `mode`, fsyncs it and renames it over `path`.
+    private static func replace(_ path: String, with text: String, mode: mode_t, what: String) throws(CloudSyncError) {
+        let directory = (path as NSString).deletingLastPathComponent
+        let name = (path as NSString).lastPathComponent
+        var template = Array(((directory.isEmpty ? "." : directory) + "/." + name + ".tmp-XXXXXX").utf8CString)
+        let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
+        guard descriptor >= 0 else { throw failure(what, path, errno) }
+        let temporary = String(cString: template)
+        var renamed = false
+        defer { if !renamed { unlink(temporary) } }
+        do {
+            defer { close(descriptor) }
+            guard fchmod(descriptor, mode) == 0 else { throw failure(what, path, errno) }
+            try writeAll(text, to: descriptor, path: path, what: what)
+            guard fsync(descriptor) == 0 else { throw failure(what, path, errno) }
+        }
+        guard rename(temporary, path) == 0 else { throw failure(what, path, errno) }
+        renamed = true
+        LocalFiles.syncDirectories([directory.isEmpty ? "." : directory])
+    }
+
+    private static func writeAll(_ text: String, to descriptor: Int32, path: String, what: String)
+        throws(CloudSyncError)
+    {
+        var bytes = text
+        let code: Int32 = bytes.withUTF8 { buffer in
+            var offset = 0
+            while offset < buffer.count {
+                let written = Glibc.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                offset += written
+            }
+            return 0
+        }
+        guard code == 0 else { throw failure(what, path, code) }
+    }
+
+    private static func failure(_ what: String, _ path: String, _ code: Int32) -> CloudSyncError {
+        let quota = code == ENOSPC || code == EDQUOT
+        return CloudSyncError(
+            quota ? .quotaExceeded : .config,
+            "\(what) could not be written to \(path): \(describe(errno: code, path: path)); "
+                + (quota ? "free space on its file system" : "check that its directory exists and is writable"))
+    }
+}
