@@ -191,7 +191,8 @@ public struct StoreMaintenance: Sendable {
                         continue
                     }
                     do throws(CloudSyncError) {
-                        guard let stored = try read.get(), !stored.isEmpty else {
+                        // Absent is "holding nothing"; an empty value is a value, copied like any other.
+                        guard let stored = try read.get() else {
                             skipped.append(key)
                             continue
                         }
@@ -233,8 +234,8 @@ public struct StoreMaintenance: Sendable {
     }
 
     /// Re-encodes every value of one provider with its codec's current key, reported like a migration: `copied` are
-    /// the values re-encoded, `skipped` those already current (or empty), `failed` those that could not be decoded
-    /// or written.
+    /// the values re-encoded, `skipped` those already current, `failed` those that could not be decoded or written
+    /// (an empty stored value is a value: plaintext the codec re-encodes when it allows plaintext, else undecodable).
     ///
     /// With a codec that allows plaintext, this is also how an existing plaintext store becomes encrypted.
     public func rekey(provider id: String) async throws(CloudSyncError) -> MigrationResult {
@@ -249,7 +250,7 @@ public struct StoreMaintenance: Sendable {
             for (key, read) in batch {
                 result.total += 1
                 do throws(CloudSyncError) {
-                    guard let stored = try read.get(), !stored.isEmpty, !codec.isCurrent(stored) else {
+                    guard let stored = try read.get(), !codec.isCurrent(stored) else {
                         result.skipped.append(key)
                         continue
                     }

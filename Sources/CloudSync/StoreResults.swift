@@ -71,7 +71,8 @@ public struct QuotaEntry: Sendable, Equatable {
 public struct MigrationCounts: Sendable, Equatable {
     /// Keys copied to the destination.
     public var copied = 0
-    /// Keys skipped: holding nothing at the source, or (without overwrite) already at the destination.
+    /// Keys skipped: absent at the source when read (an empty value is a value, and is copied), or (without
+    /// overwrite) already at the destination.
     public var skipped = 0
     /// Keys that could not be read, decoded or written.
     public var failed = 0
@@ -86,7 +87,8 @@ public struct MigrationCounts: Sendable, Equatable {
 public struct MigrationResult: Sendable, Equatable {
     /// Keys copied to the destination.
     public var copied: [String] = []
-    /// Keys listed at the source but holding nothing.
+    /// Keys listed at the source but absent when read, or (without overwrite) already at the destination; an empty
+    /// value is a value, and is copied.
     public var skipped: [String] = []
     /// Keys that could not be read, decoded or written, and why.
     public var failed: [KeyFailure] = []

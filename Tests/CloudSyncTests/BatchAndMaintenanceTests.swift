@@ -197,8 +197,9 @@ import Testing
                 #expect(total == 6)
                 progress.withLock { $0.append(done) }
             })
-        #expect(result.copied == ["a", "b", "c", "z"])
-        #expect(result.skipped == ["empty"])
+        // An empty value is a value (the provider contract): it is copied like any other.
+        #expect(result.copied == ["a", "b", "c", "empty", "z"])
+        #expect(result.skipped == [])
         #expect(result.failed.map(\.key) == ["bad"])
         #expect(result.failed.first?.error.code == .quotaExceeded)
         #expect(result.completed)
@@ -206,7 +207,8 @@ import Testing
         for (key, value) in [("a", "1"), ("b", "2"), ("c", "4"), ("z", "5")] {
             #expect(try await raw(destination, key) == value)
         }
-        #expect(try await destination.listKeys(after: nil, limit: 100).keys == ["a", "b", "c", "z"])
+        #expect(try await raw(destination, "empty") == "")
+        #expect(try await destination.listKeys(after: nil, limit: 100).keys == ["a", "b", "c", "empty", "z"])
         // The source is left exactly as it was: every key, every value.
         #expect(try await source.listKeys(after: nil, limit: 100).keys == ["a", "b", "bad", "c", "empty", "z"])
         let sourceValues = try await source.get(["a", "b", "bad", "c", "empty", "z"]).map { try $0.get() }
@@ -234,6 +236,20 @@ import Testing
         #expect(result.copied == ["settings.theme"])
         #expect(try await raw(destination, "settings.theme") == "[enc:settings.theme:dark]")
         #expect(try await raw(destination, "cache.x") == nil)
+    }
+
+    /// An encrypted value truncated to nothing is not "holding nothing": it cannot be decoded, as `verify` says.
+    @Test func aValueThatCannotBeDecodedFailsWithDecodeRatherThanBeingSkipped() async throws {
+        let source = makeProvider("vault")
+        let destination = makeProvider("plain")
+        _ = try await source.set([KeyValue("truncated", ""), KeyValue("whole", "[enc:whole:v]")])
+        let store = try makeStore([source, destination]) { $0.providerCodecs = ["vault": BracketCodec()] }
+        let result = try await store.maintenance.migrate(from: "vault", to: "plain")
+        #expect(result.copied == ["whole"])
+        #expect(result.skipped == [])
+        #expect(result.failed.map(\.key) == ["truncated"])
+        #expect(result.failed.first?.error.code == .decode)
+        #expect(try await raw(destination, "truncated") == nil)
     }
 
     @Test func withoutOverwriteAKeyTheDestinationCouldNotReadFailsAndIsNeverReplaced() async throws {
