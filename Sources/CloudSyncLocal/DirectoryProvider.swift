@@ -122,11 +122,18 @@ public final class DirectoryProvider: Provider {
     ///
     /// Batches of up to 1,000 keys: each batch pays one `syncfs` (which flushes the whole file system) and one
     /// `fsync` per directory touched, so larger batches pay them less often.
+    ///
+    /// Keys are at most ``maxKeyBytes`` bytes of UTF-8, refused before any file is touched: escaped, a longer key's
+    /// path would pass the kernel's 4,096-byte limit.
     public static func capabilities(maxValueBytes: Int?) -> ProviderCapabilities {
         ProviderCapabilities(
-            maxValueBytes: maxValueBytes, tier: .file, batchLimit: 1000, canList: true, reportsQuota: true,
-            listsInKeyOrder: true)
+            maxValueBytes: maxValueBytes, tier: .file, keyRules: [.maxUTF8Bytes(maxKeyBytes)], batchLimit: 1000,
+            canList: true, reportsQuota: true, listsInKeyOrder: true)
     }
+
+    /// The longest key, in UTF-8 bytes, as S3 allows: escaped (up to three bytes each) and cut into pieces, its path
+    /// stays well inside the 4,096 bytes the kernel takes.
+    public static let maxKeyBytes = 1024
 
     /// Stops serving.
     ///
@@ -167,6 +174,54 @@ public final class DirectoryProvider: Provider {
         ([root] + FileNameMapping.components(of: FileNameMapping.encode(key))).joined(separator: "/")
     }
 
+    /// Opens the directory that holds a key's file, component by component from the root, never following a
+    /// symbolic link (`O_NOFOLLOW` on every component), so nothing planted in the root can lead a read or a write
+    /// out of it; `creating` makes missing directories (mode 0700) and names, in `created`, the parent of each.
+    ///
+    /// Answers the directory's descriptor (the caller closes it) and its path; nil when a directory is missing and
+    /// `creating` is false (the key has no file).
+    private func openDirectory(
+        _ pieces: ArraySlice<String>, creating: Bool, key: String, created: inout [String]
+    ) -> Result<(descriptor: Int32, path: String)?, CloudSyncError> {
+        var descriptor = open(root, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            return errno == ENOENT && !creating ? .success(nil) : .failure(failure("open", root, errno, key: key))
+        }
+        var path = root
+        for piece in pieces {
+            let parent = path
+            path += "/" + piece
+            if creating {
+                if mkdirat(descriptor, piece, 0o700) == 0 {
+                    created.append(parent)
+                } else if errno != EEXIST {
+                    let code = errno
+                    Glibc.close(descriptor)
+                    return .failure(failure("create the directory", path, code, key: key))
+                }
+            }
+            let next = openat(descriptor, piece, O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_CLOEXEC)
+            let code = errno
+            Glibc.close(descriptor)
+            guard next >= 0 else {
+                if code == ENOENT && !creating { return .success(nil) }
+                if code == ELOOP || code == ENOTDIR { return .failure(notOurs(path, what: "a directory", key: key)) }
+                return .failure(failure("open the directory", path, code, key: key))
+            }
+            descriptor = next
+        }
+        return .success((descriptor, path))
+    }
+
+    /// `ERR_PROVIDER`: something other than what the provider made sits where it keeps a key's file or directory.
+    private func notOurs(_ path: String, what: String, key: String) -> CloudSyncError {
+        CloudSyncError(
+            .provider,
+            "\(path) is not \(what) this provider made (a symbolic link, device, FIFO or other file); it never follows "
+                + "links or reads special files, so nothing under the root can reach outside it. Remove it",
+            provider: id, key: key)
+    }
+
     private func failure(_ action: String, _ path: String, _ code: Int32, key: String? = nil) -> CloudSyncError {
         let reason = String(cString: strerror(code))
         let errorCode: ErrorCode = code == ENOSPC || code == EDQUOT ? .quotaExceeded : .provider
@@ -200,20 +255,52 @@ public final class DirectoryProvider: Provider {
     }
 
     private func read(_ key: String) -> Result<String?, CloudSyncError> {
-        let path = path(of: key)
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        let components = FileNameMapping.components(of: FileNameMapping.encode(key))
+        var created: [String] = []
+        let parent: (descriptor: Int32, path: String)
+        switch openDirectory(components.dropLast(), creating: false, key: key, created: &created) {
+        case .failure(let error): return .failure(error)
+        case .success(nil): return .success(nil)
+        case .success(let opened?): parent = opened
+        }
+        let path = parent.path + "/" + components.last!
+        // O_NOFOLLOW: a planted link is refused, not served; O_NONBLOCK: opening a FIFO does not wait for a writer.
+        let descriptor = openat(
+            parent.descriptor, components.last!, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+        let code = errno
+        Glibc.close(parent.descriptor)
         guard descriptor >= 0 else {
-            return errno == ENOENT ? .success(nil) : .failure(failure("read", path, errno, key: key))
+            if code == ENOENT { return .success(nil) }
+            if code == ELOOP { return .failure(notOurs(path, what: "a file", key: key)) }
+            return .failure(failure("read", path, code, key: key))
         }
         defer { Glibc.close(descriptor) }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { return .failure(failure("read", path, errno, key: key)) }
+        guard info.st_mode & S_IFMT == S_IFREG else { return .failure(notOurs(path, what: "a file", key: key)) }
+        // No value is larger than the provider takes: a file past that (or growing past it while read) is refused
+        // rather than read until memory runs out.
+        let limit = capabilities.maxValueBytes ?? Int.max
+        guard Int(info.st_size) <= limit else {
+            return .failure(
+                CloudSyncError(
+                    .payloadTooLarge,
+                    "\(path) holds \(info.st_size) bytes, more than the \(limit) this provider takes; it is not a value "
+                        + "this provider wrote",
+                    provider: id, key: key))
+        }
         // Into one buffer the file's size and a byte more (its end then shows in the second read), grown if the
         // file grows meanwhile; validated as UTF-8 straight from it.
-        var info = stat()
-        var buffer = UnsafeMutableRawBufferPointer.allocate(
-            byteCount: fstat(descriptor, &info) == 0 ? max(Int(info.st_size) + 1, 64) : 4096, alignment: 1)
+        var buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: max(Int(info.st_size) + 1, 64), alignment: 1)
         defer { buffer.deallocate() }
         var filled = 0
         while true {
+            if filled > limit {
+                return .failure(
+                    CloudSyncError(
+                        .payloadTooLarge, "\(path) grew past the \(limit) bytes this provider takes while it was read",
+                        provider: id, key: key))
+            }
             if filled == buffer.count {
                 let larger = UnsafeMutableRawBufferPointer.allocate(byteCount: buffer.count * 2, alignment: 1)
                 larger.copyMemory(from: UnsafeRawBufferPointer(buffer))
@@ -255,11 +342,16 @@ public final class DirectoryProvider: Provider {
     private struct StagedFile: Sendable {
         let key: String
         let descriptor: Int32
-        /// The temporary file's name; nil for an unnamed one (`O_TMPFILE`), named only once durable.
+        /// The directory the file goes in, opened without following links; closed with the file.
+        let directoryDescriptor: Int32
+        /// The temporary file's name in that directory; nil for an unnamed one (`O_TMPFILE`), named only once
+        /// durable.
         let temporary: String?
         /// The directory the temporary file is in.
         let directory: String
-        let target: String
+        /// The key's file name in that directory.
+        let name: String
+        var target: String { directory + "/" + name }
         /// The directory holding `target`, plus the parent of every directory this write created.
         let touchedDirectories: [String]
     }
@@ -279,9 +371,12 @@ public final class DirectoryProvider: Provider {
         // Paths are bytes too: a set of `String`s would merge directories whose names are canonically equivalent.
         var touched = Set<StoreKey>()
         for ((index, file), code) in zip(staged, synced) {
-            defer { Glibc.close(file.descriptor) }
+            defer {
+                Glibc.close(file.descriptor)
+                Glibc.close(file.directoryDescriptor)
+            }
             guard code == 0 else {
-                if let temporary = file.temporary { unlink(temporary) }
+                if let temporary = file.temporary { unlinkat(file.directoryDescriptor, temporary, 0) }
                 outcome[index] = .failure(failure("write", file.temporary ?? file.target, code, key: file.key))
                 continue
             }
@@ -299,25 +394,29 @@ public final class DirectoryProvider: Provider {
     ///
     /// An unnamed file is linked in where the key has no file yet, else linked under a temporary name and renamed
     /// over the key's file; a named one is renamed.
+    ///
+    /// Names are relative to the directory's descriptor, and a rename replaces whatever has the key's name (a planted
+    /// link included) rather than following it.
     private func putInPlace(_ file: StagedFile) -> CloudSyncError? {
+        let directory = file.directoryDescriptor
         var temporary = file.temporary
         if temporary == nil {
             let handle = "/proc/self/fd/\(file.descriptor)"
-            if linkat(AT_FDCWD, handle, AT_FDCWD, file.target, AT_SYMLINK_FOLLOW) == 0 { return nil }
+            if linkat(AT_FDCWD, handle, directory, file.name, AT_SYMLINK_FOLLOW) == 0 { return nil }
             guard errno == EEXIST else { return failure("name", file.target, errno, key: file.key) }
             var name: String
             var linked: Int32
             repeat {
-                name = file.directory + "/" + Self.temporaryName()
-                linked = linkat(AT_FDCWD, handle, AT_FDCWD, name, AT_SYMLINK_FOLLOW)
+                name = Self.temporaryName()
+                linked = linkat(AT_FDCWD, handle, directory, name, AT_SYMLINK_FOLLOW)
             } while linked != 0 && errno == EEXIST
-            guard linked == 0 else { return failure("name", name, errno, key: file.key) }
+            guard linked == 0 else { return failure("name", file.directory + "/" + name, errno, key: file.key) }
             temporary = name
         }
         guard let temporary else { return nil }
-        guard rename(temporary, file.target) == 0 else {
+        guard renameat(directory, temporary, directory, file.name) == 0 else {
             let code = errno
-            unlink(temporary)
+            unlinkat(directory, temporary, 0)
             return failure("rename into place", file.target, code, key: file.key)
         }
         return nil
@@ -336,32 +435,33 @@ public final class DirectoryProvider: Provider {
     /// does not lock the directory, so several are created at once. Elsewhere it is a `.tmp-` file.
     private func stage(_ item: KeyValue) -> Result<StagedFile, CloudSyncError> {
         let components = FileNameMapping.components(of: FileNameMapping.encode(item.key))
-        var directory = root
         var touched: [String] = []
-        for piece in components.dropLast() {
-            let parent = directory
-            directory += "/" + piece
-            if mkdir(directory, 0o700) == 0 {
-                touched.append(parent)
-            } else if errno != EEXIST {
-                return .failure(failure("create the directory", directory, errno, key: item.key))
-            }
+        let parent: (descriptor: Int32, path: String)
+        switch openDirectory(components.dropLast(), creating: true, key: item.key, created: &touched) {
+        case .failure(let error): return .failure(error)
+        case .success(let opened?): parent = opened
+        case .success(nil):
+            return .failure(failure("create the directory for", path(of: item.key), ENOENT, key: item.key))
         }
+        let directory = parent.path
         touched.append(directory)
         var temporary: String?
         var descriptor: Int32 = -1
         if Self.unnamedFilesWork {
-            descriptor = open(directory, Self.unnamedFileFlag | O_WRONLY | O_CLOEXEC, 0o600)
+            descriptor = openat(parent.descriptor, ".", Self.unnamedFileFlag | O_WRONLY | O_CLOEXEC, 0o600)
         }
         if descriptor < 0 {
             // A name another process took (its own counter met ours) is tried again with the next number.
             repeat {
-                temporary = directory + "/" + Self.temporaryName()
-                descriptor = open(temporary!, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
+                temporary = Self.temporaryName()
+                descriptor = openat(
+                    parent.descriptor, temporary!, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o600)
             } while descriptor < 0 && errno == EEXIST
         }
         guard descriptor >= 0 else {
-            return .failure(failure("create", temporary ?? directory, errno, key: item.key))
+            let code = errno
+            Glibc.close(parent.descriptor)
+            return .failure(failure("create", directory + "/" + (temporary ?? ""), code, key: item.key))
         }
         var value = item.value
         let written = value.withUTF8 { bytes -> Int32 in
@@ -378,14 +478,14 @@ public final class DirectoryProvider: Provider {
         }
         guard written == 0 else {
             Glibc.close(descriptor)
-            if let temporary { unlink(temporary) }
-            return .failure(failure("write", temporary ?? directory, written, key: item.key))
+            if let temporary { unlinkat(parent.descriptor, temporary, 0) }
+            Glibc.close(parent.descriptor)
+            return .failure(failure("write", directory + "/" + (temporary ?? ""), written, key: item.key))
         }
         return .success(
             StagedFile(
-                key: item.key, descriptor: descriptor, temporary: temporary, directory: directory,
-                target: directory + "/" + components.last!,
-                touchedDirectories: touched))
+                key: item.key, descriptor: descriptor, directoryDescriptor: parent.descriptor, temporary: temporary,
+                directory: directory, name: components.last!, touchedDirectories: touched))
     }
 
     /// Deletes each key's file, positionally, then fsyncs each directory touched once; a key with no file succeeds.
@@ -397,11 +497,21 @@ public final class DirectoryProvider: Provider {
         return try await LocalFiles.offload { [self] in
             var touched = Set<StoreKey>()
             let results = keys.map { key -> Result<Void, CloudSyncError> in
-                let path = path(of: key)
-                guard unlink(path) == 0 else {
+                let components = FileNameMapping.components(of: FileNameMapping.encode(key))
+                var created: [String] = []
+                let parent: (descriptor: Int32, path: String)
+                switch openDirectory(components.dropLast(), creating: false, key: key, created: &created) {
+                case .failure(let error): return .failure(error)
+                case .success(nil): return .success(())
+                case .success(let opened?): parent = opened
+                }
+                defer { Glibc.close(parent.descriptor) }
+                // unlinkat removes a link itself, never what it points to.
+                guard unlinkat(parent.descriptor, components.last!, 0) == 0 else {
+                    let path = parent.path + "/" + components.last!
                     return errno == ENOENT ? .success(()) : .failure(failure("remove", path, errno, key: key))
                 }
-                touched.insert(StoreKey((path as NSString).deletingLastPathComponent))
+                touched.insert(StoreKey(parent.path))
                 return .success(())
             }
             LocalFiles.syncDirectories(touched.map(\.string))
