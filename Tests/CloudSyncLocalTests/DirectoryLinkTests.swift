@@ -4,8 +4,9 @@ import CloudSyncTesting
 import Foundation
 import Testing
 
-/// Files planted in a directory provider's root, on the real file system: symbolic links to files and directories
-/// outside it, a link to `/dev/zero`, a FIFO. None of them is followed, served, or written through.
+/// Files planted in a directory provider's root are never followed, served or written through.
+///
+/// On the real file system: symbolic links to files and directories outside it, a link to `/dev/zero`, a FIFO.
 @Suite struct DirectoryLinkTests {
     let directory: TemporaryDirectory
     let root: String
