@@ -68,10 +68,11 @@ extension CloudStore {
     /// What the items ask of each configured provider.
     ///
     /// Each item's change (`primary`: its set, or its remove) goes to the available providers it is meant for and
-    /// waits in the outbox (`queued`) for those it is meant for that cannot be reached; every other provider gets a
-    /// `cleanup` remove (delivered only once the change is acknowledged; `cleanupQueued` for unreachable ones), so
-    /// that no older copy of the key is left anywhere for a read to find: not on a provider a larger value was
-    /// routed past, not on a later provider a failover write did not choose, not on a provider that was offline.
+    /// waits in the outbox (`queued`) for those it is meant for that cannot be reached; each provider a read falls
+    /// through before reaching the new value gets a `cleanup` remove (delivered only once the change is
+    /// acknowledged; `cleanupQueued` for unreachable ones), so no older copy is found first: not on a provider a
+    /// larger value was routed past, not on an earlier provider that was offline, in mirror mode not on one the value
+    /// does not fit. A failover write leaves the providers after the one it lands on alone.
     ///
     /// The changes of all items sit in flat lists, each item's together in preference order, found through the
     /// item's range: a batch of a thousand items makes a few arrays, not several per item.
@@ -291,6 +292,10 @@ extension CloudStore {
             if chosen {
                 let change = Change(item: index, target: target, encoded: encoded[target]!.encoded)
                 if targets[target].reachable { plan.primary.append(change) } else { plan.queued.append(change) }
+            } else if !mirrored && target > firstChosen {
+                // A failover write touches only the providers a read falls through before reaching the new value:
+                // one after it holds what another device wrote there, which is not this write's to remove.
+                continue
             } else if targets[target].reachable {
                 plan.cleanup.append(Change(item: index, target: target))
             } else {

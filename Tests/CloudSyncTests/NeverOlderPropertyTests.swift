@@ -247,9 +247,20 @@ final class SwitchableAccount: ForwardingProvider {
             var held: [String] = []
             for provider in faults { held.append("\(provider.id)=\(try await raw(provider, key) ?? "nil")") }
             #expect(read == intent, "get(\(key)) gave \(read ?? "nil") (\(held.joined(separator: ", "))); \(context)")
-            for provider in faults {
-                let held = try await raw(provider, key)
-                #expect(held == nil || held == intent, "\(provider.id) holds \(key)=\(held ?? "nil"); \(context)")
+            if mirror {
+                for provider in faults {
+                    let held = try await raw(provider, key)
+                    #expect(held == nil || held == intent, "\(provider.id) holds \(key)=\(held ?? "nil"); \(context)")
+                }
+            } else {
+                // A failover write touches only the providers before the one it lands on (a provider after it keeps
+                // what was written there, by this device earlier or by another): the first copy in preference
+                // order is the intent, so a read that falls through finds no older one first.
+                var first: String?
+                for provider in faults where first == nil { first = try await raw(provider, key) }
+                #expect(
+                    first == intent,
+                    "the first copy of \(key) is \(first ?? "nil") (\(held.joined(separator: ", "))); \(context)")
             }
         }
         if let switchedAt {

@@ -3,6 +3,38 @@ import CloudSyncTesting
 import Testing
 
 @Suite struct WriteModeTests {
+    /// The fleet: an iPhone writes through CloudKit first, an Android phone only to Drive. A failover write
+    /// goes to the first available provider alone; it removed the key from Drive too, erasing what the Android
+    /// phone wrote there, and cost a request per provider.
+    @Test func aFailoverWriteLeavesProvidersAfterItAlone() async throws {
+        let cloudKit = makeProvider("cloudKit", Kind.record)
+        let drive = makeProvider("googleDrive")
+        _ = try await drive.set([KeyValue("shared", "written by the Android phone")])
+        let store = try makeStore([cloudKit, drive])
+        drive.resetCounts()
+        let receipt = try await store.set("written by the iPhone", forKey: "shared")
+        #expect(receipt.stored == ["cloudKit"])
+        #expect(try await raw(cloudKit, "shared") == "written by the iPhone")
+        #expect(try await raw(drive, "shared") == "written by the Android phone")
+        #expect(drive.calls(.remove) == 0)
+        #expect(drive.calls(.set) == 0)
+    }
+
+    /// What the cleanup is for stays: a value that grew past the first provider's cap goes to the next, and the first
+    /// one's older copy, which a read would find first, is removed.
+    @Test func aFailoverWriteRemovesTheOlderCopyAReadWouldFindFirst() async throws {
+        let keyValue = makeProvider("icloudKV", Kind.keyValue)
+        let drive = makeProvider("googleDrive")
+        let store = try makeStore([keyValue, drive])
+        try await store.set("small", forKey: "note")
+        #expect(try await raw(keyValue, "note") == "small")
+        let large = String(repeating: "x", count: 70_000)
+        try await store.set(large, forKey: "note")
+        #expect(try await raw(keyValue, "note") == nil)
+        #expect(try await raw(drive, "note") == large)
+        #expect(try await store.get("note") == large)
+    }
+
     @Test func failoverWritesOnlyToTheFirstAvailableProviderAndReadsFallThrough() async throws {
         let phone = makeProvider("icloudKV", Kind.keyValue)
         let drive = makeProvider("googleDrive")
