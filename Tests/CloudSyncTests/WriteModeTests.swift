@@ -3,6 +3,8 @@ import CloudSyncTesting
 import Testing
 
 @Suite struct WriteModeTests {
+    /// A failover write leaves what another device wrote to a later provider.
+    ///
     /// The fleet: an iPhone writes through CloudKit first, an Android phone only to Drive. A failover write
     /// goes to the first available provider alone; it removed the key from Drive too, erasing what the Android
     /// phone wrote there, and cost a request per provider.
