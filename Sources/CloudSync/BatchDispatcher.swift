@@ -18,13 +18,17 @@ struct BatchDispatcher: Sendable {
 
     /// Runs one provider call under the deadline, turning every failure into a `CloudSyncError` that names the
     /// provider (and `key`, when given).
+    ///
+    /// `keys` is how many keys the call carries: for a provider that sends a request per key
+    /// (``ProviderCapabilities/requestsAtOnce``), the deadline grows by one timeout per round of requests.
     func call<T: Sendable>(
-        key: String? = nil, writing keys: [String] = [],
+        key: String? = nil, writing keys: [String] = [], carrying count: Int = 1,
         _ operation: @escaping @Sendable (any Provider) async throws -> T
     ) async throws(CloudSyncError) -> T {
         let provider = self.provider
         let id = provider.id
-        let timeout = self.timeout
+        let rounds = provider.capabilities.requestsAtOnce.map { max(1, (count + $0 - 1) / $0) } ?? 1
+        let timeout = self.timeout.map { $0 * rounds }
         var onAbandoned: (@Sendable (Task<Void, Never>) -> Void)?
         if !keys.isEmpty, let registry = abandoned {
             onAbandoned = { task in registry.register(task, keys: keys) }
@@ -57,8 +61,8 @@ struct BatchDispatcher: Sendable {
             let batch = Array(chunk)
             let answer: Answer<T>
             do throws(CloudSyncError) {
-                let results = try await call(writing: writes ? batch.map(key) : []) { provider in
-                    try await operation(provider, batch)
+                let results = try await call(writing: writes ? batch.map(key) : [], carrying: batch.count) {
+                    provider in try await operation(provider, batch)
                 }
                 answer = .success(
                     zip(batch, try checkedCount(batch.count, results)).map { item, result in

@@ -221,12 +221,18 @@ public struct ProviderCapabilities: Sendable, Equatable {
     /// Whether `listKeys` pages through keys in bytewise (UTF-8) order, which lets a sync merge listings as they
     /// come; a sync sorts the listing of a provider without it in a temporary table first.
     public var listsInKeyOrder: Bool
+    /// For a provider whose batch call sends one request per key (S3's objects, Drive's files), how many it has in
+    /// flight at once; nil for a provider that answers a batch in one request or a few (SQLite, CloudKit).
+    ///
+    /// The store's deadline bounds a request, not a batch split into many: a batch of `n` keys may take
+    /// `ceil(n / requestsAtOnce)` deadlines, so a 1,000-object S3 batch on a slow endpoint is not cut off whole.
+    public var requestsAtOnce: Int?
 
     /// Capabilities; every argument defaults to what a plain file store can do.
     public init(
         maxValueBytes: Int? = nil, tier: StorageTier = .file, keyRules: [KeyRule] = [], batchLimit: Int = 100,
         canList: Bool = true, reportsQuota: Bool = false, emitsAccountEvents: Bool = false,
-        emitsRemoteChanges: Bool = false, listsInKeyOrder: Bool = false
+        emitsRemoteChanges: Bool = false, listsInKeyOrder: Bool = false, requestsAtOnce: Int? = nil
     ) {
         precondition(batchLimit >= 1, "batchLimit must be at least 1")
         self.maxValueBytes = maxValueBytes
@@ -238,6 +244,7 @@ public struct ProviderCapabilities: Sendable, Equatable {
         self.emitsAccountEvents = emitsAccountEvents
         self.emitsRemoteChanges = emitsRemoteChanges
         self.listsInKeyOrder = listsInKeyOrder
+        self.requestsAtOnce = requestsAtOnce.map { max(1, $0) }
     }
 }
 

@@ -58,6 +58,8 @@ public struct StoreOptions: Sendable {
     /// Check keys against the rules of every configured provider before any request.
     public var validateKeys = true
     /// The deadline of every provider call, the availability probe included; nil waits forever.
+    ///
+    /// A batch sent as one request per key (``ProviderCapabilities/requestsAtOnce``) gets one deadline per round of those requests.
     public var timeout: Duration? = Self.defaultTimeout
     /// How long an availability answer is trusted before the provider is asked again.
     public var availabilityLifetime: Duration = Self.defaultAvailabilityLifetime

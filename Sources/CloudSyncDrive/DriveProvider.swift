@@ -110,6 +110,7 @@ public final class DriveProvider: Provider {
         id = context.providerID
         var capabilities = Self.capabilities
         capabilities.emitsRemoteChanges = changePollInterval != nil
+        capabilities.requestsAtOnce = maxConcurrency
         self.capabilities = capabilities
         self.changePollInterval = changePollInterval
         clock = context.clock
@@ -133,7 +134,7 @@ public final class DriveProvider: Provider {
     /// What every Drive provider can do.
     public static let capabilities = ProviderCapabilities(
         tier: .file, keyRules: [], batchLimit: batchLimit, canList: true, reportsQuota: true,
-        emitsAccountEvents: true, emitsRemoteChanges: false, listsInKeyOrder: true)
+        emitsAccountEvents: true, emitsRemoteChanges: false, listsInKeyOrder: true, requestsAtOnce: 8)
 
     /// How many surplus files sharing a key's name were found (and, on writes and removes, deleted) so far.
     public var duplicatesResolved: Int { cache.withLock { $0.duplicates.count } }

@@ -138,7 +138,11 @@ public struct DriveProviderFactory: ProviderFactory {
     }
 
     /// What a provider of this configuration can do.
-    public func capabilities(of configuration: Configuration) -> ProviderCapabilities { DriveProvider.capabilities }
+    public func capabilities(of configuration: Configuration) -> ProviderCapabilities {
+        var capabilities = DriveProvider.capabilities
+        capabilities.requestsAtOnce = configuration.maxConcurrency
+        return capabilities
+    }
 
     /// Where the files go and where the credentials come from (never the token).
     public func planDetails(of configuration: Configuration) -> [String: String] {

@@ -60,7 +60,7 @@ public final class S3Provider: Provider {
         self.prefix = prefix
         self.accessKeyID = credentials.accessKeyID
         self.readOnly = readOnly
-        capabilities = Self.capabilities(prefix: prefix)
+        capabilities = Self.capabilities(prefix: prefix, requestsAtOnce: maxConcurrency)
         var context = context
         context.logger = context.logger.redacting(
             [credentials.secretAccessKey] + (credentials.sessionToken.map { [$0] } ?? []))
@@ -72,10 +72,13 @@ public final class S3Provider: Provider {
     }
 
     /// What a provider with `prefix` can do; known before it is made.
-    public static func capabilities(prefix: String) -> ProviderCapabilities {
+    ///
+    /// Gets and sets send one request per object, `requestsAtOnce` at a time, so the store's deadline bounds each
+    /// round of them rather than a whole 1,000-object batch.
+    public static func capabilities(prefix: String, requestsAtOnce: Int = 16) -> ProviderCapabilities {
         ProviderCapabilities(
             tier: .file, keyRules: [.maxUTF8Bytes(maxObjectKeyBytes - prefix.utf8.count)], batchLimit: batchLimit,
-            canList: true, reportsQuota: false, listsInKeyOrder: true)
+            canList: true, reportsQuota: false, listsInKeyOrder: true, requestsAtOnce: requestsAtOnce)
     }
 
     private func ensureOpen() throws(CloudSyncError) {

@@ -134,7 +134,7 @@ public struct S3ProviderFactory: ProviderFactory {
 
     /// What a provider of this configuration can do.
     public func capabilities(of configuration: Configuration) -> ProviderCapabilities {
-        S3Provider.capabilities(prefix: configuration.prefix)
+        S3Provider.capabilities(prefix: configuration.prefix, requestsAtOnce: configuration.maxConcurrency)
     }
 
     /// Where objects go and where the credentials come from (never the secret), for `plan`.

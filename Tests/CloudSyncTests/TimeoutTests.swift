@@ -117,3 +117,49 @@ import Testing
         #expect(!drive.isHanging(.get))
     }
 }
+
+/// A provider that sends one request per key, `requestsAtOnce` at a time, each round taking `round` on `clock`.
+final class RoundTripProvider: ForwardingProvider {
+    let wrapped: any Provider
+    let capabilities: ProviderCapabilities
+    let clock: ManualClock
+    let round: Duration
+
+    init(clock: ManualClock, round: Duration, requestsAtOnce: Int) {
+        wrapped = MemoryProvider(id: "s3")
+        capabilities = ProviderCapabilities(batchLimit: 1000, requestsAtOnce: requestsAtOnce)
+        self.clock = clock
+        self.round = round
+    }
+
+    func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
+        let rounds = (items.count + capabilities.requestsAtOnce! - 1) / capabilities.requestsAtOnce!
+        for _ in 0..<rounds { try await clock.sleep(for: round) }
+        return try await wrapped.set(items)
+    }
+}
+
+@Suite struct PerRequestDeadlineTests {
+    /// The two pipelines on one moto: a 1,000-object S3 batch, 16 requests at a time, each round 4 s of a
+    /// 15 s deadline; the store cut the whole batch off at 15 s and failed every key with ERR_TIMEOUT.
+    @Test func aBatchOfManyRequestsGetsADeadlinePerRoundOfThem() async throws {
+        let clock = ManualClock()
+        let s3 = RoundTripProvider(clock: clock, round: .seconds(4), requestsAtOnce: 16)
+        let store = try makeStore([s3]) {
+            $0.clock = clock
+            $0.timeout = .seconds(15)
+        }
+        let items = (0..<1000).map { KeyValue("object.\($0)", "v") }
+        let write = Task { try await store.multiSet(items) }
+        // 63 rounds of 4 s: the clock moves a round at a time while the provider sleeps through them.
+        for _ in 0..<63 {
+            try await waitUntil { clock.sleeperCount == 2 }
+            clock.advance(by: .seconds(4))
+        }
+        let results = try await write.value
+        #expect(
+            results.allSatisfy { (try? $0.get()) != nil },
+            "\(results.first { (try? $0.get()) == nil }.map { "\($0)" } ?? "")")
+        #expect(try await s3.get(["object.999"]).map { try $0.get() } == ["v"])
+    }
+}
