@@ -65,8 +65,12 @@ public final class SQLiteOutboxStorage: OutboxStorage {
     /// The entries of an existing outbox file, those still in its write-ahead log included, read without write
     /// access (for dry runs): the database and its log are never written; see `SQLiteDatabase.Options.readOnly` for
     /// the index files SQLite may create.
+    ///
+    /// A file without the outbox table (a process killed while it created it) holds nothing.
     public static func snapshot(path: String) throws -> [OutboxEntry] {
-        try SQLiteOutboxStorage(database: SQLiteDatabase(path: path, options: .init(readOnly: true))).loadAll()
+        let database = try SQLiteDatabase(path: path, options: .init(readOnly: true))
+        guard try database.read({ try $0.hasTable("outbox") }) else { return [] }
+        return try SQLiteOutboxStorage(database: database).loadAll()
     }
 
     private init(database: SQLiteDatabase) { self.database = database }

@@ -151,6 +151,11 @@ public final class SQLiteConnection {
         return rows
     }
 
+    /// Whether the database holds a table named `name`.
+    public func hasTable(_ name: String) throws -> Bool {
+        try !query("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", [name]) { _ in true }.isEmpty
+    }
+
     /// The rowid of the most recent successful INSERT.
     public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
 

@@ -73,10 +73,7 @@ public struct SQLiteMigrator: Sendable {
     /// Names of the migrations recorded in the database, in the order they were applied.
     public static func appliedMigrations(in database: SQLiteDatabase) throws -> [String] {
         try database.read { connection in
-            let exists = try connection.query(
-                "SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = 'cloudsync_migrations'"
-            ) { _ in true }
-            guard !exists.isEmpty else { return [] }
+            guard try connection.hasTable("cloudsync_migrations") else { return [] }
             return try connection.query("SELECT name FROM cloudsync_migrations ORDER BY rowid") { $0.string(0) ?? "" }
         }
     }
