@@ -219,7 +219,7 @@ private struct Reader {
                         file: file, mark: provider.mark, message: "provider `\(provider.id)` (\(provider.type)): \($0)",
                         isWarning: true)
                 }
-            })
+            }, writtenName: nameText?.display)
     }
 
     /// Ids (pipeline name, providers, codecs, keys) follow the one character rule of the core: CloudKit's

@@ -118,7 +118,8 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
         }
         let display = { (value: Interpolated) -> String in value.isInterpolated ? value.display : relative(value.value)
         }
-        name = spec.name
+        // As written: a name taken from the environment is shown as its reference, as every other value is.
+        name = spec.writtenName ?? spec.name
         version = spec.version
         state = relative(spec.state)
         providers = spec.providers.map { provider in

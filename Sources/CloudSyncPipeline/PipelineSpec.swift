@@ -36,6 +36,8 @@ public struct PipelineSpec: Sendable {
     /// What is worth knowing about the file but does not stop it from loading (a provider type never available on
     /// this platform).
     public var warnings: [PipelineDiagnostic] = []
+    /// The name as the file writes it (a `${env:…}` reference stays a reference), for output that shows the file.
+    public var writtenName: String? = nil
 }
 
 /// A value taken from the file, remembering whether it came from `${...}` so output can show the reference

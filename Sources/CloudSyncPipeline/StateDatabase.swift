@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncLocal
 import CloudSyncSQLite
 import Foundation
 
@@ -104,9 +105,20 @@ public final class StateDatabase: ProviderStateStore {
                 database = try SQLiteDatabase(path: path, options: SQLiteDatabase.Options(writeAheadLog: false))
                 try Self.migrations.migrate(database)
             }
+        } catch let error as SQLiteError where error.code.primary == .full {
+            throw CloudSyncError(
+                .quotaExceeded,
+                "the state database \(path) cannot be written: the disk under it is full (\(error.message)); free "
+                    + "space on that file system and run again")
+        } catch let error as SQLiteError {
+            throw CloudSyncError(
+                .config, "cannot open the state database \(path): \(error.message); check the state directory")
+        } catch let error as CloudSyncError {
+            throw error
         } catch {
             throw CloudSyncError(
-                .config, "cannot open the state database \(path): \(error); check the state directory")
+                .config,
+                "cannot open the state database \(path): \(describeFileError(error)); check the state directory")
         }
     }
 

@@ -47,6 +47,30 @@ import Testing
         try #require(try JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8)) as? [String: Any])
     }
 
+    /// A full disk under the state directory was ERR_CONFIG with the code repeated and the SQL in the message; it is
+    /// ERR_QUOTA_EXCEEDED, and the error says the disk is full.
+    @Test func aFullDiskUnderTheStateDirectoryIsQuotaExceeded() async throws {
+        let mount = directory.file("full")
+        try await onTmpfs(mount, kilobytes: 64) {
+            // Fill it to the last block.
+            #expect(FileManager.default.createFile(atPath: mount + "/fill", contents: nil))
+            let filler = try #require(FileHandle(forWritingAtPath: mount + "/fill"))
+            while (try? filler.write(contentsOf: Data(count: 4096))) != nil {}
+            try? filler.close()
+            let path = directory.file("p.yaml")
+            try
+                ("version: 1\nname: p\nstate: full/state\nproviders: { a: { type: memory } }\n"
+                + "store: { providers: [a] }\njobs: [{ type: flush }]\n").write(
+                    toFile: path, atomically: true, encoding: .utf8)
+            let result = try await run(executable, ["run", path])
+            #expect(result.status != 0)
+            #expect(result.standardError.contains("Error: ERR_QUOTA_EXCEEDED: "), "\(result.standardError)")
+            #expect(result.standardError.contains("the disk under it is full"), "\(result.standardError)")
+            #expect(!result.standardError.contains("CREATE TABLE"), "\(result.standardError)")
+            #expect(result.standardError.components(separatedBy: "ERR_").count == 2, "\(result.standardError)")
+        }
+    }
+
     @Test func directoryAndSQLiteProvidersOnAFullDiskSayWhatDidNotLand() async throws {
         let full = directory.file("full")
         try await onTmpfs(full, kilobytes: 256) {

@@ -136,4 +136,18 @@ import Testing
                 ])
         }
     }
+
+    /// `plan` showed the pipeline's name expanded from the environment while it shows every other value as written.
+    @Test func planShowsANameFromTheEnvironmentAsWritten() throws {
+        let environment = ["PIPELINE": "nightly-backup"]
+        let spec = try PipelineLoader.load(
+            source:
+                "version: 1\nname: ${env:PIPELINE}\nproviders: { a: { type: memory } }\nstore: { providers: [a] }\n",
+            file: "p.yaml", directory: "/tmp", registry: BuiltInProviders.registry, environment: environment)
+        #expect(spec.name == "nightly-backup")
+        let plan = PipelinePlan(try PipelineCompiler.compile(spec, environment: environment))
+        #expect(plan.text().hasPrefix("pipeline ${env:PIPELINE} (version 1)"), "\(plan.text())")
+        #expect(!plan.text().contains("pipeline nightly-backup"))
+        #expect(plan.json().contains("\"name\" : \"${env:PIPELINE}\""), "\(plan.json())")
+    }
 }
