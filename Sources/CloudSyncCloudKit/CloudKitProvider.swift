@@ -10,7 +10,9 @@ import Synchronization
 /// request, per-record errors reported in their keys' slots; listing walks `changes/zone` from no token, its sync
 /// token the cursor, skipping tombstones. A missing zone (`ZONE_NOT_FOUND`) is created and the request sent once more.
 /// CloudKit has no usage endpoint, so ``quota()`` is nil; it has no change events here (``subscribeToRemoteChanges(_:)``
-/// is nil), and its identity is the user record name.
+/// is nil), and its identity is the user record name: every `users/caller` answer (each availability probe, each
+/// ``accountIdentity()``) is compared with the last one, and another user, or nobody signed in, is an account event
+/// with `identityChanged`, as the Drive provider reports a changed `permissionId`.
 public final class CloudKitProvider: Provider {
     /// The provider's id in the store.
     public let id: String
@@ -24,7 +26,10 @@ public final class CloudKitProvider: Provider {
     public let field: String
     private let readOnly: Bool
     private let closed = Mutex(false)
-    private let identity = Mutex<String?>(nil)
+    /// The last user record name `users/caller` answered, and whether that user was signed out since; kept across
+    /// `clearCaches()`, which another provider's account event may cause.
+    private let identity = Mutex<(user: String?, signedOut: Bool)>((nil, false))
+    private let accountListeners = Subscribers<AccountEvent>()
 
     /// A provider on `bridge`'s zone, its records of `recordType` holding the value in `field`.
     public init(
@@ -43,7 +48,8 @@ public final class CloudKitProvider: Provider {
     public static func capabilities(recordMaxBytes: Int) -> ProviderCapabilities {
         ProviderCapabilities(
             maxValueBytes: recordMaxBytes, tier: .record, keyRules: KeyRule.cloudKitRecordName,
-            batchLimit: CloudKitBridge.maxOperationsPerRequest, canList: true, reportsQuota: false)
+            batchLimit: CloudKitBridge.maxOperationsPerRequest, canList: true, reportsQuota: false,
+            emitsAccountEvents: true)
     }
 
     private var zoneDescription: String {
@@ -72,21 +78,53 @@ public final class CloudKitProvider: Provider {
         bridge.close()
     }
 
-    /// Forgets the remembered user record name.
-    public func clearCaches() async { identity.withLock { $0 = nil } }
+    /// Nothing is cached about the account but the user it was last seen as, which stays, so an account change after
+    /// another provider's is still noticed.
+    public func clearCaches() async {}
+
+    /// Calls `handler` when `users/caller` names another user than before, or nobody.
+    public func subscribeToAccountChanges(_ handler: @escaping @Sendable (AccountEvent) -> Void)
+        -> ProviderSubscription?
+    {
+        accountListeners.add(handler)
+    }
+
+    /// Remembers who `users/caller` answered (nil: nobody signed in) and tells subscribers when that changed.
+    ///
+    /// The first answer is only remembered. Another user is an event; so is nobody (reported once); the same user
+    /// again after a sign-out is not, since the sign-out was reported.
+    private func noteCaller(_ user: String?) {
+        let event = identity.withLock { known -> AccountEvent? in
+            let previous = known.user
+            let wasSignedOut = known.signedOut
+            if let user { known = (user, false) } else { known.signedOut = true }
+            guard let previous else { return nil }
+            if let user {
+                guard user != previous else { return nil }
+                return AccountEvent(
+                    identityChanged: true, status: .available, provider: id, eventID: "cloudKit:\(id):\(user)")
+            }
+            guard !wasSignedOut else { return nil }
+            return AccountEvent(
+                identityChanged: true, status: .noAccount, provider: id,
+                eventID: "cloudKit:\(id):signedOut:\(previous)")
+        }
+        if let event { accountListeners.notify(event) }
+    }
 
     /// Available when `users/caller` names a user; otherwise why not: `signedOut` (naming `cloudsync login`),
     /// `misconfigured` (API token, container or environment refused), `offline`, `timedOut`.
     public func availability() async -> Availability {
         if closed.withLock({ $0 }) { return .unavailable(.closed, "the cloudKit provider \(id) was closed") }
         do {
-            let user = try await bridge.userRecordID()
-            identity.withLock { $0 = user }
+            noteCaller(try await bridge.userRecordID())
             return .available
         } catch {
             let mapped = map(error)
             switch mapped.code {
-            case .notSignedIn: return .unavailable(.signedOut, mapped.message)
+            case .notSignedIn:
+                noteCaller(nil)
+                return .unavailable(.signedOut, mapped.message)
             case .containerMisconfigured: return .unavailable(.misconfigured, mapped.message)
             case .offline: return .unavailable(.offline, mapped.message)
             case .timeout: return .unavailable(.timedOut, mapped.message)
@@ -95,16 +133,17 @@ public final class CloudKitProvider: Provider {
         }
     }
 
-    /// The signed-in user's record name, stable per iCloud account and container.
+    /// The signed-in user's record name, stable per iCloud account and container, asked of `users/caller` each time.
     public func accountIdentity() async throws -> String? {
         try ensureOpen()
-        if let known = identity.withLock({ $0 }) { return known }
         do {
             let user = try await bridge.userRecordID()
-            identity.withLock { $0 = user }
+            noteCaller(user)
             return user
         } catch {
-            throw map(error)
+            let mapped = map(error)
+            if mapped.code == .notSignedIn { noteCaller(nil) }
+            throw mapped
         }
     }
 

@@ -167,6 +167,17 @@ public final class CloudKitWebAuthEmulator: Sendable {
         state.withLock { $0.sessions.removeAll { $0.appleID == appleID } }
     }
 
+    /// Makes every session of `appleID` belong to `newAppleID` from now on, tokens and all: what a client sees when the
+    /// iCloud account behind its sign-in changes (`users/caller` names another user).
+    public func switchAccount(of appleID: String, to newAppleID: String) {
+        state.withLock { state in
+            for index in state.sessions.indices where state.sessions[index].appleID == appleID {
+                state.sessions[index].appleID = newAppleID
+                state.sessions[index].userRecordName = Self.userRecordName(newAppleID, state.sessions[index].container)
+            }
+        }
+    }
+
     /// CloudKit's user record name for `appleID` in `container`: stable, different per container, as CloudKit's are.
     public static func userRecordName(_ appleID: String, _ container: String) -> String {
         "_" + sha256Hex(container + "\n" + appleID.lowercased()).prefix(32)

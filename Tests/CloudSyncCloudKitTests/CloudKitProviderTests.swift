@@ -137,6 +137,56 @@ extension CloudKitFixture {
         #expect(provider.subscribeToRemoteChanges { _ in } == nil)
     }
 
+    /// Another user behind the sign-in, or nobody, is an account event.
+    ///
+    /// The seed: "cloudKit reports account changes". It reported none, so a long-lived store over CloudKit never
+    /// abandoned its outbox when the iCloud account changed.
+    @Test func anotherUserBehindTheSignInIsAnAccountChange() async throws {
+        let fixture = try CloudKitFixture()
+        let provider = try fixture.provider()
+        #expect(provider.capabilities.emitsAccountEvents)
+        let events = Mutex<[AccountEvent]>([])
+        let subscription = provider.subscribeToAccountChanges { event in events.withLock { $0.append(event) } }
+        #expect(await provider.availability() == .available)
+        #expect(await provider.availability() == .available)
+        #expect(events.withLock { $0 }.isEmpty)
+        fixture.emulator.webAuth.switchAccount(of: "user@example.com", to: "someone.else@example.com")
+        #expect(await provider.availability() == .available)
+        let other = CloudKitWebAuthEmulator.userRecordName("someone.else@example.com", CloudKitFixture.container)
+        #expect(try await provider.accountIdentity() == other)
+        #expect(events.withLock { $0.map(\.identityChanged) } == [true])
+        #expect(events.withLock { $0.first?.status } == .available)
+        // Signed out: reported once, however often it is asked.
+        fixture.emulator.webAuth.signOut(appleID: "someone.else@example.com")
+        #expect(await provider.availability().reason == .signedOut)
+        #expect(await provider.availability().reason == .signedOut)
+        #expect(events.withLock { $0.map(\.status) } == [.available, .noAccount])
+        subscription?.cancel()
+    }
+
+    /// A store over CloudKit abandons what it queued for the previous user once a probe sees another one.
+    @Test func aStoreAbandonsItsOutboxWhenTheICloudAccountChanges() async throws {
+        let fixture = try CloudKitFixture()
+        let cloudKit = FaultInjectingProvider(try fixture.provider())
+        let clock = ManualClock()
+        var options = StoreOptions()
+        options.clock = clock
+        options.timeout = nil
+        let drops = Mutex<[Outbox.DropReason]>([])
+        options.outbox = try Outbox(
+            storage: InMemoryOutboxStorage(), onDropped: { _, reason in drops.withLock { $0.append(reason) } })
+        let store = try CloudStore(providers: [cloudKit], options: options)
+        cloudKit.fail(.set, with: CloudSyncError(.offline, "the network is down"))
+        let receipt = try await store.set("the first user's", forKey: "note")
+        #expect(receipt.queued == ["ck"])
+        fixture.emulator.webAuth.switchAccount(of: "user@example.com", to: "someone.else@example.com")
+        clock.advance(by: .seconds(60))
+        _ = try await store.availability(of: "ck")
+        try await waitUntil { store.pendingWrites().isEmpty }
+        #expect(drops.withLock { $0 } == [.accountChanged])
+        store.close()
+    }
+
     @Test func withoutASignInTheProviderIsSignedOutNamingLogin() async throws {
         let fixture = try CloudKitFixture()
         let provider = try fixture.provider(webAuthToken: .some(nil))
