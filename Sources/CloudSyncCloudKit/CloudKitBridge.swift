@@ -358,12 +358,14 @@ public final class CloudKitBridge: Sendable {
         if let limit { zone["resultsLimit"] = max(1, min(limit, Self.maxOperationsPerRequest)) }
         let what = "fetching changes of the zone \(configuration.zoneName)"
         let answer = try await call(
-            .post, configuration.url("changes/zone"), body: ["zones": [zone]], doing: what, retrySafe: true)
+            .post, configuration.url("changes/zone"), body: ["zones": [zone]], doing: what, retrySafe: true,
+            aboutSyncToken: token != nil)
         guard let entry = (answer["zones"] as? [[String: Any]])?.first else {
             throw CloudKitError(.error, "CloudKit answered changes/zone without a zone")
         }
         if entry["serverErrorCode"] is String {
-            var error = CloudKitError.from(dictionary: entry, httpStatus: nil, doing: what, secrets: secrets)
+            var error = CloudKitError.from(
+                dictionary: entry, httpStatus: nil, doing: what, secrets: secrets, aboutSyncToken: token != nil)
             if token == nil, error.code == .tokenExpired { error.code = .badInput }
             throw error
         }
@@ -419,8 +421,11 @@ public final class CloudKitBridge: Sendable {
     }
 
     /// Sends one call and returns its JSON object; a non-2xx answer is thrown as the error its dictionary describes.
+    ///
+    /// `aboutSyncToken`: the request carries a sync token, so a refusal that names a token is about it.
     private func call(
-        _ method: HTTPMethod, _ url: URL, body: [String: Any]?, doing what: String, retrySafe: Bool = false
+        _ method: HTTPMethod, _ url: URL, body: [String: Any]?, doing what: String, retrySafe: Bool = false,
+        aboutSyncToken: Bool = false
     ) async throws(CloudKitError) -> [String: Any] {
         try requireToken()
         var request = HTTPRequest(method: method, url: url, isRetrySafe: retrySafe)
@@ -451,7 +456,8 @@ public final class CloudKitBridge: Sendable {
         guard response.isSuccess else {
             if let object, object["serverErrorCode"] is String {
                 throw CloudKitError.from(
-                    dictionary: object, httpStatus: response.status, doing: what, secrets: secrets)
+                    dictionary: object, httpStatus: response.status, doing: what, secrets: secrets,
+                    aboutSyncToken: aboutSyncToken)
             }
             let mapped = HTTPErrorMapping.error(for: response, to: request)
             throw CloudKitError(

@@ -97,15 +97,20 @@ public struct CloudKitError: Error, Sendable, Equatable, CustomStringConvertible
     }
 
     /// The error a CloudKit error dictionary (top-level or per record) describes.
+    ///
+    /// `aboutSyncToken`: the request carried a sync token (`changes/zone` after a cursor), so a `BAD_REQUEST` whose
+    /// reason names a token is that token expired or refused (``CloudKitErrorCode/tokenExpired``). The code and the
+    /// reason decide together, since CloudKit Web Services documents no code of its own for it.
     static func from(
-        dictionary: [String: Any], httpStatus: Int?, doing what: String, secrets: [String]
+        dictionary: [String: Any], httpStatus: Int?, doing what: String, secrets: [String],
+        aboutSyncToken: Bool = false
     ) -> CloudKitError {
         let serverCode = dictionary["serverErrorCode"] as? String ?? "UNKNOWN_ERROR"
         let reason = strike(secrets, from: dictionary["reason"] as? String ?? "")
         let retryAfter = (dictionary["retryAfter"] as? NSNumber).map { Int(($0.doubleValue * 1000).rounded(.up)) }
         let recordName = dictionary["recordName"] as? String
         var code = code(forServerErrorCode: serverCode, reason: reason)
-        if what.hasPrefix("fetching changes"), serverCode == "BAD_REQUEST", mentionsSyncToken(reason) {
+        if aboutSyncToken, serverCode == "BAD_REQUEST", mentionsSyncToken(reason) {
             code = .tokenExpired
         }
         let status = httpStatus.map { " (HTTP \($0))" } ?? ""
@@ -118,9 +123,13 @@ public struct CloudKitError: Error, Sendable, Equatable, CustomStringConvertible
 
     /// Whether a `BAD_REQUEST` reason is about the sync token; CloudKit Web Services documents no code of its own for
     /// an expired change token, so the reason is what tells (api-facts B.6 lists none; this is an inference).
+    ///
+    /// Any token but the request's credentials (the API token, the web auth token) counts, in whatever words: "the
+    /// syncToken is expired", "change token", "continuation marker".
     static func mentionsSyncToken(_ reason: String) -> Bool {
         let lower = reason.lowercased()
-        return lower.contains("synctoken") || lower.contains("sync token") || lower.contains("change token")
+        if lower.contains("api token") || lower.contains("apitoken") || lower.contains("auth") { return false }
+        return ["token", "continuation", "marker"].contains { lower.contains($0) }
     }
 
     /// What to do about `code`, as a clause starting with `; `.

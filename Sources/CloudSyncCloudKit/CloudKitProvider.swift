@@ -242,15 +242,34 @@ public final class CloudKitProvider: Provider {
     }
 
     /// Runs `body`; when the zone is missing, creates it (if `creating`) and runs `body` once more.
+    ///
+    /// A missing zone is told either way CloudKit may tell it: `ZONE_NOT_FOUND` for the request, or a 200 whose every
+    /// record carries `ZONE_NOT_FOUND` (thrown here as the zone's error, so a read-only caller reads nothing).
     private func inZone<T>(
-        creating: Bool, _ body: () async throws(CloudKitError) -> T
-    ) async throws(CloudKitError) -> T {
-        do {
-            return try await body()
-        } catch  where error.code == .zoneNotFound && creating {
-            try await bridge.ensureZone()
-            return try await body()
+        creating: Bool, _ body: () async throws(CloudKitError) -> [Result<T, CloudKitError>]
+    ) async throws(CloudKitError) -> [Result<T, CloudKitError>] {
+        func missingZone(_ results: [Result<T, CloudKitError>]) -> CloudKitError? {
+            var first: CloudKitError?
+            for result in results {
+                guard case .failure(let error) = result, error.code == .zoneNotFound else { return nil }
+                first = first ?? error
+            }
+            return first
         }
+        var missing: CloudKitError
+        do throws(CloudKitError) {
+            let results = try await body()
+            guard let zoneError = missingZone(results) else { return results }
+            missing = zoneError
+        } catch {
+            guard error.code == .zoneNotFound else { throw error }
+            missing = error
+        }
+        guard creating else { throw missing }
+        try await bridge.ensureZone()
+        let results = try await body()
+        if let zoneError = missingZone(results) { throw zoneError }
+        return results
     }
 
     // MARK: Listing

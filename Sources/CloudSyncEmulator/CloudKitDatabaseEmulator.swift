@@ -33,9 +33,34 @@ public final class CloudKitDatabaseEmulator: Sendable {
         public var maxOperations = 200
         /// The largest record, in bytes of its field values.
         public var maxRecordBytes = 1_048_576
+        /// How `records/lookup` and `records/modify` answer for a zone that does not exist: documented only by
+        /// its code, so both readings are served.
+        public var missingZone = MissingZoneAnswer.wholeRequest
+        /// How `changes/zone` refuses an expired or foreign sync token: CloudKit Web Services documents no code of
+        /// its own for it, so each plausible answer is served.
+        public var expiredToken = ExpiredTokenAnswer.badRequest
 
         /// The defaults.
         public init() {}
+    }
+
+    /// Readings of a missing zone's answer to record operations.
+    public enum MissingZoneAnswer: String, Sendable, CaseIterable {
+        /// 404 with `serverErrorCode` `ZONE_NOT_FOUND` for the request.
+        case wholeRequest
+        /// 200 with a `ZONE_NOT_FOUND` error in every record's slot.
+        case perRecord
+    }
+
+    /// Readings of an expired sync token's answer.
+    public enum ExpiredTokenAnswer: String, Sendable, CaseIterable {
+        /// `BAD_REQUEST` whose reason says the sync token is expired.
+        case badRequest
+        /// `CHANGE_TOKEN_EXPIRED`, the code Apple's native frameworks use.
+        case changeTokenExpired
+        /// `BAD_REQUEST` whose reason names the token with other words ("the continuation marker is no longer
+        /// valid").
+        case badRequestOtherWording
     }
 
     /// What the database keeps across restarts.
@@ -330,7 +355,9 @@ public final class CloudKitDatabaseEmulator: Sendable {
     }
 
     /// The zone a records call names, or the answer refusing it.
-    private func zone(of body: [String: Any], _ context: Context, _ state: SavedState) -> ZoneCheck {
+    /// The zone `body` names, or the answer refusing the request; `names` are the records it is about, each given a
+    /// `ZONE_NOT_FOUND` of its own when ``Configuration/missingZone`` says so.
+    private func zone(of body: [String: Any], _ context: Context, _ state: SavedState, names: [String]) -> ZoneCheck {
         let name = Self.zoneName(body["zoneID"]) ?? "_defaultZone"
         if name == "_defaultZone" {
             return .refused(
@@ -341,6 +368,14 @@ public final class CloudKitDatabaseEmulator: Sendable {
                 ))
         }
         guard state.databases[context.database]?.zones[name] != nil else {
+            if context.configuration.missingZone == .perRecord {
+                let records = names.map { record in
+                    Self.error(
+                        "ZONE_NOT_FOUND", "zone \(name) does not exist",
+                        extra: ["recordName": record, "zoneID": zoneID(name, context)])
+                }
+                return .refused((200, ["records": records]))
+            }
             return .refused(
                 (
                     404,
@@ -368,7 +403,7 @@ public final class CloudKitDatabaseEmulator: Sendable {
             )
         }
         let zone: String
-        switch self.zone(of: body, context, state) {
+        switch self.zone(of: body, context, state, names: names) {
         case .refused(let answer): return answer
         case .found(let name): zone = name
         }
@@ -398,7 +433,8 @@ public final class CloudKitDatabaseEmulator: Sendable {
             )
         }
         let zone: String
-        switch self.zone(of: body, context, state) {
+        let names = operations.map { ($0["record"] as? [String: Any])?["recordName"] as? String ?? "" }
+        switch self.zone(of: body, context, state, names: names) {
         case .refused(let answer): return answer
         case .found(let name): zone = name
         }
@@ -558,10 +594,19 @@ public final class CloudKitDatabaseEmulator: Sendable {
                 guard let position = Self.position(of: token, zone: name, incarnation: zone.incarnation),
                     position >= zone.tokenFloor
                 else {
-                    return Self.error(
-                        "BAD_REQUEST",
-                        "the syncToken is expired or does not belong to zone \(name); fetch again without one",
-                        extra: ["zoneID": zoneID(name, context)])
+                    let zoneID = ["zoneID": zoneID(name, context)]
+                    switch context.configuration.expiredToken {
+                    case .badRequest:
+                        return Self.error(
+                            "BAD_REQUEST",
+                            "the syncToken is expired or does not belong to zone \(name); fetch again without one",
+                            extra: zoneID)
+                    case .changeTokenExpired:
+                        return Self.error("CHANGE_TOKEN_EXPIRED", "the change token has expired", extra: zoneID)
+                    case .badRequestOtherWording:
+                        return Self.error(
+                            "BAD_REQUEST", "the continuation marker is no longer valid for zone \(name)", extra: zoneID)
+                    }
                 }
                 after = position
             }

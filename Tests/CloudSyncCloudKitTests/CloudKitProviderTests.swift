@@ -187,6 +187,43 @@ extension CloudKitFixture {
         store.close()
     }
 
+    /// Under each way the emulator can say a zone is missing (for the request, or in every record's slot of a 200),
+    /// a write creates the zone and is sent again, and a dry run's read finds nothing.
+    @Test(arguments: CloudKitDatabaseEmulator.MissingZoneAnswer.allCases)
+    func aMissingZoneIsCreatedHoweverItIsReported(answer: CloudKitDatabaseEmulator.MissingZoneAnswer) async throws {
+        let fixture = try CloudKitFixture()
+        fixture.emulator.database.configure { $0.missingZone = answer }
+        let dryRun = try fixture.provider(zone: "Fresh", readOnly: true)
+        #expect(try await dryRun.get(["a", "b"]).map { try $0.get() } == [nil, nil])
+        let provider = try fixture.provider(zone: "Fresh")
+        let written = try await provider.set([KeyValue("a", "1"), KeyValue("b", "2")])
+        #expect(written.allSatisfy { (try? $0.get()) != nil }, "\(written)")
+        #expect(try await provider.get(["a", "b"]).map { try $0.get() } == ["1", "2"])
+    }
+
+    /// Each wording the emulator can refuse an expired sync token with is recognised, by its code and reason
+    /// together, as an expired cursor: the change feed falls back to a full comparison instead of failing.
+    @Test(arguments: CloudKitDatabaseEmulator.ExpiredTokenAnswer.allCases)
+    func anExpiredSyncTokenIsRecognisedInEveryWording(answer: CloudKitDatabaseEmulator.ExpiredTokenAnswer)
+        async throws
+    {
+        let fixture = try CloudKitFixture()
+        fixture.emulator.database.configure { $0.expiredToken = answer }
+        let provider = try fixture.provider()
+        _ = try await provider.set([KeyValue("a", "1")])
+        let cursor = try #require(try await provider.changeFeedCursor())
+        fixture.emulator.database.expireChangeTokens(
+            container: CloudKitFixture.container, environment: fixture.environment, zone: "CloudSyncZone")
+        guard case .expired = try await provider.changes(since: cursor, limit: 10) else {
+            Issue.record("an expired token (\(answer)) was not recognised")
+            return
+        }
+        let error = await #expect(throws: CloudKitError.self) {
+            try await provider.bridge.fetchChangesPage(since: cursor, limit: 10)
+        }
+        #expect(error?.code == .tokenExpired)
+    }
+
     @Test func withoutASignInTheProviderIsSignedOutNamingLogin() async throws {
         let fixture = try CloudKitFixture()
         let provider = try fixture.provider(webAuthToken: .some(nil))
