@@ -355,8 +355,9 @@ public final class CloudKitDatabaseEmulator: Sendable {
     }
 
     /// The zone a records call names, or the answer refusing it.
-    /// The zone `body` names, or the answer refusing the request; `names` are the records it is about, each given a
-    /// `ZONE_NOT_FOUND` of its own when ``Configuration/missingZone`` says so.
+    ///
+    /// `names` are the records it is about, each given a `ZONE_NOT_FOUND` of its own when
+    /// ``Configuration/missingZone`` says so.
     private func zone(of body: [String: Any], _ context: Context, _ state: SavedState, names: [String]) -> ZoneCheck {
         let name = Self.zoneName(body["zoneID"]) ?? "_defaultZone"
         if name == "_defaultZone" {
