@@ -31,7 +31,7 @@ struct BatchDispatcher: Sendable {
         let timeout = self.timeout.map { $0 * rounds }
         var onAbandoned: (@Sendable (Task<Void, Never>) -> Void)?
         if !keys.isEmpty, let registry = abandoned {
-            onAbandoned = { task in registry.register(task, keys: keys) }
+            onAbandoned = { task in registry.register(task, keys: keys, provider: id) }
         }
         do {
             return try await withDeadline(
@@ -132,34 +132,51 @@ extension CloudStore {
     }
 }
 
-/// Writes whose provider call outlived the store's deadline and still runs, by key.
+/// Writes whose provider call outlived the store's deadline and still runs, by key and provider.
 ///
-/// The caller was released at the deadline, but the call may yet land; whoever holds the key's lock waits for it
-/// (bounded by a second deadline) before letting the next write of the key start, so the late one cannot land after
-/// the newer one.
+/// The caller was released at the deadline, but the call may yet land. Whoever takes the key's lock waits for it
+/// (bounded by a second deadline); a write still running after that may land after anything sent now, so the key is
+/// not written to that provider again until it returns: the newer write waits in the outbox
+/// (``CloudStore/lockForWriting(_:)`` answers which pairs are still in flight). A write is forgotten here only once
+/// it has returned.
 final class AbandonedWrites: Sendable {
-    private let running = Protected<[StoreKey: [Task<Void, Never>]]>([:])
+    private let running = Protected<[OutboxPair: [Task<Void, Never>]]>([:])
 
-    func register(_ task: Task<Void, Never>, keys: [String]) {
-        running.withLock { running in for key in keys { running[StoreKey(key), default: []].append(task) } }
+    func register(_ task: Task<Void, Never>, keys: [String], provider: String) {
+        let pairs = keys.map { OutboxPair(key: $0, provider: provider) }
+        running.withLock { running in for pair in pairs { running[pair, default: []].append(task) } }
+        // Forgotten once it has returned, not before: until then the provider may still take it.
+        Task { [running] in
+            await task.value
+            running.withLock { running in
+                for pair in pairs {
+                    running[pair]?.removeAll { $0 == task }
+                    if running[pair]?.isEmpty == true { running[pair] = nil }
+                }
+            }
+        }
     }
 
-    /// Waits until every abandoned write of `keys` has returned, or `timeout` has passed on `clock`; false when some
-    /// were still running at the end.
+    /// Whether any write of `key` to `provider` that outlived its deadline is still running.
+    func isRunning(key: String, provider: String) -> Bool {
+        running.withLock { $0.isEmpty ? false : $0[OutboxPair(key: key, provider: provider)] != nil }
+    }
+
+    /// Waits until every abandoned write of `keys` has returned, or `timeout` has passed on `clock`; answers the
+    /// (key, provider) pairs whose writes were still running at the end.
     @discardableResult
-    func settle(_ keys: Set<StoreKey>, timeout: Duration?, clock: any StoreClock) async -> Bool {
+    func settle(_ keys: Set<StoreKey>, timeout: Duration?, clock: any StoreClock) async -> Set<OutboxPair> {
         // Nearly always nothing is abandoned: then no key is looked up.
         let tasks = running.withLock { running in
-            running.isEmpty ? [] : keys.flatMap { running.removeValue(forKey: $0) ?? [] }
+            running.isEmpty ? [] : running.filter { keys.contains($0.key.key) }.values.flatMap { $0 }
         }
-        guard !tasks.isEmpty else { return true }
-        let finished =
-            (try? await withDeadline(
-                timeout, clock: clock, timeoutError: { CloudSyncError(.timeout, "abandoned writes still running") },
-                {
-                    for task in tasks { await task.value }
-                    return true
-                })) ?? false
-        return finished
+        guard !tasks.isEmpty else { return [] }
+        _ = try? await withDeadline(
+            timeout, clock: clock, timeoutError: { CloudSyncError(.timeout, "abandoned writes still running") },
+            {
+                for task in tasks { await task.value }
+                return true
+            })
+        return running.withLock { running in Set(running.keys.filter { keys.contains($0.key) }) }
     }
 }

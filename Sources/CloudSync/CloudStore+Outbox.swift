@@ -62,14 +62,18 @@ extension CloudStore {
         let dispatcher = dispatcher(for: provider)
         for chunk in entries.chunked(provider.capabilities.batchLimit) {
             let keys = chunk.map(\.key).keySet()
-            await lockForWriting(keys)
+            let inFlight = await lockForWriting(keys)
             // Checked after the wait, under the locks: a direct write may have superseded an entry meanwhile, and an
             // account switch abandons them all.
             guard outbox.generation == generation else {
                 keyLocks.release(keys)
                 return tally
             }
-            let batch = chunk.filter { outbox.isQueued($0.id) }
+            // An entry whose earlier write to the provider still runs waits, without spending an attempt: sent now, it
+            // could be overwritten by that write when it lands.
+            let batch = chunk.filter { entry in
+                outbox.isQueued(entry.id) && !inFlight.contains(OutboxPair(key: entry.key, provider: entry.provider))
+            }
             let outcomes =
                 batch.first?.operation == .set
                 ? await dispatcher.set(batch.map { KeyValue($0.key, $0.encodedValue ?? "") })

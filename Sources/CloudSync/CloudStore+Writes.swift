@@ -122,7 +122,7 @@ extension CloudStore {
         // A write and an outbox flush (or a read repair) of the same key never overlap, so neither can land after
         // this write.
         let lockedKeys = keys.keySet()
-        await lockForWriting(lockedKeys)
+        let inFlight = await lockForWriting(lockedKeys)
         defer { keyLocks.release(lockedKeys) }
         // Work begun under one account is never queued under the next.
         let generation = options.outbox?.generation
@@ -162,7 +162,7 @@ extension CloudStore {
             plan.close(index, from: starts)
         }
 
-        let outcomes = await deliver(operation, plan.primary, to: targets, keys: keys)
+        let outcomes = await deliver(operation, plan.primary, to: targets, keys: keys, holding: inFlight)
         // What the outcomes leave to queue is queued for all items at once, one storage transaction; the errors to
         // report wait until it is done.
         let (settled, unreported) = withOutboxBatch(generation: generation) { batch in
@@ -193,7 +193,7 @@ extension CloudStore {
             if case .success = results[index] { cleanups += plan.cleanup[plan.cleanupRange[index]] }
         }
         guard !cleanups.isEmpty else { return results.map { $0! } }
-        let cleaned = await deliver(.remove, cleanups, to: targets, keys: keys)
+        let cleaned = await deliver(.remove, cleanups, to: targets, keys: keys, holding: inFlight)
         let failedCleanups = withOutboxBatch(generation: generation) { batch in
             var unreported: [CloudSyncError] = []
             for (change, outcome) in zip(cleanups, cleaned) {
@@ -347,9 +347,23 @@ extension CloudStore {
 
     /// Sends each change to its provider, each provider its share in batches of its batch limit, all providers at
     /// once; the outcomes in the order of `changes`.
+    ///
+    /// A change for a (key, provider) pair in `holding` (an earlier write to it may still land) is not sent: its
+    /// outcome is ``CloudStore/heldBehindEarlierWrite(key:provider:)``, which may pass, so it is queued.
     private func deliver(
-        _ operation: FailedWrite.Operation, _ changes: [Change], to targets: [Target], keys: [String]
+        _ operation: FailedWrite.Operation, _ changes: [Change], to targets: [Target], keys: [String],
+        holding: Set<OutboxPair> = []
     ) async -> [Result<Void, CloudSyncError>] {
+        if !holding.isEmpty {
+            let held = changes.map { holding.contains(OutboxPair(key: keys[$0.item], provider: targets[$0.target].id)) }
+            let sent = await deliver(operation, zip(changes, held).filter { !$1 }.map(\.0), to: targets, keys: keys)
+            var outcomes = sent.makeIterator()
+            return zip(changes, held).map { change, held in
+                held
+                    ? .failure(Self.heldBehindEarlierWrite(key: keys[change.item], provider: targets[change.target].id))
+                    : outcomes.next()!
+            }
+        }
         guard let first = changes.first?.target else { return [] }
         if changes.allSatisfy({ $0.target == first }) {
             // One provider: its calls run in this task, with no child task to start and wait for, and its outcomes

@@ -115,9 +115,23 @@ public final class CloudStore: Sendable {
     ///
     /// First it lets any earlier write of them that outlived its deadline return (bounded by a second deadline), so
     /// that late call cannot land after this one. Release with `keyLocks.release(keys)`.
-    func lockForWriting(_ keys: Set<StoreKey>) async {
+    ///
+    /// Answers the (key, provider) pairs whose earlier write is still running after that wait: it may land after
+    /// anything sent now, so nothing of those keys goes to those providers; it waits in the outbox instead.
+    @discardableResult
+    func lockForWriting(_ keys: Set<StoreKey>) async -> Set<OutboxPair> {
         await keyLocks.acquire(keys)
-        await abandonedWrites.settle(keys, timeout: options.timeout, clock: options.clock)
+        return await abandonedWrites.settle(keys, timeout: options.timeout, clock: options.clock)
+    }
+
+    /// The error of a change held back from `provider` because an earlier write of `key` to it may still land: it may
+    /// pass (the change waits in the outbox until that write returns).
+    static func heldBehindEarlierWrite(key: String, provider: String) -> CloudSyncError {
+        CloudSyncError(
+            .timeout,
+            "an earlier write of this key to \(provider) outlived its deadline and may still land; this change waits in "
+                + "the outbox until that write returns, so the earlier one cannot overwrite it",
+            provider: provider, key: key)
     }
 
     /// The configured providers, or `ERR_CLOSED`.

@@ -137,3 +137,19 @@ public func waitUntil(
         try? await Task.sleep(for: .milliseconds(1))
     }
 }
+
+/// ``waitUntil(limit:fileID:line:_:)`` for a condition that must itself wait (a provider read, a flush).
+public func waitUntil(
+    limit: Duration = .seconds(30), fileID: String = #fileID, line: Int = #line,
+    asking condition: @Sendable () async throws -> Bool
+) async throws {
+    let start = ContinuousClock.now
+    while !(try await condition()) {
+        try Task.checkCancellation()
+        guard ContinuousClock.now - start < limit else {
+            throw ConditionNotReached(limit: limit, fileID: fileID, line: line)
+        }
+        await Task.yield()
+        try? await Task.sleep(for: .milliseconds(1))
+    }
+}

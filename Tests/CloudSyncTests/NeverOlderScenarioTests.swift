@@ -296,6 +296,47 @@ struct PrefixCodec: ValueCodec {
         #expect(try await raw(backing, "k") == "new")
     }
 
+    /// The case: with a 5 s timeout, `set v1` hangs and is queued; `set v2` waits one more timeout and was
+    /// then stored; then the stuck call returned and the provider held v1. The newer write now waits in the outbox
+    /// until the older call has returned, and is delivered after it.
+    @Test func aWriteStuckPastTheSecondDeadlineStillCannotLandAfterANewerOne() async throws {
+        let clock = ManualClock()
+        let backing = makeProvider("p")
+        let stuck = GatedProvider(backing, gating: .set, once: true)
+        let store = try makeStore([stuck]) {
+            $0.timeout = .seconds(5)
+            $0.clock = clock
+            $0.outbox = try! makeOutbox()
+        }
+        let old = Task { try await store.set("v1", forKey: "k") }
+        try await waitUntil { stuck.waiting == 1 }
+        try await clock.waitForSleepers()
+        clock.advance(by: .seconds(5))
+        #expect(try await old.value.queued == ["p"])
+        let new = Task { try await store.set("v2", forKey: "k") }
+        try await clock.waitForSleepers()
+        clock.advance(by: .seconds(5))
+        let receipt = try await new.value
+        #expect(receipt.stored == [] && receipt.queued == ["p"], "v2 went out while v1 could still land")
+        #expect(store.pendingWrites().map(\.encodedValue) == ["v2"])
+        #expect(store.pendingWrites().first?.lastErrorCode == "ERR_TIMEOUT")
+        // A flush while v1 still runs waits for it as a write does, then leaves v2 waiting, without an attempt.
+        clock.advance(by: .seconds(3600))
+        let flush = Task { try await store.flushOutbox() }
+        try await clock.waitForSleepers()
+        clock.advance(by: .seconds(5))
+        #expect(try await flush.value.drained == 0)
+        #expect(store.pendingWrites().first?.attempts == 1)
+        #expect(backing.calls(.set) == 0)
+        stuck.open()
+        try await waitUntil { backing.calls(.set) == 1 }
+        try await waitUntil(asking: { try await raw(backing, "k") == "v1" })
+        clock.advance(by: .seconds(3600))
+        try await waitUntil(asking: { try await store.flushOutbox().drained == 1 })
+        #expect(try await raw(backing, "k") == "v2")
+        #expect(store.pendingWrites().isEmpty)
+    }
+
     @Test func maxAttemptsOfOneMeansTheFailedAttemptWasTheOnlyOne() async throws {
         let provider = makeProvider("p")
         let drops = DropLog()
