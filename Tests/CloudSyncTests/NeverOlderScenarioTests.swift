@@ -296,6 +296,8 @@ struct PrefixCodec: ValueCodec {
         #expect(try await raw(backing, "k") == "new")
     }
 
+    /// A write stuck past the second deadline still cannot land after a newer one.
+    ///
     /// The case: with a 5 s timeout, `set v1` hangs and is queued; `set v2` waits one more timeout and was
     /// then stored; then the stuck call returned and the provider held v1. The newer write now waits in the outbox
     /// until the older call has returned, and is delivered after it.
