@@ -463,19 +463,7 @@ public final class DirectoryProvider: Provider {
             Glibc.close(parent.descriptor)
             return .failure(failure("create", directory + "/" + (temporary ?? ""), code, key: item.key))
         }
-        var value = item.value
-        let written = value.withUTF8 { bytes -> Int32 in
-            var offset = 0
-            while offset < bytes.count {
-                let count = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-                if count < 0 {
-                    if errno == EINTR { continue }
-                    return errno
-                }
-                offset += count
-            }
-            return 0
-        }
+        let written = LocalFiles.writeAll(item.value, to: descriptor)
         guard written == 0 else {
             Glibc.close(descriptor)
             if let temporary { unlinkat(parent.descriptor, temporary, 0) }

@@ -35,6 +35,24 @@ enum LocalFiles {
         }
     }
 
+    /// Writes all of `text`'s UTF-8 bytes to `descriptor`, resuming after interruptions; 0, or the `errno` that
+    /// stopped it.
+    static func writeAll(_ text: String, to descriptor: Int32) -> Int32 {
+        var text = text
+        return text.withUTF8 { bytes -> Int32 in
+            var offset = 0
+            while offset < bytes.count {
+                let count = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
+                if count < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                offset += count
+            }
+            return 0
+        }
+    }
+
     /// Runs blocking file work on a dispatch queue, so the Swift concurrency pool's few threads stay free.
     static func offload<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in

@@ -116,19 +116,7 @@ public enum OutputFile {
     private static func writeAll(_ text: String, to descriptor: Int32, path: String, what: String)
         throws(CloudSyncError)
     {
-        var bytes = text
-        let code: Int32 = bytes.withUTF8 { buffer in
-            var offset = 0
-            while offset < buffer.count {
-                let written = Glibc.write(descriptor, buffer.baseAddress! + offset, buffer.count - offset)
-                if written < 0 {
-                    if errno == EINTR { continue }
-                    return errno
-                }
-                offset += written
-            }
-            return 0
-        }
+        let code = LocalFiles.writeAll(text, to: descriptor)
         guard code == 0 else { throw failure(what, path, code) }
     }
 
