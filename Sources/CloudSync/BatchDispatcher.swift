@@ -19,7 +19,7 @@ struct BatchDispatcher: Sendable {
     /// Runs one provider call under the deadline, turning every failure into a `CloudSyncError` that names the
     /// provider (and `key`, when given).
     ///
-    /// `keys` is how many keys the call carries: for a provider that sends a request per key
+    /// `count` is how many keys the call carries: for a provider that sends a request per key
     /// (``ProviderCapabilities/requestsAtOnce``), the deadline grows by one timeout per round of requests.
     func call<T: Sendable>(
         key: String? = nil, writing keys: [String] = [], carrying count: Int = 1,
@@ -155,11 +155,6 @@ final class AbandonedWrites: Sendable {
                 }
             }
         }
-    }
-
-    /// Whether any write of `key` to `provider` that outlived its deadline is still running.
-    func isRunning(key: String, provider: String) -> Bool {
-        running.withLock { $0.isEmpty ? false : $0[OutboxPair(key: key, provider: provider)] != nil }
     }
 
     /// Waits until every abandoned write of `keys` has returned, or `timeout` has passed on `clock`; answers the

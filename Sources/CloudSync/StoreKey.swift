@@ -28,9 +28,6 @@ public struct StoreKey: Hashable, Comparable, Sendable, CustomStringConvertible,
     /// The key itself.
     public var description: String { string }
 
-    /// The number of UTF-8 bytes in the key.
-    public var byteCount: Int { string.utf8.count }
-
     public static func == (lhs: StoreKey, rhs: StoreKey) -> Bool { bytesEqual(lhs.string, rhs.string) }
 
     public static func < (lhs: StoreKey, rhs: StoreKey) -> Bool { bytesPrecede(lhs.string, rhs.string) }
