@@ -27,12 +27,15 @@ import Testing
         return lstat(path, &info) == 0 ? info.st_mode & S_IFMT : 0
     }
 
-    /// Reads a FIFO to its end on a thread of its own (opening one blocks until a writer opens it too).
+    /// Reads a FIFO to its end on a thread of its own, off the concurrency pool: opening one blocks until a writer
+    /// opens it too, and a few readers blocking pool threads stall every test on a two-core machine.
     private func drain(_ fifo: String) -> Task<String, Never> {
-        Task.detached {
-            let handle = FileHandle(forReadingAtPath: fifo)
-            defer { try? handle?.close() }
-            return String(decoding: handle?.readDataToEndOfFile() ?? Data(), as: UTF8.self)
+        Task {
+            await offPool {
+                let handle = FileHandle(forReadingAtPath: fifo)
+                defer { try? handle?.close() }
+                return String(decoding: handle?.readDataToEndOfFile() ?? Data(), as: UTF8.self)
+            }
         }
     }
 

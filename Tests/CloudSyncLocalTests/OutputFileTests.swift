@@ -18,13 +18,16 @@ import Testing
     @Test func aFIFOIsWrittenInPlaceAndStaysAFIFO() async throws {
         let fifo = directory.file("pipe")
         #expect(mkfifo(fifo, 0o600) == 0)
-        // A reader on a thread of its own: opening a FIFO blocks until both ends are open.
-        let read = Task.detached { () -> String in
-            let handle = FileHandle(forReadingAtPath: fifo)
-            defer { try? handle?.close() }
-            return String(decoding: handle?.readDataToEndOfFile() ?? Data(), as: UTF8.self)
+        // Reader and writer on threads of their own, off the concurrency pool: opening a FIFO blocks until both ends
+        // are open, and blocked pool threads stall every other test.
+        let read = Task {
+            await offPool { () -> String in
+                let handle = FileHandle(forReadingAtPath: fifo)
+                defer { try? handle?.close() }
+                return String(decoding: handle?.readDataToEndOfFile() ?? Data(), as: UTF8.self)
+            }
         }
-        try OutputFile.write("{\"status\":\"ok\"}\n", to: fifo, what: "the report")
+        try await offPool { try OutputFile.write("{\"status\":\"ok\"}\n", to: fifo, what: "the report") }
         #expect(await read.value == "{\"status\":\"ok\"}\n")
         #expect(kind(fifo) == S_IFIFO)
     }
