@@ -166,12 +166,22 @@ final class AbandonedWrites: Sendable {
             running.isEmpty ? [] : running.filter { keys.contains($0.key.key) }.values.flatMap { $0 }
         }
         guard !tasks.isEmpty else { return [] }
-        _ = try? await withDeadline(
-            timeout, clock: clock, timeoutError: { CloudSyncError(.timeout, "abandoned writes still running") },
-            {
-                for task in tasks { await task.value }
-                return true
-            })
-        return running.withLock { running in Set(running.keys.filter { keys.contains($0.key) }) }
+        let finished =
+            (try? await withDeadline(
+                timeout, clock: clock, timeoutError: { CloudSyncError(.timeout, "abandoned writes still running") },
+                {
+                    for task in tasks { await task.value }
+                    return true
+                })) ?? false
+        return running.withLock { running in
+            // All returned: forget them now rather than when their own clean-up runs, so nothing is held back.
+            if finished {
+                for (pair, waiting) in running where keys.contains(pair.key) {
+                    let left = waiting.filter { task in !tasks.contains(task) }
+                    running[pair] = left.isEmpty ? nil : left
+                }
+            }
+            return Set(running.keys.filter { keys.contains($0.key) })
+        }
     }
 }

@@ -100,16 +100,19 @@ extension CloudStore {
     /// Sends already-encoded sets (or removes) to one provider, bypassing the write mode.
     ///
     /// Batches follow its limit and the deadline; the keys' locks are held so no outbox flush of them overlaps; a
-    /// change that lands supersedes the key's queued entry for that provider. One result per item.
+    /// change that lands supersedes the key's queued entry for that provider; a key whose earlier write to it still
+    /// runs past a second deadline is not sent (``CloudStore/heldBehindEarlierWrite(key:provider:)``). One result per
+    /// item.
     func directly(_ operation: FailedWrite.Operation, _ items: [KeyValue], on provider: any Provider) async
         -> [Result<Void, CloudSyncError>]
     {
         guard !items.isEmpty else { return [] }
         let keys = items.map(\.key).keySet()
-        await lockForWriting(keys)
+        let inFlight = await lockForWriting(keys)
         defer { keyLocks.release(keys) }
         let deliveries = items.enumerated().map { Delivery(item: $0, key: $1.key, encoded: $1.value) }
-        let outcomes = await deliver(operation, [deliveries], to: [provider])
+        // A key whose earlier write to the provider may still land fails in its slot rather than race it.
+        let outcomes = await deliver(operation, [deliveries], to: [provider], holding: inFlight)
         return items.indices.map { index in
             let result =
                 outcomes[index]?.first?.result

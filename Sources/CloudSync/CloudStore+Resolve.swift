@@ -19,7 +19,7 @@ extension CloudStore {
         // The keys stay locked from the read to the repair: a write that landed in between would otherwise be
         // overwritten by the older winner.
         let locked = unique.keySet()
-        await lockForWriting(locked)
+        let inFlight = await lockForWriting(locked)
         defer { keyLocks.release(locked) }
         let reads = await readEverywhere(unique, from: providers)
         // Positional, like `unique`: item `i` is `unique[i]`'s.
@@ -73,7 +73,7 @@ extension CloudStore {
             }
         }
         if repairs.contains(where: { !$0.isEmpty }) {
-            let outcomes = await deliver(.set, repairs, to: providers)
+            let outcomes = await deliver(.set, repairs, to: providers, holding: inFlight)
             for (item, results) in outcomes {
                 for outcome in results {
                     switch outcome.result {

@@ -397,10 +397,30 @@ extension CloudStore {
 
     /// Sends each provider its deliveries in batches of its batch limit, all providers at once.
     ///
-    /// Returns, per item index, each provider's outcome.
-    func deliver(_ operation: FailedWrite.Operation, _ deliveries: [[Delivery]], to providers: [any Provider]) async
-        -> [Int: [(provider: String, result: Result<Void, CloudSyncError>)]]
-    {
+    /// Returns, per item index, each provider's outcome. A delivery for a (key, provider) pair in `holding` (an
+    /// earlier write to it may still land) is not sent: its outcome is
+    /// ``CloudStore/heldBehindEarlierWrite(key:provider:)``, which may pass.
+    func deliver(
+        _ operation: FailedWrite.Operation, _ deliveries: [[Delivery]], to providers: [any Provider],
+        holding: Set<OutboxPair> = []
+    ) async -> [Int: [(provider: String, result: Result<Void, CloudSyncError>)]] {
+        if !holding.isEmpty {
+            var sent = deliveries
+            var held: [(item: Int, provider: String, key: String)] = []
+            for (index, provider) in providers.enumerated() {
+                sent[index] = deliveries[index].filter { delivery in
+                    guard holding.contains(OutboxPair(key: delivery.key, provider: provider.id)) else { return true }
+                    held.append((delivery.item, provider.id, delivery.key))
+                    return false
+                }
+            }
+            var byItem = await deliver(operation, sent, to: providers)
+            for (item, provider, key) in held {
+                byItem[item, default: []].append(
+                    (provider, .failure(Self.heldBehindEarlierWrite(key: key, provider: provider))))
+            }
+            return byItem
+        }
         let busy = providers.indices.filter { !deliveries[$0].isEmpty }
         if busy.count == 1, let only = busy.first {
             // One provider: its calls run in this task, with no child task to start and wait for.

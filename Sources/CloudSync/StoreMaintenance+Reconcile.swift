@@ -34,7 +34,7 @@ extension StoreMaintenance {
         // Locked from the read to the last write: a write of one of these keys that landed in between would
         // otherwise be overwritten by the older winner, and no flush may overlap the repairs.
         let locked = unique.keySet()
-        await store.lockForWriting(locked)
+        let inFlight = await store.lockForWriting(locked)
         defer { store.keyLocks.release(locked) }
         let generation = store.options.outbox?.generation
         let reads = await store.readEverywhere(unique, from: providers)
@@ -91,7 +91,9 @@ extension StoreMaintenance {
             }
             if !needsWrite { result.inSync += 1 }
         }
-        let outcomes = await store.deliver(.set, writes, to: providers).sorted(by: { $0.key < $1.key })
+        let outcomes = await store.deliver(.set, writes, to: providers, holding: inFlight).sorted(by: {
+            $0.key < $1.key
+        })
         let queuedFlags = store.queueRetryableFailures(
             .set, outcomes.map { ($0.key, $0.value) }, generation: generation, key: { unique[$0] },
             encoded: { item, provider in encodedByItem[item]?[provider] ?? nil })

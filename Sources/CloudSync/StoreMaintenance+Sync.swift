@@ -163,7 +163,7 @@ extension StoreMaintenance {
         let participating = Set(providers.map(\.id))
         let keys = items.map(\.key)
         let locked = keys.keySet()
-        await store.lockForWriting(locked)
+        let inFlight = await store.lockForWriting(locked)
         defer { store.keyLocks.release(locked) }
         let generation = store.options.outbox?.generation
         let reads = await store.readEverywhere(keys, from: providers)
@@ -272,7 +272,9 @@ extension StoreMaintenance {
                 if !keepRow.contains(item) { record(item, SyncFingerprint(digests)) }
             }
         }
-        let outcomes = await store.deliver(.set, writes, to: providers).sorted(by: { $0.key < $1.key })
+        let outcomes = await store.deliver(.set, writes, to: providers, holding: inFlight).sorted(by: {
+            $0.key < $1.key
+        })
         let queuedFlags = store.queueRetryableFailures(
             .set, outcomes.map { ($0.key, $0.value) }, generation: generation, key: { items[$0].key },
             encoded: { item, provider in encodedByItem[item]?[provider] })
@@ -306,7 +308,7 @@ extension StoreMaintenance {
         let reachable = Set(providers.map(\.id))
         let keys = items.map(\.key)
         let locked = keys.keySet()
-        await store.lockForWriting(locked)
+        let inFlight = await store.lockForWriting(locked)
         defer { store.keyLocks.release(locked) }
         let generation = store.options.outbox?.generation
         let reads = await store.readEverywhere(keys, from: providers)
@@ -343,7 +345,7 @@ extension StoreMaintenance {
                 }
             }
         }
-        let outcomes = await store.deliver(.remove, removes, to: providers)
+        let outcomes = await store.deliver(.remove, removes, to: providers, holding: inFlight)
         let queuedFlags = store.queueRetryableFailures(
             .remove, removable.map { ($0, outcomes[$0] ?? []) }, generation: generation, key: { items[$0].key })
         for (item, queuedFlags) in zip(removable, queuedFlags) {

@@ -339,6 +339,39 @@ struct PrefixCodec: ValueCodec {
         #expect(store.pendingWrites().isEmpty)
     }
 
+    /// A reconcile (as a sync job's page) holds its repair back too while an earlier write to that provider may land:
+    /// it sent the repair, the stuck write then landed over it, and the reconcile had counted the key repaired.
+    @Test func aReconcileNeverSendsARepairAStuckWriteCouldOverwrite() async throws {
+        let clock = ManualClock()
+        let first = makeProvider("first")
+        let backing = makeProvider("second")
+        let second = GatedProvider(backing, gating: .set, once: true)
+        let store = try makeStore([first, second]) {
+            $0.writeMode = .mirror
+            $0.timeout = .seconds(5)
+            $0.clock = clock
+        }
+        let old = Task { try await store.set("v1", forKey: "k") }
+        try await waitUntil { second.waiting == 1 }
+        try await clock.waitForSleepers()
+        clock.advance(by: .seconds(5))
+        #expect(try await old.value.stored == ["first"])
+        // Another device wrote v2 where the first provider keeps it; a reconcile copies it to the second.
+        _ = try await first.set([KeyValue("k", "v2")])
+        let reconcile = Task { try await store.maintenance.reconcile(["k"]) }
+        try await clock.waitForSleepers()
+        clock.advance(by: .seconds(5))
+        let result = try await reconcile.value
+        #expect(result.repaired == 0 && result.failed.map(\.key) == ["k"], "\(result)")
+        #expect(result.failed.first?.error.message.contains("may still land") == true)
+        #expect(backing.calls(.set) == 0)
+        second.open()
+        try await waitUntil(asking: { try await raw(backing, "k") == "v1" })
+        // Once the stuck write has returned, the next reconcile repairs the key for good.
+        try await waitUntil(asking: { try await store.maintenance.reconcile(["k"]).repaired == 1 })
+        #expect(try await raw(backing, "k") == "v2")
+    }
+
     @Test func maxAttemptsOfOneMeansTheFailedAttemptWasTheOnlyOne() async throws {
         let provider = makeProvider("p")
         let drops = DropLog()
