@@ -56,12 +56,14 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     /// A sync would delete more keys than its `maxDeletes` allows, so it deleted none; check them, then allow the
     /// deletions once (`cloudsync run --force`).
     public static let tooManyDeletes = ErrorCode(rawValue: "ERR_TOO_MANY_DELETES")
+    /// A job did not run because a job it needs (`needs:`) did not end `ok`; fix that one, then run again.
+    public static let needsNotMet = ErrorCode(rawValue: "ERR_NEEDS_NOT_MET")
 
     /// Every code the library produces, in documentation order.
     public static let all: [ErrorCode] = [
         .timeout, .offline, .rateLimited, .accountUnavailable, .server, .notSignedIn, .quotaExceeded,
         .payloadTooLarge, .invalidKey, .containerMisconfigured, .decode, .encode, .noProvider, .unsupported,
-        .provider, .cancelled, .locked, .closed, .config, .tooManyDeletes,
+        .provider, .cancelled, .locked, .closed, .config, .tooManyDeletes, .needsNotMet,
     ]
 
     /// Whether trying the same operation again later may succeed without anyone doing anything.

@@ -50,7 +50,7 @@ public struct StoreMaintenance: Sendable {
         var result = MigrationResult(total: keys.count)
         let batchSize = min(from.capabilities.batchLimit, to.capabilities.batchLimit)
         let finished = await copyOverlapped(
-            keys.chunked(batchSize).map(Array.init), from: from, to: to, overwrite: overwrite,
+            keys.chunked(batchSize).map(Array.init), from: from, to: to, overwrite: overwrite ? .always : .ifMissing,
             overlapping: continueOnError,
             shouldStop: shouldStop
         ) { outcome in
@@ -68,11 +68,14 @@ public struct StoreMaintenance: Sendable {
     /// keys rather than the source's whole listing, and returning counts rather than keys.
     ///
     /// The progress total is the source's ``Provider/keyCount()`` when it can count cheaply and no filter is given,
-    /// else nil. Each batch's failures go to `onFailures` as they happen.
+    /// else nil. Each batch's failures go to `onFailures` as they happen, and the keys the destination now holds
+    /// with the source's value (copied, or unchanged under ``Overwrite/ifDifferent``) to `onLanded`, batch by batch,
+    /// once the destination acknowledged them.
     public func migrateByPage(
         from source: String, to destination: String, filter: (@Sendable (String) -> Bool)? = nil,
-        continueOnError: Bool = true, overwrite: Bool = true,
+        continueOnError: Bool = true, overwrite: Overwrite = .always,
         onProgress: (@Sendable (Int, Int?) -> Void)? = nil, onFailures: ([KeyFailure]) -> Void = { _ in },
+        onLanded: ([String]) async -> Void = { _ in },
         shouldStop: (@Sendable () -> Bool)? = nil
     ) async throws(CloudSyncError) -> MigrationCounts {
         let from = try store.provider(withID: source)
@@ -104,9 +107,11 @@ public struct StoreMaintenance: Sendable {
             ) { outcome in
                 counts.copied += outcome.copied.count
                 counts.skipped += outcome.skipped.count
+                counts.unchanged += outcome.unchanged.count
                 counts.failed += outcome.failed.count
                 onFailures(outcome.failed)
-                onProgress?(counts.copied + counts.skipped + counts.failed, total ?? nil)
+                await onLanded(outcome.copied + outcome.unchanged)
+                onProgress?(counts.copied + counts.skipped + counts.unchanged + counts.failed, total ?? nil)
                 return continueOnError || outcome.failed.isEmpty
             }
             if !finished {
@@ -125,11 +130,11 @@ public struct StoreMaintenance: Sendable {
     /// batch starts. After a stop or a `false`, no batch starts, though one already under way finishes and is
     /// accounted. Returns whether every chunk was copied.
     private func copyOverlapped(
-        _ chunks: [[String]], from: any Provider, to: any Provider, overwrite: Bool, overlapping: Bool,
+        _ chunks: [[String]], from: any Provider, to: any Provider, overwrite: Overwrite, overlapping: Bool,
         shouldStop: (@Sendable () -> Bool)?,
-        account: ((copied: [String], skipped: [String], failed: [KeyFailure])) -> Bool
+        account: (CopiedBatch) async -> Bool
     ) async -> Bool {
-        var underWay: Task<(copied: [String], skipped: [String], failed: [KeyFailure]), Never>?
+        var underWay: Task<CopiedBatch, Never>?
         var goingOn = true
         var stopped = false
         for chunk in chunks {
@@ -139,41 +144,59 @@ public struct StoreMaintenance: Sendable {
             }
             let started = Task { await copyBatch(chunk, from: from, to: to, overwrite: overwrite) }
             if !overlapping {
-                guard account(await started.value) else {
+                guard await account(await started.value) else {
                     goingOn = false
                     break
                 }
                 continue
             }
-            if let previous = underWay, !account(await previous.value) {
+            if let previous = underWay, await !account(await previous.value) {
                 goingOn = false
                 underWay = started
                 break
             }
             underWay = started
         }
-        if let last = underWay, !account(await last.value) { goingOn = false }
+        if let last = underWay, await !account(await last.value) { goingOn = false }
         return goingOn && !stopped
     }
 
-    /// Copies one batch: reads it from `from` (and, without `overwrite`, what `to` holds), decodes and re-encodes
-    /// each value, writes the copies; failures sorted by key.
-    private func copyBatch(_ batch: [String], from: any Provider, to: any Provider, overwrite: Bool) async
-        -> (copied: [String], skipped: [String], failed: [KeyFailure])
-    {
-        var copies: [KeyValue] = []
+    /// What one batch of a migration did, key by key.
+    struct CopiedBatch: Sendable {
+        var copied: [String] = []
         var skipped: [String] = []
-        var failures: [KeyFailure] = []
+        /// Keys the destination already held with the source's value (``Overwrite/ifDifferent``).
+        var unchanged: [String] = []
+        var failed: [KeyFailure] = []
+    }
+
+    /// Copies one batch: reads it from `from` (and, unless `overwrite` is `always`, what `to` holds), decodes and
+    /// re-encodes each value, writes the copies; failures sorted by key.
+    private func copyBatch(_ batch: [String], from: any Provider, to: any Provider, overwrite: Overwrite) async
+        -> CopiedBatch
+    {
+        var outcome = CopiedBatch()
+        var copies: [KeyValue] = []
         do throws(CloudSyncError) {
-            // Without overwrite, keys the destination already holds are skipped, and a key it could not read
-            // fails: whether it holds one is unknown, and copying could replace what it has.
-            var present = Set<StoreKey>()
+            // Unless overwriting, what the destination holds decides: with `ifMissing` a key it holds is skipped,
+            // with `ifDifferent` one it holds with the same plaintext is unchanged; a key it could not read fails,
+            // since whether (and what) it holds is unknown and copying could replace it.
+            var held: [StoreKey: String] = [:]
             var unreadable: [StoreKey: CloudSyncError] = [:]
-            if !overwrite {
+            if overwrite != .always {
                 try await store.dispatcher(for: to).get(batch) { keys, answer throws(CloudSyncError) in
                     for (key, value) in zip(keys, try answer.get()) {
                         switch value {
-                        case .success(.some): present.insert(StoreKey(key))
+                        case .success(let stored?):
+                            if overwrite == .ifMissing {
+                                held[StoreKey(key)] = stored
+                                continue
+                            }
+                            do throws(CloudSyncError) {
+                                held[StoreKey(key)] = try store.decode(stored, key: key, from: to)
+                            } catch {
+                                // An undecodable copy differs from any value: it is replaced.
+                            }
                         case .success(.none): break
                         case .failure(let error): unreadable[StoreKey(key)] = error.attributed(key: key)
                         }
@@ -182,34 +205,44 @@ public struct StoreMaintenance: Sendable {
             }
             try await store.dispatcher(for: from).get(batch) { keys, answer throws(CloudSyncError) in
                 for (key, read) in zip(keys, try answer.get()) {
-                    if present.contains(StoreKey(key)) {
-                        skipped.append(key)
+                    let name = StoreKey(key)
+                    if overwrite == .ifMissing, held[name] != nil {
+                        outcome.skipped.append(key)
                         continue
                     }
-                    if let error = unreadable[StoreKey(key)] {
-                        failures.append(KeyFailure(key: key, error: error))
+                    if let error = unreadable[name] {
+                        outcome.failed.append(KeyFailure(key: key, error: error))
                         continue
                     }
                     do throws(CloudSyncError) {
                         // Absent is "holding nothing"; an empty value is a value, copied like any other.
                         guard let stored = try read.get() else {
-                            skipped.append(key)
+                            outcome.skipped.append(key)
                             continue
                         }
                         let decoded = try store.decode(stored, key: key, from: from)
+                        if overwrite == .ifDifferent, let current = held[name], current.utf8.elementsEqual(decoded.utf8)
+                        {
+                            outcome.unchanged.append(key)
+                            continue
+                        }
                         let encoded = try store.encodedValue(decoded, key: key, for: to).fitting()
                         copies.append(KeyValue(key, encoded))
                     } catch {
-                        failures.append(KeyFailure(key: key, error: error))
+                        outcome.failed.append(KeyFailure(key: key, error: error))
                     }
                 }
             }
         } catch {
-            failures += batch.map { KeyFailure(key: $0, error: error.attributed(key: $0)) }
+            outcome.failed = batch.map { KeyFailure(key: $0, error: error.attributed(key: $0)) }
+            outcome.skipped = []
+            outcome.unchanged = []
+            copies = []
         }
         let (written, failed) = await store.writeBatch(copies, to: to)
-        failures += failed
-        return (written, skipped, failures.sorted { StoreKey.bytesPrecede($0.key, $1.key) })
+        outcome.copied = written
+        outcome.failed = (outcome.failed + failed).sorted { StoreKey.bytesPrecede($0.key, $1.key) }
+        return outcome
     }
 
     /// Reads every value of one provider and checks that its codec decodes it; values are never returned or printed.

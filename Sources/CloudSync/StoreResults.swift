@@ -67,6 +67,17 @@ public struct QuotaEntry: Sendable, Equatable {
     public var error: CloudSyncError?
 }
 
+/// Whether a migration replaces a value the destination already holds.
+public enum Overwrite: String, Sendable, CaseIterable {
+    /// Always write the source's value (the default).
+    case always
+    /// Write only keys the destination lacks.
+    case ifMissing
+    /// Write keys the destination lacks or holds with another value (compared decoded, so two codecs compare
+    /// plaintext); an equal value costs no write.
+    case ifDifferent
+}
+
 /// What `migrateByPage` did, in counts.
 public struct MigrationCounts: Sendable, Equatable {
     /// Keys copied to the destination.
@@ -74,6 +85,8 @@ public struct MigrationCounts: Sendable, Equatable {
     /// Keys skipped: absent at the source when read (an empty value is a value, and is copied), or (without
     /// overwrite) already at the destination.
     public var skipped = 0
+    /// Keys the destination already held with the source's value, so nothing was written (``Overwrite/ifDifferent``).
+    public var unchanged = 0
     /// Keys that could not be read, decoded or written.
     public var failed = 0
     /// False when it stopped early (`continueOnError: false` at a failure, or `shouldStop`).

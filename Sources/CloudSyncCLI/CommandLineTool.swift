@@ -19,21 +19,23 @@ public struct CommandLineTool {
     let standardInput: Reader
     let environment: [String: String]
     let registry: ProviderRegistry
+    let jobTypes: JobRegistry
 
     /// A command writing machine output to `standardOutput` and messages to `standardError`, reading what a person
     /// pastes (`login --no-browser`) from `standardInput`, variables from `environment` (for `${env:...}`, key
-    /// sources and `NO_COLOR`) and provider types from `registry`.
+    /// sources and `NO_COLOR`), provider types from `registry` and job types from `jobTypes`.
     public init(
         standardOutput: @escaping Writer, standardError: @escaping Writer,
         standardInput: @escaping Reader = { readLine(strippingNewline: true) },
         environment: [String: String] = ProcessInfo.processInfo.environment,
-        registry: ProviderRegistry = BuiltInProviders.registry
+        registry: ProviderRegistry = BuiltInProviders.registry, jobTypes: JobRegistry = BuiltInJobs.registry
     ) {
         self.standardOutput = standardOutput
         self.standardError = standardError
         self.standardInput = standardInput
         self.environment = environment
         self.registry = registry
+        self.jobTypes = jobTypes
     }
 
     static let usage = "cloudsync <subcommand> [options] | cloudsync [--version] [--help]"
@@ -145,9 +147,9 @@ public struct CommandLineTool {
             return .success
         case ["schema"]:
             if parsed.argument("KIND") == "pipeline" {
-                standardOutput(PipelineSchema.json(registry: registry) + "\n")
+                standardOutput(PipelineSchema.json(registry: registry, jobTypes: jobTypes) + "\n")
             } else {
-                standardOutput(ReportSchema.json + "\n")
+                standardOutput(ReportSchema.json(jobTypes: jobTypes) + "\n")
             }
             return .success
         default:
@@ -218,7 +220,8 @@ public struct CommandLineTool {
     /// Loads and compiles one file, returning its errors rather than printing them.
     func load(_ path: String) -> Result<CompiledPipeline, PipelineError> {
         do {
-            let spec = try PipelineLoader.load(path: path, registry: registry, environment: environment)
+            let spec = try PipelineLoader.load(
+                path: path, registry: registry, jobTypes: jobTypes, environment: environment)
             return .success(try PipelineCompiler.compile(spec, environment: environment))
         } catch {
             return .failure(error)

@@ -24,13 +24,14 @@ enum Commands {
         options: [
             .option(
                 "job", short: "j", value: "NAME", repeatable: true,
-                help: "Run only this job; repeat for more (default: every job, in file order)."),
+                help: "Run only this job and the jobs it needs; repeat for more (default: every job, in file order)."),
+            .flag("no-needs", help: "With --job, run only the jobs named, not the jobs they need."),
             .flag("dry-run", help: "Read everything, report what would change, write nothing but the report."),
             .option("report", value: "PATH|-", help: "Write the report to PATH, or to standard output with -."),
             .flag("yes", help: "Confirm destructive jobs (clear) that the file does not confirm itself."),
             .flag(
                 "force",
-                help: "Let sync jobs delete more keys than their maxDeletes allows, for this run only."),
+                help: "Let sync and mirror jobs delete more keys than their maxDeletes allows, for this run only."),
             .flag("quiet", short: "q", help: "Print only a line per failed or errored job, and no progress."),
             .option(
                 "progress", value: "MODE", choices: ["auto", "always", "never"], default: "auto",
@@ -41,9 +42,13 @@ enum Commands {
             (.success, "every job ran and succeeded"),
             (
                 .failure,
-                "a job finished with failed keys, a quota warning under failOnWarning, or a sync stopped by maxDeletes"
+                "a job finished with failed keys, a check found differences, a quota warning under failOnWarning, a "
+                    + "sync or mirror stopped by maxDeletes, or a job was skipped because a job it needs did not end ok"
             ),
-            (.jobError, "a job could not run (a provider unavailable for it, a refused clear, unreadable state)"),
+            (
+                .jobError,
+                "a job could not run (a provider it needs unavailable or signed out, a refused clear, unreadable state)"
+            ),
             (.queued, "every job succeeded but writes wait in the outbox for a provider that could not take them"),
             (.usage, "the command line or the pipeline file was wrong; nothing was done"),
             (.locked, "another run of the same pipeline is in progress"),

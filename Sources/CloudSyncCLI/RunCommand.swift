@@ -8,6 +8,7 @@ extension CommandLineTool {
     func runPipeline(_ parsed: ParsedArguments) async -> ExitCode {
         var options = RunOptions()
         options.jobNames = parsed.values("job")
+        options.runNeeds = !parsed.flag("no-needs")
         options.reportPath = parsed.value("report")
         options.dryRun = parsed.flag("dry-run")
         options.yes = parsed.flag("yes")
@@ -26,7 +27,7 @@ extension CommandLineTool {
 
         let showProgress = !quiet && (progress == "always" || (progress == "auto" && isatty(STDERR_FILENO) == 1))
         let errorWriter = standardError
-        let total = options.jobNames.isEmpty ? compiled.spec.jobs.count : options.jobNames.count
+        let total = JobGraph(compiled.spec.jobs).selected(options.jobNames, withNeeds: options.runNeeds).count
         let finished = Protected(0)
         // Quiet still names every job that failed or could not run: a cron mail must say why the exit status is not 0.
         options.onJobFinished = { job in
@@ -35,12 +36,21 @@ extension CommandLineTool {
                 count += 1
                 return count
             }
-            let counts = job.counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(
+            // A job that could not run has done nothing worth counting; its error says why.
+            let shown = job.status == .error && job.counts.values.allSatisfy { $0 == 0 } ? [:] : job.counts
+            let counts = shown.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(
                 separator: ", ")
             let place = showProgress ? "[\(done)/\(total)] " : ""
             var line = "\(place)\(job.name) (\(job.type)): \(job.status)"
             if !counts.isEmpty { line += " — \(counts)" }
             if let error = job.error { line += " — \(error.code): \(error.message)" }
+            // A job that did not end ok says why in its own line: the first failing key, and how many more.
+            if job.status != .ok, let first = job.failures.first {
+                let more = job.failures.count - 1 + job.failuresOmitted
+                line +=
+                    "; first: \(first.key) \(first.code) \(first.message)"
+                    + (more > 0 ? " (and \(more) more)" : "")
+            }
             errorWriter(line + "\n")
         }
         if showProgress {

@@ -209,7 +209,8 @@ struct MappingReader {
 
     /// Nil (and an error) when `node` is not a mapping.
     init?(
-        _ node: YAMLNode, context: String, allowed: [String], _ diagnostics: Diagnostics, _ interpolator: Interpolator
+        _ node: YAMLNode, context: String, allowed: [String], suggesting: [String]? = nil, _ diagnostics: Diagnostics,
+        _ interpolator: Interpolator
     ) {
         guard let pairs = node.mapping else {
             diagnostics.error("\(context) must be a mapping of fields; found \(describe(node))", at: node.mark)
@@ -225,7 +226,8 @@ struct MappingReader {
                 continue
             }
             if !allowed.contains(name) {
-                diagnostics.error(unknownFieldMessage(name, in: context, allowed: allowed), at: pair.key.mark)
+                diagnostics.error(
+                    unknownFieldMessage(name, in: context, allowed: suggesting ?? allowed), at: pair.key.mark)
             }
         }
     }

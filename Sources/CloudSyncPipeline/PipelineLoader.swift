@@ -12,7 +12,7 @@ public enum PipelineLoader {
 
     /// Loads the file at `path`; relative paths inside resolve against its directory.
     public static func load(
-        path: String, registry: ProviderRegistry,
+        path: String, registry: ProviderRegistry, jobTypes: JobRegistry = BuiltInJobs.registry,
         environment: [String: String] = ProcessInfo.processInfo.environment
     ) throws(PipelineError) -> PipelineSpec {
         let absolute = resolvePath(path, against: FileManager.default.currentDirectoryPath)
@@ -34,13 +34,13 @@ public enum PipelineLoader {
         }
         return try load(
             source: source, file: path, directory: (absolute as NSString).deletingLastPathComponent,
-            registry: registry, environment: environment)
+            registry: registry, jobTypes: jobTypes, environment: environment)
     }
 
     /// Loads pipeline text; `file` names it in errors and `directory` anchors its relative paths.
     public static func load(
         source: String, file: String, directory: String, registry: ProviderRegistry,
-        environment: [String: String] = [:]
+        jobTypes: JobRegistry = BuiltInJobs.registry, environment: [String: String] = [:]
     ) throws(PipelineError) -> PipelineSpec {
         let diagnostics = Diagnostics(file: file)
         let root: YAMLNode
@@ -66,7 +66,7 @@ public enum PipelineLoader {
         }
         var reader = Reader(
             diagnostics: diagnostics, interpolator: Interpolator(environment: environment, directory: directory),
-            registry: registry)
+            registry: registry, jobTypes: jobTypes)
         let spec = reader.pipeline(root, file: file, source: source, directory: directory)
         guard diagnostics.items.isEmpty, let spec else {
             throw diagnostics.pipelineError(source: source)
@@ -128,9 +128,13 @@ private struct Reader {
     let diagnostics: Diagnostics
     let interpolator: Interpolator
     let registry: ProviderRegistry
+    let jobTypes: JobRegistry
 
-    func mapping(_ node: YAMLNode, _ context: String, _ allowed: [String]) -> MappingReader? {
-        MappingReader(node, context: context, allowed: allowed, diagnostics, interpolator)
+    /// `suggesting` lists the fields a did-you-mean picks from, when fewer than `allowed` (a provider's own type's).
+    func mapping(_ node: YAMLNode, _ context: String, _ allowed: [String], suggesting: [String]? = nil)
+        -> MappingReader?
+    {
+        MappingReader(node, context: context, allowed: allowed, suggesting: suggesting, diagnostics, interpolator)
     }
 
     mutating func pipeline(_ root: YAMLNode, file: String, source: String, directory: String) -> PipelineSpec? {
@@ -278,7 +282,11 @@ private struct Reader {
         // below with a message naming the types it belongs to.
         var known = common
         for type in registry.types { known += type.fields.map(\.name).filter { !known.contains($0) } }
-        guard let provider = mapping(node, context, known),
+        // An unknown field's did-you-mean picks among the fields of this provider's own type.
+        let ownFields = (node["type"]?.scalar).flatMap { registry.type(named: $0) }.map {
+            common + $0.fields.map(\.name)
+        }
+        guard let provider = mapping(node, context, known, suggesting: ownFields),
             let typeNode = provider.require("type"), let typeText = provider.scalarText(typeNode, field: "type")
         else { return nil }
         let typeName = typeText.value
@@ -582,140 +590,167 @@ private struct Reader {
             diagnostics.error("`jobs` must be a list of jobs; found \(describe(node))", at: node.mark)
             return []
         }
+        // Names in file order, so `needs` can be checked against the jobs declared before each one.
+        var earlier: [String] = []
         var names = Set<String>()
-        return items.enumerated().compactMap { index, item in
-            let fieldsByType: [String: [String]] = [
-                "sync": ["providers", "deletes", "maxDeletes", "incremental"],
-                "migrate": ["from", "to", "keys", "continueOnError", "overwrite"],
-                "clear": ["provider", "confirm"], "quota": ["warnAbove", "failOnWarning"],
-                "export": ["from", "path", "keys", "codec"], "import": ["path", "to", "overwrite"],
-                "verify": ["provider"], "rekey": ["provider"], "flush": [],
-            ]
-            let typeNode = item["type"]
-            let typeName = typeNode?.scalar ?? ""
+        var specs: [JobSpec] = []
+        for (index, item) in items.enumerated() {
+            let typeName = item["type"]?.scalar ?? ""
+            let type = jobTypes.type(named: typeName)
             let context = "job \(index + 1)" + (typeName.isEmpty ? "" : " (\(typeName))")
-            guard let job = mapping(item, context, ["type", "name"] + (fieldsByType[typeName] ?? [])) else {
-                return nil
+            let common = ["type"] + RegisteredJobType.commonFields.map(\.name)
+            guard let job = mapping(item, context, common + (type?.fields.map(\.name) ?? [])) else {
+                earlier.append("\(index + 1)-\(typeName)")
+                continue
             }
-            guard let typeNode = job.require("type") else { return nil }
-            guard fieldsByType[typeName] != nil else {
-                let types = fieldsByType.keys.sorted()
+            let nameText = job.string("name")
+            let name = nameText?.value ?? "\(index + 1)-\(typeName)"
+            defer { earlier.append(name) }
+            if !names.insert(name).inserted {
+                diagnostics.error(
+                    "two jobs are named \(nameText?.quoted ?? "\"\(name)\""); job names must be unique", at: item.mark)
+            }
+            guard let typeNode = job.require("type") else { continue }
+            guard let type else {
+                let types = jobTypes.types.map(\.name)
                 var message = "unknown job type \"\(typeName)\"; expected one of: \(types.joined(separator: ", "))"
                 if let guess = closest(typeName, among: types) {
                     message = "unknown job type \"\(typeName)\"; did you mean \(guess)?"
                 }
                 diagnostics.error(message, at: typeNode.mark)
-                return nil
+                continue
             }
-            let nameText = job.string("name")
-            let name = nameText?.value ?? "\(index + 1)-\(typeName)"
-            if !names.insert(name).inserted {
+            let needs = jobNeeds(job, name: name, earlier: earlier, all: items, context: context)
+            guard
+                let values = jobFields(
+                    job, type: type, context: context, providerIDs: providerIDs, codecIDs: codecIDs,
+                    directory: directory)
+            else { continue }
+            do {
+                specs.append(
+                    JobSpec(
+                        type: type.name, name: name, needs: needs, job: try type.configuration(from: values),
+                        mark: item.mark))
+            } catch {
                 diagnostics.error(
-                    "two jobs are named \(nameText?.quoted ?? "\"\(name)\""); job names must be unique", at: item.mark)
+                    "\(context): \(error.message)", at: error.field.flatMap { job[$0]?.mark } ?? typeNode.mark)
             }
-            func provider(_ field: String, required: Bool = true) -> String? {
-                guard let node = required ? job.require(field) : job[field],
-                    let text = job.scalarText(node, field: field)
-                else { return nil }
-                return reference(text, at: node.mark, among: providerIDs, what: "provider") ? text.value : nil
+        }
+        return specs
+    }
+
+    /// `needs`: names of jobs declared earlier in the file (so the graph has no cycle and file order stays a valid
+    /// order to run in).
+    func jobNeeds(_ job: MappingReader, name: String, earlier: [String], all items: [YAMLNode], context: String)
+        -> [String]
+    {
+        guard let listed = job.textList("needs") else { return [] }
+        let later = items.enumerated().map { index, item in
+            item["name"]?.scalar ?? "\(index + 1)-\(item["type"]?.scalar ?? "")"
+        }
+        var needs: [String] = []
+        for (text, mark) in listed {
+            let needed = text.value
+            if needed == name {
+                diagnostics.error("job `\(name)` needs itself; a job can only need jobs before it", at: mark)
+            } else if earlier.contains(needed) {
+                if needs.contains(needed) {
+                    diagnostics.error("`needs` in \(context) lists `\(needed)` twice; list each job once", at: mark)
+                } else {
+                    needs.append(needed)
+                }
+            } else if later.contains(needed) {
+                diagnostics.error(
+                    "job `\(name)` needs `\(needed)`, which comes after it; jobs run in file order, so move "
+                        + "`\(needed)` before `\(name)` (a need on a later job would be a cycle or never be met)",
+                    at: mark)
+            } else {
+                var message = "`needs` in \(context) names no job `\(needed)`"
+                if let guess = closest(needed, among: earlier) {
+                    message += "; did you mean `\(guess)`?"
+                } else {
+                    message +=
+                        earlier.isEmpty
+                        ? "; no job comes before it" : "; the jobs before it: \(earlier.joined(separator: ", "))"
+                }
+                diagnostics.error(message, at: mark)
             }
-            func keys() -> [String]? {
-                guard let patterns = job.textList("keys") else { return nil }
-                for pattern in patterns {
-                    do throws(Glob.SyntaxError) {
-                        _ = try Glob(pattern.text.value)
-                    } catch {
-                        diagnostics.error(
-                            "`keys` in \(context): \(pattern.text.redacting(error.message))", at: pattern.mark)
+        }
+        return needs
+    }
+
+    /// A job's own fields, each read and checked by its kind (references against the ids the file declares); nil
+    /// when one is wrong (its error reported).
+    func jobFields(
+        _ job: MappingReader, type: RegisteredJobType, context: String, providerIDs: DeclaredIDs?,
+        codecIDs: DeclaredIDs,
+        directory: String
+    ) -> JobFieldValues? {
+        var values: [String: JobFieldValue] = [:]
+        var valid = true
+        for field in type.fields {
+            guard let node = field.required ? job.require(field.name) : job[field.name] else {
+                if field.required { valid = false }
+                continue
+            }
+            var value: JobFieldValue?
+            switch field.kind {
+            case .provider, .providerOrStore, .providerOrAll:
+                if let text = job.scalarText(node, field: field.name) {
+                    let word = field.kind == .providerOrStore ? "store" : field.kind == .providerOrAll ? "all" : nil
+                    if text.value == word || reference(text, at: node.mark, among: providerIDs, what: "provider") {
+                        value = .text(text.value)
                     }
                 }
-                return patterns.map(\.text.value)
-            }
-            let kind: JobSpec.Kind?
-            switch typeName {
-            case "sync":
-                let subset = job.textList("providers")?.filter {
-                    reference($0.text, at: $0.mark, among: providerIDs, what: "provider")
+            case .providers:
+                if let listed = job.textList(field.name) {
+                    let known = listed.filter { reference($0.text, at: $0.mark, among: providerIDs, what: "provider") }
+                    if known.count == listed.count { value = .list(known.map(\.text.value)) }
                 }
-                var maxDeletes = DeleteLimit.standard
-                if let node = job["maxDeletes"], let text = job.scalarText(node, field: "maxDeletes") {
-                    if let limit = DeleteLimit(text: text.value) {
-                        maxDeletes = limit
-                    } else {
-                        diagnostics.error(
-                            "`maxDeletes` in \(context) must be a whole number of keys (at least 0) or a percentage "
-                                + "from 0% to 100% like \"50%\"; found \(text.quoted)", at: node.mark)
-                    }
-                }
-                kind = .sync(
-                    providers: subset?.map(\.text.value),
-                    deletes: job.choice("deletes", SyncDeletes.self) ?? .propagate,
-                    maxDeletes: maxDeletes, incremental: job.boolean("incremental") ?? false)
-            case "migrate":
-                let from = provider("from")
-                let to = provider("to")
-                if let from, let to, from == to {
-                    diagnostics.error("a migration needs two different providers", at: item.mark)
-                }
-                kind = from.flatMap { from in
-                    to.map {
-                        .migrate(
-                            from: from, to: $0, keys: keys(), continueOnError: job.boolean("continueOnError") ?? true,
-                            overwrite: job.choice("overwrite", Overwrite.self) ?? .always)
-                    }
-                }
-            case "clear":
-                let target = job.require("provider").flatMap { job.scalarText($0, field: "provider") }
-                var providerID: String?
-                if let target, target.value != "all", let node = job["provider"],
-                    reference(target, at: node.mark, among: providerIDs, what: "provider")
-                {
-                    providerID = target.value
-                }
-                kind = target.map { _ in .clear(provider: providerID, confirm: job.boolean("confirm") ?? false) }
-            case "quota":
-                kind = .quota(
-                    warnAbove: job.number("warnAbove", in: 0...1), failOnWarning: job.boolean("failOnWarning") ?? false)
-            case "export":
-                let fromNode = job.require("from")
-                let fromText = fromNode.flatMap { job.scalarText($0, field: "from") }
-                let from = fromText?.value
-                if let fromText, fromText.value != "store", let fromNode {
-                    _ = reference(fromText, at: fromNode.mark, among: providerIDs, what: "provider")
-                }
-                var codec: String?
-                if let node = job["codec"], let text = job.scalarText(node, field: "codec"),
+            case .codec:
+                if let text = job.scalarText(node, field: field.name),
                     reference(text, at: node.mark, among: codecIDs, what: "codec")
                 {
-                    codec = text.value
+                    value = .text(text.value)
                 }
-                let path = job.path("path", required: true).map {
-                    Interpolated(value: resolvePath($0.value, against: directory), written: $0.written)
+            case .keys:
+                if let patterns = job.textList(field.name) {
+                    var wellFormed = true
+                    for pattern in patterns {
+                        do throws(Glob.SyntaxError) {
+                            _ = try Glob(pattern.text.value)
+                        } catch {
+                            wellFormed = false
+                            diagnostics.error(
+                                "`\(field.name)` in \(context): \(pattern.text.redacting(error.message))",
+                                at: pattern.mark)
+                        }
+                    }
+                    if wellFormed { value = .list(patterns.map(\.text.value)) }
                 }
-                kind = from.flatMap { from in path.map { .export(from: from, path: $0, keys: keys(), codec: codec) } }
-            case "import":
-                let toNode = job.require("to")
-                let toText = toNode.flatMap { job.scalarText($0, field: "to") }
-                let to = toText?.value
-                if let toText, toText.value != "store", let toNode {
-                    _ = reference(toText, at: toNode.mark, among: providerIDs, what: "provider")
+            case .path:
+                value = job.path(field.name).map {
+                    .path(Interpolated(value: resolvePath($0.value, against: directory), written: $0.written))
                 }
-                let path = job.path("path", required: true).map {
-                    Interpolated(value: resolvePath($0.value, against: directory), written: $0.written)
-                }
-                kind = to.flatMap { to in
-                    path.map {
-                        .import(path: $0, to: to, overwrite: job.choice("overwrite", Overwrite.self) ?? .always)
+            case .boolean:
+                value = job.boolean(field.name).map { .boolean($0) }
+            case .fraction:
+                value = job.number(field.name, in: 0...1).map { .number($0) }
+            case .choice(let options):
+                value = job.choice(field.name, among: options).map { .text($0.value) }
+            case .deleteLimit:
+                if let text = job.scalarText(node, field: field.name) {
+                    if let limit = DeleteLimit(text: text.value) {
+                        value = .deleteLimit(limit)
+                    } else {
+                        diagnostics.error(
+                            "`\(field.name)` in \(context) must be a whole number of keys (at least 0) or a "
+                                + "percentage from 0% to 100% like \"50%\"; found \(text.quoted)", at: node.mark)
                     }
                 }
-            case "verify":
-                kind = provider("provider").map { .verify(provider: $0) }
-            case "rekey":
-                kind = provider("provider").map { .rekey(provider: $0) }
-            default:
-                kind = .flush
             }
-            return kind.map { JobSpec(type: typeName, name: name, kind: $0, mark: item.mark) }
+            if let value { values[field.name] = value } else { valid = false }
         }
+        return valid ? JobFieldValues(values) : nil
     }
 }

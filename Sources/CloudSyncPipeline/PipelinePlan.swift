@@ -86,6 +86,8 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
         /// What the job will do, in one line for people, for example "copy a -> b, overwrite always, continue past
         /// failures".
         public var summary: String
+        /// The jobs that must end `ok` before it runs; empty when it needs none.
+        public var needs: [String]
     }
 
     /// The pipeline's name.
@@ -116,8 +118,8 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
         let relative = { (path: String) -> String in
             path.hasPrefix(spec.directory + "/") ? String(path.dropFirst(spec.directory.count + 1)) : path
         }
-        let display = { (value: Interpolated) -> String in value.isInterpolated ? value.display : relative(value.value)
-        }
+        let paths = PlanPaths(directory: spec.directory)
+        let display = paths.display
         // As written: a name taken from the environment is shown as its reference, as every other value is.
         name = spec.writtenName ?? spec.name
         version = spec.version
@@ -193,39 +195,9 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
                 enabled: storeSpec.outbox.enabled, maxEntries: storeSpec.outbox.maxEntries,
                 maxAttempts: storeSpec.outbox.maxAttempts, maxAgeMs: storeSpec.outbox.maxAgeMs),
             keyRules: rules)
-        jobs = spec.jobs.map { Job(name: $0.name, type: $0.type, summary: Self.summary($0.kind, display: display)) }
+        jobs = spec.jobs.map { Job(name: $0.name, type: $0.type, summary: $0.job.plan(paths: paths), needs: $0.needs) }
         report = spec.reportPath.map(relative)
         warnings = spec.warnings.map(\.message)
-    }
-
-    static func summary(_ kind: JobSpec.Kind, display: (Interpolated) -> String) -> String {
-        func keys(_ keys: [String]?) -> String { keys.map { " keys \($0.joined(separator: ", "))" } ?? "" }
-        switch kind {
-        case .sync(let providers, let deletes, let maxDeletes, let incremental):
-            return "sync every key across " + (providers?.joined(separator: ", ") ?? "the store's providers")
-                + (deletes == .propagate
-                    ? ", deletions propagate (at most \(maxDeletes.description))" : ", deletions ignored (union)")
-                + (incremental ? ", incremental from change feeds" : "")
-        case .migrate(let from, let to, let filter, let continueOnError, let overwrite):
-            return "copy \(from) -> \(to)\(keys(filter)), overwrite \(overwrite.rawValue)"
-                + (continueOnError ? ", continue past failures" : ", stop at the first failure")
-        case .clear(let provider, let confirm):
-            return "remove every key from \(provider ?? "all providers")"
-                + (confirm ? " (confirmed)" : " (needs --yes)")
-        case .quota(let warnAbove, let failOnWarning):
-            return "report space per provider" + (warnAbove.map { ", warn above \($0)" } ?? "")
-                + (failOnWarning ? ", fail on warning" : "")
-        case .export(let from, let path, let filter, let codec):
-            return "write \(from)\(keys(filter)) to \(display(path))" + (codec.map { ", encrypted with \($0)" } ?? "")
-        case .import(let path, let to, let overwrite):
-            return "read \(display(path)) into \(to), overwrite \(overwrite.rawValue)"
-        case .verify(let provider):
-            return "check every value of \(provider) decodes"
-        case .rekey(let provider):
-            return "re-encrypt every value of \(provider) under the current key"
-        case .flush:
-            return "retry the outbox's due writes"
-        }
     }
 
     /// Indented JSON with sorted keys, stable for pinning.
@@ -272,7 +244,11 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
         lines += ["", "jobs:"]
         lines +=
             jobs.isEmpty
-            ? ["  (none)"] : jobs.enumerated().map { "  \($0.offset + 1). \($0.element.name): \($0.element.summary)" }
+            ? ["  (none)"]
+            : jobs.enumerated().map { place, job in
+                "  \(place + 1). \(job.name): \(job.summary)"
+                    + (job.needs.isEmpty ? "" : " (after \(job.needs.joined(separator: ", ")) end ok)")
+            }
         if let report { lines += ["", "report: \(report)"] }
         if !warnings.isEmpty { lines += [""] + warnings.map { "warning: \($0)" } }
         return lines.joined(separator: "\n") + "\n"

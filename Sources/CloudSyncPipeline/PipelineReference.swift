@@ -1,7 +1,7 @@
 import CloudSync
 
-/// The README's reference of provider types and their fields, made from the registered factories' descriptions; a
-/// test keeps the README's copy identical, so the documentation cannot drift from what the loader accepts.
+/// The README's reference of provider and job types and their fields, made from the registered descriptions; a test
+/// keeps the README's copies identical, so the documentation cannot drift from what the loader accepts.
 public enum PipelineReference {
     /// One Markdown table: a row per provider type, then a row per field (common fields once, for every type).
     public static func providerTable(registry: ProviderRegistry) -> String {
@@ -21,6 +21,48 @@ public enum PipelineReference {
             }
         }
         return rows.joined(separator: "\n") + "\n"
+    }
+
+    /// One Markdown table: the fields every job has, then a row per job type (what it does and its counts) followed
+    /// by a row per field of that type.
+    public static func jobTable(jobTypes: JobRegistry) -> String {
+        var rows = [
+            "| job type / field | takes | meaning |",
+            "| --- | --- | --- |",
+            "| `jobs[].type` | " + jobTypes.types.map { "`\($0.name)`" }.joined(separator: " \\| ")
+                + " | the job type |",
+        ]
+        for (name, summary) in RegisteredJobType.commonFields {
+            rows.append("| `jobs[].\(name)` | \(name == "needs" ? "job names" : "text") | any type: \(summary) |")
+        }
+        for type in jobTypes.types {
+            let counts = type.counts.map { "`\($0.name)` (\($0.summary))" }.joined(separator: ", ")
+            rows.append("| **`type: \(type.name)`** | | \(type.summary). Counts: \(counts) |")
+            for field in type.fields {
+                var meaning = field.summary
+                if field.kind == .path { meaning += " (relative to the pipeline file)" }
+                if field.required { meaning += "; required" }
+                if let value = field.defaultValue { meaning += "; default `\(value)`" }
+                rows.append("| `\(field.name)` | \(kind(field)) | \(meaning) |")
+            }
+        }
+        return rows.joined(separator: "\n") + "\n"
+    }
+
+    private static func kind(_ field: JobField) -> String {
+        switch field.kind {
+        case .provider: return "provider id"
+        case .providerOrStore: return "provider id \\| `store`"
+        case .providerOrAll: return "provider id \\| `all`"
+        case .providers: return "provider ids"
+        case .codec: return "codec id"
+        case .keys: return "glob(s)"
+        case .path: return "path"
+        case .boolean: return "boolean"
+        case .fraction: return "number 0–1"
+        case .choice(let options): return options.map { "`\($0)`" }.joined(separator: " \\| ")
+        case .deleteLimit: return "count \\| `\"P%\"`"
+        }
     }
 
     private static func kind(_ field: ProviderField) -> String {

@@ -3,8 +3,11 @@ import Foundation
 
 /// How `cloudsync run` was asked to run.
 public struct RunOptions: Sendable {
-    /// Only the jobs with these names (all when empty), in file order.
+    /// Only the jobs with these names (all when empty), in file order; with ``runNeeds``, also the jobs they need.
     public var jobNames: [String] = []
+    /// Whether naming jobs in ``jobNames`` also runs the jobs they need, transitively (`--no-needs` turns it off,
+    /// and then a named job runs whether or not what it needs ran).
+    public var runNeeds = true
     /// Run every job without changing anything: providers, state and the outbox are opened read-only or copied, no lock
     /// is taken, and exports are counted but not written.
     public var dryRun = false
@@ -126,20 +129,34 @@ public struct PipelineRunner: Sendable {
         let flushed = (try? await store.flushOutbox()) ?? FlushResult(drained: 0, remaining: pendingBefore, dropped: 0)
 
         var jobs: [RunReport.Job] = []
-        let selected = spec.jobs.filter { options.jobNames.isEmpty || options.jobNames.contains($0.name) }
-        for job in selected {
+        var ended: [String: JobStatus] = [:]
+        var unmetNeeds = false
+        for job in JobGraph(spec.jobs).selected(options.jobNames, withNeeds: options.runNeeds) {
             if options.interrupt.isRaised {
-                jobs.append(
-                    RunReport.Job(
-                        name: job.name, type: job.type, status: .skipped, counts: [:], failures: [], failuresOmitted: 0)
-                )
+                jobs.append(RunReport.Job(skipped: job))
                 continue
             }
-            var executor = JobExecutor(
+            // A job runs only when every job it needs that ran this time ended ok.
+            if let (needed, status) = job.needs.lazy.compactMap({ name in ended[name].map { (name, $0) } }).first(
+                where: { $0.1 != .ok })
+            {
+                var skipped = RunReport.Job(skipped: job)
+                skipped.error = RunReport.Failure(
+                    key: "", provider: nil, code: ErrorCode.needsNotMet.rawValue,
+                    message: "not run: it needs job \(needed), which ended \(status.rawValue); fix what \(needed) "
+                        + "reported, then run again")
+                ended[job.name] = .skipped
+                unmetNeeds = true
+                options.onJobFinished?(skipped)
+                jobs.append(skipped)
+                continue
+            }
+            let executor = JobExecutor(
                 store: store, compiled: compiled, options: options, providers: session.providers,
                 unopened: session.unopened, stateDatabase: session.stateDatabase,
                 outbox: session.outbox)
             let result = await executor.run(job)
+            ended[job.name] = result.status
             options.onJobFinished?(result)
             jobs.append(result)
         }
@@ -151,7 +168,7 @@ public struct PipelineRunner: Sendable {
             ? .interrupted
             : jobs.contains { $0.status == .error }
                 ? .error
-                : jobs.contains { $0.status == .failed }
+                : jobs.contains { $0.status == .failed } || unmetNeeds
                     ? .failed : (session.outbox?.count ?? 0) > 0 && !options.dryRun ? .queued : .ok
         let report = RunReport(
             pipeline: spec.name, runId: runID, status: status, dryRun: options.dryRun, startedAt: iso8601(started),
@@ -191,10 +208,8 @@ public struct PipelineRunner: Sendable {
         var report = RunReport(
             pipeline: spec.name, runId: runID, status: .error, dryRun: options.dryRun, startedAt: iso8601(started),
             finishedAt: iso8601(finished), durationMs: finished - started,
-            jobs: spec.jobs.filter { options.jobNames.isEmpty || options.jobNames.contains($0.name) }.map {
-                RunReport.Job(
-                    name: $0.name, type: $0.type, status: .skipped, counts: [:], failures: [], failuresOmitted: 0)
-            },
+            jobs: JobGraph(spec.jobs).selected(options.jobNames, withNeeds: options.runNeeds).map(
+                RunReport.Job.init(skipped:)),
             outbox: RunReport.Outbox(pendingBefore: 0, drained: 0, dropped: [:], pendingAfter: 0), providers: [])
         report.error = RunReport.Failure(key: "", provider: nil, code: reason.code.rawValue, message: reason.message)
         let writer = ReportWriter(

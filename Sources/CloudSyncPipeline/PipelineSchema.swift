@@ -6,9 +6,75 @@ import CloudSync
 /// The provider definition is derived from the registered factories' field descriptions, so a new provider type
 /// appears in the schema by being registered.
 public enum PipelineSchema {
-    /// The schema for pipelines whose providers come from `registry`.
-    public static func json(registry: ProviderRegistry) -> String {
+    /// The schema for pipelines whose providers come from `registry` and jobs from `jobTypes`.
+    public static func json(registry: ProviderRegistry, jobTypes: JobRegistry = BuiltInJobs.registry) -> String {
         template.replacingOccurrences(of: "__PROVIDER__", with: providerDefinition(registry))
+            .replacingOccurrences(of: "__JOB__", with: jobDefinition(jobTypes))
+    }
+
+    /// `$defs.job`: the fields every job has, then one branch per type listing exactly the fields it accepts.
+    static func jobDefinition(_ jobTypes: JobRegistry) -> String {
+        let indent = String(repeating: " ", count: 4)
+        let types = jobTypes.types
+        let typeDescription = types.map { "\($0.name) (\($0.summary))" }.joined(separator: "; ")
+        let common = RegisteredJobType.commonFields
+        var lines = [
+            "{",
+            "  \"description\": \"One job: `type`, the fields every job has, and the fields of that type.\",",
+            "  \"type\": \"object\",",
+            "  \"required\": [\"type\"],",
+            "  \"properties\": {",
+            "    \"type\": { \"description\": \(quoted(typeDescription + ".")), \"enum\": ["
+                + types.map { quoted($0.name) }.joined(separator: ", ") + "] },",
+            "    \"name\": { \"description\": \(quoted(sentence(common[0].summary))), \"type\": \"string\", "
+                + "\"minLength\": 1 },",
+            "    \"needs\": { \"description\": \(quoted(sentence(common[1].summary))), \"oneOf\": [{ \"type\": "
+                + "\"string\" }, { \"type\": \"array\", \"uniqueItems\": true, \"items\": { \"type\": \"string\" } }] }",
+            "  },",
+            "  \"allOf\": [",
+        ]
+        for (index, type) in types.enumerated() {
+            var properties = ["\"type\": true", "\"name\": true", "\"needs\": true"]
+            properties += type.fields.map { "\(quoted($0.name)): \(jobFieldSchema($0))" }
+            let required = type.fields.filter(\.required).map { quoted($0.name) }
+            var then = "{ "
+            if !required.isEmpty { then += "\"required\": [\(required.joined(separator: ", "))], " }
+            then += "\"properties\": { \(properties.joined(separator: ", ")) }, \"additionalProperties\": false }"
+            lines.append(
+                "    { \"if\": { \"properties\": { \"type\": { \"const\": \(quoted(type.name)) } } }, \"then\": \(then) }"
+                    + (index == types.count - 1 ? "" : ","))
+        }
+        lines += ["  ]", "}"]
+        return lines.enumerated().map { $0.offset == 0 ? $0.element : indent + $0.element }.joined(separator: "\n")
+    }
+
+    static func jobFieldSchema(_ field: JobField) -> String {
+        var description = sentence(field.summary, period: false)
+        if field.kind == .path { description += "; relative to this file" }
+        if let value = field.defaultValue { description += ". Default: \(value)" }
+        description += "."
+        var parts = ["\"description\": \(quoted(description))"]
+        switch field.kind {
+        case .provider, .providerOrStore, .providerOrAll, .codec: parts += ["\"type\": \"string\"", "\"minLength\": 1"]
+        case .providers: parts += ["\"type\": \"array\"", "\"items\": { \"type\": \"string\" }"]
+        case .keys:
+            parts.append(
+                "\"oneOf\": [{ \"type\": \"string\" }, { \"type\": \"array\", \"items\": { \"type\": \"string\" } }]")
+        case .path: parts += ["\"type\": \"string\"", "\"minLength\": 1"]
+        case .boolean: parts.append("\"type\": \"boolean\"")
+        case .fraction: parts += ["\"type\": \"number\"", "\"minimum\": 0", "\"maximum\": 1"]
+        case .choice(let options): parts.append("\"enum\": [" + options.map(quoted).joined(separator: ", ") + "]")
+        case .deleteLimit:
+            parts.append(
+                "\"oneOf\": [{ \"type\": \"integer\", \"minimum\": 0 }, { \"type\": \"string\", \"pattern\": "
+                    + "\"^(100|[0-9]{1,2}(\\\\.[0-9]+)?)%$\" }]")
+        }
+        return "{ " + parts.joined(separator: ", ") + " }"
+    }
+
+    /// `summary` as a sentence: capitalized, with a period unless `period` is false.
+    static func sentence(_ summary: String, period: Bool = true) -> String {
+        summary.prefix(1).uppercased() + summary.dropFirst() + (period ? "." : "")
     }
 
     /// `$defs.provider`: one branch per type, each listing exactly the fields that type accepts.
@@ -187,27 +253,7 @@ public enum PipelineSchema {
                 }
               }
             },
-            "keys": { "description": "A glob or a list of keys.", "oneOf": [{ "type": "string" }, { "type": "array", "items": { "type": "string" } }] },
-            "overwrite": { "description": "always (default) or ifMissing.", "enum": ["always", "ifMissing"] },
-            "job": {
-              "description": "One job.",
-              "type": "object",
-              "required": ["type"],
-              "properties": {
-                "type": { "description": "What the job does.", "enum": ["sync", "migrate", "clear", "quota", "export", "import", "verify", "rekey", "flush"] },
-                "name": { "description": "Names the job in the report. Default: its position and type.", "type": "string" }
-              },
-              "allOf": [
-                { "if": { "properties": { "type": { "const": "sync" } } }, "then": { "properties": { "type": true, "name": true, "providers": { "description": "A subset of the store's providers.", "type": "array", "items": { "type": "string" } }, "deletes": { "description": "What to do with a key deleted on some providers since the last sync and unchanged on the others: propagate (remove it everywhere) or ignore (copy it back, a plain union). Default: propagate.", "enum": ["propagate", "ignore"] }, "maxDeletes": { "description": "The most keys one run may delete: a count, or a percentage of the keys the last sync left like \"50%\". Over it the job deletes nothing and fails; `cloudsync run --force` allows it once. Default: \"50%\".", "oneOf": [{ "type": "integer", "minimum": 0 }, { "type": "string", "pattern": "^(100|[0-9]{1,2}(\\.[0-9]+)?)%$" }] }, "incremental": { "description": "Read only the keys changed since the last clean run when every provider offers a change feed (sqlite, memory, googleDrive, cloudKit); a provider without one (directory, s3), or whose cursor is missing or expired, is compared in full. Default: false.", "type": "boolean" } }, "additionalProperties": false } },
-                { "if": { "properties": { "type": { "const": "migrate" } } }, "then": { "required": ["from", "to"], "properties": { "type": true, "name": true, "from": { "description": "Source provider id.", "type": "string" }, "to": { "description": "Destination provider id.", "type": "string" }, "keys": { "$ref": "#/$defs/keys" }, "continueOnError": { "description": "Keep going past a failing key. Default true.", "type": "boolean" }, "overwrite": { "$ref": "#/$defs/overwrite" } }, "additionalProperties": false } },
-                { "if": { "properties": { "type": { "const": "clear" } } }, "then": { "required": ["provider"], "properties": { "type": true, "name": true, "provider": { "description": "A provider id, or all.", "type": "string" }, "confirm": { "description": "Run without --yes.", "type": "boolean" } }, "additionalProperties": false } },
-                { "if": { "properties": { "type": { "const": "quota" } } }, "then": { "properties": { "type": true, "name": true, "warnAbove": { "description": "Warn above this used fraction.", "type": "number", "minimum": 0, "maximum": 1 }, "failOnWarning": { "description": "Fail the job when a provider warns.", "type": "boolean" } }, "additionalProperties": false } },
-                { "if": { "properties": { "type": { "const": "export" } } }, "then": { "required": ["from", "path"], "properties": { "type": true, "name": true, "from": { "description": "A provider id, or store.", "type": "string" }, "path": { "description": "The export file, relative to this file.", "type": "string" }, "keys": { "$ref": "#/$defs/keys" }, "codec": { "description": "Encrypt the whole file with this codec's current key.", "type": "string" } }, "additionalProperties": false } },
-                { "if": { "properties": { "type": { "const": "import" } } }, "then": { "required": ["path", "to"], "properties": { "type": true, "name": true, "path": { "description": "The export file to read, relative to this file.", "type": "string" }, "to": { "description": "A provider id, or store.", "type": "string" }, "overwrite": { "$ref": "#/$defs/overwrite" } }, "additionalProperties": false } },
-                { "if": { "properties": { "type": { "enum": ["verify", "rekey"] } } }, "then": { "required": ["provider"], "properties": { "type": true, "name": true, "provider": { "description": "A provider id.", "type": "string" } }, "additionalProperties": false } },
-                { "if": { "properties": { "type": { "const": "flush" } } }, "then": { "properties": { "type": true, "name": true }, "additionalProperties": false } }
-              ]
-            }
+            "job": __JOB__
           }
         }
         """#

@@ -164,35 +164,17 @@ public struct StoreSpec: Sendable {
     public var outbox: OutboxSpec
 }
 
-/// Whether a migrate or import job replaces a value the target already holds (`always`, the default) or writes only
-/// keys it lacks (`ifMissing`).
-public enum Overwrite: String, Sendable, CaseIterable {
-    case always, ifMissing
-}
-
 /// One job, in file order.
 public struct JobSpec: Sendable {
-    /// What a job does, with its fields as the file gives them: a nil provider list means all the store's providers,
-    /// nil `keys` every key, a nil `clear` provider the whole store, a nil `warnAbove` no warning threshold, a nil
-    /// export codec the plain form.
-    public enum Kind: Sendable {
-        case sync(providers: [String]?, deletes: SyncDeletes, maxDeletes: DeleteLimit, incremental: Bool)
-        case migrate(from: String, to: String, keys: [String]?, continueOnError: Bool, overwrite: Overwrite)
-        case clear(provider: String?, confirm: Bool)
-        case quota(warnAbove: Double?, failOnWarning: Bool)
-        case export(from: String, path: Interpolated, keys: [String]?, codec: String?)
-        case `import`(path: Interpolated, to: String, overwrite: Overwrite)
-        case verify(provider: String)
-        case rekey(provider: String)
-        case flush
-    }
-
     /// The job type as written (`sync`, `migrate`, ...).
     public var type: String
-    /// The job's name, unique in the pipeline: as written, or `<position>-<type>`; reports and progress use it.
+    /// The job's name, unique in the pipeline: as written, or `<position>-<type>`; reports, progress, `--job` and
+    /// `needs` use it.
     public var name: String
-    /// What the job does.
-    public var kind: Kind
+    /// The names of the jobs that must end `ok` before this one runs, each earlier in the file.
+    public var needs: [String]
+    /// The job, configured by its type from its fields.
+    public var job: ConfiguredJob
     /// Where the job is declared in the file.
     public var mark: YAMLMark
 }

@@ -1,8 +1,31 @@
 /// The JSON Schema (2020-12) of run reports, printed by `cloudsync schema report`; `schemas/report.schema.json` is
 /// this text, and a test keeps the two identical.
 public enum ReportSchema {
-    /// The schema text, identical to `schemas/report.schema.json`.
-    public static let json = #"""
+    /// The schema of reports of pipelines whose jobs come from `jobTypes`; for the built-in types it is
+    /// `schemas/report.schema.json`, and a test keeps the two identical.
+    ///
+    /// Each job type's `counts` are closed: a report's job may hold only the counts its type declares.
+    public static func json(jobTypes: JobRegistry = BuiltInJobs.registry) -> String {
+        let types = jobTypes.types
+        let indent = String(repeating: " ", count: 8)
+        let branches = types.enumerated().map { index, type in
+            let counts = type.counts.map {
+                "\(quoted($0.name)): { \"description\": \(quoted(sentence($0.summary))), \"type\": \"integer\", \"minimum\": 0 }"
+            }
+            return indent
+                + "  { \"if\": { \"properties\": { \"type\": { \"const\": \(quoted(type.name)) } } }, \"then\": "
+                + "{ \"properties\": { \"counts\": { \"properties\": { \(counts.joined(separator: ", ")) }, "
+                + "\"additionalProperties\": false } } } }" + (index == types.count - 1 ? "" : ",")
+        }
+        return template.replacingOccurrences(
+            of: "__JOB_TYPES__", with: "[" + types.map { quoted($0.name) }.joined(separator: ", ") + "]"
+        ).replacingOccurrences(of: "__JOB_COUNTS__", with: (["["] + branches + [indent + "]"]).joined(separator: "\n"))
+    }
+
+    private static func quoted(_ text: String) -> String { PipelineSchema.quoted(text) }
+    private static func sentence(_ text: String) -> String { PipelineSchema.sentence(text) }
+
+    static let template = #"""
         {
           "$schema": "https://json-schema.org/draft/2020-12/schema",
           "$id": "https://cloudsync.invalid/schemas/report.schema.json",
@@ -28,9 +51,10 @@ public enum ReportSchema {
                 "required": ["name", "type", "status", "counts", "failures", "failuresOmitted"],
                 "properties": {
                   "name": { "type": "string" },
-                  "type": { "enum": ["sync", "migrate", "clear", "quota", "export", "import", "verify", "rekey", "flush"] },
-                  "status": { "description": "ok, failed (some keys failed, or a quota warning under failOnWarning), error (could not run), interrupted (stopped after a batch by SIGINT or SIGTERM), skipped (not run: interrupted before it started).", "enum": ["ok", "failed", "error", "interrupted", "skipped"] },
-                  "counts": { "description": "Job-specific counts (sync: keys, inSync, repaired, skipped, failed, queued, deleted, conflicts, heldBack; migrate: copied, skipped, failed; ...).", "type": "object", "additionalProperties": { "type": "integer", "minimum": 0 } },
+                  "type": { "description": "The job type.", "enum": __JOB_TYPES__ },
+                  "status": { "description": "ok, failed (some keys failed, something differed, a guard held deletions back, or a quota warning under failOnWarning), error (could not run: a provider it needs unavailable, a refused clear), interrupted (stopped after a batch by SIGINT or SIGTERM), skipped (not run: interrupted before it started, or a job it needs did not end ok; its error says which).", "enum": ["ok", "failed", "error", "interrupted", "skipped"] },
+                  "counts": { "description": "What the job did: exactly the counts of its type (see the branches below); empty for a skipped job.", "type": "object", "additionalProperties": { "type": "integer", "minimum": 0 } },
+                  "keyLists": { "description": "check: the first 100 keys of each kind of difference (differ, missingOnDestination, missingOnSource); mirror: the first 100 keys deleted. Names only, never values.", "type": "object", "additionalProperties": { "type": "array", "maxItems": 100, "items": { "type": "string" } } },
                   "failures": { "description": "The first 100 failing keys.", "type": "array", "items": { "$ref": "#/$defs/failure" } },
                   "failuresOmitted": { "description": "Failing keys beyond the first 100.", "type": "integer", "minimum": 0 },
                   "error": { "description": "Why the job could not run; for a sync that failed, also why it deleted nothing (ERR_TOO_MANY_DELETES).", "$ref": "#/$defs/failure" },
@@ -82,7 +106,8 @@ public enum ReportSchema {
                       "fullBecause": { "description": "Jobs with `incremental: true`: why a provider was compared in full.", "type": "object", "additionalProperties": { "type": "string" } }
                     }
                   }
-                }
+                },
+                "allOf": __JOB_COUNTS__
               }
             },
             "outbox": {

@@ -25,7 +25,7 @@ public enum JobStatus: String, Codable, Sendable, CaseIterable {
     case error
     /// Stopped after a batch by a signal.
     case interrupted
-    /// Not run because the run was interrupted first.
+    /// Not run: the run was interrupted first, or a job it needs did not end `ok` (its `error` names which).
     case skipped
 }
 
@@ -68,9 +68,8 @@ public struct RunReport: Codable, Sendable {
         public var type: String
         /// How the job ended.
         public var status: JobStatus
-        /// What the job did, by name, varying with its type (sync: keys, inSync, repaired, skipped, failed, queued,
-        /// deleted, conflicts, heldBack;
-        /// migrate: copied, skipped, failed; ...).
+        /// What the job did: exactly the counts its type declares (``JobType/counts``), by name; empty for a job
+        /// that was skipped.
         public var counts: [String: Int]
         /// The first ``PipelineRunner/failureListLimit`` keys that failed, in the order they failed.
         public var failures: [Failure]
@@ -85,6 +84,11 @@ public struct RunReport: Codable, Sendable {
         public var file: String?
         /// What a `sync` job compared against and decided; nil for other jobs.
         public var sync: SyncDetails? = nil
+        /// Keys named by category, the first 100 of each; names only, never values.
+        ///
+        /// `check` names `differ`, `missingOnDestination` and `missingOnSource`, `mirror` names `deleted`; nil for
+        /// other jobs.
+        public var keyLists: [String: [String]]? = nil  // by count name, not store keys
     }
 
     /// What a sync job compared against, what it could not see, and what it deleted or chose.

@@ -10,7 +10,7 @@ import Testing
     init() throws { executable = try ProcessRunner.builtProduct("cloudsync") }
 
     static let runUsage =
-        "cloudsync run FILE [--job NAME]... [--dry-run] [--report PATH|-] [--yes] [--force] [--quiet] [--progress auto|always|never] "
+        "cloudsync run FILE [--job NAME]... [--no-needs] [--dry-run] [--report PATH|-] [--yes] [--force] [--quiet] [--progress auto|always|never] "
         + "[--verbose]"
 
     @Test(arguments: [["run", "--help"], ["run", "-h"], ["help", "run"], ["run", "x.yaml", "--bogus", "-h"]])
@@ -22,7 +22,8 @@ import Testing
         #expect(lines.first == "OVERVIEW: Run a pipeline's jobs in order and write a JSON report.")
         for line in [
             "USAGE: \(Self.runUsage)", "ARGUMENTS:", "  FILE                    The pipeline file.", "OPTIONS:",
-            "  -j, --job NAME          Run only this job; repeat for more (default: every job, in file order).",
+            "  -j, --job NAME          Run only this job and the jobs it needs; repeat for more (default: every",
+            "  --no-needs              With --job, run only the jobs named, not the jobs they need.",
             "  -q, --quiet             Print only a line per failed or errored job, and no progress.",
             "  --progress MODE         Show a progress line; auto shows it when standard error is a terminal.",
             "                          (values: auto, always, never; default: auto)",

@@ -208,11 +208,25 @@ private let minimal = """
         #expect(readme.contains(begin + generated + end))
     }
 
+    @Test func theReadmesJobReferenceIsTheRegisteredJobTypes() throws {
+        let readme = try String(contentsOfFile: repositoryRoot + "/README.md", encoding: .utf8)
+        let begin = "<!-- job-types:begin (generated from the registered job types; a test checks it) -->\n"
+        let end = "<!-- job-types:end -->"
+        let generated = PipelineReference.jobTable(jobTypes: BuiltInJobs.registry)
+        if ProcessInfo.processInfo.environment["CLOUDSYNC_UPDATE_EXPECTED"] == "1",
+            let start = readme.range(of: begin), let stop = readme.range(of: end)
+        {
+            try (readme[..<start.upperBound] + generated + readme[stop.lowerBound...]).write(
+                toFile: repositoryRoot + "/README.md", atomically: true, encoding: .utf8)
+        }
+        #expect(readme.contains(begin + generated + end))
+    }
+
     @Test func theSchemaFileIsTheOneTheBinaryPrints() throws {
         let file = try String(contentsOfFile: repositoryRoot + "/schemas/pipeline.schema.json", encoding: .utf8)
         #expect(file == PipelineSchema.json(registry: BuiltInProviders.registry) + "\n")
         let report = try String(contentsOfFile: repositoryRoot + "/schemas/report.schema.json", encoding: .utf8)
-        #expect(report == ReportSchema.json + "\n")
+        #expect(report == ReportSchema.json() + "\n")
         #expect(try JSONSerialization.jsonObject(with: Data(file.utf8)) is [String: Any])
     }
 

@@ -1,0 +1,125 @@
+import CloudSync
+
+/// `check`: compares two providers key by key, by decoded value, as rclone's `check` does; changes nothing.
+///
+/// Both listings are walked together in key order, a page at a time, so neither side is ever held whole. Values
+/// compare as plaintext: two providers with different codecs (or one encrypted, one not) still match.
+struct CheckJob: JobType {
+    struct Configuration: Sendable {
+        var from: String
+        var to: String
+        var keys: [String]?
+        var oneWay: Bool
+    }
+
+    static let match = JobCount("match", "keys both hold with the same value")
+    static let differ = JobCount("differ", "keys both hold with different values")
+    static let missingOnDestination = JobCount("missingOnDestination", "keys only `from` holds")
+    static let missingOnSource = JobCount("missingOnSource", "keys only `to` holds (not looked for with `oneWay`)")
+    static let failed = JobCount("failed", "keys that could not be read or decoded on a side")
+
+    let name = "check"
+    let summary = "compare two providers' keys and decoded values; fails when anything differs or is missing"
+    let fields = [
+        JobField("from", .provider, required: true, summary: "the provider that holds what should be"),
+        JobField("to", .provider, required: true, summary: "the provider compared with it"),
+        keysField,
+        JobField(
+            "oneWay", .boolean, defaultValue: "false",
+            summary: "only look for `from`'s keys in `to`: keys only `to` holds are not counted"),
+    ]
+    let counts = [match, differ, missingOnDestination, missingOnSource, failed]
+
+    func configuration(from values: JobFieldValues) throws(JobConfigurationError) -> Configuration {
+        let from = values.text("from") ?? ""
+        let to = values.text("to") ?? ""
+        guard from != to else { throw JobConfigurationError(field: "to", "a check needs two different providers") }
+        return Configuration(from: from, to: to, keys: values.list("keys"), oneWay: values.boolean("oneWay") ?? false)
+    }
+
+    func providers(of configuration: Configuration, store: [String]) -> [String] {
+        [configuration.from, configuration.to]
+    }
+
+    func plan(_ configuration: Configuration, paths: PlanPaths) -> String {
+        "compare \(configuration.from) with \(configuration.to)\(planKeys(configuration.keys)) by decoded value"
+            + (configuration.oneWay ? ", one way (keys only in \(configuration.to) ignored)" : "")
+    }
+
+    func run(_ configuration: Configuration, in context: JobContext, report: inout JobReport)
+        async throws(CloudSyncError)
+    {
+        let (from, to) = (configuration.from, configuration.to)
+        let store = context.store
+        let listing = TwoSidedListing(
+            from: from, to: to, store: store, pageSize: context.pageSize(for: [from, to]),
+            filter: keyFilter(configuration.keys))
+        try await listing.prepare(providers: context.providers)
+        var lists = KeyLists()
+        var done = 0
+        while !context.isInterrupted {
+            let page = try await listing.nextPage()
+            guard !page.isEmpty else { break }
+            let wanted = configuration.oneWay ? page.filter(\.onSource) : page
+            let sourceKeys = wanted.filter(\.onSource).map(\.key)
+            let destinationKeys = wanted.filter(\.onDestination).map(\.key)
+            let sourceValues = try await store.readEach(sourceKeys, from: from)
+            let destinationValues = try await store.readEach(destinationKeys, from: to)
+            var sourceIndex = 0
+            var destinationIndex = 0
+            for entry in wanted {
+                // A key listed but gone when read counts as missing on that side.
+                var left: Result<String?, CloudSyncError> = .success(nil)
+                var right: Result<String?, CloudSyncError> = .success(nil)
+                if entry.onSource {
+                    left = sourceValues[sourceIndex]
+                    sourceIndex += 1
+                }
+                if entry.onDestination {
+                    right = destinationValues[destinationIndex]
+                    destinationIndex += 1
+                }
+                switch (left, right) {
+                case (.failure(let error), _), (_, .failure(let error)):
+                    report.record([KeyFailure(key: entry.key, error: error)])
+                    report.add(1, to: Self.failed)
+                case (.success(let a?), .success(let b?)):
+                    if a.utf8.elementsEqual(b.utf8) {
+                        report.add(1, to: Self.match)
+                    } else {
+                        report.add(1, to: Self.differ)
+                        lists.add(entry.key, to: Self.differ)
+                    }
+                case (.success(.some), .success(nil)):
+                    report.add(1, to: Self.missingOnDestination)
+                    lists.add(entry.key, to: Self.missingOnDestination)
+                case (.success(nil), .success(.some)):
+                    guard !configuration.oneWay else { continue }
+                    report.add(1, to: Self.missingOnSource)
+                    lists.add(entry.key, to: Self.missingOnSource)
+                case (.success(nil), .success(nil)):
+                    continue
+                }
+            }
+            done += page.count
+            context.progress(done, nil)
+        }
+        report.entry.keyLists = lists.lists
+        if context.isInterrupted {
+            report.status = .interrupted
+        } else if report[Self.differ] + report[Self.missingOnDestination] + report[Self.missingOnSource] > 0 {
+            report.status = .failed
+        }
+    }
+}
+
+/// Keys a report names by category (`check`'s differences, `mirror`'s deletions): the first
+/// ``KeyLists/limit`` of each, the rest only counted in the job's counts.
+struct KeyLists {
+    static let limit = 100
+    private(set) var lists: [String: [String]] = [:]
+
+    mutating func add(_ key: String, to count: JobCount) {
+        if lists[count.name, default: []].count < Self.limit { lists[count.name, default: []].append(key) }
+    }
+}

@@ -1,0 +1,71 @@
+import CloudSync
+
+/// `clear`: removes every key from one provider, or from the whole store; refused unless confirmed.
+struct ClearJob: JobType {
+    struct Configuration: Sendable {
+        /// Nil for the whole store (`provider: all`).
+        var provider: String?
+        var confirm: Bool
+    }
+
+    static let removed = JobCount("removed", "keys removed")
+    static let failed = JobCount("failed", "keys that could not be removed")
+    static let queued = JobCount("queued", "removals waiting in the outbox for a provider that could not take them")
+
+    let name = "clear"
+    let summary = "remove every key from one provider or the whole store"
+    let fields = [
+        JobField("provider", .providerOrAll, required: true, summary: "the provider to empty, or all for the store"),
+        JobField(
+            "confirm", .boolean, defaultValue: "false",
+            summary: "run without `--yes`; without either the job is refused"),
+    ]
+    let counts = [removed, failed, queued]
+
+    func configuration(from values: JobFieldValues) throws(JobConfigurationError) -> Configuration {
+        let provider = values.text("provider")
+        return Configuration(provider: provider == "all" ? nil : provider, confirm: values.boolean("confirm") ?? false)
+    }
+
+    func providers(of configuration: Configuration, store: [String]) -> [String] {
+        configuration.provider.map { [$0] } ?? store
+    }
+
+    func plan(_ configuration: Configuration, paths: PlanPaths) -> String {
+        "remove every key from \(configuration.provider ?? "all providers")"
+            + (configuration.confirm ? " (confirmed)" : " (needs --yes)")
+    }
+
+    func run(_ configuration: Configuration, in context: JobContext, report: inout JobReport)
+        async throws(CloudSyncError)
+    {
+        guard configuration.confirm || context.isConfirmed else {
+            throw CloudSyncError(
+                .config, "clear removes data: refused without `confirm: true` in the job or --yes on the command line")
+        }
+        guard let provider = configuration.provider else {
+            let result = try await context.store.clear()
+            report.record(result.failed)
+            report[Self.removed] = result.removed
+            report[Self.failed] = result.failed.count
+            report[Self.queued] = result.queued
+            return
+        }
+        // Listing continues after the last key seen, so removals behind the cursor do not disturb it.
+        let pageSize = context.pageSize(for: [provider])
+        var cursor: String?
+        repeat {
+            if context.isInterrupted { break }
+            let page = try await context.store.keyPage(of: provider, after: cursor, limit: pageSize)
+            for (key, result) in zip(page.keys, try await context.store.remove(page.keys, from: provider)) {
+                if case .failure(let error) = result {
+                    report.record([KeyFailure(key: key, error: error)])
+                    report.add(1, to: Self.failed)
+                } else {
+                    report.add(1, to: Self.removed)
+                }
+            }
+            cursor = page.nextCursor
+        } while cursor != nil
+    }
+}

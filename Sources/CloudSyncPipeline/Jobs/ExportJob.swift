@@ -1,0 +1,104 @@
+import CloudSync
+
+/// `export`: writes the selected keys and their plaintext values to a file, optionally encrypted whole.
+struct ExportJob: JobType {
+    struct Configuration: Sendable {
+        /// A provider id, or `store`.
+        var from: String
+        var path: Interpolated
+        var keys: [String]?
+        var codec: String?
+    }
+
+    static let items = JobCount("items", "keys written to the file")
+    static let failed = JobCount("failed", "keys whose value could not be read or decoded (the rest still export)")
+
+    let name = "export"
+    let summary = "write keys and their plaintext values to a JSON file, optionally encrypted whole"
+    let fields = [
+        JobField("from", .providerOrStore, required: true, summary: "a provider id, or store for the whole store"),
+        JobField("path", .path, required: true, summary: "the export file"),
+        keysField,
+        JobField("codec", .codec, summary: "encrypt the whole file with this codec's current key"),
+    ]
+    let counts = [items, failed]
+
+    func configuration(from values: JobFieldValues) throws(JobConfigurationError) -> Configuration {
+        Configuration(
+            from: values.text("from") ?? "store", path: values.path("path") ?? Interpolated(value: "", written: ""),
+            keys: values.list("keys"), codec: values.text("codec"))
+    }
+
+    func providers(of configuration: Configuration, store: [String]) -> [String] {
+        configuration.from == "store" ? store : [configuration.from]
+    }
+
+    func plan(_ configuration: Configuration, paths: PlanPaths) -> String {
+        "write \(configuration.from)\(planKeys(configuration.keys)) to \(paths.display(configuration.path))"
+            + (configuration.codec.map { ", encrypted with \($0)" } ?? "")
+    }
+
+    func run(_ configuration: Configuration, in context: JobContext, report: inout JobReport)
+        async throws(CloudSyncError)
+    {
+        report.file = configuration.path.display
+        let (items, failed) = try await exportItems(
+            from: configuration.from, filter: keyFilter(configuration.keys), in: context)
+        report.record(failed)
+        report[Self.items] = items.count
+        report[Self.failed] = failed.count
+        guard !context.isDryRun else { return }
+        try ExportFile.write(
+            items, to: configuration.path.value, pipeline: context.pipeline, source: configuration.from,
+            codec: configuration.codec.flatMap { id in context.codec(id).map { (id, $0) } })
+    }
+
+    /// Every selected key and its plaintext value, from one provider (decoded with its codec) or the store, and the
+    /// keys whose value could not be read or decoded (each named, as `verify` names them; the rest still export).
+    private func exportItems(from source: String, filter: (@Sendable (String) -> Bool)?, in context: JobContext)
+        async throws(CloudSyncError) -> ([KeyValue], [KeyFailure])
+    {
+        let store = context.store
+        let keys =
+            try await (source == "store" ? store.allKeys().keys : store.listKeys(of: source)).filter {
+                filter?($0) ?? true
+            }
+        let pageSize = context.pageSize(for: [source])
+        var items: [KeyValue] = []
+        items.reserveCapacity(keys.count)
+        var failed: [KeyFailure] = []
+        for start in stride(from: 0, to: keys.count, by: pageSize) {
+            let batch = Array(keys[start..<min(start + pageSize, keys.count)])
+            let values =
+                source == "store" ? try await store.multiGetEach(batch) : try await store.readEach(batch, from: source)
+            var unread: [String] = []
+            for (key, value) in zip(batch, values) {
+                switch value {
+                case .success(let value?): items.append(KeyValue(key, value))
+                case .success(nil): unread.append(key)
+                case .failure(let error): failed.append(KeyFailure(key: key, error: error))
+                }
+            }
+            // The store reads a key one provider lacks and another holds undecodable as missing; a listed key is
+            // held somewhere, so find out which copy could not be read.
+            if source == "store" && !unread.isEmpty {
+                failed += try await unreadableCopies(of: unread, in: context)
+            }
+            context.progress(min(start + pageSize, keys.count), keys.count)
+        }
+        return (items, failed.sorted { StoreKey.bytesPrecede($0.key, $1.key) })
+    }
+
+    /// The first copy of each of `keys` that a store provider holds but cannot read or decode.
+    private func unreadableCopies(of keys: [String], in context: JobContext) async throws(CloudSyncError)
+        -> [KeyFailure]
+    {
+        var failures = [CloudSyncError?](repeating: nil, count: keys.count)
+        for provider in context.storeProviders {
+            for (index, result) in try await context.store.readEach(keys, from: provider).enumerated() {
+                if case .failure(let error) = result, failures[index] == nil { failures[index] = error }
+            }
+        }
+        return zip(keys, failures).compactMap { key, error in error.map { KeyFailure(key: key, error: $0) } }
+    }
+}

@@ -1,0 +1,133 @@
+import CloudSync
+import CloudSyncCrypto
+
+/// What a running job may use: the store over the pipeline's providers, how the run was asked to run, and where it
+/// reports progress.
+public struct JobContext: Sendable {
+    /// The store the pipeline compiled to; jobs reach single providers through its direct calls
+    /// (`keyPage(of:after:limit:)`, `readEach(_:from:)`, `write(_:to:)`, `remove(_:from:)`).
+    public let store: CloudStore
+    /// The pipeline's name.
+    public let pipeline: String
+    /// The job's name.
+    public let jobName: String
+    /// The provider ids the store spans, in preference order.
+    public let storeProviders: [String]
+    /// Whether this is a dry run: providers are wrapped so writes are counted but never made.
+    public let isDryRun: Bool
+    /// Whether `--force` lets a deletion guard through for this run.
+    public let isForced: Bool
+    /// Whether `--yes` confirms destructive jobs.
+    public let isConfirmed: Bool
+    let compiled: CompiledPipeline
+    let providers: [String: any Provider]
+    /// The pipeline's state database; nil in a dry run of a pipeline that never ran.
+    let stateDatabase: StateDatabase?
+    let interrupt: InterruptFlag
+    let onProgress: (@Sendable (String, Int, Int?) -> Void)?
+
+    /// Whether the run was interrupted: a job stops at its next batch boundary.
+    public var isInterrupted: Bool { interrupt.isRaised }
+
+    /// Tells whoever watches the run how far the job is.
+    public func progress(_ done: Int, _ total: Int?) { onProgress?(jobName, done, total) }
+
+    /// The codec the file declares as `id`, compiled with its keys.
+    public func codec(_ id: String) -> EnvelopeCodec? { compiled.codecs[id] }
+
+    /// Keys per page for a job over `ids` (`store` for the store's providers): the smallest multiple of every one's
+    /// batch size that is at least `floor`, so each page splits into whole batches and the requests per key are the
+    /// providers' minimum.
+    public func pageSize(for ids: [String], floor: Int = 500) -> Int {
+        var ids = ids.flatMap { $0 == "store" ? storeProviders : [$0] }
+        if ids.isEmpty { ids = storeProviders }
+        let page = ids.compactMap { providers[$0]?.capabilities.batchLimit }.reduce(1) { leastCommonMultiple($0, $1) }
+        // Batch sizes with no small common multiple (200 and 999) would make pages huge; past 10,000 keys a page is
+        // the largest batch size's multiple instead, every batch but the last one of a smaller provider still whole.
+        let largest = ids.compactMap { providers[$0]?.capabilities.batchLimit }.max() ?? floor
+        let unit = page <= 10_000 ? page : largest
+        return max(unit, (floor + unit - 1) / unit * unit)
+    }
+}
+
+private func leastCommonMultiple(_ a: Int, _ b: Int) -> Int {
+    func gcd(_ a: Int, _ b: Int) -> Int { b == 0 ? a : gcd(b, a % b) }
+    return a / gcd(a, b) * b
+}
+
+/// What a job did, as it runs: its counts (only its type's), the keys that failed, and its status.
+public struct JobReport: Sendable {
+    var entry: RunReport.Job
+    private let declared: Set<String>
+
+    init(name: String, type: String, counts: [JobCount]) {
+        declared = Set(counts.map(\.name))
+        var zero: [String: Int] = [:]
+        for count in counts { zero[count.name] = 0 }
+        entry = RunReport.Job(
+            name: name, type: type, status: .ok, counts: zero, failures: [], failuresOmitted: 0)
+    }
+
+    /// The value of `count`.
+    public subscript(_ count: JobCount) -> Int {
+        get { entry.counts[count.name] ?? 0 }
+        set {
+            precondition(
+                declared.contains(count.name), "job type \(entry.type) does not declare the count \(count.name)")
+            entry.counts[count.name] = newValue
+        }
+    }
+
+    /// Adds `amount` to `count`.
+    public mutating func add(_ amount: Int, to count: JobCount) { self[count] += amount }
+
+    /// How the job ends: `ok` unless set; a job that recorded failures ends `failed` when it returns `ok`.
+    public var status: JobStatus {
+        get { entry.status }
+        set { entry.status = newValue }
+    }
+
+    /// Why the job ended as it did, for a status other than `ok` that no single key explains.
+    public var error: RunReport.Failure? {
+        get { entry.error }
+        set { entry.error = newValue }
+    }
+
+    /// The file the job wrote or read, as the pipeline names it.
+    public var file: String? {
+        get { entry.file }
+        set { entry.file = newValue }
+    }
+
+    /// Names each failure with its own key and error, the first ``PipelineRunner/failureListLimit`` listed and the
+    /// rest counted.
+    public mutating func record(_ failures: [KeyFailure]) {
+        for failure in failures {
+            if entry.failures.count < PipelineRunner.failureListLimit {
+                entry.failures.append(RunReport.Failure(failure))
+            } else {
+                entry.failuresOmitted += 1
+            }
+        }
+    }
+
+    /// Counts failures that were not listed.
+    mutating func recordOmitted(_ count: Int) { entry.failuresOmitted += count }
+
+    /// How many failures were recorded, listed or not.
+    var failureCount: Int { entry.failures.count + entry.failuresOmitted }
+}
+
+extension RunReport.Failure {
+    /// The report's form of one key's failure.
+    init(_ failure: KeyFailure) {
+        self.init(
+            key: failure.key, provider: failure.error.provider, code: failure.error.code.rawValue,
+            message: failure.error.message)
+    }
+
+    /// The report's form of an error that stopped a whole job.
+    init(_ error: CloudSyncError) {
+        self.init(key: "", provider: error.provider, code: error.code.rawValue, message: error.message)
+    }
+}

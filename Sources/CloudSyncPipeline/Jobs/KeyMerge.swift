@@ -1,0 +1,286 @@
+import CloudSync
+import CloudSyncSQLite
+import Foundation
+
+/// One provider's keys in bytewise order, a page at a time: straight from its listing when it lists in key order,
+/// else from a temporary table its whole listing was sorted into first.
+final class OrderedKeys {
+    let id: String
+    private var buffer: [String] = []
+    private var index = 0
+    private var cursor: String?
+    private var finished = false
+    private var last: String?
+    private var spill: KeySpill?
+    /// Why its listing stopped short; its keys are unknown from there on.
+    private(set) var error: CloudSyncError?
+
+    init(id: String) { self.id = id }
+
+    /// The next key, or nil when the listing is used up (or failed); call ``refill(from:pageSize:)`` first when
+    /// ``needsRefill`` says so.
+    var head: String? { index < buffer.count ? buffer[index] : nil }
+    var needsRefill: Bool { index >= buffer.count && !finished }
+    func advance() { index += 1 }
+
+    /// Sorts the listing of a provider that does not list in key order into a temporary table.
+    func spillListing(from store: CloudStore, pageSize: Int) async {
+        do throws(CloudSyncError) {
+            let spill = try KeySpill()
+            self.spill = spill
+            var cursor: String?
+            repeat {
+                let page = try await store.keyPage(of: id, after: cursor, limit: pageSize)
+                try spill.add(page.keys)
+                guard page.nextCursor == nil || page.nextCursor != cursor else {
+                    throw CloudSyncError(
+                        .provider, "listing returned the same cursor twice; it would never end", provider: id)
+                }
+                cursor = page.nextCursor
+            } while cursor != nil
+        } catch {
+            fail(error)
+        }
+    }
+
+    /// How reading a change feed ended.
+    enum FeedOutcome {
+        /// Every change was read; the feed continues from this cursor.
+        case read(cursor: String)
+        /// The provider refused the cursor, for this reason.
+        case expired(String)
+        /// Reading failed: see ``error``.
+        case failed
+    }
+
+    /// Reads the provider's change feed (through the store, under its deadline) from `cursor` to its end into a
+    /// temporary table, so its changed keys come back in bytewise order, each once.
+    func spillChanges(from store: CloudStore, since cursor: String, pageSize: Int) async -> FeedOutcome {
+        do throws(CloudSyncError) {
+            let spill = try KeySpill()
+            var cursor = cursor
+            while true {
+                switch try await store.changes(of: id, since: cursor, limit: pageSize) {
+                case .expired(let reason): return .expired(reason)
+                case .changes(let page):
+                    try spill.add(page.changes.map(\.key))
+                    guard !page.hasMore else {
+                        guard page.cursor != cursor else {
+                            throw CloudSyncError(
+                                .provider, "its change feed returned the same cursor twice; it would never end",
+                                provider: id)
+                        }
+                        cursor = page.cursor
+                        continue
+                    }
+                    self.spill = spill
+                    return .read(cursor: page.cursor)
+                }
+            }
+        } catch {
+            fail(error)
+            return .failed
+        }
+    }
+
+    /// Reads the next page.
+    func refill(from store: CloudStore, pageSize: Int) async {
+        buffer = []
+        index = 0
+        do throws(CloudSyncError) {
+            if let spill {
+                buffer = try spill.keys(after: cursor, limit: pageSize)
+                cursor = buffer.last
+                finished = buffer.count < pageSize
+                return
+            }
+            let page = try await store.keyPage(of: id, after: cursor, limit: pageSize)
+            for key in page.keys {
+                if let last, !StoreKey.bytesPrecede(last, key) {
+                    throw CloudSyncError(
+                        .provider,
+                        "listed \"\(key)\" after \"\(last)\": its listing is not in bytewise key order, so the sync "
+                            + "cannot merge it; report this provider's listing order as a bug", provider: id)
+                }
+                last = key
+            }
+            guard page.nextCursor == nil || page.nextCursor != cursor else {
+                throw CloudSyncError(
+                    .provider, "listing returned the same cursor twice; it would never end", provider: id)
+            }
+            buffer = page.keys
+            cursor = page.nextCursor
+            finished = cursor == nil
+        } catch {
+            fail(error)
+        }
+    }
+
+    /// Forgets a failed feed read, so the provider can be listed in full instead.
+    func clearError() {
+        error = nil
+        finished = false
+        spill = nil
+        buffer = []
+        index = 0
+    }
+
+    private func fail(_ error: CloudSyncError) {
+        self.error = error
+        finished = true
+        buffer = []
+        index = 0
+        spill = nil
+    }
+}
+
+/// A temporary on-disk table of keys, read back in bytewise order; the file goes when the last reference does.
+final class KeySpill {
+    private let database: SQLiteDatabase
+    private let path: String
+
+    init() throws(CloudSyncError) {
+        path =
+            FileManager.default.temporaryDirectory.appendingPathComponent(
+                "cloudsync-keys-\(getpid())-\(UUID().uuidString).db"
+            ).path
+        do {
+            database = try SQLiteDatabase(path: path, options: SQLiteDatabase.Options(writeAheadLog: false))
+            try database.write { db in
+                try db.executeScript("CREATE TABLE keys (key TEXT PRIMARY KEY NOT NULL) WITHOUT ROWID")
+            }
+        } catch {
+            throw CloudSyncError(.config, "cannot make a temporary table to sort a listing in \(path): \(error)")
+        }
+    }
+
+    deinit {
+        database.close()
+        unlink(path)
+        unlink(path + "-journal")
+    }
+
+    func add(_ keys: [String]) throws(CloudSyncError) {
+        do {
+            try database.write { db in
+                try db.transaction {
+                    let insert = try db.prepare("INSERT OR IGNORE INTO keys (key) VALUES (?)")
+                    for key in keys {
+                        try insert.bind(key).run()
+                        insert.reset()
+                    }
+                }
+            }
+        } catch {
+            throw CloudSyncError(.config, "the temporary table \(path) failed: \(error)")
+        }
+    }
+
+    func keys(after key: String?, limit: Int) throws(CloudSyncError) -> [String] {
+        do {
+            return try database.read { db in
+                try db.query("SELECT key FROM keys WHERE key > ? ORDER BY key LIMIT ?", [key ?? "", limit]) {
+                    $0.string(0) ?? ""
+                }
+            }
+        } catch {
+            throw CloudSyncError(.config, "the temporary table \(path) failed: \(error)")
+        }
+    }
+}
+
+/// A sync job's snapshot rows in key order, a page at a time; none without a state database.
+final class SnapshotRows {
+    private let state: StateDatabase?
+    private let job: String
+    private let pageSize: Int
+    private var buffer: [(key: String, fingerprint: SyncFingerprint)] = []
+    private var index = 0
+    private var finished: Bool
+
+    init(state: StateDatabase?, job: String, pageSize: Int) {
+        self.state = state
+        self.job = job
+        self.pageSize = pageSize
+        finished = state == nil
+    }
+
+    var head: (key: String, fingerprint: SyncFingerprint)? { index < buffer.count ? buffer[index] : nil }
+    var needsRefill: Bool { index >= buffer.count && !finished }
+    func advance() { index += 1 }
+
+    func refill() throws(CloudSyncError) {
+        let after = buffer.last?.key
+        buffer = try state?.snapshotRows(of: job, after: after, limit: pageSize) ?? []
+        index = 0
+        finished = buffer.count < pageSize
+    }
+}
+
+/// Two providers' keys walked together in bytewise order, a page at a time.
+///
+/// Each selected key comes once, with the sides that list it. A listing that fails throws, so no caller acts on a side it could not see in full.
+final class TwoSidedListing {
+    /// One key and the sides that list it.
+    struct Entry {
+        let key: String
+        let onSource: Bool
+        let onDestination: Bool
+    }
+
+    private let store: CloudStore
+    private let source: OrderedKeys
+    private let destination: OrderedKeys
+    private let pageSize: Int
+    private let filter: (@Sendable (String) -> Bool)?
+
+    init(
+        from: String, to: String, store: CloudStore, pageSize: Int, filter: (@Sendable (String) -> Bool)?
+    ) {
+        self.store = store
+        source = OrderedKeys(id: from)
+        destination = OrderedKeys(id: to)
+        self.pageSize = pageSize
+        self.filter = filter
+    }
+
+    /// Sorts the listing of a side that does not list in key order into a temporary table first.
+    func prepare(providers: [String: any Provider]) async throws(CloudSyncError) {
+        for side in [source, destination] {
+            guard let provider = providers[side.id] else {
+                throw CloudSyncError(.config, "no provider `\(side.id)` is open", provider: side.id)
+            }
+            guard provider.capabilities.canList else {
+                throw CloudSyncError(.unsupported, "this provider cannot list its keys", provider: side.id)
+            }
+            if !provider.capabilities.listsInKeyOrder {
+                await side.spillListing(from: store, pageSize: pageSize)
+                if let error = side.error { throw error }
+            }
+        }
+    }
+
+    /// The next page of selected keys; empty when both listings are used up.
+    func nextPage() async throws(CloudSyncError) -> [Entry] {
+        var page: [Entry] = []
+        while page.count < pageSize {
+            for side in [source, destination] where side.needsRefill {
+                await side.refill(from: store, pageSize: pageSize)
+                if let error = side.error { throw error }
+            }
+            let key: String
+            switch (source.head, destination.head) {
+            case (nil, nil): return page
+            case (let a?, nil): key = a
+            case (nil, let b?): key = b
+            case (let a?, let b?): key = StoreKey.bytesPrecede(b, a) ? b : a
+            }
+            let onSource = source.head.map { StoreKey.bytesEqual($0, key) } ?? false
+            let onDestination = destination.head.map { StoreKey.bytesEqual($0, key) } ?? false
+            if onSource { source.advance() }
+            if onDestination { destination.advance() }
+            if filter?(key) ?? true { page.append(Entry(key: key, onSource: onSource, onDestination: onDestination)) }
+        }
+        return page
+    }
+}

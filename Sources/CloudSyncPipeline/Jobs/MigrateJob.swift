@@ -1,0 +1,105 @@
+import CloudSync
+
+/// `migrate`: copies keys from one provider to another, decoding with the source's codec and encoding with the
+/// destination's; the source is never changed.
+struct MigrateJob: JobType {
+    struct Configuration: Sendable {
+        var from: String
+        var to: String
+        var keys: [String]?
+        var continueOnError: Bool
+        var overwrite: Overwrite
+    }
+
+    static let copied = JobCount("copied", "keys written to `to`")
+    static let skipped = JobCount(
+        "skipped", "keys not written: gone from `from` when read, or (`overwrite: ifMissing`) already at `to`")
+    static let unchanged = JobCount(
+        "unchanged", "keys `to` already held with the same value (`overwrite: ifDifferent`)")
+    static let failed = JobCount("failed", "keys that could not be read, decoded or written")
+    static let queued = JobCount("queued", "always 0: a migration writes directly, never through the outbox")
+
+    let name = "migrate"
+    let summary = "copy keys from one provider to another; the source is never changed"
+    let fields = [
+        JobField("from", .provider, required: true, summary: "the provider copied from"),
+        JobField("to", .provider, required: true, summary: "the provider copied to"),
+        keysField,
+        JobField(
+            "continueOnError", .boolean, defaultValue: "true",
+            summary: "keep going past a failing key; false stops at the first failing batch"),
+        overwriteField,
+    ]
+    let counts = [copied, skipped, unchanged, failed, queued]
+
+    func configuration(from values: JobFieldValues) throws(JobConfigurationError) -> Configuration {
+        let from = values.text("from") ?? ""
+        let to = values.text("to") ?? ""
+        guard from != to else { throw JobConfigurationError(field: "to", "a migration needs two different providers") }
+        return Configuration(
+            from: from, to: to, keys: values.list("keys"), continueOnError: values.boolean("continueOnError") ?? true,
+            overwrite: values.choice("overwrite", default: Overwrite.always))
+    }
+
+    func providers(of configuration: Configuration, store: [String]) -> [String] {
+        [configuration.from, configuration.to]
+    }
+
+    func plan(_ configuration: Configuration, paths: PlanPaths) -> String {
+        "copy \(configuration.from) -> \(configuration.to)\(planKeys(configuration.keys)), overwrite "
+            + configuration.overwrite.rawValue
+            + (configuration.continueOnError ? ", continue past failures" : ", stop at the first failure")
+    }
+
+    func run(_ configuration: Configuration, in context: JobContext, report: inout JobReport)
+        async throws(CloudSyncError)
+    {
+        let result = try await context.copy(
+            from: configuration.from, to: configuration.to, keys: configuration.keys,
+            continueOnError: configuration.continueOnError, overwrite: configuration.overwrite, report: &report)
+        report[Self.copied] = result.copied
+        report[Self.skipped] = result.skipped
+        report[Self.unchanged] = result.unchanged
+        report[Self.failed] = result.failed
+    }
+}
+
+/// `keys`, as every job that selects keys declares it.
+let keysField = JobField(
+    "keys", .keys, summary: "a glob or a list of globs (`*`, `?`, `[a-z]`, `**`) selecting keys; default: every key")
+
+/// `overwrite`, as `migrate` and `import` declare it.
+let overwriteField = JobField(
+    "overwrite", .choice(Overwrite.allCases.map(\.rawValue)), defaultValue: "always",
+    summary: "always replace what the destination holds, only write keys it lacks (ifMissing), or only keys it lacks "
+        + "or holds with another value (ifDifferent, which costs a read of the destination and no write per "
+        + "unchanged key)")
+
+/// ` keys a, b` for a plan line, or nothing for every key.
+func planKeys(_ keys: [String]?) -> String { keys.map { " keys \($0.joined(separator: ", "))" } ?? "" }
+
+extension JobContext {
+    /// Copies `from` → `to` page by page through the store's migration, recording failures in `report`.
+    ///
+    /// `onLanded` hears, batch by batch, the keys `to` acknowledged holding with `from`'s value. Marks the report
+    /// interrupted when the run was.
+    func copy(
+        from: String, to: String, keys: [String]?, continueOnError: Bool, overwrite: Overwrite,
+        report: inout JobReport, onLanded: ([String]) async -> Void = { _ in }
+    ) async throws(CloudSyncError) -> MigrationCounts {
+        let name = jobName
+        let watcher = onProgress
+        var failures: [KeyFailure] = []
+        let result = try await store.maintenance.migrateByPage(
+            from: from, to: to, filter: keyFilter(keys), continueOnError: continueOnError, overwrite: overwrite,
+            onProgress: { done, total in watcher?(name, done, total) },
+            onFailures: { failed in
+                failures += failed.prefix(max(0, PipelineRunner.failureListLimit + 1 - failures.count))
+            }, onLanded: onLanded,
+            shouldStop: { [interrupt] in interrupt.isRaised })
+        report.record(failures)
+        report.recordOmitted(max(0, result.failed - failures.count))
+        if !result.completed && isInterrupted { report.status = .interrupted }
+        return result
+    }
+}

@@ -1,0 +1,79 @@
+import CloudSync
+
+/// `move`: copies keys from one provider to another, then removes from the source each key the destination
+/// acknowledged holding with the same value — never one whose copy failed or was skipped.
+///
+/// The copy compares before it writes (`overwrite: ifDifferent`), so a move killed between the two steps finishes on
+/// the next run without copying again: the keys already there are unchanged, and are removed from the source.
+struct MoveJob: JobType {
+    struct Configuration: Sendable {
+        var from: String
+        var to: String
+        var keys: [String]?
+        var continueOnError: Bool
+    }
+
+    static let moved = JobCount("moved", "keys now at `to` and removed from `from`")
+    static let skipped = JobCount("skipped", "keys listed at `from` but gone when read")
+    static let failed = JobCount(
+        "failed", "keys that could not be copied (left at `from`) or, once copied, removed from `from`")
+
+    let name = "move"
+    let summary = "copy keys to another provider, then remove from the source each key whose copy landed"
+    let fields = [
+        JobField("from", .provider, required: true, summary: "the provider moved from"),
+        JobField("to", .provider, required: true, summary: "the provider moved to"),
+        keysField,
+        JobField(
+            "continueOnError", .boolean, defaultValue: "true",
+            summary: "keep going past a failing key; false stops at the first failing batch"),
+    ]
+    let counts = [moved, skipped, failed]
+
+    func configuration(from values: JobFieldValues) throws(JobConfigurationError) -> Configuration {
+        let from = values.text("from") ?? ""
+        let to = values.text("to") ?? ""
+        guard from != to else { throw JobConfigurationError(field: "to", "a move needs two different providers") }
+        return Configuration(
+            from: from, to: to, keys: values.list("keys"), continueOnError: values.boolean("continueOnError") ?? true)
+    }
+
+    func providers(of configuration: Configuration, store: [String]) -> [String] {
+        [configuration.from, configuration.to]
+    }
+
+    func plan(_ configuration: Configuration, paths: PlanPaths) -> String {
+        "move \(configuration.from) -> \(configuration.to)\(planKeys(configuration.keys)): copy, then remove each "
+            + "key from \(configuration.from) once its copy landed"
+            + (configuration.continueOnError ? ", continue past failures" : ", stop at the first failure")
+    }
+
+    func run(_ configuration: Configuration, in context: JobContext, report: inout JobReport)
+        async throws(CloudSyncError)
+    {
+        let from = configuration.from
+        let store = context.store
+        var moved = 0
+        var removalFailures: [KeyFailure] = []
+        let result = try await context.copy(
+            from: from, to: configuration.to, keys: configuration.keys,
+            continueOnError: configuration.continueOnError, overwrite: .ifDifferent, report: &report
+        ) { landed in
+            guard !landed.isEmpty else { return }
+            do throws(CloudSyncError) {
+                for (key, outcome) in zip(landed, try await store.remove(landed, from: from)) {
+                    switch outcome {
+                    case .success: moved += 1
+                    case .failure(let error): removalFailures.append(KeyFailure(key: key, error: error))
+                    }
+                }
+            } catch {
+                removalFailures += landed.map { KeyFailure(key: $0, error: error.attributed(key: $0)) }
+            }
+        }
+        report.record(removalFailures)
+        report[Self.moved] = moved
+        report[Self.skipped] = result.skipped
+        report[Self.failed] = result.failed + removalFailures.count
+    }
+}
