@@ -599,7 +599,10 @@ private struct Reader {
             let type = jobTypes.type(named: typeName)
             let context = "job \(index + 1)" + (typeName.isEmpty ? "" : " (\(typeName))")
             let common = ["type"] + RegisteredJobType.commonFields.map(\.name)
-            guard let job = mapping(item, context, common + (type?.fields.map(\.name) ?? [])) else {
+            // A job of an unknown type is reported once, for its type, not again for each of its fields.
+            let allowed =
+                type.map { common + $0.fields.map(\.name) } ?? item.mapping?.compactMap(\.key.scalar) ?? common
+            guard let job = mapping(item, context, allowed) else {
                 earlier.append("\(index + 1)-\(typeName)")
                 continue
             }
