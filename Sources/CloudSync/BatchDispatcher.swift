@@ -107,7 +107,7 @@ struct BatchDispatcher: Sendable {
         try? await forEachBatch(items, key: key, writes: writes, call: operation) { batch, answer in
             switch answer {
             case .success(let answers): results += answers
-            case .failure(let error): results += batch.map { .failure(error.attributed(key: key($0))) }
+            case .failure(let error): results += batch.map { .failure(error.concerning(key: key($0))) }
             }
         }
         return results

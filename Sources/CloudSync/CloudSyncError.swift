@@ -129,6 +129,22 @@ public struct CloudSyncError: Error, Sendable, Equatable, CustomStringConvertibl
         return copy
     }
 
+    /// The error of a batch that failed as a whole, handed to one of its keys: the same code, message and provider,
+    /// naming `key` (whichever key's request met the failure first).
+    public func concerning(key: String) -> CloudSyncError {
+        var copy = self
+        copy.key = key
+        return copy
+    }
+
+    /// The same error naming no key: a failure of the whole batch (the connection, the account, the bucket) that
+    /// one key's request happened to meet first.
+    public func concerningNoKey() -> CloudSyncError {
+        var copy = self
+        copy.key = nil
+        return copy
+    }
+
     /// Any error a provider threw, as a `CloudSyncError`.
     static func wrapping(_ error: any Error, provider: String, key: String? = nil) -> CloudSyncError {
         if let error = error as? CloudSyncError { return error.attributed(provider: provider, key: key) }

@@ -234,7 +234,7 @@ public struct StoreMaintenance: Sendable {
                 }
             }
         } catch {
-            outcome.failed = batch.map { KeyFailure(key: $0, error: error.attributed(key: $0)) }
+            outcome.failed = batch.map { KeyFailure(key: $0, error: error.concerning(key: $0)) }
             outcome.skipped = []
             outcome.unchanged = []
             copies = []

@@ -798,7 +798,7 @@ public final class DriveProvider: Provider {
             let response = try await send(request, key: targets[0].key)
             if response.isSuccess || response.status == 404 { return [.success(())] }
             let error = failure(response, request, key: targets[0].key)
-            if DriveErrorMapping.isBatchWide(error) { throw error }
+            if DriveErrorMapping.isBatchWide(error) { throw error.concerningNoKey() }
             return [.failure(error)]
         }
         var results: [Result<Void, CloudSyncError>] = []
@@ -855,7 +855,9 @@ public final class DriveProvider: Provider {
                         .provider, "Drive's batch answer had no part for the delete of \(targets[index].key)",
                         provider: id, key: targets[index].key))
         }
-        for case .failure(let error) in final where DriveErrorMapping.isBatchWide(error) { throw error }
+        for case .failure(let error) in final where DriveErrorMapping.isBatchWide(error) {
+            throw error.concerningNoKey()
+        }
         return final
     }
 
@@ -1022,7 +1024,7 @@ public final class DriveProvider: Provider {
         let results = await concurrentResults(elements, body)
         for result in results {
             if case .failure(let error) = result, DriveErrorMapping.isBatchWide(error) {
-                throw error.attributed(provider: id)
+                throw error.attributed(provider: id).concerningNoKey()
             }
         }
         return results.map { $0.mapError { $0.attributed(provider: self.id) } }

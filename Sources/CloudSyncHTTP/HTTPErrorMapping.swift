@@ -69,7 +69,9 @@ public enum HTTPErrorMapping {
         guard let urlError = error as? URLError else {
             return CloudSyncError(.provider, "\(target) failed: \(type(of: error))")
         }
-        let host = request.url.host ?? "the provider"
+        // Connection failures concern the host, not the object: their messages name the host alone, so when a batch
+        // fails as a whole each of its keys can carry the message without naming another key's request.
+        let host = hostAndPort(request.url)
         switch urlError.code {
         case .cancelled:
             return CloudSyncError(.cancelled, "\(target) was cancelled")
@@ -77,12 +79,11 @@ public enum HTTPErrorMapping {
             .networkConnectionLost, .internationalRoamingOff, .dataNotAllowed:
             return CloudSyncError(
                 .offline,
-                "\(target) could not reach \(host) (URLError \(urlError.code.rawValue)); check the network and try again"
-            )
+                "could not reach \(host) (URLError \(urlError.code.rawValue)); check the network and try again")
         case .timedOut:
-            return CloudSyncError(.timeout, "\(target): \(host) sent nothing for too long")
+            return CloudSyncError(.timeout, "\(host) sent nothing for too long")
         case .userAuthenticationRequired:
-            return CloudSyncError(.notSignedIn, "\(target): \(host) wants credentials; sign in again")
+            return CloudSyncError(.notSignedIn, "\(host) wants credentials; sign in again")
         default:
             let reason = transportReason(urlError, request: request)
             var message = "\(target) failed with URLError \(urlError.code.rawValue)"
@@ -96,6 +97,12 @@ public enum HTTPErrorMapping {
             }
             return CloudSyncError(.provider, message)
         }
+    }
+
+    /// `host:port` of `url` (the port only when the URL names one); `the provider` when it names no host.
+    static func hostAndPort(_ url: URL) -> String {
+        guard let host = url.host else { return "the provider" }
+        return url.port.map { "\(host):\($0)" } ?? host
     }
 
     /// What the transport said went wrong (libcurl's error text, which FoundationNetworking puts in the localized

@@ -357,7 +357,7 @@ public final class S3Provider: Provider {
         let results = await concurrentResults(elements, body)
         for result in results {
             if case .failure(let error) = result, S3ErrorMapping.isBatchWide(error) {
-                throw error.attributed(provider: id)
+                throw error.attributed(provider: id).concerningNoKey()
             }
         }
         return results.map { $0.mapError { $0.attributed(provider: self.id) } }

@@ -299,6 +299,9 @@ import Testing
         try limited.write(toFile: failing, atomically: true, encoding: .utf8)
         let result = try await run([failing, "--report", "-", "--quiet"])
         #expect(result.status == 1)
+        // The failed job's line says why: its first failing key, code and message.
+        #expect(result.standardError.contains(" ERR_QUOTA_EXCEEDED "), "\(result.standardError)")
+        #expect(result.standardError.contains("; first: "), "\(result.standardError)")
         await #expect(try report(result)["status"] as? String == "failed")
         await #expect(try run(["--bogus"]).status == 64)
         await #expect(try run([failing, "--job", "nope"]).status == 64)

@@ -130,6 +130,32 @@ enum SharedMoto {
         #expect(availability.description.contains("no-such-bucket"))
     }
 
+    @Test func eachKeyOfABatchThatFailedAsAWholeCarriesItsOwnFailure() async throws {
+        // Nothing listens on port 1 of the loopback address: every request of the batch is refused.
+        let bucket = makeProvider(
+            endpoint: URL(string: "http://127.0.0.1:1")!, bucket: "backups", id: "bucket", maxAttempts: 1)
+        let keys = ["prefs.font.size", "prefs.lang", "prefs.theme"]
+        let seed = MemoryProvider(id: "seed")
+        _ = try await seed.set(keys.map { KeyValue($0, "v") })
+        let store = try CloudStore(providers: [seed], attached: [bucket])
+        let result = try await store.maintenance.migrate(from: "seed", to: "bucket")
+        #expect(result.copied.isEmpty)
+        #expect(result.failed.map(\.key) == keys)
+        for failure in result.failed {
+            #expect(failure.error.key == failure.key)
+            #expect(failure.error.code == .offline)
+            #expect(failure.error.message.hasPrefix("could not reach 127.0.0.1:1 "), "\(failure.error)")
+            // No key's failure speaks of another key's request.
+            #expect(!failure.error.message.contains("prefs."), "\(failure.error)")
+        }
+        await #expect {
+            _ = try await bucket.set([KeyValue("a", "v"), KeyValue("b", "v")])
+        } throws: { error in
+            // Thrown for the whole batch, the error names no key.
+            (error as? CloudSyncError)?.key == nil && (error as? CloudSyncError)?.provider == "bucket"
+        }
+    }
+
     @Test func slowDownIsRetriedAndWhenItPersistsIsRateLimited() async throws {
         let proxy = try S3Proxy(upstream: try await SharedMoto.endpoint())
         let metrics = ProviderMetrics()

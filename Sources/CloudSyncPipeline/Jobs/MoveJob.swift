@@ -68,7 +68,7 @@ struct MoveJob: JobType {
                     }
                 }
             } catch {
-                removalFailures += landed.map { KeyFailure(key: $0, error: error.attributed(key: $0)) }
+                removalFailures += landed.map { KeyFailure(key: $0, error: error.concerning(key: $0)) }
             }
         }
         report.record(removalFailures)
