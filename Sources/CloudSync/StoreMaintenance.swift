@@ -24,7 +24,8 @@ public struct StoreMaintenance: Sendable {
     /// Copies every key of provider `from` to provider `to`; the source is never modified.
     ///
     /// Values are decoded with the source's codec and encoded with the destination's, so a migration can also move
-    /// values between codecs. Keys are listed first (for `onProgress`'s total), then copied in batches.
+    /// values between codecs. Keys are listed first (for `onProgress`'s total), then copied in batches whole for both
+    /// providers (``BatchSizing/commonPage(of:floor:)`` of their batch limits), so each costs its fewest requests.
     /// - Parameters:
     ///   - filter: only keys for which it returns true are copied.
     ///   - continueOnError: when false, the migration stops after the batch holding the first failing key, and
@@ -48,7 +49,7 @@ public struct StoreMaintenance: Sendable {
         try await store.forEachPage(of: from) { page in keys += filter.map { page.filter($0) } ?? page }
 
         var result = MigrationResult(total: keys.count)
-        let batchSize = min(from.capabilities.batchLimit, to.capabilities.batchLimit)
+        let batchSize = BatchSizing.commonPage(of: [from.capabilities.batchLimit, to.capabilities.batchLimit])
         let finished = await copyOverlapped(
             keys.chunked(batchSize).map(Array.init), from: from, to: to, overwrite: overwrite ? .always : .ifMissing,
             overlapping: continueOnError,
@@ -88,7 +89,11 @@ public struct StoreMaintenance: Sendable {
         }
         let total = filter == nil ? try? await store.dispatcher(for: from).call { try await $0.keyCount() } : nil
         var counts = MigrationCounts()
-        let batchSize = min(from.capabilities.batchLimit, to.capabilities.batchLimit)
+        // Batches whole for both providers (the dispatcher splits each into the source's reads and the
+        // destination's writes), and a listing page's remainder waits for the next page, so the copy costs each
+        // provider the fewest requests it allows whatever the listing's page size.
+        let batchSize = BatchSizing.commonPage(of: [from.capabilities.batchLimit, to.capabilities.batchLimit])
+        var pending: [String] = []
         var cursor: String?
         listing: repeat {
             let after = cursor
@@ -100,7 +105,11 @@ public struct StoreMaintenance: Sendable {
                     .provider, "listing returned the same cursor twice; it would never end", provider: source)
             }
             cursor = page.nextCursor
-            let keys = filter.map { page.keys.filter($0) } ?? page.keys
+            pending += filter.map { page.keys.filter($0) } ?? page.keys
+            let ready = cursor == nil ? pending.count : pending.count / batchSize * batchSize
+            guard ready > 0 else { continue listing }
+            let keys = Array(pending[..<ready])
+            defer { pending.removeFirst(ready) }
             let finished = await copyOverlapped(
                 keys.chunked(batchSize).map(Array.init), from: from, to: to, overwrite: overwrite,
                 overlapping: continueOnError, shouldStop: shouldStop

@@ -78,6 +78,30 @@ import Testing
     }
 }
 
+@Suite struct BatchSizingTests {
+    @Test func aCommonPageIsTheSmallestWholeMultipleOfEveryBatchAtOrAboveTheFloor() {
+        #expect(BatchSizing.commonPage(of: [100, 200], floor: 500) == 600)
+        #expect(BatchSizing.commonPage(of: [200, 1000]) == 1000)
+        #expect(BatchSizing.commonPage(of: [], floor: 500) == 500)
+        // 200 and 999 share no multiple under 10,000: the largest batch's multiple.
+        #expect(BatchSizing.commonPage(of: [200, 999], floor: 500) == 999)
+        var random = SeededRandom(seed: 31)
+        for _ in 0..<2_000 {
+            let limits = (0..<Int.random(in: 1...3, using: &random)).map { _ in
+                Int.random(in: 1...1_000, using: &random)
+            }
+            let floor = Int.random(in: 1...2_000, using: &random)
+            let page = BatchSizing.commonPage(of: limits, floor: floor)
+            #expect(page >= floor)
+            // Checked by brute force, independently of the greatest-common-divisor arithmetic.
+            let common = (1...BatchSizing.largestCommonPage).first { n in limits.allSatisfy { n % $0 == 0 } }
+            let unit = common ?? limits.max()!
+            #expect(page % unit == 0, "\(limits) floor \(floor): \(page)")
+            #expect(page - unit < floor, "\(limits) floor \(floor): \(page) is not the smallest")
+        }
+    }
+}
+
 @Suite struct ListingAndClearTests {
     @Test func allKeysIsTheUnionAndNamesProvidersThatCannotList() async throws {
         let listing = makeProvider("listing")
@@ -178,8 +202,9 @@ import Testing
 
 @Suite struct MigrationTests {
     private func fixture() async throws -> (CloudStore, FaultInjectingProvider, FaultInjectingProvider) {
+        // Batches of two for both: a migration's batch is whole for each provider (their common multiple).
         let source = makeProvider("icloudKV", ProviderCapabilities(batchLimit: 2))
-        let destination = makeProvider("googleDrive")
+        let destination = makeProvider("googleDrive", ProviderCapabilities(batchLimit: 2))
         _ = try await source.set([
             KeyValue("a", "1"), KeyValue("b", "2"), KeyValue("bad", "3"), KeyValue("c", "4"), KeyValue("empty", ""),
             KeyValue("z", "5"),
@@ -219,7 +244,7 @@ import Testing
         let (store, _, destination) = try await fixture()
         let result = try await store.maintenance.migrate(from: "icloudKV", to: "googleDrive", continueOnError: false)
         #expect(!result.completed)
-        // It stops after the batch (of two, the source's limit) that held the failure: "c" shared that batch.
+        // It stops after the batch (of two, both providers' limit) that held the failure: "c" shared that batch.
         #expect(result.copied == ["a", "b", "c"])
         #expect(result.failed.map(\.key) == ["bad"])
         #expect(result.total == 6)

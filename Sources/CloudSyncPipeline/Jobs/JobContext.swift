@@ -41,18 +41,8 @@ public struct JobContext: Sendable {
     public func pageSize(for ids: [String], floor: Int = 500) -> Int {
         var ids = ids.flatMap { $0 == "store" ? storeProviders : [$0] }
         if ids.isEmpty { ids = storeProviders }
-        let page = ids.compactMap { providers[$0]?.capabilities.batchLimit }.reduce(1) { leastCommonMultiple($0, $1) }
-        // Batch sizes with no small common multiple (200 and 999) would make pages huge; past 10,000 keys a page is
-        // the largest batch size's multiple instead, every batch but the last one of a smaller provider still whole.
-        let largest = ids.compactMap { providers[$0]?.capabilities.batchLimit }.max() ?? floor
-        let unit = page <= 10_000 ? page : largest
-        return max(unit, (floor + unit - 1) / unit * unit)
+        return BatchSizing.commonPage(of: ids.compactMap { providers[$0]?.capabilities.batchLimit }, floor: floor)
     }
-}
-
-private func leastCommonMultiple(_ a: Int, _ b: Int) -> Int {
-    func gcd(_ a: Int, _ b: Int) -> Int { b == 0 ? a : gcd(b, a % b) }
-    return a / gcd(a, b) * b
 }
 
 /// What a job did, as it runs: its counts (only its type's), the keys that failed, and its status.
