@@ -7,7 +7,10 @@ Swift Testing's event stream (JSON lines: each test's start and end) and watches
 - a test still running after --limit seconds ends the run: the script names the tests still running, writes every
   thread's backtrace (gdb) beside the run's log, kills the test process and everything it started, and fails;
 - at the end it prints the --slowest tests by their own duration, and the run's time;
-- --runs N repeats the run N times and stops at the first failure (for finding flakes).
+- --runs N repeats the run N times and stops at the first failure (for finding flakes);
+- every run report the tests produced (files left in their temporary directories, and what `cloudsync run --report -`
+  printed; see CloudSyncTesting's ReportCollection) is checked against schemas/report.schema.json with
+  check-jsonschema, and one that does not validate fails the run.
 
 Each run keeps its console output and events in .build/test-runs/<time>-<label>-<run>/. Arguments after `--` go to
 the test binary as they are (`--filter NAME`, `--skip NAME`, `--no-parallel`).
@@ -151,6 +154,32 @@ def dump_backtraces(pid, path):
     return True
 
 
+def reports_validate(directory):
+    """Checks every collected report against the report schema with check-jsonschema; true when all validate."""
+    files = sorted(os.path.join(directory, name) for name in os.listdir(directory)
+                   if name.endswith(".json")) if os.path.isdir(directory) else []
+    if not files:
+        return True
+    checker = os.path.join(ROOT, ".build", "pyenv", "bin", "check-jsonschema")
+    if not os.path.exists(checker):
+        print(f"run-tests: error: {checker} is missing, so {len(files)} reports went unchecked; run "
+              "scripts/python-env.sh", file=sys.stderr)
+        return False
+    schema = os.path.join(ROOT, "schemas", "report.schema.json")
+    failed = False
+    # A few hundred files per call keeps each command line well inside the system's limit.
+    for start in range(0, len(files), 400):
+        check = subprocess.run([checker, "--schemafile", schema] + files[start:start + 400],
+                               capture_output=True, text=True)
+        if check.returncode != 0:
+            failed = True
+            print(check.stdout + check.stderr, file=sys.stderr)
+    verdict = "do not all validate" if failed else "validate"
+    print(f"run-tests: the {len(files)} run reports the tests produced {verdict} against {schema} "
+          "(check-jsonschema)", file=sys.stderr)
+    return not failed
+
+
 def run_once(binary, extra, limit, slowest, directory):
     os.makedirs(directory, exist_ok=True)
     events = os.path.join(directory, "events.jsonl")
@@ -158,7 +187,8 @@ def run_once(binary, extra, limit, slowest, directory):
     command = [binary, "--testing-library", "swift-testing", "--event-stream-output-path", events,
                "--event-stream-version", "0"] + extra
     began = time.monotonic()
-    environment = dict(os.environ, NO_COLOR="1")
+    reports = os.path.join(directory, "reports")
+    environment = dict(os.environ, NO_COLOR="1", CLOUDSYNC_COLLECT_REPORTS=reports)
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                start_new_session=True, env=environment)
     watch, stop = Watch(), threading.Event()
@@ -202,7 +232,7 @@ def run_once(binary, extra, limit, slowest, directory):
               "side by side, so a test's time includes waiting for the machine):", file=sys.stderr)
         for test, seconds in sorted(watch.durations.items(), key=lambda item: -item[1])[:slowest]:
             print(f"  {seconds:8.1f} s  {readable(test)}", file=sys.stderr)
-    passed = status == 0 and not hung
+    passed = status == 0 and not hung and reports_validate(reports)
     if status != 0 and not hung and not watch.run_ended:
         print(f"run-tests: error: the test process ended with status {status} before the run ended",
               file=sys.stderr)

@@ -35,7 +35,9 @@ public enum ProcessRunner {
     ) async throws -> ProcessResult {
         let process = try RunningProcess(
             executable, arguments, environment: environment, currentDirectory: currentDirectory)
-        return await process.exited()
+        let result = await process.exited()
+        if ReportCollection.printsReport(arguments) { ReportCollection.keep(text: result.standardOutput) }
+        return result
     }
 
     /// Runs `executable` with `arguments`, no standard input, and blocks the calling thread until it exits: only for
@@ -60,9 +62,11 @@ public enum ProcessRunner {
         let errorData = ErrorCollector(error.fileHandleForReading)
         let outputData = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        return ProcessResult(
+        let result = ProcessResult(
             status: process.terminationStatus, standardOutput: String(decoding: outputData, as: UTF8.self),
             standardError: String(decoding: errorData.wait(), as: UTF8.self))
+        if ReportCollection.printsReport(arguments) { ReportCollection.keep(text: result.standardOutput) }
+        return result
     }
 }
 

@@ -24,5 +24,10 @@ public final class TemporaryDirectory: Sendable {
     /// `name` inside the directory.
     public func file(_ name: String) -> String { "\(path)/\(name)" }
 
-    deinit { try? FileManager.default.removeItem(atPath: path) }
+    /// Removes the directory, first keeping a copy of any run report in it for the suite's schema check
+    /// (``ReportCollection``).
+    deinit {
+        ReportCollection.keepReports(under: path)
+        try? FileManager.default.removeItem(atPath: path)
+    }
 }

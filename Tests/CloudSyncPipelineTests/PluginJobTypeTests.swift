@@ -80,6 +80,17 @@ import Testing
         #expect(report.jobs.first?.counts == ["matching": 2, "others": 1])
         #expect(report.jobs.first?.type == "countPrefix")
         #expect(report.status == .ok)
+
+        // The report file validates against the report schema generated with the type registered, and is then
+        // removed: the suite checks every other report against the schema of the built-in types alone.
+        let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .deletingLastPathComponent().path
+        let schema = directory.file("report.schema.json")
+        try ReportSchema.json(jobTypes: Self.jobTypes).write(toFile: schema, atomically: true, encoding: .utf8)
+        let check = try await ProcessRunner.run(
+            root + "/.build/pyenv/bin/check-jsonschema", ["--schemafile", schema, directory.file("report.json")])
+        #expect(check.status == 0, "\(check.standardOutput)\(check.standardError)")
+        try FileManager.default.removeItem(atPath: directory.file("report.json"))
     }
 
     @Test func itsFieldsAreCheckedOneByOneWithDidYouMean() throws {
