@@ -4,6 +4,8 @@ import Foundation
 public final class MemoryProvider: Provider {
     private struct Contents {
         var values: [StoreKey: String] = [:]
+        /// Each key's sequence number of its last store: its version tag.
+        var storedAt: [StoreKey: Int] = [:]
         /// Every key, sorted, so listing pages are a binary search and a slice.
         var sortedKeys: [String] = []
         var usedBytes: Int64 = 0
@@ -40,6 +42,7 @@ public final class MemoryProvider: Provider {
 
         mutating func store(_ value: String, forKey key: String) {
             logChange(key, removed: false)
+            storedAt[StoreKey(key)] = lastSequence
             if let old = values.updateValue(value, forKey: StoreKey(key)) {
                 usedBytes -= Int64(old.utf8.count)
             } else {
@@ -51,6 +54,7 @@ public final class MemoryProvider: Provider {
 
         mutating func remove(_ key: String) {
             guard let old = values.removeValue(forKey: StoreKey(key)) else { return }
+            storedAt[StoreKey(key)] = nil
             logChange(key, removed: true)
             sortedKeys.remove(at: insertionIndex(of: key))
             usedBytes -= Int64(key.utf8.count + old.utf8.count)
@@ -68,7 +72,8 @@ public final class MemoryProvider: Provider {
     /// Counts every call as one request.
     public let metrics: ProviderMetrics
     private let contents = Protected(Contents())
-    /// Names this instance in its change-feed cursors, so another instance's cursor is expired, not misread.
+    /// Names this instance in its change-feed cursors and version tags, so another instance's cursor is expired and
+    /// its tags differ, not misread.
     private let feedEpoch = UUID().uuidString
 
     /// A provider holding `items` from the start (a demo's data, a test's fixture); its change feed keeps the last
@@ -186,7 +191,10 @@ public final class MemoryProvider: Provider {
             }
             let end = min(start + max(limit, 1), contents.sortedKeys.count)
             let keys = Array(contents.sortedKeys[start..<end])
-            return KeyPage(keys: keys, nextCursor: end < contents.sortedKeys.count ? keys.last : nil)
+            // Tags name this instance too: another process's memory provider starts counting again.
+            let versions = keys.map { key in contents.storedAt[StoreKey(key)].map { "\(feedEpoch):\($0)" } }
+            return KeyPage(
+                keys: keys, nextCursor: end < contents.sortedKeys.count ? keys.last : nil, versions: versions)
         }
     }
 

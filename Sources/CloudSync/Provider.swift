@@ -264,11 +264,26 @@ public struct KeyPage: Sendable, Equatable {
     public var keys: [String]
     /// Where the next page starts; nil when this is the last page.
     public var nextCursor: String?
+    /// The provider's own version tag of each key's stored value, positionally, where its listing tells it for free.
+    ///
+    /// S3's ETag, Drive's checksum, CloudKit's `recordChangeTag`: a tag that changes whenever the stored value
+    /// does, whoever changed it. Nil when the provider has none; a nil entry for a key it cannot tag.
+    ///
+    /// Jobs compare tags with the ones they saw last time to skip reading values nobody changed.
+    public var versions: [String?]?
 
-    /// A page of `keys`, followed by `nextCursor`.
-    public init(keys: [String], nextCursor: String?) {
+    /// A page of `keys`, followed by `nextCursor`, with each key's version tag where the provider knows it.
+    public init(keys: [String], nextCursor: String?, versions: [String?]? = nil) {
+        precondition(versions == nil || versions?.count == keys.count, "one version tag per key, or none")
         self.keys = keys
         self.nextCursor = nextCursor
+        self.versions = versions
+    }
+
+    /// Key `index`'s version tag; nil when the provider gave none.
+    public func version(at index: Int) -> String? {
+        guard let versions, index < versions.count else { return nil }
+        return versions[index]
     }
 }
 

@@ -280,7 +280,10 @@ public final class CloudKitProvider: Provider {
         try ensureOpen()
         do {
             let page = try await bridge.fetchChangesPage(since: cursor, limit: max(1, limit))
-            return KeyPage(keys: page.records.map(\.recordName), nextCursor: page.moreComing ? page.syncToken : nil)
+            // A record's change tag is new after every save, by anyone.
+            return KeyPage(
+                keys: page.records.map(\.recordName), nextCursor: page.moreComing ? page.syncToken : nil,
+                versions: page.records.map(\.recordChangeTag))
         } catch  where error.code == .zoneNotFound && cursor == nil {
             return KeyPage(keys: [], nextCursor: nil)
         } catch  where error.code == .tokenExpired {

@@ -62,6 +62,8 @@ public final class DriveProvider: Provider {
     struct Entry: Sendable, Equatable {
         var id: String
         var duplicates: [String]
+        /// The file's checksum as the last listing gave it (its version tag); nil after this provider wrote it.
+        var version: String? = nil
     }
 
     /// Names are keys, compared as bytes (``StoreKey``), as Drive compares them.
@@ -85,7 +87,7 @@ public final class DriveProvider: Provider {
 
     private let cache = Mutex(Cache())
     /// The names of listings under way, oldest first, at most ``keptListings``.
-    private let listings = Mutex<[(id: String, names: [String])]>([])
+    private let listings = Mutex<[(id: String, names: [(name: String, version: String?)])]>([])
     private let subscribers = Mutex<[Int: @Sendable (AccountEvent) -> Void]>([:])
     private let nextSubscriber = Mutex(0)
 
@@ -350,7 +352,7 @@ public final class DriveProvider: Provider {
 
     // MARK: Lookups
 
-    static let listFields = "nextPageToken,files(id,name,modifiedTime)"
+    static let listFields = "nextPageToken,files(id,name,modifiedTime,md5Checksum,sha256Checksum)"
 
     /// `name = '…'` with Drive's escapes: `\` as `\\`, `'` as `\'`.
     static func nameQuery(_ key: String) -> String {
@@ -362,6 +364,9 @@ public final class DriveProvider: Provider {
         var id: String
         var name: String
         var modified: String
+        /// The content's `md5Checksum` (or `sha256Checksum` where Drive gives only that): a new one with every
+        /// change of the bytes.
+        var checksum: String?
     }
 
     /// One `files.list` page; nil when Drive rejected the page token.
@@ -382,7 +387,11 @@ public final class DriveProvider: Provider {
         let object = try json(response, request)
         let files = (object["files"] as? [[String: Any]] ?? []).compactMap { file -> Listed? in
             guard let id = file["id"] as? String, let name = file["name"] as? String else { return nil }
-            return Listed(id: id, name: name, modified: file["modifiedTime"] as? String ?? "")
+            let checksum =
+                (file["md5Checksum"] as? String).map { "md5:" + $0 }
+                ?? (file["sha256Checksum"] as? String).map { "sha256:" + $0 }
+            return Listed(
+                id: id, name: name, modified: file["modifiedTime"] as? String ?? "", checksum: checksum)
         }
         let next = object["nextPageToken"] as? String
         return (files, next?.isEmpty == false ? next : nil)
@@ -427,7 +436,8 @@ public final class DriveProvider: Provider {
         var entries: [StoreKey: Entry] = [:]
         for (name, group) in byName {
             let sorted = group.sorted { ($0.modified, $0.id) > ($1.modified, $1.id) }
-            entries[name] = Entry(id: sorted[0].id, duplicates: sorted.dropFirst().map(\.id))
+            entries[name] = Entry(
+                id: sorted[0].id, duplicates: sorted.dropFirst().map(\.id), version: sorted[0].checksum)
         }
         let surplus = entries.values.flatMap(\.duplicates)
         if !surplus.isEmpty {
@@ -892,25 +902,27 @@ public final class DriveProvider: Provider {
             var high = sorted.count
             while start < high {
                 let middle = (start + high) / 2
-                if StoreKey.compareBytes(sorted[middle], last) <= 0 { start = middle + 1 } else { high = middle }
+                if StoreKey.compareBytes(sorted[middle].name, last) <= 0 { start = middle + 1 } else { high = middle }
             }
         }
         let end = min(start + max(limit, 1), sorted.count)
-        let keys = Array(sorted[start..<end])
+        let page = sorted[start..<end]
+        let keys = page.map(\.name)
+        let versions = page.map(\.version)
         guard end < sorted.count, let lastKey = keys.last else {
             listings.withLock { $0.removeAll { $0.id == id } }
-            return KeyPage(keys: keys, nextCursor: nil)
+            return KeyPage(keys: keys, nextCursor: nil, versions: versions)
         }
-        return KeyPage(keys: keys, nextCursor: Self.encodeCursor(listing: id, last: lastKey))
+        return KeyPage(keys: keys, nextCursor: Self.encodeCursor(listing: id, last: lastKey), versions: versions)
     }
 
     /// How many listings under way this provider keeps the names of; an older one is read again when its cursor
     /// comes back.
     public static let keptListings = 4
 
-    /// Every key in the app data folder, each once, in bytewise order.
-    private func allNames() async throws(CloudSyncError) -> [String] {
-        try await listFolder().keys.sorted().map(\.string)
+    /// Every key in the app data folder, each once, in bytewise order, with its file's checksum.
+    private func allNames() async throws(CloudSyncError) -> [(name: String, version: String?)] {
+        try await listFolder().sorted { $0.key < $1.key }.map { ($0.key.string, $0.value.version) }
     }
 
     static func encodeCursor(listing: String, last: String) -> String {

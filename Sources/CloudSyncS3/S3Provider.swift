@@ -329,23 +329,33 @@ public final class S3Provider: Provider {
                 provider: id)
         }
         let urlEncoded = result.text(of: "EncodingType") == "url"
-        let objects = result.children("Contents").compactMap { item -> String? in
-            item.text(of: "Key").map { urlEncoded ? HTTPForm.decode($0) : $0 }
+        let objects = result.children("Contents").compactMap { item -> (name: String, etag: String?)? in
+            item.text(of: "Key").map { (urlEncoded ? HTTPForm.decode($0) : $0, item.text(of: "ETag")) }
         }
         // S3 lists in byte order; a server that orders a page otherwise still yields each key once: the next page
         // starts after the page's largest name, and a name at or before the cursor was yielded already.
-        let fresh = startAfter.map { cursor in objects.filter { StoreKey.compareBytes($0, cursor) > 0 } } ?? objects
-        let keys = fresh.compactMap(key(ofObject:))
+        let fresh =
+            startAfter.map { cursor in objects.filter { StoreKey.compareBytes($0.name, cursor) > 0 } } ?? objects
+        var keys: [String] = []
+        var versions: [String?] = []
+        keys.reserveCapacity(fresh.count)
+        versions.reserveCapacity(fresh.count)
+        for object in fresh {
+            guard let key = key(ofObject: object.name) else { continue }
+            keys.append(key)
+            // The ETag changes with the object's bytes (an MD5 of them, or of its parts for a multipart upload).
+            versions.append(object.etag)
+        }
         let truncated = result.text(of: "IsTruncated") == "true"
-        guard truncated else { return KeyPage(keys: keys, nextCursor: nil) }
-        guard let largest = fresh.max(by: StoreKey.bytesPrecede) else {
+        guard truncated else { return KeyPage(keys: keys, nextCursor: nil, versions: versions) }
+        guard let largest = fresh.map(\.name).max(by: StoreKey.bytesPrecede) else {
             throw CloudSyncError(
                 .provider,
                 "\(location) answered a truncated ListObjectsV2 page with nothing after \(startAfter ?? "the start"); "
                     + "the listing would not end",
                 provider: id)
         }
-        return KeyPage(keys: keys, nextCursor: largest)
+        return KeyPage(keys: keys, nextCursor: largest, versions: versions)
     }
 
     // MARK: Batches

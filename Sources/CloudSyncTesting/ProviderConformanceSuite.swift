@@ -171,6 +171,25 @@ public enum ProviderConformanceSuite {
             }
         ),
         (
+            "a listed version tag changes when the value does",
+            { provider, failures in
+                guard provider.capabilities.canList else { return }
+                func tag() async throws -> (tags: [String?]?, count: Int) {
+                    let page = try await provider.listKeys(after: nil, limit: 10)
+                    return (page.versions, page.keys.count)
+                }
+                _ = try await provider.set([KeyValue("conformance.tagged", "first")])
+                let before = try await tag()
+                guard let tags = before.tags else { return }
+                failures.expect(tags.count == before.count, "\(tags.count) version tags for \(before.count) keys")
+                _ = try await provider.set([KeyValue("conformance.tagged", "second")])
+                let after = try await tag()
+                if let old = tags.first ?? nil, let new = after.tags?.first ?? nil {
+                    failures.expect(old != new, "the version tag stayed \(old) after the value changed")
+                }
+            }
+        ),
+        (
             "batch results are positional",
             { provider, failures in
                 _ = try await provider.set([KeyValue("conformance.a", "A"), KeyValue("conformance.b", "B")])
