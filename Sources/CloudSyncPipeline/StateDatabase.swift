@@ -4,8 +4,8 @@ import CloudSyncSQLite
 import Foundation
 
 /// A pipeline's state database (`<state>/state.db`, SQLite, mode 0600): the history of its runs, the account
-/// identities its providers had last time, and the opaque values providers keep between runs (rotating tokens,
-/// change cursors), encrypted with the pipeline's codec when it names one.
+/// identities its providers had last time, the opaque values providers keep between runs (rotating tokens, change
+/// cursors), encrypted with the pipeline's codec when it names one, and the snapshots of sync and mirror jobs.
 public final class StateDatabase: ProviderStateStore {
     /// One past run.
     public struct Run: Sendable, Equatable, Codable {
@@ -79,6 +79,18 @@ public final class StateDatabase: ProviderStateStore {
                     PRIMARY KEY (job, provider)
                 ) WITHOUT ROWID;
                 """),
+        SQLiteMigration(
+            "mirror jobs' snapshot of what both sides held",
+            sql: """
+                CREATE TABLE mirror_rows (
+                    job TEXT NOT NULL,
+                    key TEXT NOT NULL,
+                    digest TEXT NOT NULL,
+                    source_version TEXT,
+                    destination_version TEXT,
+                    PRIMARY KEY (job, key)
+                ) WITHOUT ROWID;
+                """),
     ])
 
     /// The database file.
@@ -86,7 +98,7 @@ public final class StateDatabase: ProviderStateStore {
     private let database: SQLiteDatabase
     private let codec: (any ValueCodec)?
     /// In a read-only database, what was written during the session, kept in memory and never on disk.
-    private let overlay: Protected<[String: String?]>?
+    let overlay: Protected<[String: String?]>?
 
     /// Opens (creating when needed) the state database at `path`; provider values are encrypted with `codec`.
     ///
@@ -146,7 +158,7 @@ public final class StateDatabase: ProviderStateStore {
         return try SQLiteDatabase(path: copy, options: readOnly)
     }
 
-    private func run<T>(_ body: (SQLiteConnection) throws -> T) throws(CloudSyncError) -> T {
+    func run<T>(_ body: (SQLiteConnection) throws -> T) throws(CloudSyncError) -> T {
         do {
             return overlay == nil ? try database.write(body) : try database.read(body)
         } catch let error as CloudSyncError {

@@ -3,49 +3,59 @@ import CloudSyncTesting
 import Foundation
 import Testing
 
-/// What `cloudsync run` costs in requests: the protocol minimum `make bench` states, because a job's pages are a
-/// multiple of every involved provider's batch size.
+/// What `cloudsync run` costs in requests against the CloudKit emulator: the protocol minimum `make bench` states,
+/// because a job's pages are a multiple of every involved provider's batch size, and nothing for a mirror whose
+/// snapshot vouches for every record.
 @Suite(.timeLimit(.minutes(10))) struct RequestCountTests {
     static let keys = 1_000
 
-    @Test func aRunWritesReadsAndRemovesAThousandCloudKitRecordsInFiveRequestsEach() async throws {
-        let executable = try ProcessRunner.builtProduct("cloudsync")
-        let directory = try TemporaryDirectory()
+    /// A CloudKit emulator, and a pipeline file beside a memory provider `seed` of ``keys`` keys and a cloudKit
+    /// provider `cloud`.
+    final class Fixture {
+        let executable: String
+        let directory: TemporaryDirectory
         let cloudKit = CloudKitEmulator()
-        let emulators = try EmulatorServer(services: [cloudKit])
-        defer { emulators.server.stop() }
-        let container = "iCloud.com.example.requests"
-        let environment = ProcessInfo.processInfo.environment.merging([
-            "CLOUDKIT": emulators.baseURL.absoluteString, "CK_API": CloudKitWebAuthEmulator.defaultAPIToken,
-            "CK_WEB": cloudKit.webAuth.issueToken(container: container, environment: "development"),
-            "HOME": directory.path,
-        ]) { $1 }
-        let items = (0..<Self.keys).map { "      key.\($0): 'value \($0)'\n" }.joined()
-        let pipeline = directory.file("requests.yaml")
-        try """
-        version: 1
-        name: requests
-        providers:
-          seed:
-            type: memory
-            items:
-        \(items)
-          cloud:
-            type: cloudKit
-            container: \(container)
-            environment: development
-            apiToken: ${env:CK_API}
-            webAuthToken: ${env:CK_WEB}
-            endpoint: ${env:CLOUDKIT}
-        store:
-          providers: [seed]
-        jobs:
-          - { type: migrate, name: upload, from: seed, to: cloud }
-          - { type: check, name: compare, from: seed, to: cloud, needs: [upload] }
-          - { type: clear, name: remove, provider: cloud, confirm: true, needs: [compare] }
+        let emulators: EmulatorServer
+        let environment: [String: String]
+        let pipeline: String
 
-        """.write(toFile: pipeline, atomically: true, encoding: .utf8)
+        init(jobs: String) throws {
+            executable = try ProcessRunner.builtProduct("cloudsync")
+            directory = try TemporaryDirectory()
+            emulators = try EmulatorServer(services: [cloudKit])
+            let container = "iCloud.com.example.requests"
+            environment = ProcessInfo.processInfo.environment.merging([
+                "CLOUDKIT": emulators.baseURL.absoluteString, "CK_API": CloudKitWebAuthEmulator.defaultAPIToken,
+                "CK_WEB": cloudKit.webAuth.issueToken(container: container, environment: "development"),
+                "HOME": directory.path,
+            ]) { $1 }
+            let items = (0..<RequestCountTests.keys).map { "      key.\($0): 'value \($0)'\n" }.joined()
+            pipeline = directory.file("requests.yaml")
+            try """
+            version: 1
+            name: requests
+            providers:
+              seed:
+                type: memory
+                items:
+            \(items)
+              cloud:
+                type: cloudKit
+                container: \(container)
+                environment: development
+                apiToken: ${env:CK_API}
+                webAuthToken: ${env:CK_WEB}
+                endpoint: ${env:CLOUDKIT}
+            store:
+              providers: [seed]
+            jobs:
+            \(jobs)
+            """.write(toFile: pipeline, atomically: true, encoding: .utf8)
+        }
 
+        deinit { emulators.server.stop() }
+
+        /// Runs `job` alone and counts the emulator's record requests by operation (`records/modify`, …).
         func run(_ job: String) async throws -> [String: Int] {
             emulators.server.clearLog()
             let result = try await ProcessRunner.run(
@@ -57,16 +67,38 @@ import Testing
             }
             return operations
         }
+    }
 
+    @Test func aRunWritesReadsAndRemovesAThousandCloudKitRecordsInFiveRequestsEach() async throws {
+        let fixture = try Fixture(
+            jobs: """
+                  - { type: migrate, name: upload, from: seed, to: cloud }
+                  - { type: check, name: compare, from: seed, to: cloud }
+                  - { type: clear, name: remove, provider: cloud, confirm: true }
+
+                """)
         // The first write to a new container also creates its zone; the second shows the steady cost.
-        _ = try await run("upload")
+        _ = try await fixture.run("upload")
         // CloudKit takes 200 records a request: 1,000 keys are 5 requests, whatever the job.
-        let uploaded = try await run("upload")
+        let uploaded = try await fixture.run("upload")
         #expect(uploaded["records/modify"] == 5, "\(uploaded)")
-        let compared = try await run("compare")
+        let compared = try await fixture.run("compare")
         #expect(compared["records/lookup"] == 5, "\(compared)")
         #expect(compared["records/modify"] == nil, "\(compared)")
-        let removed = try await run("remove")
+        let removed = try await fixture.run("remove")
         #expect(removed["records/modify"] == 5, "\(removed)")
+    }
+
+    @Test func aMirrorWhoseSnapshotVouchesForEveryRecordReadsAndWritesNone() async throws {
+        let fixture = try Fixture(jobs: "  - { type: mirror, name: backup, from: seed, to: cloud }\n")
+        let first = try await fixture.run("backup")
+        #expect(first["records/lookup"] == nil, "\(first)")
+        // The change tags of what it wrote are unknown until the zone is listed: one read of each, in 5 requests.
+        let second = try await fixture.run("backup")
+        #expect(second["records/lookup"] == 5 && second["records/modify"] == nil, "\(second)")
+        // From then on the records' change tags vouch for them. (A memory source is read on every run: its tags
+        // belong to the process that made them.)
+        let third = try await fixture.run("backup")
+        #expect(third["records/lookup"] == nil && third["records/modify"] == nil, "\(third)")
     }
 }

@@ -191,6 +191,66 @@ import Testing
     }
 }
 
+@Suite struct DriveMirrorTests {
+    @Test func aMirrorDownloadsNoFileWhoseChecksumTheSnapshotKnows() async throws {
+        let host = try DriveHost()
+        let directory = try TemporaryDirectory()
+        let local = directory.file("local")
+        try FileManager.default.createDirectory(atPath: local, withIntermediateDirectories: true)
+        for index in 0..<3 {
+            try "value \(index)".write(toFile: local + "/k\(index)", atomically: true, encoding: .utf8)
+        }
+        let file = directory.file("mirror.yaml")
+        try """
+        version: 1
+        name: drive-mirror
+        providers:
+          local: { type: directory, path: local }
+          drive:
+            type: googleDrive
+            clientId: ${env:CLIENT_ID}
+            clientSecret: ${env:CLIENT_SECRET}
+            refreshToken: ${env:TOKEN}
+            endpoint: ${env:ENDPOINT}
+            tokenEndpoint: ${env:TOKEN_ENDPOINT}
+        store:
+          providers: [local]
+        jobs:
+          - { type: mirror, from: local, to: drive }
+
+        """.write(toFile: file, atomically: true, encoding: .utf8)
+        let urls = host.server.urls["drive"]!
+        let environment = [
+            "CLIENT_ID": urls["clientId"]!, "CLIENT_SECRET": urls["clientSecret"]!, "ENDPOINT": urls["endpoint"]!,
+            "TOKEN_ENDPOINT": urls["tokenEndpoint"]!, "TOKEN": host.signIn("mirror@example.com").refreshToken,
+        ]
+        func run() async throws -> (counts: [String: Int], downloads: Int) {
+            host.server.server.clearLog()
+            let report = directory.file("report.json")
+            _ = await CommandLineTool(standardOutput: { _ in }, standardError: { _ in }, environment: environment)
+                .run(["run", file, "--quiet", "--report", report])
+            let data = try Data(contentsOf: URL(fileURLWithPath: report))
+            let job = ((try JSONSerialization.jsonObject(with: data) as? [String: Any])?["jobs"] as? [[String: Any]])?
+                .first
+            let downloads = host.server.server.requestLog.filter { entry in
+                entry.queryItems.contains { $0.name == "alt" && $0.value == "media" }
+            }
+            return (job?["counts"] as? [String: Int] ?? [:], downloads.count)
+        }
+        #expect(try await run().counts["copied"] == 3)
+        // What it uploaded has no checksum in the snapshot yet: each file is downloaded once and compared.
+        let second = try await run()
+        #expect(second.counts["unchanged"] == 3 && second.downloads == 3, "\(second)")
+        // Then the listing's checksums vouch for every file.
+        let third = try await run()
+        #expect(third.counts["unchanged"] == 3 && third.downloads == 0, "\(third)")
+        // A changed source value is uploaded again.
+        try "value 1, edited".write(toFile: local + "/k1", atomically: true, encoding: .utf8)
+        let fourth = try await run()
+        #expect(fourth.counts["updated"] == 1 && fourth.counts["unchanged"] == 2, "\(fourth)")
+    }
+}
+
 /// Two runs of a pipeline around a run that cannot check who is signed in, and a switch that concerns one of two Drive
 /// accounts.
 @Suite struct DriveAccountCheckTests {

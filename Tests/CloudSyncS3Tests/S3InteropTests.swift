@@ -86,6 +86,104 @@ import Testing
         #expect(read == Self.keys.map { expected[$0] })
     }
 
+    @Test func aMirrorToABucketReadsOnlyWhatItsSnapshotCannotVouchForAndUndoesAnEditBehindItsBack() async throws {
+        let directory = try TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory.file("local"), withIntermediateDirectories: true)
+        let local = try DirectoryProvider(root: directory.file("local"))
+        let keys = (0..<5).map { "prefs.key\($0)" }
+        _ = try await local.set(keys.map { KeyValue($0, "value of \($0)") })
+        // Requests go through a proxy whose log says which objects were read and written.
+        let proxy = try ForwardingProxy(upstream: try await SharedMoto.endpoint())
+        defer { proxy.server.stop() }
+        try """
+        version: 1
+        name: mirror-bucket
+        providers:
+          local: { type: directory, path: local }
+          bucket: { type: s3, bucket: cloudsync-rclone, prefix: mirrored/, endpoint: "\(proxy.endpoint.absoluteString)" }
+        store: { providers: [local] }
+        jobs:
+          - { type: mirror, from: local, to: bucket }
+        """.write(toFile: directory.file("pipeline.yaml"), atomically: true, encoding: .utf8)
+
+        func run() async throws -> (counts: [String: Int], reads: Int, writes: Int) {
+            proxy.server.clearLog()
+            let result = try await cloudsync(["run", "pipeline.yaml", "--report", "-"], directory: directory.path)
+            #expect(result.status == 0, "\(result.standardError)")
+            let report = try JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8)) as? [String: Any]
+            let job = (report?["jobs"] as? [[String: Any]])?.first
+            let objects = proxy.server.requestLog.filter { $0.path.contains("/mirrored/") }
+            return (
+                job?["counts"] as? [String: Int] ?? [:], objects.filter { $0.method == "GET" }.count,
+                objects.filter { $0.method == "PUT" }.count
+            )
+        }
+
+        let first = try await run()
+        #expect(first.counts["copied"] == 5 && first.writes == 5, "\(first)")
+        // The tags of what it wrote are unknown until the bucket is listed: the second run reads each object once.
+        let second = try await run()
+        #expect(second.counts["unchanged"] == 5 && second.reads == 5 && second.writes == 0, "\(second)")
+        // From then on the ETags vouch for the bucket: no object is read or written.
+        let third = try await run()
+        #expect(third.counts["unchanged"] == 5 && third.reads == 0 && third.writes == 0, "\(third)")
+
+        // Someone else rewrites one object (rclone, as an outside client): its ETag changes, so that one is read,
+        // found to differ, and put back.
+        let edited = directory.file("edited")
+        try "changed behind the mirror's back".write(toFile: edited, atomically: true, encoding: .utf8)
+        _ = try await rclone(["copyto", edited, "moto:cloudsync-rclone/mirrored/prefs.key2"])
+        let fourth = try await run()
+        #expect(fourth.counts["updated"] == 1 && fourth.counts["unchanged"] == 4, "\(fourth)")
+        #expect(fourth.reads == 1 && fourth.writes == 1, "\(fourth)")
+        let restored = try await rclone(["cat", "moto:cloudsync-rclone/mirrored/prefs.key2"]).standardOutput
+        #expect(restored == "value of prefs.key2")
+    }
+
+    /// Random histories on both sides between mirror runs (edits, rewrites with the same value, removals, and writes
+    /// behind the mirror's back at the destination), checked against the one thing a mirror promises: afterwards
+    /// the destination holds exactly the source's keys and values.
+    @Test(arguments: [7, 19]) func afterEveryMirrorRunTheDestinationIsTheSource(seed: Int) async throws {
+        let directory = try TemporaryDirectory()
+        let endpoint = try await SharedMoto.endpoint()
+        let source = makeProvider(endpoint: endpoint, bucket: "cloudsync-rclone", prefix: "model-\(seed)/from/")
+        let destination = makeProvider(endpoint: endpoint, bucket: "cloudsync-rclone", prefix: "model-\(seed)/to/")
+        try """
+        version: 1
+        name: mirror-model
+        providers:
+          from: { type: s3, bucket: cloudsync-rclone, prefix: model-\(seed)/from/, endpoint: "${env:CLOUDSYNC_S3_ENDPOINT}" }
+          to: { type: s3, bucket: cloudsync-rclone, prefix: model-\(seed)/to/, endpoint: "${env:CLOUDSYNC_S3_ENDPOINT}" }
+        store: { providers: [from] }
+        jobs:
+          - { type: mirror, from: from, to: to, maxDeletes: 100% }
+        """.write(toFile: directory.file("pipeline.yaml"), atomically: true, encoding: .utf8)
+        var random = SeededRandom(seed: UInt64(seed))
+        let keys = (0..<12).map { "k\($0)" }
+        for round in 0..<6 {
+            for key in keys {
+                switch Int.random(in: 0..<8, using: &random) {
+                case 0: _ = try await source.set([KeyValue(key, "v\(round)-\(key)")])
+                case 1: _ = try await source.remove([key])
+                case 2:
+                    // The same value written again: a new ETag only where the bytes differ.
+                    if let value = try await source.get([key]).first.flatMap({ try $0.get() }) {
+                        _ = try await source.set([KeyValue(key, value)])
+                    }
+                case 3: _ = try await destination.set([KeyValue(key, "behind its back \(round)")])
+                case 4: _ = try await destination.remove([key])
+                default: break
+                }
+            }
+            let run = try await cloudsync(["run", "pipeline.yaml", "--quiet"], directory: directory.path)
+            #expect(run.status == 0, "round \(round): \(run.standardError)")
+            let held = try await listEveryKey(of: source)
+            #expect(try await listEveryKey(of: destination) == held, "round \(round)")
+            let expected = try await source.get(held).map { try $0.get() }
+            #expect(try await destination.get(held).map { try $0.get() } == expected, "round \(round)")
+        }
+    }
+
     @Test func encryptedValuesInTheBucketAreTheDocumentedEnvelope() async throws {
         let directory = try TemporaryDirectory()
         try FileManager.default.createDirectory(atPath: directory.file("source"), withIntermediateDirectories: true)

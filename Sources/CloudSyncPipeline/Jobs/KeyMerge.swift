@@ -3,10 +3,12 @@ import CloudSyncSQLite
 import Foundation
 
 /// One provider's keys in bytewise order, a page at a time: straight from its listing when it lists in key order,
-/// else from a temporary table its whole listing was sorted into first.
+/// else from a temporary table its whole listing was sorted into first; each with the version tag its listing gave
+/// (``KeyPage/versions``), where it gave one.
 final class OrderedKeys {
     let id: String
     private var buffer: [String] = []
+    private var versions: [String?] = []
     private var index = 0
     private var cursor: String?
     private var finished = false
@@ -20,6 +22,8 @@ final class OrderedKeys {
     /// The next key, or nil when the listing is used up (or failed); call ``refill(from:pageSize:)`` first when
     /// ``needsRefill`` says so.
     var head: String? { index < buffer.count ? buffer[index] : nil }
+    /// The version tag of ``head``; nil when the listing gave none.
+    var headVersion: String? { index < versions.count ? versions[index] : nil }
     var needsRefill: Bool { index >= buffer.count && !finished }
     func advance() { index += 1 }
 
@@ -31,7 +35,7 @@ final class OrderedKeys {
             var cursor: String?
             repeat {
                 let page = try await store.keyPage(of: id, after: cursor, limit: pageSize)
-                try spill.add(page.keys)
+                try spill.add(page.keys, versions: page.versions)
                 guard page.nextCursor == nil || page.nextCursor != cursor else {
                     throw CloudSyncError(
                         .provider, "listing returned the same cursor twice; it would never end", provider: id)
@@ -86,10 +90,13 @@ final class OrderedKeys {
     /// Reads the next page.
     func refill(from store: CloudStore, pageSize: Int) async {
         buffer = []
+        versions = []
         index = 0
         do throws(CloudSyncError) {
             if let spill {
-                buffer = try spill.keys(after: cursor, limit: pageSize)
+                let entries = try spill.entries(after: cursor, limit: pageSize)
+                buffer = entries.map(\.key)
+                versions = entries.map(\.version)
                 cursor = buffer.last
                 finished = buffer.count < pageSize
                 return
@@ -109,6 +116,7 @@ final class OrderedKeys {
                     .provider, "listing returned the same cursor twice; it would never end", provider: id)
             }
             buffer = page.keys
+            versions = page.versions ?? []
             cursor = page.nextCursor
             finished = cursor == nil
         } catch {
@@ -122,6 +130,7 @@ final class OrderedKeys {
         finished = false
         spill = nil
         buffer = []
+        versions = []
         index = 0
     }
 
@@ -129,12 +138,14 @@ final class OrderedKeys {
         self.error = error
         finished = true
         buffer = []
+        versions = []
         index = 0
         spill = nil
     }
 }
 
-/// A temporary on-disk table of keys, read back in bytewise order; the file goes when the last reference does.
+/// A temporary on-disk table of keys (each with a version tag, where one is known), read back in bytewise order; the
+/// file goes when the last reference does.
 final class KeySpill {
     private let database: SQLiteDatabase
     private let path: String
@@ -147,7 +158,7 @@ final class KeySpill {
         do {
             database = try SQLiteDatabase(path: path, options: SQLiteDatabase.Options(writeAheadLog: false))
             try database.write { db in
-                try db.executeScript("CREATE TABLE keys (key TEXT PRIMARY KEY NOT NULL) WITHOUT ROWID")
+                try db.executeScript("CREATE TABLE keys (key TEXT PRIMARY KEY NOT NULL, version TEXT) WITHOUT ROWID")
             }
         } catch {
             throw CloudSyncError(.config, "cannot make a temporary table to sort a listing in \(path): \(error)")
@@ -160,13 +171,18 @@ final class KeySpill {
         unlink(path + "-journal")
     }
 
-    func add(_ keys: [String]) throws(CloudSyncError) {
+    /// Adds `keys`, each once; a key added again keeps the version tag it came with last (a listing that yields a
+    /// key rewritten meanwhile a second time yields its newer tag second).
+    func add(_ keys: [String], versions: [String?]? = nil) throws(CloudSyncError) {
         do {
             try database.write { db in
                 try db.transaction {
-                    let insert = try db.prepare("INSERT OR IGNORE INTO keys (key) VALUES (?)")
-                    for key in keys {
-                        try insert.bind(key).run()
+                    let insert = try db.prepare(
+                        "INSERT INTO keys (key, version) VALUES (?, ?) "
+                            + "ON CONFLICT (key) DO UPDATE SET version = excluded.version")
+                    for (index, key) in keys.enumerated() {
+                        let version = versions.flatMap { index < $0.count ? $0[index] : nil }
+                        try insert.bind(key, version.map(SQLiteValue.text) ?? .null).run()
                         insert.reset()
                     }
                 }
@@ -177,11 +193,16 @@ final class KeySpill {
     }
 
     func keys(after key: String?, limit: Int) throws(CloudSyncError) -> [String] {
+        try entries(after: key, limit: limit).map(\.key)
+    }
+
+    /// The next `limit` keys after `key` in bytewise order, with their version tags.
+    func entries(after key: String?, limit: Int) throws(CloudSyncError) -> [(key: String, version: String?)] {
         do {
             return try database.read { db in
-                try db.query("SELECT key FROM keys WHERE key > ? ORDER BY key LIMIT ?", [key ?? "", limit]) {
-                    $0.string(0) ?? ""
-                }
+                try db.query(
+                    "SELECT key, version FROM keys WHERE key > ? ORDER BY key LIMIT ?", [key ?? "", limit]
+                ) { ($0.string(0) ?? "", $0.string(1)) }
             }
         } catch {
             throw CloudSyncError(.config, "the temporary table \(path) failed: \(error)")
@@ -226,6 +247,9 @@ final class TwoSidedListing {
         let key: String
         let onSource: Bool
         let onDestination: Bool
+        /// The version tags the two listings gave, where they gave one.
+        var sourceVersion: String? = nil
+        var destinationVersion: String? = nil
     }
 
     private let store: CloudStore
@@ -277,9 +301,13 @@ final class TwoSidedListing {
             }
             let onSource = source.head.map { StoreKey.bytesEqual($0, key) } ?? false
             let onDestination = destination.head.map { StoreKey.bytesEqual($0, key) } ?? false
+            let entry = Entry(
+                key: key, onSource: onSource, onDestination: onDestination,
+                sourceVersion: onSource ? source.headVersion : nil,
+                destinationVersion: onDestination ? destination.headVersion : nil)
             if onSource { source.advance() }
             if onDestination { destination.advance() }
-            if filter?(key) ?? true { page.append(Entry(key: key, onSource: onSource, onDestination: onDestination)) }
+            if filter?(key) ?? true { page.append(entry) }
         }
         return page
     }

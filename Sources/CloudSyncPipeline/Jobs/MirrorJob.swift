@@ -3,10 +3,14 @@ import CloudSync
 /// `mirror`: one-way; afterwards `to` holds exactly `from`'s keys (within `keys`) with `from`'s values, and `from`
 /// is never written.
 ///
-/// Both listings are walked together in key order, a page at a time. Each page reads the values of both sides and
-/// writes only what differs, so an unchanged value costs a read and no write; an edit made at `to` behind the job's
-/// back is seen and undone. Keys only `to` holds are collected in a temporary table and removed once their count is
-/// known to be within `maxDeletes`.
+/// Both listings are walked together in key order, a page at a time, and only what differs is written. The job keeps
+/// a snapshot in the state database ( ``MirrorRow``: a digest of each value both sides held and the version tags
+/// their listings gave, S3's ETag, Drive's checksum, CloudKit's `recordChangeTag`). A key whose tags on both sides
+/// are the snapshot's is unchanged without a read; one whose source value has the snapshot's digest and whose
+/// destination tag is the snapshot's needs no read at `to`; every other key is read on both sides and compared, so an
+/// edit made at `to` behind the job's back, which changes its tag, is seen and undone, and a provider without tags
+/// (a directory, SQLite) is always read. Keys only `to` holds are collected in a temporary table and removed once
+/// their count is known to be within `maxDeletes`.
 struct MirrorJob: JobType {
     struct Configuration: Sendable {
         var from: String
@@ -68,6 +72,7 @@ struct MirrorJob: JobType {
         let listing = TwoSidedListing(
             from: from, to: to, store: store, pageSize: pageSize, filter: keyFilter(configuration.keys))
         try await listing.prepare(providers: context.providers)
+        let snapshot = MirrorSnapshot(state: context.stateDatabase, job: context.jobName, from: from, to: to)
         let extra = try KeySpill()
         var extraCount = 0
         var destinationKeys = 0
@@ -81,7 +86,8 @@ struct MirrorJob: JobType {
                 try extra.add(onlyAtDestination)
                 extraCount += onlyAtDestination.count
             }
-            try await mirrorPage(page.filter(\.onSource), from: from, to: to, in: context, report: &report)
+            try await mirrorPage(
+                page.filter(\.onSource), from: from, to: to, snapshot: snapshot, in: context, report: &report)
             done += page.count
             context.progress(done, nil)
         }
@@ -108,36 +114,52 @@ struct MirrorJob: JobType {
             let keys = try extra.keys(after: after, limit: pageSize)
             guard let last = keys.last else { break }
             after = last
+            var removed: [(key: String, row: MirrorRow?)] = []
             for (key, outcome) in zip(keys, try await store.remove(keys, from: to)) {
                 switch outcome {
                 case .success:
                     report.add(1, to: Self.deleted)
                     lists.add(key, to: Self.deleted)
+                    removed.append((key, nil))
                 case .failure(let error):
                     report.record([KeyFailure(key: key, error: error)])
                     report.add(1, to: Self.failed)
                 }
             }
+            try snapshot.update(removed)
         }
         report.entry.keyLists = lists.lists
         if context.isInterrupted { report.status = .interrupted }
     }
 
-    /// Reads one page of `from`'s keys on both sides and writes to `to` those it lacks or holds otherwise.
+    /// What one page found and did, for the snapshot: each key's new row, or nil to forget it.
+    private typealias RowChanges = [(key: String, row: MirrorRow?)]
+
+    /// Makes `to` hold one page of `from`'s keys: skips keys whose tags on both sides match the snapshot, reads the
+    /// rest at `from`, reads at `to` only what the snapshot cannot vouch for, and writes what differs.
     private func mirrorPage(
-        _ entries: [TwoSidedListing.Entry], from: String, to: String, in context: JobContext,
-        report: inout JobReport
+        _ entries: [TwoSidedListing.Entry], from: String, to: String, snapshot: MirrorSnapshot,
+        in context: JobContext, report: inout JobReport
     ) async throws(CloudSyncError) {
         guard !entries.isEmpty else { return }
         let store = context.store
-        let sourceValues = try await store.readEach(entries.map(\.key), from: from)
-        let held = entries.filter(\.onDestination).map(\.key)
-        let heldValues = try await store.readEach(held, from: to)
-        var destination: [StoreKey: Result<String?, CloudSyncError>] = [:]
-        for (key, value) in zip(held, heldValues) { destination[StoreKey(key)] = value }
-        var writes: [KeyValue] = []
-        var isUpdate: [Bool] = []
-        for (entry, read) in zip(entries, sourceValues) {
+        let rows = try snapshot.rows(entries.map(\.key))
+        var changes: RowChanges = []
+        // Both tags as the snapshot saw them: nobody wrote either side since the job made them agree.
+        var toRead: [TwoSidedListing.Entry] = []
+        for entry in entries {
+            if entry.onDestination, let row = rows[StoreKey(entry.key)], let source = entry.sourceVersion,
+                let destination = entry.destinationVersion, row.sourceVersion == source,
+                row.destinationVersion == destination
+            {
+                report.add(1, to: Self.unchanged)
+            } else {
+                toRead.append(entry)
+            }
+        }
+        let sourceValues = try await store.readEach(toRead.map(\.key), from: from)
+        var candidates: [(entry: TwoSidedListing.Entry, value: String, digest: String)] = []
+        for (entry, read) in zip(toRead, sourceValues) {
             let value: String
             switch read {
             case .failure(let error):
@@ -146,32 +168,99 @@ struct MirrorJob: JobType {
                 continue
             case .success(nil):
                 // Gone from `from` since it was listed: the next run sees whether `to` should lose it.
+                changes.append((entry.key, nil))
                 continue
             case .success(let read?): value = read
             }
+            let digest = SyncFingerprint.digest(of: value)
+            let row = rows[StoreKey(entry.key)]
+            // The destination's tag as the snapshot saw it, and the same value at the source: `to` still holds it.
+            if entry.onDestination, let row, row.digest == digest, let destination = entry.destinationVersion,
+                row.destinationVersion == destination
+            {
+                report.add(1, to: Self.unchanged)
+                if row.sourceVersion != entry.sourceVersion {
+                    changes.append(
+                        (
+                            entry.key,
+                            MirrorRow(
+                                digest: digest, sourceVersion: entry.sourceVersion, destinationVersion: destination)
+                        ))
+                }
+                continue
+            }
+            candidates.append((entry, value, digest))
+        }
+        let held = candidates.filter(\.entry.onDestination).map(\.entry.key)
+        let heldValues = try await store.readEach(held, from: to)
+        var destination: [StoreKey: Result<String?, CloudSyncError>] = [:]
+        for (key, value) in zip(held, heldValues) { destination[StoreKey(key)] = value }
+        var writes: [KeyValue] = []
+        var written: [(update: Bool, sourceVersion: String?, digest: String)] = []
+        for (entry, value, digest) in candidates {
             switch destination[StoreKey(entry.key)] {
             case .success(let current?)? where current.utf8.elementsEqual(value.utf8):
                 report.add(1, to: Self.unchanged)
+                changes.append(
+                    (
+                        entry.key,
+                        MirrorRow(
+                            digest: digest, sourceVersion: entry.sourceVersion,
+                            destinationVersion: entry.destinationVersion)
+                    ))
             case .failure(let error)? where error.code != .decode:
                 // Whether `to` holds it, and what, is unknown: writing could replace a value no one has seen.
                 report.record([KeyFailure(key: entry.key, error: error)])
                 report.add(1, to: Self.failed)
+                changes.append((entry.key, nil))
             case .some(.success(.some)), .some(.failure):
                 writes.append(KeyValue(entry.key, value))
-                isUpdate.append(true)
+                written.append((true, entry.sourceVersion, digest))
             case .some(.success(nil)), nil:
                 writes.append(KeyValue(entry.key, value))
-                isUpdate.append(false)
+                written.append((false, entry.sourceVersion, digest))
             }
         }
-        guard !writes.isEmpty else { return }
-        for ((item, update), outcome) in zip(zip(writes, isUpdate), try await store.write(writes, to: to)) {
-            switch outcome {
-            case .success: report.add(1, to: update ? Self.updated : Self.copied)
-            case .failure(let error):
-                report.record([KeyFailure(key: item.key, error: error)])
-                report.add(1, to: Self.failed)
+        if !writes.isEmpty {
+            for ((item, write), outcome) in zip(zip(writes, written), try await store.write(writes, to: to)) {
+                switch outcome {
+                case .success:
+                    report.add(1, to: write.update ? Self.updated : Self.copied)
+                    // The tag the destination gave the new value is unknown until it is listed again.
+                    changes.append(
+                        (
+                            item.key,
+                            MirrorRow(digest: write.digest, sourceVersion: write.sourceVersion, destinationVersion: nil)
+                        ))
+                case .failure(let error):
+                    report.record([KeyFailure(key: item.key, error: error)])
+                    report.add(1, to: Self.failed)
+                    changes.append((item.key, nil))
+                }
             }
         }
+        try snapshot.update(changes)
+    }
+}
+
+/// A mirror job's rows in the state database.
+///
+/// They are kept under a name that holds both providers: renaming either side starts a snapshot afresh rather than trusting one about other data. Without a state database (a dry run of a pipeline
+/// that never ran) there are no rows, and every key is read on both sides.
+struct MirrorSnapshot {
+    let state: StateDatabase?
+    let job: String
+
+    init(state: StateDatabase?, job: String, from: String, to: String) {
+        self.state = state
+        self.job = "\(job)\u{1F}\(from)\u{1F}\(to)"
+    }
+
+    func rows(_ keys: [String]) throws(CloudSyncError) -> [StoreKey: MirrorRow] {
+        try state?.mirrorRows(of: job, keys: keys) ?? [:]
+    }
+
+    func update(_ rows: [(key: String, row: MirrorRow?)]) throws(CloudSyncError) {
+        try state?.updateMirrorRows(of: job, rows)
     }
 }

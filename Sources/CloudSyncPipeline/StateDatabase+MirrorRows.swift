@@ -1,0 +1,74 @@
+import CloudSync
+import CloudSyncSQLite
+
+/// What a mirror job saw both sides hold for one key when it last made them agree: a digest of the value, and the
+/// version tag each side's listing gave then (``KeyPage/versions``), where it gave one.
+///
+/// While both tags are unchanged, nobody has written the key on either side since, so the job need not read it; a
+/// tag that changed means someone did, and the job reads and compares again.
+public struct MirrorRow: Sendable, Equatable {
+    /// ``SyncFingerprint/digest(of:)`` of the decoded value both sides held.
+    public var digest: String
+    /// The source's version tag then; nil when it has none.
+    public var sourceVersion: String?
+    /// The destination's version tag then; nil when it has none, or when the job wrote the key and has not listed
+    /// the destination since.
+    public var destinationVersion: String?
+
+    /// A row for a value with this digest and these tags.
+    public init(digest: String, sourceVersion: String?, destinationVersion: String?) {
+        self.digest = digest
+        self.sourceVersion = sourceVersion
+        self.destinationVersion = destinationVersion
+    }
+}
+
+extension StateDatabase {
+    /// `job`'s rows for these keys (those it has).
+    public func mirrorRows(of job: String, keys: [String]) throws(CloudSyncError) -> [StoreKey: MirrorRow] {
+        guard !keys.isEmpty else { return [:] }
+        return try run { db in
+            try db.transaction {
+                let select = try db.prepare(
+                    "SELECT digest, source_version, destination_version FROM mirror_rows WHERE job = ? AND key = ?")
+                var rows: [StoreKey: MirrorRow] = [:]
+                for key in keys {
+                    try select.bind(job, key)
+                    if try select.step(), let digest = select.string(0) {
+                        rows[StoreKey(key)] = MirrorRow(
+                            digest: digest, sourceVersion: select.string(1), destinationVersion: select.string(2))
+                    }
+                    select.reset()
+                }
+                return rows
+            }
+        }
+    }
+
+    /// Sets `job`'s rows for these keys in one transaction; a nil row removes the key's.
+    ///
+    /// A dry run writes none.
+    public func updateMirrorRows(of job: String, _ rows: [(key: String, row: MirrorRow?)]) throws(CloudSyncError) {
+        guard overlay == nil, !rows.isEmpty else { return }
+        try run { db in
+            try db.transaction {
+                let upsert = try db.prepare(
+                    "INSERT OR REPLACE INTO mirror_rows (job, key, digest, source_version, destination_version) "
+                        + "VALUES (?, ?, ?, ?, ?)")
+                let delete = try db.prepare("DELETE FROM mirror_rows WHERE job = ? AND key = ?")
+                for (key, row) in rows {
+                    if let row {
+                        try upsert.bind(
+                            job, key, row.digest, row.sourceVersion.map(SQLiteValue.text) ?? .null,
+                            row.destinationVersion.map(SQLiteValue.text) ?? .null
+                        ).run()
+                        upsert.reset()
+                    } else {
+                        try delete.bind(job, key).run()
+                        delete.reset()
+                    }
+                }
+            }
+        }
+    }
+}
