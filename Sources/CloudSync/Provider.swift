@@ -172,6 +172,21 @@ public enum UnavailableReason: String, Sendable, Equatable, CaseIterable, Codabl
     case other
 }
 
+extension UnavailableReason {
+    /// The error code a call that needs the provider fails with for this reason.
+    public var errorCode: ErrorCode {
+        switch self {
+        case .signedOut: return .notSignedIn
+        case .offline: return .offline
+        case .timedOut: return .timeout
+        case .misconfigured: return .containerMisconfigured
+        case .closed: return .closed
+        case .unsupportedPlatform: return .unsupported
+        case .other: return .noProvider
+        }
+    }
+}
+
 /// A key and its value.
 public struct KeyValue: Sendable, Hashable {
     /// The key.

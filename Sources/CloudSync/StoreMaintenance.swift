@@ -230,8 +230,7 @@ public struct StoreMaintenance: Sendable {
                             continue
                         }
                         let decoded = try store.decode(stored, key: key, from: from)
-                        if overwrite == .ifDifferent, let current = held[name], current.utf8.elementsEqual(decoded.utf8)
-                        {
+                        if let current = held[name], !overwrite.writes(decoded, over: current) {
                             outcome.unchanged.append(key)
                             continue
                         }

@@ -76,6 +76,17 @@ public enum Overwrite: String, Sendable, CaseIterable {
     /// Write keys the destination lacks or holds with another value (compared decoded, so two codecs compare
     /// plaintext); an equal value costs no write.
     case ifDifferent
+
+    /// Whether `incoming` is written over a key that holds `current` (nil: holds nothing); pass both decoded, so
+    /// two codecs compare plaintext.
+    public func writes(_ incoming: String, over current: String?) -> Bool {
+        guard let current else { return true }
+        switch self {
+        case .always: return true
+        case .ifMissing: return false
+        case .ifDifferent: return !current.utf8.elementsEqual(incoming.utf8)
+        }
+    }
 }
 
 /// What `migrateByPage` did, in counts.

@@ -42,26 +42,17 @@ struct JobExecutor {
     /// Ends the job `error` before it starts when a provider it needs is missing or unavailable.
     ///
     /// That is a provider it reads or writes that could not be opened, or one it names that is unavailable (signed
-    /// out, offline, misconfigured): the job could not do its work, whichever side is missing. A sync is the exception: it leaves an unavailable provider out and syncs the others, and says so;
-    /// and a job on the whole store goes through the store, which fails over and queues.
+    /// out, offline, misconfigured): the job could not do its work, whichever side is missing. A sync is the
+    /// exception: it leaves an unavailable provider out and syncs the others, and says so; and a job on the whole
+    /// store goes through the store, which fails over and queues.
     private func checkProviders(of job: JobSpec) async throws(CloudSyncError) {
         let needed = job.job.providers(store: compiled.spec.store.providers)
         if let missing = needed.compactMap({ unopened[$0] }).first { throw missing }
         for id in job.job.availabilityChecked {
             let availability = try await store.availability(of: id)
             guard let reason = availability.reason else { continue }
-            let code: ErrorCode
-            switch reason {
-            case .signedOut: code = .notSignedIn
-            case .offline: code = .offline
-            case .timedOut: code = .timeout
-            case .misconfigured: code = .containerMisconfigured
-            case .closed: code = .closed
-            case .unsupportedPlatform: code = .unsupported
-            case .other: code = .noProvider
-            }
             throw CloudSyncError(
-                code,
+                reason.errorCode,
                 "provider \(id) of pipeline \(compiled.spec.name) is unavailable (\(availability)), so job "
                     + "\(job.name) did nothing", provider: id)
         }

@@ -14,7 +14,6 @@ public enum PipelineSchema {
 
     /// `$defs.job`: the fields every job has, then one branch per type listing exactly the fields it accepts.
     static func jobDefinition(_ jobTypes: JobRegistry) -> String {
-        let indent = String(repeating: " ", count: 4)
         let types = jobTypes.types
         let typeDescription = types.map { "\($0.name) (\($0.summary))" }.joined(separator: "; ")
         let common = RegisteredJobType.commonFields
@@ -33,18 +32,29 @@ public enum PipelineSchema {
             "  },",
             "  \"allOf\": [",
         ]
-        for (index, type) in types.enumerated() {
-            var properties = ["\"type\": true", "\"name\": true", "\"needs\": true"]
-            properties += type.fields.map { "\(quoted($0.name)): \(jobFieldSchema($0))" }
-            let required = type.fields.filter(\.required).map { quoted($0.name) }
-            var then = "{ "
-            if !required.isEmpty { then += "\"required\": [\(required.joined(separator: ", "))], " }
-            then += "\"properties\": { \(properties.joined(separator: ", ")) }, \"additionalProperties\": false }"
-            lines.append(
-                "    { \"if\": { \"properties\": { \"type\": { \"const\": \(quoted(type.name)) } } }, \"then\": \(then) }"
-                    + (index == types.count - 1 ? "" : ","))
-        }
-        lines += ["  ]", "}"]
+        lines += types.map { type in
+            typeBranch(
+                type.name,
+                properties: ["\"name\": true", "\"needs\": true"]
+                    + type.fields.map { "\(quoted($0.name)): \(jobFieldSchema($0))" },
+                required: type.fields.filter(\.required).map(\.name))
+        }.joinedAsItems()
+        return indented(lines + ["  ]", "}"])
+    }
+
+    /// One `allOf` branch: when `type` is `name`, the object has exactly `type` and `properties` (each
+    /// `"name": schema`), `required` among them.
+    static func typeBranch(_ name: String, properties: [String], required: [String]) -> String {
+        var then = "{ "
+        if !required.isEmpty { then += "\"required\": [\(required.map(quoted).joined(separator: ", "))], " }
+        then += "\"properties\": { \((["\"type\": true"] + properties).joined(separator: ", ")) }, "
+        then += "\"additionalProperties\": false }"
+        return "    { \"if\": { \"properties\": { \"type\": { \"const\": \(quoted(name)) } } }, \"then\": \(then) }"
+    }
+
+    /// A definition's lines, every line after the first indented to sit inside `$defs`.
+    static func indented(_ lines: [String]) -> String {
+        let indent = String(repeating: " ", count: 4)
         return lines.enumerated().map { $0.offset == 0 ? $0.element : indent + $0.element }.joined(separator: "\n")
     }
 
@@ -79,7 +89,6 @@ public enum PipelineSchema {
 
     /// `$defs.provider`: one branch per type, each listing exactly the fields that type accepts.
     static func providerDefinition(_ registry: ProviderRegistry) -> String {
-        let indent = String(repeating: " ", count: 4)
         let types = registry.types
         let typeDescription = types.map { "\($0.name) (\($0.summary))" }.joined(separator: "; ")
         var lines = [
@@ -91,20 +100,13 @@ public enum PipelineSchema {
                 + types.map { quoted($0.name) }.joined(separator: ", ") + "] } },",
             "  \"allOf\": [",
         ]
-        for (index, type) in types.enumerated() {
-            let fields = ProviderType.commonFields + type.fields
-            var properties = ["\"type\": true"]
-            properties += fields.map { "\(quoted($0.name)): \(fieldSchema($0))" }
-            let required = type.fields.filter(\.required).map { quoted($0.name) }
-            var then = "{ "
-            if !required.isEmpty { then += "\"required\": [\(required.joined(separator: ", "))], " }
-            then += "\"properties\": { \(properties.joined(separator: ", ")) }, \"additionalProperties\": false }"
-            lines.append(
-                "    { \"if\": { \"properties\": { \"type\": { \"const\": \(quoted(type.name)) } } }, \"then\": \(then) }"
-                    + (index == types.count - 1 ? "" : ","))
-        }
-        lines += ["  ]", "}"]
-        return lines.enumerated().map { $0.offset == 0 ? $0.element : indent + $0.element }.joined(separator: "\n")
+        lines += types.map { type in
+            typeBranch(
+                type.name,
+                properties: (ProviderType.commonFields + type.fields).map { "\(quoted($0.name)): \(fieldSchema($0))" },
+                required: type.fields.filter(\.required).map(\.name))
+        }.joinedAsItems()
+        return indented(lines + ["  ]", "}"])
     }
 
     static func fieldSchema(_ field: ProviderField) -> String {
@@ -257,4 +259,11 @@ public enum PipelineSchema {
           }
         }
         """#
+}
+
+extension Array where Element == String {
+    /// The lines as items of a JSON array: a comma after each but the last.
+    fileprivate func joinedAsItems() -> [String] {
+        enumerated().map { $0.offset == count - 1 ? $0.element : $0.element + "," }
+    }
 }

@@ -102,6 +102,23 @@ import Testing
     }
 }
 
+@Suite struct OverwriteTests {
+    @Test func eachPolicyWritesWhatItsNameSays() {
+        // A key holding nothing is written under every policy; an empty value is a value, not nothing.
+        for policy in Overwrite.allCases {
+            #expect(policy.writes("v", over: nil))
+        }
+        #expect(Overwrite.always.writes("v", over: "v"))
+        #expect(!Overwrite.ifMissing.writes("w", over: "v"))
+        #expect(!Overwrite.ifMissing.writes("v", over: ""))
+        #expect(Overwrite.ifDifferent.writes("w", over: "v"))
+        #expect(!Overwrite.ifDifferent.writes("v", over: "v"))
+        #expect(Overwrite.ifDifferent.writes("", over: "v"))
+        // Compared as bytes: canonically equivalent spellings are different values.
+        #expect(Overwrite.ifDifferent.writes("caf\u{E9}", over: "cafe\u{301}"))
+    }
+}
+
 @Suite struct ListingAndClearTests {
     @Test func allKeysIsTheUnionAndNamesProvidersThatCannotList() async throws {
         let listing = makeProvider("listing")

@@ -54,9 +54,7 @@ struct ImportJob: JobType {
                     target == "store" ? try await store.multiGet(keys) : try await store.read(keys, from: target)
                 let before = batch.count
                 batch = zip(batch, existing).compactMap { item, value in
-                    guard let value else { return item }
-                    let same = configuration.overwrite == .ifDifferent && value.utf8.elementsEqual(item.value.utf8)
-                    return configuration.overwrite == .ifDifferent && !same ? item : nil
+                    configuration.overwrite.writes(item.value, over: value) ? item : nil
                 }
                 report.add(before - batch.count, to: Self.skipped)
             }
