@@ -39,6 +39,47 @@ extension CloudStore {
         await directly(.remove, keys.map { KeyValue($0, "") }, on: try provider(withID: providerID))
     }
 
+    /// Removes each key from one provider only if it still holds the value it held when it was copied (its stored
+    /// bytes' ``SyncFingerprint/digest(of:)`` is the copy's), so a value written there since is never removed
+    /// unseen; one outcome per copy, positionally.
+    ///
+    /// The store's writers are kept out between the check and the removal (the keys are locked); a writer outside
+    /// this process can still slip in between the two requests, which no provider's plain delete can rule out.
+    public func removeUnchanged(_ copies: [LandedCopy], from providerID: String) async throws(CloudSyncError)
+        -> [ConditionalRemoval]
+    {
+        guard !copies.isEmpty else { return [] }
+        let provider = try provider(withID: providerID)
+        let keys = copies.map(\.key)
+        let locked = keys.keySet()
+        let inFlight = await lockForWriting(locked)
+        defer { keyLocks.release(locked) }
+        var outcomes = [ConditionalRemoval](repeating: .changed, count: copies.count)
+        var removable: [Int] = []
+        for (index, read) in (await dispatcher(for: provider).get(keys)).enumerated() {
+            switch read {
+            case .success(let stored?):
+                if SyncFingerprint.digest(of: stored) == copies[index].sourceDigest { removable.append(index) }
+            case .success(nil): outcomes[index] = .absent
+            case .failure(let error): outcomes[index] = .failed(error)
+            }
+        }
+        let deliveries = removable.map { Delivery(item: $0, key: keys[$0], encoded: nil) }
+        let delivered = await deliver(.remove, [deliveries], to: [provider], holding: inFlight)
+        for index in removable {
+            switch delivered[index]?.first?.result {
+            case .success?:
+                options.outbox?.superseded(key: keys[index], provider: provider.id)
+                outcomes[index] = .removed
+            case .failure(let error)?: outcomes[index] = .failed(error)
+            case nil:
+                outcomes[index] = .failed(
+                    CloudSyncError(.provider, "no result", provider: provider.id, key: keys[index]))
+            }
+        }
+        return outcomes
+    }
+
     /// Values of `keys` on one provider only, decoded with its codec, positionally; in batches of its limit.
     ///
     /// The first key that cannot be read or decoded throws; ``readEach(_:from:)`` answers for each key instead.

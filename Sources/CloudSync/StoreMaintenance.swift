@@ -52,7 +52,7 @@ public struct StoreMaintenance: Sendable {
         let batchSize = BatchSizing.commonPage(of: [from.capabilities.batchLimit, to.capabilities.batchLimit])
         let finished = await copyOverlapped(
             keys.chunked(batchSize).map(Array.init), from: from, to: to, overwrite: overwrite ? .always : .ifMissing,
-            overlapping: continueOnError,
+            landing: false, overlapping: continueOnError,
             shouldStop: shouldStop
         ) { outcome in
             result.copied += outcome.copied
@@ -76,7 +76,7 @@ public struct StoreMaintenance: Sendable {
         from source: String, to destination: String, filter: (@Sendable (String) -> Bool)? = nil,
         continueOnError: Bool = true, overwrite: Overwrite = .always,
         onProgress: (@Sendable (Int, Int?) -> Void)? = nil, onFailures: ([KeyFailure]) -> Void = { _ in },
-        onLanded: ([String]) async -> Void = { _ in },
+        onLanded: (([LandedCopy]) async -> Void)? = nil,
         shouldStop: (@Sendable () -> Bool)? = nil
     ) async throws(CloudSyncError) -> MigrationCounts {
         let from = try store.provider(withID: source)
@@ -112,14 +112,14 @@ public struct StoreMaintenance: Sendable {
             defer { pending.removeFirst(ready) }
             let finished = await copyOverlapped(
                 keys.chunked(batchSize).map(Array.init), from: from, to: to, overwrite: overwrite,
-                overlapping: continueOnError, shouldStop: shouldStop
+                landing: onLanded != nil, overlapping: continueOnError, shouldStop: shouldStop
             ) { outcome in
                 counts.copied += outcome.copied.count
                 counts.skipped += outcome.skipped.count
                 counts.unchanged += outcome.unchanged.count
                 counts.failed += outcome.failed.count
                 onFailures(outcome.failed)
-                await onLanded(outcome.copied + outcome.unchanged)
+                if let onLanded { await onLanded(outcome.landed) }
                 onProgress?(counts.copied + counts.skipped + counts.unchanged + counts.failed, total ?? nil)
                 return continueOnError || outcome.failed.isEmpty
             }
@@ -137,9 +137,11 @@ public struct StoreMaintenance: Sendable {
     ///
     /// `account` sees each batch's outcome in order and answers whether to go on; `shouldStop` is asked before each
     /// batch starts. After a stop or a `false`, no batch starts, though one already under way finishes and is
-    /// accounted. Returns whether every chunk was copied.
+    /// accounted. Returns whether every chunk was copied. With `landing`, each outcome names the digest of every
+    /// landed key's source value (``CopiedBatch/landed``).
     private func copyOverlapped(
-        _ chunks: [[String]], from: any Provider, to: any Provider, overwrite: Overwrite, overlapping: Bool,
+        _ chunks: [[String]], from: any Provider, to: any Provider, overwrite: Overwrite, landing: Bool,
+        overlapping: Bool,
         shouldStop: (@Sendable () -> Bool)?,
         account: (CopiedBatch) async -> Bool
     ) async -> Bool {
@@ -151,7 +153,9 @@ public struct StoreMaintenance: Sendable {
                 stopped = true
                 break
             }
-            let started = Task { await copyBatch(chunk, from: from, to: to, overwrite: overwrite) }
+            let started = Task {
+                await copyBatch(chunk, from: from, to: to, overwrite: overwrite, landing: landing)
+            }
             if !overlapping {
                 guard await account(await started.value) else {
                     goingOn = false
@@ -177,13 +181,22 @@ public struct StoreMaintenance: Sendable {
         /// Keys the destination already held with the source's value (``Overwrite/ifDifferent``).
         var unchanged: [String] = []
         var failed: [KeyFailure] = []
+        /// With `landing`: the digest of each copied or unchanged key's value as the source stored it.
+        var sourceDigests: [StoreKey: String] = [:]
+
+        /// The keys the destination now holds with the source's value, each with its source digest.
+        var landed: [LandedCopy] {
+            (copied + unchanged).compactMap { key in
+                sourceDigests[StoreKey(key)].map { LandedCopy(key: key, sourceDigest: $0) }
+            }
+        }
     }
 
     /// Copies one batch: reads it from `from` (and, unless `overwrite` is `always`, what `to` holds), decodes and
     /// re-encodes each value, writes the copies; failures sorted by key.
-    private func copyBatch(_ batch: [String], from: any Provider, to: any Provider, overwrite: Overwrite) async
-        -> CopiedBatch
-    {
+    private func copyBatch(
+        _ batch: [String], from: any Provider, to: any Provider, overwrite: Overwrite, landing: Bool
+    ) async -> CopiedBatch {
         var outcome = CopiedBatch()
         var copies: [KeyValue] = []
         do throws(CloudSyncError) {
@@ -230,6 +243,7 @@ public struct StoreMaintenance: Sendable {
                             continue
                         }
                         let decoded = try store.decode(stored, key: key, from: from)
+                        if landing { outcome.sourceDigests[name] = SyncFingerprint.digest(of: stored) }
                         if let current = held[name], !overwrite.writes(decoded, over: current) {
                             outcome.unchanged.append(key)
                             continue

@@ -122,3 +122,30 @@ public struct MigrationResult: Sendable, Equatable {
     /// says how far it got.
     public var completed = true
 }
+
+/// A key a copy landed: the destination acknowledged holding the source's value, whose stored bytes at the source
+/// had this ``SyncFingerprint/digest(of:)``.
+public struct LandedCopy: Sendable, Equatable {
+    /// The key.
+    public var key: String
+    /// The digest of the value as the source stored it when it was copied.
+    public var sourceDigest: String
+
+    /// The copy of `key`, whose source value had `sourceDigest`.
+    public init(key: String, sourceDigest: String) {
+        self.key = key
+        self.sourceDigest = sourceDigest
+    }
+}
+
+/// How ``CloudStore/removeUnchanged(_:from:)`` ended for one key.
+public enum ConditionalRemoval: Sendable, Equatable {
+    /// The provider held the copied value, and it was removed.
+    case removed
+    /// The provider holds another value now (written after the copy): left in place.
+    case changed
+    /// The provider no longer held the key.
+    case absent
+    /// Reading or removing failed.
+    case failed(CloudSyncError)
+}

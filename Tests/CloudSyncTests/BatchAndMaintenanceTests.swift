@@ -257,6 +257,30 @@ import Testing
         #expect(sourceValues == ["1", "2", "3", "4", "", "5"])
     }
 
+    @Test func aMoveNeverRemovesAValueWrittenAtTheSourceAfterItsCopy() async throws {
+        let source = makeProvider("source")
+        let destination = makeProvider("destination")
+        _ = try await source.set([KeyValue("a", "1"), KeyValue("b", "2"), KeyValue("c", "3")])
+        let store = try makeStore([source, destination])
+        var outcomes: [ConditionalRemoval] = []
+        _ = try await store.maintenance.migrateByPage(
+            from: "source", to: "destination", overwrite: .ifDifferent,
+            onLanded: { landed in
+                // The app writes `b` again after it was copied, before the move removes it; and `c` goes meanwhile.
+                _ = try? await source.set([KeyValue("b", "newer")])
+                _ = try? await source.remove(["c"])
+                do {
+                    outcomes += try await store.removeUnchanged(landed, from: "source")
+                } catch {
+                    Issue.record("removeUnchanged threw \(error)")
+                }
+            })
+        #expect(outcomes == [.removed, .changed, .absent])
+        #expect(try await source.listKeys(after: nil, limit: 10).keys == ["b"])
+        #expect(try await raw(source, "b") == "newer")
+        #expect(try await destination.listKeys(after: nil, limit: 10).keys == ["a", "b", "c"])
+    }
+
     @Test func stopsAtTheFirstFailureWhenAskedAndSaysHowFarItGot() async throws {
         let (store, _, destination) = try await fixture()
         let result = try await store.maintenance.migrate(from: "icloudKV", to: "googleDrive", continueOnError: false)

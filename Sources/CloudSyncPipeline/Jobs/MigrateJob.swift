@@ -85,7 +85,7 @@ extension JobContext {
     /// interrupted when the run was.
     func copy(
         from: String, to: String, keys: [String]?, continueOnError: Bool, overwrite: Overwrite,
-        report: inout JobReport, onLanded: ([String]) async -> Void = { _ in }
+        report: inout JobReport, onLanded: (([LandedCopy]) async -> Void)? = nil
     ) async throws(CloudSyncError) -> MigrationCounts {
         let name = jobName
         let watcher = onProgress

@@ -1,7 +1,8 @@
 import CloudSync
 
 /// `move`: copies keys from one provider to another, then removes from the source each key the destination
-/// acknowledged holding with the same value — never one whose copy failed or was skipped.
+/// acknowledged holding with the same value — never one whose copy failed or was skipped, nor one written at the
+/// source after its copy (``CloudStore/removeUnchanged(_:from:)`` checks the source still holds what was copied).
 ///
 /// The copy compares before it writes (`overwrite: ifDifferent`), so a move killed between the two steps finishes on
 /// the next run without copying again: the keys already there are unchanged, and are removed from the source.
@@ -14,7 +15,9 @@ struct MoveJob: JobType {
     }
 
     static let moved = JobCount("moved", "keys now at `to` and removed from `from`")
-    static let skipped = JobCount("skipped", "keys listed at `from` but gone when read")
+    static let skipped = JobCount(
+        "skipped",
+        "keys listed at `from` but gone when read, or written there again after their copy (left for the next run)")
     static let failed = JobCount(
         "failed", "keys that could not be copied (left at `from`) or, once copied, removed from `from`")
 
@@ -54,6 +57,7 @@ struct MoveJob: JobType {
         let from = configuration.from
         let store = context.store
         var moved = 0
+        var changed = 0
         var removalFailures: [KeyFailure] = []
         let result = try await context.copy(
             from: from, to: configuration.to, keys: configuration.keys,
@@ -61,19 +65,21 @@ struct MoveJob: JobType {
         ) { landed in
             guard !landed.isEmpty else { return }
             do throws(CloudSyncError) {
-                for (key, outcome) in zip(landed, try await store.remove(landed, from: from)) {
+                // Only a key still holding the value that was copied goes: one written at `from` since stays.
+                for (copy, outcome) in zip(landed, try await store.removeUnchanged(landed, from: from)) {
                     switch outcome {
-                    case .success: moved += 1
-                    case .failure(let error): removalFailures.append(KeyFailure(key: key, error: error))
+                    case .removed, .absent: moved += 1
+                    case .changed: changed += 1
+                    case .failed(let error): removalFailures.append(KeyFailure(key: copy.key, error: error))
                     }
                 }
             } catch {
-                removalFailures += landed.map { KeyFailure(key: $0, error: error.concerning(key: $0)) }
+                removalFailures += landed.map { KeyFailure(key: $0.key, error: error.concerning(key: $0.key)) }
             }
         }
         report.record(removalFailures)
         report[Self.moved] = moved
-        report[Self.skipped] = result.skipped
+        report[Self.skipped] = result.skipped + changed
         report[Self.failed] = result.failed + removalFailures.count
     }
 }
