@@ -225,6 +225,8 @@ public struct StoreMaintenance: Sendable {
                     }
                 }
             }
+            // The destination's key rules hold for copies as for any write: a key it refuses fails, by name.
+            let rules = store.keyRules(of: [to])
             try await store.dispatcher(for: from).get(batch) { keys, answer throws(CloudSyncError) in
                 for (key, read) in zip(keys, try answer.get()) {
                     let name = StoreKey(key)
@@ -242,6 +244,7 @@ public struct StoreMaintenance: Sendable {
                             outcome.skipped.append(key)
                             continue
                         }
+                        try store.validate(key, rules: rules)
                         let decoded = try store.decode(stored, key: key, from: from)
                         if landing { outcome.sourceDigests[name] = SyncFingerprint.digest(of: stored) }
                         if let current = held[name], !overwrite.writes(decoded, over: current) {

@@ -281,6 +281,20 @@ import Testing
         #expect(try await destination.listKeys(after: nil, limit: 10).keys == ["a", "b", "c"])
     }
 
+    @Test func aKeyTheDestinationsRulesRefuseFailsByNameAndIsNotWritten() async throws {
+        let long = String(repeating: "k", count: 65)
+        let source = makeProvider("source")
+        let destination = makeProvider("kv", ProviderCapabilities(keyRules: KeyRule.iCloudKeyValue))
+        _ = try await source.set([KeyValue("short", "1"), KeyValue(long, "2")])
+        let store = try makeStore([source, destination])
+        let result = try await store.maintenance.migrate(from: "source", to: "kv")
+        #expect(result.copied == ["short"])
+        #expect(result.failed.map(\.key) == [long])
+        #expect(result.failed.first?.error.code == .invalidKey)
+        #expect(result.failed.first?.error.provider == "kv")
+        #expect(try await destination.listKeys(after: nil, limit: 10).keys == ["short"])
+    }
+
     @Test func stopsAtTheFirstFailureWhenAskedAndSaysHowFarItGot() async throws {
         let (store, _, destination) = try await fixture()
         let result = try await store.maintenance.migrate(from: "icloudKV", to: "googleDrive", continueOnError: false)
