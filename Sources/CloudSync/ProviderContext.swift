@@ -18,13 +18,22 @@ public struct ProviderContext: Sendable {
     public var directory: String
     /// A dry run: read what exists, change nothing, and stand in an empty provider for storage that does not exist.
     public var readOnly: Bool
+    /// The pipeline file the provider is declared in, as the command line named it; nil outside a pipeline.
+    public var pipelineFile: String?
+
+    /// The command that signs this provider in, for messages: `cloudsync login <file> --provider <id>`, the
+    /// placeholder `FILE` outside a pipeline.
+    public var loginCommand: String {
+        let file = pipelineFile.map { $0.contains(" ") ? "'\($0)'" : $0 } ?? "FILE"
+        return "cloudsync login \(file) --provider \(providerID)"
+    }
 
     /// A context for `providerID`; the defaults suit a program making providers by hand (nothing kept between runs,
     /// counters nobody reads, no log).
     public init(
         providerID: String, clock: any StoreClock = SystemClock(), state: ProviderState? = nil,
         metrics: ProviderMetrics = ProviderMetrics(), logger: ProviderLogger = .disabled, directory: String = ".",
-        readOnly: Bool = false
+        readOnly: Bool = false, pipelineFile: String? = nil
     ) {
         self.providerID = providerID
         self.clock = clock
@@ -33,6 +42,7 @@ public struct ProviderContext: Sendable {
         self.logger = logger
         self.directory = directory
         self.readOnly = readOnly
+        self.pipelineFile = pipelineFile
     }
 }
 

@@ -30,13 +30,16 @@ public final class CloudKitProvider: Provider {
     /// `clearCaches()`, which another provider's account event may cause.
     private let identity = Mutex<(user: String?, signedOut: Bool)>((nil, false))
     private let accountListeners = Subscribers<AccountEvent>()
+    /// The command that signs this provider in, for messages.
+    private let loginCommand: String
 
     /// A provider on `bridge`'s zone, its records of `recordType` holding the value in `field`.
     public init(
         id: String, bridge: CloudKitBridge, recordType: String = "CloudSyncItem", field: String = "value",
-        recordMaxBytes: Int = 921_600, readOnly: Bool = false
+        recordMaxBytes: Int = 921_600, readOnly: Bool = false, loginCommand: String? = nil
     ) {
         self.id = id
+        self.loginCommand = loginCommand ?? "cloudsync login FILE --provider \(id)"
         self.bridge = bridge
         self.recordType = recordType
         self.field = field
@@ -345,7 +348,7 @@ public final class CloudKitProvider: Provider {
 
     /// The store's error for a bridge error: per-record errors name `key`.
     func map(_ error: CloudKitError, key: String? = nil) -> CloudSyncError {
-        let login = "run `cloudsync login PIPELINE --provider \(id)` to sign in to \(bridge.configuration.container)"
+        let login = "run `\(loginCommand)` to sign in to \(bridge.configuration.container)"
         let code: ErrorCode
         var message = error.message
         switch error.serverErrorCode {

@@ -171,6 +171,7 @@ public struct CloudKitProviderFactory: ProviderFactory {
             timeout: .milliseconds(configuration.timeoutMs))
         return CloudKitProvider(
             id: context.providerID, bridge: bridge, recordType: configuration.recordType, field: configuration.field,
-            recordMaxBytes: configuration.recordMaxBytes, readOnly: context.readOnly)
+            recordMaxBytes: configuration.recordMaxBytes, readOnly: context.readOnly,
+            loginCommand: context.loginCommand)
     }
 }

@@ -85,10 +85,11 @@ public struct DriveProviderFactory: ProviderFactory {
         ]
     }
 
-    /// The three ways to give a credential, for errors.
-    static let credentialWays =
+    /// The three ways to give a credential, for errors; `login` is the command that signs this provider in.
+    static func credentialWays(login: String = "cloudsync login FILE --provider ID") -> String {
         "give `accessToken`, or `refreshToken` with `clientId` and `clientSecret`, or `clientId` and `clientSecret` "
-        + "and run `cloudsync login PIPELINE --provider ID` once to store a refresh token"
+            + "and run `\(login)` once to store a refresh token"
+    }
 
     private static func url(_ values: ProviderFieldValues, _ field: String, default text: String)
         throws(ProviderConfigurationError) -> URL
@@ -127,7 +128,7 @@ public struct DriveProviderFactory: ProviderFactory {
             credentials = .refreshToken(token)
         } else {
             guard client != nil else {
-                throw ProviderConfigurationError("needs a credential: \(Self.credentialWays)")
+                throw ProviderConfigurationError("needs a credential: \(Self.credentialWays())")
             }
             credentials = .storedByLogin
         }
@@ -177,7 +178,7 @@ public struct DriveProviderFactory: ProviderFactory {
         let transport = transport(configuration.maxConcurrency)
         var context = context
         let authenticator: any HTTPAuthenticator
-        let advice = "run `cloudsync login PIPELINE --provider \(context.providerID)` to sign in again"
+        let advice = "run `\(context.loginCommand)` to sign in again"
         switch configuration.credentials {
         case .accessToken(let token):
             context.logger = context.logger.redacting([token])
@@ -191,7 +192,8 @@ public struct DriveProviderFactory: ProviderFactory {
         case .storedByLogin:
             guard let token = try context.state.credential(.oauthRefreshToken), let client = configuration.client else {
                 throw CloudSyncError(
-                    .notSignedIn, "no Google sign-in is stored for \(context.providerID): \(Self.credentialWays)",
+                    .notSignedIn,
+                    "no Google sign-in is stored for \(context.providerID): \(Self.credentialWays(login: context.loginCommand))",
                     provider: context.providerID)
             }
             context.logger = context.logger.redacting([token])

@@ -97,7 +97,7 @@ public final class RunSession: Sendable {
             let context = ProviderContext(
                 providerID: provider.id, clock: clock, state: ProviderState(provider: provider.id, store: stateStore),
                 metrics: metrics[provider.id]!, logger: logger.redacting(provider.secrets).labelled(provider.id),
-                directory: spec.directory, readOnly: access == .dryRun)
+                directory: spec.directory, readOnly: access == .dryRun, pipelineFile: spec.file)
             do {
                 made[provider.id] = try provider.configured.make(context: context)
             } catch {

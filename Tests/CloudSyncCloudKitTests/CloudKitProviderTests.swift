@@ -229,7 +229,8 @@ extension CloudKitFixture {
         let provider = try fixture.provider(webAuthToken: .some(nil))
         let availability = await provider.availability()
         #expect(availability.reason == .signedOut)
-        #expect(availability.description.contains("cloudsync login PIPELINE --provider ck"))
+        // Made by hand, outside a pipeline: the file is the placeholder FILE.
+        #expect(availability.description.contains("cloudsync login FILE --provider ck"))
         let error = await #expect(throws: CloudSyncError.self) { try await provider.get(["a"]) }
         #expect(error?.code == .notSignedIn)
     }

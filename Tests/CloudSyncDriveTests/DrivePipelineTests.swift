@@ -56,13 +56,18 @@ import Testing
         #expect(factory.signIn(for: try configure(["accessToken": "t"]).get()) == nil)
     }
 
-    @Test func withNothingStoredMakingTheProviderIsNotSignedIn() throws {
+    @Test func withNothingStoredMakingTheProviderIsNotSignedInNamingTheLoginCommand() throws {
         let configuration = try configure(["clientId": "id"]).get()
         #expect {
-            try factory.make(configuration, context: ProviderContext(providerID: "drive"))
+            try factory.make(
+                configuration,
+                context: ProviderContext(providerID: "drive", pipelineFile: "pipelines/drive backup.yaml"))
         } throws: { error in
+            // The command to run, with this pipeline's file and this provider's id: copied, it works.
             let error = error as? CloudSyncError
-            return error?.code == .notSignedIn && error?.message.contains("cloudsync login") == true
+            return error?.code == .notSignedIn
+                && error?.message.contains("run `cloudsync login 'pipelines/drive backup.yaml' --provider drive`")
+                    == true
         }
     }
 }

@@ -81,7 +81,7 @@ final class DriveHost: Sendable {
             state: state ?? ProviderState(provider: id, store: InMemoryProviderStateStore()), metrics: metrics)
         let tokens = OAuthAccessTokens(
             client: OAuthTokenClient(configuration: client, transport: transport), refreshToken: token,
-            signInAdvice: "run `cloudsync login PIPELINE --provider \(id)` to sign in again")
+            signInAdvice: "run `cloudsync login FILE --provider \(id)` to sign in again")
         return DriveProvider(
             endpoint: endpoint, authenticator: tokens, transport: transport, context: context, timeout: .seconds(60),
             maxConcurrency: 8,
