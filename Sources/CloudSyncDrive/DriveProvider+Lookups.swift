@@ -1,0 +1,208 @@
+import CloudSync
+import CloudSyncHTTP
+import Foundation
+import Synchronization
+
+/// Finding keys' files: `files.list` pages and the name → file-id cache that saves lookups.
+extension DriveProvider {
+    // MARK: Lookups
+
+    static let listFields = "nextPageToken,files(id,name,modifiedTime,md5Checksum,sha256Checksum)"
+
+    /// `name = '…'` with Drive's escapes: `\` as `\\`, `'` as `\'`.
+    static func nameQuery(_ key: String) -> String {
+        let escaped = key.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'")
+        return "name = '\(escaped)' and trashed = false"
+    }
+
+    struct Listed {
+        var id: String
+        var name: String
+        var modified: String
+        /// The content's `md5Checksum` (or `sha256Checksum` where Drive gives only that): a new one with every
+        /// change of the bytes.
+        var checksum: String?
+    }
+
+    /// One `files.list` page; nil when Drive rejected the page token.
+    func listPage(query: String, pageToken: String?, pageSize: Int, orderBy: String?, fields: String)
+        async throws(CloudSyncError) -> (files: [Listed], next: String?)?
+    {
+        var items = [
+            ("spaces", "appDataFolder"), ("q", query), ("pageSize", String(pageSize)), ("fields", fields),
+        ]
+        if let orderBy { items.append(("orderBy", orderBy)) }
+        if let pageToken { items.append(("pageToken", pageToken)) }
+        let request = HTTPRequest(method: .get, url: url("/drive/v3/files", items))
+        let response = try await send(request)
+        if response.status == 400, pageToken != nil, DriveErrorBody(response.body).location == "pageToken" {
+            return nil
+        }
+        guard response.isSuccess else { throw failure(response, request) }
+        let object = try json(response, request)
+        let files = (object["files"] as? [[String: Any]] ?? []).compactMap { file -> Listed? in
+            guard let id = file["id"] as? String, let name = file["name"] as? String else { return nil }
+            let checksum =
+                (file["md5Checksum"] as? String).map { "md5:" + $0 }
+                ?? (file["sha256Checksum"] as? String).map { "sha256:" + $0 }
+            return Listed(
+                id: id, name: name, modified: file["modifiedTime"] as? String ?? "", checksum: checksum)
+        }
+        let next = object["nextPageToken"] as? String
+        return (files, next?.isEmpty == false ? next : nil)
+    }
+
+    /// Every file matching `query`, all pages; a rejected page token starts the listing again (twice at most).
+    func listAll(query: String) async throws(CloudSyncError) -> [Listed] {
+        var restarts = 0
+        while true {
+            var files: [Listed] = []
+            var token: String?
+            var rejected = false
+            repeat {
+                guard
+                    let page = try await listPage(
+                        query: query, pageToken: token, pageSize: Self.pageSize, orderBy: nil, fields: Self.listFields)
+                else {
+                    rejected = true
+                    break
+                }
+                files += page.files
+                token = page.next
+            } while token != nil
+            if !rejected { return files }
+            restarts += 1
+            guard restarts <= 2 else {
+                throw CloudSyncError(
+                    .provider, "Drive rejected the listing's page tokens three times in a row; try again later",
+                    provider: id)
+            }
+            logger.log(.info, "Drive rejected a page token of \(id)'s listing; listing again from the start")
+        }
+    }
+
+    /// Groups `files` by name: the newest `modifiedTime` is the key's file, the others duplicates.
+    func entries(_ files: [Listed]) -> [StoreKey: Entry] {
+        var byName: [StoreKey: [Listed]] = [:]
+        for file in files { byName[StoreKey(file.name), default: []].append(file) }
+        cache.withLock { cache in
+            for file in files { cache.names[file.id] = file.name }
+        }
+        var entries: [StoreKey: Entry] = [:]
+        for (name, group) in byName {
+            let sorted = group.sorted { ($0.modified, $0.id) > ($1.modified, $1.id) }
+            entries[name] = Entry(
+                id: sorted[0].id, duplicates: sorted.dropFirst().map(\.id), version: sorted[0].checksum)
+        }
+        let surplus = entries.values.flatMap(\.duplicates)
+        if !surplus.isEmpty {
+            let fresh = cache.withLock { cache -> Int in
+                let before = cache.duplicates.count
+                cache.duplicates.formUnion(surplus)
+                return cache.duplicates.count - before
+            }
+            if fresh > 0 {
+                metrics.recordDuplicates(fresh)
+                logger.log(
+                    .warning,
+                    "\(fresh) more files in \(id)'s app data folder share a key's name with a newer one; reads use "
+                        + "the newest, writes and removes delete the others")
+            }
+        }
+        return entries
+    }
+
+    /// The file (and duplicates) of each of `keys` that exists; cached ids first, then one listing or one search per
+    /// key, whichever costs fewer requests.
+    ///
+    /// `forWriting`: a name missing from a full listing begun less than ``listingTrust`` ago is taken as absent
+    /// without asking again, so the store's batches of new keys share one listing. Another device may create the
+    /// name meanwhile, as it may between any lookup and the create that follows it; the write then makes a second
+    /// file of that name, which reads settle (the newest wins) and the next write deletes. Reads and removes never
+    /// take a name as absent on trust: a read would miss the other device's value, a remove would leave it.
+    func resolve(_ keys: [String], forWriting: Bool = false) async throws(CloudSyncError) -> [StoreKey: Entry] {
+        let now = clock.nowMilliseconds()
+        let (known, lastCount, trusted) = cache.withLock { cache in
+            let fresh = forWriting && cache.listedAtMs.map { now - $0 < Self.listingTrust.milliseconds } == true
+            return (cache.entries, cache.lastListingCount, fresh ? cache.doubtful : nil)
+        }
+        var found: [StoreKey: Entry] = [:]
+        var missing: [String] = []
+        for name in keys.keySet() {
+            if let entry = known[name] {
+                found[name] = entry
+            } else if let doubtful = trusted, !doubtful.contains(name) {
+                continue
+            } else {
+                missing.append(name.string)
+            }
+        }
+        guard !missing.isEmpty else { return found }
+        let listingPages = max(1, ((lastCount ?? 0) + Self.pageSize - 1) / Self.pageSize)
+        if missing.count > 1, lastCount == nil || listingPages < missing.count {
+            let listed = try await listFolder()
+            for key in missing { found[StoreKey(key)] = listed[StoreKey(key)] }
+            return found
+        }
+        let searched = try await forEach(missing) { key async -> Result<Entry?, CloudSyncError> in
+            do throws(CloudSyncError) {
+                return .success(try await self.search(key))
+            } catch {
+                return .failure(error)
+            }
+        }
+        for (key, result) in zip(missing, searched) {
+            if let entry = try result.get() { found[StoreKey(key)] = entry }
+        }
+        return found
+    }
+
+    /// Lists the whole app data folder and makes what it found the file id cache.
+    func listFolder() async throws(CloudSyncError) -> [StoreKey: Entry] {
+        let (started, changesBefore) = (clock.nowMilliseconds(), cache.withLock { $0.changes })
+        let files = try await listAll(query: "trashed = false")
+        let listed = entries(files)
+        cache.withLock { cache in
+            cache.entries = listed
+            cache.lastListingCount = files.count
+            // A write, remove or lookup meanwhile (another store call) may be missing from the listing.
+            if cache.changes == changesBefore {
+                cache.listedAtMs = started
+                cache.doubtful.removeAll()
+            } else {
+                cache.listedAtMs = nil
+            }
+        }
+        return listed
+    }
+
+    /// Looks `key` up by name (one request) and caches what it finds.
+    func search(_ key: String) async throws(CloudSyncError) -> Entry? {
+        let files = try await listAll(query: Self.nameQuery(key))
+        // Drive may answer names it deems equal (other normalisations, other case); only the same bytes are the key.
+        let entry = entries(files.filter { StoreKey.bytesEqual($0.name, key) })[StoreKey(key)]
+        cache.withLock { cache in
+            cache.entries[StoreKey(key)] = entry
+            cache.doubtful.remove(StoreKey(key))
+            cache.changes += 1
+        }
+        return entry
+    }
+
+    /// Drops `key`'s entry after this provider removed its file: it is known to be absent.
+    func forget(_ key: String) {
+        cache.withLock { cache in
+            cache.entries.removeValue(forKey: StoreKey(key))
+            cache.changes += 1
+        }
+    }
+
+    /// Drops `key`'s entry because it may be stale: it is looked up again before anything relies on it.
+    func doubt(_ key: String) {
+        cache.withLock { cache in
+            cache.entries.removeValue(forKey: StoreKey(key))
+            cache.doubtful.insert(StoreKey(key))
+            cache.changes += 1
+        }
+    }
+}

@@ -1,0 +1,193 @@
+import CloudSync
+import CloudSyncHTTP
+import Foundation
+import Synchronization
+
+/// Writes: multipart or media uploads, and resumable uploads in chunks for large values.
+extension DriveProvider {
+    // MARK: Set
+
+    /// Creates or updates each key's file, several at once: one request for a value up to
+    /// ``resumableThreshold`` bytes whose file is known, resumable chunks above it.
+    public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
+        try ensureWritable()
+        let entries = try await resolve(items.map(\.key), forWriting: true)
+        return try await forEach(items) { item async -> Result<Void, CloudSyncError> in
+            do throws(CloudSyncError) {
+                try await self.write(item, entry: entries[StoreKey(item.key)])
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
+    func write(_ item: KeyValue, entry: Entry?) async throws(CloudSyncError) {
+        let body = Data(item.value.utf8)
+        var entry = entry
+        var fileID: String?
+        if let known = entry {
+            fileID = try await upload(body, key: item.key, existing: known.id)
+            if fileID == nil {
+                // The cached id is gone: look again once, then create.
+                doubt(item.key)
+                entry = try await search(item.key)
+                if let found = entry { fileID = try await upload(body, key: item.key, existing: found.id) }
+            }
+        }
+        let created = fileID == nil
+        if fileID == nil { fileID = try await upload(body, key: item.key, existing: nil) }
+        guard let fileID else { return }
+        cache.withLock { cache in
+            cache.entries[StoreKey(item.key)] = Entry(id: fileID, duplicates: [])
+            cache.names[fileID] = item.key
+            cache.changes += 1
+        }
+        if !created, let duplicates = entry?.duplicates, !duplicates.isEmpty {
+            let results = try await delete(duplicates.map { (item.key, $0) })
+            for case .failure(let error) in results { throw error }
+        }
+    }
+
+    /// Uploads `body` as a new file (`existing` nil) or over `existing`; returns the file id, or nil when `existing`
+    /// is gone.
+    func upload(_ body: Data, key: String, existing: String?) async throws(CloudSyncError) -> String? {
+        if body.count > Self.resumableThreshold {
+            return try await resumableUpload(body, key: key, existing: existing)
+        }
+        let request: HTTPRequest
+        let fields = ("fields", "id,name,modifiedTime")
+        if let existing {
+            request = HTTPRequest(
+                method: .patch, url: url("/upload" + filePath(existing), [("uploadType", "media"), fields]),
+                headers: ["Content-Type": "application/octet-stream"], body: body, isRetrySafe: true)
+        } else {
+            let boundary = MIMEMultipart.randomBoundary()
+            let multipart = MIMEMultipart.build(
+                [
+                    MIMEMultipart.Part(
+                        headers: ["Content-Type": "application/json; charset=UTF-8"], body: metadata(key)),
+                    MIMEMultipart.Part(headers: ["Content-Type": "application/octet-stream"], body: body),
+                ], boundary: boundary)
+            // A retried create may leave two files of one name; reads and the next write settle that.
+            request = HTTPRequest(
+                method: .post, url: url("/upload/drive/v3/files", [("uploadType", "multipart"), fields]),
+                headers: ["Content-Type": "multipart/related; boundary=\(boundary)"], body: multipart,
+                isRetrySafe: true)
+        }
+        let response = try await send(request, key: key)
+        if response.status == 404, existing != nil { return nil }
+        guard response.isSuccess else { throw failure(response, request, key: key) }
+        return try fileID(of: response, request, key: key)
+    }
+
+    func metadata(_ key: String) -> Data {
+        (try? JSONSerialization.data(
+            withJSONObject: ["name": key, "parents": ["appDataFolder"]], options: [.sortedKeys]))
+            ?? Data()
+    }
+
+    func fileID(of response: HTTPResponse, _ request: HTTPRequest, key: String) throws(CloudSyncError)
+        -> String
+    {
+        guard let id = try json(response, request)["id"] as? String, !id.isEmpty else {
+            throw CloudSyncError(
+                .provider, "Drive answered an upload of \(key) without the file's id", provider: self.id, key: key)
+        }
+        return id
+    }
+
+    /// The most interruptions one resumable upload sits out, and the most times it starts over after a 404.
+    static let maxInterruptions = 5
+    static let maxRestarts = 2
+
+    /// Uploads `body` resumably: a session, then ``chunkSize`` chunks; after a failed chunk it asks where the
+    /// session stands (`bytes */total`) and goes on from the server's `Range`; a session gone (404) starts over.
+    func resumableUpload(_ body: Data, key: String, existing: String?) async throws(CloudSyncError)
+        -> String?
+    {
+        let total = body.count
+        var restarts = 0
+        var interruptions = 0
+        session: while true {
+            let start = HTTPRequest(
+                method: existing == nil ? .post : .patch,
+                url: url(
+                    "/upload" + (existing.map(filePath) ?? "/drive/v3/files"),
+                    [("uploadType", "resumable"), ("fields", "id,name,modifiedTime")]),
+                headers: [
+                    "Content-Type": "application/json; charset=UTF-8",
+                    "X-Upload-Content-Type": "application/octet-stream", "X-Upload-Content-Length": String(total),
+                ],
+                body: existing == nil ? metadata(key) : Data("{}".utf8), isRetrySafe: true)
+            let started = try await send(start, key: key)
+            if started.status == 404, existing != nil { return nil }
+            guard started.isSuccess else { throw failure(started, start, key: key) }
+            guard let location = started.headers["Location"], let sessionURL = URL(string: location) else {
+                throw CloudSyncError(
+                    .provider, "Drive started a resumable upload of \(key) without a session URI (Location)",
+                    provider: id, key: key)
+            }
+            var offset = 0
+            while true {
+                let end = min(offset + chunkSize, total)
+                let chunk = HTTPRequest(
+                    method: .put, url: sessionURL,
+                    headers: [
+                        "Content-Range": total == 0 ? "bytes */0" : "bytes \(offset)-\(end - 1)/\(total)",
+                        "Content-Type": "application/octet-stream",
+                    ], body: body.subdata(in: offset..<end))
+                var answer: HTTPResponse?
+                var interruption: CloudSyncError?
+                do throws(CloudSyncError) {
+                    let response = try await send(chunk, key: key, client: chunkHTTP)
+                    if response.isSuccess || response.status == 308 || response.status == 404 {
+                        answer = response
+                    } else {
+                        let error = failure(response, chunk, key: key)
+                        guard error.isRetryable else { throw error }
+                        interruption = error
+                    }
+                } catch {
+                    guard error.isRetryable else { throw error }
+                    interruption = error
+                }
+                if let interruption {
+                    interruptions += 1
+                    guard interruptions <= Self.maxInterruptions else { throw interruption }
+                    logger.log(
+                        .info,
+                        "the upload of \(key) to \(id) was interrupted (\(interruption.code)); asking Drive "
+                            + "where it stands")
+                    let status = HTTPRequest(
+                        method: .put, url: sessionURL, headers: ["Content-Range": "bytes */\(total)"])
+                    answer = try await send(status, key: key)
+                }
+                guard let response = answer else { continue }
+                if response.isSuccess { return try fileID(of: response, chunk, key: key) }
+                if response.status == 404 {
+                    restarts += 1
+                    guard restarts <= Self.maxRestarts else {
+                        throw CloudSyncError(
+                            .server, "Drive lost the upload session of \(key) \(restarts) times; try again later",
+                            provider: id, key: key)
+                    }
+                    logger.log(.info, "Drive forgot the upload session of \(key); starting the upload again")
+                    continue session
+                }
+                guard response.status == 308 else { throw failure(response, chunk, key: key) }
+                offset = Self.nextOffset(range: response.headers["Range"])
+                if let moved = response.headers["Location"], let movedURL = URL(string: moved), movedURL != sessionURL {
+                    logger.log(.debug, "Drive moved the upload session of \(key)")
+                }
+            }
+        }
+    }
+
+    /// The offset after `Range: bytes=0-N` (N + 1), or 0 when the server has nothing.
+    static func nextOffset(range: String?) -> Int {
+        guard let range, let dash = range.lastIndex(of: "-"), let last = Int(range[range.index(after: dash)...])
+        else { return 0 }
+        return last + 1
+    }
+}
