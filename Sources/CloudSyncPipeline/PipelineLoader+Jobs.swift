@@ -1,0 +1,181 @@
+import CloudSync
+import CloudSyncYAML
+import Foundation
+
+/// Reading `jobs`: each job's type, the fields every job has, its `needs`, and the fields its type declares.
+extension PipelineReader {
+    // MARK: Jobs
+
+    func jobSpecs(_ node: YAMLNode?, providerIDs: DeclaredIDs?, codecIDs: DeclaredIDs, directory: String) -> [JobSpec] {
+        guard let node else { return [] }
+        guard let items = node.sequence else {
+            diagnostics.error("`jobs` must be a list of jobs; found \(describe(node))", at: node.mark)
+            return []
+        }
+        // Names in file order, so `needs` can be checked against the jobs declared before each one.
+        var earlier: [String] = []
+        var names = Set<String>()
+        var specs: [JobSpec] = []
+        for (index, item) in items.enumerated() {
+            let typeName = item["type"]?.scalar ?? ""
+            let type = jobTypes.type(named: typeName)
+            let context = "job \(index + 1)" + (typeName.isEmpty ? "" : " (\(typeName))")
+            let common = ["type"] + RegisteredJobType.commonFields.map(\.name)
+            // A job of an unknown type is reported once, for its type, not again for each of its fields.
+            let allowed =
+                type.map { common + $0.fields.map(\.name) } ?? item.mapping?.compactMap(\.key.scalar) ?? common
+            guard let job = mapping(item, context, allowed) else {
+                earlier.append("\(index + 1)-\(typeName)")
+                continue
+            }
+            let nameText = job.string("name")
+            let name = nameText?.value ?? "\(index + 1)-\(typeName)"
+            defer { earlier.append(name) }
+            if !names.insert(name).inserted {
+                diagnostics.error(
+                    "two jobs are named \(nameText?.quoted ?? "\"\(name)\""); job names must be unique", at: item.mark)
+            }
+            guard let typeNode = job.require("type") else { continue }
+            guard let type else {
+                let types = jobTypes.types.map(\.name)
+                var message = "unknown job type \"\(typeName)\"; expected one of: \(types.joined(separator: ", "))"
+                if let guess = closest(typeName, among: types) {
+                    message = "unknown job type \"\(typeName)\"; did you mean \(guess)?"
+                }
+                diagnostics.error(message, at: typeNode.mark)
+                continue
+            }
+            let needs = jobNeeds(job, name: name, earlier: earlier, all: items, context: context)
+            guard
+                let values = jobFields(
+                    job, type: type, context: context, providerIDs: providerIDs, codecIDs: codecIDs,
+                    directory: directory)
+            else { continue }
+            do {
+                specs.append(
+                    JobSpec(
+                        type: type.name, name: name, needs: needs, job: try type.configuration(from: values),
+                        mark: item.mark))
+            } catch {
+                diagnostics.error(
+                    "\(context): \(error.message)", at: error.field.flatMap { job[$0]?.mark } ?? typeNode.mark)
+            }
+        }
+        return specs
+    }
+
+    /// `needs`: names of jobs declared earlier in the file (so the graph has no cycle and file order stays a valid
+    /// order to run in).
+    func jobNeeds(_ job: MappingReader, name: String, earlier: [String], all items: [YAMLNode], context: String)
+        -> [String]
+    {
+        guard let listed = job.textList("needs") else { return [] }
+        let later = items.enumerated().map { index, item in
+            item["name"]?.scalar ?? "\(index + 1)-\(item["type"]?.scalar ?? "")"
+        }
+        var needs: [String] = []
+        for (text, mark) in listed {
+            let needed = text.value
+            if needed == name {
+                diagnostics.error("job `\(name)` needs itself; a job can only need jobs before it", at: mark)
+            } else if earlier.contains(needed) {
+                if needs.contains(needed) {
+                    diagnostics.error("`needs` in \(context) lists `\(needed)` twice; list each job once", at: mark)
+                } else {
+                    needs.append(needed)
+                }
+            } else if later.contains(needed) {
+                diagnostics.error(
+                    "job `\(name)` needs `\(needed)`, which comes after it; jobs run in file order, so move "
+                        + "`\(needed)` before `\(name)` (a need on a later job would be a cycle or never be met)",
+                    at: mark)
+            } else {
+                var message = "`needs` in \(context) names no job `\(needed)`"
+                if let guess = closest(needed, among: earlier) {
+                    message += "; did you mean `\(guess)`?"
+                } else {
+                    message +=
+                        earlier.isEmpty
+                        ? "; no job comes before it" : "; the jobs before it: \(earlier.joined(separator: ", "))"
+                }
+                diagnostics.error(message, at: mark)
+            }
+        }
+        return needs
+    }
+
+    /// A job's own fields, each read and checked by its kind (references against the ids the file declares); nil
+    /// when one is wrong (its error reported).
+    func jobFields(
+        _ job: MappingReader, type: RegisteredJobType, context: String, providerIDs: DeclaredIDs?,
+        codecIDs: DeclaredIDs,
+        directory: String
+    ) -> JobFieldValues? {
+        var values: [String: JobFieldValue] = [:]
+        var valid = true
+        for field in type.fields {
+            guard let node = field.required ? job.require(field.name) : job[field.name] else {
+                if field.required { valid = false }
+                continue
+            }
+            var value: JobFieldValue?
+            switch field.kind {
+            case .provider, .providerOrStore, .providerOrAll:
+                if let text = job.scalarText(node, field: field.name) {
+                    let word = field.kind == .providerOrStore ? "store" : field.kind == .providerOrAll ? "all" : nil
+                    if text.value == word || reference(text, at: node.mark, among: providerIDs, what: "provider") {
+                        value = .text(text.value)
+                    }
+                }
+            case .providers:
+                if let listed = job.textList(field.name) {
+                    let known = listed.filter { reference($0.text, at: $0.mark, among: providerIDs, what: "provider") }
+                    if known.count == listed.count { value = .list(known.map(\.text.value)) }
+                }
+            case .codec:
+                if let text = job.scalarText(node, field: field.name),
+                    reference(text, at: node.mark, among: codecIDs, what: "codec")
+                {
+                    value = .text(text.value)
+                }
+            case .keys:
+                if let patterns = job.textList(field.name) {
+                    var wellFormed = true
+                    for pattern in patterns {
+                        do throws(Glob.SyntaxError) {
+                            _ = try Glob(pattern.text.value)
+                        } catch {
+                            wellFormed = false
+                            diagnostics.error(
+                                "`\(field.name)` in \(context): \(pattern.text.redacting(error.message))",
+                                at: pattern.mark)
+                        }
+                    }
+                    if wellFormed { value = .list(patterns.map(\.text.value)) }
+                }
+            case .path:
+                value = job.path(field.name).map {
+                    .path(Interpolated(value: resolvePath($0.value, against: directory), written: $0.written))
+                }
+            case .boolean:
+                value = job.boolean(field.name).map { .boolean($0) }
+            case .fraction:
+                value = job.number(field.name, in: 0...1).map { .number($0) }
+            case .choice(let options):
+                value = job.choice(field.name, among: options).map { .text($0.value) }
+            case .deleteLimit:
+                if let text = job.scalarText(node, field: field.name) {
+                    if let limit = DeleteLimit(text: text.value) {
+                        value = .deleteLimit(limit)
+                    } else {
+                        diagnostics.error(
+                            "`\(field.name)` in \(context) must be a whole number of keys (at least 0) or a "
+                                + "percentage from 0% to 100% like \"50%\"; found \(text.quoted)", at: node.mark)
+                    }
+                }
+            }
+            if let value { values[field.name] = value } else { valid = false }
+        }
+        return valid ? JobFieldValues(values) : nil
+    }
+}

@@ -1,0 +1,100 @@
+import CloudSync
+import CloudSyncYAML
+import Foundation
+
+/// Reading `store`: the providers in order, write mode, tiering, resolver and outbox.
+extension PipelineReader {
+    // MARK: Store
+
+    func storeSpec(_ node: YAMLNode, providerIDs: DeclaredIDs?, codecIDs: DeclaredIDs) -> StoreSpec? {
+        let fields = [
+            "providers", "writeMode", "tiering", "resolver", "repairOnRead", "validateKeys", "timeoutMs", "codec",
+            "outbox",
+        ]
+        guard let store = mapping(node, "store", fields) else { return nil }
+        var order: [String] = []
+        var seen: Set<String> = []
+        if let listed = store.textList("providers") {
+            for (id, mark) in listed {
+                if seen.contains(id.value) {
+                    diagnostics.error(
+                        "provider `\(id.value)` is listed twice in store.providers; list each once", at: mark)
+                } else if reference(id, at: mark, among: providerIDs, what: "provider") {
+                    order.append(id.value)
+                    seen.insert(id.value)
+                }
+            }
+            if listed.isEmpty { diagnostics.error("store.providers lists no provider", at: store["providers"]!.mark) }
+        } else {
+            _ = store.require("providers")
+        }
+        let writeMode = store.choice("writeMode", WriteMode.self) ?? .failover
+        let resolver = resolverSpec(store["resolver"])
+        var codec: String?
+        if let node = store["codec"], let text = store.scalarText(node, field: "codec"), text.value != "none" {
+            if reference(text, at: node.mark, among: codecIDs, what: "codec") { codec = text.value }
+        }
+        return StoreSpec(
+            providers: order, writeMode: writeMode, tiering: tieringSpec(store["tiering"]), resolver: resolver,
+            repairOnRead: store.boolean("repairOnRead") ?? true, validateKeys: store.boolean("validateKeys") ?? true,
+            timeoutMs: Int(
+                store.integer("timeoutMs", minimum: 1, unit: " of milliseconds")
+                    ?? StoreOptions.defaultTimeout.milliseconds), codec: codec,
+            outbox: outboxSpec(store["outbox"]))
+    }
+
+    func tieringSpec(_ node: YAMLNode?) -> TieringSpec {
+        guard let node else { return .auto }
+        if let text = node.scalar {
+            switch text {
+            case "auto": return .auto
+            case "off": return .off
+            default:
+                diagnostics.error(
+                    "`tiering` must be auto, off, or a mapping of thresholds; found \"\(text)\"", at: node.mark)
+                return .auto
+            }
+        }
+        guard let tiering = mapping(node, "tiering", ["kvMaxBytes", "recordMaxBytes"]) else { return .auto }
+        return .thresholds(
+            kvMaxBytes: Int(
+                tiering.integer("kvMaxBytes", minimum: 1, unit: " of bytes") ?? Int64(Tiering.defaultKVMaxBytes)),
+            recordMaxBytes: Int(
+                tiering.integer("recordMaxBytes", minimum: 1, unit: " of bytes") ?? Int64(Tiering.defaultRecordMaxBytes)
+            ))
+    }
+
+    func resolverSpec(_ node: YAMLNode?) -> ResolverSpec {
+        guard let node else { return .none }
+        if node.scalar == "none" { return .none }
+        guard let resolver = mapping(node, "resolver", ["type", "field", "id"]) else { return .none }
+        enum Kind: String, CaseIterable { case none, timestamp, union }
+        switch resolver.choice("type", Kind.self, required: true) {
+        case .timestamp:
+            if let extra = resolver["id"] {
+                diagnostics.error("a timestamp resolver takes `field`, not `id`", at: extra.mark)
+            }
+            return .timestamp(field: resolver.string("field", required: true)?.value ?? "updatedAt")
+        case .union:
+            if let extra = resolver["field"] {
+                diagnostics.error("a union resolver takes `id`, not `field`", at: extra.mark)
+            }
+            return .union(id: resolver.string("id")?.value)
+        default:
+            return .none
+        }
+    }
+
+    func outboxSpec(_ node: YAMLNode?) -> OutboxSpec {
+        var spec = OutboxSpec()
+        guard let node,
+            let outbox = mapping(node, "store.outbox", ["enabled", "maxEntries", "maxAttempts", "maxAgeMs"])
+        else { return spec }
+        spec.enabled = outbox.boolean("enabled") ?? true
+        spec.maxEntries = Int(outbox.integer("maxEntries", minimum: 1) ?? Int64(Outbox.Limits.defaultMaxEntries))
+        spec.maxAttempts = Int(outbox.integer("maxAttempts", minimum: 1) ?? Int64(Outbox.Limits.defaultMaxAttempts))
+        spec.maxAgeMs =
+            outbox.integer("maxAgeMs", minimum: 1, unit: " of milliseconds") ?? Outbox.Limits.defaultMaxAge.milliseconds
+        return spec
+    }
+}
