@@ -98,7 +98,7 @@ public final class CloudKitDatabaseEmulator: Sendable {
         public init() {}
     }
 
-    private struct ScriptedFailure: Sendable {
+    struct ScriptedFailure: Sendable {
         var operation: String?
         var remaining: Int
         var status: Int
@@ -107,12 +107,12 @@ public final class CloudKitDatabaseEmulator: Sendable {
         var retryAfter: Int?
     }
 
-    private let webAuth: CloudKitWebAuthEmulator
-    private let clock: any StoreClock
-    private let configuration: Mutex<Configuration>
-    private let state = Mutex(SavedState())
-    private let failures = Mutex<[ScriptedFailure]>([])
-    private let recordFailures = Mutex<[String: (code: String, reason: String)]>([:])
+    let webAuth: CloudKitWebAuthEmulator
+    let clock: any StoreClock
+    let configuration: Mutex<Configuration>
+    let state = Mutex(SavedState())
+    let failures = Mutex<[ScriptedFailure]>([])
+    let recordFailures = Mutex<[String: (code: String, reason: String)]>([:])
 
     /// A database checking calls with `webAuth`, its timestamps from `clock`.
     public init(
@@ -198,9 +198,9 @@ public final class CloudKitDatabaseEmulator: Sendable {
 
     // MARK: Handling
 
-    private typealias Answer = (status: Int, body: [String: Any])
+    typealias Answer = (status: Int, body: [String: Any])
 
-    private func handle(_ request: ReceivedRequest, operation: String) -> HTTPResponse {
+    func handle(_ request: ReceivedRequest, operation: String) -> HTTPResponse {
         let container = request.captures["container"] ?? ""
         let environment = request.captures["environment"] ?? ""
         let grant: CloudKitWebAuthEmulator.Grant
@@ -245,7 +245,7 @@ public final class CloudKitDatabaseEmulator: Sendable {
             to: HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: data))
     }
 
-    private struct Context {
+    struct Context {
         let database: String
         let schema: String
         let production: Bool
@@ -254,7 +254,7 @@ public final class CloudKitDatabaseEmulator: Sendable {
         let configuration: Configuration
     }
 
-    private func nextFailure(_ operation: String) -> ScriptedFailure? {
+    func nextFailure(_ operation: String) -> ScriptedFailure? {
         failures.withLock { failures in
             guard let index = failures.firstIndex(where: { $0.operation == nil || $0.operation == operation })
             else { return nil }
@@ -265,7 +265,7 @@ public final class CloudKitDatabaseEmulator: Sendable {
         }
     }
 
-    private static func error(_ code: String, _ reason: String, extra: [String: Any] = [:]) -> [String: Any] {
+    static func error(_ code: String, _ reason: String, extra: [String: Any] = [:]) -> [String: Any] {
         var object: [String: Any] = [
             "serverErrorCode": code, "reason": reason, "uuid": UUID().uuidString.lowercased(),
         ]
@@ -273,17 +273,17 @@ public final class CloudKitDatabaseEmulator: Sendable {
         return object
     }
 
-    private static func zoneName(_ any: Any?) -> String? {
+    static func zoneName(_ any: Any?) -> String? {
         ((any as? [String: Any])?["zoneName"] as? String).flatMap { $0.isEmpty ? nil : $0 }
     }
 
-    private func zoneID(_ name: String, _ context: Context) -> [String: Any] {
+    func zoneID(_ name: String, _ context: Context) -> [String: Any] {
         ["zoneName": name, "ownerRecordName": context.user]
     }
 
     // MARK: Zones
 
-    private func modifyZones(_ body: [String: Any], _ context: Context, _ state: inout SavedState) -> Answer {
+    func modifyZones(_ body: [String: Any], _ context: Context, _ state: inout SavedState) -> Answer {
         guard let operations = body["operations"] as? [[String: Any]] else {
             return (400, Self.error("BAD_REQUEST", "zones/modify needs operations"))
         }
@@ -322,12 +322,12 @@ public final class CloudKitDatabaseEmulator: Sendable {
         return (200, ["zones": zones])
     }
 
-    private func listZones(_ context: Context, _ state: SavedState) -> Answer {
+    func listZones(_ context: Context, _ state: SavedState) -> Answer {
         let names = ["_defaultZone"] + (state.databases[context.database]?.zones.keys.sorted() ?? [])
         return (200, ["zones": names.map { ["zoneID": zoneID($0, context)] }])
     }
 
-    private func lookupZones(_ body: [String: Any], _ context: Context, _ state: SavedState) -> Answer {
+    func lookupZones(_ body: [String: Any], _ context: Context, _ state: SavedState) -> Answer {
         let requested = body["zones"] as? [Any] ?? []
         let zones: [[String: Any]] = requested.map { item in
             guard let name = Self.zoneName(item) else { return Self.error("BAD_REQUEST", "a zone needs a zoneName") }
@@ -337,308 +337,5 @@ public final class CloudKitDatabaseEmulator: Sendable {
             return Self.error("ZONE_NOT_FOUND", "zone \(name) does not exist", extra: ["zoneID": zoneID(name, context)])
         }
         return (200, ["zones": zones])
-    }
-
-    // MARK: Records
-
-    private func recordJSON(_ name: String, _ record: SavedState.Record, zone: String, _ context: Context)
-        -> [String: Any]
-    {
-        if record.deleted { return ["recordName": name, "deleted": true, "zoneID": zoneID(zone, context)] }
-        let fields = (try? JSONSerialization.jsonObject(with: Data(record.fields.utf8))) as? [String: Any] ?? [:]
-        return [
-            "recordName": name, "recordType": record.recordType, "fields": fields, "recordChangeTag": record.changeTag,
-            "zoneID": zoneID(zone, context),
-            "created": ["timestamp": NSNumber(value: record.createdMs), "userRecordName": context.user],
-            "modified": ["timestamp": NSNumber(value: record.modifiedMs), "userRecordName": context.user],
-        ]
-    }
-
-    /// The zone a records call names, or the answer refusing it.
-    ///
-    /// `names` are the records it is about, each given a `ZONE_NOT_FOUND` of its own when
-    /// ``Configuration/missingZone`` says so.
-    private func zone(of body: [String: Any], _ context: Context, _ state: SavedState, names: [String]) -> ZoneCheck {
-        let name = Self.zoneName(body["zoneID"]) ?? "_defaultZone"
-        if name == "_defaultZone" {
-            return .refused(
-                (
-                    400,
-                    Self.error(
-                        "BAD_REQUEST", "this emulator keeps records only in custom zones; create one with zones/modify")
-                ))
-        }
-        guard state.databases[context.database]?.zones[name] != nil else {
-            if context.configuration.missingZone == .perRecord {
-                let records = names.map { record in
-                    Self.error(
-                        "ZONE_NOT_FOUND", "zone \(name) does not exist",
-                        extra: ["recordName": record, "zoneID": zoneID(name, context)])
-                }
-                return .refused((200, ["records": records]))
-            }
-            return .refused(
-                (
-                    404,
-                    Self.error(
-                        "ZONE_NOT_FOUND", "zone \(name) does not exist", extra: ["zoneID": zoneID(name, context)])
-                ))
-        }
-        return .found(name)
-    }
-
-    private enum ZoneCheck {
-        case found(String)
-        case refused(Answer)
-    }
-
-    private func lookupRecords(_ body: [String: Any], _ context: Context, _ state: SavedState) -> Answer {
-        let names = (body["records"] as? [[String: Any]] ?? []).map { $0["recordName"] as? String ?? "" }
-        guard names.count <= context.configuration.maxOperations else {
-            return (
-                400,
-                Self.error(
-                    "BAD_REQUEST",
-                    "records/lookup takes at most \(context.configuration.maxOperations) records, "
-                        + "not \(names.count)")
-            )
-        }
-        let zone: String
-        switch self.zone(of: body, context, state, names: names) {
-        case .refused(let answer): return answer
-        case .found(let name): zone = name
-        }
-        let records = state.databases[context.database]?.zones[zone]?.records ?? [:]
-        let failing = recordFailures.withLock { $0 }
-        let answers: [[String: Any]] = names.map { name in
-            if let failure = failing[name] {
-                return Self.error(failure.code, failure.reason, extra: ["recordName": name])
-            }
-            guard let record = records[name], !record.deleted else {
-                return Self.error("NOT_FOUND", "record \(name) does not exist", extra: ["recordName": name])
-            }
-            return recordJSON(name, record, zone: zone, context)
-        }
-        return (200, ["records": answers])
-    }
-
-    private func modifyRecords(_ body: [String: Any], _ context: Context, _ state: inout SavedState) -> Answer {
-        let operations = body["operations"] as? [[String: Any]] ?? []
-        guard operations.count <= context.configuration.maxOperations else {
-            return (
-                400,
-                Self.error(
-                    "BAD_REQUEST",
-                    "records/modify takes at most \(context.configuration.maxOperations) operations, "
-                        + "not \(operations.count)")
-            )
-        }
-        let zone: String
-        let names = operations.map { ($0["record"] as? [String: Any])?["recordName"] as? String ?? "" }
-        switch self.zone(of: body, context, state, names: names) {
-        case .refused(let answer): return answer
-        case .found(let name): zone = name
-        }
-        let atomic = (body["atomic"] as? Bool) ?? ((body["atomic"] as? NSNumber)?.boolValue ?? false)
-        var working = state
-        var answers: [[String: Any]] = []
-        var failed = false
-        var seen: Set<String> = []
-        for operation in operations {
-            let outcome = apply(operation, zone: zone, context, &working, seen: &seen)
-            if outcome["serverErrorCode"] != nil { failed = true }
-            answers.append(outcome)
-        }
-        if atomic && failed {
-            answers = answers.map { answer in
-                answer["serverErrorCode"] != nil
-                    ? answer
-                    : Self.error(
-                        "ATOMIC_ERROR", "another operation of this atomic batch failed",
-                        extra: ["recordName": answer["recordName"] ?? ""])
-            }
-            return (200, ["records": answers])
-        }
-        state = working
-        return (200, ["records": answers])
-    }
-
-    private func apply(
-        _ operation: [String: Any], zone: String, _ context: Context, _ state: inout SavedState,
-        seen: inout Set<String>
-    ) -> [String: Any] {
-        let type = operation["operationType"] as? String ?? ""
-        let sent = operation["record"] as? [String: Any] ?? [:]
-        var name = sent["recordName"] as? String ?? ""
-        if name.isEmpty, type == "create" { name = UUID().uuidString }
-        func fail(_ code: String, _ reason: String) -> [String: Any] {
-            Self.error(code, reason, extra: ["recordName": name])
-        }
-        guard !name.isEmpty else { return fail("BAD_REQUEST", "the operation's record has no recordName") }
-        // CloudKit's record names are ASCII, so a name's text is its bytes and `String` keys here compare as CloudKit
-        // compares names.
-        guard name.utf8.allSatisfy({ $0 < 0x80 }), name.utf8.count <= 255 else {
-            return fail("BAD_REQUEST", "record names are at most 255 ASCII characters")
-        }
-        guard seen.insert(name).inserted else {
-            return fail("BAD_REQUEST", "record \(name) appears in more than one operation of this request")
-        }
-        if let failure = recordFailures.withLock({ $0[name] }) { return fail(failure.code, failure.reason) }
-        let existing = state.databases[context.database]?.zones[zone]?.records[name].flatMap { $0.deleted ? nil : $0 }
-        let sentTag = sent["recordChangeTag"] as? String
-        switch type {
-        case "create":
-            if existing != nil {
-                return fail(context.configuration.existingRecordCode, "record to insert already exists")
-            }
-        case "update", "replace", "delete":
-            guard let existing else { return fail("NOT_FOUND", "record \(name) does not exist") }
-            guard let sentTag else { return fail("BAD_REQUEST", "\(type) needs the record's recordChangeTag") }
-            if sentTag != existing.changeTag {
-                return fail("CONFLICT", "record \(name) changed on the server since \(sentTag) was read")
-            }
-        case "forceUpdate", "forceReplace":
-            break
-        case "forceDelete":
-            if existing == nil { return fail("NOT_FOUND", "record \(name) does not exist") }
-        default:
-            return fail("BAD_REQUEST", "unknown operationType \(type)")
-        }
-        var zoneState = state.databases[context.database]!.zones[zone]!
-        let sequence = zoneState.nextSequence
-        zoneState.nextSequence += 1
-        if type == "delete" || type == "forceDelete" {
-            var tombstone = existing!
-            tombstone.deleted = true
-            tombstone.sequence = sequence
-            tombstone.fields = "{}"
-            zoneState.records[name] = tombstone
-            state.databases[context.database]!.zones[zone] = zoneState
-            return ["recordName": name, "deleted": true, "zoneID": zoneID(zone, context)]
-        }
-        let recordType = sent["recordType"] as? String ?? existing?.recordType ?? ""
-        guard !recordType.isEmpty else { return fail("BAD_REQUEST", "record \(name) has no recordType") }
-        let sentFields = sent["fields"] as? [String: Any] ?? [:]
-        var fields: [String: Any] = [:]
-        if type == "update" || type == "forceUpdate", let existing {
-            fields = (try? JSONSerialization.jsonObject(with: Data(existing.fields.utf8))) as? [String: Any] ?? [:]
-        }
-        var size = 0
-        var schemaFields = state.schemas[context.schema]?[recordType]
-        if schemaFields == nil {
-            if context.production {
-                return fail(
-                    "BAD_REQUEST",
-                    "Cannot create new type \(recordType) in production schema; deploy the schema from development")
-            }
-            schemaFields = [:]
-        }
-        for (field, value) in sentFields {
-            guard let dictionary = value as? [String: Any], let raw = dictionary["value"] else {
-                fields[field] = nil
-                continue
-            }
-            let fieldType = dictionary["type"] as? String ?? Self.inferType(raw)
-            if let known = schemaFields?[field], known != fieldType {
-                return fail(
-                    "BAD_REQUEST", "invalid value type \(fieldType) for field \(field) of type \(recordType): \(known)")
-            }
-            if schemaFields?[field] == nil {
-                if context.production {
-                    return fail(
-                        "BAD_REQUEST", "Cannot create new field \(field) of type \(recordType) in production schema")
-                }
-                schemaFields?[field] = fieldType
-            }
-            size += (try? JSONSerialization.data(withJSONObject: [raw]).count) ?? 0
-            fields[field] = ["value": raw, "type": fieldType]
-        }
-        guard size <= context.configuration.maxRecordBytes else {
-            return fail(
-                "BAD_REQUEST",
-                "record \(name) is too large: \(size) bytes of fields, over the \(context.configuration.maxRecordBytes) "
-                    + "byte limit")
-        }
-        state.schemas[context.schema, default: [:]][recordType] = schemaFields
-        let fieldsText = String(
-            decoding: (try? JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys])) ?? Data("{}".utf8),
-            as: UTF8.self)
-        let record = SavedState.Record(
-            recordType: recordType, fields: fieldsText, changeTag: randomToken("", bytes: 6), sequence: sequence,
-            deleted: false, createdMs: existing?.createdMs ?? context.now, modifiedMs: context.now)
-        zoneState.records[name] = record
-        state.databases[context.database]!.zones[zone] = zoneState
-        return recordJSON(name, record, zone: zone, context)
-    }
-
-    private static func inferType(_ raw: Any) -> String {
-        if raw is String { return "STRING" }
-        if raw is NSNumber { return "INT64" }
-        return "STRING_LIST"
-    }
-
-    // MARK: Changes
-
-    private func zoneChanges(_ body: [String: Any], _ context: Context, _ state: SavedState) -> Answer {
-        let requested = body["zones"] as? [[String: Any]] ?? []
-        let topLimit = (body["resultsLimit"] as? NSNumber)?.intValue
-        let zones: [[String: Any]] = requested.map { item in
-            guard let name = Self.zoneName(item["zoneID"]) else {
-                return Self.error("BAD_REQUEST", "a zone needs zoneID.zoneName")
-            }
-            guard let zone = state.databases[context.database]?.zones[name] else {
-                return Self.error(
-                    "ZONE_NOT_FOUND", "zone \(name) does not exist", extra: ["zoneID": zoneID(name, context)])
-            }
-            var after: Int64 = 0
-            if let token = item["syncToken"] as? String {
-                guard let position = Self.position(of: token, zone: name, incarnation: zone.incarnation),
-                    position >= zone.tokenFloor
-                else {
-                    let zoneID = ["zoneID": zoneID(name, context)]
-                    switch context.configuration.expiredToken {
-                    case .badRequest:
-                        return Self.error(
-                            "BAD_REQUEST",
-                            "the syncToken is expired or does not belong to zone \(name); fetch again without one",
-                            extra: zoneID)
-                    case .changeTokenExpired:
-                        return Self.error("CHANGE_TOKEN_EXPIRED", "the change token has expired", extra: zoneID)
-                    case .badRequestOtherWording:
-                        return Self.error(
-                            "BAD_REQUEST", "the continuation marker is no longer valid for zone \(name)", extra: zoneID)
-                    }
-                }
-                after = position
-            }
-            let limit = max(
-                1,
-                min(
-                    (item["resultsLimit"] as? NSNumber)?.intValue ?? topLimit ?? context.configuration.maxOperations,
-                    context.configuration.maxOperations))
-            let changed = zone.records.filter { $0.value.sequence > after }.sorted {
-                $0.value.sequence < $1.value.sequence
-            }
-            let page = changed.prefix(limit)
-            let last = page.last?.value.sequence ?? max(after, zone.nextSequence - 1)
-            return [
-                "zoneID": zoneID(name, context),
-                "records": page.map { recordJSON($0.key, $0.value, zone: name, context) },
-                "syncToken": Self.token(zone: name, incarnation: zone.incarnation, position: last),
-                "moreComing": changed.count > page.count,
-            ]
-        }
-        return (200, ["zones": zones])
-    }
-
-    private static func token(zone: String, incarnation: String, position: Int64) -> String {
-        Data("\(zone)\n\(incarnation)\n\(position)".utf8).base64EncodedString()
-    }
-
-    private static func position(of token: String, zone: String, incarnation: String) -> Int64? {
-        guard let data = Data(base64Encoded: token) else { return nil }
-        let parts = String(decoding: data, as: UTF8.self).split(separator: "\n").map(String.init)
-        guard parts.count == 3, parts[0] == zone, parts[1] == incarnation else { return nil }
-        return Int64(parts[2])
     }
 }
