@@ -22,7 +22,8 @@ public final class OAuthAccessTokens: HTTPAuthenticator {
     private let client: OAuthTokenClient
     private let refreshToken: String
     private let clock: any StoreClock
-    private let signInAdvice: String
+    /// What to do when the refresh token is refused, for messages.
+    public let signInAdvice: String?
     private let state = Mutex(State())
 
     /// Access tokens for `refreshToken` from `client`'s token endpoint; a token is renewed a minute before it
@@ -79,7 +80,7 @@ public final class OAuthAccessTokens: HTTPAuthenticator {
                         expiresAtMilliseconds: granted.expiresIn.map { clock.nowMilliseconds() + Int64($0) * 1000 })
                 } catch let error as CloudSyncError {
                     guard error.code == .notSignedIn else { throw error }
-                    throw CloudSyncError(.notSignedIn, "\(error.message); \(advice)")
+                    throw error.restated(.notSignedIn, error.message + (advice.map { "; \($0)" } ?? ""))
                 }
             }
             state.refreshing = task

@@ -109,7 +109,14 @@ public final class CloudKitBridge: Sendable {
             next: transport, apiToken: configuration.apiToken, token: webAuthToken)
         // One request at a time: each answer's token must be kept before the next request is authorized.
         http = HTTPClient(
-            transport: authorized, context: context, retryPolicy: retryPolicy, timeout: timeout, maxConcurrency: 1)
+            transport: authorized, context: context, retryPolicy: retryPolicy, timeout: timeout, maxConcurrency: 1,
+            serviceErrors: Self.serviceErrors)
+    }
+
+    /// How CloudKit names its errors in an answer: `serverErrorCode` and `reason` of its JSON body.
+    public static let serviceErrors = ServiceErrorReader { response in
+        let object = (try? JSONSerialization.jsonObject(with: response.body)) as? [String: Any]
+        return (object?["serverErrorCode"] as? String, object?["reason"] as? String)
     }
 
     /// Releases the HTTP session and its connections; later calls fail with `ERR_CLOSED`.
@@ -434,18 +441,16 @@ public final class CloudKitBridge: Sendable {
             request.headers["Content-Type"] = "application/json"
         }
         let response: HTTPResponse
-        let lastAnswer = LastAnswer()
         do {
-            response = try await LastAnswer.$current.withValue(lastAnswer) {
-                try await http.send(request)
-            }
+            response = try await http.send(request)
         } catch {
-            // The retry layer gave up on an answer (or never got one): say which CloudKit code it last saw.
+            // The retry layer gave up on an answer (or never got one): its context says which CloudKit code it saw.
             let failure = (error as? CloudSyncError) ?? HTTPErrorMapping.error(for: error, sending: request)
             var mapped = CloudKitError.from(failure, doing: what)
-            if let (status, serverCode) = lastAnswer.value, let serverCode {
+            if let context = failure.context, let serverCode = context.serviceCode {
                 mapped.serverErrorCode = serverCode
-                mapped.httpStatus = status
+                mapped.httpStatus = context.httpStatus
+                mapped.reason = context.serviceReason
                 let code = CloudKitError.code(forServerErrorCode: serverCode)
                 if code != .error { mapped.code = code }
             }
@@ -487,22 +492,6 @@ struct TokenRotatingTransport: HTTPTransport {
         authorized.url = token.authorizing(request.url, apiToken: apiToken)
         let response = try await next.send(authorized)
         try token.rotate(from: response)
-        if !response.isSuccess, let recorder = LastAnswer.current {
-            let object = (try? JSONSerialization.jsonObject(with: response.body)) as? [String: Any]
-            recorder.record(status: response.status, serverErrorCode: object?["serverErrorCode"] as? String)
-        }
         return response
     }
-}
-
-/// The status and `serverErrorCode` of the last failed answer one bridge call got, for when the retry layer gives up
-/// on it and throws its own error: a 503 is then still known as CloudKit's `TRY_AGAIN_LATER`.
-final class LastAnswer: Sendable {
-    @TaskLocal static var current: LastAnswer?
-
-    private let answer = Mutex<(Int, String?)?>(nil)
-
-    var value: (Int, String?)? { answer.withLock { $0 } }
-
-    func record(status: Int, serverErrorCode: String?) { answer.withLock { $0 = (status, serverErrorCode) } }
 }

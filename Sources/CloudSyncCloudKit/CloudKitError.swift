@@ -59,12 +59,14 @@ public struct CloudKitError: Error, Sendable, Equatable, CustomStringConvertible
     public var redirectURL: String?
     /// The HTTP layer's error when no CloudKit answer was read (offline, timed out, cancelled, gave up retrying).
     public var underlying: CloudSyncError?
+    /// CloudKit's own `reason`, with credentials struck, when it gave one.
+    public var reason: String?
 
     /// An error; see the properties.
     public init(
         _ code: CloudKitErrorCode, _ message: String, serverErrorCode: String? = nil, httpStatus: Int? = nil,
         retryAfterMs: Int? = nil, recordName: String? = nil, redirectURL: String? = nil,
-        underlying: CloudSyncError? = nil
+        underlying: CloudSyncError? = nil, reason: String? = nil
     ) {
         self.code = code
         self.message = message
@@ -74,6 +76,7 @@ public struct CloudKitError: Error, Sendable, Equatable, CustomStringConvertible
         self.recordName = recordName
         self.redirectURL = redirectURL
         self.underlying = underlying
+        self.reason = reason
     }
 
     /// `CK_CODE (SERVER_CODE): message`.
@@ -118,7 +121,7 @@ public struct CloudKitError: Error, Sendable, Equatable, CustomStringConvertible
         return CloudKitError(
             code, "CloudKit answered \(serverCode)\(status) \(what)\(said)\(advice(code))",
             serverErrorCode: serverCode, httpStatus: httpStatus, retryAfterMs: retryAfter, recordName: recordName,
-            redirectURL: dictionary["redirectURL"] as? String)
+            redirectURL: dictionary["redirectURL"] as? String, reason: reason.isEmpty ? nil : reason)
     }
 
     /// Whether a `BAD_REQUEST` reason is about the sync token; CloudKit Web Services documents no code of its own for

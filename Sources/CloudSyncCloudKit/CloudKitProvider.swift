@@ -364,7 +364,7 @@ public final class CloudKitProvider: Provider {
         case "ZONE_NOT_FOUND": code = .containerMisconfigured
         case "INTERNAL_ERROR": code = .server
         case "BAD_REQUEST":
-            let reason = error.message.lowercased()
+            let reason = error.reason?.lowercased() ?? ""
             if ["container", "zone", "type", "schema", "environment"].contains(where: reason.contains) {
                 code = .containerMisconfigured
                 message +=
@@ -385,8 +385,14 @@ public final class CloudKitProvider: Provider {
                 code = .provider
             }
         }
+        // What CloudKit said, as fields; for a failure below CloudKit (offline, gave up retrying), the HTTP layer's.
+        let context =
+            error.serverErrorCode == nil && error.httpStatus == nil
+            ? error.underlying?.context
+            : ErrorContext(
+                httpStatus: error.httpStatus, serviceCode: error.serverErrorCode, serviceReason: error.reason)
         return CloudSyncError(
             code, message, provider: id, key: key ?? error.recordName,
-            retryAfterMs: error.retryAfterMs ?? error.underlying?.retryAfterMs)
+            retryAfterMs: error.retryAfterMs ?? error.underlying?.retryAfterMs, context: context)
     }
 }

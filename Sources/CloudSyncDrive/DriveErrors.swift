@@ -27,10 +27,27 @@ public struct DriveErrorBody: Sendable, Equatable {
 
 /// Drive's answers as the store's codes (README, "The googleDrive provider"; api-facts A.8).
 public enum DriveErrorMapping {
+    /// How Drive names its errors: the first error item's `reason` and the `message` of its JSON body; the status
+    /// Drive sent even where a 403 rate limit was turned into a 429 below the retry layer.
+    public static let serviceErrors = ServiceErrorReader(
+        originalStatusHeader: DriveRateLimitTransport.originalStatusHeader
+    ) { response in
+        let body = DriveErrorBody(response.body)
+        return (body.reason.isEmpty ? nil : body.reason, body.message.isEmpty ? nil : body.message)
+    }
+
     /// The error for a non-success `response` to `request`; `key` is the store key concerned, if one is.
+    ///
+    /// Its context holds the status Drive sent, its reason and its message.
     public static func error(for response: HTTPResponse, to request: HTTPRequest, key: String? = nil)
         -> CloudSyncError
     {
+        var error = coded(for: response, to: request, key: key)
+        error.context = serviceErrors.context(of: response, to: request)
+        return error
+    }
+
+    private static func coded(for response: HTTPResponse, to request: HTTPRequest, key: String?) -> CloudSyncError {
         let body = DriveErrorBody(response.body)
         let status =
             response.headers[DriveRateLimitTransport.originalStatusHeader].flatMap { Int($0) }
@@ -105,6 +122,8 @@ public struct DriveRateLimitTransport: HTTPTransport {
 /// A fixed bearer token (the pipeline's `accessToken`): nothing to refresh when it is refused.
 struct StaticBearerToken: HTTPAuthenticator {
     let token: String
+    let signInAdvice: String? =
+        "give a new `accessToken`, or a `refreshToken` with its client, or sign in with `cloudsync login`"
 
     func authorize(_ request: inout HTTPRequest) async throws {
         request.headers["Authorization"] = "Bearer \(token)"

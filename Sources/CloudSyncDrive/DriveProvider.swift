@@ -124,13 +124,13 @@ public final class DriveProvider: Provider {
         let drive = DriveRateLimitTransport(next: transport)
         http = HTTPClient(
             transport: drive, context: context, authenticator: authenticator, retryPolicy: retryPolicy,
-            timeout: timeout, maxConcurrency: maxConcurrency)
+            timeout: timeout, maxConcurrency: maxConcurrency, serviceErrors: DriveErrorMapping.serviceErrors)
         // Chunks are not sent twice blindly: after a failure the upload asks the server where it stands.
         var once = retryPolicy
         once.maxAttempts = 1
         chunkHTTP = HTTPClient(
             transport: drive, context: context, authenticator: authenticator, retryPolicy: once, timeout: timeout,
-            maxConcurrency: maxConcurrency)
+            maxConcurrency: maxConcurrency, serviceErrors: DriveErrorMapping.serviceErrors)
     }
 
     /// What every Drive provider can do.
@@ -238,15 +238,11 @@ public final class DriveProvider: Provider {
         do {
             return try await (client ?? http).send(request)
         } catch {
-            if error.code == .notSignedIn, !error.message.contains("cloudsync login") {
-                throw CloudSyncError(
-                    .notSignedIn, "\(error.message); run `cloudsync login` for this pipeline's provider \(id)",
-                    provider: id, key: key)
-            }
             if error.code == .rateLimited || error.code == .server {
                 // The retry layer gave up on an answer: say it as Drive meant it.
                 throw CloudSyncError(
-                    error.code, error.message, provider: id, key: key, retryAfterMs: error.retryAfterMs)
+                    error.code, error.message, provider: id, key: key, retryAfterMs: error.retryAfterMs,
+                    context: error.context)
             }
             throw error.attributed(provider: id, key: key)
         }

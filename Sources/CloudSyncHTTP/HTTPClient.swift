@@ -27,25 +27,32 @@ public struct HTTPClient: Sendable {
     public let stack: any HTTPTransport
     /// The provider these requests belong to, named in every error.
     public let providerID: String
+    /// How the service names its errors, kept in each error's context.
+    public let serviceErrors: ServiceErrorReader
 
     /// The full stack over `transport` for the provider of `context`: its clock, metrics and logger.
     ///
     /// - Parameters:
     ///   - timeout: the deadline of a request that carries none, counted from when it gets its turn; nil for none.
     ///   - maxConcurrency: requests in flight at once for this provider.
+    ///   - serviceErrors: how the service names its errors (its code, reason and request id header).
     public init(
         transport: any HTTPTransport, context: ProviderContext,
         authenticator: any HTTPAuthenticator = NoAuthentication(),
-        retryPolicy: RetryPolicy = RetryPolicy(), timeout: Duration? = .seconds(30), maxConcurrency: Int = 8
+        retryPolicy: RetryPolicy = RetryPolicy(), timeout: Duration? = .seconds(30), maxConcurrency: Int = 8,
+        serviceErrors: ServiceErrorReader = .none
     ) {
         let metered = RequestMeteringLayer(
             next: transport, metrics: context.metrics, logger: context.logger, clock: context.clock)
-        let authorized = AuthLayer(next: metered, authenticator: authenticator)
-        let retried = RetryLayer(next: authorized, policy: retryPolicy, clock: context.clock, metrics: context.metrics)
+        let authorized = AuthLayer(next: metered, authenticator: authenticator, serviceErrors: serviceErrors)
+        let retried = RetryLayer(
+            next: authorized, policy: retryPolicy, clock: context.clock, metrics: context.metrics,
+            serviceErrors: serviceErrors)
         let bounded = DeadlineLayer(next: retried, clock: context.clock, timeout: timeout)
         stack = ConcurrencyLimitLayer(
             next: bounded, limit: maxConcurrency, metrics: context.metrics, clock: context.clock)
         providerID = context.providerID
+        self.serviceErrors = serviceErrors
     }
 
     /// Releases the transport's session and connections; later requests fail with `ERR_CLOSED`.
@@ -64,7 +71,8 @@ public struct HTTPClient: Sendable {
     public func sendExpectingSuccess(_ request: HTTPRequest) async throws(CloudSyncError) -> HTTPResponse {
         let response = try await send(request)
         guard response.isSuccess else {
-            throw HTTPErrorMapping.error(for: response, to: request).attributed(provider: providerID)
+            throw HTTPErrorMapping.error(for: response, to: request, serviceErrors: serviceErrors)
+                .attributed(provider: providerID)
         }
         return response
     }

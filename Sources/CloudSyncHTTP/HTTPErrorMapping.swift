@@ -22,10 +22,14 @@ public enum HTTPErrorMapping {
         }
     }
 
-    /// The error for a non-success `response` to `request`: the code, the method and redacted path, the status, and a
-    /// sanitized excerpt of the server's reason; `retryAfterMs` when the answer asked for a wait.
+    /// The error for a non-success `response` to `request`.
+    ///
+    /// Its message holds the code, the method and redacted path, the status, and a sanitized excerpt of the server's
+    /// reason; `retryAfterMs` when the answer asked for a wait. Its context holds the status and what
+    /// `serviceErrors` reads from the answer (the service's own code, reason and request id).
     public static func error(
-        for response: HTTPResponse, to request: HTTPRequest, retryAfterMs: Int? = nil, code: ErrorCode? = nil
+        for response: HTTPResponse, to request: HTTPRequest, retryAfterMs: Int? = nil, code: ErrorCode? = nil,
+        serviceErrors: ServiceErrorReader = .none
     ) -> CloudSyncError {
         let code = code ?? self.code(forStatus: response.status) ?? .provider
         let reason = HTTPRedaction.excerpt(of: response.body, request: request)
@@ -39,7 +43,9 @@ public enum HTTPErrorMapping {
         case .quotaExceeded: advice = "; free space at the provider"
         default: advice = ""
         }
-        return CloudSyncError(code, what + said + advice, retryAfterMs: retryAfterMs)
+        return CloudSyncError(
+            code, what + said + advice, retryAfterMs: retryAfterMs,
+            context: serviceErrors.context(of: response, to: request))
     }
 
     /// Whether `error` is a network failure worth trying again: the connection broke, could not be made, the name

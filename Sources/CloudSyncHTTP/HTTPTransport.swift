@@ -72,6 +72,14 @@ public protocol HTTPAuthenticator: Sendable {
     /// Called once when an authorized request got HTTP 401; returns true when new credentials were obtained (an
     /// OAuth refresh) and the request is worth sending once more, false when nothing can be done.
     func refresh(after response: HTTPResponse) async throws -> Bool
+    /// What to do when the credentials are refused for good (`run cloudsync login FILE --provider ID`), for the
+    /// `ERR_NOT_SIGNED_IN` message; nil when there is nothing to add.
+    var signInAdvice: String? { get }
+}
+
+extension HTTPAuthenticator {
+    /// By default there is no advice beyond signing in again.
+    public var signInAdvice: String? { nil }
 }
 
 /// Authorizes every request and, on HTTP 401, refreshes the credentials once and sends the request again; a second
@@ -82,10 +90,16 @@ public struct AuthLayer: HTTPTransport {
     /// The provider's credentials.
     public let authenticator: any HTTPAuthenticator
 
+    /// How the service names its errors, for the context of the `ERR_NOT_SIGNED_IN` it throws.
+    public let serviceErrors: ServiceErrorReader
+
     /// `authenticator` over `next`.
-    public init(next: any HTTPTransport, authenticator: any HTTPAuthenticator) {
+    public init(
+        next: any HTTPTransport, authenticator: any HTTPAuthenticator, serviceErrors: ServiceErrorReader = .none
+    ) {
         self.next = next
         self.authenticator = authenticator
+        self.serviceErrors = serviceErrors
     }
 
     public func close() { next.close() }
@@ -106,9 +120,10 @@ public struct AuthLayer: HTTPTransport {
     }
 
     private func notSignedIn(_ response: HTTPResponse, _ request: HTTPRequest, refreshed: Bool) -> CloudSyncError {
-        let base = HTTPErrorMapping.error(for: response, to: request, code: .notSignedIn)
+        let base = HTTPErrorMapping.error(for: response, to: request, code: .notSignedIn, serviceErrors: serviceErrors)
         let what = refreshed ? "the credentials were refused after a refresh" : "the credentials were refused"
-        return CloudSyncError(.notSignedIn, "\(what); \(base.message)")
+        let advice = authenticator.signInAdvice.map { "; \($0)" } ?? ""
+        return base.restated(.notSignedIn, "\(what); \(base.message)\(advice)")
     }
 }
 

@@ -122,16 +122,19 @@ public struct RetryLayer: HTTPTransport {
     public let clock: any StoreClock
     /// Where retries and throttled answers are counted.
     public let metrics: ProviderMetrics
+    /// How the service names its errors, for the context of the error it gives up with.
+    public let serviceErrors: ServiceErrorReader
 
     /// `policy` on `clock` over `next`.
     public init(
         next: any HTTPTransport, policy: RetryPolicy, clock: any StoreClock,
-        metrics: ProviderMetrics = ProviderMetrics()
+        metrics: ProviderMetrics = ProviderMetrics(), serviceErrors: ServiceErrorReader = .none
     ) {
         self.next = next
         self.policy = policy
         self.clock = clock
         self.metrics = metrics
+        self.serviceErrors = serviceErrors
     }
 
     public func close() { next.close() }
@@ -148,7 +151,7 @@ public struct RetryLayer: HTTPTransport {
                 guard policy.retryableStatuses.contains(response.status) else { return response }
                 serverDelay = policy.serverDelay(response, now: clock.nowMilliseconds())
                 if let serverDelay { lastHintMs = Int(serverDelay.milliseconds) }
-                failure = HTTPErrorMapping.error(for: response, to: request)
+                failure = HTTPErrorMapping.error(for: response, to: request, serviceErrors: serviceErrors)
             } catch {
                 let mapped = HTTPErrorMapping.error(for: error, sending: request)
                 guard HTTPErrorMapping.isTransient(error), mapped.code != .cancelled else { throw mapped }
@@ -157,7 +160,7 @@ public struct RetryLayer: HTTPTransport {
             func giveUp(_ why: String) -> CloudSyncError {
                 CloudSyncError(
                     failure.code, failure.message + " (\(why))", provider: failure.provider, key: failure.key,
-                    retryAfterMs: lastHintMs)
+                    retryAfterMs: lastHintMs, context: failure.context)
             }
             guard request.mayRetry else { throw giveUp("not retried: \(request.method) is not idempotent") }
             guard attempt < policy.maxAttempts else { throw giveUp("gave up after \(attempt) attempts") }
@@ -174,7 +177,7 @@ public struct RetryLayer: HTTPTransport {
                     .timeout,
                     failure.message + " (out of time: the next attempt would start after the deadline; "
                         + "raise timeoutMs or try again later)", provider: failure.provider, key: failure.key,
-                    retryAfterMs: lastHintMs)
+                    retryAfterMs: lastHintMs, context: failure.context)
             }
             do {
                 try await clock.sleep(for: delay)

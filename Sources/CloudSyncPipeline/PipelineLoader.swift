@@ -78,9 +78,7 @@ public enum PipelineLoader {
 /// The YAML error, with what to do when it is the usual cause: a `{` or `}` of `${env:NAME}` or `{startedAt}` in an
 /// unquoted value inside a `{ }` flow mapping, which YAML reads as the mapping's own braces.
 private func withQuotingHint(_ error: YAMLError, source: String) -> String {
-    guard error.message.contains("flow mapping") || error.message.contains("flow sequence") else {
-        return error.message
-    }
+    guard error.inFlowCollection else { return error.message }
     let lines = source.split(separator: "\n", omittingEmptySubsequences: false)
     guard error.mark.line >= 1, error.mark.line <= lines.count else { return error.message }
     let line = lines[error.mark.line - 1]

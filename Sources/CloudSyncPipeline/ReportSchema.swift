@@ -181,7 +181,9 @@ public enum ReportSchema {
                 "key": { "description": "The key, or empty for a whole-job error.", "type": "string" },
                 "provider": { "type": "string" },
                 "code": { "description": "A stable error code such as ERR_OFFLINE.", "type": "string", "pattern": "^ERR_[A-Z_]+$" },
-                "message": { "type": "string" }
+                "message": { "type": "string" },
+                "serviceCode": { "description": "The service's own code for the failure (S3's SlowDown, Drive's storageQuotaExceeded, CloudKit's QUOTA_EXCEEDED), when a service answered.", "type": "string" },
+                "httpStatus": { "description": "The HTTP status of the service's answer, when there was one.", "type": "integer", "minimum": 100, "maximum": 599 }
               }
             }
           }

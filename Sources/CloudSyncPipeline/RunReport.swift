@@ -44,6 +44,25 @@ public struct RunReport: Codable, Sendable {
         public var code: String
         /// What went wrong and what to do, for people; never a value or a secret.
         public var message: String
+        /// The service's own code for it (S3's `SlowDown`, Drive's `storageQuotaExceeded`, CloudKit's
+        /// `QUOTA_EXCEEDED`), when a service answered; absent otherwise.
+        public var serviceCode: String?
+        /// The HTTP status of that answer, when there was one.
+        public var httpStatus: Int?
+
+        /// A failure of `key` (empty for a whole job's) at `provider`, with the store's `code` and what the service
+        /// said, where one answered.
+        public init(
+            key: String, provider: String?, code: String, message: String, serviceCode: String? = nil,
+            httpStatus: Int? = nil
+        ) {
+            self.key = key
+            self.provider = provider
+            self.code = code
+            self.message = message
+            self.serviceCode = serviceCode
+            self.httpStatus = httpStatus
+        }
     }
 
     /// One provider's space, as a `quota` job read it.

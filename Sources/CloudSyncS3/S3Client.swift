@@ -93,11 +93,28 @@ public struct S3ErrorBody: Sendable, Equatable {
 
 /// S3's error answers as the store's codes (README, "The s3 provider").
 public enum S3ErrorMapping {
-    /// The error for a non-success `response` to `request`, for the bucket at `location` signed with `accessKeyID`;
-    /// `key` is the store key concerned, if one is.
+    /// How S3 names its errors: `<Code>` and `<Message>` of the XML body, the request id in `x-amz-request-id`.
+    public static let serviceErrors = ServiceErrorReader(requestIDHeader: "x-amz-request-id") { response in
+        let body = S3ErrorBody(response.body)
+        return (body.code.isEmpty ? nil : body.code, body.message.isEmpty ? nil : body.message)
+    }
+
+    /// The error for a non-success `response` to `request`, for the bucket at `location` signed with `accessKeyID`.
+    ///
+    /// `key` is the store key concerned, if one is. Its context holds the status, S3's code and message and the
+    /// request id.
     public static func error(
         for response: HTTPResponse, to request: HTTPRequest, location: S3Location, accessKeyID: String,
         key: String? = nil
+    ) -> CloudSyncError {
+        var error = coded(for: response, to: request, location: location, accessKeyID: accessKeyID, key: key)
+        error.context = serviceErrors.context(of: response, to: request)
+        return error
+    }
+
+    private static func coded(
+        for response: HTTPResponse, to request: HTTPRequest, location: S3Location, accessKeyID: String,
+        key: String?
     ) -> CloudSyncError {
         let body = S3ErrorBody(response.body)
         let said = body.code.isEmpty ? "HTTP \(response.status)" : "\(body.code), HTTP \(response.status)"
@@ -203,12 +220,12 @@ struct S3Client: Sendable {
         do {
             return try await http.send(request)
         } catch {
-            if error.code == .server, error.message.contains("SlowDown") {
-                throw CloudSyncError(
+            if error.code == .server, error.context?.serviceCode == "SlowDown" {
+                throw error.restated(
                     .rateLimited,
                     "the bucket \(location.bucket) kept asking for fewer requests (SlowDown, HTTP 503) after the "
-                        + "retries; try again later",
-                    provider: error.provider, key: key, retryAfterMs: error.retryAfterMs)
+                        + "retries; try again later"
+                ).attributed(key: key)
             }
             throw error.attributed(key: key)
         }

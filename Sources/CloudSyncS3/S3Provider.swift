@@ -67,7 +67,8 @@ public final class S3Provider: Provider {
         let http = HTTPClient(
             transport: transport, context: context,
             authenticator: S3Authenticator(credentials: credentials, region: location.region, clock: context.clock),
-            retryPolicy: retryPolicy, timeout: timeout, maxConcurrency: maxConcurrency)
+            retryPolicy: retryPolicy, timeout: timeout, maxConcurrency: maxConcurrency,
+            serviceErrors: S3ErrorMapping.serviceErrors)
         client = S3Client(http: http, location: location, accessKeyID: credentials.accessKeyID)
     }
 

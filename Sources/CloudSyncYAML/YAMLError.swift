@@ -24,12 +24,16 @@ public struct YAMLError: Error, Sendable, Equatable, CustomStringConvertible {
     public let message: String
     /// Where in the source the problem is.
     public let mark: YAMLMark
+    /// Whether libyaml stopped while parsing a `{ }` or `[ ]` collection (a brace or bracket of a value ended it
+    /// early, the usual cause being an unquoted `${env:NAME}`).
+    public let inFlowCollection: Bool
 
     /// An error of `kind` at `mark`, saying `message`.
-    public init(_ kind: Kind, _ message: String, at mark: YAMLMark) {
+    public init(_ kind: Kind, _ message: String, at mark: YAMLMark, inFlowCollection: Bool = false) {
         self.kind = kind
         self.message = message
         self.mark = mark
+        self.inFlowCollection = inFlowCollection
     }
 
     /// `line:column: message`.

@@ -74,13 +74,14 @@ public struct YAMLParser: Sendable {
         }
         let mark = YAMLMark(parser.problem_mark)
         var message = problem
-        if let context = parser.context.map({ String(cString: $0) }) {
-            message += " (\(context) at \(YAMLMark(parser.context_mark)))"
-        }
+        let context = parser.context.map { String(cString: $0) }
+        if let context { message += " (\(context) at \(YAMLMark(parser.context_mark)))" }
         if Self.character(at: mark, in: input) == "\t" {
             message += "; YAML does not allow tabs for indentation, use spaces"
         }
-        return YAMLError(.syntax, message, at: mark)
+        // libyaml names the construct it was in only in words: "while parsing a flow mapping" (or sequence).
+        let inFlow = context.map { $0.contains("flow mapping") || $0.contains("flow sequence") } ?? false
+        return YAMLError(.syntax, message, at: mark, inFlowCollection: inFlow)
     }
 
     private static func character(at mark: YAMLMark, in input: UnsafeBufferPointer<UInt8>) -> Character? {

@@ -95,17 +95,28 @@ public struct CloudSyncError: Error, Sendable, Equatable, CustomStringConvertibl
     public var key: String?
     /// How long the provider asked the caller to wait before trying again.
     public var retryAfterMs: Int?
+    /// What the service said, as fields (HTTP status, its own code and reason, the request id); nil when the error
+    /// did not come from a service's answer.
+    public var context: ErrorContext?
 
     /// An error with `code` and a `message` saying what happened and what to do; name the provider and key where
-    /// there are ones, so reports can point at them.
+    /// there are ones, so reports can point at them, and keep what the service said in `context`.
     public init(
-        _ code: ErrorCode, _ message: String, provider: String? = nil, key: String? = nil, retryAfterMs: Int? = nil
+        _ code: ErrorCode, _ message: String, provider: String? = nil, key: String? = nil, retryAfterMs: Int? = nil,
+        context: ErrorContext? = nil
     ) {
         self.code = code
         self.message = message
         self.provider = provider
         self.key = key
         self.retryAfterMs = retryAfterMs
+        self.context = context
+    }
+
+    /// The same error with another `code` and `message` (a layer that knows what the service meant), keeping where
+    /// it came from: provider, key, the wait asked for and the service's context.
+    public func restated(_ code: ErrorCode, _ message: String) -> CloudSyncError {
+        CloudSyncError(code, message, provider: provider, key: key, retryAfterMs: retryAfterMs, context: context)
     }
 
     /// Whether trying again later may succeed; see ``ErrorCode/isRetryable``.

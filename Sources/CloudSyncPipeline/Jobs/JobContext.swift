@@ -111,13 +111,17 @@ public struct JobReport: Sendable {
 extension RunReport.Failure {
     /// The report's form of one key's failure.
     init(_ failure: KeyFailure) {
-        self.init(
-            key: failure.key, provider: failure.error.provider, code: failure.error.code.rawValue,
-            message: failure.error.message)
+        self.init(key: failure.key, failure.error)
     }
 
     /// The report's form of an error that stopped a whole job.
     init(_ error: CloudSyncError) {
-        self.init(key: "", provider: error.provider, code: error.code.rawValue, message: error.message)
+        self.init(key: "", error)
+    }
+
+    private init(key: String, _ error: CloudSyncError) {
+        self.init(
+            key: key, provider: error.provider, code: error.code.rawValue, message: error.message,
+            serviceCode: error.context?.serviceCode, httpStatus: error.context?.httpStatus)
     }
 }
