@@ -1,5 +1,4 @@
 import CloudSync
-import CloudSyncLocal
 import Foundation
 
 /// Keeps what `cloudsync login` yields in a pipeline's state database, where the provider finds it in its

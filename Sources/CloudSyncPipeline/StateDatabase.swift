@@ -1,5 +1,4 @@
 import CloudSync
-import CloudSyncLocal
 import CloudSyncSQLite
 import Foundation
 
