@@ -16,6 +16,10 @@ public final class CloudStore: Sendable {
     }
 
     let options: StoreOptions
+
+    /// The clock the store reads the time from and sleeps on (``StoreOptions/clock``); work on top of the store
+    /// reads its time here too, so a manual clock governs all of it.
+    public var clock: any StoreClock { options.clock }
     let state: Protected<State>
     private let accountEvents: AsyncStream<AccountEvent>.Continuation
     private let accountEventPump: Task<Void, Never>

@@ -19,6 +19,8 @@ public struct JobContext: Sendable {
     public let isForced: Bool
     /// Whether `--yes` confirms destructive jobs.
     public let isConfirmed: Bool
+    /// The run's clock (the store's): read the time here, never from the system, so tests can set it.
+    public var clock: any StoreClock { store.clock }
     let compiled: CompiledPipeline
     let providers: [String: any Provider]
     /// The pipeline's state database; nil in a dry run of a pipeline that never ran.

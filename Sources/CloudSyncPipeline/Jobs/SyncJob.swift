@@ -208,12 +208,13 @@ final class SyncRun {
         let snapshot = SnapshotRows(state: changedOnly ? nil : state, job: job, pageSize: pageSize)
         var pendingRows: [(key: String, fingerprint: SyncFingerprint?)] = []
         var pendingDeletions: [String] = []
-        var lastCommit = ContinuousClock.now
+        let clock = context.clock
+        var lastCommit = clock.nowMilliseconds()
         func commit() throws(CloudSyncError) {
             try state?.recordSyncProgress(of: job, snapshot: pendingRows, deletions: pendingDeletions)
             pendingRows.removeAll(keepingCapacity: true)
             pendingDeletions.removeAll(keepingCapacity: true)
-            lastCommit = ContinuousClock.now
+            lastCommit = clock.nowMilliseconds()
         }
         func process(_ batch: [SyncItem], into report: inout JobReport) async throws(CloudSyncError) {
             var batch = batch
@@ -245,7 +246,7 @@ final class SyncRun {
             deletionCount += result.deletions.count
             for item in result.deletions where deletionKeys.count < Self.listLimit { deletionKeys.append(item.key) }
             if pendingRows.count + pendingDeletions.count >= Self.commitRows
-                || ContinuousClock.now - lastCommit >= .seconds(1)
+                || clock.nowMilliseconds() - lastCommit >= 1_000
             {
                 try commit()
             }
@@ -349,7 +350,7 @@ final class SyncRun {
             unlisted.isEmpty && report[SyncJob.failed] == 0 && report[SyncJob.queued] == 0
             && report[SyncJob.heldBack] == 0
         try state?.markSynced(
-            job, at: iso8601(Int64(Date().timeIntervalSince1970 * 1000)),
+            job, at: iso8601(context.clock.nowMilliseconds()),
             cursors: configuration.incremental && clean && !context.isDryRun ? newCursors : nil)
     }
 }
