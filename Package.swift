@@ -2,7 +2,7 @@
 import PackageDescription
 
 // Layers, lowest first: C libraries -> their Swift faces -> the core (`CloudSync`) -> the CLI -> the executable.
-// Dependencies point down only; see ../shared/DESIGN.md.
+// Dependencies point down only; docs/ARCHITECTURE.md draws the floors (scripts/layers.py, checked by a test).
 let package = Package(
     name: "CloudSync",
     // One library per concern a consumer picks, as GRDB and swift-log declare theirs: each names its one target and

@@ -187,6 +187,14 @@ private let minimal = """
 @Suite struct SchemaAgreementTests {
     static let python = repositoryRoot + "/.build/pyenv/bin/python3"
 
+    @Test func theArchitecturesLayerDiagramIsPackageSwifts() async throws {
+        // scripts/layers.py draws the floors from Package.swift; the document must hold exactly that drawing.
+        let check = try await ProcessRunner.run(
+            "/usr/bin/env",
+            ["python3", repositoryRoot + "/scripts/layers.py", "--check", repositoryRoot + "/docs/ARCHITECTURE.md"])
+        #expect(check.status == 0, "\(check.standardOutput)\(check.standardError)")
+    }
+
     @Test func theReadmeDocumentsEveryErrorCodeWithItsRetryability() throws {
         let readme = try String(contentsOfFile: repositoryRoot + "/README.md", encoding: .utf8)
         for code in ErrorCode.all {
