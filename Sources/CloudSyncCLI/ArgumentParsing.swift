@@ -147,11 +147,16 @@ struct ParsedArguments: Sendable {
     var options: [String: [String]] = [:]
     var arguments: [String: [String]] = [:]
 
-    func flag(_ name: String) -> Bool { options[name] != nil }
-    func value(_ name: String) -> String? { options[name]?.last }
-    func values(_ name: String) -> [String] { options[name] ?? [] }
-    func argument(_ name: String) -> String? { arguments[name]?.first }
-    func all(_ name: String) -> [String] { arguments[name] ?? [] }
+    /// Whether the flag was given.
+    func flag(_ option: OptionSpec) -> Bool { options[option.name] != nil }
+    /// The option's value (the last one, when given more than once); nil when it was not given.
+    func value(_ option: OptionSpec) -> String? { options[option.name]?.last }
+    /// Every value of a repeatable option, in order.
+    func values(_ option: OptionSpec) -> [String] { options[option.name] ?? [] }
+    /// The argument's value; nil when it was not given.
+    func argument(_ argument: ArgumentSpec) -> String? { arguments[argument.name]?.first }
+    /// Every value of a repeating argument, in order.
+    func all(_ argument: ArgumentSpec) -> [String] { arguments[argument.name] ?? [] }
 }
 
 /// A command line that does not fit its command; the message says what is wrong, without `Error: `.

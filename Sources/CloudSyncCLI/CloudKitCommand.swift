@@ -21,7 +21,7 @@ extension CommandLineTool {
                     problem = error
                 }
             }
-            if parsed.flag("json") {
+            if parsed.flag(Commands.json) {
                 var object: [String: Any] = [
                     "provider": id, "container": configuration.container, "environment": configuration.environment,
                     "zone": configuration.zoneName, "accountStatus": status.rawValue,
@@ -40,7 +40,8 @@ extension CommandLineTool {
             }
             if status == .noAccount {
                 standardError(
-                    "Not signed in: run `cloudsync login \(parsed.argument("FILE") ?? "FILE") --provider \(id)`.\n")
+                    "Not signed in: run `cloudsync login \(parsed.argument(Commands.file) ?? "FILE") --provider \(id)`.\n"
+                )
             }
             if let problem { throw problem }
             return status == .available ? .success : .failure
@@ -57,8 +58,8 @@ extension CommandLineTool {
 
     func cloudkitChanges(_ parsed: ParsedArguments) async -> ExitCode {
         await withBridge(parsed, Commands.cloudkitChanges) { bridge, _ in
-            let changes = try await bridge.fetchChanges(since: parsed.value("since"))
-            let json = parsed.flag("json")
+            let changes = try await bridge.fetchChanges(since: parsed.value(Commands.cloudkitSince))
+            let json = parsed.flag(Commands.json)
             for record in changes.records {
                 let body = String(decoding: record.jsonData(), as: UTF8.self)
                 standardOutput(json ? "{\"record\":\(body)}\n" : "record \(record.recordName): \(body)\n")
@@ -73,7 +74,7 @@ extension CommandLineTool {
     }
 
     func cloudkitDeleteZone(_ parsed: ParsedArguments) async -> ExitCode {
-        guard parsed.flag("yes") else {
+        guard parsed.flag(Commands.cloudkitDeleteYes) else {
             return usageError(
                 "delete-zone deletes the zone and every record in it; add --yes to delete it",
                 Commands.cloudkitDeleteZone)
@@ -91,9 +92,9 @@ extension CommandLineTool {
         _ parsed: ParsedArguments, _ command: CommandSpec,
         _ body: (CloudKitBridge, String) async throws -> ExitCode
     ) async -> ExitCode {
-        let file = parsed.argument("FILE") ?? ""
+        let file = parsed.argument(Commands.file) ?? ""
         guard let compiled = compile(file) else { return .usage }
-        let id = parsed.value("provider") ?? ""
+        let id = parsed.value(Commands.cloudkitProvider) ?? ""
         let cloudKitIDs = compiled.spec.providers.filter { $0.type == "cloudKit" }.map(\.id)
         guard let spec = compiled.spec.providers.first(where: { $0.id == id }) else {
             var message =

@@ -7,12 +7,12 @@ import Foundation
 ///
 /// Machine output goes to `standardOutput`, messages for people to `standardError`, so the executable stays a
 /// thin wrapper and tests can run the command in-process.
-public struct CommandLineTool {
+package struct CommandLineTool {
     /// Where text goes: called with each piece of output, newlines included, in order.
-    public typealias Writer = @Sendable (String) -> Void
+    package typealias Writer = @Sendable (String) -> Void
 
     /// Reads one line a person typed, without its newline; nil at the end of the input.
-    public typealias Reader = @Sendable () -> String?
+    package typealias Reader = @Sendable () -> String?
 
     let standardOutput: Writer
     let standardError: Writer
@@ -24,7 +24,7 @@ public struct CommandLineTool {
     /// A command writing machine output to `standardOutput` and messages to `standardError`, reading what a person
     /// pastes (`login --no-browser`) from `standardInput`, variables from `environment` (for `${env:...}`, key
     /// sources and `NO_COLOR`), provider types from `registry` and job types from `jobTypes`.
-    public init(
+    package init(
         standardOutput: @escaping Writer, standardError: @escaping Writer,
         standardInput: @escaping Reader = { readLine(strippingNewline: true) },
         environment: [String: String] = ProcessInfo.processInfo.environment,
@@ -74,7 +74,7 @@ public struct CommandLineTool {
     }
 
     /// Runs the command with `arguments` (without the program name) and returns its exit status.
-    public func run(_ arguments: [String]) async -> ExitCode {
+    package func run(_ arguments: [String]) async -> ExitCode {
         guard let first = arguments.first else {
             return usageError("no command given")
         }
@@ -127,7 +127,7 @@ public struct CommandLineTool {
 
     private func perform(_ command: CommandSpec, _ parsed: ParsedArguments) async -> ExitCode {
         switch command.path {
-        case ["help"]: return help(parsed.all("SUBCOMMAND"))
+        case ["help"]: return help(parsed.all(Commands.helpSubcommand))
         case ["validate"]: return validate(parsed)
         case ["run"]: return await runPipeline(parsed)
         case ["outbox", "list"]: return await outboxList(parsed)
@@ -143,10 +143,10 @@ public struct CommandLineTool {
         case ["plan"]: return plan(parsed)
         case ["keygen"]: return keygen(parsed)
         case ["completions"]:
-            standardOutput(parsed.argument("SHELL") == "zsh" ? Completions.zsh : Completions.bash)
+            standardOutput(parsed.argument(Commands.completionsShell) == "zsh" ? Completions.zsh : Completions.bash)
             return .success
         case ["schema"]:
-            if parsed.argument("KIND") == "pipeline" {
+            if parsed.argument(Commands.schemaKind) == "pipeline" {
                 standardOutput(PipelineSchema.json(registry: registry, jobTypes: jobTypes) + "\n")
             } else {
                 standardOutput(ReportSchema.json(jobTypes: jobTypes) + "\n")
@@ -172,7 +172,7 @@ public struct CommandLineTool {
     }
 
     private func keygen(_ parsed: ParsedArguments) -> ExitCode {
-        let path = parsed.value("out") ?? ""
+        let path = parsed.value(Commands.keygenOut) ?? ""
         do {
             try generateKeyFile(at: path)
             standardError(
@@ -231,9 +231,9 @@ public struct CommandLineTool {
     /// `cloudsync validate FILE... [--json]`: a verdict per file on standard output, the errors rendered with their
     /// source on standard error (or everything as JSON on standard output).
     private func validate(_ parsed: ParsedArguments) -> ExitCode {
-        let json = parsed.flag("json")
+        let json = parsed.flag(Commands.json)
         var verdicts: [FileVerdict] = []
-        for file in parsed.all("FILE") {
+        for file in parsed.all(Commands.validateFiles) {
             switch load(file) {
             case .success(let compiled):
                 let warnings = compiled.spec.warnings.map(FileVerdict.Problem.init)
@@ -264,9 +264,9 @@ public struct CommandLineTool {
     }
 
     private func plan(_ parsed: ParsedArguments) -> ExitCode {
-        guard let compiled = compile(parsed.argument("FILE") ?? "") else { return .usage }
+        guard let compiled = compile(parsed.argument(Commands.file) ?? "") else { return .usage }
         let plan = PipelinePlan(compiled)
-        standardOutput(parsed.flag("json") ? plan.json() : plan.text())
+        standardOutput(parsed.flag(Commands.json) ? plan.json() : plan.text())
         return .success
     }
 

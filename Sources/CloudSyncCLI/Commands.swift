@@ -13,6 +13,55 @@ enum Commands {
         help: "Log each provider request on standard error: provider, method, path (credentials redacted), status, "
             + "duration and bytes.")
 
+    // The options and arguments each subcommand takes, one constant each: the specs below list them, and the
+    // handlers read what was given through the same constants (``ParsedArguments``), so no name is spelt twice.
+
+    static let runJob = OptionSpec.option(
+        "job", short: "j", value: "NAME", repeatable: true,
+        help: "Run only this job and the jobs it needs; repeat for more (default: every job, in file order).")
+    static let runNoNeeds = OptionSpec.flag(
+        "no-needs", help: "With --job, run only the jobs named, not the jobs they need.")
+    static let runDryRun = OptionSpec.flag(
+        "dry-run", help: "Read everything, report what would change, write nothing but the report.")
+    static let runReport = OptionSpec.option(
+        "report", value: "PATH|-", help: "Write the report to PATH, or to standard output with -.")
+    static let runYes = OptionSpec.flag(
+        "yes", help: "Confirm destructive jobs (clear) that the file does not confirm itself.")
+    static let runForce = OptionSpec.flag(
+        "force",
+        help: "Let sync and mirror jobs delete more keys than their maxDeletes allows, for this run only.")
+    static let runQuiet = OptionSpec.flag(
+        "quiet", short: "q", help: "Print only a line per failed or errored job, and no progress.")
+    static let runProgress = OptionSpec.option(
+        "progress", value: "MODE", choices: ["auto", "always", "never"], default: "auto",
+        help: "Show a progress line; auto shows it when standard error is a terminal.")
+    static let validateFiles = ArgumentSpec(name: "FILE", repeating: true, help: "The pipeline files to check.")
+    static let schemaKind = ArgumentSpec(name: "KIND", choices: schemaKinds, help: "Which schema to print.")
+    static let discardKey = OptionSpec.option(
+        "key", value: "GLOB", repeatable: true, help: "Discard only writes whose key matches; repeat for more."
+    )
+    static let discardProvider = OptionSpec.option(
+        "provider", value: "ID", help: "Discard only writes waiting for this provider.")
+    static let discardYes = OptionSpec.flag("yes", help: "Confirm: without it nothing is discarded.")
+    static let historyLimit = OptionSpec.option("limit", value: "N", default: "20", help: "Show at most N runs.")
+    static let loginProvider = OptionSpec.option(
+        "provider", value: "ID", required: true,
+        help: "The provider to sign in, by its id in the pipeline file.")
+    static let loginNoBrowser = OptionSpec.flag(
+        "no-browser",
+        help: "No browser here: open the address elsewhere, then paste back the address it led to.")
+    static let logoutProvider = OptionSpec.option(
+        "provider", value: "ID", required: true,
+        help: "The provider to sign out, by its id in the pipeline file.")
+    static let cloudkitSince = OptionSpec.option(
+        "since", value: "TOKEN", help: "Only changes after this sync token (default: everything).")
+    static let cloudkitDeleteYes = OptionSpec.flag("yes", help: "Confirm: without it nothing is deleted.")
+    static let keygenOut = OptionSpec.option(
+        "out", value: "FILE", required: true, help: "Where to write the key; must not exist.")
+    static let completionsShell = ArgumentSpec(name: "SHELL", choices: shells, help: "The shell to complete in.")
+    static let helpSubcommand = ArgumentSpec(
+        name: "SUBCOMMAND", repeating: true, optional: true, help: "The subcommand to describe.")
+
     static let run = CommandSpec(
         path: ["run"], abstract: "Run a pipeline's jobs in order and write a JSON report.",
         discussion: """
@@ -22,20 +71,14 @@ enum Commands {
             """,
         arguments: [file],
         options: [
-            .option(
-                "job", short: "j", value: "NAME", repeatable: true,
-                help: "Run only this job and the jobs it needs; repeat for more (default: every job, in file order)."),
-            .flag("no-needs", help: "With --job, run only the jobs named, not the jobs they need."),
-            .flag("dry-run", help: "Read everything, report what would change, write nothing but the report."),
-            .option("report", value: "PATH|-", help: "Write the report to PATH, or to standard output with -."),
-            .flag("yes", help: "Confirm destructive jobs (clear) that the file does not confirm itself."),
-            .flag(
-                "force",
-                help: "Let sync and mirror jobs delete more keys than their maxDeletes allows, for this run only."),
-            .flag("quiet", short: "q", help: "Print only a line per failed or errored job, and no progress."),
-            .option(
-                "progress", value: "MODE", choices: ["auto", "always", "never"], default: "auto",
-                help: "Show a progress line; auto shows it when standard error is a terminal."),
+            runJob,
+            runNoNeeds,
+            runDryRun,
+            runReport,
+            runYes,
+            runForce,
+            runQuiet,
+            runProgress,
             verbose,
         ],
         exitCodes: [
@@ -61,7 +104,7 @@ enum Commands {
             Prints a verdict per file on standard output (FILE: valid, or FILE: N errors) and each error with its \
             source line on standard error; with --json, one object per file on standard output.
             """,
-        arguments: [ArgumentSpec(name: "FILE", repeating: true, help: "The pipeline files to check.")],
+        arguments: [validateFiles],
         options: [json],
         exitCodes: [
             (.success, "every file is valid"),
@@ -81,7 +124,7 @@ enum Commands {
 
     static let schema = CommandSpec(
         path: ["schema"], abstract: "Print the JSON Schema of pipeline files or of run reports.",
-        arguments: [ArgumentSpec(name: "KIND", choices: schemaKinds, help: "Which schema to print.")],
+        arguments: [schemaKind],
         exitCodes: [(.success, "the schema was printed"), (.usage, commandLineWrong)])
 
     static let outboxList = CommandSpec(
@@ -115,11 +158,9 @@ enum Commands {
             """,
         arguments: [file],
         options: [
-            .option(
-                "key", value: "GLOB", repeatable: true, help: "Discard only writes whose key matches; repeat for more."
-            ),
-            .option("provider", value: "ID", help: "Discard only writes waiting for this provider."),
-            .flag("yes", help: "Confirm: without it nothing is discarded."),
+            discardKey,
+            discardProvider,
+            discardYes,
         ],
         exitCodes: [
             (.success, "the selected writes were discarded"),
@@ -136,7 +177,7 @@ enum Commands {
     static let history = CommandSpec(
         path: ["history"], abstract: "List the pipeline's last runs, newest first.",
         arguments: [file],
-        options: [.option("limit", value: "N", default: "20", help: "Show at most N runs."), json],
+        options: [historyLimit, json],
         exitCodes: [
             (.success, "the runs were listed (none when the pipeline has not run)"),
             (.jobError, "the pipeline's state could not be read"),
@@ -155,12 +196,8 @@ enum Commands {
             """,
         arguments: [file],
         options: [
-            .option(
-                "provider", value: "ID", required: true,
-                help: "The provider to sign in, by its id in the pipeline file."),
-            .flag(
-                "no-browser",
-                help: "No browser here: open the address elsewhere, then paste back the address it led to."),
+            loginProvider,
+            loginNoBrowser,
         ],
         exitCodes: [
             (.success, "signed in; the credentials are in the state database"),
@@ -174,9 +211,7 @@ enum Commands {
         path: ["logout"], abstract: "Forget the credentials `login` kept for a provider.",
         arguments: [file],
         options: [
-            .option(
-                "provider", value: "ID", required: true,
-                help: "The provider to sign out, by its id in the pipeline file.")
+            logoutProvider
         ],
         exitCodes: [
             (.success, "the credentials were forgotten (or none were kept)"),
@@ -214,7 +249,7 @@ enum Commands {
         arguments: [file],
         options: [
             cloudkitProvider,
-            .option("since", value: "TOKEN", help: "Only changes after this sync token (default: everything)."),
+            cloudkitSince,
             json,
         ],
         exitCodes: cloudkitExitCodes)
@@ -222,7 +257,7 @@ enum Commands {
     static let cloudkitDeleteZone = CommandSpec(
         path: ["cloudkit", "delete-zone"],
         abstract: "Delete the provider's custom zone and every record in it (development tooling).",
-        arguments: [file], options: [cloudkitProvider, .flag("yes", help: "Confirm: without it nothing is deleted.")],
+        arguments: [file], options: [cloudkitProvider, cloudkitDeleteYes],
         exitCodes: cloudkitExitCodes)
 
     static let cloudkit = CommandSpec(
@@ -232,7 +267,7 @@ enum Commands {
 
     static let keygen = CommandSpec(
         path: ["keygen"], abstract: "Write a new 32-byte key file (mode 0600; never overwrites).",
-        options: [.option("out", value: "FILE", required: true, help: "Where to write the key; must not exist.")],
+        options: [keygenOut],
         exitCodes: [
             (.success, "the key file was written"),
             (.usage, commandLineWrong),
@@ -247,13 +282,13 @@ enum Commands {
             bash: source <(cloudsync completions bash), or save it as \
             /etc/bash_completion.d/cloudsync. zsh: save it as _cloudsync in a directory on $fpath.
             """,
-        arguments: [ArgumentSpec(name: "SHELL", choices: shells, help: "The shell to complete in.")],
+        arguments: [completionsShell],
         exitCodes: [(.success, "the script was printed"), (.usage, commandLineWrong)])
 
     static let help = CommandSpec(
         path: ["help"], abstract: "Show help for cloudsync or one of its subcommands.",
         arguments: [
-            ArgumentSpec(name: "SUBCOMMAND", repeating: true, optional: true, help: "The subcommand to describe.")
+            helpSubcommand
         ],
         exitCodes: [(.success, "the help was printed"), (.usage, "no such subcommand")])
 

@@ -3,7 +3,7 @@ import CloudSyncPipeline
 /// The `cloudsync` command's exit statuses.
 ///
 /// Documented in README.md; scripts depend on them, so never renumber.
-public enum ExitCode: Int32, Sendable {
+package enum ExitCode: Int32, Sendable {
     /// Everything asked for was done.
     case success = 0
     /// A job finished with failed keys, or a quota warning under `failOnWarning`.

@@ -8,9 +8,9 @@ import Foundation
 /// run holds the lock; `list` and `discard` without `--yes` open it read-only and never are.
 extension CommandLineTool {
     func outboxList(_ parsed: ParsedArguments) async -> ExitCode {
-        let json = parsed.flag("json")
+        let json = parsed.flag(Commands.json)
         let pending: [OutboxEntry]
-        switch await pendingWrites(parsed.argument("FILE") ?? "") {
+        switch await pendingWrites(parsed.argument(Commands.file) ?? "") {
         case .success(let entries): pending = entries
         case .failure(let stopped): return stopped.status
         }
@@ -24,7 +24,7 @@ extension CommandLineTool {
     }
 
     func outboxFlush(_ parsed: ParsedArguments) async -> ExitCode {
-        guard let compiled = compile(parsed.argument("FILE") ?? "") else { return .usage }
+        guard let compiled = compile(parsed.argument(Commands.file) ?? "") else { return .usage }
         let session: RunSession
         switch await writingSession(compiled, logger: requestLogger(parsed)) {
         case .success(let opened): session = opened
@@ -47,10 +47,10 @@ extension CommandLineTool {
 
     /// Discards the selected writes with `--yes`; without it, says which it would discard and exits 64.
     func outboxDiscard(_ parsed: ParsedArguments) async -> ExitCode {
-        let file = parsed.argument("FILE") ?? ""
+        let file = parsed.argument(Commands.file) ?? ""
         guard let compiled = compile(file) else { return .usage }
-        let keys = parsed.values("key")
-        let provider = parsed.value("provider")
+        let keys = parsed.values(Commands.discardKey)
+        let provider = parsed.value(Commands.discardProvider)
         if let provider {
             let ids = compiled.spec.providers.map(\.id)
             guard ids.contains(provider) else {
@@ -63,7 +63,7 @@ extension CommandLineTool {
             (keys.isEmpty || keys.contains { globMatches($0, entry.key) })
                 && (provider.map { $0 == entry.provider } ?? true)
         }
-        guard parsed.flag("yes") else {
+        guard parsed.flag(Commands.discardYes) else {
             let pending: [OutboxEntry]
             switch await pendingWrites(file, compiled) {
             case .success(let entries): pending = entries

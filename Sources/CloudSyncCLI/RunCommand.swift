@@ -7,16 +7,16 @@ extension CommandLineTool {
     /// [--verbose]`.
     func runPipeline(_ parsed: ParsedArguments) async -> ExitCode {
         var options = RunOptions()
-        options.jobNames = parsed.values("job")
-        options.runNeeds = !parsed.flag("no-needs")
-        options.reportPath = parsed.value("report")
-        options.dryRun = parsed.flag("dry-run")
-        options.yes = parsed.flag("yes")
-        options.force = parsed.flag("force")
+        options.jobNames = parsed.values(Commands.runJob)
+        options.runNeeds = !parsed.flag(Commands.runNoNeeds)
+        options.reportPath = parsed.value(Commands.runReport)
+        options.dryRun = parsed.flag(Commands.runDryRun)
+        options.yes = parsed.flag(Commands.runYes)
+        options.force = parsed.flag(Commands.runForce)
         options.logger = requestLogger(parsed)
-        let quiet = parsed.flag("quiet")
-        let progress = parsed.value("progress") ?? "auto"
-        let file = parsed.argument("FILE") ?? ""
+        let quiet = parsed.flag(Commands.runQuiet)
+        let progress = parsed.value(Commands.runProgress) ?? "auto"
+        let file = parsed.argument(Commands.file) ?? ""
         guard let compiled = compile(file) else { return .usage }
         let jobNames = compiled.spec.jobs.map(\.name)
         if let unknown = options.jobNames.first(where: { !jobNames.contains($0) }) {
@@ -132,22 +132,22 @@ extension CommandLineTool {
     /// With `--verbose`, a logger writing the providers' debug lines (their HTTP requests) to standard error as
     /// `debug: PROVIDER: ...`; otherwise none.
     func requestLogger(_ parsed: ParsedArguments) -> ProviderLogger {
-        guard parsed.flag("verbose") else { return .disabled }
+        guard parsed.flag(Commands.verbose) else { return .disabled }
         let errorWriter = standardError
         return ProviderLogger(minimumLevel: .debug) { level, line in errorWriter("\(level): \(line)\n") }
     }
 
     /// Runs `cloudsync history FILE [--limit N] [--json]`.
     func history(_ parsed: ParsedArguments) -> ExitCode {
-        let json = parsed.flag("json")
+        let json = parsed.flag(Commands.json)
         var limit = 20
-        if let text = parsed.value("limit") {
+        if let text = parsed.value(Commands.historyLimit) {
             guard let number = Int(text), number > 0 else {
                 return usageError("--limit needs a whole number of at least 1; found '\(text)'", Commands.history)
             }
             limit = number
         }
-        guard let compiled = compile(parsed.argument("FILE") ?? "") else { return .usage }
+        guard let compiled = compile(parsed.argument(Commands.file) ?? "") else { return .usage }
         let path = compiled.spec.state + "/state.db"
         var runs: [StateDatabase.Run] = []
         if FileManager.default.fileExists(atPath: path) {

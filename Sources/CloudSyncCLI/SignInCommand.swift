@@ -24,7 +24,7 @@ extension CommandLineTool {
         }
         let errorWriter = standardError
         let interaction = SignInInteraction(
-            show: { errorWriter($0 + "\n") }, readLine: standardInput, noBrowser: parsed.flag("no-browser"))
+            show: { errorWriter($0 + "\n") }, readLine: standardInput, noBrowser: parsed.flag(Commands.loginNoBrowser))
         standardError("Signing in provider '\(provider.id)' (\(provider.type)): \(signIn.method).\n")
         let credentials: [StoredCredential: String]
         do {
@@ -73,9 +73,9 @@ extension CommandLineTool {
     private func signInTarget(
         _ parsed: ParsedArguments, _ command: CommandSpec
     ) -> Result<(CompiledPipeline, ProviderSpec, any ProviderSignIn), Stopped> {
-        let file = parsed.argument("FILE") ?? ""
+        let file = parsed.argument(Commands.file) ?? ""
         guard let compiled = compile(file) else { return .failure(Stopped(status: .usage)) }
-        let id = parsed.value("provider") ?? ""
+        let id = parsed.value(Commands.loginProvider) ?? ""
         let ids = compiled.spec.providers.map(\.id)
         guard let provider = compiled.spec.providers.first(where: { $0.id == id }) else {
             var message = "no provider '\(id)' in \(file); its providers: " + ids.joined(separator: ", ")
