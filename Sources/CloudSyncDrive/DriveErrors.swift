@@ -3,16 +3,16 @@ import CloudSyncHTTP
 import Foundation
 
 /// The error fields of a Drive answer: `{"error":{"code","message","errors":[{"reason",...}],"status"}}`.
-public struct DriveErrorBody: Sendable, Equatable {
+package struct DriveErrorBody: Sendable, Equatable {
     /// The first error item's `reason` (`storageQuotaExceeded`, `notFound`, ...); empty when there is none.
-    public var reason: String
+    package var reason: String
     /// The top-level `message`, or the item's.
-    public var message: String
+    package var message: String
     /// The item's `location` (`pageToken`, `Authorization`), if any.
-    public var location: String?
+    package var location: String?
 
     /// The fields of `body`; empty when it is not Drive's error shape.
-    public init(_ body: Data) {
+    package init(_ body: Data) {
         let object = (try? JSONSerialization.jsonObject(with: body)) as? [String: Any]
         let error = object?["error"] as? [String: Any]
         let item = (error?["errors"] as? [[String: Any]])?.first
@@ -22,14 +22,14 @@ public struct DriveErrorBody: Sendable, Equatable {
     }
 
     /// Whether Drive asked for fewer requests (403 `userRateLimitExceeded` or `rateLimitExceeded`, 429).
-    public var isRateLimit: Bool { ["userRateLimitExceeded", "rateLimitExceeded"].contains(reason) }
+    package var isRateLimit: Bool { ["userRateLimitExceeded", "rateLimitExceeded"].contains(reason) }
 }
 
 /// Drive's answers as the store's codes (README, "The googleDrive provider"; api-facts A.8).
-public enum DriveErrorMapping {
+package enum DriveErrorMapping {
     /// How Drive names its errors: the first error item's `reason` and the `message` of its JSON body; the status
     /// Drive sent even where a 403 rate limit was turned into a 429 below the retry layer.
-    public static let serviceErrors = ServiceErrorReader(
+    package static let serviceErrors = ServiceErrorReader(
         originalStatusHeader: DriveRateLimitTransport.originalStatusHeader
     ) { response in
         let body = DriveErrorBody(response.body)
@@ -39,7 +39,7 @@ public enum DriveErrorMapping {
     /// The error for a non-success `response` to `request`; `key` is the store key concerned, if one is.
     ///
     /// Its context holds the status Drive sent, its reason and its message.
-    public static func error(for response: HTTPResponse, to request: HTTPRequest, key: String? = nil)
+    package static func error(for response: HTTPResponse, to request: HTTPRequest, key: String? = nil)
         -> CloudSyncError
     {
         var error = coded(for: response, to: request, key: key)
@@ -97,19 +97,19 @@ public enum DriveErrorMapping {
 ///
 /// Google's own client retries 403 `userRateLimitExceeded` and `rateLimitExceeded` as it does 429. The original status
 /// travels in ``originalStatusHeader`` so messages still say 403.
-public struct DriveRateLimitTransport: HTTPTransport {
+package struct DriveRateLimitTransport: HTTPTransport {
     /// Carries the status Drive sent when this layer changed it.
-    public static let originalStatusHeader = "X-CloudSync-Drive-Status"
+    package static let originalStatusHeader = "X-CloudSync-Drive-Status"
 
     /// The transport below.
-    public let next: any HTTPTransport
+    package let next: any HTTPTransport
 
     /// Over `next`.
-    public init(next: any HTTPTransport) { self.next = next }
+    package init(next: any HTTPTransport) { self.next = next }
 
-    public func close() { next.close() }
+    package func close() { next.close() }
 
-    public func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+    package func send(_ request: HTTPRequest) async throws -> HTTPResponse {
         var response = try await next.send(request)
         if response.status == 403, DriveErrorBody(response.body).isRateLimit {
             response.headers[Self.originalStatusHeader] = "403"

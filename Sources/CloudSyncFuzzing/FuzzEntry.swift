@@ -11,7 +11,7 @@ import Foundation
 ///
 /// An entry point returns for every input; errors are the expected answer to bad input. A crash, a trap or a
 /// sanitizer report is a bug.
-public enum FuzzEntry: String, CaseIterable, Sendable {
+package enum FuzzEntry: String, CaseIterable, Sendable {
     /// The YAML face: bytes parsed into a node tree, and any error rendered against the source.
     case yaml
     /// The pipeline loader and compiler, then the plan of a pipeline that loads.
@@ -20,7 +20,7 @@ public enum FuzzEntry: String, CaseIterable, Sendable {
     case envelope
 
     /// Runs the entry point on `bytes`.
-    public func run(_ bytes: UnsafeRawBufferPointer) {
+    package func run(_ bytes: UnsafeRawBufferPointer) {
         let text = String(decoding: bytes, as: UTF8.self)
         switch self {
         case .yaml: Self.parse(text)
@@ -30,13 +30,13 @@ public enum FuzzEntry: String, CaseIterable, Sendable {
     }
 
     /// Runs the entry point on `data`.
-    public func run(_ data: Data) {
+    package func run(_ data: Data) {
         data.withUnsafeBytes { run($0) }
     }
 
     /// Inputs to start from, written for this entry point: the fuzzer begins with them (beside the kept corpus) and
     /// the test suite replays them.
-    public var seeds: [Data] {
+    package var seeds: [Data] {
         switch self {
         case .yaml:
             return [

@@ -70,18 +70,18 @@ struct S3Authenticator: HTTPAuthenticator {
 }
 
 /// An S3 error answer's fields: `<Error><Code/><Message/>...</Error>`.
-public struct S3ErrorBody: Sendable, Equatable {
+package struct S3ErrorBody: Sendable, Equatable {
     /// `NoSuchKey`, `SlowDown`, ...; empty when the answer had no XML error (a `HEAD`, a proxy's page).
-    public var code: String
+    package var code: String
     /// The server's sentence.
-    public var message: String
+    package var message: String
     /// `RequestTimeTooSkewed`'s request time (`20130524T000000Z`) and server time (`2013-05-24T00:20:00Z`).
-    public var requestTime: String?
+    package var requestTime: String?
     /// See ``requestTime``.
-    public var serverTime: String?
+    package var serverTime: String?
 
     /// The error fields of `body`; an empty code when it holds none.
-    public init(_ body: Data) {
+    package init(_ body: Data) {
         let root = XMLElement.parse(body)
         let error = root?.name == "Error" ? root : nil
         code = error?.text(of: "Code") ?? ""
@@ -92,9 +92,9 @@ public struct S3ErrorBody: Sendable, Equatable {
 }
 
 /// S3's error answers as the store's codes (README, "The s3 provider").
-public enum S3ErrorMapping {
+package enum S3ErrorMapping {
     /// How S3 names its errors: `<Code>` and `<Message>` of the XML body, the request id in `x-amz-request-id`.
-    public static let serviceErrors = ServiceErrorReader(requestIDHeader: "x-amz-request-id") { response in
+    package static let serviceErrors = ServiceErrorReader(requestIDHeader: "x-amz-request-id") { response in
         let body = S3ErrorBody(response.body)
         return (body.code.isEmpty ? nil : body.code, body.message.isEmpty ? nil : body.message)
     }
@@ -103,7 +103,7 @@ public enum S3ErrorMapping {
     ///
     /// `key` is the store key concerned, if one is. Its context holds the status, S3's code and message and the
     /// request id.
-    public static func error(
+    package static func error(
         for response: HTTPResponse, to request: HTTPRequest, location: S3Location, accessKeyID: String,
         key: String? = nil
     ) -> CloudSyncError {

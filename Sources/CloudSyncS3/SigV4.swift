@@ -32,33 +32,33 @@ public struct S3Credentials: Sendable, Equatable, CustomStringConvertible {
 /// are decoded and encoded again with RFC 3986's unreserved set and sorted, every header given is signed (`host`
 /// from the URL) except those proxies and clients add or change, and `x-amz-content-sha256` is sent on every request
 /// when `contentHashHeader` is set, as S3 requires.
-public enum SigV4 {
+package enum SigV4 {
     /// The hex SHA-256 of nothing, the payload hash of a request without a body.
-    public static let emptyPayloadHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+    package static let emptyPayloadHash = "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
     /// The payload hash that leaves the body unsigned.
-    public static let unsignedPayload = "UNSIGNED-PAYLOAD"
+    package static let unsignedPayload = "UNSIGNED-PAYLOAD"
     /// The algorithm's name in the string to sign and the `Authorization` header.
-    public static let algorithm = "AWS4-HMAC-SHA256"
+    package static let algorithm = "AWS4-HMAC-SHA256"
 
     /// Header names never signed, because clients and proxies add, drop or change them on the way.
-    public static let unsignedHeaderNames: Set<String> = [
+    package static let unsignedHeaderNames: Set<String> = [
         "authorization", "connection", "content-length", "expect", "keep-alive", "proxy-authorization", "te",
         "trailer", "transfer-encoding", "upgrade", "user-agent",
     ]
 
     /// What signing produced: the headers to add, and the intermediate texts a test or a puzzled person compares.
-    public struct Signature: Sendable, Equatable {
+    package struct Signature: Sendable, Equatable {
         /// The headers to add to the request: `x-amz-date`, `x-amz-content-sha256` (when asked),
         /// `x-amz-security-token` (with a session token) and `Authorization`.
-        public var headers: HTTPHeaders
+        package var headers: HTTPHeaders
         /// The canonical request that was signed.
-        public var canonicalRequest: String
+        package var canonicalRequest: String
         /// The string to sign.
-        public var stringToSign: String
+        package var stringToSign: String
         /// The signed header names, `;`-separated.
-        public var signedHeaders: String
+        package var signedHeaders: String
         /// The signature, in lower-case hex.
-        public var signature: String
+        package var signature: String
     }
 
     /// Signs a request.
@@ -74,7 +74,7 @@ public enum SigV4 {
     ///   - service: the service of the scope.
     ///   - timeMilliseconds: the signing time in milliseconds since 1970; it goes into `x-amz-date`.
     ///   - contentHashHeader: whether to send the payload hash as `x-amz-content-sha256` (S3 requires it).
-    public static func sign(
+    package static func sign(
         method: String, url: URL, headers: HTTPHeaders, payloadHash: String, credentials: S3Credentials,
         region: String, service: String = "s3", timeMilliseconds: Int64, contentHashHeader: Bool = true
     ) -> Signature {
@@ -113,7 +113,7 @@ public enum SigV4 {
 
     /// The signing key of a day, region and service: `HMAC("AWS4" + secret, day)`, then the region, the service and
     /// `aws4_request`, each keyed by the previous step.
-    public static func signingKey(secret: String, day: String, region: String, service: String) -> SecretBytes {
+    package static func signingKey(secret: String, day: String, region: String, service: String) -> SecretBytes {
         var key = SecretBytes(utf8: "AWS4" + secret)
         for part in [day, region, service, "aws4_request"] {
             var next = HMACSHA256.authenticate(Array(part.utf8), key: key)
@@ -123,7 +123,7 @@ public enum SigV4 {
     }
 
     /// `x-amz-date` (`20130524T000000Z`) and the scope's day (`20130524`) of a time in milliseconds since 1970.
-    public static func timestamps(milliseconds: Int64) -> (date: String, day: String) {
+    package static func timestamps(milliseconds: Int64) -> (date: String, day: String) {
         let seconds = milliseconds >= 0 ? milliseconds / 1000 : (milliseconds - 999) / 1000
         let days = seconds >= 0 ? seconds / 86_400 : (seconds - 86_399) / 86_400
         let secondOfDay = seconds - days * 86_400
@@ -144,7 +144,7 @@ public enum SigV4 {
     }
 
     /// The `host` value of `url`: the host in lower case, with the port unless it is the scheme's default.
-    public static func host(of url: URL) -> String {
+    package static func host(of url: URL) -> String {
         let host = (url.host ?? "").lowercased()
         guard let port = url.port else { return host }
         let scheme = url.scheme?.lowercased()
@@ -183,9 +183,9 @@ public enum SigV4 {
 
 /// URI encoding the S3 way: every byte outside RFC 3986's unreserved set (`A-Z a-z 0-9 - . _ ~`) becomes `%XX` in
 /// upper-case hex, once.
-public enum S3URIEncoding {
+package enum S3URIEncoding {
     /// `text`'s UTF-8 bytes encoded, `/` included.
-    public static func encode(_ text: String) -> String {
+    package static func encode(_ text: String) -> String {
         let hex = Array("0123456789ABCDEF".utf8)
         var output: [UInt8] = []
         output.reserveCapacity(text.utf8.count)
@@ -205,7 +205,7 @@ public enum S3URIEncoding {
     /// An object key or path encoded segment by segment, the `/` separators kept as they are (so `a//b/` stays three
     /// separators), each segment encoded once; a segment that is exactly `.` or `..` has its dots encoded, so no
     /// client or proxy on the way removes it as a dot segment.
-    public static func path(_ key: String) -> String {
+    package static func path(_ key: String) -> String {
         key.split(separator: "/", omittingEmptySubsequences: false).map { segment -> String in
             segment == "." || segment == ".." ? String(repeating: "%2E", count: segment.count) : encode(String(segment))
         }.joined(separator: "/")

@@ -5,10 +5,10 @@ import Foundation
 ///
 /// Reached only through ``SQLiteDatabase/read(_:)`` and ``SQLiteDatabase/write(_:)``,
 /// which serialize access to it; it is not `Sendable` and must not escape their bodies.
-public final class SQLiteConnection {
+package final class SQLiteConnection {
     let handle: OpaquePointer
     /// The database file this connection opened.
-    public let path: String
+    package let path: String
 
     /// Opens `path`.
     ///
@@ -73,7 +73,7 @@ public final class SQLiteConnection {
     }
 
     /// Prepares one statement.
-    public func prepare(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
+    package func prepare(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
         try SQLiteStatement(connection: self, sql: sql)
     }
 
@@ -85,7 +85,7 @@ public final class SQLiteConnection {
     ///
     /// A statement already in use (the same SQL taken twice at once) is prepared anew; SQLite recompiles a cached
     /// statement by itself when the schema changes.
-    public func cachedStatement(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
+    package func cachedStatement(_ sql: String) throws(SQLiteError) -> SQLiteStatement {
         if let handle = statementCache.removeValue(forKey: sql) {
             return SQLiteStatement(connection: self, cachedHandle: handle, sql: sql)
         }
@@ -110,7 +110,7 @@ public final class SQLiteConnection {
     /// `sql(rows)` is the statement for `rows` rows; `write` binds the rows `range` (positions among the `count`) to
     /// it and runs it. One run for many rows saves what SQLite sets up for each run (cursors, a statement journal,
     /// trigger frames).
-    public func writeRows(
+    package func writeRows(
         _ count: Int, rowsPerRun: Int, sql: (_ rows: Int) -> String,
         _ write: (SQLiteStatement, _ range: Range<Int>) throws -> Void
     ) throws {
@@ -123,12 +123,12 @@ public final class SQLiteConnection {
     }
 
     /// Runs one statement with the given parameters, discarding any rows.
-    public func execute(_ sql: String, _ values: any SQLiteBindable...) throws(SQLiteError) {
+    package func execute(_ sql: String, _ values: any SQLiteBindable...) throws(SQLiteError) {
         try prepare(sql).bind(values).run()
     }
 
     /// Runs a script of statements separated by semicolons, taking no parameters.
-    public func executeScript(_ sql: String) throws(SQLiteError) {
+    package func executeScript(_ sql: String) throws(SQLiteError) {
         var message: UnsafeMutablePointer<CChar>?
         let code = sqlite3_exec(handle, sql, nil, nil, &message)
         guard code == SQLITE_OK else {
@@ -142,7 +142,7 @@ public final class SQLiteConnection {
     }
 
     /// Runs a query and maps every row; the statement is finalized before this returns.
-    public func query<Row>(
+    package func query<Row>(
         _ sql: String, _ values: [any SQLiteBindable] = [], row: (SQLiteStatement) throws -> Row
     ) throws -> [Row] {
         let statement = try prepare(sql).bind(values)
@@ -152,23 +152,23 @@ public final class SQLiteConnection {
     }
 
     /// Whether the database holds a table named `name`.
-    public func hasTable(_ name: String) throws -> Bool {
+    package func hasTable(_ name: String) throws -> Bool {
         try !query("SELECT 1 FROM sqlite_schema WHERE type = 'table' AND name = ?", [name]) { _ in true }.isEmpty
     }
 
     /// The rowid of the most recent successful INSERT.
-    public var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
+    package var lastInsertRowID: Int64 { sqlite3_last_insert_rowid(handle) }
 
     /// Rows changed by the most recent INSERT, UPDATE or DELETE.
-    public var changes: Int { Int(sqlite3_changes(handle)) }
+    package var changes: Int { Int(sqlite3_changes(handle)) }
 
     /// Whether a transaction is open (autocommit is off).
-    public var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
+    package var isInTransaction: Bool { sqlite3_get_autocommit(handle) == 0 }
 
     /// Runs `body` in a transaction: it commits when `body` returns and rolls back when it throws.
     ///
     /// Nested calls become savepoints, so an inner failure undoes only the inner work.
-    public func transaction<T>(_ body: () throws -> T) throws -> T {
+    package func transaction<T>(_ body: () throws -> T) throws -> T {
         let nested = isInTransaction
         let savepoint = "cloudsync_nested"
         try executeScript(nested ? "SAVEPOINT \(savepoint)" : "BEGIN IMMEDIATE")

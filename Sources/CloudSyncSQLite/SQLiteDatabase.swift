@@ -11,15 +11,15 @@ import Synchronization
 /// Every use of the connection runs on a private serial queue, so calls never overlap. The `async` forms wait
 /// for that queue without holding a thread of the Swift concurrency pool; the synchronous forms block the
 /// caller and are for code that has nowhere to await.
-public final class SQLiteDatabase: @unchecked Sendable {
+package final class SQLiteDatabase: @unchecked Sendable {
     /// How to open a database.
-    public struct Options: Sendable {
+    package struct Options: Sendable {
         /// How long a statement waits for another connection's lock before failing with `SQLITE_BUSY`.
-        public var busyTimeoutMilliseconds: Int32 = 5000
+        package var busyTimeoutMilliseconds: Int32 = 5000
         /// Use write-ahead logging, so readers in other processes do not block the writer.
-        public var writeAheadLog = true
+        package var writeAheadLog = true
         /// Enforce `FOREIGN KEY` constraints.
-        public var foreignKeys = true
+        package var foreignKeys = true
         /// Open without write access (for dry runs); the file must exist.
         ///
         /// The connection sees every committed transaction, including those still in the write-ahead log (`-wal`)
@@ -38,13 +38,13 @@ public final class SQLiteDatabase: @unchecked Sendable {
         /// `readonly_shm`); when only the `-wal` exists, SQLite creates the 32 KiB `-shm` index it needs to read the
         /// log. A file that only a read-only open can reach, in a directory where nothing can be created, is read as
         /// it is, without locks.
-        public var readOnly = false
+        package var readOnly = false
         /// When a commit reaches the disk.
-        public var durability: Durability = .processCrashSafe
+        package var durability: Durability = .processCrashSafe
 
         /// Options with each setting given or left at its default: 5 s busy timeout, write-ahead log, foreign keys
         /// enforced, read-write, ``Durability/processCrashSafe``.
-        public init(
+        package init(
             busyTimeoutMilliseconds: Int32 = 5000, writeAheadLog: Bool = true, foreignKeys: Bool = true,
             readOnly: Bool = false, durability: Durability = .processCrashSafe
         ) {
@@ -57,7 +57,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
     }
 
     /// How far a committed transaction is guaranteed to survive (SQLite's `synchronous` setting).
-    public enum Durability: String, Sendable {
+    package enum Durability: String, Sendable {
         /// `synchronous = NORMAL`: with the write-ahead log, a commit survives the process crashing at any moment;
         /// the last commits before a power loss or kernel crash may be rolled back (never corrupted).
         case processCrashSafe = "NORMAL"
@@ -66,7 +66,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
     }
 
     /// The database file.
-    public let path: String
+    package let path: String
     // Touched only on `queue`: that is what makes the unchecked Sendable conformance sound. Nil once closed.
     private var connection: SQLiteConnection?
     private let closed = Mutex(false)
@@ -79,7 +79,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
     ///
     /// The parent directory must exist. A file that is not a database fails here with `SQLITE_NOTADB`,
     /// and is left untouched.
-    public init(path: String, options: Options = Options()) throws(SQLiteError) {
+    package init(path: String, options: Options = Options()) throws(SQLiteError) {
         let connection: SQLiteConnection
         if options.readOnly {
             // The header is read before SQLite opens the file: closing any descriptor of a file drops every POSIX
@@ -213,13 +213,13 @@ public final class SQLiteDatabase: @unchecked Sendable {
     // MARK: Closing
 
     /// Whether ``close()`` was called.
-    public var isClosed: Bool { closed.withLock { $0 } }
+    package var isClosed: Bool { closed.withLock { $0 } }
 
     /// Closes the connection after the calls already waiting for it; later calls throw ``closedError``.
     ///
     /// Closing twice is harmless. When this is the last connection to the file, SQLite checkpoints the write-ahead
     /// log into the database and removes the `-wal` and `-shm` files (a read-only connection cannot, and leaves them).
-    public func close() {
+    package func close() {
         precondition(
             DispatchQueue.getSpecific(key: onQueue) != ObjectIdentifier(self),
             "SQLiteDatabase.close called from inside a read or write of the same database")
@@ -227,7 +227,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
     }
 
     /// Closes the connection like ``close()``, without blocking a thread of the concurrency pool while waiting.
-    public func close() async {
+    package func close() async {
         await withCheckedContinuation { continuation in
             queue.async {
                 self.closeOnQueue()
@@ -250,7 +250,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
     }
 
     /// The error every call after ``close()`` throws.
-    public var closedError: SQLiteError {
+    package var closedError: SQLiteError {
         SQLiteError(
             code: .misuse, message: "the database was closed; open it again to use it", path: path)
     }
@@ -263,7 +263,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
     // MARK: Synchronous access
 
     /// Runs `body` with the connection, outside any transaction.
-    public func read<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
+    package func read<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
         precondition(
             DispatchQueue.getSpecific(key: onQueue) != ObjectIdentifier(self),
             "SQLiteDatabase.read called from inside another read or write of the same database")
@@ -271,14 +271,14 @@ public final class SQLiteDatabase: @unchecked Sendable {
     }
 
     /// Runs `body` in a transaction that commits only when `body` returns without throwing.
-    public func write<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
+    package func write<T>(_ body: (SQLiteConnection) throws -> T) throws -> T {
         try read { connection in try connection.transaction { try body(connection) } }
     }
 
     // MARK: Asynchronous access
 
     /// Runs `body` with the connection without blocking a thread of the concurrency pool while waiting.
-    public func read<T: Sendable>(_ body: @escaping @Sendable (SQLiteConnection) throws -> T) async throws -> T {
+    package func read<T: Sendable>(_ body: @escaping @Sendable (SQLiteConnection) throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
             queue.async {
                 continuation.resume(with: Result { try body(self.openConnection()) })
@@ -287,7 +287,7 @@ public final class SQLiteDatabase: @unchecked Sendable {
     }
 
     /// Runs `body` in a transaction, without blocking a thread of the concurrency pool while waiting.
-    public func write<T: Sendable>(_ body: @escaping @Sendable (SQLiteConnection) throws -> T) async throws -> T {
+    package func write<T: Sendable>(_ body: @escaping @Sendable (SQLiteConnection) throws -> T) async throws -> T {
         try await read { connection in try connection.transaction { try body(connection) } }
     }
 }

@@ -1,86 +1,86 @@
 internal import CSQLite
 
 /// A SQLite result code, kept as the number SQLite returned (primary code in the low byte, extended code above it).
-public struct SQLiteResultCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
+package struct SQLiteResultCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
     /// The code as SQLite returned it, extended bits included.
-    public let rawValue: Int32
+    package let rawValue: Int32
 
     /// The code `rawValue`, as SQLite returned it.
-    public init(rawValue: Int32) { self.rawValue = rawValue }
+    package init(rawValue: Int32) { self.rawValue = rawValue }
 
     /// The primary result code, with the extended bits stripped (`SQLITE_BUSY_SNAPSHOT` -> `SQLITE_BUSY`).
-    public var primary: SQLiteResultCode { SQLiteResultCode(rawValue: rawValue & 0xff) }
+    package var primary: SQLiteResultCode { SQLiteResultCode(rawValue: rawValue & 0xff) }
 
     /// `SQLITE_OK`: success.
-    public static let ok = SQLiteResultCode(rawValue: SQLITE_OK)
+    package static let ok = SQLiteResultCode(rawValue: SQLITE_OK)
     /// `SQLITE_ERROR`: a generic error (SQL syntax, a missing table, ...).
-    public static let error = SQLiteResultCode(rawValue: SQLITE_ERROR)
+    package static let error = SQLiteResultCode(rawValue: SQLITE_ERROR)
     /// `SQLITE_INTERNAL`: a bug inside SQLite.
-    public static let `internal` = SQLiteResultCode(rawValue: SQLITE_INTERNAL)
+    package static let `internal` = SQLiteResultCode(rawValue: SQLITE_INTERNAL)
     /// `SQLITE_PERM`: the requested access mode was denied.
-    public static let permission = SQLiteResultCode(rawValue: SQLITE_PERM)
+    package static let permission = SQLiteResultCode(rawValue: SQLITE_PERM)
     /// `SQLITE_ABORT`: an operation was aborted, often by a rollback.
-    public static let abort = SQLiteResultCode(rawValue: SQLITE_ABORT)
+    package static let abort = SQLiteResultCode(rawValue: SQLITE_ABORT)
     /// `SQLITE_BUSY`: another connection held a lock past the busy timeout; the call may succeed later.
-    public static let busy = SQLiteResultCode(rawValue: SQLITE_BUSY)
+    package static let busy = SQLiteResultCode(rawValue: SQLITE_BUSY)
     /// `SQLITE_LOCKED`: a conflict within the same connection or shared cache.
-    public static let locked = SQLiteResultCode(rawValue: SQLITE_LOCKED)
+    package static let locked = SQLiteResultCode(rawValue: SQLITE_LOCKED)
     /// `SQLITE_NOMEM`: SQLite could not allocate memory.
-    public static let noMemory = SQLiteResultCode(rawValue: SQLITE_NOMEM)
+    package static let noMemory = SQLiteResultCode(rawValue: SQLITE_NOMEM)
     /// `SQLITE_READONLY`: a write to a database opened read-only, or one the process cannot write.
-    public static let readOnly = SQLiteResultCode(rawValue: SQLITE_READONLY)
+    package static let readOnly = SQLiteResultCode(rawValue: SQLITE_READONLY)
     /// `SQLITE_INTERRUPT`: the operation was interrupted.
-    public static let interrupt = SQLiteResultCode(rawValue: SQLITE_INTERRUPT)
+    package static let interrupt = SQLiteResultCode(rawValue: SQLITE_INTERRUPT)
     /// `SQLITE_IOERR`: the operating system reported an I/O error.
-    public static let ioError = SQLiteResultCode(rawValue: SQLITE_IOERR)
+    package static let ioError = SQLiteResultCode(rawValue: SQLITE_IOERR)
     /// `SQLITE_CORRUPT`: the database file is malformed.
-    public static let corrupt = SQLiteResultCode(rawValue: SQLITE_CORRUPT)
+    package static let corrupt = SQLiteResultCode(rawValue: SQLITE_CORRUPT)
     /// `SQLITE_FULL`: the disk is full.
-    public static let full = SQLiteResultCode(rawValue: SQLITE_FULL)
+    package static let full = SQLiteResultCode(rawValue: SQLITE_FULL)
     /// `SQLITE_CANTOPEN`: the file (or its directory, or a journal) could not be opened.
-    public static let cannotOpen = SQLiteResultCode(rawValue: SQLITE_CANTOPEN)
+    package static let cannotOpen = SQLiteResultCode(rawValue: SQLITE_CANTOPEN)
     /// `SQLITE_CONSTRAINT`: a constraint (unique, not null, foreign key, check) was violated.
-    public static let constraint = SQLiteResultCode(rawValue: SQLITE_CONSTRAINT)
+    package static let constraint = SQLiteResultCode(rawValue: SQLITE_CONSTRAINT)
     /// `SQLITE_CONSTRAINT_PRIMARYKEY`: a row's primary key is one another row already has.
-    public static let constraintPrimaryKey = SQLiteResultCode(rawValue: SQLITE_CONSTRAINT | (6 << 8))
+    package static let constraintPrimaryKey = SQLiteResultCode(rawValue: SQLITE_CONSTRAINT | (6 << 8))
     /// `SQLITE_CONSTRAINT_UNIQUE`: a row's value in a unique column is one another row already has.
-    public static let constraintUnique = SQLiteResultCode(rawValue: SQLITE_CONSTRAINT | (8 << 8))
+    package static let constraintUnique = SQLiteResultCode(rawValue: SQLITE_CONSTRAINT | (8 << 8))
     /// `SQLITE_MISMATCH`: a data type mismatch, such as a non-integer rowid.
-    public static let mismatch = SQLiteResultCode(rawValue: SQLITE_MISMATCH)
+    package static let mismatch = SQLiteResultCode(rawValue: SQLITE_MISMATCH)
     /// `SQLITE_MISUSE`: the library was used wrongly, such as a finalized statement run again.
-    public static let misuse = SQLiteResultCode(rawValue: SQLITE_MISUSE)
+    package static let misuse = SQLiteResultCode(rawValue: SQLITE_MISUSE)
     /// `SQLITE_RANGE`: a parameter index out of range.
-    public static let range = SQLiteResultCode(rawValue: SQLITE_RANGE)
+    package static let range = SQLiteResultCode(rawValue: SQLITE_RANGE)
     /// `SQLITE_NOTADB`: the file is not a SQLite database.
-    public static let notADatabase = SQLiteResultCode(rawValue: SQLITE_NOTADB)
+    package static let notADatabase = SQLiteResultCode(rawValue: SQLITE_NOTADB)
     /// `SQLITE_ROW`: a step produced a row (not an error).
-    public static let row = SQLiteResultCode(rawValue: SQLITE_ROW)
+    package static let row = SQLiteResultCode(rawValue: SQLITE_ROW)
     /// `SQLITE_DONE`: a statement finished (not an error).
-    public static let done = SQLiteResultCode(rawValue: SQLITE_DONE)
+    package static let done = SQLiteResultCode(rawValue: SQLITE_DONE)
 
     /// SQLite's own English name for the code, such as "database is locked".
-    public var meaning: String { String(cString: sqlite3_errstr(rawValue)) }
+    package var meaning: String { String(cString: sqlite3_errstr(rawValue)) }
 
     /// The number and SQLite's English meaning, such as "5 (database is locked)".
-    public var description: String { "\(rawValue) (\(meaning))" }
+    package var description: String { "\(rawValue) (\(meaning))" }
 }
 
 /// An error reported by SQLite, or by this face when it is used wrongly.
 ///
 /// The result code is kept as SQLite gave it (extended), so callers test `error.code.primary == .busy`
 /// rather than matching message text.
-public struct SQLiteError: Error, Sendable, CustomStringConvertible {
+package struct SQLiteError: Error, Sendable, CustomStringConvertible {
     /// The extended result code.
-    public let code: SQLiteResultCode
+    package let code: SQLiteResultCode
     /// SQLite's message for this failure (`sqlite3_errmsg`), or this face's own.
-    public let message: String
+    package let message: String
     /// The database file, when known.
-    public let path: String?
+    package let path: String?
     /// The statement that failed, when there was one.
-    public let sql: String?
+    package let sql: String?
 
     /// An error with `code`, `message`, and where known the database file and the failing statement.
-    public init(code: SQLiteResultCode, message: String, path: String? = nil, sql: String? = nil) {
+    package init(code: SQLiteResultCode, message: String, path: String? = nil, sql: String? = nil) {
         self.code = code
         self.message = message
         self.path = path
@@ -89,7 +89,7 @@ public struct SQLiteError: Error, Sendable, CustomStringConvertible {
 
     /// `SQLite error <code> (primary <code>): <message> [database <path>] while running: <sql>`, leaving out the parts
     /// that are not known (the primary code when it is the same).
-    public var description: String {
+    package var description: String {
         var text = "SQLite error \(code.rawValue)"
         if code.primary != code { text += " (primary \(code.primary.rawValue))" }
         text += ": \(message)"

@@ -1,20 +1,20 @@
 import Foundation
 
 /// A named change to a database's schema.
-public struct SQLiteMigration: Sendable {
+package struct SQLiteMigration: Sendable {
     /// A unique, stable name; it is recorded in the database once the migration has been applied.
-    public let name: String
+    package let name: String
     let apply: @Sendable (SQLiteConnection) throws -> Void
 
     /// A migration named `name` that runs `apply` on the connection, inside the transaction that records it: a throw
     /// rolls both back.
-    public init(_ name: String, apply: @escaping @Sendable (SQLiteConnection) throws -> Void) {
+    package init(_ name: String, apply: @escaping @Sendable (SQLiteConnection) throws -> Void) {
         self.name = name
         self.apply = apply
     }
 
     /// A migration that runs a fixed SQL script.
-    public init(_ name: String, sql: String) {
+    package init(_ name: String, sql: String) {
         self.init(name) { connection in try connection.executeScript(sql) }
     }
 }
@@ -23,13 +23,13 @@ public struct SQLiteMigration: Sendable {
 ///
 /// Applied names are recorded in the table `cloudsync_migrations`. Each migration runs in its own transaction
 /// together with its record, so a failing migration leaves neither its changes nor its record behind.
-public struct SQLiteMigrator: Sendable {
+package struct SQLiteMigrator: Sendable {
     /// The migrations, in the order they are applied.
-    public let migrations: [SQLiteMigration]
+    package let migrations: [SQLiteMigration]
 
     /// A migrator of `migrations`, applied in this order; their names must be unique (a duplicate stops the program,
     /// being a programming error).
-    public init(_ migrations: [SQLiteMigration]) {
+    package init(_ migrations: [SQLiteMigration]) {
         var seen = Set<String>()
         for migration in migrations {
             precondition(seen.insert(migration.name).inserted, "duplicate migration name \(migration.name)")
@@ -39,7 +39,7 @@ public struct SQLiteMigrator: Sendable {
 
     /// Applies the migrations the database has not seen yet; returns their names in the order applied.
     @discardableResult
-    public func migrate(_ database: SQLiteDatabase) throws -> [String] {
+    package func migrate(_ database: SQLiteDatabase) throws -> [String] {
         try database.read { connection in
             try connection.executeScript(
                 """
@@ -71,7 +71,7 @@ public struct SQLiteMigrator: Sendable {
     }
 
     /// Names of the migrations recorded in the database, in the order they were applied.
-    public static func appliedMigrations(in database: SQLiteDatabase) throws -> [String] {
+    package static func appliedMigrations(in database: SQLiteDatabase) throws -> [String] {
         try database.read { connection in
             guard try connection.hasTable("cloudsync_migrations") else { return [] }
             return try connection.query("SELECT name FROM cloudsync_migrations ORDER BY rowid") { $0.string(0) ?? "" }

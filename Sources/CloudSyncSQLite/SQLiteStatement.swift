@@ -6,11 +6,11 @@ import Foundation
 /// It belongs to the connection that prepared it and is finalized when released.
 ///
 /// Not `Sendable`: use it only inside the `read`/`write` body that produced it.
-public final class SQLiteStatement {
+package final class SQLiteStatement {
     let handle: OpaquePointer
     private let connection: SQLiteConnection
     /// The SQL text, for error messages.
-    public let sql: String
+    package let sql: String
     /// Whether the statement goes back to its connection's cache when released instead of being finalized.
     private let cached: Bool
 
@@ -48,11 +48,11 @@ public final class SQLiteStatement {
     }
 
     /// Number of `?` parameters the statement takes.
-    public var parameterCount: Int { Int(sqlite3_bind_parameter_count(handle)) }
+    package var parameterCount: Int { Int(sqlite3_bind_parameter_count(handle)) }
 
     /// Resets the statement and binds `values` to its parameters, in order.
     @discardableResult
-    public func bind(_ values: [any SQLiteBindable]) throws(SQLiteError) -> SQLiteStatement {
+    package func bind(_ values: [any SQLiteBindable]) throws(SQLiteError) -> SQLiteStatement {
         reset()
         guard values.count == parameterCount else {
             throw SQLiteError(
@@ -68,7 +68,7 @@ public final class SQLiteStatement {
 
     /// Resets the statement and binds `values` to its parameters, in order.
     @discardableResult
-    public func bind(_ values: any SQLiteBindable...) throws(SQLiteError) -> SQLiteStatement {
+    package func bind(_ values: any SQLiteBindable...) throws(SQLiteError) -> SQLiteStatement {
         try bind(values)
     }
 
@@ -103,7 +103,7 @@ public final class SQLiteStatement {
     }
 
     /// Binds an integer to the parameter at `index` (from 1); the statement must be reset (see ``reset()``).
-    public func bind(_ number: Int64, at index: Int) throws(SQLiteError) {
+    package func bind(_ number: Int64, at index: Int) throws(SQLiteError) {
         try bind(.integer(number), at: Int32(index))
     }
 
@@ -112,7 +112,7 @@ public final class SQLiteStatement {
     ///
     /// The statement must be reset (see ``reset()``). For rows written in bulk: SQLite copies the bytes into the row,
     /// so binding them by reference saves a copy of each value on the way in.
-    public func withText<T>(_ text: String, at index: Int, _ body: () throws -> T) throws -> T {
+    package func withText<T>(_ text: String, at index: Int, _ body: () throws -> T) throws -> T {
         var text = text
         return try text.withUTF8 { bytes in
             let code = cloudsync_sqlite3_bind_text_static(
@@ -133,7 +133,7 @@ public final class SQLiteStatement {
     ///
     /// The texts' bytes are gathered in one buffer first, one copy for all of them rather than one allocation each:
     /// for statements that write many rows at once. The statement must be reset (see ``reset()``).
-    public func withTexts<T>(_ texts: [(parameter: Int, text: String)], _ body: () throws -> T) throws -> T {
+    package func withTexts<T>(_ texts: [(parameter: Int, text: String)], _ body: () throws -> T) throws -> T {
         var bytes: [UInt8] = []
         bytes.reserveCapacity(texts.reduce(0) { $0 + $1.text.utf8.count })
         for (_, text) in texts { bytes.append(contentsOf: text.utf8) }
@@ -159,7 +159,7 @@ public final class SQLiteStatement {
     }
 
     /// Rewinds the statement so it can run again; bindings are kept.
-    public func reset() {
+    package func reset() {
         // sqlite3_reset repeats the previous step's error, which `step` has already thrown.
         sqlite3_reset(handle)
     }
@@ -167,7 +167,7 @@ public final class SQLiteStatement {
     /// Advances to the next row.
     ///
     /// Returns `true` when a row is ready to read, `false` when the statement is done.
-    public func step() throws(SQLiteError) -> Bool {
+    package func step() throws(SQLiteError) -> Bool {
         let code = sqlite3_step(handle)
         switch code {
         case SQLITE_ROW: return true
@@ -180,35 +180,35 @@ public final class SQLiteStatement {
     }
 
     /// Runs the statement to completion, ignoring any rows.
-    public func run() throws(SQLiteError) {
+    package func run() throws(SQLiteError) {
         while try step() {}
     }
 
     // MARK: Reading the current row
 
     /// Number of columns in a result row.
-    public var columnCount: Int { Int(sqlite3_column_count(handle)) }
+    package var columnCount: Int { Int(sqlite3_column_count(handle)) }
 
     /// The name of a result column.
-    public func columnName(_ column: Int) -> String {
+    package func columnName(_ column: Int) -> String {
         String(cString: sqlite3_column_name(handle, Int32(column)))
     }
 
     /// Whether the column of the current row holds NULL.
-    public func isNull(_ column: Int) -> Bool {
+    package func isNull(_ column: Int) -> Bool {
         sqlite3_column_type(handle, Int32(column)) == SQLITE_NULL
     }
 
     /// The column as a 64-bit integer, converted by SQLite's rules (NULL reads as 0, text is parsed).
-    public func int64(_ column: Int) -> Int64 { sqlite3_column_int64(handle, Int32(column)) }
+    package func int64(_ column: Int) -> Int64 { sqlite3_column_int64(handle, Int32(column)) }
 
     /// The column as a double, converted by SQLite's rules (NULL reads as 0.0, text is parsed).
-    public func double(_ column: Int) -> Double { sqlite3_column_double(handle, Int32(column)) }
+    package func double(_ column: Int) -> Double { sqlite3_column_double(handle, Int32(column)) }
 
     /// The column as UTF-8 text, or nil when it is NULL.
     ///
     /// Embedded NUL characters are kept.
-    public func string(_ column: Int) -> String? {
+    package func string(_ column: Int) -> String? {
         let index = Int32(column)
         guard let text = sqlite3_column_text(handle, index) else { return nil }
         let count = Int(sqlite3_column_bytes(handle, index))
@@ -218,7 +218,7 @@ public final class SQLiteStatement {
     /// The column as bytes, or nil when it is NULL.
     ///
     /// A zero-length blob reads as empty `Data`.
-    public func data(_ column: Int) -> Data? {
+    package func data(_ column: Int) -> Data? {
         let index = Int32(column)
         if sqlite3_column_type(handle, index) == SQLITE_NULL { return nil }
         guard let bytes = sqlite3_column_blob(handle, index) else { return Data() }
@@ -226,7 +226,7 @@ public final class SQLiteStatement {
     }
 
     /// The column in its own storage class.
-    public func value(_ column: Int) -> SQLiteValue {
+    package func value(_ column: Int) -> SQLiteValue {
         let index = Int32(column)
         switch sqlite3_column_type(handle, index) {
         case SQLITE_INTEGER: return .integer(int64(column))
