@@ -124,15 +124,8 @@ public final class CloudKitProvider: Provider {
             return .available
         } catch {
             let mapped = map(error)
-            switch mapped.code {
-            case .notSignedIn:
-                noteCaller(nil)
-                return .unavailable(.signedOut, mapped.message)
-            case .containerMisconfigured: return .unavailable(.misconfigured, mapped.message)
-            case .offline: return .unavailable(.offline, mapped.message)
-            case .timeout: return .unavailable(.timedOut, mapped.message)
-            default: return .unavailable(.other, mapped.message)
-            }
+            if mapped.code == .notSignedIn { noteCaller(nil) }
+            return Availability(probeFailure: mapped)
         }
     }
 

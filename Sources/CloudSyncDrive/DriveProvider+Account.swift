@@ -14,13 +14,7 @@ extension DriveProvider {
             _ = try await about(fields: "user")
             return .available
         } catch {
-            switch error.code {
-            case .notSignedIn: return .unavailable(.signedOut, error.message)
-            case .containerMisconfigured, .config: return .unavailable(.misconfigured, error.message)
-            case .offline: return .unavailable(.offline, error.message)
-            case .timeout: return .unavailable(.timedOut, error.message)
-            default: return .unavailable(.other, error.message)
-            }
+            return Availability(probeFailure: error)
         }
     }
 

@@ -115,13 +115,7 @@ public final class S3Provider: Provider {
             _ = try await listPage(after: nil, maxKeys: 1)
             return .available
         } catch {
-            switch error.code {
-            case .notSignedIn: return .unavailable(.signedOut, error.message)
-            case .containerMisconfigured, .config: return .unavailable(.misconfigured, error.message)
-            case .offline: return .unavailable(.offline, error.message)
-            case .timeout: return .unavailable(.timedOut, error.message)
-            default: return .unavailable(.other, error.message)
-            }
+            return Availability(probeFailure: error)
         }
     }
 

@@ -172,6 +172,25 @@ public enum UnavailableReason: String, Sendable, Equatable, CaseIterable, Codabl
     case other
 }
 
+extension Availability {
+    /// Why a provider whose availability probe failed with `error` cannot serve.
+    ///
+    /// Signed out for refused credentials, misconfigured for a missing or forbidden container (or a wrong
+    /// configuration), offline, timed out, closed; other for anything else. The message is the error's.
+    public init(probeFailure error: CloudSyncError) {
+        let reason: UnavailableReason
+        switch error.code {
+        case .notSignedIn: reason = .signedOut
+        case .containerMisconfigured, .config: reason = .misconfigured
+        case .offline: reason = .offline
+        case .timeout: reason = .timedOut
+        case .closed: reason = .closed
+        default: reason = .other
+        }
+        self = .unavailable(reason, error.message)
+    }
+}
+
 extension UnavailableReason {
     /// The error code a call that needs the provider fails with for this reason.
     public var errorCode: ErrorCode {
