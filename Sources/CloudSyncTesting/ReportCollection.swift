@@ -1,3 +1,4 @@
+import CloudSync
 import Foundation
 
 /// Keeps a copy of every run report the suite produces, so `scripts/run-tests.py` can check them all against
@@ -5,8 +6,8 @@ import Foundation
 ///
 /// Collection is on when `CLOUDSYNC_COLLECT_REPORTS` names a directory (the test runner sets it); otherwise every
 /// call does nothing. Reports are found in two places: files left in a ``TemporaryDirectory`` when it is removed,
-/// and what `cloudsync run … --report -` printed (``ProcessRunner``). Copies are named by a hash of their content,
-/// so the same report kept twice is one file.
+/// and what `cloudsync run … --report -` printed (``ProcessRunner``). Copies are named by a digest of their
+/// content, so the same report kept twice is one file.
 public enum ReportCollection {
     /// The directory copies go to; nil when collection is off.
     public static let directory: String? = {
@@ -52,21 +53,12 @@ public enum ReportCollection {
             let object = try? JSONSerialization.jsonObject(with: data) as? [String: Any],
             object["runId"] != nil, object["jobs"] != nil
         else { return }
-        let name = directory + "/" + contentName(data) + ".json"
+        // Named by the digest the sync snapshot uses: the same report kept twice is one file.
+        let name = directory + "/" + SyncFingerprint.digest(of: String(decoding: data, as: UTF8.self)) + ".json"
         guard !FileManager.default.fileExists(atPath: name) else { return }
         // Written beside, then renamed: the checker never sees half a copy, and two tests keeping one report agree.
         let partial = name + ".\(UUID().uuidString).partial"
         guard FileManager.default.createFile(atPath: partial, contents: data) else { return }
         if rename(partial, name) != 0 { unlink(partial) }
-    }
-
-    /// FNV-1a of the bytes, 64 bits in hexadecimal: enough to tell reports apart, and no crypto dependency here.
-    private static func contentName(_ data: Data) -> String {
-        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
-        for byte in data {
-            hash ^= UInt64(byte)
-            hash = hash &* 0x100_0000_01b3
-        }
-        return String(hash, radix: 16) + "-\(data.count)"
     }
 }
