@@ -133,9 +133,17 @@ func bearerRequest(_ token: String) -> ReceivedRequest {
 }
 
 /// A port nothing listens on right now (briefly bound, then released), for a callback address fixed in advance.
+///
+/// It is taken below the kernel's ephemeral range (32768–60999 on Linux), which listeners on port 0 and outgoing
+/// connections draw from: a port from that range, released, is soon handed to another test running meanwhile, and the
+/// sign-in's own bind then fails with "address already in use".
 func freePort() throws -> UInt16 {
-    let probe = try LoopbackHTTPServer()
-    let port = probe.port
-    probe.stop()
-    return port
+    var random = SystemRandomNumberGenerator()
+    for _ in 0..<200 {
+        let candidate = UInt16.random(in: 20_000..<32_768, using: &random)
+        guard let probe = try? LoopbackHTTPServer(port: candidate) else { continue }
+        probe.stop()
+        return candidate
+    }
+    throw CocoaError(.fileWriteUnknown, userInfo: [NSLocalizedDescriptionKey: "no free port below 32768"])
 }
