@@ -76,6 +76,8 @@ let package = Package(
 
         // Encryption at rest: the libsodium envelope codec and its key sources.
         .target(name: "CloudSyncCrypto", dependencies: ["CloudSync", "CloudSyncSodium"]),
+        // Encrypted, content-addressed, versioned backups of key sets, kept in any provider.
+        .target(name: "CloudSyncBackup", dependencies: ["CloudSync", "CloudSyncSodium"]),
 
         // Local persistence and providers on SQLite and the file system.
         .target(name: "CloudSyncLocal", dependencies: ["CloudSync", "CloudSyncSQLite", "CloudSyncSodium"]),
@@ -124,6 +126,9 @@ let package = Package(
         .testTarget(name: "CloudSyncYAMLTests", dependencies: ["CloudSyncYAML"]),
         .testTarget(name: "CloudSyncOpenSSLTests", dependencies: ["CloudSyncOpenSSL"]),
         .testTarget(name: "CloudSyncTests", dependencies: ["CloudSync", "CloudSyncTesting"]),
+        .testTarget(
+            name: "CloudSyncBackupTests",
+            dependencies: ["CloudSync", "CloudSyncBackup", "CloudSyncCrypto", "CloudSyncSodium", "CloudSyncTesting"]),
         .testTarget(
             name: "CloudSyncCLITests",
             dependencies: [

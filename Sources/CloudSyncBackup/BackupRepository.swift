@@ -1,0 +1,157 @@
+import CloudSync
+import CloudSyncSodium
+import Foundation
+
+/// A content-addressed, encrypted, versioned repository of key sets, kept as values of one provider.
+///
+/// Objects (every store key starts `cloudsync-repo.`; names carry random or keyed ids, never a key set's names):
+/// - `config`: the format version and the repository's keys, sealed by the pipeline's codec (``RepositoryKeys``).
+/// - `data.<pack id>`: a pack, many values' bytes one after another, sealed with the data key.
+/// - `index.<id>`: which pack, offset and length hold each value id, sealed.
+/// - `snapshot.<id>`: one backup: its time, source, tags and every key with its value's id, sealed.
+///
+/// Equal values share an id (a keyed hash of the bytes), so a value is stored once across keys and snapshots, and a
+/// second backup uploads only the values the index lacks. A backup writes packs first, then its index, then its
+/// snapshot: killed at any point, it leaves no snapshot naming data that is not there.
+public final class BackupRepository {
+    /// The format this code writes and reads; a repository of a newer one is refused.
+    public static let formatVersion = 1
+    /// Every object's store key starts with this.
+    public static let prefix = "cloudsync-repo."
+    static let configName = prefix + "config"
+
+    /// Where a value's bytes are: which pack, and where in it.
+    struct Location: Sendable, Equatable {
+        var pack: String
+        var offset: Int
+        var length: Int
+    }
+
+    let store: CloudStore
+    /// The provider the repository lives in.
+    public let provider: String
+    let keys: RepositoryKeys
+    /// Packs hold at most about this many bytes of values before they are sealed and written.
+    let packBytes: Int
+    /// Every value id the repository holds, and where.
+    private(set) var index: [String: Location]
+
+    private init(store: CloudStore, provider: String, keys: RepositoryKeys, packBytes: Int, index: [String: Location]) {
+        self.store = store
+        self.provider = provider
+        self.keys = keys
+        self.packBytes = packBytes
+        self.index = index
+    }
+
+    /// Opens the repository in `provider`, creating it when `create` is true and there is none.
+    ///
+    /// `codec` seals the repository's keys (its key ring); a ring none of whose keys opens them is `ERR_DECODE`
+    /// naming the repository, and a repository of a newer format than ``formatVersion`` is `ERR_CONFIG`.
+    public static func open(
+        in store: CloudStore, provider: String, codec: any ValueCodec, create: Bool, packBytes: Int = 4 << 20
+    ) async throws(CloudSyncError) -> BackupRepository {
+        let config = try await store.read([configName], from: provider)[0]
+        let keys: RepositoryKeys
+        if let config {
+            guard let object = try? JSONSerialization.jsonObject(with: Data(config.utf8)) as? [String: Any],
+                let format = object["format"] as? Int, let wrapped = object["keys"] as? String
+            else {
+                throw CloudSyncError(
+                    .decode, "\(configName) in \(provider) is not a backup repository's config", provider: provider,
+                    key: configName)
+            }
+            guard format <= formatVersion else {
+                throw CloudSyncError(
+                    .config,
+                    "the backup repository in \(provider) has format \(format), newer than this cloudsync reads "
+                        + "(\(formatVersion)); use a newer cloudsync", provider: provider)
+            }
+            keys = try RepositoryKeys.unwrapped(wrapped, with: codec, as: configName, repository: provider)
+        } else {
+            guard create else {
+                throw CloudSyncError(
+                    .config, "\(provider) holds no backup repository; a backup job creates one", provider: provider)
+            }
+            keys = RepositoryKeys.random()
+            let object: [String: Any] = [
+                "format": formatVersion, "keys": try keys.wrapped(with: codec, as: configName),
+            ]
+            let text = String(
+                decoding: try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
+            try await store.write([KeyValue(configName, text)], to: provider)[0].get()
+        }
+        let repository = BackupRepository(
+            store: store, provider: provider, keys: keys, packBytes: packBytes, index: [:])
+        try await repository.loadIndex()
+        return repository
+    }
+
+    /// Every object name under `kind` (`data`, `index`, `snapshot`), read page by page.
+    func objectNames(_ kind: String) async throws(CloudSyncError) -> [String] {
+        let start = Self.prefix + kind + "."
+        var names: [String] = []
+        var cursor: String?
+        repeat {
+            let page = try await store.keyPage(of: provider, after: cursor, limit: 1000)
+            names += page.keys.filter { $0.hasPrefix(start) }
+            cursor = page.nextCursor
+        } while cursor != nil
+        return names.sorted { StoreKey.bytesPrecede($0, $1) }
+    }
+
+    /// The decrypted objects `names`, positionally; a missing one is `ERR_DECODE` naming it.
+    func readObjects(_ names: [String]) async throws(CloudSyncError) -> [[UInt8]] {
+        var opened: [[UInt8]] = []
+        opened.reserveCapacity(names.count)
+        for (name, stored) in zip(names, try await store.read(names, from: provider)) {
+            guard let stored else {
+                throw CloudSyncError(
+                    .decode, "object \(name) of the backup repository in \(provider) is missing", provider: provider,
+                    key: name)
+            }
+            opened.append(try keys.open(stored, name: name, repository: provider))
+        }
+        return opened
+    }
+
+    /// Seals and writes objects, failing on the first that does not land.
+    func writeObjects(_ objects: [(name: String, plaintext: [UInt8])]) async throws(CloudSyncError) -> Int {
+        var items: [KeyValue] = []
+        for object in objects {
+            items.append(KeyValue(object.name, try keys.seal(object.plaintext, name: object.name)))
+        }
+        for result in try await store.write(items, to: provider) { try result.get() }
+        return items.reduce(0) { $0 + $1.value.utf8.count }
+    }
+
+    private func loadIndex() async throws(CloudSyncError) {
+        let names = try await objectNames("index")
+        for (name, plaintext) in zip(names, try await readObjects(names)) {
+            guard let object = try? JSONSerialization.jsonObject(with: Data(plaintext)) as? [String: [[Any]]] else {
+                throw CloudSyncError(
+                    .decode, "index \(name) of the backup repository in \(provider) is not an index",
+                    provider: provider,
+                    key: name)
+            }
+            for (pack, entries) in object {
+                for entry in entries {
+                    guard entry.count == 3, let id = entry[0] as? String, let offset = entry[1] as? Int,
+                        let length = entry[2] as? Int
+                    else { continue }
+                    index[id] = Location(pack: pack, offset: offset, length: length)
+                }
+            }
+        }
+    }
+
+    func record(_ locations: [String: Location]) { index.merge(locations) { old, _ in old } }
+
+    /// A random 128-bit id in hexadecimal, for packs, indexes and snapshots.
+    static func randomID() -> String { Hex.encode(SecureRandom.bytes(count: 16)) }
+
+    /// JSON bytes of `object`, keys sorted.
+    static func json(_ object: Any) -> [UInt8] {
+        [UInt8]((try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data())
+    }
+}

@@ -1,0 +1,95 @@
+import CloudSync
+import CloudSyncSodium
+import Foundation
+
+/// The two secrets of a backup repository: the data key that seals every object, and the id key that names values
+/// (a value's id is BLAKE2b of its bytes keyed with it, so equal values share an id and ids reveal nothing).
+///
+/// They are made once, at random, when the repository is created, and stored in its `config` object sealed by the
+/// pipeline's codec (an envelope of the current key of its ring): re-keying the codec rewraps that one object, and
+/// no data is uploaded again.
+struct RepositoryKeys: Sendable {
+    let data: SecretBytes
+    let id: SecretBytes
+
+    /// Fresh random keys.
+    static func random() -> RepositoryKeys {
+        RepositoryKeys(
+            data: SecretBytes(copying: SecureRandom.bytes(count: 32)),
+            id: SecretBytes(copying: SecureRandom.bytes(count: 32)))
+    }
+
+    /// The keys as the config stores them, sealed by `codec` under the store key `name`.
+    func wrapped(with codec: any ValueCodec, as name: String) throws(CloudSyncError) -> String {
+        let material = data.withUnsafeBytes { Array($0) } + id.withUnsafeBytes { Array($0) }
+        do {
+            return try codec.encode(Data(material).base64EncodedString(), key: name)
+        } catch {
+            throw CloudSyncError(.config, "could not seal the repository's keys with the codec: \(error)")
+        }
+    }
+
+    /// The keys a config holds, opened with `codec`; `ERR_DECODE` naming `repository` when no key of the ring opens
+    /// them.
+    static func unwrapped(_ stored: String, with codec: any ValueCodec, as name: String, repository: String)
+        throws(CloudSyncError) -> RepositoryKeys
+    {
+        let opened: String
+        do {
+            opened = try codec.decode(stored, key: name)
+        } catch {
+            throw CloudSyncError(
+                .decode,
+                "no key of the codec's ring opens the backup repository in \(repository) (\(error)); give the codec "
+                    + "the key the repository was made with", provider: repository)
+        }
+        guard let material = Data(base64Encoded: opened), material.count == 64 else {
+            throw CloudSyncError(
+                .decode, "the backup repository in \(repository) holds a damaged config: its keys are not 64 bytes",
+                provider: repository)
+        }
+        let bytes = [UInt8](material)
+        return RepositoryKeys(data: SecretBytes(copying: bytes[0..<32]), id: SecretBytes(copying: bytes[32..<64]))
+    }
+
+    /// A value's id: BLAKE2b-128 of its bytes keyed with the id key, in hexadecimal.
+    func objectID(of value: String) -> String {
+        var value = value
+        let digest = value.withUTF8 { bytes in
+            (try? BLAKE2b.hash(UnsafeRawBufferPointer(bytes), byteCount: 16, key: id)) ?? []
+        }
+        return Hex.encode(digest)
+    }
+
+    /// `plaintext` sealed with the data key, bound to the object's `name` so an object cannot stand in for another.
+    func seal(_ plaintext: [UInt8], name: String) throws(CloudSyncError) -> String {
+        do {
+            let sealed = try plaintext.withUnsafeBufferPointer { buffer throws(SodiumError) in
+                try XChaCha20Poly1305.sealCombined(buffer, key: data, associatedData: Array(name.utf8))
+            }
+            return Data(sealed).base64EncodedString()
+        } catch {
+            throw CloudSyncError(.provider, "could not seal \(name): \(error)")
+        }
+    }
+
+    /// The plaintext of a sealed object; `ERR_DECODE` naming the object when it does not open (damaged, or another
+    /// object's).
+    func open(_ stored: String, name: String, repository: String) throws(CloudSyncError) -> [UInt8] {
+        guard let sealed = Data(base64Encoded: stored) else {
+            throw CloudSyncError(
+                .decode, "object \(name) of the backup repository in \(repository) is not base64", provider: repository,
+                key: name)
+        }
+        do {
+            return try [UInt8](sealed).withUnsafeBufferPointer { buffer throws(SodiumError) in
+                try XChaCha20Poly1305.openCombined(buffer, key: data, associatedData: Array(name.utf8))
+            }
+        } catch {
+            throw CloudSyncError(
+                .decode,
+                "object \(name) of the backup repository in \(repository) does not authenticate: it was changed or "
+                    + "damaged", provider: repository, key: name)
+        }
+    }
+}

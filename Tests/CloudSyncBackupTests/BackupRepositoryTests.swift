@@ -1,0 +1,103 @@
+import CloudSync
+import CloudSyncBackup
+import CloudSyncCrypto
+import CloudSyncSodium
+import CloudSyncTesting
+import Foundation
+import Testing
+
+/// The repository core on a memory provider: what a backup stores, what it reveals, and what a restore gives back.
+@Suite struct BackupRepositoryTests {
+    let ring = try! EnvelopeCodec(keys: [.raw(id: "k1", SecretBytes(copying: SecureRandom.bytes(count: 32)))])
+
+    func fixture() throws -> (CloudStore, MemoryProvider) {
+        let vault = MemoryProvider(id: "vault")
+        return (try CloudStore(providers: [vault]), vault)
+    }
+
+    /// Every stored value of the provider, as one string.
+    func everything(_ provider: MemoryProvider) async throws -> (keys: [String], bytes: String) {
+        let keys = try await listEveryKey(of: provider)
+        let values = try await provider.get(keys).map { try $0.get() ?? "" }
+        return (keys, values.joined())
+    }
+
+    @Test func aSecondBackupStoresOnlyWhatChangedAndEachSnapshotRestoresItsState() async throws {
+        let (store, vault) = try fixture()
+        // Settings as an app keeps them: a small JSON document per key.
+        func settings(_ n: Int, theme: String) -> String {
+            #"{"fontSize":\#(12 + n % 8),"n":\#(n),"theme":"\#(theme)","updatedAt":"2026-11-\#(10 + n % 18)T10:00:00Z"}"#
+        }
+        var state = (0..<1_000).map { KeyValue("prefs.user\($0).theme", settings($0, theme: "dark")) }
+        let repository = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: true)
+        let session = repository.startBackup()
+        try await session.add(state)
+        let first = try await session.finish(source: "app", pipeline: "nightly", time: 1_000)
+        #expect(first.keys == 1_000 && first.new == 1_000 && first.unchanged == 0)
+        let firstSize = try await everything(vault).bytes.utf8.count
+        let firstState = state
+
+        // 10 changed, 5 removed, 5 added.
+        for index in 0..<10 { state[index] = KeyValue(state[index].key, settings(index, theme: "light")) }
+        state.removeLast(5)
+        state += (0..<5).map { KeyValue("prefs.new\($0)", "fresh \($0)") }
+        let again = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: false)
+        let next = again.startBackup()
+        try await next.add(state)
+        let second = try await next.finish(source: "app", pipeline: "nightly", time: 2_000)
+        #expect(second.keys == 1_000 && second.new == 15 && second.unchanged == 985)
+        let secondSize = try await everything(vault).bytes.utf8.count
+        #expect(secondSize - firstSize < firstSize / 10, "grew from \(firstSize) to \(secondSize)")
+
+        // No key name, and no value, appears in any object's name or bytes.
+        let stored = try await everything(vault)
+        for item in firstState + state {
+            #expect(!stored.bytes.contains(item.key) && !stored.keys.contains { $0.contains(item.key) })
+        }
+        #expect(!stored.bytes.contains("dark") && !stored.bytes.contains("fresh"))
+
+        let snapshots = try await again.snapshots()
+        #expect(snapshots.map(\.id) == [first.snapshotID, second.snapshotID])
+        #expect(snapshots.map(\.keys) == [1_000, 1_000])
+        #expect(
+            try await again.restore(snapshot: first.snapshotID)
+                == firstState.sorted { StoreKey.bytesPrecede($0.key, $1.key) })
+        #expect(
+            try await again.restore(snapshot: second.snapshotID)
+                == state.sorted { StoreKey.bytesPrecede($0.key, $1.key) })
+    }
+
+    @Test func aWrongKeyIsOneDecodeErrorNamingTheRepository() async throws {
+        let (store, _) = try fixture()
+        let repository = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: true)
+        let session = repository.startBackup()
+        try await session.add([KeyValue("k", "v")])
+        _ = try await session.finish(source: "app", pipeline: "p", time: 1)
+        let other = try EnvelopeCodec(keys: [.raw(id: "k1", SecretBytes(copying: SecureRandom.bytes(count: 32)))])
+        await #expect {
+            _ = try await BackupRepository.open(in: store, provider: "vault", codec: other, create: false)
+        } throws: { error in
+            let error = error as? CloudSyncError
+            return error?.code == .decode && error?.provider == "vault" && error?.message.contains("vault") == true
+        }
+    }
+
+    @Test func aFlippedByteInAnyObjectIsNamedWhenItIsRead() async throws {
+        let (store, vault) = try fixture()
+        let repository = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: true)
+        let session = repository.startBackup()
+        try await session.add((0..<50).map { KeyValue("key\($0)", "value \($0)") })
+        let result = try await session.finish(source: "app", pipeline: "p", time: 1)
+        let pack = try #require(
+            try await listEveryKey(of: vault).first { $0.hasPrefix(BackupRepository.prefix + "data.") })
+        var sealed = [UInt8](Data(base64Encoded: try #require(try await vault.get([pack])[0].get()))!)
+        sealed[sealed.count / 2] ^= 0x01
+        _ = try await vault.set([KeyValue(pack, Data(sealed).base64EncodedString())])
+        await #expect {
+            _ = try await repository.restore(snapshot: result.snapshotID)
+        } throws: { error in
+            let error = error as? CloudSyncError
+            return error?.code == .decode && error?.key == pack
+        }
+    }
+}
