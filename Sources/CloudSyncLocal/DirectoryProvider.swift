@@ -338,38 +338,38 @@ public final class DirectoryProvider: Provider {
         return results
     }
 
-    /// A value written to its temporary file, still open so it can be made durable.
-    private struct StagedFile: Sendable {
-        let key: String
-        let descriptor: Int32
-        /// The directory the file goes in, opened without following links; closed with the file.
-        let directoryDescriptor: Int32
-        /// The temporary file's name in that directory; nil for an unnamed one (`O_TMPFILE`), named only once
-        /// durable.
-        let temporary: String?
-        /// The directory the temporary file is in.
-        let directory: String
-        /// The key's file name in that directory.
-        let name: String
-        var target: String { directory + "/" + name }
-        /// The directory holding `target`, plus the parent of every directory this write created.
-        let touchedDirectories: [String]
-    }
+    /// Files a batch holds open at once (two descriptors each): 1,000 at once would pass a service's default 1,024.
+    static let stagedAtOnce = 256
 
     private func writeBatch(_ items: [KeyValue]) -> [Result<Void, CloudSyncError>] {
-        let stagings = LocalFiles.concurrentMap(items.count, width: 4) { [self] index in stage(items[index]) }
         var outcome = [Result<Void, CloudSyncError>](repeating: .success(()), count: items.count)
-        var staged: [(index: Int, file: StagedFile)] = []
-        for (index, staging) in stagings.enumerated() {
+        // Paths are bytes too: a set of `String`s would merge directories whose names are canonically equivalent.
+        var touched = Set<StoreKey>()
+        for start in stride(from: 0, to: items.count, by: Self.stagedAtOnce) {
+            writeStaged(
+                items, start..<min(start + Self.stagedAtOnce, items.count), outcome: &outcome, touched: &touched)
+        }
+        LocalFiles.syncDirectories(touched.map(\.string))
+        return outcome
+    }
+
+    /// Stages `range` of `items`, makes the files durable, and names each; the directories to sync go to `touched`.
+    private func writeStaged(
+        _ items: [KeyValue], _ range: Range<Int>, outcome: inout [Result<Void, CloudSyncError>],
+        touched: inout Set<StoreKey>
+    ) {
+        let stagings = LocalFiles.concurrentMap(range.count, width: 4) { [self] offset in
+            stage(items[range.lowerBound + offset])
+        }
+        var staged: [(index: Int, file: DirectoryStagedFile)] = []
+        for (offset, staging) in stagings.enumerated() {
             switch staging {
-            case .success(let file): staged.append((index, file))
-            case .failure(let error): outcome[index] = .failure(error)
+            case .success(let file): staged.append((range.lowerBound + offset, file))
+            case .failure(let error): outcome[range.lowerBound + offset] = .failure(error)
             }
         }
         let synced = LocalFiles.makeDurable(
             staged.map(\.file.descriptor), in: staged.map(\.file.directory).keySet().map(\.string))
-        // Paths are bytes too: a set of `String`s would merge directories whose names are canonically equivalent.
-        var touched = Set<StoreKey>()
         for ((index, file), code) in zip(staged, synced) {
             defer {
                 Glibc.close(file.descriptor)
@@ -386,8 +386,6 @@ public final class DirectoryProvider: Provider {
             }
             touched.formUnion(file.touchedDirectories.lazy.map { StoreKey($0) })
         }
-        LocalFiles.syncDirectories(touched.map(\.string))
-        return outcome
     }
 
     /// Gives a durable staged file its key's name; nil when it is in place.
@@ -397,7 +395,7 @@ public final class DirectoryProvider: Provider {
     ///
     /// Names are relative to the directory's descriptor, and a rename replaces whatever has the key's name (a planted
     /// link included) rather than following it.
-    private func putInPlace(_ file: StagedFile) -> CloudSyncError? {
+    private func putInPlace(_ file: DirectoryStagedFile) -> CloudSyncError? {
         let directory = file.directoryDescriptor
         var temporary = file.temporary
         if temporary == nil {
@@ -433,7 +431,7 @@ public final class DirectoryProvider: Provider {
     ///
     /// The file is unnamed (`O_TMPFILE`) where the file system allows: nothing to rename or clean up, and creating it
     /// does not lock the directory, so several are created at once. Elsewhere it is a `.tmp-` file.
-    private func stage(_ item: KeyValue) -> Result<StagedFile, CloudSyncError> {
+    private func stage(_ item: KeyValue) -> Result<DirectoryStagedFile, CloudSyncError> {
         let components = FileNameMapping.components(of: FileNameMapping.encode(item.key))
         var touched: [String] = []
         let parent: (descriptor: Int32, path: String)
@@ -471,7 +469,7 @@ public final class DirectoryProvider: Provider {
             return .failure(failure("write", directory + "/" + (temporary ?? ""), written, key: item.key))
         }
         return .success(
-            StagedFile(
+            DirectoryStagedFile(
                 key: item.key, descriptor: descriptor, directoryDescriptor: parent.descriptor, temporary: temporary,
                 directory: directory, name: components.last!, touchedDirectories: touched))
     }

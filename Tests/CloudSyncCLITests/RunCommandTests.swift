@@ -643,6 +643,18 @@ extension RunCommandTests {
                     + "Usage: cloudsync run FILE "))
     }
 
+    @Test func aThousandKeyBatchIntoADirectoryFitsAServicesDefaultOfOpenFiles() async throws {
+        // systemd and most shells give a process 1,024 open files: a batch of 1,000 keys (the directory provider's
+        // batch) must not need a descriptor pair for every key at once.
+        let file = try seededDirectoryPipeline(
+            "descriptors", keys: 1_000, directory: "files", jobs: ["{ type: migrate, from: seed, to: files }"])
+        let result = try await ProcessRunner.run(
+            "/bin/sh", ["-c", "ulimit -n 1024 && exec \"$0\" run \"$1\" --report - --quiet", executable, file])
+        #expect(result.status == 0, "\(result.standardError)")
+        let report = try await report(result)
+        #expect(counts(report, 0)["copied"] == 1_000, "\(counts(report, 0))")
+    }
+
     @Test func quietStillNamesEveryJobThatFailedOrErrored() async throws {
         let file = try pipeline(
             "quiet.yaml",
