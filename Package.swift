@@ -87,7 +87,7 @@ let package = Package(
             name: "CloudSyncPipeline",
             dependencies: [
                 "CloudSync", "CloudSyncYAML", "CloudSyncSodium", "CloudSyncCrypto", "CloudSyncLocal", "CloudSyncSQLite",
-                "CloudSyncS3", "CloudSyncCloudKit", "CloudSyncDrive",
+                "CloudSyncS3", "CloudSyncCloudKit", "CloudSyncDrive", "CloudSyncBackup",
             ]),
 
         // The command line: argument parsing, exit codes, what people see.

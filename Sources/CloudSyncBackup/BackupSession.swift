@@ -58,7 +58,7 @@ public final class BackupSession {
 
     /// The snapshot's entries as trees, stored in the packs like values and deduplicated the same way.
     ///
-    /// A tree is a run of entries in key order, cut where a key's keyed hash says so (one key in about 8): a change,
+    /// A tree is a run of entries in key order, cut where a key's digest says so (one key in about 8): a change,
     /// an addition or a removal rewrites only the run it falls in, so a second snapshot of a key set that barely
     /// changed stores little more than the runs that did.
     private func trees() async throws(CloudSyncError) -> [String] {
@@ -75,7 +75,9 @@ public final class BackupSession {
         }
         for entry in entries {
             run.append(entry)
-            let boundary = repository.keys.objectID(of: entry[0]).first.map { "01".contains($0) } ?? false
+            // An unkeyed digest: the same key set is cut the same way in every repository (the cuts are only
+            // inside sealed packs, so they reveal nothing).
+            let boundary = SyncFingerprint.digest(of: entry[0]).first.map { "01".contains($0) } ?? false
             if boundary && run.count > 1 || run.count >= 1_000 {
                 try await cut()
             }

@@ -1,6 +1,6 @@
 import CloudSync
-import CloudSyncLocal
 import CloudSyncCrypto
+import CloudSyncLocal
 import Foundation
 
 /// The export file: `{"version": 2, "pipeline", "source", "exportedAt", "count", "items": [{"key", "value"}, …]}`

@@ -163,6 +163,10 @@ extension PipelineReader {
                 value = job.number(field.name, in: 0...1).map { .number($0) }
             case .choice(let options):
                 value = job.choice(field.name, among: options).map { .text($0.value) }
+            case .text:
+                value = job.scalarText(node, field: field.name).map { .text($0.value) }
+            case .words:
+                value = job.textList(field.name).map { .list($0.map(\.text.value)) }
             case .deleteLimit:
                 if let text = job.scalarText(node, field: field.name) {
                     if let limit = DeleteLimit(text: text.value) {

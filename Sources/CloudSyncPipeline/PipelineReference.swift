@@ -62,6 +62,8 @@ public enum PipelineReference {
         case .fraction: return "number 0–1"
         case .choice(let options): return options.map { "`\($0)`" }.joined(separator: " \\| ")
         case .deleteLimit: return "count \\| `\"P%\"`"
+        case .text: return "text"
+        case .words: return "word(s)"
         }
     }
 

@@ -70,7 +70,10 @@ public enum PipelineSchema {
         case .keys:
             parts.append(
                 "\"oneOf\": [{ \"type\": \"string\" }, { \"type\": \"array\", \"items\": { \"type\": \"string\" } }]")
-        case .path: parts += ["\"type\": \"string\"", "\"minLength\": 1"]
+        case .path, .text: parts += ["\"type\": \"string\"", "\"minLength\": 1"]
+        case .words:
+            parts.append(
+                "\"oneOf\": [{ \"type\": \"string\" }, { \"type\": \"array\", \"items\": { \"type\": \"string\" } }]")
         case .boolean: parts.append("\"type\": \"boolean\"")
         case .fraction: parts += ["\"type\": \"number\"", "\"minimum\": 0", "\"maximum\": 1"]
         case .choice(let options): parts.append("\"enum\": [" + options.map(quoted).joined(separator: ", ") + "]")

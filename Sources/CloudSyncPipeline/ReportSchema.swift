@@ -75,6 +75,7 @@ public enum ReportSchema {
                     }
                   },
                   "file": { "description": "export/import: the file, as the pipeline names it.", "type": "string" },
+                  "snapshot": { "description": "backup: the snapshot it wrote; restore: the snapshot it read, by id.", "type": "string", "pattern": "^[0-9a-f]{32}$" },
                   "sync": {
                     "description": "sync jobs: what the job compared against, what it could not see, and what it deleted or chose.",
                     "type": "object",

@@ -101,6 +101,8 @@ public struct RunReport: Codable, Sendable {
         public var quota: [QuotaLine]?
         /// The file an export wrote or an import read.
         public var file: String?
+        /// The snapshot a `backup` wrote or a `restore` read, by id.
+        public var snapshot: String? = nil
         /// What a `sync` job compared against and decided; nil for other jobs.
         public var sync: SyncDetails? = nil
         /// Keys named by category, the first 100 of each; names only, never values.

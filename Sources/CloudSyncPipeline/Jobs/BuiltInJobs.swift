@@ -18,6 +18,8 @@ public enum BuiltInJobs {
         registry.register(VerifyJob())
         registry.register(RekeyJob())
         registry.register(FlushJob())
+        registry.register(BackupJob())
+        registry.register(RestoreJob())
         return registry
     }
 }

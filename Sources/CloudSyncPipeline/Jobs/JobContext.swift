@@ -91,6 +91,12 @@ public struct JobReport: Sendable {
         set { entry.file = newValue }
     }
 
+    /// The snapshot the job wrote or read, by id.
+    public var snapshot: String? {
+        get { entry.snapshot }
+        set { entry.snapshot = newValue }
+    }
+
     /// Names each failure with its own key and error, the first ``PipelineRunner/failureListLimit`` listed and the
     /// rest counted.
     public mutating func record(_ failures: [KeyFailure]) {

@@ -30,6 +30,10 @@ public struct JobField: Sendable, Equatable {
         case choice([String])
         /// A whole number of keys (at least 0) or a percentage like `"50%"`.
         case deleteLimit
+        /// Any text (a snapshot's id or time, a name).
+        case text
+        /// A word or a list of words (tags).
+        case words
     }
 
     /// The field's name in the file.
@@ -55,13 +59,13 @@ public struct JobField: Sendable, Equatable {
 
 /// A job field's value as the loader read and checked it against its ``JobField``.
 public enum JobFieldValue: Sendable, Equatable {
-    /// A provider or codec id, `store`, `all`, or a word of a choice.
+    /// A provider or codec id, `store`, `all`, a word of a choice, or any text.
     case text(String)
     /// A path, resolved against the pipeline file's directory, remembering how it was written.
     case path(Interpolated)
     case boolean(Bool)
     case number(Double)
-    /// Provider ids or key globs, in file order.
+    /// Provider ids, key globs or words, in file order.
     case list([String])
     case deleteLimit(DeleteLimit)
 }

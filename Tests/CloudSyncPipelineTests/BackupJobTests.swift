@@ -1,0 +1,108 @@
+import CloudSync
+import CloudSyncLocal
+import CloudSyncTesting
+import Foundation
+import Testing
+
+@testable import CloudSyncPipeline
+
+/// `backup` and `restore` as a user runs them: a SQLite source, a directory repository, snapshots restored to any
+/// point, and nothing of the key set readable in the repository's files.
+@Suite struct BackupJobTests {
+    let directory: TemporaryDirectory
+
+    init() throws {
+        directory = try TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory.file("keys"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: directory.file("data"), withIntermediateDirectories: true)
+        // A key file as `cloudsync keygen` writes it: one line of base64 holding 32 bytes.
+        try (Data((0..<32).map { _ in UInt8.random(in: 0...255) }).base64EncodedString() + "\n").write(
+            toFile: directory.file("keys/backup.key"), atomically: true, encoding: .utf8)
+        chmod(directory.file("keys/backup.key"), 0o600)
+    }
+
+    private func run(_ jobs: String) async throws -> RunReport {
+        let source = """
+            version: 1
+            name: backups
+            providers:
+              app: { type: sqlite, path: data/app.db, create: true }
+              vault: { type: directory, path: data/vault, create: true }
+              restored: { type: sqlite, path: data/restored.db, create: true }
+            codecs:
+              sealed: { type: xchacha20poly1305, keys: [{ id: k1, file: keys/backup.key }] }
+            store: { providers: [app] }
+            jobs:
+            \(jobs)
+            """
+        let spec = try PipelineLoader.load(
+            source: source, file: "p.yaml", directory: directory.path, registry: BuiltInProviders.registry,
+            environment: [:])
+        return try await PipelineRunner(try PipelineCompiler.compile(spec, environment: [:]), options: RunOptions())
+            .run().report
+    }
+
+    private func sqlite(_ name: String) throws -> SQLiteProvider {
+        try SQLiteProvider(id: name, path: directory.file("data/\(name).db"))
+    }
+
+    private func contents(_ name: String) async throws -> [KeyValue] {
+        let provider = try sqlite(name)
+        let keys = try await listEveryKey(of: provider)
+        let values = try await provider.get(keys).map { try $0.get() ?? "" }
+        await provider.close()
+        return zip(keys, values).map { KeyValue($0, $1) }
+    }
+
+    @Test func snapshotsRestoreEachStateAndTheRepositoryRevealsNoKeyName() async throws {
+        let app = try sqlite("app")
+        var state = (0..<200).map {
+            KeyValue("settings.user\($0)", #"{"n":\#($0),"theme":"dark","updatedAt":"2026-11-01T10:00:00Z"}"#)
+        }
+        _ = try await app.set(state)
+        let first = try await run(
+            "  - { type: backup, name: nightly, from: app, to: vault, codec: sealed, tags: [nightly] }")
+        let firstJob = try #require(first.jobs.first)
+        #expect(firstJob.status == .ok, "\(firstJob)")
+        #expect(firstJob.counts["keys"] == 200 && firstJob.counts["new"] == 200)
+        let firstSnapshot = try #require(firstJob.snapshot)
+        let firstState = state
+
+        state[3] = KeyValue(state[3].key, "changed")
+        _ = try await app.set([state[3]])
+        _ = try await app.remove([state[199].key])
+        state.removeLast()
+        await app.close()
+        let second = try await run("  - { type: backup, name: nightly, from: app, to: vault, codec: sealed }")
+        #expect(second.jobs.first?.counts["new"] == 1 && second.jobs.first?.counts["unchanged"] == 198)
+
+        // The first snapshot, by a prefix of its id, gives back the first state exactly; latest gives the second.
+        let older = try await run(
+            "  - { type: restore, from: vault, to: restored, codec: sealed, snapshot: \(firstSnapshot.prefix(8)) }")
+        #expect(older.jobs.first?.status == .ok && older.jobs.first?.snapshot == firstSnapshot)
+        #expect(try await contents("restored").sorted { $0.key < $1.key } == firstState.sorted { $0.key < $1.key })
+        let restored = try sqlite("restored")
+        _ = try await restored.remove(try await listEveryKey(of: restored))
+        await restored.close()
+        _ = try await run("  - { type: restore, from: vault, to: restored, codec: sealed }")
+        #expect(try await contents("restored").sorted { $0.key < $1.key } == state.sorted { $0.key < $1.key })
+
+        // No file name or byte of the repository holds a key name or a value.
+        let vault = directory.file("data/vault")
+        for file in try FileManager.default.subpathsOfDirectory(atPath: vault) {
+            let bytes = (try? String(contentsOfFile: vault + "/" + file, encoding: .utf8)) ?? ""
+            #expect(!file.contains("settings") && !bytes.contains("settings") && !bytes.contains("dark"), "\(file)")
+        }
+    }
+
+    @Test func aSnapshotSelectorThatMatchesNothingSaysSo() async throws {
+        let app = try sqlite("app")
+        _ = try await app.set([KeyValue("k", "v")])
+        await app.close()
+        _ = try await run("  - { type: backup, from: app, to: vault, codec: sealed }")
+        let report = try await run("  - { type: restore, from: vault, to: restored, codec: sealed, snapshot: ffff }")
+        #expect(report.jobs.first?.status == .error)
+        #expect(report.jobs.first?.error?.code == "ERR_CONFIG")
+        #expect(report.jobs.first?.error?.message.contains("no snapshot") == true)
+    }
+}
