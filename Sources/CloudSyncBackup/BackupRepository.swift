@@ -77,8 +77,7 @@ public final class BackupRepository {
             let object: [String: Any] = [
                 "format": formatVersion, "keys": try keys.wrapped(with: codec, as: configName),
             ]
-            let text = String(
-                decoding: try! JSONSerialization.data(withJSONObject: object, options: [.sortedKeys]), as: UTF8.self)
+            let text = String(decoding: json(object), as: UTF8.self)
             try await store.write([KeyValue(configName, text)], to: provider)[0].get()
         }
         let repository = BackupRepository(

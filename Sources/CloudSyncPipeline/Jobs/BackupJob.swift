@@ -55,12 +55,9 @@ struct BackupJob: JobType {
     func run(_ configuration: Configuration, in context: JobContext, report: inout JobReport)
         async throws(CloudSyncError)
     {
-        guard let codec = context.codec(configuration.codec) else {
-            throw CloudSyncError(.config, "no codec `\(configuration.codec)` is declared")
-        }
         let store = context.store
-        let repository = try await BackupRepository.open(
-            in: store, provider: configuration.to, codec: codec, create: true)
+        let repository = try await context.backupRepository(
+            in: configuration.to, codec: configuration.codec, create: true)
         let session = repository.startBackup()
         let filter = keyFilter(configuration.keys)
         let pageSize = context.pageSize(for: [configuration.from])
@@ -96,5 +93,16 @@ struct BackupJob: JobType {
         report[Self.new] = result.new
         report[Self.unchanged] = result.unchanged
         report[Self.bytesAdded] = result.bytesAdded
+    }
+}
+
+extension JobContext {
+    /// The backup repository kept in `provider`, its keys opened with the pipeline's codec `codec` (created when
+    /// `create` is true and there is none).
+    func backupRepository(in provider: String, codec: String, create: Bool) async throws(CloudSyncError)
+        -> BackupRepository
+    {
+        guard let ring = self.codec(codec) else { throw CloudSyncError(.config, "no codec `\(codec)` is declared") }
+        return try await BackupRepository.open(in: store, provider: provider, codec: ring, create: create)
     }
 }

@@ -28,10 +28,7 @@ struct RestoreJob: JobType {
             summary: "latest, a snapshot id or a unique prefix of one, or an ISO-8601 time (the newest snapshot at or "
                 + "before it)"),
         keysField,
-        JobField(
-            "overwrite", .choice(Overwrite.allCases.map(\.rawValue)), defaultValue: "always",
-            summary: "always replace what `to` holds, only write keys it lacks (ifMissing), or only keys it lacks or "
-                + "holds with another value (ifDifferent)"),
+        overwriteField,
     ]
     let counts = [restored, unchanged, failed]
 
@@ -59,12 +56,9 @@ struct RestoreJob: JobType {
     func run(_ configuration: Configuration, in context: JobContext, report: inout JobReport)
         async throws(CloudSyncError)
     {
-        guard let codec = context.codec(configuration.codec) else {
-            throw CloudSyncError(.config, "no codec `\(configuration.codec)` is declared")
-        }
         let store = context.store
-        let repository = try await BackupRepository.open(
-            in: store, provider: configuration.from, codec: codec, create: false)
+        let repository = try await context.backupRepository(
+            in: configuration.from, codec: configuration.codec, create: false)
         let chosen = try Self.choose(configuration.snapshot, among: try await repository.snapshots(), in: repository)
         report.snapshot = chosen.id
         let filter = keyFilter(configuration.keys)
