@@ -35,6 +35,8 @@ public final class BackupRepository {
     let packBytes: Int
     /// Every value id the repository holds, and where.
     private(set) var index: [String: Location]
+    /// Every object's name, listed once when the repository opens and kept up to date with what it writes.
+    private var names: [String] = []
 
     private init(store: CloudStore, provider: String, keys: RepositoryKeys, packBytes: Int, index: [String: Location]) {
         self.store = store
@@ -82,21 +84,25 @@ public final class BackupRepository {
         }
         let repository = BackupRepository(
             store: store, provider: provider, keys: keys, packBytes: packBytes, index: [:])
+        try await repository.listObjects()
         try await repository.loadIndex()
         return repository
     }
 
-    /// Every object name under `kind` (`data`, `index`, `snapshot`), read page by page.
-    func objectNames(_ kind: String) async throws(CloudSyncError) -> [String] {
-        let start = Self.prefix + kind + "."
-        var names: [String] = []
+    /// Lists the provider once, page by page, keeping the repository's object names.
+    private func listObjects() async throws(CloudSyncError) {
         var cursor: String?
         repeat {
             let page = try await store.keyPage(of: provider, after: cursor, limit: 1000)
-            names += page.keys.filter { $0.hasPrefix(start) }
+            names += page.keys.filter { $0.hasPrefix(Self.prefix) }
             cursor = page.nextCursor
         } while cursor != nil
-        return names.sorted { StoreKey.bytesPrecede($0, $1) }
+    }
+
+    /// Every object name under `kind` (`data`, `index`, `snapshot`), in bytewise order.
+    func objectNames(_ kind: String) -> [String] {
+        let start = Self.prefix + kind + "."
+        return names.filter { $0.hasPrefix(start) }.sorted { StoreKey.bytesPrecede($0, $1) }
     }
 
     /// The decrypted objects `names`, positionally; a missing one is `ERR_DECODE` naming it.
@@ -121,11 +127,12 @@ public final class BackupRepository {
             items.append(KeyValue(object.name, try keys.seal(object.plaintext, name: object.name)))
         }
         for result in try await store.write(items, to: provider) { try result.get() }
+        names += objects.map(\.name)
         return items.reduce(0) { $0 + $1.value.utf8.count }
     }
 
     private func loadIndex() async throws(CloudSyncError) {
-        let names = try await objectNames("index")
+        let names = objectNames("index")
         for (name, plaintext) in zip(names, try await readObjects(names)) {
             guard let object = try? JSONSerialization.jsonObject(with: Data(plaintext)) as? [String: [[Any]]] else {
                 throw CloudSyncError(

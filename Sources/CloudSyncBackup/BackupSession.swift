@@ -141,7 +141,7 @@ extension BackupRepository {
 
     /// Every snapshot, oldest first.
     public func snapshots() async throws(CloudSyncError) -> [SnapshotSummary] {
-        let names = try await objectNames("snapshot")
+        let names = objectNames("snapshot")
         var summaries: [SnapshotSummary] = []
         for (name, plaintext) in zip(names, try await readObjects(names)) {
             let object = try snapshotObject(plaintext, name: name)
