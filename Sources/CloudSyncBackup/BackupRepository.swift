@@ -34,9 +34,11 @@ public final class BackupRepository {
     /// Packs hold at most about this many bytes of values before they are sealed and written.
     let packBytes: Int
     /// Every value id the repository holds, and where.
-    private(set) var index: [String: Location]
+    var index: [String: Location]
+    /// Indexes that did not open, when the repository was opened for checking (otherwise the first one throws).
+    private(set) var damagedIndexes: [RepositoryProblem] = []
     /// Every object's name, listed once when the repository opens and kept up to date with what it writes.
-    private var names: [String] = []
+    private var names: Set<String> = []
 
     private init(store: CloudStore, provider: String, keys: RepositoryKeys, packBytes: Int, index: [String: Location]) {
         self.store = store
@@ -49,9 +51,11 @@ public final class BackupRepository {
     /// Opens the repository in `provider`, creating it when `create` is true and there is none.
     ///
     /// `codec` seals the repository's keys (its key ring); a ring none of whose keys opens them is `ERR_DECODE`
-    /// naming the repository, and a repository of a newer format than ``formatVersion`` is `ERR_CONFIG`.
+    /// naming the repository, and a repository of a newer format than ``formatVersion`` is `ERR_CONFIG`. With
+    /// `checking`, an index that does not open is kept for ``verify(readData:)`` to report instead of thrown.
     public static func open(
-        in store: CloudStore, provider: String, codec: any ValueCodec, create: Bool, packBytes: Int = 4 << 20
+        in store: CloudStore, provider: String, codec: any ValueCodec, create: Bool, packBytes: Int = 4 << 20,
+        checking: Bool = false
     ) async throws(CloudSyncError) -> BackupRepository {
         let config = try await store.read([configName], from: provider)[0]
         let keys: RepositoryKeys
@@ -85,18 +89,24 @@ public final class BackupRepository {
         let repository = BackupRepository(
             store: store, provider: provider, keys: keys, packBytes: packBytes, index: [:])
         try await repository.listObjects()
-        try await repository.loadIndex()
+        try await repository.loadIndex(checking: checking)
         return repository
     }
 
-    /// Lists the provider once, page by page, keeping the repository's object names.
-    private func listObjects() async throws(CloudSyncError) {
+    /// Lists the provider, page by page, keeping the repository's object names.
+    func listObjects() async throws(CloudSyncError) {
+        names = []
         var cursor: String?
         repeat {
             let page = try await store.keyPage(of: provider, after: cursor, limit: 1000)
-            names += page.keys.filter { $0.hasPrefix(Self.prefix) }
+            names.formUnion(page.keys.lazy.filter { $0.hasPrefix(Self.prefix) })
             cursor = page.nextCursor
         } while cursor != nil
+    }
+
+    /// Drops `removed` from the object names.
+    func forgetNames(_ removed: [String]) {
+        names.subtract(removed)
     }
 
     /// Every object name under `kind` (`data`, `index`, `snapshot`), in bytewise order.
@@ -120,6 +130,22 @@ public final class BackupRepository {
         return opened
     }
 
+    /// Each object of `names` decrypted, or why it could not be: read errors, and `ERR_DECODE` naming a missing or
+    /// damaged one.
+    func openEach(_ names: [String]) async throws(CloudSyncError) -> [Result<[UInt8], CloudSyncError>] {
+        guard !names.isEmpty else { return [] }
+        return zip(names, try await store.readEach(names, from: provider)).map { name, read in
+            Result { () throws(CloudSyncError) -> [UInt8] in
+                guard let stored = try read.get() else {
+                    throw CloudSyncError(
+                        .decode, "object \(name) of the backup repository in \(provider) is missing",
+                        provider: provider, key: name)
+                }
+                return try keys.open(stored, name: name, repository: provider)
+            }
+        }
+    }
+
     /// Seals and writes objects, failing on the first that does not land.
     func writeObjects(_ objects: [(name: String, plaintext: [UInt8])]) async throws(CloudSyncError) -> Int {
         var items: [KeyValue] = []
@@ -127,26 +153,32 @@ public final class BackupRepository {
             items.append(KeyValue(object.name, try keys.seal(object.plaintext, name: object.name)))
         }
         for result in try await store.write(items, to: provider) { try result.get() }
-        names += objects.map(\.name)
+        names.formUnion(objects.map(\.name))
         return items.reduce(0) { $0 + $1.value.utf8.count }
     }
 
-    private func loadIndex() async throws(CloudSyncError) {
+    private func loadIndex(checking: Bool) async throws(CloudSyncError) {
         let names = objectNames("index")
-        for (name, plaintext) in zip(names, try await readObjects(names)) {
-            guard let object = try? JSONSerialization.jsonObject(with: Data(plaintext)) as? [String: [[Any]]] else {
-                throw CloudSyncError(
-                    .decode, "index \(name) of the backup repository in \(provider) is not an index",
-                    provider: provider,
-                    key: name)
-            }
-            for (pack, entries) in object {
-                for entry in entries {
-                    guard entry.count == 3, let id = entry[0] as? String, let offset = entry[1] as? Int,
-                        let length = entry[2] as? Int
-                    else { continue }
-                    index[id] = Location(pack: pack, offset: offset, length: length)
+        for (name, opened) in zip(names, try await openEach(names)) {
+            do throws(CloudSyncError) {
+                let plaintext = try opened.get()
+                guard let object = try? JSONSerialization.jsonObject(with: Data(plaintext)) as? [String: [[Any]]]
+                else {
+                    throw CloudSyncError(
+                        .decode, "index \(name) of the backup repository in \(provider) is not an index",
+                        provider: provider, key: name)
                 }
+                for (pack, entries) in object {
+                    for entry in entries {
+                        guard entry.count == 3, let id = entry[0] as? String, let offset = entry[1] as? Int,
+                            let length = entry[2] as? Int
+                        else { continue }
+                        index[id] = Location(pack: pack, offset: offset, length: length)
+                    }
+                }
+            } catch {
+                guard checking, error.code == .decode else { throw error }
+                damagedIndexes.append(RepositoryProblem(object: name, message: error.message, code: error.code))
             }
         }
     }

@@ -41,12 +41,12 @@ struct RepositoryKeys: Sendable {
             throw CloudSyncError(
                 .decode,
                 "no key of the codec's ring opens the backup repository in \(repository) (\(error)); give the codec "
-                    + "the key the repository was made with", provider: repository)
+                    + "the key the repository was made with", provider: repository, key: name)
         }
         guard let material = Data(base64Encoded: opened), material.count == 64 else {
             throw CloudSyncError(
                 .decode, "the backup repository in \(repository) holds a damaged config: its keys are not 64 bytes",
-                provider: repository)
+                provider: repository, key: name)
         }
         let bytes = [UInt8](material)
         return RepositoryKeys(data: SecretBytes(copying: bytes[0..<32]), id: SecretBytes(copying: bytes[32..<64]))
@@ -55,10 +55,16 @@ struct RepositoryKeys: Sendable {
     /// A value's id: BLAKE2b-128 of its bytes keyed with the id key, in hexadecimal.
     func objectID(of value: String) -> String {
         var value = value
-        let digest = value.withUTF8 { bytes in
-            (try? BLAKE2b.hash(UnsafeRawBufferPointer(bytes), byteCount: 16, key: id)) ?? []
-        }
-        return Hex.encode(digest)
+        return value.withUTF8 { objectID(of: UnsafeRawBufferPointer($0)) }
+    }
+
+    /// The id of a blob's bytes.
+    func objectID(of bytes: ArraySlice<UInt8>) -> String {
+        bytes.withUnsafeBytes { objectID(of: $0) }
+    }
+
+    private func objectID(of bytes: UnsafeRawBufferPointer) -> String {
+        Hex.encode((try? BLAKE2b.hash(bytes, byteCount: 16, key: id)) ?? [])
     }
 
     /// `plaintext` sealed with the data key, bound to the object's `name` so an object cannot stand in for another.

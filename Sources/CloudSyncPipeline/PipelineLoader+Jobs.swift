@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncBackup
 import CloudSyncYAML
 import Foundation
 
@@ -167,6 +168,8 @@ extension PipelineReader {
                 value = job.scalarText(node, field: field.name).map { .text($0.value) }
             case .words:
                 value = job.textList(field.name).map { .list($0.map(\.text.value)) }
+            case .keepPolicy:
+                value = keepPolicy(node, field: field.name, context: context).map { .keepPolicy($0) }
             case .deleteLimit:
                 if let text = job.scalarText(node, field: field.name) {
                     if let limit = DeleteLimit(text: text.value) {
@@ -181,5 +184,41 @@ extension PipelineReader {
             if let value { values[field.name] = value } else { valid = false }
         }
         return valid ? JobFieldValues(values) : nil
+    }
+
+    /// A `keep` mapping: counts of at least 1, `within` a duration, and at least one rule.
+    func keepPolicy(_ node: YAMLNode, field: String, context: String) -> KeepPolicy? {
+        let place = "`\(field)` in \(context)"
+        guard let rules = mapping(node, place, KeepPolicy.ruleNames) else { return nil }
+        var policy = KeepPolicy()
+        var valid = true
+        let counts: [(String, WritableKeyPath<KeepPolicy, Int>)] = [
+            ("last", \.last), ("hourly", \.hourly), ("daily", \.daily), ("weekly", \.weekly),
+            ("monthly", \.monthly), ("yearly", \.yearly),
+        ]
+        for (name, path) in counts where rules[name] != nil {
+            if let count = rules.integer(name, minimum: 1, unit: " of snapshots") {
+                policy[keyPath: path] = Int(count)
+            } else {
+                valid = false
+            }
+        }
+        if let within = rules["within"], let text = rules.scalarText(within, field: "within") {
+            if let milliseconds = KeepPolicy.duration(text.value) {
+                policy.within = milliseconds
+            } else {
+                valid = false
+                diagnostics.error(
+                    "`within` in \(place) must be a duration like 30d, 12h, 2w or 1y6m (units y, m, w, d, h); found "
+                        + text.quoted, at: within.mark)
+            }
+        }
+        if valid && policy.isEmpty {
+            diagnostics.error(
+                "\(place) keeps nothing, so forget would remove every snapshot; set at least one of "
+                    + KeepPolicy.ruleNames.joined(separator: ", "), at: node.mark)
+            return nil
+        }
+        return valid ? policy : nil
     }
 }

@@ -64,6 +64,7 @@ public enum PipelineReference {
         case .deleteLimit: return "count \\| `\"P%\"`"
         case .text: return "text"
         case .words: return "word(s)"
+        case .keepPolicy: return "keep rules"
         }
     }
 

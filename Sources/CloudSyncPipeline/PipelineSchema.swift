@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncBackup
 
 /// The JSON Schema (2020-12) of pipeline files, printed by `cloudsync schema pipeline`; `schemas/pipeline.schema.json`
 /// is this text for the built-in provider types, and a test keeps the two identical.
@@ -77,6 +78,16 @@ public enum PipelineSchema {
         case .boolean: parts.append("\"type\": \"boolean\"")
         case .fraction: parts += ["\"type\": \"number\"", "\"minimum\": 0", "\"maximum\": 1"]
         case .choice(let options): parts.append("\"enum\": [" + options.map(quoted).joined(separator: ", ") + "]")
+        case .keepPolicy:
+            let counts = KeepPolicy.ruleNames.dropLast().map {
+                "\"\($0)\": { \"type\": \"integer\", \"minimum\": 1 }"
+            }
+            let within = "\"within\": { \"type\": \"string\", \"pattern\": \"^([0-9]+[ymwdh])+$\" }"
+            parts += [
+                "\"type\": \"object\"", "\"minProperties\": 1",
+                "\"properties\": { " + (counts + [within]).joined(separator: ", ") + " }",
+                "\"additionalProperties\": false",
+            ]
         case .deleteLimit:
             parts.append(
                 "\"oneOf\": [{ \"type\": \"integer\", \"minimum\": 0 }, { \"type\": \"string\", \"pattern\": "

@@ -21,7 +21,10 @@ struct BackupJob: JobType {
     let name = "backup"
     let summary = "write one encrypted, deduplicated snapshot of a provider's keys into a backup repository"
     let fields = [
-        JobField("from", .provider, required: true, summary: "the provider backed up; never written"),
+        JobField(
+            "from", .providerOrStore, required: true,
+            summary: "the provider backed up, or store for the whole store (values read as the store reads them, "
+                + "decoded); never written"),
         JobField("to", .provider, required: true, summary: "the provider that keeps the repository"),
         JobField(
             "codec", .codec, required: true,
@@ -43,7 +46,7 @@ struct BackupJob: JobType {
     }
 
     func providers(of configuration: Configuration, store: [String]) -> [String] {
-        [configuration.from, configuration.to]
+        (configuration.from == "store" ? store : [configuration.from]) + [configuration.to]
     }
 
     func plan(_ configuration: Configuration, paths: PlanPaths) -> String {
@@ -55,54 +58,80 @@ struct BackupJob: JobType {
     func run(_ configuration: Configuration, in context: JobContext, report: inout JobReport)
         async throws(CloudSyncError)
     {
-        let store = context.store
         let repository = try await context.backupRepository(
             in: configuration.to, codec: configuration.codec, create: true)
-        let session = repository.startBackup()
-        let filter = keyFilter(configuration.keys)
-        let pageSize = context.pageSize(for: [configuration.from])
-        var cursor: String?
-        var done = 0
-        repeat {
-            guard !context.isInterrupted else {
+        try await repository.withLock(exclusive: false) { lock throws(CloudSyncError) in
+            let session = repository.startBackup()
+            var done = 0
+            let finished = try await context.forEachPage(of: configuration.from, keys: configuration.keys) {
+                keys, values throws(CloudSyncError) in
+                var items: [KeyValue] = []
+                for (key, read) in zip(keys, values) {
+                    switch read {
+                    case .success(let value?): items.append(KeyValue(key, value))
+                    case .success(nil): break
+                    case .failure(let error):
+                        report.record([KeyFailure(key: key, error: error)])
+                        report.add(1, to: Self.failed)
+                    }
+                }
+                try await session.add(items)
+                try await lock.refresh()
+                done += keys.count
+                context.progress(done, nil)
+            }
+            guard finished else {
                 report.status = .interrupted
                 return
             }
-            let page = try await store.keyPage(of: configuration.from, after: cursor, limit: pageSize)
-            cursor = page.nextCursor
-            let keys = filter.map { page.keys.filter($0) } ?? page.keys
-            var items: [KeyValue] = []
-            for (key, read) in zip(keys, try await store.readEach(keys, from: configuration.from)) {
-                switch read {
-                case .success(let value?): items.append(KeyValue(key, value))
-                case .success(nil): break
-                case .failure(let error):
-                    report.record([KeyFailure(key: key, error: error)])
-                    report.add(1, to: Self.failed)
-                }
-            }
-            try await session.add(items)
-            done += page.keys.count
-            context.progress(done, nil)
-        } while cursor != nil
-        let result = try await session.finish(
-            source: configuration.from, pipeline: context.pipeline, tags: configuration.tags,
-            time: context.clock.nowMilliseconds())
-        report.snapshot = result.snapshotID
-        report[Self.keys] = result.keys
-        report[Self.new] = result.new
-        report[Self.unchanged] = result.unchanged
-        report[Self.bytesAdded] = result.bytesAdded
+            let result = try await session.finish(
+                source: configuration.from, pipeline: context.pipeline, tags: configuration.tags,
+                time: context.clock.nowMilliseconds())
+            report.snapshot = result.snapshotID
+            report[Self.keys] = result.keys
+            report[Self.new] = result.new
+            report[Self.unchanged] = result.unchanged
+            report[Self.bytesAdded] = result.bytesAdded
+        }
     }
 }
 
 extension JobContext {
     /// The backup repository kept in `provider`, its keys opened with the pipeline's codec `codec` (created when
     /// `create` is true and there is none).
-    func backupRepository(in provider: String, codec: String, create: Bool) async throws(CloudSyncError)
-        -> BackupRepository
+    func backupRepository(in provider: String, codec: String, create: Bool, checking: Bool = false)
+        async throws(CloudSyncError) -> BackupRepository
     {
         guard let ring = self.codec(codec) else { throw CloudSyncError(.config, "no codec `\(codec)` is declared") }
-        return try await BackupRepository.open(in: store, provider: provider, codec: ring, create: create)
+        return try await BackupRepository.open(
+            in: store, provider: provider, codec: ring, create: create, checking: checking)
+    }
+
+    /// Reads `source` (a provider, or `store` through the store's reads) page by page, the keys within `keys`,
+    /// calling `body` with each page's keys and read results; false when the run was interrupted first.
+    func forEachPage(
+        of source: String, keys patterns: [String]?,
+        _ body: ([String], [Result<String?, CloudSyncError>]) async throws(CloudSyncError) -> Void
+    ) async throws(CloudSyncError) -> Bool {
+        let filter = keyFilter(patterns)
+        let pageSize = pageSize(for: [source])
+        if source == "store" {
+            let keys = try await store.allKeys().keys.filter { filter?($0) ?? true }
+            for start in stride(from: 0, to: keys.count, by: pageSize) {
+                guard !isInterrupted else { return false }
+                let page = Array(keys[start..<min(start + pageSize, keys.count)])
+                try await body(page, try await store.multiGetEach(page))
+            }
+            return true
+        }
+        var cursor: String?
+        repeat {
+            guard !isInterrupted else { return false }
+            let page = try await store.keyPage(of: source, after: cursor, limit: pageSize)
+            cursor = page.nextCursor
+            let keys = filter.map { page.keys.filter($0) } ?? page.keys
+            try await body(keys, try await store.readEach(keys, from: source))
+        } while cursor != nil
+        return true
     }
 }

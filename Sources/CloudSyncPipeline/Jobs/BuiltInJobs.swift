@@ -20,6 +20,7 @@ public enum BuiltInJobs {
         registry.register(FlushJob())
         registry.register(BackupJob())
         registry.register(RestoreJob())
+        registry.register(ForgetJob())
         return registry
     }
 }

@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncBackup
 
 /// One field a job type accepts in a pipeline file: its name, what it takes, its default and what it means.
 ///
@@ -34,6 +35,9 @@ public struct JobField: Sendable, Equatable {
         case text
         /// A word or a list of words (tags).
         case words
+        /// Which backup snapshots to keep: a mapping of `last`, `hourly`, `daily`, `weekly`, `monthly`, `yearly`
+        /// (counts) and `within` (a duration like `30d`), at least one of them.
+        case keepPolicy
     }
 
     /// The field's name in the file.
@@ -68,6 +72,7 @@ public enum JobFieldValue: Sendable, Equatable {
     /// Provider ids, key globs or words, in file order.
     case list([String])
     case deleteLimit(DeleteLimit)
+    case keepPolicy(KeepPolicy)
 }
 
 /// The checked values of one job's fields, by name; an absent field is missing (defaults are the job type's).
@@ -111,6 +116,12 @@ public struct JobFieldValues: Sendable, Equatable {
     /// The deletion limit of `name`, if given.
     public func deleteLimit(_ name: String) -> DeleteLimit? {
         if case .deleteLimit(let value) = values[name] { return value }
+        return nil
+    }
+
+    /// The keep policy of `name`, if given.
+    public func keepPolicy(_ name: String) -> KeepPolicy? {
+        if case .keepPolicy(let value) = values[name] { return value }
         return nil
     }
 

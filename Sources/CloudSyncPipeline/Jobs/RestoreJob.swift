@@ -11,17 +11,23 @@ struct RestoreJob: JobType {
         var snapshot: String
         var keys: [String]?
         var overwrite: Overwrite
+        var deletes: Bool
+        var maxDeletes: DeleteLimit
     }
 
     static let restored = JobCount("restored", "keys written with the snapshot's value")
     static let unchanged = JobCount("unchanged", "keys left as they were (already the snapshot's value, or kept)")
-    static let failed = JobCount("failed", "keys that could not be written")
+    static let deleted = JobCount("deleted", "keys removed from `to` because the snapshot does not hold them")
+    static let failed = JobCount("failed", "keys that could not be written or removed")
+    static let heldBack = JobCount("heldBack", "removals not made because they were more than `maxDeletes` allows")
 
     let name = "restore"
     let summary = "write a backup snapshot's keys back into a provider"
     let fields = [
         JobField("from", .provider, required: true, summary: "the provider that keeps the repository"),
-        JobField("to", .provider, required: true, summary: "the provider written to"),
+        JobField(
+            "to", .providerOrStore, required: true,
+            summary: "the provider written to, or store for the whole store (through its write mode and codec)"),
         JobField("codec", .codec, required: true, summary: "the codec whose key ring opens the repository"),
         JobField(
             "snapshot", .text, defaultValue: "latest",
@@ -29,8 +35,15 @@ struct RestoreJob: JobType {
                 + "before it)"),
         keysField,
         overwriteField,
+        JobField(
+            "deletes", .boolean, defaultValue: "false",
+            summary: "also remove keys of `to` (within `keys`) the snapshot does not hold, so `to` ends as it was"),
+        JobField(
+            "maxDeletes", .deleteLimit, defaultValue: "50%",
+            summary: "with deletes, the most keys it may remove, as a count or a percentage of the keys `to` holds; "
+                + "over it the job removes none and fails, and `cloudsync run --force` allows it once"),
     ]
-    let counts = [restored, unchanged, failed]
+    let counts = [restored, unchanged, deleted, failed, heldBack]
 
     func configuration(from values: JobFieldValues) throws(JobConfigurationError) -> Configuration {
         let from = values.text("from") ?? ""
@@ -41,38 +54,63 @@ struct RestoreJob: JobType {
         }
         return Configuration(
             from: from, to: to, codec: values.text("codec") ?? "", snapshot: values.text("snapshot") ?? "latest",
-            keys: values.list("keys"), overwrite: values.choice("overwrite", default: .always))
+            keys: values.list("keys"), overwrite: values.choice("overwrite", default: .always),
+            deletes: values.boolean("deletes") ?? false, maxDeletes: values.deleteLimit("maxDeletes") ?? .standard)
     }
 
     func providers(of configuration: Configuration, store: [String]) -> [String] {
-        [configuration.from, configuration.to]
+        [configuration.from] + (configuration.to == "store" ? store : [configuration.to])
     }
 
     func plan(_ configuration: Configuration, paths: PlanPaths) -> String {
         "restore snapshot \(configuration.snapshot) of the repository in \(configuration.from)"
             + "\(planKeys(configuration.keys)) into \(configuration.to) (overwrite \(configuration.overwrite.rawValue))"
+            + (configuration.deletes
+                ? ", removing keys the snapshot lacks (at most \(configuration.maxDeletes.description))" : "")
     }
 
     func run(_ configuration: Configuration, in context: JobContext, report: inout JobReport)
         async throws(CloudSyncError)
     {
-        let store = context.store
         let repository = try await context.backupRepository(
             in: configuration.from, codec: configuration.codec, create: false)
-        let chosen = try Self.choose(configuration.snapshot, among: try await repository.snapshots(), in: repository)
-        report.snapshot = chosen.id
-        let filter = keyFilter(configuration.keys)
-        let items = try await repository.restore(snapshot: chosen.id).filter { filter?($0.key) ?? true }
-        let pageSize = context.pageSize(for: [configuration.to])
+        try await repository.withLock(exclusive: false) { _ throws(CloudSyncError) in
+            let chosen = try Self.choose(
+                configuration.snapshot, among: try await repository.snapshots(), in: repository)
+            report.snapshot = chosen.id
+            let filter = keyFilter(configuration.keys)
+            let items = try await repository.restore(snapshot: chosen.id).filter { filter?($0.key) ?? true }
+            try await write(items, configuration, in: context, report: &report)
+            if configuration.deletes && !context.isInterrupted {
+                try await removeExtra(keeping: items, configuration, in: context, report: &report)
+            }
+        }
+    }
+
+    /// Writes the snapshot's `items` into `to` page by page, as `overwrite` allows.
+    private func write(
+        _ items: [KeyValue], _ configuration: Configuration, in context: JobContext, report: inout JobReport
+    ) async throws(CloudSyncError) {
+        let store = context.store
+        let to = configuration.to
+        let pageSize = context.pageSize(for: [to])
         for start in stride(from: 0, to: items.count, by: pageSize) {
+            guard !context.isInterrupted else {
+                report.status = .interrupted
+                return
+            }
             var page = Array(items[start..<min(start + pageSize, items.count)])
             if configuration.overwrite != .always {
-                let current = try await store.read(page.map(\.key), from: configuration.to)
+                let keys = page.map(\.key)
+                let current = to == "store" ? try await store.multiGet(keys) : try await store.read(keys, from: to)
                 let before = page.count
                 page = zip(page, current).compactMap { configuration.overwrite.writes($0.value, over: $1) ? $0 : nil }
                 report.add(before - page.count, to: Self.unchanged)
             }
-            for (item, outcome) in zip(page, try await store.write(page, to: configuration.to)) {
+            let outcomes =
+                to == "store"
+                ? try await store.multiSet(page).map { $0.map { _ in () } } : try await store.write(page, to: to)
+            for (item, outcome) in zip(page, outcomes) {
                 switch outcome {
                 case .success: report.add(1, to: Self.restored)
                 case .failure(let error):
@@ -81,6 +119,44 @@ struct RestoreJob: JobType {
                 }
             }
             context.progress(min(start + pageSize, items.count), items.count)
+        }
+    }
+
+    /// Removes the keys of `to` within `keys` that the snapshot does not hold, unless they are more than
+    /// `maxDeletes` allows (then none, and the job fails naming the count).
+    private func removeExtra(
+        keeping items: [KeyValue], _ configuration: Configuration, in context: JobContext, report: inout JobReport
+    ) async throws(CloudSyncError) {
+        let store = context.store
+        let to = configuration.to
+        let filter = keyFilter(configuration.keys)
+        let held = Set(items.map(\.key))
+        let present =
+            try await (to == "store" ? store.allKeys().keys : store.listKeys(of: to)).filter { filter?($0) ?? true }
+        let extra = present.filter { !held.contains($0) }
+        guard !extra.isEmpty else { return }
+        let allowed = configuration.maxDeletes.allowed(snapshotKeys: present.count)
+        if extra.count > allowed && !context.isForced {
+            report[Self.heldBack] = extra.count
+            report.status = .failed
+            report.error = RunReport.Failure(
+                key: "", provider: to, code: ErrorCode.tooManyDeletes.rawValue,
+                message:
+                    "this restore would remove \(extra.count) of the \(present.count) keys \(to) holds, more than "
+                    + "maxDeletes (\(configuration.maxDeletes.description)) allows, so it removed none; check the "
+                    + "snapshot is the one you meant, then run again with --force to allow them once")
+            return
+        }
+        let outcomes =
+            to == "store"
+            ? try await store.multiRemove(extra).map { $0.map { _ in () } } : try await store.remove(extra, from: to)
+        for (key, outcome) in zip(extra, outcomes) {
+            switch outcome {
+            case .success: report.add(1, to: Self.deleted)
+            case .failure(let error):
+                report.record([KeyFailure(key: key, error: error)])
+                report.add(1, to: Self.failed)
+            }
         }
     }
 

@@ -1,0 +1,169 @@
+import CloudSync
+
+/// What `forget` decided: the snapshots it kept and the ones it removed (or would remove, in a dry run).
+public struct ForgetResult: Sendable, Equatable {
+    public var kept: [SnapshotSummary] = []
+    public var removed: [SnapshotSummary] = []
+}
+
+/// What `prune` removed and rewrote.
+public struct PruneResult: Sendable, Equatable {
+    /// Objects deleted: packs no snapshot needs, packs rewritten, and the indexes replaced.
+    public var objectsDeleted = 0
+    /// Bytes the repository holds fewer than before (deleted objects' bytes less what was written in their place).
+    public var bytesFreed = 0
+    /// Packs whose blobs still needed were copied into new packs before they were deleted.
+    public var packsRewritten = 0
+    /// Blobs no snapshot needs that stay in packs kept whole (under `maxUnused`).
+    public var unusedBlobsKept = 0
+}
+
+extension BackupRepository {
+    /// Applies `policy` to every group of snapshots (one pipeline's snapshots of one source) among those carrying
+    /// every tag of `tags`, removing the snapshot objects it does not keep; snapshots without those tags are kept.
+    /// With `dryRun`, decides without removing.
+    public func forget(policy: KeepPolicy, tags: [String] = [], dryRun: Bool = false) async throws(CloudSyncError)
+        -> ForgetResult
+    {
+        guard !policy.isEmpty else {
+            throw CloudSyncError(
+                .config,
+                "forget was given an empty keep policy, which would remove every snapshot; set at least one of "
+                    + KeepPolicy.ruleNames.joined(separator: ", "), provider: provider)
+        }
+        var result = ForgetResult()
+        var groups: [String: [SnapshotSummary]] = [:]
+        for snapshot in try await snapshots() {
+            if tags.allSatisfy(snapshot.tags.contains) {
+                groups[snapshot.pipeline + "\u{0}" + snapshot.source, default: []].append(snapshot)
+            } else {
+                result.kept.append(snapshot)
+            }
+        }
+        for group in groups.values {
+            let kept = policy.kept(group)
+            for snapshot in group {
+                if kept.contains(snapshot.id) { result.kept.append(snapshot) } else { result.removed.append(snapshot) }
+            }
+        }
+        result.kept.sort { ($0.time, $0.id) < ($1.time, $1.id) }
+        result.removed.sort { ($0.time, $0.id) < ($1.time, $1.id) }
+        if !dryRun && !result.removed.isEmpty {
+            try await removeObjects(result.removed.map { Self.prefix + "snapshot." + $0.id })
+        }
+        return result
+    }
+
+    /// Removes the data no snapshot needs.
+    ///
+    /// Packs none of whose blobs a snapshot needs are deleted; packs partly needed are rewritten (their needed
+    /// blobs copied into new packs), most wasteful first, until unneeded bytes are at most `maxUnused` (0–1) of what
+    /// remains — restic's `--max-unused`. Packs no index names (left by a backup that was killed) are deleted too.
+    /// Order: new packs, one new index of everything kept, then the old indexes, then the old packs, so a prune killed
+    /// at any point leaves every snapshot whole. Take the repository's exclusive lock first and pass it, to have it
+    /// refreshed while the prune works.
+    public func prune(maxUnused: Double = 0.05, holding lock: RepositoryLock? = nil) async throws(CloudSyncError)
+        -> PruneResult
+    {
+        var result = PruneResult()
+        let needed = try await neededBlobs()
+        // Each indexed pack's blobs, and how many of its bytes are needed.
+        var packs: [String: (blobs: [(id: String, location: Location)], size: Int, used: Int)] = [:]
+        for (id, location) in index {
+            var pack = packs[location.pack] ?? ([], 0, 0)
+            pack.blobs.append((id, location))
+            pack.size = max(pack.size, location.offset + location.length)
+            if needed.contains(id) { pack.used += location.length }
+            packs[location.pack] = pack
+        }
+        let present = Set(objectNames("data").map { String($0.dropFirst((Self.prefix + "data.").count)) })
+        var deleted = present.filter { packs[$0] == nil }  // unindexed
+        var rewrite: [String] = []
+        var partial: [(pack: String, unused: Int)] = []
+        var unused = 0
+        var total = 0
+        for (pack, info) in packs where present.contains(pack) {
+            if info.used == 0 {
+                deleted.insert(pack)
+            } else {
+                total += info.size
+                if info.used < info.size {
+                    partial.append((pack, info.size - info.used))
+                    unused += info.size - info.used
+                }
+            }
+        }
+        for candidate in partial.sorted(by: { ($0.unused, $0.pack) > ($1.unused, $1.pack) }) {
+            guard Double(unused) > maxUnused * Double(total) else { break }
+            rewrite.append(candidate.pack)
+            unused -= candidate.unused
+            total -= candidate.unused
+        }
+        guard !deleted.isEmpty || !rewrite.isEmpty else {
+            result.unusedBlobsKept = index.keys.filter { !needed.contains($0) }.count
+            return result
+        }
+        let writer = PackWriter(self)
+        var kept = index.filter { !deleted.contains($0.value.pack) && !rewrite.contains($0.value.pack) }
+        for pack in rewrite {
+            try await lock?.refresh()
+            let bytes = try await readObjects([Self.prefix + "data." + pack])[0]
+            for blob in packs[pack]!.blobs where needed.contains(blob.id) {
+                let end = blob.location.offset + blob.location.length
+                guard end <= bytes.count else {
+                    throw CloudSyncError(
+                        .decode, "pack \(pack) in \(provider) is shorter than its index says; prune stopped before "
+                            + "deleting anything", provider: provider, key: Self.prefix + "data." + pack)
+                }
+                try await writer.add(blob.id, bytes[blob.location.offset..<end])
+            }
+        }
+        try await writer.flush()
+        for (pack, blobs) in writer.written {
+            for blob in blobs { kept[blob.id] = Location(pack: pack, offset: blob.offset, length: blob.length) }
+        }
+        var byPack: [String: [(id: String, offset: Int, length: Int)]] = [:]
+        for (id, location) in kept { byPack[location.pack, default: []].append((id, location.offset, location.length)) }
+        let oldIndexes = objectNames("index")
+        let newIndex = try await writeIndex(byPack)
+        let gone = deleted.union(rewrite)
+        let goneSizes = gone.map { Self.storedSize(packs[$0]?.size ?? 0) }.reduce(0, +)
+        let indexSizes = try await storedSizes(oldIndexes)
+        try await removeObjects(oldIndexes)
+        try await removeObjects(gone.sorted().map { Self.prefix + "data." + $0 })
+        index = kept
+        result.objectsDeleted = oldIndexes.count + gone.count
+        result.packsRewritten = rewrite.count
+        result.bytesFreed = goneSizes + indexSizes - writer.bytesWritten - newIndex.bytes
+        result.unusedBlobsKept = kept.keys.filter { !needed.contains($0) }.count
+        return result
+    }
+
+    /// The ids of every blob a snapshot needs: its trees and its values.
+    func neededBlobs() async throws(CloudSyncError) -> Set<String> {
+        var needed: Set<String> = []
+        for snapshot in try await snapshots() {
+            let name = Self.prefix + "snapshot." + snapshot.id
+            let trees = try await treeIDs(of: snapshot.id)
+            needed.formUnion(trees)
+            for entry in try await entries(ofTrees: trees, in: name) { needed.insert(entry[1]) }
+        }
+        return needed
+    }
+
+    /// Deletes objects, failing on the first that could not be deleted.
+    func removeObjects(_ names: [String]) async throws(CloudSyncError) {
+        guard !names.isEmpty else { return }
+        for outcome in try await store.remove(names, from: provider) { try outcome.get() }
+        forgetNames(names)
+    }
+
+    /// The bytes objects take as stored (absent ones count 0).
+    private func storedSizes(_ names: [String]) async throws(CloudSyncError) -> Int {
+        guard !names.isEmpty else { return 0 }
+        return try await store.read(names, from: provider).reduce(0) { $0 + ($1?.utf8.count ?? 0) }
+    }
+
+    /// What a sealed object of `plaintext` bytes takes as stored: base64 of nonce, ciphertext and tag.
+    static func storedSize(_ plaintext: Int) -> Int { (plaintext + 40 + 2) / 3 * 4 }
+}

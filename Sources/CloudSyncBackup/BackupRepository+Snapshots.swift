@@ -1,0 +1,117 @@
+import CloudSync
+import Foundation
+
+/// One snapshot as listed: everything but its entries.
+public struct SnapshotSummary: Sendable, Equatable {
+    /// Its id.
+    public var id: String
+    /// When it was taken, in milliseconds since 1970.
+    public var time: Int64
+    /// The provider (or `store`) it was taken of.
+    public var source: String
+    /// The pipeline that took it.
+    public var pipeline: String
+    /// Its tags.
+    public var tags: [String]
+    /// How many keys it holds.
+    public var keys: Int
+    /// The bytes of its values, as they were read from the source (0 for a snapshot that did not record them).
+    public var bytes: Int
+    /// The machine that took it.
+    public var host: String
+}
+
+extension BackupRepository {
+    /// Starts a backup into this repository.
+    public func startBackup() -> BackupSession { BackupSession(self) }
+
+    /// Every snapshot, oldest first.
+    public func snapshots() async throws(CloudSyncError) -> [SnapshotSummary] {
+        let names = objectNames("snapshot")
+        var summaries: [SnapshotSummary] = []
+        for (name, plaintext) in zip(names, try await readObjects(names)) {
+            let object = try snapshotObject(plaintext, name: name)
+            summaries.append(
+                SnapshotSummary(
+                    id: String(name.dropFirst((Self.prefix + "snapshot.").count)),
+                    time: (object["time"] as? NSNumber)?.int64Value ?? 0, source: object["source"] as? String ?? "",
+                    pipeline: object["pipeline"] as? String ?? "", tags: object["tags"] as? [String] ?? [],
+                    keys: object["keys"] as? Int ?? 0, bytes: object["bytes"] as? Int ?? 0,
+                    host: object["host"] as? String ?? ""))
+        }
+        return summaries.sorted { ($0.time, $0.id) < ($1.time, $1.id) }
+    }
+
+    /// The keys and values snapshot `id` holds, in key order.
+    public func restore(snapshot id: String) async throws(CloudSyncError) -> [KeyValue] {
+        let name = Self.prefix + "snapshot." + id
+        let pairs = try await entries(ofTrees: try await treeIDs(of: id), in: name)
+        let values = try await blobs(pairs.map { $0[1] }, of: name)
+        var items: [KeyValue] = []
+        items.reserveCapacity(pairs.count)
+        for (pair, bytes) in zip(pairs, values) {
+            items.append(KeyValue(pair[0], String(decoding: bytes, as: UTF8.self)))
+        }
+        return items.sorted { StoreKey.bytesPrecede($0.key, $1.key) }
+    }
+
+    /// The ids of the trees snapshot `id` is made of.
+    func treeIDs(of id: String) async throws(CloudSyncError) -> [String] {
+        let name = Self.prefix + "snapshot." + id
+        let object = try snapshotObject(try await readObjects([name])[0], name: name)
+        guard let trees = object["trees"] as? [String] else {
+            throw CloudSyncError(.decode, "snapshot \(id) in \(provider) has no trees", provider: provider, key: name)
+        }
+        return trees
+    }
+
+    /// The `[key, value id]` entries of `trees` (of the snapshot object `name`), in order.
+    func entries(ofTrees trees: [String], in name: String) async throws(CloudSyncError) -> [[String]] {
+        var entries: [[String]] = []
+        for tree in try await blobs(trees, of: name) {
+            guard let run = try? JSONSerialization.jsonObject(with: Data(tree)) as? [[String]],
+                run.allSatisfy({ $0.count == 2 })
+            else {
+                throw CloudSyncError(
+                    .decode, "a tree of \(name) in \(provider) is damaged", provider: provider, key: name)
+            }
+            entries += run
+        }
+        return entries
+    }
+
+    /// The bytes of the blobs `ids` (values or trees), positionally, reading each pack they are in once.
+    func blobs(_ ids: [String], of name: String) async throws(CloudSyncError) -> [[UInt8]] {
+        var locations: [Location] = []
+        for id in ids {
+            guard let location = index[id] else {
+                throw CloudSyncError(
+                    .decode, "\(name) in \(provider) names a blob no index holds; the repository is damaged",
+                    provider: provider, key: name)
+            }
+            locations.append(location)
+        }
+        var packs: [String: [UInt8]] = [:]
+        let needed = Set(locations.map(\.pack)).sorted()
+        for (pack, plaintext) in zip(needed, try await readObjects(needed.map { Self.prefix + "data." + $0 })) {
+            packs[pack] = plaintext
+        }
+        var out: [[UInt8]] = []
+        out.reserveCapacity(locations.count)
+        for location in locations {
+            guard let bytes = packs[location.pack], location.offset + location.length <= bytes.count else {
+                throw CloudSyncError(
+                    .decode, "pack \(location.pack) in \(provider) is shorter than its index says", provider: provider)
+            }
+            out.append(Array(bytes[location.offset..<(location.offset + location.length)]))
+        }
+        return out
+    }
+
+    func snapshotObject(_ plaintext: [UInt8], name: String) throws(CloudSyncError) -> [String: Any] {
+        guard let object = try? JSONSerialization.jsonObject(with: Data(plaintext)) as? [String: Any] else {
+            throw CloudSyncError(.decode, "\(name) in \(provider) is not a snapshot", provider: provider, key: name)
+        }
+        return object
+    }
+}

@@ -1,0 +1,94 @@
+import CloudSync
+import Foundation
+
+/// One problem `verify` found, with the object it concerns.
+public struct RepositoryProblem: Sendable, Equatable {
+    /// The object's store key (`cloudsync-repo.<kind>.<id>`).
+    public var object: String
+    /// What is wrong with it.
+    public var message: String
+    /// Its error code: `ERR_DECODE` for damage, or the provider's for an object that could not be read.
+    public var code: ErrorCode
+}
+
+/// What `verify` checked and found.
+public struct RepositoryCheck: Sendable, Equatable {
+    public var snapshots = 0
+    public var indexes = 0
+    /// Packs the indexes name.
+    public var packs = 0
+    /// Packs read, decrypted and hashed blob by blob.
+    public var packsRead = 0
+    /// Packs no index names: left by a backup that was killed before its index; prune removes them.
+    public var unindexedPacks = 0
+    /// Every problem, sorted by object.
+    public var problems: [RepositoryProblem] = []
+}
+
+extension BackupRepository {
+    /// Checks the repository: every index and snapshot opens, every blob a snapshot names is indexed, every pack an
+    /// index names exists, and — for `readData` (0–1) of the packs, chosen at random — that each pack opens and each
+    /// of its blobs hashes to its id. Problems are collected, not thrown; only a provider that cannot be read throws.
+    public func verify(readData share: Double) async throws(CloudSyncError) -> RepositoryCheck {
+        var check = RepositoryCheck()
+        check.problems = damagedIndexes
+        check.indexes = objectNames("index").count
+        let present = Set(objectNames("data"))
+        var packs: [String: [(id: String, location: Location)]] = [:]
+        for (id, location) in index { packs[location.pack, default: []].append((id, location)) }
+        check.packs = packs.count
+        for pack in packs.keys.sorted() where !present.contains(Self.prefix + "data." + pack) {
+            check.problems.append(
+                RepositoryProblem(
+                    object: Self.prefix + "data." + pack,
+                    message: "pack \(pack) is named by an index but missing", code: .decode))
+        }
+        check.unindexedPacks = present.filter { packs[String($0.dropFirst((Self.prefix + "data.").count))] == nil }
+            .count
+
+        let snapshotNames = objectNames("snapshot")
+        check.snapshots = snapshotNames.count
+        for (name, opened) in zip(snapshotNames, try await openEach(snapshotNames)) {
+            do throws(CloudSyncError) {
+                let object = try snapshotObject(try opened.get(), name: name)
+                guard let trees = object["trees"] as? [String] else {
+                    throw CloudSyncError(.decode, "\(name) has no trees", key: name)
+                }
+                let entries = try await entries(ofTrees: trees, in: name)
+                let missing = entries.filter { index[$0[1]] == nil }.count
+                if missing > 0 {
+                    check.problems.append(
+                        RepositoryProblem(
+                            object: name, message: "\(missing) of its \(entries.count) values are in no index",
+                            code: .decode))
+                }
+            } catch {
+                check.problems.append(RepositoryProblem(object: error.key ?? name, message: error.message, code: error.code))
+            }
+        }
+
+        var chosen = packs.keys.filter { present.contains(Self.prefix + "data." + $0) }.shuffled()
+        chosen = Array(chosen.prefix(Int((Double(chosen.count) * min(max(share, 0), 1)).rounded(.up))))
+        for pack in chosen.sorted() {
+            let name = Self.prefix + "data." + pack
+            check.packsRead += 1
+            guard case .success(let bytes) = try await openEach([name])[0] else {
+                check.problems.append(
+                    RepositoryProblem(object: name, message: "pack \(pack) does not open: damaged", code: .decode))
+                continue
+            }
+            let wrong = packs[pack]!.filter { blob in
+                let end = blob.location.offset + blob.location.length
+                return end > bytes.count || keys.objectID(of: bytes[blob.location.offset..<end]) != blob.id
+            }
+            if !wrong.isEmpty {
+                check.problems.append(
+                    RepositoryProblem(
+                        object: name, message: "\(wrong.count) blobs of pack \(pack) do not hash to their ids",
+                        code: .decode))
+            }
+        }
+        check.problems.sort { ($0.object, $0.message) < ($1.object, $1.message) }
+        return check
+    }
+}

@@ -1,0 +1,82 @@
+import CloudSync
+
+/// Gathers blobs (values' bytes, trees) into packs of about ``BackupRepository/packBytes``, sealing and writing each
+/// as it fills, and writes the index of the packs it wrote when asked.
+///
+/// Used by a backup (blobs the repository lacks) and by prune (the blobs still needed from packs it rewrites).
+final class PackWriter {
+    let repository: BackupRepository
+    private var pack: [UInt8] = []
+    private var packID = BackupRepository.randomID()
+    /// The pack under way's blobs, by id.
+    private(set) var pending: [String: BackupRepository.Location] = [:]
+    /// Every pack written: id -> its blobs' (id, offset, length).
+    private(set) var written: [String: [(id: String, offset: Int, length: Int)]] = [:]
+    /// Bytes of objects written, as stored.
+    private(set) var bytesWritten = 0
+
+    init(_ repository: BackupRepository) { self.repository = repository }
+
+    /// Whether the pack under way holds `id` (written packs' blobs are in the repository's index).
+    func holds(_ id: String) -> Bool { pending[id] != nil }
+
+    /// Appends a blob to the pack under way, writing the pack once it is full.
+    func add(_ id: String, _ bytes: some Collection<UInt8>) async throws(CloudSyncError) {
+        pending[id] = BackupRepository.Location(pack: packID, offset: pack.count, length: bytes.count)
+        pack += bytes
+        if pack.count >= repository.packBytes { try await flush() }
+    }
+
+    /// Seals and writes the pack under way, if it holds anything, and records its blobs in the repository's index.
+    func flush() async throws(CloudSyncError) {
+        guard !pending.isEmpty else { return }
+        bytesWritten += try await repository.writeObjects([(BackupRepository.prefix + "data." + packID, pack)])
+        written[packID] = pending.map { ($0.key, $0.value.offset, $0.value.length) }
+        repository.record(pending)
+        pack = []
+        pending = [:]
+        packID = BackupRepository.randomID()
+    }
+
+    /// Writes the last pack, then an index of every pack written (several objects when it is long); the names of
+    /// the index objects.
+    @discardableResult
+    func finish() async throws(CloudSyncError) -> [String] {
+        try await flush()
+        let names = try await repository.writeIndex(written)
+        bytesWritten += names.bytes
+        return names.names
+    }
+}
+
+extension BackupRepository {
+    /// Entries an index object holds at most, so each stays well under a provider's value limit (CloudKit's is
+    /// about 1 MB; an entry is about 60 bytes).
+    static let indexEntriesPerObject = 10_000
+
+    /// Writes `packs` (pack id -> its blobs) as index objects of at most ``indexEntriesPerObject`` entries: their
+    /// names and stored bytes.
+    func writeIndex(_ packs: [String: [(id: String, offset: Int, length: Int)]]) async throws(CloudSyncError)
+        -> (names: [String], bytes: Int)
+    {
+        var objects: [(name: String, plaintext: [UInt8])] = []
+        var current: [String: [[Any]]] = [:]
+        var count = 0
+        func close() {
+            guard !current.isEmpty else { return }
+            objects.append((Self.prefix + "index." + Self.randomID(), Self.json(current)))
+            current = [:]
+            count = 0
+        }
+        for pack in packs.keys.sorted() {
+            for blob in packs[pack]! {
+                current[pack, default: []].append([blob.id, blob.offset, blob.length])
+                count += 1
+                if count >= Self.indexEntriesPerObject { close() }
+            }
+        }
+        close()
+        guard !objects.isEmpty else { return ([], 0) }
+        return (objects.map(\.name), try await writeObjects(objects))
+    }
+}

@@ -1,0 +1,153 @@
+import CloudSync
+import CloudSyncBackup
+import CloudSyncCrypto
+import CloudSyncSodium
+import CloudSyncTesting
+import Foundation
+import Testing
+
+/// Forget, prune, verify and locks on a memory provider: what each removes, what it leaves restorable, and what it
+/// finds damaged.
+@Suite struct RetentionAndVerifyTests {
+    let ring = try! EnvelopeCodec(keys: [.raw(id: "k1", SecretBytes(copying: SecureRandom.bytes(count: 32)))])
+    let clock = ManualClock()
+
+    func fixture() throws -> (CloudStore, FaultInjectingProvider) {
+        let vault = FaultInjectingProvider(id: "vault")
+        var options = StoreOptions()
+        options.clock = clock
+        return (try CloudStore(providers: [vault], options: options), vault)
+    }
+
+    func open(_ store: CloudStore, packBytes: Int = 16 << 10) async throws -> BackupRepository {
+        try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: true, packBytes: packBytes)
+    }
+
+    /// Backs `state` up as one snapshot taken at `time`.
+    func backUp(_ state: [KeyValue], into store: CloudStore, time: Int64, tags: [String] = []) async throws
+        -> BackupResult
+    {
+        let session = try await open(store).startBackup()
+        try await session.add(state)
+        return try await session.finish(source: "app", pipeline: "nightly", tags: tags, time: time, host: "test")
+    }
+
+    func storedBytes(_ store: CloudStore) async throws -> Int {
+        let keys = try await store.listKeys(of: "vault")
+        return try await store.read(keys, from: "vault").reduce(0) { $0 + ($1?.utf8.count ?? 0) }
+    }
+
+    func sorted(_ items: [KeyValue]) -> [KeyValue] { items.sorted { StoreKey.bytesPrecede($0.key, $1.key) } }
+
+    @Test func forgettingTheFirstSnapshotAndPruningShrinksTheRepositoryAndLeavesTheLatestWhole() async throws {
+        let (store, _) = try fixture()
+        var state = (0..<1_000).map { KeyValue("prefs.user\($0)", "value \($0) " + String(repeating: "x", count: 200)) }
+        let first = try await backUp(state, into: store, time: 1_000)
+        for index in 0..<100 { state[index] = KeyValue(state[index].key, "changed \(index)") }
+        state.removeLast(50)
+        let second = try await backUp(state, into: store, time: 2_000)
+        let before = try await storedBytes(store)
+
+        var policy = KeepPolicy()
+        policy.last = 1
+        let repository = try await open(store)
+        let forgotten = try await repository.forget(policy: policy)
+        #expect(forgotten.removed.map(\.id) == [first.snapshotID])
+        #expect(forgotten.kept.map(\.id) == [second.snapshotID])
+        let forgottenBytes = try await storedBytes(store)
+        let pruned = try await repository.prune(maxUnused: 0)
+        let after = try await storedBytes(store)
+        #expect(pruned.objectsDeleted > 0 && pruned.bytesFreed > 0)
+        #expect(after < before - 150 * 200, "from \(before) to \(after)")
+        #expect(forgottenBytes - after == pruned.bytesFreed)
+
+        let reopened = try await open(store)
+        #expect(try await reopened.restore(snapshot: second.snapshotID) == sorted(state))
+        #expect(try await reopened.verify(readData: 1).problems == [])
+    }
+
+    @Test func anEmptyPolicyIsRefusedAndNothingIsRemoved() async throws {
+        let (store, _) = try fixture()
+        _ = try await backUp([KeyValue("k", "v")], into: store, time: 1)
+        let repository = try await open(store)
+        await #expect {
+            _ = try await repository.forget(policy: KeepPolicy())
+        } throws: { error in
+            let error = error as? CloudSyncError
+            return error?.code == .config && error?.message.contains("last") == true
+        }
+        #expect(try await repository.snapshots().count == 1)
+    }
+
+    @Test func aPruneThatCouldNotDeleteLeavesEverySnapshotRestorableAndTheNextPruneFinishes() async throws {
+        let (store, vault) = try fixture()
+        let old = (0..<300).map { KeyValue("a\($0)", "old \($0) " + String(repeating: "y", count: 100)) }
+        let new = (0..<300).map { KeyValue("a\($0)", "new \($0) " + String(repeating: "z", count: 100)) }
+        _ = try await backUp(old, into: store, time: 1)
+        let kept = try await backUp(new, into: store, time: 2)
+        var policy = KeepPolicy()
+        policy.last = 1
+        let repository = try await open(store)
+        _ = try await repository.forget(policy: policy)
+        // Killed between writing the new index and deleting the old objects: every delete fails.
+        vault.fail(.remove, with: CloudSyncError(.offline, "gone"))
+        await #expect(throws: CloudSyncError.self) { _ = try await repository.prune(maxUnused: 0) }
+        let interrupted = try await open(store)
+        #expect(try await interrupted.verify(readData: 1).problems == [])
+        #expect(try await interrupted.restore(snapshot: kept.snapshotID) == sorted(new))
+
+        vault.fail(.remove, with: CloudSyncError(.offline, "gone"), times: 0)
+        let again = try await interrupted.prune(maxUnused: 0)
+        #expect(again.objectsDeleted > 0)
+        let finished = try await open(store)
+        #expect(try await finished.verify(readData: 1).problems == [])
+        #expect(try await finished.restore(snapshot: kept.snapshotID) == sorted(new))
+    }
+
+    @Test func aFlippedByteInAnySnapshotIndexOrPackIsNamedByVerify() async throws {
+        let (store, vault) = try fixture()
+        _ = try await backUp((0..<200).map { KeyValue("k\($0)", "value \($0)") }, into: store, time: 1)
+        let objects = try await listEveryKey(of: vault).filter {
+            !$0.hasSuffix(".config") && !$0.contains(".lock.")
+        }
+        #expect(objects.contains { $0.contains(".data.") } && objects.contains { $0.contains(".index.") })
+        for object in objects {
+            let original = try #require(try await vault.get([object])[0].get())
+            var sealed = [UInt8](Data(base64Encoded: original)!)
+            sealed[sealed.count - 20] ^= 0x40
+            _ = try await vault.set([KeyValue(object, Data(sealed).base64EncodedString())])
+            let repository = try await BackupRepository.open(
+                in: store, provider: "vault", codec: ring, create: false, checking: true)
+            let problems = try await repository.verify(readData: 1).problems
+            #expect(problems.map(\.object).contains(object), "\(object): \(problems)")
+            #expect(problems.allSatisfy { $0.code == .decode })
+            _ = try await vault.set([KeyValue(object, original)])
+        }
+        let whole = try await open(store)
+        #expect(try await whole.verify(readData: 1).problems == [])
+    }
+
+    @Test func aPruneWaitsForNoOneButIsRefusedBesideAFreshBackupLockAndNotBesideAStaleOne() async throws {
+        let (store, _) = try fixture()
+        _ = try await backUp([KeyValue("k", "v")], into: store, time: 1)
+        let repository = try await open(store)
+        let backup = try await repository.lock(exclusive: false, host: "node-a")
+        let reader = try await repository.lock(exclusive: false, host: "node-b")
+        await #expect {
+            _ = try await repository.lock(exclusive: true, host: "node-c")
+        } throws: { error in
+            let error = error as? CloudSyncError
+            return error?.code == .locked && error?.message.contains("node-") == true
+        }
+        try await reader.release()
+        // node-a died holding its lock: once it is stale, a prune may go ahead and removes it.
+        clock.advance(by: .milliseconds(RepositoryLock.staleAfter + 1))
+        let prune = try await repository.lock(exclusive: true, host: "node-c")
+        await #expect {
+            _ = try await repository.lock(exclusive: false, host: "node-d")
+        } throws: { error in (error as? CloudSyncError)?.code == .locked }
+        try await prune.release()
+        _ = backup
+        #expect(try await store.listKeys(of: "vault").filter { $0.contains(".lock.") } == [])
+    }
+}
