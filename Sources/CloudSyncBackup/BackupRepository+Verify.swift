@@ -26,9 +26,11 @@ public struct RepositoryCheck: Sendable, Equatable {
 }
 
 extension BackupRepository {
-    /// Checks the repository: every index and snapshot opens, every blob a snapshot names is indexed, every pack an
-    /// index names exists, and — for `readData` (0–1) of the packs, chosen at random — that each pack opens and each
-    /// of its blobs hashes to its id. Problems are collected, not thrown; only a provider that cannot be read throws.
+    /// Checks the repository and returns every problem found, each naming its object.
+    ///
+    /// Every index and snapshot opens, every blob a snapshot names is indexed, every pack an index names exists,
+    /// and, for `readData` (0 to 1) of the packs chosen at random, each pack opens and each of its blobs hashes to
+    /// its id. Problems are collected, not thrown; only a provider that cannot be read throws.
     public func verify(readData share: Double) async throws(CloudSyncError) -> RepositoryCheck {
         var check = RepositoryCheck()
         check.problems = damagedIndexes
@@ -43,7 +45,8 @@ extension BackupRepository {
                     object: Self.prefix + "data." + pack,
                     message: "pack \(pack) is named by an index but missing", code: .decode))
         }
-        check.unindexedPacks = present.filter { packs[String($0.dropFirst((Self.prefix + "data.").count))] == nil }
+        check.unindexedPacks =
+            present.filter { packs[String($0.dropFirst((Self.prefix + "data.").count))] == nil }
             .count
 
         let snapshotNames = objectNames("snapshot")
@@ -63,7 +66,8 @@ extension BackupRepository {
                             code: .decode))
                 }
             } catch {
-                check.problems.append(RepositoryProblem(object: error.key ?? name, message: error.message, code: error.code))
+                check.problems.append(
+                    RepositoryProblem(object: error.key ?? name, message: error.message, code: error.code))
             }
         }
 
@@ -88,7 +92,10 @@ extension BackupRepository {
                         code: .decode))
             }
         }
-        check.problems.sort { ($0.object, $0.message) < ($1.object, $1.message) }
+        // One problem per object: the first found (a damaged pack is met first through a tree it holds).
+        var named: Set<String> = []
+        check.problems = check.problems.filter { named.insert($0.object).inserted }
+        check.problems.sort { $0.object < $1.object }
         return check
     }
 }

@@ -213,7 +213,8 @@ extension PipelineReader {
                         + text.quoted, at: within.mark)
             }
         }
-        if valid && policy.isEmpty {
+        let unknown = node.mapping?.contains { !KeepPolicy.ruleNames.contains($0.key.scalar ?? "") } ?? false
+        if valid && !unknown && policy.isEmpty {
             diagnostics.error(
                 "\(place) keeps nothing, so forget would remove every snapshot; set at least one of "
                     + KeepPolicy.ruleNames.joined(separator: ", "), at: node.mark)

@@ -105,4 +105,101 @@ import Testing
         #expect(report.jobs.first?.error?.code == "ERR_CONFIG")
         #expect(report.jobs.first?.error?.message.contains("no snapshot") == true)
     }
+
+    private func directoryBytes(_ path: String) throws -> Int {
+        try FileManager.default.subpathsOfDirectory(atPath: path).reduce(0) { total, file in
+            let attributes = try FileManager.default.attributesOfItem(atPath: path + "/" + file)
+            return total
+                + ((attributes[.type] as? FileAttributeType) == .typeRegular ? (attributes[.size] as? Int ?? 0) : 0)
+        }
+    }
+
+    @Test func forgetAndPruneShrinkTheRepositoryVerifyNamesADamagedPackAndRestoreDeletesWhatTheSnapshotLacks()
+        async throws
+    {
+        let app = try sqlite("app")
+        var state = (0..<300).map {
+            KeyValue(
+                "settings.user\($0)", #"{"n":\#($0),"theme":"dark","pad":"\#(String(repeating: "p", count: 300))"}"#)
+        }
+        _ = try await app.set(state)
+        #expect(try await run("  - { type: backup, from: app, to: vault, codec: sealed }").jobs[0].status == .ok)
+        for index in 0..<10 { state[index] = KeyValue(state[index].key, "changed \(index)") }
+        _ = try await app.set(Array(state[0..<10]))
+        _ = try await app.remove(state.suffix(5).map(\.key))
+        state.removeLast(5)
+        let added = (0..<5).map { KeyValue("settings.new\($0)", "fresh \($0)") }
+        _ = try await app.set(added)
+        state += added
+        await app.close()
+        #expect(try await run("  - { type: backup, from: app, to: vault, codec: sealed }").jobs[0].status == .ok)
+        let vault = directory.file("data/vault")
+        let before = try directoryBytes(vault)
+
+        let forget = try await run(
+            "  - { type: forget, repository: vault, codec: sealed, keep: { last: 1 }, prune: true }")
+        let forgetJob = forget.jobs[0]
+        #expect(forgetJob.status == .ok, "\(forgetJob)")
+        #expect(forgetJob.counts["kept"] == 1 && forgetJob.counts["removed"] == 1)
+        #expect((forgetJob.counts["objectsDeleted"] ?? 0) > 0 && (forgetJob.counts["bytesFreed"] ?? 0) > 0)
+        let after = try directoryBytes(vault)
+        #expect(after < before, "\(before) -> \(after)")
+
+        // The restore target holds keys the snapshot never had: `deletes` removes them.
+        let restoredProvider = try sqlite("restored")
+        _ = try await restoredProvider.set([KeyValue("stray.one", "x"), KeyValue("stray.two", "y")])
+        await restoredProvider.close()
+        let restore = try await run(
+            "  - { type: restore, from: vault, to: restored, codec: sealed, deletes: true, maxDeletes: 10 }")
+        #expect(restore.jobs[0].status == .ok && restore.jobs[0].counts["deleted"] == 2, "\(restore.jobs[0])")
+        #expect(try await contents("restored").sorted { $0.key < $1.key } == state.sorted { $0.key < $1.key })
+
+        let clean = try await run("  - { type: verify, repository: vault, codec: sealed, readData: all }")
+        #expect(clean.jobs[0].status == .ok && clean.jobs[0].counts["failed"] == 0, "\(clean.jobs[0])")
+        let pack = try #require(
+            try FileManager.default.subpathsOfDirectory(atPath: vault).first { $0.contains("data.") })
+        var bytes = [UInt8](try Data(contentsOf: URL(fileURLWithPath: vault + "/" + pack)))
+        bytes[bytes.count / 2] = bytes[bytes.count / 2] == UInt8(ascii: "A") ? UInt8(ascii: "B") : UInt8(ascii: "A")
+        try Data(bytes).write(to: URL(fileURLWithPath: vault + "/" + pack))
+        let damaged = try await run("  - { type: verify, repository: vault, codec: sealed, readData: all }")
+        #expect(damaged.jobs[0].status == .failed && damaged.jobs[0].counts["failed"] == 1)
+        let named = damaged.jobs[0].failures.map(\.key)
+        #expect(named.count == 1 && pack.hasSuffix(named.first ?? "?"), "\(named) for \(pack)")
+    }
+
+    @Test func aRestoreThatWouldDeleteMoreThanMaxDeletesDeletesNoneAndFails() async throws {
+        let app = try sqlite("app")
+        _ = try await app.set([KeyValue("k", "v")])
+        await app.close()
+        _ = try await run("  - { type: backup, from: app, to: vault, codec: sealed }")
+        let restored = try sqlite("restored")
+        _ = try await restored.set((0..<10).map { KeyValue("other\($0)", "x") })
+        await restored.close()
+        let report = try await run("  - { type: restore, from: vault, to: restored, codec: sealed, deletes: true }")
+        #expect(report.jobs[0].status == .failed && report.jobs[0].error?.code == "ERR_TOO_MANY_DELETES")
+        #expect(report.jobs[0].counts["heldBack"] == 10 && report.jobs[0].counts["deleted"] == 0)
+        #expect(try await contents("restored").count == 11)
+    }
+
+    @Test func forgetRefusesAKeepPolicyThatKeepsNothingWhenTheFileIsChecked() throws {
+        #expect {
+            _ = try PipelineLoader.load(
+                source: """
+                    version: 1
+                    name: p
+                    providers: { vault: { type: directory, path: v, create: true } }
+                    codecs: { sealed: { type: xchacha20poly1305, keys: [{ id: k1, file: keys/backup.key }] } }
+                    store: { providers: [vault] }
+                    jobs:
+                      - { type: forget, repository: vault, codec: sealed, keep: { dayly: 7 } }
+                      - { type: forget, repository: vault, codec: sealed, keep: { within: 3 days } }
+                      - { type: forget, repository: vault, codec: sealed, keep: {} }
+                    """, file: "p.yaml", directory: directory.path, registry: BuiltInProviders.registry,
+                environment: [:])
+        } throws: { error in
+            let text = "\(error)"
+            return text.contains("p.yaml:7:") && text.contains("did you mean `daily`") && text.contains("p.yaml:8:")
+                && text.contains("within") && text.contains("p.yaml:9:") && text.contains("keeps nothing")
+        }
+    }
 }
