@@ -93,7 +93,9 @@ let package = Package(
         // The command line: argument parsing, exit codes, what people see.
         .target(
             name: "CloudSyncCLI",
-            dependencies: ["CloudSync", "CloudSyncCrypto", "CloudSyncPipeline", "CloudSyncCloudKit"]),
+            dependencies: [
+                "CloudSync", "CloudSyncCrypto", "CloudSyncPipeline", "CloudSyncCloudKit", "CloudSyncBackup",
+            ]),
         .executableTarget(name: "cloudsync", dependencies: ["CloudSyncCLI"]),
         // The second process some tests need: a writer to kill, a concurrent writer (see CloudSyncLocalTests), an HTTP
         // client run with proxy variables of its own (see CloudSyncHTTPTests).

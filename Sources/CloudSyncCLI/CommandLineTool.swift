@@ -134,6 +134,7 @@ package struct CommandLineTool {
         case ["outbox", "flush"]: return await outboxFlush(parsed)
         case ["outbox", "discard"]: return await outboxDiscard(parsed)
         case ["history"]: return history(parsed)
+        case ["snapshots"]: return await snapshots(parsed)
         case ["login"]: return await login(parsed)
         case ["logout"]: return logout(parsed)
         case ["cloudkit", "status"]: return await cloudkitStatus(parsed)

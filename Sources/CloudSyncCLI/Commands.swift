@@ -43,6 +43,11 @@ enum Commands {
     static let discardProvider = OptionSpec.option(
         "provider", value: "ID", help: "Discard only writes waiting for this provider.")
     static let discardYes = OptionSpec.flag("yes", help: "Confirm: without it nothing is discarded.")
+    static let snapshotsRepository = OptionSpec.option(
+        "repository", value: "ID", required: true,
+        help: "The provider keeping the backup repository, by its id in the pipeline file.")
+    static let snapshotsCodec = OptionSpec.option(
+        "codec", value: "ID", help: "The codec whose key ring opens it (default: the file's only codec).")
     static let historyLimit = OptionSpec.option("limit", value: "N", default: "20", help: "Show at most N runs.")
     static let loginProvider = OptionSpec.option(
         "provider", value: "ID", required: true,
@@ -184,6 +189,21 @@ enum Commands {
             (.usage, "the command line or the pipeline file was wrong"),
         ])
 
+    static let snapshots = CommandSpec(
+        path: ["snapshots"], abstract: "List the snapshots of a backup repository, oldest first.",
+        discussion: """
+            One line each: the id's first 8 characters (restore takes any unique prefix), time, host, pipeline, \
+            source, key count, bytes of values and tags; --json prints every field with the whole id. Nothing is \
+            written and the pipeline's run lock is not taken.
+            """,
+        arguments: [file],
+        options: [snapshotsRepository, snapshotsCodec, json],
+        exitCodes: [
+            (.success, "the snapshots were listed (none when the repository holds none)"),
+            (.jobError, "the repository could not be opened: missing, another key, damaged, or a newer format"),
+            (.usage, "the command line or the pipeline file was wrong"),
+        ])
+
     static let login = CommandSpec(
         path: ["login"],
         abstract: "Sign a provider in once, in a browser, and keep the credentials in the pipeline's state database.",
@@ -294,7 +314,7 @@ enum Commands {
 
     /// Every subcommand, in the order help lists them.
     static let all = [
-        run, validate, plan, schema, outbox, history, login, logout, cloudkit, keygen, completions, help,
+        run, validate, plan, schema, outbox, history, snapshots, login, logout, cloudkit, keygen, completions, help,
     ]
 
     /// The command that `words` name (`["outbox", "list"]`), or the error saying which word is unknown.

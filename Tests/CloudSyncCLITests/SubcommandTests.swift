@@ -154,7 +154,8 @@ import Testing
         }
         await #expect(
             try complete(["cloudsync", ""]) == [
-                "run", "validate", "plan", "schema", "outbox", "history", "login", "logout", "cloudkit", "keygen",
+                "run", "validate", "plan", "schema", "outbox", "history", "snapshots", "login", "logout", "cloudkit",
+                "keygen",
                 "completions", "help", "--version", "--help", "-h",
             ])
         await #expect(
@@ -184,7 +185,8 @@ import Testing
         let script = result.standardOutput
         #expect(script.hasPrefix("#compdef cloudsync\n"))
         for name in [
-            "run", "validate", "plan", "schema", "outbox", "history", "login", "logout", "cloudkit", "keygen",
+            "run", "validate", "plan", "schema", "outbox", "history", "snapshots", "login", "logout", "cloudkit",
+            "keygen",
             "completions", "help",
         ] {
             #expect(script.contains("\n        '\(name):"), "zsh completion lacks \(name)")

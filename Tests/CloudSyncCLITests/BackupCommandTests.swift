@@ -1,0 +1,124 @@
+import CloudSync
+import CloudSyncLocal
+import CloudSyncTesting
+import Foundation
+import Testing
+
+/// Backups through the built binary: `cloudsync snapshots`, and an independent restore written from
+/// docs/backup-format.md alone (`scripts/backup_restore.py`, on PyNaCl) agreeing with `cloudsync restore`.
+@Suite(.timeLimit(.minutes(10))) struct BackupCommandTests {
+    let executable: String
+    let directory: TemporaryDirectory
+    let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
+
+    init() async throws {
+        executable = try ProcessRunner.builtProduct("cloudsync")
+        directory = try TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory.file("keys"), withIntermediateDirectories: true)
+        try FileManager.default.createDirectory(atPath: directory.file("data"), withIntermediateDirectories: true)
+        _ = try await ProcessRunner.run(executable, ["keygen", "--out", directory.file("keys/vault.key")])
+        try """
+        version: 1
+        name: nightly
+        providers:
+          app: { type: sqlite, path: data/app.db, create: true }
+          vault: { type: directory, path: data/vault, create: true }
+          restored: { type: sqlite, path: data/restored.db, create: true }
+        codecs:
+          sealed: { type: xchacha20poly1305, keys: [{ id: k1, file: keys/vault.key }] }
+        store: { providers: [app] }
+        jobs:
+          - { type: backup, name: backup, from: app, to: vault, codec: sealed, tags: [nightly] }
+          - { type: restore, name: restore, from: vault, to: restored, codec: sealed, snapshot: "${env:SNAPSHOT}", deletes: true, maxDeletes: 100% }
+
+        """.write(toFile: directory.file("nightly.yaml"), atomically: true, encoding: .utf8)
+    }
+
+    private func cloudsync(_ arguments: [String], snapshot: String = "latest") async throws -> ProcessResult {
+        try await ProcessRunner.run(
+            executable, arguments,
+            environment: ProcessInfo.processInfo.environment.merging(["SNAPSHOT": snapshot]) { $1 })
+    }
+
+    private func contents(_ name: String) async throws -> [String: String] {
+        let provider = try SQLiteProvider(id: name, path: directory.file("data/\(name).db"))
+        let keys = try await listEveryKey(of: provider)
+        let values = try await provider.get(keys).map { try $0.get() ?? "" }
+        await provider.close()
+        return Dictionary(uniqueKeysWithValues: zip(keys, values))
+    }
+
+    /// What the independent restore gives for `snapshot` (nil: the newest).
+    private func pythonRestore(_ snapshot: String?) async throws -> [String: String] {
+        let python = root + "/.build/pyenv/bin/python3"
+        guard FileManager.default.isExecutableFile(atPath: python) else {
+            Issue.record("PyNaCl's virtual environment is missing: run `make test`, which creates it")
+            return [:]
+        }
+        let out = directory.file("python-\(snapshot ?? "latest").json")
+        let result = try await ProcessRunner.run(
+            python,
+            [
+                root + "/scripts/backup_restore.py", "--repository", directory.file("data/vault"), "--key-file",
+                directory.file("keys/vault.key"), "--out", out,
+            ] + (snapshot.map { ["--snapshot", $0] } ?? []))
+        #expect(result.status == 0, "\(result.standardError)")
+        return try JSONDecoder().decode([String: String].self, from: Data(contentsOf: URL(fileURLWithPath: out)))
+    }
+
+    @Test func theIndependentRestoreAgreesWithRestoreOnEverySnapshotAndSnapshotsListsThem() async throws {
+        let file = directory.file("nightly.yaml")
+        let app = try SQLiteProvider(id: "app", path: directory.file("data/app.db"))
+        var state = (0..<1_000).map { KeyValue("user\($0).settings", #"{"n":\#($0),"name":"Zoë \#($0)"}"#) }
+        _ = try await app.set(state)
+        #expect(try await cloudsync(["run", file, "--job", "backup", "--quiet"]).status == 0)
+        for index in 0..<10 { state[index] = KeyValue(state[index].key, "changed \(index)") }
+        _ = try await app.set(Array(state[0..<10]))
+        _ = try await app.remove(state.suffix(5).map(\.key))
+        state.removeLast(5)
+        state += (0..<5).map { KeyValue("added\($0)", "new ✓ \($0)") }
+        _ = try await app.set(Array(state.suffix(5)))
+        await app.close()
+        #expect(try await cloudsync(["run", file, "--job", "backup", "--quiet"]).status == 0)
+
+        let listed = try await cloudsync(["snapshots", file, "--repository", "vault", "--json"])
+        #expect(listed.status == 0, "\(listed.standardError)")
+        let snapshots = try #require(
+            try JSONSerialization.jsonObject(with: Data(listed.standardOutput.utf8)) as? [[String: Any]])
+        #expect(snapshots.count == 2)
+        #expect(snapshots.allSatisfy { $0["keys"] as? Int == 1_000 && $0["tags"] as? [String] == ["nightly"] })
+        #expect(snapshots.allSatisfy { $0["pipeline"] as? String == "nightly" && $0["source"] as? String == "app" })
+        let ids = snapshots.compactMap { $0["id"] as? String }
+        let text = try await cloudsync(["snapshots", file, "--repository", "vault"])
+        #expect(
+            text.standardOutput.split(separator: "\n").map { String($0.prefix(8)) } == ids.map { String($0.prefix(8)) })
+
+        for id in ids {
+            let restore = try await cloudsync(["run", file, "--job", "restore", "--quiet"], snapshot: id)
+            #expect(restore.status == 0, "\(restore.standardError)")
+            let restored = try await contents("restored")
+            #expect(try await pythonRestore(String(id.prefix(10))) == restored)
+        }
+        #expect(try await contents("restored") == Dictionary(uniqueKeysWithValues: state.map { ($0.key, $0.value) }))
+        #expect(try await pythonRestore(nil) == (try await contents("restored")))
+    }
+
+    @Test func aRepositoryOpenedWithAnotherKeyIsOneErrorNamingIt() async throws {
+        let file = directory.file("nightly.yaml")
+        let app = try SQLiteProvider(id: "app", path: directory.file("data/app.db"))
+        _ = try await app.set([KeyValue("k", "v")])
+        await app.close()
+        #expect(try await cloudsync(["run", file, "--job", "backup", "--quiet"]).status == 0)
+        _ = try await ProcessRunner.run(executable, ["keygen", "--out", directory.file("keys/other.key")])
+        let other = try String(contentsOfFile: file, encoding: .utf8).replacingOccurrences(
+            of: "keys/vault.key", with: "keys/other.key")
+        try other.write(toFile: directory.file("other.yaml"), atomically: true, encoding: .utf8)
+        let result = try await cloudsync(["snapshots", directory.file("other.yaml"), "--repository", "vault"])
+        #expect(result.status == 2)
+        #expect(result.standardError.contains("ERR_DECODE") && result.standardError.contains("vault"))
+        #expect(result.standardError.split(separator: "\n").count <= 2, "\(result.standardError)")
+        let unknown = try await cloudsync(["snapshots", file, "--repository", "vaul"])
+        #expect(unknown.status == 64 && unknown.standardError.contains("did you mean 'vault'"))
+    }
+}

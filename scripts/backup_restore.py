@@ -1,0 +1,119 @@
+#!/usr/bin/env python3
+"""An independent restore of a CloudSync backup repository kept in a directory (docs/backup-format.md), on PyNaCl.
+
+    backup_restore.py --repository DIR --key-file FILE [--snapshot ID|PREFIX] --out FILE.json
+
+Writes the snapshot's keys and values as one JSON object to --out (the newest snapshot unless --snapshot names
+one) and every snapshot's id on standard error. --key-file is the key file of the pipeline codec's key that wrapped
+the repository's keys. Written from the format page alone; it shares no code with CloudSync.
+"""
+import argparse
+import base64
+import json
+import os
+import sys
+
+import nacl.bindings
+import nacl.encoding
+import nacl.hash
+
+PREFIX = "cloudsync-repo."
+
+
+def fail(message):
+    sys.exit("backup_restore: " + message)
+
+
+def raw_key(path):
+    with open(path, "rb") as handle:
+        key = base64.b64decode(handle.read().strip(), validate=True)
+    if len(key) != 32:
+        fail("the key file does not hold 32 bytes")
+    return key
+
+
+def open_envelope(envelope, store_key, key):
+    """A cs1 envelope with a raw key (README, "Encrypted envelope format")."""
+    version, _key_id, kdf, payload = envelope.split(":", 3)
+    if version != "cs1" or kdf != "raw":
+        fail("the config's keys are not a cs1 envelope of a raw key")
+    blob = base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
+    header = envelope[: len(envelope) - len(payload)]
+    return nacl.bindings.crypto_aead_xchacha20poly1305_ietf_decrypt(
+        blob[24:], (header + store_key).encode(), blob[:24], key)
+
+
+class Repository:
+    def __init__(self, directory, key):
+        self.directory = directory
+        self.names = sorted(name for name in os.listdir(directory) if name.startswith(PREFIX))
+        config = json.loads(self.read(PREFIX + "config"))
+        if config["format"] > 1:
+            fail("the repository has format %d; this script reads format 1" % config["format"])
+        keys = base64.b64decode(open_envelope(config["keys"], PREFIX + "config", key), validate=True)
+        if len(keys) != 64:
+            fail("the config's keys are not 64 bytes")
+        self.data_key, self.id_key = keys[:32], keys[32:]
+        self.index = {}
+        for name in self.kind("index"):
+            for pack, blobs in json.loads(self.open(name)).items():
+                for blob_id, offset, length in blobs:
+                    self.index[blob_id] = (pack, offset, length)
+        self.packs = {}
+
+    def read(self, name):
+        with open(os.path.join(self.directory, name), "rb") as handle:
+            return handle.read().decode("utf-8")
+
+    def kind(self, kind):
+        return [name for name in self.names if name.startswith(PREFIX + kind + ".")]
+
+    def open(self, name):
+        sealed = base64.b64decode(self.read(name), validate=True)
+        return nacl.bindings.crypto_aead_xchacha20poly1305_ietf_decrypt(
+            sealed[24:], name.encode(), sealed[:24], self.data_key)
+
+    def blob(self, blob_id):
+        pack, offset, length = self.index[blob_id]
+        if pack not in self.packs:
+            self.packs[pack] = self.open(PREFIX + "data." + pack)
+        data = self.packs[pack][offset:offset + length]
+        digest = nacl.hash.blake2b(data, digest_size=16, key=self.id_key, encoder=nacl.encoding.HexEncoder)
+        if digest.decode("ascii") != blob_id:
+            fail("blob %s in pack %s does not hash to its id" % (blob_id, pack))
+        return data
+
+    def snapshots(self):
+        found = []
+        for name in self.kind("snapshot"):
+            found.append((json.loads(self.open(name)), name[len(PREFIX + "snapshot."):]))
+        return sorted(found, key=lambda item: (item[0]["time"], item[1]))
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--repository", required=True)
+    parser.add_argument("--key-file", required=True)
+    parser.add_argument("--snapshot")
+    parser.add_argument("--out", required=True)
+    args = parser.parse_args()
+    repository = Repository(args.repository, raw_key(args.key_file))
+    snapshots = repository.snapshots()
+    for snapshot, snapshot_id in snapshots:
+        print("%s %d keys" % (snapshot_id, snapshot["keys"]), file=sys.stderr)
+    chosen = [item for item in snapshots if args.snapshot is None or item[1].startswith(args.snapshot)]
+    if not chosen or (args.snapshot is not None and len(chosen) > 1):
+        fail("no single snapshot matches %s" % (args.snapshot or "latest"))
+    snapshot = chosen[-1][0]
+    restored = {}
+    for tree in snapshot["trees"]:
+        for key, value_id in json.loads(repository.blob(tree)):
+            restored[key] = repository.blob(value_id).decode("utf-8")
+    if len(restored) != snapshot["keys"]:
+        fail("the snapshot says %d keys but its trees hold %d" % (snapshot["keys"], len(restored)))
+    with open(args.out, "w", encoding="utf-8") as handle:
+        json.dump(restored, handle, ensure_ascii=False, sort_keys=True)
+
+
+if __name__ == "__main__":
+    main()
