@@ -121,7 +121,10 @@ let package = Package(
         // loopback server and the emulators.
         .target(
             name: "CloudSyncTesting",
-            dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncHTTPServer", "CloudSyncEmulator"]),
+            dependencies: [
+                "CloudSync", "CloudSyncHTTP", "CloudSyncHTTPServer", "CloudSyncEmulator", "CloudSyncBackup",
+                "CloudSyncCrypto", "CloudSyncSodium",
+            ]),
 
         .testTarget(name: "CloudSyncSQLiteTests", dependencies: ["CloudSyncSQLite", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncSodiumTests", dependencies: ["CloudSyncSodium", "CloudSyncTesting"]),
@@ -153,7 +156,7 @@ let package = Package(
             name: "CloudSyncS3Tests",
             dependencies: [
                 "CloudSync", "CloudSyncHTTP", "CloudSyncLocal", "CloudSyncS3", "CloudSyncSodium", "CloudSyncTesting",
-                "cloudsync",
+                "CloudSyncBackup", "CloudSyncCrypto", "cloudsync",
             ]),
         .testTarget(
             name: "CloudSyncCloudKitTests",

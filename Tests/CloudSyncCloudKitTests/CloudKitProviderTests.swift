@@ -36,6 +36,11 @@ extension CloudKitFixture {
 
 /// The `cloudKit` provider against the CloudKit emulator over loopback.
 @Suite struct CloudKitProviderTests {
+    @Test func aBackupRepositoryLivesItsWholeLifeInAZone() async throws {
+        let fixture = try CloudKitFixture()
+        #expect(await BackupRoundTrip.run(on: try fixture.provider(zone: "Backups")) == [])
+    }
+
     @Test func conformsToTheProviderContract() async throws {
         let fixture = try CloudKitFixture()
         let counter = Counter()

@@ -8,6 +8,11 @@ import Synchronization
 import Testing
 
 @Suite struct DriveProviderTests {
+    @Test func aBackupRepositoryLivesItsWholeLifeInTheAppFolder() async throws {
+        let host = try DriveHost()
+        #expect(await BackupRoundTrip.run(on: host.provider()) == [])
+    }
+
     /// Under every reading of `orderBy=name` the emulator offers: Google documents it only as "alphabetical".
     @Test(arguments: DriveFilesEmulator.NameOrder.allCases)
     func passesTheConformanceSuiteAgainstTheEmulator(nameOrder: DriveFilesEmulator.NameOrder) async throws {

@@ -1,6 +1,9 @@
 import CloudSync
+import CloudSyncBackup
+import CloudSyncCrypto
 import CloudSyncHTTP
 import CloudSyncS3
+import CloudSyncSodium
 import CloudSyncTesting
 import Foundation
 import Synchronization
@@ -31,6 +34,31 @@ enum SharedMoto {
         await provider.close()
         let errors = await ProviderConformanceSuite.errorsAfterClose(provider)
         #expect(errors.allSatisfy { $0?.code == .closed && $0?.provider == "bucket" }, "\(errors)")
+    }
+
+    @Test func aBackupRepositoryLivesItsWholeLifeInABucket() async throws {
+        let provider = makeProvider(
+            endpoint: try await SharedMoto.endpoint(), bucket: "cloudsync-tests", prefix: "backup/")
+        #expect(await BackupRoundTrip.run(on: provider) == [])
+    }
+
+    /// The backups issue's target: at most 10 requests per 1,000 small values backed up, the repository's lock,
+    /// config, pack, index and snapshot included.
+    @Test func aBackupOf1000SmallValuesCostsAtMostTenRequests() async throws {
+        let proxy = try S3Proxy(upstream: try await SharedMoto.endpoint())
+        let provider = makeProvider(endpoint: proxy.endpoint, bucket: "cloudsync-tests", prefix: "backup-requests/")
+        let store = try CloudStore(providers: [provider])
+        let ring = try EnvelopeCodec(keys: [.raw(id: "k1", SecretBytes(copying: SecureRandom.bytes(count: 32)))])
+        let items = (0..<1_000).map { KeyValue("app.key\($0)", String(repeating: "v", count: 100) + "\($0)") }
+        proxy.server.clearLog()
+        let repository = try await BackupRepository.open(in: store, provider: provider.id, codec: ring, create: true)
+        try await repository.withLock(exclusive: false) { _ throws(CloudSyncError) in
+            let session = repository.startBackup()
+            try await session.add(items)
+            _ = try await session.finish(source: "app", pipeline: "p", time: 1)
+        }
+        let requests = proxy.server.requestLog.map { "\($0.method) \($0.path)" }
+        #expect(requests.count <= 10, "\(requests)")
     }
 
     @Test func listsAndRemoves2500KeysInPagesOf1000() async throws {
