@@ -46,12 +46,12 @@ test-repeat: deps
 	$(SWIFT) build --build-tests
 	scripts/run-tests.py --runs $(N) --label repeat
 
-# `make bench`: one table of our figures beside their peers (sqlite3 shell, libsodium, rclone, the protocol minimum of
+# `make bench`: one table of our figures beside their peers (sqlite3 shell, libsodium, rclone, restic, the protocol minimum of
 # requests per key on the emulators and moto), medians of BENCH_RUNS
 # runs, also written to bench.json. `make bench-compare OLD=old.json` sets an earlier bench.json beside the current one.
 BENCH_RUNS ?= 3
 bench:
-	@scripts/install-deps.sh sqlite3 rclone
+	@scripts/install-deps.sh sqlite3 rclone restic
 	@scripts/python-env.sh
 	$(SWIFT) run -c release cloudsync-bench --runs $(BENCH_RUNS) --json bench.json
 	$(SWIFT) run -c release cloudsync-bench --sync 1000000,10000000

@@ -108,7 +108,7 @@ let package = Package(
             dependencies: [
                 "CloudSync", "CloudSyncSQLite", "CloudSyncSodium", "CloudSyncYAML", "CloudSyncLocal", "CloudSyncCrypto",
                 "CloudSyncTesting", "CloudSyncHTTP", "CloudSyncS3", "CloudSyncPipeline", "CSodium", "CloudSyncAuth",
-                "CloudSyncEmulator", "CloudSyncDrive", "CloudSyncCloudKit",
+                "CloudSyncEmulator", "CloudSyncDrive", "CloudSyncCloudKit", "CloudSyncBackup",
             ]),
 
         // The fuzzers' entry points (YAML, pipeline loader, envelope decoder): driven by libFuzzer in `make fuzz`,

@@ -31,8 +31,11 @@ public final class BackupRepository {
     /// The provider the repository lives in.
     public let provider: String
     let keys: RepositoryKeys
-    /// Packs hold at most about this many bytes of values before they are sealed and written.
+    /// Packs hold at most this many bytes of blobs: the `packBytes` asked for, or less where the provider's value
+    /// limit needs (a pack is stored as base64 of its sealed bytes, a third larger).
     let packBytes: Int
+    /// Entries an index object holds at most, so it fits the provider's value limit too.
+    let indexEntriesPerObject: Int
     /// Every value id the repository holds, and where.
     var index: [String: Location]
     /// Indexes that did not open, when the repository was opened for checking (otherwise the first one throws).
@@ -40,13 +43,22 @@ public final class BackupRepository {
     /// Every object's name, listed once when the repository opens and kept up to date with what it writes.
     private var names: Set<String> = []
 
-    private init(store: CloudStore, provider: String, keys: RepositoryKeys, packBytes: Int, index: [String: Location]) {
+    private init(store: CloudStore, provider: String, keys: RepositoryKeys, packBytes: Int, index: [String: Location])
+        throws(CloudSyncError)
+    {
         self.store = store
         self.provider = provider
         self.keys = keys
-        self.packBytes = packBytes
+        let limit = try store.capabilities(of: provider).maxValueBytes.map(Self.plaintextFitting) ?? Int.max
+        self.packBytes = max(1, min(packBytes, limit))
+        // An entry is at most about 80 bytes of JSON (a 32-digit id, a pack's offset and length).
+        self.indexEntriesPerObject = max(1, min(10_000, limit / 80))
         self.index = index
     }
+
+    /// The most plaintext bytes whose sealed object fits in `limit` stored bytes (less 1 KB for a codec the
+    /// provider may have of its own).
+    static func plaintextFitting(_ limit: Int) -> Int { max(1, (limit - 1024) / 4 * 3 - 40) }
 
     /// Opens the repository in `provider`, creating it when `create` is true and there is none.
     ///
@@ -86,7 +98,7 @@ public final class BackupRepository {
             let text = String(decoding: json(object), as: UTF8.self)
             try await store.write([KeyValue(configName, text)], to: provider)[0].get()
         }
-        let repository = BackupRepository(
+        let repository = try BackupRepository(
             store: store, provider: provider, keys: keys, packBytes: packBytes, index: [:])
         try await repository.listObjects()
         try await repository.loadIndex(checking: checking)

@@ -35,23 +35,34 @@ public final class BackupSession {
         packs = PackWriter(repository)
     }
 
-    /// Adds keys and their plaintext values to the snapshot.
-    public func add(_ items: [KeyValue]) async throws(CloudSyncError) {
+    /// Adds keys and their plaintext values to the snapshot; the keys left out, each with why: a value larger than
+    /// the repository's provider can hold in one object (`ERR_PAYLOAD_TOO_LARGE`).
+    @discardableResult
+    public func add(_ items: [KeyValue]) async throws(CloudSyncError) -> [KeyFailure] {
+        var left: [KeyFailure] = []
         for item in items {
-            let (id, stored) = try await store(item.value)
+            let id: String
+            let stored: Bool
+            do throws(CloudSyncError) {
+                (id, stored) = try await store(item.value, key: item.key)
+            } catch  where error.code == .payloadTooLarge {
+                left.append(KeyFailure(key: item.key, error: error))
+                continue
+            }
             entries.append([item.key, id])
             valueBytes += item.value.utf8.count
             result.keys += 1
             if stored { result.new += 1 } else { result.unchanged += 1 }
         }
+        return left
     }
 
     /// Puts `blob` in the pack under way unless the repository (or this session) holds it already; its id, and
     /// whether it was new.
-    private func store(_ blob: String) async throws(CloudSyncError) -> (id: String, new: Bool) {
+    private func store(_ blob: String, key: String? = nil) async throws(CloudSyncError) -> (id: String, new: Bool) {
         let id = repository.keys.objectID(of: blob)
         if repository.index[id] != nil || packs.holds(id) { return (id, false) }
-        try await packs.add(id, blob.utf8)
+        try await packs.add(id, blob.utf8, key: key)
         return (id, true)
     }
 
@@ -72,13 +83,17 @@ public final class BackupSession {
             if new { result.treesAdded += 1 }
             run = []
         }
+        var runBytes = 0
         for entry in entries {
             run.append(entry)
+            runBytes += entry[0].utf8.count + 40
             // An unkeyed digest: the same key set is cut the same way in every repository (the cuts are only
             // inside sealed packs, so they reveal nothing).
             let boundary = SyncFingerprint.digest(of: entry[0]).first.map { "01".contains($0) } ?? false
-            if boundary && run.count > 1 || run.count >= 1_000 {
+            // Bounded too, by count and by bytes, so a tree always fits in a pack.
+            if boundary && run.count > 1 || run.count >= 1_000 || runBytes >= repository.packBytes / 2 {
                 try await cut()
+                runBytes = 0
             }
         }
         try await cut()

@@ -20,11 +20,19 @@ final class PackWriter {
     /// Whether the pack under way holds `id` (written packs' blobs are in the repository's index).
     func holds(_ id: String) -> Bool { pending[id] != nil }
 
-    /// Appends a blob to the pack under way, writing the pack once it is full.
-    func add(_ id: String, _ bytes: some Collection<UInt8>) async throws(CloudSyncError) {
+    /// Appends a blob to the pack under way, first writing the pack when the blob would take it over
+    /// ``BackupRepository/packBytes``; a blob larger than that alone is `ERR_PAYLOAD_TOO_LARGE`, naming `key`.
+    func add(_ id: String, _ bytes: some Collection<UInt8>, key: String? = nil) async throws(CloudSyncError) {
+        guard bytes.count <= repository.packBytes else {
+            throw CloudSyncError(
+                .payloadTooLarge,
+                "a value of \(bytes.count) bytes does not fit in a pack of the backup repository in "
+                    + "\(repository.provider), whose values hold at most \(repository.packBytes) bytes sealed; keep the "
+                    + "repository in a provider that takes larger values", provider: repository.provider, key: key)
+        }
+        if pack.count + bytes.count > repository.packBytes { try await flush() }
         pending[id] = BackupRepository.Location(pack: packID, offset: pack.count, length: bytes.count)
         pack += bytes
-        if pack.count >= repository.packBytes { try await flush() }
     }
 
     /// Seals and writes the pack under way, if it holds anything, and records its blobs in the repository's index.
@@ -50,12 +58,8 @@ final class PackWriter {
 }
 
 extension BackupRepository {
-    /// Entries an index object holds at most, so each stays well under a provider's value limit (CloudKit's is
-    /// about 1 MB; an entry is about 60 bytes).
-    static let indexEntriesPerObject = 10_000
-
-    /// Writes `packs` (pack id -> its blobs) as index objects of at most ``indexEntriesPerObject`` entries: their
-    /// names and stored bytes.
+    /// Writes `packs` (pack id -> its blobs) as index objects of at most ``indexEntriesPerObject`` entries (10,000,
+    /// or fewer where the provider's value limit needs): their names and stored bytes.
     func writeIndex(_ packs: [String: [(id: String, offset: Int, length: Int)]]) async throws(CloudSyncError)
         -> (names: [String], bytes: Int)
     {
@@ -72,7 +76,7 @@ extension BackupRepository {
             for blob in packs[pack]! {
                 current[pack, default: []].append([blob.id, blob.offset, blob.length])
                 count += 1
-                if count >= Self.indexEntriesPerObject { close() }
+                if count >= indexEntriesPerObject { close() }
             }
         }
         close()

@@ -19,6 +19,7 @@ let benches: [(name: String, run: (BenchContext) async throws -> [BenchRow])] = 
     ("s3-migrate", benchS3Migrate),
     ("faces", benchFaces),
     ("requests", benchRequests),
+    ("backup", benchBackup),
 ]
 
 @MainActor func usage() -> Never {

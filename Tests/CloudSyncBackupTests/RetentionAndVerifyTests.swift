@@ -150,4 +150,24 @@ import Testing
         _ = backup
         #expect(try await store.listKeys(of: "vault").filter { $0.contains(".lock.") } == [])
     }
+
+    @Test func everyObjectFitsTheProvidersValueLimitAndALargerValueIsLeftOutNamed() async throws {
+        let limited = FaultInjectingProvider(id: "vault", capabilities: ProviderCapabilities(maxValueBytes: 20_000))
+        var options = StoreOptions()
+        options.clock = clock
+        let store = try CloudStore(providers: [limited], options: options)
+        let items = (0..<300).map { KeyValue("k\($0)", "value \($0) " + String(repeating: "w", count: 500)) }
+        let huge = KeyValue("huge", String(repeating: "h", count: 30_000))
+        let repository = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: true)
+        let session = repository.startBackup()
+        let left = try await session.add(items + [huge])
+        #expect(left.map(\.key) == ["huge"] && left.first?.error.code == .payloadTooLarge)
+        let result = try await session.finish(source: "app", pipeline: "p", time: 1)
+        #expect(result.keys == 300)
+        let keys = try await store.listKeys(of: "vault")
+        let sizes = try await store.read(keys, from: "vault").map { $0?.utf8.count ?? 0 }
+        #expect(keys.filter { $0.contains(".data.") }.count > 1)
+        #expect(sizes.allSatisfy { $0 <= 20_000 }, "\(sizes.max() ?? 0)")
+        #expect(try await repository.restore(snapshot: result.snapshotID) == sorted(items))
+    }
 }

@@ -7,6 +7,11 @@ extension CloudStore {
         return keys
     }
 
+    /// What one provider says it can do: its value size limit, batch size, key rules.
+    public func capabilities(of providerID: String) throws(CloudSyncError) -> ProviderCapabilities {
+        try provider(withID: providerID).capabilities
+    }
+
     /// One page of one provider's keys, under the deadline; `ERR_UNSUPPORTED` when it cannot list.
     public func keyPage(of providerID: String, after cursor: String?, limit: Int) async throws(CloudSyncError)
         -> KeyPage

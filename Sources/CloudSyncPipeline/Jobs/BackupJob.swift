@@ -15,7 +15,10 @@ struct BackupJob: JobType {
     static let keys = JobCount("keys", "keys in the snapshot")
     static let new = JobCount("new", "values the repository did not hold, uploaded")
     static let unchanged = JobCount("unchanged", "values the repository already held: nothing uploaded")
-    static let failed = JobCount("failed", "keys whose value could not be read or decoded (left out of the snapshot)")
+    static let failed = JobCount(
+        "failed",
+        "keys left out of the snapshot: their value could not be read or decoded, or is larger than the "
+            + "repository's provider holds in one object")
     static let bytesAdded = JobCount("bytesAdded", "bytes of repository objects written")
 
     let name = "backup"
@@ -75,7 +78,9 @@ struct BackupJob: JobType {
                         report.add(1, to: Self.failed)
                     }
                 }
-                try await session.add(items)
+                let left = try await session.add(items)
+                report.record(left)
+                report.add(left.count, to: Self.failed)
                 try await lock.refresh()
                 done += keys.count
                 context.progress(done, nil)
