@@ -19,6 +19,20 @@ public struct SnapshotSummary: Sendable, Equatable {
     public var bytes: Int
     /// The machine that took it.
     public var host: String
+
+    /// A summary; see the properties for what each argument means.
+    public init(
+        id: String, time: Int64, source: String, pipeline: String, tags: [String], keys: Int, bytes: Int, host: String
+    ) {
+        self.id = id
+        self.time = time
+        self.source = source
+        self.pipeline = pipeline
+        self.tags = tags
+        self.keys = keys
+        self.bytes = bytes
+        self.host = host
+    }
 }
 
 extension BackupRepository {

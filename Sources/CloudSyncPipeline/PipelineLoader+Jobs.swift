@@ -204,8 +204,8 @@ extension PipelineReader {
             }
         }
         if let within = rules["within"], let text = rules.scalarText(within, field: "within") {
-            if let milliseconds = KeepPolicy.duration(text.value) {
-                policy.within = milliseconds
+            if let span = KeepPolicy.Span(text.value) {
+                policy.within = span
             } else {
                 valid = false
                 diagnostics.error(

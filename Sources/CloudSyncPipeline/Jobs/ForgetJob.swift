@@ -61,7 +61,7 @@ struct ForgetJob: JobType {
         ] where count > 0 {
             rules.append("\(name) \(count)")
         }
-        if let within = keep.within { rules.append("within \(within / 3_600_000)h") }
+        if let within = keep.within { rules.append("within \(within)") }
         return "forget snapshots of the repository in \(configuration.repository) outside keep "
             + rules.joined(separator: ", ")
             + (configuration.tags.isEmpty ? "" : " (tagged \(configuration.tags.joined(separator: ", ")))")
