@@ -56,17 +56,59 @@ extension BackupRepository {
         return summaries.sorted { ($0.time, $0.id) < ($1.time, $1.id) }
     }
 
-    /// The keys and values snapshot `id` holds, in key order.
+    /// The keys and values snapshot `id` holds, in key order, all at once; ``restore(snapshot:pageSize:keys:_:)``
+    /// streams them instead, pack by pack.
     public func restore(snapshot id: String) async throws(CloudSyncError) -> [KeyValue] {
-        let name = Self.prefix + "snapshot." + id
-        let pairs = try await entries(ofTrees: try await treeIDs(of: id), in: name)
-        let values = try await blobs(pairs.map { $0[1] }, of: name)
         var items: [KeyValue] = []
-        items.reserveCapacity(pairs.count)
-        for (pair, bytes) in zip(pairs, values) {
-            items.append(KeyValue(pair[0], String(decoding: bytes, as: UTF8.self)))
-        }
+        try await restore(snapshot: id) { page throws(CloudSyncError) in items += page }
         return items.sorted { StoreKey.bytesPrecede($0.key, $1.key) }
+    }
+
+    /// The keys of snapshot `id`, in key order, without their values.
+    public func keys(ofSnapshot id: String) async throws(CloudSyncError) -> [String] {
+        try await entries(ofTrees: try await treeIDs(of: id), in: Self.prefix + "snapshot." + id).map { $0[0] }
+    }
+
+    /// Hands snapshot `id`'s keys (those `keys` accepts) and values to `body`, `pageSize` at a time, pack by pack:
+    /// each pack is read once, and only one pack and one page are held in memory, never the whole snapshot. Pages
+    /// come in the order of the packs, each pack's keys in key order.
+    public func restore(
+        snapshot id: String, pageSize: Int = 1000, keys filter: ((String) -> Bool)? = nil,
+        _ body: ([KeyValue]) async throws(CloudSyncError) -> Void
+    ) async throws(CloudSyncError) {
+        let name = Self.prefix + "snapshot." + id
+        var byPack: [String: [(key: String, location: Location)]] = [:]
+        for pair in try await entries(ofTrees: try await treeIDs(of: id), in: name) where filter?(pair[0]) ?? true {
+            guard let location = index[pair[1]] else {
+                throw CloudSyncError(
+                    .decode, "\(name) in \(provider) names a blob no index holds; the repository is damaged",
+                    provider: provider, key: name)
+            }
+            byPack[location.pack, default: []].append((pair[0], location))
+        }
+        let pageSize = max(1, pageSize)
+        var page: [KeyValue] = []
+        page.reserveCapacity(pageSize)
+        for pack in byPack.keys.sorted() {
+            let object = Self.prefix + "data." + pack
+            let bytes = try await readObjects([object])[0]
+            for (key, location) in byPack[pack]! {
+                guard location.offset + location.length <= bytes.count else {
+                    throw CloudSyncError(
+                        .decode, "pack \(pack) in \(provider) is shorter than its index says", provider: provider,
+                        key: object)
+                }
+                page.append(
+                    KeyValue(
+                        key,
+                        String(decoding: bytes[location.offset..<(location.offset + location.length)], as: UTF8.self)))
+                if page.count == pageSize {
+                    try await body(page)
+                    page.removeAll(keepingCapacity: true)
+                }
+            }
+        }
+        if !page.isEmpty { try await body(page) }
     }
 
     /// The ids of the trees snapshot `id` is made of.

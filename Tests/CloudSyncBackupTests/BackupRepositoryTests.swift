@@ -50,10 +50,11 @@ import Testing
         #expect(secondSize - firstSize < firstSize / 10, "grew from \(firstSize) to \(secondSize)")
 
         // No key name, and no value, appears in any object's name or bytes: every key starts `prefs.`, every value
-        // holds `updatedAt`, and the new values `fresh`. (One search each: a search per key would hold a thread of
-        // the test pool for seconds.)
+        // holds `updatedAt`, and the new values `fresh`. Each is searched with punctuation base64 never holds, so
+        // sealed bytes cannot match by chance ("dark" alone turns up in about 3% of runs). (One search each: a search
+        // per key would hold a thread of the test pool for seconds.)
         let stored = try await everything(vault)
-        for secret in ["prefs.", "updatedAt", "dark", "fresh"] {
+        for secret in ["prefs.", "\"updatedAt\"", "\"dark\"", "fresh "] {
             #expect(!stored.bytes.contains(secret) && !stored.keys.contains { $0.contains(secret) }, "\(secret)")
         }
 

@@ -170,4 +170,26 @@ import Testing
         #expect(sizes.allSatisfy { $0 <= 20_000 }, "\(sizes.max() ?? 0)")
         #expect(try await repository.restore(snapshot: result.snapshotID) == sorted(items))
     }
+
+    @Test func aRestoreStreamsPagesAndReadsEachPackOnce() async throws {
+        let (store, vault) = try fixture()
+        let items = (0..<500).map {
+            KeyValue(String(format: "k%04d", $0), "value \($0) " + String(repeating: "s", count: 60))
+        }
+        let repository = try await open(store, packBytes: 4 << 10)
+        let session = repository.startBackup()
+        try await session.add(items.shuffled())
+        let result = try await session.finish(source: "app", pipeline: "p", time: 1)
+        let packs = try await store.listKeys(of: "vault").filter { $0.contains(".data.") }.count
+        #expect(packs > 10)
+        vault.resetCounts()
+        var pages: [[KeyValue]] = []
+        try await repository.restore(snapshot: result.snapshotID, pageSize: 10, keys: { $0 != "k0003" }) { page in
+            pages.append(page)
+        }
+        #expect(pages.dropLast().allSatisfy { $0.count == 10 } && pages.count == 50)
+        #expect(sorted(pages.flatMap { $0 }) == items.filter { $0.key != "k0003" })
+        // The snapshot object, then each pack once (a pack holding trees is read again for its values).
+        #expect(vault.keysRequested(.get) <= packs + 3, "\(vault.keysRequested(.get)) reads of \(packs) packs")
+    }
 }

@@ -91,7 +91,8 @@ import Testing
         let vault = directory.file("data/vault")
         for file in try FileManager.default.subpathsOfDirectory(atPath: vault) {
             let bytes = (try? String(contentsOfFile: vault + "/" + file, encoding: .utf8)) ?? ""
-            #expect(!file.contains("settings") && !bytes.contains("settings") && !bytes.contains("dark"), "\(file)")
+            #expect(
+                !file.contains("settings") && !bytes.contains("settings.") && !bytes.contains("\"dark\""), "\(file)")
         }
     }
 

@@ -79,58 +79,60 @@ struct RestoreJob: JobType {
                 configuration.snapshot, among: try await repository.snapshots(), in: repository)
             report.snapshot = chosen.id
             let filter = keyFilter(configuration.keys)
-            let items = try await repository.restore(snapshot: chosen.id).filter { filter?($0.key) ?? true }
-            try await write(items, configuration, in: context, report: &report)
-            if configuration.deletes && !context.isInterrupted {
-                try await removeExtra(keeping: items, configuration, in: context, report: &report)
+            var held: Set<String> = []
+            var done = 0
+            try await repository.restore(
+                snapshot: chosen.id, pageSize: context.pageSize(for: [configuration.to]), keys: filter
+            ) { page throws(CloudSyncError) in
+                guard !context.isInterrupted else { return }
+                held.formUnion(page.lazy.map(\.key))
+                try await write(page, configuration, in: context, report: &report)
+                done += page.count
+                context.progress(done, chosen.keys)
+            }
+            if context.isInterrupted {
+                report.status = .interrupted
+            } else if configuration.deletes {
+                try await removeExtra(keeping: held, configuration, in: context, report: &report)
             }
         }
     }
 
-    /// Writes the snapshot's `items` into `to` page by page, as `overwrite` allows.
+    /// Writes one page of the snapshot into `to`, as `overwrite` allows.
     private func write(
-        _ items: [KeyValue], _ configuration: Configuration, in context: JobContext, report: inout JobReport
+        _ page: [KeyValue], _ configuration: Configuration, in context: JobContext, report: inout JobReport
     ) async throws(CloudSyncError) {
         let store = context.store
         let to = configuration.to
-        let pageSize = context.pageSize(for: [to])
-        for start in stride(from: 0, to: items.count, by: pageSize) {
-            guard !context.isInterrupted else {
-                report.status = .interrupted
-                return
+        var page = page
+        if configuration.overwrite != .always {
+            let keys = page.map(\.key)
+            let current = to == "store" ? try await store.multiGet(keys) : try await store.read(keys, from: to)
+            let before = page.count
+            page = zip(page, current).compactMap { configuration.overwrite.writes($0.value, over: $1) ? $0 : nil }
+            report.add(before - page.count, to: Self.unchanged)
+        }
+        let outcomes =
+            to == "store"
+            ? try await store.multiSet(page).map { $0.map { _ in () } } : try await store.write(page, to: to)
+        for (item, outcome) in zip(page, outcomes) {
+            switch outcome {
+            case .success: report.add(1, to: Self.restored)
+            case .failure(let error):
+                report.record([KeyFailure(key: item.key, error: error)])
+                report.add(1, to: Self.failed)
             }
-            var page = Array(items[start..<min(start + pageSize, items.count)])
-            if configuration.overwrite != .always {
-                let keys = page.map(\.key)
-                let current = to == "store" ? try await store.multiGet(keys) : try await store.read(keys, from: to)
-                let before = page.count
-                page = zip(page, current).compactMap { configuration.overwrite.writes($0.value, over: $1) ? $0 : nil }
-                report.add(before - page.count, to: Self.unchanged)
-            }
-            let outcomes =
-                to == "store"
-                ? try await store.multiSet(page).map { $0.map { _ in () } } : try await store.write(page, to: to)
-            for (item, outcome) in zip(page, outcomes) {
-                switch outcome {
-                case .success: report.add(1, to: Self.restored)
-                case .failure(let error):
-                    report.record([KeyFailure(key: item.key, error: error)])
-                    report.add(1, to: Self.failed)
-                }
-            }
-            context.progress(min(start + pageSize, items.count), items.count)
         }
     }
 
     /// Removes the keys of `to` within `keys` that the snapshot does not hold, unless they are more than
     /// `maxDeletes` allows (then none, and the job fails naming the count).
     private func removeExtra(
-        keeping items: [KeyValue], _ configuration: Configuration, in context: JobContext, report: inout JobReport
+        keeping held: Set<String>, _ configuration: Configuration, in context: JobContext, report: inout JobReport
     ) async throws(CloudSyncError) {
         let store = context.store
         let to = configuration.to
         let filter = keyFilter(configuration.keys)
-        let held = Set(items.map(\.key))
         let present =
             try await (to == "store" ? store.allKeys().keys : store.listKeys(of: to)).filter { filter?($0) ?? true }
         let extra = present.filter { !held.contains($0) }
