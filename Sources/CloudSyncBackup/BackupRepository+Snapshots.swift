@@ -69,8 +69,9 @@ extension BackupRepository {
         try await entries(ofTrees: try await treeIDs(of: id), in: Self.prefix + "snapshot." + id).map { $0[0] }
     }
 
-    /// Hands snapshot `id`'s keys (those `keys` accepts) and values to `body`, `pageSize` at a time, pack by pack:
-    /// each pack is read once, and only one pack and one page are held in memory, never the whole snapshot. Pages
+    /// Hands snapshot `id`'s keys (those `keys` accepts) and values to `body`, `pageSize` at a time, pack by pack.
+    ///
+    /// Each pack is read once, and only one pack and one page are held in memory, never the whole snapshot. Pages
     /// come in the order of the packs, each pack's keys in key order.
     public func restore(
         snapshot id: String, pageSize: Int = 1000, keys filter: ((String) -> Bool)? = nil,

@@ -184,9 +184,8 @@ import Testing
         #expect(packs > 10)
         vault.resetCounts()
         var pages: [[KeyValue]] = []
-        try await repository.restore(snapshot: result.snapshotID, pageSize: 10, keys: { $0 != "k0003" }) { page in
-            pages.append(page)
-        }
+        let others: (String) -> Bool = { $0 != "k0003" }
+        try await repository.restore(snapshot: result.snapshotID, pageSize: 10, keys: others) { pages.append($0) }
         #expect(pages.dropLast().allSatisfy { $0.count == 10 } && pages.count == 50)
         #expect(sorted(pages.flatMap { $0 }) == items.filter { $0.key != "k0003" })
         // The snapshot object, then each pack once (a pack holding trees is read again for its values).
