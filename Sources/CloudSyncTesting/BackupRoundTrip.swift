@@ -7,7 +7,7 @@ import CloudSyncSodium
 /// every pack read, and no key name among the provider's keys.
 ///
 /// Run it from a provider's own tests with an empty provider; it returns one line per failed step (empty when all
-/// pass), like ``ProviderConformanceSuite``. Packs are kept small so the prune has several to delete and rewrite.
+/// pass), like ``ProviderConformanceSuite``: assert `failures.isEmpty` with the lines as the message. Packs are kept small so the prune has several to delete and rewrite.
 public enum BackupRoundTrip {
     public static func run(on provider: any Provider, keys count: Int = 200, packBytes: Int = 8 << 10) async
         -> [String]
@@ -18,7 +18,10 @@ public enum BackupRoundTrip {
         }
         do {
             let ring = try EnvelopeCodec(keys: [.raw(id: "k1", SecretBytes(copying: SecureRandom.bytes(count: 32)))])
-            let store = try CloudStore(providers: [provider])
+            // No deadline: the suite loads the machine, and this checks what is stored, not how fast.
+            var options = StoreOptions()
+            options.timeout = nil
+            let store = try CloudStore(providers: [provider], options: options)
             let source = (0..<count).map {
                 KeyValue("secret.user\($0)", "value \($0) " + String(repeating: "v", count: 64))
             }
