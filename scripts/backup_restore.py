@@ -107,7 +107,8 @@ def main():
     snapshot = chosen[-1][0]
     restored = {}
     for tree in snapshot["trees"]:
-        for key, value_id in json.loads(repository.blob(tree)):
+        for entry in json.loads(repository.blob(tree)):
+            key, value_id = entry[0], entry[1]  # a third element, when present, is the source's version tag
             restored[key] = repository.blob(value_id).decode("utf-8")
     if len(restored) != snapshot["keys"]:
         fail("the snapshot says %d keys but its trees hold %d" % (snapshot["keys"], len(restored)))

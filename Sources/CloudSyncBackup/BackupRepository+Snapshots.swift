@@ -39,6 +39,20 @@ extension BackupRepository {
     /// Starts a backup into this repository.
     public func startBackup() -> BackupSession { BackupSession(self) }
 
+    /// Starts a backup that takes `parent`'s value ids for keys whose source version tag has not moved since, without
+    /// reading them (``BackupSession/keysToRead(_:versions:)``); the parent is usually the newest snapshot of the same
+    /// pipeline and source.
+    public func startBackup(after parent: SnapshotSummary?) async throws(CloudSyncError) -> BackupSession {
+        guard let parent else { return BackupSession(self) }
+        var known: [String: (id: String, version: String)] = [:]
+        for entry in try await entries(
+            ofTrees: try await treeIDs(of: parent.id), in: Self.prefix + "snapshot." + parent.id)
+        where entry.count == 3 {
+            known[entry[0]] = (entry[1], entry[2])
+        }
+        return BackupSession(self, parent: known)
+    }
+
     /// Every snapshot, oldest first.
     public func snapshots() async throws(CloudSyncError) -> [SnapshotSummary] {
         let names = objectNames("snapshot")
@@ -122,12 +136,13 @@ extension BackupRepository {
         return trees
     }
 
-    /// The `[key, value id]` entries of `trees` (of the snapshot object `name`), in order.
+    /// The `[key, value id]` entries of `trees` (of the snapshot object `name`), in order, each with the source's
+    /// version tag third where it was recorded.
     func entries(ofTrees trees: [String], in name: String) async throws(CloudSyncError) -> [[String]] {
         var entries: [[String]] = []
         for tree in try await blobs(trees, of: name) {
             guard let run = try? JSONSerialization.jsonObject(with: Data(tree)) as? [[String]],
-                run.allSatisfy({ $0.count == 2 })
+                run.allSatisfy({ $0.count == 2 || $0.count == 3 })
             else {
                 throw CloudSyncError(
                     .decode, "a tree of \(name) in \(provider) is damaged", provider: provider, key: name)

@@ -62,6 +62,9 @@ public final class BackupRepository {
 
     /// Opens the repository in `provider`, creating it when `create` is true and there is none.
     ///
+    /// A writer (`create` true) also rewraps the repository's keys under the codec's current key when the codec was
+    /// re-keyed since they were wrapped: one small object, so rotating the codec's key never re-uploads data.
+    ///
     /// `codec` seals the repository's keys (its key ring); a ring none of whose keys opens them is `ERR_DECODE`
     /// naming the repository, and a repository of a newer format than ``formatVersion`` is `ERR_CONFIG`. With
     /// `checking`, an index that does not open is kept for ``verify(readData:)`` to report instead of thrown.
@@ -86,23 +89,35 @@ public final class BackupRepository {
                         + "(\(formatVersion)); use a newer cloudsync", provider: provider)
             }
             keys = try RepositoryKeys.unwrapped(wrapped, with: codec, as: configName, repository: provider)
+            // The codec was re-keyed since: wrap the keys under its current key, so the old one can leave the ring.
+            // One small object is rewritten; no data is.
+            if create && !codec.isCurrent(wrapped) {
+                try await writeConfig(keys, codec: codec, in: store, provider: provider)
+            }
         } else {
             guard create else {
                 throw CloudSyncError(
                     .config, "\(provider) holds no backup repository; a backup job creates one", provider: provider)
             }
             keys = RepositoryKeys.random()
-            let object: [String: Any] = [
-                "format": formatVersion, "keys": try keys.wrapped(with: codec, as: configName),
-            ]
-            let text = String(decoding: json(object), as: UTF8.self)
-            try await store.write([KeyValue(configName, text)], to: provider)[0].get()
+            try await writeConfig(keys, codec: codec, in: store, provider: provider)
         }
         let repository = try BackupRepository(
             store: store, provider: provider, keys: keys, packBytes: packBytes, index: [:])
         try await repository.listObjects()
         try await repository.loadIndex(checking: checking)
         return repository
+    }
+
+    /// Writes the config: the format version and `keys` wrapped by `codec`'s current key.
+    private static func writeConfig(
+        _ keys: RepositoryKeys, codec: any ValueCodec, in store: CloudStore, provider: String
+    )
+        async throws(CloudSyncError)
+    {
+        let object: [String: Any] = ["format": formatVersion, "keys": try keys.wrapped(with: codec, as: configName)]
+        let text = String(decoding: json(object), as: UTF8.self)
+        try await store.write([KeyValue(configName, text)], to: provider)[0].get()
     }
 
     /// Lists the provider, page by page, keeping the repository's object names.

@@ -13,6 +13,9 @@ public struct BackupResult: Sendable, Equatable {
     public var unchanged = 0
     /// Bytes of objects written (packs, index, snapshot).
     public var bytesAdded = 0
+    /// Keys whose value was not read at all: the source's version tag was the one the parent snapshot recorded, so
+    /// its value id was taken from there (counted in `unchanged` too).
+    public var unread = 0
     /// Runs of the snapshot's key list that the repository did not hold (the rest are shared with earlier
     /// snapshots).
     public var treesAdded = 0
@@ -26,13 +29,44 @@ public struct BackupResult: Sendable, Equatable {
 public final class BackupSession {
     let repository: BackupRepository
     private let packs: PackWriter
+    /// `[key, value id]`, or `[key, value id, version tag]` where the source's listing gave one.
     private var entries: [[String]] = []
     private var valueBytes = 0
     private var result = BackupResult(snapshotID: "")
+    /// The parent snapshot's value id and version tag by key, for keys it recorded a tag for.
+    private let parent: [String: (id: String, version: String)]
+    /// Version tags of keys ``keysToRead(_:versions:)`` returned, until ``add(_:)`` records them.
+    private var listedVersions: [String: String] = [:]
 
-    init(_ repository: BackupRepository) {
+    init(_ repository: BackupRepository, parent: [String: (id: String, version: String)] = [:]) {
         self.repository = repository
+        self.parent = parent
         packs = PackWriter(repository)
+    }
+
+    /// Of one listing page's `keys` and the version tags it gave (positionally, nil where there are none), the keys
+    /// whose values must be read; every other key's tag is the one the parent snapshot recorded, so it is added to
+    /// this snapshot with the parent's value id, unread.
+    public func keysToRead(_ keys: [String], versions: [String?]?) -> [String] {
+        guard let versions, versions.count == keys.count else { return keys }
+        var read: [String] = []
+        for (key, version) in zip(keys, versions) {
+            guard let version else {
+                read.append(key)
+                continue
+            }
+            if let earlier = parent[key], earlier.version == version, let location = repository.index[earlier.id] {
+                entries.append([key, earlier.id, version])
+                valueBytes += location.length
+                result.keys += 1
+                result.unchanged += 1
+                result.unread += 1
+            } else {
+                listedVersions[key] = version
+                read.append(key)
+            }
+        }
+        return read
     }
 
     /// Adds keys and their plaintext values to the snapshot; the keys left out, each with why: a value larger than
@@ -49,7 +83,11 @@ public final class BackupSession {
                 left.append(KeyFailure(key: item.key, error: error))
                 continue
             }
-            entries.append([item.key, id])
+            if let version = listedVersions.removeValue(forKey: item.key) {
+                entries.append([item.key, id, version])
+            } else {
+                entries.append([item.key, id])
+            }
             valueBytes += item.value.utf8.count
             result.keys += 1
             if stored { result.new += 1 } else { result.unchanged += 1 }

@@ -102,4 +102,43 @@ import Testing
             return error?.code == .decode && error?.key == pack
         }
     }
+
+    @Test func aReKeyedCodecRewrapsOnlyTheConfigSoTheOldKeyCanLeaveTheRing() async throws {
+        let (store, vault) = try fixture()
+        let old = SecretBytes(copying: SecureRandom.bytes(count: 32))
+        let new = SecretBytes(copying: SecureRandom.bytes(count: 32))
+        let before = try EnvelopeCodec(keys: [.raw(id: "old", old)])
+        let repository = try await BackupRepository.open(in: store, provider: "vault", codec: before, create: true)
+        let session = repository.startBackup()
+        try await session.add((0..<100).map { KeyValue("k\($0)", "v\($0)") })
+        let snapshot = try await session.finish(source: "app", pipeline: "p", time: 1).snapshotID
+        let objects = try await listEveryKey(of: vault).filter { !$0.hasSuffix(".config") }
+        let stored = try await vault.get(objects).map { try $0.get() }
+
+        // The ring gains a new current key; the next writer rewraps the config and touches nothing else.
+        let rotated = try EnvelopeCodec(keys: [.raw(id: "new", new), .raw(id: "old", old)])
+        _ = try await BackupRepository.open(in: store, provider: "vault", codec: rotated, create: true)
+        #expect(try await vault.get(objects).map { try $0.get() } == stored)
+        let config = try #require(try await vault.get([BackupRepository.prefix + "config"])[0].get())
+        #expect(config.contains("cs1:new:"))
+
+        let newOnly = try EnvelopeCodec(keys: [.raw(id: "new", new)])
+        let reopened = try await BackupRepository.open(in: store, provider: "vault", codec: newOnly, create: false)
+        #expect(try await reopened.restore(snapshot: snapshot).count == 100)
+    }
+
+    @Test func aRepositoryOfANewerFormatIsRefusedSayingWhatToDo() async throws {
+        let (store, vault) = try fixture()
+        _ = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: true)
+        let name = BackupRepository.prefix + "config"
+        let config = try #require(try await vault.get([name])[0].get())
+        _ = try await vault.set([KeyValue(name, config.replacingOccurrences(of: #""format":1"#, with: #""format":2"#))])
+        await #expect {
+            _ = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: true)
+        } throws: { error in
+            let error = error as? CloudSyncError
+            return error?.code == .config && error?.message.contains("format 2") == true
+                && error?.message.contains("newer cloudsync") == true
+        }
+    }
 }

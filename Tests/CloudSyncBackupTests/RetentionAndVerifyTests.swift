@@ -191,4 +191,45 @@ import Testing
         // The snapshot object, then each pack once (a pack holding trees is read again for its values).
         #expect(vault.keysRequested(.get) <= packs + 3, "\(vault.keysRequested(.get)) reads of \(packs) packs")
     }
+
+    @Test func aBackupAfterAParentReadsOnlyTheKeysWhoseVersionTagMoved() async throws {
+        let source = MemoryProvider(id: "app")
+        let store = try CloudStore(providers: [source, FaultInjectingProvider(id: "vault")])
+        _ = try await source.set((0..<300).map { KeyValue("k\($0)", "first \($0)") })
+        /// One backup as the job runs it: listing pages with their tags, reading only what moved.
+        func backUp(time: Int64) async throws -> (BackupResult, read: Int) {
+            let repository = try await open(store)
+            let parent = try await repository.snapshots().last
+            let session = try await repository.startBackup(after: parent)
+            var cursor: String?
+            var read = 0
+            repeat {
+                let page = try await store.keyPage(of: "app", after: cursor, limit: 100)
+                cursor = page.nextCursor
+                #expect(page.versions != nil)
+                let keys = session.keysToRead(page.keys, versions: page.versions)
+                read += keys.count
+                let values = try await store.read(keys, from: "app")
+                try await session.add(zip(keys, values).compactMap { key, value in value.map { KeyValue(key, $0) } })
+            } while cursor != nil
+            return (try await session.finish(source: "app", pipeline: "p", time: time, host: "h"), read)
+        }
+        let (first, firstRead) = try await backUp(time: 1)
+        #expect(firstRead == 300 && first.unread == 0)
+        _ = try await source.set([KeyValue("k7", "second 7"), KeyValue("k8", "second 8")])
+        _ = try await source.remove(["k9"])
+        let (second, secondRead) = try await backUp(time: 2)
+        #expect(secondRead == 2 && second.unread == 297 && second.keys == 299 && second.new == 2)
+        var expected = (0..<300).map { KeyValue("k\($0)", "first \($0)") }.filter { $0.key != "k9" }
+        expected = expected.map {
+            ["k7", "k8"].contains($0.key) ? KeyValue($0.key, "second " + $0.key.dropFirst()) : $0
+        }
+        let repository = try await open(store)
+        #expect(try await repository.restore(snapshot: second.snapshotID) == sorted(expected))
+        let summaries = try await repository.snapshots()
+        #expect(summaries.last?.bytes == expected.reduce(0) { $0 + $1.value.utf8.count })
+        // A third backup with nothing changed reads nothing and stores no new tree.
+        let (third, thirdRead) = try await backUp(time: 3)
+        #expect(thirdRead == 0 && third.treesAdded == 0 && third.new == 0)
+    }
 }

@@ -1,5 +1,8 @@
 import CloudSync
+import CloudSyncBackup
+import CloudSyncCrypto
 import CloudSyncLocal
+import CloudSyncSodium
 import CloudSyncTesting
 import Foundation
 import Testing
@@ -202,5 +205,60 @@ import Testing
             return text.contains("p.yaml:7:") && text.contains("did you mean `daily`") && text.contains("p.yaml:8:")
                 && text.contains("within") && text.contains("p.yaml:9:") && text.contains("keeps nothing")
         }
+    }
+
+    @Test func aSnapshotIsChosenByLatestUniquePrefixOrTimeAndAnAmbiguousPrefixSaysHowMany() async throws {
+        let store = try CloudStore(providers: [MemoryProvider(id: "vault")])
+        let ring = try EnvelopeCodec(keys: [.raw(id: "k1", SecretBytes(copying: SecureRandom.bytes(count: 32)))])
+        let repository = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: true)
+        func snapshot(_ id: String, _ time: String) -> SnapshotSummary {
+            let date = ISO8601DateFormatter().date(from: time)!
+            return SnapshotSummary(
+                id: id, time: Int64(date.timeIntervalSince1970 * 1000), source: "app", pipeline: "p", tags: [],
+                keys: 1, bytes: 1, host: "h")
+        }
+        let all = [
+            snapshot("ab12", "2026-11-01T02:30:00Z"), snapshot("ab34", "2026-11-02T02:30:00Z"),
+            snapshot("cd56", "2026-11-03T02:30:00Z"),
+        ]
+        #expect(try RestoreJob.choose("latest", among: all, in: repository).id == "cd56")
+        #expect(try RestoreJob.choose("AB3", among: all, in: repository).id == "ab34")
+        #expect(try RestoreJob.choose("2026-11-02T12:00:00Z", among: all, in: repository).id == "ab34")
+        #expect(try RestoreJob.choose("2026-11-02T02:30:00Z", among: all, in: repository).id == "ab34")
+        #expect {
+            _ = try RestoreJob.choose("ab", among: all, in: repository)
+        } throws: { error in
+            let error = error as? CloudSyncError
+            return error?.code == .config && error?.message.contains("2 snapshots") == true
+        }
+        #expect {
+            _ = try RestoreJob.choose("2026-10-01T00:00:00Z", among: all, in: repository)
+        } throws: { error in (error as? CloudSyncError)?.message.contains("at or before") == true }
+    }
+
+    @Test func theSecondBackupOfATaggedSourceInOneRunReadsNoValue() async throws {
+        let source = """
+            version: 1
+            name: tagged
+            providers:
+              seed: { type: memory, items: { a: "1", b: "2", c: "3" } }
+              vault: { type: directory, path: data/vault, create: true }
+            codecs:
+              sealed: { type: xchacha20poly1305, keys: [{ id: k1, file: keys/backup.key }] }
+            store: { providers: [seed] }
+            jobs:
+              - { type: backup, name: first, from: seed, to: vault, codec: sealed }
+              - { type: backup, name: second, from: seed, to: vault, codec: sealed }
+            """
+        let spec = try PipelineLoader.load(
+            source: source, file: "p.yaml", directory: directory.path, registry: BuiltInProviders.registry,
+            environment: [:])
+        let report = try await PipelineRunner(
+            try PipelineCompiler.compile(spec, environment: [:]), options: RunOptions()
+        )
+        .run().report
+        #expect(report.jobs.map(\.status) == [.ok, .ok])
+        #expect(report.jobs[0].counts["unread"] == 0 && report.jobs[0].counts["new"] == 3)
+        #expect(report.jobs[1].counts["unread"] == 3 && report.jobs[1].counts["unchanged"] == 3)
     }
 }

@@ -19,6 +19,8 @@ struct BackupJob: JobType {
         "failed",
         "keys left out of the snapshot: their value could not be read or decoded, or is larger than the "
             + "repository's provider holds in one object")
+    static let unread = JobCount(
+        "unread", "values not read at all: the source's version tag was the last snapshot's (counted unchanged too)")
     static let bytesAdded = JobCount("bytesAdded", "bytes of repository objects written")
 
     let name = "backup"
@@ -35,7 +37,7 @@ struct BackupJob: JobType {
         keysField,
         JobField("tags", .words, summary: "words the snapshot is tagged with"),
     ]
-    let counts = [keys, new, unchanged, failed, bytesAdded]
+    let counts = [keys, new, unchanged, unread, failed, bytesAdded]
 
     func configuration(from values: JobFieldValues) throws(JobConfigurationError) -> Configuration {
         let from = values.text("from") ?? ""
@@ -64,10 +66,16 @@ struct BackupJob: JobType {
         let repository = try await context.backupRepository(
             in: configuration.to, codec: configuration.codec, create: true)
         try await repository.withLock(exclusive: false) { lock throws(CloudSyncError) in
-            let session = repository.startBackup()
+            // The last snapshot of the same pipeline and source: keys whose version tag it recorded and that have
+            // not moved since are not read again.
+            let parent = try await repository.snapshots().last {
+                $0.pipeline == context.pipeline && $0.source == configuration.from
+            }
+            let session = try await repository.startBackup(after: parent)
             var done = 0
-            let finished = try await context.forEachPage(of: configuration.from, keys: configuration.keys) {
-                keys, values throws(CloudSyncError) in
+            let finished = try await context.forEachPage(
+                of: configuration.from, keys: configuration.keys, toRead: session.keysToRead
+            ) { keys, values throws(CloudSyncError) in
                 var items: [KeyValue] = []
                 for (key, read) in zip(keys, values) {
                     switch read {
@@ -96,6 +104,7 @@ struct BackupJob: JobType {
             report[Self.keys] = result.keys
             report[Self.new] = result.new
             report[Self.unchanged] = result.unchanged
+            report[Self.unread] = result.unread
             report[Self.bytesAdded] = result.bytesAdded
         }
     }
@@ -114,8 +123,12 @@ extension JobContext {
 
     /// Reads `source` (a provider, or `store` through the store's reads) page by page, the keys within `keys`,
     /// calling `body` with each page's keys and read results; false when the run was interrupted first.
+    ///
+    /// `toRead`, given a provider's page of keys and the version tags its listing gave, says which to read (the
+    /// others are skipped unread); the store as a whole has no tags, so it reads every key.
     func forEachPage(
         of source: String, keys patterns: [String]?,
+        toRead: (([String], [String?]?) -> [String])? = nil,
         _ body: ([String], [Result<String?, CloudSyncError>]) async throws(CloudSyncError) -> Void
     ) async throws(CloudSyncError) -> Bool {
         let filter = keyFilter(patterns)
@@ -134,7 +147,14 @@ extension JobContext {
             guard !isInterrupted else { return false }
             let page = try await store.keyPage(of: source, after: cursor, limit: pageSize)
             cursor = page.nextCursor
-            let keys = filter.map { page.keys.filter($0) } ?? page.keys
+            var keys = page.keys
+            var versions = page.versions
+            if let filter {
+                let kept = page.keys.indices.filter { filter(page.keys[$0]) }
+                keys = kept.map { page.keys[$0] }
+                versions = versions.map { all in kept.map { all[$0] } }
+            }
+            if let toRead { keys = toRead(keys, versions) }
             try await body(keys, try await store.readEach(keys, from: source))
         } while cursor != nil
         return true
