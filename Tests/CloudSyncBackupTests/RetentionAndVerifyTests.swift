@@ -232,4 +232,29 @@ import Testing
         let (third, thirdRead) = try await backUp(time: 3)
         #expect(thirdRead == 0 && third.treesAdded == 0 && third.new == 0)
     }
+
+    @Test func aBackupKilledAfterSomePacksLeavesARepositoryVerifyPassesAndPruneTidies() async throws {
+        let (store, vault) = try fixture()
+        let kept = try await backUp([KeyValue("a", "1"), KeyValue("b", "2")], into: store, time: 1)
+        let repository = try await open(store, packBytes: 2 << 10)
+        let session = repository.startBackup()
+        try await session.add((0..<200).map { KeyValue("k\($0)", "value \($0) " + String(repeating: "q", count: 50)) })
+        // The process dies here: nothing more it writes lands (neither its last pack, its index nor its snapshot).
+        vault.fail(.set, with: CloudSyncError(.offline, "killed"))
+        await #expect(throws: CloudSyncError.self) {
+            _ = try await session.finish(source: "app", pipeline: "p", time: 2)
+        }
+        vault.fail(.set, with: CloudSyncError(.offline, "killed"), times: 0)
+
+        let after = try await open(store)
+        let check = try await after.verify(readData: 1)
+        #expect(check.problems == [] && check.unindexedPacks > 0, "\(check)")
+        #expect(try await after.snapshots().map(\.id) == [kept.snapshotID])
+        #expect(try await after.restore(snapshot: kept.snapshotID) == [KeyValue("a", "1"), KeyValue("b", "2")])
+        let pruned = try await after.prune()
+        // The unindexed packs, and the index it replaced with one of everything kept.
+        #expect(pruned.objectsDeleted == check.unindexedPacks + check.indexes)
+        let tidy = try await open(store).verify(readData: 1)
+        #expect(tidy.problems == [] && tidy.unindexedPacks == 0 && tidy.snapshots == 1 && tidy.packsRead == tidy.packs)
+    }
 }
