@@ -1,3 +1,4 @@
+import CloudSync
 import Foundation
 
 /// The most deletions a sync job may make before it stops, from its `maxDeletes`.
@@ -36,6 +37,41 @@ public enum DeleteLimit: Sendable, Equatable {
         case .count(let count): return "\(count)"
         case .percent(let percent):
             return percent == percent.rounded() ? "\(Int(percent))%" : "\(percent)%"
+        }
+    }
+}
+
+extension JobReport {
+    /// Whether a job may make `count` deletions from `provider`, which holds `total` keys, under `limit`; when it
+    /// may not (and `--force` was not given), the job ends `failed` with `ERR_TOO_MANY_DELETES`, `heldBack` counts
+    /// them, and the message tells the user what to check (`check`) before allowing them once.
+    mutating func allowsDeletions(
+        _ count: Int, of total: Int, in provider: String, limit: DeleteLimit, forced: Bool, job: String,
+        heldBack: JobCount, check: String
+    ) -> Bool {
+        guard count > limit.allowed(snapshotKeys: total) && !forced else { return true }
+        self[heldBack] = count
+        status = .failed
+        error = RunReport.Failure(
+            key: "", provider: provider, code: ErrorCode.tooManyDeletes.rawValue,
+            message:
+                "this \(job) would remove \(count) of the \(total) keys \(provider) holds, more than maxDeletes "
+                + "(\(limit.description)) allows, so it removed none; check \(check), then run again with --force to "
+                + "allow them once")
+        return false
+    }
+
+    /// Counts each key's outcome: `done` for a success, `failed` (with the failure recorded) otherwise.
+    mutating func count(
+        _ outcomes: [Result<Void, CloudSyncError>], of keys: some Sequence<String>, done: JobCount, failed: JobCount
+    ) {
+        for (key, outcome) in zip(keys, outcomes) {
+            switch outcome {
+            case .success: add(1, to: done)
+            case .failure(let error):
+                record([KeyFailure(key: key, error: error)])
+                add(1, to: failed)
+            }
         }
     }
 }

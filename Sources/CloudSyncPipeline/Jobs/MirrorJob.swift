@@ -96,18 +96,11 @@ struct MirrorJob: JobType {
             return
         }
         guard configuration.deletes, extraCount > 0 else { return }
-        let allowed = configuration.maxDeletes.allowed(snapshotKeys: destinationKeys)
-        if extraCount > allowed && !context.isForced {
-            report[Self.heldBack] = extraCount
-            report.status = .failed
-            report.error = RunReport.Failure(
-                key: "", provider: to, code: ErrorCode.tooManyDeletes.rawValue,
-                message:
-                    "this mirror would remove \(extraCount) of the \(destinationKeys) keys \(to) holds, more than "
-                    + "maxDeletes (\(configuration.maxDeletes.description)) allows, so it removed none; check that "
-                    + "\(from) is the provider you meant, then run again with --force to allow them once")
-            return
-        }
+        guard
+            report.allowsDeletions(
+                extraCount, of: destinationKeys, in: to, limit: configuration.maxDeletes, forced: context.isForced,
+                job: "mirror", heldBack: Self.heldBack, check: "that \(from) is the provider you meant")
+        else { return }
         var lists = KeyLists()
         var after: String?
         while !context.isInterrupted {

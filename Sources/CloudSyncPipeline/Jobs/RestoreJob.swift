@@ -115,14 +115,7 @@ struct RestoreJob: JobType {
         let outcomes =
             to == "store"
             ? try await store.multiSet(page).map { $0.map { _ in () } } : try await store.write(page, to: to)
-        for (item, outcome) in zip(page, outcomes) {
-            switch outcome {
-            case .success: report.add(1, to: Self.restored)
-            case .failure(let error):
-                report.record([KeyFailure(key: item.key, error: error)])
-                report.add(1, to: Self.failed)
-            }
-        }
+        report.count(outcomes, of: page.lazy.map(\.key), done: Self.restored, failed: Self.failed)
     }
 
     /// Removes the keys of `to` within `keys` that the snapshot does not hold, unless they are more than
@@ -137,29 +130,15 @@ struct RestoreJob: JobType {
             try await (to == "store" ? store.allKeys().keys : store.listKeys(of: to)).filter { filter?($0) ?? true }
         let extra = present.filter { !held.contains($0) }
         guard !extra.isEmpty else { return }
-        let allowed = configuration.maxDeletes.allowed(snapshotKeys: present.count)
-        if extra.count > allowed && !context.isForced {
-            report[Self.heldBack] = extra.count
-            report.status = .failed
-            report.error = RunReport.Failure(
-                key: "", provider: to, code: ErrorCode.tooManyDeletes.rawValue,
-                message:
-                    "this restore would remove \(extra.count) of the \(present.count) keys \(to) holds, more than "
-                    + "maxDeletes (\(configuration.maxDeletes.description)) allows, so it removed none; check the "
-                    + "snapshot is the one you meant, then run again with --force to allow them once")
-            return
-        }
+        guard
+            report.allowsDeletions(
+                extra.count, of: present.count, in: to, limit: configuration.maxDeletes, forced: context.isForced,
+                job: "restore", heldBack: Self.heldBack, check: "that the snapshot is the one you meant")
+        else { return }
         let outcomes =
             to == "store"
             ? try await store.multiRemove(extra).map { $0.map { _ in () } } : try await store.remove(extra, from: to)
-        for (key, outcome) in zip(extra, outcomes) {
-            switch outcome {
-            case .success: report.add(1, to: Self.deleted)
-            case .failure(let error):
-                report.record([KeyFailure(key: key, error: error)])
-                report.add(1, to: Self.failed)
-            }
-        }
+        report.count(outcomes, of: extra, done: Self.deleted, failed: Self.failed)
     }
 
     /// The snapshot `selector` names: `latest`, an id or a unique prefix of one, or an ISO-8601 time (the newest at or
