@@ -19,9 +19,10 @@ public struct PruneResult: Sendable, Equatable {
 }
 
 extension BackupRepository {
-    /// Applies `policy` to every group of snapshots (one pipeline's snapshots of one source) among those carrying
-    /// every tag of `tags`, removing the snapshot objects it does not keep; snapshots without those tags are kept.
-    /// With `dryRun`, decides without removing.
+    /// Removes the snapshots `policy` does not keep, and says which it kept and removed.
+    ///
+    /// The policy applies to every group of snapshots (one pipeline's snapshots of one source) among those carrying
+    /// every tag of `tags`; snapshots without those tags are kept. With `dryRun`, decides without removing.
     public func forget(policy: KeepPolicy, tags: [String] = [], dryRun: Bool = false) async throws(CloudSyncError)
         -> ForgetResult
     {
@@ -77,7 +78,8 @@ extension BackupRepository {
             packs[location.pack] = pack
         }
         let present = Set(objectNames("data").map { String($0.dropFirst((Self.prefix + "data.").count)) })
-        var deleted = present.filter { packs[$0] == nil }  // unindexed
+        let unindexed = present.filter { packs[$0] == nil }
+        var deleted = unindexed
         var rewrite: [String] = []
         var partial: [(pack: String, unused: Int)] = []
         var unused = 0
@@ -104,7 +106,8 @@ extension BackupRepository {
             return result
         }
         let writer = PackWriter(self)
-        var kept = index.filter { !deleted.contains($0.value.pack) && !rewrite.contains($0.value.pack) }
+        let gone = deleted.union(rewrite)
+        var kept = index.filter { !gone.contains($0.value.pack) }
         for pack in rewrite {
             try await lock?.refresh()
             let bytes = try await readObjects([Self.prefix + "data." + pack])[0]
@@ -112,7 +115,8 @@ extension BackupRepository {
                 let end = blob.location.offset + blob.location.length
                 guard end <= bytes.count else {
                     throw CloudSyncError(
-                        .decode, "pack \(pack) in \(provider) is shorter than its index says; prune stopped before "
+                        .decode,
+                        "pack \(pack) in \(provider) is shorter than its index says; prune stopped before "
                             + "deleting anything", provider: provider, key: Self.prefix + "data." + pack)
                 }
                 try await writer.add(blob.id, bytes[blob.location.offset..<end])
@@ -126,27 +130,30 @@ extension BackupRepository {
         for (id, location) in kept { byPack[location.pack, default: []].append((id, location.offset, location.length)) }
         let oldIndexes = objectNames("index")
         let newIndex = try await writeIndex(byPack)
-        let gone = deleted.union(rewrite)
-        let goneSizes = gone.map { Self.storedSize(packs[$0]?.size ?? 0) }.reduce(0, +)
+        // Indexed packs' sizes follow from their index entries; unindexed ones (few) and the indexes are read.
+        let goneSizes = gone.subtracting(unindexed).map { Self.storedSize(packs[$0]?.size ?? 0) }.reduce(0, +)
+        let unindexedSizes = try await storedSizes(unindexed.sorted().map { Self.prefix + "data." + $0 })
         let indexSizes = try await storedSizes(oldIndexes)
         try await removeObjects(oldIndexes)
         try await removeObjects(gone.sorted().map { Self.prefix + "data." + $0 })
         index = kept
         result.objectsDeleted = oldIndexes.count + gone.count
         result.packsRewritten = rewrite.count
-        result.bytesFreed = goneSizes + indexSizes - writer.bytesWritten - newIndex.bytes
+        result.bytesFreed = goneSizes + unindexedSizes + indexSizes - writer.bytesWritten - newIndex.bytes
         result.unusedBlobsKept = kept.keys.filter { !needed.contains($0) }.count
         return result
     }
 
     /// The ids of every blob a snapshot needs: its trees and its values.
+    ///
+    /// The trees of all snapshots are gathered first and read together, so a pack of trees is read once however
+    /// many snapshots share it.
     func neededBlobs() async throws(CloudSyncError) -> Set<String> {
-        var needed: Set<String> = []
-        for snapshot in try await snapshots() {
-            let name = Self.prefix + "snapshot." + snapshot.id
-            let trees = try await treeIDs(of: snapshot.id)
-            needed.formUnion(trees)
-            for entry in try await entries(ofTrees: trees, in: name) { needed.insert(entry[1]) }
+        var trees: Set<String> = []
+        for snapshot in try await snapshotsWithTrees() { trees.formUnion(snapshot.trees) }
+        var needed = trees
+        for entry in try await entries(ofTrees: trees.sorted(), in: Self.prefix + "snapshot.*") {
+            needed.insert(entry[1])
         }
         return needed
     }

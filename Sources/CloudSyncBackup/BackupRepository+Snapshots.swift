@@ -55,19 +55,30 @@ extension BackupRepository {
 
     /// Every snapshot, oldest first.
     public func snapshots() async throws(CloudSyncError) -> [SnapshotSummary] {
+        try await snapshotsWithTrees().map(\.summary)
+    }
+
+    /// Every snapshot, oldest first, with the ids of its trees, from one read of the snapshot objects; one that does
+    /// not open or names no trees is `ERR_DECODE` naming it.
+    func snapshotsWithTrees() async throws(CloudSyncError) -> [(summary: SnapshotSummary, trees: [String])] {
         let names = objectNames("snapshot")
-        var summaries: [SnapshotSummary] = []
+        var found: [(summary: SnapshotSummary, trees: [String])] = []
         for (name, plaintext) in zip(names, try await readObjects(names)) {
             let object = try snapshotObject(plaintext, name: name)
-            summaries.append(
-                SnapshotSummary(
-                    id: String(name.dropFirst((Self.prefix + "snapshot.").count)),
-                    time: (object["time"] as? NSNumber)?.int64Value ?? 0, source: object["source"] as? String ?? "",
-                    pipeline: object["pipeline"] as? String ?? "", tags: object["tags"] as? [String] ?? [],
-                    keys: object["keys"] as? Int ?? 0, bytes: object["bytes"] as? Int ?? 0,
-                    host: object["host"] as? String ?? ""))
+            let summary = SnapshotSummary(
+                id: String(name.dropFirst((Self.prefix + "snapshot.").count)),
+                time: (object["time"] as? NSNumber)?.int64Value ?? 0, source: object["source"] as? String ?? "",
+                pipeline: object["pipeline"] as? String ?? "", tags: object["tags"] as? [String] ?? [],
+                keys: object["keys"] as? Int ?? 0, bytes: object["bytes"] as? Int ?? 0,
+                host: object["host"] as? String ?? "")
+            // A snapshot that names no trees is damaged; a prune must not take it for one that needs nothing.
+            guard let trees = object["trees"] as? [String] else {
+                throw CloudSyncError(
+                    .decode, "snapshot \(summary.id) in \(provider) has no trees", provider: provider, key: name)
+            }
+            found.append((summary, trees))
         }
-        return summaries.sorted { ($0.time, $0.id) < ($1.time, $1.id) }
+        return found.sorted { ($0.summary.time, $0.summary.id) < ($1.summary.time, $1.summary.id) }
     }
 
     /// The keys and values snapshot `id` holds, in key order, all at once; ``restore(snapshot:pageSize:keys:_:)``

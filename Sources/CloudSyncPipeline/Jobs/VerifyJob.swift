@@ -1,8 +1,10 @@
 import CloudSync
 import CloudSyncBackup
 
-/// `verify`: checks either that every value of one provider decodes with its codec (`provider`), or that a backup
-/// repository is whole (`repository`: ``BackupRepository/verify(readData:)``). Values are never shown.
+/// `verify`: checks a provider's values decode, or that a backup repository is whole.
+///
+/// With `provider`, every value is read and decoded with its codec; with `repository`, the repository is checked
+/// (``BackupRepository/verify(readData:)``). Values are never shown.
 struct VerifyJob: JobType {
     enum Configuration: Sendable {
         case values(provider: String)
