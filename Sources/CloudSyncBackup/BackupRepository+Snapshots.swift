@@ -19,11 +19,15 @@ public struct SnapshotSummary: Sendable, Equatable {
     public var bytes: Int
     /// The machine that took it.
     public var host: String
+    /// Keys of the source it left out because they could not be read (0 for a whole snapshot).
+    public var missed: Int
 
     /// A summary; see the properties for what each argument means.
     public init(
-        id: String, time: Int64, source: String, pipeline: String, tags: [String], keys: Int, bytes: Int, host: String
+        id: String, time: Int64, source: String, pipeline: String, tags: [String], keys: Int, bytes: Int, host: String,
+        missed: Int = 0
     ) {
+        self.missed = missed
         self.id = id
         self.time = time
         self.source = source
@@ -70,7 +74,7 @@ extension BackupRepository {
                 time: (object["time"] as? NSNumber)?.int64Value ?? 0, source: object["source"] as? String ?? "",
                 pipeline: object["pipeline"] as? String ?? "", tags: object["tags"] as? [String] ?? [],
                 keys: object["keys"] as? Int ?? 0, bytes: object["bytes"] as? Int ?? 0,
-                host: object["host"] as? String ?? "")
+                host: object["host"] as? String ?? "", missed: object["missed"] as? Int ?? 0)
             // A snapshot that names no trees is damaged; a prune must not take it for one that needs nothing.
             guard let trees = object["trees"] as? [String] else {
                 throw CloudSyncError(

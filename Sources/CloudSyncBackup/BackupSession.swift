@@ -21,7 +21,7 @@ public struct BackupResult: Sendable, Equatable {
     public var treesAdded = 0
 }
 
-/// One backup under way: add a key set page by page, then ``finish(source:pipeline:tags:time:host:)`` writes the
+/// One backup under way: add a key set page by page, then ``finish(source:pipeline:tags:time:host:missed:)`` writes the
 /// snapshot.
 ///
 /// Values the repository lacks are gathered into packs, each sealed and written once it holds about
@@ -139,9 +139,12 @@ public final class BackupSession {
     }
 
     /// Writes the last pack, the index of this session's packs, then the snapshot, and returns what it wrote.
+    ///
+    /// `missed` counts the source's keys that could not be read and so are not in the snapshot; the snapshot records
+    /// it, so a restore that removes what a snapshot lacks knows not to trust this one.
     public func finish(
         source: String, pipeline: String, tags: [String] = [], time: Int64,
-        host: String = ProcessInfo.processInfo.hostName
+        host: String = ProcessInfo.processInfo.hostName, missed: Int = 0
     )
         async throws(CloudSyncError) -> BackupResult
     {
@@ -149,10 +152,11 @@ public final class BackupSession {
         try await packs.finish()
         result.bytesAdded += packs.bytesWritten
         let id = BackupRepository.randomID()
-        let snapshot: [String: Any] = [
+        var snapshot: [String: Any] = [
             "time": time, "source": source, "pipeline": pipeline, "tags": tags, "keys": entries.count,
             "bytes": valueBytes, "host": host, "trees": trees,
         ]
+        if missed > 0 { snapshot["missed"] = missed }
         result.bytesAdded += try await repository.writeObjects([
             (BackupRepository.prefix + "snapshot." + id, BackupRepository.json(snapshot))
         ])

@@ -55,6 +55,7 @@ extension CommandLineTool {
                 standardOutput(
                     "\(snapshot.id.prefix(8))  \(line.time)  \(line.host)  \(line.pipeline)  \(line.source)  "
                         + "\(line.keys) keys  \(line.bytes) bytes"
+                        + (line.missed > 0 ? "  (\(line.missed) keys missed)" : "")
                         + (line.tags.isEmpty ? "" : "  [\(line.tags.joined(separator: ", "))]")
                         + "\n")
             }
@@ -74,6 +75,8 @@ struct SnapshotLine: Encodable {
     let tags: [String]
     let keys: Int
     let bytes: Int
+    /// Keys the backup could not read, left out of the snapshot.
+    let missed: Int
 
     init(_ snapshot: SnapshotSummary) {
         id = snapshot.id
@@ -84,5 +87,6 @@ struct SnapshotLine: Encodable {
         tags = snapshot.tags
         keys = snapshot.keys
         bytes = snapshot.bytes
+        missed = snapshot.missed
     }
 }

@@ -24,12 +24,12 @@ import Testing
         chmod(directory.file("keys/backup.key"), 0o600)
     }
 
-    private func run(_ jobs: String) async throws -> RunReport {
+    private func run(_ jobs: String, force: Bool = false, sourceCodec: Bool = false) async throws -> RunReport {
         let source = """
             version: 1
             name: backups
             providers:
-              app: { type: sqlite, path: data/app.db, create: true }
+              app: { type: sqlite, path: data/app.db, create: true\(sourceCodec ? ", codec: sealed" : "") }
               vault: { type: directory, path: data/vault, create: true }
               restored: { type: sqlite, path: data/restored.db, create: true }
             codecs:
@@ -41,7 +41,9 @@ import Testing
         let spec = try PipelineLoader.load(
             source: source, file: "p.yaml", directory: directory.path, registry: BuiltInProviders.registry,
             environment: [:])
-        return try await PipelineRunner(try PipelineCompiler.compile(spec, environment: [:]), options: RunOptions())
+        var options = RunOptions()
+        options.force = force
+        return try await PipelineRunner(try PipelineCompiler.compile(spec, environment: [:]), options: options)
             .run().report
     }
 
@@ -260,5 +262,36 @@ import Testing
         #expect(report.jobs.map(\.status) == [.ok, .ok])
         #expect(report.jobs[0].counts["unread"] == 0 && report.jobs[0].counts["new"] == 3)
         #expect(report.jobs[1].counts["unread"] == 3 && report.jobs[1].counts["unchanged"] == 3)
+    }
+
+    @Test func aSnapshotThatMissedKeysIsMarkedAndARestoreWithDeletesRemovesNothingUnlessForced() async throws {
+        // The source is sealed by the codec; one value is not an envelope, so it cannot be read.
+        let key = try String(contentsOfFile: directory.file("keys/backup.key"), encoding: .utf8)
+        let codec = try EnvelopeCodec(
+            keys: [
+                .raw(
+                    id: "k1",
+                    SecretBytes(
+                        copying: [UInt8](Data(base64Encoded: key.trimmingCharacters(in: .whitespacesAndNewlines))!)))
+            ])
+        let app = try sqlite("app")
+        _ = try await app.set(try (0..<20).map { KeyValue("k\($0)", try codec.encode("v\($0)", key: "k\($0)")) })
+        _ = try await app.set([KeyValue("broken", "not an envelope")])
+        await app.close()
+        let backup = try await run("  - { type: backup, from: app, to: vault, codec: sealed }", sourceCodec: true)
+        #expect(backup.jobs[0].status == .failed && backup.jobs[0].counts["failed"] == 1)
+        #expect(backup.jobs[0].failures.map(\.key) == ["broken"])
+
+        let restored = try sqlite("restored")
+        _ = try await restored.set([KeyValue("stray", "x")])
+        await restored.close()
+        let restore = "  - { type: restore, from: vault, to: restored, codec: sealed, deletes: true, maxDeletes: 100% }"
+        let refused = try await run(restore)
+        #expect(refused.jobs[0].status == .failed && refused.jobs[0].error?.code == "ERR_TOO_MANY_DELETES")
+        #expect(refused.jobs[0].error?.message.contains("left out 1 keys") == true)
+        #expect(refused.jobs[0].counts["restored"] == 20 && refused.jobs[0].counts["deleted"] == 0)
+        #expect(try await contents("restored").count == 21)
+        let forced = try await run(restore, force: true)
+        #expect(forced.jobs[0].status == .ok && forced.jobs[0].counts["deleted"] == 1)
     }
 }

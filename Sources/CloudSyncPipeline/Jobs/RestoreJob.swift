@@ -93,7 +93,7 @@ struct RestoreJob: JobType {
             if context.isInterrupted {
                 report.status = .interrupted
             } else if configuration.deletes {
-                try await removeExtra(keeping: held, configuration, in: context, report: &report)
+                try await removeExtra(keeping: held, from: chosen, configuration, in: context, report: &report)
             }
         }
     }
@@ -120,8 +120,12 @@ struct RestoreJob: JobType {
 
     /// Removes the keys of `to` within `keys` that the snapshot does not hold, unless they are more than
     /// `maxDeletes` allows (then none, and the job fails naming the count).
+    ///
+    /// A snapshot that left out keys it could not read is no record of what the source lacked, so it removes
+    /// nothing from it unless `--force` says so.
     private func removeExtra(
-        keeping held: Set<String>, _ configuration: Configuration, in context: JobContext, report: inout JobReport
+        keeping held: Set<String>, from snapshot: SnapshotSummary, _ configuration: Configuration,
+        in context: JobContext, report: inout JobReport
     ) async throws(CloudSyncError) {
         let store = context.store
         let to = configuration.to
@@ -130,6 +134,17 @@ struct RestoreJob: JobType {
             try await (to == "store" ? store.allKeys().keys : store.listKeys(of: to)).filter { filter?($0) ?? true }
         let extra = present.filter { !held.contains($0) }
         guard !extra.isEmpty else { return }
+        if snapshot.missed > 0 && !context.isForced {
+            report[Self.heldBack] = extra.count
+            report.status = .failed
+            report.error = RunReport.Failure(
+                key: "", provider: to, code: ErrorCode.tooManyDeletes.rawValue,
+                message:
+                    "snapshot \(snapshot.id.prefix(8)) left out \(snapshot.missed) keys its backup could not read, so "
+                    + "the \(extra.count) keys of \(to) it lacks may be among them; the restore removed none; restore "
+                    + "from a whole snapshot, or run again with --force to remove them anyway")
+            return
+        }
         guard
             report.allowsDeletions(
                 extra.count, of: present.count, in: to, limit: configuration.maxDeletes, forced: context.isForced,
