@@ -51,23 +51,34 @@ extension BackupRepository {
 
         let snapshotNames = objectNames("snapshot")
         check.snapshots = snapshotNames.count
+        var treesOf: [(name: String, trees: [String])] = []
         for (name, opened) in zip(snapshotNames, try await openEach(snapshotNames)) {
             do throws(CloudSyncError) {
                 let object = try snapshotObject(try opened.get(), name: name)
                 guard let trees = object["trees"] as? [String] else {
                     throw CloudSyncError(.decode, "\(name) has no trees", key: name)
                 }
-                let entries = try await entries(ofTrees: trees, in: name)
-                let missing = entries.filter { index[$0[1]] == nil }.count
-                if missing > 0 {
-                    check.problems.append(
-                        RepositoryProblem(
-                            object: name, message: "\(missing) of its \(entries.count) values are in no index",
-                            code: .decode))
-                }
+                treesOf.append((name, trees))
             } catch {
                 check.problems.append(
                     RepositoryProblem(object: error.key ?? name, message: error.message, code: error.code))
+            }
+        }
+        // Every tree of every snapshot, each pack of trees read once (snapshots share most of their trees).
+        let (trees, damagedPacks) = try await readTrees(Set(treesOf.flatMap(\.trees)))
+        check.problems += damagedPacks
+        // A tree whose pack is damaged is that pack's problem, reported once under it; a snapshot is named for
+        // what only it gets wrong: trees or values no index holds.
+        for (name, ids) in treesOf {
+            let unindexed = ids.filter { index[$0] == nil }.count
+            let missing = ids.compactMap { trees[$0] }.joined().filter { index[$0[1]] == nil }.count
+            if unindexed > 0 || missing > 0 {
+                check.problems.append(
+                    RepositoryProblem(
+                        object: name,
+                        message:
+                            "\(unindexed) of its \(ids.count) trees and \(missing) of their values are in no index",
+                        code: .decode))
             }
         }
 
@@ -97,5 +108,41 @@ extension BackupRepository {
         check.problems = check.problems.filter { named.insert($0.object).inserted }
         check.problems.sort { $0.object < $1.object }
         return check
+    }
+
+    /// The entries of each tree of `ids` that can be read, reading each pack once, and a problem naming each pack
+    /// that does not open or tree that is not one.
+    private func readTrees(_ ids: Set<String>) async throws(CloudSyncError)
+        -> (trees: [String: [[String]]], problems: [RepositoryProblem])
+    {
+        var byPack: [String: [(id: String, location: Location)]] = [:]
+        for id in ids {
+            if let location = index[id] { byPack[location.pack, default: []].append((id, location)) }
+        }
+        var trees: [String: [[String]]] = [:]
+        var problems: [RepositoryProblem] = []
+        for pack in byPack.keys.sorted() {
+            let name = Self.prefix + "data." + pack
+            guard case .success(let bytes) = try await openEach([name])[0] else {
+                problems.append(
+                    RepositoryProblem(object: name, message: "pack \(pack) does not open: damaged", code: .decode))
+                continue
+            }
+            for (id, location) in byPack[pack]! {
+                let end = location.offset + location.length
+                guard end <= bytes.count,
+                    let run = try? JSONSerialization.jsonObject(with: Data(bytes[location.offset..<end]))
+                        as? [[String]],
+                    run.allSatisfy({ $0.count == 2 || $0.count == 3 })
+                else {
+                    problems.append(
+                        RepositoryProblem(
+                            object: name, message: "tree \(id) in pack \(pack) is not a tree", code: .decode))
+                    continue
+                }
+                trees[id] = run
+            }
+        }
+        return (trees, problems)
     }
 }
