@@ -100,7 +100,7 @@ public final class ManualClock: StoreClock {
     /// Throws ``ConditionNotReached`` (naming the caller's file and line) when they have not come within `limit` of
     /// real time, and `CancellationError` when the task is cancelled first.
     public func waitForSleepers(
-        _ count: Int = 1, limit: Duration = .seconds(30), fileID: String = #fileID, line: Int = #line
+        _ count: Int = 1, limit: Duration = .seconds(120), fileID: String = #fileID, line: Int = #line
     ) async throws {
         try await waitUntil(limit: limit, fileID: fileID, line: line) { self.sleeperCount >= count }
     }
@@ -125,7 +125,7 @@ public struct ConditionNotReached: Error, CustomStringConvertible {
 /// the test that waited fails with that message and stops there, and the other tests go on (a crash here would end
 /// the whole test process and every result with it). Throws `CancellationError` when the task is cancelled first.
 public func waitUntil(
-    limit: Duration = .seconds(30), fileID: String = #fileID, line: Int = #line, _ condition: @Sendable () -> Bool
+    limit: Duration = .seconds(120), fileID: String = #fileID, line: Int = #line, _ condition: @Sendable () -> Bool
 ) async throws {
     let start = ContinuousClock.now
     while !condition() {
@@ -140,7 +140,7 @@ public func waitUntil(
 
 /// ``waitUntil(limit:fileID:line:_:)`` for a condition that must itself wait (a provider read, a flush).
 public func waitUntil(
-    limit: Duration = .seconds(30), fileID: String = #fileID, line: Int = #line,
+    limit: Duration = .seconds(120), fileID: String = #fileID, line: Int = #line,
     asking condition: @Sendable () async throws -> Bool
 ) async throws {
     let start = ContinuousClock.now

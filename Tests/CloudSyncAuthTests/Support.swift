@@ -58,7 +58,7 @@ final class Person: Sendable {
     var transcript: String { shown.withLock { $0.joined(separator: "\n") } }
 
     /// An interaction over this person.
-    func interaction(noBrowser: Bool = false, timeout: Duration = .seconds(30), clock: any StoreClock = SystemClock())
+    func interaction(noBrowser: Bool = false, timeout: Duration = .seconds(120), clock: any StoreClock = SystemClock())
         -> SignInInteraction
     {
         SignInInteraction(

@@ -16,6 +16,8 @@ extension CloudKitFixture {
         var values: [String: ProviderFieldValue] = [
             "container": .text(Self.container), "environment": .text(environment), "apiToken": .text(Self.apiToken),
             "endpoint": .text(endpoint.absoluteString), "zone": .text(zone),
+            // Generous, as the bridge's: the loaded suite can hold an answer back longer than the default 30 s.
+            "timeoutMs": .integer(120_000),
         ]
         let token: String? =
             switch webAuthToken {

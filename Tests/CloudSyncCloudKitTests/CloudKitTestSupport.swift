@@ -43,9 +43,12 @@ final class CloudKitFixture: Sendable {
     }
 
     /// A bridge whose token starts as `token` (default: the signed-in one), kept in `state`.
+    ///
+    /// Its deadline is generous: the suite loads the machine (its first seconds most), and these tests check what
+    /// the bridge does, not how fast the emulator answers.
     func bridge(
         zone: String = "CloudSyncZone", token: String?? = .none, state: ProviderState? = nil,
-        maxAttempts: Int = 1, changesPageSize: Int? = nil, timeout: Duration = .seconds(20)
+        maxAttempts: Int = 1, changesPageSize: Int? = nil, timeout: Duration = .seconds(120)
     ) throws -> CloudKitBridge {
         let state = state ?? ProviderState(provider: "ck", store: InMemoryProviderStateStore())
         let initial: String? =
