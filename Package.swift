@@ -27,6 +27,7 @@ let package = Package(
     targets: [
         // C libraries, found with pkg-config and installed from Debian's packages.
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
         // OpenSSL's libcrypto, for MD5 only (the `Content-MD5` S3 requires); libsodium has no MD5, on purpose.
@@ -34,6 +35,7 @@ let package = Package(
 
         // Thin Swift faces: no C type reaches their public API.
         .target(name: "CloudSyncSQLite", dependencies: ["CSQLite"]),
+        .target(name: "CloudSyncPostgres", dependencies: ["CPostgres"]),
         .target(name: "CloudSyncSodium", dependencies: ["CSodium"]),
         .target(name: "CloudSyncYAML", dependencies: ["CYAML"]),
         .target(name: "CloudSyncOpenSSL", dependencies: ["CCrypto"]),
@@ -127,6 +129,7 @@ let package = Package(
             ]),
 
         .testTarget(name: "CloudSyncSQLiteTests", dependencies: ["CloudSyncSQLite", "CloudSyncTesting"]),
+        .testTarget(name: "CloudSyncPostgresTests", dependencies: ["CloudSyncPostgres", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncSodiumTests", dependencies: ["CloudSyncSodium", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncYAMLTests", dependencies: ["CloudSyncYAML"]),
         .testTarget(name: "CloudSyncOpenSSLTests", dependencies: ["CloudSyncOpenSSL"]),
