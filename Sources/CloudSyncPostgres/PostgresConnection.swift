@@ -151,7 +151,7 @@ public final class PostgresConnection: @unchecked Sendable {
     ) throws(PostgresError) -> T {
         let types = parameters.map(\.typeOID)
         let texts: [UnsafeMutablePointer<CChar>?] = parameters.map { $0.textFormat.map { strdup($0) } ?? nil }
-        defer { texts.forEach { free($0) } }
+        defer { for text in texts { free(text) } }
         let values = texts.map { UnsafePointer($0) }
         let outcome: Result<T, PostgresError> = types.withUnsafeBufferPointer { typeBuffer in
             values.withUnsafeBufferPointer { valueBuffer in
