@@ -57,7 +57,8 @@ public final class PostgresServer: @unchecked Sendable {
         chmod(directory + "/password", 0o644)
         // At a low priority: its seconds of work come while the rest of the suite starts.
         let initdb = try ProcessRunner.runBlocking(
-            "/usr/bin/nice", ["-n", "10"] + asUser + [bin + "/initdb"] + [
+            "/usr/bin/nice",
+            ["-n", "10"] + asUser + [bin + "/initdb"] + [
                 "-D", directory + "/data", "-U", "cloudsync", "--pwfile", directory + "/password",
                 "--auth=scram-sha-256", "-E", "UTF8", "--no-sync", "--no-instructions",
             ])
