@@ -146,14 +146,7 @@ public final class BackupRepository {
     func readObjects(_ names: [String]) async throws(CloudSyncError) -> [[UInt8]] {
         var opened: [[UInt8]] = []
         opened.reserveCapacity(names.count)
-        for (name, stored) in zip(names, try await store.read(names, from: provider)) {
-            guard let stored else {
-                throw CloudSyncError(
-                    .decode, "object \(name) of the backup repository in \(provider) is missing", provider: provider,
-                    key: name)
-            }
-            opened.append(try keys.open(stored, name: name, repository: provider))
-        }
+        for object in try await openEach(names) { opened.append(try object.get()) }
         return opened
     }
 
