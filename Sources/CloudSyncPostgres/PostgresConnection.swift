@@ -12,10 +12,12 @@ public final class PostgresConnection: @unchecked Sendable {
     /// `host:port/database`, as errors name the server.
     public let server: String
     /// libpq's connection; touched only on `queue`.
-    private var handle: OpaquePointer?
-    private let queue: DispatchQueue
+    var handle: OpaquePointer?
+    let queue: DispatchQueue
     /// Statements prepared so far, to name the next one; touched only on `queue`.
-    private var prepared = 0
+    var prepared = 0
+    /// The name each statement text was prepared under by ``PostgresSession``; touched only on `queue`.
+    var preparedByText: [String: String] = [:]
 
     private init(handle: OpaquePointer, server: String, queue: DispatchQueue) {
         self.handle = handle
@@ -25,28 +27,45 @@ public final class PostgresConnection: @unchecked Sendable {
 
     /// Connects with a libpq connection string or URL (`postgresql://user:password@host:port/database`); the error
     /// of a refused or unreachable server names it by host, port and database, never by the URL.
+    ///
+    /// Unless the URL says otherwise, connecting gives up after 10 seconds and the session is named `cloudsync` in
+    /// `pg_stat_activity`. A server that does not answer is ``PostgresError/Kind/unreachable``; one that answers but
+    /// refuses the login, the database or the role is ``PostgresError/Kind/connect``.
     public static func connect(_ url: String) async throws(PostgresError) -> PostgresConnection {
         let queue = DispatchQueue(label: "cloudsync.postgres")
         let result: Result<PostgresConnection, PostgresError> = await withCheckedContinuation { continuation in
-            queue.async {
-                guard let handle = PQconnectdb(url) else {
-                    continuation.resume(
-                        returning: .failure(
-                            PostgresError(.connect, server: "?", message: "libpq could not allocate a connection")))
-                    return
-                }
-                let server = describe(handle)
-                guard PQstatus(handle) == CONNECTION_OK else {
-                    let message = Self.oneLine(PQerrorMessage(handle))
-                    PQfinish(handle)
-                    continuation.resume(returning: .failure(PostgresError(.connect, server: server, message: message)))
-                    return
-                }
-                continuation.resume(
-                    returning: .success(PostgresConnection(handle: handle, server: server, queue: queue)))
-            }
+            queue.async { continuation.resume(returning: Result { () throws(PostgresError) in try open(url, queue) }) }
         }
         return try result.get()
+    }
+
+    /// ``connect(_:)`` on the caller's thread, for callers that cannot await (the synchronous state interfaces).
+    public static func connectBlocking(_ url: String) throws(PostgresError) -> PostgresConnection {
+        try open(url, DispatchQueue(label: "cloudsync.postgres"))
+    }
+
+    /// libpq's defaults first, so whatever the URL sets wins: it is expanded where `dbname` stands.
+    private static func open(_ url: String, _ queue: DispatchQueue) throws(PostgresError) -> PostgresConnection {
+        let keywords = ["connect_timeout", "application_name", "dbname"]
+        let values = ["10", "cloudsync", url]
+        let handle: OpaquePointer? = withCStrings(keywords) { keywords in
+            withCStrings(values) { values in PQconnectdbParams(keywords, values, 1) }
+        }
+        guard let handle else {
+            throw PostgresError(.connect, server: "?", message: "libpq could not allocate a connection")
+        }
+        let server = describe(handle)
+        guard PQstatus(handle) == CONNECTION_OK else {
+            let message = Self.oneLine(PQerrorMessage(handle))
+            PQfinish(handle)
+            // Whether anything answered decides the kind: libpq gives a failed connection no SQLSTATE.
+            let ping = withCStrings(keywords) { keywords in
+                withCStrings(values) { values in PQpingParams(keywords, values, 1) }
+            }
+            let kind: PostgresError.Kind = ping == PQPING_OK ? .connect : .unreachable
+            throw PostgresError(kind, server: server, message: message)
+        }
+        return PostgresConnection(handle: handle, server: server, queue: queue)
     }
 
     deinit {
@@ -145,7 +164,7 @@ public final class PostgresConnection: @unchecked Sendable {
     }
 
     /// Calls `body` with `parameters` as libpq takes them: count, type OIDs and NUL-terminated texts (nil for NULL).
-    private func withBound<T>(
+    func withBound<T>(
         _ parameters: [PostgresValue],
         _ body: (Int32, UnsafePointer<UInt32>?, UnsafePointer<UnsafePointer<CChar>?>?) throws(PostgresError) -> T
     ) throws(PostgresError) -> T {
@@ -164,7 +183,7 @@ public final class PostgresConnection: @unchecked Sendable {
     }
 
     /// The rows of `result`, or the error it carries; frees it.
-    private func read(_ result: OpaquePointer?, on handle: OpaquePointer) throws(PostgresError) -> PostgresResult {
+    func read(_ result: OpaquePointer?, on handle: OpaquePointer) throws(PostgresError) -> PostgresResult {
         guard let result else {
             throw PostgresError(
                 PQstatus(handle) == CONNECTION_OK ? .statement : .connection, server: server,
@@ -216,6 +235,14 @@ public final class PostgresConnection: @unchecked Sendable {
         return String(cString: message).split(whereSeparator: \.isNewline)
             .map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }.joined(separator: "; ")
     }
+}
+
+/// Calls `body` with `strings` as a NULL-terminated array of C strings, as libpq's `…Params` calls take them.
+private func withCStrings<T>(_ strings: [String], _ body: (UnsafePointer<UnsafePointer<CChar>?>) -> T) -> T {
+    let copies = strings.map { strdup($0) }
+    defer { for copy in copies { free(copy) } }
+    let pointers = copies.map { UnsafePointer($0) } + [nil]
+    return pointers.withUnsafeBufferPointer { body($0.baseAddress!) }
 }
 
 /// `host:port/database` of a connection, from what libpq parsed out of its connection string.

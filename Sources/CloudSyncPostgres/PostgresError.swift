@@ -5,8 +5,10 @@
 public struct PostgresError: Error, Sendable, Equatable, CustomStringConvertible {
     /// Where the error came from.
     public enum Kind: Sendable, Equatable {
-        /// No connection could be made (unreachable, refused, login or privileges refused at connect).
+        /// The server answered but refused the connection (the login, the database, the role, too many clients).
         case connect
+        /// Nothing answered: no server at that address, a firewall, a name that does not resolve, a timeout.
+        case unreachable
         /// A statement failed on an open connection.
         case statement
         /// The connection was lost or closed.

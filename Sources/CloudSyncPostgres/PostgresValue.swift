@@ -7,6 +7,27 @@ public enum PostgresValue: Sendable, Equatable, Hashable {
     case boolean(Bool)
     case bytes([UInt8])
 
+    /// A one-dimensional array in PostgreSQL's text form (`{"a","b",NULL}`), bound as text and cast in the statement
+    /// (`$1::text[]`), so one statement carries a whole page of rows.
+    public static func array(_ elements: [String?]) -> PostgresValue {
+        var literal = "{"
+        literal.reserveCapacity(elements.count * 16 + 2)
+        for (index, element) in elements.enumerated() {
+            if index > 0 { literal += "," }
+            guard let element else {
+                literal += "NULL"
+                continue
+            }
+            literal += "\""
+            for character in element.unicodeScalars {
+                if character == "\"" || character == "\\" { literal += "\\" }
+                literal.unicodeScalars.append(character)
+            }
+            literal += "\""
+        }
+        return .text(literal + "}")
+    }
+
     /// The text, when the value is text.
     public var text: String? {
         if case .text(let value) = self { return value }

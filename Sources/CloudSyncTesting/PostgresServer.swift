@@ -30,6 +30,25 @@ public final class PostgresServer: @unchecked Sendable {
         try await offPool { try PostgresServer() }
     }
 
+    private static let sharedServer = Task { try await start() }
+
+    /// One server for the whole test process, started by the first test that asks; tests sharing it keep apart by
+    /// using schemas or tables of their own (``uniqueName(_:)``).
+    public static func shared() async throws -> PostgresServer { try await sharedServer.value }
+
+    /// A name no other test uses: `prefix` and eight hexadecimal digits, a valid unquoted PostgreSQL name.
+    public static func uniqueName(_ prefix: String = "t") -> String {
+        prefix + "_" + UUID().uuidString.prefix(8).lowercased()
+    }
+
+    /// ``url`` with another role and password in it.
+    public func url(user: String, password: String) -> String {
+        var components = URLComponents(string: url)!
+        components.user = user
+        components.password = password
+        return components.string!
+    }
+
     private init() throws {
         if let given = ProcessInfo.processInfo.environment[Self.environmentVariable], !given.isEmpty {
             url = given

@@ -5,9 +5,7 @@ import Testing
 
 /// One throwaway PostgreSQL server for the whole test process (or the one `CLOUDSYNC_TEST_POSTGRES_URL` names).
 enum SharedPostgres {
-    private static let starting = Task { try await PostgresServer.start() }
-
-    static func server() async throws -> PostgresServer { try await starting.value }
+    static func server() async throws -> PostgresServer { try await PostgresServer.shared() }
 }
 
 /// The libpq face against a real server: typed binding both ways, prepared statements, SQLSTATEs, what a refused
@@ -93,7 +91,8 @@ enum SharedPostgres {
             _ = try await PostgresConnection.connect("postgresql://cloudsync:secret-pw@127.0.0.1:1/postgres")
         } throws: { error in
             let text = "\(error)"
-            return text.contains("127.0.0.1:1") && !text.contains("secret-pw")
+            return (error as? PostgresError)?.kind == .unreachable && text.contains("127.0.0.1:1")
+                && !text.contains("secret-pw")
         }
     }
 
@@ -126,5 +125,46 @@ enum SharedPostgres {
         }
         #expect(try await connection.execute("SELECT count(*) AS n FROM \(table)").value("n") == .integer(100))
         await connection.close()
+    }
+
+    @Test func arraysCarryEveryTextAndNullThroughOneStatement() async throws {
+        let connection = try PostgresConnection.connectBlocking(try await SharedPostgres.server().url)
+        defer { connection.closeBlocking() }
+        let texts: [String?] = [
+            "", "plain", "with \"quotes\"", "back\\slash", "{braces}", "a,b", "NULL", nil, " spaced ", "Zoë 日本 🌍",
+            "new\nline", "\\\"",
+        ]
+        let rows = try connection.blocking { (db) throws(PostgresError) in
+            try db.execute(
+                "SELECT t FROM unnest($1::text[]) WITH ORDINALITY AS r(t, n) ORDER BY n", [.array(texts)]
+            ).rows
+        }
+        #expect(rows.map { $0[0].text } == texts)
+    }
+
+    @Test func aBlockingSessionPreparesEachTextOnceAndRollsBackWhatThrows() async throws {
+        let connection = try PostgresConnection.connectBlocking(try await SharedPostgres.server().url)
+        defer { connection.closeBlocking() }
+        let table = PostgresServer.uniqueName()
+        try connection.blocking { (db) throws(PostgresError) in
+            try db.executeScript("CREATE TABLE \(table) (id bigint PRIMARY KEY)")
+            for id in 0..<50 { try db.execute("INSERT INTO \(table) VALUES ($1)", [.integer(Int64(id))]) }
+        }
+        #expect(throws: PostgresError.self) {
+            try connection.blocking { (db) throws(PostgresError) in
+                try db.transaction { () throws(PostgresError) in
+                    try db.execute("INSERT INTO \(table) VALUES ($1)", [.integer(100)])
+                    try db.execute("INSERT INTO \(table) VALUES ($1)", [.integer(0)])
+                }
+            }
+        }
+        let (count, prepared) = try connection.blocking { (db) throws(PostgresError) in
+            (
+                try db.execute("SELECT count(*) FROM \(table)").rows[0][0],
+                try db.execute("SELECT count(*) FROM pg_prepared_statements WHERE statement LIKE 'INSERT%'").rows[0][0]
+            )
+        }
+        #expect(count == .integer(50), "the transaction's first insert was rolled back with it")
+        #expect(prepared == .integer(1))
     }
 }
