@@ -89,7 +89,7 @@ let package = Package(
             name: "CloudSyncPipeline",
             dependencies: [
                 "CloudSync", "CloudSyncYAML", "CloudSyncSodium", "CloudSyncCrypto", "CloudSyncLocal", "CloudSyncSQLite",
-                "CloudSyncS3", "CloudSyncCloudKit", "CloudSyncDrive", "CloudSyncBackup",
+                "CloudSyncPostgres", "CloudSyncS3", "CloudSyncCloudKit", "CloudSyncDrive", "CloudSyncBackup",
             ]),
 
         // The command line: argument parsing, exit codes, what people see.
@@ -175,7 +175,7 @@ let package = Package(
             ]),
         .testTarget(
             name: "CloudSyncPipelineTests",
-            dependencies: ["CloudSync", "CloudSyncPipeline", "CloudSyncSQLite", "CloudSyncTesting"]),
+            dependencies: ["CloudSync", "CloudSyncPipeline", "CloudSyncPostgres", "CloudSyncSQLite", "CloudSyncTesting"]),
         .testTarget(
             name: "CloudSyncCryptoTests",
             dependencies: ["CloudSync", "CloudSyncCrypto", "CloudSyncSodium", "CloudSyncTesting"]),

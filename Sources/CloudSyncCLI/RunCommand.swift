@@ -150,15 +150,19 @@ extension CommandLineTool {
         guard let compiled = compile(parsed.argument(Commands.file) ?? "") else { return .usage }
         let path = compiled.spec.state + "/state.db"
         var runs: [StateDatabase.Run] = []
-        if FileManager.default.fileExists(atPath: path) {
-            do {
+        do {
+            if let shared = compiled.spec.sharedState {
+                let state = try PostgresStateDatabase(shared, pipeline: compiled.spec.name, readOnly: true)
+                if state.isSetUp { runs = try state.runs(limit: limit) }
+                state.close()
+            } else if FileManager.default.fileExists(atPath: path) {
                 let database = try StateDatabase(path: path, readOnly: true)
                 runs = try database.runs(limit: limit)
                 database.close()
-            } catch {
-                standardError("Error: \(error.message)\n")
-                return .jobError
             }
+        } catch {
+            standardError("Error: \(error.code): \(error.message)\n")
+            return .jobError
         }
         if json {
             standardOutput(encoded(runs))
@@ -182,8 +186,15 @@ extension CommandLineTool {
                 "Error: \(compiled.spec.name) is already running (\(RunRefusal.holder(pid)), lock \(lockFile)); wait for it to finish\n"
             )
             return .locked
+        case .lockedElsewhere(let holder, let lock):
+            let who = holder ?? "a runner that has only just taken the lock"
+            standardError("Error: \(compiled.spec.name) is already running (\(who), \(lock)); wait for it to finish\n")
+            return .locked
         case .cannotStart(let message):
             standardError("Error: \(message)\n")
+            return .jobError
+        case .stateUnavailable(let error):
+            standardError("Error: \(error.code): \(error.message)\n")
             return .jobError
         }
     }

@@ -10,7 +10,7 @@ struct JobExecutor {
     /// Providers that could not be opened: a job that needs one fails with its error.
     var unopened: [String: CloudSyncError] = [:]
     /// The pipeline's state database, where sync jobs keep their snapshots; nil in a dry run of a new pipeline.
-    var stateDatabase: StateDatabase?
+    var stateDatabase: (any PipelineState)?
     /// The session's outbox, asked after each job for the writes it could not keep.
     var outbox: Outbox?
 

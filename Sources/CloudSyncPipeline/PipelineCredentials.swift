@@ -29,7 +29,7 @@ public enum PipelineCredentials {
                 try state.replace(credential, with: value)
             }
         }
-        return compiled.spec.state + "/state.db"
+        return compiled.spec.sharedState?.description ?? compiled.spec.state + "/state.db"
     }
 
     /// Forgets `credentials` of `provider` and returns those that were kept.
@@ -38,7 +38,8 @@ public enum PipelineCredentials {
     public static func forget(
         _ credentials: [StoredCredential], for provider: String, in compiled: CompiledPipeline
     ) throws(RunRefusal) -> [StoredCredential] {
-        guard FileManager.default.fileExists(atPath: compiled.spec.state + "/state.db") else { return [] }
+        guard compiled.spec.sharedState != nil || FileManager.default.fileExists(atPath: compiled.spec.state + "/state.db")
+        else { return [] }
         var forgotten: [StoredCredential] = []
         try withStateDatabase(compiled, create: false) { database throws(CloudSyncError) in
             let state = ProviderState(provider: provider, store: database)
@@ -48,8 +49,11 @@ public enum PipelineCredentials {
     }
 
     private static func withStateDatabase(
-        _ compiled: CompiledPipeline, create: Bool, _ body: (StateDatabase) throws(CloudSyncError) -> Void
+        _ compiled: CompiledPipeline, create: Bool, _ body: (any PipelineState) throws(CloudSyncError) -> Void
     ) throws(RunRefusal) {
+        if let shared = compiled.spec.sharedState {
+            return try withSharedState(compiled, shared, body)
+        }
         let directory = compiled.spec.state
         let lock: RunLock
         do {
@@ -75,6 +79,34 @@ public enum PipelineCredentials {
             try body(database)
         } catch {
             throw RunRefusal.cannotStart(error.message)
+        }
+    }
+
+    /// ``withStateDatabase(_:create:_:)`` in a PostgreSQL schema: connected, migrated and locked for the body.
+    private static func withSharedState(
+        _ compiled: CompiledPipeline, _ shared: SharedStateSpec,
+        _ body: (any PipelineState) throws(CloudSyncError) -> Void
+    ) throws(RunRefusal) {
+        let state: PostgresStateDatabase
+        do {
+            state = try PostgresStateDatabase(shared, pipeline: compiled.spec.name, codec: compiled.stateCodec)
+        } catch {
+            throw RunRefusal.stateUnavailable(error)
+        }
+        defer { state.close() }
+        do {
+            switch try PostgresRunLock.acquire(state) {
+            case .acquired(let lock):
+                defer { lock.release() }
+                try body(state)
+            case .heldBy(let holder, let lock):
+                throw RunRefusal.lockedElsewhere(holder: holder, lock: lock)
+            }
+        } catch let refusal as RunRefusal {
+            throw refusal
+        } catch {
+            throw RunRefusal.stateUnavailable(
+                error as? CloudSyncError ?? CloudSyncError(.config, "the shared state failed: \(error)"))
         }
     }
 }

@@ -167,7 +167,10 @@ struct PipelineReader {
                 at: nameNode.mark)
         }
         var state = resolvePath(".cloudsync/\(name)", against: directory)
-        if let node = top["state"], let text = top.scalarText(node, field: "state") {
+        var sharedState: SharedStateSpec?
+        if let node = top["state"], node.mapping != nil {
+            sharedState = sharedStateSpec(node)
+        } else if let node = top["state"], let text = top.scalarText(node, field: "state") {
             if text.value.isEmpty {
                 diagnostics.error(
                     "`state` must not be empty; leave it out for the default, .cloudsync/<name> beside the file",
@@ -212,7 +215,7 @@ struct PipelineReader {
         guard let store else { return nil }
         return PipelineSpec(
             file: file, source: source, directory: directory, version: version, name: name, state: state,
-            providers: providers,
+            sharedState: sharedState, providers: providers,
             codecs: codecs, store: store, jobs: jobs, reportPath: reportPath, reportLatest: reportLatest,
             reportKeep: reportKeep, reportMetrics: reportMetrics,
             warnings: providers.compactMap { provider in
@@ -222,6 +225,46 @@ struct PipelineReader {
                         isWarning: true)
                 }
             }, writtenName: nameText?.display)
+    }
+
+    /// `state: { postgresql: URL, schema: NAME }`: the URL is required and should come from `${env:…}` or
+    /// `${file:…}` (it holds a password); the schema is an unquoted PostgreSQL name.
+    func sharedStateSpec(_ node: YAMLNode) -> SharedStateSpec? {
+        guard let fields = mapping(node, "state", ["postgresql", "schema"]) else { return nil }
+        var schema = SharedStateSpec.defaultSchema
+        if let schemaNode = fields["schema"], let text = fields.scalarText(schemaNode, field: "schema") {
+            let bytes = Array(text.value.utf8)
+            let valid =
+                !bytes.isEmpty && bytes.count <= 63 && !(bytes[0] >= UInt8(ascii: "0") && bytes[0] <= UInt8(ascii: "9"))
+                && bytes.allSatisfy {
+                    ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z")) || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9"))
+                        || $0 == UInt8(ascii: "_")
+                }
+            if valid && !text.value.hasPrefix("pg_") {
+                schema = text.value
+            } else {
+                diagnostics.error(
+                    "`schema` must be a PostgreSQL name of at most 63 lowercase letters, digits and '_', not starting "
+                        + "with a digit or pg_; found \(text.quoted)", at: schemaNode.mark)
+            }
+        }
+        guard let urlNode = fields.require("postgresql"), let url = fields.scalarText(urlNode, field: "postgresql")
+        else { return nil }
+        guard !url.value.isEmpty, !url.value.contains("\0") else {
+            diagnostics.error(
+                "`postgresql` must be a libpq URL such as postgresql://cloudsync@db.example:5432/ops; found "
+                    + (url.isInterpolated ? url.quoted : "nothing"), at: urlNode.mark)
+            return nil
+        }
+        let passwordWord = url.value.split(whereSeparator: \.isWhitespace).contains { $0.hasPrefix("password=") }
+        if !url.isInterpolated, URLComponents(string: url.value)?.password != nil || passwordWord {
+            diagnostics.error(
+                "`postgresql` holds a password in the file itself; put the URL in the environment and write "
+                    + "postgresql: \"${env:CLOUDSYNC_DATABASE_URL}\" (or keep the password in ~/.pgpass)",
+                at: urlNode.mark)
+            return nil
+        }
+        return SharedStateSpec(url: url, schema: schema)
     }
 
     /// Ids (pipeline name, providers, codecs, keys) follow the one character rule of the core: CloudKit's

@@ -94,7 +94,8 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
     public var name: String
     /// The file's format version.
     public var version: Int
-    /// The state directory, relative to the pipeline file when inside its directory.
+    /// The state directory, relative to the pipeline file when inside its directory; for a PostgreSQL state, its
+    /// server and schema (never the URL, which may hold a password).
     public var state: String
     /// Every provider the file declares, in file order.
     public var providers: [Provider]
@@ -123,7 +124,7 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
         // As written: a name taken from the environment is shown as its reference, as every other value is.
         name = spec.writtenName ?? spec.name
         version = spec.version
-        state = relative(spec.state)
+        state = spec.sharedState?.description ?? relative(spec.state)
         providers = spec.providers.map { provider in
             let capabilities = provider.configured.capabilities
             var settings: [String: String] = [:]

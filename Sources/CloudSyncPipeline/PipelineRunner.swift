@@ -49,8 +49,14 @@ public struct RunOutcome: Sendable {
 public enum RunRefusal: Error, Sendable {
     /// Another command holds the pipeline's lock; `pid` is its process id, nil when it had not written it yet.
     case locked(pid: Int32?, lockFile: String)
+    /// Another runner holds the pipeline's lock in its shared state (PostgreSQL); `holder` names its process, host and
+    /// start when it has said, `lock` the lock and the server.
+    case lockedElsewhere(holder: String?, lock: String)
     /// The state directory or a provider could not be opened.
     case cannotStart(String)
+    /// The shared state's server could not be used: `ERR_OFFLINE` when it does not answer, `ERR_CONFIG` when it
+    /// refuses the login, the database or a privilege.
+    case stateUnavailable(CloudSyncError)
 
     /// Names the process holding a lock for messages: "process 4242", or words saying it is still starting.
     public static func holder(_ pid: Int32?) -> String {
@@ -111,6 +117,16 @@ public struct PipelineRunner: Sendable {
             case .cannotStart(let reason):
                 return try startFailure(
                     CloudSyncError(.config, reason), runID: runID, started: started, clock: clock, reportOnly: false)
+            case .stateUnavailable(let reason):
+                return try startFailure(reason, runID: runID, started: started, clock: clock, reportOnly: false)
+            case .lockedElsewhere(let holder, let lock):
+                _ = try? startFailure(
+                    CloudSyncError(
+                        .locked,
+                        "another run of this pipeline (\(holder ?? "a runner that has only just taken it")) holds "
+                            + "\(lock); this one did nothing"), runID: runID, started: started, clock: clock,
+                    reportOnly: true)
+                throw error
             case .locked(let pid, let lockFile):
                 // The refused run leaves its own report, but not `latest` or the textfile: those stay the running
                 // run's to write.

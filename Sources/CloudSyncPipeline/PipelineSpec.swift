@@ -1,5 +1,6 @@
 import CloudSync
 import CloudSyncYAML
+import Foundation
 
 /// A pipeline file as written, checked and with paths resolved, but not yet compiled: nothing here has touched a
 /// provider, the network, or the disk beyond reading the file.
@@ -15,8 +16,11 @@ public struct PipelineSpec: Sendable {
     public var version: Int
     /// The pipeline's name (`[A-Za-z0-9._-]+`), naming its default state directory and its reports.
     public var name: String
-    /// The state directory (outbox, run history, lock), absolute.
+    /// The state directory (outbox, run history, lock), absolute; with ``sharedState`` nothing is kept there.
     public var state: String
+    /// Where the state lives instead of ``state`` when the file says `state: { postgresql: … }`; nil for the
+    /// directory.
+    public var sharedState: SharedStateSpec? = nil
     /// Providers in the order the file declares them.
     public var providers: [ProviderSpec]
     /// The codecs the file declares, in file order; providers and the store name them by id.
@@ -38,6 +42,32 @@ public struct PipelineSpec: Sendable {
     public var warnings: [PipelineDiagnostic] = []
     /// The name as the file writes it (a `${env:…}` reference stays a reference), for output that shows the file.
     public var writtenName: String? = nil
+}
+
+/// `state: { postgresql: URL, schema: NAME }`: the pipeline's state in a PostgreSQL schema several runners share.
+public struct SharedStateSpec: Sendable, Equatable {
+    /// The libpq URL or connection string; it may hold a password, so output shows ``Interpolated/display`` (the
+    /// `${env:…}` reference) or ``server`` and never the value.
+    public var url: Interpolated
+    /// The schema the tables live in, created when missing; many pipelines may share one.
+    public var schema: String
+
+    /// The default schema.
+    public static let defaultSchema = "cloudsync"
+
+    /// `host:port/database` as the URL names them, without role or password; nil for a `key=value` string.
+    public var server: String? {
+        guard let components = URLComponents(string: url.value),
+            components.scheme == "postgresql" || components.scheme == "postgres"
+        else { return nil }
+        let database = components.path.drop { $0 == "/" }
+        return "\(components.host ?? "localhost"):\(components.port ?? 5432)/\(database.isEmpty ? "?" : database)"
+    }
+
+    /// How output names this state: server and schema, never the URL.
+    public var description: String {
+        "PostgreSQL \(server.map { $0 + ", " } ?? "")schema \(schema)"
+    }
 }
 
 /// A value taken from the file, remembering whether it came from `${...}` so output can show the reference

@@ -12,11 +12,14 @@ struct ReportWriter {
     /// the lock, so they never replace what that run leaves).
     let reportOnly: Bool
 
-    /// The pattern of report paths: `--report`, else the file's, else `<state>/reports/`; nil for standard output.
+    /// The pattern of report paths: `--report`, else the file's, else `<state>/reports/`; nil for standard output,
+    /// which is also where a pipeline whose state is in PostgreSQL reports when neither names a path (it keeps
+    /// nothing on the machine it ran on).
     private var pattern: String? {
         if override == "-" { return nil }
-        return override.map { resolvePath($0, against: FileManager.default.currentDirectoryPath) }
-            ?? spec.reportPath ?? spec.state + "/reports/{name}-{startedAt}.json"
+        if let override { return resolvePath(override, against: FileManager.default.currentDirectoryPath) }
+        if let path = spec.reportPath { return path }
+        return spec.sharedState == nil ? spec.state + "/reports/{name}-{startedAt}.json" : nil
     }
 
     /// The report's path for a run that started at `startedAt`; nil for standard output.

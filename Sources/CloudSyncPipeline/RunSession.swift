@@ -2,8 +2,8 @@ import CloudSync
 import CloudSyncLocal
 import Foundation
 
-/// One pipeline's state directory, held for the length of one command: the run lock, the outbox, the state database
-/// and the providers' lifetimes.
+/// One pipeline's state, held for the length of one command: the run lock, the outbox, the state database and the
+/// providers' lifetimes; the state is a directory beside the pipeline or a PostgreSQL schema (``PipelineState``).
 ///
 /// `cloudsync run`, the `outbox` commands and `history` all open one. A session that writes takes the lock, so two
 /// commands never change one pipeline's state at once; a dry run takes nothing, opens every database read-only and
@@ -28,62 +28,38 @@ public final class RunSession: Sendable {
     public let outbox: Outbox?
     /// Every provider the file declares, by id, as the store sees it.
     public let providers: [String: any Provider]
-    /// The state database; nil in a dry run of a pipeline that has never run.
-    public let stateDatabase: StateDatabase?
+    /// The pipeline's state (a SQLite file, or a PostgreSQL schema); nil in a dry run of a pipeline that has never
+    /// run.
+    public let stateDatabase: (any PipelineState)?
     let metrics: [String: ProviderMetrics]
     private let drops: Protected<[String: Int]>
     /// Providers that could not be opened, with why; they stand in as unavailable.
     public let unopened: [String: CloudSyncError]
-    private let lock: RunLock?
+    private let lock: (any HeldRunLock)?
     private let isClosed = Protected(false)
 
     /// The state directory's files.
     public var outboxPath: String { compiled.spec.state + "/outbox.db" }
 
-    /// Opens the state directory (creating it, 0700, unless this is a dry run), takes the lock, opens the state
-    /// database and the outbox, makes every provider through its factory, and builds the store.
+    /// Opens the pipeline's state (the state directory, created 0700, or the PostgreSQL schema `state:` names), takes
+    /// the run lock unless this is a dry run, opens the outbox there, makes every provider through its factory, and
+    /// builds the store.
     ///
-    /// Throws ``RunRefusal/locked(pid:lockFile:)`` when another command holds the pipeline, and
-    /// ``RunRefusal/cannotStart(_:)`` when something cannot be opened; nothing opened is left open.
+    /// Throws ``RunRefusal/locked(pid:lockFile:)`` or ``RunRefusal/lockedElsewhere(holder:lock:)`` when another
+    /// command holds the pipeline, ``RunRefusal/stateUnavailable(_:)`` when the PostgreSQL server cannot be used, and
+    /// ``RunRefusal/cannotStart(_:)`` when something else cannot be opened; nothing opened is left open.
     public static func open(
         _ compiled: CompiledPipeline, access: Access = .write, clock: any StoreClock = SystemClock(),
         logger: ProviderLogger = .disabled
     ) async throws(RunRefusal) -> RunSession {
         let spec = compiled.spec
-        var lock: RunLock?
-        if access == .write {
-            do {
-                try FileManager.default.createDirectory(
-                    atPath: spec.state, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-                switch try RunLock.acquire(in: spec.state) {
-                case .acquired(let acquired): lock = acquired
-                case .heldBy(let pid): throw RunRefusal.locked(pid: pid, lockFile: spec.state + "/run.lock")
-                }
-            } catch let refusal as RunRefusal {
-                throw refusal
-            } catch {
-                let reason = (error as? CloudSyncError)?.message ?? describeFileError(error)
-                throw RunRefusal.cannotStart(
-                    "cannot use the state directory \(spec.state): \(reason); check that it can be created and written, "
-                        + "or point `state:` elsewhere")
-            }
-        }
         var keepLock = false
-        defer { if !keepLock { lock?.release() } }
-
-        let stateCodec = compiled.stateCodec
-        let statePath = spec.state + "/state.db"
-        let stateDatabase: StateDatabase?
-        do {
-            if access == .write {
-                stateDatabase = try StateDatabase(path: statePath, codec: stateCodec)
-            } else {
-                stateDatabase =
-                    FileManager.default.fileExists(atPath: statePath)
-                    ? try StateDatabase(path: statePath, codec: stateCodec, readOnly: true) : nil
+        let (stateDatabase, lock) = try await openState(compiled, access: access)
+        defer {
+            if !keepLock {
+                lock?.release()
+                stateDatabase?.close()
             }
-        } catch {
-            throw RunRefusal.cannotStart(error.description)
         }
         let stateStore: any ProviderStateStore = stateDatabase ?? InMemoryProviderStateStore()
 
@@ -120,9 +96,10 @@ public final class RunSession: Sendable {
         var outbox: Outbox?
         if spec.store.outbox.enabled {
             do {
-                outbox = try makeOutbox(compiled, access: access, drops: drops)
+                outbox = try makeOutbox(compiled, access: access, state: stateDatabase, drops: drops)
             } catch {
-                throw RunRefusal.cannotStart("cannot open the outbox in \(spec.state): \(error)")
+                throw RunRefusal.cannotStart(
+                    "cannot open the outbox in \(spec.sharedState?.description ?? spec.state): \(error)")
             }
         }
         // Checked before the store exists, so a provider that reports the switch as a live account event too (Drive
@@ -157,8 +134,8 @@ public final class RunSession: Sendable {
 
     private init(
         compiled: CompiledPipeline, access: Access, store: CloudStore, outbox: Outbox?,
-        providers: [String: any Provider], stateDatabase: StateDatabase?, metrics: [String: ProviderMetrics],
-        lock: RunLock?, drops: Protected<[String: Int]>, unopened: [String: CloudSyncError],
+        providers: [String: any Provider], stateDatabase: (any PipelineState)?, metrics: [String: ProviderMetrics],
+        lock: (any HeldRunLock)?, drops: Protected<[String: Int]>, unopened: [String: CloudSyncError],
         uncheckedAccounts: [String: CloudSyncError]
     ) {
         self.unopened = unopened
@@ -200,7 +177,7 @@ public final class RunSession: Sendable {
     }
 
     private static func makeOutbox(
-        _ compiled: CompiledPipeline, access: Access, drops: Protected<[String: Int]>
+        _ compiled: CompiledPipeline, access: Access, state: (any PipelineState)?, drops: Protected<[String: Int]>
     ) throws -> Outbox {
         let limits = Outbox.Limits(
             maxEntries: compiled.spec.store.outbox.maxEntries, maxAttempts: compiled.spec.store.outbox.maxAttempts,
@@ -208,14 +185,17 @@ public final class RunSession: Sendable {
         let onDropped: @Sendable (OutboxEntry, Outbox.DropReason) -> Void = { _, reason in
             drops.withLock { $0[reason.rawValue, default: 0] += 1 }
         }
+        let shared = (state as? PostgresStateDatabase).map(PostgresOutboxStorage.init(state:))
         let path = compiled.spec.state + "/outbox.db"
         guard access == .dryRun else {
-            return try Outbox(
-                storage: SQLiteOutboxStorage(path: path), limits: limits, onDropped: onDropped)
+            let storage: any OutboxStorage = try shared ?? SQLiteOutboxStorage(path: path)
+            return try Outbox(storage: storage, limits: limits, onDropped: onDropped)
         }
-        // A dry run works on a copy of the queue and leaves the file as it is.
+        // A dry run works on a copy of the queue and leaves the stored one as it is.
         let copy = InMemoryOutboxStorage()
-        if FileManager.default.fileExists(atPath: path) {
+        if let shared {
+            for entry in try shared.loadAll() { try copy.replace(entry) }
+        } else if compiled.spec.sharedState == nil, FileManager.default.fileExists(atPath: path) {
             for entry in try SQLiteOutboxStorage.snapshot(path: path) { try copy.replace(entry) }
         }
         return try Outbox(storage: copy, limits: limits, onDropped: onDropped)
@@ -233,7 +213,7 @@ public final class RunSession: Sendable {
     ///
     /// Returns the providers whose account could not be checked, with why.
     private static func noticeAccountSwitches(
-        _ compiled: CompiledPipeline, providers: [String: any Provider], stateDatabase: StateDatabase?,
+        _ compiled: CompiledPipeline, providers: [String: any Provider], stateDatabase: (any PipelineState)?,
         outbox: Outbox?, clock: any StoreClock
     ) async -> [String: CloudSyncError] {
         guard let stateDatabase else { return [:] }
@@ -309,8 +289,8 @@ public final class RunSession: Sendable {
         guard first else { return }
         store.close()
         for provider in providers.values { await provider.close() }
-        stateDatabase?.close()
         lock?.release()
+        stateDatabase?.close()
     }
 }
 

@@ -9,6 +9,13 @@ struct DryRunProvider: ForwardingProvider {
     func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] { keys.map { _ in .success(()) } }
 }
 
+/// A pipeline's run lock while a command holds it: ``RunLock`` in a state directory, ``PostgresRunLock`` in a
+/// PostgreSQL schema.
+protocol HeldRunLock: Sendable {
+    /// Gives the lock back; later calls do nothing.
+    func release()
+}
+
 /// One command changing a pipeline's state at a time: an advisory lock (`flock`) on `run.lock` in the state
 /// directory, held through an open descriptor for as long as the command runs.
 ///
@@ -17,7 +24,7 @@ struct DryRunProvider: ForwardingProvider {
 /// about whether it is held. The holder writes its process id into the file for the "already running" message only.
 /// The file is never removed: a run removing it while another had it open would let a third create a new file and
 /// lock that one too.
-final class RunLock: Sendable {
+final class RunLock: HeldRunLock {
     enum Outcome {
         case acquired(RunLock)
         /// Another process holds the lock; its id when it has written it yet.

@@ -5,7 +5,7 @@ import Foundation
 /// A pipeline's state database (`<state>/state.db`, SQLite, mode 0600): the history of its runs, the account
 /// identities its providers had last time, the opaque values providers keep between runs (rotating tokens, change
 /// cursors), encrypted with the pipeline's codec when it names one, and the snapshots of sync and mirror jobs.
-public final class StateDatabase: ProviderStateStore {
+public final class StateDatabase: PipelineState {
     /// One past run.
     public struct Run: Sendable, Equatable, Codable {
         /// The run's id, as in its report (`<pipeline>-<start in ms>-<pid>`).
@@ -95,7 +95,7 @@ public final class StateDatabase: ProviderStateStore {
     /// The database file.
     public let path: String
     private let database: SQLiteDatabase
-    private let codec: (any ValueCodec)?
+    private let seal: ProviderValueSeal
     /// In a read-only database, what was written during the session, kept in memory and never on disk.
     let overlay: Protected<[String: String?]>?
 
@@ -105,7 +105,7 @@ public final class StateDatabase: ProviderStateStore {
     /// values set during the session live in memory only.
     public init(path: String, codec: (any ValueCodec)? = nil, readOnly: Bool = false) throws(CloudSyncError) {
         self.path = path
-        self.codec = codec
+        seal = ProviderValueSeal(codec: codec)
         overlay = readOnly ? Protected([:]) : nil
         do {
             // A rollback journal rather than a write-ahead log: the state is written a few times a run, and a
@@ -236,14 +236,7 @@ public final class StateDatabase: ProviderStateStore {
             }.first ?? nil
         }
         guard let stored else { return nil }
-        guard let codec else { return stored }
-        do {
-            return try codec.decode(stored, key: Self.codecKey(provider, name))
-        } catch {
-            throw CloudSyncError(
-                .decode, "the state value \(name) could not be decrypted: \(error); was the codec's key changed?",
-                provider: provider)
-        }
+        return try seal.open(stored, provider: provider, name: name)
     }
 
     /// Keeps `value` under `name` for `provider`, encrypted with the database's codec; nil forgets it.
@@ -255,14 +248,8 @@ public final class StateDatabase: ProviderStateStore {
             overlay.withLock { $0[provider + "/" + name] = .some(value) }
             return
         }
-        var stored = value
-        if let value, let codec {
-            do {
-                stored = try codec.encode(value, key: Self.codecKey(provider, name))
-            } catch {
-                throw CloudSyncError(
-                    .encode, "the state value \(name) could not be encrypted: \(error)", provider: provider)
-            }
+        let stored = try value.map { (value) throws(CloudSyncError) in
+            try seal.seal(value, provider: provider, name: name)
         }
         try run { db in
             if let stored {
@@ -287,7 +274,7 @@ public final class StateDatabase: ProviderStateStore {
     ///
     /// The cursors land after every snapshot row of the run, so a run killed before leaves the last run's cursors,
     /// from which the next run reads the changes it made again.
-    public func markSynced(_ job: String, at time: String, cursors: [String: String]? = nil) throws(CloudSyncError) {
+    public func markSynced(_ job: String, at time: String, cursors: [String: String]?) throws(CloudSyncError) {
         guard overlay == nil else { return }
         try run { db in
             try db.transaction {
@@ -414,9 +401,6 @@ public final class StateDatabase: ProviderStateStore {
             ) { row in SyncItem(key: row.string(0) ?? "", baseline: SyncFingerprint(text: row.string(1) ?? "")) }
         }
     }
-
-    /// The envelope's associated key binds a value to its provider and name, so one cannot be swapped for another.
-    private static func codecKey(_ provider: String, _ name: String) -> String { "cloudsync.state/\(provider)/\(name)" }
 }
 
 extension JSONEncoder {

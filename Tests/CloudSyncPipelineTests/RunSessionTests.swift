@@ -72,9 +72,11 @@ private var registry: ProviderRegistry {
     return registry
 }
 
-private func compile(_ source: String, in directory: TemporaryDirectory, environment: [String: String] = [:]) throws
-    -> CompiledPipeline
-{
+private func compile(
+    _ source: String, in directory: TemporaryDirectory, environment: [String: String] = [:], state: TestState? = nil
+) throws -> CompiledPipeline {
+    let source = state?.applied(to: source) ?? source
+    let environment = state?.environment(environment) ?? environment
     let spec = try PipelineLoader.load(
         source: source, file: "p.yaml", directory: directory.path, registry: registry, environment: environment)
     return try PipelineCompiler.compile(spec, environment: environment)
@@ -134,55 +136,65 @@ private func accountPipeline(
     }
 }
 
+/// Every test runs against both state implementations: the directory beside the pipeline and a PostgreSQL schema.
 @Suite struct RunSessionTests {
-    @Test func anAccountSwitchBetweenRunsAbandonsTheOutbox() async throws {
+    @Test(arguments: StateKind.allCases)
+    func anAccountSwitchBetweenRunsAbandonsTheOutbox(_ kind: StateKind) async throws {
+        let state = try await TestState(kind)
         let directory = try TemporaryDirectory()
         let environment = ["TOKEN": "t"]
         let first = try await RunSession.open(
-            try compile(accountPipeline("alice", offline: true), in: directory, environment: environment))
+            try compile(accountPipeline("alice", offline: true), in: directory, environment: environment, state: state))
         let receipt = try await first.store.set("v", forKey: "k")
         #expect(receipt.queued == ["cloud"])
         await first.close()
 
         let same = try await RunSession.open(
-            try compile(accountPipeline("alice"), in: directory, environment: environment))
+            try compile(accountPipeline("alice"), in: directory, environment: environment, state: state))
         #expect(same.outbox?.count == 1)
         #expect(same.dropped.isEmpty)
         await same.close()
 
         let switched = try await RunSession.open(
-            try compile(accountPipeline("bob", offline: true), in: directory, environment: environment))
+            try compile(accountPipeline("bob", offline: true), in: directory, environment: environment, state: state))
         #expect(switched.outbox?.count == 0)
         #expect(switched.dropped == ["accountChanged": 1])
         #expect(try switched.stateDatabase?.identity(of: "cloud") == "bob")
         await switched.close()
     }
 
-    @Test func providerValuesAreEncryptedWithThePipelinesCodec() async throws {
+    @Test(arguments: StateKind.allCases)
+    func providerValuesAreEncryptedWithThePipelinesCodec(_ kind: StateKind) async throws {
+        let state = try await TestState(kind)
         let directory = try TemporaryDirectory()
         let key = Data((0..<32).map { UInt8($0) }).base64EncodedString()
         let environment = ["TOKEN": "refresh-token-123", "VAULT_KEY": key]
-        let compiled = try compile(accountPipeline("alice", codec: true), in: directory, environment: environment)
+        let compiled = try compile(
+            accountPipeline("alice", codec: true), in: directory, environment: environment, state: state)
         let session = try await RunSession.open(compiled)
         #expect(try session.stateDatabase?.value(provider: "cloud", name: "token") == "refresh-token-123")
         await session.close()
-        let database = try SQLiteDatabase(path: compiled.spec.state + "/state.db")
-        let raw: [String] = try await database.read { (db: SQLiteConnection) in
-            try db.query("SELECT value FROM provider_values") { $0.string(0) ?? "" }
-        }
+        let raw = try await state.rawProviderValues(compiled)
         #expect(raw.count == 1)
         #expect(raw[0].hasPrefix("cs1:k1:raw:") && !raw[0].contains("refresh-token-123"))
     }
 
-    @Test func aSecondWritingSessionIsRefusedUntilTheFirstCloses() async throws {
+    @Test(arguments: StateKind.allCases)
+    func aSecondWritingSessionIsRefusedUntilTheFirstCloses(_ kind: StateKind) async throws {
+        let state = try await TestState(kind)
         let directory = try TemporaryDirectory()
-        let compiled = try compile(accountPipeline("alice"), in: directory, environment: ["TOKEN": "t"])
+        let compiled = try compile(accountPipeline("alice"), in: directory, environment: ["TOKEN": "t"], state: state)
         let first = try await RunSession.open(compiled)
         await #expect {
             _ = try await RunSession.open(compiled)
         } throws: { error in
-            if case .locked(let pid, _) = error as? RunRefusal { return pid == getpid() }
-            return false
+            switch error as? RunRefusal {
+            case .locked(let pid, _)?: return pid == getpid()
+            case .lockedElsewhere(let holder, let lock)?:
+                return holder?.hasPrefix("process \(getpid()) on \(ProcessInfo.processInfo.hostName) since ") == true
+                    && lock.contains("schema \(state.schema)") && !lock.contains(state.url ?? "?")
+            default: return false
+            }
         }
         // A dry run takes no lock.
         let dry = try await RunSession.open(compiled, access: .dryRun)
@@ -193,11 +205,14 @@ private func accountPipeline(
     }
 
     /// Each provider's lines start with its id, so one sink (the CLI's `--verbose`) tells providers apart.
-    @Test func theLoggerRedactsTheProvidersSecretsAndNamesTheProvider() async throws {
+    @Test(arguments: StateKind.allCases)
+    func theLoggerRedactsTheProvidersSecretsAndNamesTheProvider(_ kind: StateKind) async throws {
+        let state = try await TestState(kind)
         let directory = try TemporaryDirectory()
         let lines = Protected<[String]>([])
         let logger = ProviderLogger(minimumLevel: .debug) { _, line in lines.withLock { $0.append(line) } }
-        let compiled = try compile(accountPipeline("alice"), in: directory, environment: ["TOKEN": "tok-XYZ-987"])
+        let compiled = try compile(
+            accountPipeline("alice"), in: directory, environment: ["TOKEN": "tok-XYZ-987"], state: state)
         let session = try await RunSession.open(compiled, logger: logger)
         await session.close()
         #expect(lines.withLock { $0 } == ["cloud: signed in with token <redacted>"])
@@ -259,6 +274,7 @@ private func accountPipeline(
     }
 }
 
+/// Every test runs against both state implementations.
 @Suite struct AccountSafetyTests {
     /// A file with two account providers, both offline unless told, and a flush job.
     private func twoAccounts(cloud: String, backup: String, offline: Bool) -> String {
@@ -281,14 +297,16 @@ private func accountPipeline(
         ManualClock(milliseconds: SystemClock().nowMilliseconds() - 3_600_000)
     }
 
-    @Test func writesQueuedForAnAccountWaitWhileARunCannotCheckWhoIsSignedIn() async throws {
+    @Test(arguments: StateKind.allCases)
+    func writesQueuedForAnAccountWaitWhileARunCannotCheckWhoIsSignedIn(_ kind: StateKind) async throws {
+        let state = try await TestState(kind)
         let directory = try TemporaryDirectory()
         let environment = ["TOKEN": "t"]
         let flushJob = "jobs:\n  - { type: flush }\n"
         // Run 1, an hour ago: alice is signed in, the provider fails writes, so the write waits in the outbox (its
         // retry due long before run 2).
         let first = try await RunSession.open(
-            try compile(accountPipeline("alice", offline: true), in: directory, environment: environment),
+            try compile(accountPipeline("alice", offline: true), in: directory, environment: environment, state: state),
             clock: anHourAgo())
         #expect(try await first.store.set("v", forKey: "k").queued == ["cloud"])
         await first.close()
@@ -296,7 +314,7 @@ private func accountPipeline(
         // Run 2: writes would succeed, but the identity check fails: whoever is signed in now may not be alice.
         let unsure = try await PipelineRunner(
             try compile(
-                accountPipeline("mallory", identityFails: true) + flushJob, in: directory, environment: environment),
+                accountPipeline("mallory", identityFails: true) + flushJob, in: directory, environment: environment, state: state),
             options: RunOptions()
         ).run()
         #expect(unsure.report.outbox.pendingBefore == 1)
@@ -313,13 +331,14 @@ private func accountPipeline(
         #expect(held.message.contains("could not be checked"))
         #expect(unsure.report.json().contains(#""outboxHeld""#))
         // The identity recorded stays alice's, so the next run still compares against her.
-        let state = try StateDatabase(path: directory.file(".cloudsync/accounts/state.db"))
-        #expect(try state.identity(of: "cloud") == "alice")
-        state.close()
+        let stored = try state.open(
+            try compile(accountPipeline("alice"), in: directory, environment: environment, state: state))
+        #expect(try stored.identity(of: "cloud") == "alice")
+        stored.close()
 
         // Run 3: alice again, checked: the write is delivered.
         let checked = try await PipelineRunner(
-            try compile(accountPipeline("alice") + flushJob, in: directory, environment: environment),
+            try compile(accountPipeline("alice") + flushJob, in: directory, environment: environment, state: state),
             options: RunOptions()
         ).run()
         #expect(checked.report.outbox.pendingBefore == 1)
@@ -331,24 +350,28 @@ private func accountPipeline(
         #expect(delivered.outboxHeld == nil)
     }
 
-    @Test func aRunThatCannotCheckAnAccountNeverSeenBeforeHoldsNothing() async throws {
+    @Test(arguments: StateKind.allCases)
+    func aRunThatCannotCheckAnAccountNeverSeenBeforeHoldsNothing(_ kind: StateKind) async throws {
+        let state = try await TestState(kind)
         let directory = try TemporaryDirectory()
         let outcome = try await PipelineRunner(
             try compile(
                 accountPipeline("alice", identityFails: true) + "jobs:\n  - { type: flush }\n", in: directory,
-                environment: ["TOKEN": "t"]),
+                environment: ["TOKEN": "t"], state: state),
             options: RunOptions()
         ).run()
         #expect(outcome.status == .ok)
         #expect(outcome.report.providers.allSatisfy { $0.outboxHeld == nil })
     }
 
-    @Test func anAccountSwitchAbandonsOnlyTheWritesQueuedForThatProvider() async throws {
+    @Test(arguments: StateKind.allCases)
+    func anAccountSwitchAbandonsOnlyTheWritesQueuedForThatProvider(_ kind: StateKind) async throws {
+        let state = try await TestState(kind)
         let directory = try TemporaryDirectory()
         let environment = ["TOKEN": "t"]
         let first = try await RunSession.open(
             try compile(
-                twoAccounts(cloud: "alice", backup: "carol", offline: true), in: directory, environment: environment),
+                twoAccounts(cloud: "alice", backup: "carol", offline: true), in: directory, environment: environment, state: state),
             clock: anHourAgo())
         #expect(try await first.store.set("v", forKey: "k").queued.sorted() == ["backup", "cloud"])
         await first.close()
@@ -356,7 +379,7 @@ private func accountPipeline(
         // cloud's account switched to bob; backup is still carol's, so her queued write is still hers to deliver.
         let second = try await PipelineRunner(
             try compile(
-                twoAccounts(cloud: "bob", backup: "carol", offline: false), in: directory, environment: environment),
+                twoAccounts(cloud: "bob", backup: "carol", offline: false), in: directory, environment: environment, state: state),
             options: RunOptions()
         ).run()
         #expect(second.report.outbox.pendingBefore == 1, "counted after the account check")

@@ -24,7 +24,7 @@ public struct JobContext: Sendable {
     let compiled: CompiledPipeline
     let providers: [String: any Provider]
     /// The pipeline's state database; nil in a dry run of a pipeline that never ran.
-    let stateDatabase: StateDatabase?
+    let stateDatabase: (any PipelineState)?
     let interrupt: InterruptFlag
     let onProgress: (@Sendable (String, Int, Int?) -> Void)?
 

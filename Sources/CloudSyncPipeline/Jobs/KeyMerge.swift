@@ -212,14 +212,14 @@ final class KeySpill {
 
 /// A sync job's snapshot rows in key order, a page at a time; none without a state database.
 final class SnapshotRows {
-    private let state: StateDatabase?
+    private let state: (any PipelineState)?
     private let job: String
     private let pageSize: Int
     private var buffer: [(key: String, fingerprint: SyncFingerprint)] = []
     private var index = 0
     private var finished: Bool
 
-    init(state: StateDatabase?, job: String, pageSize: Int) {
+    init(state: (any PipelineState)?, job: String, pageSize: Int) {
         self.state = state
         self.job = job
         self.pageSize = pageSize

@@ -241,10 +241,10 @@ struct MirrorJob: JobType {
 /// They are kept under a name that holds both providers: renaming either side starts a snapshot afresh rather than trusting one about other data. Without a state database (a dry run of a pipeline
 /// that never ran) there are no rows, and every key is read on both sides.
 struct MirrorSnapshot {
-    let state: StateDatabase?
+    let state: (any PipelineState)?
     let job: String
 
-    init(state: StateDatabase?, job: String, from: String, to: String) {
+    init(state: (any PipelineState)?, job: String, from: String, to: String) {
         self.state = state
         self.job = "\(job)\u{1F}\(from)\u{1F}\(to)"
     }

@@ -99,7 +99,7 @@ final class SyncRun {
     let ids: [String]
     let context: JobContext
     let job: String
-    let state: StateDatabase?
+    let state: (any PipelineState)?
     let firstRun: Bool
     let pageSize: Int
     private var unlisted: [String: CloudSyncError] = [:]

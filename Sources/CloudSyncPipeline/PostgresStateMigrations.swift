@@ -1,0 +1,129 @@
+import CloudSyncPostgres
+
+/// The PostgreSQL state's schema, built by named migrations applied in order and recorded in `migrations`.
+///
+/// A migration is never edited once released: a change is a new one at the end. Migrating takes a transaction-level
+/// advisory lock named after the schema, so runners starting at once apply each migration once, and the whole of it
+/// is one transaction (PostgreSQL's DDL is transactional): a runner killed while migrating leaves the schema as it was.
+enum PostgresStateMigrations {
+    static let migrations: [(name: String, sql: String)] = [
+        (
+            "create runs, identities, provider values, sync and mirror snapshots, run locks and the outbox",
+            """
+            CREATE TABLE runs (
+                pipeline text NOT NULL,
+                id text NOT NULL,
+                started_at text NOT NULL,
+                finished_at text NOT NULL,
+                status text NOT NULL,
+                dry_run boolean NOT NULL,
+                jobs text NOT NULL,
+                report text,
+                recorded bigint GENERATED ALWAYS AS IDENTITY,
+                PRIMARY KEY (pipeline, id)
+            );
+            CREATE INDEX runs_by_start ON runs (pipeline, started_at DESC, recorded DESC);
+            CREATE TABLE identities (
+                pipeline text NOT NULL,
+                provider text NOT NULL,
+                identity bytea NOT NULL,
+                seen_at text NOT NULL,
+                PRIMARY KEY (pipeline, provider)
+            );
+            CREATE TABLE provider_values (
+                pipeline text NOT NULL,
+                provider text NOT NULL,
+                name text NOT NULL,
+                value bytea NOT NULL,
+                PRIMARY KEY (pipeline, provider, name)
+            );
+            CREATE TABLE snapshots (
+                pipeline text NOT NULL,
+                job text NOT NULL,
+                key bytea NOT NULL,
+                fingerprint text NOT NULL,
+                PRIMARY KEY (pipeline, job, key)
+            );
+            CREATE TABLE sync_jobs (
+                pipeline text NOT NULL,
+                job text NOT NULL,
+                finished_at text NOT NULL,
+                PRIMARY KEY (pipeline, job)
+            );
+            CREATE TABLE sync_deletions (
+                pipeline text NOT NULL,
+                job text NOT NULL,
+                key bytea NOT NULL,
+                PRIMARY KEY (pipeline, job, key)
+            );
+            CREATE TABLE sync_cursors (
+                pipeline text NOT NULL,
+                job text NOT NULL,
+                provider text NOT NULL,
+                cursor text NOT NULL,
+                PRIMARY KEY (pipeline, job, provider)
+            );
+            CREATE TABLE mirror_rows (
+                pipeline text NOT NULL,
+                job text NOT NULL,
+                key bytea NOT NULL,
+                digest text NOT NULL,
+                source_version text,
+                destination_version text,
+                PRIMARY KEY (pipeline, job, key)
+            );
+            CREATE TABLE run_locks (
+                pipeline text PRIMARY KEY,
+                host text NOT NULL,
+                pid integer NOT NULL,
+                since text NOT NULL,
+                backend integer NOT NULL
+            );
+            CREATE TABLE outbox (
+                pipeline text NOT NULL,
+                id bigint NOT NULL,
+                key bytea NOT NULL,
+                provider text NOT NULL,
+                operation text NOT NULL CHECK (operation IN ('set', 'remove')),
+                value bytea,
+                attempts integer NOT NULL,
+                next_attempt_at_ms bigint NOT NULL,
+                enqueued_at_ms bigint NOT NULL,
+                last_error_code text NOT NULL,
+                PRIMARY KEY (pipeline, id),
+                UNIQUE (pipeline, key, provider)
+            );
+            """
+        )
+    ]
+
+    /// Creates `schema` when missing, applies the migrations it lacks, and leaves the session's `search_path` on it.
+    static func migrate(_ schema: String, in db: PostgresSession) throws(PostgresError) {
+        try db.executeScript("SET search_path TO \"\(schema)\"")
+        try db.transaction { () throws(PostgresError) in
+            try db.execute(
+                "SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [.text("cloudsync.migrate/" + schema)])
+            // Looked up first, so a role given only its schema (no CREATE on the database) never asks to create one.
+            let exists = try db.execute("SELECT 1 FROM pg_namespace WHERE nspname = $1", [.text(schema)])
+            if exists.rows.isEmpty { try db.executeScript("CREATE SCHEMA \"\(schema)\"") }
+            try db.executeScript(
+                "CREATE TABLE IF NOT EXISTS migrations (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"
+            )
+            let applied = Set(try db.execute("SELECT name FROM migrations").rows.compactMap { $0[0].text })
+            for migration in migrations where !applied.contains(migration.name) {
+                try db.executeScript(migration.sql)
+                try db.execute("INSERT INTO migrations (name) VALUES ($1)", [.text(migration.name)])
+            }
+        }
+    }
+
+    /// Points the session at `schema` without changing anything; false when the schema lacks a migration (no
+    /// runner has set it up, or an older one did), so a reader takes the state as empty.
+    static func use(_ schema: String, in db: PostgresSession) throws(PostgresError) -> Bool {
+        try db.executeScript("SET search_path TO \"\(schema)\"")
+        let table = try db.execute("SELECT to_regclass($1) IS NOT NULL", [.text("\"\(schema)\".migrations")])
+        guard table.rows.first?[0].boolean == true else { return false }
+        let applied = Set(try db.execute("SELECT name FROM migrations").rows.compactMap { $0[0].text })
+        return migrations.allSatisfy { applied.contains($0.name) }
+    }
+}

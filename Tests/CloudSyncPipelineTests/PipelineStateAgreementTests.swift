@@ -1,0 +1,128 @@
+import CloudSync
+import CloudSyncPostgres
+import CloudSyncTesting
+import Foundation
+import Testing
+
+@testable import CloudSyncPipeline
+
+/// The two state implementations driven by one seeded sequence of operations, every answer compared: SQLite and
+/// PostgreSQL are independent engines, so where they disagree (key order with NUL or non-ASCII bytes, a row written
+/// twice in one page, an empty key, NULL versions) one implementation is wrong.
+@Suite(.timeLimit(.minutes(5))) struct PipelineStateAgreementTests {
+    /// Keys from an alphabet that exercises byte order and PostgreSQL's text limits: NUL, a newline, quotes,
+    /// backslashes, braces, commas, accents, CJK and an emoji.
+    private static let alphabet = Array("aZ09._-/ é日🌍\u{0}\n\"\\{},")
+
+    private func key(_ random: inout SeededRandom) -> String {
+        String((0..<Int.random(in: 0...4, using: &random)).map { _ in Self.alphabet.randomElement(using: &random)! })
+    }
+
+    private func fingerprint(_ random: inout SeededRandom) -> SyncFingerprint? {
+        Bool.random(using: &random) && Int.random(in: 0..<4, using: &random) == 0
+            ? nil
+            : SyncFingerprint(text: "v\(Int.random(in: 0..<1000, using: &random))")
+    }
+
+    @Test(arguments: [1, 2, 3, 4])
+    func bothImplementationsGiveTheSameAnswers(seed: UInt64) async throws {
+        let directory = try TemporaryDirectory()
+        let server = try await PostgresServer.shared()
+        let spec = SharedStateSpec(
+            url: Interpolated(value: server.url, written: "${env:URL}"), schema: PostgresServer.uniqueName("agree"))
+        let codec = BindingCodec()
+        let sqlite = try StateDatabase(path: directory.file("state.db"), codec: codec)
+        let postgres = try PostgresStateDatabase(spec, pipeline: "agree", codec: codec)
+        // A second pipeline in the same schema, so a query that forgets the pipeline shows up as a difference.
+        let neighbour = try PostgresStateDatabase(spec, pipeline: "neighbour")
+        defer {
+            sqlite.close()
+            postgres.close()
+            neighbour.close()
+        }
+        let states: [any PipelineState] = [sqlite, postgres]
+        var random = SeededRandom(seed: seed)
+        let jobs = ["sync-a", "sync-b"]
+        for step in 0..<400 {
+            let job = jobs.randomElement(using: &random)!
+            let keys = (0..<Int.random(in: 0...12, using: &random)).map { _ in key(&random) }
+            let label = "seed \(seed), step \(step)"
+            switch Int.random(in: 0..<12, using: &random) {
+            case 0, 1:
+                let rows = keys.map { ($0, fingerprint(&random)) }
+                for state in states { try state.updateSnapshot(of: job, rows) }
+                try neighbour.updateSnapshot(of: job, rows.map { ($0.0, SyncFingerprint(text: "other")) })
+            case 2:
+                let rows = keys.map { ($0, fingerprint(&random)) }
+                let deletions = keys.filter { _ in Bool.random(using: &random) }
+                for state in states { try state.recordSyncProgress(of: job, snapshot: rows, deletions: deletions) }
+            case 3:
+                let answers = try states.map { try $0.snapshotRows(of: job, keys: keys).map { "\($0.key)=\($0.fingerprint.text)" } }
+                #expect(answers[0] == answers[1], "\(label): snapshotRows(keys:)")
+            case 4:
+                let after = Bool.random(using: &random) ? nil : keys.first
+                let limit = Int.random(in: 1...20, using: &random)
+                let answers = try states.map {
+                    try $0.snapshotRows(of: job, after: after, limit: limit).map { "\($0.key)=\($0.fingerprint.text)" }
+                }
+                #expect(answers[0] == answers[1], "\(label): snapshotRows(after:)")
+                let counts = try states.map { try $0.snapshotCount(of: job) }
+                #expect(counts[0] == counts[1], "\(label): snapshotCount")
+            case 5:
+                let after = Bool.random(using: &random) ? nil : keys.first
+                let answers = try states.map {
+                    try $0.deletions(of: job, after: after, limit: 50).map { "\($0.key)=\($0.baseline?.text ?? "-")" }
+                }
+                #expect(answers[0] == answers[1], "\(label): deletions")
+                if Bool.random(using: &random) { for state in states { try state.clearDeletions(of: job) } }
+            case 6:
+                let cursors: [String: String]? =
+                    Bool.random(using: &random)
+                    ? nil : Dictionary(uniqueKeysWithValues: ["p1", "p2"].map { ($0, "c\(step)-\($0)") })
+                for state in states { try state.markSynced(job, at: "2026-12-04T00:00:\(step % 60)Z", cursors: cursors) }
+            case 7:
+                let answers = try states.map { "\(try $0.hasSynced(job)) \(try $0.syncCursors(of: job).sorted { $0.key < $1.key })" }
+                #expect(answers[0] == answers[1], "\(label): hasSynced, syncCursors")
+            case 8:
+                let rows = keys.map { key -> (key: String, row: MirrorRow?) in
+                    let version = Bool.random(using: &random) ? nil : "e\(step)"
+                    return (key, Bool.random(using: &random) ? nil : MirrorRow(digest: "d\(step)", sourceVersion: version, destinationVersion: nil))
+                }
+                for state in states { try state.updateMirrorRows(of: job, rows) }
+                let answers = try states.map { try $0.mirrorRows(of: job, keys: keys).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" } }
+                #expect(answers[0] == answers[1], "\(label): mirrorRows")
+            case 9:
+                let identity = Bool.random(using: &random) ? StateDatabase.uncheckedIdentity : "user-\(step)@example.com"
+                for state in states { try state.remember(identity: identity, of: "cloud", at: "t\(step)") }
+                let answers = try states.map { try $0.identity(of: "cloud") }
+                #expect(answers[0] == answers[1] && answers[0] == identity, "\(label): identity")
+            case 10:
+                let value: String? = Bool.random(using: &random) ? nil : "token \(keys.first ?? "")"
+                for state in states { try state.setValue(value, provider: "cloud", name: "token") }
+                let answers = try states.map { try $0.value(provider: "cloud", name: "token") }
+                #expect(answers[0] == answers[1] && answers[0] == value, "\(label): provider value")
+            default:
+                let run = StateDatabase.Run(
+                    id: "run-\(step)", startedAt: "2026-12-04T01:\(String(format: "%02d", step % 60)):00Z",
+                    finishedAt: "2026-12-04T02:00:00Z", status: .ok, dryRun: Bool.random(using: &random),
+                    jobs: ["ok": step], report: Bool.random(using: &random) ? nil : "/reports/\(step).json")
+                for state in states { try state.record(run) }
+                let answers = try states.map { try $0.runs(limit: 3) }
+                #expect(answers[0] == answers[1], "\(label): runs")
+            }
+        }
+    }
+}
+
+/// A codec that binds a value to its key, as the envelope does, without keys of its own: decoding under another key
+/// fails, so a state that seals a value under the wrong provider or name cannot read it back.
+private struct BindingCodec: ValueCodec {
+    struct WrongKey: Error {}
+
+    func encode(_ value: String, key: String) throws -> String { key + "|" + value }
+
+    func decode(_ stored: String, key: String) throws -> String {
+        guard stored.hasPrefix(key + "|") else { throw WrongKey() }
+        return String(stored.dropFirst(key.count + 1))
+    }
+}
