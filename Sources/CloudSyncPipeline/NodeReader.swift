@@ -13,6 +13,8 @@ final class Diagnostics {
     /// Values read from the environment or from files, each with the reference it came from.
     private var expansions: [(reference: String, value: String)] = []
     private var expandedValues: Set<String> = []
+    /// Secrets written in the file itself (a password in a URL), starred out of the source lines errors show.
+    private var masked: [String] = []
 
     init(file: String) { self.file = file }
 
@@ -27,10 +29,21 @@ final class Diagnostics {
         expansions.append((reference, value))
     }
 
+    /// Stars `secret` out wherever a rendered error would show the file's text, keeping its length, so carets
+    /// still point at the right column.
+    func mask(_ secret: String) {
+        guard !secret.isEmpty else { return }
+        masked.append(secret)
+    }
+
     /// The error reporting what was collected: the first ``PipelineError/reportedLimit`` in file order, counted
     /// all, with any expanded value a kept message holds replaced by its reference (longest values first).
     func pipelineError(source: String) -> PipelineError {
-        var error = PipelineError(diagnostics: items, source: source)
+        var shown = source
+        for secret in masked {
+            shown = shown.replacingOccurrences(of: secret, with: String(repeating: "*", count: secret.count))
+        }
+        var error = PipelineError(diagnostics: items, source: shown)
         let longestFirst = expansions.sorted { $0.value.count > $1.value.count }
         for index in error.diagnostics.indices {
             for expansion in longestFirst {

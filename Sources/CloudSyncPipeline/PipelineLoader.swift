@@ -256,8 +256,11 @@ struct PipelineReader {
                     + (url.isInterpolated ? url.quoted : "nothing"), at: urlNode.mark)
             return nil
         }
-        let passwordWord = url.value.split(whereSeparator: \.isWhitespace).contains { $0.hasPrefix("password=") }
-        if !url.isInterpolated, URLComponents(string: url.value)?.password != nil || passwordWord {
+        let passwordWord = url.value.split(whereSeparator: \.isWhitespace).first { $0.hasPrefix("password=") }
+        if !url.isInterpolated, let password = URLComponents(string: url.value)?.percentEncodedPassword ?? passwordWord.map({
+            String($0.dropFirst("password=".count))
+        }) {
+            diagnostics.mask(password)
             diagnostics.error(
                 "`postgresql` holds a password in the file itself; put the URL in the environment and write "
                     + "postgresql: \"${env:CLOUDSYNC_DATABASE_URL}\" (or keep the password in ~/.pgpass)",

@@ -166,7 +166,21 @@ public enum PipelineSchema {
           "properties": {
             "version": { "description": "Format version. This cloudsync reads version 1.", "const": 1 },
             "name": { "description": "Names the state directory and the reports. ASCII letters, digits, '.', '_' and '-'.", "type": "string", "pattern": "^[A-Za-z0-9._-]+$" },
-            "state": { "description": "State directory (outbox, run history, lock); relative to this file. Default: .cloudsync/<name> beside this file.", "type": "string", "minLength": 1 },
+            "state": {
+              "description": "Where the pipeline keeps its state (outbox, run history, snapshots, tokens, lock): a directory relative to this file (default: .cloudsync/<name> beside this file), or a PostgreSQL schema several runners share.",
+              "oneOf": [
+                { "type": "string", "minLength": 1 },
+                {
+                  "type": "object",
+                  "additionalProperties": false,
+                  "required": ["postgresql"],
+                  "properties": {
+                    "postgresql": { "description": "libpq URL of the server, such as \"${env:CLOUDSYNC_DATABASE_URL}\"; never write its password in the file.", "type": "string", "minLength": 1 },
+                    "schema": { "description": "Schema the tables live in, created when missing. Default: cloudsync.", "type": "string", "pattern": "^[a-z_][a-z0-9_]{0,62}$" }
+                  }
+                }
+              ]
+            },
             "providers": {
               "description": "Provider id -> provider. Ids are what the rest of the file refers to.",
               "type": "object",

@@ -244,7 +244,7 @@ private let minimal = """
         "22-store-unknown-provider.yaml", "32-unknown-store-codec.yaml", "33-unknown-provider-codec.yaml",
         "38-codec-key-duplicate-id.yaml", "39-codec-key-file-missing.yaml", "45-migrate-unknown-provider.yaml",
         "46-migrate-same-provider.yaml", "51-duplicate-job-names.yaml", "56-missing-env-variable.yaml",
-        "57-unknown-interpolation.yaml", "63-unclosed-class-in-keys.yaml",
+        "57-unknown-interpolation.yaml", "63-unclosed-class-in-keys.yaml", "67-state-postgresql-password-in-file.yaml",
     ]
 
     @Test func examplesPassTheSchemaAndInvalidFilesFailItWhereASchemaCanSaySo() async throws {

@@ -162,3 +162,14 @@ private func sharedPipeline(schema: String, name: String = "shared", jobs: Strin
         #expect(found.rows.isEmpty)
     }
 }
+
+@Suite struct SharedStatePlanTests {
+    @Test func thePlanNamesTheServerAndSchemaNeverTheURL() throws {
+        let directory = try TemporaryDirectory()
+        let url = "postgresql://runner:s3cret-pass@db.internal:6432/ops?sslmode=require"
+        let compiled = try compile(sharedPipeline(schema: "nightly"), in: directory, environment: ["STATE_URL": url])
+        let plan = PipelinePlan(compiled)
+        #expect(plan.state == "PostgreSQL db.internal:6432/ops, schema nightly")
+        #expect(!plan.text().contains("s3cret") && !plan.json().contains("s3cret") && !plan.json().contains("runner"))
+    }
+}
