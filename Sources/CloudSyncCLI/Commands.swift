@@ -30,6 +30,10 @@ enum Commands {
     static let runForce = OptionSpec.flag(
         "force",
         help: "Let sync and mirror jobs delete more keys than their maxDeletes allows, for this run only.")
+    static let runJoin = OptionSpec.flag(
+        "join",
+        help: "When another runner holds the pipeline, help with its sharded jobs' ranges until its run ends, "
+            + "instead of exiting 75; when none does, run as usual. Needs the state in PostgreSQL.")
     static let runQuiet = OptionSpec.flag(
         "quiet", short: "q", help: "Print only a line per failed or errored job, and no progress.")
     static let runProgress = OptionSpec.option(
@@ -82,6 +86,7 @@ enum Commands {
             runReport,
             runYes,
             runForce,
+            runJoin,
             runQuiet,
             runProgress,
             verbose,
@@ -99,7 +104,7 @@ enum Commands {
             ),
             (.queued, "every job succeeded but writes wait in the outbox for a provider that could not take them"),
             (.usage, "the command line or the pipeline file was wrong; nothing was done"),
-            (.locked, "another run of the same pipeline is in progress"),
+            (.locked, "another run of the same pipeline is in progress (without --join)"),
             (.interrupted, "interrupted (SIGINT or SIGTERM); the report says how far it got"),
         ])
 

@@ -13,11 +13,17 @@ extension CommandLineTool {
         options.dryRun = parsed.flag(Commands.runDryRun)
         options.yes = parsed.flag(Commands.runYes)
         options.force = parsed.flag(Commands.runForce)
+        options.join = parsed.flag(Commands.runJoin)
         options.logger = requestLogger(parsed)
         let quiet = parsed.flag(Commands.runQuiet)
         let progress = parsed.value(Commands.runProgress) ?? "auto"
         let file = parsed.argument(Commands.file) ?? ""
         guard let compiled = compile(file) else { return .usage }
+        if options.join, compiled.spec.sharedState == nil {
+            return usageError(
+                "--join needs the pipeline's state in PostgreSQL (state: { postgresql: … }), where runners share "
+                    + "their work; \(file) keeps it in \(compiled.spec.state)", Commands.run)
+        }
         let jobNames = compiled.spec.jobs.map(\.name)
         if let unknown = options.jobNames.first(where: { !jobNames.contains($0) }) {
             var message = "no job named '\(unknown)' in \(file); its jobs: " + jobNames.joined(separator: ", ")
@@ -111,6 +117,17 @@ extension CommandLineTool {
         switch await run.value {
         case .success(let finished): outcome = finished
         case .failure(let refusal): return refused(refusal, compiled)
+        }
+        if let joined = outcome.joined {
+            // The run's report is the starter's; a runner that joined says what it did.
+            let ranges = joined.ranges.sorted { $0.key < $1.key }.map { "\($0.value) of \($0.key)" }
+            if !quiet || outcome.status != .ok {
+                standardError(
+                    "joined the run of \(compiled.spec.name): \(outcome.status); ranges finished: "
+                        + (ranges.isEmpty ? "none" : ranges.joined(separator: ", "))
+                        + (outcome.report.error.map { " — \($0.code): \($0.message)" } ?? "") + "\n")
+            }
+            return ExitCode(outcome.status)
         }
         if let reportError = outcome.reportError {
             // The jobs ran: their status stands, and the report is not lost.

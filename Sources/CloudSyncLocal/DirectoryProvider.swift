@@ -128,7 +128,7 @@ public final class DirectoryProvider: Provider {
     public static func capabilities(maxValueBytes: Int?) -> ProviderCapabilities {
         ProviderCapabilities(
             maxValueBytes: maxValueBytes, tier: .file, keyRules: [.maxUTF8Bytes(maxKeyBytes)], batchLimit: 1000,
-            canList: true, reportsQuota: true, listsInKeyOrder: true)
+            canList: true, reportsQuota: true, listsInKeyOrder: true, cursorIsKey: true)
     }
 
     /// The longest key, in UTF-8 bytes, as S3 allows: escaped (up to three bytes each) and cut into pieces, its path

@@ -191,7 +191,7 @@ public final class SQLiteProvider: Provider {
     public static func capabilities(maxValueBytes: Int?) -> ProviderCapabilities {
         ProviderCapabilities(
             maxValueBytes: maxValueBytes, tier: .file, batchLimit: 1000, canList: true, reportsQuota: true,
-            listsInKeyOrder: true)
+            listsInKeyOrder: true, cursorIsKey: true)
     }
 
     /// Available until ``close()``, then `closed`; an open database is always available.

@@ -13,18 +13,33 @@ struct JobExecutor {
     var stateDatabase: (any PipelineState)?
     /// The session's outbox, asked after each job for the writes it could not keep.
     var outbox: Outbox?
+    /// The run's id, which a sharded job's ranges are recorded under.
+    var runID = ""
 
-    func run(_ job: JobSpec) async -> RunReport.Job {
-        var report = JobReport(name: job.name, type: job.type, counts: job.job.counts)
-        let context = JobContext(
+    /// What `job` may use while it runs.
+    func context(for job: JobSpec) -> JobContext {
+        JobContext(
             store: store, pipeline: compiled.spec.name, jobName: job.name,
             storeProviders: compiled.spec.store.providers,
             isDryRun: options.dryRun, isForced: options.force, isConfirmed: options.yes, compiled: compiled,
             providers: providers, stateDatabase: stateDatabase, interrupt: options.interrupt,
             onProgress: options.onProgress)
+    }
+
+    func run(_ job: JobSpec) async -> RunReport.Job {
+        var report = JobReport(name: job.name, type: job.type, counts: job.job.counts)
+        let context = context(for: job)
         do throws(CloudSyncError) {
             try await checkProviders(of: job)
-            try await job.job.run(in: context, report: &report)
+            // Split between runners with the state in PostgreSQL; a dry run reads the whole job itself.
+            if let sharding = job.job.sharding, !options.dryRun, let shared = stateDatabase as? PostgresStateDatabase {
+                try await ShardedJobRun(state: shared).coordinate(
+                    job, sharding: sharding, runID: runID,
+                    plan: job.type + ": " + job.job.plan(paths: PlanPaths(directory: compiled.spec.directory)),
+                    context: context, report: &report)
+            } else {
+                try await job.job.run(in: context, report: &report)
+            }
         } catch {
             report.status = .error
             report.error = RunReport.Failure(error)

@@ -162,6 +162,16 @@ extension PipelineReader {
                 value = job.boolean(field.name).map { .boolean($0) }
             case .fraction:
                 value = job.number(field.name, in: 0...1).map { .number($0) }
+            case .count(let range):
+                if let number = job.integer(field.name, minimum: Int64(range.lowerBound)) {
+                    if number <= Int64(range.upperBound) {
+                        value = .number(Double(number))
+                    } else {
+                        diagnostics.error(
+                            "`\(field.name)` in \(context) must be at most \(range.upperBound); found \(number)",
+                            at: node.mark)
+                    }
+                }
             case .choice(let options):
                 value = job.choice(field.name, among: options).map { .text($0.value) }
             case .text:

@@ -200,6 +200,14 @@ struct PipelineReader {
         guard let storeNode = top.require("store") else { return nil }
         let store = storeSpec(storeNode, providerIDs: providerIDs, codecIDs: codecIDs)
         let jobs = jobSpecs(top["jobs"], providerIDs: providerIDs, codecIDs: codecIDs, directory: directory)
+        if sharedState == nil {
+            for job in jobs where job.job.sharding != nil {
+                diagnostics.error(
+                    "job `\(job.name)` is split into shards, which runners share through the pipeline's state in "
+                        + "PostgreSQL; add state: { postgresql: \"${env:CLOUDSYNC_DATABASE_URL}\" }, or remove `shards`",
+                    at: job.mark)
+            }
+        }
         var reportPath: String?
         var reportLatest: String?
         var reportKeep: Int?

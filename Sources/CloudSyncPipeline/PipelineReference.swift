@@ -60,6 +60,7 @@ public enum PipelineReference {
         case .path: return "path"
         case .boolean: return "boolean"
         case .fraction: return "number 0–1"
+        case .count(let range): return "whole number \(range.lowerBound)–\(range.upperBound)"
         case .choice(let options): return options.map { "`\($0)`" }.joined(separator: " \\| ")
         case .deleteLimit: return "count \\| `\"P%\"`"
         case .text: return "text"

@@ -17,6 +17,9 @@ public struct RunOptions: Sendable {
     public var force = false
     /// Overrides the file's report path; `-` writes the report to standard output.
     public var reportPath: String?
+    /// When another runner holds the pipeline's lock, work on its sharded jobs' ranges instead of refusing
+    /// (`--join`); with none holding it, run as usual. Needs the state in PostgreSQL.
+    public var join = false
     /// Raised when the task running ``PipelineRunner/run()`` is cancelled; jobs stop at their next batch boundary.
     var interrupt = InterruptFlag()
     /// Told, in words for people, what each job did as it ends.
@@ -41,8 +44,17 @@ public struct RunOutcome: Sendable {
     /// Why the report (or the latest copy, or the metrics textfile) could not be written, when it could not; the
     /// jobs ran all the same and ``status`` is theirs.
     public var reportError: String? = nil
+    /// For a runner that joined another's run (`--join`), what it did there; nil for a run of its own, whose report
+    /// this is.
+    public var joined: JoinedRun? = nil
     /// How the run ended; the command line turns it into the exit status.
     public var status: RunStatus { report.status }
+}
+
+/// What a runner that joined another's run did: ranges of which sharded jobs. The run's one report is the starter's.
+public struct JoinedRun: Sendable, Equatable {
+    /// Ranges it finished, by job.
+    public var ranges: [String: Int]
 }
 
 /// Why a run could not start.
@@ -113,6 +125,9 @@ public struct PipelineRunner: Sendable {
             session = try await RunSession.open(
                 compiled, access: options.dryRun ? .dryRun : .write, clock: clock, logger: options.logger)
         } catch {
+            if options.join, !options.dryRun, case .lockedElsewhere = error {
+                return try await join(runID: runID, started: started, clock: clock)
+            }
             switch error {
             case .cannotStart(let reason):
                 return try startFailure(
@@ -170,7 +185,7 @@ public struct PipelineRunner: Sendable {
             let executor = JobExecutor(
                 store: store, compiled: compiled, options: options, providers: session.providers,
                 unopened: session.unopened, stateDatabase: session.stateDatabase,
-                outbox: session.outbox)
+                outbox: session.outbox, runID: runID)
             let result = await executor.run(job)
             ended[job.name] = result.status
             options.onJobFinished?(result)

@@ -77,6 +77,8 @@ public enum PipelineSchema {
                 "\"oneOf\": [{ \"type\": \"string\" }, { \"type\": \"array\", \"items\": { \"type\": \"string\" } }]")
         case .boolean: parts.append("\"type\": \"boolean\"")
         case .fraction: parts += ["\"type\": \"number\"", "\"minimum\": 0", "\"maximum\": 1"]
+        case .count(let range):
+            parts += ["\"type\": \"integer\"", "\"minimum\": \(range.lowerBound)", "\"maximum\": \(range.upperBound)"]
         case .choice(let options): parts.append("\"enum\": [" + options.map(quoted).joined(separator: ", ") + "]")
         case .keepPolicy:
             let counts = KeepPolicy.ruleNames.dropLast().map {

@@ -94,7 +94,55 @@ enum PostgresStateMigrations {
                 UNIQUE (pipeline, key, provider)
             );
             """
-        )
+        ),
+        (
+            "sharded jobs: their key ranges, leases, progress, counts by runner and failures",
+            """
+            CREATE TABLE sharded_jobs (
+                pipeline text NOT NULL,
+                job text NOT NULL,
+                run_id text NOT NULL,
+                plan text NOT NULL,
+                shards integer NOT NULL,
+                started_at text NOT NULL,
+                finished boolean NOT NULL DEFAULT false,
+                coordinator integer NOT NULL,
+                PRIMARY KEY (pipeline, job)
+            );
+            CREATE TABLE shards (
+                pipeline text NOT NULL,
+                job text NOT NULL,
+                shard integer NOT NULL,
+                after_key bytea,
+                through_key bytea,
+                done_after bytea,
+                done boolean NOT NULL DEFAULT false,
+                error text,
+                runner text,
+                backend integer,
+                lease_until_ms bigint,
+                taken_over integer NOT NULL DEFAULT 0,
+                PRIMARY KEY (pipeline, job, shard)
+            );
+            CREATE TABLE shard_counts (
+                pipeline text NOT NULL,
+                job text NOT NULL,
+                runner text NOT NULL,
+                count text NOT NULL,
+                value bigint NOT NULL,
+                PRIMARY KEY (pipeline, job, runner, count)
+            );
+            CREATE TABLE shard_failures (
+                pipeline text NOT NULL,
+                job text NOT NULL,
+                shard integer NOT NULL,
+                runner text NOT NULL,
+                failures text NOT NULL,
+                omitted integer NOT NULL,
+                PRIMARY KEY (pipeline, job, shard, runner)
+            );
+            """
+        ),
     ]
 
     /// Creates `schema` when missing, applies the migrations it lacks, and leaves the session's `search_path` on it.

@@ -76,6 +76,30 @@ public enum ReportSchema {
                   },
                   "file": { "description": "export/import: the file, as the pipeline names it.", "type": "string" },
                   "snapshot": { "description": "backup: the snapshot it wrote; restore: the snapshot it read, by id.", "type": "string", "pattern": "^[0-9a-f]{32}$" },
+                  "shards": {
+                    "description": "Jobs with `shards: N`: how the key ranges were shared between runners.",
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["count", "takenOver", "runners"],
+                    "properties": {
+                      "count": { "description": "Key ranges the job was split into.", "type": "integer", "minimum": 1 },
+                      "takenOver": { "description": "Ranges a runner took over from one that stopped, resuming after its last recorded batch.", "type": "integer", "minimum": 0 },
+                      "resumedRun": { "description": "The earlier run whose unfinished ranges this run finished.", "type": "string" },
+                      "runners": {
+                        "type": "array",
+                        "items": {
+                          "type": "object",
+                          "additionalProperties": false,
+                          "required": ["runner", "ranges", "counts"],
+                          "properties": {
+                            "runner": { "description": "host/pid.", "type": "string" },
+                            "ranges": { "description": "Ranges it finished.", "type": "integer", "minimum": 0 },
+                            "counts": { "description": "Its share of the job's counts.", "type": "object", "additionalProperties": { "type": "integer", "minimum": 0 } }
+                          }
+                        }
+                      }
+                    }
+                  },
                   "sync": {
                     "description": "sync jobs: what the job compared against, what it could not see, and what it deleted or chose.",
                     "type": "object",

@@ -110,6 +110,31 @@ public struct RunReport: Codable, Sendable {
         /// `check` names `differ`, `missingOnDestination` and `missingOnSource`, `mirror` names `deleted`; nil for
         /// other jobs.
         public var keyLists: [String: [String]]? = nil  // by count name, not store keys
+        /// How a job with `shards: N` was split between runners; nil for a job run whole.
+        public var shards: Shards? = nil
+    }
+
+    /// How a sharded job's key ranges were shared out: each runner's counts beside the job's sums.
+    public struct Shards: Codable, Sendable, Equatable {
+        /// How many ranges the job was split into.
+        public var count: Int
+        /// Ranges a runner took over from one that stopped (killed, disconnected, or past its lease), resuming after
+        /// the last batch that runner recorded.
+        public var takenOver: Int
+        /// The run whose ranges this one finished, when an earlier run of the same job stopped before its last range.
+        public var resumedRun: String?
+        /// Every runner that recorded work, by name (`host/pid`).
+        public var runners: [ShardRunner]
+    }
+
+    /// What one runner did for a sharded job.
+    public struct ShardRunner: Codable, Sendable, Equatable {
+        /// `host/pid`.
+        public var runner: String
+        /// Ranges it finished.
+        public var ranges: Int
+        /// Its share of the job's counts.
+        public var counts: [String: Int]
     }
 
     /// What a sync job compared against, what it could not see, and what it deleted or chose.

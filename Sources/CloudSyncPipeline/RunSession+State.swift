@@ -12,6 +12,10 @@ extension RunSession {
     ) {
         if let shared = compiled.spec.sharedState { return try openSharedState(compiled, shared, access: access) }
         let spec = compiled.spec
+        guard access != .worker else {
+            throw RunRefusal.cannotStart(
+                "only a pipeline whose state is in PostgreSQL can be joined; its runners share their work there")
+        }
         var lock: RunLock?
         if access == .write {
             do {
@@ -53,6 +57,7 @@ extension RunSession {
         } catch {
             throw RunRefusal.stateUnavailable(error)
         }
+        guard access != .worker else { return (state, nil) }
         guard access == .write else {
             guard state.isSetUp else {
                 state.close()

@@ -16,6 +16,9 @@ public final class RunSession: Sendable {
         case write
         /// A dry run: nothing is locked or written; providers stand in empty where their storage does not exist.
         case dryRun
+        /// A runner joining another's run (`--join`) to work on its sharded jobs: no lock (the starter holds it), no
+        /// outbox and no account check (the starter's), providers and the PostgreSQL state written as in a run.
+        case worker
     }
 
     /// The pipeline the session runs.
@@ -94,7 +97,7 @@ public final class RunSession: Sendable {
 
         let drops = Protected<[String: Int]>([:])
         var outbox: Outbox?
-        if spec.store.outbox.enabled {
+        if spec.store.outbox.enabled, access != .worker {
             do {
                 outbox = try makeOutbox(compiled, access: access, state: stateDatabase, drops: drops)
             } catch {

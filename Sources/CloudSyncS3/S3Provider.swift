@@ -79,7 +79,8 @@ public final class S3Provider: Provider {
     public static func capabilities(prefix: String, requestsAtOnce: Int = 16) -> ProviderCapabilities {
         ProviderCapabilities(
             tier: .file, keyRules: [.maxUTF8Bytes(maxObjectKeyBytes - prefix.utf8.count)], batchLimit: batchLimit,
-            canList: true, reportsQuota: false, listsInKeyOrder: true, requestsAtOnce: requestsAtOnce)
+            canList: true, reportsQuota: false, listsInKeyOrder: true, cursorIsKey: true,
+            requestsAtOnce: requestsAtOnce)
     }
 
     private func ensureOpen() throws(CloudSyncError) {

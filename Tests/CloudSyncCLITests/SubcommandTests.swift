@@ -10,7 +10,7 @@ import Testing
     init() throws { executable = try ProcessRunner.builtProduct("cloudsync") }
 
     static let runUsage =
-        "cloudsync run FILE [--job NAME]... [--no-needs] [--dry-run] [--report PATH|-] [--yes] [--force] [--quiet] [--progress auto|always|never] "
+        "cloudsync run FILE [--job NAME]... [--no-needs] [--dry-run] [--report PATH|-] [--yes] [--force] [--join] [--quiet] [--progress auto|always|never] "
         + "[--verbose]"
 
     @Test(arguments: [["run", "--help"], ["run", "-h"], ["help", "run"], ["run", "x.yaml", "--bogus", "-h"]])
@@ -31,7 +31,7 @@ import Testing
             "  -h, --help              Show this help and exit.", "EXIT CODES:",
             "  3    every job succeeded but "
                 + "writes wait in the outbox for a provider that could not take them",
-            "  75   another run of the same pipeline is in progress",
+            "  75   another run of the same pipeline is in progress (without --join)",
         ] {
             #expect(lines.contains(line), "run --help lacks \(line)")
         }

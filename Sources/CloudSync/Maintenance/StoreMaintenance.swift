@@ -72,11 +72,17 @@ public struct StoreMaintenance: Sendable {
     /// else nil. Each batch's failures go to `onFailures` as they happen, and the keys the destination now holds
     /// with the source's value (copied, or unchanged under ``Overwrite/ifDifferent``) to `onLanded`, batch by batch,
     /// once the destination acknowledged them.
+    ///
+    /// With `range`, only the keys in it are copied (one shard of a job split between runners): a source that lists
+    /// in key order is listed from the range's start (where its cursor is a key) and no further than its end;
+    /// another is listed whole and filtered. `onBatch` hears each batch's counts and last key once the batch is
+    /// accounted, in listing order, and answers whether to go on (a runner that lost its lease stops).
     public func migrateByPage(
         from source: String, to destination: String, filter: (@Sendable (String) -> Bool)? = nil,
-        continueOnError: Bool = true, overwrite: Overwrite = .always,
+        continueOnError: Bool = true, overwrite: Overwrite = .always, range: KeyRange = .all,
         onProgress: (@Sendable (Int, Int?) -> Void)? = nil, onFailures: ([KeyFailure]) -> Void = { _ in },
         onLanded: (([LandedCopy]) async -> Void)? = nil,
+        onBatch: ((_ counts: MigrationCounts, _ lastKey: String) async -> Bool)? = nil,
         shouldStop: (@Sendable () -> Bool)? = nil
     ) async throws(CloudSyncError) -> MigrationCounts {
         let from = try store.provider(withID: source)
@@ -87,14 +93,16 @@ public struct StoreMaintenance: Sendable {
         guard from.capabilities.canList else {
             throw CloudSyncError(.unsupported, "this provider cannot list its keys", provider: source)
         }
-        let total = filter == nil ? try? await store.dispatcher(for: from).call { try await $0.keyCount() } : nil
+        let total =
+            filter == nil && range == .all ? try? await store.dispatcher(for: from).call { try await $0.keyCount() } : nil
         var counts = MigrationCounts()
+        let ordered = from.capabilities.listsInKeyOrder
         // Batches whole for both providers (the dispatcher splits each into the source's reads and the
         // destination's writes), and a listing page's remainder waits for the next page, so the copy costs each
         // provider the fewest requests it allows whatever the listing's page size.
         let batchSize = BatchSizing.commonPage(of: [from.capabilities.batchLimit, to.capabilities.batchLimit])
         var pending: [String] = []
-        var cursor: String?
+        var cursor: String? = ordered && from.capabilities.cursorIsKey ? range.after : nil
         listing: repeat {
             let after = cursor
             let page = try await store.dispatcher(for: from).call {
@@ -105,13 +113,24 @@ public struct StoreMaintenance: Sendable {
                     .provider, "listing returned the same cursor twice; it would never end", provider: source)
             }
             cursor = page.nextCursor
-            pending += filter.map { page.keys.filter($0) } ?? page.keys
+            var listed = page.keys
+            if range != .all {
+                // In key order, the first key past the range ends the listing.
+                if ordered, let end = listed.firstIndex(where: range.endsBefore) {
+                    listed.removeSubrange(end...)
+                    cursor = nil
+                }
+                listed.removeAll { !range.contains($0) }
+            }
+            pending += filter.map { listed.filter($0) } ?? listed
             let ready = cursor == nil ? pending.count : pending.count / batchSize * batchSize
             guard ready > 0 else { continue listing }
             let keys = Array(pending[..<ready])
             defer { pending.removeFirst(ready) }
+            let chunks = keys.chunked(batchSize).map(Array.init)
+            var accounted = 0
             let finished = await copyOverlapped(
-                keys.chunked(batchSize).map(Array.init), from: from, to: to, overwrite: overwrite,
+                chunks, from: from, to: to, overwrite: overwrite,
                 landing: onLanded != nil, overlapping: continueOnError, shouldStop: shouldStop
             ) { outcome in
                 counts.copied += outcome.copied.count
@@ -121,6 +140,17 @@ public struct StoreMaintenance: Sendable {
                 onFailures(outcome.failed)
                 if let onLanded { await onLanded(outcome.landed) }
                 onProgress?(counts.copied + counts.skipped + counts.unchanged + counts.failed, total ?? nil)
+                // Batches are accounted in the order they were cut, so this one is `chunks[accounted]`.
+                let batch = chunks[accounted]
+                accounted += 1
+                if let onBatch, let last = batch.last {
+                    var done = MigrationCounts()
+                    done.copied = outcome.copied.count
+                    done.skipped = outcome.skipped.count
+                    done.unchanged = outcome.unchanged.count
+                    done.failed = outcome.failed.count
+                    guard await onBatch(done, last) else { return false }
+                }
                 return continueOnError || outcome.failed.isEmpty
             }
             if !finished {

@@ -85,6 +85,7 @@ public final class MemoryProvider: Provider {
         self.id = id
         var capabilities = capabilities
         capabilities.listsInKeyOrder = true
+        capabilities.cursorIsKey = true
         self.capabilities = capabilities
         self.totalBytes = totalBytes
         self.metrics = metrics

@@ -255,6 +255,9 @@ public struct ProviderCapabilities: Sendable, Equatable {
     /// Whether `listKeys` pages through keys in bytewise (UTF-8) order, which lets a sync merge listings as they
     /// come; a sync sorts the listing of a provider without it in a temporary table first.
     public var listsInKeyOrder: Bool
+    /// Whether the cursor `listKeys` takes is a key: the listing goes on just after it, whether or not it was listed,
+    /// so a listing in key order may start anywhere (a sharded job starts its range there).
+    public var cursorIsKey: Bool
     /// For a provider whose batch call sends one request per key (S3's objects, Drive's files), how many it has in
     /// flight at once; nil for a provider that answers a batch in one request or a few (SQLite, CloudKit).
     ///
@@ -266,7 +269,8 @@ public struct ProviderCapabilities: Sendable, Equatable {
     public init(
         maxValueBytes: Int? = nil, tier: StorageTier = .file, keyRules: [KeyRule] = [], batchLimit: Int = 100,
         canList: Bool = true, reportsQuota: Bool = false, emitsAccountEvents: Bool = false,
-        emitsRemoteChanges: Bool = false, listsInKeyOrder: Bool = false, requestsAtOnce: Int? = nil
+        emitsRemoteChanges: Bool = false, listsInKeyOrder: Bool = false, cursorIsKey: Bool = false,
+        requestsAtOnce: Int? = nil
     ) {
         precondition(batchLimit >= 1, "batchLimit must be at least 1")
         self.maxValueBytes = maxValueBytes
@@ -278,6 +282,7 @@ public struct ProviderCapabilities: Sendable, Equatable {
         self.emitsAccountEvents = emitsAccountEvents
         self.emitsRemoteChanges = emitsRemoteChanges
         self.listsInKeyOrder = listsInKeyOrder
+        self.cursorIsKey = cursorIsKey
         self.requestsAtOnce = requestsAtOnce.map { max(1, $0) }
     }
 }

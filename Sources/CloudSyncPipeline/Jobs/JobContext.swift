@@ -27,9 +27,23 @@ public struct JobContext: Sendable {
     let stateDatabase: (any PipelineState)?
     let interrupt: InterruptFlag
     let onProgress: (@Sendable (String, Int, Int?) -> Void)?
+    /// The keys this run of the job covers: every key, or the range a sharded job's runner leased.
+    public var range: KeyRange = .all
+    /// Where a sharded job's runner records each finished batch (its counts and last key); nil for a job run whole.
+    var shardProgress: (@Sendable (_ counts: [String: Int], _ lastKey: String) async -> Bool)? = nil
 
     /// Whether the run was interrupted: a job stops at its next batch boundary.
     public var isInterrupted: Bool { interrupt.isRaised }
+
+    /// Records that a batch ending at `lastKey` (in key order) finished with these counts, so a runner taking the
+    /// range over after this one stopped resumes after it; returns false when this runner no longer holds the range
+    /// (another took it over), and the job should stop. A job run whole records nothing and always goes on.
+    public func batchDone(_ counts: [JobCount: Int], through lastKey: String) async -> Bool {
+        guard let shardProgress else { return true }
+        var byName: [String: Int] = [:]
+        for (count, value) in counts { byName[count.name] = value }
+        return await shardProgress(byName, lastKey)
+    }
 
     /// Tells whoever watches the run how far the job is.
     public func progress(_ done: Int, _ total: Int?) { onProgress?(jobName, done, total) }

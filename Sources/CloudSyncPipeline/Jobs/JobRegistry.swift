@@ -67,6 +67,8 @@ public struct ConfiguredJob: Sendable {
     public let counts: [JobCount]
     /// The providers that must be available for it to start: those its fields name directly.
     let availabilityChecked: [String]
+    /// How it splits between runners; nil when it runs whole (`shards` absent or 1, or a type that cannot split).
+    public let sharding: JobSharding?
     private let needed: @Sendable ([String]) -> [String]
     private let planned: @Sendable (PlanPaths) -> String
     private let runner: @Sendable (JobContext, inout JobReport) async throws(CloudSyncError) -> Void
@@ -75,6 +77,7 @@ public struct ConfiguredJob: Sendable {
         type = jobType.name
         counts = jobType.counts
         self.availabilityChecked = availabilityChecked
+        sharding = jobType.sharding(of: configuration).flatMap { $0.shards > 1 ? $0 : nil }
         needed = { store in jobType.providers(of: configuration, store: store) }
         planned = { paths in jobType.plan(configuration, paths: paths) }
         runner = { context, report throws(CloudSyncError) in

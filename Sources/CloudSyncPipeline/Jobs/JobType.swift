@@ -27,6 +27,8 @@ public struct JobField: Sendable, Equatable {
         case boolean
         /// A number from 0 to 1.
         case fraction
+        /// A whole number in this range.
+        case count(ClosedRange<Int>)
         /// One of a fixed set of words.
         case choice([String])
         /// A whole number of keys (at least 0) or a percentage like `"50%"`.
@@ -192,13 +194,41 @@ public protocol JobType: Sendable {
     /// What the job will do, in one line for people (`cloudsync plan`); paths through `paths`, never a secret.
     func plan(_ configuration: Configuration, paths: PlanPaths) -> String
     /// Runs the job, recording what it did in `report`; throwing ends the job `error` with that error.
+    ///
+    /// A sharded job's runner runs it once per key range it leases: ``JobContext/range`` is that range, and the job
+    /// hands each finished batch to ``JobContext/batchDone(_:through:)``.
     func run(_ configuration: Configuration, in context: JobContext, report: inout JobReport)
         async throws(CloudSyncError)
+    /// How the job splits between runners when its file says `shards: N` (N at least 2); nil when it runs whole.
+    func sharding(of configuration: Configuration) -> JobSharding?
 }
+
+/// How a job's work splits into key ranges that runners on several machines share (``JobType/sharding(of:)``).
+public struct JobSharding: Sendable, Equatable {
+    /// How many ranges.
+    public var shards: Int
+    /// The provider whose listing the ranges split; each range's run lists only its part of it.
+    public var source: String
+
+    /// `shards` ranges of `source`'s keys.
+    public init(shards: Int, source: String) {
+        self.shards = shards
+        self.source = source
+    }
+}
+
+/// `shards`, as every job type that can split between runners declares it.
+let shardsField = JobField(
+    "shards", .count(1...1024), defaultValue: "1",
+    summary: "key ranges the job splits into, leased by every runner of the pipeline (`cloudsync run --join`); "
+        + "needs `state: { postgresql: … }`")
 
 extension JobType {
     /// Most jobs cannot do their work without the providers they name.
     public var checksAvailability: Bool { true }
+
+    /// Most jobs run whole.
+    public func sharding(of configuration: Configuration) -> JobSharding? { nil }
 }
 
 /// How `plan` shows paths: relative to the pipeline file when inside its directory, references as written.

@@ -9,6 +9,7 @@ struct MigrateJob: JobType {
         var keys: [String]?
         var continueOnError: Bool
         var overwrite: Overwrite
+        var shards: Int
     }
 
     static let copied = JobCount("copied", "keys written to `to`")
@@ -29,6 +30,7 @@ struct MigrateJob: JobType {
             "continueOnError", .boolean, defaultValue: "true",
             summary: "keep going past a failing key; false stops at the first failing batch"),
         overwriteField,
+        shardsField,
     ]
     let counts = [copied, skipped, unchanged, failed, queued]
 
@@ -38,7 +40,12 @@ struct MigrateJob: JobType {
         guard from != to else { throw JobConfigurationError(field: "to", "a migration needs two different providers") }
         return Configuration(
             from: from, to: to, keys: values.list("keys"), continueOnError: values.boolean("continueOnError") ?? true,
-            overwrite: values.choice("overwrite", default: Overwrite.always))
+            overwrite: values.choice("overwrite", default: Overwrite.always),
+            shards: Int(values.number("shards") ?? 1))
+    }
+
+    func sharding(of configuration: Configuration) -> JobSharding? {
+        JobSharding(shards: configuration.shards, source: configuration.from)
     }
 
     func providers(of configuration: Configuration, store: [String]) -> [String] {
@@ -49,6 +56,7 @@ struct MigrateJob: JobType {
         "copy \(configuration.from) -> \(configuration.to)\(planKeys(configuration.keys)), overwrite "
             + configuration.overwrite.rawValue
             + (configuration.continueOnError ? ", continue past failures" : ", stop at the first failure")
+            + (configuration.shards > 1 ? ", in \(configuration.shards) shards" : "")
     }
 
     func run(_ configuration: Configuration, in context: JobContext, report: inout JobReport)
@@ -92,10 +100,19 @@ extension JobContext {
         var failures: [KeyFailure] = []
         let result = try await store.maintenance.migrateByPage(
             from: from, to: to, filter: keyFilter(keys), continueOnError: continueOnError, overwrite: overwrite,
-            onProgress: { done, total in watcher?(name, done, total) },
+            range: range, onProgress: { done, total in watcher?(name, done, total) },
             onFailures: { failed in
                 failures += failed.prefix(max(0, PipelineRunner.failureListLimit + 1 - failures.count))
             }, onLanded: onLanded,
+            onBatch: shardProgress == nil
+                ? nil
+                : { done, last in
+                    await batchDone(
+                        [
+                            MigrateJob.copied: done.copied, MigrateJob.skipped: done.skipped,
+                            MigrateJob.unchanged: done.unchanged, MigrateJob.failed: done.failed,
+                        ], through: last)
+                },
             shouldStop: { [interrupt] in interrupt.isRaised })
         report.record(failures)
         report.recordOmitted(max(0, result.failed - failures.count))

@@ -1,0 +1,33 @@
+/// The keys after one key up to and including another, in bytewise order: one part of a job split between runners
+/// (`shards: N`). A nil end is open, so ``all`` holds every key.
+public struct KeyRange: Sendable, Hashable, CustomStringConvertible {
+    /// Keys must sort after this one; nil for no lower bound.
+    public var after: String?
+    /// Keys must sort at or before this one; nil for no upper bound.
+    public var through: String?
+
+    /// Every key.
+    public static let all = KeyRange(after: nil, through: nil)
+
+    /// The keys after `after` through `through`.
+    public init(after: String?, through: String?) {
+        self.after = after
+        self.through = through
+    }
+
+    /// Whether `key` falls in the range.
+    public func contains(_ key: String) -> Bool {
+        (after.map { StoreKey.compareBytes(key, $0) > 0 } ?? true)
+            && (through.map { StoreKey.compareBytes(key, $0) <= 0 } ?? true)
+    }
+
+    /// Whether `key` sorts past the range's upper end (so a listing in key order can stop).
+    public func endsBefore(_ key: String) -> Bool {
+        through.map { StoreKey.compareBytes(key, $0) > 0 } ?? false
+    }
+
+    /// `(after, through]`, keys quoted, open ends as `…`.
+    public var description: String {
+        "(" + (after.map { "\"\($0)\"" } ?? "…") + ", " + (through.map { "\"\($0)\"" } ?? "…") + "]"
+    }
+}

@@ -1,0 +1,157 @@
+import CloudSync
+import CloudSyncLocal
+import CloudSyncPostgres
+import CloudSyncTesting
+import Foundation
+import Testing
+
+@testable import CloudSyncPipeline
+
+/// Jobs split into key ranges between runners sharing a PostgreSQL state (`shards: N`, `cloudsync run --join`),
+/// run in one process: several runners, a runner that stopped mid-range, and what the report says of each.
+@Suite(.timeLimit(.minutes(10))) struct ShardedJobTests {
+    /// `count` keys in a directory provider at `data/from`, with awkward names among them.
+    private func seed(_ directory: TemporaryDirectory, count: Int) async throws -> [String] {
+        let keys = (0..<count).map { String(format: "k%05d", $0) } + ["é-accent", "日本", "z/🌍", "a b"]
+        let source = try DirectoryProvider(root: directory.file("data/from"))
+        _ = try await source.set(keys.map { KeyValue($0, "value of \($0)") })
+        await source.close()
+        return keys
+    }
+
+    private func pipeline(schema: String, shards: Int) -> String {
+        """
+        version: 1
+        name: sharded
+        state: { postgresql: "${env:STATE_URL}", schema: \(schema) }
+        providers:
+          from: { type: directory, path: data/from }
+          to: { type: directory, path: data/to, create: true }
+        store:
+          providers: [to]
+        jobs:
+          - { type: migrate, name: copy, from: from, to: to, shards: \(shards) }
+        """
+    }
+
+    private func compile(_ source: String, in directory: TemporaryDirectory, url: String) throws -> CompiledPipeline {
+        let environment = ["STATE_URL": url]
+        let spec = try PipelineLoader.load(
+            source: source, file: "p.yaml", directory: directory.path, registry: BuiltInProviders.registry,
+            environment: environment)
+        return try PipelineCompiler.compile(spec, environment: environment)
+    }
+
+    private func stored(_ directory: TemporaryDirectory) async throws -> [String: String] {
+        let destination = try DirectoryProvider(root: directory.file("data/to"))
+        defer { Task { await destination.close() } }
+        var all: [String: String] = [:]
+        var cursor: String?
+        repeat {
+            let page = try await destination.listKeys(after: cursor, limit: 1000)
+            for (key, value) in zip(page.keys, try await destination.get(page.keys)) { all[key] = try value.get() }
+            cursor = page.nextCursor
+        } while cursor != nil
+        return all
+    }
+
+    /// Four runners in one process, all `--join`: the first takes the lock and splits the job, the others lease
+    /// ranges beside it; every key arrives, the counts sum to the keys, and each runner's share is named.
+    @Test func fourRunnersShareTheRangesAndTheCountsAddUp() async throws {
+        let server = try await PostgresServer.shared()
+        let directory = try TemporaryDirectory()
+        let keys = try await seed(directory, count: 3000)
+        let compiled = try compile(
+            pipeline(schema: PostgresServer.uniqueName("shard"), shards: 8), in: directory, url: server.url)
+        var joining = RunOptions()
+        joining.join = true
+        let options = joining
+        let outcomes = try await withThrowingTaskGroup(of: RunOutcome.self) { group in
+            for _ in 0..<4 {
+                group.addTask { try await PipelineRunner(compiled, options: options).run() }
+            }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        let reports = outcomes.filter { $0.joined == nil }
+        try #require(reports.count == 1, "exactly one runner started the run and wrote the report")
+        let report = reports[0].report
+        #expect(report.status == .ok, "\(report.json())")
+        let job = try #require(report.jobs.first)
+        #expect(job.counts["copied"] == keys.count)
+        let shards = try #require(job.shards)
+        #expect(shards.count == 8)
+        #expect(shards.takenOver == 0)
+        #expect(shards.runners.reduce(0) { $0 + ($1.counts["copied"] ?? 0) } == keys.count)
+        #expect(shards.runners.reduce(0) { $0 + $1.ranges } == 8)
+        #expect(outcomes.allSatisfy { $0.status == .ok })
+        let copied = try await stored(directory)
+        #expect(copied.count == keys.count)
+        #expect(keys.allSatisfy { copied[$0] == "value of \($0)" })
+    }
+
+    /// A runner that recorded part of a range and died: the next run resumes the stopped run's ranges (its plan is
+    /// the same), takes the dead runner's range over after the last key it recorded, and copies nothing twice.
+    @Test func aRangeWhoseRunnerDiedIsTakenOverAfterItsLastRecordedKey() async throws {
+        let server = try await PostgresServer.shared()
+        let directory = try TemporaryDirectory()
+        let keys = try await seed(directory, count: 2000)
+        let compiled = try compile(
+            pipeline(schema: PostgresServer.uniqueName("takeover"), shards: 4), in: directory, url: server.url)
+        let job = try #require(compiled.spec.jobs.first)
+        let plan = job.type + ": " + job.job.plan(paths: PlanPaths(directory: directory.path))
+        let sorted = keys.sorted { StoreKey.bytesPrecede($0, $1) }
+        let ranges = [
+            KeyRange(after: nil, through: sorted[999]), KeyRange(after: sorted[999], through: sorted[1499]),
+            KeyRange(after: sorted[1499], through: nil),
+        ]
+
+        // The earlier run: its runner leased the first range, copied and recorded its first 600 keys, then died.
+        let dead = try PostgresStateDatabase(try #require(compiled.spec.sharedState), pipeline: "sharded")
+        try dead.startShardedJob("copy", runID: "sharded-earlier", plan: plan, ranges: ranges, at: "2026-12-04T02:30:00Z")
+        let leased = try #require(try dead.leaseShard("copy", runner: "gone/1", leaseMs: 3_600_000))
+        #expect(leased.shard == 0 && leased.range == ranges[0])
+        let destination = try DirectoryProvider(root: directory.file("data/to"))
+        _ = try await destination.set(sorted[..<600].map { KeyValue($0, "value of \($0)") })
+        await destination.close()
+        #expect(
+            try dead.recordShardBatch(
+                "copy", shard: 0, runner: "gone/1", counts: ["copied": 600], lastKey: sorted[599], leaseMs: 3_600_000))
+        dead.close()
+
+        let outcome = try await PipelineRunner(compiled, options: RunOptions()).run()
+        #expect(outcome.status == .ok, "\(outcome.report.json())")
+        let entry = try #require(outcome.report.jobs.first)
+        let shards = try #require(entry.shards)
+        #expect(shards.resumedRun == "sharded-earlier")
+        #expect(shards.count == 3)
+        #expect(shards.takenOver == 1, "the dead runner's range, though its lease had an hour to run")
+        #expect(entry.counts["copied"] == keys.count)
+        let mine = shards.runners.first { $0.runner != "gone/1" }
+        #expect(mine?.counts["copied"] == keys.count - 600, "nothing the dead runner recorded was copied again")
+        #expect(shards.runners.first { $0.runner == "gone/1" }?.counts == ["copied": 600])
+        let copied = try await stored(directory)
+        #expect(copied.count == keys.count)
+    }
+
+    /// A file whose state is a directory cannot split a job: no runner could share it.
+    @Test func shardsNeedTheStateInPostgreSQL() throws {
+        let directory = try TemporaryDirectory()
+        let source = """
+            version: 1
+            name: sharded
+            providers:
+              from: { type: memory }
+              to: { type: memory }
+            store:
+              providers: [to]
+            jobs:
+              - { type: migrate, from: from, to: to, shards: 4 }
+            """
+        #expect {
+            _ = try PipelineLoader.load(
+                source: source, file: "p.yaml", directory: directory.path, registry: BuiltInProviders.registry)
+        } throws: { error in
+            "\(error)".contains("p.yaml:9:5: error: job `1-migrate` is split into shards")
+        }
+    }
+}
