@@ -159,7 +159,7 @@ let package = Package(
             name: "CloudSyncS3Tests",
             dependencies: [
                 "CloudSync", "CloudSyncHTTP", "CloudSyncLocal", "CloudSyncS3", "CloudSyncSodium", "CloudSyncTesting",
-                "CloudSyncBackup", "CloudSyncCrypto", "cloudsync",
+                "CloudSyncBackup", "CloudSyncCrypto", "CloudSyncPostgres", "cloudsync",
             ]),
         .testTarget(
             name: "CloudSyncCloudKitTests",

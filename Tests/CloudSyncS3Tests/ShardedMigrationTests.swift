@@ -1,0 +1,170 @@
+import CloudSync
+import CloudSyncLocal
+import CloudSyncPostgres
+import CloudSyncTesting
+import Foundation
+import Testing
+
+/// Four `cloudsync run --join` processes share one migration of 20,000 values from a directory to S3 (moto, behind
+/// a proxy counting its requests), their state in PostgreSQL: no key is written twice, and with one of them killed
+/// mid-run, another finishes its range.
+///
+/// A stress suite (`make test` runs those alone after the main suite): 20,000 objects into moto take minutes of both
+/// cores, which would starve the timing-sensitive tests running beside them.
+@Suite(
+    .serialized, .timeLimit(.minutes(15)),
+    .enabled(if: ProcessInfo.processInfo.environment["CLOUDSYNC_STRESS"] == "1", "a stress suite: CLOUDSYNC_STRESS=1"))
+struct ShardedMigrationStressTests {
+    static let count = 20_000
+    static let shards = 8
+
+    /// The source: `count` values of 1 KB each in a directory.
+    private func seed(_ directory: TemporaryDirectory) async throws -> [String] {
+        let keys = (0..<Self.count).map { String(format: "item-%05d", $0) }
+        let source = try DirectoryProvider(root: directory.file("from"))
+        let filler = String(repeating: "x", count: 1000)
+        for start in stride(from: 0, to: keys.count, by: 1000) {
+            let chunk = keys[start..<min(start + 1000, keys.count)]
+            _ = try await source.set(chunk.map { KeyValue($0, "\($0):" + filler.prefix(1014 - $0.utf8.count)) })
+        }
+        await source.close()
+        return keys
+    }
+
+    private struct Run {
+        let schema: String
+        let prefix: String
+        let file: String
+        let environment: [String: String]
+        let proxy: S3Proxy
+    }
+
+    private func prepare(_ directory: TemporaryDirectory, label: String) async throws -> Run {
+        let server = try await PostgresServer.shared()
+        let proxy = try S3Proxy(upstream: try await SharedMoto.endpoint())
+        let schema = PostgresServer.uniqueName(label)
+        let prefix = "\(schema)/"
+        let file = directory.file("\(label).yaml")
+        try """
+        version: 1
+        name: \(label)
+        state: { postgresql: "${env:STATE_URL}", schema: \(schema) }
+        providers:
+          from: { type: directory, path: from }
+          bucket: { type: s3, bucket: cloudsync-tests, prefix: \(prefix), endpoint: "\(proxy.endpoint.absoluteString)" }
+        store: { providers: [from] }
+        jobs:
+          - { type: migrate, name: upload, from: from, to: bucket, shards: \(Self.shards) }
+        """.write(toFile: file, atomically: true, encoding: .utf8)
+        var environment = ProcessInfo.processInfo.environment
+        environment.merge([
+            "STATE_URL": server.url, "AWS_ACCESS_KEY_ID": "AKIASHARDS", "AWS_SECRET_ACCESS_KEY": "shard-secret",
+        ]) { $1 }
+        return Run(schema: schema, prefix: prefix, file: file, environment: environment, proxy: proxy)
+    }
+
+    /// Starts four runners at once, all with `--join`.
+    private func start(_ run: Run, directory: TemporaryDirectory) throws -> [RunningProcess] {
+        let executable = try ProcessRunner.builtProduct("cloudsync")
+        return try (0..<4).map { _ in
+            try RunningProcess(
+                executable, ["run", run.file, "--join", "--report", "-", "--quiet"], environment: run.environment,
+                currentDirectory: directory.path)
+        }
+    }
+
+    /// The one report among the runners' outputs: the starter's, on standard output.
+    private func report(of results: [ProcessResult]) throws -> [String: Any] {
+        let reports = results.filter { !$0.standardOutput.isEmpty }
+        try #require(reports.count == 1, "one runner wrote the report: \(results.map(\.standardError))")
+        return try #require(
+            try JSONSerialization.jsonObject(with: Data(reports[0].standardOutput.utf8)) as? [String: Any])
+    }
+
+    /// Objects under the run's prefix, listed from moto directly (not through the proxy).
+    private func objects(under prefix: String) async throws -> Int {
+        let bucket = makeProvider(endpoint: try await SharedMoto.endpoint(), bucket: "cloudsync-tests", prefix: prefix)
+        var count = 0
+        var cursor: String?
+        repeat {
+            let page = try await bucket.listKeys(after: cursor, limit: 1000)
+            count += page.keys.count
+            cursor = page.nextCursor
+        } while cursor != nil
+        await bucket.close()
+        return count
+    }
+
+    @Test func fourRunnersUploadEveryValueOnceAndTheCountsSumToTheKeys() async throws {
+        let directory = try TemporaryDirectory()
+        let keys = try await seed(directory)
+        let run = try await prepare(directory, label: "together")
+        defer { run.proxy.server.stop() }
+        var results: [ProcessResult] = []
+        for process in try start(run, directory: directory) { results.append(await process.exited()) }
+        #expect(results.allSatisfy { $0.status == 0 }, "\(results.map(\.standardError))")
+        let report = try report(of: results)
+        let job = try #require((report["jobs"] as? [[String: Any]])?.first)
+        #expect((job["counts"] as? [String: Int])?["copied"] == keys.count)
+        let shards = try #require(job["shards"] as? [String: Any])
+        let runners = try #require(shards["runners"] as? [[String: Any]])
+        #expect(runners.reduce(0) { $0 + (($1["counts"] as? [String: Int])?["copied"] ?? 0) } == keys.count)
+        #expect(run.proxy.count("PUT") == keys.count, "no key was written twice")
+        #expect(try await objects(under: run.prefix) == keys.count)
+    }
+
+    @Test func aRunnerKilledMidRunLeavesItsRangeToAnotherAndEveryValueArrives() async throws {
+        let directory = try TemporaryDirectory()
+        let keys = try await seed(directory)
+        let run = try await prepare(directory, label: "killed")
+        defer { run.proxy.server.stop() }
+        let watcher = try await PostgresConnection.connect(try await PostgresServer.shared().url)
+        let processes = try start(run, directory: directory)
+        // A runner other than the starter, holding a range it has begun: the victim.
+        let victim = Protected<(process: RunningProcess, shard: Int, after: String?, through: String?)?>(nil)
+        try await waitUntil(limit: .seconds(300)) { () async throws -> Bool in
+            // Until the starter has made the schema, there is nothing to look at.
+            let made = try await watcher.execute(
+                "SELECT to_regclass($1) IS NOT NULL AS made", [.text("\(run.schema).sharded_jobs")])
+            guard made.value("made") == .boolean(true) else { return false }
+            let starter = try await watcher.execute(
+                "SELECT pid FROM \(run.schema).run_locks WHERE pipeline = 'killed'"
+            ).rows.first?[0].integer
+            let busy = try await watcher.execute(
+                "SELECT runner, shard, after_key, through_key FROM \(run.schema).shards "
+                    + "WHERE pipeline = 'killed' AND NOT done AND runner IS NOT NULL AND done_after IS NOT NULL")
+            for row in busy.rows {
+                let runner = row[0].text ?? ""
+                guard let pid = Int32(runner.split(separator: "/").last ?? ""), Int64(pid) != starter,
+                    let process = processes.first(where: { $0.pid == pid })
+                else { continue }
+                victim.withLock {
+                    $0 = (
+                        process, Int(row[1].integer ?? 0), row[2].bytes.map { String(decoding: $0, as: UTF8.self) },
+                        row[3].bytes.map { String(decoding: $0, as: UTF8.self) }
+                    )
+                }
+                return true
+            }
+            return false
+        }
+        let killed = try #require(victim.withLock { $0 })
+        killed.process.signal(SIGKILL)
+        var results: [ProcessResult] = []
+        for process in processes { results.append(await process.exited()) }
+        await watcher.close()
+        #expect(results.filter { $0.status == SIGKILL }.count == 1)
+        #expect(results.filter { $0.status == 0 }.count == 3, "\(results.map(\.standardError))")
+        let report = try report(of: results)
+        let job = try #require((report["jobs"] as? [[String: Any]])?.first)
+        #expect((job["counts"] as? [String: Int])?["copied"] == keys.count, "counted once each, the killed runner's too")
+        let shards = try #require(job["shards"] as? [String: Any])
+        #expect((shards["takenOver"] as? Int ?? 0) >= 1, "the report says a range was taken over")
+        #expect(try await objects(under: run.prefix) == keys.count, "every object arrived")
+        // Written twice: at most what the killed runner wrote of its range after its last recorded batch.
+        let range = KeyRange(after: killed.after, through: killed.through)
+        let inRange = keys.filter(range.contains).count
+        let puts = run.proxy.count("PUT")
+        #expect(puts >= keys.count && puts - keys.count <= inRange, "\(puts) PUTs; the killed range holds \(inRange)")
+    }
+}
