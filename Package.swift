@@ -141,9 +141,7 @@ let package = Package(
             name: "CloudSyncCLITests",
             dependencies: [
                 "CloudSync", "CloudSyncAuth", "CloudSyncCLI", "CloudSyncHTTP", "CloudSyncLocal", "CloudSyncPipeline",
-                "CloudSyncSQLite",
-                "CloudSyncTesting",
-                "cloudsync",
+                "CloudSyncPostgres", "CloudSyncSQLite", "CloudSyncTesting", "cloudsync",
             ]),
         .testTarget(name: "CloudSyncTestingTests", dependencies: ["CloudSyncHTTP", "CloudSyncTesting"]),
         .testTarget(

@@ -45,8 +45,22 @@ import Testing
         #expect(failures.isEmpty, "\(failures.count) of 200 pairs: \(failures.prefix(5))")
     }
 
+    /// Two "machines" (two working directories, nothing on disk shared) run one pipeline whose state is in
+    /// PostgreSQL: the advisory lock lets exactly one in, 200 times.
+    @Test func exactlyOneOfTwoRunsOnTwoMachinesSharingPostgreSQLProceeds() async throws {
+        let url = try await PostgresServer.shared().url
+        let schema = PostgresServer.uniqueName("race")
+        let failures = try await onOwnThread { try race(pairs: 200, leftover: nil, shared: (url, schema)) }
+        #expect(failures.isEmpty, "\(failures.count) of 200 pairs: \(failures.prefix(5))")
+    }
+
     /// Races `pairs` pairs, a few at a time, and returns a line for each pair where not exactly one run proceeded.
-    private func race(pairs: Int, leftover: [Leftover]?) throws -> [String] {
+    ///
+    /// With `shared`, each pair's two runs have files of their own in two directories, their state in that
+    /// server's schema.
+    private func race(pairs: Int, leftover: [Leftover]?, shared: (url: String, schema: String)? = nil) throws
+        -> [String]
+    {
         let gates = Gates()
         let server = try LoopbackHTTPServer()
         defer { server.stop() }
@@ -57,14 +71,20 @@ import Testing
                 return Self.answer(request)
             }
         }
-        var files: [String] = []
+        var files: [[String]] = []
+        let machines = shared == nil ? [directory.path] : [directory.file("machine-a"), directory.file("machine-b")]
+        for machine in machines { try FileManager.default.createDirectory(atPath: machine, withIntermediateDirectories: true) }
+        let stateLine = shared.map { "state: { postgresql: \"${env:STATE_URL}\", schema: \($0.schema) }\n" } ?? ""
+        var environment = ProcessInfo.processInfo.environment
+        if let shared { environment["STATE_URL"] = shared.url }
+        let runEnvironment = environment
         for pair in 0..<pairs {
             let name = "race\(pair)"
-            let path = directory.file(name + ".yaml")
-            try """
+            let paths = machines.map { $0 + "/" + name + ".yaml" }
+            let text = """
             version: 1
             name: \(name)
-            providers:
+            \(stateLine)providers:
               seed: { type: memory, items: { k: v } }
               bucket:
                 type: s3
@@ -77,14 +97,15 @@ import Testing
             jobs:
               - { type: migrate, from: seed, to: bucket }
 
-            """.write(toFile: path, atomically: true, encoding: .utf8)
+            """
+            for path in paths { try text.write(toFile: path, atomically: true, encoding: .utf8) }
             if let leftover {
                 let state = directory.file(".cloudsync/\(name)")
                 try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
                 try leftover[pair % leftover.count].text.write(
                     toFile: state + "/run.lock", atomically: true, encoding: .utf8)
             }
-            files.append(path)
+            files.append(paths)
         }
         let pipelines = files
         let failures = Protected<[String]>([])
@@ -100,7 +121,9 @@ import Testing
                         return value
                     }
                     guard pair < pairs else { return }
-                    if let failure = raceOnce(pipelines[pair], bucket: "race\(pair)", gates: gates) {
+                    if let failure = raceOnce(
+                        pipelines[pair], bucket: "race\(pair)", gates: gates, environment: runEnvironment)
+                    {
                         failures.withLock { $0.append("pair \(pair): \(failure)") }
                     }
                 }
@@ -110,11 +133,15 @@ import Testing
         return failures.withLock { $0 }
     }
 
-    /// Starts two runs of `file` at once; nil when exactly one proceeded and the other was refused as locked.
-    private func raceOnce(_ file: String, bucket: String, gates: Gates) -> String? {
+    /// Starts two runs of `files` (one file twice, or each of two) at once; nil when exactly one proceeded and the
+    /// other was refused as locked.
+    private func raceOnce(_ files: [String], bucket: String, gates: Gates, environment: [String: String]) -> String? {
         let runs: [RunningProcess]
         do {
-            runs = try (0..<2).map { _ in try RunningProcess(niced, ["-n", "10", executable, "run", file, "--quiet"]) }
+            runs = try (0..<2).map {
+                try RunningProcess(
+                    niced, ["-n", "10", executable, "run", files[$0 % files.count], "--quiet"], environment: environment)
+            }
         } catch {
             return "could not start: \(error)"
         }
