@@ -10,7 +10,11 @@ extension RunSession {
     static func openState(_ compiled: CompiledPipeline, access: Access) async throws(RunRefusal) -> (
         (any PipelineState)?, (any HeldRunLock)?
     ) {
-        if let shared = compiled.spec.sharedState { return try openSharedState(compiled, shared, access: access) }
+        if let shared = compiled.spec.sharedState {
+            return try await offThePool { () throws(RunRefusal) in
+                try openSharedState(compiled, shared, access: access)
+            }
+        }
         let spec = compiled.spec
         guard access != .worker else {
             throw RunRefusal.cannotStart(

@@ -104,6 +104,18 @@ final class RunLock: HeldRunLock {
     }
 }
 
+/// Runs `work`, which blocks its thread for a while (connecting to PostgreSQL, migrating its schema), on a dispatch
+/// worker thread: the concurrency pool has a thread per core, and a task blocking one stalls every other task of
+/// the process meanwhile (in a test run, every other test).
+func offThePool<T: Sendable>(_ work: @escaping @Sendable () throws(RunRefusal) -> T) async throws(RunRefusal) -> T {
+    let result: Result<T, RunRefusal> = await withCheckedContinuation { continuation in
+        DispatchQueue.global().async {
+            continuation.resume(returning: Result { () throws(RunRefusal) -> T in try work() })
+        }
+    }
+    return try result.get()
+}
+
 /// Raised when the run's task is cancelled; jobs look at it between batches.
 final class InterruptFlag: Sendable {
     private let raised = Protected(false)

@@ -65,6 +65,9 @@ public final class PostgresConnection: @unchecked Sendable {
             let kind: PostgresError.Kind = ping == PQPING_OK ? .connect : .unreachable
             throw PostgresError(kind, server: server, message: message)
         }
+        // libpq prints the server's notices (NOTICE: relation … already exists) on standard error by default; a
+        // library says nothing there.
+        _ = PQsetNoticeProcessor(handle, { _, _ in }, nil)
         return PostgresConnection(handle: handle, server: server, queue: queue)
     }
 
