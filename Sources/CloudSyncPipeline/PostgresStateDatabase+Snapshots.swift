@@ -4,6 +4,10 @@ import CloudSyncPostgres
 /// Sync and mirror snapshots in PostgreSQL: each page of rows is one statement over arrays (`unnest`), never a round
 /// trip per key, and keys travel as hexadecimal text decoded to `bytea` by the server.
 extension PostgresStateDatabase {
+    /// `$3`'s hexadecimal keys as a `bytea[]` a primary-key lookup takes (`key = ANY (…)`): an index scan whatever
+    /// the tables' statistics, where `key IN (SELECT …)` may be planned as a scan of every row.
+    static let hexKeyArray = "ARRAY(SELECT decode(k, 'hex') FROM unnest($3::text[]) AS k)"
+
     public func hasSynced(_ job: String) throws(CloudSyncError) -> Bool {
         try run { db throws(PostgresError) in
             try db.execute("SELECT 1 FROM sync_jobs WHERE pipeline = $1 AND job = $2", [.text(pipeline), .text(job)])
@@ -47,7 +51,7 @@ extension PostgresStateDatabase {
         let result = try run { db throws(PostgresError) in
             try db.execute(
                 "SELECT key, fingerprint FROM snapshots WHERE pipeline = $1 AND job = $2 "
-                    + "AND key IN (SELECT decode(k, 'hex') FROM unnest($3::text[]) AS k)",
+                    + "AND key = ANY (\(Self.hexKeyArray))",
                 [.text(pipeline), .text(job), hexKeys(keys)])
         }
         var found: [StoreKey: SyncFingerprint] = [:]
@@ -98,7 +102,7 @@ extension PostgresStateDatabase {
                 if !removed.isEmpty {
                     try db.execute(
                         "DELETE FROM snapshots WHERE pipeline = $1 AND job = $2 "
-                            + "AND key IN (SELECT decode(k, 'hex') FROM unnest($3::text[]) AS k)",
+                            + "AND key = ANY (\(Self.hexKeyArray))",
                         [.text(pipeline), .text(job), hexKeys(removed)])
                 }
                 if !deletions.isEmpty {
@@ -107,6 +111,8 @@ extension PostgresStateDatabase {
                             + "SELECT $1, $2, decode(k, 'hex') FROM unnest($3::text[]) AS k ON CONFLICT DO NOTHING",
                         [.text(pipeline), .text(job), hexKeys(deletions)])
                 }
+                try noteGrowth(of: "snapshots", by: kept.count, in: db)
+                try noteGrowth(of: "sync_deletions", by: deletions.count, in: db)
             }
         }
     }
@@ -121,8 +127,11 @@ extension PostgresStateDatabase {
     public func deletions(of job: String, after key: String?, limit: Int) throws(CloudSyncError) -> [SyncItem] {
         try run { db throws(PostgresError) in
             try db.execute(
-                "SELECT d.key, s.fingerprint FROM sync_deletions d JOIN snapshots s "
-                    + "ON s.pipeline = d.pipeline AND s.job = d.job AND s.key = d.key "
+                // Each row's snapshot looked up by its primary key (LATERAL): a join the planner is free to plan
+                // may scan every snapshot row per deletion while the tables' statistics are new (5 s for 500 of
+                // 50,000 keys, measured).
+                "SELECT d.key, s.fingerprint FROM sync_deletions d JOIN LATERAL (SELECT fingerprint FROM snapshots "
+                    + "WHERE pipeline = d.pipeline AND job = d.job AND key = d.key) s ON true "
                     + "WHERE d.pipeline = $1 AND d.job = $2 AND d.key > $3 ORDER BY d.key LIMIT $4",
                 [.text(pipeline), .text(job), .bytes(Array((key ?? "").utf8)), .integer(Int64(limit))])
         }.rows.map { row in SyncItem(key: keyText(row[0]), baseline: SyncFingerprint(text: row[1].text ?? "")) }
@@ -135,7 +144,7 @@ extension PostgresStateDatabase {
         let result = try run { db throws(PostgresError) in
             try db.execute(
                 "SELECT key, digest, source_version, destination_version FROM mirror_rows "
-                    + "WHERE pipeline = $1 AND job = $2 AND key IN (SELECT decode(k, 'hex') FROM unnest($3::text[]) AS k)",
+                    + "WHERE pipeline = $1 AND job = $2 AND key = ANY (\(Self.hexKeyArray))",
                 [.text(pipeline), .text(job), hexKeys(keys)])
         }
         var rows: [StoreKey: MirrorRow] = [:]
@@ -165,10 +174,11 @@ extension PostgresStateDatabase {
                             .array(kept.map(\.value.sourceVersion)), .array(kept.map(\.value.destinationVersion)),
                         ])
                 }
+                try noteGrowth(of: "mirror_rows", by: kept.count, in: db)
                 if !removed.isEmpty {
                     try db.execute(
                         "DELETE FROM mirror_rows WHERE pipeline = $1 AND job = $2 "
-                            + "AND key IN (SELECT decode(k, 'hex') FROM unnest($3::text[]) AS k)",
+                            + "AND key = ANY (\(Self.hexKeyArray))",
                         [.text(pipeline), .text(job), hexKeys(removed)])
                 }
             }

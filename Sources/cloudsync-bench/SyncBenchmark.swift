@@ -1,6 +1,7 @@
 // The sync benchmark (`cloudsync-bench --sync 1000000,10000000`): a sync job between two SQLite providers with 10%
 // of the values changed, 5% of the keys missing on one side and 1% deleted since the last sync, run in a child process
 // under GNU time so its peak memory (maximum resident set) is the job's own, beside the `sqlite3` shell doing the same repair in SQL.
+// Up to 1,000,000 keys the same sync runs again with its state in PostgreSQL, beside the run with SQLite state.
 import CloudSync
 import CloudSyncLocal
 import CloudSyncPipeline
@@ -24,8 +25,10 @@ func syncBenchmark(_ arguments: [String]) async throws {
 /// In the child: runs the pipeline's jobs, prints the sync job's counts, exits 0 when it ended `ok`.
 private func runSyncChild(pipeline: String) async -> Int32 {
     do {
-        let spec = try PipelineLoader.load(path: pipeline, registry: BuiltInProviders.registry, environment: [:])
-        let compiled = try PipelineCompiler.compile(spec, environment: [:])
+        let environment = ProcessInfo.processInfo.environment
+        let spec = try PipelineLoader.load(
+            path: pipeline, registry: BuiltInProviders.registry, environment: environment)
+        let compiled = try PipelineCompiler.compile(spec, environment: environment)
         let outcome = try await PipelineRunner(compiled, options: RunOptions()).run()
         let counts = outcome.report.jobs.first?.counts ?? [:]
         print(counts.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: " "))
@@ -120,23 +123,65 @@ private func benchSync(keys count: Int) async throws {
     }
     let build = ContinuousClock.now
     for path in [a, b] { try fill(path) { isMissing($0) ? nil : value($0, "v1") } }
-    let pipeline = directory + "/sync.yaml"
-    try """
-    version: 1
-    name: syncbench
-    state: \(directory)/state
-    providers:
-      a: { type: sqlite, path: \(a) }
-      b: { type: sqlite, path: \(b) }
-    store:
-      providers: [a, b]
-    jobs:
-      - { type: sync, name: sync }
-    report: { path: \(directory)/report.json }
-    """.write(toFile: pipeline, atomically: true, encoding: .utf8)
+    // The PostgreSQL-state run starts from copies of the same two databases.
+    let withPostgres = count <= 1_000_000
+    if withPostgres {
+        for name in ["a", "b"] {
+            try FileManager.default.copyItem(atPath: directory + "/\(name).db", toPath: directory + "/pg-\(name).db")
+        }
+    }
+    func writePipeline(_ name: String, a: String, b: String, state: String) throws -> String {
+        let file = directory + "/\(name).yaml"
+        try """
+        version: 1
+        name: \(name)
+        state: \(state)
+        providers:
+          a: { type: sqlite, path: \(a) }
+          b: { type: sqlite, path: \(b) }
+        store:
+          providers: [a, b]
+        jobs:
+          - { type: sync, name: sync }
+        report: { path: \(directory)/\(name)-report.json }
+        """.write(toFile: file, atomically: true, encoding: .utf8)
+        return file
+    }
+    let pipeline = try writePipeline("syncbench", a: a, b: b, state: directory + "/state")
     let executable = Bundle.main.executablePath ?? CommandLine.arguments[0]
     let first = try runChild(executable, ["--sync-child", pipeline])
-    // The changes since that sync.
+    try await applyChanges(a: a, b: b, count: count)
+    for name in ["a", "b"] {
+        try FileManager.default.copyItem(atPath: directory + "/\(name).db", toPath: directory + "/sql-\(name).db")
+    }
+    let prepared = ContinuousClock.now - build
+
+    let ours = try runChild(executable, ["--sync-child", pipeline])
+    var postgres: ChildRun?
+    if withPostgres {
+        _ = try await benchPostgres()
+        let shared = try writePipeline(
+            "syncbenchpg", a: directory + "/pg-a.db", b: directory + "/pg-b.db",
+            state: "{ postgresql: \"${env:\(benchStateVariable)}\", schema: sync_\(count)_\(getpid()) }")
+        _ = try runChild(executable, ["--sync-child", shared])
+        try await applyChanges(a: directory + "/pg-a.db", b: directory + "/pg-b.db", count: count)
+        postgres = try runChild(executable, ["--sync-child", shared])
+    }
+    let script = directory + "/repair.sql"
+    try """
+    ATTACH '\(directory)/sql-a.db' AS a;
+    BEGIN;
+    INSERT OR REPLACE INTO main.kv (key, value, updated_at_ms)
+      SELECT a.kv.key, a.kv.value, a.kv.updated_at_ms FROM a.kv LEFT JOIN main.kv AS b ON b.key = a.kv.key
+      WHERE b.key IS NULL OR b.value <> a.kv.value;
+    COMMIT;
+    """.write(toFile: script, atomically: true, encoding: .utf8)
+    let theirs = try runChild("/usr/bin/sqlite3", [directory + "/sql-b.db"], input: script)
+    report(count: count, prepared: prepared, first: first, ours: ours, theirs: theirs, postgres: postgres)
+}
+
+/// The changes since the first sync: 5% missing on b written to a, 10% changed on a, 1% deleted from b.
+private func applyChanges(a: String, b: String, count: Int) async throws {
     let changes = try SQLiteDatabase(path: a)
     try await changes.write { db in
         try db.transaction {
@@ -159,23 +204,11 @@ private func benchSync(keys count: Int) async throws {
         }
     }
     await deletions.close()
-    for name in ["a", "b"] {
-        try FileManager.default.copyItem(atPath: directory + "/\(name).db", toPath: directory + "/sql-\(name).db")
-    }
-    let prepared = ContinuousClock.now - build
+}
 
-    let ours = try runChild(executable, ["--sync-child", pipeline])
-    let script = directory + "/repair.sql"
-    try """
-    ATTACH '\(directory)/sql-a.db' AS a;
-    BEGIN;
-    INSERT OR REPLACE INTO main.kv (key, value, updated_at_ms)
-      SELECT a.kv.key, a.kv.value, a.kv.updated_at_ms FROM a.kv LEFT JOIN main.kv AS b ON b.key = a.kv.key
-      WHERE b.key IS NULL OR b.value <> a.kv.value;
-    COMMIT;
-    """.write(toFile: script, atomically: true, encoding: .utf8)
-    let theirs = try runChild("/usr/bin/sqlite3", [directory + "/sql-b.db"], input: script)
-
+private func report(
+    count: Int, prepared: Duration, first: ChildRun, ours: ChildRun, theirs: ChildRun, postgres: ChildRun?
+) {
     let expectedRepairs = (0..<count).filter { isMissing($0) || isChanged($0) }.count
     let expectedDeletes = (0..<count).filter(isDeleted).count
     print(
@@ -191,4 +224,13 @@ private func benchSync(keys count: Int) async throws {
             + "sqlite3 \(String(format: "%6.2f", theirs.seconds)) s  \(String(format: "%5.1f", theirs.peakMegabytes)) MB  "
             + "ratio \(String(format: "%.2f", ours.seconds / theirs.seconds))  "
             + "(CPU \(String(format: "%.2f", ours.cpuSeconds)) s vs \(String(format: "%.2f", theirs.cpuSeconds)) s)")
+    if let postgres {
+        print("  PostgreSQL state counts: \(postgres.output.trimmingCharacters(in: .whitespacesAndNewlines))")
+        let label = "sync: \(count) keys, state in PostgreSQL".padding(toLength: 52, withPad: " ", startingAt: 0)
+        print(
+            "\(label) \(String(format: "%7.2f", postgres.seconds)) s  \(String(format: "%6.1f", postgres.peakMegabytes)) MB  "
+                + "SQLite state \(String(format: "%6.2f", ours.seconds)) s  "
+                + "ratio \(String(format: "%.2f", postgres.seconds / ours.seconds)) (target ≤ 1.50)  "
+                + "(CPU \(String(format: "%.2f", postgres.cpuSeconds)) s vs \(String(format: "%.2f", ours.cpuSeconds)) s)")
+    }
 }

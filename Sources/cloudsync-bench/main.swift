@@ -9,6 +9,8 @@ import Foundation
 
 // `--sync SIZES` runs only the sync benchmark (SyncBenchmark.swift) and exits.
 try await syncBenchmark(CommandLine.arguments)
+// `--pipeline-child FILE [--join]`: a runner the shared-state bench starts (SharedStateBench.swift).
+await pipelineChild(CommandLine.arguments)
 
 let benches: [(name: String, run: (BenchContext) async throws -> [BenchRow])] = [
     ("sqlite-store", benchSQLiteStore),
@@ -20,6 +22,7 @@ let benches: [(name: String, run: (BenchContext) async throws -> [BenchRow])] = 
     ("faces", benchFaces),
     ("requests", benchRequests),
     ("backup", benchBackup),
+    ("sharded-migrate", benchShardedMigrate),
 ]
 
 @MainActor func usage() -> Never {
