@@ -51,7 +51,7 @@ test-repeat: deps
 # runs, also written to bench.json. `make bench-compare OLD=old.json` sets an earlier bench.json beside the current one.
 BENCH_RUNS ?= 3
 bench:
-	@scripts/install-deps.sh sqlite3 rclone restic
+	@scripts/install-deps.sh sqlite3 rclone restic postgresql
 	@scripts/python-env.sh
 	$(SWIFT) run -c release cloudsync-bench --runs $(BENCH_RUNS) --json bench.json
 	$(SWIFT) run -c release cloudsync-bench --sync 1000000,10000000

@@ -173,7 +173,9 @@ let package = Package(
             ]),
         .testTarget(
             name: "CloudSyncPipelineTests",
-            dependencies: ["CloudSync", "CloudSyncPipeline", "CloudSyncPostgres", "CloudSyncSQLite", "CloudSyncTesting"]),
+            dependencies: [
+                "CloudSync", "CloudSyncPipeline", "CloudSyncPostgres", "CloudSyncSQLite", "CloudSyncTesting",
+            ]),
         .testTarget(
             name: "CloudSyncCryptoTests",
             dependencies: ["CloudSync", "CloudSyncCrypto", "CloudSyncSodium", "CloudSyncTesting"]),

@@ -93,7 +93,10 @@ extension CommandLineTool {
     /// Whether the pipeline's outbox database exists; says it is empty when it does not.
     private func outboxExists(_ compiled: CompiledPipeline) -> Bool {
         // A shared state's outbox is a table the session finds empty or not.
-        guard compiled.spec.sharedState != nil || FileManager.default.fileExists(atPath: compiled.spec.state + "/outbox.db") else {
+        guard
+            compiled.spec.sharedState != nil
+                || FileManager.default.fileExists(atPath: compiled.spec.state + "/outbox.db")
+        else {
             standardError(
                 "the outbox of \(compiled.spec.name) is empty (\(compiled.spec.state)/outbox.db does not exist yet)\n")
             return false

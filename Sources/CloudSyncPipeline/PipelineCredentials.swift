@@ -38,7 +38,9 @@ public enum PipelineCredentials {
     public static func forget(
         _ credentials: [StoredCredential], for provider: String, in compiled: CompiledPipeline
     ) throws(RunRefusal) -> [StoredCredential] {
-        guard compiled.spec.sharedState != nil || FileManager.default.fileExists(atPath: compiled.spec.state + "/state.db")
+        guard
+            compiled.spec.sharedState != nil
+                || FileManager.default.fileExists(atPath: compiled.spec.state + "/state.db")
         else { return [] }
         var forgotten: [StoredCredential] = []
         try withStateDatabase(compiled, create: false) { database throws(CloudSyncError) in

@@ -245,7 +245,8 @@ struct PipelineReader {
             let valid =
                 !bytes.isEmpty && bytes.count <= 63 && !(bytes[0] >= UInt8(ascii: "0") && bytes[0] <= UInt8(ascii: "9"))
                 && bytes.allSatisfy {
-                    ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z")) || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9"))
+                    ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z"))
+                        || ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9"))
                         || $0 == UInt8(ascii: "_")
                 }
             if valid && !text.value.hasPrefix("pg_") {
@@ -265,9 +266,12 @@ struct PipelineReader {
             return nil
         }
         let passwordWord = url.value.split(whereSeparator: \.isWhitespace).first { $0.hasPrefix("password=") }
-        if !url.isInterpolated, let password = URLComponents(string: url.value)?.percentEncodedPassword ?? passwordWord.map({
-            String($0.dropFirst("password=".count))
-        }) {
+        if !url.isInterpolated,
+            let password = URLComponents(string: url.value)?.percentEncodedPassword
+                ?? passwordWord.map({
+                    String($0.dropFirst("password=".count))
+                })
+        {
             diagnostics.mask(password)
             diagnostics.error(
                 "`postgresql` holds a password in the file itself; put the URL in the environment and write "

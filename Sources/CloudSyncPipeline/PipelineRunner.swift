@@ -17,8 +17,10 @@ public struct RunOptions: Sendable {
     public var force = false
     /// Overrides the file's report path; `-` writes the report to standard output.
     public var reportPath: String?
-    /// When another runner holds the pipeline's lock, work on its sharded jobs' ranges instead of refusing
-    /// (`--join`); with none holding it, run as usual. Needs the state in PostgreSQL.
+    /// Whether to help the run another runner holds the lock for (`--join`).
+    ///
+    /// Its sharded jobs' ranges are worked on instead of refusing; with none holding the lock, the run goes as usual.
+    /// Needs the state in PostgreSQL.
     public var join = false
     /// Raised when the task running ``PipelineRunner/run()`` is cancelled; jobs stop at their next batch boundary.
     var interrupt = InterruptFlag()
@@ -51,7 +53,9 @@ public struct RunOutcome: Sendable {
     public var status: RunStatus { report.status }
 }
 
-/// What a runner that joined another's run did: ranges of which sharded jobs. The run's one report is the starter's.
+/// What a runner that joined another's run did: ranges of which sharded jobs.
+///
+/// The run's one report is the starter's.
 public struct JoinedRun: Sendable, Equatable {
     /// Ranges it finished, by job.
     public var ranges: [String: Int]

@@ -60,17 +60,46 @@ extension PipelineState {
     }
 }
 
-/// How both state implementations seal provider values with the pipeline's codec: the envelope's associated key
-/// binds a value to its provider and name, so one cannot be swapped for another.
-struct ProviderValueSeal {
+/// How both state implementations keep provider values: sealed with the pipeline's codec (the envelope's associated
+/// key binds a value to its provider and name, so one cannot be swapped for another), and, in a read-only state,
+/// set in memory for the session only.
+struct ProviderValueSeal: Sendable {
     let codec: (any ValueCodec)?
+    /// In a read-only state, the values set during the session; nil when values are stored.
+    let overlay: Protected<[String: String?]>?
+
+    init(codec: (any ValueCodec)?, readOnly: Bool) {
+        self.codec = codec
+        overlay = readOnly ? Protected([:]) : nil
+    }
+
+    /// The value of `name`: one set during a read-only session, else what `stored` reads, opened.
+    func value(provider: String, name: String, stored: () throws(CloudSyncError) -> String?) throws(CloudSyncError)
+        -> String?
+    {
+        if let overlay, let value = overlay.withLock({ $0[provider + "/" + name] }) { return value }
+        guard let sealed = try stored() else { return nil }
+        return try open(sealed, provider: provider, name: name)
+    }
+
+    /// Keeps `value` (nil forgets it): in memory in a read-only session, else sealed and handed to `store`.
+    func setValue(
+        _ value: String?, provider: String, name: String, store: (String?) throws(CloudSyncError) -> Void
+    ) throws(CloudSyncError) {
+        if let overlay {
+            overlay.withLock { $0[provider + "/" + name] = .some(value) }
+            return
+        }
+        try store(try value.map { (value) throws(CloudSyncError) in try seal(value, provider: provider, name: name) })
+    }
 
     func seal(_ value: String, provider: String, name: String) throws(CloudSyncError) -> String {
         guard let codec else { return value }
         do {
             return try codec.encode(value, key: Self.key(provider, name))
         } catch {
-            throw CloudSyncError(.encode, "the state value \(name) could not be encrypted: \(error)", provider: provider)
+            throw CloudSyncError(
+                .encode, "the state value \(name) could not be encrypted: \(error)", provider: provider)
         }
     }
 

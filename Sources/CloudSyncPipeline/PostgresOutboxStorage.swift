@@ -70,7 +70,8 @@ final class PostgresOutboxStorage: OutboxStorage {
                         pipeline, .array(stored.map { String($0.id) }), hexKeys(stored.map(\.key)),
                         .array(stored.map(\.provider)), .array(stored.map(\.operation.rawValue)),
                         hexArray(stored.map(\.encodedValue)), .array(stored.map { String($0.attempts) }),
-                        .array(stored.map { String($0.nextAttemptAtMs) }), .array(stored.map { String($0.enqueuedAtMs) }),
+                        .array(stored.map { String($0.nextAttemptAtMs) }),
+                        .array(stored.map { String($0.enqueuedAtMs) }),
                         .array(stored.map(\.lastErrorCode)),
                     ])
             }

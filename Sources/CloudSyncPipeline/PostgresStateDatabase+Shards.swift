@@ -168,7 +168,10 @@ extension PostgresStateDatabase {
                 let held = try db.execute(
                     "UPDATE shards SET done = true, error = $5, lease_until_ms = NULL "
                         + "WHERE pipeline = $1 AND job = $2 AND shard = $3 AND runner = $4 AND NOT done",
-                    [.text(pipeline), .text(job), .integer(Int64(shard)), .text(runner), error.map { .text($0) } ?? .null])
+                    [
+                        .text(pipeline), .text(job), .integer(Int64(shard)), .text(runner),
+                        error.map { .text($0) } ?? .null,
+                    ])
                 guard held.affectedRows == 1 else { return false }
                 if !failures.isEmpty || omitted > 0 {
                     try db.execute(
@@ -235,7 +238,8 @@ extension PostgresStateDatabase {
             if let error = row[3].text { outcome.errors[Int(row[0].integer ?? 0)] = error }
         }
         for row in failures.rows {
-            let listed = (try? JSONDecoder().decode([RunReport.Failure].self, from: Data((row[0].text ?? "[]").utf8)))
+            let listed =
+                (try? JSONDecoder().decode([RunReport.Failure].self, from: Data((row[0].text ?? "[]").utf8)))
                 ?? []
             for failure in listed {
                 if outcome.failures.count < PipelineRunner.failureListLimit {

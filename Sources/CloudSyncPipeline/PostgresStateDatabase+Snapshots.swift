@@ -120,7 +120,8 @@ extension PostgresStateDatabase {
     public func clearDeletions(of job: String) throws(CloudSyncError) {
         guard !isReadOnly else { return }
         try run { db throws(PostgresError) in
-            try db.execute("DELETE FROM sync_deletions WHERE pipeline = $1 AND job = $2", [.text(pipeline), .text(job)])
+            try db.execute(
+                "DELETE FROM sync_deletions WHERE pipeline = $1 AND job = $2", [.text(pipeline), .text(job)])
         }
     }
 

@@ -24,8 +24,6 @@ public final class PostgresStateDatabase: PipelineState, @unchecked Sendable {
     public let isSetUp: Bool
     let connection: PostgresConnection
     private let seal: ProviderValueSeal
-    /// In a read-only state (dry runs, `history`), provider values set during the session; nothing is written.
-    private let overlay: Protected<[String: String?]>?
     /// Rows written to each big table by this session, and how many more it takes to analyze it again.
     private let growth = Protected<[String: (written: Int, next: Int)]>([:])
 
@@ -39,8 +37,7 @@ public final class PostgresStateDatabase: PipelineState, @unchecked Sendable {
     ) throws(CloudSyncError) {
         self.pipeline = pipeline
         schema = spec.schema
-        seal = ProviderValueSeal(codec: codec)
-        overlay = readOnly ? Protected([:]) : nil
+        seal = ProviderValueSeal(codec: codec, readOnly: readOnly)
         var location = spec.description
         do {
             connection = try PostgresConnection.connectBlocking(spec.url.value)
@@ -87,8 +84,10 @@ public final class PostgresStateDatabase: PipelineState, @unchecked Sendable {
             advice = "check the server's log for this statement"
         }
         let code: ErrorCode = error.kind == .unreachable || error.kind == .connection ? .offline : .config
-        return CloudSyncError(code, "cannot \(action) the state database \(location): \(error.message)"
-            + (error.sqlState.map { " (SQLSTATE \($0))" } ?? "") + "; \(advice)")
+        return CloudSyncError(
+            code,
+            "cannot \(action) the state database \(location): \(error.message)"
+                + (error.sqlState.map { " (SQLSTATE \($0))" } ?? "") + "; \(advice)")
     }
 
     /// Runs `body` on the connection; a failure becomes ``failure(_:doing:location:)``.
@@ -101,7 +100,7 @@ public final class PostgresStateDatabase: PipelineState, @unchecked Sendable {
         }
     }
 
-    var isReadOnly: Bool { overlay != nil }
+    var isReadOnly: Bool { seal.overlay != nil }
 
     /// Counts `rows` written to `table` and refreshes its statistics (`ANALYZE`) after the first thousand and each
     /// time the count doubles: a run fills snapshot tables far faster than autovacuum looks, and without statistics
@@ -161,7 +160,8 @@ public final class PostgresStateDatabase: PipelineState, @unchecked Sendable {
     public func identity(of provider: String) throws(CloudSyncError) -> String? {
         let result = try run { db throws(PostgresError) in
             try db.execute(
-                "SELECT identity FROM identities WHERE pipeline = $1 AND provider = $2", [.text(pipeline), .text(provider)]
+                "SELECT identity FROM identities WHERE pipeline = $1 AND provider = $2",
+                [.text(pipeline), .text(provider)]
             )
         }
         return result.rows.first?[0].bytes.map { String(decoding: $0, as: UTF8.self) }
@@ -180,34 +180,28 @@ public final class PostgresStateDatabase: PipelineState, @unchecked Sendable {
     // MARK: Provider values
 
     public func value(provider: String, name: String) throws(CloudSyncError) -> String? {
-        if let overlay, let value = overlay.withLock({ $0[provider + "/" + name] }) { return value }
-        let result = try run { db throws(PostgresError) in
-            try db.execute(
-                "SELECT value FROM provider_values WHERE pipeline = $1 AND provider = $2 AND name = $3",
-                [.text(pipeline), .text(provider), .text(name)])
+        try seal.value(provider: provider, name: name) { () throws(CloudSyncError) in
+            try run { db throws(PostgresError) in
+                try db.execute(
+                    "SELECT value FROM provider_values WHERE pipeline = $1 AND provider = $2 AND name = $3",
+                    [.text(pipeline), .text(provider), .text(name)])
+            }.rows.first?[0].bytes.map { String(decoding: $0, as: UTF8.self) }
         }
-        guard let stored = result.rows.first?[0].bytes.map({ String(decoding: $0, as: UTF8.self) }) else { return nil }
-        return try seal.open(stored, provider: provider, name: name)
     }
 
     public func setValue(_ value: String?, provider: String, name: String) throws(CloudSyncError) {
-        if let overlay {
-            overlay.withLock { $0[provider + "/" + name] = .some(value) }
-            return
-        }
-        let stored = try value.map { (value) throws(CloudSyncError) in
-            try seal.seal(value, provider: provider, name: name)
-        }
-        try run { db throws(PostgresError) in
-            if let stored {
-                try db.execute(
-                    "INSERT INTO provider_values (pipeline, provider, name, value) VALUES ($1, $2, $3, $4) "
-                        + "ON CONFLICT (pipeline, provider, name) DO UPDATE SET value = EXCLUDED.value",
-                    [.text(pipeline), .text(provider), .text(name), .bytes(Array(stored.utf8))])
-            } else {
-                try db.execute(
-                    "DELETE FROM provider_values WHERE pipeline = $1 AND provider = $2 AND name = $3",
-                    [.text(pipeline), .text(provider), .text(name)])
+        try seal.setValue(value, provider: provider, name: name) { (stored) throws(CloudSyncError) in
+            try run { db throws(PostgresError) in
+                if let stored {
+                    try db.execute(
+                        "INSERT INTO provider_values (pipeline, provider, name, value) VALUES ($1, $2, $3, $4) "
+                            + "ON CONFLICT (pipeline, provider, name) DO UPDATE SET value = EXCLUDED.value",
+                        [.text(pipeline), .text(provider), .text(name), .bytes(Array(stored.utf8))])
+                } else {
+                    try db.execute(
+                        "DELETE FROM provider_values WHERE pipeline = $1 AND provider = $2 AND name = $3",
+                        [.text(pipeline), .text(provider), .text(name)])
+                }
             }
         }
     }

@@ -134,7 +134,8 @@ struct ShardedJobRun {
         guard report.status != .interrupted, !context.isInterrupted || failure != nil else { return }
         _ = try state.finishShard(
             name, shard: shard, runner: runner, failures: report.entry.failures,
-            omitted: report.entry.failuresOmitted, error: failure ?? report.entry.error.map { "\($0.code): \($0.message)" })
+            omitted: report.entry.failuresOmitted,
+            error: failure ?? report.entry.error.map { "\($0.code): \($0.message)" })
     }
 
     /// Boundaries for `sharding.shards` ranges of nearly equal size, from a sample of the source's whole listing
@@ -224,7 +225,9 @@ extension PipelineRunner {
             status: failure != nil ? .error : options.interrupt.isRaised ? .interrupted : .ok, dryRun: false,
             startedAt: iso8601(started), finishedAt: iso8601(finished), durationMs: finished - started, jobs: [],
             outbox: RunReport.Outbox(pendingBefore: 0, drained: 0, dropped: [:], pendingAfter: 0), providers: [])
-        report.error = failure.map { RunReport.Failure(key: "", provider: nil, code: $0.code.rawValue, message: $0.message) }
+        report.error = failure.map {
+            RunReport.Failure(key: "", provider: nil, code: $0.code.rawValue, message: $0.message)
+        }
         return RunOutcome(report: report, reportPath: nil, joined: JoinedRun(ranges: ranges))
     }
 }

@@ -97,7 +97,7 @@ public final class StateDatabase: PipelineState {
     private let database: SQLiteDatabase
     private let seal: ProviderValueSeal
     /// In a read-only database, what was written during the session, kept in memory and never on disk.
-    let overlay: Protected<[String: String?]>?
+    var overlay: Protected<[String: String?]>? { seal.overlay }
 
     /// Opens (creating when needed) the state database at `path`; provider values are encrypted with `codec`.
     ///
@@ -105,8 +105,7 @@ public final class StateDatabase: PipelineState {
     /// values set during the session live in memory only.
     public init(path: String, codec: (any ValueCodec)? = nil, readOnly: Bool = false) throws(CloudSyncError) {
         self.path = path
-        seal = ProviderValueSeal(codec: codec)
-        overlay = readOnly ? Protected([:]) : nil
+        seal = ProviderValueSeal(codec: codec, readOnly: readOnly)
         do {
             // A rollback journal rather than a write-ahead log: the state is written a few times a run, and a
             // read-only open (dry runs, `history`) of a journaled database creates no -wal or -shm beside it.
@@ -229,14 +228,13 @@ public final class StateDatabase: PipelineState {
     /// In a read-only database, a value set during the session wins over the file. Throws `ERR_DECODE` when the codec
     /// cannot decrypt the stored value (the key changed), `ERR_CONFIG` when the database fails.
     public func value(provider: String, name: String) throws(CloudSyncError) -> String? {
-        if let overlay, let value = overlay.withLock({ $0[provider + "/" + name] }) { return value }
-        let stored = try run { db in
-            try db.query("SELECT value FROM provider_values WHERE provider = ? AND name = ?", [provider, name]) {
-                $0.string(0)
-            }.first ?? nil
+        try seal.value(provider: provider, name: name) { () throws(CloudSyncError) in
+            try run { db in
+                try db.query("SELECT value FROM provider_values WHERE provider = ? AND name = ?", [provider, name]) {
+                    $0.string(0)
+                }.first ?? nil
+            }
         }
-        guard let stored else { return nil }
-        return try seal.open(stored, provider: provider, name: name)
     }
 
     /// Keeps `value` under `name` for `provider`, encrypted with the database's codec; nil forgets it.
@@ -244,20 +242,15 @@ public final class StateDatabase: PipelineState {
     /// A read-only database keeps it in memory for the session only. Throws `ERR_ENCODE` when encryption fails,
     /// `ERR_CONFIG` when the database fails.
     public func setValue(_ value: String?, provider: String, name: String) throws(CloudSyncError) {
-        if let overlay {
-            overlay.withLock { $0[provider + "/" + name] = .some(value) }
-            return
-        }
-        let stored = try value.map { (value) throws(CloudSyncError) in
-            try seal.seal(value, provider: provider, name: name)
-        }
-        try run { db in
-            if let stored {
-                try db.execute(
-                    "INSERT OR REPLACE INTO provider_values (provider, name, value) VALUES (?, ?, ?)", provider, name,
-                    stored)
-            } else {
-                try db.execute("DELETE FROM provider_values WHERE provider = ? AND name = ?", provider, name)
+        try seal.setValue(value, provider: provider, name: name) { (stored) throws(CloudSyncError) in
+            try run { db in
+                if let stored {
+                    try db.execute(
+                        "INSERT OR REPLACE INTO provider_values (provider, name, value) VALUES (?, ?, ?)", provider,
+                        name, stored)
+                } else {
+                    try db.execute("DELETE FROM provider_values WHERE provider = ? AND name = ?", provider, name)
+                }
             }
         }
     }

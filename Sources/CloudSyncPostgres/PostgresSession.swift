@@ -60,8 +60,7 @@ extension PostgresConnection {
     /// Runs `body` with the connection on the caller's thread, holding it for the whole body.
     ///
     /// Never call it from inside another `blocking` body of the same connection: the queue is already held.
-    public func blocking<T>(_ body: (PostgresSession) throws(PostgresError) -> T) throws(PostgresError) -> T
-    {
+    public func blocking<T>(_ body: (PostgresSession) throws(PostgresError) -> T) throws(PostgresError) -> T {
         let result: Result<T, PostgresError> = queue.sync {
             guard let handle else {
                 return .failure(PostgresError(.connection, server: server, message: "the connection is closed"))

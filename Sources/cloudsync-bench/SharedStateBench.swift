@@ -23,8 +23,10 @@ func benchPostgres() async throws -> String {
 /// Kept alive until the bench exits (its pipe closing stops it).
 private let benchServers = Protected<[PostgresServer]>([])
 
-/// In a child the benches start (`--pipeline-child FILE [--join]`): runs the pipeline with the process's environment,
-/// then exits 0 when it ended `ok`. Returns at once in any other process.
+/// Runs a pipeline in a child the benches start (`--pipeline-child FILE [--join]`), then exits.
+///
+/// The pipeline reads the process's environment; the exit status is 0 when it ended `ok`. Returns at once in any
+/// other process.
 func pipelineChild(_ arguments: [String]) async {
     guard let index = arguments.firstIndex(of: "--pipeline-child"), index + 1 < arguments.count else { return }
     do {
@@ -33,8 +35,10 @@ func pipelineChild(_ arguments: [String]) async {
             path: arguments[index + 1], registry: BuiltInProviders.registry, environment: environment)
         var options = RunOptions()
         options.join = arguments.contains("--join")
-        let outcome = try await PipelineRunner(try PipelineCompiler.compile(spec, environment: environment), options: options)
-            .run()
+        let outcome = try await PipelineRunner(
+            try PipelineCompiler.compile(spec, environment: environment), options: options
+        )
+        .run()
         if outcome.status != .ok { FileHandle.standardError.write(Data(outcome.report.json().utf8)) }
         exit(outcome.status == .ok ? 0 : 1)
     } catch {
@@ -105,7 +109,8 @@ func benchShardedMigrate(_ context: BenchContext) async throws -> [BenchRow] {
     }
     return [
         BenchRow(
-            measure: "migrate \(count.formatted()) × 1 KB directory → directory, 4 runners × 8 ranges (PostgreSQL state)",
+            measure:
+                "migrate \(count.formatted()) × 1 KB directory → directory, 4 runners × 8 ranges (PostgreSQL state)",
             unit: "s", ours: median(four), peerName: "1 runner, whole (SQLite state)", peer: median(one), target: nil,
             runs: context.runs)
     ]

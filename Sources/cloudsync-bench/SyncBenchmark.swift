@@ -231,6 +231,7 @@ private func report(
             "\(label) \(String(format: "%7.2f", postgres.seconds)) s  \(String(format: "%6.1f", postgres.peakMegabytes)) MB  "
                 + "SQLite state \(String(format: "%6.2f", ours.seconds)) s  "
                 + "ratio \(String(format: "%.2f", postgres.seconds / ours.seconds)) (target ≤ 1.50)  "
-                + "(CPU \(String(format: "%.2f", postgres.cpuSeconds)) s vs \(String(format: "%.2f", ours.cpuSeconds)) s)")
+                + "(CPU \(String(format: "%.2f", postgres.cpuSeconds)) s vs \(String(format: "%.2f", ours.cpuSeconds)) s)"
+        )
     }
 }

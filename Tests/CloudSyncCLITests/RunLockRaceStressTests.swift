@@ -73,7 +73,9 @@ import Testing
         }
         var files: [[String]] = []
         let machines = shared == nil ? [directory.path] : [directory.file("machine-a"), directory.file("machine-b")]
-        for machine in machines { try FileManager.default.createDirectory(atPath: machine, withIntermediateDirectories: true) }
+        for machine in machines {
+            try FileManager.default.createDirectory(atPath: machine, withIntermediateDirectories: true)
+        }
         let stateLine = shared.map { "state: { postgresql: \"${env:STATE_URL}\", schema: \($0.schema) }\n" } ?? ""
         var environment = ProcessInfo.processInfo.environment
         if let shared { environment["STATE_URL"] = shared.url }
@@ -82,22 +84,22 @@ import Testing
             let name = "race\(pair)"
             let paths = machines.map { $0 + "/" + name + ".yaml" }
             let text = """
-            version: 1
-            name: \(name)
-            \(stateLine)providers:
-              seed: { type: memory, items: { k: v } }
-              bucket:
-                type: s3
-                bucket: \(name)
-                endpoint: \(server.url("").absoluteString)
-                accessKeyId: test
-                secretAccessKey: test-secret
-            store:
-              providers: [bucket]
-            jobs:
-              - { type: migrate, from: seed, to: bucket }
+                version: 1
+                name: \(name)
+                \(stateLine)providers:
+                  seed: { type: memory, items: { k: v } }
+                  bucket:
+                    type: s3
+                    bucket: \(name)
+                    endpoint: \(server.url("").absoluteString)
+                    accessKeyId: test
+                    secretAccessKey: test-secret
+                store:
+                  providers: [bucket]
+                jobs:
+                  - { type: migrate, from: seed, to: bucket }
 
-            """
+                """
             for path in paths { try text.write(toFile: path, atomically: true, encoding: .utf8) }
             if let leftover {
                 let state = directory.file(".cloudsync/\(name)")
@@ -140,7 +142,8 @@ import Testing
         do {
             runs = try (0..<2).map {
                 try RunningProcess(
-                    niced, ["-n", "10", executable, "run", files[$0 % files.count], "--quiet"], environment: environment)
+                    niced, ["-n", "10", executable, "run", files[$0 % files.count], "--quiet"], environment: environment
+                )
             }
         } catch {
             return "could not start: \(error)"

@@ -57,7 +57,9 @@ import Testing
                 let deletions = keys.filter { _ in Bool.random(using: &random) }
                 for state in states { try state.recordSyncProgress(of: job, snapshot: rows, deletions: deletions) }
             case 3:
-                let answers = try states.map { try $0.snapshotRows(of: job, keys: keys).map { "\($0.key)=\($0.fingerprint.text)" } }
+                let answers = try states.map {
+                    try $0.snapshotRows(of: job, keys: keys).map { "\($0.key)=\($0.fingerprint.text)" }
+                }
                 #expect(answers[0] == answers[1], "\(label): snapshotRows(keys:)")
             case 4:
                 let after = Bool.random(using: &random) ? nil : keys.first
@@ -79,20 +81,31 @@ import Testing
                 let cursors: [String: String]? =
                     Bool.random(using: &random)
                     ? nil : Dictionary(uniqueKeysWithValues: ["p1", "p2"].map { ($0, "c\(step)-\($0)") })
-                for state in states { try state.markSynced(job, at: "2026-12-04T00:00:\(step % 60)Z", cursors: cursors) }
+                for state in states {
+                    try state.markSynced(job, at: "2026-12-04T00:00:\(step % 60)Z", cursors: cursors)
+                }
             case 7:
-                let answers = try states.map { "\(try $0.hasSynced(job)) \(try $0.syncCursors(of: job).sorted { $0.key < $1.key })" }
+                let answers = try states.map {
+                    "\(try $0.hasSynced(job)) \(try $0.syncCursors(of: job).sorted { $0.key < $1.key })"
+                }
                 #expect(answers[0] == answers[1], "\(label): hasSynced, syncCursors")
             case 8:
                 let rows = keys.map { key -> (key: String, row: MirrorRow?) in
                     let version = Bool.random(using: &random) ? nil : "e\(step)"
-                    return (key, Bool.random(using: &random) ? nil : MirrorRow(digest: "d\(step)", sourceVersion: version, destinationVersion: nil))
+                    return (
+                        key,
+                        Bool.random(using: &random)
+                            ? nil : MirrorRow(digest: "d\(step)", sourceVersion: version, destinationVersion: nil)
+                    )
                 }
                 for state in states { try state.updateMirrorRows(of: job, rows) }
-                let answers = try states.map { try $0.mirrorRows(of: job, keys: keys).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" } }
+                let answers = try states.map {
+                    try $0.mirrorRows(of: job, keys: keys).sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }
+                }
                 #expect(answers[0] == answers[1], "\(label): mirrorRows")
             case 9:
-                let identity = Bool.random(using: &random) ? StateDatabase.uncheckedIdentity : "user-\(step)@example.com"
+                let identity =
+                    Bool.random(using: &random) ? StateDatabase.uncheckedIdentity : "user-\(step)@example.com"
                 for state in states { try state.remember(identity: identity, of: "cloud", at: "t\(step)") }
                 let answers = try states.map { try $0.identity(of: "cloud") }
                 #expect(answers[0] == answers[1] && answers[0] == identity, "\(label): identity")
@@ -127,9 +140,10 @@ private struct BindingCodec: ValueCodec {
     }
 }
 
-/// A run fills the snapshot table far faster than autovacuum analyzes it; without statistics the planner took a
-/// page's lookup by key for a scan of the job's every row (5 s a page at 50,000 keys). The state analyzes the tables
-/// it fills, so the lookup stays an index lookup on the key.
+/// A page's lookup by key stays an index lookup on the key right after a bulk write.
+///
+/// A run fills the snapshot table far faster than autovacuum analyzes it; without statistics the planner took the
+/// lookup for a scan of the job's every row (5 s a page at 50,000 keys). The state analyzes the tables it fills.
 @Suite struct PostgresStatePlanTests {
     @Test func aPagesLookupByKeyUsesTheKeyInTheIndexRightAfterABulkWrite() async throws {
         let server = try await PostgresServer.shared()
@@ -149,6 +163,8 @@ private struct BindingCodec: ValueCodec {
                     + PostgresStateDatabase.hexKeyArray + ")",
                 [.text("planned"), .text("sync"), hexKeys(["key-000001", "key-004000"])])
         }.rows.compactMap { $0[0].text }.joined(separator: "\n")
-        #expect(plan.contains("Index Cond: ((pipeline = 'planned'::text) AND (job = 'sync'::text) AND (key = ANY"), "\(plan)")
+        #expect(
+            plan.contains("Index Cond: ((pipeline = 'planned'::text) AND (job = 'sync'::text) AND (key = ANY"),
+            "\(plan)")
     }
 }

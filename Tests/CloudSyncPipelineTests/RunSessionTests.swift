@@ -314,7 +314,8 @@ private func accountPipeline(
         // Run 2: writes would succeed, but the identity check fails: whoever is signed in now may not be alice.
         let unsure = try await PipelineRunner(
             try compile(
-                accountPipeline("mallory", identityFails: true) + flushJob, in: directory, environment: environment, state: state),
+                accountPipeline("mallory", identityFails: true) + flushJob, in: directory, environment: environment,
+                state: state),
             options: RunOptions()
         ).run()
         #expect(unsure.report.outbox.pendingBefore == 1)
@@ -371,7 +372,8 @@ private func accountPipeline(
         let environment = ["TOKEN": "t"]
         let first = try await RunSession.open(
             try compile(
-                twoAccounts(cloud: "alice", backup: "carol", offline: true), in: directory, environment: environment, state: state),
+                twoAccounts(cloud: "alice", backup: "carol", offline: true), in: directory, environment: environment,
+                state: state),
             clock: anHourAgo())
         #expect(try await first.store.set("v", forKey: "k").queued.sorted() == ["backup", "cloud"])
         await first.close()
@@ -379,7 +381,8 @@ private func accountPipeline(
         // cloud's account switched to bob; backup is still carol's, so her queued write is still hers to deliver.
         let second = try await PipelineRunner(
             try compile(
-                twoAccounts(cloud: "bob", backup: "carol", offline: false), in: directory, environment: environment, state: state),
+                twoAccounts(cloud: "bob", backup: "carol", offline: false), in: directory, environment: environment,
+                state: state),
             options: RunOptions()
         ).run()
         #expect(second.report.outbox.pendingBefore == 1, "counted after the account check")

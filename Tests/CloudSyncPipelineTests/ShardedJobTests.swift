@@ -107,7 +107,8 @@ import Testing
 
         // The earlier run: its runner leased the first range, copied and recorded its first 600 keys, then died.
         let dead = try PostgresStateDatabase(try #require(compiled.spec.sharedState), pipeline: "sharded")
-        try dead.startShardedJob("copy", runID: "sharded-earlier", plan: plan, ranges: ranges, at: "2026-12-04T02:30:00Z")
+        try dead.startShardedJob(
+            "copy", runID: "sharded-earlier", plan: plan, ranges: ranges, at: "2026-12-04T02:30:00Z")
         let leased = try #require(try dead.leaseShard("copy", runner: "gone/1", leaseMs: 3_600_000))
         #expect(leased.shard == 0 && leased.range == ranges[0])
         let destination = try DirectoryProvider(root: directory.file("data/to"))

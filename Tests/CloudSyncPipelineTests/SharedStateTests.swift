@@ -139,7 +139,8 @@ private func sharedPipeline(schema: String, name: String = "shared", jobs: Strin
             let outcome = try await PipelineRunner(compiled, options: RunOptions()).run()
             #expect(outcome.status == .ok, "\(outcome.report.error?.message ?? "")")
         }
-        let state = try PostgresStateDatabase(try #require(compiled.spec.sharedState), pipeline: "shared", readOnly: true)
+        let state = try PostgresStateDatabase(
+            try #require(compiled.spec.sharedState), pipeline: "shared", readOnly: true)
         #expect(state.isSetUp)
         #expect(try state.runs(limit: 10).count == 2)
         state.close()

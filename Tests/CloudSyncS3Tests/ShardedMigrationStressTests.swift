@@ -157,7 +157,8 @@ struct ShardedMigrationStressTests {
         #expect(results.filter { $0.status == 0 }.count == 3, "\(results.map(\.standardError))")
         let report = try report(of: results)
         let job = try #require((report["jobs"] as? [[String: Any]])?.first)
-        #expect((job["counts"] as? [String: Int])?["copied"] == keys.count, "counted once each, the killed runner's too")
+        #expect(
+            (job["counts"] as? [String: Int])?["copied"] == keys.count, "counted once each, the killed runner's too")
         let shards = try #require(job["shards"] as? [String: Any])
         #expect((shards["takenOver"] as? Int ?? 0) >= 1, "the report says a range was taken over")
         #expect(try await objects(under: run.prefix) == keys.count, "every object arrived")

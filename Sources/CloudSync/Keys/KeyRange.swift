@@ -1,5 +1,6 @@
-/// The keys after one key up to and including another, in bytewise order: one part of a job split between runners
-/// (`shards: N`). A nil end is open, so ``all`` holds every key.
+/// The keys after one key up to and including another, in bytewise order.
+///
+/// One part of a job split between runners (`shards: N`). A nil end is open, so ``all`` holds every key.
 public struct KeyRange: Sendable, Hashable, CustomStringConvertible {
     /// Keys must sort after this one; nil for no lower bound.
     public var after: String?

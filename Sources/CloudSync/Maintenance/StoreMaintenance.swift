@@ -94,7 +94,8 @@ public struct StoreMaintenance: Sendable {
             throw CloudSyncError(.unsupported, "this provider cannot list its keys", provider: source)
         }
         let total =
-            filter == nil && range == .all ? try? await store.dispatcher(for: from).call { try await $0.keyCount() } : nil
+            filter == nil && range == .all
+            ? try? await store.dispatcher(for: from).call { try await $0.keyCount() } : nil
         var counts = MigrationCounts()
         let ordered = from.capabilities.listsInKeyOrder
         // Batches whole for both providers (the dispatcher splits each into the source's reads and the

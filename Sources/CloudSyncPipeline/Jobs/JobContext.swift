@@ -35,9 +35,11 @@ public struct JobContext: Sendable {
     /// Whether the run was interrupted: a job stops at its next batch boundary.
     public var isInterrupted: Bool { interrupt.isRaised }
 
-    /// Records that a batch ending at `lastKey` (in key order) finished with these counts, so a runner taking the
-    /// range over after this one stopped resumes after it; returns false when this runner no longer holds the range
-    /// (another took it over), and the job should stop. A job run whole records nothing and always goes on.
+    /// Records that a batch ending at `lastKey` (in key order) finished with these counts.
+    ///
+    /// A runner taking the range over after this one stopped resumes after it. Returns false when this runner no
+    /// longer holds the range (another took it over), and the job should stop. A job run whole records nothing and
+    /// always goes on.
     public func batchDone(_ counts: [JobCount: Int], through lastKey: String) async -> Bool {
         guard let shardProgress else { return true }
         var byName: [String: Int] = [:]
