@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncLocal
 import CloudSyncPostgres
 import CloudSyncTesting
 import Foundation
@@ -166,5 +167,59 @@ private struct BindingCodec: ValueCodec {
         #expect(
             plan.contains("Index Cond: ((pipeline = 'planned'::text) AND (job = 'sync'::text) AND (key = ANY"),
             "\(plan)")
+    }
+}
+
+/// The outbox's storage in PostgreSQL against SQLite's and the in-memory one: one seeded sequence of replaces,
+/// updates, deletes and batched commits, and after each step every storage loads the same entries.
+@Suite struct OutboxStorageAgreementTests {
+    @Test(arguments: [11, 12, 13])
+    func everyStorageHoldsTheSameEntries(seed: UInt64) async throws {
+        let directory = try TemporaryDirectory()
+        let server = try await PostgresServer.shared()
+        let spec = SharedStateSpec(
+            url: Interpolated(value: server.url, written: "${env:URL}"), schema: PostgresServer.uniqueName("outbox"))
+        let state = try PostgresStateDatabase(spec, pipeline: "queued")
+        defer { state.close() }
+        let sqlite = try SQLiteOutboxStorage(path: directory.file("outbox.db"))
+        defer { sqlite.close() }
+        let storages: [any OutboxStorage] = [InMemoryOutboxStorage(), sqlite, PostgresOutboxStorage(state: state)]
+        var random = SeededRandom(seed: seed)
+        let keys = ["a", "b", "é", "日本", "nul\u{0}key", "", "quote\"s\\"]
+        var nextID: Int64 = 1
+        func entry() -> OutboxEntry {
+            defer { nextID += 1 }
+            let remove = Int.random(in: 0..<4, using: &random) == 0
+            return OutboxEntry(
+                id: nextID, key: keys.randomElement(using: &random)!, operation: remove ? .remove : .set,
+                encodedValue: remove ? nil : "value \(nextID) \u{0}🌍", provider: ["p1", "p2"].randomElement(using: &random)!,
+                attempts: 1, nextAttemptAtMs: Int64(nextID * 10), enqueuedAtMs: Int64(nextID), lastErrorCode: "ERR_OFFLINE")
+        }
+        for step in 0..<200 {
+            let held = try storages[0].loadAll()
+            switch Int.random(in: 0..<4, using: &random) {
+            case 0:
+                let new = entry()
+                for storage in storages { try storage.replace(new) }
+            case 1:
+                var changed = held.filter { _ in Bool.random(using: &random) }
+                for index in changed.indices {
+                    changed[index].attempts += 1
+                    changed[index].nextAttemptAtMs += 1000
+                    changed[index].lastErrorCode = "ERR_SERVER"
+                }
+                for storage in storages { try storage.update(changed) }
+            case 2:
+                let ids = held.filter { _ in Bool.random(using: &random) }.map(\.id) + [999_999]
+                for storage in storages { try storage.delete(ids: ids) }
+            default:
+                let ids = held.filter { _ in Int.random(in: 0..<3, using: &random) == 0 }.map(\.id)
+                let batch = (0..<Int.random(in: 0...6, using: &random)).map { _ in entry() }
+                for storage in storages { try storage.commit(storing: batch, deleting: ids) }
+            }
+            let loaded = try storages.map { try $0.loadAll() }
+            #expect(loaded[1] == loaded[0], "seed \(seed), step \(step): SQLite")
+            #expect(loaded[2] == loaded[0], "seed \(seed), step \(step): PostgreSQL")
+        }
     }
 }

@@ -234,7 +234,9 @@ private func accountPipeline(
 }
 
 @Suite struct RunCancellationTests {
-    @Test func cancellingTheRunsTaskStopsAfterTheCurrentBatchAndReportsInterrupted() async throws {
+    @Test(arguments: StateKind.allCases)
+    func cancellingTheRunsTaskStopsAfterTheCurrentBatchAndReportsInterrupted(_ kind: StateKind) async throws {
+        let state = try await TestState(kind)
         let directory = try TemporaryDirectory()
         let items = (0..<3000).map { "k\($0): v\($0)" }.joined(separator: ", ")
         let compiled = try compile(
@@ -250,7 +252,7 @@ private func accountPipeline(
               - { type: migrate, from: seed, to: primary }
               - { type: flush }
             report: { path: report.json }
-            """, in: directory)
+            """, in: directory, state: state)
         let running = Protected<Task<Result<RunOutcome, RunRefusal>, Never>?>(nil)
         var options = RunOptions()
         options.onProgress = { _, _, _ in running.withLock { $0?.cancel() } }
@@ -395,13 +397,15 @@ private func accountPipeline(
 }
 
 @Suite struct QueuedRunTests {
-    @Test func aRunThatLeavesWritesQueuedSaysSoInEveryJobAndInItsStatus() async throws {
+    @Test(arguments: StateKind.allCases)
+    func aRunThatLeavesWritesQueuedSaysSoInEveryJobAndInItsStatus(_ kind: StateKind) async throws {
+        let state = try await TestState(kind)
         let directory = try TemporaryDirectory()
         try #"{"version": 1, "pipeline": "x", "source": "store", "count": 2, "items": {"a": "1", "b": "2"}}"#
             .write(toFile: directory.file("items.json"), atomically: true, encoding: .utf8)
         let compiled = try compile(
             accountPipeline("alice", offline: true) + "jobs:\n  - { type: import, path: items.json, to: store }\n",
-            in: directory, environment: ["TOKEN": "t"])
+            in: directory, environment: ["TOKEN": "t"], state: state)
         let outcome = try await PipelineRunner(compiled, options: RunOptions()).run()
         #expect(outcome.report.jobs[0].status == .ok)
         #expect(outcome.report.jobs[0].counts == ["imported": 2, "skipped": 0, "failed": 0, "queued": 2])
