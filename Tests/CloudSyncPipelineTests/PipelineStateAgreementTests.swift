@@ -192,8 +192,10 @@ private struct BindingCodec: ValueCodec {
             let remove = Int.random(in: 0..<4, using: &random) == 0
             return OutboxEntry(
                 id: nextID, key: keys.randomElement(using: &random)!, operation: remove ? .remove : .set,
-                encodedValue: remove ? nil : "value \(nextID) \u{0}🌍", provider: ["p1", "p2"].randomElement(using: &random)!,
-                attempts: 1, nextAttemptAtMs: Int64(nextID * 10), enqueuedAtMs: Int64(nextID), lastErrorCode: "ERR_OFFLINE")
+                encodedValue: remove ? nil : "value \(nextID) \u{0}🌍",
+                provider: ["p1", "p2"].randomElement(using: &random)!,
+                attempts: 1, nextAttemptAtMs: Int64(nextID * 10), enqueuedAtMs: Int64(nextID),
+                lastErrorCode: "ERR_OFFLINE")
         }
         for step in 0..<200 {
             let held = try storages[0].loadAll()
