@@ -134,6 +134,39 @@ import Testing
         #expect(copied.count == keys.count)
     }
 
+    /// `clear` of one provider splits the same way: two runners, every key removed once, the counts summed.
+    @Test func aShardedClearRemovesEveryKeyOnce() async throws {
+        let server = try await PostgresServer.shared()
+        let directory = try TemporaryDirectory()
+        let keys = try await seed(directory, count: 2500)
+        let compiled = try compile(
+            """
+            version: 1
+            name: emptied
+            state: { postgresql: "${env:STATE_URL}", schema: \(PostgresServer.uniqueName("clear")) }
+            providers:
+              from: { type: directory, path: data/from }
+            store:
+              providers: [from]
+            jobs:
+              - { type: clear, name: empty, provider: from, confirm: true, shards: 4 }
+            """, in: directory, url: server.url)
+        var joining = RunOptions()
+        joining.join = true
+        let options = joining
+        let outcomes = try await withThrowingTaskGroup(of: RunOutcome.self) { group in
+            for _ in 0..<2 { group.addTask { try await PipelineRunner(compiled, options: options).run() } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        let report = try #require(outcomes.first { $0.joined == nil }?.report)
+        #expect(report.status == .ok, "\(report.json())")
+        #expect(report.jobs.first?.counts == ["removed": keys.count, "failed": 0, "queued": 0])
+        #expect(report.jobs.first?.shards?.count == 4)
+        let left = try DirectoryProvider(root: directory.file("data/from"))
+        #expect(try await left.listKeys(after: nil, limit: 10).keys.isEmpty)
+        await left.close()
+    }
+
     /// A file whose state is a directory cannot split a job: no runner could share it.
     @Test func shardsNeedTheStateInPostgreSQL() throws {
         let directory = try TemporaryDirectory()

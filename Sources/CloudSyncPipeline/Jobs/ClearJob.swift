@@ -6,6 +6,7 @@ struct ClearJob: JobType {
         /// Nil for the whole store (`provider: all`).
         var provider: String?
         var confirm: Bool
+        var shards: Int
     }
 
     static let removed = JobCount("removed", "keys removed")
@@ -19,12 +20,23 @@ struct ClearJob: JobType {
         JobField(
             "confirm", .boolean, defaultValue: "false",
             summary: "run without `--yes`; without either the job is refused"),
+        shardsField,
     ]
     let counts = [removed, failed, queued]
 
     func configuration(from values: JobFieldValues) throws(JobConfigurationError) -> Configuration {
         let provider = values.text("provider")
-        return Configuration(provider: provider == "all" ? nil : provider, confirm: values.boolean("confirm") ?? false)
+        let shards = Int(values.number("shards") ?? 1)
+        if provider == "all" && shards > 1 {
+            throw JobConfigurationError(
+                field: "shards", "only a clear of one provider splits into shards; name the provider, or remove shards")
+        }
+        return Configuration(
+            provider: provider == "all" ? nil : provider, confirm: values.boolean("confirm") ?? false, shards: shards)
+    }
+
+    func sharding(of configuration: Configuration) -> JobSharding? {
+        configuration.provider.map { JobSharding(shards: configuration.shards, source: $0) }
     }
 
     func providers(of configuration: Configuration, store: [String]) -> [String] {
@@ -52,20 +64,21 @@ struct ClearJob: JobType {
             return
         }
         // Listing continues after the last key seen, so removals behind the cursor do not disturb it.
-        let pageSize = context.pageSize(for: [provider])
-        var cursor: String?
-        repeat {
-            if context.isInterrupted { break }
-            let page = try await context.store.keyPage(of: provider, after: cursor, limit: pageSize)
-            for (key, result) in zip(page.keys, try await context.store.remove(page.keys, from: provider)) {
+        try await context.forEachPageInRange(of: provider, pageSize: context.pageSize(for: [provider])) {
+            (keys) throws(CloudSyncError) in
+            var removed = 0
+            var failed = 0
+            for (key, result) in zip(keys, try await context.store.remove(keys, from: provider)) {
                 if case .failure(let error) = result {
                     report.record([KeyFailure(key: key, error: error)])
-                    report.add(1, to: Self.failed)
+                    failed += 1
                 } else {
-                    report.add(1, to: Self.removed)
+                    removed += 1
                 }
             }
-            cursor = page.nextCursor
-        } while cursor != nil
+            report.add(removed, to: Self.removed)
+            report.add(failed, to: Self.failed)
+            return await context.batchDone([Self.removed: removed, Self.failed: failed], through: keys.last ?? "")
+        }
     }
 }

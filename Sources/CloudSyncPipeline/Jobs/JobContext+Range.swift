@@ -1,0 +1,31 @@
+import CloudSync
+
+extension JobContext {
+    /// Hands `body` each page of `provider`'s keys in ``range`` (every key for a job run whole), until the listing
+    /// ends, the run is interrupted or `body` answers false (a sharded job's runner lost its range).
+    ///
+    /// A provider that lists in key order is listed from the range's start where its cursor is a key, and no further
+    /// than its end; another is listed whole and each page filtered to the range. Pages that the filter empties are
+    /// skipped.
+    func forEachPageInRange(
+        of provider: String, pageSize: Int, _ body: ([String]) async throws(CloudSyncError) -> Bool
+    ) async throws(CloudSyncError) {
+        let capabilities = providers[provider]?.capabilities
+        let ordered = capabilities?.listsInKeyOrder ?? false
+        var cursor: String? = ordered && capabilities?.cursorIsKey == true ? range.after : nil
+        repeat {
+            if isInterrupted { break }
+            let page = try await store.keyPage(of: provider, after: cursor, limit: pageSize)
+            cursor = page.nextCursor
+            var keys = page.keys
+            if range != .all {
+                if ordered, let end = keys.firstIndex(where: range.endsBefore) {
+                    keys.removeSubrange(end...)
+                    cursor = nil
+                }
+                keys.removeAll { !range.contains($0) }
+            }
+            if !keys.isEmpty, try await !body(keys) { break }
+        } while cursor != nil
+    }
+}
