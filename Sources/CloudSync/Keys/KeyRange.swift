@@ -27,6 +27,26 @@ public struct KeyRange: Sendable, Hashable, CustomStringConvertible {
         through.map { StoreKey.compareBytes(key, $0) > 0 } ?? false
     }
 
+    /// Where a listing of a provider with `capabilities` starts for this range: just after the range's start when
+    /// the provider lists in key order and takes any key as its cursor, else at the beginning.
+    public func firstCursor(listing capabilities: ProviderCapabilities) -> String? {
+        capabilities.listsInKeyOrder && capabilities.cursorIsKey ? after : nil
+    }
+
+    /// The keys of one listing page that fall in the range, and whether the listing may stop there: in a listing in
+    /// key order (`ordered`), the first key past the range's end ends it; another listing goes on to its end.
+    public func keys(of page: [String], ordered: Bool) -> (keys: [String], pastEnd: Bool) {
+        guard self != .all else { return (page, false) }
+        var keys = page
+        var pastEnd = false
+        if ordered, let end = keys.firstIndex(where: endsBefore) {
+            keys.removeSubrange(end...)
+            pastEnd = true
+        }
+        keys.removeAll { !contains($0) }
+        return (keys, pastEnd)
+    }
+
     /// `(after, through]`, keys quoted, open ends as `…`.
     public var description: String {
         "(" + (after.map { "\"\($0)\"" } ?? "…") + ", " + (through.map { "\"\($0)\"" } ?? "…") + "]"

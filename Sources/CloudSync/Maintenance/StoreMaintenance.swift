@@ -103,7 +103,7 @@ public struct StoreMaintenance: Sendable {
         // provider the fewest requests it allows whatever the listing's page size.
         let batchSize = BatchSizing.commonPage(of: [from.capabilities.batchLimit, to.capabilities.batchLimit])
         var pending: [String] = []
-        var cursor: String? = ordered && from.capabilities.cursorIsKey ? range.after : nil
+        var cursor = range.firstCursor(listing: from.capabilities)
         listing: repeat {
             let after = cursor
             let page = try await store.dispatcher(for: from).call {
@@ -113,16 +113,8 @@ public struct StoreMaintenance: Sendable {
                 throw CloudSyncError(
                     .provider, "listing returned the same cursor twice; it would never end", provider: source)
             }
-            cursor = page.nextCursor
-            var listed = page.keys
-            if range != .all {
-                // In key order, the first key past the range ends the listing.
-                if ordered, let end = listed.firstIndex(where: range.endsBefore) {
-                    listed.removeSubrange(end...)
-                    cursor = nil
-                }
-                listed.removeAll { !range.contains($0) }
-            }
+            let (listed, pastEnd) = range.keys(of: page.keys, ordered: ordered)
+            cursor = pastEnd ? nil : page.nextCursor
             pending += filter.map { listed.filter($0) } ?? listed
             let ready = cursor == nil ? pending.count : pending.count / batchSize * batchSize
             guard ready > 0 else { continue listing }

@@ -10,21 +10,13 @@ extension JobContext {
     func forEachPageInRange(
         of provider: String, pageSize: Int, _ body: ([String]) async throws(CloudSyncError) -> Bool
     ) async throws(CloudSyncError) {
-        let capabilities = providers[provider]?.capabilities
-        let ordered = capabilities?.listsInKeyOrder ?? false
-        var cursor: String? = ordered && capabilities?.cursorIsKey == true ? range.after : nil
+        let capabilities = providers[provider]?.capabilities ?? ProviderCapabilities(canList: true)
+        var cursor = range.firstCursor(listing: capabilities)
         repeat {
             if isInterrupted { break }
             let page = try await store.keyPage(of: provider, after: cursor, limit: pageSize)
-            cursor = page.nextCursor
-            var keys = page.keys
-            if range != .all {
-                if ordered, let end = keys.firstIndex(where: range.endsBefore) {
-                    keys.removeSubrange(end...)
-                    cursor = nil
-                }
-                keys.removeAll { !range.contains($0) }
-            }
+            let (keys, pastEnd) = range.keys(of: page.keys, ordered: capabilities.listsInKeyOrder)
+            cursor = pastEnd ? nil : page.nextCursor
             if !keys.isEmpty, try await !body(keys) { break }
         } while cursor != nil
     }
