@@ -14,15 +14,21 @@ import Testing
         let range = KeyRange(after: decomposed, through: composed)
         #expect(range.contains(composed))
         #expect(!range.contains(decomposed), "the lower bound itself is outside")
-        #expect(KeyRange(after: nil, through: "a\u{0}").contains("a") && !KeyRange(after: nil, through: "a").contains("a\u{0}"))
+        #expect(
+            KeyRange(after: nil, through: "a\u{0}").contains("a")
+                && !KeyRange(after: nil, through: "a").contains("a\u{0}"))
     }
 
     @Test(arguments: [1, 2, 3, 4, 5])
     func rangesCutFromBoundariesPartitionEveryListing(seed: UInt64) {
         var random = SeededRandom(seed: seed)
-        let keys = Set((0..<300).map { _ in
-            String((0..<Int.random(in: 1...4, using: &random)).map { _ in Self.alphabet.randomElement(using: &random)! })
-        }).sorted { StoreKey.bytesPrecede($0, $1) }
+        let keys = Set(
+            (0..<300).map { _ in
+                String(
+                    (0..<Int.random(in: 1...4, using: &random)).map { _ in Self.alphabet.randomElement(using: &random)!
+                    })
+            }
+        ).sorted { StoreKey.bytesPrecede($0, $1) }
         let boundaries = Array(keys.shuffled(using: &random).prefix(5)).sorted { StoreKey.bytesPrecede($0, $1) }
         var ranges: [KeyRange] = []
         var previous: String?
