@@ -161,7 +161,7 @@ import Testing
             refreshToken: ${env:TOKEN}
             endpoint: ${env:ENDPOINT}
             tokenEndpoint: ${env:TOKEN_ENDPOINT}
-            timeoutMs: 10000
+            timeoutMs: 60000
         store:
           providers: [drive]
         jobs:

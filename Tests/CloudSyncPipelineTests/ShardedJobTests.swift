@@ -60,7 +60,7 @@ import Testing
     @Test func fourRunnersShareTheRangesAndTheCountsAddUp() async throws {
         let server = try await PostgresServer.shared()
         let directory = try TemporaryDirectory()
-        let keys = try await seed(directory, count: 3000)
+        let keys = try await seed(directory, count: 1500)
         let compiled = try compile(
             pipeline(schema: PostgresServer.uniqueName("shard"), shards: 8), in: directory, url: server.url)
         var joining = RunOptions()
@@ -138,7 +138,7 @@ import Testing
     @Test func aShardedClearRemovesEveryKeyOnce() async throws {
         let server = try await PostgresServer.shared()
         let directory = try TemporaryDirectory()
-        let keys = try await seed(directory, count: 2500)
+        let keys = try await seed(directory, count: 1200)
         let compiled = try compile(
             """
             version: 1
