@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Checks that an installed cloudsync needs no Swift toolchain at run time: `ldd BINARY` may list only the C and C++
 # runtime of the system (libc, libm, libstdc++, libgcc_s, the dynamic loader and the like), the Debian libraries
-# CloudSync uses (libsqlite3, libsodium, libyaml, libcrypto for the s3 provider's MD5), the two that
-# FoundationNetworking and FoundationXML load (libcurl for HTTP, libxml2 for S3's XML), and what those two need
-# themselves (as `ldd` of libcurl and libxml2 lists it: TLS, HTTP/2, compression, ICU). Anything else --
+# CloudSync uses (libsqlite3, libsodium, libyaml, libcrypto for the s3 provider's MD5, libpq for state kept in
+# PostgreSQL), the two that FoundationNetworking and FoundationXML load (libcurl for HTTP, libxml2 for S3's XML), and
+# what libpq, libcurl and libxml2 need themselves (as `ldd` of each lists it: TLS, Kerberos, LDAP, HTTP/2,
+# compression, ICU). Anything else --
 # libswiftCore, libFoundation, libdispatch, a library ldd cannot find -- fails, naming it. README.md, "Install",
 # lists the same packages; change both together.
 # Usage: scripts/check-libraries.sh BINARY
@@ -17,14 +18,14 @@ if ! output=$(ldd "$binary" 2>&1); then
 fi
 
 allowed_system='^(linux-vdso\.so\.1|linux-gate\.so\.1|ld-linux(-x86-64|-aarch64)?\.so\.[0-9]+|libc\.so\.6|libm\.so\.6|libstdc\+\+\.so\.6|libgcc_s\.so\.1|libpthread\.so\.0|libdl\.so\.2|librt\.so\.1|libutil\.so\.1)$'
-allowed_debian='^(libsqlite3\.so\.0|libsodium\.so\.[0-9]+|libyaml-0\.so\.[0-9]+|libcrypto\.so\.[0-9]+|libcurl\.so\.4|libxml2\.so\.2)$'
+allowed_debian='^(libsqlite3\.so\.0|libsodium\.so\.[0-9]+|libyaml-0\.so\.[0-9]+|libcrypto\.so\.[0-9]+|libpq\.so\.5|libcurl\.so\.4|libxml2\.so\.2)$'
 
-# What libcurl and libxml2 need themselves is theirs to choose (Debian builds libcurl with GnuTLS for LDAP, Kerberos,
-# and so on); take it from ldd of the copies the binary resolved, not from a list here.
+# What libpq, libcurl and libxml2 need themselves is theirs to choose (Debian builds libcurl with GnuTLS for LDAP,
+# libpq with GSSAPI and LDAP, and so on); take it from ldd of the copies the binary resolved, not from a list here.
 transitive=" "
 while IFS= read -r line; do
     case $line in
-        *"libcurl.so"*" => /"* | *"libxml2.so"*" => /"*)
+        *"libcurl.so"*" => /"* | *"libxml2.so"*" => /"* | *"libpq.so"*" => /"*)
             library=${line#* => }
             library=${library%% (*}
             for name in $(ldd "$library" 2>/dev/null | awk '{print $1}'); do transitive+="${name##*/} "; done
