@@ -170,14 +170,7 @@ struct ShardedJobRun {
             let key = reservoir[min(reservoir.count - 1, index * reservoir.count / sharding.shards)]
             if boundaries.last.map({ StoreKey.compareBytes($0, key) < 0 }) ?? true { boundaries.append(key) }
         }
-        var ranges: [KeyRange] = []
-        var previous: String?
-        for boundary in boundaries {
-            ranges.append(KeyRange(after: previous, through: boundary))
-            previous = boundary
-        }
-        ranges.append(KeyRange(after: previous, through: nil))
-        return ranges
+        return KeyRange.cut(at: boundaries)
     }
 }
 

@@ -30,13 +30,8 @@ import Testing
             }
         ).sorted { StoreKey.bytesPrecede($0, $1) }
         let boundaries = Array(keys.shuffled(using: &random).prefix(5)).sorted { StoreKey.bytesPrecede($0, $1) }
-        var ranges: [KeyRange] = []
-        var previous: String?
-        for boundary in boundaries {
-            ranges.append(KeyRange(after: previous, through: boundary))
-            previous = boundary
-        }
-        ranges.append(KeyRange(after: previous, through: nil))
+        let ranges = KeyRange.cut(at: boundaries)
+        #expect(ranges.count == boundaries.count + 1)
         for key in keys {
             #expect(ranges.filter { $0.contains(key) }.count == 1, "\(key.unicodeScalars.map(\.value)) in one range")
         }

@@ -27,6 +27,20 @@ public struct KeyRange: Sendable, Hashable, CustomStringConvertible {
         through.map { StoreKey.compareBytes(key, $0) > 0 } ?? false
     }
 
+    /// The ranges `boundaries` (ascending by bytes) cut the key space into: up to the first, between each two, and
+    /// after the last; every key falls in exactly one.
+    public static func cut(at boundaries: [String]) -> [KeyRange] {
+        var ranges: [KeyRange] = []
+        ranges.reserveCapacity(boundaries.count + 1)
+        var previous: String?
+        for boundary in boundaries {
+            ranges.append(KeyRange(after: previous, through: boundary))
+            previous = boundary
+        }
+        ranges.append(KeyRange(after: previous, through: nil))
+        return ranges
+    }
+
     /// Where a listing of a provider with `capabilities` starts for this range: just after the range's start when
     /// the provider lists in key order and takes any key as its cursor, else at the beginning.
     public func firstCursor(listing capabilities: ProviderCapabilities) -> String? {
