@@ -125,6 +125,7 @@ extension CommandLineTool {
                 standardError(
                     "joined the run of \(compiled.spec.name): \(outcome.status); ranges finished: "
                         + (ranges.isEmpty ? "none" : ranges.joined(separator: ", "))
+                        + (joined.drained > 0 ? "; queued writes taken from the outbox: \(joined.drained)" : "")
                         + (outcome.report.error.map { " — \($0.code): \($0.message)" } ?? "") + "\n")
             }
             return ExitCode(outcome.status)

@@ -15,6 +15,8 @@ struct JobExecutor {
     var outbox: Outbox?
     /// The run's id, which a sharded job's ranges are recorded under.
     var runID = ""
+    /// This runner's name in shared state (``ShardedJobRun/nextRunnerName()``).
+    var runner = ""
 
     /// What `job` may use while it runs.
     func context(for job: JobSpec) -> JobContext {
@@ -33,7 +35,7 @@ struct JobExecutor {
             try await checkProviders(of: job)
             // Split between runners with the state in PostgreSQL; a dry run reads the whole job itself.
             if let sharding = job.job.sharding, !options.dryRun, let shared = stateDatabase as? PostgresStateDatabase {
-                try await ShardedJobRun(state: shared).coordinate(
+                try await ShardedJobRun(state: shared, runner: runner).coordinate(
                     job, sharding: sharding, runID: runID,
                     plan: job.type + ": " + job.job.plan(paths: PlanPaths(directory: compiled.spec.directory)),
                     context: context, report: &report)

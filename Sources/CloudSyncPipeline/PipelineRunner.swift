@@ -59,6 +59,8 @@ public struct RunOutcome: Sendable {
 public struct JoinedRun: Sendable, Equatable {
     /// Ranges it finished, by job.
     public var ranges: [String: Int]
+    /// Outbox entries it claimed in the run's shared drain (delivered, rescheduled or given up).
+    public var drained = 0
 }
 
 /// Why a run could not start.
@@ -124,13 +126,14 @@ public struct PipelineRunner: Sendable {
         let clock = SystemClock()
         let started = clock.nowMilliseconds()
         let runID = "\(spec.name)-\(started)-\(getpid())"
+        let runner = ShardedJobRun.nextRunnerName()
         let session: RunSession
         do throws(RunRefusal) {
             session = try await RunSession.open(
                 compiled, access: options.dryRun ? .dryRun : .write, clock: clock, logger: options.logger)
         } catch {
             if options.join, !options.dryRun, case .lockedElsewhere = error {
-                return try await join(runID: runID, started: started, clock: clock)
+                return try await join(runID: runID, runner: runner, started: started, clock: clock)
             }
             switch error {
             case .cannotStart(let reason):
@@ -159,15 +162,29 @@ public struct PipelineRunner: Sendable {
         }
         let store = session.store
 
-        // The outbox drains before the first job, so jobs see the state earlier runs meant to leave.
+        // The outbox drains before the first job, so jobs see the state earlier runs meant to leave; with the state in
+        // PostgreSQL, every runner that joins helps.
         let pendingBefore = session.outbox?.count ?? 0
-        let flushed = (try? await store.flushOutbox()) ?? FlushResult(drained: 0, remaining: pendingBefore, dropped: 0)
+        var drained = 0
+        var drainedBy: [String: Int]?
+        var drainFailure: CloudSyncError?
+        if let outbox = session.outbox, !options.dryRun, let shared = session.stateDatabase as? PostgresStateDatabase {
+            do throws(CloudSyncError) {
+                (drained, drainedBy) = try await drainShared(
+                    outbox, state: shared, session: session, runID: runID, runner: runner, clock: clock)
+            } catch {
+                drainFailure = error
+            }
+        } else {
+            drained = (try? await store.flushOutbox())?.drained ?? 0
+        }
 
         var jobs: [RunReport.Job] = []
         var ended: [String: JobStatus] = [:]
         var unmetNeeds = false
         for job in JobGraph(spec.jobs).selected(options.jobNames, withNeeds: options.runNeeds) {
-            if options.interrupt.isRaised {
+            // No job writes while runners may still be delivering older queued writes of the same keys.
+            if options.interrupt.isRaised || drainFailure != nil {
                 jobs.append(RunReport.Job(skipped: job))
                 continue
             }
@@ -189,7 +206,7 @@ public struct PipelineRunner: Sendable {
             let executor = JobExecutor(
                 store: store, compiled: compiled, options: options, providers: session.providers,
                 unopened: session.unopened, stateDatabase: session.stateDatabase,
-                outbox: session.outbox, runID: runID)
+                outbox: session.outbox, runID: runID, runner: runner)
             let result = await executor.run(job)
             ended[job.name] = result.status
             options.onJobFinished?(result)
@@ -201,17 +218,18 @@ public struct PipelineRunner: Sendable {
         let status: RunStatus =
             options.interrupt.isRaised
             ? .interrupted
-            : jobs.contains { $0.status == .error }
+            : drainFailure != nil || jobs.contains { $0.status == .error }
                 ? .error
                 : jobs.contains { $0.status == .failed } || unmetNeeds
                     ? .failed : (session.outbox?.count ?? 0) > 0 && !options.dryRun ? .queued : .ok
-        let report = RunReport(
+        var report = RunReport(
             pipeline: spec.name, runId: runID, status: status, dryRun: options.dryRun, startedAt: iso8601(started),
             finishedAt: iso8601(finished), durationMs: finished - started, jobs: jobs,
             outbox: RunReport.Outbox(
-                pendingBefore: pendingBefore, drained: flushed.drained, dropped: session.dropped,
-                pendingAfter: session.outbox?.count ?? 0),
+                pendingBefore: pendingBefore, drained: drained, dropped: session.dropped,
+                pendingAfter: session.outbox?.count ?? 0, drainedBy: drainedBy),
             providers: providerLines)
+        report.error = drainFailure.map { RunReport.Failure($0) }
 
         let writer = ReportWriter(spec: spec, override: options.reportPath, reportOnly: options.dryRun)
         var writeError: CloudSyncError?

@@ -5,25 +5,32 @@ import CloudSyncPostgres
 ///
 /// Every call is one transaction: when it returns, the server has committed it (durable as the server's own
 /// `synchronous_commit` makes it), and a call cut short leaves nothing. A batch of the outbox's changes is a handful of
-/// statements over arrays, whatever its size. The run lock keeps one runner at a time on a pipeline's outbox.
+/// statements over arrays, whatever its size. The run lock keeps one runner at a time on a pipeline's outbox; the
+/// drain before a run's first job is the exception, shared by every runner that joins (``SharedOutboxDrain``).
 final class PostgresOutboxStorage: OutboxStorage {
     private let state: PostgresStateDatabase
 
     init(state: PostgresStateDatabase) { self.state = state }
 
+    /// The columns ``entry(_:)`` reads, in its order.
+    static let columns =
+        "id, key, provider, operation, value, attempts, next_attempt_at_ms, enqueued_at_ms, last_error_code"
+
+    /// An entry from a row of ``columns``.
+    static func entry(_ row: [PostgresValue]) -> OutboxEntry {
+        OutboxEntry(
+            id: row[0].integer ?? 0, key: keyText(row[1]),
+            operation: FailedWrite.Operation(rawValue: row[3].text ?? "") ?? .set,
+            encodedValue: row[4].bytes.map { String(decoding: $0, as: UTF8.self) }, provider: row[2].text ?? "",
+            attempts: Int(row[5].integer ?? 0), nextAttemptAtMs: row[6].integer ?? 0,
+            enqueuedAtMs: row[7].integer ?? 0, lastErrorCode: row[8].text ?? "")
+    }
+
     func loadAll() throws -> [OutboxEntry] {
         try state.run { db throws(PostgresError) in
             try db.execute(
-                "SELECT id, key, provider, operation, value, attempts, next_attempt_at_ms, enqueued_at_ms, "
-                    + "last_error_code FROM outbox WHERE pipeline = $1 ORDER BY id", [.text(state.pipeline)])
-        }.rows.map { row in
-            OutboxEntry(
-                id: row[0].integer ?? 0, key: keyText(row[1]),
-                operation: FailedWrite.Operation(rawValue: row[3].text ?? "") ?? .set,
-                encodedValue: row[4].bytes.map { String(decoding: $0, as: UTF8.self) }, provider: row[2].text ?? "",
-                attempts: Int(row[5].integer ?? 0), nextAttemptAtMs: row[6].integer ?? 0,
-                enqueuedAtMs: row[7].integer ?? 0, lastErrorCode: row[8].text ?? "")
-        }
+                "SELECT \(Self.columns) FROM outbox WHERE pipeline = $1 ORDER BY id", [.text(state.pipeline)])
+        }.rows.map(Self.entry)
     }
 
     func replace(_ entry: OutboxEntry) throws {

@@ -23,6 +23,8 @@ public final class PostgresStateDatabase: PipelineState, @unchecked Sendable {
     /// has set up (or an older one did), which reads as empty.
     public let isSetUp: Bool
     let connection: PostgresConnection
+    /// Where the state is, so a runner may open a second session there (the outbox drain's).
+    let spec: SharedStateSpec
     private let seal: ProviderValueSeal
     /// Rows written to each big table by this session, and how many more it takes to analyze it again.
     private let growth = Protected<[String: (written: Int, next: Int)]>([:])
@@ -37,6 +39,7 @@ public final class PostgresStateDatabase: PipelineState, @unchecked Sendable {
     ) throws(CloudSyncError) {
         self.pipeline = pipeline
         schema = spec.schema
+        self.spec = spec
         seal = ProviderValueSeal(codec: codec, readOnly: readOnly)
         var location = spec.description
         do {

@@ -143,6 +143,27 @@ enum PostgresStateMigrations {
             );
             """
         ),
+        (
+            "the outbox drain every runner of a run shares, and what each runner drained",
+            """
+            CREATE TABLE outbox_drains (
+                pipeline text PRIMARY KEY,
+                run_id text NOT NULL,
+                open boolean NOT NULL,
+                held text[] NOT NULL,
+                opened_at text NOT NULL,
+                due_by bigint NOT NULL,
+                backend integer
+            );
+            CREATE TABLE outbox_drain_counts (
+                pipeline text NOT NULL,
+                runner text NOT NULL,
+                count text NOT NULL,
+                value bigint NOT NULL,
+                PRIMARY KEY (pipeline, runner, count)
+            );
+            """
+        ),
     ]
 
     /// Creates `schema` when missing, applies the migrations it lacks, and leaves the session's `search_path` on it.

@@ -185,6 +185,9 @@ public struct RunReport: Codable, Sendable {
         public var dropped: [String: Int]
         /// Entries still waiting when the run ended.
         public var pendingAfter: Int
+        /// With the state in PostgreSQL, the entries each runner of the run delivered in the drain, by runner
+        /// (`host/pid`); they sum to ``drained``.
+        public var drainedBy: [String: Int]? = nil
     }
 
     /// One provider the pipeline declares, as the run ended, with what it cost.

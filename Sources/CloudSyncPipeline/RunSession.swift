@@ -157,6 +157,11 @@ public final class RunSession: Sendable {
     /// Outbox entries dropped so far, by reason.
     public var dropped: [String: Int] { drops.withLock { $0 } }
 
+    /// Counts entries given up outside this session's outbox (by the runners of a shared drain), by reason.
+    func noteDropped(_ counts: [String: Int]) {
+        drops.withLock { $0.merge(counts, uniquingKeysWith: +) }
+    }
+
     /// Providers whose account an earlier run recorded but this session could not check, with the error the check
     /// failed with; their queued writes are held back for the whole session.
     public let uncheckedAccounts: [String: CloudSyncError]
@@ -179,12 +184,17 @@ public final class RunSession: Sendable {
         return lines
     }
 
+    /// The outbox limits `spec` sets.
+    static func outboxLimits(_ spec: PipelineSpec) -> Outbox.Limits {
+        Outbox.Limits(
+            maxEntries: spec.store.outbox.maxEntries, maxAttempts: spec.store.outbox.maxAttempts,
+            maxAge: .milliseconds(spec.store.outbox.maxAgeMs))
+    }
+
     private static func makeOutbox(
         _ compiled: CompiledPipeline, access: Access, state: (any PipelineState)?, drops: Protected<[String: Int]>
     ) throws -> Outbox {
-        let limits = Outbox.Limits(
-            maxEntries: compiled.spec.store.outbox.maxEntries, maxAttempts: compiled.spec.store.outbox.maxAttempts,
-            maxAge: .milliseconds(compiled.spec.store.outbox.maxAgeMs))
+        let limits = outboxLimits(compiled.spec)
         let onDropped: @Sendable (OutboxEntry, Outbox.DropReason) -> Void = { _, reason in
             drops.withLock { $0[reason.rawValue, default: 0] += 1 }
         }

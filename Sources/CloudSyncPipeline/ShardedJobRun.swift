@@ -23,14 +23,14 @@ struct ShardedJobRun {
     /// This runner's name in leases and reports: `host/pid`.
     let runner: String
 
-    init(state: PostgresStateDatabase) {
-        self.state = state
-        // The first runner of a process is `host/pid`; a process running several (tests) numbers the others.
-        let number = Self.made.withLock { made in
+    /// A name for the next run this process makes, the same for everything it does in shared state (ranges, the
+    /// outbox drain): `host/pid` for the first; a process running several (tests) numbers the others.
+    static func nextRunnerName() -> String {
+        let number = made.withLock { made in
             made += 1
             return made
         }
-        runner = "\(ProcessInfo.processInfo.hostName)/\(getpid())" + (number > 1 ? "#\(number)" : "")
+        return "\(ProcessInfo.processInfo.hostName)/\(getpid())" + (number > 1 ? "#\(number)" : "")
     }
 
     private static let made = Protected(0)
@@ -181,7 +181,9 @@ extension PipelineRunner {
     /// jobs, and while the starter samples or runs unsharded jobs, it looks again every quarter second. It ends when
     /// the run's lock is free (the starter finished or stopped), and reports only what it did: the run's one report
     /// is the starter's.
-    func join(runID: String, started: Int64, clock: any StoreClock) async throws(RunRefusal) -> RunOutcome {
+    func join(runID: String, runner: String, started: Int64, clock: any StoreClock) async throws(RunRefusal)
+        -> RunOutcome
+    {
         let spec = compiled.spec
         let session = try await RunSession.open(compiled, access: .worker, clock: clock, logger: options.logger)
         guard let state = session.stateDatabase as? PostgresStateDatabase else {
@@ -190,13 +192,26 @@ extension PipelineRunner {
         }
         let executor = JobExecutor(
             store: session.store, compiled: compiled, options: options, providers: session.providers,
-            unopened: session.unopened, stateDatabase: state, outbox: nil, runID: runID)
-        let sharded = ShardedJobRun(state: state)
+            unopened: session.unopened, stateDatabase: state, outbox: nil, runID: runID, runner: runner)
+        let sharded = ShardedJobRun(state: state, runner: runner)
         var ranges: [String: Int] = [:]
+        var drained = 0
         var failure: CloudSyncError?
+        var drain: SharedOutboxDrain?
         do throws(CloudSyncError) {
+            // The starter's outbox rules decide what becomes of each entry this runner delivers.
+            // (An outbox over memory, which cannot fail to open.)
+            if spec.store.outbox.enabled, let rules = try? Outbox(limits: RunSession.outboxLimits(spec)) {
+                drain = try await SharedOutboxDrain.open(
+                    state, store: session.store, rules: rules, clock: clock, runner: runner)
+            }
             while !options.interrupt.isRaised {
                 var ran = 0
+                if let drain {
+                    let claimed = try await helpDrain(drain)
+                    drained += claimed
+                    ran += claimed
+                }
                 for name in try state.shardedJobsUnderWay() {
                     guard let job = spec.jobs.first(where: { $0.name == name }) else { continue }
                     let count = try await sharded.work(job, context: executor.context(for: job))
@@ -211,6 +226,7 @@ extension PipelineRunner {
         } catch {
             failure = error
         }
+        await drain?.close()
         await session.close()
         let finished = clock.nowMilliseconds()
         var report = RunReport(
@@ -221,6 +237,6 @@ extension PipelineRunner {
         report.error = failure.map {
             RunReport.Failure(key: "", provider: nil, code: $0.code.rawValue, message: $0.message)
         }
-        return RunOutcome(report: report, reportPath: nil, joined: JoinedRun(ranges: ranges))
+        return RunOutcome(report: report, reportPath: nil, joined: JoinedRun(ranges: ranges, drained: drained))
     }
 }

@@ -259,11 +259,10 @@ public final class Outbox: Sendable {
     /// expired first.
     func due(now: Int64) -> (due: [OutboxEntry], expired: Int) {
         let (due, expired) = state.withLock { state -> ([OutboxEntry], [OutboxEntry]) in
-            let maxAge = limits.maxAge.milliseconds
             let held = state.held
             // A held provider's entries are left exactly as they are: neither retried nor expired.
             let candidates = state.entries.values.filter { !held.contains($0.provider) }
-            var expired = candidates.filter { now - $0.enqueuedAtMs > maxAge }
+            var expired = candidates.filter { isExpired($0, now: now) }
             if !expired.isEmpty {
                 if (try? storage.delete(ids: expired.map(\.id))) != nil {
                     for entry in expired { state.remove(entry.id) }
@@ -300,6 +299,44 @@ public final class Outbox: Sendable {
         case gone
     }
 
+    /// What a retry's outcome makes of an entry, by the outbox's rules and limits.
+    package enum Disposition: Equatable, Sendable {
+        /// It reached its provider: remove it.
+        case delivered
+        /// Give it up for this reason: remove it and report it.
+        case dropped(DropReason)
+        /// Keep it, as this entry: one more attempt counted, its next attempt scheduled.
+        case rescheduled(OutboxEntry)
+    }
+
+    /// What `outcome`, a retry of `entry` ending at `now`, makes of it.
+    ///
+    /// Success delivers it, a failure that cannot pass drops it, one that may pass schedules the next attempt with
+    /// backoff (or the server's `retryAfterMs`), or drops it after the last attempt. Runners that deliver entries
+    /// from shared storage themselves (a PostgreSQL outbox's drain) apply the same rules through this.
+    package func disposition(of entry: OutboxEntry, outcome: Result<Void, CloudSyncError>, now: Int64)
+        -> Disposition
+    {
+        switch outcome {
+        case .success:
+            return .delivered
+        case .failure(let error) where !error.isRetryable:
+            return .dropped(.notRetryable)
+        case .failure(let error):
+            var next = entry
+            next.attempts += 1
+            next.lastErrorCode = error.code.rawValue
+            guard next.attempts < limits.maxAttempts else { return .dropped(.tooManyAttempts) }
+            next.nextAttemptAtMs = now + wait(after: next.attempts, error: error)
+            return .rescheduled(next)
+        }
+    }
+
+    /// Whether `entry` has waited longer than ``Limits/maxAge`` at `now`, so it is dropped as expired, not retried.
+    package func isExpired(_ entry: OutboxEntry, now: Int64) -> Bool {
+        now - entry.enqueuedAtMs > limits.maxAge.milliseconds
+    }
+
     /// Records a retry's outcome: success or a failure that cannot pass removes the entry; a failure that may pass
     /// schedules the next attempt, or drops the entry after the last one.
     @discardableResult
@@ -309,20 +346,12 @@ public final class Outbox: Sendable {
             // A newer write for the pair may have replaced this entry while it was in flight; leave that one be.
             guard let current = state.entries[entry.id] else { return (nil, nil) }
             var drop: DropReason?
-            switch outcome {
-            case .success:
+            switch disposition(of: current, outcome: outcome, now: now) {
+            case .delivered:
                 break
-            case .failure(let error) where !error.isRetryable:
-                drop = .notRetryable
-            case .failure(let error):
-                var next = current
-                next.attempts += 1
-                next.lastErrorCode = error.code.rawValue
-                guard next.attempts < limits.maxAttempts else {
-                    drop = .tooManyAttempts
-                    break
-                }
-                next.nextAttemptAtMs = now + wait(after: next.attempts, error: error)
+            case .dropped(let reason):
+                drop = reason
+            case .rescheduled(let next):
                 if (try? storage.update([next])) != nil { state.entries[next.id] = next }
                 recorded = .rescheduled
                 return (nil, nil)
@@ -337,6 +366,23 @@ public final class Outbox: Sendable {
         }
         if let drop, let removed { onDropped?(removed, drop) }
         return recorded
+    }
+
+    /// Loads the queue again from its storage, after entries were delivered, rescheduled or dropped there without
+    /// this outbox (by runners sharing one PostgreSQL outbox); the account generation and held providers stay.
+    ///
+    /// Only while nothing else uses this outbox: a write queued meanwhile would be forgotten if storage lacks it.
+    package func reload() throws {
+        let loaded = try storage.loadAll()
+        state.withLock { state in
+            state.entries = [:]
+            state.idByPair = [:]
+            for entry in loaded {
+                state.insert(entry)
+                state.nextID = max(state.nextID, entry.id + 1)
+            }
+            state.oldestHint = state.entries.keys.min() ?? state.nextID
+        }
     }
 
     /// Gives up every entry: the account's identity changed.

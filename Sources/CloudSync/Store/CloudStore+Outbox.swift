@@ -93,6 +93,42 @@ extension CloudStore {
         return tally
     }
 
+    /// Sends queued entries that storage shared by several runners handed out (they are one provider's and one
+    /// operation's, their values as stored), under their keys' locks and in batches of the provider's limit; one
+    /// result per entry.
+    ///
+    /// It leaves this store's own outbox alone: the storage records each outcome with the entries' claim, and the
+    /// outbox is reloaded from it once every runner is done (``Outbox/reload()``).
+    package func deliverQueued(_ entries: [OutboxEntry], to providerID: String) async throws(CloudSyncError)
+        -> [Result<Void, CloudSyncError>]
+    {
+        let provider = try provider(withID: providerID)
+        let dispatcher = dispatcher(for: provider)
+        var outcomes: [Result<Void, CloudSyncError>] = []
+        outcomes.reserveCapacity(entries.count)
+        for chunk in entries.chunked(provider.capabilities.batchLimit) {
+            let keys = chunk.map(\.key).keySet()
+            let inFlight = await lockForWriting(keys)
+            // A key whose earlier write still runs is not sent: it fails in its slot, to be retried later.
+            let held = chunk.map { inFlight.contains(OutboxPair(key: $0.key, provider: providerID)) }
+            let sent = zip(chunk, held).filter { !$1 }.map(\.0)
+            let results =
+                sent.first?.operation == .remove
+                ? await dispatcher.remove(sent.map(\.key))
+                : await dispatcher.set(sent.map { KeyValue($0.key, $0.encodedValue ?? "") })
+            keyLocks.release(keys)
+            var answers = results.makeIterator()
+            for (entry, held) in zip(chunk, held) {
+                outcomes.append(
+                    held
+                        ? .failure(Self.heldBehindEarlierWrite(key: entry.key, provider: providerID))
+                        : answers.next()
+                            ?? .failure(CloudSyncError(.provider, "no result", provider: providerID, key: entry.key)))
+            }
+        }
+        return outcomes
+    }
+
     /// The writes waiting in the outbox, oldest first (for a "pending sync" indicator).
     ///
     /// Empty without an outbox.
