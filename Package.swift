@@ -133,7 +133,8 @@ let package = Package(
         .testTarget(name: "CloudSyncSodiumTests", dependencies: ["CloudSyncSodium", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncYAMLTests", dependencies: ["CloudSyncYAML"]),
         .testTarget(name: "CloudSyncOpenSSLTests", dependencies: ["CloudSyncOpenSSL"]),
-        .testTarget(name: "CloudSyncTests", dependencies: ["CloudSync", "CloudSyncTesting"]),
+        // The pipeline only for its PostgreSQL outbox storage, which the outbox's property test also runs against.
+        .testTarget(name: "CloudSyncTests", dependencies: ["CloudSync", "CloudSyncPipeline", "CloudSyncTesting"]),
         .testTarget(
             name: "CloudSyncBackupTests",
             dependencies: ["CloudSync", "CloudSyncBackup", "CloudSyncCrypto", "CloudSyncSodium", "CloudSyncTesting"]),

@@ -56,7 +56,8 @@ final class SwitchableAccount: ForwardingProvider {
 /// timestamp resolver, and runs groups of operations — set, multiSet, remove, clear, resolving and plain reads,
 /// flushes — whose writes touch distinct keys, concurrently, between which providers go offline and come back,
 /// fail for reasons that pass and for reasons that do not, time moves, and the account switches. A sequential model
-/// records every acknowledged write. Set CLOUDSYNC_PROPERTY_SEEDS to run more seeds than the suite's 300.
+/// records every acknowledged write, and after each group the queue an outbox reopened on the same storage finds must
+/// be the one in memory. Set CLOUDSYNC_PROPERTY_SEEDS to run more seeds than the suite's 300.
 @Suite struct NeverOlderPropertyTests {
     /// `CLOUDSYNC_PROPERTY_SEEDS=N` runs seeds 0..<N; `CLOUDSYNC_PROPERTY_SEED=s` replays one.
     static let seeds: [UInt64] =
@@ -73,6 +74,11 @@ final class SwitchableAccount: ForwardingProvider {
 
     @Test(arguments: seeds)
     func everyKeyEndsAsItsLastAcknowledgedWrite(seed: UInt64) async throws {
+        try await check(seed: seed, storage: InMemoryOutboxStorage())
+    }
+
+    /// The property for one seed, the outbox kept in `storage` (fresh for the seed).
+    func check(seed: UInt64, storage: any OutboxStorage) async throws {
         var random = SeededRandom(seed: seed)
         let clock = ManualClock()
         let order = Counter()
@@ -92,7 +98,7 @@ final class SwitchableAccount: ForwardingProvider {
             $0.writeMode = mirror ? .mirror : .failover
             $0.tiering = .thresholds(kvMaxBytes: 40, recordMaxBytes: 900)
             $0.resolver = resolving ? .timestamp(field: "t") : nil
-            $0.outbox = try! Outbox(limits: Outbox.Limits(maxEntries: 10_000, maxAttempts: 10_000))
+            $0.outbox = try! Outbox(storage: storage, limits: Outbox.Limits(maxEntries: 10_000, maxAttempts: 10_000))
             $0.clock = clock
             $0.availabilityLifetime = .zero
             $0.onError = errors.handler
@@ -199,6 +205,9 @@ final class SwitchableAccount: ForwardingProvider {
                 model[key] = known
                 writtenAt[key] = reportedBefore
             }
+            // What the storage holds is the queue itself: an outbox opened on it now (a restart) holds the same.
+            let reopened = try Outbox(storage: storage).pending
+            #expect(reopened == store.pendingWrites(), "seed \(seed): the stored queue differs after \(names)")
 
             if Int.random(in: 0..<12, using: &random) == 0 {
                 // Clearing is a write of every key at once, so it runs alone.
