@@ -31,6 +31,9 @@ struct ShardOutcome: Sendable {
     /// The failures each range's runners named, in range order.
     var failures: [RunReport.Failure]
     var failuresOmitted: Int
+    /// The keys each range's runner listed by kind (`check`'s differences), joined in range order and cut to
+    /// ``KeyLists/limit`` each; nil for a job that lists none.
+    var keyLists: [String: [String]]? = nil
     /// Why ranges ended in error, by range.
     var errors: [Int: String]
 }
@@ -160,9 +163,13 @@ extension PostgresStateDatabase {
     /// Marks range `shard` done by `runner` with the failures its run named (and, for a range that could not run,
     /// why); false when `runner` no longer held it.
     func finishShard(
-        _ job: String, shard: Int, runner: String, failures: [RunReport.Failure], omitted: Int, error: String?
+        _ job: String, shard: Int, runner: String, failures: [RunReport.Failure], omitted: Int,
+        keyLists: [String: [String]]? = nil, error: String?
     ) throws(CloudSyncError) -> Bool {
         let listed = String(decoding: (try? JSONEncoder().encode(failures)) ?? Data("[]".utf8), as: UTF8.self)
+        let lists = keyLists.map {
+            String(decoding: (try? JSONEncoder.sorted.encode($0)) ?? Data("{}".utf8), as: UTF8.self)
+        }
         return try run { db throws(PostgresError) in
             try db.transaction { () throws(PostgresError) in
                 let held = try db.execute(
@@ -173,14 +180,15 @@ extension PostgresStateDatabase {
                         error.map { .text($0) } ?? .null,
                     ])
                 guard held.affectedRows == 1 else { return false }
-                if !failures.isEmpty || omitted > 0 {
+                if !failures.isEmpty || omitted > 0 || keyLists != nil {
                     try db.execute(
-                        "INSERT INTO shard_failures (pipeline, job, shard, runner, failures, omitted) "
-                            + "VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT (pipeline, job, shard, runner) DO UPDATE "
-                            + "SET failures = EXCLUDED.failures, omitted = EXCLUDED.omitted",
+                        "INSERT INTO shard_failures (pipeline, job, shard, runner, failures, omitted, key_lists) "
+                            + "VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT (pipeline, job, shard, runner) "
+                            + "DO UPDATE SET failures = EXCLUDED.failures, omitted = EXCLUDED.omitted, "
+                            + "key_lists = EXCLUDED.key_lists",
                         [
                             .text(pipeline), .text(job), .integer(Int64(shard)), .text(runner), .text(listed),
-                            .integer(Int64(omitted)),
+                            .integer(Int64(omitted)), lists.map(PostgresValue.text) ?? .null,
                         ])
                 }
                 return true
@@ -222,7 +230,7 @@ extension PostgresStateDatabase {
                         "SELECT shard, runner, taken_over, error FROM shards WHERE pipeline = $1 AND job = $2 "
                             + "ORDER BY shard", [p, j]),
                     try db.execute(
-                        "SELECT failures, omitted FROM shard_failures WHERE pipeline = $1 AND job = $2 "
+                        "SELECT failures, omitted, key_lists FROM shard_failures WHERE pipeline = $1 AND job = $2 "
                             + "ORDER BY shard, runner", [p, j])
                 )
             }
@@ -249,6 +257,13 @@ extension PostgresStateDatabase {
                 }
             }
             outcome.failuresOmitted += Int(row[1].integer ?? 0)
+            guard let text = row[2].text else { continue }
+            var joined = outcome.keyLists ?? [:]
+            for (name, keys) in (try? JSONDecoder().decode([String: [String]].self, from: Data(text.utf8))) ?? [:] {
+                let room = KeyLists.limit - joined[name, default: []].count
+                if room > 0 { joined[name, default: []] += keys.prefix(room) }
+            }
+            outcome.keyLists = joined
         }
         return outcome
     }

@@ -144,7 +144,7 @@ enum PostgresStateMigrations {
             """
         ),
         (
-            "the outbox drain every runner of a run shares, and what each runner drained",
+            "the outbox drain every runner of a run shares, what each runner drained, and ranges' key lists",
             """
             CREATE TABLE outbox_drains (
                 pipeline text PRIMARY KEY,
@@ -162,6 +162,7 @@ enum PostgresStateMigrations {
                 value bigint NOT NULL,
                 PRIMARY KEY (pipeline, runner, count)
             );
+            ALTER TABLE shard_failures ADD COLUMN key_lists text;
             """
         ),
     ]

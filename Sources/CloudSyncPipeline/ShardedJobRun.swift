@@ -75,6 +75,9 @@ struct ShardedJobRun {
         for count in job.job.counts { report.entry.counts[count.name] = totals[count.name] ?? 0 }
         report.entry.failures = outcome.failures
         report.entry.failuresOmitted = outcome.failuresOmitted
+        report.entry.keyLists = outcome.keyLists
+        // The status the summed counts call for, as the job sets it when run whole.
+        job.job.settle(report: &report)
         let runners = Set(outcome.counts.keys).union(outcome.finished.keys).sorted()
         report.entry.shards = RunReport.Shards(
             count: ranges, takenOver: outcome.takenOver, resumedRun: resumed,
@@ -134,7 +137,7 @@ struct ShardedJobRun {
         guard report.status != .interrupted, !context.isInterrupted || failure != nil else { return }
         _ = try state.finishShard(
             name, shard: shard, runner: runner, failures: report.entry.failures,
-            omitted: report.entry.failuresOmitted,
+            omitted: report.entry.failuresOmitted, keyLists: report.entry.keyLists,
             error: failure ?? report.entry.error.map { "\($0.code): \($0.message)" })
     }
 

@@ -189,3 +189,80 @@ import Testing
         }
     }
 }
+
+/// `check` split into ranges gives what the same check run whole gives: the counts, the status and, range by range in
+/// key order, the same key lists.
+@Suite(.timeLimit(.minutes(10))) struct ShardedCheckTests {
+    private func compile(schema: String, shards: Int, in directory: TemporaryDirectory, url: String) throws
+        -> CompiledPipeline
+    {
+        let environment = ["STATE_URL": url]
+        let source = """
+            version: 1
+            name: compared
+            state: { postgresql: "${env:STATE_URL}", schema: \(schema) }
+            providers:
+              from: { type: directory, path: data/from }
+              to: { type: sqlite, path: data/to.db, create: true }
+            store:
+              providers: [to]
+            jobs:
+              - { type: check, name: compare, from: from, to: to, shards: \(shards) }
+            """
+        let spec = try PipelineLoader.load(
+            source: source, file: "p.yaml", directory: directory.path, registry: BuiltInProviders.registry,
+            environment: environment)
+        return try PipelineCompiler.compile(spec, environment: environment)
+    }
+
+    @Test(arguments: [1, 2] as [UInt64])
+    func aShardedCheckFindsWhatACheckRunWholeFinds(seed: UInt64) async throws {
+        var random = SeededRandom(seed: seed)
+        let server = try await PostgresServer.shared()
+        let directory = try TemporaryDirectory()
+        // Keys on both sides, equal or not, only on one side or the other, awkward names among them.
+        let keys = (0..<1500).map { String(format: "k%05d", $0) } + ["é-accent", "日本", "z/🌍", "a b"]
+        var source: [KeyValue] = []
+        var destination: [KeyValue] = []
+        for key in keys {
+            switch Int.random(in: 0..<10, using: &random) {
+            case 0: source.append(KeyValue(key, "only in from"))
+            case 1: destination.append(KeyValue(key, "only in to"))
+            case 2:
+                source.append(KeyValue(key, "one"))
+                destination.append(KeyValue(key, "other"))
+            default:
+                source.append(KeyValue(key, "same \(key)"))
+                destination.append(KeyValue(key, "same \(key)"))
+            }
+        }
+        let from = try DirectoryProvider(root: directory.file("data/from"))
+        _ = try await from.set(source)
+        await from.close()
+        try FileManager.default.createDirectory(atPath: directory.file("data"), withIntermediateDirectories: true)
+        let to = try SQLiteProvider(path: directory.file("data/to.db"))
+        _ = try await to.set(destination)
+        await to.close()
+
+        let whole = try await PipelineRunner(
+            try compile(schema: PostgresServer.uniqueName("whole"), shards: 1, in: directory, url: server.url),
+            options: RunOptions()
+        ).run()
+        var joining = RunOptions()
+        joining.join = true
+        let options = joining
+        let sharded = try compile(schema: PostgresServer.uniqueName("check"), shards: 6, in: directory, url: server.url)
+        let outcomes = try await withThrowingTaskGroup(of: RunOutcome.self) { group in
+            for _ in 0..<3 { group.addTask { try await PipelineRunner(sharded, options: options).run() } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        let split = try #require(outcomes.first { $0.joined == nil })
+        let (expected, got) = (try #require(whole.report.jobs.first), try #require(split.report.jobs.first))
+        #expect(expected.status == .failed, "differences fail a check")
+        #expect(got.status == expected.status)
+        #expect(got.counts == expected.counts)
+        #expect(got.keyLists == expected.keyLists, "the first 100 of each kind, in key order")
+        #expect(got.shards?.count == 6)
+        #expect(got.counts.values.reduce(0, +) == keys.count, "every key counted once")
+    }
+}

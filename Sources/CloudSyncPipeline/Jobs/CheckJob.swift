@@ -10,6 +10,7 @@ struct CheckJob: JobType {
         var to: String
         var keys: [String]?
         var oneWay: Bool
+        var shards = 1
     }
 
     static let match = JobCount("match", "keys both hold with the same value")
@@ -27,6 +28,7 @@ struct CheckJob: JobType {
         JobField(
             "oneWay", .boolean, defaultValue: "false",
             summary: "only look for `from`'s keys in `to`: keys only `to` holds are not counted"),
+        shardsField,
     ]
     let counts = [match, differ, missingOnDestination, missingOnSource, failed]
 
@@ -34,7 +36,14 @@ struct CheckJob: JobType {
         let from = values.text("from") ?? ""
         let to = values.text("to") ?? ""
         guard from != to else { throw JobConfigurationError(field: "to", "a check needs two different providers") }
-        return Configuration(from: from, to: to, keys: values.list("keys"), oneWay: values.boolean("oneWay") ?? false)
+        return Configuration(
+            from: from, to: to, keys: values.list("keys"), oneWay: values.boolean("oneWay") ?? false,
+            shards: Int(values.number("shards") ?? 1))
+    }
+
+    /// Ranges of `from`'s keys; a range's run compares both sides' keys in it, so keys only `to` holds are in one too.
+    func sharding(of configuration: Configuration) -> JobSharding? {
+        JobSharding(shards: configuration.shards, source: configuration.from)
     }
 
     func providers(of configuration: Configuration, store: [String]) -> [String] {
@@ -44,6 +53,7 @@ struct CheckJob: JobType {
     func plan(_ configuration: Configuration, paths: PlanPaths) -> String {
         "compare \(configuration.from) with \(configuration.to)\(planKeys(configuration.keys)) by decoded value"
             + (configuration.oneWay ? ", one way (keys only in \(configuration.to) ignored)" : "")
+            + (configuration.shards > 1 ? ", in \(configuration.shards) shards" : "")
     }
 
     func run(_ configuration: Configuration, in context: JobContext, report: inout JobReport)
@@ -53,7 +63,7 @@ struct CheckJob: JobType {
         let store = context.store
         let listing = TwoSidedListing(
             from: from, to: to, store: store, pageSize: context.pageSize(for: [from, to]),
-            filter: keyFilter(configuration.keys))
+            filter: keyFilter(configuration.keys), range: context.range)
         try await listing.prepare(providers: context.providers)
         var lists = KeyLists()
         var done = 0
@@ -65,6 +75,7 @@ struct CheckJob: JobType {
             let destinationKeys = wanted.filter(\.onDestination).map(\.key)
             let sourceValues = try await store.readEach(sourceKeys, from: from)
             let destinationValues = try await store.readEach(destinationKeys, from: to)
+            var counted: [JobCount: Int] = [:]
             var sourceIndex = 0
             var destinationIndex = 0
             for entry in wanted {
@@ -82,32 +93,42 @@ struct CheckJob: JobType {
                 switch (left, right) {
                 case (.failure(let error), _), (_, .failure(let error)):
                     report.record([KeyFailure(key: entry.key, error: error)])
-                    report.add(1, to: Self.failed)
+                    counted[Self.failed, default: 0] += 1
                 case (.success(let a?), .success(let b?)):
                     if a.utf8.elementsEqual(b.utf8) {
-                        report.add(1, to: Self.match)
+                        counted[Self.match, default: 0] += 1
                     } else {
-                        report.add(1, to: Self.differ)
+                        counted[Self.differ, default: 0] += 1
                         lists.add(entry.key, to: Self.differ)
                     }
                 case (.success(.some), .success(nil)):
-                    report.add(1, to: Self.missingOnDestination)
+                    counted[Self.missingOnDestination, default: 0] += 1
                     lists.add(entry.key, to: Self.missingOnDestination)
                 case (.success(nil), .success(.some)):
                     guard !configuration.oneWay else { continue }
-                    report.add(1, to: Self.missingOnSource)
+                    counted[Self.missingOnSource, default: 0] += 1
                     lists.add(entry.key, to: Self.missingOnSource)
                 case (.success(nil), .success(nil)):
                     continue
                 }
             }
+            for (count, value) in counted { report.add(value, to: count) }
             done += page.count
             context.progress(done, nil)
+            // A sharded run records the page as done; a runner that lost its range stops.
+            if let last = page.last?.key, await !context.batchDone(counted, through: last) { break }
         }
         report.entry.keyLists = lists.lists
         if context.isInterrupted {
             report.status = .interrupted
-        } else if report[Self.differ] + report[Self.missingOnDestination] + report[Self.missingOnSource] > 0 {
+        } else {
+            settle(configuration, report: &report)
+        }
+    }
+
+    /// Failed when anything differs or is missing.
+    func settle(_ configuration: Configuration, report: inout JobReport) {
+        if report[Self.differ] + report[Self.missingOnDestination] + report[Self.missingOnSource] > 0 {
             report.status = .failed
         }
     }

@@ -72,6 +72,7 @@ public struct ConfiguredJob: Sendable {
     private let needed: @Sendable ([String]) -> [String]
     private let planned: @Sendable (PlanPaths) -> String
     private let runner: @Sendable (JobContext, inout JobReport) async throws(CloudSyncError) -> Void
+    private let settler: @Sendable (inout JobReport) -> Void
 
     init<Type: JobType>(_ jobType: Type, _ configuration: Type.Configuration, availabilityChecked: [String]) {
         type = jobType.name
@@ -83,6 +84,7 @@ public struct ConfiguredJob: Sendable {
         runner = { context, report throws(CloudSyncError) in
             try await jobType.run(configuration, in: context, report: &report)
         }
+        settler = { report in jobType.settle(configuration, report: &report) }
     }
 
     /// The providers it reads or writes, given the store's.
@@ -93,6 +95,8 @@ public struct ConfiguredJob: Sendable {
     func run(in context: JobContext, report: inout JobReport) async throws(CloudSyncError) {
         try await runner(context, &report)
     }
+    /// Settles a sharded run's summed report; see ``JobType/settle(_:report:)``.
+    func settle(report: inout JobReport) { settler(&report) }
 }
 
 /// The job types a pipeline may name, by type name.

@@ -201,6 +201,10 @@ public protocol JobType: Sendable {
         async throws(CloudSyncError)
     /// How the job splits between runners when its file says `shards: N` (N at least 2); nil when it runs whole.
     func sharding(of configuration: Configuration) -> JobSharding?
+    /// Sets what the job's summed report calls for once every range of a sharded run is done (counts summed, key
+    /// lists joined): the status ``run(_:in:report:)`` sets from its counts when the job runs whole (`check` fails
+    /// on a difference). Most types need nothing.
+    func settle(_ configuration: Configuration, report: inout JobReport)
 }
 
 /// How a job's work splits into key ranges that runners on several machines share (``JobType/sharding(of:)``).
@@ -229,6 +233,9 @@ extension JobType {
 
     /// Most jobs run whole.
     public func sharding(of configuration: Configuration) -> JobSharding? { nil }
+
+    /// Most jobs' status does not follow from their counts.
+    public func settle(_ configuration: Configuration, report: inout JobReport) {}
 }
 
 /// How `plan` shows paths: relative to the pipeline file when inside its directory, references as written.

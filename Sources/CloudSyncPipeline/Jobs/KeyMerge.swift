@@ -5,8 +5,11 @@ import Foundation
 /// One provider's keys in bytewise order, a page at a time: straight from its listing when it lists in key order,
 /// else from a temporary table its whole listing was sorted into first; each with the version tag its listing gave
 /// (``KeyPage/versions``), where it gave one.
+///
+/// Only keys in ``range`` come back: every key, unless a sharded job's runner set one with ``begin(in:listing:)``.
 final class OrderedKeys {
     let id: String
+    private(set) var range: KeyRange = .all
     private var buffer: [String] = []
     private var versions: [String?] = []
     private var index = 0
@@ -18,6 +21,34 @@ final class OrderedKeys {
     private(set) var error: CloudSyncError?
 
     init(id: String) { self.id = id }
+
+    /// Walks only the keys in `range`: the listing starts at the range's start where the provider takes a key as its
+    /// cursor (a sorted spill always does), and ends at the first key past its end.
+    func begin(in range: KeyRange, listing capabilities: ProviderCapabilities) {
+        self.range = range
+        cursor = capabilities.listsInKeyOrder ? range.firstCursor(listing: capabilities) : range.after
+    }
+
+    /// Keeps the keys of a page in bytewise order (and their versions) that fall in ``range``; true when the page went
+    /// past its end, so the listing is done.
+    private func keepInRange(_ keys: inout [String], _ tags: inout [String?]) -> Bool {
+        guard range != .all else { return false }
+        var kept: [String] = []
+        var keptTags: [String?] = []
+        for (index, key) in keys.enumerated() {
+            if range.endsBefore(key) {
+                keys = kept
+                tags = keptTags
+                return true
+            }
+            guard range.contains(key) else { continue }
+            kept.append(key)
+            keptTags.append(index < tags.count ? tags[index] : nil)
+        }
+        keys = kept
+        tags = keptTags
+        return false
+    }
 
     /// The next key, or nil when the listing is used up (or failed); call ``refill(from:pageSize:)`` first when
     /// ``needsRefill`` says so.
@@ -99,6 +130,7 @@ final class OrderedKeys {
                 versions = entries.map(\.version)
                 cursor = buffer.last
                 finished = buffer.count < pageSize
+                if keepInRange(&buffer, &versions) { finished = true }
                 return
             }
             let page = try await store.keyPage(of: id, after: cursor, limit: pageSize)
@@ -119,6 +151,7 @@ final class OrderedKeys {
             versions = page.versions ?? []
             cursor = page.nextCursor
             finished = cursor == nil
+            if keepInRange(&buffer, &versions) { finished = true }
         } catch {
             fail(error)
         }
@@ -258,14 +291,19 @@ final class TwoSidedListing {
     private let pageSize: Int
     private let filter: (@Sendable (String) -> Bool)?
 
+    private let range: KeyRange
+
+    /// Both listings, only the keys in `range` (a sharded job's leased range; every key by default).
     init(
-        from: String, to: String, store: CloudStore, pageSize: Int, filter: (@Sendable (String) -> Bool)?
+        from: String, to: String, store: CloudStore, pageSize: Int, filter: (@Sendable (String) -> Bool)?,
+        range: KeyRange = .all
     ) {
         self.store = store
         source = OrderedKeys(id: from)
         destination = OrderedKeys(id: to)
         self.pageSize = pageSize
         self.filter = filter
+        self.range = range
     }
 
     /// Sorts the listing of a side that does not list in key order into a temporary table first.
@@ -277,6 +315,7 @@ final class TwoSidedListing {
             guard provider.capabilities.canList else {
                 throw CloudSyncError(.unsupported, "this provider cannot list its keys", provider: side.id)
             }
+            side.begin(in: range, listing: provider.capabilities)
             if !provider.capabilities.listsInKeyOrder {
                 await side.spillListing(from: store, pageSize: pageSize)
                 if let error = side.error { throw error }
