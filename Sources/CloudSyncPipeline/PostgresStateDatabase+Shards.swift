@@ -84,7 +84,7 @@ extension PostgresStateDatabase {
         let j = PostgresValue.text(job)
         try run { db throws(PostgresError) in
             try db.transaction { () throws(PostgresError) in
-                for table in ["sharded_jobs", "shards", "shard_counts", "shard_failures"] {
+                for table in ["sharded_jobs", "shards", "shard_counts", "shard_failures", "shard_keys"] {
                     try db.execute("DELETE FROM \(table) WHERE pipeline = $1 AND job = $2", [p, j])
                 }
                 try db.execute(
@@ -279,7 +279,7 @@ extension PostgresStateDatabase {
 }
 
 /// `key`'s bytes in hexadecimal, as the server's `decode(…, 'hex')` reads them.
-private func hex(_ key: String) -> String {
+func hex(_ key: String) -> String {
     let digits = Array("0123456789abcdef".utf8)
     var text: [UInt8] = []
     text.reserveCapacity(key.utf8.count * 2)

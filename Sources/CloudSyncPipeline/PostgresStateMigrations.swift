@@ -144,7 +144,7 @@ enum PostgresStateMigrations {
             """
         ),
         (
-            "the outbox drain every runner of a run shares, what each runner drained, and ranges' key lists",
+            "the outbox drain every runner of a run shares, what each runner drained, ranges' key lists, and keys ranges set aside",
             """
             CREATE TABLE outbox_drains (
                 pipeline text PRIMARY KEY,
@@ -163,6 +163,13 @@ enum PostgresStateMigrations {
                 PRIMARY KEY (pipeline, runner, count)
             );
             ALTER TABLE shard_failures ADD COLUMN key_lists text;
+            CREATE TABLE shard_keys (
+                pipeline text NOT NULL,
+                job text NOT NULL,
+                list text NOT NULL,
+                key bytea NOT NULL,
+                PRIMARY KEY (pipeline, job, list, key)
+            );
             """
         ),
     ]

@@ -76,21 +76,27 @@ struct ShardedJobRun {
         report.entry.failures = outcome.failures
         report.entry.failuresOmitted = outcome.failuresOmitted
         report.entry.keyLists = outcome.keyLists
-        // The status the summed counts call for, as the job sets it when run whole.
-        job.job.settle(report: &report)
+        let declared = Set(job.job.counts.map(\.name))
         let runners = Set(outcome.counts.keys).union(outcome.finished.keys).sorted()
         report.entry.shards = RunReport.Shards(
             count: ranges, takenOver: outcome.takenOver, resumedRun: resumed,
             runners: runners.map { name in
                 RunReport.ShardRunner(
-                    runner: name, ranges: outcome.finished[name] ?? 0, counts: outcome.counts[name] ?? [:])
+                    runner: name, ranges: outcome.finished[name] ?? 0,
+                    counts: (outcome.counts[name] ?? [:]).filter { declared.contains($0.key) })
             })
         if let (shard, message) = outcome.errors.min(by: { $0.key < $1.key }) {
             report.status = .error
             report.error = RunReport.Failure(
                 key: "", provider: nil, code: ErrorCode.provider.rawValue,
                 message: "range \(shard) of \(ranges) could not run: \(message)")
+            return
         }
+        // What the whole job's counts call for, and what must see the whole job (a mirror's deletions); not after a
+        // range that could not run, whose keys nobody saw.
+        var whole = context
+        whole.setAside = SetAsideKeys(state: state, job: job.name)
+        try await job.job.finishSharded(in: whole, summed: totals, report: &report)
     }
 
     /// Leases ranges of `job` and runs them one after another until none is left to lease now; returns how many it
@@ -112,6 +118,7 @@ struct ShardedJobRun {
         let (state, runner, name, shard) = (self.state, self.runner, job.name, leased.shard)
         var context = context
         context.range = leased.range
+        context.setAside = SetAsideKeys(state: state, job: name)
         context.shardProgress = { counts, lastKey in
             (try? state.recordShardBatch(
                 name, shard: shard, runner: runner, counts: counts, lastKey: lastKey,

@@ -266,3 +266,104 @@ import Testing
         #expect(got.counts.values.reduce(0, +) == keys.count, "every key counted once")
     }
 }
+
+/// `mirror` split into ranges leaves the destination as the same mirror run whole does and reports the same: the
+/// ranges set the keys only `to` holds aside, and the runner that started the run judges them against `maxDeletes`
+/// as a whole before removing them.
+@Suite(.timeLimit(.minutes(10))) struct ShardedMirrorTests {
+    private func compile(
+        schema: String, shards: Int, maxDeletes: String, data: String, in directory: TemporaryDirectory, url: String
+    ) throws -> CompiledPipeline {
+        let environment = ["STATE_URL": url]
+        let source = """
+            version: 1
+            name: mirrored
+            state: { postgresql: "${env:STATE_URL}", schema: \(schema) }
+            providers:
+              from: { type: directory, path: \(data)/from }
+              to: { type: sqlite, path: \(data)/to.db }
+            store:
+              providers: [to]
+            jobs:
+              - { type: mirror, name: follow, from: from, to: to, maxDeletes: "\(maxDeletes)", shards: \(shards) }
+            """
+        let spec = try PipelineLoader.load(
+            source: source, file: "p.yaml", directory: directory.path, registry: BuiltInProviders.registry,
+            environment: environment)
+        return try PipelineCompiler.compile(spec, environment: environment)
+    }
+
+    /// The same keys and values in `data/from` and `data/to.db` under each of `names`.
+    private func seed(_ directory: TemporaryDirectory, names: [String], seed: UInt64) async throws -> Int {
+        var random = SeededRandom(seed: seed)
+        var source: [KeyValue] = []
+        var destination: [KeyValue] = []
+        let keys = (0..<1200).map { String(format: "k%05d", $0) } + ["é-accent", "日本", "z/🌍", "a b"]
+        for key in keys {
+            switch Int.random(in: 0..<10, using: &random) {
+            case 0: source.append(KeyValue(key, "new"))
+            case 1: destination.append(KeyValue(key, "stale"))
+            case 2:
+                source.append(KeyValue(key, "one"))
+                destination.append(KeyValue(key, "other"))
+            default:
+                source.append(KeyValue(key, "same \(key)"))
+                destination.append(KeyValue(key, "same \(key)"))
+            }
+        }
+        for name in names {
+            let from = try DirectoryProvider(root: directory.file("\(name)/from"))
+            _ = try await from.set(source)
+            await from.close()
+            let to = try SQLiteProvider(path: directory.file("\(name)/to.db"))
+            _ = try await to.set(destination)
+            await to.close()
+        }
+        return keys.count
+    }
+
+    private func held(_ path: String) async throws -> [String: String] {
+        let provider = try SQLiteProvider(path: path)
+        defer { Task { await provider.close() } }
+        let keys = try await provider.listKeys(after: nil, limit: 10_000).keys
+        var all: [String: String] = [:]
+        for (key, value) in zip(keys, try await provider.get(keys)) { all[key] = try value.get() }
+        return all
+    }
+
+    @Test(arguments: [(1, "50%"), (2, "5")] as [(UInt64, String)])
+    func aShardedMirrorDoesWhatAMirrorRunWholeDoes(seed: UInt64, maxDeletes: String) async throws {
+        let server = try await PostgresServer.shared()
+        let directory = try TemporaryDirectory()
+        _ = try await self.seed(directory, names: ["whole", "split"], seed: seed)
+        let whole = try await PipelineRunner(
+            try compile(
+                schema: PostgresServer.uniqueName("mwhole"), shards: 1, maxDeletes: maxDeletes, data: "whole",
+                in: directory, url: server.url),
+            options: RunOptions()
+        ).run()
+        var joining = RunOptions()
+        joining.join = true
+        let options = joining
+        let sharded = try compile(
+            schema: PostgresServer.uniqueName("msplit"), shards: 5, maxDeletes: maxDeletes, data: "split",
+            in: directory, url: server.url)
+        let outcomes = try await withThrowingTaskGroup(of: RunOutcome.self) { group in
+            for _ in 0..<3 { group.addTask { try await PipelineRunner(sharded, options: options).run() } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        let split = try #require(outcomes.first { $0.joined == nil })
+        let (expected, got) = (try #require(whole.report.jobs.first), try #require(split.report.jobs.first))
+        #expect(got.status == expected.status, "\(split.report.json())")
+        #expect(got.counts == expected.counts)
+        #expect(got.keyLists == expected.keyLists)
+        #expect(got.shards?.count == 5)
+        #expect(got.shards?.runners.allSatisfy { $0.counts["destinationKeys"] == nil } == true)
+        if maxDeletes == "5" {
+            #expect(got.status == .failed && (got.counts["heldBack"] ?? 0) > 5, "too many deletions: none made")
+        } else {
+            #expect(got.status == .ok && (got.counts["deleted"] ?? 0) > 0)
+        }
+        #expect(try await held(directory.file("split/to.db")) == held(directory.file("whole/to.db")))
+    }
+}

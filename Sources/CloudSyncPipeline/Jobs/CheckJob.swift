@@ -122,12 +122,18 @@ struct CheckJob: JobType {
         if context.isInterrupted {
             report.status = .interrupted
         } else {
-            settle(configuration, report: &report)
+            failIfAnythingDiffers(&report)
         }
     }
 
+    func finishSharded(
+        _ configuration: Configuration, in context: JobContext, summed: [String: Int], report: inout JobReport
+    ) async throws(CloudSyncError) {
+        failIfAnythingDiffers(&report)
+    }
+
     /// Failed when anything differs or is missing.
-    func settle(_ configuration: Configuration, report: inout JobReport) {
+    private func failIfAnythingDiffers(_ report: inout JobReport) {
         if report[Self.differ] + report[Self.missingOnDestination] + report[Self.missingOnSource] > 0 {
             report.status = .failed
         }

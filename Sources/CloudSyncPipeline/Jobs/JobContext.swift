@@ -31,6 +31,9 @@ public struct JobContext: Sendable {
     public var range: KeyRange = .all
     /// Where a sharded job's runner records each finished batch (its counts and last key); nil for a job run whole.
     var shardProgress: (@Sendable (_ counts: [String: Int], _ lastKey: String) async -> Bool)? = nil
+    /// Where a sharded job's ranges set keys aside for the step after every range (``JobType/finishSharded``);
+    /// nil for a job run whole.
+    var setAside: SetAsideKeys? = nil
 
     /// Whether the run was interrupted: a job stops at its next batch boundary.
     public var isInterrupted: Bool { interrupt.isRaised }

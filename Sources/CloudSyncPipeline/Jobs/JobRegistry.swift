@@ -72,7 +72,7 @@ public struct ConfiguredJob: Sendable {
     private let needed: @Sendable ([String]) -> [String]
     private let planned: @Sendable (PlanPaths) -> String
     private let runner: @Sendable (JobContext, inout JobReport) async throws(CloudSyncError) -> Void
-    private let settler: @Sendable (inout JobReport) -> Void
+    private let finisher: @Sendable (JobContext, [String: Int], inout JobReport) async throws(CloudSyncError) -> Void
 
     init<Type: JobType>(_ jobType: Type, _ configuration: Type.Configuration, availabilityChecked: [String]) {
         type = jobType.name
@@ -84,7 +84,9 @@ public struct ConfiguredJob: Sendable {
         runner = { context, report throws(CloudSyncError) in
             try await jobType.run(configuration, in: context, report: &report)
         }
-        settler = { report in jobType.settle(configuration, report: &report) }
+        finisher = { context, summed, report throws(CloudSyncError) in
+            try await jobType.finishSharded(configuration, in: context, summed: summed, report: &report)
+        }
     }
 
     /// The providers it reads or writes, given the store's.
@@ -95,8 +97,12 @@ public struct ConfiguredJob: Sendable {
     func run(in context: JobContext, report: inout JobReport) async throws(CloudSyncError) {
         try await runner(context, &report)
     }
-    /// Settles a sharded run's summed report; see ``JobType/settle(_:report:)``.
-    func settle(report: inout JobReport) { settler(&report) }
+    /// Finishes a sharded run; see ``JobType/finishSharded(_:in:summed:report:)``.
+    func finishSharded(in context: JobContext, summed: [String: Int], report: inout JobReport)
+        async throws(CloudSyncError)
+    {
+        try await finisher(context, summed, &report)
+    }
 }
 
 /// The job types a pipeline may name, by type name.

@@ -201,10 +201,15 @@ public protocol JobType: Sendable {
         async throws(CloudSyncError)
     /// How the job splits between runners when its file says `shards: N` (N at least 2); nil when it runs whole.
     func sharding(of configuration: Configuration) -> JobSharding?
-    /// Sets what the job's summed report calls for once every range of a sharded run is done (counts summed, key
-    /// lists joined): the status ``run(_:in:report:)`` sets from its counts when the job runs whole (`check` fails
-    /// on a difference). Most types need nothing.
-    func settle(_ configuration: Configuration, report: inout JobReport)
+    /// Finishes a sharded run once every range is done, in the runner that started it.
+    ///
+    /// `report` holds the declared counts summed and the ranges' key lists joined; `summed` has every count the
+    /// ranges recorded, undeclared ones included. It sets the status the counts call for, as ``run(_:in:report:)``
+    /// does for a run whole (`check` fails on a difference), and does what must see the whole job at once (`mirror`'s
+    /// deletions, which `maxDeletes` judges whole, from the keys its ranges set aside). Most types need nothing.
+    func finishSharded(
+        _ configuration: Configuration, in context: JobContext, summed: [String: Int], report: inout JobReport
+    ) async throws(CloudSyncError)
 }
 
 /// How a job's work splits into key ranges that runners on several machines share (``JobType/sharding(of:)``).
@@ -234,8 +239,10 @@ extension JobType {
     /// Most jobs run whole.
     public func sharding(of configuration: Configuration) -> JobSharding? { nil }
 
-    /// Most jobs' status does not follow from their counts.
-    public func settle(_ configuration: Configuration, report: inout JobReport) {}
+    /// Most jobs need nothing once their ranges are done.
+    public func finishSharded(
+        _ configuration: Configuration, in context: JobContext, summed: [String: Int], report: inout JobReport
+    ) async throws(CloudSyncError) {}
 }
 
 /// How `plan` shows paths: relative to the pipeline file when inside its directory, references as written.

@@ -11,6 +11,9 @@ import CloudSync
 /// edit made at `to` behind the job's back, which changes its tag, is seen and undone, and a provider without tags
 /// (a directory, SQLite) is always read. Keys only `to` holds are collected in a temporary table and removed once
 /// their count is known to be within `maxDeletes`.
+///
+/// With `shards: N`, each range mirrors its keys and sets the keys only `to` holds aside in the shared state; once
+/// every range is done, the runner that started the run judges them against `maxDeletes` as a whole and removes them.
 struct MirrorJob: JobType {
     struct Configuration: Sendable {
         var from: String
@@ -18,6 +21,7 @@ struct MirrorJob: JobType {
         var keys: [String]?
         var deletes: Bool
         var maxDeletes: DeleteLimit
+        var shards = 1
     }
 
     static let copied = JobCount("copied", "keys `to` lacked, written")
@@ -26,6 +30,10 @@ struct MirrorJob: JobType {
     static let unchanged = JobCount("unchanged", "keys `to` already held with `from`'s value: no write")
     static let failed = JobCount("failed", "keys that could not be read, decoded, written or removed")
     static let heldBack = JobCount("heldBack", "deletions not made because they were more than `maxDeletes` allows")
+    /// Keys `to` listed, recorded by a sharded run's ranges (not reported) for `maxDeletes`' percentage.
+    static let destinationKeys = JobCount("destinationKeys", "keys `to` held")
+    /// The list a sharded run's ranges set their keys only `to` holds aside in.
+    static let deletionList = "deletions"
 
     let name = "mirror"
     let summary = "make one provider hold exactly another's keys and values, one way; the source is never written"
@@ -40,6 +48,7 @@ struct MirrorJob: JobType {
             "maxDeletes", .deleteLimit, defaultValue: "50%",
             summary: "the most keys one run may remove from `to`: a count, or a percentage of the keys `to` held; "
                 + "over it the job removes none and fails, and `cloudsync run --force` allows it once"),
+        shardsField,
     ]
     let counts = [copied, updated, deleted, unchanged, failed, heldBack]
 
@@ -49,7 +58,12 @@ struct MirrorJob: JobType {
         guard from != to else { throw JobConfigurationError(field: "to", "a mirror needs two different providers") }
         return Configuration(
             from: from, to: to, keys: values.list("keys"), deletes: values.boolean("deletes") ?? true,
-            maxDeletes: values.deleteLimit("maxDeletes") ?? .standard)
+            maxDeletes: values.deleteLimit("maxDeletes") ?? .standard, shards: Int(values.number("shards") ?? 1))
+    }
+
+    /// Ranges of `from`'s keys; a range's run covers both sides' keys in it.
+    func sharding(of configuration: Configuration) -> JobSharding? {
+        JobSharding(shards: configuration.shards, source: configuration.from)
     }
 
     func providers(of configuration: Configuration, store: [String]) -> [String] {
@@ -61,6 +75,7 @@ struct MirrorJob: JobType {
             + (configuration.deletes
                 ? "removing keys \(configuration.from) lacks (at most \(configuration.maxDeletes.description))"
                 : "never removing")
+            + (configuration.shards > 1 ? ", in \(configuration.shards) shards" : "")
     }
 
     func run(_ configuration: Configuration, in context: JobContext, report: inout JobReport)
@@ -70,7 +85,9 @@ struct MirrorJob: JobType {
         let store = context.store
         let pageSize = context.pageSize(for: [from, to])
         let listing = TwoSidedListing(
-            from: from, to: to, store: store, pageSize: pageSize, filter: keyFilter(configuration.keys))
+            from: from, to: to, store: store, pageSize: pageSize, filter: keyFilter(configuration.keys),
+            range: context.range)
+        let setAside = context.setAside
         try await listing.prepare(providers: context.providers)
         let snapshot = MirrorSnapshot(state: context.stateDatabase, job: context.jobName, from: from, to: to)
         let extra = try KeySpill()
@@ -80,21 +97,63 @@ struct MirrorJob: JobType {
         while !context.isInterrupted {
             let page = try await listing.nextPage()
             guard !page.isEmpty else { break }
-            destinationKeys += page.filter(\.onDestination).count
+            let before = counts.map { report[$0] }
+            let listedAtDestination = page.filter(\.onDestination).count
+            destinationKeys += listedAtDestination
             let onlyAtDestination = page.filter { !$0.onSource }.map(\.key)
             if configuration.deletes, !onlyAtDestination.isEmpty {
-                try extra.add(onlyAtDestination)
+                if let setAside {
+                    try setAside.add(onlyAtDestination, to: Self.deletionList)
+                } else {
+                    try extra.add(onlyAtDestination)
+                }
                 extraCount += onlyAtDestination.count
             }
             try await mirrorPage(
                 page.filter(\.onSource), from: from, to: to, snapshot: snapshot, in: context, report: &report)
             done += page.count
             context.progress(done, nil)
+            // A sharded run records the page; a runner that lost its range stops.
+            var counted = [Self.destinationKeys: listedAtDestination]
+            for (count, was) in zip(counts, before) { counted[count] = report[count] - was }
+            if let last = page.last?.key, await !context.batchDone(counted, through: last) { break }
         }
         guard !context.isInterrupted else {
             report.status = .interrupted
             return
         }
+        // A sharded run removes once every range is done (``finishSharded``), where `maxDeletes` sees every key.
+        guard setAside == nil else { return }
+        try await removeExtra(
+            extraCount, of: destinationKeys, configuration, snapshot: snapshot, pageSize: pageSize, in: context,
+            report: &report
+        ) { after, limit throws(CloudSyncError) in try extra.keys(after: after, limit: limit) }
+    }
+
+    func finishSharded(
+        _ configuration: Configuration, in context: JobContext, summed: [String: Int], report: inout JobReport
+    ) async throws(CloudSyncError) {
+        guard configuration.deletes, let setAside = context.setAside else { return }
+        let snapshot = MirrorSnapshot(
+            state: context.stateDatabase, job: context.jobName, from: configuration.from, to: configuration.to)
+        try await removeExtra(
+            try setAside.count(of: Self.deletionList), of: summed[Self.destinationKeys.name] ?? 0, configuration,
+            snapshot: snapshot, pageSize: context.pageSize(for: [configuration.from, configuration.to]), in: context,
+            report: &report
+        ) { after, limit throws(CloudSyncError) in
+            try setAside.keys(of: Self.deletionList, after: after, limit: limit)
+        }
+    }
+
+    /// Removes from `to` the `extraCount` keys only it holds, which `keys` hands out in pages in key order, once that
+    /// many of the `destinationKeys` it held are within `maxDeletes` (or the run is forced).
+    private func removeExtra(
+        _ extraCount: Int, of destinationKeys: Int, _ configuration: Configuration, snapshot: MirrorSnapshot,
+        pageSize: Int, in context: JobContext, report: inout JobReport,
+        keys: (_ after: String?, _ limit: Int) throws(CloudSyncError) -> [String]
+    ) async throws(CloudSyncError) {
+        let (from, to) = (configuration.from, configuration.to)
+        let store = context.store
         guard configuration.deletes, extraCount > 0 else { return }
         guard
             report.allowsDeletions(
@@ -104,7 +163,7 @@ struct MirrorJob: JobType {
         var lists = KeyLists()
         var after: String?
         while !context.isInterrupted {
-            let keys = try extra.keys(after: after, limit: pageSize)
+            let keys = try keys(after, pageSize)
             guard let last = keys.last else { break }
             after = last
             var removed: [(key: String, row: MirrorRow?)] = []
