@@ -32,8 +32,8 @@ enum Commands {
         help: "Let sync and mirror jobs delete more keys than their maxDeletes allows, for this run only.")
     static let runJoin = OptionSpec.flag(
         "join",
-        help: "When another runner holds the pipeline, help with its sharded jobs' ranges until its run ends, "
-            + "instead of exiting 75; when none does, run as usual. Needs the state in PostgreSQL.")
+        help: "When another runner holds the pipeline, help with its outbox drain and its sharded jobs' ranges "
+            + "until its run ends, instead of exiting 75; when none does, run as usual. Needs the state in PostgreSQL.")
     static let runQuiet = OptionSpec.flag(
         "quiet", short: "q", help: "Print only a line per failed or errored job, and no progress.")
     static let runProgress = OptionSpec.option(

@@ -17,7 +17,7 @@ extension PipelineRunner {
         do throws(CloudSyncError) {
             // Providers whose account could not be checked keep their entries, as a flush by one runner would.
             try await drain.start(runID: runID, held: outbox.held.keys.sorted())
-            try await drain.work()
+            try await drain.work(until: options.interrupt)
             counts = try await drain.finish()
         } catch {
             await drain.close()
@@ -39,6 +39,6 @@ extension PipelineRunner {
     /// Helps the drain of the run another runner started, while it is open; returns how many entries it claimed.
     func helpDrain(_ drain: SharedOutboxDrain) async throws(CloudSyncError) -> Int {
         guard try await drain.isOpen() else { return 0 }
-        return try await drain.work()
+        return try await drain.work(until: options.interrupt)
     }
 }

@@ -168,7 +168,10 @@ public struct PipelineRunner: Sendable {
         var drained = 0
         var drainedBy: [String: Int]?
         var drainFailure: CloudSyncError?
-        if let outbox = session.outbox, !options.dryRun, let shared = session.stateDatabase as? PostgresStateDatabase {
+        // (Only the runner holding the lock queues writes, so an empty outbox has nothing for anyone to drain.)
+        if let outbox = session.outbox, pendingBefore > 0, !options.dryRun,
+            let shared = session.stateDatabase as? PostgresStateDatabase
+        {
             do throws(CloudSyncError) {
                 (drained, drainedBy) = try await drainShared(
                     outbox, state: shared, session: session, runID: runID, runner: runner, clock: clock)

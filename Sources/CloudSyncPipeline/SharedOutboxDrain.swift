@@ -54,12 +54,13 @@ final class SharedOutboxDrain: Sendable {
 
     /// Claims and delivers due entries until none is left to claim or the drain closes; returns how many it claimed.
     ///
-    /// Entries of providers this runner finds unavailable are left to the others.
+    /// Entries of providers this runner finds unavailable are left to the others; once `interrupt` is raised it
+    /// claims no more (the claim in hand is finished and stored).
     @discardableResult
-    func work() async throws(CloudSyncError) -> Int {
+    func work(until interrupt: InterruptFlag) async throws(CloudSyncError) -> Int {
         var unavailable: [String] = []
         var total = 0
-        while true {
+        while !interrupt.isRaised {
             var found: [String] = []
             let claimed = try await session.claim(limit: Self.claimSize, excluding: unavailable, runner: runner) {
                 entries in
@@ -72,6 +73,7 @@ final class SharedOutboxDrain: Sendable {
             guard let claimed, claimed > 0 else { return total }
             total += claimed
         }
+        return total
     }
 
     /// Closes the drain once every runner's claim has ended; returns what each runner counted.
