@@ -132,9 +132,11 @@ extension PostgresStateDatabase {
     /// Records a finished batch of range `shard`: `lastKey` done, `counts` added to `runner`'s, the lease renewed,
     /// all at once; false (and nothing recorded) when `runner` no longer holds the range.
     func recordShardBatch(
-        _ job: String, shard: Int, runner: String, counts: [String: Int], lastKey: String?, leaseMs: Int64
+        _ job: String, shard: Int, runner: String, counts: [String: Int], lastKey: String?,
+        failures: [RunReport.Failure] = [], leaseMs: Int64
     ) throws(CloudSyncError) -> Bool {
         let ordered = counts.sorted { $0.key < $1.key }
+        let listed = String(decoding: (try? JSONEncoder().encode(failures)) ?? Data("[]".utf8), as: UTF8.self)
         return try run { db throws(PostgresError) in
             try db.transaction { () throws(PostgresError) in
                 let held = try db.execute(
@@ -146,6 +148,15 @@ extension PostgresStateDatabase {
                         lastKey.map { .text(hex($0)) } ?? .null,
                     ])
                 guard held.affectedRows == 1 else { return false }
+                // Kept with the batch, so a runner that dies later leaves them named; the range's end replaces them
+                // with its runner's whole list.
+                if !failures.isEmpty {
+                    try db.execute(
+                        "INSERT INTO shard_failures (pipeline, job, shard, runner, failures, omitted) "
+                            + "VALUES ($1, $2, $3, $4, $5, 0) ON CONFLICT (pipeline, job, shard, runner) DO UPDATE "
+                            + "SET failures = (shard_failures.failures::jsonb || EXCLUDED.failures::jsonb)::text",
+                        [.text(pipeline), .text(job), .integer(Int64(shard)), .text(runner), .text(listed)])
+                }
                 guard !ordered.isEmpty else { return true }
                 try db.execute(
                     "INSERT INTO shard_counts (pipeline, job, runner, count, value) "

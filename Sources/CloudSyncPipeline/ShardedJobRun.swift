@@ -119,9 +119,9 @@ struct ShardedJobRun {
         var context = context
         context.range = leased.range
         context.setAside = SetAsideKeys(state: state, job: name)
-        context.shardProgress = { counts, lastKey in
+        context.shardProgress = { counts, lastKey, failures in
             (try? state.recordShardBatch(
-                name, shard: shard, runner: runner, counts: counts, lastKey: lastKey,
+                name, shard: shard, runner: runner, counts: counts, lastKey: lastKey, failures: failures,
                 leaseMs: Self.leaseMilliseconds)) ?? false
         }
         // Renewed between batches too, so one slow batch does not lose the lease.

@@ -134,6 +134,38 @@ import Testing
         #expect(copied.count == keys.count)
     }
 
+    /// A runner that named a failed key in a batch it recorded, then died: the report still names it, beside the
+    /// counts, though the runner never finished its range.
+    @Test func aDeadRunnersRecordedFailuresStayInTheReport() async throws {
+        let server = try await PostgresServer.shared()
+        let directory = try TemporaryDirectory()
+        let keys = try await seed(directory, count: 300)
+        let compiled = try compile(
+            pipeline(schema: PostgresServer.uniqueName("named"), shards: 2), in: directory, url: server.url)
+        let job = try #require(compiled.spec.jobs.first)
+        let plan = job.type + ": " + job.job.plan(paths: PlanPaths(directory: directory.path))
+        let sorted = keys.sorted { StoreKey.bytesPrecede($0, $1) }
+        let dead = try PostgresStateDatabase(try #require(compiled.spec.sharedState), pipeline: "sharded")
+        try dead.startShardedJob(
+            "copy", runID: "sharded-earlier", plan: plan, ranges: KeyRange.cut(at: [sorted[149]]),
+            at: "2026-12-04T02:30:00Z")
+        _ = try #require(try dead.leaseShard("copy", runner: "gone/1", leaseMs: 3_600_000))
+        let failure = RunReport.Failure(
+            key: sorted[0], provider: "to", code: ErrorCode.quotaExceeded.rawValue, message: "the disk was full")
+        #expect(
+            try dead.recordShardBatch(
+                "copy", shard: 0, runner: "gone/1", counts: ["failed": 1], lastKey: sorted[0], failures: [failure],
+                leaseMs: 3_600_000))
+        dead.close()
+
+        let outcome = try await PipelineRunner(compiled, options: RunOptions()).run()
+        let entry = try #require(outcome.report.jobs.first)
+        #expect(entry.counts["failed"] == 1 && entry.counts["copied"] == keys.count - 1)
+        #expect(entry.failures.map(\.key) == [sorted[0]], "\(outcome.report.json())")
+        #expect(entry.failures.first?.code == ErrorCode.quotaExceeded.rawValue)
+        #expect(entry.status == .failed)
+    }
+
     /// `clear` of one provider splits the same way: two runners, every key removed once, the counts summed.
     @Test func aShardedClearRemovesEveryKeyOnce() async throws {
         let server = try await PostgresServer.shared()

@@ -76,6 +76,7 @@ struct CheckJob: JobType {
             let sourceValues = try await store.readEach(sourceKeys, from: from)
             let destinationValues = try await store.readEach(destinationKeys, from: to)
             var counted: [JobCount: Int] = [:]
+            let listedBefore = report.entry.failures.count
             var sourceIndex = 0
             var destinationIndex = 0
             for entry in wanted {
@@ -116,7 +117,12 @@ struct CheckJob: JobType {
             done += page.count
             context.progress(done, nil)
             // A sharded run records the page as done; a runner that lost its range stops.
-            if let last = page.last?.key, await !context.batchDone(counted, through: last) { break }
+            if let last = page.last?.key,
+                await !context.batchDone(
+                    counted, through: last, failures: Array(report.entry.failures[listedBefore...]))
+            {
+                break
+            }
         }
         report.entry.keyLists = lists.lists
         if context.isInterrupted {

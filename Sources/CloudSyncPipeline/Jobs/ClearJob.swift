@@ -68,6 +68,7 @@ struct ClearJob: JobType {
             (keys) throws(CloudSyncError) in
             var removed = 0
             var failed = 0
+            let listedBefore = report.entry.failures.count
             for (key, result) in zip(keys, try await context.store.remove(keys, from: provider)) {
                 if case .failure(let error) = result {
                     report.record([KeyFailure(key: key, error: error)])
@@ -78,7 +79,9 @@ struct ClearJob: JobType {
             }
             report.add(removed, to: Self.removed)
             report.add(failed, to: Self.failed)
-            return await context.batchDone([Self.removed: removed, Self.failed: failed], through: keys.last ?? "")
+            return await context.batchDone(
+                [Self.removed: removed, Self.failed: failed], through: keys.last ?? "",
+                failures: Array(report.entry.failures[listedBefore...]))
         }
     }
 }

@@ -30,7 +30,8 @@ public struct JobContext: Sendable {
     /// The keys this run of the job covers: every key, or the range a sharded job's runner leased.
     public var range: KeyRange = .all
     /// Where a sharded job's runner records each finished batch (its counts and last key); nil for a job run whole.
-    var shardProgress: (@Sendable (_ counts: [String: Int], _ lastKey: String) async -> Bool)? = nil
+    var shardProgress:
+        (@Sendable (_ counts: [String: Int], _ lastKey: String, _ failures: [RunReport.Failure]) async -> Bool)? = nil
     /// Where a sharded job's ranges set keys aside for the step after every range (``JobType/finishSharded``);
     /// nil for a job run whole.
     var setAside: SetAsideKeys? = nil
@@ -38,16 +39,19 @@ public struct JobContext: Sendable {
     /// Whether the run was interrupted: a job stops at its next batch boundary.
     public var isInterrupted: Bool { interrupt.isRaised }
 
-    /// Records that a batch ending at `lastKey` (in key order) finished with these counts.
+    /// Records that a batch ending at `lastKey` (in key order) finished with these counts and named these failures
+    /// (which the job records in its report as well).
     ///
-    /// A runner taking the range over after this one stopped resumes after it. Returns false when this runner no
-    /// longer holds the range (another took it over), and the job should stop. A job run whole records nothing and
-    /// always goes on.
-    public func batchDone(_ counts: [JobCount: Int], through lastKey: String) async -> Bool {
+    /// A runner taking the range over after this one stopped resumes after it, and the report still names the
+    /// failures this one recorded. Returns false when this runner no longer holds the range (another took it over),
+    /// and the job should stop. A job run whole records nothing and always goes on.
+    public func batchDone(
+        _ counts: [JobCount: Int], through lastKey: String, failures: [RunReport.Failure] = []
+    ) async -> Bool {
         guard let shardProgress else { return true }
         var byName: [String: Int] = [:]
         for (count, value) in counts { byName[count.name] = value }
-        return await shardProgress(byName, lastKey)
+        return await shardProgress(byName, lastKey, failures)
     }
 
     /// Tells whoever watches the run how far the job is.

@@ -98,6 +98,8 @@ extension JobContext {
         let name = jobName
         let watcher = onProgress
         var failures: [KeyFailure] = []
+        // How many of `failures` a sharded run has recorded with a batch already.
+        var recorded = 0
         let result = try await store.maintenance.migrateByPage(
             from: from, to: to, filter: keyFilter(keys), continueOnError: continueOnError, overwrite: overwrite,
             range: range, onProgress: { done, total in watcher?(name, done, total) },
@@ -107,11 +109,13 @@ extension JobContext {
             onBatch: shardProgress == nil
                 ? nil
                 : { done, last in
-                    await batchDone(
+                    let named = failures[recorded...].map(RunReport.Failure.init)
+                    recorded = failures.count
+                    return await batchDone(
                         [
                             MigrateJob.copied: done.copied, MigrateJob.skipped: done.skipped,
                             MigrateJob.unchanged: done.unchanged, MigrateJob.failed: done.failed,
-                        ], through: last)
+                        ], through: last, failures: named)
                 },
             shouldStop: { [interrupt] in interrupt.isRaised })
         report.record(failures)

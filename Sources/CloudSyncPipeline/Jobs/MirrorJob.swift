@@ -98,6 +98,7 @@ struct MirrorJob: JobType {
             let page = try await listing.nextPage()
             guard !page.isEmpty else { break }
             let before = counts.map { report[$0] }
+            let listedBefore = report.entry.failures.count
             let listedAtDestination = page.filter(\.onDestination).count
             destinationKeys += listedAtDestination
             let onlyAtDestination = page.filter { !$0.onSource }.map(\.key)
@@ -116,7 +117,12 @@ struct MirrorJob: JobType {
             // A sharded run records the page; a runner that lost its range stops.
             var counted = [Self.destinationKeys: listedAtDestination]
             for (count, was) in zip(counts, before) { counted[count] = report[count] - was }
-            if let last = page.last?.key, await !context.batchDone(counted, through: last) { break }
+            if let last = page.last?.key,
+                await !context.batchDone(
+                    counted, through: last, failures: Array(report.entry.failures[listedBefore...]))
+            {
+                break
+            }
         }
         guard !context.isInterrupted else {
             report.status = .interrupted
