@@ -33,7 +33,7 @@ struct ShardOutcome: Sendable {
     var failuresOmitted: Int
     /// The keys each range's runner listed by kind (`check`'s differences), joined in range order and cut to
     /// ``KeyLists/limit`` each; nil for a job that lists none.
-    var keyLists: [String: [String]]? = nil
+    var keyLists: [String: [String]]? = nil  // by count name, not store keys
     /// Why ranges ended in error, by range.
     var errors: [Int: String]
 }
@@ -175,7 +175,7 @@ extension PostgresStateDatabase {
     /// why); false when `runner` no longer held it.
     func finishShard(
         _ job: String, shard: Int, runner: String, failures: [RunReport.Failure], omitted: Int,
-        keyLists: [String: [String]]? = nil, error: String?
+        keyLists: [String: [String]]? = nil, error: String?  // lists by count name, not store keys
     ) throws(CloudSyncError) -> Bool {
         let listed = String(decoding: (try? JSONEncoder().encode(failures)) ?? Data("[]".utf8), as: UTF8.self)
         let lists = keyLists.map {

@@ -47,6 +47,7 @@ struct ShardedJobRun {
             try state.adoptShardedJob(job.name)
         } else {
             let ranges = try await sampleRanges(of: sharding, context: context)
+            try job.job.prepareSharded(in: context)
             try state.startShardedJob(
                 job.name, runID: runID, plan: plan, ranges: ranges, at: iso8601(context.clock.nowMilliseconds()))
         }
@@ -153,6 +154,8 @@ struct ShardedJobRun {
     private func sampleRanges(of sharding: JobSharding, context: JobContext) async throws(CloudSyncError)
         -> [KeyRange]
     {
+        // An empty source is the store's first provider (a sync of all of them).
+        let source = sharding.source.isEmpty ? context.storeProviders.first ?? "" : sharding.source
         let capacity = sharding.shards * 64
         var reservoir: [String] = []
         reservoir.reserveCapacity(capacity)
@@ -161,7 +164,7 @@ struct ShardedJobRun {
         var cursor: String?
         repeat {
             let page = try await context.store.keyPage(
-                of: sharding.source, after: cursor, limit: context.pageSize(for: [sharding.source], floor: 1000))
+                of: source, after: cursor, limit: context.pageSize(for: [source], floor: 1000))
             for key in page.keys {
                 seen += 1
                 if reservoir.count < capacity {

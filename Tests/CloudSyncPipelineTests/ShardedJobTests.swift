@@ -399,3 +399,130 @@ import Testing
         #expect(try await held(directory.file("split/to.db")) == held(directory.file("whole/to.db")))
     }
 }
+
+/// `sync` split into ranges does what the same sync run whole does, over two runs (the first builds the snapshot, the
+/// second propagates deletions, repairs edits and meets conflicts): the same contents on every provider, the same
+/// counts, deletions and conflicts in the report, the same refusal when `maxDeletes` is exceeded.
+@Suite(.timeLimit(.minutes(10))) struct ShardedSyncTests {
+    private func compile(
+        schema: String, shards: Int, maxDeletes: String, data: String, in directory: TemporaryDirectory, url: String
+    ) throws -> CompiledPipeline {
+        let environment = ["STATE_URL": url]
+        let source = """
+            version: 1
+            name: synced
+            state: { postgresql: "${env:STATE_URL}", schema: \(schema) }
+            providers:
+              left: { type: directory, path: \(data)/left, create: true }
+              right: { type: sqlite, path: \(data)/right.db, create: true }
+            store:
+              providers: [left, right]
+            jobs:
+              - { type: sync, name: both, maxDeletes: "\(maxDeletes)", shards: \(shards) }
+            """
+        let spec = try PipelineLoader.load(
+            source: source, file: "p.yaml", directory: directory.path, registry: BuiltInProviders.registry,
+            environment: environment)
+        return try PipelineCompiler.compile(spec, environment: environment)
+    }
+
+    /// Applies the same writes to both copies (`whole`, `split`) of one side.
+    private func apply(_ directory: TemporaryDirectory, left: [KeyValue], right: [KeyValue], removeLeft: [String])
+        async throws
+    {
+        for name in ["whole", "split"] {
+            let leftSide = try DirectoryProvider(root: directory.file("\(name)/left"))
+            if !left.isEmpty { _ = try await leftSide.set(left) }
+            if !removeLeft.isEmpty { _ = try await leftSide.remove(removeLeft) }
+            await leftSide.close()
+            let rightSide = try SQLiteProvider(path: directory.file("\(name)/right.db"))
+            if !right.isEmpty { _ = try await rightSide.set(right) }
+            await rightSide.close()
+        }
+    }
+
+    private func contents(_ directory: TemporaryDirectory, _ name: String) async throws -> [String: String] {
+        var all: [String: String] = [:]
+        let left = try DirectoryProvider(root: directory.file("\(name)/left"))
+        let keys = try await left.listKeys(after: nil, limit: 10_000).keys
+        for (key, value) in zip(keys, try await left.get(keys)) { all["left/" + key] = try value.get() }
+        await left.close()
+        let right = try SQLiteProvider(path: directory.file("\(name)/right.db"))
+        let rightKeys = try await right.listKeys(after: nil, limit: 10_000).keys
+        for (key, value) in zip(rightKeys, try await right.get(rightKeys)) { all["right/" + key] = try value.get() }
+        await right.close()
+        return all
+    }
+
+    @Test(arguments: [(7, "50%"), (8, "3")] as [(UInt64, String)])
+    func aShardedSyncDoesWhatASyncRunWholeDoes(seed: UInt64, maxDeletes: String) async throws {
+        var random = SeededRandom(seed: seed)
+        let server = try await PostgresServer.shared()
+        let directory = try TemporaryDirectory()
+        for name in ["whole", "split"] {
+            try FileManager.default.createDirectory(
+                atPath: directory.file(name), withIntermediateDirectories: true)
+        }
+        let keys = (0..<900).map { String(format: "k%04d", $0) } + ["é-accent", "日本", "z/🌍", "a b"]
+        var left: [KeyValue] = []
+        var right: [KeyValue] = []
+        for key in keys {
+            switch Int.random(in: 0..<4, using: &random) {
+            case 0: left.append(KeyValue(key, "left \(key)"))
+            case 1: right.append(KeyValue(key, "right \(key)"))
+            default:
+                left.append(KeyValue(key, "both \(key)"))
+                right.append(KeyValue(key, "both \(key)"))
+            }
+        }
+        try await apply(directory, left: left, right: right, removeLeft: [])
+        let whole = try compile(
+            schema: PostgresServer.uniqueName("swhole"), shards: 1, maxDeletes: maxDeletes, data: "whole",
+            in: directory, url: server.url)
+        let split = try compile(
+            schema: PostgresServer.uniqueName("ssplit"), shards: 4, maxDeletes: maxDeletes, data: "split",
+            in: directory, url: server.url)
+        var joining = RunOptions()
+        joining.join = true
+        let options = joining
+        func runBoth() async throws -> (RunReport.Job, RunReport.Job) {
+            let one = try await PipelineRunner(whole, options: RunOptions()).run()
+            let outcomes = try await withThrowingTaskGroup(of: RunOutcome.self) { group in
+                for _ in 0..<3 { group.addTask { try await PipelineRunner(split, options: options).run() } }
+                return try await group.reduce(into: []) { $0.append($1) }
+            }
+            let starter = try #require(outcomes.first { $0.joined == nil })
+            return (try #require(one.report.jobs.first), try #require(starter.report.jobs.first))
+        }
+
+        for round in 0..<2 {
+            let (expected, got) = try await runBoth()
+            #expect(got.status == expected.status, "round \(round): \(got)")
+            #expect(got.counts == expected.counts, "round \(round)")
+            #expect(got.sync?.deletions == expected.sync?.deletions, "round \(round)")
+            #expect(got.sync?.conflicts == expected.sync?.conflicts, "round \(round)")
+            #expect(got.sync?.firstRun == expected.sync?.firstRun, "round \(round)")
+            #expect(got.error?.code == expected.error?.code, "round \(round)")
+            #expect(got.shards?.count == 4)
+            #expect(try await contents(directory, "split") == contents(directory, "whole"), "round \(round)")
+            if round == 1 {
+                // The second round met what the test made: conflicts, and deletions made or refused.
+                #expect((expected.counts["conflicts"] ?? 0) > 0)
+                if maxDeletes == "3" {
+                    #expect(expected.error?.code == ErrorCode.tooManyDeletes.rawValue)
+                } else {
+                    #expect(expected.counts["deleted"] == 12 && expected.sync?.deletions.count == 12)
+                }
+            }
+            guard round == 0 else { break }
+            // Between the runs: deletions on the left, edits on the right, the same key edited on both sides.
+            let synced = keys.sorted()
+            let removed = Array(synced.shuffled(using: &random).prefix(12))
+            let edited = synced.filter { !removed.contains($0) }.shuffled(using: &random).prefix(30)
+            let both = Array(edited.prefix(5))
+            try await apply(
+                directory, left: both.map { KeyValue($0, "left edit \($0)") },
+                right: edited.map { KeyValue($0, "right edit \($0)") }, removeLeft: removed)
+        }
+    }
+}

@@ -72,6 +72,7 @@ public struct ConfiguredJob: Sendable {
     private let needed: @Sendable ([String]) -> [String]
     private let planned: @Sendable (PlanPaths) -> String
     private let runner: @Sendable (JobContext, inout JobReport) async throws(CloudSyncError) -> Void
+    private let preparer: @Sendable (JobContext) throws(CloudSyncError) -> Void
     private let finisher: @Sendable (JobContext, [String: Int], inout JobReport) async throws(CloudSyncError) -> Void
 
     init<Type: JobType>(_ jobType: Type, _ configuration: Type.Configuration, availabilityChecked: [String]) {
@@ -84,6 +85,7 @@ public struct ConfiguredJob: Sendable {
         runner = { context, report throws(CloudSyncError) in
             try await jobType.run(configuration, in: context, report: &report)
         }
+        preparer = { context throws(CloudSyncError) in try jobType.prepareSharded(configuration, in: context) }
         finisher = { context, summed, report throws(CloudSyncError) in
             try await jobType.finishSharded(configuration, in: context, summed: summed, report: &report)
         }
@@ -97,6 +99,8 @@ public struct ConfiguredJob: Sendable {
     func run(in context: JobContext, report: inout JobReport) async throws(CloudSyncError) {
         try await runner(context, &report)
     }
+    /// Readies a new sharded run; see ``JobType/prepareSharded(_:in:)``.
+    func prepareSharded(in context: JobContext) throws(CloudSyncError) { try preparer(context) }
     /// Finishes a sharded run; see ``JobType/finishSharded(_:in:summed:report:)``.
     func finishSharded(in context: JobContext, summed: [String: Int], report: inout JobReport)
         async throws(CloudSyncError)

@@ -210,13 +210,18 @@ public protocol JobType: Sendable {
     func finishSharded(
         _ configuration: Configuration, in context: JobContext, summed: [String: Int], report: inout JobReport
     ) async throws(CloudSyncError)
+    /// Readies the job's state for a new sharded run before its ranges are recorded (not for a stopped run taken up
+    /// again, whose ranges carry on): `sync` forgets deletions an earlier run left. Most types need nothing.
+    func prepareSharded(_ configuration: Configuration, in context: JobContext) throws(CloudSyncError)
 }
 
 /// How a job's work splits into key ranges that runners on several machines share (``JobType/sharding(of:)``).
 public struct JobSharding: Sendable, Equatable {
     /// How many ranges.
     public var shards: Int
-    /// The provider whose listing the ranges split; each range's run lists only its part of it.
+    /// The provider whose listing the ranges split, or empty for the store's first provider.
+    ///
+    /// Each range's run lists only its part of it.
     public var source: String
 
     /// `shards` ranges of `source`'s keys.
@@ -238,6 +243,9 @@ extension JobType {
 
     /// Most jobs run whole.
     public func sharding(of configuration: Configuration) -> JobSharding? { nil }
+
+    /// Most jobs need nothing before their ranges are recorded.
+    public func prepareSharded(_ configuration: Configuration, in context: JobContext) throws(CloudSyncError) {}
 
     /// Most jobs need nothing once their ranges are done.
     public func finishSharded(

@@ -243,19 +243,23 @@ final class KeySpill {
     }
 }
 
-/// A sync job's snapshot rows in key order, a page at a time; none without a state database.
+/// A sync job's snapshot rows in key order, a page at a time, only those in `range`; none without a state database.
 final class SnapshotRows {
     private let state: (any PipelineState)?
     private let job: String
     private let pageSize: Int
+    private let range: KeyRange
     private var buffer: [(key: String, fingerprint: SyncFingerprint)] = []
     private var index = 0
     private var finished: Bool
+    private var cursor: String?
 
-    init(state: (any PipelineState)?, job: String, pageSize: Int) {
+    init(state: (any PipelineState)?, job: String, pageSize: Int, range: KeyRange = .all) {
         self.state = state
         self.job = job
         self.pageSize = pageSize
+        self.range = range
+        cursor = range.after
         finished = state == nil
     }
 
@@ -264,10 +268,14 @@ final class SnapshotRows {
     func advance() { index += 1 }
 
     func refill() throws(CloudSyncError) {
-        let after = buffer.last?.key
-        buffer = try state?.snapshotRows(of: job, after: after, limit: pageSize) ?? []
+        buffer = try state?.snapshotRows(of: job, after: cursor, limit: pageSize) ?? []
         index = 0
         finished = buffer.count < pageSize
+        cursor = buffer.last?.key ?? cursor
+        if let end = buffer.firstIndex(where: { range.endsBefore($0.key) }) {
+            buffer.removeSubrange(end...)
+            finished = true
+        }
     }
 }
 

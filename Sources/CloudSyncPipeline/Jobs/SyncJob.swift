@@ -8,6 +8,10 @@ import Foundation
 /// listing into key order), **merge and decide** (walk the listings and the snapshot together, a page at a time; the
 /// store's `syncPage` decides and writes each page), **delete** (the deletions collected, once their count is within
 /// `maxDeletes`), and **record** (the snapshot rows, then the feed cursors of a clean run).
+///
+/// With `shards: N` (full comparisons only), each range lists, merges and decides its keys, committing its snapshot
+/// rows and deletions with every page; once every range is done, the runner that started the run deletes and records
+/// for the whole job (``finishSharded(_:in:summed:report:)``), so `maxDeletes` judges every deletion at once.
 struct SyncJob: JobType {
     struct Configuration: Sendable {
         /// Nil for every provider of the store.
@@ -15,6 +19,7 @@ struct SyncJob: JobType {
         var deletes: SyncDeletes
         var maxDeletes: DeleteLimit
         var incremental: Bool
+        var shards = 1
     }
 
     static let keys = JobCount("keys", "keys compared")
@@ -27,6 +32,13 @@ struct SyncJob: JobType {
     static let conflicts = JobCount("conflicts", "keys changed on several sides since the last sync")
     static let heldBack = JobCount(
         "heldBack", "deletions not made: a provider's copy changed since the snapshot, or its write may still land")
+    /// Recorded by a sharded run's ranges, not reported: the snapshot rows they compared against (for `maxDeletes`'
+    /// percentage) and the deletions they set aside.
+    static let snapshotKeys = JobCount("snapshotKeys", "keys the last sync left")
+    static let deletions = JobCount("deletions", "keys to delete")
+    /// Key lists a sharded run's ranges hand the finishing step: conflicts and unlisted providers, each as JSON.
+    static let conflictList = "sync.conflicts"
+    static let unlistedList = "sync.unlisted"
 
     let name = "sync"
     let summary = "make every provider of the store hold the same keys and values, deletions included"
@@ -44,16 +56,38 @@ struct SyncJob: JobType {
             "incremental", .boolean, defaultValue: "false",
             summary: "read only the keys changed since the last clean run where a provider offers a change feed "
                 + "(sqlite, memory, googleDrive, cloudKit); the others are compared in full"),
+        shardsField,
     ]
-    let counts = [keys, inSync, repaired, skipped, failed, queued, deleted, conflicts, heldBack]
+    /// The counts a report shows.
+    static let reported = [keys, inSync, repaired, skipped, failed, queued, deleted, conflicts, heldBack]
+    let counts = reported
     /// An unavailable provider is left out of the sync (`sync.unlisted`), not a reason to skip it.
     let checksAvailability = false
 
     func configuration(from values: JobFieldValues) throws(JobConfigurationError) -> Configuration {
-        Configuration(
+        let configuration = Configuration(
             providers: values.list("providers"), deletes: values.choice("deletes", default: SyncDeletes.propagate),
             maxDeletes: values.deleteLimit("maxDeletes") ?? .standard,
-            incremental: values.boolean("incremental") ?? false)
+            incremental: values.boolean("incremental") ?? false, shards: Int(values.number("shards") ?? 1))
+        if configuration.shards > 1 && configuration.incremental {
+            throw JobConfigurationError(
+                field: "shards",
+                "a sync split into shards compares every key in full (a change feed has one cursor for the whole "
+                    + "provider); remove `incremental` or `shards`")
+        }
+        return configuration
+    }
+
+    /// Ranges of the first provider's keys (the store's first when the job names none); a range's run covers every
+    /// provider's keys and the snapshot's rows in it.
+    func sharding(of configuration: Configuration) -> JobSharding? {
+        JobSharding(shards: configuration.shards, source: configuration.providers?.first ?? "")
+    }
+
+    func prepareSharded(_ configuration: Configuration, in context: JobContext) throws(CloudSyncError) {
+        // Deletions an earlier run left (one that stopped, or one whose deletions maxDeletes refused) are not this
+        // run's: the ranges collect their own.
+        try context.stateDatabase?.clearDeletions(of: context.jobName)
     }
 
     func providers(of configuration: Configuration, store: [String]) -> [String] {
@@ -66,6 +100,7 @@ struct SyncJob: JobType {
                 ? ", deletions propagate (at most \(configuration.maxDeletes.description))"
                 : ", deletions ignored (union)")
             + (configuration.incremental ? ", incremental from change feeds" : "")
+            + (configuration.shards > 1 ? ", in \(configuration.shards) shards" : "")
     }
 
     func run(_ configuration: Configuration, in context: JobContext, report: inout JobReport)
@@ -78,8 +113,35 @@ struct SyncJob: JobType {
             report.status = .interrupted
             return
         }
+        // A range of a sharded run hands what it saw to the finishing step, which deletes and records.
+        if run.isRange {
+            report.entry.sync = nil
+            report.entry.keyLists = run.rangeLists
+            return
+        }
         guard try await run.delete(into: &report), !context.isInterrupted else {
             if context.isInterrupted { report.status = .interrupted }
+            return
+        }
+        try run.record(report)
+    }
+
+    /// Deletes what every range set aside, within `maxDeletes` judged on the whole job, and marks the job synced.
+    func finishSharded(
+        _ configuration: Configuration, in context: JobContext, summed: [String: Int], report: inout JobReport
+    ) async throws(CloudSyncError) {
+        var context = context
+        context.setAside = nil
+        let run = try SyncRun(
+            configuration, ids: configuration.providers ?? context.storeProviders, context: context, finishing: true)
+        try run.adopt(
+            snapshotKeys: summed[Self.snapshotKeys.name] ?? 0, deletions: summed[Self.deletions.name] ?? 0,
+            lists: report.entry.keyLists ?? [:])
+        report.entry.keyLists = nil
+        defer { report.entry.sync = run.details }
+        guard try await run.delete(into: &report), !context.isInterrupted else {
+            if context.isInterrupted { report.status = .interrupted }
+            try? context.stateDatabase?.clearDeletions(of: context.jobName)
             return
         }
         try run.record(report)
@@ -116,7 +178,13 @@ final class SyncRun {
     /// Provider ids whose keys are unknown (not store keys).
     private var unknown: Set<String> = []
 
-    init(_ configuration: SyncJob.Configuration, ids: [String], context: JobContext) throws(CloudSyncError) {
+    /// A range of a sharded run (its runner set a range and where to set keys aside).
+    let isRange: Bool
+
+    /// `finishing`: the step after a sharded run's ranges, which keeps the deletions they collected.
+    init(_ configuration: SyncJob.Configuration, ids: [String], context: JobContext, finishing: Bool = false)
+        throws(CloudSyncError)
+    {
         self.configuration = configuration
         self.ids = ids
         self.context = context
@@ -124,7 +192,37 @@ final class SyncRun {
         state = context.stateDatabase
         firstRun = !((try state?.hasSynced(job)) ?? false)
         pageSize = context.pageSize(for: ids, floor: Self.pageSize)
-        try state?.clearDeletions(of: job)
+        isRange = context.setAside != nil
+        // The ranges of one sharded run share the job's deletions; the run clears them when it starts.
+        if !isRange && !finishing { try state?.clearDeletions(of: job) }
+    }
+
+    /// What a range hands the finishing step besides its counts: its conflicts and unlisted providers, as JSON.
+    var rangeLists: [String: [String]] {
+        let encoder = JSONEncoder.sorted
+        let encode: (any Encodable) -> String = { String(decoding: (try? encoder.encode($0)) ?? Data(), as: UTF8.self) }
+        return [
+            SyncJob.conflictList: conflicts.map(encode),
+            SyncJob.unlistedList: details.unlisted.map(encode),
+        ]
+    }
+
+    /// Takes over what a sharded run's ranges found, for the deletions and the record of the whole job.
+    func adopt(snapshotKeys: Int, deletions: Int, lists: [String: [String]]) throws(CloudSyncError) {
+        self.snapshotKeys = snapshotKeys
+        deletionCount = deletions
+        let decoder = JSONDecoder()
+        conflicts = (lists[SyncJob.conflictList] ?? []).compactMap {
+            try? decoder.decode(RunReport.Conflict.self, from: Data($0.utf8))
+        }
+        for failure in (lists[SyncJob.unlistedList] ?? []).compactMap({
+            try? decoder.decode(RunReport.Failure.self, from: Data($0.utf8))
+        }) {
+            guard let id = failure.provider, unlisted[id] == nil else { continue }
+            unlisted[id] = CloudSyncError(ErrorCode(rawValue: failure.code), failure.message, provider: id)
+        }
+        unknown = Set(unlisted.keys)  // provider ids, not store keys
+        deletionKeys = try state?.deletions(of: job, after: nil, limit: Self.listLimit).map(\.key) ?? []
     }
 
     // MARK: List
@@ -150,6 +248,7 @@ final class SyncRun {
                 continue
             }
             let source = OrderedKeys(id: id)
+            source.begin(in: context.range, listing: provider.capabilities)
             if incremental {
                 if let stored = storedCursors[id] {
                     switch await source.spillChanges(from: store, since: stored, pageSize: pageSize) {
@@ -205,7 +304,9 @@ final class SyncRun {
     /// fsyncs; the providers' writes always land before the rows that describe them).
     func mergeAndDecide(into report: inout JobReport) async throws(CloudSyncError) {
         let store = context.store
-        let snapshot = SnapshotRows(state: changedOnly ? nil : state, job: job, pageSize: pageSize)
+        let snapshot = SnapshotRows(
+            state: changedOnly ? nil : state, job: job, pageSize: pageSize, range: context.range)
+        var lostRange = false
         var pendingRows: [(key: String, fingerprint: SyncFingerprint?)] = []
         var pendingDeletions: [String] = []
         let clock = context.clock
@@ -224,6 +325,8 @@ final class SyncRun {
                 for row in rows { byKey[StoreKey(row.key)] = row.fingerprint }
                 for index in batch.indices { batch[index].baseline = byKey[StoreKey(batch[index].key)] }
             }
+            let before = SyncJob.reported.map { report[$0] }
+            let listedBefore = report.entry.failures.count
             let result = try await store.maintenance.syncPage(
                 batch, among: ids, unknown: unknown, deletes: configuration.deletes)
             report.add(result.keys, to: SyncJob.keys)
@@ -245,7 +348,22 @@ final class SyncRun {
             pendingDeletions += result.deletions.map(\.key)
             deletionCount += result.deletions.count
             for item in result.deletions where deletionKeys.count < Self.listLimit { deletionKeys.append(item.key) }
-            if pendingRows.count + pendingDeletions.count >= Self.commitRows
+            if isRange {
+                // A range commits every page before recording it, so a runner that takes it over resumes after
+                // rows that are all there.
+                try commit()
+                var counted = [
+                    SyncJob.snapshotKeys: batch.filter { $0.baseline != nil }.count,
+                    SyncJob.deletions: result.deletions.count,
+                ]
+                for (count, was) in zip(SyncJob.reported, before) { counted[count] = report[count] - was }
+                if let last = batch.last?.key,
+                    await !context.batchDone(
+                        counted, through: last, failures: Array(report.entry.failures[listedBefore...]))
+                {
+                    lostRange = true
+                }
+            } else if pendingRows.count + pendingDeletions.count >= Self.commitRows
                 || clock.nowMilliseconds() - lastCommit >= 1_000
             {
                 try commit()
@@ -255,7 +373,7 @@ final class SyncRun {
 
         var batch: [SyncItem] = []
         batch.reserveCapacity(pageSize)
-        while true {
+        while !lostRange {
             if context.isInterrupted { break }
             for source in sources where source.needsRefill {
                 await source.refill(from: store, pageSize: pageSize)
@@ -285,13 +403,13 @@ final class SyncRun {
                 batch.removeAll(keepingCapacity: true)
             }
         }
-        if !batch.isEmpty, !context.isInterrupted { try await process(batch, into: &report) }
+        if !batch.isEmpty, !context.isInterrupted, !lostRange { try await process(batch, into: &report) }
         try commit()
         report.entry.sync = details
     }
 
     /// What the report says the job compared against, could not see, deleted and chose.
-    private var details: RunReport.SyncDetails {
+    var details: RunReport.SyncDetails {
         RunReport.SyncDetails(
             firstRun: firstRun, deletes: configuration.deletes.rawValue,
             maxDeletes: configuration.maxDeletes.description,
