@@ -3,7 +3,7 @@ import CloudSync
 /// The outbox drain before a run's first job, shared by every runner of the run when the state is in PostgreSQL.
 ///
 /// The runner that starts the run opens it (``start(runID:held:)``), claims and delivers entries like any runner that
-/// joins (``work()``), then closes it (``finish()``), which waits for every claim in flight: from then on no runner
+/// joins (``work(until:)``), then closes it (``finish()``), which waits for every claim in flight: from then on no runner
 /// delivers a queued write, so the jobs' own writes can never be overtaken by an older queued one. Each claim is a
 /// batch of entries no other runner holds, delivered and recorded before it is let go (``PostgresOutboxDrain``); the
 /// outbox's own rules decide each outcome (``Outbox/disposition(of:outcome:now:)``), so a drain by four runners

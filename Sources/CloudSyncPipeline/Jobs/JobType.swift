@@ -196,7 +196,7 @@ public protocol JobType: Sendable {
     /// Runs the job, recording what it did in `report`; throwing ends the job `error` with that error.
     ///
     /// A sharded job's runner runs it once per key range it leases: ``JobContext/range`` is that range, and the job
-    /// hands each finished batch to ``JobContext/batchDone(_:through:)``.
+    /// hands each finished batch to ``JobContext/batchDone(_:through:failures:)``.
     func run(_ configuration: Configuration, in context: JobContext, report: inout JobReport)
         async throws(CloudSyncError)
     /// How the job splits between runners when its file says `shards: N` (N at least 2); nil when it runs whole.
