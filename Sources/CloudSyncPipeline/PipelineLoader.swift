@@ -138,7 +138,8 @@ struct PipelineReader {
     mutating func pipeline(_ root: YAMLNode, file: String, source: String, directory: String) -> PipelineSpec? {
         guard
             let top = mapping(
-                root, "the pipeline", ["version", "name", "state", "providers", "codecs", "store", "jobs", "report"])
+                root, "the pipeline",
+                ["version", "name", "state", "schedule", "providers", "codecs", "store", "jobs", "report"])
         else { return nil }
 
         var version = PipelineLoader.formatVersion
@@ -220,8 +221,9 @@ struct PipelineReader {
             reportKeep = report.integer("keep", minimum: 1, unit: " of reports").map(Int.init)
             reportMetrics = report.path("metrics").map { resolvePath($0.value, against: directory) }
         }
+        let schedule = top["schedule"].flatMap(scheduleSpec)
         guard let store else { return nil }
-        return PipelineSpec(
+        var spec = PipelineSpec(
             file: file, source: source, directory: directory, version: version, name: name, state: state,
             sharedState: sharedState, providers: providers,
             codecs: codecs, store: store, jobs: jobs, reportPath: reportPath, reportLatest: reportLatest,
@@ -233,6 +235,8 @@ struct PipelineReader {
                         isWarning: true)
                 }
             }, writtenName: nameText?.display)
+        spec.schedule = schedule
+        return spec
     }
 
     /// `state: { postgresql: URL, schema: NAME }`: the URL is required and should come from `${env:…}` or

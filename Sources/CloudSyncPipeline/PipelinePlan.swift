@@ -97,6 +97,15 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
     /// The state directory, relative to the pipeline file when inside its directory; for a PostgreSQL state, its
     /// server and schema (never the URL, which may hold a password).
     public var state: String
+    /// When the pipeline is due, and its next five slots.
+    public struct Schedule: Codable, Sendable, Equatable {
+        /// `cron "30 2 * * *" in Europe/Paris, jitter 5m` or `every 30s`.
+        public var rule: String
+        /// The next five slots after the plan was made, as ISO 8601 local times with their offset.
+        public var next: [String]
+    }
+    /// Nil for a pipeline without `schedule:`.
+    public var schedule: Schedule?
     /// Every provider the file declares, in file order.
     public var providers: [Provider]
     /// Every codec the file declares, in file order.
@@ -113,7 +122,9 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
 
     /// The plan of `compiled`, read from its spec and store options; opens nothing, reads no key and never copies an
     /// expanded or secret value.
-    public init(_ compiled: CompiledPipeline) {
+    ///
+    /// Its schedule's next slots are those after `now`.
+    public init(_ compiled: CompiledPipeline, now: Date = Date()) {
         let spec = compiled.spec
         let tiering = compiled.storeOptions.tiering
         let relative = { (path: String) -> String in
@@ -125,6 +136,12 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
         name = spec.writtenName ?? spec.name
         version = spec.version
         state = spec.sharedState?.description ?? relative(spec.state)
+        schedule = spec.schedule.map { schedule in
+            let formatter = ISO8601DateFormatter()
+            if case .cron(_, let zone) = schedule.slots { formatter.timeZone = zone }
+            return Schedule(
+                rule: schedule.description, next: schedule.upcoming(after: now, count: 5).map(formatter.string(from:)))
+        }
         providers = spec.providers.map { provider in
             let capabilities = provider.configured.capabilities
             var settings: [String: String] = [:]
@@ -208,7 +225,11 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
 
     /// The plan as people read it.
     public func text() -> String {
-        var lines = ["pipeline \(name) (version \(version)), state in \(state)", "", "providers (store order first):"]
+        var lines = ["pipeline \(name) (version \(version)), state in \(state)"]
+        if let schedule {
+            lines += ["schedule: \(schedule.rule)", "  next: " + schedule.next.joined(separator: ", ")]
+        }
+        lines += ["", "providers (store order first):"]
         for provider in providers.sorted(by: { ($0.position ?? .max, $0.id) < ($1.position ?? .max, $1.id) }) {
             let place = provider.position.map { "\($0)." } ?? "-"
             var line = "  \(place) \(provider.id): \(provider.type)"

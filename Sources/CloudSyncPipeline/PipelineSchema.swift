@@ -183,6 +183,19 @@ public enum PipelineSchema {
                 }
               ]
             },
+            "schedule": {
+              "description": "When the pipeline is due: a five-field cron expression in a time zone, or a fixed interval. `plan` prints the next five slots.",
+              "type": "object",
+              "additionalProperties": false,
+              "oneOf": [{ "required": ["cron"], "not": { "required": ["every"] } }, { "required": ["every"], "not": { "required": ["timezone"] } }],
+              "properties": {
+                "cron": { "description": "minute hour day-of-month month day-of-week, with lists, ranges, steps and names, or @hourly, @daily, @weekly, @monthly, @yearly.", "type": "string", "minLength": 1 },
+                "timezone": { "description": "IANA time zone the cron expression's times are in, such as Europe/Paris. Default: UTC.", "type": "string", "minLength": 1 },
+                "every": { "description": "A fixed interval of at least 1s, such as 30s, 5m or 1h30m; slots count from the Unix epoch.", "type": "string", "pattern": "^([0-9]+(ms|s|m|h|d))+$" },
+                "jitter": { "description": "The most a run starts after its slot, chosen at random per slot, such as 5m. Default: none.", "type": "string", "pattern": "^([0-9]+(ms|s|m|h|d))+$" },
+                "catchUp": { "description": "Run a slot missed while the service was down once when it starts. Default: false.", "type": "boolean" }
+              }
+            },
             "providers": {
               "description": "Provider id -> provider. Ids are what the rest of the file refers to.",
               "type": "object",

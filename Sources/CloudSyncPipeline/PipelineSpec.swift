@@ -37,6 +37,8 @@ public struct PipelineSpec: Sendable {
     public var reportKeep: Int? = nil
     /// A Prometheus textfile (for node_exporter's textfile collector) describing the last run; nil for none.
     public var reportMetrics: String? = nil
+    /// When the pipeline is due (`schedule:`); nil for a pipeline run only when asked.
+    public var schedule: PipelineSchedule? = nil
     /// What is worth knowing about the file but does not stop it from loading (a provider type never available on
     /// this platform).
     public var warnings: [PipelineDiagnostic] = []
