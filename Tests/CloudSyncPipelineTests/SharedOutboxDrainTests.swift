@@ -98,6 +98,60 @@ import Testing
         #expect(left == 0)
     }
 
+    /// Entries for a provider no runner can reach are left as they were (no attempt spent, nothing dropped), and the
+    /// others are delivered around them.
+    @Test func anUnreachableProvidersEntriesWaitUntouched() async throws {
+        let server = try await PostgresServer.shared()
+        let directory = try TemporaryDirectory()
+        let environment = ["STATE_URL": server.url]
+        let spec = try PipelineLoader.load(
+            source: """
+                version: 1
+                name: drained
+                state: { postgresql: "${env:STATE_URL}", schema: \(PostgresServer.uniqueName("unreach")) }
+                providers:
+                  to: { type: directory, path: data/to, create: true }
+                  gone: { type: directory, path: data/unmounted }
+                store:
+                  providers: [to, gone]
+                jobs:
+                  - { type: flush, name: retry }
+                """, file: "p.yaml", directory: directory.path, registry: BuiltInProviders.registry,
+            environment: environment)
+        let compiled = try PipelineCompiler.compile(spec, environment: environment)
+        let now = Int64(Date().timeIntervalSince1970 * 1000)
+        var entries = (1...10).map { entry(Int64($0), key: "here-\($0)", enqueuedAtMs: now) }
+        for number in 11...15 {
+            var waiting = entry(Int64(number), key: "there-\(number)", enqueuedAtMs: now)
+            waiting.provider = "gone"
+            entries.append(waiting)
+        }
+        let queued = entries
+        try await offPool {
+            let state = try PostgresStateDatabase(compiled.spec.sharedState!, pipeline: "drained")
+            try PostgresOutboxStorage(state: state).commit(storing: queued, deleting: [])
+            state.close()
+        }
+        var joining = RunOptions()
+        joining.join = true
+        let options = joining
+        let outcomes = try await withThrowingTaskGroup(of: RunOutcome.self) { group in
+            for _ in 0..<2 { group.addTask { try await PipelineRunner(compiled, options: options).run() } }
+            return try await group.reduce(into: []) { $0.append($1) }
+        }
+        let report = try #require(outcomes.first { $0.joined == nil }?.report)
+        #expect(report.outbox.drained == 10, "\(report.json())")
+        #expect(report.outbox.dropped.isEmpty)
+        #expect(report.outbox.pendingAfter == 5)
+        let left = try await offPool {
+            let state = try PostgresStateDatabase(compiled.spec.sharedState!, pipeline: "drained")
+            defer { state.close() }
+            return try PostgresOutboxStorage(state: state).loadAll()
+        }
+        #expect(left.map(\.key) == (11...15).map { "there-\($0)" })
+        #expect(left.allSatisfy { $0.attempts == 1 && $0.nextAttemptAtMs == 0 }, "no attempt spent")
+    }
+
     /// A drain counts as open only while the runner that opened it holds the run lock: one left open by a runner that
     /// died is never worked on beside a later run's jobs, and a closed one hands out nothing.
     @Test func onlyTheLockHoldersOpenDrainHandsOutEntries() async throws {
