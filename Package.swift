@@ -92,11 +92,20 @@ let package = Package(
                 "CloudSyncPostgres", "CloudSyncS3", "CloudSyncCloudKit", "CloudSyncDrive", "CloudSyncBackup",
             ]),
 
+        // `cloudsync serve`: pipelines on their schedules, outbox flushes on timers, and the HTTP face (health,
+        // Prometheus metrics, the JSON API, the status page) on the loopback server.
+        .target(
+            name: "CloudSyncService",
+            dependencies: [
+                "CloudSync", "CloudSyncPipeline", "CloudSyncHTTP", "CloudSyncHTTPServer", "CloudSyncSodium",
+            ]),
+
         // The command line: argument parsing, exit codes, what people see.
         .target(
             name: "CloudSyncCLI",
             dependencies: [
                 "CloudSync", "CloudSyncCrypto", "CloudSyncPipeline", "CloudSyncCloudKit", "CloudSyncBackup",
+                "CloudSyncService", "CloudSyncHTTPServer",
             ]),
         .executableTarget(name: "cloudsync", dependencies: ["CloudSyncCLI"]),
         // The second process some tests need: a writer to kill, a concurrent writer (see CloudSyncLocalTests), an HTTP

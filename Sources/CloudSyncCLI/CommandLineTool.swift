@@ -130,6 +130,7 @@ package struct CommandLineTool {
         case ["help"]: return help(parsed.all(Commands.helpSubcommand))
         case ["validate"]: return validate(parsed)
         case ["run"]: return await runPipeline(parsed)
+        case ["serve"]: return await serve(parsed)
         case ["outbox", "list"]: return await outboxList(parsed)
         case ["outbox", "flush"]: return await outboxFlush(parsed)
         case ["outbox", "discard"]: return await outboxDiscard(parsed)

@@ -39,6 +39,17 @@ enum Commands {
     static let runProgress = OptionSpec.option(
         "progress", value: "MODE", choices: ["auto", "always", "never"], default: "auto",
         help: "Show a progress line; auto shows it when standard error is a terminal.")
+    static let serveFiles = ArgumentSpec(
+        name: "FILE|DIR", repeating: true,
+        help: "Pipeline files, or directories whose *.yaml and *.yml files are served.")
+    static let serveListen = OptionSpec.option(
+        "listen", value: "ADDRESS:PORT", default: "127.0.0.1:8484",
+        help: "Where the HTTP endpoints listen (IPv4). Anything but a 127.x.x.x address needs --token-file.")
+    static let serveTokenFile = OptionSpec.option(
+        "token-file", value: "PATH",
+        help: "A file (mode 0600, at least 16 characters) whose secret every request but /healthz must carry, as "
+            + "`Authorization: Bearer TOKEN` or as the password of HTTP Basic authentication; compared in constant "
+            + "time. Required off loopback.")
     static let validateFiles = ArgumentSpec(name: "FILE", repeating: true, help: "The pipeline files to check.")
     static let schemaKind = ArgumentSpec(name: "KIND", choices: schemaKinds, help: "Which schema to print.")
     static let discardKey = OptionSpec.option(
@@ -106,6 +117,30 @@ enum Commands {
             (.usage, "the command line or the pipeline file was wrong; nothing was done"),
             (.locked, "another run of the same pipeline is in progress (without --join)"),
             (.interrupted, "interrupted (SIGINT or SIGTERM); the report says how far it got"),
+        ])
+
+    static let serve = CommandSpec(
+        path: ["serve"],
+        abstract: "Run pipelines on their schedules, with health, metrics, a JSON API and a status page.",
+        discussion: """
+            Runs every pipeline on its `schedule:` (at most one run of each at a time; a slot that comes while the \
+            last run still runs is skipped and counted), each run as `cloudsync run` makes it (lock, report, \
+            history), and flushes each outbox on its `store.outbox.autoFlush` timer between runs. HTTP: GET / (the \
+            page), /healthz, /readyz, /metrics (Prometheus), /api/pipelines, /api/runs?pipeline=&limit=, \
+            /api/runs/ID, and POST /api/pipelines/NAME/run. SIGHUP reloads the files (one that no longer loads keeps \
+            its running version and is reported); SIGTERM or SIGINT starts no new run, lets running ones stop at \
+            their next batch boundary with an interrupted report, and exits 0.
+            """,
+        arguments: [serveFiles],
+        options: [serveListen, serveTokenFile],
+        exitCodes: [
+            (.success, "stopped by SIGTERM or SIGINT"),
+            (
+                .usage,
+                "a file did not load at start, or the command line was wrong (--listen off loopback without "
+                    + "--token-file, a token file others can read)"
+            ),
+            (.unavailable, "the --listen address could not be bound (in use, or not this machine's)"),
         ])
 
     static let validate = CommandSpec(
@@ -319,7 +354,8 @@ enum Commands {
 
     /// Every subcommand, in the order help lists them.
     static let all = [
-        run, validate, plan, schema, outbox, history, snapshots, login, logout, cloudkit, keygen, completions, help,
+        run, serve, validate, plan, schema, outbox, history, snapshots, login, logout, cloudkit, keygen, completions,
+        help,
     ]
 
     /// The command that `words` name (`["outbox", "list"]`), or the error saying which word is unknown.

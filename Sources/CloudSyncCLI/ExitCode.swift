@@ -14,6 +14,8 @@ package enum ExitCode: Int32, Sendable {
     case queued = 3
     /// The command line or a pipeline file was wrong; nothing was done.
     case usage = 64
+    /// `serve` could not listen on its address (in use, or not this machine's) (EX_UNAVAILABLE).
+    case unavailable = 69
     /// `keygen` could not create its output file: it exists (a key is never overwritten) or its directory does not
     /// (EX_CANTCREAT).
     case cannotCreate = 73

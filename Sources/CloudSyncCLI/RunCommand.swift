@@ -166,18 +166,9 @@ extension CommandLineTool {
             limit = number
         }
         guard let compiled = compile(parsed.argument(Commands.file) ?? "") else { return .usage }
-        let path = compiled.spec.state + "/state.db"
-        var runs: [StateDatabase.Run] = []
+        let runs: [StateDatabase.Run]
         do {
-            if let shared = compiled.spec.sharedState {
-                let state = try PostgresStateDatabase(shared, pipeline: compiled.spec.name, readOnly: true)
-                if state.isSetUp { runs = try state.runs(limit: limit) }
-                state.close()
-            } else if FileManager.default.fileExists(atPath: path) {
-                let database = try StateDatabase(path: path, readOnly: true)
-                runs = try database.runs(limit: limit)
-                database.close()
-            }
+            runs = try PipelineHistory.runs(of: compiled, limit: limit)
         } catch {
             standardError("Error: \(error.code): \(error.message)\n")
             return .jobError

@@ -15,7 +15,8 @@ public struct LoopbackHTTPServerError: Error, Sendable, Equatable, CustomStringC
     public var description: String { "loopback server: \(call) failed: \(String(cString: strerror(code)))" }
 }
 
-/// An HTTP/1.1 server on `127.0.0.1` and a port the system picks (or a given one), for tests and emulators.
+/// An HTTP/1.1 server on `127.0.0.1` (or another IPv4 address) and a port the system picks (or a given one), for
+/// tests, emulators and `cloudsync serve`.
 ///
 /// Routes map a method and path pattern to a handler; a ``HTTPFaultPlan`` makes chosen requests fail, wait, hang or
 /// break; every request is logged for tests to assert on. The accept loop and every connection run on threads of
@@ -24,26 +25,48 @@ public struct LoopbackHTTPServerError: Error, Sendable, Equatable, CustomStringC
 ///
 /// Call ``stop()`` when done; releasing the server stops it too.
 public final class LoopbackHTTPServer: Sendable {
+    /// How a server that outlives a test listens: where, whether it keeps a request log, how long it lets a
+    /// connection idle.
+    public struct Options: Sendable {
+        /// The IPv4 address to bind, dotted (`127.0.0.1`, `0.0.0.0` for every interface).
+        public var address = "127.0.0.1"
+        /// Whether every request is kept in ``requestLog`` (tests assert on it); a long-running server turns it off,
+        /// or the log grows without end.
+        public var keepsRequestLog = true
+        /// A connection that sends nothing for this long is closed, so idle or stalled clients cannot hold its
+        /// thread for ever; nil waits as long as the client likes (tests that hang requests on purpose).
+        public var idleTimeout: Duration? = nil
+
+        public init() {}
+    }
+
     /// The port the server listens on.
     public let port: UInt16
+    /// The address it is bound to.
+    public let address: String
     private let core: ServerCore
 
     /// Starts listening at once on `port` (0: one the system picks), with `routes` registered (more can be added with
     /// ``route(_:_:)``).
-    public init(port: UInt16 = 0, routes: [(HTTPRoutePattern, HTTPHandler)] = []) throws(LoopbackHTTPServerError) {
-        core = try ServerCore(port: port)
+    public init(
+        port: UInt16 = 0, options: Options = Options(), routes: [(HTTPRoutePattern, HTTPHandler)] = []
+    ) throws(LoopbackHTTPServerError) {
+        core = try ServerCore(port: port, options: options)
         self.port = core.port
+        address = options.address
         for (pattern, handler) in routes { core.addRoute(pattern, handler) }
         core.start()
     }
 
     deinit { core.stop() }
 
-    /// `http://127.0.0.1:PORT`, with no trailing slash.
-    public var baseURL: URL { URL(string: "http://127.0.0.1:\(port)")! }
+    /// `http://ADDRESS:PORT` (127.0.0.1 for a server bound to every interface), with no trailing slash.
+    public var baseURL: URL { URL(string: "http://\(reachableAddress):\(port)")! }
 
     /// The URL of `path` (which starts with `/` and may carry a query) on this server.
-    public func url(_ path: String) -> URL { URL(string: "http://127.0.0.1:\(port)\(path)")! }
+    public func url(_ path: String) -> URL { URL(string: "http://\(reachableAddress):\(port)\(path)")! }
+
+    private var reachableAddress: String { address == "0.0.0.0" ? "127.0.0.1" : address }
 
     /// Registers `handler` for `pattern`; the first registered pattern that matches wins.
     ///
@@ -141,6 +164,8 @@ private final class ServerCore: Sendable {
     }
 
     let port: UInt16
+    private let keepsRequestLog: Bool
+    private let idleTimeout: Duration?
     private let listener: Int32
     /// Poll on the read end to wait with a timeout that ``stop()`` cuts short by closing the write end.
     private let wakeRead: Int32
@@ -148,7 +173,13 @@ private final class ServerCore: Sendable {
     private let state = Mutex(State())
     private let threads = DispatchGroup()
 
-    init(port requested: UInt16) throws(LoopbackHTTPServerError) {
+    init(port requested: UInt16, options: LoopbackHTTPServer.Options) throws(LoopbackHTTPServerError) {
+        var bindAddress = in_addr()
+        guard inet_pton(AF_INET, options.address, &bindAddress) == 1 else {
+            throw LoopbackHTTPServerError(call: "inet_pton(\(options.address))", code: EINVAL)
+        }
+        keepsRequestLog = options.keepsRequestLog
+        idleTimeout = options.idleTimeout
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw LoopbackHTTPServerError(call: "socket", code: errno) }
         var yes: Int32 = 1
@@ -156,7 +187,7 @@ private final class ServerCore: Sendable {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = requested.bigEndian
-        address.sin_addr.s_addr = UInt32(0x7F00_0001).bigEndian
+        address.sin_addr = bindAddress
         let bound = withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
                 bind(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size))
@@ -283,6 +314,12 @@ private final class ServerCore: Sendable {
             _ = fcntl(fd, F_SETFD, FD_CLOEXEC)
             var yes: Int32 = 1
             setsockopt(fd, Int32(IPPROTO_TCP), TCP_NODELAY, &yes, socklen_t(MemoryLayout<Int32>.size))
+            if let idleTimeout {
+                let (seconds, attoseconds) = idleTimeout.components
+                var limit = timeval(tv_sec: Int(seconds), tv_usec: Int(attoseconds / 1_000_000_000_000))
+                setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+                setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &limit, socklen_t(MemoryLayout<timeval>.size))
+            }
             let id = state.withLock { state -> Int? in
                 guard !state.stopping else { return nil }
                 let id = state.nextConnectionID
@@ -428,12 +465,14 @@ private final class ServerCore: Sendable {
             let sequence = state.nextSequence
             state.nextSequence += 1
             state.answering += 1
-            state.log.append(
-                HTTPLogEntry(
-                    sequence: sequence, connectionID: connectionID, method: request.method, path: request.path,
-                    target: request.target, queryItems: request.queryItems, headers: request.headers,
-                    bodySize: request.body.count,
-                    route: pattern, status: nil, fault: fault, latencyMilliseconds: latency))
+            if keepsRequestLog {
+                state.log.append(
+                    HTTPLogEntry(
+                        sequence: sequence, connectionID: connectionID, method: request.method, path: request.path,
+                        target: request.target, queryItems: request.queryItems, headers: request.headers,
+                        bodySize: request.body.count,
+                        route: pattern, status: nil, fault: fault, latencyMilliseconds: latency))
+            }
             return Decision(
                 sequence: sequence, handler: matched?.0.handler, captures: matched?.1 ?? [:], fault: fault,
                 latencyMilliseconds: latency)
@@ -442,6 +481,7 @@ private final class ServerCore: Sendable {
 
     /// Notes the status before it is sent, so a client that has its answer finds the log complete.
     private func record(status: Int, bodySize: Int, sequence: Int) {
+        guard keepsRequestLog else { return }
         state.withLock { state in
             if let index = state.log.lastIndex(where: { $0.sequence == sequence }) {
                 state.log[index].status = status

@@ -57,7 +57,7 @@ extension PipelineReader {
     }
 
     /// A duration field's milliseconds, at least `minimum`; nil (and an error at the field) otherwise.
-    private func duration(_ fields: MappingReader, _ node: YAMLNode, field: String, minimum: Int64) -> Int64? {
+    func duration(_ fields: MappingReader, _ node: YAMLNode, field: String, minimum: Int64) -> Int64? {
         guard let text = fields.scalarText(node, field: field) else { return nil }
         guard let milliseconds = DurationText.milliseconds(text.value), milliseconds >= minimum else {
             diagnostics.error(

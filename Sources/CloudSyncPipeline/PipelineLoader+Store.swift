@@ -88,13 +88,26 @@ extension PipelineReader {
     func outboxSpec(_ node: YAMLNode?) -> OutboxSpec {
         var spec = OutboxSpec()
         guard let node,
-            let outbox = mapping(node, "store.outbox", ["enabled", "maxEntries", "maxAttempts", "maxAgeMs"])
+            let outbox = mapping(
+                node, "store.outbox", ["enabled", "maxEntries", "maxAttempts", "maxAgeMs", "autoFlush"])
         else { return spec }
         spec.enabled = outbox.boolean("enabled") ?? true
         spec.maxEntries = Int(outbox.integer("maxEntries", minimum: 1) ?? Int64(Outbox.Limits.defaultMaxEntries))
         spec.maxAttempts = Int(outbox.integer("maxAttempts", minimum: 1) ?? Int64(Outbox.Limits.defaultMaxAttempts))
         spec.maxAgeMs =
             outbox.integer("maxAgeMs", minimum: 1, unit: " of milliseconds") ?? Outbox.Limits.defaultMaxAge.milliseconds
+        if let flush = outbox["autoFlush"] { spec.autoFlushMs = autoFlush(flush, in: outbox) }
         return spec
+    }
+
+    /// `autoFlush: true` (every 60 s, the seed's timer), `false`, or `{ every: 30s }` (at least a second).
+    private func autoFlush(_ node: YAMLNode, in outbox: MappingReader) -> Int64? {
+        if node.scalar != nil { return outbox.boolean("autoFlush") == true ? 60_000 : nil }
+        guard let fields = mapping(node, "store.outbox.autoFlush", ["every"]) else { return nil }
+        guard let every = fields["every"] else {
+            diagnostics.error("`autoFlush` needs `every` (such as 60s), or write `autoFlush: true`", at: node.mark)
+            return nil
+        }
+        return duration(fields, every, field: "every", minimum: 1000)
     }
 }

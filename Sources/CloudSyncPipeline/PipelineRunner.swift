@@ -230,7 +230,8 @@ public struct PipelineRunner: Sendable {
             finishedAt: iso8601(finished), durationMs: finished - started, jobs: jobs,
             outbox: RunReport.Outbox(
                 pendingBefore: pendingBefore, drained: drained, dropped: session.dropped,
-                pendingAfter: session.outbox?.count ?? 0, drainedBy: drainedBy),
+                pendingAfter: session.outbox?.count ?? 0, drainedBy: drainedBy,
+                pendingByProvider: session.outbox?.countByProvider ?? [:]),
             providers: providerLines)
         report.error = drainFailure.map { RunReport.Failure($0) }
 

@@ -293,7 +293,14 @@ public enum PipelineSchema {
                     "enabled": { "description": "Default true.", "type": "boolean" },
                     "maxEntries": { "description": "Oldest entry is evicted beyond this. Default \#(Outbox.Limits.defaultMaxEntries).", "type": "integer", "minimum": 1 },
                     "maxAttempts": { "description": "Attempts before an entry is given up. Default \#(Outbox.Limits.defaultMaxAttempts) (about an hour of backoff).", "type": "integer", "minimum": 1 },
-                    "maxAgeMs": { "description": "Age after which an entry is given up, in milliseconds. Default \#(Outbox.Limits.defaultMaxAge.milliseconds) (7 days).", "type": "integer", "minimum": 1 }
+                    "maxAgeMs": { "description": "Age after which an entry is given up, in milliseconds. Default \#(Outbox.Limits.defaultMaxAge.milliseconds) (7 days).", "type": "integer", "minimum": 1 },
+                    "autoFlush": {
+                      "description": "How often `cloudsync serve` drains the outbox between runs: true for every 60s, false (default) for never, or { every: DURATION } of at least 1s.",
+                      "oneOf": [
+                        { "type": "boolean" },
+                        { "type": "object", "additionalProperties": false, "required": ["every"], "properties": { "every": { "description": "Such as 60s or 5m.", "type": "string", "pattern": "^([0-9]+(ms|s|m|h|d))+$" } } }
+                      ]
+                    }
                   }
                 }
               }

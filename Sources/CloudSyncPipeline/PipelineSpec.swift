@@ -170,6 +170,10 @@ public struct OutboxSpec: Sendable, Equatable {
     public var maxAttempts = Outbox.Limits.defaultMaxAttempts
     /// How long, in milliseconds, an entry is kept before it is dropped.
     public var maxAgeMs: Int64 = Outbox.Limits.defaultMaxAge.milliseconds
+    /// How often `cloudsync serve` drains the outbox between runs (`autoFlush`), in milliseconds.
+    ///
+    /// Nil for never (the default); `autoFlush: true` is the seed's 60 s timer.
+    public var autoFlushMs: Int64? = nil
 }
 
 /// The `store` section: which providers the store spans and its options, as written (defaults filled in), not yet

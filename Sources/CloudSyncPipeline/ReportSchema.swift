@@ -145,7 +145,8 @@ public enum ReportSchema {
                 "drained": { "type": "integer", "minimum": 0 },
                 "dropped": { "description": "Entries given up, by reason.", "type": "object", "propertyNames": { "enum": ["notRetryable", "tooManyAttempts", "expired", "queueFull", "accountChanged", "discarded"] }, "additionalProperties": { "type": "integer", "minimum": 0 } },
                 "pendingAfter": { "type": "integer", "minimum": 0 },
-                "drainedBy": { "description": "With the state in PostgreSQL: entries each runner of the run delivered in the drain, by runner (host/pid); they sum to drained.", "type": "object", "additionalProperties": { "type": "integer", "minimum": 0 } }
+                "drainedBy": { "description": "With the state in PostgreSQL: entries each runner of the run delivered in the drain, by runner (host/pid); they sum to drained.", "type": "object", "additionalProperties": { "type": "integer", "minimum": 0 } },
+                "pendingByProvider": { "description": "The entries still waiting when the run ended, by the provider they wait for; they sum to pendingAfter.", "type": "object", "additionalProperties": { "type": "integer", "minimum": 1 } }
               }
             },
             "error": { "description": "Why the run could not start at all (state directory, outbox or state database); every job is then skipped.", "$ref": "#/$defs/failure" },

@@ -69,53 +69,49 @@ struct ReportWriter {
 /// how long it took, every job's counts and status, and what waits in the outbox.
 enum PrometheusTextfile {
     static func render(_ report: RunReport) -> String {
-        let pipeline = "pipeline=\(quoted(report.pipeline))"
-        var lines: [String] = []
-        func metric(_ name: String, _ help: String, _ samples: [(labels: String, value: String)]) {
-            lines += ["# HELP \(name) \(help)", "# TYPE \(name) gauge"]
-            lines += samples.map { "\(name){\($0.labels)} \($0.value)" }
-        }
-        let finished = (ISO8601DateFormatter.withFractions.date(from: report.finishedAt)?.timeIntervalSince1970) ?? 0
-        metric(
-            "cloudsync_last_run_timestamp_seconds", "When the last run of the pipeline finished, in Unix time.",
-            [(pipeline, String(format: "%.3f", finished))])
-        metric(
-            "cloudsync_last_run_duration_seconds", "How long the last run took.",
-            [(pipeline, String(format: "%.3f", Double(report.durationMs) / 1000))])
-        metric(
-            "cloudsync_last_run_status", "How the last run ended: 1 for its status, 0 for the others.",
-            RunStatus.allCases.map { ("\(pipeline),status=\(quoted($0.rawValue))", $0 == report.status ? "1" : "0") })
-        metric(
-            "cloudsync_last_run_job_status", "How each job of the last run ended: 1 for its status, 0 for the others.",
-            report.jobs.flatMap { job in
-                JobStatus.allCases.map { status in
-                    (
-                        "\(pipeline),job=\(quoted(job.name)),type=\(quoted(job.type)),status=\(quoted(status.rawValue))",
-                        job.status == status ? "1" : "0"
-                    )
-                }
-            })
-        metric(
-            "cloudsync_last_run_job_count", "The counts each job of the last run reported (copied, failed, ...).",
-            report.jobs.flatMap { job in
-                job.counts.sorted { $0.key < $1.key }.map { count in
-                    (
-                        "\(pipeline),job=\(quoted(job.name)),type=\(quoted(job.type)),count=\(quoted(count.key))",
-                        "\(count.value)"
-                    )
-                }
-            })
-        metric(
-            "cloudsync_outbox_pending", "Writes waiting in the outbox after the last run.",
-            [(pipeline, "\(report.outbox.pendingAfter)")])
-        return lines.joined(separator: "\n") + "\n"
+        var metrics = PrometheusExposition()
+        report.addLastRun(to: &metrics, prefix: "cloudsync_last_run")
+        metrics.add(
+            "cloudsync_outbox_pending", .gauge, help: "Writes waiting in the outbox after the last run.",
+            labels: ["pipeline": report.pipeline], value: Double(report.outbox.pendingAfter))
+        return metrics.text
     }
+}
 
-    /// A label value in double quotes, with backslash, quote and newline escaped as the format requires.
-    static func quoted(_ value: String) -> String {
-        "\""
-            + value.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "\"", with: "\\\"")
-            .replacingOccurrences(of: "\n", with: "\\n") + "\""
+extension RunReport {
+    /// Adds what this run says as the pipeline's last run: `PREFIX_timestamp_seconds`, `_duration_seconds`,
+    /// `_status` (1 for its status, 0 for the others), `_job_status` and `_job_count`, labelled with the pipeline.
+    public func addLastRun(to metrics: inout PrometheusExposition, prefix: String) {
+        let finished = (ISO8601DateFormatter.withFractions.date(from: finishedAt)?.timeIntervalSince1970) ?? 0
+        metrics.add(
+            "\(prefix)_timestamp_seconds", .gauge, help: "When the last run of the pipeline finished, in Unix time.",
+            labels: ["pipeline": pipeline], value: finished)
+        metrics.add(
+            "\(prefix)_duration_seconds", .gauge, help: "How long the last run took.", labels: ["pipeline": pipeline],
+            value: Double(durationMs) / 1000)
+        for status in RunStatus.allCases {
+            metrics.add(
+                "\(prefix)_status", .gauge, help: "How the last run ended: 1 for its status, 0 for the others.",
+                labels: ["pipeline": pipeline, "status": status.rawValue], value: status == self.status ? 1 : 0)
+        }
+        for job in jobs {
+            for status in JobStatus.allCases {
+                metrics.add(
+                    "\(prefix)_job_status", .gauge,
+                    help: "How each job of the last run ended: 1 for its status, 0 for the others.",
+                    labels: ["pipeline": pipeline, "job": job.name, "type": job.type, "status": status.rawValue],
+                    value: job.status == status ? 1 : 0)
+            }
+        }
+        for job in jobs {
+            for count in job.counts.sorted(by: { $0.key < $1.key }) {
+                metrics.add(
+                    "\(prefix)_job_count", .gauge,
+                    help: "The counts each job of the last run reported (copied, failed, ...).",
+                    labels: ["pipeline": pipeline, "job": job.name, "type": job.type, "count": count.key],
+                    value: Double(count.value))
+            }
+        }
     }
 }
 

@@ -188,6 +188,9 @@ public struct RunReport: Codable, Sendable {
         /// With the state in PostgreSQL, the entries each runner of the run delivered in the drain, by runner
         /// (`host/pid`); they sum to ``drained``.
         public var drainedBy: [String: Int]? = nil
+        /// The entries still waiting when the run ended, by the provider they wait for; nil in reports written before
+        /// it was kept.
+        public var pendingByProvider: [String: Int]? = nil
     }
 
     /// One provider the pipeline declares, as the run ended, with what it cost.

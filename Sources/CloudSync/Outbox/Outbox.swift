@@ -166,6 +166,15 @@ public final class Outbox: Sendable {
     /// How many entries wait, without copying them.
     public var count: Int { state.withLock { $0.entries.count } }
 
+    /// How many entries wait for each provider; providers with none are absent.
+    public var countByProvider: [String: Int] {
+        state.withLock { state in
+            var counts: [String: Int] = [:]
+            for entry in state.entries.values { counts[entry.provider, default: 0] += 1 }
+            return counts
+        }
+    }
+
     // MARK: Used by the store
 
     /// The account generation now; work captures it when it starts and hands it back to ``enqueue(_:now:generation:)``.

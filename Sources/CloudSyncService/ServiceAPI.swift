@@ -1,0 +1,185 @@
+import CloudSyncHTTP
+import CloudSyncHTTPServer
+import CloudSyncPipeline
+import CloudSyncSodium
+import Foundation
+
+/// The service's HTTP face: health, readiness, metrics, the JSON API and the page.
+///
+/// With a token every endpoint but `/healthz` wants it, as `Authorization: Bearer TOKEN` or as the password of
+/// HTTP Basic authentication (what a browser asks a person for), compared in constant time. Every error is JSON with
+/// a 4xx or 5xx status: `{"error": {"code": "ERR_…", "message": "…", "status": N}}`.
+package struct ServiceAPI: Sendable {
+    let service: PipelineService
+    /// The token's SHA-256, so comparing never depends on where the first differing byte is or on the length.
+    private let tokenDigest: [UInt8]?
+
+    /// The most runs `/api/runs` lists at once.
+    static let runLimit = 1000
+
+    package init(service: PipelineService, token: String?) {
+        self.service = service
+        tokenDigest = token.map { SHA256.hash(Array($0.utf8)) }
+    }
+
+    /// Answers every request on `server`: its routes match every path of the usual methods and this decides.
+    package func install(on server: LoopbackHTTPServer) {
+        let api = self
+        for method in ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"] {
+            server.route(try! HTTPRoutePattern(parsing: "\(method) /")) { api.handle($0) }
+            server.route(try! HTTPRoutePattern(parsing: "\(method) /{path...}")) { api.handle($0) }
+        }
+    }
+
+    /// The answer to `request`.
+    package func handle(_ request: ReceivedRequest) -> HTTPResponse {
+        let path = request.path.removingPercentEncoding ?? request.path
+        let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
+        let method = request.method == "HEAD" ? "GET" : request.method
+        if path != "/healthz", !authorized(request) {
+            var response = Self.error(
+                401, "ERR_UNAUTHORIZED",
+                "this service wants its token: send `Authorization: Bearer TOKEN` (the contents of --token-file)")
+            response.headers.add("WWW-Authenticate", "Bearer realm=\"cloudsync\"")
+            response.headers.add("WWW-Authenticate", "Basic realm=\"cloudsync\", charset=\"UTF-8\"")
+            return response
+        }
+        switch segments {
+        case [""]:
+            return only("GET", method) { page(request) }
+        case ["healthz"]:
+            return only("GET", method) { .json(["status": "ok"]) }
+        case ["readyz"]:
+            return only("GET", method) { readiness() }
+        case ["metrics"]:
+            return only("GET", method) {
+                .text(
+                    200,
+                    ServiceMetrics.render(
+                        service.pipelines, failedFiles: service.failedFiles, startedAt: service.startedAt),
+                    headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"])
+            }
+        case ["api", "pipelines"]:
+            return only("GET", method) { .json(PipelinesBody(service)) }
+        case ["api", "runs"]:
+            return only("GET", method) { runs(request) }
+        case let parts where parts.count == 3 && parts[0] == "api" && parts[1] == "runs" && !parts[2].isEmpty:
+            return only("GET", method) {
+                guard let report = service.report(id: parts[2]) else {
+                    return Self.error(
+                        404, "ERR_NOT_FOUND",
+                        "no run '\(parts[2])' in the history of the pipelines served; GET /api/runs lists them")
+                }
+                return HTTPResponse(status: 200, headers: ["Content-Type": "application/json"], body: report)
+            }
+        case let parts where parts.count == 4 && parts[0] == "api" && parts[1] == "pipelines" && parts[3] == "run":
+            return only("POST", method) { requestRun(parts[2]) }
+        default:
+            return Self.error(
+                404, "ERR_NOT_FOUND",
+                "no endpoint \(path); there are /, /healthz, /readyz, /metrics, /api/pipelines, /api/runs, "
+                    + "/api/runs/ID and POST /api/pipelines/NAME/run")
+        }
+    }
+
+    private func only(_ allowed: String, _ method: String, _ answer: () -> HTTPResponse) -> HTTPResponse {
+        guard method == allowed else {
+            var response = Self.error(405, "ERR_METHOD", "this endpoint answers \(allowed) only, not \(method)")
+            response.headers["Allow"] = allowed == "GET" ? "GET, HEAD" : allowed
+            return response
+        }
+        return answer()
+    }
+
+    private func authorized(_ request: ReceivedRequest) -> Bool {
+        guard let tokenDigest else { return true }
+        guard let header = request.headers["Authorization"] else { return false }
+        var presented: String?
+        if header.lowercased().hasPrefix("bearer ") {
+            presented = String(header.dropFirst(7)).trimmingCharacters(in: .whitespaces)
+        } else if header.lowercased().hasPrefix("basic "),
+            let decoded = Data(base64Encoded: String(header.dropFirst(6)).trimmingCharacters(in: .whitespaces)),
+            let text = String(data: decoded, encoding: .utf8), let colon = text.firstIndex(of: ":")
+        {
+            presented = String(text[text.index(after: colon)...])
+        }
+        guard let presented else { return false }
+        return constantTimeEquals(SHA256.hash(Array(presented.utf8)), tokenDigest)
+    }
+
+    private func readiness() -> HTTPResponse {
+        struct Body: Encodable {
+            let ready: Bool
+            let pipelines: [String: String]
+            let files: [String: String]
+        }
+        var pipelines: [String: String] = [:]
+        for (name, problem) in service.stateReachability() { pipelines[name] = problem ?? "ok" }
+        for status in service.pipelines {
+            if let error = status.loadError { pipelines[status.name] = "its file did not load: \(error)" }
+        }
+        let files = service.failedFiles
+        let ready = files.isEmpty && pipelines.values.allSatisfy { $0 == "ok" } && !pipelines.isEmpty
+        return .json(Body(ready: ready, pipelines: pipelines, files: files), status: ready ? 200 : 503)
+    }
+
+    private func runs(_ request: ReceivedRequest) -> HTTPResponse {
+        var limit = 20
+        if let text = request.query("limit") {
+            guard let number = Int(text), (1...Self.runLimit).contains(number) else {
+                return Self.error(
+                    400, "ERR_BAD_REQUEST", "limit must be a whole number from 1 to \(Self.runLimit); found '\(text)'")
+            }
+            limit = number
+        }
+        let pipeline = request.query("pipeline").flatMap { $0.isEmpty ? nil : $0 }
+        if let pipeline, service.compiled(named: pipeline) == nil {
+            return Self.error(
+                404, "ERR_NOT_FOUND",
+                "no pipeline '\(pipeline)' is served; GET /api/pipelines lists them"
+                    + (closestName(pipeline).map { "; did you mean '\($0)'?" } ?? ""))
+        }
+        let (runs, errors) = service.history(pipeline: pipeline, limit: limit)
+        return .json(RunsBody(runs: runs.map(RunLine.init), errors: errors))
+    }
+
+    private func requestRun(_ name: String) -> HTTPResponse {
+        switch service.requestRun(name) {
+        case .started:
+            return .json(["started": name, "runs": "/api/runs?pipeline=\(name)"], status: 202)
+        case .busy:
+            return Self.error(409, "ERR_BUSY", "\(name) is running or flushing its outbox; try again when it ends")
+        case .unknown:
+            return Self.error(
+                404, "ERR_NOT_FOUND",
+                "no pipeline '\(name)' is served" + (closestName(name).map { "; did you mean '\($0)'?" } ?? ""))
+        case .stopping:
+            return Self.error(503, "ERR_STOPPING", "the service is stopping and starts no run")
+        }
+    }
+
+    private func page(_ request: ReceivedRequest) -> HTTPResponse {
+        var headers: HTTPHeaders = ["Content-Type": "text/html; charset=utf-8"]
+        headers["Cache-Control"] = "no-store"
+        headers["Content-Security-Policy"] = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+        let html = StatusPage.render(service.pipelines, failedFiles: service.failedFiles, now: Date())
+        return HTTPResponse(status: 200, headers: headers, body: Data(html.utf8))
+    }
+
+    private func closestName(_ name: String) -> String? {
+        closest(name, among: service.pipelines.map(\.name))
+    }
+
+    /// The JSON error every endpoint answers with.
+    static func error(_ status: Int, _ code: String, _ message: String) -> HTTPResponse {
+        struct Body: Encodable {
+            struct Detail: Encodable {
+                let code: String
+                let message: String
+                let status: Int
+            }
+            let error: Detail
+        }
+        return .json(Body(error: .init(code: code, message: message, status: status)), status: status)
+    }
+}

@@ -1,0 +1,99 @@
+import CloudSyncPipeline
+import Foundation
+
+/// `GET /metrics`: the Prometheus text exposition of every served pipeline — its last run (as the textfile writes
+/// it), runs and skipped slots since the service started, schedule lag, next slot, outbox depth by provider, flushes —
+/// and of every provider's requests, bytes, retries and throttled answers over those runs.
+enum ServiceMetrics {
+    static func render(_ pipelines: [PipelineStatus], failedFiles: [String: String], startedAt: Date) -> String {
+        var metrics = PrometheusExposition()
+        metrics.add(
+            "cloudsync_serve_start_time_seconds", .gauge, help: "When the service started, in Unix time.",
+            value: startedAt.timeIntervalSince1970)
+        metrics.add(
+            "cloudsync_serve_files_failed", .gauge,
+            help: "Pipeline files that did not load at the last (re)load and have no earlier version running.",
+            value: Double(failedFiles.count))
+        for pipeline in pipelines {
+            let name = pipeline.name
+            metrics.add(
+                "cloudsync_pipeline_config_error", .gauge,
+                help: "1 when the pipeline's file did not load at the last reload (its previous version runs), else 0.",
+                labels: ["pipeline": name], value: pipeline.loadError == nil ? 0 : 1)
+            metrics.add(
+                "cloudsync_pipeline_running", .gauge, help: "1 while a run of the pipeline is in progress, else 0.",
+                labels: ["pipeline": name], value: pipeline.running == nil ? 0 : 1)
+            if let next = pipeline.nextRun {
+                metrics.add(
+                    "cloudsync_pipeline_next_run_timestamp_seconds", .gauge,
+                    help: "When the pipeline's next scheduled run starts, in Unix time.", labels: ["pipeline": name],
+                    value: next.start.timeIntervalSince1970)
+            }
+            if let lag = pipeline.lastLagSeconds {
+                metrics.add(
+                    "cloudsync_pipeline_schedule_lag_seconds", .gauge,
+                    help: "How long after its slot the last scheduled run started (jitter included).",
+                    labels: ["pipeline": name], value: lag)
+            }
+            for status in RunStatus.allCases {
+                metrics.add(
+                    "cloudsync_pipeline_runs_total", .counter,
+                    help: "Runs since the service started, by how they ended.",
+                    labels: ["pipeline": name, "status": status.rawValue],
+                    value: Double(pipeline.runsByStatus[status] ?? 0))
+            }
+            for reason in SkipReason.allCases {
+                metrics.add(
+                    "cloudsync_pipeline_slots_skipped_total", .counter,
+                    help: "Slots that did not run since the service started, by why: the previous run still ran "
+                        + "(running), another process held the lock (locked), the run could not start (cannotStart).",
+                    labels: ["pipeline": name, "reason": reason.rawValue],
+                    value: Double(pipeline.skippedSlots[reason] ?? 0))
+            }
+            for (provider, count) in pipeline.outboxPending.sorted(by: { $0.key < $1.key }) {
+                metrics.add(
+                    "cloudsync_pipeline_outbox_pending", .gauge,
+                    help:
+                        "Writes waiting in the outbox, by the provider they wait for, as the last run or flush left it.",
+                    labels: ["pipeline": name, "provider": provider], value: Double(count))
+            }
+            metrics.add(
+                "cloudsync_pipeline_outbox_flushes_total", .counter,
+                help: "Outbox flushes between runs (autoFlush) since the service started.", labels: ["pipeline": name],
+                value: Double(pipeline.flushes.runs))
+            metrics.add(
+                "cloudsync_pipeline_outbox_flushed_total", .counter,
+                help: "Queued writes delivered by the flushes between runs since the service started.",
+                labels: ["pipeline": name], value: Double(pipeline.flushes.drained))
+            metrics.add(
+                "cloudsync_pipeline_outbox_flush_failures_total", .counter,
+                help: "Flushes between runs that could not open the pipeline or failed.", labels: ["pipeline": name],
+                value: Double(pipeline.flushes.failures))
+            if let last = pipeline.recent.last {
+                last.addLastRun(to: &metrics, prefix: "cloudsync_pipeline_last_run")
+            }
+            for (provider, totals) in pipeline.providerTotals.sorted(by: { $0.key < $1.key }) {
+                let labels: KeyValuePairs<String, String> = ["pipeline": name, "provider": provider]
+                metrics.add(
+                    "cloudsync_provider_requests_total", .counter, help: "Provider calls made by the runs since start.",
+                    labels: labels, value: Double(totals.requests))
+                metrics.add(
+                    "cloudsync_provider_read_bytes_total", .counter, help: "Bytes read from the provider by the runs.",
+                    labels: labels, value: Double(totals.bytesRead))
+                metrics.add(
+                    "cloudsync_provider_written_bytes_total", .counter,
+                    help: "Bytes written to the provider by the runs.", labels: labels,
+                    value: Double(totals.bytesWritten))
+                metrics.add(
+                    "cloudsync_provider_retries_total", .counter, help: "Calls to the provider retried by the runs.",
+                    labels: labels, value: Double(totals.retries))
+                metrics.add(
+                    "cloudsync_provider_throttled_total", .counter,
+                    help: "Answers from the provider that asked the runs to slow down.", labels: labels,
+                    value: Double(totals.throttled))
+            }
+        }
+        return metrics.text
+    }
+
+}
