@@ -153,6 +153,12 @@ let package = Package(
                 "CloudSync", "CloudSyncAuth", "CloudSyncCLI", "CloudSyncHTTP", "CloudSyncLocal", "CloudSyncPipeline",
                 "CloudSyncPostgres", "CloudSyncSQLite", "CloudSyncTesting", "cloudsync",
             ]),
+        .testTarget(
+            name: "CloudSyncServiceTests",
+            dependencies: [
+                "CloudSync", "CloudSyncHTTP", "CloudSyncHTTPServer", "CloudSyncPipeline", "CloudSyncService",
+                "CloudSyncTesting",
+            ]),
         .testTarget(name: "CloudSyncTestingTests", dependencies: ["CloudSyncHTTP", "CloudSyncTesting"]),
         .testTarget(
             name: "CloudSyncHTTPTests",

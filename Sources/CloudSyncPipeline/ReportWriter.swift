@@ -70,7 +70,7 @@ struct ReportWriter {
 enum PrometheusTextfile {
     static func render(_ report: RunReport) -> String {
         var metrics = PrometheusExposition()
-        report.addLastRun(to: &metrics, prefix: "cloudsync_last_run")
+        report.addLastRun(to: &metrics, prefix: "cloudsync_last_run", counts: "cloudsync_last_run_job_count")
         metrics.add(
             "cloudsync_outbox_pending", .gauge, help: "Writes waiting in the outbox after the last run.",
             labels: ["pipeline": report.pipeline], value: Double(report.outbox.pendingAfter))
@@ -80,8 +80,9 @@ enum PrometheusTextfile {
 
 extension RunReport {
     /// Adds what this run says as the pipeline's last run: `PREFIX_timestamp_seconds`, `_duration_seconds`,
-    /// `_status` (1 for its status, 0 for the others), `_job_status` and `_job_count`, labelled with the pipeline.
-    public func addLastRun(to metrics: inout PrometheusExposition, prefix: String) {
+    /// `_status` (1 for its status, 0 for the others), `_job_status` and the jobs' counts as `counts`, labelled with
+    /// the pipeline.
+    public func addLastRun(to metrics: inout PrometheusExposition, prefix: String, counts: String) {
         let finished = (ISO8601DateFormatter.withFractions.date(from: finishedAt)?.timeIntervalSince1970) ?? 0
         metrics.add(
             "\(prefix)_timestamp_seconds", .gauge, help: "When the last run of the pipeline finished, in Unix time.",
@@ -106,7 +107,7 @@ extension RunReport {
         for job in jobs {
             for count in job.counts.sorted(by: { $0.key < $1.key }) {
                 metrics.add(
-                    "\(prefix)_job_count", .gauge,
+                    counts, .gauge,
                     help: "The counts each job of the last run reported (copied, failed, ...).",
                     labels: ["pipeline": pipeline, "job": job.name, "type": job.type, "count": count.key],
                     value: Double(count.value))
