@@ -41,6 +41,11 @@ public final class RunningProcess: Sendable {
         await offPool { self.output.nextLine(timeout: timeout) }
     }
 
+    /// The next line of standard error, as ``line(timeout:)`` reads standard output.
+    public func errorLine(timeout: Duration = .seconds(30)) async -> String? {
+        await offPool { self.errors.nextLine(timeout: timeout) }
+    }
+
     /// ``line(timeout:)`` blocking the calling thread: only for code that already runs on a thread of its own.
     @available(*, noasync, message: "blocks a thread of the concurrency pool; use line(timeout:)")
     public func nextLine(timeout: Duration = .seconds(30)) -> String? { output.nextLine(timeout: timeout) }
