@@ -87,7 +87,7 @@ install: release
 	scripts/make-manpage.sh .build/release/cloudsync "$(DOCDIR)" > "$(DESTDIR)$(MANDIR)/man1/cloudsync.1"
 	.build/release/cloudsync --help > "$(DESTDIR)$(DOCDIR)/cloudsync-help.txt"
 	$(INSTALL) -m 0644 README.md LICENSE "$(DESTDIR)$(DOCDIR)/"
-	$(INSTALL) -m 0644 docs/ARCHITECTURE.md "$(DESTDIR)$(DOCDIR)/docs/"
+	$(INSTALL) -m 0644 docs/*.md "$(DESTDIR)$(DOCDIR)/docs/"
 	$(INSTALL) -m 0644 schemas/*.json "$(DESTDIR)$(DOCDIR)/schemas/"
 	for unit in contrib/systemd/*; do \
 		sed -e 's|/usr/local/bin/cloudsync|$(BINDIR)/cloudsync|g' -e 's|/usr/local/share/doc/cloudsync|$(DOCDIR)|g' \

@@ -57,16 +57,17 @@ echo "check-install: the installed $version ran from $outside: --version, --help
 if command -v systemd-analyze >/dev/null 2>&1; then
     units=$scratch/units
     mkdir -p "$units"
-    for unit in "$docdir"/systemd/*@.service "$docdir"/systemd/*@.timer; do
+    for unit in "$docdir"/systemd/*.service "$docdir"/systemd/*@.timer; do
         sed "s|$prefix/bin/cloudsync|$binary|g" "$unit" >"$units/${unit##*/}"
     done
     if ! report=$(cd "$units" && MANPATH=$installed/share/man systemd-analyze verify \
-        "$units/cloudsync@nightly.service" "$units/cloudsync@nightly.timer" "$units/cloudsync-failure@nightly.service" 2>&1) ||
+        "$units/cloudsync@nightly.service" "$units/cloudsync@nightly.timer" "$units/cloudsync-failure@nightly.service" \
+        "$units/cloudsync-serve.service" 2>&1) ||
         [ -n "$report" ]; then
         echo "$report" >&2
         fail "systemd-analyze verify found problems in contrib/systemd"
     fi
-    echo "check-install: systemd-analyze verify passed cloudsync@.service, cloudsync@.timer, cloudsync-failure@.service" >&2
+    echo "check-install: systemd-analyze verify passed cloudsync@.service, cloudsync@.timer, cloudsync-failure@.service, cloudsync-serve.service" >&2
 else
     echo "check-install: systemd-analyze not installed; the systemd units were not verified" >&2
 fi

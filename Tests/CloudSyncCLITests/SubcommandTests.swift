@@ -154,7 +154,8 @@ import Testing
         }
         await #expect(
             try complete(["cloudsync", ""]) == [
-                "run", "validate", "plan", "schema", "outbox", "history", "snapshots", "login", "logout", "cloudkit",
+                "run", "serve", "validate", "plan", "schema", "outbox", "history", "snapshots", "login", "logout",
+                "cloudkit",
                 "keygen",
                 "completions", "help", "--version", "--help", "-h",
             ])

@@ -2,7 +2,7 @@ import Foundation
 
 /// When a pipeline is due (`schedule:` in its file): on a cron expression in a time zone, or at a fixed interval.
 ///
-/// `validate` checks it and `plan` shows the next slots; a scheduler that runs pipelines on them is still to come.
+/// `validate` checks it, `plan` shows the next slots and `cloudsync serve` runs pipelines on them.
 public struct PipelineSchedule: Sendable, Equatable, CustomStringConvertible {
     /// How the slots are laid out.
     public enum Slots: Sendable, Equatable {
