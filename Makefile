@@ -30,7 +30,7 @@ emulator: build
 # and named, with every thread's backtrace kept, and each run ends with its ten slowest tests.
 # Then a separate package builds README.md's examples against the library products and runs them.
 test: deps
-	@scripts/install-deps.sh rclone gdb restic postgresql tzdata prometheus
+	@scripts/install-deps.sh rclone gdb restic postgresql tzdata prometheus chromium
 	@scripts/python-env.sh
 	$(SWIFT) build --build-tests
 	scripts/run-tests.py
@@ -41,7 +41,7 @@ test: deps
 # `make test-repeat N=10`: the main suite N times (default 10), stopping at the first failure, for finding flakes.
 N ?= 10
 test-repeat: deps
-	@scripts/install-deps.sh rclone gdb restic postgresql tzdata prometheus
+	@scripts/install-deps.sh rclone gdb restic postgresql tzdata prometheus chromium
 	@scripts/python-env.sh
 	$(SWIFT) build --build-tests
 	scripts/run-tests.py --runs $(N) --label repeat

@@ -72,7 +72,8 @@ enum ServiceMetrics {
             if let last = pipeline.recent.last {
                 // Not `_job_count`: promtool keeps that suffix for histograms and summaries.
                 last.addLastRun(
-                    to: &metrics, prefix: "cloudsync_pipeline_last_run", counts: "cloudsync_pipeline_last_run_job_result")
+                    to: &metrics, prefix: "cloudsync_pipeline_last_run",
+                    counts: "cloudsync_pipeline_last_run_job_result")
             }
             for (provider, totals) in pipeline.providerTotals.sorted(by: { $0.key < $1.key }) {
                 let labels: KeyValuePairs<String, String> = ["pipeline": name, "provider": provider]

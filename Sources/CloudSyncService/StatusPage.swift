@@ -113,10 +113,11 @@ enum StatusPage {
     private static func chart(_ kind: String, _ title: String, _ values: [Double], _ reports: [RunReport]) -> String {
         let width = 500.0
         let height = 80.0
-        let top = max(values.max() ?? 0, 0.001)
+        let largest = values.max() ?? 0
+        let top = max(largest, 0.001)
         let slot = width / Double(max(values.count, 1))
         var svg = """
-            <figure><figcaption>\(escape(title)), last \(values.count) runs; most \(format(top))</figcaption>
+            <figure><figcaption>\(escape(title)), last \(values.count) runs; most \(format(largest))</figcaption>
             <svg class="chart" data-chart="\(kind)" viewBox="0 0 \(Int(width)) \(Int(height))" width="\(Int(width))" \
             height="\(Int(height))" role="img" aria-label="\(escape(title))">
             <line x1="0" y1="\(height - 0.5)" x2="\(width)" y2="\(height - 0.5)" class="axis"/>

@@ -1,0 +1,124 @@
+import CloudSync
+import CloudSyncHTTPServer
+import CloudSyncPipeline
+import CloudSyncTesting
+import Foundation
+import Testing
+
+@testable import CloudSyncService
+
+/// The status page as a person's browser shows it.
+///
+/// Headless Chromium (Debian's `chromium`, which `make test` installs) loads `/` from a served pair of pipelines, one
+/// healthy and one whose check finds differences, and the test reads the DOM Chromium rendered. Its only network is loopback: every other address goes to a proxy that does
+/// not exist. A screenshot is kept in `.build/test-artifacts/status-page.png`.
+@Suite(.timeLimit(.minutes(5)))
+struct StatusPageBrowserTests {
+    static let root = ServiceAPITests.root
+
+    private static let healthy = """
+        version: 1
+        name: healthy
+        state: state/healthy
+        providers:
+          from: { type: directory, path: seed }
+          to: { type: directory, path: out, create: true }
+        store: { providers: [from, to] }
+        jobs:
+          - { type: migrate, name: copy, from: from, to: to }
+        """
+
+    private static let drifting = """
+        version: 1
+        name: drifting
+        state: state/drifting
+        providers:
+          from: { type: directory, path: seed }
+          empty: { type: directory, path: empty, create: true }
+        store: { providers: [from, empty] }
+        jobs:
+          - { type: check, name: compare, from: from, to: empty }
+        """
+
+    /// What Chromium rendered of `url`, and a screenshot of it at `screenshot`.
+    private func render(_ url: URL, screenshot: String? = nil) async throws -> String {
+        let profile = try TemporaryDirectory()
+        var arguments = [
+            "--headless=new", "--no-sandbox", "--disable-gpu", "--disable-dev-shm-usage", "--no-first-run",
+            "--disable-background-networking", "--disable-component-update", "--disable-sync", "--disable-default-apps",
+            "--disable-extensions", "--user-data-dir=" + profile.path,
+            // Loopback goes direct; anything else would go to a proxy nobody listens on.
+            "--proxy-server=http://127.0.0.1:9",
+        ]
+        if let screenshot {
+            arguments += ["--window-size=1280,1200", "--screenshot=" + screenshot]
+        } else {
+            arguments += ["--dump-dom"]
+        }
+        let result = try await ProcessRunner.run("/usr/bin/chromium", arguments + [url.absoluteString])
+        #expect(result.status == 0, "chromium: \(result.standardError.suffix(2000))")
+        return result.standardOutput
+    }
+
+    @Test func chromiumShowsEveryPipelineTheFailedRunAndTheChartsAndANewRunOnReload() async throws {
+        let directory = try TemporaryDirectory()
+        try FileManager.default.createDirectory(atPath: directory.file("seed"), withIntermediateDirectories: true)
+        for index in 0..<4 {
+            try "v\(index)".write(toFile: directory.file("seed/k\(index)"), atomically: false, encoding: .utf8)
+        }
+        try Self.healthy.write(toFile: directory.file("healthy.yaml"), atomically: true, encoding: .utf8)
+        try Self.drifting.write(toFile: directory.file("drifting.yaml"), atomically: true, encoding: .utf8)
+        let service = PipelineService(
+            PipelineService.Configuration(
+                paths: [directory.path], load: ServiceAPITests.Served.load, log: { _ in }))
+        service.start()
+        let server = try LoopbackHTTPServer()
+        defer { server.stop() }
+        ServiceAPI(service: service, token: nil).install(on: server)
+
+        #expect(service.requestRun("healthy") == .started)
+        #expect(service.requestRun("drifting") == .started)
+        try await waitForRuns(service, ["healthy": 1, "drifting": 1])
+
+        let dom = try await render(server.url("/"))
+        #expect(dom.contains("<title>cloudsync serve</title>"), "\(dom.prefix(500))")
+        #expect(dom.contains("data-pipeline=\"healthy\" data-status=\"ok\""), "\(dom)")
+        #expect(dom.contains("data-pipeline=\"drifting\" data-status=\"failed\""), "\(dom)")
+        let drifting = try #require(service.pipelines.first { $0.name == "drifting" }?.recent.last)
+        #expect(
+            dom.contains("data-run=\"\(drifting.runId)\" data-status=\"failed\""), "the failed run is not shown failed")
+        #expect(dom.components(separatedBy: "data-chart=\"duration\"").count == 3, "a duration chart per pipeline")
+        #expect(dom.components(separatedBy: "data-chart=\"keys-moved\"").count == 3)
+        #expect(dom.contains("<rect"), "the charts have no bars")
+
+        let artifacts = Self.root + "/.build/test-artifacts"
+        try FileManager.default.createDirectory(atPath: artifacts, withIntermediateDirectories: true)
+        let screenshot = artifacts + "/status-page.png"
+        try? FileManager.default.removeItem(atPath: screenshot)
+        _ = try await render(server.url("/"), screenshot: screenshot)
+        let size = (try? FileManager.default.attributesOfItem(atPath: screenshot)[.size] as? Int) ?? 0
+        #expect(size > 10_000, "the screenshot is missing or blank (\(size) bytes)")
+
+        // Another run; the next load shows it.
+        #expect(service.requestRun("healthy") == .started)
+        try await waitForRuns(service, ["healthy": 2, "drifting": 1])
+        let newest = try #require(service.pipelines.first { $0.name == "healthy" }?.recent.last)
+        #expect(!dom.contains(newest.runId))
+        #expect(try await render(server.url("/")).contains("data-run=\"\(newest.runId)\""))
+        await service.stop()
+    }
+
+    private func waitForRuns(_ service: PipelineService, _ counts: [String: Int]) async throws {
+        let deadline = ContinuousClock.now + .seconds(120)
+        while ContinuousClock.now < deadline {
+            let statuses = service.pipelines
+            if counts.allSatisfy({ name, count in
+                statuses.contains { $0.name == name && $0.running == nil && $0.recent.count >= count }
+            }) {
+                return
+            }
+            try await Task.sleep(for: .milliseconds(20))
+        }
+        Issue.record("runs \(counts) did not finish within 120 s")
+    }
+}
