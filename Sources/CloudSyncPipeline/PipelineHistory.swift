@@ -19,4 +19,19 @@ public enum PipelineHistory {
         defer { database.close() }
         return try database.runs(limit: limit)
     }
+
+    /// The report of run `id` of the pipeline: kept with its history in shared state, else read from the report file
+    /// its history row names; nil when neither has it.
+    public static func report(of compiled: CompiledPipeline, id: String) throws(CloudSyncError) -> Data? {
+        if let shared = compiled.spec.sharedState {
+            let state = try PostgresStateDatabase(shared, pipeline: compiled.spec.name, readOnly: true)
+            defer { state.close() }
+            if let kept = try state.report(of: id) { return kept }
+        }
+        // The newest thousand runs are looked through: the report of an older one is its file's to give.
+        guard let path = try runs(of: compiled, limit: 1000).first(where: { $0.id == id })?.report,
+            let data = FileManager.default.contents(atPath: path)
+        else { return nil }
+        return data
+    }
 }

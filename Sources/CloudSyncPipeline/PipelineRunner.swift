@@ -249,6 +249,8 @@ public struct PipelineRunner: Sendable {
             StateDatabase.Run(
                 id: runID, startedAt: report.startedAt, finishedAt: report.finishedAt, status: status,
                 dryRun: options.dryRun, jobs: jobCounts, report: writeError == nil ? path : nil))
+        // Shared state keeps the report too, so every host serving the pipeline can show it.
+        try? (session.stateDatabase as? PostgresStateDatabase)?.keepReport(report.json(), of: runID)
         await session.close()
         return RunOutcome(report: report, reportPath: writeError == nil ? path : nil, reportError: writeError?.message)
     }

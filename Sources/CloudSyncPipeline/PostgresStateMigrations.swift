@@ -172,6 +172,19 @@ enum PostgresStateMigrations {
             );
             """
         ),
+        (
+            "slots the serve processes of several hosts claim, and each run's report kept with its history",
+            """
+            CREATE TABLE serve_slots (
+                pipeline text NOT NULL,
+                slot_ms bigint NOT NULL,
+                host text NOT NULL,
+                claimed_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (pipeline, slot_ms)
+            );
+            ALTER TABLE runs ADD COLUMN report_json text;
+            """
+        ),
     ]
 
     /// Creates `schema` when missing, applies the migrations it lacks, and leaves the session's `search_path` on it.

@@ -241,6 +241,19 @@ package final class PipelineService: Sendable {
     private func fire(_ served: ServedPipeline, due: SlotPlanner.Due, trigger: RunTrigger) async {
         if served.status.flushing, let flush = state.withLock({ $0.work[served.file] }) { await flush.value }
         guard !Task.isCancelled else { return }
+        if served.status.running == nil, served.compiled.spec.sharedState != nil {
+            // Hosts sharing the state share the schedule: the first to claim the slot runs it.
+            do {
+                guard try SharedSlots.claim(due.slot, of: served.compiled, host: Self.host) else {
+                    served.skip(.claimedElsewhere)
+                    return
+                }
+            } catch {
+                served.skip(.cannotStart, message: "\(error.code): \(error.message)")
+                configuration.log("\(served.name): the slot at \(iso(due.slot)) could not be claimed: \(error.message)")
+                return
+            }
+        }
         if !startRun(served, due: due, trigger: trigger) {
             served.skip(.running)
             configuration.log("\(served.name): the slot at \(iso(due.slot)) was skipped: the previous run still runs")
@@ -389,7 +402,8 @@ package final class PipelineService: Sendable {
         return (Array(runs.prefix(limit)), errors)
     }
 
-    /// The report of run `id`: from memory when it is recent, else from the report file its history row names.
+    /// The report of run `id`: from memory when it is recent, else as the pipeline's state keeps it (with the history
+    /// in shared state, whichever host ran it; else the report file its history row names).
     package func report(id: String) -> Data? {
         let served = state.withLock { $0.served }
         for pipeline in served {
@@ -398,15 +412,16 @@ package final class PipelineService: Sendable {
             }
         }
         for pipeline in served where id.hasPrefix(pipeline.name + "-") {
-            guard let runs = try? PipelineHistory.runs(of: pipeline.compiled, limit: 1000),
-                let path = runs.first(where: { $0.id == id })?.report,
-                let data = FileManager.default.contents(atPath: path),
+            guard let data = try? PipelineHistory.report(of: pipeline.compiled, id: id),
                 let report = try? JSONDecoder().decode(RunReport.self, from: data), report.runId == id
             else { continue }
             return data
         }
         return nil
     }
+
+    /// This process as other hosts see it in claimed slots: `host/pid`.
+    static let host = "\(ProcessInfo.processInfo.hostName)/\(getpid())"
 
     /// Whether each pipeline's state answers, by name: nil when it does, else why not.
     package func stateReachability() -> [String: String?] {

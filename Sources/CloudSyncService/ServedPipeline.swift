@@ -137,6 +137,8 @@ package enum SkipReason: String, Sendable, Codable, CaseIterable {
     case locked
     /// The run could not start: its state or a provider could not be opened.
     case cannotStart
+    /// Another host serving the pipeline on the same PostgreSQL state claimed the slot and runs it.
+    case claimedElsewhere
 }
 
 /// What one provider cost over the runs since the service started.

@@ -46,7 +46,8 @@ enum ServiceMetrics {
                 metrics.add(
                     "cloudsync_pipeline_slots_skipped_total", .counter,
                     help: "Slots that did not run since the service started, by why: the previous run still ran "
-                        + "(running), another process held the lock (locked), the run could not start (cannotStart).",
+                        + "(running), another process held the lock (locked), the run could not start (cannotStart), another host "
+                        + "sharing the state claimed it (claimedElsewhere).",
                     labels: ["pipeline": name, "reason": reason.rawValue],
                     value: Double(pipeline.skippedSlots[reason] ?? 0))
             }

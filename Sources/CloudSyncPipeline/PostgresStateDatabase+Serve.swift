@@ -1,0 +1,62 @@
+import CloudSync
+import CloudSyncPostgres
+import Foundation
+
+/// What `cloudsync serve` keeps in the shared state: the slots hosts claim, so each runs once across them, and the
+/// runs' reports, so any host can show any host's.
+extension PostgresStateDatabase {
+    /// How long a claimed slot is remembered: long past any slot a host could still be about to fire.
+    static let slotMemory = "7 days"
+
+    /// Claims the slot at `slotMs` (milliseconds since 1970) for `host`; true when this call got it.
+    ///
+    /// False when another host had it. Claims older than ``slotMemory`` are forgotten on the way.
+    public func claimSlot(_ slotMs: Int64, host: String) throws(CloudSyncError) -> Bool {
+        try run { db throws(PostgresError) in
+            try db.transaction { () throws(PostgresError) -> Bool in
+                let claimed = try db.execute(
+                    "INSERT INTO serve_slots (pipeline, slot_ms, host) VALUES ($1, $2, $3) "
+                        + "ON CONFLICT (pipeline, slot_ms) DO NOTHING RETURNING slot_ms",
+                    [.text(pipeline), .integer(slotMs), .text(host)])
+                if !claimed.rows.isEmpty {
+                    try db.execute(
+                        "DELETE FROM serve_slots WHERE pipeline = $1 AND claimed_at < now() - interval '\(Self.slotMemory)'",
+                        [.text(pipeline)])
+                }
+                return !claimed.rows.isEmpty
+            }
+        }
+    }
+
+    /// Keeps `json`, the report of run `id`, with its history row (recorded before).
+    public func keepReport(_ json: String, of id: String) throws(CloudSyncError) {
+        guard !isReadOnly else { return }
+        try run { db throws(PostgresError) in
+            try db.execute(
+                "UPDATE runs SET report_json = $3 WHERE pipeline = $1 AND id = $2",
+                [.text(pipeline), .text(id), .text(json)])
+        }
+    }
+
+    /// The report of run `id` as kept with its history; nil when none is.
+    public func report(of id: String) throws(CloudSyncError) -> Data? {
+        guard isSetUp else { return nil }
+        let result = try run { db throws(PostgresError) in
+            try db.execute(
+                "SELECT report_json FROM runs WHERE pipeline = $1 AND id = $2", [.text(pipeline), .text(id)])
+        }
+        return result.rows.first?[0].text.map { Data($0.utf8) }
+    }
+}
+
+/// The slots of a schedule that several `cloudsync serve` hosts share through the pipeline's PostgreSQL state.
+public enum SharedSlots {
+    /// Claims `slot` of the pipeline for `host` when its state is shared (true when this host got it); a pipeline
+    /// whose state is its own shares slots with no one, and always gets them.
+    public static func claim(_ slot: Date, of compiled: CompiledPipeline, host: String) throws(CloudSyncError) -> Bool {
+        guard let shared = compiled.spec.sharedState else { return true }
+        let state = try PostgresStateDatabase(shared, pipeline: compiled.spec.name)
+        defer { state.close() }
+        return try state.claimSlot(Int64((slot.timeIntervalSince1970 * 1000).rounded()), host: host)
+    }
+}
