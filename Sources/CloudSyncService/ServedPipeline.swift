@@ -37,9 +37,12 @@ final class ServedPipeline: Sendable {
 
     let file: String
     private let record: Mutex<Record>
+    /// Bumped by every change, so answers rendered from the status can be kept until it moves.
+    private let changes: ChangeCounter
 
-    init(file: String, compiled: CompiledPipeline, recent: [RunReport]) {
+    init(file: String, compiled: CompiledPipeline, recent: [RunReport], changes: ChangeCounter) {
         self.file = file
+        self.changes = changes
         var initial = Record(compiled: compiled)
         initial.recent = Array(recent.suffix(Self.recentLimit))
         if let last = initial.recent.last { initial.outboxPending = last.outbox.pendingByProvider ?? [:] }
@@ -49,11 +52,15 @@ final class ServedPipeline: Sendable {
     var compiled: CompiledPipeline { record.withLock { $0.compiled } }
     var name: String { compiled.spec.name }
 
-    func update<T>(_ body: (inout Record) -> T) -> T { record.withLock { body(&$0) } }
+    func update<T>(_ body: (inout Record) -> T) -> T {
+        defer { changes.bump() }
+        return record.withLock { body(&$0) }
+    }
 
     /// Takes the pipeline for a run when it is idle; returns false when something else has it.
     func beginRun(_ trigger: RunTrigger, at now: Date) -> Bool {
-        record.withLock { record in
+        defer { changes.bump() }
+        return record.withLock { record in
             guard case .idle = record.activity else { return false }
             record.activity = .running(since: now, trigger: trigger)
             return true
@@ -62,7 +69,8 @@ final class ServedPipeline: Sendable {
 
     /// Takes the pipeline for an outbox flush when it is idle.
     func beginFlush() -> Bool {
-        record.withLock { record in
+        defer { changes.bump() }
+        return record.withLock { record in
             guard case .idle = record.activity else { return false }
             record.activity = .flushing
             return true
@@ -71,6 +79,7 @@ final class ServedPipeline: Sendable {
 
     /// Notes a finished run: its status, lag, providers' costs, outbox and report.
     func finishRun(_ report: RunReport, lag: Double?) {
+        defer { changes.bump() }
         record.withLock { record in
             record.activity = .idle
             record.runsByStatus[report.status, default: 0] += 1
@@ -89,6 +98,7 @@ final class ServedPipeline: Sendable {
 
     /// Notes a slot that did not run, and why.
     func skip(_ reason: SkipReason, message: String? = nil) {
+        defer { changes.bump() }
         record.withLock { record in
             record.skippedSlots[reason, default: 0] += 1
             if let message { record.lastRefusal = message }
@@ -96,7 +106,10 @@ final class ServedPipeline: Sendable {
     }
 
     /// Ends a run that never started (refused) or a flush.
-    func becomeIdle() { record.withLock { $0.activity = .idle } }
+    func becomeIdle() {
+        defer { changes.bump() }
+        record.withLock { $0.activity = .idle }
+    }
 
     /// What the status endpoints show, copied out.
     var status: PipelineStatus {
@@ -117,6 +130,15 @@ final class ServedPipeline: Sendable {
                 stateIsShared: record.compiled.spec.sharedState != nil)
         }
     }
+}
+
+/// A count of changes to what the service shows, so answers rendered from it can be reused until it moves.
+final class ChangeCounter: Sendable {
+    private let value = Atomic<UInt64>(0)
+
+    func bump() { value.add(1, ordering: .releasing) }
+
+    var current: UInt64 { value.load(ordering: .acquiring) }
 }
 
 /// Why a run started.

@@ -3,6 +3,7 @@ import CloudSyncHTTPServer
 import CloudSyncPipeline
 import CloudSyncSodium
 import Foundation
+import Synchronization
 
 /// The service's HTTP face: health, readiness, metrics, the JSON API and the page.
 ///
@@ -13,6 +14,9 @@ package struct ServiceAPI: Sendable {
     let service: PipelineService
     /// The token's SHA-256, so comparing never depends on where the first differing byte is or on the length.
     private let tokenDigest: [UInt8]?
+    /// The page and the metrics as last rendered, reused until the service changes (the page: or the second turns,
+    /// since it says how long ago things were), so a scraper or a crowd reloading costs no rendering.
+    private let rendered = RenderedAnswers()
 
     /// The most runs `/api/runs` lists at once.
     static let runLimit = 1000
@@ -53,11 +57,13 @@ package struct ServiceAPI: Sendable {
             return only("GET", method) { readiness() }
         case ["metrics"]:
             return only("GET", method) {
-                .text(
-                    200,
-                    ServiceMetrics.render(
-                        service.pipelines, failedFiles: service.failedFiles, startedAt: service.startedAt),
-                    headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"])
+                rendered.answer("metrics", version: "\(service.changes.current)") {
+                    .text(
+                        200,
+                        ServiceMetrics.render(
+                            service.pipelines, failedFiles: service.failedFiles, startedAt: service.startedAt),
+                        headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"])
+                }
             }
         case ["api", "pipelines"]:
             return only("GET", method) { .json(PipelinesBody(service)) }
@@ -159,11 +165,15 @@ package struct ServiceAPI: Sendable {
     }
 
     private func page(_ request: ReceivedRequest) -> HTTPResponse {
-        var headers: HTTPHeaders = ["Content-Type": "text/html; charset=utf-8"]
-        headers["Cache-Control"] = "no-store"
-        headers["Content-Security-Policy"] = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
-        let html = StatusPage.render(service.pipelines, failedFiles: service.failedFiles, now: Date())
-        return HTTPResponse(status: 200, headers: headers, body: Data(html.utf8))
+        let now = Date()
+        let second = Int64(now.timeIntervalSince1970.rounded(.down))
+        return rendered.answer("page", version: "\(service.changes.current)@\(second)") {
+            var headers: HTTPHeaders = ["Content-Type": "text/html; charset=utf-8"]
+            headers["Cache-Control"] = "no-store"
+            headers["Content-Security-Policy"] = "default-src 'none'; style-src 'unsafe-inline'; img-src data:"
+            let html = StatusPage.render(service.pipelines, failedFiles: service.failedFiles, now: now)
+            return HTTPResponse(status: 200, headers: headers, body: Data(html.utf8))
+        }
     }
 
     private func closestName(_ name: String) -> String? {
@@ -181,5 +191,20 @@ package struct ServiceAPI: Sendable {
             let error: Detail
         }
         return .json(Body(error: .init(code: code, message: message, status: status)), status: status)
+    }
+}
+
+/// Answers rendered from the service's state, each kept with the version of the state it was rendered from.
+final class RenderedAnswers: Sendable {
+    private let kept = Mutex<[String: (version: String, response: HTTPResponse)]>([:])
+
+    /// The answer kept under `name` when it was rendered at `version`, else `render()`'s, kept for next time.
+    ///
+    /// Two requests that miss at once both render; the second's answer is kept, and both are right.
+    func answer(_ name: String, version: String, render: () -> HTTPResponse) -> HTTPResponse {
+        if let hit = kept.withLock({ $0[name] }), hit.version == version { return hit.response }
+        let response = render()
+        kept.withLock { $0[name] = (version, response) }
+        return response
     }
 }
