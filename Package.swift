@@ -156,8 +156,8 @@ let package = Package(
         .testTarget(
             name: "CloudSyncServiceTests",
             dependencies: [
-                "CloudSync", "CloudSyncHTTP", "CloudSyncHTTPServer", "CloudSyncPipeline", "CloudSyncService",
-                "CloudSyncTesting",
+                "CloudSync", "CloudSyncHTTP", "CloudSyncHTTPServer", "CloudSyncLocal", "CloudSyncPipeline",
+                "CloudSyncService", "CloudSyncTesting",
             ]),
         .testTarget(name: "CloudSyncTestingTests", dependencies: ["CloudSyncHTTP", "CloudSyncTesting"]),
         .testTarget(
