@@ -94,24 +94,12 @@ extension CommandLineTool {
                 return .failure(error)
             }
         }
-        // The signals go to dispatch sources while the run lasts, and back to what they were after it, so a program
-        // running the command in process (and every child it starts later) keeps its own handling.
-        let signals = [SIGINT, SIGTERM].map { number -> (Int32, DispatchSourceSignal, sighandler_t?) in
-            let previous = signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler {
-                run.cancel()
-                errorWriter("interrupted: finishing the current batch, then writing the report\n")
-            }
-            source.resume()
-            return (number, source, previous)
+        // SIGINT and SIGTERM stop the run at its next batch boundary, while it lasts.
+        let signals = SignalWatch([SIGINT, SIGTERM]) { _ in
+            run.cancel()
+            errorWriter("interrupted: finishing the current batch, then writing the report\n")
         }
-        defer {
-            for (number, source, previous) in signals {
-                source.cancel()
-                signal(number, previous)
-            }
-        }
+        defer { signals.restore() }
 
         let outcome: RunOutcome
         switch await run.value {

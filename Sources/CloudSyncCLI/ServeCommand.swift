@@ -62,28 +62,17 @@ extension CommandLineTool {
 
         // SIGHUP reloads; SIGTERM or SIGINT ends the wait below.
         let (stops, stopped) = AsyncStream.makeStream(of: Int32.self)
-        let signals = [SIGHUP, SIGTERM, SIGINT].map { number -> (Int32, DispatchSourceSignal, sighandler_t?) in
-            let previous = signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-            source.setEventHandler {
-                if number == SIGHUP {
-                    notifier.send("RELOADING=1")
-                    errorWriter("SIGHUP: reloading the pipeline files\n")
-                    service.reload()
-                    notifier.send("READY=1")
-                } else {
-                    stopped.yield(number)
-                }
-            }
-            source.resume()
-            return (number, source, previous)
-        }
-        defer {
-            for (number, source, previous) in signals {
-                source.cancel()
-                signal(number, previous)
+        let signals = SignalWatch([SIGHUP, SIGTERM, SIGINT]) { number in
+            if number == SIGHUP {
+                notifier.send("RELOADING=1")
+                errorWriter("SIGHUP: reloading the pipeline files\n")
+                service.reload()
+                notifier.send("READY=1")
+            } else {
+                stopped.yield(number)
             }
         }
+        defer { signals.restore() }
         for await number in stops {
             let running = service.pipelines.filter { $0.running != nil }.map(\.name)
             notifier.send("STOPPING=1")

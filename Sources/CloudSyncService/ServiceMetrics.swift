@@ -77,27 +77,25 @@ enum ServiceMetrics {
                     counts: "cloudsync_pipeline_last_run_job_result")
             }
             for (provider, totals) in pipeline.providerTotals.sorted(by: { $0.key < $1.key }) {
-                let labels: KeyValuePairs<String, String> = ["pipeline": name, "provider": provider]
-                metrics.add(
-                    "cloudsync_provider_requests_total", .counter, help: "Provider calls made by the runs since start.",
-                    labels: labels, value: Double(totals.requests))
-                metrics.add(
-                    "cloudsync_provider_read_bytes_total", .counter, help: "Bytes read from the provider by the runs.",
-                    labels: labels, value: Double(totals.bytesRead))
-                metrics.add(
-                    "cloudsync_provider_written_bytes_total", .counter,
-                    help: "Bytes written to the provider by the runs.", labels: labels,
-                    value: Double(totals.bytesWritten))
-                metrics.add(
-                    "cloudsync_provider_retries_total", .counter, help: "Calls to the provider retried by the runs.",
-                    labels: labels, value: Double(totals.retries))
-                metrics.add(
-                    "cloudsync_provider_throttled_total", .counter,
-                    help: "Answers from the provider that asked the runs to slow down.", labels: labels,
-                    value: Double(totals.throttled))
+                for (family, help, total) in providerFamilies {
+                    metrics.add(
+                        family, .counter, help: help, labels: ["pipeline": name, "provider": provider],
+                        value: Double(totals[keyPath: total]))
+                }
             }
         }
         return metrics.text
     }
 
+    /// What each provider cost the runs since the service started: name, help, and the total it reads.
+    private static let providerFamilies: [(String, String, KeyPath<ProviderTotals, Int> & Sendable)] = [
+        ("cloudsync_provider_requests_total", "Provider calls made by the runs since start.", \.requests),
+        ("cloudsync_provider_read_bytes_total", "Bytes read from the provider by the runs.", \.bytesRead),
+        ("cloudsync_provider_written_bytes_total", "Bytes written to the provider by the runs.", \.bytesWritten),
+        ("cloudsync_provider_retries_total", "Calls to the provider retried by the runs.", \.retries),
+        (
+            "cloudsync_provider_throttled_total", "Answers from the provider that asked the runs to slow down.",
+            \.throttled
+        ),
+    ]
 }

@@ -46,6 +46,16 @@ public final class RunningProcess: Sendable {
         await offPool { self.errors.nextLine(timeout: timeout) }
     }
 
+    /// The address a `cloudsync serve` started as this process listens on, read from its `serving … on http://…/`
+    /// line on standard error; nil when the process ended or said nothing of the kind within `timeout` a line.
+    public func servingURL(timeout: Duration = .seconds(60)) async -> URL? {
+        while let line = await errorLine(timeout: timeout) {
+            guard line.hasPrefix("serving "), let range = line.range(of: "http://") else { continue }
+            return URL(string: String(line[range.lowerBound...].prefix { $0 != " " }))
+        }
+        return nil
+    }
+
     /// ``line(timeout:)`` blocking the calling thread: only for code that already runs on a thread of its own.
     @available(*, noasync, message: "blocks a thread of the concurrency pool; use line(timeout:)")
     public func nextLine(timeout: Duration = .seconds(30)) -> String? { output.nextLine(timeout: timeout) }

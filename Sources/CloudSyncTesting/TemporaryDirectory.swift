@@ -24,6 +24,15 @@ public final class TemporaryDirectory: Sendable {
     /// `name` inside the directory.
     public func file(_ name: String) -> String { "\(path)/\(name)" }
 
+    /// Creates the directory `name` inside this one and writes `count` files in it, `k0`, `k1`, ..., each holding
+    /// `value(index)`: a `directory` provider's keys.
+    public func fill(_ name: String, count: Int, value: (Int) -> String = { "v\($0)" }) throws {
+        try FileManager.default.createDirectory(atPath: file(name), withIntermediateDirectories: true)
+        for index in 0..<count {
+            try value(index).write(toFile: file("\(name)/k\(index)"), atomically: false, encoding: .utf8)
+        }
+    }
+
     /// Removes the directory, first keeping a copy of any run report in it for the suite's schema check
     /// (``ReportCollection``).
     deinit {

@@ -18,10 +18,7 @@ struct ServeClusterStressTests {
         let directory = try TemporaryDirectory()
         let server = try await PostgresServer.shared()
         let schema = PostgresServer.uniqueName("serve")
-        try FileManager.default.createDirectory(atPath: directory.file("seed"), withIntermediateDirectories: true)
-        for index in 0..<3 {
-            try "v\(index)".write(toFile: directory.file("seed/k\(index)"), atomically: false, encoding: .utf8)
-        }
+        try directory.fill("seed", count: 3)
         let file = directory.file("shared.yaml")
         try """
         version: 1
@@ -43,12 +40,7 @@ struct ServeClusterStressTests {
             let process = try RunningProcess(
                 executable, ["serve", file, "--listen", "127.0.0.1:0"], environment: environment,
                 currentDirectory: directory.path)
-            while let line = await process.errorLine() {
-                if line.hasPrefix("serving "), let range = line.range(of: "http://") {
-                    hosts.append((process, URL(string: String(line[range.lowerBound...].prefix { $0 != " " }))!))
-                    break
-                }
-            }
+            if let url = await process.servingURL() { hosts.append((process, url)) }
         }
         try #require(hosts.count == 3, "a serve process did not start")
         let started = Date()

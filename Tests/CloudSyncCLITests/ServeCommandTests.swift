@@ -15,15 +15,8 @@ struct ServeCommandTests {
         directory = try TemporaryDirectory()
         try FileManager.default.createDirectory(
             atPath: directory.file("pipelines"), withIntermediateDirectories: true)
-        for name in ["seed", "big"] {
-            try FileManager.default.createDirectory(atPath: directory.file(name), withIntermediateDirectories: true)
-        }
-        for index in 0..<3 {
-            try "v\(index)".write(toFile: directory.file("seed/k\(index)"), atomically: false, encoding: .utf8)
-        }
-        for index in 0..<3000 {
-            try "value \(index)".write(toFile: directory.file("big/k\(index)"), atomically: false, encoding: .utf8)
-        }
+        try directory.fill("seed", count: 3)
+        try directory.fill("big", count: 3000) { "value \($0)" }
     }
 
     /// A pipeline copying `from` into its own directory, on `schedule` (none: only when asked).
@@ -50,13 +43,7 @@ struct ServeCommandTests {
     private func start(_ extra: [String] = []) async throws -> (RunningProcess, URL) {
         let process = try RunningProcess(
             executable, ["serve", directory.file("pipelines"), "--listen", "127.0.0.1:0"] + extra)
-        while let line = await process.errorLine() {
-            if line.hasPrefix("serving "), let range = line.range(of: "http://"),
-                let url = URL(string: String(line[range.lowerBound...].prefix { $0 != " " }))
-            {
-                return (process, url)
-            }
-        }
+        if let url = await process.servingURL() { return (process, url) }
         let result = await process.exited()
         throw ServeDidNotStart(status: result.status, errors: result.standardError)
     }

@@ -18,10 +18,7 @@ struct ServeLoadStressTests {
     @Test func athousandRequestsASecondLeaveRunsOnSchedule() async throws {
         let executable = try ProcessRunner.builtProduct("cloudsync")
         let directory = try TemporaryDirectory()
-        try FileManager.default.createDirectory(atPath: directory.file("seed"), withIntermediateDirectories: true)
-        for index in 0..<3 {
-            try "v\(index)".write(toFile: directory.file("seed/k\(index)"), atomically: false, encoding: .utf8)
-        }
+        try directory.fill("seed", count: 3)
         let file = directory.file("steady.yaml")
         try """
         version: 1
@@ -35,14 +32,7 @@ struct ServeLoadStressTests {
           - { type: migrate, name: copy, from: from, to: to }
         """.write(toFile: file, atomically: true, encoding: .utf8)
         let process = try RunningProcess(executable, ["serve", file, "--listen", "127.0.0.1:0"])
-        var base: String?
-        while let line = await process.errorLine() {
-            if line.hasPrefix("serving "), let range = line.range(of: "http://") {
-                base = String(line[range.lowerBound...].prefix { $0 != " " })
-                break
-            }
-        }
-        let url = try #require(base, "serve did not start")
+        let url = try #require(await process.servingURL()?.absoluteString, "serve did not start")
 
         let started = Date()
         let load = try await ProcessRunner.run(

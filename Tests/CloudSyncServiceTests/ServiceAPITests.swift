@@ -24,11 +24,7 @@ struct ServiceAPITests {
 
         init() throws {
             directory = try TemporaryDirectory()
-            try FileManager.default.createDirectory(atPath: directory.file("from"), withIntermediateDirectories: true)
-            for index in 0..<500 {
-                try "value \(index)".write(
-                    toFile: directory.file("from/key\(index)"), atomically: false, encoding: .utf8)
-            }
+            try directory.fill("from", count: 500) { "value \($0)" }
             try Self.pipeline.write(toFile: directory.file("copy.yaml"), atomically: true, encoding: .utf8)
             service = PipelineService(
                 PipelineService.Configuration(paths: [directory.path], load: Self.load, log: { _ in }))
@@ -120,6 +116,7 @@ struct ServiceAPITests {
         let text = String(decoding: metrics.body, as: UTF8.self)
         #expect(text.contains("cloudsync_pipeline_runs_total{pipeline=\"copy\",status=\"ok\"} 1"))
         #expect(text.contains("cloudsync_pipeline_last_run_job_result{pipeline=\"copy\",job=\"copy\""))
+        #expect(text.contains("cloudsync_provider_requests_total{pipeline=\"copy\",provider=\"from\"} "))
         try await promtoolAccepts(text)
 
         let readiness = api.handle(request("GET", "/readyz"))

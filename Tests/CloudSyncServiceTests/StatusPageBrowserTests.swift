@@ -62,10 +62,7 @@ struct StatusPageBrowserTests {
 
     @Test func chromiumShowsEveryPipelineTheFailedRunAndTheChartsAndANewRunOnReload() async throws {
         let directory = try TemporaryDirectory()
-        try FileManager.default.createDirectory(atPath: directory.file("seed"), withIntermediateDirectories: true)
-        for index in 0..<4 {
-            try "v\(index)".write(toFile: directory.file("seed/k\(index)"), atomically: false, encoding: .utf8)
-        }
+        try directory.fill("seed", count: 4)
         try Self.healthy.write(toFile: directory.file("healthy.yaml"), atomically: true, encoding: .utf8)
         try Self.drifting.write(toFile: directory.file("drifting.yaml"), atomically: true, encoding: .utf8)
         let service = PipelineService(
