@@ -20,18 +20,10 @@ struct ServeClusterStressTests {
         let schema = PostgresServer.uniqueName("serve")
         try directory.fill("seed", count: 3)
         let file = directory.file("shared.yaml")
-        try """
-        version: 1
-        name: shared
-        schedule: { every: 2s }
-        state: { postgresql: "${env:STATE_URL}", schema: \(schema) }
-        providers:
-          from: { type: directory, path: seed }
-          to: { type: directory, path: out, create: true }
-        store: { providers: [from, to] }
-        jobs:
-          - { type: migrate, name: copy, from: from, to: to }
-        """.write(toFile: file, atomically: true, encoding: .utf8)
+        try PipelineText.directoryCopy(
+            name: "shared", source: "seed", destination: "out",
+            state: "{ postgresql: \"${env:STATE_URL}\", schema: \(schema) }", schedule: "{ every: 2s }"
+        ).write(toFile: file, atomically: true, encoding: .utf8)
         var environment = ProcessInfo.processInfo.environment
         environment["STATE_URL"] = server.url
 

@@ -21,18 +21,9 @@ struct ServeCommandTests {
 
     /// A pipeline copying `from` into its own directory, on `schedule` (none: only when asked).
     private func pipeline(_ name: String, from: String, schedule: String?, jobs: Int = 1) -> String {
-        var text = "version: 1\nname: \(name)\nstate: ../state/\(name)\n"
-        if let schedule { text += "schedule: \(schedule)\n" }
-        text += """
-            providers:
-              from: { type: directory, path: ../\(from) }
-              to: { type: directory, path: ../out/\(name), create: true }
-            store: { providers: [from, to] }
-            jobs:
-
-            """
-        for index in 0..<jobs { text += "  - { type: migrate, name: copy\(index), from: from, to: to }\n" }
-        return text
+        PipelineText.directoryCopy(
+            name: name, source: "../\(from)", destination: "../out/\(name)", state: "../state/\(name)",
+            schedule: schedule, jobs: (0..<jobs).map { "{ type: migrate, name: copy\($0), from: from, to: to }" })
     }
 
     private func write(_ name: String, _ text: String) throws {

@@ -20,17 +20,9 @@ struct ServeLoadStressTests {
         let directory = try TemporaryDirectory()
         try directory.fill("seed", count: 3)
         let file = directory.file("steady.yaml")
-        try """
-        version: 1
-        name: steady
-        schedule: { every: 2s }
-        providers:
-          from: { type: directory, path: seed }
-          to: { type: directory, path: out, create: true }
-        store: { providers: [from, to] }
-        jobs:
-          - { type: migrate, name: copy, from: from, to: to }
-        """.write(toFile: file, atomically: true, encoding: .utf8)
+        try PipelineText.directoryCopy(
+            name: "steady", source: "seed", destination: "out", schedule: "{ every: 2s }"
+        ).write(toFile: file, atomically: true, encoding: .utf8)
         let process = try RunningProcess(executable, ["serve", file, "--listen", "127.0.0.1:0"])
         let url = try #require(await process.servingURL()?.absoluteString, "serve did not start")
 

@@ -31,17 +31,8 @@ struct ServiceAPITests {
             service.start()
         }
 
-        static let pipeline = """
-            version: 1
-            name: copy
-            state: state
-            providers:
-              from: { type: directory, path: from }
-              to: { type: directory, path: to, create: true }
-            store: { providers: [from, to] }
-            jobs:
-              - { type: migrate, name: copy, from: from, to: to }
-            """
+        static let pipeline = PipelineText.directoryCopy(
+            name: "copy", source: "from", destination: "to", state: "state")
 
         static func load(_ path: String) -> Result<CompiledPipeline, PipelineError> {
             do throws(PipelineError) {

@@ -16,29 +16,13 @@ import Testing
 struct StatusPageBrowserTests {
     static let root = ServiceAPITests.root
 
-    private static let healthy = """
-        version: 1
-        name: healthy
-        state: state/healthy
-        providers:
-          from: { type: directory, path: seed }
-          to: { type: directory, path: out, create: true }
-        store: { providers: [from, to] }
-        jobs:
-          - { type: migrate, name: copy, from: from, to: to }
-        """
+    private static let healthy = PipelineText.directoryCopy(
+        name: "healthy", source: "seed", destination: "out", state: "state/healthy")
 
-    private static let drifting = """
-        version: 1
-        name: drifting
-        state: state/drifting
-        providers:
-          from: { type: directory, path: seed }
-          empty: { type: directory, path: empty, create: true }
-        store: { providers: [from, empty] }
-        jobs:
-          - { type: check, name: compare, from: from, to: empty }
-        """
+    /// Its check finds every key missing on the other side: the run fails.
+    private static let drifting = PipelineText.directoryCopy(
+        name: "drifting", source: "seed", destination: "empty", state: "state/drifting",
+        jobs: ["{ type: check, name: compare, from: from, to: to }"])
 
     /// What Chromium rendered of `url`, and a screenshot of it at `screenshot`.
     private func render(_ url: URL, screenshot: String? = nil) async throws -> String {
