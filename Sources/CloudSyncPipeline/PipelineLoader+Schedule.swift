@@ -51,7 +51,15 @@ extension PipelineReader {
             }
         }
         var jitter: Int64 = 0
-        if let jitterNode = fields["jitter"] { jitter = duration(fields, jitterNode, field: "jitter", minimum: 0) ?? 0 }
+        if let jitterNode = fields["jitter"] {
+            jitter = duration(fields, jitterNode, field: "jitter", minimum: 0) ?? 0
+            if case .every(let interval)? = slots, jitter >= interval {
+                diagnostics.error(
+                    "`jitter` (\(DurationText.format(milliseconds: jitter))) must be shorter than `every` "
+                        + "(\(DurationText.format(milliseconds: interval))): a run delayed past the next slot would "
+                        + "skip it", at: jitterNode.mark)
+            }
+        }
         let catchUp = fields.boolean("catchUp") ?? false
         return slots.map { PipelineSchedule(slots: $0, jitterMilliseconds: jitter, catchUp: catchUp) }
     }

@@ -50,6 +50,8 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
         public var maxAttempts: Int
         /// How long an entry is kept before it is dropped, in milliseconds.
         public var maxAgeMs: Int64
+        /// How often `cloudsync serve` flushes it between runs, in milliseconds; absent for never.
+        public var autoFlushMs: Int64? = nil
     }
 
     /// The store the pipeline builds, with its settings described for people.
@@ -211,7 +213,8 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
             codec: storeSpec.codec,
             outbox: Outbox(
                 enabled: storeSpec.outbox.enabled, maxEntries: storeSpec.outbox.maxEntries,
-                maxAttempts: storeSpec.outbox.maxAttempts, maxAgeMs: storeSpec.outbox.maxAgeMs),
+                maxAttempts: storeSpec.outbox.maxAttempts, maxAgeMs: storeSpec.outbox.maxAgeMs,
+                autoFlushMs: storeSpec.outbox.autoFlushMs),
             keyRules: rules)
         jobs = spec.jobs.map { Job(name: $0.name, type: $0.type, summary: $0.job.plan(paths: paths), needs: $0.needs) }
         report = spec.reportPath.map(relative)
@@ -252,6 +255,9 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
             "  outbox: "
                 + (store.outbox.enabled
                     ? "\(store.outbox.maxEntries) entries, \(store.outbox.maxAttempts) attempts, \(store.outbox.maxAgeMs) ms"
+                        + (store.outbox.autoFlushMs.map {
+                            ", flushed by `serve` every " + DurationText.format(milliseconds: $0)
+                        } ?? "")
                     : "off"),
             "  key rules: " + store.keyRules.joined(separator: "; "),
         ]

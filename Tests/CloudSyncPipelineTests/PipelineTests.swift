@@ -247,7 +247,8 @@ private let minimal = """
         "38-codec-key-duplicate-id.yaml", "39-codec-key-file-missing.yaml", "45-migrate-unknown-provider.yaml",
         "46-migrate-same-provider.yaml", "51-duplicate-job-names.yaml", "56-missing-env-variable.yaml",
         "57-unknown-interpolation.yaml", "63-unclosed-class-in-keys.yaml", "67-state-postgresql-password-in-file.yaml",
-        "71-sync-shards-incremental.yaml",
+        "71-sync-shards-incremental.yaml", "72-outbox-autoflush-too-often.yaml",
+        "74-schedule-jitter-past-the-next-slot.yaml",
     ]
 
     @Test func examplesPassTheSchemaAndInvalidFilesFailItWhereASchemaCanSaySo() async throws {
