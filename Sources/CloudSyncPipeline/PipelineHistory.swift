@@ -34,4 +34,17 @@ public enum PipelineHistory {
         else { return nil }
         return data
     }
+
+    /// The reports of the pipeline's last `limit` runs that have one, newest first: kept with the history in shared
+    /// state, else the report files the history rows name.
+    public static func recentReports(of compiled: CompiledPipeline, limit: Int) throws(CloudSyncError) -> [Data] {
+        if let shared = compiled.spec.sharedState {
+            let state = try PostgresStateDatabase(shared, pipeline: compiled.spec.name, readOnly: true)
+            defer { state.close() }
+            return try state.recentReports(limit: limit)
+        }
+        return try runs(of: compiled, limit: limit).compactMap { run in
+            run.report.flatMap { FileManager.default.contents(atPath: $0) }
+        }
+    }
 }

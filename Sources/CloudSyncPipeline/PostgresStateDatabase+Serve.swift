@@ -38,6 +38,17 @@ extension PostgresStateDatabase {
         }
     }
 
+    /// The reports kept with the last `limit` runs that have one, newest first.
+    public func recentReports(limit: Int) throws(CloudSyncError) -> [Data] {
+        guard isSetUp else { return [] }
+        let result = try run { db throws(PostgresError) in
+            try db.execute(
+                "SELECT report_json FROM runs WHERE pipeline = $1 AND report_json IS NOT NULL "
+                    + "ORDER BY started_at DESC, recorded DESC LIMIT $2", [.text(pipeline), .integer(Int64(limit))])
+        }
+        return result.rows.compactMap { $0[0].text.map { Data($0.utf8) } }
+    }
+
     /// The report of run `id` as kept with its history; nil when none is.
     public func report(of id: String) throws(CloudSyncError) -> Data? {
         guard isSetUp else { return nil }

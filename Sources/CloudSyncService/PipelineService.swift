@@ -113,7 +113,7 @@ package final class PipelineService: Sendable {
         let seeded = loaded.map { file, compiled in
             (file, compiled, servedFiles.contains(file) ? [] : recentReports(compiled))
         }
-        var restart: [ServedPipeline] = []
+        var restart: [(ServedPipeline, catchingUp: Bool)] = []
         var retired: [Task<Void, Never>] = []
         state.withLock { state in
             guard !state.stopping else { return }
@@ -130,11 +130,11 @@ package final class PipelineService: Sendable {
                         $0.loadError = nil
                     }
                     retired += state.loops.removeValue(forKey: file) ?? []
-                    restart.append(served)
+                    restart.append((served, false))
                 } else {
                     let served = ServedPipeline(file: file, compiled: compiled, recent: recent, changes: changes)
                     state.served.append(served)
-                    restart.append(served)
+                    restart.append((served, true))
                 }
             }
             for (file, error) in errors {
@@ -147,7 +147,7 @@ package final class PipelineService: Sendable {
         }
         changes.bump()
         for task in retired { task.cancel() }
-        for served in restart { startLoops(served) }
+        for (served, catchingUp) in restart { startLoops(served, catchingUp: catchingUp) }
         for (file, error) in errors.sorted(by: { $0.key < $1.key }) {
             let running = pipelines.contains { $0.file == file }
             configuration.log(
@@ -198,12 +198,19 @@ package final class PipelineService: Sendable {
         return startRun(served, due: nil, trigger: .api) ? .started : .busy
     }
 
-    private func startLoops(_ served: ServedPipeline) {
+    /// Starts the pipeline's schedule and flush loops; `catchingUp` (a pipeline served for the first time since the
+    /// service started, not one reloaded) lets a `catchUp` schedule run the slot it missed.
+    private func startLoops(_ served: ServedPipeline, catchingUp: Bool) {
         let compiled = served.compiled
         var loops: [Task<Void, Never>] = []
         if let schedule = compiled.spec.schedule {
             let planner = SlotPlanner(schedule: schedule, pipeline: compiled.spec.name)
-            let lastRun = served.status.recent.last.flatMap { reportTime($0.startedAt) }
+            // The last real run as the state keeps it, whoever ran it (this host, another, a `cloudsync run`).
+            let lastRun =
+                catchingUp && schedule.catchUp
+                ? (try? PipelineHistory.runs(of: compiled, limit: 20))?.first { !$0.dryRun }.flatMap {
+                    reportTime($0.startedAt)
+                } : nil
             loops.append(Task { await self.scheduleLoop(served, planner: planner, lastRun: lastRun) })
         } else {
             served.update { $0.nextRun = nil }
@@ -258,6 +265,7 @@ package final class PipelineService: Sendable {
             }
         }
         if !startRun(served, due: due, trigger: trigger) {
+            guard !state.withLock({ $0.stopping }) else { return }
             served.skip(.running)
             configuration.log("\(served.name): the slot at \(iso(due.slot)) was skipped: the previous run still runs")
         }
@@ -440,13 +448,10 @@ package final class PipelineService: Sendable {
         return answers
     }
 
-    /// The reports of the pipeline's last runs, oldest first, read from the files its history names.
+    /// The reports of the pipeline's last runs, oldest first, as its state keeps them.
     private func recentReports(_ compiled: CompiledPipeline) -> [RunReport] {
-        guard let runs = try? PipelineHistory.runs(of: compiled, limit: ServedPipeline.recentLimit) else { return [] }
-        return runs.reversed().compactMap { run in
-            guard let path = run.report, let data = FileManager.default.contents(atPath: path) else { return nil }
-            return try? JSONDecoder().decode(RunReport.self, from: data)
-        }
+        let kept = (try? PipelineHistory.recentReports(of: compiled, limit: ServedPipeline.recentLimit)) ?? []
+        return kept.reversed().compactMap { try? JSONDecoder().decode(RunReport.self, from: $0) }
     }
 
     // MARK: Time
