@@ -15,7 +15,7 @@ struct ServiceAPITests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().path
 
-    /// A directory with one pipeline file (`copy`: 500 keys from one directory to another, no schedule) and a service
+    /// A directory with one pipeline file (`copy`: 100 keys from one directory to another, no schedule) and a service
     /// serving it.
     struct Served {
         let directory: TemporaryDirectory
@@ -24,7 +24,7 @@ struct ServiceAPITests {
 
         init() throws {
             directory = try TemporaryDirectory()
-            try directory.fill("from", count: 500) { "value \($0)" }
+            try directory.fill("from", count: 100) { "value \($0)" }
             try Self.pipeline.write(toFile: directory.file("copy.yaml"), atomically: true, encoding: .utf8)
             service = PipelineService(
                 PipelineService.Configuration(paths: [directory.path], load: Self.load, log: { _ in }))
@@ -90,7 +90,7 @@ struct ServiceAPITests {
         #expect(report.status == 200)
         let decoded = try JSONDecoder().decode(RunReport.self, from: report.body)
         #expect(decoded.runId == id)
-        #expect(decoded.jobs.first?.counts["copied"] == 500)
+        #expect(decoded.jobs.first?.counts["copied"] == 100)
 
         let pipelines = api.handle(request("GET", "/api/pipelines"))
         let first = try #require((try json(pipelines)["pipelines"] as? [[String: Any]])?.first)
