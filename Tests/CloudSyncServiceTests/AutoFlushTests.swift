@@ -42,7 +42,7 @@ struct AutoFlushTests {
                 paths: [directory.file("flushed.yaml")], load: ServiceAPITests.Served.load, log: { _ in }))
         service.start()
 
-        let deadline = ContinuousClock.now + .seconds(60)
+        let deadline = ContinuousClock.now + .seconds(240)
         while ContinuousClock.now < deadline, service.pipelines.first?.flushes.runs ?? 0 < 1 {
             try await Task.sleep(for: .milliseconds(50))
         }

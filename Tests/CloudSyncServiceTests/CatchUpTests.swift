@@ -37,7 +37,7 @@ struct CatchUpTests {
                 paths: [directory.file("hourly.yaml")], load: ServiceAPITests.Served.load,
                 log: { line in lines.withLock { $0.append(line) } }))
         service.start()
-        let deadline = ContinuousClock.now + .seconds(60)
+        let deadline = ContinuousClock.now + .seconds(240)
         while ContinuousClock.now < deadline,
             service.pipelines.first.map({ $0.recent.isEmpty || $0.running != nil })
                 ?? true

@@ -46,12 +46,12 @@ struct ServiceAPITests {
 
         /// Waits until the pipeline has `count` runs in memory and none in progress.
         func waitForRuns(_ count: Int) async throws {
-            let deadline = ContinuousClock.now + .seconds(120)
+            let deadline = ContinuousClock.now + .seconds(240)
             while ContinuousClock.now < deadline {
                 if let status = service.pipelines.first, status.running == nil, status.recent.count >= count { return }
                 try await Task.sleep(for: .milliseconds(20))
             }
-            Issue.record("no \(count) finished runs within 120 s")
+            Issue.record("no \(count) finished runs within 240 s")
         }
     }
 
