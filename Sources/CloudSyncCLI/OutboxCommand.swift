@@ -159,10 +159,7 @@ struct OutboxLine: Encodable {
 
 /// Milliseconds since 1970 as ISO 8601 in UTC with milliseconds, as the reports write times.
 func isoTimestamp(_ milliseconds: Int64) -> String {
-    let formatter = ISO8601DateFormatter()
-    formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-    formatter.timeZone = TimeZone(identifier: "UTC")
-    return formatter.string(from: Date(timeIntervalSince1970: Double(milliseconds) / 1000))
+    ReportTime.string(milliseconds: milliseconds)
 }
 
 extension CommandLineTool {

@@ -30,7 +30,7 @@ extension CommandLineTool {
         let service = PipelineService(
             PipelineService.Configuration(
                 paths: parsed.all(Commands.serveFiles), load: { [self] in load($0) },
-                log: { line in errorWriter("\(isoTimestamp(Int64(Date().timeIntervalSince1970 * 1000))) \(line)\n") }))
+                log: { line in errorWriter("\(ReportTime.string(Date())) \(line)\n") }))
         // A typo at start is a usage error, as `run` and `validate` make it; after a SIGHUP it is reported instead.
         let errors = service.check()
         guard errors.isEmpty else {

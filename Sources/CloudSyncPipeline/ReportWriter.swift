@@ -79,14 +79,11 @@ enum PrometheusTextfile {
 }
 
 extension RunReport {
-    /// Reads the report's times; a value shared by every thread, where a formatter would be built per call.
-    static let timeStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: .gmt)
-
     /// Adds what this run says as the pipeline's last run: `PREFIX_timestamp_seconds`, `_duration_seconds`,
     /// `_status` (1 for its status, 0 for the others), `_job_status` and the jobs' counts as `counts`, labelled with
     /// the pipeline.
     public func addLastRun(to metrics: inout PrometheusExposition, prefix: String, counts: String) {
-        let finished = (try? Self.timeStyle.parse(finishedAt))?.timeIntervalSince1970 ?? 0
+        let finished = ReportTime.date(finishedAt)?.timeIntervalSince1970 ?? 0
         metrics.add(
             "\(prefix)_timestamp_seconds", .gauge, help: "When the last run of the pipeline finished, in Unix time.",
             labels: ["pipeline": pipeline], value: finished)

@@ -136,8 +136,5 @@ func keyFilter(_ keys: [String]?) -> (@Sendable (String) -> Bool)? {
 }
 
 func iso8601(_ milliseconds: Int64) -> String {
-    let formatter = ISO8601DateFormatter()
-    formatter.formatOptions = [.withInternetDateTime, .withFractionalSeconds]
-    formatter.timeZone = TimeZone(identifier: "UTC")
-    return formatter.string(from: Date(timeIntervalSince1970: Double(milliseconds) / 1000))
+    ReportTime.string(milliseconds: milliseconds)
 }

@@ -209,7 +209,7 @@ package final class PipelineService: Sendable {
             let lastRun =
                 catchingUp && schedule.catchUp
                 ? (try? PipelineHistory.runs(of: compiled, limit: 20))?.first { !$0.dryRun }.flatMap {
-                    reportTime($0.startedAt)
+                    ReportTime.date($0.startedAt)
                 } : nil
             loops.append(Task { await self.scheduleLoop(served, planner: planner, lastRun: lastRun) })
         } else {
@@ -229,7 +229,8 @@ package final class PipelineService: Sendable {
     private func scheduleLoop(_ served: ServedPipeline, planner: SlotPlanner, lastRun: Date?) async {
         var after = Date()
         if let missed = planner.missed(lastRun: lastRun, now: after) {
-            configuration.log("\(served.name): a slot at \(iso(missed.slot)) was missed; running it now (catchUp)")
+            configuration.log(
+                "\(served.name): a slot at \(ReportTime.string(missed.slot)) was missed; running it now (catchUp)")
             await fire(served, due: missed, trigger: .catchUp)
         }
         while !Task.isCancelled {
@@ -260,14 +261,16 @@ package final class PipelineService: Sendable {
                 }
             } catch {
                 served.skip(.cannotStart, message: "\(error.code): \(error.message)")
-                configuration.log("\(served.name): the slot at \(iso(due.slot)) could not be claimed: \(error.message)")
+                configuration.log(
+                    "\(served.name): the slot at \(ReportTime.string(due.slot)) could not be claimed: \(error.message)")
                 return
             }
         }
         if !startRun(served, due: due, trigger: trigger) {
             guard !state.withLock({ $0.stopping }) else { return }
             served.skip(.running)
-            configuration.log("\(served.name): the slot at \(iso(due.slot)) was skipped: the previous run still runs")
+            configuration.log(
+                "\(served.name): the slot at \(ReportTime.string(due.slot)) was skipped: the previous run still runs")
         }
     }
 
@@ -285,7 +288,7 @@ package final class PipelineService: Sendable {
                 if let error = job.error { line += " — \(error.code): \(error.message)" }
                 log(line)
             }
-            log("\(name): run started (\(trigger.rawValue)\(due.map { ", slot \(iso($0.slot))" } ?? ""))")
+            log("\(name): run started (\(trigger.rawValue)\(due.map { ", slot \(ReportTime.string($0.slot))" } ?? ""))")
             do throws(RunRefusal) {
                 let outcome = try await PipelineRunner(compiled, options: options).run()
                 served.finishRun(outcome.report, lag: due.map { now.timeIntervalSince($0.slot) })
@@ -476,17 +479,3 @@ package struct ServedRun: Sendable {
     package var pipeline: String
     package var run: StateDatabase.Run
 }
-
-/// ISO 8601 in UTC with milliseconds, as reports write times (rounded to the nearest millisecond).
-func iso(_ date: Date) -> String {
-    reportTimeStyle.format(date.addingTimeInterval(0.0005))
-}
-
-/// A report's time read back; nil when it is not one.
-func reportTime(_ text: String) -> Date? {
-    try? reportTimeStyle.parse(text)
-}
-
-/// Reports' times: a value, so every thread formats with it without building a formatter (which costs a quarter of a
-/// millisecond, more than a whole metrics answer).
-private let reportTimeStyle = Date.ISO8601FormatStyle(includingFractionalSeconds: true, timeZone: .gmt)

@@ -47,8 +47,8 @@ struct PipelinesBody: Encodable {
             name = status.name
             file = status.file
             schedule = status.schedule?.description
-            nextRunAt = status.nextRun.map { iso($0.start) }
-            running = status.running.map { Running(since: iso($0.since), trigger: $0.trigger.rawValue) }
+            nextRunAt = status.nextRun.map { ReportTime.string($0.start) }
+            running = status.running.map { Running(since: ReportTime.string($0.since), trigger: $0.trigger.rawValue) }
             flushing = status.flushing
             error = status.loadError
             lastRun = status.recent.last.map {
@@ -65,7 +65,7 @@ struct PipelinesBody: Encodable {
                 Flushes(
                     every: DurationText.format(milliseconds: $0), runs: status.flushes.runs,
                     drained: status.flushes.drained, dropped: status.flushes.dropped,
-                    failures: status.flushes.failures, lastAt: status.flushes.lastAt.map(iso))
+                    failures: status.flushes.failures, lastAt: status.flushes.lastAt.map(ReportTime.string))
             }
             sharedState = status.stateIsShared
         }
@@ -80,7 +80,7 @@ struct PipelinesBody: Encodable {
     let failedFiles: [FailedFile]
 
     init(_ service: PipelineService) {
-        startedAt = iso(service.startedAt)
+        startedAt = ReportTime.string(service.startedAt)
         pipelines = service.pipelines.map(Pipeline.init)
         failedFiles = service.failedFiles.sorted { $0.key < $1.key }.map { FailedFile(file: $0.key, error: $0.value) }
     }

@@ -26,7 +26,7 @@ enum StatusPage {
             </head>
             <body>
             <header><h1>cloudsync serve</h1><p>\(pipelines.count) pipeline\(pipelines.count == 1 ? "" : "s") \
-            · as of <time datetime="\(iso(now))">\(escape(iso(now)))</time> · <a href="/metrics">metrics</a> \
+            · as of <time datetime="\(ReportTime.string(now))">\(escape(ReportTime.string(now)))</time> · <a href="/metrics">metrics</a> \
             · <a href="/api/pipelines">API</a></p></header>
             <main>
 
@@ -145,7 +145,7 @@ enum StatusPage {
         let delta = date.timeIntervalSince(now)
         let relative =
             abs(delta) < 1 ? "now" : delta > 0 ? "in \(span(delta))" : "\(span(-delta)) ago"
-        return "<time datetime=\"\(iso(date))\" title=\"\(iso(date))\">\(relative)</time>"
+        return "<time datetime=\"\(ReportTime.string(date))\" title=\"\(ReportTime.string(date))\">\(relative)</time>"
     }
 
     private static func span(_ seconds: Double) -> String {

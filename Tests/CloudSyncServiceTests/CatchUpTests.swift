@@ -23,7 +23,7 @@ struct CatchUpTests {
             let state = try StateDatabase(path: directory.file("state/state.db"))
             let now = Date()
             for (id, ago, dryRun) in [("hourly-1-1", 3 * 3600.0, false), ("hourly-2-1", 60.0, true)] {
-                let at = iso(now.addingTimeInterval(-ago))
+                let at = ReportTime.string(now.addingTimeInterval(-ago))
                 try state.record(
                     StateDatabase.Run(
                         id: id, startedAt: at, finishedAt: at, status: .ok, dryRun: dryRun, jobs: ["ok": 1],
