@@ -63,15 +63,7 @@ import Testing
         let keys = try await seed(directory, count: 1500)
         let compiled = try compile(
             pipeline(schema: PostgresServer.uniqueName("shard"), shards: 8), in: directory, url: server.url)
-        var joining = RunOptions()
-        joining.join = true
-        let options = joining
-        let outcomes = try await withThrowingTaskGroup(of: RunOutcome.self) { group in
-            for _ in 0..<4 {
-                group.addTask { try await PipelineRunner(compiled, options: options).run() }
-            }
-            return try await group.reduce(into: []) { $0.append($1) }
-        }
+        let outcomes = try await joinedRuns(of: compiled, runners: 4)
         let reports = outcomes.filter { $0.joined == nil }
         try #require(reports.count == 1, "exactly one runner started the run and wrote the report")
         let report = reports[0].report
@@ -183,13 +175,7 @@ import Testing
             jobs:
               - { type: clear, name: empty, provider: from, confirm: true, shards: 4 }
             """, in: directory, url: server.url)
-        var joining = RunOptions()
-        joining.join = true
-        let options = joining
-        let outcomes = try await withThrowingTaskGroup(of: RunOutcome.self) { group in
-            for _ in 0..<2 { group.addTask { try await PipelineRunner(compiled, options: options).run() } }
-            return try await group.reduce(into: []) { $0.append($1) }
-        }
+        let outcomes = try await joinedRuns(of: compiled, runners: 2)
         let report = try #require(outcomes.first { $0.joined == nil }?.report)
         #expect(report.status == .ok, "\(report.json())")
         #expect(report.jobs.first?.counts == ["removed": keys.count, "failed": 0, "queued": 0])
@@ -280,14 +266,8 @@ import Testing
             try compile(schema: PostgresServer.uniqueName("whole"), shards: 1, in: directory, url: server.url),
             options: RunOptions()
         ).run()
-        var joining = RunOptions()
-        joining.join = true
-        let options = joining
         let sharded = try compile(schema: PostgresServer.uniqueName("check"), shards: 6, in: directory, url: server.url)
-        let outcomes = try await withThrowingTaskGroup(of: RunOutcome.self) { group in
-            for _ in 0..<3 { group.addTask { try await PipelineRunner(sharded, options: options).run() } }
-            return try await group.reduce(into: []) { $0.append($1) }
-        }
+        let outcomes = try await joinedRuns(of: sharded, runners: 3)
         let split = try #require(outcomes.first { $0.joined == nil })
         let (expected, got) = (try #require(whole.report.jobs.first), try #require(split.report.jobs.first))
         #expect(expected.status == .failed, "differences fail a check")
@@ -374,16 +354,10 @@ import Testing
                 in: directory, url: server.url),
             options: RunOptions()
         ).run()
-        var joining = RunOptions()
-        joining.join = true
-        let options = joining
         let sharded = try compile(
             schema: PostgresServer.uniqueName("msplit"), shards: 5, maxDeletes: maxDeletes, data: "split",
             in: directory, url: server.url)
-        let outcomes = try await withThrowingTaskGroup(of: RunOutcome.self) { group in
-            for _ in 0..<3 { group.addTask { try await PipelineRunner(sharded, options: options).run() } }
-            return try await group.reduce(into: []) { $0.append($1) }
-        }
+        let outcomes = try await joinedRuns(of: sharded, runners: 3)
         let split = try #require(outcomes.first { $0.joined == nil })
         let (expected, got) = (try #require(whole.report.jobs.first), try #require(split.report.jobs.first))
         #expect(got.status == expected.status, "\(split.report.json())")
@@ -482,15 +456,9 @@ import Testing
         let split = try compile(
             schema: PostgresServer.uniqueName("ssplit"), shards: 4, maxDeletes: maxDeletes, data: "split",
             in: directory, url: server.url)
-        var joining = RunOptions()
-        joining.join = true
-        let options = joining
         func runBoth() async throws -> (RunReport.Job, RunReport.Job) {
             let one = try await PipelineRunner(whole, options: RunOptions()).run()
-            let outcomes = try await withThrowingTaskGroup(of: RunOutcome.self) { group in
-                for _ in 0..<3 { group.addTask { try await PipelineRunner(split, options: options).run() } }
-                return try await group.reduce(into: []) { $0.append($1) }
-            }
+            let outcomes = try await joinedRuns(of: split, runners: 3)
             let starter = try #require(outcomes.first { $0.joined == nil })
             return (try #require(one.report.jobs.first), try #require(starter.report.jobs.first))
         }

@@ -61,19 +61,8 @@ import Testing
         for key in expired {
             entries.append(entry(Int64(entries.count + 1), key: key, enqueuedAtMs: now - 8 * 24 * 3_600_000))
         }
-        let queued = entries
-        try await offPool {
-            let state = try PostgresStateDatabase(compiled.spec.sharedState!, pipeline: "drained")
-            try PostgresOutboxStorage(state: state).commit(storing: queued, deleting: [])
-            state.close()
-        }
-        var joining = RunOptions()
-        joining.join = true
-        let options = joining
-        let outcomes = try await withThrowingTaskGroup(of: RunOutcome.self) { group in
-            for _ in 0..<4 { group.addTask { try await PipelineRunner(compiled, options: options).run() } }
-            return try await group.reduce(into: []) { $0.append($1) }
-        }
+        try await queue(entries, in: compiled)
+        let outcomes = try await joinedRuns(of: compiled, runners: 4)
         let reports = outcomes.filter { $0.joined == nil }
         try #require(reports.count == 1, "exactly one runner started the run and wrote the report")
         let report = reports[0].report
@@ -126,19 +115,8 @@ import Testing
             waiting.provider = "gone"
             entries.append(waiting)
         }
-        let queued = entries
-        try await offPool {
-            let state = try PostgresStateDatabase(compiled.spec.sharedState!, pipeline: "drained")
-            try PostgresOutboxStorage(state: state).commit(storing: queued, deleting: [])
-            state.close()
-        }
-        var joining = RunOptions()
-        joining.join = true
-        let options = joining
-        let outcomes = try await withThrowingTaskGroup(of: RunOutcome.self) { group in
-            for _ in 0..<2 { group.addTask { try await PipelineRunner(compiled, options: options).run() } }
-            return try await group.reduce(into: []) { $0.append($1) }
-        }
+        try await queue(entries, in: compiled)
+        let outcomes = try await joinedRuns(of: compiled, runners: 2)
         let report = try #require(outcomes.first { $0.joined == nil }?.report)
         #expect(report.outbox.drained == 10, "\(report.json())")
         #expect(report.outbox.dropped.isEmpty)
@@ -196,5 +174,14 @@ import Testing
         #expect(try await claim() == nil)
         await drain.close()
         state.close()
+    }
+
+    /// Writes `entries` to the shared outbox of the pipeline `drained`, off the concurrency pool (libpq blocks).
+    private func queue(_ entries: [OutboxEntry], in compiled: CompiledPipeline) async throws {
+        try await offPool {
+            let state = try PostgresStateDatabase(compiled.spec.sharedState!, pipeline: "drained")
+            try PostgresOutboxStorage(state: state).commit(storing: entries, deleting: [])
+            state.close()
+        }
     }
 }
