@@ -250,9 +250,9 @@ package final class PipelineService: Sendable {
     /// Runs `due`'s slot unless the last run still runs (the slot is skipped and counted); waits for a flush in
     /// progress to end first.
     private func fire(_ served: ServedPipeline, due: SlotPlanner.Due, trigger: RunTrigger) async {
-        if served.status.flushing, let flush = state.withLock({ $0.work[served.file] }) { await flush.value }
+        if case .flushing = served.activity, let flush = state.withLock({ $0.work[served.file] }) { await flush.value }
         guard !Task.isCancelled else { return }
-        if served.status.running == nil, served.compiled.spec.sharedState != nil {
+        if !served.isRunning, served.compiled.spec.sharedState != nil {
             // Hosts sharing the state share the schedule: the first to claim the slot runs it.
             do {
                 guard try SharedSlots.claim(due.slot, of: served.compiled, host: Self.host) else {

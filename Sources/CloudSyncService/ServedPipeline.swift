@@ -50,6 +50,13 @@ final class ServedPipeline: Sendable {
     }
 
     var compiled: CompiledPipeline { record.withLock { $0.compiled } }
+    /// What it is doing now, without copying the rest of its status.
+    var activity: Activity { record.withLock { $0.activity } }
+    /// Whether a run of it is in progress.
+    var isRunning: Bool {
+        if case .running = activity { return true }
+        return false
+    }
     var name: String { compiled.spec.name }
 
     func update<T>(_ body: (inout Record) -> T) -> T {
