@@ -154,6 +154,29 @@ def dump_backtraces(pid, path):
     return True
 
 
+def crash_summary(console_log, frames=40):
+    """The Swift runtime's crash line and the crashed thread's first `frames` frames from `console_log`: they come
+    before pages of other threads and loaded images, so a log cut to its tail would lose them."""
+    try:
+        with open(console_log, "r", encoding="utf-8", errors="replace") as log:
+            lines = log.read().splitlines()
+    except OSError:
+        return ""
+    start = next((i for i, line in enumerate(lines) if "Program crashed" in line), None)
+    if start is None:
+        return ""
+    picked = [lines[start]]
+    crashed = next((i for i in range(start, len(lines)) if lines[i].rstrip().endswith("crashed:")), None)
+    if crashed is not None:
+        for line in lines[crashed:]:
+            if line.strip() == "" and len(picked) > 2:
+                break
+            picked.append(line)
+            if len(picked) >= frames + 2:
+                break
+    return "\n".join("  " + line for line in picked)
+
+
 def reports_validate(directory):
     """Checks every collected report against the report schema with check-jsonschema; true when all validate."""
     files = sorted(os.path.join(directory, name) for name in os.listdir(directory)
@@ -236,6 +259,12 @@ def run_once(binary, extra, limit, slowest, directory):
     if status != 0 and not hung and not watch.run_ended:
         print(f"run-tests: error: the test process ended with status {status} before the run ended",
               file=sys.stderr)
+        crash = crash_summary(os.path.join(directory, "console.log"))
+        if crash:
+            print("run-tests: where it crashed (the whole backtrace is in console.log):\n" + crash, file=sys.stderr)
+        if watch.running:
+            print("run-tests: running then: " + ", ".join(sorted(readable(t) for t in watch.running)),
+                  file=sys.stderr)
     if watch.failed:
         print("run-tests: failed: " + ", ".join(sorted(readable(t) for t in watch.failed)), file=sys.stderr)
     print(f"run-tests: {'passed' if passed else 'FAILED'} in {elapsed:.1f} s (log: {directory})", file=sys.stderr)
