@@ -21,10 +21,17 @@ public enum OutputFile {
     public static func write(_ text: String, to path: String, mode: mode_t = 0o644, what: String)
         throws(CloudSyncError)
     {
-        if let descriptor = ownDescriptor(path) {
-            try writeAll(text, to: descriptor, path: path, what: what)
-            return
-        }
+        let file = try OutputFileStream(path, mode: mode, what: what)
+        try file.write(text)
+        try file.commit()
+    }
+
+    /// Where writes to `path` go: a descriptor to write, and the temporary file to rename over `target` (nil when the
+    /// path is written in place).
+    static func open(_ path: String, mode: mode_t, what: String) throws(CloudSyncError)
+        -> (descriptor: Int32, ownsDescriptor: Bool, temporary: String?, target: String)
+    {
+        if let descriptor = ownDescriptor(path) { return (descriptor, false, nil, path) }
         var info = stat()
         if stat(path, &info) != 0 {
             guard errno == ENOENT else { throw failure(what, path, errno) }
@@ -41,19 +48,17 @@ public enum OutputFile {
                             + "directory exists and is writable")
                 }
             }
-            try replace(path, with: text, mode: mode, what: what)
-            return
+            return try temporaryBeside(path, mode: mode, what: what)
         }
         switch info.st_mode & S_IFMT {
         case S_IFREG:
             var link = stat()
             let target = lstat(path, &link) == 0 && link.st_mode & S_IFMT == S_IFLNK ? resolved(path) : path
-            try replace(target, with: text, mode: mode, what: what)
+            return try temporaryBeside(target, mode: mode, what: what)
         case S_IFCHR, S_IFIFO:
-            let descriptor = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC)
+            let descriptor = Glibc.open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC)
             guard descriptor >= 0 else { throw failure(what, path, errno) }
-            defer { close(descriptor) }
-            try writeAll(text, to: descriptor, path: path, what: what)
+            return (descriptor, true, nil, path)
         case S_IFDIR:
             throw CloudSyncError(
                 .config, "\(what) cannot be written to \(path): it is a directory; give the path of a file in it")
@@ -92,35 +97,27 @@ public enum OutputFile {
         return String(cString: real)
     }
 
-    /// Writes `text` to a temporary file beside `path` with `mode`, fsyncs it and renames it over `path`.
-    private static func replace(_ path: String, with text: String, mode: mode_t, what: String) throws(CloudSyncError) {
+    /// A temporary file beside `path`, created with `mode` (so a secret export is never readable by others, even for
+    /// a moment), to be renamed over `path` once written.
+    private static func temporaryBeside(_ path: String, mode: mode_t, what: String) throws(CloudSyncError)
+        -> (descriptor: Int32, ownsDescriptor: Bool, temporary: String?, target: String)
+    {
         let directory = (path as NSString).deletingLastPathComponent
         let name = (path as NSString).lastPathComponent
         var template = Array(((directory.isEmpty ? "." : directory) + "/." + name + ".tmp-XXXXXX").utf8CString)
         let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard descriptor >= 0 else { throw failure(what, path, errno) }
         let temporary = String(cString: template)
-        var renamed = false
-        defer { if !renamed { unlink(temporary) } }
-        do {
-            defer { close(descriptor) }
-            guard fchmod(descriptor, mode) == 0 else { throw failure(what, path, errno) }
-            try writeAll(text, to: descriptor, path: path, what: what)
-            guard fsync(descriptor) == 0 else { throw failure(what, path, errno) }
+        guard fchmod(descriptor, mode) == 0 else {
+            let code = errno
+            close(descriptor)
+            unlink(temporary)
+            throw failure(what, path, code)
         }
-        guard rename(temporary, path) == 0 else { throw failure(what, path, errno) }
-        renamed = true
-        LocalFiles.syncDirectories([directory.isEmpty ? "." : directory])
+        return (descriptor, true, temporary, path)
     }
 
-    private static func writeAll(_ text: String, to descriptor: Int32, path: String, what: String)
-        throws(CloudSyncError)
-    {
-        let code = LocalFiles.writeAll(text, to: descriptor)
-        guard code == 0 else { throw failure(what, path, code) }
-    }
-
-    private static func failure(_ what: String, _ path: String, _ code: Int32) -> CloudSyncError {
+    static func failure(_ what: String, _ path: String, _ code: Int32) -> CloudSyncError {
         let quota = code == ENOSPC || code == EDQUOT
         return CloudSyncError(
             quota ? .quotaExceeded : .config,

@@ -3,105 +3,151 @@ import CloudSyncCrypto
 import CloudSyncLocal
 import Foundation
 
-/// The export file: `{"version": 2, "pipeline", "source", "exportedAt", "count", "items": [{"key", "value"}, …]}`
-/// with plaintext values, the items in bytewise key order, or, encrypted, `{"version": 2, "codec", "keyId",
-/// "encrypted": "<envelope>"}` where the envelope (see the README's envelope format) holds the plain form's JSON text
-/// and its store key is `cloudsync.export`.
+/// The export file, written and read as a stream: neither side holds more than a page of items and one piece of
+/// text, whatever the number of keys.
 ///
-/// Items are a list, not a JSON object: a JSON reader keyed by `String` (Foundation's among them) merges keys that are
-/// canonically equivalent, which are different keys to every provider. Version 1 files (`"items": {key: value}`)
-/// are still read.
+/// - Plain (version 2): `{"version": 2, "pipeline", "source", "exportedAt", "items": [{"key", "value"}, …],
+///   "count"}` — one JSON object, the items in bytewise key order, one per line. Items are a list, not a JSON object:
+///   a JSON reader keyed by `String` (Foundation's among them) merges keys that are canonically equivalent, which are
+///   different keys to every provider.
+/// - Encrypted (version 3): a first line `{"version": 3, "codec", "keyId", "file"}`, then lines each holding one
+///   envelope (the README's envelope format) of the next piece of the plain form's text, about 1 MB each. Piece `i` is
+///   sealed under the store key `cloudsync.export/<file>/<i>`, the last one under `cloudsync.export/<file>/<i>/last`
+///   (`file` is random per export), so a piece moved, dropped, repeated, taken from another export, or a file cut
+///   after any piece fails to open.
+///
+/// Still read: version 1 (`"items": {key: value}`) and version 2 encrypted whole (`{"version": 2, "codec", "keyId",
+/// "encrypted": <one envelope of the plain text under the store key cloudsync.export>}`), those in memory.
 enum ExportFile {
     static let envelopeKey = "cloudsync.export"
     static let version = 2
+    static let piecedVersion = 3
+    /// The plain text sealed in one envelope of a version 3 file.
+    static let pieceBytes = 1 << 20
 
-    static func write(
-        _ items: [KeyValue], to path: String, pipeline: String, source: String,
-        codec: (id: String, codec: EnvelopeCodec)?
-    )
+    static func pieceKey(file: String, index: Int, last: Bool) -> String {
+        "\(envelopeKey)/\(file)/\(index)" + (last ? "/last" : "")
+    }
+}
+
+/// Writes an export file item by item (see ``ExportFile``); nothing appears at the path before ``finish()``.
+final class ExportFileWriter {
+    private let output: OutputFileStream
+    private let sealing: (codec: EnvelopeCodec, file: String)?
+    private var text: [UInt8] = []
+    private var pieces = 0
+    private var count = 0
+    private var lastKey: String?
+
+    /// Starts the file at `path` (owner-only: the items are plaintext unless a codec seals them).
+    init(path: String, pipeline: String, source: String, codec: (id: String, codec: EnvelopeCodec)?)
         throws(CloudSyncError)
     {
-        let plain: [String: Any] = [
-            "version": version, "pipeline": pipeline, "source": source, "count": items.count,
-            "exportedAt": iso8601(SystemClock().nowMilliseconds()),
-            "items": items.sorted { StoreKey.bytesPrecede($0.key, $1.key) }.map { ["key": $0.key, "value": $0.value] },
-        ]
-        do {
-            var text = String(
-                decoding: try JSONSerialization.data(withJSONObject: plain, options: [.sortedKeys]), as: UTF8.self)
-            if let (codecID, codec) = codec {
-                let envelope = try codec.encode(text, key: envelopeKey)
-                // Both names a restore needs: the pipeline's codec, and the key of its ring that encrypted the file.
-                let wrapped: [String: Any] = [
-                    "version": version, "codec": codecID, "keyId": codec.keys[0].id, "encrypted": envelope,
-                ]
-                text = String(
-                    decoding: try JSONSerialization.data(withJSONObject: wrapped, options: [.sortedKeys]), as: UTF8.self
-                )
+        output = try OutputFileStream(path, mode: 0o600, what: "the export file")
+        if let (id, codec) = codec {
+            let file = UUID().uuidString.lowercased()
+            sealing = (codec, file)
+            // Both names a restore needs: the pipeline's codec, and the key of its ring that encrypted the file.
+            var header = "{\"version\":\(ExportFile.piecedVersion),\"codec\":"
+            Self.appendString(id, to: &header)
+            header += ",\"keyId\":"
+            Self.appendString(codec.keys[0].id, to: &header)
+            header += ",\"file\":\"\(file)\"}\n"
+            try output.write(header)
+        } else {
+            sealing = nil
+        }
+        var opening = "{\"version\":\(ExportFile.version),\"pipeline\":"
+        Self.appendString(pipeline, to: &opening)
+        opening += ",\"source\":"
+        Self.appendString(source, to: &opening)
+        opening += ",\"exportedAt\":\"\(ReportTime.string(Date()))\",\"items\":["
+        text.append(contentsOf: opening.utf8)
+        text.reserveCapacity(ExportFile.pieceBytes + 64 * 1024)
+    }
+
+    /// Appends `items`, which must come after every key written so far in bytewise order.
+    func add(_ items: [KeyValue]) throws(CloudSyncError) {
+        for item in items {
+            if let lastKey, !StoreKey.bytesPrecede(lastKey, item.key) {
+                throw CloudSyncError(
+                    .config, "export: \(item.key) comes after \(lastKey); the keys must be in bytewise order",
+                    key: item.key)
             }
-            // Owner-only from its creation: the items are plaintext unless a codec sealed them.
-            try OutputFile.write(text + "\n", to: path, mode: 0o600, what: "the export file")
-        } catch let error as CloudSyncError {
-            throw error
-        } catch {
-            throw CloudSyncError(
-                .provider, "cannot write the export file \(path): \(describeFileError(error)); check its directory")
+            lastKey = item.key
+            text.append(contentsOf: count == 0 ? "\n{\"key\":".utf8 : ",\n{\"key\":".utf8)
+            Self.appendString(item.key, to: &text)
+            text.append(contentsOf: ",\"value\":".utf8)
+            Self.appendString(item.value, to: &text)
+            text.append(UInt8(ascii: "}"))
+            count += 1
+            if text.count >= ExportFile.pieceBytes { try emit(last: false) }
         }
     }
 
-    /// The items of the export file at `path`, each key once (as bytes), in the file's order.
-    static func read(_ path: String, codecs: [EnvelopeCodec]) throws(CloudSyncError) -> [KeyValue] {
-        guard let data = FileManager.default.contents(atPath: path),
-            var object = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any]
-        else {
-            throw CloudSyncError(.config, "\(path) is missing or is not an export file (JSON object)")
+    /// Ends the items, writes the count and puts the file at its path; returns how many items it holds.
+    @discardableResult
+    func finish() throws(CloudSyncError) -> Int {
+        text.append(contentsOf: "\n],\"count\":\(count)}\n".utf8)
+        try emit(last: true)
+        try output.commit()
+        return count
+    }
+
+    /// Writes the text gathered so far: as it is, or sealed as the next piece.
+    private func emit(last: Bool) throws(CloudSyncError) {
+        guard let (codec, file) = sealing else {
+            try output.write(text)
+            text.removeAll(keepingCapacity: true)
+            return
         }
-        if let envelope = object["encrypted"] as? String {
-            var opened: String?
-            for codec in codecs {
-                if let text = try? codec.decode(envelope, key: envelopeKey) {
-                    opened = text
-                    break
-                }
-            }
-            guard let opened, let inner = (try? JSONSerialization.jsonObject(with: Data(opened.utf8))) as? [String: Any]
-            else {
-                throw CloudSyncError(
-                    .decode,
-                    "\(path) is encrypted and none of the pipeline's codecs opens it; add the key it was made with")
-            }
-            object = inner
+        let piece = String(decoding: text, as: UTF8.self)
+        let key = ExportFile.pieceKey(file: file, index: pieces, last: last)
+        let envelope: String
+        do {
+            envelope = try codec.encode(piece, key: key)
+        } catch {
+            throw CloudSyncError(.config, "cannot encrypt the export file: \(error)")
         }
-        switch object["version"] as? Int {
-        case 1?:
-            guard let items = object["items"] as? [String: String] else { break }
-            return items.map { KeyValue($0.key, $0.value) }.sorted { StoreKey.bytesPrecede($0.key, $1.key) }
-        case version?:
-            guard let list = object["items"] as? [Any] else { break }
-            var items: [KeyValue] = []
-            var seen = Set<StoreKey>()
-            for (index, element) in list.enumerated() {
-                guard let pair = element as? [String: Any], let key = pair["key"] as? String,
-                    let value = pair["value"] as? String
-                else {
-                    throw CloudSyncError(
-                        .config,
-                        "\(path): item \(index) is not {\"key\": string, \"value\": string}; the file is damaged")
+        try output.write(envelope)
+        try output.write("\n")
+        pieces += 1
+        text.removeAll(keepingCapacity: true)
+    }
+
+    /// `value` as a JSON string: quotes, backslashes and control characters escaped, everything else as its bytes.
+    static func appendString<Target: RangeReplaceableCollection>(_ value: String, to target: inout Target)
+    where Target.Element == UInt8 {
+        var value = value
+        value.withUTF8 { bytes in
+            target.append(UInt8(ascii: "\""))
+            var start = 0
+            for index in 0..<bytes.count {
+                let byte = bytes[index]
+                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
+                target.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<index]))
+                switch byte {
+                case UInt8(ascii: "\""): target.append(contentsOf: #"\""#.utf8)
+                case UInt8(ascii: "\\"): target.append(contentsOf: #"\\"#.utf8)
+                case 0x0A: target.append(contentsOf: #"\n"#.utf8)
+                case 0x0D: target.append(contentsOf: #"\r"#.utf8)
+                case 0x09: target.append(contentsOf: #"\t"#.utf8)
+                default:
+                    let hex = Array("0123456789abcdef".utf8)
+                    target.append(contentsOf: #"\u00"#.utf8)
+                    target.append(hex[Int(byte >> 4)])
+                    target.append(hex[Int(byte & 0x0F)])
                 }
-                guard seen.insert(StoreKey(key)).inserted else {
-                    throw CloudSyncError(
-                        .config, "\(path) holds the key \(key) twice (items \(index) and earlier); the file is damaged",
-                        key: key)
-                }
-                items.append(KeyValue(key, value))
+                start = index + 1
             }
-            return items
-        default:
-            break
+            target.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start...]))
+            target.append(UInt8(ascii: "\""))
         }
-        throw CloudSyncError(
-            .config,
-            "\(path) is not a version 1 or \(version) export file with string items; make it with `cloudsync run` "
-                + "(export job)")
+    }
+
+    static func appendString(_ value: String, to target: inout String) {
+        var bytes: [UInt8] = []
+        appendString(value, to: &bytes)
+        target += String(decoding: bytes, as: UTF8.self)
     }
 }

@@ -41,7 +41,7 @@ private func runSyncChild(pipeline: String) async -> Int32 {
 }
 
 /// Wall time, peak resident memory and output of one child process.
-private struct ChildRun {
+struct ChildRun {
     var seconds: Double
     var peakMegabytes: Double
     /// User plus system CPU seconds.
@@ -52,7 +52,7 @@ private struct ChildRun {
 /// Starts `path` with `arguments` (standard input from `input` when given) under GNU `time`, which forks it from its
 /// own small process: the child's peak memory is then its own. (A child spawned straight from this process would
 /// inherit this process's high-water mark in `ru_maxrss` across its exec.)
-private func runChild(_ path: String, _ arguments: [String], input: String? = nil) throws -> ChildRun {
+func runChild(_ path: String, _ arguments: [String], input: String? = nil) throws -> ChildRun {
     let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("bench-\(UUID().uuidString)").path
     let outputPath = scratch + ".out"
     let timePath = scratch + ".time"

@@ -14,6 +14,7 @@ await pipelineChild(CommandLine.arguments)
 
 let benches: [(name: String, run: (BenchContext) async throws -> [BenchRow])] = [
     ("sqlite-store", benchSQLiteStore),
+    ("export", benchExport),
     ("outbox", benchOutbox),
     ("codec", benchCodec),
     ("directory-migrate", benchDirectoryMigrate),

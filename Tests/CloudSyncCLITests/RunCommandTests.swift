@@ -128,10 +128,11 @@ import Testing
         #expect(counts(parsed, 6)["removed"] == 3)
         #expect(counts(parsed, 7)["imported"] == 3)
         let exported = try String(contentsOfFile: directory.file("out/all.json"), encoding: .utf8)
-        #expect(exported.contains("\"encrypted\""))
         #expect(!exported.contains("dark"))
-        // The file names both what a restore needs: the pipeline's codec and the key id that encrypted it.
-        let header = try #require(try JSONSerialization.jsonObject(with: Data(exported.utf8)) as? [String: Any])
+        // The first line names both what a restore needs: the pipeline's codec and the key id that encrypted it.
+        let firstLine = String(exported.prefix { $0 != "\n" })
+        let header = try #require(try JSONSerialization.jsonObject(with: Data(firstLine.utf8)) as? [String: Any])
+        #expect(header["version"] as? Int == 3)
         #expect(header["codec"] as? String == "vault")
         #expect(header["keyId"] as? String == "k1")
         // The restore reproduced the key set exactly.

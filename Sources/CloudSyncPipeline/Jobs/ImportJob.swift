@@ -42,12 +42,20 @@ struct ImportJob: JobType {
         async throws(CloudSyncError)
     {
         report.file = configuration.path.display
-        let items = try ExportFile.read(configuration.path.value, codecs: Array(context.compiled.codecs.values))
+        // The whole file is read once before anything is written, so a damaged one writes nothing; then again,
+        // a page at a time, to write it.
+        let codecs = Array(context.compiled.codecs.values)
+        let total = try ExportFileReader.check(configuration.path.value, codecs: codecs)
+        var reader = try ExportFileReader(configuration.path.value, codecs: codecs)
         let store = context.store
         let target = configuration.to
         let pageSize = context.pageSize(for: [target])
-        for start in stride(from: 0, to: items.count, by: pageSize) {
-            var batch = Array(items[start..<min(start + pageSize, items.count)])
+        var done = 0
+        while true {
+            var batch: [KeyValue] = []
+            while batch.count < pageSize, let item = try reader.next() { batch.append(item) }
+            guard !batch.isEmpty else { break }
+            done += batch.count
             if configuration.overwrite != .always {
                 let keys = batch.map(\.key)
                 let existing =
@@ -72,7 +80,7 @@ struct ImportJob: JobType {
                     report.add(1, to: Self.failed)
                 }
             }
-            context.progress(min(start + pageSize, items.count), items.count)
+            context.progress(done, total)
         }
     }
 }
