@@ -1,6 +1,6 @@
 import CloudSync
 
-/// `export`: writes the selected keys and their plaintext values to a file, optionally encrypted whole.
+/// `export`: writes the selected keys and their plaintext values to a file, optionally encrypted.
 struct ExportJob: JobType {
     struct Configuration: Sendable {
         /// A provider id, or `store`.
