@@ -143,7 +143,11 @@ public final class SQLiteProvider: Provider {
                             provider: id)
                     }
                 }
-                database = try SQLiteDatabase(path: path)
+                // Its own schema: no statement sorts more than a page, so temporary files stay in memory (each
+                // page's upsert would otherwise spill a statement journal to /var/tmp).
+                var options = SQLiteDatabase.Options()
+                options.temporaryFilesInMemory = true
+                database = try SQLiteDatabase(path: path, options: options)
                 try Self.migrations.migrate(database)
             }
         } catch let error as SQLiteError where error.code.primary == .notADatabase || error.code.primary == .corrupt {

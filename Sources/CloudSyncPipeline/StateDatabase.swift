@@ -112,7 +112,9 @@ public final class StateDatabase: PipelineState {
             if readOnly {
                 database = try Self.openReadOnly(path)
             } else {
-                database = try SQLiteDatabase(path: path, options: SQLiteDatabase.Options(writeAheadLog: false))
+                var options = SQLiteDatabase.Options(writeAheadLog: false)
+                options.temporaryFilesInMemory = true
+                database = try SQLiteDatabase(path: path, options: options)
                 try Self.migrations.migrate(database)
             }
         } catch let error as SQLiteError where error.code.primary == .full {

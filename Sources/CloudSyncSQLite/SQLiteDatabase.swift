@@ -41,6 +41,11 @@ package final class SQLiteDatabase: @unchecked Sendable {
         package var readOnly = false
         /// When a commit reaches the disk.
         package var durability: Durability = .processCrashSafe
+        /// Whether SQLite keeps its temporary files in memory (`temp_store = MEMORY`) instead of files in `/var/tmp`.
+        /// Right for a database whose statements never sort or group more than a page of rows: a multi-row upsert
+        /// firing triggers inside a transaction otherwise writes a statement journal file per statement past 64 KiB.
+        /// Wrong for someone else's tables, where a query may sort millions of rows.
+        package var temporaryFilesInMemory = false
 
         /// Options with each setting given or left at its default: 5 s busy timeout, write-ahead log, foreign keys
         /// enforced, read-write, ``Durability/processCrashSafe``.
@@ -93,6 +98,9 @@ package final class SQLiteDatabase: @unchecked Sendable {
             connection = try SQLiteConnection(path: path, readOnly: false)
             try Self.configure(connection, options: options)
             holdsSnapshot = false
+        }
+        if options.temporaryFilesInMemory {
+            try connection.executeScript("PRAGMA temp_store = MEMORY")
         }
         self.path = path
         self.connection = connection
