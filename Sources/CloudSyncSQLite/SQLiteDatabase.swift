@@ -42,6 +42,7 @@ package final class SQLiteDatabase: @unchecked Sendable {
         /// When a commit reaches the disk.
         package var durability: Durability = .processCrashSafe
         /// Whether SQLite keeps its temporary files in memory (`temp_store = MEMORY`) instead of files in `/var/tmp`.
+        ///
         /// Right for a database whose statements never sort or group more than a page of rows: a multi-row upsert
         /// firing triggers inside a transaction otherwise writes a statement journal file per statement past 64 KiB.
         /// Wrong for someone else's tables, where a query may sort millions of rows.
