@@ -54,7 +54,7 @@ bench:
 	@scripts/install-deps.sh sqlite3 rclone restic postgresql
 	@scripts/python-env.sh
 	$(SWIFT) run -c release cloudsync-bench --runs $(BENCH_RUNS) --json bench.json
-	$(SWIFT) run -c release cloudsync-bench --sync 1000000,10000000
+	$(SWIFT) run -c release cloudsync-bench --sync 1000000,10000000 --runs $(BENCH_RUNS)
 
 bench-compare:
 	@test -n "$(OLD)" || { echo "usage: make bench-compare OLD=old.json [NEW=bench.json]" >&2; exit 64; }

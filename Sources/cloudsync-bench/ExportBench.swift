@@ -27,7 +27,7 @@ func benchExport(_ context: BenchContext) async throws -> [BenchRow] {
         state: state-\(name)
         providers:
           source: { type: sqlite, path: source.db }
-          target: { type: sqlite, path: target-\(name).db }
+          target: { type: sqlite, path: target-\(name).db, create: true }
         codecs:
           vault: { type: xchacha20poly1305, keys: [{ id: bench, file: bench.key }] }
         store:

@@ -18,7 +18,9 @@ func syncBenchmark(_ arguments: [String]) async throws {
     let sizes =
         index + 1 < arguments.count
         ? arguments[index + 1].split(separator: ",").compactMap { Int($0) } : [1_000_000, 10_000_000]
-    for size in sizes { try await benchSync(keys: size) }
+    let runs = arguments.firstIndex(of: "--runs").flatMap { $0 + 1 < arguments.count ? Int(arguments[$0 + 1]) : nil }
+    print(machineLine())
+    for size in sizes { try await benchSync(keys: size, runs: max(1, runs ?? 3)) }
     exit(0)
 }
 
@@ -47,6 +49,14 @@ struct ChildRun {
     /// User plus system CPU seconds.
     var cpuSeconds: Double
     var output: String
+
+    /// The run with the median wall time, its CPU and memory set to the medians of all.
+    static func medianRun(_ runs: [ChildRun]) -> ChildRun {
+        var middle = runs.sorted { $0.seconds < $1.seconds }[runs.count / 2]
+        middle.cpuSeconds = cloudsync_bench.median(runs.map(\.cpuSeconds))
+        middle.peakMegabytes = cloudsync_bench.median(runs.map(\.peakMegabytes))
+        return middle
+    }
 }
 
 /// Starts `path` with `arguments` (standard input from `input` when given) under GNU `time`, which forks it from its
@@ -97,9 +107,14 @@ private func isMissing(_ index: Int) -> Bool { index % 20 == 1 }
 private func isChanged(_ index: Int) -> Bool { index % 10 == 2 }
 private func isDeleted(_ index: Int) -> Bool { index % 100 == 3 }
 
-/// One benchmark size: builds both databases, a first sync to make the snapshot, the changes, then the timed sync
-/// and the `sqlite3` repair on copies of the same files.
-private func benchSync(keys count: Int) async throws {
+/// Runs `command` with `/bin/sh -c`; throws with its status when it fails.
+private func shell(_ command: String) throws {
+    _ = try runChild("/bin/sh", ["-c", command])
+}
+
+/// One benchmark size: builds both databases with SQL, a first sync to make the snapshot, the changes, then `runs`
+/// timed syncs, each on a fresh copy of the prepared files, taking turns with the `sqlite3` repair on its own copies.
+private func benchSync(keys count: Int, runs: Int) async throws {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cloudsync-sync-bench-\(getpid())")
         .path
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -107,29 +122,13 @@ private func benchSync(keys count: Int) async throws {
     let a = directory + "/a.db"
     let b = directory + "/b.db"
     for path in [a, b] { await (try SQLiteProvider(path: path)).close() }
-    func fill(_ path: String, _ rows: @escaping @Sendable (Int) -> String?) throws {
-        let database = try SQLiteDatabase(path: path)
-        try database.write { db in
-            try db.transaction {
-                let insert = try db.prepare("INSERT OR REPLACE INTO kv (key, value, updated_at_ms) VALUES (?, ?, 0)")
-                for index in 0..<count {
-                    guard let row = rows(index) else { continue }
-                    try insert.bind(key(index), row).run()
-                    insert.reset()
-                }
-            }
-        }
-        database.close()
-    }
     let build = ContinuousClock.now
-    for path in [a, b] { try fill(path) { isMissing($0) ? nil : value($0, "v1") } }
+    for path in [a, b] {
+        try shell("sqlite3 '\(path)' \"\(rows(count, where: "i % 20 != 1", version: "'v1'", updated: 0))\"")
+    }
     // The PostgreSQL-state run starts from copies of the same two databases.
     let withPostgres = count <= 1_000_000
-    if withPostgres {
-        for name in ["a", "b"] {
-            try FileManager.default.copyItem(atPath: directory + "/\(name).db", toPath: directory + "/pg-\(name).db")
-        }
-    }
+    if withPostgres { try shell("cp '\(a)' '\(directory)/pg-a.db' && cp '\(b)' '\(directory)/pg-b.db'") }
     func writePipeline(_ name: String, a: String, b: String, state: String) throws -> String {
         let file = directory + "/\(name).yaml"
         try """
@@ -150,23 +149,13 @@ private func benchSync(keys count: Int) async throws {
     let pipeline = try writePipeline("syncbench", a: a, b: b, state: directory + "/state")
     let executable = Bundle.main.executablePath ?? CommandLine.arguments[0]
     let first = try runChild(executable, ["--sync-child", pipeline])
-    try await applyChanges(a: a, b: b, count: count)
-    for name in ["a", "b"] {
-        try FileManager.default.copyItem(atPath: directory + "/\(name).db", toPath: directory + "/sql-\(name).db")
-    }
+    try applyChanges(a: a, b: b, count: count)
+    // What every timed run starts from: the prepared databases and state, copied back before each run.
+    try shell(
+        "mkdir '\(directory)/prepared' && cp -a '\(directory)'/a.db* '\(directory)'/b.db* '\(directory)/state' "
+            + "'\(directory)/prepared/'")
     let prepared = ContinuousClock.now - build
 
-    let ours = try runChild(executable, ["--sync-child", pipeline])
-    var postgres: ChildRun?
-    if withPostgres {
-        _ = try await benchPostgres()
-        let shared = try writePipeline(
-            "syncbenchpg", a: directory + "/pg-a.db", b: directory + "/pg-b.db",
-            state: "{ postgresql: \"${env:\(benchStateVariable)}\", schema: sync_\(count)_\(getpid()) }")
-        _ = try runChild(executable, ["--sync-child", shared])
-        try await applyChanges(a: directory + "/pg-a.db", b: directory + "/pg-b.db", count: count)
-        postgres = try runChild(executable, ["--sync-child", shared])
-    }
     let script = directory + "/repair.sql"
     try """
     ATTACH '\(directory)/sql-a.db' AS a;
@@ -176,38 +165,56 @@ private func benchSync(keys count: Int) async throws {
       WHERE b.key IS NULL OR b.value <> a.kv.value;
     COMMIT;
     """.write(toFile: script, atomically: true, encoding: .utf8)
-    let theirs = try runChild("/usr/bin/sqlite3", [directory + "/sql-b.db"], input: script)
-    report(count: count, prepared: prepared, first: first, ours: ours, theirs: theirs, postgres: postgres)
+    var ours: [ChildRun] = []
+    var theirs: [ChildRun] = []
+    for run in 0..<runs {
+        if run > 0 {
+            try shell(
+                "rm -rf '\(directory)'/a.db* '\(directory)'/b.db* '\(directory)/state' && "
+                    + "cp -a '\(directory)'/prepared/* '\(directory)/'")
+        }
+        try shell(
+            "cp '\(directory)/prepared/a.db' '\(directory)/sql-a.db' && "
+                + "cp '\(directory)/prepared/b.db' '\(directory)/sql-b.db' && sync")
+        ours.append(try runChild(executable, ["--sync-child", pipeline]))
+        theirs.append(try runChild("/usr/bin/sqlite3", [directory + "/sql-b.db"], input: script))
+        print(
+            String(
+                format: "  run %d: ours %.2f s (CPU %.2f s), sqlite3 %.2f s (CPU %.2f s)", run + 1, ours[run].seconds,
+                ours[run].cpuSeconds, theirs[run].seconds, theirs[run].cpuSeconds))
+    }
+    var postgres: ChildRun?
+    if withPostgres {
+        _ = try await benchPostgres()
+        let shared = try writePipeline(
+            "syncbenchpg", a: directory + "/pg-a.db", b: directory + "/pg-b.db",
+            state: "{ postgresql: \"${env:\(benchStateVariable)}\", schema: sync_\(count)_\(getpid()) }")
+        _ = try runChild(executable, ["--sync-child", shared])
+        try applyChanges(a: directory + "/pg-a.db", b: directory + "/pg-b.db", count: count)
+        postgres = try runChild(executable, ["--sync-child", shared])
+    }
+    report(
+        count: count, prepared: prepared, first: first, ours: ChildRun.medianRun(ours), theirs: ChildRun.medianRun(theirs),
+        postgres: postgres, runs: runs)
 }
 
-/// The changes since the first sync: 5% missing on b written to a, 10% changed on a, 1% deleted from b.
-private func applyChanges(a: String, b: String, count: Int) async throws {
-    let changes = try SQLiteDatabase(path: a)
-    try await changes.write { db in
-        try db.transaction {
-            let update = try db.prepare("INSERT OR REPLACE INTO kv (key, value, updated_at_ms) VALUES (?, ?, 1)")
-            for index in 0..<count where isMissing(index) || isChanged(index) {
-                try update.bind(key(index), value(index, isChanged(index) ? "v2" : "v1")).run()
-                update.reset()
-            }
-        }
-    }
-    await changes.close()
-    let deletions = try SQLiteDatabase(path: b)
-    try await deletions.write { db in
-        try db.transaction {
-            let delete = try db.prepare("DELETE FROM kv WHERE key = ?")
-            for index in 0..<count where isDeleted(index) {
-                try delete.bind(key(index)).run()
-                delete.reset()
-            }
-        }
-    }
-    await deletions.close()
+/// SQL inserting the benchmark's rows `0..<count` that `condition` (on `i`) keeps, at `version`.
+private func rows(_ count: Int, where condition: String, version: String, updated: Int) -> String {
+    "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < \(count - 1)) "
+        + "INSERT OR REPLACE INTO kv (key, value, updated_at_ms) SELECT printf('settings/item-%09d', i), "
+        + "'{\\\"index\\\":' || i || ',\\\"version\\\":\\\"' || \(version) || "
+        + "'\\\",\\\"padding\\\":\\\"0123456789abcdef0123456789abcdef\\\"}', \(updated) FROM n WHERE \(condition)"
+}
+
+/// The changes since the first sync, in SQL: 5% missing on b written to a, 10% changed on a, 1% deleted from b.
+private func applyChanges(a: String, b: String, count: Int) throws {
+    try shell(
+        "sqlite3 '\(a)' \"\(rows(count, where: "i % 20 = 1 OR i % 10 = 2", version: "(CASE WHEN i % 10 = 2 THEN 'v2' ELSE 'v1' END)", updated: 1))\"")
+    try shell("sqlite3 '\(b)' \"DELETE FROM kv WHERE CAST(substr(key, 15) AS INTEGER) % 100 = 3\"")
 }
 
 private func report(
-    count: Int, prepared: Duration, first: ChildRun, ours: ChildRun, theirs: ChildRun, postgres: ChildRun?
+    count: Int, prepared: Duration, first: ChildRun, ours: ChildRun, theirs: ChildRun, postgres: ChildRun?, runs: Int
 ) {
     let expectedRepairs = (0..<count).filter { isMissing($0) || isChanged($0) }.count
     let expectedDeletes = (0..<count).filter(isDeleted).count
@@ -217,6 +224,7 @@ private func report(
     )
     print("  counts: \(ours.output.trimmingCharacters(in: .whitespacesAndNewlines))")
     print("  expected: repaired=\(expectedRepairs) deleted=\(expectedDeletes)")
+    print("  medians of \(runs) runs")
     let label = "sync: \(count) keys, 10% changed 5% missing 1% deleted".padding(
         toLength: 52, withPad: " ", startingAt: 0)
     print(
