@@ -65,6 +65,8 @@ struct StreamingJSONReader {
     mutating func string() throws(CloudSyncError) -> String {
         try expect(UInt8(ascii: "\""), "a string")
         scratch.removeAll(keepingCapacity: true)
+        // Any byte of 0x80 or more: only then can the text be invalid UTF-8 and need checking.
+        var highBits: UInt8 = 0
         while true {
             if index == block.count { guard try refill() else { throw damaged("the text ends inside a string") } }
             // Copy the run of plain bytes in one step.
@@ -72,6 +74,7 @@ struct StreamingJSONReader {
             while end < block.count {
                 let byte = block[end]
                 if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { break }
+                highBits |= byte
                 end += 1
             }
             scratch.append(contentsOf: block[index..<end])
@@ -83,6 +86,8 @@ struct StreamingJSONReader {
             guard byte == UInt8(ascii: "\\") else { throw damaged("a control character inside a string") }
             try escape()
         }
+        // ASCII (escapes decode to valid UTF-8 of their own) needs no validation, which costs a generic call.
+        if highBits & 0x80 == 0 { return String(decoding: scratch, as: UTF8.self) }
         guard let text = String(validating: scratch, as: UTF8.self) else {
             throw damaged("a string that is not UTF-8")
         }

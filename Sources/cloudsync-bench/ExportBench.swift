@@ -16,7 +16,7 @@ func benchExport(_ context: BenchContext) async throws -> [BenchRow] {
     try context.shell(
         "sqlite3 '\(source)' \"WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < \(count - 1)) "
             + "INSERT INTO kv (key, value, updated_at_ms) SELECT printf('settings/item-%06d', i), "
-            + "printf('%06d', i) || replace(hex(zeroblob(497)), '00', 'x'), 0 FROM n\"")
+            + "printf('%06d', i) || replace(hex(zeroblob(1018)), '00', 'x'), 0 FROM n\"")
     try Data(repeating: 7, count: 32).base64EncodedString().write(
         toFile: directory + "/bench.key", atomically: true, encoding: .utf8)
     func pipeline(_ name: String, job: String) throws -> String {

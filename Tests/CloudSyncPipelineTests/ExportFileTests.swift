@@ -180,6 +180,15 @@ struct ExportFileTests {
             #expect(error?.message.contains(path) == true, "\(what) names the file")
         }
         #expect(throws: CloudSyncError.self) { try ExportFileReader.check(directory.file("missing.json"), codecs: []) }
+        // A byte that is not UTF-8 inside a key.
+        var bytes = Array(good.utf8)
+        let quote = bytes.firstIndex(of: UInt8(ascii: "k"))!
+        bytes[quote] = 0xFF
+        try Data(bytes).write(to: URL(fileURLWithPath: directory.file("latin1.json")))
+        let notUTF8 = #expect(throws: CloudSyncError.self) {
+            try ExportFileReader.check(directory.file("latin1.json"), codecs: [])
+        }
+        #expect(notUTF8?.message.contains("not UTF-8") == true, "\(notUTF8?.message ?? "")")
     }
 
     private func firstItem(_ text: String) -> String {
