@@ -18,6 +18,9 @@ package enum FuzzEntry: String, CaseIterable, Sendable {
     case pipeline
     /// The envelope decoder of the encrypting codec, under a key ring of raw keys.
     case envelope
+    /// The export file reader (what `import` reads), plain or sealed under the same ring; what it accepts must
+    /// survive being written again and read back.
+    case export
 
     /// Runs the entry point on `bytes`.
     package func run(_ bytes: UnsafeRawBufferPointer) {
@@ -26,6 +29,7 @@ package enum FuzzEntry: String, CaseIterable, Sendable {
         case .yaml: Self.parse(text)
         case .pipeline: Self.load(text)
         case .envelope: Self.decode(text)
+        case .export: Self.readExport(Array(bytes))
         }
     }
 
@@ -88,6 +92,43 @@ package enum FuzzEntry: String, CaseIterable, Sendable {
                 if let sealed = try? Self.codec.encode(value, key: key) { seeds.append("\(key)\n\(sealed)") }
             }
             return seeds.map { Data($0.utf8) }
+        case .export:
+            let items = [
+                KeyValue("a", "1"), KeyValue("b\"\\", "\u{1}é😀"), KeyValue("café", "x"), KeyValue("cafe\u{301}", "y"),
+            ].sorted {
+                StoreKey.bytesPrecede($0.key, $1.key)
+            }
+            let path = FileManager.default.temporaryDirectory.path + "/cloudsync-fuzz-seed-\(getpid()).json"
+            defer { unlink(path) }
+            var seeds = [
+                #"{"version": 1, "items": {"a": "1", "b": "\u00e9\ud83d\ude00"}}"#,
+                #"{"items": [{"value": "v", "key": "k"}], "count": 1, "version": 2}"#,
+            ].map { Data($0.utf8) }
+            for sealed in [false, true] {
+                if (try? ExportFile.write(items, to: path, codec: sealed ? Self.codec : nil)) != nil,
+                    let data = FileManager.default.contents(atPath: path)
+                {
+                    seeds.append(data)
+                }
+            }
+            return seeds
+        }
+    }
+
+    private static func readExport(_ bytes: [UInt8]) {
+        guard let items = try? ExportFile.items(of: bytes, codecs: [codec]) else { return }
+        let path = FileManager.default.temporaryDirectory.path + "/cloudsync-fuzz-export-\(getpid()).json"
+        defer { unlink(path) }
+        let sorted = items.sorted { StoreKey.bytesPrecede($0.key, $1.key) }
+        for sealed in [false, true] {
+            do {
+                try ExportFile.write(sorted, to: path, codec: sealed ? codec : nil)
+                let back = try ExportFile.items(
+                    of: Array(try Data(contentsOf: URL(fileURLWithPath: path))), codecs: [codec])
+                guard back == sorted else { preconditionFailure("an export file did not read back as it was written") }
+            } catch {
+                preconditionFailure("an export file that was read could not be written and read again: \(error)")
+            }
         }
     }
 

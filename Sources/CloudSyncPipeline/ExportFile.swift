@@ -18,7 +18,7 @@ import Foundation
 ///
 /// Still read: version 1 (`"items": {key: value}`) and version 2 encrypted whole (`{"version": 2, "codec", "keyId",
 /// "encrypted": <one envelope of the plain text under the store key cloudsync.export>}`), those in memory.
-enum ExportFile {
+package enum ExportFile {
     static let envelopeKey = "cloudsync.export"
     static let version = 2
     static let piecedVersion = 3
@@ -27,6 +27,31 @@ enum ExportFile {
 
     static func pieceKey(file: String, index: Int, last: Bool) -> String {
         "\(envelopeKey)/\(file)/\(index)" + (last ? "/last" : "")
+    }
+
+    /// Every item of the export file `bytes` (any version), in order, after checking the whole of it as an import
+    /// does: for the fuzzer, which hands it arbitrary bytes.
+    package static func items(of bytes: [UInt8], codecs: [EnvelopeCodec]) throws(CloudSyncError) -> [KeyValue] {
+        var checking = try ExportFileReader(MemoryByteBlocks(bytes), named: "fuzz.json", codecs: codecs)
+        var seen = Set<StoreKey>()
+        while let item = try checking.next() {
+            guard seen.insert(StoreKey(item.key)).inserted else {
+                throw CloudSyncError(.config, "fuzz.json holds the key \(item.key) twice", key: item.key)
+            }
+        }
+        var reader = try ExportFileReader(MemoryByteBlocks(bytes), named: "fuzz.json", codecs: codecs)
+        var items: [KeyValue] = []
+        while let item = try reader.next() { items.append(item) }
+        return items
+    }
+
+    /// `items` (in bytewise key order) written as an export file at `path`, sealed with `codec` when given: for the
+    /// fuzzer, which writes what it read and reads it back.
+    package static func write(_ items: [KeyValue], to path: String, codec: EnvelopeCodec?) throws(CloudSyncError) {
+        let writer = try ExportFileWriter(
+            path: path, pipeline: "fuzz", source: "store", codec: codec.map { ("fuzz", $0) })
+        try writer.add(items)
+        try writer.finish()
     }
 }
 

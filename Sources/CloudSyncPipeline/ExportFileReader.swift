@@ -20,13 +20,18 @@ struct ExportFileReader {
 
     /// Opens `path`, opening an encrypted file with whichever of `codecs` holds its key, and reads up to its items.
     init(_ path: String, codecs: [EnvelopeCodec]) throws(CloudSyncError) {
-        self.path = path
         guard let file = FileByteBlocks(path) else {
             throw CloudSyncError(
                 .config,
                 "\(path) cannot be read: \(describe(errno: errno, path: path)); give the path of an export file")
         }
-        json = StreamingJSONReader(file, what: path, advice: Self.advice)
+        try self.init(file, named: path, codecs: codecs)
+    }
+
+    /// Reads the export file `source` gives, named `path` in errors.
+    init(_ source: ByteBlockSource, named path: String, codecs: [EnvelopeCodec]) throws(CloudSyncError) {
+        self.path = path
+        json = StreamingJSONReader(source, what: path, advice: Self.advice)
         guard try json.peek() == UInt8(ascii: "{") else {
             throw CloudSyncError(.config, "\(path) is not an export file (a JSON object); give the path of one")
         }
