@@ -151,7 +151,8 @@ func benchS3Migrate(_ context: BenchContext) async throws -> [BenchRow] {
             seconds(
                 try context.clock.measure {
                     try context.shell(
-                        "env -u AWS_CA_BUNDLE \(exports) rclone copy --transfers 16 '\(files)' moto:bench-rclone-\(run)")
+                        "env -u AWS_CA_BUNDLE \(exports) rclone copy --transfers 16 '\(files)' moto:bench-rclone-\(run)"
+                    )
                 }))
     }
     let ours = median(oursTimings)

@@ -194,7 +194,8 @@ private func benchSync(keys count: Int, runs: Int) async throws {
         postgres = try runChild(executable, ["--sync-child", shared])
     }
     report(
-        count: count, prepared: prepared, first: first, ours: ChildRun.medianRun(ours), theirs: ChildRun.medianRun(theirs),
+        count: count, prepared: prepared, first: first, ours: ChildRun.medianRun(ours),
+        theirs: ChildRun.medianRun(theirs),
         postgres: postgres, runs: runs)
 }
 
@@ -209,7 +210,8 @@ private func rows(_ count: Int, where condition: String, version: String, update
 /// The changes since the first sync, in SQL: 5% missing on b written to a, 10% changed on a, 1% deleted from b.
 private func applyChanges(a: String, b: String, count: Int) throws {
     try shell(
-        "sqlite3 '\(a)' \"\(rows(count, where: "i % 20 = 1 OR i % 10 = 2", version: "(CASE WHEN i % 10 = 2 THEN 'v2' ELSE 'v1' END)", updated: 1))\"")
+        "sqlite3 '\(a)' \"\(rows(count, where: "i % 20 = 1 OR i % 10 = 2", version: "(CASE WHEN i % 10 = 2 THEN 'v2' ELSE 'v1' END)", updated: 1))\""
+    )
     try shell("sqlite3 '\(b)' \"DELETE FROM kv WHERE CAST(substr(key, 15) AS INTEGER) % 100 = 3\"")
 }
 
