@@ -208,7 +208,10 @@ private final class SealedPieces: ByteBlockSource {
     }
 
     func nextBlock() throws(CloudSyncError) -> [UInt8]? {
-        guard let line = try lines.line() else {
+        // Empty lines after the last piece are allowed (and skipped in a loop: there may be millions).
+        var next = try lines.line()
+        while ended, let line = next, line.isEmpty { next = try lines.line() }
+        guard let line = next else {
             guard ended else {
                 throw CloudSyncError(
                     .config,
@@ -216,7 +219,6 @@ private final class SealedPieces: ByteBlockSource {
             }
             return nil
         }
-        if line.isEmpty && ended { return try nextBlock() }
         guard !ended else {
             throw CloudSyncError(.config, "\(path) goes on after its last piece; the file is damaged")
         }

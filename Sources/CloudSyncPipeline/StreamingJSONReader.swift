@@ -108,35 +108,50 @@ struct StreamingJSONReader {
         return value
     }
 
-    /// Skips one value of any kind.
+    /// Skips one value of any kind, however deeply nested: containers are tracked in a list, not by recursion, so a
+    /// file of a million `[` cannot exhaust the stack.
     mutating func skipValue() throws(CloudSyncError) {
-        guard let byte = try peek() else { throw damaged("the text ends where a value should be") }
-        switch byte {
-        case UInt8(ascii: "\""):
-            _ = try string()
-        case UInt8(ascii: "{"):
-            index += 1
-            if try take(UInt8(ascii: "}")) { return }
-            repeat {
+        // What each open container waits for, innermost last.
+        var closers: [UInt8] = []
+        repeat {
+            guard let byte = try peek() else { throw damaged("the text ends where a value should be") }
+            switch byte {
+            case UInt8(ascii: "\""):
+                _ = try string()
+            case UInt8(ascii: "{"):
+                index += 1
+                if try take(UInt8(ascii: "}")) { break }
+                closers.append(UInt8(ascii: "}"))
                 _ = try string()
                 try expect(UInt8(ascii: ":"), "':'")
-                try skipValue()
-            } while try take(UInt8(ascii: ","))
-            try expect(UInt8(ascii: "}"), "',' or '}'")
-        case UInt8(ascii: "["):
-            index += 1
-            if try take(UInt8(ascii: "]")) { return }
-            repeat { try skipValue() } while try take(UInt8(ascii: ","))
-            try expect(UInt8(ascii: "]"), "',' or ']'")
-        default:
-            // A number or a literal: the bytes up to the next delimiter.
-            var length = 0
-            while let next = try nextRaw(), !Self.delimiters.contains(next) {
+                continue
+            case UInt8(ascii: "["):
                 index += 1
-                length += 1
+                if try take(UInt8(ascii: "]")) { break }
+                closers.append(UInt8(ascii: "]"))
+                continue
+            default:
+                // A number or a literal: the bytes up to the next delimiter.
+                var length = 0
+                while let next = try nextRaw(), !Self.delimiters.contains(next) {
+                    index += 1
+                    length += 1
+                }
+                guard length > 0 else { throw damaged("unexpected character") }
             }
-            guard length > 0 else { throw damaged("unexpected character") }
-        }
+            // After a value: the next one in its container, or the containers it ends.
+            while let closer = closers.last {
+                if try take(UInt8(ascii: ",")) {
+                    if closer == UInt8(ascii: "}") {
+                        _ = try string()
+                        try expect(UInt8(ascii: ":"), "':'")
+                    }
+                    break
+                }
+                try expect(closer, closer == UInt8(ascii: "}") ? "',' or '}'" : "',' or ']'")
+                closers.removeLast()
+            }
+        } while !closers.isEmpty
     }
 
     /// Fails unless only white space is left.
