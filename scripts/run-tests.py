@@ -154,7 +154,7 @@ def dump_backtraces(pid, path):
     return True
 
 
-def crash_summary(console_log, frames=40):
+def crash_summary(console_log, frames=12):
     """The Swift runtime's crash line and the crashed thread's first `frames` frames from `console_log`: they come
     before pages of other threads and loaded images, so a log cut to its tail would lose them."""
     try:
@@ -259,12 +259,13 @@ def run_once(binary, extra, limit, slowest, directory):
     if status != 0 and not hung and not watch.run_ended:
         print(f"run-tests: error: the test process ended with status {status} before the run ended",
               file=sys.stderr)
-        crash = crash_summary(os.path.join(directory, "console.log"))
-        if crash:
-            print("run-tests: where it crashed (the whole backtrace is in console.log):\n" + crash, file=sys.stderr)
+        # Printed last and kept short: CI keeps only the tail of the output.
         if watch.running:
             print("run-tests: running then: " + ", ".join(sorted(readable(t) for t in watch.running)),
                   file=sys.stderr)
+        crash = crash_summary(os.path.join(directory, "console.log"))
+        if crash:
+            print("run-tests: where it crashed (the whole backtrace is in console.log):\n" + crash, file=sys.stderr)
     if watch.failed:
         print("run-tests: failed: " + ", ".join(sorted(readable(t) for t in watch.failed)), file=sys.stderr)
     print(f"run-tests: {'passed' if passed else 'FAILED'} in {elapsed:.1f} s (log: {directory})", file=sys.stderr)
