@@ -261,8 +261,9 @@ def run_once(binary, extra, limit, slowest, directory):
               file=sys.stderr)
         # Printed last and kept short: CI keeps only the tail of the output.
         if watch.running:
-            print("run-tests: running then: " + ", ".join(sorted(readable(t) for t in watch.running)),
-                  file=sys.stderr)
+            running = sorted(readable(t) for t in watch.running)
+            more = f" and {len(running) - 8} more (in events.jsonl)" if len(running) > 8 else ""
+            print("run-tests: running then: " + ", ".join(running[:8]) + more, file=sys.stderr)
         crash = crash_summary(os.path.join(directory, "console.log"))
         if crash:
             print("run-tests: where it crashed (the whole backtrace is in console.log):\n" + crash, file=sys.stderr)
