@@ -56,14 +56,19 @@ struct ExportFileReader {
         state = .items(index: 0, list: list)
     }
 
-    /// The number of items, after reading the whole file.
+    /// The number of items of the file at `path`, after reading the whole file.
     ///
     /// Every item must be well formed, no key may come twice, and the version must be one this build reads.
     static func check(_ path: String, codecs: [EnvelopeCodec]) throws(CloudSyncError) -> Int {
         var reader = try ExportFileReader(path, codecs: codecs)
+        return try reader.readToEnd()
+    }
+
+    /// Reads the remaining items, refusing a key that comes twice; returns how many there were.
+    mutating func readToEnd() throws(CloudSyncError) -> Int {
         var seen = Set<StoreKey>()
         var count = 0
-        while let item = try reader.next() {
+        while let item = try next() {
             guard seen.insert(StoreKey(item.key)).inserted else {
                 throw CloudSyncError(
                     .config,
