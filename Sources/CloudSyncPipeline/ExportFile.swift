@@ -22,7 +22,8 @@ package enum ExportFile {
     static let envelopeKey = "cloudsync.export"
     static let version = 2
     static let piecedVersion = 3
-    /// The plain text sealed in one envelope of a version 3 file.
+    /// The plain text sealed in one envelope of a version 3 file (at least; a piece ends after the item that reaches
+    /// it).
     static let pieceBytes = 1 << 20
 
     static func pieceKey(file: String, index: Int, last: Bool) -> String {
@@ -58,11 +59,15 @@ final class ExportFileWriter {
     private var pieces = 0
     private var count = 0
     private var lastKey: String?
+    private let pieceBytes: Int
 
-    /// Starts the file at `path` (owner-only: the items are plaintext unless a codec seals them).
-    init(path: String, pipeline: String, source: String, codec: (id: String, codec: EnvelopeCodec)?)
-        throws(CloudSyncError)
-    {
+    /// Starts the file at `path` (owner-only: the items are plaintext unless a codec seals them); `pieceBytes` is for
+    /// tests, which seal many pieces without megabytes of items.
+    init(
+        path: String, pipeline: String, source: String, codec: (id: String, codec: EnvelopeCodec)?,
+        pieceBytes: Int = ExportFile.pieceBytes
+    ) throws(CloudSyncError) {
+        self.pieceBytes = pieceBytes
         output = try OutputFileStream(path, mode: 0o600, what: "the export file")
         if let (id, codec) = codec {
             let file = UUID().uuidString.lowercased()
@@ -77,7 +82,7 @@ final class ExportFileWriter {
         } else {
             sealing = nil
         }
-        text.reserveCapacity(ExportFile.pieceBytes + 64 * 1024)
+        text.reserveCapacity(pieceBytes + 64 * 1024)
         text += "{\"version\":\(ExportFile.version),\"pipeline\":".utf8
         Self.appendString(pipeline, to: &text)
         text += ",\"source\":".utf8
@@ -100,7 +105,7 @@ final class ExportFileWriter {
             Self.appendString(item.value, to: &text)
             text.append(UInt8(ascii: "}"))
             count += 1
-            if text.count >= ExportFile.pieceBytes { try emit(last: false) }
+            if text.count >= pieceBytes { try emit(last: false) }
         }
     }
 
