@@ -12,6 +12,12 @@ Swift Testing's event stream (JSON lines: each test's start and end) and watches
   printed; see CloudSyncTesting's ReportCollection) is checked against schemas/report.schema.json with
   check-jsonschema, and one that does not validate fails the run.
 
+WIDTH. Swift Testing otherwise starts every test at once, and the Swift concurrency pool has one thread per core.
+All those starts queue on the pool ahead of any test's later steps, and synchronous tests hold a thread until they
+end, so in the first minute a test's reply from an in-process emulator can wait past its 30-second deadline for a
+thread to resume on (21 such timeouts in one run on a 2-core machine, none with the limit). The limit keeps that
+queue short; the suite takes as long as before.
+
 Each run keeps its console output and events in .build/test-runs/<time>-<label>-<run>/. Arguments after `--` go to
 the test binary as they are (`--filter NAME`, `--skip NAME`, `--no-parallel`).
 """
@@ -281,12 +287,18 @@ def main():
     parser.add_argument("--limit", type=int, default=int(os.environ.get("CLOUDSYNC_TEST_LIMIT", "660")),
                         help="seconds one test may run before the run is stopped (default: CLOUDSYNC_TEST_LIMIT "
                              "or 660, past the 10-minute time limit of the process suites)")
+    parser.add_argument("--width", type=int,
+                        default=int(os.environ.get("CLOUDSYNC_TEST_WIDTH", str(6 * (os.cpu_count() or 2)))),
+                        help="at most this many tests run at once (default: CLOUDSYNC_TEST_WIDTH or six per core; "
+                             "0: no limit); see WIDTH below")
     parser.add_argument("--slowest", type=int, default=10, help="how many of the slowest tests to print")
     parser.add_argument("--label", default="main", help="a name for the runs' log folders")
     parser.add_argument("--binary", help="the test binary (default: the one `swift build` built)")
     parser.add_argument("extra", nargs=argparse.REMAINDER, help="-- then arguments for the test binary")
     arguments = parser.parse_args()
     extra = arguments.extra[1:] if arguments.extra[:1] == ["--"] else arguments.extra
+    if arguments.width > 0 and "--no-parallel" not in extra:
+        extra = ["--experimental-maximum-parallelization-width", str(arguments.width)] + extra
     binary = arguments.binary or test_binary()
     stamp = datetime.now().strftime("%Y%m%d-%H%M%S")
     times = []

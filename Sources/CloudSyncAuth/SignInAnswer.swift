@@ -104,7 +104,10 @@ final class SignInAnswer<Answer: Sendable>: Sendable {
     deinit { server?.stop() }
 
     /// Stops the listener once the browser has its page (the paste reader stops at its next line).
-    func stop() { server?.stop(afterAnswering: .seconds(1)) }
+    ///
+    /// The wait ends as soon as the page is sent; its limit only matters on a machine so loaded that sending it takes
+    /// seconds, where a shorter one would leave the browser with a reset connection instead of the page.
+    func stop() { server?.stop(afterAnswering: .seconds(5)) }
 
     private var isDecided: Bool { state.withLock { $0.result != nil } }
 

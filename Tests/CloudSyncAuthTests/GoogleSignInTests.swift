@@ -76,13 +76,14 @@ import Testing
     @Test func aRedirectWithAnotherStateIsRefusedAndNothingIsExchanged() async throws {
         let google = try GoogleEmulator()
         defer { google.host.server.stop() }
-        let forged = Mutex<HTTPResponse?>(nil)
+        // The browser's visit runs beside the sign-in: `opened` says it has its answer (nil: none came).
+        let forged = Mutex<(opened: Bool, answer: HTTPResponse?)>((false, nil))
         let person = Person(
             .custom { url in
                 // Someone else's redirect reaches the listener first: a code, but not this sign-in's state.
                 let redirectURI = queryItems(url.absoluteString)["redirect_uri"]!
                 let answer = try? await TestBrowser.open(URL(string: redirectURI + "?code=4/stolen&state=forged")!)
-                forged.withLock { $0 = answer }
+                forged.withLock { $0 = (true, answer) }
             })
         await #expect {
             _ = try await InstalledAppSignIn(client: google.client).signIn(person.interaction())
@@ -90,7 +91,9 @@ import Testing
             let error = error as? CloudSyncError
             return error?.code == .notSignedIn && error?.message.contains("state does not match") == true
         }
-        #expect(forged.withLock { $0?.status } == 400)
+        // The sign-in can fail before the browser's task has read its page: wait for the visit to end.
+        try await waitUntil { forged.withLock { $0.opened } }
+        #expect(forged.withLock { $0.answer?.status } == 400)
         #expect(google.oauth.activeRefreshTokenCount == 0)
     }
 
