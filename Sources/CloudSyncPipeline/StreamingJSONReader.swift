@@ -70,13 +70,7 @@ struct StreamingJSONReader {
         while true {
             if index == block.count { guard try refill() else { throw damaged("the text ends inside a string") } }
             // Copy the run of plain bytes in one step.
-            var end = index
-            while end < block.count {
-                let byte = block[end]
-                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { break }
-                highBits |= byte
-                end += 1
-            }
+            let end = Self.plainRun(in: block, from: index, highBits: &highBits)
             scratch.append(contentsOf: block[index..<end])
             index = end
             guard index < block.count else { continue }
@@ -92,6 +86,44 @@ struct StreamingJSONReader {
             throw damaged("a string that is not UTF-8")
         }
         return text
+    }
+
+    /// Where the run of plain string bytes from `start` ends.
+    ///
+    /// The run goes up to the first quote, backslash or control character, or the block's end; its bytes are ORed
+    /// into `highBits`.
+    ///
+    /// Eight bytes at a time while none of them is special (each test is exact for "some byte of the word is"), then
+    /// byte by byte: values are mostly long runs, and this is most of an import's parsing.
+    static func plainRun(in block: [UInt8], from start: Int, highBits: inout UInt8) -> Int {
+        block.withUnsafeBufferPointer { buffer in
+            guard let base = buffer.baseAddress else { return start }
+            let ones: UInt64 = 0x0101_0101_0101_0101
+            let tops: UInt64 = 0x8080_8080_8080_8080
+            var end = start
+            var wide: UInt64 = 0
+            while end + 8 <= buffer.count {
+                let word = UnsafeRawPointer(base + end).loadUnaligned(as: UInt64.self)
+                let quotes = word ^ (ones &* 0x22)
+                let backslashes = word ^ (ones &* 0x5C)
+                // A byte is zero in `quotes` where the word has a quote; below 0x20 in `word` where it has a control
+                // character.
+                let special =
+                    ((quotes &- ones) & ~quotes) | ((backslashes &- ones) & ~backslashes)
+                    | ((word &- ones &* 0x20) & ~word)
+                if special & tops != 0 { break }
+                wide |= word
+                end += 8
+            }
+            if wide & tops != 0 { highBits |= 0x80 }
+            while end < buffer.count {
+                let byte = buffer[end]
+                if byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") || byte < 0x20 { break }
+                highBits |= byte
+                end += 1
+            }
+            return end
+        }
     }
 
     /// Reads an integer (a number without fraction or exponent).

@@ -225,4 +225,33 @@ struct ExportFileTests {
             #expect(back == value)
         }
     }
+
+    /// The eight-bytes-at-a-time scan of a string's plain run against the byte-by-byte rule: where it stops, and
+    /// whether it saw a byte of 0x80 or more, from every start, over bytes dense in quotes, backslashes, control
+    /// characters and high bytes at every position of a word.
+    @Test(arguments: [21, 22])
+    func theWordScanStopsWhereTheByteScanStops(seed: UInt64) {
+        var random = SeededRandom(seed: seed)
+        let specials: [UInt8] = [0x22, 0x5C, 0x00, 0x1F, 0x0A, 0x80, 0xC3, 0xFF, 0x21, 0x5B, 0x5D, 0x20, 0x7F]
+        for _ in 0..<3_000 {
+            let block = (0..<Int.random(in: 0...40, using: &random)).map { _ in
+                Int.random(in: 0..<6, using: &random) == 0
+                    ? specials.randomElement(using: &random)! : UInt8.random(in: 0x23...0x5B, using: &random)
+            }
+            for start in 0...block.count {
+                var expectedEnd = start
+                var expectedHigh: UInt8 = 0
+                while expectedEnd < block.count, block[expectedEnd] != 0x22, block[expectedEnd] != 0x5C,
+                    block[expectedEnd] >= 0x20
+                {
+                    expectedHigh |= block[expectedEnd]
+                    expectedEnd += 1
+                }
+                var high: UInt8 = 0
+                let end = StreamingJSONReader.plainRun(in: block, from: start, highBits: &high)
+                #expect(end == expectedEnd, "\(block) from \(start)")
+                #expect(high & 0x80 == expectedHigh & 0x80, "\(block) from \(start)")
+            }
+        }
+    }
 }
