@@ -14,6 +14,13 @@ import Testing
         #expect(SyncFingerprint.digest(of: "x").count == 32)
     }
 
+    /// Snapshots written by earlier versions hold these digests: BLAKE2b of 16 bytes in lowercase hexadecimal, as
+    /// Python's hashlib computes it (`blake2b(b"x", digest_size=16).hexdigest()`).
+    @Test func digestsAreBLAKE2bInLowercaseHexadecimal() {
+        #expect(SyncFingerprint.digest(of: "x") == "442a44457137672b3218c1007dc8f76a")
+        #expect(SyncFingerprint.digest(of: "héllo") == "249a5c7589499a8866064c0d58459744")
+    }
+
     @Test func aDeletionIsHeldBackWhileAProviderThatHeldTheKeyIsUnreachable() async throws {
         let a = MemoryProvider(id: "a", items: [KeyValue("k", "v"), KeyValue("gone", "v")])
         let store = try CloudStore(providers: [a, ProbeProvider()])
