@@ -5,17 +5,17 @@ import CloudSyncTesting
 import Foundation
 import Testing
 
-/// Four `cloudsync run --join` processes share one migration of 20,000 values from a directory to S3 (moto, behind
+/// Four `cloudsync run --join` processes share one migration of 8,000 values from a directory to S3 (moto, behind
 /// a proxy counting its requests), their state in PostgreSQL: no key is written twice, and with one of them killed
 /// mid-run, another finishes its range.
 ///
-/// A stress suite (`make test` runs those alone after the main suite): 20,000 objects into moto take minutes of both
+/// A stress suite (`make test` runs those alone after the main suite): 8,000 objects into moto take over a minute of both
 /// cores, which would starve the timing-sensitive tests running beside them.
 @Suite(
     .serialized, .timeLimit(.minutes(15)),
     .enabled(if: ProcessInfo.processInfo.environment["CLOUDSYNC_STRESS"] == "1", "a stress suite: CLOUDSYNC_STRESS=1"))
 struct ShardedMigrationStressTests {
-    static let count = 20_000
+    static let count = 8_000
     static let shards = 8
 
     /// The source: `count` values of 1 KB each in a directory.
