@@ -4,6 +4,7 @@ import CloudSyncCloudKit
 import CloudSyncDrive
 import CloudSyncEmulator
 import CloudSyncHTTP
+import CloudSyncLocal
 import CloudSyncS3
 import CloudSyncTesting
 import Foundation
@@ -55,7 +56,8 @@ func benchRequests(_ context: BenchContext) async throws -> [BenchRow] {
     let count = 1000
     var clouds = [try cloudKitCloud(), try driveCloud(), try driveCloud(holding: 10_000)]
     let moto = try? MotoS3Server(
-        repository: FileManager.default.currentDirectoryPath, buckets: (0..<context.runs).map { "requests-\($0)" })
+        repository: FileManager.default.currentDirectoryPath,
+        buckets: (0..<context.runs).flatMap { ["requests-\($0)", "pipeline-\($0)"] })
     if let moto {
         clouds.append(try s3Cloud(moto))
     } else {
@@ -109,7 +111,74 @@ func benchRequests(_ context: BenchContext) async throws -> [BenchRow] {
                     runs: context.runs))
         }
     }
+    if let moto { rows += try await benchRequestsThroughARun(context, moto: moto, count: count) }
     return rows
+}
+
+/// The same count through a pipeline run, as `cloudsync run` does it in a child process (its runner, page sizes,
+/// availability and account checks included): a `migrate` of the keys from a SQLite file into an empty bucket, then
+/// an `export` of that bucket (a listing and a read of each key), beside the protocol minimum for each.
+private func benchRequestsThroughARun(_ context: BenchContext, moto: MotoS3Server, count: Int) async throws
+    -> [BenchRow]
+{
+    let directory = try context.directory("requests-run")
+    let source = try SQLiteProvider(id: "source", path: directory + "/source.db")
+    let value = String(repeating: "v", count: 100)
+    for result in try await source.set((0..<count).map { KeyValue(String(format: "settings.item.%06d", $0), value) }) {
+        try result.get()
+    }
+    await source.close()
+    let executable = Bundle.main.executablePath ?? CommandLine.arguments[0]
+    var migrated: [Double] = []
+    var exported: [Double] = []
+    for run in 0..<context.runs {
+        let proxy = try ForwardingProxy(upstream: moto.endpoint)
+        defer { proxy.server.stop() }
+        func pipeline(_ name: String, job: String) throws -> String {
+            let path = directory + "/\(name)-\(run).yaml"
+            try """
+            version: 1
+            name: \(name)-\(run)
+            state: state-\(name)-\(run)
+            providers:
+              source: { type: sqlite, path: source.db }
+              bucket:
+                type: s3
+                endpoint: \(proxy.endpoint.absoluteString)
+                bucket: pipeline-\(run)
+                region: us-east-1
+                accessKeyId: bench
+                secretAccessKey: bench
+            store:
+              providers: [bucket]
+            jobs:
+              - \(job)
+            report: { path: report-\(name)-\(run).json }
+            """.write(toFile: path, atomically: true, encoding: .utf8)
+            return path
+        }
+        let migrate = try pipeline("migrate", job: "{ type: migrate, from: source, to: bucket }")
+        let export = try pipeline("export", job: "{ type: export, from: bucket, path: export-\(run).json }")
+        _ = try runChild(executable, ["--sync-child", migrate])
+        migrated.append(Double(proxy.server.requestLog.count) * 1000 / Double(count))
+        proxy.server.clearLog()
+        _ = try runChild(executable, ["--sync-child", export])
+        exported.append(Double(proxy.server.requestLog.count) * 1000 / Double(count))
+    }
+    // A run first checks that the bucket answers (one listing of one key), once whatever the number of keys. Then a
+    // migrate (overwriting, the default) needs one PUT a key, an export a listing page per 1,000 keys and a GET each.
+    func perThousand(_ requests: Int) -> Double { Double(requests) * 1000 / Double(count) }
+    return [
+        BenchRow(
+            measure: "requests the server saw, migrate \(count.formatted()) × 100 B sqlite → S3 moto, a pipeline run",
+            unit: "per 1,000 keys", ours: median(migrated), peerName: "protocol minimum (+ 1 availability check)",
+            peer: perThousand(count + 1), target: .atMost(1.0), runs: context.runs),
+        BenchRow(
+            measure: "requests the server saw, export \(count.formatted()) × 100 B from S3 moto, a pipeline run",
+            unit: "per 1,000 keys", ours: median(exported), peerName: "protocol minimum (+ 1 availability check)",
+            peer: perThousand(count + requests(count, per: S3Provider.batchLimit) + 1), target: .atMost(1.0),
+            runs: context.runs),
+    ]
 }
 
 /// A store with no deadline on `provider` alone.
