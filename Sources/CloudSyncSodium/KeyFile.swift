@@ -86,6 +86,13 @@ extension SecretBytes {
         if length > 0, text[length - 1] == UInt8(ascii: "\r") { length -= 1 }
         let hint = "expected one line of base64 holding \(byteCount) bytes, as `cloudsync keygen` writes"
         guard length > 0 else { throw SodiumError(.keyFileMalformed, "\(origin) is empty; \(hint)") }
+        // libsodium reads the characters as signed `char` and takes bytes above 127 for letters: a damaged file would
+        // load as another key. Every byte is looked at, whatever it holds, as the decoder does.
+        var high: UInt8 = 0
+        for index in 0..<length { high |= text[index] }
+        guard high & 0x80 == 0 else {
+            throw SodiumError(.keyFileMalformed, "\(origin) is not valid base64 (a byte above 127); \(hint)")
+        }
 
         var decodedCount = 0
         var status: Int32 = 0

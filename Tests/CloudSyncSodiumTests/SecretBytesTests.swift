@@ -85,6 +85,18 @@ import Testing
         #expect(error?.message.contains(phrase) == true, "\(error?.message ?? "")")
     }
 
+    /// libsodium's decoder reads characters as signed `char` and takes any byte above 127 in this place for a letter,
+    /// so a key file damaged there (a Latin-1 editor, a stray byte) would load as another key, and every decryption
+    /// would then fail as "wrong key or tampered" instead of naming the file.
+    @Test func aByteAbove127IsRefusedNotReadAsAnotherKey() throws {
+        let path = directory.file("damaged.key")
+        let damaged = Array(String(repeating: "A", count: 40).utf8) + [0xC3] + Array("AA=\n".utf8)
+        #expect(FileManager.default.createFile(atPath: path, contents: Data(damaged)))
+        let error = #expect(throws: SodiumError.self) { try SecretBytes.load(keyFile: path) }
+        #expect(error?.code == .keyFileMalformed)
+        #expect(error?.message.contains("is not valid base64") == true, "\(error?.message ?? "")")
+    }
+
     @Test func refusesALargeFile() throws {
         let path = directory.file("big.key")
         try String(repeating: "A", count: 10_000).write(toFile: path, atomically: true, encoding: .utf8)
