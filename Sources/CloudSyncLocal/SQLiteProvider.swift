@@ -225,10 +225,7 @@ public final class SQLiteProvider: Provider {
             let ownTransaction = !db.isInTransaction
             if ownTransaction { try db.executeScript("BEGIN") }
             do {
-                let select = try db.cachedStatement("SELECT value FROM kv WHERE key = ?")
-                let values: [Result<String?, CloudSyncError>] = try keys.map { key in
-                    try select.withText(key, at: 1) { .success(try select.step() ? select.string(0) : nil) }
-                }
+                let values = try Self.rangeRead(keys, db) ?? Self.keyByKeyRead(keys, db)
                 if ownTransaction { try db.executeScript("COMMIT") }
                 return values
             } catch {
@@ -238,6 +235,75 @@ public final class SQLiteProvider: Provider {
         }
         metrics.recordRequest(bytesRead: results.reduce(0) { $0 + ((try? $1.get())??.utf8.count ?? 0) })
         return results
+    }
+
+    /// Each key looked up on its own: one descent of the table's B-tree a key.
+    private static func keyByKeyRead(_ keys: some Collection<String>, _ db: SQLiteConnection) throws
+        -> [Result<String?, CloudSyncError>]
+    {
+        let select = try db.cachedStatement("SELECT value FROM kv WHERE key = ?")
+        return try keys.map { key in
+            try select.withText(key, at: 1) { .success(try select.step() ? select.string(0) : nil) }
+        }
+    }
+
+    /// Keys given in bytewise order (a page of a listing, as a sync or an export reads), read in one walk over the
+    /// rows from the first to the last of them instead of a lookup each; nil when the keys are too few or not in that
+    /// order (the caller looks each up then).
+    ///
+    /// The table's keys are TEXT with SQLite's BINARY collation, the same bytewise order, so the rows and the keys
+    /// are merged as two sorted lists. A walk that meets more than twice as many rows as there are keys (keys
+    /// scattered over a large table) stops, and the rest are looked up one by one.
+    static func rangeRead(_ keys: [String], _ db: SQLiteConnection) throws -> [Result<String?, CloudSyncError>]? {
+        guard keys.count >= 16, let first = keys.first, let last = keys.last else { return nil }
+        for index in keys.indices.dropFirst() where StoreKey.compareBytes(keys[index - 1], keys[index]) > 0 {
+            return nil
+        }
+        let rowLimit = 2 * keys.count
+        let select = try db.cachedStatement(
+            "SELECT key, value FROM kv WHERE key >= ? AND key <= ? ORDER BY key LIMIT ?")
+        try select.bind(Int64(rowLimit), at: 3)
+        var values: [Result<String?, CloudSyncError>] = []
+        values.reserveCapacity(keys.count)
+        try select.withTexts([(1, first), (2, last)]) {
+            // Rows the walk has been given so far: fewer than the limit when it ends means no row is left unread.
+            var returned = 0
+            var hasRow = try select.step()
+            if hasRow { returned = 1 }
+            for key in keys {
+                var key = key
+                // Moves past the rows before `key`; the current row's order against it, or nil when none is left.
+                let order: Int? = try key.withUTF8 { wanted in
+                    while hasRow {
+                        let order = select.withTextBytes(0) { Self.compare($0, UnsafeRawBufferPointer(wanted)) }
+                        if order >= 0 { return order }
+                        hasRow = try select.step()
+                        if hasRow { returned += 1 }
+                    }
+                    return nil
+                }
+                switch order {
+                case 0: values.append(.success(select.string(1)))
+                // The next row sorts after the key, or every row up to the last key was read: it is not stored.
+                case .some: values.append(.success(nil))
+                case nil where returned < rowLimit: values.append(.success(nil))
+                case nil: return
+                }
+            }
+        }
+        guard values.count < keys.count else { return values }
+        // The walk stopped at its row limit: the keys it did not reach, one by one.
+        return values + (try keyByKeyRead(keys[values.count...], db))
+    }
+
+    /// memcmp order, then the shorter first: SQLite's BINARY collation, and ``StoreKey/compareBytes(_:_:)``.
+    private static func compare(_ left: UnsafeRawBufferPointer, _ right: UnsafeRawBufferPointer) -> Int {
+        let shared = min(left.count, right.count)
+        if shared > 0, let l = left.baseAddress, let r = right.baseAddress {
+            let order = memcmp(l, r, shared)
+            if order != 0 { return Int(order) }
+        }
+        return left.count - right.count
     }
 
     /// Stores each value under its key in one transaction, positionally, stamping them with the clock's time.

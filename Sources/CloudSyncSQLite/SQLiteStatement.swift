@@ -215,6 +215,16 @@ package final class SQLiteStatement {
         return String(decoding: UnsafeBufferPointer(start: text, count: count), as: UTF8.self)
     }
 
+    /// Runs `body` on the column's text bytes in place (empty for NULL), valid only until the next step or reset:
+    /// for comparing a column without making a `String` of it.
+    package func withTextBytes<T>(_ column: Int, _ body: (UnsafeRawBufferPointer) throws -> T) rethrows -> T {
+        let index = Int32(column)
+        guard let text = sqlite3_column_text(handle, index) else {
+            return try body(UnsafeRawBufferPointer(start: nil, count: 0))
+        }
+        return try body(UnsafeRawBufferPointer(start: text, count: Int(sqlite3_column_bytes(handle, index))))
+    }
+
     /// The column as bytes, or nil when it is NULL.
     ///
     /// A zero-length blob reads as empty `Data`.
