@@ -272,6 +272,9 @@ import Testing
         try await clock.waitForSleepers(1)
         host.clearLog()
         clock.advance(by: .seconds(30))
+        // The poll's request sleeps on the same clock for its deadline, so a sleeper alone does not say the poll is
+        // done: wait for the request itself, then for the poller to sleep again.
+        try await waitUntil { host.count("GET", "/drive/v3/changes") >= 1 }
         try await clock.waitForSleepers(1)
         #expect(host.count("GET", "/drive/v3/changes") == 1)
         subscription?.cancel()
