@@ -128,9 +128,13 @@ public enum Hex {
     /// The bytes as lower-case hexadecimal, two digits a byte.
     public static func encode(_ bytes: [UInt8]) -> String {
         Sodium.ensureInitialized()
-        var text = [CChar](repeating: 0, count: bytes.count * 2 + 1)
-        _ = sodium_bin2hex(&text, text.count, bytes, bytes.count)
-        return String(decoding: text.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        // Written straight into the string's storage; libsodium's terminator takes the one spare byte.
+        return String(unsafeUninitializedCapacity: bytes.count * 2 + 1) { output in
+            _ = output.withMemoryRebound(to: CChar.self) { text in
+                sodium_bin2hex(text.baseAddress!, text.count, bytes, bytes.count)
+            }
+            return bytes.count * 2
+        }
     }
 
     /// The bytes `text` spells, or nil when it is not an even number of hexadecimal digits.

@@ -18,17 +18,7 @@ public struct SyncFingerprint: Sendable, Equatable {
         // 16 bytes is inside BLAKE2b's allowed range, so the hash cannot fail.
         let digest = encoded.withUTF8 { bytes in (try? BLAKE2b.hash(UnsafeRawBufferPointer(bytes), byteCount: 16)) ?? []
         }
-        // Called for every copy a sync reads: the digits are computed, not looked up in an array made per call.
-        func digit(_ nibble: UInt8) -> UInt8 {
-            nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
-        }
-        return String(unsafeUninitializedCapacity: digest.count * 2) { output in
-            for (index, byte) in digest.enumerated() {
-                output[2 * index] = digit(byte >> 4)
-                output[2 * index + 1] = digit(byte & 0x0f)
-            }
-            return digest.count * 2
-        }
+        return Hex.encode(digest)
     }
 
     private static let separator: Character = "\u{1F}"
