@@ -275,7 +275,9 @@ public final class SQLiteProvider: Provider {
                 // Moves past the rows before `key`; the current row's order against it, or nil when none is left.
                 let order: Int? = try key.withUTF8 { wanted in
                     while hasRow {
-                        let order = select.withTextBytes(0) { Self.compare($0, UnsafeRawBufferPointer(wanted)) }
+                        let order = select.withTextBytes(0) {
+                            StoreKey.compareBytes($0, UnsafeRawBufferPointer(wanted))
+                        }
                         if order >= 0 { return order }
                         hasRow = try select.step()
                         if hasRow { returned += 1 }
@@ -294,16 +296,6 @@ public final class SQLiteProvider: Provider {
         guard values.count < keys.count else { return values }
         // The walk stopped at its row limit: the keys it did not reach, one by one.
         return values + (try keyByKeyRead(keys[values.count...], db))
-    }
-
-    /// memcmp order, then the shorter first: SQLite's BINARY collation, and ``StoreKey/compareBytes(_:_:)``.
-    private static func compare(_ left: UnsafeRawBufferPointer, _ right: UnsafeRawBufferPointer) -> Int {
-        let shared = min(left.count, right.count)
-        if shared > 0, let l = left.baseAddress, let r = right.baseAddress {
-            let order = memcmp(l, r, shared)
-            if order != 0 { return Int(order) }
-        }
-        return left.count - right.count
     }
 
     /// Stores each value under its key in one transaction, positionally, stamping them with the clock's time.

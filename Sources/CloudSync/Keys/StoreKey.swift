@@ -49,17 +49,23 @@ public struct StoreKey: Hashable, Comparable, Sendable, CustomStringConvertible,
     /// Whether key `lhs` sorts before `rhs` in bytewise UTF-8 order (a proper prefix sorts first).
     public static func bytesPrecede(_ lhs: String, _ rhs: String) -> Bool { compareBytes(lhs, rhs) < 0 }
 
+    /// Negative, zero or positive as the bytes `left` sort before, equal or after `right`: memcmp order, then the
+    /// shorter first (SQLite's BINARY collation orders text so too).
+    public static func compareBytes(_ left: UnsafeRawBufferPointer, _ right: UnsafeRawBufferPointer) -> Int {
+        let shared = min(left.count, right.count)
+        if shared > 0, let l = left.baseAddress, let r = right.baseAddress {
+            let order = memcmp(l, r, shared)
+            if order != 0 { return Int(order) }
+        }
+        return left.count - right.count
+    }
+
     /// Negative, zero or positive as `lhs`'s UTF-8 bytes sort before, equal or after `rhs`'s.
     public static func compareBytes(_ lhs: String, _ rhs: String) -> Int {
         let compared: Int? =
             lhs.utf8.withContiguousStorageIfAvailable { left in
                 rhs.utf8.withContiguousStorageIfAvailable { right in
-                    let shared = min(left.count, right.count)
-                    if shared > 0, let l = left.baseAddress, let r = right.baseAddress {
-                        let order = memcmp(l, r, shared)
-                        if order != 0 { return Int(order) }
-                    }
-                    return left.count - right.count
+                    compareBytes(UnsafeRawBufferPointer(left), UnsafeRawBufferPointer(right))
                 }
             } ?? nil
         if let compared { return compared }
