@@ -8,7 +8,7 @@ MANDIR = $(PREFIX)/share/man
 DOCDIR = $(PREFIX)/share/doc/cloudsync
 INSTALL ?= install
 
-.PHONY: deps build run emulator test test-repeat bench bench-compare fuzz format lint clean release install uninstall check-install
+.PHONY: deps build run emulator test stress test-repeat bench bench-compare fuzz format lint clean release install uninstall check-install
 
 deps:
 	@scripts/install-deps.sh
@@ -28,15 +28,35 @@ emulator: build
 # beside a writer) on their own, one at a time, so they do not starve the timing-sensitive tests. Both run under
 # scripts/run-tests.py: a test running past CLOUDSYNC_TEST_LIMIT seconds (default 660; a stress test 1200) is stopped
 # and named, with every thread's backtrace kept, and each run ends with its ten slowest tests.
-# Then a separate package builds README.md's examples against the library products and runs them.
+# The stress suites run at the size CI's time allows (`make stress` runs their full size). Beside them, at the lowest
+# priority, the release build that check-install installs and the package of README.md's examples build (log:
+# .build/beside-stress.log): the stress phase waits on moto, leases and child processes much of the time, so those
+# builds take the idle cores instead of adding their minutes after it.
+# Then that package runs README.md's examples against the library products, and check-install checks `make install`.
 test: deps
 	@scripts/install-deps.sh rclone gdb restic postgresql tzdata prometheus chromium
 	@scripts/python-env.sh
 	$(SWIFT) build --build-tests
 	scripts/run-tests.py
-	CLOUDSYNC_STRESS=1 scripts/run-tests.py --label stress --limit 1200 -- --no-parallel --filter StressTests
+	@binary="$$($(SWIFT) build --show-bin-path)/CloudSyncPackageTests.xctest"; \
+	{ nice -n 19 $(MAKE) --no-print-directory release && SWIFT=$(SWIFT) nice -n 19 scripts/check-consumer.sh --build-only; } \
+		>.build/beside-stress.log 2>&1 & beside=$$!; \
+	CLOUDSYNC_STRESS=1 scripts/run-tests.py --binary "$$binary" --label stress --limit 1200 -- --no-parallel --filter StressTests; stress=$$?; \
+	if ! wait $$beside; then \
+		cat .build/beside-stress.log >&2; echo "make test: the builds beside the stress phase failed" >&2; exit 1; \
+	fi; \
+	grep -h "complete!" .build/beside-stress.log | sed 's/^/make test: built beside the stress phase: /' >&2; \
+	exit $$stress
 	@SWIFT=$(SWIFT) scripts/check-consumer.sh
 	@$(MAKE) --no-print-directory check-install
+
+# The stress suites alone at their full size (CLOUDSYNC_STRESS=full: 200 run-lock races a kind, 100 crash rounds,
+# 10,000 outbox entries, 40 key-identity seeds), for hunting a rare interleaving after changing the code they cover.
+stress: deps
+	@scripts/install-deps.sh rclone gdb restic postgresql tzdata prometheus chromium
+	@scripts/python-env.sh
+	$(SWIFT) build --build-tests
+	CLOUDSYNC_STRESS=full scripts/run-tests.py --label stress --limit 2400 -- --no-parallel --filter StressTests
 
 # `make test-repeat N=10`: the main suite N times (default 10), stopping at the first failure, for finding flakes.
 N ?= 10

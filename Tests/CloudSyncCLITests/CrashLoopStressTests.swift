@@ -9,7 +9,7 @@ import Testing
 /// Each run migrates to a SQLite database, a directory, an encrypted directory and an S3 bucket (moto); after every
 /// kill each database passes `PRAGMA integrity_check`, the next run converges (leaving no temporary file behind),
 /// and every key of every destination equals its source. Seeded: the kill moments repeat from run to run.
-@Suite(.enabled(if: stressEnabled, "a stress suite: CLOUDSYNC_STRESS=1")) struct CrashLoopStressTests {
+@Suite(.enabled(if: StressSize.isEnabled, "a stress suite: CLOUDSYNC_STRESS=1 or full")) struct CrashLoopStressTests {
     let executable: String
     let directory: TemporaryDirectory
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
@@ -24,6 +24,8 @@ import Testing
 
     static let destinations = ["db", "files", "sealed", "bucket"]
     static let keys = 12
+    /// Runs killed at a random moment: 100 under `CLOUDSYNC_STRESS=full`.
+    static let rounds = StressSize.pick(ci: 40, full: 100)
 
     /// The source's values in generation `generation`: each run that follows a kill writes new ones.
     static func items(_ generation: Int) -> [String: String] {
@@ -69,10 +71,11 @@ import Testing
         let (problems, killedMidway) = try await onOwnThread { try crashLoop() }
         #expect(problems.isEmpty, "\(problems.count) problems: \(problems.prefix(10))")
         // The moments were spread over the runs: most kills landed while a run was still going.
-        #expect(killedMidway > 50, "only \(killedMidway) of 100 runs were still going when killed")
+        #expect(
+            killedMidway > Self.rounds / 2, "only \(killedMidway) of \(Self.rounds) runs were still going when killed")
     }
 
-    /// The 100 rounds: what went wrong, and how many runs were still going when killed.
+    /// The rounds: what went wrong, and how many runs were still going when killed.
     private func crashLoop() throws -> ([String], Int) {
         let moto = try MotoS3Server(repository: root, buckets: ["crash"], niceness: 10)
         var environment = ProcessInfo.processInfo.environment
@@ -83,7 +86,7 @@ import Testing
         var problems: [String] = []
         var killedMidway = 0
         var leftBefore = Set<String>()
-        for round in 0..<100 {
+        for round in 0..<Self.rounds {
             let file = try writePipeline(generation: round)
             let killed = try RunningProcess(
                 niced, ["-n", "10", executable, "run", file, "--quiet"], environment: environment)

@@ -5,7 +5,8 @@ import Testing
 
 /// Dry runs of a pipeline reading a SQLite database while another process keeps rewriting it: each reads one
 /// consistent state of the file, never crashes, and never calls the healthy database damaged.
-@Suite(.enabled(if: stressEnabled, "a stress suite: CLOUDSYNC_STRESS=1")) struct DryRunBesideWriterStressTests {
+@Suite(.enabled(if: StressSize.isEnabled, "a stress suite: CLOUDSYNC_STRESS=1 or full"))
+struct DryRunBesideWriterStressTests {
     let executable: String
     let directory: TemporaryDirectory
     let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()

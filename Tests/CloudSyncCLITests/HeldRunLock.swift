@@ -1,10 +1,5 @@
 import Foundation
 
-/// Whether the stress suites run: `make test` runs them on their own after the main suite
-/// (`CLOUDSYNC_STRESS=1 swift test --filter Stress`), since their hundreds of processes would starve the
-/// timing-sensitive tests running beside them.
-let stressEnabled = ProcessInfo.processInfo.environment["CLOUDSYNC_STRESS"] == "1"
-
 /// `nice`, to start the many child processes of the stress tests at a lower priority than the test process, so they
 /// do not starve the tests running beside them.
 let niced = "/usr/bin/nice"

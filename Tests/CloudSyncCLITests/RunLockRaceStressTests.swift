@@ -12,7 +12,8 @@ import Testing
 /// both got in would both wait there, and the pair is counted as a failure.
 ///
 /// The runs are started under `nice`, so the hundreds of processes yield the processor to anything else running.
-@Suite(.serialized, .enabled(if: stressEnabled, "a stress suite: CLOUDSYNC_STRESS=1")) struct RunLockRaceStressTests {
+@Suite(.serialized, .enabled(if: StressSize.isEnabled, "a stress suite: CLOUDSYNC_STRESS=1 or full"))
+struct RunLockRaceStressTests {
     let executable: String
     let directory: TemporaryDirectory
 
@@ -35,23 +36,26 @@ import Testing
         }
     }
 
+    /// Pairs a race runs: 200 under `CLOUDSYNC_STRESS=full`.
+    static let pairs = StressSize.pick(ci: 80, full: 200)
+
     @Test func exactlyOneOfTwoSimultaneousRunsProceeds() async throws {
-        let failures = try await onOwnThread { try race(pairs: 200, leftover: nil) }
-        #expect(failures.isEmpty, "\(failures.count) of 200 pairs: \(failures.prefix(5))")
+        let failures = try await onOwnThread { try race(pairs: Self.pairs, leftover: nil) }
+        #expect(failures.isEmpty, "\(failures.count) of \(Self.pairs) pairs: \(failures.prefix(5))")
     }
 
     @Test func exactlyOneOfTwoSimultaneousRunsProceedsOverALeftLockFile() async throws {
-        let failures = try await onOwnThread { try race(pairs: 200, leftover: Leftover.allCases) }
-        #expect(failures.isEmpty, "\(failures.count) of 200 pairs: \(failures.prefix(5))")
+        let failures = try await onOwnThread { try race(pairs: Self.pairs, leftover: Leftover.allCases) }
+        #expect(failures.isEmpty, "\(failures.count) of \(Self.pairs) pairs: \(failures.prefix(5))")
     }
 
     /// Two "machines" (two working directories, nothing on disk shared) run one pipeline whose state is in
-    /// PostgreSQL: the advisory lock lets exactly one in, 200 times.
+    /// PostgreSQL: the advisory lock lets exactly one in, every time.
     @Test func exactlyOneOfTwoRunsOnTwoMachinesSharingPostgreSQLProceeds() async throws {
         let url = try await PostgresServer.shared().url
         let schema = PostgresServer.uniqueName("race")
-        let failures = try await onOwnThread { try race(pairs: 200, leftover: nil, shared: (url, schema)) }
-        #expect(failures.isEmpty, "\(failures.count) of 200 pairs: \(failures.prefix(5))")
+        let failures = try await onOwnThread { try race(pairs: Self.pairs, leftover: nil, shared: (url, schema)) }
+        #expect(failures.isEmpty, "\(failures.count) of \(Self.pairs) pairs: \(failures.prefix(5))")
     }
 
     /// Races `pairs` pairs, a few at a time, and returns a line for each pair where not exactly one run proceeded.

@@ -11,7 +11,7 @@ import Testing
 /// suite's tests would make runs late enough to be skipped, which is not what this test is about.
 @Suite(
     .serialized, .timeLimit(.minutes(5)),
-    .enabled(if: ProcessInfo.processInfo.environment["CLOUDSYNC_STRESS"] == "1", "a stress suite: CLOUDSYNC_STRESS=1"))
+    .enabled(if: StressSize.isEnabled, "a stress suite: CLOUDSYNC_STRESS=1 or full"))
 struct ServeClusterStressTests {
     @Test func threeHostsRunEachSlotOnceAndOutliveOneKilled() async throws {
         let executable = try ProcessRunner.builtProduct("cloudsync")

@@ -11,7 +11,7 @@ import Testing
 /// in CI.
 @Suite(
     .serialized, .timeLimit(.minutes(5)),
-    .enabled(if: ProcessInfo.processInfo.environment["CLOUDSYNC_STRESS"] == "1", "a stress suite: CLOUDSYNC_STRESS=1"))
+    .enabled(if: StressSize.isEnabled, "a stress suite: CLOUDSYNC_STRESS=1 or full"))
 struct ServeEndToEndStressTests {
     let executable: String
     let directory: TemporaryDirectory

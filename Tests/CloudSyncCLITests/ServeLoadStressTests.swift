@@ -10,7 +10,7 @@ import Testing
 /// A stress suite (`make test` runs those alone after the main suite): the load takes both cores for 10 s.
 @Suite(
     .serialized, .timeLimit(.minutes(5)),
-    .enabled(if: ProcessInfo.processInfo.environment["CLOUDSYNC_STRESS"] == "1", "a stress suite: CLOUDSYNC_STRESS=1"))
+    .enabled(if: StressSize.isEnabled, "a stress suite: CLOUDSYNC_STRESS=1 or full"))
 struct ServeLoadStressTests {
     static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .deletingLastPathComponent().path

@@ -127,9 +127,10 @@ struct KeyIdentityModel {
 }
 
 @Suite(
-    .enabled(if: ProcessInfo.processInfo.environment["CLOUDSYNC_STRESS"] == "1", "a stress suite: CLOUDSYNC_STRESS=1"))
+    .enabled(if: StressSize.isEnabled, "a stress suite: CLOUDSYNC_STRESS=1 or full"))
 struct KeyIdentityStressTests {
-    @Test(arguments: Array(4...43) as [UInt64])
+    /// Seeds 4 to 15, or to 43 under `CLOUDSYNC_STRESS=full`.
+    @Test(arguments: Array(4..<UInt64(4 + StressSize.pick(ci: 12, full: 40))))
     func noKeyIsLostOrMergedOverLongRuns(seed: UInt64) async throws {
         let problems = try await KeyIdentityModel.run(seed: seed, steps: 600)
         #expect(problems.isEmpty, "\(problems)")

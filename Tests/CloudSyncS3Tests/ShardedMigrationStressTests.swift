@@ -13,7 +13,7 @@ import Testing
 /// cores, which would starve the timing-sensitive tests running beside them.
 @Suite(
     .serialized, .timeLimit(.minutes(15)),
-    .enabled(if: ProcessInfo.processInfo.environment["CLOUDSYNC_STRESS"] == "1", "a stress suite: CLOUDSYNC_STRESS=1"))
+    .enabled(if: StressSize.isEnabled, "a stress suite: CLOUDSYNC_STRESS=1 or full"))
 struct ShardedMigrationStressTests {
     static let count = 8_000
     static let shards = 8

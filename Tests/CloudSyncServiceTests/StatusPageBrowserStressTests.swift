@@ -17,7 +17,7 @@ import Testing
 /// not exist. A screenshot is kept in `.build/test-artifacts/status-page.png`.
 @Suite(
     .serialized, .timeLimit(.minutes(5)),
-    .enabled(if: ProcessInfo.processInfo.environment["CLOUDSYNC_STRESS"] == "1", "a stress suite: CLOUDSYNC_STRESS=1"))
+    .enabled(if: StressSize.isEnabled, "a stress suite: CLOUDSYNC_STRESS=1 or full"))
 struct StatusPageBrowserStressTests {
     static let root = ServiceAPITests.root
 

@@ -120,7 +120,7 @@ final class StallingProvider: ForwardingProvider {
 }
 
 @Suite(
-    .enabled(if: ProcessInfo.processInfo.environment["CLOUDSYNC_STRESS"] == "1", "a stress suite: CLOUDSYNC_STRESS=1"))
+    .enabled(if: StressSize.isEnabled, "a stress suite: CLOUDSYNC_STRESS=1 or full"))
 struct LateWriteStressTests {
     @Test(arguments: Array(100...399) as [UInt64])
     func noStalledWriteLandsOverANewerOneOverManySeeds(seed: UInt64) async throws {

@@ -14,7 +14,7 @@ import Testing
 /// wait, which would starve the timing-sensitive tests running beside them.
 @Suite(
     .serialized,
-    .enabled(if: ProcessInfo.processInfo.environment["CLOUDSYNC_STRESS"] == "1", "a stress suite: CLOUDSYNC_STRESS=1"))
+    .enabled(if: StressSize.isEnabled, "a stress suite: CLOUDSYNC_STRESS=1 or full"))
 struct NeverOlderPostgresStressTests {
     /// `CLOUDSYNC_PROPERTY_SEEDS=N` runs seeds 0..<N, as the in-memory suite does; 60 unless told.
     static let seeds = Array(
