@@ -445,7 +445,7 @@ public final class CloudKitBridge: Sendable {
             response = try await http.send(request)
         } catch {
             // The retry layer gave up on an answer (or never got one): its context says which CloudKit code it saw.
-            let failure = (error as? CloudSyncError) ?? HTTPErrorMapping.error(for: error, sending: request)
+            let failure = error
             var mapped = CloudKitError.from(failure, doing: what)
             if let context = failure.context, let serverCode = context.serviceCode {
                 mapped.serverErrorCode = serverCode
