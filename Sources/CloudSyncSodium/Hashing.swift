@@ -123,6 +123,18 @@ public enum BLAKE2b {
     }
 }
 
+extension BLAKE2b {
+    /// Writes the unkeyed BLAKE2b digest of `bytes` into `digest`, whose length (16 to 64 bytes) is the digest's: for
+    /// hashing in a loop without allocating.
+    public static func hash(_ bytes: UnsafeRawBufferPointer, into digest: UnsafeMutableRawBufferPointer) {
+        precondition(byteCountRange.contains(digest.count), "BLAKE2b digest length must be 16...64 bytes")
+        Sodium.ensureInitialized()
+        _ = crypto_generichash(
+            digest.baseAddress!.assumingMemoryBound(to: UInt8.self), digest.count, bytes.sodiumInput,
+            UInt64(bytes.count), nil, 0)
+    }
+}
+
 /// Lower-case hexadecimal, encoded and decoded in constant time by libsodium.
 public enum Hex {
     /// The bytes as lower-case hexadecimal, two digits a byte.

@@ -55,4 +55,60 @@ import Testing
         #expect(result.snapshot.first?.fingerprint == fingerprint(["a": "n", "b": "n"]))
         #expect(result.inSync == 1 && result.repaired == 1)
     }
+
+    /// A key no provider changed since the last sync still goes to the store's resolver, which may answer a value
+    /// none of them holds (a resolver changed since, or one that rewrites): every copy gets it, and the row follows.
+    @Test func anUnchangedKeyStillGoesThroughTheStoresResolver() async throws {
+        let a = MemoryProvider(id: "a", items: [KeyValue("k", "v"), KeyValue("left", "w")])
+        let b = MemoryProvider(id: "b", items: [KeyValue("k", "v"), KeyValue("left", "w")])
+        var options = StoreOptions()
+        options.resolver = .custom { candidates in
+            candidates.first.flatMap { $0.value == "w" ? nil : $0.value.uppercased() }
+        }
+        let store = try CloudStore(providers: [a, b], options: options)
+        let result = try await store.maintenance.syncPage(
+            [
+                SyncItem(key: "k", baseline: fingerprint(["a": "v", "b": "v"])),
+                SyncItem(key: "left", baseline: fingerprint(["a": "w", "b": "w"])),
+            ], among: ["a", "b"])
+        #expect(result.repaired == 1 && result.inSync == 1)
+        #expect(try await a.get(["k", "left"]).map { try $0.get() } == ["V", "w"])
+        #expect(try await b.get(["k", "left"]).map { try $0.get() } == ["V", "w"])
+        #expect(result.snapshot.map(\.key) == ["k"])
+        #expect(result.snapshot.first?.fingerprint == fingerprint(["a": "V", "b": "V"]))
+    }
+
+    /// A key no provider changed whose copies no longer decode (the codec's key was replaced since) is a failure
+    /// each sync reports, never a key in sync.
+    @Test func anUnchangedKeyThatNoLongerDecodesIsAFailure() async throws {
+        struct Undecodable: ValueCodec {
+            func encode(_ value: String, key: String) throws -> String { value }
+            func decode(_ stored: String, key: String) throws -> String {
+                throw CloudSyncError(.decode, "not this codec's")
+            }
+        }
+        let a = MemoryProvider(id: "a", items: [KeyValue("k", "v")])
+        let b = MemoryProvider(id: "b", items: [KeyValue("k", "v")])
+        var options = StoreOptions()
+        options.codec = Undecodable()
+        let store = try CloudStore(providers: [a, b], options: options)
+        let result = try await store.maintenance.syncPage(
+            [SyncItem(key: "k", baseline: fingerprint(["a": "v", "b": "v"]))], among: ["a", "b"])
+        #expect(result.failed.map(\.key) == ["k"])
+        #expect(result.failed.first?.error.code == .decode)
+        #expect(result.inSync == 0 && result.snapshot.isEmpty)
+    }
+
+    /// A key unchanged on the providers of this page but recorded on one more (left out of this sync) is not in
+    /// sync by digests alone: its row keeps that provider's digest.
+    @Test func aRowNamingAProviderLeftOutKeepsItsDigest() async throws {
+        let a = MemoryProvider(id: "a", items: [KeyValue("k", "v")])
+        let b = MemoryProvider(id: "b", items: [KeyValue("k", "v")])
+        let store = try CloudStore(providers: [a, b])
+        let baseline = fingerprint(["a": "v", "b": "v", "c": "old"])
+        let result = try await store.maintenance.syncPage(
+            [SyncItem(key: "k", baseline: baseline)], among: ["a", "b"], unknown: ["c"])
+        #expect(result.inSync == 1 && result.repaired == 0 && result.snapshot.isEmpty)
+        #expect(SyncFingerprint(text: baseline.text).digests == baseline.digests)
+    }
 }

@@ -4,39 +4,101 @@ internal import CloudSyncSodium
 ///
 /// Values never appear, only BLAKE2b digests of what each provider stored (after its codec), so a provider whose
 /// codec encrypts is compared with its own earlier copy, never with another provider's.
+///
+/// A fingerprint is kept in its stored form, ``text``: a sync reads one per key from the snapshot and, for a key no
+/// provider changed, only compares digests in place, so it never builds a dictionary for it.
 public struct SyncFingerprint: Sendable, Equatable {
+    /// The stored form: `provider=digest` pairs sorted by provider, separated by the ASCII unit separator.
+    public private(set) var text: String
+
     /// Digest (hexadecimal) of the encoded value each provider held, by provider id; a provider that lacked the key
     /// has no entry.
-    public var digests: [String: String]
+    public var digests: [String: String] {
+        get {
+            var digests: [String: String] = [:]
+            forEachDigest { provider, digest in
+                digests[String(decoding: provider, as: UTF8.self)] = String(decoding: digest, as: UTF8.self)
+            }
+            return digests
+        }
+        set { text = Self.text(of: newValue) }
+    }
 
     /// A fingerprint of these digests.
-    public init(_ digests: [String: String]) { self.digests = digests }
+    public init(_ digests: [String: String]) { text = Self.text(of: digests) }
+
+    /// The fingerprint `text` spells (as ``text`` writes it).
+    public init(text: String) { self.text = text }
+
+    private static let separator: UInt8 = 0x1F
+
+    private static func text(of digests: [String: String]) -> String {
+        digests.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: "\u{1F}")
+    }
+
+    /// Calls `body` with each provider's id and digest, as bytes, in stored order.
+    func forEachDigest(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) rethrows {
+        var text = text
+        try text.withUTF8 { bytes in
+            let all = UnsafeRawBufferPointer(bytes)
+            var start = 0
+            while start < all.count {
+                var end = start
+                while end < all.count, all[end] != Self.separator { end += 1 }
+                // The digest follows the pair's last "=" (a provider id may hold one; a digest never does).
+                var equals = end - 1
+                while equals >= start, all[equals] != UInt8(ascii: "=") { equals -= 1 }
+                if equals >= start {
+                    try body(
+                        UnsafeRawBufferPointer(rebasing: all[start..<equals]),
+                        UnsafeRawBufferPointer(rebasing: all[(equals + 1)..<end]))
+                }
+                start = end + 1
+            }
+        }
+    }
+
+    /// Whether the digest recorded for `provider` is `digest` (false when none is recorded).
+    func records(_ digest: UnsafeRawBufferPointer, for provider: String) -> Bool {
+        var provider = provider
+        return provider.withUTF8 { wanted in
+            var found = false
+            forEachDigest { id, recorded in
+                if !found, StoreKey.compareBytes(id, UnsafeRawBufferPointer(wanted)) == 0 {
+                    found = StoreKey.compareBytes(recorded, digest) == 0
+                }
+            }
+            return found
+        }
+    }
 
     /// The digest the snapshot keeps of an encoded value: BLAKE2b, 16 bytes, in hexadecimal.
     public static func digest(of encoded: String) -> String {
+        withDigest(of: encoded) { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// Calls `body` with ``digest(of:)``'s 32 hexadecimal digits, computed on the stack: a sync does this for every
+    /// copy it reads.
+    static func withDigest<R>(of encoded: String, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         var encoded = encoded
-        // 16 bytes is inside BLAKE2b's allowed range, so the hash cannot fail.
-        let digest = encoded.withUTF8 { bytes in (try? BLAKE2b.hash(UnsafeRawBufferPointer(bytes), byteCount: 16)) ?? []
+        var hash: (UInt64, UInt64) = (0, 0)
+        var digits: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        encoded.withUTF8 { bytes in
+            withUnsafeMutableBytes(of: &hash) { BLAKE2b.hash(UnsafeRawBufferPointer(bytes), into: $0) }
         }
-        return Hex.encode(digest)
+        withUnsafeBytes(of: &hash) { hash in
+            withUnsafeMutableBytes(of: &digits) { digits in
+                for (index, byte) in hash.enumerated() {
+                    digits[2 * index] = hexDigit(byte >> 4)
+                    digits[2 * index + 1] = hexDigit(byte & 0x0f)
+                }
+            }
+        }
+        return try withUnsafeBytes(of: &digits) { try body($0) }
     }
 
-    private static let separator: Character = "\u{1F}"
-
-    /// The stored form: `provider=digest` pairs sorted by provider, separated by the ASCII unit separator.
-    public var text: String {
-        digests.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: String(Self.separator))
-    }
-
-    /// The fingerprint `text` spells (as ``text`` writes it).
-    public init(text: String) {
-        var digests: [String: String] = [:]
-        // Split on bytes: the separators are ASCII, and splitting by Character would look for grapheme breaks.
-        for pair in text.utf8.split(separator: 0x1F) {
-            guard let equals = pair.lastIndex(of: UInt8(ascii: "=")) else { continue }
-            digests[String(Substring(pair[..<equals]))] = String(Substring(pair[pair.index(after: equals)...]))
-        }
-        self.digests = digests
+    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
+        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
     }
 }
 
@@ -172,7 +234,15 @@ extension StoreMaintenance {
         var planned: [Int: [String: String]] = [:]
         var encodedByItem: [Int: [String: String]] = [:]
         var keepRow = Set<Int>()
+        // Nothing queued (the common case) means every copy is what its provider answered: the check below holds.
+        let nothingQueued = (store.options.outbox?.count ?? 0) == 0
         for (item, entry) in items.enumerated() {
+            if nothingQueued, let baseline = entry.baseline,
+                isUnchanged(item, of: entry.key, since: baseline, reads: reads, on: providers)
+            {
+                result.inSync += 1
+                continue
+            }
             let key = entry.key
             let baseline = entry.baseline?.digests
             var holders: [Int: String] = [:]
@@ -292,6 +362,37 @@ extension StoreMaintenance {
         return result
     }
 
+    /// Whether key `item` of a page is in sync and unchanged since `baseline`: every provider of the page holds the
+    /// copy the baseline records for it (a provider left out keeps its digest), the copies decode to one value,
+    /// and the store's resolver keeps that value. Such a key needs no write and keeps its snapshot row, which is what
+    /// the full decision in ``syncPage(_:among:unknown:deletes:)`` concludes for it too; this reaches that answer
+    /// comparing digests in place, for the keys a sync mostly meets. Any other key (or a copy that does not decode)
+    /// is false here and goes through the full decision.
+    ///
+    /// The caller checks that no write is queued in the outbox, which would stand for a provider's copy.
+    private func isUnchanged(
+        _ item: Int, of key: String, since baseline: SyncFingerprint, reads: [[Result<String?, CloudSyncError>]],
+        on providers: [any Provider]
+    ) -> Bool {
+        var common: String?
+        for (index, provider) in providers.enumerated() {
+            guard case .success(.some(let stored)) = reads[index][item],
+                SyncFingerprint.withDigest(of: stored, { baseline.records($0, for: provider.id) }),
+                let value = try? store.decode(stored, key: key, from: provider)
+            else { return false }
+            if let common, common != value { return false }
+            common = value
+        }
+        // Without a resolver the first copy wins, and every copy is that value.
+        guard let resolver = store.options.resolver, let common else { return true }
+        // The resolver sees what the full decision would give it: every copy, in preference order. One that
+        // answers "none of these" leaves the key alone there too.
+        guard let winner = resolver.resolve(providers.map { Candidate(provider: $0.id, value: common) }) else {
+            return true
+        }
+        return winner == common
+    }
+
     /// Removes `items` from every available provider not in `unknown` that still holds them, unless a copy changed
     /// since the baseline (then the key is left for the next sync, which sees the change).
     public func removeUnchanged(_ items: [SyncItem], among providerIDs: [String], unknown: Set<String> = [])
@@ -309,8 +410,9 @@ extension StoreMaintenance {
         var removes = [[CloudStore.Delivery]](repeating: [], count: providers.count)
         var removable: [Int] = []
         for (item, entry) in items.enumerated() {
+            let baseline = entry.baseline?.digests
             // A provider that held the key and cannot be reached now would bring it back: leave the key whole.
-            if entry.baseline?.digests.keys.contains(where: { !reachable.contains($0) }) == true {
+            if baseline?.keys.contains(where: { !reachable.contains($0) }) == true {
                 result.heldBack += 1
                 continue
             }
@@ -322,7 +424,7 @@ extension StoreMaintenance {
                 switch reads[index][item] {
                 case .success(.some(let stored)):
                     holders.append(index)
-                    if SyncFingerprint.digest(of: stored) != entry.baseline?.digests[provider.id] { unchanged = false }
+                    if SyncFingerprint.digest(of: stored) != baseline?[provider.id] { unchanged = false }
                 case .success(.none): break
                 case .failure(let error): failure = failure ?? error
                 }
