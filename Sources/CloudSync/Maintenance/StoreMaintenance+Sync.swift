@@ -362,9 +362,11 @@ extension StoreMaintenance {
         return result
     }
 
-    /// Whether key `item` of a page is in sync and unchanged since `baseline`: every provider of the page holds the
-    /// copy the baseline records for it (a provider left out keeps its digest), the copies decode to one value,
-    /// and the store's resolver keeps that value. Such a key needs no write and keeps its snapshot row, which is what
+    /// Whether key `item` of a page is in sync and unchanged since `baseline`.
+    ///
+    /// That is: every provider of the page holds the copy the baseline records for it (a provider left out keeps its
+    /// digest), the copies decode to one value, and the store's resolver keeps that value. Such a key needs no write
+    /// and keeps its snapshot row, which is what
     /// the full decision in ``syncPage(_:among:unknown:deletes:)`` concludes for it too; this reaches that answer
     /// comparing digests in place, for the keys a sync mostly meets. Any other key (or a copy that does not decode)
     /// is false here and goes through the full decision.
