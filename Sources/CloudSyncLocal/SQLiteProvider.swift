@@ -503,7 +503,7 @@ public final class SQLiteProvider: Provider {
         // a read that took no locks, and a cursor going backwards would make the listing loop.
         var previous = cursor ?? ""
         for key in keys {
-            guard previous.utf8.lexicographicallyPrecedes(key.utf8) else {
+            guard StoreKey.compareBytes(previous, key) < 0 else {
                 throw CloudSyncError(
                     .provider,
                     "\(path) listed its keys out of order (\"\(key)\" after \"\(previous)\"), so its index is "
