@@ -99,6 +99,22 @@ import Testing
         #expect(result.inSync == 0 && result.snapshot.isEmpty)
     }
 
+    /// A row's digests are found by exact provider id: one id the prefix of another, or holding "=", is not
+    /// mistaken for it, so a copy changed since on one of them is seen and its row rewritten.
+    @Test(arguments: [("a", "ab"), ("ab", "a"), ("a", "a=b"), ("a=b", "b")])
+    func providerIDsThatOverlapAreToldApart(changed: String, other: String) async throws {
+        let first = MemoryProvider(id: changed, items: [KeyValue("k", "v")])
+        let second = MemoryProvider(id: other, items: [KeyValue("k", "v")])
+        let store = try CloudStore(providers: [first, second])
+        let result = try await store.maintenance.syncPage(
+            [SyncItem(key: "k", baseline: fingerprint([changed: "old", other: "v"]))], among: [changed, other])
+        #expect(result.inSync == 1 && result.repaired == 0)
+        #expect(result.snapshot.first?.fingerprint == fingerprint([changed: "v", other: "v"]))
+        let unchanged = try await store.maintenance.syncPage(
+            [SyncItem(key: "k", baseline: fingerprint([changed: "v", other: "v"]))], among: [changed, other])
+        #expect(unchanged.inSync == 1 && unchanged.snapshot.isEmpty)
+    }
+
     /// A key unchanged on the providers of this page but recorded on one more (left out of this sync) is not in
     /// sync by digests alone: its row keeps that provider's digest.
     @Test func aRowNamingAProviderLeftOutKeepsItsDigest() async throws {

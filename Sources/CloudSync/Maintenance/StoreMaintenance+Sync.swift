@@ -59,16 +59,33 @@ public struct SyncFingerprint: Sendable, Equatable {
     }
 
     /// Whether the digest recorded for `provider` is `digest` (false when none is recorded).
+    ///
+    /// Called for every copy of every key a sync finds unchanged, so it looks for the exact pair `provider=digest`
+    /// in place rather than splitting the text (a digest never holds "=", so that pair is the one
+    /// ``forEachDigest(_:)`` would give).
     func records(_ digest: UnsafeRawBufferPointer, for provider: String) -> Bool {
+        var text = text
         var provider = provider
-        return provider.withUTF8 { wanted in
-            var found = false
-            forEachDigest { id, recorded in
-                if !found, StoreKey.compareBytes(id, UnsafeRawBufferPointer(wanted)) == 0 {
-                    found = StoreKey.compareBytes(recorded, digest) == 0
+        return text.withUTF8 { bytes in
+            provider.withUTF8 { id in
+                let all = UnsafeRawBufferPointer(bytes)
+                let pairLength = id.count + 1 + digest.count
+                var start = 0
+                while start < all.count {
+                    let end = all[start...].firstIndex(of: Self.separator) ?? all.count
+                    if end - start == pairLength, all[start + id.count] == UInt8(ascii: "="),
+                        StoreKey.compareBytes(
+                            UnsafeRawBufferPointer(rebasing: all[start..<(start + id.count)]),
+                            UnsafeRawBufferPointer(id))
+                            == 0
+                    {
+                        let recorded = UnsafeRawBufferPointer(rebasing: all[(start + id.count + 1)..<end])
+                        return StoreKey.compareBytes(recorded, digest) == 0
+                    }
+                    start = end + 1
                 }
+                return false
             }
-            return found
         }
     }
 
