@@ -19,7 +19,7 @@ func syncBenchmark(_ arguments: [String]) async throws {
         index + 1 < arguments.count
         ? arguments[index + 1].split(separator: ",").compactMap { Int($0) } : [1_000_000, 10_000_000]
     let runs = arguments.firstIndex(of: "--runs").flatMap { $0 + 1 < arguments.count ? Int(arguments[$0 + 1]) : nil }
-    print(machineLine())
+    print(machineLine(when: "at start"))
     for size in sizes { try await benchSync(keys: size, runs: max(1, runs ?? 3)) }
     exit(0)
 }

@@ -61,27 +61,28 @@ let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("clo
 try FileManager.default.createDirectory(at: scratch, withIntermediateDirectories: true)
 defer { try? FileManager.default.removeItem(at: scratch) }
 let context = BenchContext(scratch: scratch, runs: runs)
-print(machineLine())
+print(machineLine(when: "at start"))
 var rows: [BenchRow] = []
 for bench in benches where only.map({ bench.name.contains($0) }) ?? true {
     FileHandle.standardError.write(Data("bench: \(bench.name)…\n".utf8))
     rows += try await bench.run(context)
 }
-print(machineLine())
+// Again at the end: a load that rose while the benches ran says the figures met other work too.
+print(machineLine(when: "at end"))
 print(BenchReport.table(rows))
 try BenchReport.write(rows, to: jsonPath)
 print("written to \(jsonPath); compare a later run with: make bench-compare OLD=\(jsonPath)")
 
-/// The machine the figures come from: cores, memory, and the load average now, with a warning when other work
-/// keeps more cores busy than there are (the ratios then say more about that work than about either side).
-func machineLine() -> String {
+/// The machine the figures come from: cores, memory, and the load average `when` (now), with a warning when other
+/// work keeps more cores busy than there are (the ratios then say more about that work than about either side).
+func machineLine(when: String) -> String {
     let cores = ProcessInfo.processInfo.activeProcessorCount
     let memory = Double(ProcessInfo.processInfo.physicalMemory) / 1_073_741_824
     var loads = [Double](repeating: 0, count: 3)
     let read = getloadavg(&loads, 3)
     var line = String(format: "machine: %d cores, %.0f GiB", cores, memory)
-    guard read == 3 else { return line + "; load average unknown" }
-    line += String(format: ", load average %.2f %.2f %.2f (1, 5, 15 min)", loads[0], loads[1], loads[2])
+    guard read == 3 else { return line + "; load average \(when) unknown" }
+    line += String(format: ", load average \(when) %.2f %.2f %.2f (1, 5, 15 min)", loads[0], loads[1], loads[2])
     if loads[0] > Double(cores) {
         line += String(
             format: "\nbench: warning: the load (%.2f) is above the %d cores: other work is running, so these figures "
