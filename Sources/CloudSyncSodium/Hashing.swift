@@ -139,14 +139,20 @@ extension BLAKE2b {
 public enum Hex {
     /// The bytes as lower-case hexadecimal, two digits a byte.
     public static func encode(_ bytes: [UInt8]) -> String {
-        Sodium.ensureInitialized()
         // Written straight into the string's storage; libsodium's terminator takes the one spare byte.
-        return String(unsafeUninitializedCapacity: bytes.count * 2 + 1) { output in
-            _ = output.withMemoryRebound(to: CChar.self) { text in
-                sodium_bin2hex(text.baseAddress!, text.count, bytes, bytes.count)
-            }
+        String(unsafeUninitializedCapacity: bytes.count * 2 + 1) { output in
+            bytes.withUnsafeBytes { encode($0, into: UnsafeMutableRawBufferPointer(output)) }
             return bytes.count * 2
         }
+    }
+
+    /// Writes `bytes` as lower-case hexadecimal into `text`, which takes two digits a byte and one byte more for the
+    /// terminator libsodium writes after them: for encoding in a loop without allocating.
+    public static func encode(_ bytes: UnsafeRawBufferPointer, into text: UnsafeMutableRawBufferPointer) {
+        precondition(text.count > bytes.count * 2, "hexadecimal needs two digits a byte and a terminator")
+        Sodium.ensureInitialized()
+        _ = sodium_bin2hex(
+            text.baseAddress!.assumingMemoryBound(to: CChar.self), text.count, bytes.sodiumInput, bytes.count)
     }
 
     /// The bytes `text` spells, or nil when it is not an even number of hexadecimal digits.

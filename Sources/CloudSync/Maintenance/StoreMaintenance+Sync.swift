@@ -99,23 +99,13 @@ public struct SyncFingerprint: Sendable, Equatable {
     static func withDigest<R>(of encoded: String, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         var encoded = encoded
         var hash: (UInt64, UInt64) = (0, 0)
-        var digits: (UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0)
+        // 32 digits and the terminator ``Hex`` writes after them.
+        var digits: (UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0)
         encoded.withUTF8 { bytes in
             withUnsafeMutableBytes(of: &hash) { BLAKE2b.hash(UnsafeRawBufferPointer(bytes), into: $0) }
         }
-        withUnsafeBytes(of: &hash) { hash in
-            withUnsafeMutableBytes(of: &digits) { digits in
-                for (index, byte) in hash.enumerated() {
-                    digits[2 * index] = hexDigit(byte >> 4)
-                    digits[2 * index + 1] = hexDigit(byte & 0x0f)
-                }
-            }
-        }
-        return try withUnsafeBytes(of: &digits) { try body($0) }
-    }
-
-    private static func hexDigit(_ nibble: UInt8) -> UInt8 {
-        nibble < 10 ? UInt8(ascii: "0") + nibble : UInt8(ascii: "a") + nibble - 10
+        withUnsafeBytes(of: &hash) { hash in withUnsafeMutableBytes(of: &digits) { Hex.encode(hash, into: $0) } }
+        return try withUnsafeBytes(of: &digits) { try body(UnsafeRawBufferPointer(rebasing: $0[0..<32])) }
     }
 }
 
@@ -393,10 +383,15 @@ extension StoreMaintenance {
         _ item: Int, of key: String, since baseline: SyncFingerprint, reads: [[Result<String?, CloudSyncError>]],
         on providers: [any Provider]
     ) -> Bool {
+        // Every digest first: a key changed anywhere is left to the full decision before any copy is decoded.
+        for (index, provider) in providers.enumerated() {
+            guard case .success(.some(let stored)) = reads[index][item],
+                SyncFingerprint.withDigest(of: stored, { baseline.records($0, for: provider.id) })
+            else { return false }
+        }
         var common: String?
         for (index, provider) in providers.enumerated() {
             guard case .success(.some(let stored)) = reads[index][item],
-                SyncFingerprint.withDigest(of: stored, { baseline.records($0, for: provider.id) }),
                 let value = try? store.decode(stored, key: key, from: provider)
             else { return false }
             if let common, common != value { return false }
