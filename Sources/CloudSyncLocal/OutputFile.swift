@@ -107,8 +107,8 @@ public enum OutputFile {
         var template = Array(((directory.isEmpty ? "." : directory) + "/." + name + ".tmp-XXXXXX").utf8CString)
         let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
         guard descriptor >= 0 else { throw failure(what, path, errno) }
-        // mkstemp replaced the X's in place; the name ends at the terminator.
-        let temporary = String(decoding: template.dropLast().map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        // mkstemp replaced the X's in place.
+        let temporary = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
         guard fchmod(descriptor, mode) == 0 else {
             let code = errno
             close(descriptor)
