@@ -5,6 +5,7 @@
 import CloudSync
 import CloudSyncLocal
 import CloudSyncPipeline
+import CloudSyncPostgres
 import CloudSyncSQLite
 import Foundation
 
@@ -129,24 +130,7 @@ private func benchSync(keys count: Int, runs: Int) async throws {
     // The PostgreSQL-state run starts from copies of the same two databases.
     let withPostgres = count <= 1_000_000
     if withPostgres { try shell("cp '\(a)' '\(directory)/pg-a.db' && cp '\(b)' '\(directory)/pg-b.db'") }
-    func writePipeline(_ name: String, a: String, b: String, state: String) throws -> String {
-        let file = directory + "/\(name).yaml"
-        try """
-        version: 1
-        name: \(name)
-        state: \(state)
-        providers:
-          a: { type: sqlite, path: \(a) }
-          b: { type: sqlite, path: \(b) }
-        store:
-          providers: [a, b]
-        jobs:
-          - { type: sync, name: sync }
-        report: { path: \(directory)/\(name)-report.json }
-        """.write(toFile: file, atomically: true, encoding: .utf8)
-        return file
-    }
-    let pipeline = try writePipeline("syncbench", a: a, b: b, state: directory + "/state")
+    let pipeline = try writeSyncPipeline("syncbench", a: a, b: b, state: directory + "/state", in: directory)
     let executable = Bundle.main.executablePath ?? CommandLine.arguments[0]
     let first = try runChild(executable, ["--sync-child", pipeline])
     try applyChanges(a: a, b: b, count: count)
@@ -183,20 +167,68 @@ private func benchSync(keys count: Int, runs: Int) async throws {
                 format: "  run %d: ours %.2f s (CPU %.2f s), sqlite3 %.2f s (CPU %.2f s)", run + 1, ours[run].seconds,
                 ours[run].cpuSeconds, theirs[run].seconds, theirs[run].cpuSeconds))
     }
-    var postgres: ChildRun?
-    if withPostgres {
-        _ = try await benchPostgres()
-        let shared = try writePipeline(
-            "syncbenchpg", a: directory + "/pg-a.db", b: directory + "/pg-b.db",
-            state: "{ postgresql: \"${env:\(benchStateVariable)}\", schema: sync_\(count)_\(getpid()) }")
-        _ = try runChild(executable, ["--sync-child", shared])
-        try applyChanges(a: directory + "/pg-a.db", b: directory + "/pg-b.db", count: count)
-        postgres = try runChild(executable, ["--sync-child", shared])
-    }
+    let postgres = withPostgres ? try await benchPostgresState(count: count, runs: runs, in: directory) : nil
     report(
         count: count, prepared: prepared, first: first, ours: ChildRun.medianRun(ours),
         theirs: ChildRun.medianRun(theirs),
         postgres: postgres, runs: runs)
+}
+
+/// The same sync with its state in PostgreSQL, `runs` times; returns the median run.
+///
+/// Each run starts from its own schema and fresh copies of the databases as they were before the first sync, makes
+/// its snapshot with an untimed first sync, applies the changes, and settles the server (`CHECKPOINT`,
+/// `VACUUM ANALYZE`) as the SQLite-state runs settle their copied files (`sync`), so no run pays for its setup's
+/// writes.
+private func benchPostgresState(count: Int, runs: Int, in directory: String) async throws -> ChildRun {
+    let url = try await benchPostgres()
+    let connection = try PostgresConnection.connectBlocking(url)
+    defer { connection.closeBlocking() }
+    var timed: [ChildRun] = []
+    for run in 0..<runs {
+        let schema = "sync_\(count)_\(getpid())_\(run)"
+        let a = directory + "/pg-run-a.db"
+        let b = directory + "/pg-run-b.db"
+        try shell("rm -f '\(a)'* '\(b)'* && cp '\(directory)/pg-a.db' '\(a)' && cp '\(directory)/pg-b.db' '\(b)'")
+        let pipeline = try writeSyncPipeline(
+            "syncbenchpg", a: a, b: b, state: "{ postgresql: \"${env:\(benchStateVariable)}\", schema: \(schema) }",
+            in: directory)
+        let executable = Bundle.main.executablePath ?? CommandLine.arguments[0]
+        _ = try runChild(executable, ["--sync-child", pipeline])
+        try applyChanges(a: a, b: b, count: count)
+        try shell("sync")
+        try connection.blocking { session throws(PostgresError) in
+            try session.executeScript("CHECKPOINT")
+            try session.executeScript("VACUUM ANALYZE")
+        }
+        timed.append(try runChild(executable, ["--sync-child", pipeline]))
+        try connection.blocking { session throws(PostgresError) in
+            try session.executeScript("DROP SCHEMA \(schema) CASCADE")
+        }
+    }
+    return ChildRun.medianRun(timed)
+}
+
+/// Writes the benchmark's pipeline `name` (a sync between SQLite files `a` and `b`, its state at `state`) into
+/// `directory`; returns its path.
+private func writeSyncPipeline(_ name: String, a: String, b: String, state: String, in directory: String) throws
+    -> String
+{
+    let file = directory + "/\(name).yaml"
+    try """
+    version: 1
+    name: \(name)
+    state: \(state)
+    providers:
+      a: { type: sqlite, path: \(a) }
+      b: { type: sqlite, path: \(b) }
+    store:
+      providers: [a, b]
+    jobs:
+      - { type: sync, name: sync }
+    report: { path: \(directory)/\(name)-report.json }
+    """.write(toFile: file, atomically: true, encoding: .utf8)
+    return file
 }
 
 /// SQL inserting the benchmark's rows `0..<count` that `condition` (on `i`) keeps, at `version`.
