@@ -244,15 +244,24 @@ final class KeySpill {
 }
 
 /// A sync job's snapshot rows in key order, a page at a time, only those in `range`; none without a state database.
+///
+/// The page after the one being walked is read ahead on a thread of its own while the sync decides and writes, so a
+/// state kept in PostgreSQL costs the sync its server's work, not also a round trip per page it waits on. The rows
+/// read ahead are always past every key the sync has written a row for: a sync only takes a key once the snapshot
+/// rows before it are all in hand.
 final class SnapshotRows {
+    typealias Page = [(key: String, fingerprint: SyncFingerprint)]
+
     private let state: (any PipelineState)?
     private let job: String
     private let pageSize: Int
     private let range: KeyRange
-    private var buffer: [(key: String, fingerprint: SyncFingerprint)] = []
+    private var buffer: Page = []
     private var index = 0
     private var finished: Bool
     private var cursor: String?
+    /// The next page, being read.
+    private var ahead: Task<Result<Page, CloudSyncError>, Never>?
 
     init(state: (any PipelineState)?, job: String, pageSize: Int, range: KeyRange = .all) {
         self.state = state
@@ -267,14 +276,40 @@ final class SnapshotRows {
     var needsRefill: Bool { index >= buffer.count && !finished }
     func advance() { index += 1 }
 
-    func refill() throws(CloudSyncError) {
-        buffer = try state?.snapshotRows(of: job, after: cursor, limit: pageSize) ?? []
+    func refill() async throws(CloudSyncError) {
+        let page = readPage(after: cursor)
+        ahead = nil
+        buffer = try await page.value.get()
         index = 0
         finished = buffer.count < pageSize
         cursor = buffer.last?.key ?? cursor
         if let end = buffer.firstIndex(where: { range.endsBefore($0.key) }) {
             buffer.removeSubrange(end...)
             finished = true
+        }
+        if !finished { ahead = readPage(after: cursor) }
+    }
+
+    /// Waits for a page still being read ahead, so nothing uses the state database once the walk is over.
+    func settle() async { _ = await ahead?.value }
+
+    /// The page after `key`: the one read ahead when there is one (it always starts there), else a new read.
+    ///
+    /// The state's calls block their thread (on a lock, or on the server's answer), so they run on a dispatch
+    /// queue, not on a thread of the concurrency pool.
+    private func readPage(after key: String?) -> Task<Result<Page, CloudSyncError>, Never> {
+        if let ahead { return ahead }
+        guard let state else { return Task { .success([]) } }
+        let (job, limit) = (job, pageSize)
+        return Task {
+            await withCheckedContinuation { continuation in
+                DispatchQueue.global().async {
+                    continuation.resume(
+                        returning: Result { () throws(CloudSyncError) in
+                            try state.snapshotRows(of: job, after: key, limit: limit)
+                        })
+                }
+            }
         }
     }
 }

@@ -373,37 +373,46 @@ final class SyncRun {
 
         var batch: [SyncItem] = []
         batch.reserveCapacity(pageSize)
-        while !lostRange {
-            if context.isInterrupted { break }
-            for source in sources where source.needsRefill {
-                await source.refill(from: store, pageSize: pageSize)
-                if let error = source.error, unlisted[source.id] == nil {
-                    unlisted[source.id] = error
-                    unknown.insert(source.id)
+        // A page still read ahead is waited for on every way out, so the state database is left alone after.
+        do throws(CloudSyncError) {
+            while !lostRange {
+                if context.isInterrupted { break }
+                for source in sources where source.needsRefill {
+                    await source.refill(from: store, pageSize: pageSize)
+                    if let error = source.error, unlisted[source.id] == nil {
+                        unlisted[source.id] = error
+                        unknown.insert(source.id)
+                    }
+                }
+                if snapshot.needsRefill { try await snapshot.refill() }
+                var next = snapshot.head?.key
+                for source in sources {
+                    guard let head = source.head else { continue }
+                    if let smallest = next, !StoreKey.bytesPrecede(head, smallest) { continue }
+                    next = head
+                }
+                guard let key = next else { break }
+                var baseline: SyncFingerprint?
+                if let row = snapshot.head, StoreKey.bytesEqual(row.key, key) {
+                    baseline = row.fingerprint
+                    snapshotKeys += 1
+                    snapshot.advance()
+                }
+                for source in sources where source.head.map({ StoreKey.bytesEqual($0, key) }) == true {
+                    source.advance()
+                }
+                batch.append(SyncItem(key: key, baseline: baseline))
+                if batch.count == pageSize {
+                    try await process(batch, into: &report)
+                    batch.removeAll(keepingCapacity: true)
                 }
             }
-            if snapshot.needsRefill { try snapshot.refill() }
-            var next = snapshot.head?.key
-            for source in sources {
-                guard let head = source.head else { continue }
-                if let smallest = next, !StoreKey.bytesPrecede(head, smallest) { continue }
-                next = head
-            }
-            guard let key = next else { break }
-            var baseline: SyncFingerprint?
-            if let row = snapshot.head, StoreKey.bytesEqual(row.key, key) {
-                baseline = row.fingerprint
-                snapshotKeys += 1
-                snapshot.advance()
-            }
-            for source in sources where source.head.map({ StoreKey.bytesEqual($0, key) }) == true { source.advance() }
-            batch.append(SyncItem(key: key, baseline: baseline))
-            if batch.count == pageSize {
-                try await process(batch, into: &report)
-                batch.removeAll(keepingCapacity: true)
-            }
+            if !batch.isEmpty, !context.isInterrupted, !lostRange { try await process(batch, into: &report) }
+        } catch {
+            await snapshot.settle()
+            throw error
         }
-        if !batch.isEmpty, !context.isInterrupted, !lostRange { try await process(batch, into: &report) }
+        await snapshot.settle()
         try commit()
         report.entry.sync = details
     }
