@@ -71,6 +71,7 @@ extension DriveProvider {
             cache.names.removeAll()
             cache.lastListingCount = nil
             cache.listedAtMs = nil
+            cache.feedCursor = nil
             cache.doubtful.removeAll()
         }
     }

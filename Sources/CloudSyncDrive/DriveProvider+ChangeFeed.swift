@@ -30,7 +30,35 @@ extension DriveProvider {
             }
             return Changes(changed: [], removed: [], removedFileIDs: [], cursor: token)
         }
-        var result = Changes(changed: [], removed: [], removedFileIDs: [], cursor: cursor)
+        let feed = try await readFeed(since: cursor)
+        var result = Changes(changed: [], removed: [], removedFileIDs: [], cursor: feed.cursor)
+        for change in feed.changes {
+            guard let name = change.name ?? cache.withLock({ $0.names[change.fileID] }) else {
+                if change.removed { result.removedFileIDs.append(change.fileID) }
+                continue
+            }
+            // Another device wrote or deleted it: the cached id may be stale or a duplicate now.
+            doubt(name)
+            if change.removed {
+                result.removed.append(name)
+            } else {
+                result.changed.append(name)
+            }
+        }
+        return result
+    }
+
+    /// One change the feed reports: a file created, changed, trashed or deleted.
+    struct FeedChange {
+        var fileID: String
+        /// The file's name; nil when Drive gave none (a deleted file).
+        var name: String?
+        var removed: Bool
+    }
+
+    /// Every change since `cursor`, all pages, and the cursor after them.
+    func readFeed(since cursor: String) async throws(CloudSyncError) -> (changes: [FeedChange], cursor: String) {
+        var changes: [FeedChange] = []
         var token = cursor
         while true {
             let request = HTTPRequest(
@@ -43,30 +71,17 @@ extension DriveProvider {
                     ]))
             let object = try json(try await sendExpectingSuccess(request), request)
             for change in object["changes"] as? [[String: Any]] ?? [] {
-                let fileID = change["fileId"] as? String ?? ""
                 let file = change["file"] as? [String: Any]
-                let removed = change["removed"] as? Bool == true || file?["trashed"] as? Bool == true
-                let name =
-                    file?["name"] as? String
-                    ?? cache.withLock { $0.names[fileID] }
-                guard let name else {
-                    if removed { result.removedFileIDs.append(fileID) }
-                    continue
-                }
-                // Another device wrote or deleted it: the cached id may be stale or a duplicate now.
-                doubt(name)
-                if removed {
-                    result.removed.append(name)
-                } else {
-                    result.changed.append(name)
-                }
+                changes.append(
+                    FeedChange(
+                        fileID: change["fileId"] as? String ?? "", name: file?["name"] as? String,
+                        removed: change["removed"] as? Bool == true || file?["trashed"] as? Bool == true))
             }
             if let next = object["nextPageToken"] as? String {
                 token = next
                 continue
             }
-            result.cursor = object["newStartPageToken"] as? String ?? token
-            return result
+            return (changes, object["newStartPageToken"] as? String ?? token)
         }
     }
 

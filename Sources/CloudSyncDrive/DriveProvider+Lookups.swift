@@ -121,22 +121,31 @@ extension DriveProvider {
     /// file of that name, which reads settle (the newest wins) and the next write deletes. Reads and removes never
     /// take a name as absent on trust: a read would miss the other device's value, a remove would leave it.
     func resolve(_ keys: [String], forWriting: Bool = false) async throws(CloudSyncError) -> [StoreKey: Entry] {
-        let now = clock.nowMilliseconds()
-        let (known, lastCount, trusted) = cache.withLock { cache in
-            let fresh = forWriting && cache.listedAtMs.map { now - $0 < Self.listingTrust.milliseconds } == true
-            return (cache.entries, cache.lastListingCount, fresh ? cache.doubtful : nil)
-        }
         var found: [StoreKey: Entry] = [:]
         var missing: [String] = []
-        for name in keys.keySet() {
-            if let entry = known[name] {
-                found[name] = entry
-            } else if let doubtful = trusted, !doubtful.contains(name) {
-                continue
-            } else {
-                missing.append(name.string)
+        var lastCount: Int?
+        /// Splits `keys` into those the cache knows and those it does not; false when a write could trust the
+        /// listing for the missing ones but its trust ran out.
+        func split() -> Bool {
+            let now = clock.nowMilliseconds()
+            let (known, count, trusted, expired) = cache.withLock { cache in
+                let fresh = cache.listedAtMs.map { now - $0 < Self.listingTrust.milliseconds } == true
+                return (cache.entries, cache.lastListingCount, forWriting && fresh ? cache.doubtful : nil, !fresh)
             }
+            lastCount = count
+            (found, missing) = ([:], [])
+            for name in keys.keySet() {
+                if let entry = known[name] {
+                    found[name] = entry
+                } else if let doubtful = trusted, !doubtful.contains(name) {
+                    continue
+                } else {
+                    missing.append(name.string)
+                }
+            }
+            return !(forWriting && expired && !missing.isEmpty)
         }
+        if !split(), await renewListing() { _ = split() }
         guard !missing.isEmpty else { return found }
         let listingPages = max(1, ((lastCount ?? 0) + Self.pageSize - 1) / Self.pageSize)
         if missing.count > 1, lastCount == nil || listingPages < missing.count {
@@ -158,8 +167,16 @@ extension DriveProvider {
     }
 
     /// Lists the whole app data folder and makes what it found the file id cache.
+    ///
+    /// A folder that last listed more than one page takes the change feed's position first, so that once the trust
+    /// runs out ``renewListing()`` renews it from the feed. (The first listing of a folder takes none: a folder of one
+    /// page lists again as cheaply as the feed is read, and the request would be spent.)
     func listFolder() async throws(CloudSyncError) -> [StoreKey: Entry] {
-        let (started, changesBefore) = (clock.nowMilliseconds(), cache.withLock { $0.changes })
+        let (started, changesBefore, lastCount) = (
+            clock.nowMilliseconds(), cache.withLock { $0.changes }, cache.withLock { $0.lastListingCount }
+        )
+        // Failing to take it only means listing again later, as without it.
+        let cursor = (lastCount ?? 0) > Self.pageSize ? try? await changes(since: nil).cursor : nil
         let files = try await listAll(query: "trashed = false")
         let listed = entries(files)
         cache.withLock { cache in
@@ -168,12 +185,60 @@ extension DriveProvider {
             // A write, remove or lookup meanwhile (another store call) may be missing from the listing.
             if cache.changes == changesBefore {
                 cache.listedAtMs = started
+                cache.feedCursor = cursor
                 cache.doubtful.removeAll()
             } else {
                 cache.listedAtMs = nil
+                cache.feedCursor = nil
             }
         }
         return listed
+    }
+
+    /// Renews a listing whose trust ran out from the change feed since its cursor; returns whether it is trusted
+    /// again (false without a cursor, or when the feed could not be read: the caller lists instead).
+    ///
+    /// A file the feed reports that the cache does not hold under its name (another device created it, renamed it,
+    /// or deleted the one the cache holds) makes that name doubtful, looked up before a write relies on it; a change
+    /// to a file the cache already holds under its name, this provider's own writes included, changes nothing. The
+    /// trust then counts from when the feed read began. Calls that need a renewal at once share one feed read.
+    func renewListing() async -> Bool {
+        let task = renewal.withLock { current -> Task<Bool, Never> in
+            if let current { return current }
+            let task = Task {
+                let renewed = await self.readFeedIntoCache()
+                self.renewal.withLock { $0 = nil }
+                return renewed
+            }
+            current = task
+            return task
+        }
+        return await task.value
+    }
+
+    private func readFeedIntoCache() async -> Bool {
+        guard let cursor = cache.withLock({ $0.listedAtMs == nil ? nil : $0.feedCursor }) else { return false }
+        let started = clock.nowMilliseconds()
+        guard let feed = try? await readFeed(since: cursor) else { return false }
+        return cache.withLock { cache in
+            // A listing meanwhile replaced the cache (and its cursor, if it took one).
+            guard cache.feedCursor == cursor, cache.listedAtMs != nil else { return false }
+            for change in feed.changes {
+                guard let name = change.name ?? cache.names[change.fileID] else { continue }
+                let key = StoreKey(name)
+                let entry = cache.entries[key]
+                let held = entry?.id == change.fileID || entry?.duplicates.contains(change.fileID) == true
+                // A file the cache holds, changed in place, leaves its name's entry as it is; so does the deletion of
+                // a file the cache does not hold under that name.
+                if held != change.removed { continue }
+                cache.entries.removeValue(forKey: key)
+                cache.doubtful.insert(key)
+                cache.changes += 1
+            }
+            cache.feedCursor = feed.cursor
+            cache.listedAtMs = started
+            return true
+        }
     }
 
     /// Looks `key` up by name (one request) and caches what it finds.

@@ -14,7 +14,9 @@ import Synchronization
 /// - Removes are `DELETE`s, sent through Drive's batch endpoint, 100 a request, when there are several.
 /// - A name → file-id cache saves the lookups; `clearCaches()` forgets it. A batch of uncached keys is resolved by
 ///   one paged listing when that costs fewer requests than one search per key; for ``listingTrust`` after a listing,
-///   writes take a name it did not find as new without asking again. A cached id that answers 404 is dropped and
+///   writes take a name it did not find as new without asking again. For a folder of several pages, the trust is
+///   then renewed from the change feed (one request, which names what other devices created or deleted since)
+///   rather than by listing again. A cached id that answers 404 is dropped and
 ///   looked up once more.
 /// - Names are not unique in Drive: when several files carry a key's name, reads use the newest `modifiedTime`,
 ///   writes update that one and delete the others, and ``duplicatesResolved`` counts them.
@@ -83,9 +85,17 @@ public final class DriveProvider: Provider {
         /// Every file id seen and its name, kept after the entry is forgotten, so the change feed can name a deleted
         /// file.
         var names: [String: String] = [:]
+        /// The change feed's position taken as the trusted listing began, or as the feed read that last renewed it
+        /// began.
+        ///
+        /// When the trust runs out, reading the feed from here renews it in one request instead of listing the
+        /// folder again. Nil when none was taken: a folder of one page lists again as cheaply.
+        var feedCursor: String?
     }
 
     let cache = Mutex(Cache())
+    /// The feed read renewing the listing's trust, while one is under way: calls that need it at once share it.
+    let renewal = Mutex<Task<Bool, Never>?>(nil)
     /// The names of listings under way, oldest first, at most ``keptListings``.
     let listings = Mutex<[(id: String, names: [(name: String, version: String?)])]>([])
     let subscribers = Mutex<[Int: @Sendable (AccountEvent) -> Void]>([:])

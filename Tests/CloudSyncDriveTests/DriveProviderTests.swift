@@ -108,6 +108,44 @@ import Testing
         #expect(host.count("POST", "/upload/drive/v3/files") == 2)
     }
 
+    /// A folder of several pages is listed once more with the change feed's position; from then on an expired
+    /// listing is renewed from the feed in one request, which names what other devices did meanwhile.
+    @Test func aLargeFoldersListingIsRenewedFromTheChangeFeed() async throws {
+        let host = try DriveHost()
+        let account = host.signIn()
+        for number in 0..<2_500 {
+            host.files.addFile(user: account.user, name: String(format: "other.%05d", number), content: Data("o".utf8))
+        }
+        let clock = ManualClock()
+        let provider = host.provider(refreshToken: account.refreshToken, clock: clock)
+        let batch = { (prefix: String) in (0..<100).map { KeyValue(String(format: "\(prefix)-%03d", $0), "mine") } }
+        // The first listing (three pages) learns that the folder is large; the next one takes the feed's position.
+        #expect(succeeded(try await provider.set(batch("a"))))
+        clock.advance(by: DriveProvider.listingTrust + .milliseconds(1))
+        host.clearLog()
+        #expect(succeeded(try await provider.set(batch("b"))))
+        #expect(host.count("GET", "/drive/v3/files") == 3)
+        #expect(host.count("GET", "/drive/v3/changes/startPageToken") == 1)
+
+        // Meanwhile another device creates c-050 and deletes b-001.
+        clock.advance(by: DriveProvider.listingTrust + .milliseconds(1))
+        host.files.addFile(user: account.user, name: "c-050", content: Data("theirs".utf8))
+        #expect(succeeded(try await host.provider(refreshToken: account.refreshToken).remove(["b-001"])))
+        host.clearLog()
+        let third = batch("c") + [KeyValue("b-000", "again"), KeyValue("b-001", "back")]
+        #expect(succeeded(try await provider.set(third)))
+        // One feed read renews the trust instead of three pages of listing. Only the two names it reported are
+        // looked up; this provider's own files (b-000) are updated in place.
+        #expect(host.count("GET", "/drive/v3/changes") == 1)
+        #expect(host.count("GET", "/drive/v3/files") == 2)
+        #expect(host.count("POST", "/upload/drive/v3/files") == 100)
+        #expect(host.log.count == 1 + 2 + third.count)
+        let names = host.files.files(of: account.user).map(\.name)
+        #expect(names.filter { $0 == "c-050" }.count == 1, "their c-050 is updated, not joined by a second file")
+        #expect(names.filter { $0 == "b-001" }.count == 1)
+        #expect(try values(await provider.get(["c-050", "b-001", "b-000"])) == ["mine", "back", "again"])
+    }
+
     @Test func aNameTheChangeFeedReportsIsLookedUpWhileAListingIsTrusted() async throws {
         let host = try DriveHost()
         let account = host.signIn()
