@@ -111,8 +111,63 @@ func benchRequests(_ context: BenchContext) async throws -> [BenchRow] {
                     runs: context.runs))
         }
     }
+    rows.append(try await benchDriveSpreadWrites(context, count: count, value: value))
     if let moto { rows += try await benchRequestsThroughARun(context, moto: moto, count: count) }
     return rows
+}
+
+/// Requests for `count` keys written into a Drive holding 10,000 files, a store batch at a time, with the listing's
+/// trust run out before each batch.
+///
+/// The batches come more than ``DriveProvider/listingTrust`` apart on a manual clock, so the machine's speed cannot
+/// move this row, unlike the one writing all keys at once. Beside it, the least a writer can send that never trusts a
+/// listing older than that: one listing, then one change-feed read before each later batch.
+private func benchDriveSpreadWrites(_ context: BenchContext, count: Int, value: String) async throws -> BenchRow {
+    let files = 10_000
+    let batch = DriveProvider.batchLimit
+    let drive = DriveEmulator()
+    let host = try EmulatorServer(services: [drive])
+    defer { host.server.stop() }
+    let client = OAuthClientConfiguration(
+        clientID: GoogleOAuthEmulator.Client.emulatorDefault.id,
+        clientSecret: GoogleOAuthEmulator.Client.emulatorDefault.secret,
+        authorizationEndpoint: host.baseURL.appendingPathComponent("o/oauth2/v2/auth"),
+        tokenEndpoint: host.baseURL.appendingPathComponent("token"), scopes: [DriveProviderFactory.scope])
+    var counted: [Double] = []
+    for run in 0..<context.runs {
+        let user = "spread-\(run)@example.com"
+        for number in 0..<files {
+            _ = drive.files.addFile(user: user, name: String(format: "other.%06d", number), content: Data("o".utf8))
+        }
+        let clock = ManualClock()
+        let transport = URLSessionTransport(maxConcurrency: 8)
+        let tokens = OAuthAccessTokens(
+            client: OAuthTokenClient(configuration: client, transport: transport),
+            refreshToken: drive.oauth.issueTokens(user: user).refreshToken)
+        let store = try store(
+            on: DriveProvider(
+                endpoint: host.baseURL, authenticator: tokens, transport: transport,
+                context: ProviderContext(
+                    providerID: "drive", clock: clock,
+                    state: ProviderState(provider: "drive", store: InMemoryProviderStateStore()))))
+        try await store.set(value, forKey: "spread.first")
+        host.server.clearLog()
+        for start in stride(from: 0, to: count, by: batch) {
+            clock.advance(by: DriveProvider.listingTrust + .milliseconds(1))
+            let items = (start..<min(start + batch, count)).map { KeyValue(String(format: "spread.%06d", $0), value) }
+            for result in try await store.multiSet(items) { _ = try result.get() }
+        }
+        let sent = host.server.requestLog.filter { $0.path != "/token" }.count
+        counted.append(Double(sent) * 1000 / Double(count))
+        store.close()
+    }
+    let minimum = count + requests(files + count, per: DriveProvider.pageSize) + requests(count, per: batch) - 1
+    return BenchRow(
+        measure: "requests the server saw, set \(count.formatted()) × 100 B in batches 5 s apart, Drive emulator "
+            + "holding \(files.formatted()) files",
+        unit: "per 1,000 keys", ours: median(counted),
+        peerName: "protocol minimum (one listing, a change-feed read a later batch)",
+        peer: Double(minimum) * 1000 / Double(count), target: .atMost(1.0), runs: context.runs)
 }
 
 /// The same count through a pipeline run, as `cloudsync run` does it in a child process (its runner, page sizes,
