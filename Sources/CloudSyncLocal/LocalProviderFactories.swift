@@ -15,6 +15,8 @@ public struct SQLiteProviderFactory: ProviderFactory {
         public var mapping: SQLiteTableProvider.Mapping?
         /// Open without write access: a source that must never change.
         public var readOnly: Bool
+        /// Bytes per page of a database the provider creates.
+        public var pageSize = SQLiteProvider.defaultPageSize
     }
 
     /// The factory; register it in a ``ProviderRegistry``.
@@ -29,9 +31,15 @@ public struct SQLiteProviderFactory: ProviderFactory {
         [
             ProviderField("path", .path, required: true, summary: "the database file"),
             ProviderField(
-                "maxBytes", .integer(minimum: SQLiteProvider.emptyDatabaseBytes, unit: "bytes"),
-                summary: "the most the database may use (an empty one uses 28672); writes past it fail with "
-                    + "ERR_QUOTA_EXCEEDED"),
+                "maxBytes", .integer(minimum: SQLiteProvider.emptyDatabaseBytes(pageSize: 4_096), unit: "bytes"),
+                summary: "the most the database may use (an empty one uses seven pages: 114688 bytes at the default "
+                    + "page size); writes past it fail with ERR_QUOTA_EXCEEDED"),
+            ProviderField(
+                "pageSize", .choice(SQLiteProvider.pageSizes.map(String.init)),
+                defaultValue: String(SQLiteProvider.defaultPageSize),
+                summary: "bytes per page of a database this provider creates (an existing one keeps its own): a value "
+                    + "up to about a quarter of a page is stored whole, one just over it takes up to five times its "
+                    + "size; 16384 suits values up to about 4 KB (docs/sqlite-page-size.md)"),
             ProviderField(
                 "create", .boolean, defaultValue: "false",
                 summary: "create the database when it does not exist; without it a missing file is an error, so a "
@@ -79,9 +87,24 @@ public struct SQLiteProviderFactory: ProviderFactory {
                 throw ProviderConfigurationError(field: field, "`\(field)` needs `table`: name the table it belongs to")
             }
         }
-        return Configuration(
+        let pageSize = values.text("pageSize").flatMap { Int($0) } ?? SQLiteProvider.defaultPageSize
+        if let maxBytes = values.integer("maxBytes"), maxBytes < SQLiteProvider.emptyDatabaseBytes(pageSize: pageSize) {
+            throw ProviderConfigurationError(
+                field: "maxBytes",
+                "an empty database of \(pageSize)-byte pages already uses "
+                    + "\(SQLiteProvider.emptyDatabaseBytes(pageSize: pageSize)) bytes; raise `maxBytes` to more than "
+                    + "that, or give a smaller `pageSize`")
+        }
+        if mapping != nil, values.text("pageSize") != nil {
+            throw ProviderConfigurationError(
+                field: "pageSize", "a mapped table lives in a database that is not CloudSync's to make; drop `pageSize`"
+            )
+        }
+        var configuration = Configuration(
             path: path, maxBytes: values.integer("maxBytes"), create: create, mapping: mapping,
             readOnly: values.boolean("readOnly") ?? false)
+        configuration.pageSize = pageSize
+        return configuration
     }
 
     /// What a provider of this configuration can do.
@@ -116,7 +139,7 @@ public struct SQLiteProviderFactory: ProviderFactory {
         }
         return try SQLiteProvider(
             id: context.providerID, path: configuration.path, maxBytes: configuration.maxBytes, clock: context.clock,
-            metrics: context.metrics)
+            pageSize: configuration.pageSize, metrics: context.metrics)
     }
 }
 

@@ -25,6 +25,20 @@ public final class SQLiteProvider: Provider {
         return try SQLiteDatabase(path: empty, options: SQLiteDatabase.Options(writeAheadLog: false, readOnly: true))
     }
 
+    /// The page size of a database this provider creates unless told otherwise: 16 KiB.
+    ///
+    /// A row of the `WITHOUT ROWID` table that does not fit in about a quarter of a page keeps only its start there
+    /// and the rest in overflow pages, the last of them mostly empty. With SQLite's default 4 KiB pages every value
+    /// between about 1,000 and 2,500 bytes took three to five times its size (100,000 values of 1 KB filled 471 MB,
+    /// and an import wrote and synced all of it); 16 KiB pages store values up to about 4 KB whole (120 MB). The
+    /// band moves rather than goes: values of about 5 to 12 KB now take two to three times their size, where 4 KiB
+    /// pages took 1.3 to 1.5 times (docs/sqlite-page-size.md has the table). A database keeps the size it was made
+    /// with.
+    public static let defaultPageSize = 16_384
+
+    /// The page sizes a new database may be given.
+    public static let pageSizes = [4_096, 8_192, 16_384, 32_768, 65_536]
+
     static let migrations = SQLiteMigrator([
         SQLiteMigration(
             "create kv",
@@ -104,7 +118,7 @@ public final class SQLiteProvider: Provider {
     /// Counts each call (one transaction) as one request.
     public let metrics: ProviderMetrics
 
-    /// Opens (creating when needed) the database at `path`.
+    /// Opens (creating when needed, with pages of `pageSize` bytes, one of ``pageSizes``) the database at `path`.
     ///
     /// With `readOnly` (dry runs, sources that must never be written) it opens an existing file without write
     /// access: reads see every committed change, those still in the write-ahead log included, writes fail, and the
@@ -113,7 +127,7 @@ public final class SQLiteProvider: Provider {
     /// one instead.
     public init(
         id: String = "sqlite", path: String, maxBytes: Int64? = nil, maxValueBytes: Int? = nil,
-        clock: any StoreClock = SystemClock(), readOnly: Bool = false,
+        clock: any StoreClock = SystemClock(), readOnly: Bool = false, pageSize: Int = SQLiteProvider.defaultPageSize,
         metrics: ProviderMetrics = ProviderMetrics()
     ) throws(CloudSyncError) {
         self.id = id
@@ -147,6 +161,7 @@ public final class SQLiteProvider: Provider {
                 // page's upsert would otherwise spill a statement journal to /var/tmp).
                 var options = SQLiteDatabase.Options()
                 options.temporaryFilesInMemory = true
+                options.pageSizeOfNewFile = pageSize
                 database = try SQLiteDatabase(path: path, options: options)
                 try Self.migrations.migrate(database)
             }
@@ -178,10 +193,10 @@ public final class SQLiteProvider: Provider {
             ? String(cString: strerror(Int32(nsError.code))) : nsError.localizedDescription
     }
 
-    /// What a new, empty CloudSync database uses (seven 4 KiB pages: the schema, the migrations table and its index,
-    /// the `kv` table, the change log, the feed's row and SQLite's sequence table), so the smallest `maxBytes` that
-    /// lets anything be written is above it.
-    public static let emptyDatabaseBytes: Int64 = 28_672
+    /// What a new, empty CloudSync database of `pageSize`-byte pages uses (seven pages: the schema, the migrations
+    /// table and its index, the `kv` table, the change log, the feed's row and SQLite's sequence table), so the
+    /// smallest `maxBytes` that lets anything be written is above it.
+    public static func emptyDatabaseBytes(pageSize: Int = defaultPageSize) -> Int64 { 7 * Int64(pageSize) }
 
     /// Tables that are neither SQLite's nor CloudSync's (`kv`, `cloudsync_migrations` and the change feed's).
     static func foreignTables(_ db: SQLiteConnection) throws -> [String] {

@@ -47,6 +47,10 @@ package final class SQLiteDatabase: @unchecked Sendable {
         /// firing triggers inside a transaction otherwise writes a statement journal file per statement past 64 KiB.
         /// Wrong for someone else's tables, where a query may sort millions of rows.
         package var temporaryFilesInMemory = false
+        /// The page size a database created by this open gets, in bytes: a power of two from 512 to 65,536.
+        ///
+        /// Nil for SQLite's default (4,096). An existing database keeps the size it was made with.
+        package var pageSizeOfNewFile: Int?
 
         /// Options with each setting given or left at its default: 5 s busy timeout, write-ahead log, foreign keys
         /// enforced, read-write, ``Durability/processCrashSafe``.
@@ -193,6 +197,10 @@ package final class SQLiteDatabase: @unchecked Sendable {
         try connection.executeScript("PRAGMA foreign_keys = \(options.foreignKeys ? "ON" : "OFF")")
         // Reading the schema here makes a file that is not a database fail now, at open, not at first use.
         try connection.executeScript("SELECT count(*) FROM sqlite_schema")
+        // Only a file with no page yet takes it (and only before the switch to the write-ahead log writes the first).
+        if let pageSize = options.pageSizeOfNewFile, !options.readOnly {
+            try connection.executeScript("PRAGMA page_size = \(pageSize)")
+        }
         if options.writeAheadLog && !options.readOnly {
             try switchToWriteAheadLog(connection, waitingUpTo: options.busyTimeoutMilliseconds)
             try connection.executeScript("PRAGMA synchronous = \(options.durability.rawValue)")

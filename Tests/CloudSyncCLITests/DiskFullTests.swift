@@ -84,7 +84,7 @@ import Testing
                 type: memory
                 items:
             \(items.sorted { $0.key < $1.key }.map { "      \($0.key): \($0.value)\n" }.joined())  files: { type: directory, path: full/files, create: true }
-              db: { type: sqlite, path: full/db.sqlite, create: true }
+              db: { type: sqlite, path: full/db.sqlite, pageSize: 4096, create: true }
             store:
               providers: [files, db]
             jobs:

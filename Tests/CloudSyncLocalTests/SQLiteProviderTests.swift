@@ -89,7 +89,7 @@ import Testing
     }
 
     @Test func maxBytesIsAQuota() async throws {
-        let provider = try SQLiteProvider(path: directory.file("limited.db"), maxBytes: 64 * 1024)
+        let provider = try SQLiteProvider(path: directory.file("limited.db"), maxBytes: 64 * 1024, pageSize: 4_096)
         let quota = try #require(try await provider.quota())
         #expect(quota.totalBytes == Int64(65_536))
         #expect((quota.usedBytes ?? 0) > 0)
@@ -107,6 +107,29 @@ import Testing
         #expect(try await provider.set([KeyValue("big.0", "small")]).allSatisfy { (try? $0.get()) != nil })
         let after = try #require(try await provider.quota())
         #expect(after.usedBytes! <= 64 * 1024)
+    }
+
+    /// Values of 1 KB fit whole in a page of a new database, where SQLite's default 4 KiB pages gave each an overflow
+    /// page of its own (4.7 times the bytes stored); a database made with 4 KiB pages keeps them.
+    @Test func aNewDatabaseStoresValuesOfAKilobyteWhole() async throws {
+        let values = (0..<400).map {
+            KeyValue(String(format: "settings/item-%04d", $0), String(repeating: "v", count: 1024))
+        }
+        let fresh = try SQLiteProvider(path: directory.file("fresh.db"))
+        #expect(try await fresh.set(values).allSatisfy { (try? $0.get()) != nil })
+        let used = try #require(try await fresh.quota()?.usedBytes)
+        let stored = Int64(values.count * 1_050)
+        #expect(used <= stored * 3 / 2 + SQLiteProvider.emptyDatabaseBytes(), "\(used) bytes for \(stored)")
+        await fresh.close()
+
+        let old = directory.file("old.db")
+        let made = try SQLiteProvider(path: old, pageSize: 4_096)
+        await made.close()
+        let reopened = try SQLiteProvider(path: old)
+        #expect(try await reopened.set(values).allSatisfy { (try? $0.get()) != nil })
+        let oldUsed = try #require(try await reopened.quota()?.usedBytes)
+        #expect(oldUsed > stored * 4, "4 KiB pages kept: \(oldUsed) bytes for \(stored)")
+        await reopened.close()
     }
 
     @Test func withoutMaxBytesTheTotalIsUnknownNotZero() async throws {
