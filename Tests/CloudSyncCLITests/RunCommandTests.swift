@@ -296,7 +296,8 @@ import Testing
                 + "  - { type: quota, warnAbove: 0.0, failOnWarning: true }\n")
         // Quota of a provider with no total never warns; a tiny sqlite limit does.
         let limited = try String(contentsOfFile: failing, encoding: .utf8).replacingOccurrences(
-            of: "path: data/primary.db, create: true }", with: "path: data/limited.db, maxBytes: 28672, create: true }")
+            of: "path: data/primary.db, create: true }",
+            with: "path: data/limited.db, maxBytes: 28672, pageSize: 4096, create: true }")
         try limited.write(toFile: failing, atomically: true, encoding: .utf8)
         let result = try await run([failing, "--report", "-", "--quiet"])
         #expect(result.status == 1)
