@@ -16,14 +16,17 @@ enum DirectoryEntries {
     private static let typeOffset = MemoryLayout<dirent>.offset(of: \dirent.d_type)!
 
     /// Calls `body` with the name (without its NUL) and the recorded type (`DT_*`) of each entry of `directory` but
-    /// `.` and `..`; returns 0, or the `errno` of opening the directory.
+    /// `.` and `..`, and the directory's descriptor (for `fstatat`); returns 0, or the `errno` of opening the
+    /// directory.
     ///
     /// The name is valid only during the call.
     static func forEach(
-        in directory: String, _ body: (_ name: UnsafeBufferPointer<UInt8>, _ type: UInt8) throws -> Void
+        in directory: String,
+        _ body: (_ name: UnsafeBufferPointer<UInt8>, _ type: UInt8, _ descriptor: Int32) throws -> Void
     ) rethrows -> Int32 {
         guard let stream = opendir(directory) else { return errno }
         defer { closedir(stream) }
+        let descriptor = dirfd(stream)
         while let entry = readdir(stream) {
             // Read in place: copying `entry.pointee` reads a whole `dirent`, past the end of a short record that ends
             // the kernel's buffer (a crash when that is the end of a mapped page).
@@ -34,7 +37,7 @@ enum DirectoryEntries {
             if name.first == UInt8(ascii: "."), name.count == 1 || (name.count == 2 && name[1] == UInt8(ascii: ".")) {
                 continue
             }
-            try body(name, record.load(fromByteOffset: typeOffset, as: UInt8.self))
+            try body(name, record.load(fromByteOffset: typeOffset, as: UInt8.self), descriptor)
         }
         return 0
     }

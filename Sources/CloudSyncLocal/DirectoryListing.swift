@@ -9,6 +9,8 @@ import Synchronization
 final class DirectoryListingWindow: @unchecked Sendable {
     /// The keys found after the cursor the walk started from, in bytewise order.
     let keys: [String]
+    /// Each key's file version as the walk found it (nil where it gave none).
+    let versions: [FileVersion?]
     /// Whether `keys` holds every key after the starting cursor (the walk kept them all).
     let complete: Bool
     /// The position of the next page in `keys`, and the cursor that asks for it; guarded by ``DirectoryListings``.
@@ -16,8 +18,9 @@ final class DirectoryListingWindow: @unchecked Sendable {
     var expectedCursor: String?
     var lastUsed: ContinuousClock.Instant
 
-    init(keys: [String], complete: Bool, now: ContinuousClock.Instant) {
+    init(keys: [String], versions: [FileVersion?], complete: Bool, now: ContinuousClock.Instant) {
         self.keys = keys
+        self.versions = versions
         self.complete = complete
         self.lastUsed = now
     }
@@ -75,14 +78,16 @@ final class DirectoryListings: Sendable {
     ) -> KeyPage {
         let end = min(window.next + limit, window.keys.count)
         let keys = Array(window.keys[window.next..<end])
+        // Tags are spelled a page at a time: the window keeps the figures, not a string for every key.
+        let versions = window.versions[window.next..<end].map { $0?.tag }
         window.next = end
         window.lastUsed = now
         let more = end < window.keys.count || !window.complete
         guard more, let last = keys.last else {
             windows.remove(at: index)
-            return KeyPage(keys: keys, nextCursor: nil)
+            return KeyPage(keys: keys, nextCursor: nil, versions: versions)
         }
         window.expectedCursor = last
-        return KeyPage(keys: keys, nextCursor: last)
+        return KeyPage(keys: keys, nextCursor: last, versions: versions)
     }
 }

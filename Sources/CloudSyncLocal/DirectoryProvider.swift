@@ -29,16 +29,29 @@ public final class DirectoryProvider: Provider {
     public let metrics: ProviderMetrics
     private let closed = Mutex(false)
     private let listings = DirectoryListings()
+    private let fileTimeNow: @Sendable () -> Int64
 
     /// A provider over `root`, created (mode 0700) when missing.
     ///
     /// With `removesStaleTemporaryFiles` (every open but a dry run's), the temporary files that writes killed midway
     /// left anywhere under the root are removed first, when older than this process (see
     /// ``removeStaleTemporaryFiles(under:olderThan:)``).
-    public init(
+    public convenience init(
         id: String = "directory", root: String, maxValueBytes: Int? = nil, metrics: ProviderMetrics = ProviderMetrics(),
         removesStaleTemporaryFiles: Bool = true
     ) throws(CloudSyncError) {
+        try self.init(
+            id: id, root: root, maxValueBytes: maxValueBytes, metrics: metrics,
+            removesStaleTemporaryFiles: removesStaleTemporaryFiles, fileTimeNow: FileVersion.now)
+    }
+
+    /// ``init(id:root:maxValueBytes:metrics:removesStaleTemporaryFiles:)`` with the clock its listings compare files'
+    /// change times with (nanoseconds since the epoch), for tests that cannot wait out ``FileVersion`` 's window.
+    init(
+        id: String, root: String, maxValueBytes: Int?, metrics: ProviderMetrics, removesStaleTemporaryFiles: Bool,
+        fileTimeNow: @escaping @Sendable () -> Int64
+    ) throws(CloudSyncError) {
+        self.fileTimeNow = fileTimeNow
         self.id = id
         self.metrics = metrics
         self.root = root.hasSuffix("/") && root.count > 1 ? String(root.dropLast()) : root
@@ -93,7 +106,7 @@ public final class DirectoryProvider: Provider {
         var pending = [root]
         while let directory = pending.popLast() {
             // Only directories and temporary names are looked at further: a key file costs its directory entry alone.
-            _ = DirectoryEntries.forEach(in: directory) { name, type in
+            _ = DirectoryEntries.forEach(in: directory) { name, type, _ in
                 guard type == DirectoryEntries.unknown || type == DirectoryEntries.directory || isTemporaryName(name)
                 else { return }
                 let path = directory + "/" + String(decoding: name, as: UTF8.self)
@@ -522,45 +535,57 @@ public final class DirectoryProvider: Provider {
         }
     }
 
-    /// The smallest `keeping` keys after `cursor`, sorted, from one walk of the tree.
+    /// The smallest `keeping` keys after `cursor`, sorted, with their files' versions, from one walk of the tree.
     private func walkWindow(after cursor: String?, keeping: Int) throws -> DirectoryListingWindow {
         var smallest = SmallestKeys(after: cursor, keeping: keeping)
-        try walk(root, pieces: []) { smallest.offer($0) }
-        let keys = smallest.sortedKeys()
-        return DirectoryListingWindow(keys: keys, complete: !smallest.truncated, now: .now)
+        let now = fileTimeNow()
+        try walk(root, pieces: []) { key, status in
+            smallest.offer(key, version: status.flatMap { FileVersion($0, now: now) })
+        }
+        let (keys, versions) = smallest.sortedKeys()
+        return DirectoryListingWindow(keys: keys, versions: versions, complete: !smallest.truncated, now: .now)
     }
 
     /// Calls `visit` with the key (UTF-8 bytes) of every key file under `directory`, skipping temporary and foreign
-    /// files.
+    /// files, and the file's status (nil when it could not be read: the file went meanwhile).
     ///
     /// `pieces` are the path components from the root down to `directory`.
-    private func walk(_ directory: String, pieces: [String], _ visit: (UnsafeBufferPointer<UInt8>) -> Void) throws {
-        let code = try DirectoryEntries.forEach(in: directory) { name, type in
+    private func walk(
+        _ directory: String, pieces: [String], _ visit: (UnsafeBufferPointer<UInt8>, stat?) -> Void
+    ) throws {
+        let code = try DirectoryEntries.forEach(in: directory) { name, type, descriptor in
             guard name.first != UInt8(ascii: ".") else { return }
             var kind: mode_t
+            var info = stat()
+            var known = false
             switch type {
             case DirectoryEntries.directory: kind = S_IFDIR
             case DirectoryEntries.regularFile: kind = S_IFREG
             case DirectoryEntries.unknown:
-                var info = stat()
-                guard lstat(directory + "/" + String(decoding: name, as: UTF8.self), &info) == 0 else { return }
+                guard fstatat(descriptor, cName(name), &info, AT_SYMLINK_NOFOLLOW) == 0 else { return }
                 kind = info.st_mode & S_IFMT
+                known = true
             default: return
             }
+            if kind == S_IFREG, !known {
+                // The version tag: one fstatat a file, far less than reading it to see whether it changed.
+                known = fstatat(descriptor, cName(name), &info, AT_SYMLINK_NOFOLLOW) == 0
+            }
+            let status = known ? info : nil
             if kind == S_IFREG, pieces.isEmpty {
                 // Only names encoding produces, in the place it puts them, are keys. Most escape nothing: such a
                 // name is its own key, passed on as it lies in the directory.
                 guard name.count <= FileNameMapping.maxFileNameBytes else { return }
                 if FileNameMapping.isOwnKey(name) {
-                    visit(name)
+                    visit(name, status)
                 } else if var key = FileNameMapping.decode(String(decoding: name, as: UTF8.self)) {
-                    key.withUTF8(visit)
+                    key.withUTF8 { visit($0, status) }
                 }
             } else if kind == S_IFREG {
                 let components = pieces + [String(decoding: name, as: UTF8.self)]
                 let encoded = components.map { String($0.dropFirst()) }.joined()
                 if var key = FileNameMapping.decode(encoded), FileNameMapping.components(of: encoded) == components {
-                    key.withUTF8(visit)
+                    key.withUTF8 { visit($0, status) }
                 }
             } else if kind == S_IFDIR, name.first == UInt8(ascii: "+") {
                 let piece = String(decoding: name, as: UTF8.self)
@@ -568,6 +593,11 @@ public final class DirectoryProvider: Provider {
             }
         }
         guard code == 0 else { throw failure("read the directory", directory, code) }
+    }
+
+    /// A directory entry's name as the C string it is in place (the kernel's record ends it with NUL).
+    private func cName(_ name: UnsafeBufferPointer<UInt8>) -> UnsafePointer<CChar> {
+        UnsafeRawPointer(name.baseAddress!).assumingMemoryBound(to: CChar.self)
     }
 
     /// The file system's figures: used and total bytes of the whole file system the root is on.

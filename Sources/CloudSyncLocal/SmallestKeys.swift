@@ -10,10 +10,11 @@
 /// the directory. At most `2 × keeping` keys are held: beyond that the smallest `keeping` are kept and the rest
 /// dropped, so memory stays bounded however many keys are offered.
 struct SmallestKeys {
-    /// Where one key's bytes are in `bytes`.
+    /// Where one key's bytes are in `bytes`, and its file's version.
     private struct Span {
         var start: Int
         var count: Int
+        var version: FileVersion?
     }
 
     let keeping: Int
@@ -28,24 +29,25 @@ struct SmallestKeys {
         self.keeping = max(keeping, 1)
     }
 
-    /// Keeps `key` (UTF-8 bytes) if it sorts after the cursor.
-    mutating func offer(_ key: UnsafeBufferPointer<UInt8>) {
+    /// Keeps `key` (UTF-8 bytes), with its file's version, if it sorts after the cursor.
+    mutating func offer(_ key: UnsafeBufferPointer<UInt8>, version: FileVersion? = nil) {
         if let cursor, cursor.withUnsafeBufferPointer({ Self.compare($0, key) }) >= 0 { return }
-        spans.append(Span(start: bytes.count, count: key.count))
+        spans.append(Span(start: bytes.count, count: key.count, version: version))
         bytes.append(contentsOf: key)
         if spans.count >= 2 * keeping { sortAndTrim() }
     }
 
-    /// The keys kept, sorted.
-    mutating func sortedKeys() -> [String] {
+    /// The keys kept, sorted, and their versions.
+    mutating func sortedKeys() -> (keys: [String], versions: [FileVersion?]) {
         sortAndTrim()
-        return bytes.withUnsafeBufferPointer { base in
+        let keys = bytes.withUnsafeBufferPointer { base in
             spans.map { span in
                 // Every key offered is valid UTF-8 (a decoded file name): nothing to repair.
                 String(
                     decoding: UnsafeBufferPointer(rebasing: base[span.start..<span.start + span.count]), as: UTF8.self)
             }
         }
+        return (keys, spans.map(\.version))
     }
 
     /// Sorts the spans and keeps the first `keeping`, their bytes copied together when any were dropped.

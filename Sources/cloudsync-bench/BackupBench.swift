@@ -95,18 +95,21 @@ func benchBackup(_ context: BenchContext) async throws -> [BenchRow] {
 }
 
 /// One backup of every key of `files` into the repository in `vault`, as the `backup` job runs it: a shared lock,
-/// pages of 1,000 keys, then the snapshot.
+/// the newest snapshot as the parent, pages of 1,000 keys of which only those whose listed version tag moved since
+/// the parent are read, then the snapshot.
 private func backUp(_ store: CloudStore, _ ring: EnvelopeCodec) async throws {
     let repository = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: true)
+    let parent = try await repository.snapshots().last { $0.pipeline == "bench" && $0.source == "files" }
+    let session = try await repository.startBackup(after: parent)
     try await repository.withLock(exclusive: false) { lock throws(CloudSyncError) in
-        let session = repository.startBackup()
         var cursor: String?
         repeat {
             let page = try await store.keyPage(of: "files", after: cursor, limit: 1000)
             cursor = page.nextCursor
+            let keys = session.keysToRead(page.keys, versions: page.versions)
             var items: [KeyValue] = []
-            items.reserveCapacity(page.keys.count)
-            for (key, value) in zip(page.keys, try await store.read(page.keys, from: "files")) {
+            items.reserveCapacity(keys.count)
+            for (key, value) in zip(keys, try await store.read(keys, from: "files")) {
                 if let value { items.append(KeyValue(key, value)) }
             }
             try await session.add(items)

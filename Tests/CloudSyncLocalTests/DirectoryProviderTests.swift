@@ -1,6 +1,7 @@
 import CloudSync
 import CloudSyncTesting
 import Foundation
+import Synchronization
 import Testing
 
 @testable import CloudSyncLocal
@@ -16,6 +17,52 @@ import Testing
             try DirectoryProvider(root: directory.file("conformance-\(counter.next())"))
         }
         #expect(failures.isEmpty, "\(failures)")
+    }
+
+    /// A listing tags each key file with its version once the file's last change is older than the racy window.
+    ///
+    /// The tag moves with an edit by anyone: this provider's writes (a new file renamed over the key) and an edit in
+    /// place of the same size by another program. A file changed within the window is untagged, so it is read.
+    @Test func aListingTagsSettledFilesAndTheTagMovesWithEveryEdit() async throws {
+        let shift = Mutex<Int64>(0)
+        let provider = try DirectoryProvider(
+            id: "directory", root: directory.file("files"), maxValueBytes: nil, metrics: ProviderMetrics(),
+            removesStaleTemporaryFiles: false, fileTimeNow: { FileVersion.now() + shift.withLock { $0 } })
+        func tags() async throws -> [String?] {
+            let page = try await provider.listKeys(after: nil, limit: 10)
+            return page.versions ?? []
+        }
+        _ = try await provider.set([KeyValue("a", "first"), KeyValue("b", "other")])
+        #expect(try await tags() == [nil, nil], "just written: inside the window")
+
+        shift.withLock { $0 = 3 * FileVersion.racyWindowNanoseconds }
+        let settled = try await tags()
+        #expect(settled.allSatisfy { $0 != nil })
+        #expect(try await tags() == settled, "a tag holds while nothing changes")
+
+        _ = try await provider.set([KeyValue("a", "again")])
+        // An edit in place by another program, the same size, its modification time set back as `touch -r` does:
+        // only the change time tells.
+        let path = directory.file("files/b")
+        var before = stat()
+        #expect(lstat(path, &before) == 0)
+        // Until the file system's clock has ticked past b's last change (a few milliseconds), an edit could carry the
+        // same change time: the case the window exists for, which the shifted clock above stepped over.
+        let probe = directory.file("probe")
+        var probed = stat()
+        repeat {
+            FileManager.default.createFile(atPath: probe, contents: nil)
+            _ = lstat(probe, &probed)
+        } while (probed.st_ctim.tv_sec, probed.st_ctim.tv_nsec) <= (before.st_ctim.tv_sec, before.st_ctim.tv_nsec)
+        let handle = try #require(FileHandle(forWritingAtPath: path))
+        try handle.write(contentsOf: Data("OTHER".utf8))
+        try handle.close()
+        var times = [before.st_atim, before.st_mtim]
+        #expect(utimensat(AT_FDCWD, path, &times, 0) == 0)
+        shift.withLock { $0 = 6 * FileVersion.racyWindowNanoseconds }
+        let edited = try await tags()
+        #expect(edited[0] != nil && edited[0] != settled[0], "this provider's write: a new file")
+        #expect(edited[1] != nil && edited[1] != settled[1], "an edit in place, mtime set back")
     }
 
     @Test func valuesArePlainFilesOtherToolsCanRead() async throws {

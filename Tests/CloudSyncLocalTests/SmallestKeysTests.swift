@@ -20,7 +20,7 @@ import Testing
             var key = key
             key.withUTF8 { smallest.offer($0) }
         }
-        return (smallest.sortedKeys(), smallest.truncated)
+        return (smallest.sortedKeys().keys, smallest.truncated)
     }
 
     @Test func keysComeOutInBytewiseOrder() {
