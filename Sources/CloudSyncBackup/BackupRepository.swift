@@ -212,4 +212,53 @@ public final class BackupRepository {
     static func json(_ object: Any) -> [UInt8] {
         [UInt8]((try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data())
     }
+
+    /// ``json(_:)`` of rows of texts (a tree's entries), byte for byte, written directly.
+    ///
+    /// A backup writes a tree for every run of keys, unchanged ones included (their ids are their bytes' hashes), and
+    /// `JSONSerialization` bridged each text to an object and back: 38% of a second backup's CPU. The bytes must stay
+    /// Foundation's, or every tree of the next backup would get a new id; a test compares the two on every character
+    /// that is escaped.
+    static func json(rows: [[String]]) -> [UInt8] {
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(rows.reduce(2) { total, row in row.reduce(total + 3) { $0 + $1.utf8.count + 3 } })
+        bytes.append(UInt8(ascii: "["))
+        for (index, row) in rows.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            bytes.append(UInt8(ascii: "["))
+            for (column, text) in row.enumerated() {
+                if column > 0 { bytes.append(UInt8(ascii: ",")) }
+                appendJSONString(text, to: &bytes)
+            }
+            bytes.append(UInt8(ascii: "]"))
+        }
+        bytes.append(UInt8(ascii: "]"))
+        return bytes
+    }
+
+    private static let hexDigits = Array("0123456789abcdef".utf8)
+
+    /// Appends `text` as a JSON string the way `JSONSerialization` writes it: `"`, `\` and `/` escaped with a
+    /// backslash, control characters as `\b`, `\f`, `\n`, `\r`, `\t` or `\u00XX`, everything else as its UTF-8.
+    private static func appendJSONString(_ text: String, to bytes: inout [UInt8]) {
+        bytes.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"):
+                bytes.append(UInt8(ascii: "\\"))
+                bytes.append(byte)
+            case 0x08: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "b")])
+            case 0x0C: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "f")])
+            case 0x0A: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+            case 0x0D: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+            case 0x09: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            case 0x00..<0x20:
+                bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
+                bytes.append(hexDigits[Int(byte >> 4)])
+                bytes.append(hexDigits[Int(byte & 0x0F)])
+            default: bytes.append(byte)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
 }

@@ -115,7 +115,7 @@ public final class BackupSession {
         var run: [[String]] = []
         func cut() async throws(CloudSyncError) {
             guard !run.isEmpty else { return }
-            let tree = String(decoding: BackupRepository.json(run), as: UTF8.self)
+            let tree = String(decoding: BackupRepository.json(rows: run), as: UTF8.self)
             let (id, new) = try await store(tree)
             ids.append(id)
             if new { result.treesAdded += 1 }
