@@ -228,37 +228,11 @@ public final class BackupRepository {
             bytes.append(UInt8(ascii: "["))
             for (column, text) in row.enumerated() {
                 if column > 0 { bytes.append(UInt8(ascii: ",")) }
-                appendJSONString(text, to: &bytes)
+                JSONText.appendString(text, to: &bytes, style: .foundation)
             }
             bytes.append(UInt8(ascii: "]"))
         }
         bytes.append(UInt8(ascii: "]"))
         return bytes
-    }
-
-    private static let hexDigits = Array("0123456789abcdef".utf8)
-
-    /// Appends `text` as a JSON string the way `JSONSerialization` writes it: `"`, `\` and `/` escaped with a
-    /// backslash, control characters as `\b`, `\f`, `\n`, `\r`, `\t` or `\u00XX`, everything else as its UTF-8.
-    private static func appendJSONString(_ text: String, to bytes: inout [UInt8]) {
-        bytes.append(UInt8(ascii: "\""))
-        for byte in text.utf8 {
-            switch byte {
-            case UInt8(ascii: "\""), UInt8(ascii: "\\"), UInt8(ascii: "/"):
-                bytes.append(UInt8(ascii: "\\"))
-                bytes.append(byte)
-            case 0x08: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "b")])
-            case 0x0C: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "f")])
-            case 0x0A: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-            case 0x0D: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
-            case 0x09: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
-            case 0x00..<0x20:
-                bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0")])
-                bytes.append(hexDigits[Int(byte >> 4)])
-                bytes.append(hexDigits[Int(byte & 0x0F)])
-            default: bytes.append(byte)
-            }
-        }
-        bytes.append(UInt8(ascii: "\""))
     }
 }

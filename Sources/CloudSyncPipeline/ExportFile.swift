@@ -74,9 +74,9 @@ final class ExportFileWriter {
             sealing = (codec, file)
             // Both names a restore needs: the pipeline's codec, and the key of its ring that encrypted the file.
             var header = Array("{\"version\":\(ExportFile.piecedVersion),\"codec\":".utf8)
-            Self.appendString(id, to: &header)
+            JSONText.appendString(id, to: &header)
             header += ",\"keyId\":".utf8
-            Self.appendString(codec.keys[0].id, to: &header)
+            JSONText.appendString(codec.keys[0].id, to: &header)
             header += ",\"file\":\"\(file)\"}\n".utf8
             try output.write(header)
         } else {
@@ -84,9 +84,9 @@ final class ExportFileWriter {
         }
         text.reserveCapacity(pieceBytes + 64 * 1024)
         text += "{\"version\":\(ExportFile.version),\"pipeline\":".utf8
-        Self.appendString(pipeline, to: &text)
+        JSONText.appendString(pipeline, to: &text)
         text += ",\"source\":".utf8
-        Self.appendString(source, to: &text)
+        JSONText.appendString(source, to: &text)
         text += ",\"exportedAt\":\"\(ReportTime.string(Date()))\",\"items\":[".utf8
     }
 
@@ -100,9 +100,9 @@ final class ExportFileWriter {
             }
             lastKey = item.key
             text.append(contentsOf: count == 0 ? "\n{\"key\":".utf8 : ",\n{\"key\":".utf8)
-            Self.appendString(item.key, to: &text)
+            JSONText.appendString(item.key, to: &text)
             text.append(contentsOf: ",\"value\":".utf8)
-            Self.appendString(item.value, to: &text)
+            JSONText.appendString(item.value, to: &text)
             text.append(UInt8(ascii: "}"))
             count += 1
             if text.count >= pieceBytes { try emit(last: false) }
@@ -138,35 +138,4 @@ final class ExportFileWriter {
         pieces += 1
         text.removeAll(keepingCapacity: true)
     }
-
-    /// `value` as a JSON string: quotes, backslashes and control characters escaped, everything else as its bytes.
-    static func appendString<Target: RangeReplaceableCollection>(_ value: String, to target: inout Target)
-    where Target.Element == UInt8 {
-        var value = value
-        value.withUTF8 { bytes in
-            target.append(UInt8(ascii: "\""))
-            var start = 0
-            for index in 0..<bytes.count {
-                let byte = bytes[index]
-                guard byte < 0x20 || byte == UInt8(ascii: "\"") || byte == UInt8(ascii: "\\") else { continue }
-                target.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<index]))
-                switch byte {
-                case UInt8(ascii: "\""): target.append(contentsOf: #"\""#.utf8)
-                case UInt8(ascii: "\\"): target.append(contentsOf: #"\\"#.utf8)
-                case 0x0A: target.append(contentsOf: #"\n"#.utf8)
-                case 0x0D: target.append(contentsOf: #"\r"#.utf8)
-                case 0x09: target.append(contentsOf: #"\t"#.utf8)
-                default:
-                    let hex = Array("0123456789abcdef".utf8)
-                    target.append(contentsOf: #"\u00"#.utf8)
-                    target.append(hex[Int(byte >> 4)])
-                    target.append(hex[Int(byte & 0x0F)])
-                }
-                start = index + 1
-            }
-            target.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start...]))
-            target.append(UInt8(ascii: "\""))
-        }
-    }
-
 }

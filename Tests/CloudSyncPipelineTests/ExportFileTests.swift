@@ -220,7 +220,7 @@ struct ExportFileTests {
             try json.expect(UInt8(ascii: "["), "[")
             #expect(try json.string() == value)
             var ours: [UInt8] = []
-            ExportFileWriter.appendString(value, to: &ours)
+            JSONText.appendString(value, to: &ours)
             let back = try JSONSerialization.jsonObject(with: Data(ours), options: [.fragmentsAllowed]) as? String
             #expect(back == value)
         }
