@@ -172,9 +172,8 @@ extension DriveProvider {
     /// runs out ``renewListing()`` renews it from the feed. (The first listing of a folder takes none: a folder of one
     /// page lists again as cheaply as the feed is read, and the request would be spent.)
     func listFolder() async throws(CloudSyncError) -> [StoreKey: Entry] {
-        let (started, changesBefore, lastCount) = (
-            clock.nowMilliseconds(), cache.withLock { $0.changes }, cache.withLock { $0.lastListingCount }
-        )
+        let started = clock.nowMilliseconds()
+        let (changesBefore, lastCount) = cache.withLock { ($0.changes, $0.lastListingCount) }
         // Failing to take it only means listing again later, as without it.
         let cursor = (lastCount ?? 0) > Self.pageSize ? try? await changes(since: nil).cursor : nil
         let files = try await listAll(query: "trashed = false")
