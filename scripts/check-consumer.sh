@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # Uses CloudSync the way another package does: Tests/ConsumerPackage depends on this one by path and reaches it only
 # through its library products, so a missing product, a missing target dependency or a `package` symbol in a public
-# example fails here. Its main.swift holds README.md's Swift examples verbatim (checked first), with the glue they
-# assume; it is built into its own scratch directory under .build (kept between runs, so only the first build pays
-# for compiling the libraries again), run, and what it prints compared with what the examples must do.
+# example fails here. Its main.swift holds the Swift examples of README.md and docs/ verbatim (checked first), with
+# the glue they assume; it is built into its own scratch directory under .build (kept between runs, so only the first
+# build pays for compiling the libraries again), run, and what it prints compared with what the examples must do.
 # With --build-only it only builds (`make test` builds it beside the stress phase, then runs this again).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -11,14 +11,17 @@ SWIFT=${SWIFT:-swift}
 main=Tests/ConsumerPackage/Sources/consumer/main.swift
 
 python3 - "$main" <<'PY'
-import re, sys
-readme = open("README.md", encoding="utf-8").read()
+import glob, re, sys
 main = open(sys.argv[1], encoding="utf-8").read()
-blocks = re.findall(r"```swift\n(.*?)```", readme, re.S)
-missing = [b.splitlines()[0] for b in blocks if "// README example:" not in main or b not in main]
-if not blocks or missing:
-    sys.exit(f"check-consumer: README.md's Swift examples starting {missing} are not in {sys.argv[1]} verbatim")
-print(f"check-consumer: the {len(blocks)} Swift examples of README.md are in {sys.argv[1]} verbatim", file=sys.stderr)
+missing, count = [], 0
+for page in ["README.md"] + sorted(glob.glob("docs/*.md")):
+    for block in re.findall(r"```swift\n(.*?)```", open(page, encoding="utf-8").read(), re.S):
+        count += 1
+        if f"// Example from {page}:" not in main or block not in main:
+            missing.append(f"{page}: {block.splitlines()[0]}")
+if not count or missing:
+    sys.exit(f"check-consumer: these Swift examples are not in {sys.argv[1]} verbatim: {missing}")
+print(f"check-consumer: the {count} Swift examples of README.md and docs/ are in {sys.argv[1]} verbatim", file=sys.stderr)
 PY
 
 $SWIFT build --package-path Tests/ConsumerPackage --scratch-path .build/consumer
@@ -40,4 +43,4 @@ if [ "$actual" != "$expected" ]; then
     diff <(echo "$expected") <(echo "$actual") >&2 || true
     exit 1
 fi
-echo "check-consumer: the consumer package built and ran as the README says" >&2
+echo "check-consumer: the consumer package built and ran as the documentation says" >&2

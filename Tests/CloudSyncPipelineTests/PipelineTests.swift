@@ -197,39 +197,41 @@ private let minimal = """
         #expect(check.status == 0, "\(check.standardOutput)\(check.standardError)")
     }
 
-    @Test func theReadmeDocumentsEveryErrorCodeWithItsRetryability() throws {
-        let readme = try String(contentsOfFile: repositoryRoot + "/README.md", encoding: .utf8)
+    @Test func theErrorCodePageDocumentsEveryCodeWithItsRetryability() throws {
+        let page = try String(contentsOfFile: repositoryRoot + "/docs/errors.md", encoding: .utf8)
         for code in ErrorCode.all {
-            #expect(readme.contains("| `\(code.rawValue)` | \(code.isRetryable ? "yes" : "no") |"), "\(code)")
+            #expect(page.contains("| `\(code.rawValue)` | \(code.isRetryable ? "yes" : "no") |"), "\(code)")
         }
     }
 
-    @Test func theReadmesProviderReferenceIsTheRegisteredFields() throws {
-        let readme = try String(contentsOfFile: repositoryRoot + "/README.md", encoding: .utf8)
+    @Test func theReferencesProviderTableIsTheRegisteredFields() throws {
+        let reference = repositoryRoot + "/docs/pipeline-reference.md"
+        let page = try String(contentsOfFile: reference, encoding: .utf8)
         let begin = "<!-- provider-fields:begin (generated from the provider factories; a test checks it) -->\n"
         let end = "<!-- provider-fields:end -->"
         let generated = PipelineReference.providerTable(registry: BuiltInProviders.registry)
         if ProcessInfo.processInfo.environment["CLOUDSYNC_UPDATE_EXPECTED"] == "1",
-            let start = readme.range(of: begin), let stop = readme.range(of: end)
+            let start = page.range(of: begin), let stop = page.range(of: end)
         {
-            try (readme[..<start.upperBound] + generated + readme[stop.lowerBound...]).write(
-                toFile: repositoryRoot + "/README.md", atomically: true, encoding: .utf8)
+            try (page[..<start.upperBound] + generated + page[stop.lowerBound...]).write(
+                toFile: reference, atomically: true, encoding: .utf8)
         }
-        #expect(readme.contains(begin + generated + end))
+        #expect(page.contains(begin + generated + end))
     }
 
-    @Test func theReadmesJobReferenceIsTheRegisteredJobTypes() throws {
-        let readme = try String(contentsOfFile: repositoryRoot + "/README.md", encoding: .utf8)
+    @Test func theReferencesJobTableIsTheRegisteredJobTypes() throws {
+        let reference = repositoryRoot + "/docs/pipeline-reference.md"
+        let page = try String(contentsOfFile: reference, encoding: .utf8)
         let begin = "<!-- job-types:begin (generated from the registered job types; a test checks it) -->\n"
         let end = "<!-- job-types:end -->"
         let generated = PipelineReference.jobTable(jobTypes: BuiltInJobs.registry)
         if ProcessInfo.processInfo.environment["CLOUDSYNC_UPDATE_EXPECTED"] == "1",
-            let start = readme.range(of: begin), let stop = readme.range(of: end)
+            let start = page.range(of: begin), let stop = page.range(of: end)
         {
-            try (readme[..<start.upperBound] + generated + readme[stop.lowerBound...]).write(
-                toFile: repositoryRoot + "/README.md", atomically: true, encoding: .utf8)
+            try (page[..<start.upperBound] + generated + page[stop.lowerBound...]).write(
+                toFile: reference, atomically: true, encoding: .utf8)
         }
-        #expect(readme.contains(begin + generated + end))
+        #expect(page.contains(begin + generated + end))
     }
 
     @Test func theSchemaFileIsTheOneTheBinaryPrints() throws {

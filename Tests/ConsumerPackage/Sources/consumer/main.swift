@@ -1,8 +1,8 @@
 // swift-format-ignore-file
-// (The README's examples below must stay exactly as README.md prints them, so the formatter leaves this file alone.)
+// (The documentation's examples below must stay exactly as it prints them, so the formatter leaves this file alone.)
 //
-// README.md's Swift examples, each copied verbatim between a "README example" and an "end of example" line (checked
-// by scripts/check-consumer.sh), with the glue they take as given: providers named `primary` and `backup`, a `log`
+// The Swift examples of README.md and docs/*.md, each copied verbatim between an "Example from FILE" and an "end of
+// example" line (checked by scripts/check-consumer.sh), with the glue they take as given: providers named `primary` and `backup`, a `log`
 // function, a `value`, a pipeline file. Built against the library products only, from outside the package, and run
 // by `make test`, which checks what it prints.
 import CloudSyncCrypto
@@ -21,7 +21,7 @@ let primary = try SQLiteProvider(id: "primary", path: "state/primary.db")
 let backup = FaultInjectingProvider(id: "backup")
 let value = #"{"favourites":[1,2,3]}"#
 
-// README example: The library
+// Example from docs/library.md: The library
 import CloudSync
 
 var options = StoreOptions()
@@ -37,7 +37,7 @@ let theme = try await store.get("settings.theme")
 print("get: \(theme ?? "nil")")
 
 do {
-// README example: Encryption at rest (CloudSyncCrypto)
+// Example from docs/encryption.md: Encryption at rest (CloudSyncCrypto)
 try generateKeyFile(at: "keys/vault-2026.key")                  // 32 random bytes, base64, mode 0600; never overwrites
 options.codec = try EnvelopeCodec(keys: [
     .keyFile(id: "k2026", path: "keys/vault-2026.key"),         // the first key encrypts
@@ -58,7 +58,7 @@ print("decoded: \(try await store.get("settings.private") ?? "nil")")
 // The backup goes offline for one write, so the outbox has something to keep.
 backup.fail(.set, with: CloudSyncError(.offline, "the network is down", provider: "backup"), times: 1)
 do {
-// README example: The outbox
+// Example from docs/library.md: The outbox
 options.outbox = try Outbox(
     storage: SQLiteOutboxStorage(path: "state/outbox.db"),      // or InMemoryOutboxStorage()
     limits: Outbox.Limits(maxEntries: 1000, maxAttempts: 12, maxAge: .seconds(7 * 24 * 3600)),
@@ -90,7 +90,7 @@ try """
 
     """.write(toFile: "pipelines/nightly.yaml", atomically: true, encoding: .utf8)
 
-// README example: Pipeline files
+// Example from docs/pipeline-reference.md: Pipeline files
 import CloudSyncPipeline
 
 let spec = try PipelineLoader.load(path: "pipelines/nightly.yaml", registry: BuiltInProviders.registry)
@@ -107,7 +107,7 @@ struct NotesProvider: ForwardingProvider {
     }
 }
 
-// README example: Writing a provider
+// Example from docs/writing-a-provider.md: Writing a provider
 struct NotesProviderFactory: ProviderFactory {
     struct Configuration: Sendable { var folder: String; var token: String }
     var type: String { "notes" }
@@ -133,7 +133,7 @@ registry.register(NotesProviderFactory())
 print("types: \(registry.types.map(\.name))")
 
 do {
-// README example: Pipelines from Swift
+// Example from docs/library.md: Pipelines from Swift
 let spec = try PipelineLoader.load(path: "pipelines/nightly.yaml", registry: registry)   // with your own types
 let compiled = try PipelineCompiler.compile(spec, environment: ProcessInfo.processInfo.environment)
 let outcome = try await PipelineRunner(compiled, options: RunOptions()).run()   // cancel its task to stop it
