@@ -20,7 +20,7 @@ build: deps
 run: build
 	.build/debug/cloudsync run pipelines/demo.yaml
 
-# The Google and CloudKit emulators on 127.0.0.1 (README.md, "Emulators"), their state kept across restarts.
+# The Google and CloudKit emulators on 127.0.0.1 (docs/emulators.md), their state kept across restarts.
 emulator: build
 	.build/debug/cloudsync-emulator --data .build/emulator
 
@@ -29,10 +29,10 @@ emulator: build
 # scripts/run-tests.py: a test running past CLOUDSYNC_TEST_LIMIT seconds (default 660; a stress test 1200) is stopped
 # and named, with every thread's backtrace kept, and each run ends with its ten slowest tests.
 # The stress suites run at the size CI's time allows (`make stress` runs their full size). Beside them, at the lowest
-# priority, the release build that check-install installs and the package of README.md's examples build (log:
+# priority, the release build that check-install installs and the package of the documentation's Swift examples build (log:
 # .build/beside-stress.log): the stress phase waits on moto, leases and child processes much of the time, so those
 # builds take the idle cores instead of adding their minutes after it.
-# Then that package runs README.md's examples against the library products, and check-install checks `make install`.
+# Then that package runs the documentation's examples against the library products, and check-install checks `make install`.
 test: deps
 	@scripts/install-deps.sh rclone gdb restic postgresql tzdata prometheus chromium
 	@scripts/python-env.sh
@@ -95,7 +95,7 @@ lint:
 	$(SWIFT) format lint --strict --recursive Package.swift Sources Tests
 
 # The executable as installed: release mode, the Swift runtime and Foundation linked statically, so it needs only
-# the C libraries of the system and the three Debian ones (README.md, "Install").
+# the C libraries of the system and the three Debian ones (docs/install.md).
 release: deps
 	$(SWIFT) build -c release --static-swift-stdlib --product cloudsync
 

@@ -33,7 +33,7 @@ def raw_key(path):
 
 
 def open_envelope(envelope, store_key, key):
-    """A cs1 envelope with a raw key (README, "Encrypted envelope format")."""
+    """A cs1 envelope with a raw key (docs/encryption.md, "Encrypted envelope format")."""
     version, _key_id, kdf, payload = envelope.split(":", 3)
     if version != "cs1" or kdf != "raw":
         fail("the config's keys are not a cs1 envelope of a raw key")

@@ -5,7 +5,7 @@
 # PostgreSQL), the two that FoundationNetworking and FoundationXML load (libcurl for HTTP, libxml2 for S3's XML), and
 # what libpq, libcurl and libxml2 need themselves (as `ldd` of each lists it: TLS, Kerberos, LDAP, HTTP/2,
 # compression, ICU). Anything else --
-# libswiftCore, libFoundation, libdispatch, a library ldd cannot find -- fails, naming it. README.md, "Install",
+# libswiftCore, libFoundation, libdispatch, a library ldd cannot find -- fails, naming it. docs/install.md,
 # lists the same packages; change both together.
 # Usage: scripts/check-libraries.sh BINARY
 set -euo pipefail

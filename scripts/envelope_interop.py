@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""An independent implementation of the CloudSync envelope (README, "Encrypted envelope format"), on PyNaCl.
+"""An independent implementation of the CloudSync envelope (docs/encryption.md, "Encrypted envelope format"), on PyNaCl.
 
     envelope_interop.py decrypt ENVELOPE STORE_KEY (--key-file PATH | --passphrase-env VAR)
     envelope_interop.py encrypt PLAINTEXT STORE_KEY KEY_ID (--key-file PATH | --passphrase-env VAR --ops N --mem BYTES)

@@ -2,7 +2,7 @@ import CloudSyncPipeline
 
 /// The `cloudsync` command's exit statuses.
 ///
-/// Documented in README.md; scripts depend on them, so never renumber.
+/// Documented in README.md ("Exit codes"); scripts depend on them, so never renumber.
 package enum ExitCode: Int32, Sendable {
     /// Everything asked for was done.
     case success = 0

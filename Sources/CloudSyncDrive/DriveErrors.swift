@@ -25,7 +25,7 @@ package struct DriveErrorBody: Sendable, Equatable {
     package var isRateLimit: Bool { ["userRateLimitExceeded", "rateLimitExceeded"].contains(reason) }
 }
 
-/// Drive's answers as the store's codes (README, "The googleDrive provider"; api-facts A.8).
+/// Drive's answers as the store's codes (docs/provider-google-drive.md; api-facts A.8).
 package enum DriveErrorMapping {
     /// How Drive names its errors: the first error item's `reason` and the `message` of its JSON body; the status
     /// Drive sent even where a 403 rate limit was turned into a 429 below the retry layer.

@@ -9,7 +9,7 @@ import CloudSyncS3
 /// It lives in the pipeline library rather than the command line so that a program running pipelines from Swift
 /// starts from the same registry and adds its own types to it.
 public enum BuiltInProviders {
-    /// Every built-in provider type, in the order the schema and the README list them.
+    /// Every built-in provider type, in the order the schema and docs/pipeline-reference.md list them.
     public static var registry: ProviderRegistry {
         var registry = ProviderRegistry()
         registry.register(MemoryProviderFactory())

@@ -11,7 +11,7 @@ import Foundation
 ///   a JSON reader keyed by `String` (Foundation's among them) merges keys that are canonically equivalent, which are
 ///   different keys to every provider.
 /// - Encrypted (version 3): a first line `{"version": 3, "codec", "keyId", "file"}`, then lines each holding one
-///   envelope (the README's envelope format) of the next piece of the plain form's text, about 1 MB each. Piece `i` is
+///   envelope (docs/encryption.md's envelope format) of the next piece of the plain form's text, about 1 MB each. Piece `i` is
 ///   sealed under the store key `cloudsync.export/<file>/<i>`, the last one under `cloudsync.export/<file>/<i>/last`
 ///   (`file` is random per export), so a piece moved, dropped, repeated, taken from another export, or a file cut
 ///   after any piece fails to open.

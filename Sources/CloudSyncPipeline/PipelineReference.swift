@@ -1,7 +1,7 @@
 import CloudSync
 
-/// The README's reference of provider and job types and their fields, made from the registered descriptions; a test
-/// keeps the README's copies identical, so the documentation cannot drift from what the loader accepts.
+/// docs/pipeline-reference.md's tables of provider and job types and their fields, made from the registered
+/// descriptions; a test keeps the page's copies identical, so the documentation cannot drift from what the loader accepts.
 public enum PipelineReference {
     /// One Markdown table: a row per provider type, then a row per field (common fields once, for every type).
     public static func providerTable(registry: ProviderRegistry) -> String {

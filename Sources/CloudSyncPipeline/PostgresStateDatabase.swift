@@ -80,7 +80,7 @@ public final class PostgresStateDatabase: PipelineState, @unchecked Sendable {
         case (_, "42501"?):
             advice =
                 "the role lacks a privilege; grant it CONNECT on the database and USAGE and CREATE on the schema "
-                + "(see the README's shared-state section)"
+                + "(docs/shared-state.md, \"Setting it up\")"
         case (.connect, _):
             advice = "check the role, its password and the database the URL names"
         default:

@@ -91,7 +91,7 @@ package struct S3ErrorBody: Sendable, Equatable {
     }
 }
 
-/// S3's error answers as the store's codes (README, "The s3 provider").
+/// S3's error answers as the store's codes (docs/provider-s3.md).
 package enum S3ErrorMapping {
     /// How S3 names its errors: `<Code>` and `<Message>` of the XML body, the request id in `x-amz-request-id`.
     package static let serviceErrors = ServiceErrorReader(requestIDHeader: "x-amz-request-id") { response in

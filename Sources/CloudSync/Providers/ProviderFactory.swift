@@ -1,7 +1,7 @@
 /// One field a provider type accepts in a pipeline file: its name, type, default, whether it is required and
 /// whether it holds a secret.
 ///
-/// The pipeline loader, `cloudsync plan`, the pipeline JSON Schema and the README's provider reference are all
+/// The pipeline loader, `cloudsync plan`, the pipeline JSON Schema and docs/pipeline-reference.md's provider table are all
 /// derived from these descriptions, so a provider type is described once, by the module that implements it.
 public struct ProviderField: Sendable, Equatable {
     /// What values the field takes.
