@@ -34,7 +34,7 @@ emulator: build
 # builds take the idle cores instead of adding their minutes after it.
 # Then that package runs the documentation's examples against the library products, and check-install checks `make install`.
 test: deps
-	@scripts/install-deps.sh rclone gdb restic postgresql tzdata prometheus chromium
+	@scripts/install-deps.sh rclone gdb restic postgresql tzdata prometheus chromium groff-base
 	@scripts/python-env.sh
 	$(SWIFT) build --build-tests
 	scripts/run-tests.py
@@ -53,7 +53,7 @@ test: deps
 # The stress suites alone at their full size (CLOUDSYNC_STRESS=full: 200 run-lock races a kind, 100 crash rounds,
 # 10,000 outbox entries, 40 key-identity seeds), for hunting a rare interleaving after changing the code they cover.
 stress: deps
-	@scripts/install-deps.sh rclone gdb restic postgresql tzdata prometheus chromium
+	@scripts/install-deps.sh rclone gdb restic postgresql tzdata prometheus chromium groff-base
 	@scripts/python-env.sh
 	$(SWIFT) build --build-tests
 	CLOUDSYNC_STRESS=full scripts/run-tests.py --label stress --limit 2400 -- --no-parallel --filter StressTests
@@ -61,7 +61,7 @@ stress: deps
 # `make test-repeat N=10`: the main suite N times (default 10), stopping at the first failure, for finding flakes.
 N ?= 10
 test-repeat: deps
-	@scripts/install-deps.sh rclone gdb restic postgresql tzdata prometheus chromium
+	@scripts/install-deps.sh rclone gdb restic postgresql tzdata prometheus chromium groff-base
 	@scripts/python-env.sh
 	$(SWIFT) build --build-tests
 	scripts/run-tests.py --runs $(N) --label repeat
@@ -99,12 +99,14 @@ lint:
 release: deps
 	$(SWIFT) build -c release --static-swift-stdlib --product cloudsync
 
-# The man page is the `--help` text (scripts/make-manpage.sh); the units are rewritten for PREFIX's binary.
+# The man pages come from the binary (`cloudsync man`: cloudsync(1), a page per subcommand, cloudsync-pipeline(5));
+# the units are rewritten for PREFIX's binary.
 install: release
-	$(INSTALL) -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(MANDIR)/man1" "$(DESTDIR)$(DOCDIR)/schemas" \
-		"$(DESTDIR)$(DOCDIR)/docs" "$(DESTDIR)$(DOCDIR)/systemd"
+	$(INSTALL) -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(MANDIR)/man1" "$(DESTDIR)$(MANDIR)/man5" \
+		"$(DESTDIR)$(DOCDIR)/schemas" "$(DESTDIR)$(DOCDIR)/docs" "$(DESTDIR)$(DOCDIR)/systemd"
 	$(INSTALL) -m 0755 .build/release/cloudsync "$(DESTDIR)$(BINDIR)/cloudsync"
-	scripts/make-manpage.sh .build/release/cloudsync "$(DOCDIR)" > "$(DESTDIR)$(MANDIR)/man1/cloudsync.1"
+	.build/release/cloudsync man --output "$(DESTDIR)$(MANDIR)" --doc-dir "$(DOCDIR)"
+	chmod 0644 "$(DESTDIR)$(MANDIR)"/man1/cloudsync*.1 "$(DESTDIR)$(MANDIR)/man5/cloudsync-pipeline.5"
 	.build/release/cloudsync --help > "$(DESTDIR)$(DOCDIR)/cloudsync-help.txt"
 	$(INSTALL) -m 0644 README.md LICENSE "$(DESTDIR)$(DOCDIR)/"
 	$(INSTALL) -m 0644 docs/*.md "$(DESTDIR)$(DOCDIR)/docs/"
@@ -115,7 +117,8 @@ install: release
 	done
 
 uninstall:
-	rm -f "$(DESTDIR)$(BINDIR)/cloudsync" "$(DESTDIR)$(MANDIR)/man1/cloudsync.1"
+	rm -f "$(DESTDIR)$(BINDIR)/cloudsync" "$(DESTDIR)$(MANDIR)"/man1/cloudsync.1 "$(DESTDIR)$(MANDIR)"/man1/cloudsync-*.1 \
+		"$(DESTDIR)$(MANDIR)/man5/cloudsync-pipeline.5"
 	rm -rf "$(DESTDIR)$(DOCDIR)"
 
 # Installs into a temporary DESTDIR and checks the result stands alone (scripts/check-install.sh); `make test` runs it.

@@ -25,7 +25,8 @@ grep -h "complete!" "$scratch/install.log" | sed 's/^/check-install: release bui
 installed=$destdir$prefix
 binary=$installed/bin/cloudsync
 docdir=$installed/share/doc/cloudsync
-for file in bin/cloudsync share/man/man1/cloudsync.1 share/doc/cloudsync/README.md share/doc/cloudsync/LICENSE \
+for file in bin/cloudsync share/man/man1/cloudsync.1 share/man/man1/cloudsync-run.1 share/man/man5/cloudsync-pipeline.5 \
+    share/doc/cloudsync/README.md share/doc/cloudsync/LICENSE \
     share/doc/cloudsync/cloudsync-help.txt share/doc/cloudsync/docs/ARCHITECTURE.md \
     share/doc/cloudsync/schemas/pipeline.schema.json share/doc/cloudsync/schemas/report.schema.json \
     share/doc/cloudsync/systemd/cloudsync@.service share/doc/cloudsync/systemd/cloudsync@.timer \

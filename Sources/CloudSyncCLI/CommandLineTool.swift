@@ -59,19 +59,22 @@ package struct CommandLineTool {
         text += "  See 'cloudsync help <subcommand>' for a subcommand's arguments, options and exit codes.\n\n"
         text += "OPTIONS:\n" + helpEntry("--version", "Print the version and exit.")
         text += helpEntry(CommandSpec.helpOption.label, CommandSpec.helpOption.help) + "\n"
-        text += "EXIT CODES:\n"
-        text += [
-            (ExitCode.success, "success"),
-            (.failure, "a job finished with failed keys, a quota warning under failOnWarning, or a sign-in failed"),
-            (.jobError, "a job could not run (a provider unavailable for it, a refused clear, unreadable state)"),
-            (.queued, "every job succeeded but writes wait in the outbox for a provider that could not take them"),
-            (.usage, "the command line or a pipeline file was wrong; nothing was done"),
-            (.cannotCreate, "keygen could not create the key file (it exists: a key is never overwritten)"),
-            (.locked, "another run of the same pipeline is in progress"),
-            (.interrupted, "interrupted (SIGINT or SIGTERM); the report says how far it got"),
-        ].map { exitCodeEntry($0.0, $0.1) }.joined()
+        text += "EXIT CODES:\n" + exitCodes.map { exitCodeEntry($0.0, $0.1) }.joined()
         return text
     }
+
+    /// What every exit status means, whichever subcommand returns it.
+    static let exitCodes: [(ExitCode, String)] = [
+        (.success, "success"),
+        (.failure, "a job finished with failed keys, a quota warning under failOnWarning, or a sign-in failed"),
+        (.jobError, "a job could not run (a provider unavailable for it, a refused clear, unreadable state)"),
+        (.queued, "every job succeeded but writes wait in the outbox for a provider that could not take them"),
+        (.usage, "the command line or a pipeline file was wrong; nothing was done"),
+        (.unavailable, "serve could not listen on its address (in use, or not this machine's)"),
+        (.cannotCreate, "keygen could not create the key file (it exists: a key is never overwritten)"),
+        (.locked, "another run of the same pipeline is in progress"),
+        (.interrupted, "interrupted (SIGINT or SIGTERM); the report says how far it got"),
+    ]
 
     /// Runs the command with `arguments` (without the program name) and returns its exit status.
     package func run(_ arguments: [String]) async -> ExitCode {
@@ -144,6 +147,7 @@ package struct CommandLineTool {
         case ["cloudkit", "delete-zone"]: return await cloudkitDeleteZone(parsed)
         case ["plan"]: return plan(parsed)
         case ["keygen"]: return keygen(parsed)
+        case ["man"]: return manPages(parsed)
         case ["completions"]:
             standardOutput(parsed.argument(Commands.completionsShell) == "zsh" ? Completions.zsh : Completions.bash)
             return .success

@@ -345,6 +345,30 @@ enum Commands {
         arguments: [completionsShell],
         exitCodes: [(.success, "the script was printed"), (.usage, commandLineWrong)])
 
+    static let manPage = ArgumentSpec(
+        name: "PAGE", optional: true,
+        help: "The page: cloudsync (the default), a subcommand (run, outbox-list, ...) or pipeline, the file format.")
+    static let manOutput = OptionSpec.option(
+        "output", value: "DIR",
+        help: "Write every page, as DIR/man1/*.1 and DIR/man5/*.5 (replacing older copies), instead of printing one.")
+    static let manDocumentation = OptionSpec.option(
+        "doc-dir", value: "PATH", default: "/usr/local/share/doc/cloudsync",
+        help: "Where the documentation is installed, as SEE ALSO names it.")
+
+    static let man = CommandSpec(
+        path: ["man"], abstract: "Print a manual page in roff, or write them all.",
+        discussion: """
+            The pages are cloudsync(1), one per subcommand (cloudsync-run(1), cloudsync-outbox-list(1), ...) and \
+            cloudsync-pipeline(5) for the file format, made from the same descriptions as --help and the pipeline \
+            schema. `make install` installs them; without them, read one with: cloudsync man run | man -l -
+            """,
+        arguments: [manPage], options: [manOutput, manDocumentation],
+        exitCodes: [
+            (.success, "the page was printed, or every page written"),
+            (.usage, "no such page, or another mistake on the command line"),
+            (.cannotCreate, "a page could not be written under --output"),
+        ])
+
     static let help = CommandSpec(
         path: ["help"], abstract: "Show help for cloudsync or one of its subcommands.",
         arguments: [
@@ -355,7 +379,7 @@ enum Commands {
     /// Every subcommand, in the order help lists them.
     static let all = [
         run, serve, validate, plan, schema, outbox, history, snapshots, login, logout, cloudkit, keygen, completions,
-        help,
+        man, help,
     ]
 
     /// The command that `words` name (`["outbox", "list"]`), or the error saying which word is unknown.

@@ -157,7 +157,7 @@ import Testing
                 "run", "serve", "validate", "plan", "schema", "outbox", "history", "snapshots", "login", "logout",
                 "cloudkit",
                 "keygen",
-                "completions", "help", "--version", "--help", "-h",
+                "completions", "man", "help", "--version", "--help", "-h",
             ])
         await #expect(
             try complete(["cloudsync", "login", "x.yaml", "--"]) == ["--provider", "--no-browser", "--help"])
