@@ -34,7 +34,7 @@ emulator: build
 # builds take the idle cores instead of adding their minutes after it.
 # Then that package runs the documentation's examples against the library products, and check-install checks `make install`.
 test: deps
-	@scripts/install-deps.sh rclone gdb restic postgresql tzdata prometheus chromium groff-base
+	@scripts/install-deps.sh rclone gdb restic postgresql tzdata prometheus chromium groff-base fish zsh
 	@scripts/python-env.sh
 	$(SWIFT) build --build-tests
 	scripts/run-tests.py
@@ -53,7 +53,7 @@ test: deps
 # The stress suites alone at their full size (CLOUDSYNC_STRESS=full: 200 run-lock races a kind, 100 crash rounds,
 # 10,000 outbox entries, 40 key-identity seeds), for hunting a rare interleaving after changing the code they cover.
 stress: deps
-	@scripts/install-deps.sh rclone gdb restic postgresql tzdata prometheus chromium groff-base
+	@scripts/install-deps.sh rclone gdb restic postgresql tzdata prometheus chromium groff-base fish zsh
 	@scripts/python-env.sh
 	$(SWIFT) build --build-tests
 	CLOUDSYNC_STRESS=full scripts/run-tests.py --label stress --limit 2400 -- --no-parallel --filter StressTests
@@ -61,7 +61,7 @@ stress: deps
 # `make test-repeat N=10`: the main suite N times (default 10), stopping at the first failure, for finding flakes.
 N ?= 10
 test-repeat: deps
-	@scripts/install-deps.sh rclone gdb restic postgresql tzdata prometheus chromium groff-base
+	@scripts/install-deps.sh rclone gdb restic postgresql tzdata prometheus chromium groff-base fish zsh
 	@scripts/python-env.sh
 	$(SWIFT) build --build-tests
 	scripts/run-tests.py --runs $(N) --label repeat

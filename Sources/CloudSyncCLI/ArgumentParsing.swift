@@ -21,6 +21,8 @@ struct OptionSpec: Sendable {
     /// Whether the command needs it.
     let required: Bool
     let help: String
+    /// What the shells complete its value with from the pipeline file given, when it names something in it.
+    var completes: PipelineNames? = nil
 
     /// A flag: `--dry-run`, present or not.
     static func flag(_ name: String, short: Character? = nil, help: String) -> OptionSpec {
@@ -33,11 +35,11 @@ struct OptionSpec: Sendable {
     static func option(
         _ name: String, short: Character? = nil, value: String, choices: [String] = [],
         default defaultValue: String? = nil,
-        repeatable: Bool = false, required: Bool = false, help: String
+        repeatable: Bool = false, required: Bool = false, completes: PipelineNames? = nil, help: String
     ) -> OptionSpec {
         OptionSpec(
             name: name, short: short, valueName: value, choices: choices, defaultValue: defaultValue,
-            repeatable: repeatable, required: required, help: help)
+            repeatable: repeatable, required: required, help: help, completes: completes)
     }
 
     var isFlag: Bool { valueName == nil }
@@ -66,6 +68,12 @@ struct OptionSpec: Sendable {
         if let defaultValue { notes.append("default: " + defaultValue) }
         return notes.isEmpty ? help : help + " (\(notes.joined(separator: "; ")))"
     }
+}
+
+/// The names a pipeline file declares that an option's value can be: what `cloudsync __complete KIND FILE` lists
+/// for the shells' completion.
+enum PipelineNames: String, Sendable, CaseIterable {
+    case jobs, providers, codecs
 }
 
 /// One positional argument of a command.

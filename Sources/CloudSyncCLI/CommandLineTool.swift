@@ -97,6 +97,7 @@ package struct CommandLineTool {
         default:
             break
         }
+        if first == "__complete" { return completeNames(rest) }
         guard var command = Commands.all.first(where: { $0.name == first }) else {
             return usageError(Commands.unknownCommand(first, among: Commands.all.map(\.name)).message)
         }
@@ -149,7 +150,11 @@ package struct CommandLineTool {
         case ["keygen"]: return keygen(parsed)
         case ["man"]: return manPages(parsed)
         case ["completions"]:
-            standardOutput(parsed.argument(Commands.completionsShell) == "zsh" ? Completions.zsh : Completions.bash)
+            switch parsed.argument(Commands.completionsShell) {
+            case "zsh": standardOutput(Completions.zsh)
+            case "fish": standardOutput(Completions.fish)
+            default: standardOutput(Completions.bash)
+            }
             return .success
         case ["schema"]:
             if parsed.argument(Commands.schemaKind) == "pipeline" {
@@ -161,6 +166,26 @@ package struct CommandLineTool {
         default:
             return usageError("'\(command.name)' is not implemented", command)
         }
+    }
+
+    /// `cloudsync __complete jobs|providers|codecs FILE`: the names the pipeline file declares, one a line.
+    ///
+    /// For the completion scripts only, so help does not list it. A file that does not load gives none, and nothing
+    /// on standard error: a completion must never print into the line being typed.
+    private func completeNames(_ words: [String]) -> ExitCode {
+        guard words.count == 2, let kind = PipelineNames(rawValue: words[0]) else { return .usage }
+        guard
+            let spec = try? PipelineLoader.load(
+                path: words[1], registry: registry, jobTypes: jobTypes, environment: environment)
+        else { return .success }
+        let names: [String]
+        switch kind {
+        case .jobs: names = spec.jobs.map(\.name)
+        case .providers: names = spec.providers.map(\.id)
+        case .codecs: names = spec.codecs.map(\.id)
+        }
+        standardOutput(names.map { $0 + "\n" }.joined())
+        return .success
     }
 
     /// `cloudsync help [SUBCOMMAND...]`: the top-level help, or the named subcommand's.

@@ -17,7 +17,7 @@ enum Commands {
     // handlers read what was given through the same constants (``ParsedArguments``), so no name is spelt twice.
 
     static let runJob = OptionSpec.option(
-        "job", short: "j", value: "NAME", repeatable: true,
+        "job", short: "j", value: "NAME", repeatable: true, completes: .jobs,
         help: "Run only this job and the jobs it needs; repeat for more (default: every job, in file order).")
     static let runNoNeeds = OptionSpec.flag(
         "no-needs", help: "With --job, run only the jobs named, not the jobs they need.")
@@ -56,22 +56,23 @@ enum Commands {
         "key", value: "GLOB", repeatable: true, help: "Discard only writes whose key matches; repeat for more."
     )
     static let discardProvider = OptionSpec.option(
-        "provider", value: "ID", help: "Discard only writes waiting for this provider.")
+        "provider", value: "ID", completes: .providers, help: "Discard only writes waiting for this provider.")
     static let discardYes = OptionSpec.flag("yes", help: "Confirm: without it nothing is discarded.")
     static let snapshotsRepository = OptionSpec.option(
-        "repository", value: "ID", required: true,
+        "repository", value: "ID", required: true, completes: .providers,
         help: "The provider keeping the backup repository, by its id in the pipeline file.")
     static let snapshotsCodec = OptionSpec.option(
-        "codec", value: "ID", help: "The codec whose key ring opens it (default: the file's only codec).")
+        "codec", value: "ID", completes: .codecs,
+        help: "The codec whose key ring opens it (default: the file's only codec).")
     static let historyLimit = OptionSpec.option("limit", value: "N", default: "20", help: "Show at most N runs.")
     static let loginProvider = OptionSpec.option(
-        "provider", value: "ID", required: true,
+        "provider", value: "ID", required: true, completes: .providers,
         help: "The provider to sign in, by its id in the pipeline file.")
     static let loginNoBrowser = OptionSpec.flag(
         "no-browser",
         help: "No browser here: open the address elsewhere, then paste back the address it led to.")
     static let logoutProvider = OptionSpec.option(
-        "provider", value: "ID", required: true,
+        "provider", value: "ID", required: true, completes: .providers,
         help: "The provider to sign out, by its id in the pipeline file.")
     static let cloudkitSince = OptionSpec.option(
         "since", value: "TOKEN", help: "Only changes after this sync token (default: everything).")
@@ -281,7 +282,8 @@ enum Commands {
         ])
 
     static let cloudkitProvider = OptionSpec.option(
-        "provider", value: "ID", required: true, help: "The cloudKit provider, by its id in the pipeline file.")
+        "provider", value: "ID", required: true, completes: .providers,
+        help: "The cloudKit provider, by its id in the pipeline file.")
 
     static let cloudkitExitCodes: [(ExitCode, String)] = [
         (.success, "done; what CloudKit answered is printed"),
@@ -334,13 +336,15 @@ enum Commands {
             (.cannotCreate, "the key file could not be created: it already exists, or its directory is missing"),
         ])
 
-    static let shells = ["bash", "zsh"]
+    static let shells = ["bash", "zsh", "fish"]
 
     static let completions = CommandSpec(
         path: ["completions"], abstract: "Print a shell completion script for cloudsync.",
         discussion: """
             bash: source <(cloudsync completions bash), or save it as \
-            /etc/bash_completion.d/cloudsync. zsh: save it as _cloudsync in a directory on $fpath.
+            /etc/bash_completion.d/cloudsync. zsh: save it as _cloudsync in a directory on $fpath. fish: save it as \
+            ~/.config/fish/completions/cloudsync.fish. Job names (--job), provider ids (--provider, --repository) and \
+            codec ids (--codec) complete from the pipeline file given on the line.
             """,
         arguments: [completionsShell],
         exitCodes: [(.success, "the script was printed"), (.usage, commandLineWrong)])

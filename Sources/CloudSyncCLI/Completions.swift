@@ -1,3 +1,5 @@
+import Foundation
+
 /// The shell completion scripts `cloudsync completions bash|zsh` prints, made from ``Commands`` so they list every
 /// subcommand, option and choice value the parser accepts.
 enum Completions {
@@ -16,6 +18,17 @@ enum Completions {
         var script = """
             # bash completion for cloudsync, printed by `cloudsync completions bash`.
             # Load it with: source <(cloudsync completions bash)
+            # Names declared in the pipeline file on the line (the first word naming a file): jobs, providers, codecs.
+            _cloudsync_names() {
+                local i word
+                for ((i = 2; i < COMP_CWORD; i++)); do
+                    word=${COMP_WORDS[i]}
+                    if [[ $word != -* && -f $word ]]; then
+                        "${COMP_WORDS[0]}" __complete "$1" "$word" 2>/dev/null
+                        return
+                    fi
+                done
+            }
             _cloudsync() {
                 local cur=${COMP_WORDS[COMP_CWORD]} prev=${COMP_WORDS[COMP_CWORD-1]}
                 COMPREPLY=()
@@ -50,9 +63,13 @@ enum Completions {
             for option in command.options where !option.isFlag {
                 let names = ([option.long] + (option.short.map { ["-\($0)"] } ?? [])).joined(separator: "|")
                 let reply =
-                    option.choices.isEmpty
-                    ? "return"  // a name, a path or a number: let bash complete file names
-                    : "COMPREPLY=($(compgen -W \"\(option.choices.joined(separator: " "))\" -- \"$cur\")); return"
+                    if let kind = option.completes {
+                        "COMPREPLY=($(compgen -W \"$(_cloudsync_names \(kind.rawValue))\" -- \"$cur\")); return"
+                    } else if option.choices.isEmpty {
+                        "return"  // a path or a number: let bash complete file names
+                    } else {
+                        "COMPREPLY=($(compgen -W \"\(option.choices.joined(separator: " "))\" -- \"$cur\")); return"
+                    }
                 script += "                \(names)) \(reply) ;;\n"
             }
             script += "            esac\n"
@@ -84,8 +101,20 @@ enum Completions {
             # zsh completion for cloudsync, printed by `cloudsync completions zsh`.
             # Save it as _cloudsync in a directory on $fpath, or load it with: source <(cloudsync completions zsh)
 
+            # Names declared in the pipeline file on the line (the first word naming a file): jobs, providers, codecs.
+            _cloudsync_names() {
+                local word file
+                for word in ${words[2,CURRENT-1]}; do
+                    if [[ $word != -* && -f $word ]]; then file=$word; break; fi
+                done
+                [[ -n $file ]] || return 1
+                local -a names
+                names=(${(f)"$($cloudsync_command __complete $1 $file 2>/dev/null)"})
+                compadd -a names
+            }
+
             _cloudsync() {
-                local line state
+                local line state cloudsync_command=$words[1]
                 local -a subcommands
                 subcommands=(
 
@@ -147,6 +176,71 @@ enum Completions {
         return script
     }
 
+    static var fish: String {
+        var script = """
+            # fish completion for cloudsync, printed by `cloudsync completions fish`.
+            # Save it as ~/.config/fish/completions/cloudsync.fish, or load it with: cloudsync completions fish | source
+
+            # Names declared in the pipeline file on the line (the first word naming a file): jobs, providers, codecs.
+            function __cloudsync_names
+                set -l words (commandline -opc)
+                for word in $words[2..-1]
+                    if not string match -q -- '-*' $word; and test -f $word
+                        $words[1] __complete $argv[1] $word 2>/dev/null
+                        return
+                    end
+                end
+            end
+
+            complete -c cloudsync -f
+            complete -c cloudsync -n __fish_use_subcommand -l version -d 'Print the version and exit'
+            complete -c cloudsync -n __fish_use_subcommand -s h -l help -d 'Show help and exit'
+
+            """
+        for command in Commands.all {
+            script +=
+                "complete -c cloudsync -n __fish_use_subcommand -a \(command.name) -d '\(fishQuoted(command.abstract))'\n"
+        }
+        for group in Commands.all where !group.subcommands.isEmpty {
+            let members = group.subcommands.compactMap(\.path.last).joined(separator: " ")
+            for command in group.subcommands {
+                script +=
+                    "complete -c cloudsync -n '__fish_seen_subcommand_from \(group.name); and not "
+                    + "__fish_seen_subcommand_from \(members)' -a \(command.path.last ?? "") "
+                    + "-d '\(fishQuoted(command.abstract))'\n"
+            }
+        }
+        for command in leaves {
+            var condition = "__fish_seen_subcommand_from \(command.path[0])"
+            if command.path.count > 1 { condition += "; and __fish_seen_subcommand_from \(command.path[1])" }
+            let prefix = "complete -c cloudsync -n '\(condition)'"
+            for option in command.allOptions {
+                var line = prefix + " -l \(option.name)" + (option.short.map { " -s \($0)" } ?? "")
+                if let kind = option.completes {
+                    line += " -x -a '(__cloudsync_names \(kind.rawValue))'"
+                } else if !option.choices.isEmpty {
+                    line += " -x -a '\(option.choices.joined(separator: " "))'"
+                } else if let valueName = option.valueName {
+                    line += valueName.hasPrefix("PATH") || valueName == "FILE" || valueName == "DIR" ? " -r -F" : " -x"
+                }
+                script += line + " -d '\(fishQuoted(option.help))'\n"
+            }
+            let choices =
+                command.path == ["help"] ? Commands.all.map(\.name) : command.arguments.flatMap(\.choices)
+            if !choices.isEmpty {
+                script += prefix + " -a '\(choices.joined(separator: " "))'\n"
+            } else if !command.arguments.isEmpty {
+                script += prefix + " -F\n"
+            }
+        }
+        return script
+    }
+
+    /// `text` inside fish's single quotes, where only `\` and `'` need a backslash.
+    private static func fishQuoted(_ text: String) -> String {
+        text.replacingOccurrences(of: "\\", with: "\\\\").replacingOccurrences(of: "'", with: "\\'")
+    }
+
     /// `_arguments` specs for `command`'s options and positionals, one continued line each.
     private static func arguments(_ command: CommandSpec) -> String {
         var specs: [String] = []
@@ -157,9 +251,13 @@ enum Completions {
             var value = ""
             if let valueName = option.valueName {
                 let action =
-                    !option.choices.isEmpty
-                    ? "(\(option.choices.joined(separator: " ")))"
-                    : valueName.hasPrefix("PATH") || valueName == "FILE" ? "_files" : " "
+                    if let kind = option.completes {
+                        "_cloudsync_names \(kind.rawValue)"
+                    } else if !option.choices.isEmpty {
+                        "(\(option.choices.joined(separator: " ")))"
+                    } else {
+                        valueName.hasPrefix("PATH") || valueName == "FILE" || valueName == "DIR" ? "_files" : " "
+                    }
                 value = ":\(valueName):" + action
             }
             if names.count > 1 {

@@ -65,7 +65,8 @@ import Testing
                 """))
         let top = try await ProcessRunner.run(executable, ["--help"]).standardOutput
         #expect(top.contains("\n  73   keygen could not create the key file"))
-        #expect(top.contains("\n  completions bash|zsh    Print a shell completion script for cloudsync.\n"))
+        #expect(
+            top.contains("\n  completions bash|zsh|fish\n                          Print a shell completion script"))
     }
 
     @Test(arguments: [
@@ -108,8 +109,8 @@ import Testing
         ),
         (["keygen"], "missing expected argument '--out FILE'", "keygen", "cloudsync keygen --out FILE"),
         (
-            ["completions", "fish"], "the value 'fish' is invalid for 'SHELL'; pick bash or zsh", "completions",
-            "cloudsync completions bash|zsh"
+            ["completions", "tcsh"], "the value 'tcsh' is invalid for 'SHELL'; pick bash, zsh or fish", "completions",
+            "cloudsync completions bash|zsh|fish"
         ),
         (
             ["help", "valdate"], "unknown command 'valdate'; did you mean 'validate'?", "help",
@@ -169,7 +170,7 @@ import Testing
             try complete(["cloudsync", "outbox", "discard", "x.yaml", "--"]) == [
                 "--key", "--provider", "--yes", "--help",
             ])
-        await #expect(try complete(["cloudsync", "completions", ""]) == ["bash", "zsh"])
+        await #expect(try complete(["cloudsync", "completions", ""]) == ["bash", "zsh", "fish"])
         await #expect(
             try complete(["cloudsync", "cloudkit", ""]) == [
                 "status", "ensure-zone", "changes", "delete-zone", "--help", "-h",
@@ -194,7 +195,8 @@ import Testing
         }
         for fragment in [
             "'list:", "'flush:", "'discard:", "{--job,-j}", "--dry-run[", ":MODE:(auto always never)",
-            ":KIND:(pipeline report)", ":SHELL:(bash zsh)", "--key[", "--provider[", "--limit[", "--out[",
+            ":KIND:(pipeline report)", ":SHELL:(bash zsh fish)", ":NAME:_cloudsync_names jobs", "--key[", "--provider[",
+            "--limit[", "--out[",
         ] {
             #expect(script.contains(fragment), "zsh completion lacks \(fragment)")
         }
