@@ -10,6 +10,8 @@ import Foundation
 final class Diagnostics {
     let file: String
     private(set) var items: [PipelineDiagnostic] = []
+    /// What is worth saying about a file that still loads, in the order found.
+    private(set) var warnings: [PipelineDiagnostic] = []
     /// Values read from the environment or from files, each with the reference it came from.
     private var expansions: [(reference: String, value: String)] = []
     private var expandedValues: Set<String> = []
@@ -20,6 +22,10 @@ final class Diagnostics {
 
     func error(_ message: String, at mark: YAMLMark) {
         items.append(PipelineDiagnostic(file: file, mark: mark, message: message))
+    }
+
+    func warning(_ message: String, at mark: YAMLMark) {
+        warnings.append(PipelineDiagnostic(file: file, mark: mark, message: message, isWarning: true))
     }
 
     /// Notes that `reference` expanded to `value`; values of fewer than four characters ("1", "true") are left to
@@ -36,14 +42,15 @@ final class Diagnostics {
         masked.append(secret)
     }
 
+    /// `source` as messages may quote it: every masked secret starred out.
+    func shown(_ source: String) -> String {
+        masked.reduce(source) { $0.replacingOccurrences(of: $1, with: String(repeating: "*", count: $1.count)) }
+    }
+
     /// The error reporting what was collected: the first ``PipelineError/reportedLimit`` in file order, counted
     /// all, with any expanded value a kept message holds replaced by its reference (longest values first).
     func pipelineError(source: String) -> PipelineError {
-        var shown = source
-        for secret in masked {
-            shown = shown.replacingOccurrences(of: secret, with: String(repeating: "*", count: secret.count))
-        }
-        var error = PipelineError(diagnostics: items, source: shown)
+        var error = PipelineError(diagnostics: items, source: shown(source))
         let longestFirst = expansions.sorted { $0.value.count > $1.value.count }
         for index in error.diagnostics.indices {
             for expansion in longestFirst {

@@ -78,6 +78,14 @@ extension PipelineReader {
                 }
                 values[field.name] = .text(text.value)
                 written[field.name] = text
+                if field.secret, !text.isInterpolated, !text.value.isEmpty {
+                    diagnostics.mask(text.value)
+                    diagnostics.warning(
+                        "provider `\(id)` (\(type.name)): `\(field.name)` is a secret written in the file itself, where "
+                            + "whoever reads the file, its backups or its history can read it; give it with "
+                            + "${env:NAME} or ${file:path} instead",
+                        at: fieldNode.mark)
+                }
             case .integer(let minimum, let unit):
                 guard
                     let number = provider.integer(field.name, minimum: minimum, unit: unit.isEmpty ? "" : " of \(unit)")

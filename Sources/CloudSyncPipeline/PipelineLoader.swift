@@ -67,10 +67,14 @@ public enum PipelineLoader {
         var reader = PipelineReader(
             diagnostics: diagnostics, interpolator: Interpolator(environment: environment, directory: directory),
             registry: registry, jobTypes: jobTypes)
-        let spec = reader.pipeline(root, file: file, source: source, directory: directory)
-        guard diagnostics.items.isEmpty, let spec else {
+        guard var spec = reader.pipeline(root, file: file, source: source, directory: directory),
+            diagnostics.items.isEmpty
+        else {
             throw diagnostics.pipelineError(source: source)
         }
+        // Warnings and the compiler's errors quote the file: never a secret written in it.
+        spec.source = diagnostics.shown(source)
+        spec.warnings += diagnostics.warnings
         return spec
     }
 }
