@@ -32,6 +32,8 @@ extension CommandLineTool {
         }
 
         let showProgress = !quiet && (progress == "always" || (progress == "auto" && isatty(STDERR_FILENO) == 1))
+        // On a terminal the progress line is redrawn in place; with NO_COLOR set it is plain text, a line at a time.
+        let redrawn = showProgress && environment["NO_COLOR"] == nil
         let errorWriter = standardError
         let total = JobGraph(compiled.spec.jobs).selected(options.jobNames, withNeeds: options.runNeeds).count
         let finished = Protected(0)
@@ -60,8 +62,7 @@ extension CommandLineTool {
             errorWriter(line + "\n")
         }
         if showProgress {
-            // On a terminal the line is redrawn in place; with NO_COLOR set it is plain text, a line at a time.
-            let plain = environment["NO_COLOR"] != nil
+            let plain = !redrawn
             let meter = Protected<(job: String, started: ContinuousClock.Instant, drawn: ContinuousClock.Instant?)>(
                 ("", .now, nil))
             options.onProgress = { job, done, total in
@@ -97,7 +98,9 @@ extension CommandLineTool {
         // SIGINT and SIGTERM stop the run at its next batch boundary, while it lasts.
         let signals = SignalWatch([SIGINT, SIGTERM]) { _ in
             run.cancel()
-            errorWriter("interrupted: finishing the current batch, then writing the report\n")
+            // The notice takes the progress line's place rather than running on after it.
+            errorWriter(
+                (redrawn ? "\r\u{1B}[2K" : "") + "interrupted: finishing the current batch, then writing the report\n")
         }
         defer { signals.restore() }
 
@@ -125,9 +128,12 @@ extension CommandLineTool {
                     + "standard output\n")
             standardOutput(outcome.report.json())
         } else if let path = outcome.reportPath {
-            if !quiet {
+            // A run that could not run its jobs says why even when quiet: a cron mail must not only point at a file.
+            let why = outcome.report.error.map { " — \($0.code): \($0.message);" } ?? ":"
+            if !quiet || outcome.report.status == .error {
                 standardError(
-                    "\(outcome.report.status)\(outcome.report.dryRun ? " (dry run)" : ""): report written to \(path)\n")
+                    "\(outcome.report.status)\(outcome.report.dryRun ? " (dry run)" : "")\(why) report written to \(path)\n"
+                )
             }
         } else {
             standardOutput(outcome.report.json())

@@ -347,6 +347,21 @@ import Testing
         #expect(job(parsed, 1)["status"] as? String == "skipped")
     }
 
+    /// With the progress line drawn, the interruption notice first clears it, so the two do not share a line.
+    @Test func sigintClearsTheProgressLineBeforeItsNotice() async throws {
+        let file = try seededDirectoryPipeline(
+            "drawn", keys: 3000, directory: "drawn", jobs: ["{ type: migrate, name: first, from: seed, to: drawn }"])
+        let process = try RunningProcess(
+            executable, ["run", file, "--progress", "always", "--report", directory.file("drawn.json")])
+        try await process.signal(
+            SIGINT, once: { RunningProcess.entries(in: self.directory.file("data/drawn")) >= 5 }, within: 30)
+        let result = await process.exited()
+        #expect(result.status == 130)
+        #expect(
+            result.standardError.contains("\r\u{1B}[2Kinterrupted: finishing the current batch"),
+            "\(result.standardError.debugDescription)")
+    }
+
     @Test func outboxCommandsListFlushAndDiscard() async throws {
         let file = try pipeline("queued.yaml", Self.seeded + "jobs:\n  - { type: flush }\n")
         let state = directory.file(".cloudsync/queued")
@@ -473,6 +488,11 @@ import Testing
         let result = try await run([file, "--quiet"])
         #expect(result.status == 2)
         #expect(!result.standardError.contains("Error Domain"), "\(result.standardError)")
+        // Quiet or not, the closing line says why the run could not run, not only where its report went.
+        #expect(
+            result.standardError.contains("error — ERR_CONFIG: cannot use the state directory "),
+            "\(result.standardError)")
+        #expect(result.standardError.contains("; report written to \(directory.file("reports/blocked.json"))"))
         for path in ["reports/blocked.json", "reports/latest.json"] {
             try await expectValidReport(directory.file(path))
             let parsed = try #require(
