@@ -37,7 +37,7 @@ public final class SQLiteTableProvider: Provider {
     private let database: SQLiteDatabase
     private let clock: any StoreClock
     /// SQL fragments, with every name quoted.
-    private let sql: (select: String, update: String, insert: String, delete: String, list: String)
+    private let sql: (select: String, update: String, insert: String, delete: String, list: String, count: String)
 
     /// Opens the existing database at `path` and checks that `mapping` names a table and columns it has.
     public init(
@@ -95,7 +95,9 @@ public final class SQLiteTableProvider: Provider {
             delete: "DELETE FROM \(table) WHERE \(keyIs)",
             list:
                 "SELECT \(keyText) FROM \(table) WHERE \(keyText) > ? COLLATE BINARY ORDER BY \(keyText) COLLATE BINARY "
-                + "LIMIT ?"
+                + "LIMIT ?",
+            // The rows a full listing yields: a NULL or empty key is never listed, so never counted.
+            count: "SELECT count(*) FROM \(table) WHERE \(keyText) > '' COLLATE BINARY"
         )
     }
 
@@ -233,6 +235,14 @@ public final class SQLiteTableProvider: Provider {
         }
         let page = Array(keys.prefix(limit))
         return KeyPage(keys: page, nextCursor: keys.count > limit ? page.last : nil)
+    }
+
+    /// How many keys a full listing yields, counted in SQL (one pass over the key column's index where it has one),
+    /// so a `migrate` from the table shows its progress total.
+    public func keyCount() async throws -> Int? {
+        metrics.recordRequest()
+        let count = sql.count
+        return try await run { db in try db.query(count) { Int($0.int64(0)) }.first ?? 0 }
     }
 
     private func run<T: Sendable>(writing: Bool = false, _ body: @escaping @Sendable (SQLiteConnection) throws -> T)

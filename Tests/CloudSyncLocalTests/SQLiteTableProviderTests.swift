@@ -71,6 +71,32 @@ private let mapping = SQLiteTableProvider.Mapping(
         #expect(try await provider.get(["Apple"]).map { try $0.get() } == ["1"])
     }
 
+    /// The count a migrate shows as its progress total is what a full listing yields: rows whose key is NULL or empty
+    /// are in neither, and a key column of another type is counted as the text it lists as.
+    @Test func theKeyCountIsTheNumberOfKeysAListingYields() async throws {
+        let path = directory.file("counted.db")
+        let app = try SQLiteDatabase(path: path, options: SQLiteDatabase.Options(writeAheadLog: false))
+        try await app.write { db in
+            try db.executeScript(
+                """
+                CREATE TABLE prefs (name TEXT, json TEXT NOT NULL, modified INTEGER);
+                INSERT INTO prefs VALUES ('a', '1', 1), ('b', '2', 1), (NULL, '3', 1), ('', '4', 1), ('c', '5', 1);
+                CREATE TABLE numbered (id INTEGER PRIMARY KEY, body TEXT);
+                INSERT INTO numbered (id, body) VALUES (1, 'x'), (20, 'y'), (300, 'z');
+                """)
+        }
+        await app.close()
+        let prefs = try SQLiteTableProvider(path: path, mapping: mapping)
+        #expect(try await prefs.keyCount() == 3)
+        #expect(try await listEveryKey(of: prefs, pageSize: 2).count == 3)
+        let numbered = try SQLiteTableProvider(
+            path: path, mapping: SQLiteTableProvider.Mapping(table: "numbered", keyColumn: "id", valueColumn: "body"))
+        #expect(try await numbered.keyCount() == 3)
+        #expect(try await listEveryKey(of: numbered, pageSize: 2) == ["1", "20", "300"])
+        await prefs.close()
+        await numbered.close()
+    }
+
     @Test func readsAndWritesTheTableAsItIsAndChangesNothingElse() async throws {
         let path = directory.file("app.db")
         try makeAppDatabase(path)
