@@ -199,7 +199,7 @@ package struct CommandLineTool {
 
     /// The directory `path` would be created in, when it does not exist.
     private func missingDirectory(of path: String) -> String? {
-        let directory = (path as NSString).deletingLastPathComponent
+        let directory = directoryPart(of: path)
         var isDirectory: ObjCBool = false
         guard !directory.isEmpty, !FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory)
         else { return nil }
@@ -282,6 +282,17 @@ package struct CommandLineTool {
         }
         return .usage
     }
+}
+
+/// The directory part of `path`: "" for a bare name, "/" for a name at the root. (NSString's
+/// `deletingLastPathComponent` crashes on Linux for a one-character relative path, "x" or "x/".)
+func directoryPart(of path: String) -> String {
+    var trimmed = Substring(path)
+    while trimmed.count > 1, trimmed.hasSuffix("/") { trimmed.removeLast() }
+    guard let slash = trimmed.lastIndex(of: "/") else { return "" }
+    var directory = trimmed[..<slash]
+    while directory.count > 1, directory.hasSuffix("/") { directory.removeLast() }
+    return directory.isEmpty ? "/" : String(directory)
 }
 
 /// What `validate --json` says about one file.
