@@ -66,7 +66,7 @@ package struct CommandLineTool {
             (.jobError, "a job could not run (a provider unavailable for it, a refused clear, unreadable state)"),
             (.queued, "every job succeeded but writes wait in the outbox for a provider that could not take them"),
             (.usage, "the command line or a pipeline file was wrong; nothing was done"),
-            (.cannotCreate, "keygen could not create the key file (it exists: a key is never overwritten)"),
+            (.cannotCreate, "keygen or init could not create its file: it exists (neither ever overwrites one)"),
             (.locked, "another run of the same pipeline is in progress"),
             (.interrupted, "interrupted (SIGINT or SIGTERM); the report says how far it got"),
         ].map { exitCodeEntry($0.0, $0.1) }.joined()
@@ -144,6 +144,7 @@ package struct CommandLineTool {
         case ["cloudkit", "delete-zone"]: return await cloudkitDeleteZone(parsed)
         case ["plan"]: return plan(parsed)
         case ["keygen"]: return keygen(parsed)
+        case ["init"]: return initPipeline(parsed)
         case ["completions"]:
             standardOutput(parsed.argument(Commands.completionsShell) == "zsh" ? Completions.zsh : Completions.bash)
             return .success
@@ -198,7 +199,7 @@ package struct CommandLineTool {
     }
 
     /// The directory `path` would be created in, when it does not exist.
-    private func missingDirectory(of path: String) -> String? {
+    func missingDirectory(of path: String) -> String? {
         let directory = directoryPart(of: path)
         var isDirectory: ObjCBool = false
         guard !directory.isEmpty, !FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory)
