@@ -195,20 +195,30 @@ import Testing
         // No key file was made for a pipeline that was not written.
         #expect(try names() == ["nightly.yaml"])
 
-        // Nor through a symbolic link, to a file or to nowhere, nor over a device or a directory.
+        // Nor through a symbolic link (to a file, to nowhere, to /dev/null), nor over a FIFO, a device or a directory.
+        // /dev/null itself only when not root: as root, a regression that replaced it would break the machine (a
+        // mutation of this code once did); a FIFO and the link to it stand in, and fail the same way.
         try FileManager.default.createSymbolicLink(atPath: directory.file("link.yaml"), withDestinationPath: file)
         try FileManager.default.createSymbolicLink(atPath: directory.file("dangling.yaml"), withDestinationPath: "gone")
-        for path in [directory.file("link.yaml"), directory.file("dangling.yaml"), "/dev/null", directory.path] {
+        try FileManager.default.createSymbolicLink(
+            atPath: directory.file("null.yaml"), withDestinationPath: "/dev/null")
+        #expect(mkfifo(directory.file("fifo.yaml"), 0o600) == 0)
+        let targets =
+            ["link.yaml", "dangling.yaml", "null.yaml", "fifo.yaml"].map(directory.file) + [directory.path]
+            + (getuid() == 0 ? [] : ["/dev/null"])
+        for path in targets {
             let result = await cloudsync(["init", path])
             #expect(result.status == .cannotCreate, "\(path)")
             #expect(result.standardError.hasPrefix("Error: \(path) "), "\(result.standardError)")
         }
         #expect(try bytes(file) == original)
         #expect(try FileManager.default.destinationOfSymbolicLink(atPath: directory.file("dangling.yaml")) == "gone")
+        #expect(try FileManager.default.destinationOfSymbolicLink(atPath: directory.file("null.yaml")) == "/dev/null")
         #expect(!FileManager.default.fileExists(atPath: directory.file("gone")))
         var status = stat()
+        #expect(lstat(directory.file("fifo.yaml"), &status) == 0 && status.st_mode & S_IFMT == S_IFIFO)
         #expect(stat("/dev/null", &status) == 0 && status.st_mode & S_IFMT == S_IFCHR)
-        #expect(try names() == ["dangling.yaml", "link.yaml", "nightly.yaml"])
+        #expect(try names() == ["dangling.yaml", "fifo.yaml", "link.yaml", "nightly.yaml", "null.yaml"])
     }
 
     @Test func aMissingDirectoryIsNamed() async throws {
