@@ -199,6 +199,7 @@ enum PipelineTemplates {
                       # and keep this one below it.
                       - { id: key1, file: \(values.keyFile) }
                 store:
+                  # What the store reads and writes (every pipeline has one); the jobs below name their providers.
                   providers: [app]
                 jobs:
                   # Copies the samples into the database, only the keys it lacks (ifMissing): your edits stay.
@@ -316,6 +317,7 @@ enum PipelineTemplates {
                       # and keep this one below it.
                       - { id: key1, file: \(values.keyFile) }
                 store:
+                  # What the store reads and writes (every pipeline has one); the jobs below name their providers.
                   providers: [app]
                 jobs:
                   # Copies the samples into the database, only the keys it lacks (ifMissing): your edits stay.
@@ -371,7 +373,7 @@ enum PipelineTemplates {
                 # 1. Set these (in the shell; for a systemd unit, in Environment= or EnvironmentFile= lines of a
                 #    drop-in):
                 #      GDRIVE_CLIENT_ID      the OAuth client whose app data folder holds the keys (a Desktop app
-                #                            client, ....apps.googleusercontent.com)
+                #                            client; its id ends in .apps.googleusercontent.com)
                 #      GDRIVE_CLIENT_SECRET  that client's secret
                 #      CK_CONTAINER          the CloudKit container, such as iCloud.com.example.app
                 #      CK_API_TOKEN          an API token of that container, from CloudKit Dashboard
