@@ -64,6 +64,12 @@ extension CommandLineTool {
             name: Self.pipelineName(forFile: fileName), file: shellWord(Self.printable(fileName)),
             installedSchema: Self.installedSchema())
         let keyPath = directory.isEmpty ? values.keyFile : directory + "/" + values.keyFile
+        if template.usesKeyFile, keyPath == path {
+            standardError(
+                "Error: \(path) would be both the pipeline file and its key file (\(values.name).key); give FILE a name "
+                    + "ending in .yaml\n")
+            return .cannotCreate
+        }
         var keyExists = false
         if template.usesKeyFile, lstat(keyPath, &status) == 0 {
             if let problem = Self.keyProblem(keyPath) {

@@ -176,6 +176,12 @@ import Testing
         #expect(refused.standardError.hasPrefix("Error: other.key, where the pipeline's key file goes, is not a key"))
         #expect(try bytes(directory.file("other.key")) == Data("not a key\n".utf8))
         #expect(!FileManager.default.fileExists(atPath: directory.file("other.yaml")))
+
+        // A FILE that would be its own key file.
+        let same = try await shell(["init", "--template", "encrypted-backup", "same.key"])
+        #expect(same.status == 73)
+        #expect(same.standardError.hasPrefix("Error: same.key would be both the pipeline file and its key file"))
+        #expect(!FileManager.default.fileExists(atPath: directory.file("same.key")))
     }
 
     @Test func anExistingFileIsRefusedAndLeftAsItWas() async throws {
