@@ -71,7 +71,7 @@ package struct CommandLineTool {
         (.queued, "every job succeeded but writes wait in the outbox for a provider that could not take them"),
         (.usage, "the command line or a pipeline file was wrong; nothing was done"),
         (.unavailable, "serve could not listen on its address (in use, or not this machine's)"),
-        (.cannotCreate, "keygen could not create the key file (it exists: a key is never overwritten)"),
+        (.cannotCreate, "keygen or init could not create its file: it exists (neither ever overwrites one)"),
         (.locked, "another run of the same pipeline is in progress"),
         (.interrupted, "interrupted (SIGINT or SIGTERM); the report says how far it got"),
     ]
@@ -149,6 +149,7 @@ package struct CommandLineTool {
         case ["plan"]: return plan(parsed)
         case ["keygen"]: return keygen(parsed)
         case ["man"]: return manPages(parsed)
+        case ["init"]: return initPipeline(parsed)
         case ["completions"]:
             switch parsed.argument(Commands.completionsShell) {
             case "zsh": standardOutput(Completions.zsh)
@@ -227,8 +228,8 @@ package struct CommandLineTool {
     }
 
     /// The directory `path` would be created in, when it does not exist.
-    private func missingDirectory(of path: String) -> String? {
-        let directory = (path as NSString).deletingLastPathComponent
+    func missingDirectory(of path: String) -> String? {
+        let directory = directoryPart(of: path)
         var isDirectory: ObjCBool = false
         guard !directory.isEmpty, !FileManager.default.fileExists(atPath: directory, isDirectory: &isDirectory)
         else { return nil }
@@ -311,6 +312,17 @@ package struct CommandLineTool {
         }
         return .usage
     }
+}
+
+/// The directory part of `path`: "" for a bare name, "/" for a name at the root. (NSString's
+/// `deletingLastPathComponent` crashes on Linux for a one-character relative path, "x" or "x/".)
+func directoryPart(of path: String) -> String {
+    var trimmed = Substring(path)
+    while trimmed.count > 1, trimmed.hasSuffix("/") { trimmed.removeLast() }
+    guard let slash = trimmed.lastIndex(of: "/") else { return "" }
+    var directory = trimmed[..<slash]
+    while directory.count > 1, directory.hasSuffix("/") { directory.removeLast() }
+    return directory.isEmpty ? "/" : String(directory)
 }
 
 /// What `validate --json` says about one file.

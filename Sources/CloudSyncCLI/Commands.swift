@@ -79,9 +79,37 @@ enum Commands {
     static let cloudkitDeleteYes = OptionSpec.flag("yes", help: "Confirm: without it nothing is deleted.")
     static let keygenOut = OptionSpec.option(
         "out", value: "FILE", required: true, help: "Where to write the key; must not exist.")
+    static let initFile = ArgumentSpec(
+        name: "FILE", help: "The pipeline file to create; it must not exist. With - the template is printed instead.")
+    static let initTemplate = OptionSpec.option(
+        "template", value: "NAME", choices: PipelineTemplates.all.map(\.name), default: PipelineTemplates.starter.name,
+        help: "The template to start from.")
     static let completionsShell = ArgumentSpec(name: "SHELL", choices: shells, help: "The shell to complete in.")
     static let helpSubcommand = ArgumentSpec(
         name: "SUBCOMMAND", repeating: true, optional: true, help: "The subcommand to describe.")
+
+    static let initPipeline = CommandSpec(
+        path: ["init"], abstract: "Write a commented starter pipeline file that runs as it is.",
+        discussion: """
+            Writes FILE from a template: a header saying what it does, how to run it and what to edit, a comment on \
+            every field worth one, and `name:` taken from the file's name. FILE is created, never replaced, and \
+            nothing else is written except, for the encrypted templates, the key file NAME.key beside it: made (32 \
+            random bytes, mode 0600, as `keygen` makes it) when it does not exist, and used as it is when it does. \
+            With - as FILE the template goes to standard output and no key file is made.
+
+            \(PipelineTemplates.all.map { "\($0.name): \($0.summary)" }.joined(separator: "\n\n"))
+            """,
+        arguments: [initFile],
+        options: [initTemplate],
+        exitCodes: [
+            (.success, "the file was written (and its key file, when it needs one and none was there)"),
+            (.usage, "the command line was wrong (an unknown template); nothing was done"),
+            (
+                .cannotCreate,
+                "FILE or its key file could not be created: FILE exists (init never overwrites a file), its directory "
+                    + "is missing or not writable, or something that is not a key is where the key file goes"
+            ),
+        ])
 
     static let run = CommandSpec(
         path: ["run"], abstract: "Run a pipeline's jobs in order and write a JSON report.",
@@ -382,8 +410,8 @@ enum Commands {
 
     /// Every subcommand, in the order help lists them.
     static let all = [
-        run, serve, validate, plan, schema, outbox, history, snapshots, login, logout, cloudkit, keygen, completions,
-        man, help,
+        initPipeline, run, serve, validate, plan, schema, outbox, history, snapshots, login, logout, cloudkit, keygen,
+        completions, man, help,
     ]
 
     /// The command that `words` name (`["outbox", "list"]`), or the error saying which word is unknown.

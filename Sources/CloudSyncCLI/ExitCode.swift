@@ -16,8 +16,8 @@ package enum ExitCode: Int32, Sendable {
     case usage = 64
     /// `serve` could not listen on its address (in use, or not this machine's) (EX_UNAVAILABLE).
     case unavailable = 69
-    /// `keygen` could not create its output file: it exists (a key is never overwritten) or its directory does not
-    /// (EX_CANTCREAT).
+    /// `keygen` or `init` could not create its output file: it exists (neither ever overwrites a file) or its
+    /// directory does not (EX_CANTCREAT).
     case cannotCreate = 73
     /// Another run of the same pipeline holds its lock.
     case locked = 75

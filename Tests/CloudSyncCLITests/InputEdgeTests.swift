@@ -110,6 +110,16 @@ import Testing
                 + "first (mkdir -p missing/dir) or give --out a path in an existing directory\n")
     }
 
+    /// Foundation's `deletingLastPathComponent` crashed (SIGILL, status 132) on a one-character relative path.
+    @Test(arguments: ["k/", "k/k.key"])
+    func keygenIntoAOneLetterMissingDirectorySaysSo(_ path: String) async throws {
+        let result = try await ProcessRunner.run(
+            executable, ["keygen", "--out", path], currentDirectory: directory.path)
+        #expect(result.status == 73, "\(result.standardError)")
+        #expect(result.standardError.hasPrefix("Error: cannot create "), "\(result.standardError)")
+        #expect(try FileManager.default.contentsOfDirectory(atPath: directory.path).isEmpty)
+    }
+
     @Test func aRunWhoseReportCannotBeWrittenKeepsItsJobsStatusAndPrintsTheReport() async throws {
         #expect(FileManager.default.createFile(atPath: directory.file("afile"), contents: Data()))
         let path = directory.file("p.yaml")

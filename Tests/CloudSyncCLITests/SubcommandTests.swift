@@ -39,7 +39,7 @@ import Testing
 
     @Test(arguments: [
         ["validate"], ["plan"], ["schema"], ["outbox"], ["outbox", "list"], ["outbox", "flush"],
-        ["outbox", "discard"], ["history"], ["login"], ["logout"], ["keygen"], ["completions"], ["help"],
+        ["outbox", "discard"], ["history"], ["login"], ["logout"], ["keygen"], ["init"], ["completions"], ["help"],
     ])
     func everySubcommandHasHelp(_ words: [String]) async throws {
         for arguments in [words + ["--help"], ["help"] + words] {
@@ -64,7 +64,7 @@ import Testing
 
                 """))
         let top = try await ProcessRunner.run(executable, ["--help"]).standardOutput
-        #expect(top.contains("\n  73   keygen could not create the key file"))
+        #expect(top.contains("\n  73   keygen or init could not create its file: it exists"))
         #expect(
             top.contains("\n  completions bash|zsh|fish\n                          Print a shell completion script"))
     }
@@ -155,7 +155,8 @@ import Testing
         }
         await #expect(
             try complete(["cloudsync", ""]) == [
-                "run", "serve", "validate", "plan", "schema", "outbox", "history", "snapshots", "login", "logout",
+                "init", "run", "serve", "validate", "plan", "schema", "outbox", "history", "snapshots", "login",
+                "logout",
                 "cloudkit",
                 "keygen",
                 "completions", "man", "help", "--version", "--help", "-h",
@@ -165,6 +166,8 @@ import Testing
         await #expect(try complete(["cloudsync", "run", "x.yaml", "--progress", "a"]) == ["auto", "always"])
         await #expect(try complete(["cloudsync", "run", "x.yaml", "--d"]) == ["--dry-run"])
         await #expect(try complete(["cloudsync", "schema", ""]) == ["pipeline", "report"])
+        await #expect(try complete(["cloudsync", "init", "x.yaml", "--template", "s"]) == ["starter", "s3-backup"])
+        await #expect(try complete(["cloudsync", "init", "--"]) == ["--template", "--help"])
         await #expect(try complete(["cloudsync", "outbox", ""]) == ["list", "flush", "discard", "--help", "-h"])
         await #expect(
             try complete(["cloudsync", "outbox", "discard", "x.yaml", "--"]) == [
@@ -187,7 +190,8 @@ import Testing
         let script = result.standardOutput
         #expect(script.hasPrefix("#compdef cloudsync\n"))
         for name in [
-            "run", "validate", "plan", "schema", "outbox", "history", "snapshots", "login", "logout", "cloudkit",
+            "init", "run", "validate", "plan", "schema", "outbox", "history", "snapshots", "login", "logout",
+            "cloudkit",
             "keygen",
             "completions", "help",
         ] {
@@ -195,8 +199,9 @@ import Testing
         }
         for fragment in [
             "'list:", "'flush:", "'discard:", "{--job,-j}", "--dry-run[", ":MODE:(auto always never)",
-            ":KIND:(pipeline report)", ":SHELL:(bash zsh fish)", ":NAME:_cloudsync_names jobs", "--key[", "--provider[",
-            "--limit[", "--out[",
+            ":KIND:(pipeline report)", ":SHELL:(bash zsh fish)", ":NAME:_cloudsync_names jobs",
+            ":NAME:(starter encrypted-backup s3-backup drive-to-cloudkit)", "--key[", "--provider[", "--limit[",
+            "--out[",
         ] {
             #expect(script.contains(fragment), "zsh completion lacks \(fragment)")
         }

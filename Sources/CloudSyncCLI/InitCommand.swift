@@ -1,0 +1,232 @@
+import CloudSync
+import CloudSyncCrypto
+import Foundation
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `cloudsync init FILE [--template NAME]`: writes a starter pipeline from one of ``PipelineTemplates``.
+///
+/// FILE is created whole or not at all and never replaces anything: the text goes to a temporary file beside it,
+/// which is then linked to FILE's name (`link` fails when the name exists, whatever it names: a file, a symlink, a
+/// device such as /dev/null). The encrypted templates' key file is made as `keygen` makes it, after FILE, and only
+/// when nothing is in its place; a key already there is used as it is.
+extension CommandLineTool {
+    func initPipeline(_ parsed: ParsedArguments) -> ExitCode {
+        let path = parsed.argument(Commands.initFile) ?? ""
+        let template =
+            PipelineTemplates.named(parsed.value(Commands.initTemplate) ?? "") ?? PipelineTemplates.starter
+        guard !path.isEmpty else { return usageError("FILE must not be empty", Commands.initPipeline) }
+        if path == "-" {
+            let values = TemplateValues(
+                name: template.name, file: template.name + ".yaml", installedSchema: Self.installedSchema())
+            standardOutput(template.text(values))
+            if template.usesKeyFile {
+                standardError(
+                    "note: this template reads its key from \(values.keyFile) beside the pipeline file; make one with "
+                        + "cloudsync keygen --out \(values.keyFile) (cloudsync init FILE makes it for you)\n")
+            }
+            return .success
+        }
+
+        var status = stat()
+        if path.hasSuffix("/") || (lstat(path, &status) == 0 && status.st_mode & S_IFMT == S_IFDIR) {
+            standardError(
+                "Error: \(path) names a directory; give the path of a new file in it, such as "
+                    + "\(shellWord((path.hasSuffix("/") ? path : path + "/") + "pipeline.yaml"))\n")
+            return .cannotCreate
+        }
+        if lstat(path, &status) == 0 {
+            let kind: String
+            switch status.st_mode & S_IFMT {
+            case S_IFREG: kind = ""
+            case S_IFLNK: kind = " as a symbolic link, which init never writes through"
+            case S_IFCHR, S_IFBLK: kind = " as a device"
+            default: kind = " as a FIFO or socket"
+            }
+            standardError(
+                "Error: \(path) already exists\(kind); init only creates new files, it never overwrites one. Give "
+                    + "FILE another name (the pipeline's name is taken from it)"
+                    + (kind.isEmpty ? ", or move \(path) away first\n" : "\n"))
+            return .cannotCreate
+        }
+        let directory = directoryPart(of: path)
+        let fileName = path.split(separator: "/").last.map(String.init) ?? path
+        if let missing = missingDirectory(of: path) {
+            standardError(
+                "Error: cannot create \(path): the directory \(missing) does not exist; create it first "
+                    + "(mkdir -p \(shellWord(missing))) or give a path in an existing directory\n")
+            return .cannotCreate
+        }
+
+        let values = TemplateValues(
+            name: Self.pipelineName(forFile: fileName), file: shellWord(Self.printable(fileName)),
+            installedSchema: Self.installedSchema())
+        let keyPath = directory.isEmpty ? values.keyFile : directory + "/" + values.keyFile
+        if template.usesKeyFile, keyPath == path {
+            standardError(
+                "Error: \(path) would be both the pipeline file and its key file (\(values.name).key); give FILE a name "
+                    + "ending in .yaml\n")
+            return .cannotCreate
+        }
+        var keyExists = false
+        if template.usesKeyFile, lstat(keyPath, &status) == 0 {
+            if let problem = Self.keyProblem(keyPath) {
+                standardError(
+                    "Error: \(keyPath), where the pipeline's key file goes, is not a key file (\(problem)); init "
+                        + "never replaces it. Move it away, or give FILE another name (the key file is named after "
+                        + "it)\n")
+                return .cannotCreate
+            }
+            keyExists = true
+        }
+
+        let failure = Self.createExclusively(path, in: directory, named: fileName, contents: template.text(values))
+        guard failure == 0 else {
+            if failure == EEXIST {
+                standardError(
+                    "Error: \(path) appeared while init was writing it; init never overwrites anything, so it was "
+                        + "left as it is\n")
+            } else {
+                standardError("Error: cannot create \(path): \(String(cString: strerror(failure)))\n")
+            }
+            return .cannotCreate
+        }
+        standardError("wrote \(path) (pipeline \(values.name), template \(template.name))\n")
+
+        if template.usesKeyFile {
+            if keyExists {
+                standardError("\(keyPath) already holds a key: kept as it is, and the pipeline uses it\n")
+            } else {
+                do {
+                    try generateKeyFile(at: keyPath)
+                    standardError(
+                        "wrote a new key to \(keyPath) (mode 0600); keep a copy elsewhere: without it, nothing "
+                            + "encrypted with it can be read\n")
+                } catch {
+                    standardError(
+                        "Error: \(path) was written, but its key file could not be: \(error.message). Make it with "
+                            + "cloudsync keygen --out \(shellWord(keyPath))\n")
+                    return .cannotCreate
+                }
+            }
+        }
+        standardError(template.next(shellWord(path)) + "\n")
+        return .success
+    }
+
+    /// The pipeline name for a file called `fileName`: its name without the extension, accents dropped, each run of
+    /// characters a name cannot hold made one `-`, and without leading dots or dashes (never `.` or `..`);
+    /// `pipeline` when nothing is left.
+    static func pipelineName(forFile fileName: String) -> String {
+        let dot = fileName.dropFirst().lastIndex(of: ".")
+        let stem = dot.map { fileName[..<$0] } ?? Substring(fileName)
+        let folded = stem.folding(options: [.diacriticInsensitive, .widthInsensitive], locale: nil)
+        var name = ""
+        for scalar in folded.unicodeScalars {
+            let allowed =
+                scalar.isASCII
+                && (("a"..."z").contains(scalar) || ("A"..."Z").contains(scalar) || ("0"..."9").contains(scalar)
+                    || scalar == "." || scalar == "_" || scalar == "-")
+            if allowed {
+                name.unicodeScalars.append(scalar)
+            } else if !name.hasSuffix("-") {
+                name += "-"
+            }
+        }
+        name = String(name.drop { $0 == "." || $0 == "-" }.prefix(100))
+        while name.hasSuffix("-") { name.removeLast() }
+        return name.isEmpty ? "pipeline" : name
+    }
+
+    /// `text` with control characters (a newline would end a YAML comment) shown as `?`.
+    static func printable(_ text: String) -> String {
+        String(text.unicodeScalars.map { $0.properties.generalCategory == .control ? "?" : Character($0) })
+    }
+
+    /// The JSON Schema of pipeline files as `make install` puts it beside this executable
+    /// (`PREFIX/share/doc/cloudsync/schemas/`), if it is there.
+    static func installedSchema() -> String? {
+        guard let executable = try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe") else {
+            return nil
+        }
+        let schema =
+            (directoryPart(of: executable) + "/../share/doc/cloudsync/schemas/pipeline.schema.json"
+            as NSString).standardizingPath
+        guard printable(schema) == schema, FileManager.default.isReadableFile(atPath: schema) else { return nil }
+        return schema
+    }
+
+    /// Why the file at `path` is not a key file `cloudsync` can load; nil when it is one.
+    static func keyProblem(_ path: String) -> String? {
+        do {
+            _ = try EnvelopeCodec.Key.keyFile(id: "init", path: path)
+            return nil
+        } catch {
+            return error.message
+        }
+    }
+
+    /// Creates `path` holding `contents` (mode 0644 less the umask), whole or not at all, never replacing anything
+    /// there; 0, or the errno that stopped it (EEXIST when something took the name first).
+    static func createExclusively(_ path: String, in directory: String, named name: String, contents: String)
+        -> Int32
+    {
+        let bytes = Array(contents.utf8)
+        let temporary =
+            (directory.isEmpty ? "" : directory + "/") + "." + name + ".init-"
+            + String(UInt64.random(in: 0...UInt64.max), radix: 16)
+        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+        guard descriptor >= 0 else { return errno }
+        var failure = writeAll(bytes, to: descriptor)
+        if failure == 0, fsync(descriptor) != 0 { failure = errno }
+        close(descriptor)
+        defer { unlink(temporary) }
+        guard failure == 0 else { return failure }
+        if link(temporary, path) != 0 {
+            failure = errno
+            // A file system without hard links: create the name itself, still never replacing what is there.
+            guard [EPERM, EOPNOTSUPP, ENOSYS].contains(failure) else { return failure }
+            let direct = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
+            guard direct >= 0 else { return errno }
+            failure = writeAll(bytes, to: direct)
+            if failure == 0, fsync(direct) != 0 { failure = errno }
+            close(direct)
+            if failure != 0 {
+                unlink(path)
+                return failure
+            }
+        }
+        let directoryDescriptor = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
+        if directoryDescriptor >= 0 {
+            fsync(directoryDescriptor)
+            close(directoryDescriptor)
+        }
+        return 0
+    }
+
+    /// Writes all of `bytes` to `descriptor`; 0, or the errno that stopped it.
+    private static func writeAll(_ bytes: [UInt8], to descriptor: Int32) -> Int32 {
+        bytes.withUnsafeBytes { buffer -> Int32 in
+            var written = 0
+            while written < buffer.count {
+                let result = write(descriptor, buffer.baseAddress! + written, buffer.count - written)
+                if result < 0 {
+                    if errno == EINTR { continue }
+                    return errno
+                }
+                written += result
+            }
+            return 0
+        }
+    }
+}
+
+/// `word` as one shell word: as it is when it needs no quoting, else in single quotes.
+func shellWord(_ word: String) -> String {
+    let plain = word.unicodeScalars.allSatisfy {
+        $0.isASCII && (CharacterSet.alphanumerics.contains($0) || "._/@%+=:,-".unicodeScalars.contains($0))
+    }
+    return plain && !word.isEmpty ? word : "'" + word.replacingOccurrences(of: "'", with: "'\\''") + "'"
+}
