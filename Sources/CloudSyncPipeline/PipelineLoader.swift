@@ -170,6 +170,13 @@ struct PipelineReader {
             diagnostics.error(
                 "`name` may contain only ASCII letters, digits, '.', '_' and '-' (it names the state directory); found \(nameText.quoted)",
                 at: nameNode.mark)
+        } else if name == "." || name == ".." {
+            diagnostics.error(
+                "`name` cannot be '\(name)': it names the state directory .cloudsync/NAME beside the file, which would "
+                    + (name == "."
+                        ? "be .cloudsync itself, where other pipelines keep theirs" : "be the file's own directory")
+                    + "; give the pipeline a name such as nightly",
+                at: nameNode.mark)
         }
         var state = resolvePath(".cloudsync/\(name)", against: directory)
         var sharedState: SharedStateSpec?
