@@ -88,7 +88,8 @@ enum PipelineTemplates {
                 #                delete the `sample-keys` job and the `samples` provider, and move `backup` to
                 #                another disk. Relative paths are relative to this file. The run keeps its state
                 #                (lock, history, outbox, sync snapshot) in .cloudsync/\(name)/ beside it.
-                # Every field:   cloudsync schema pipeline; README.md, "Pipeline files".
+                # Every field:   man 5 cloudsync-pipeline (or cloudsync man pipeline | man -l -);
+                #                docs/pipeline-reference.md of the documentation.
                 version: 1
                 # Names the state directory and the reports: ASCII letters, digits, '.', '_' and '-'.
                 name: \(values.yamlName)
@@ -170,7 +171,8 @@ enum PipelineTemplates {
                 #                `create: true` (a backup never writes its source), delete the `sample-keys` job
                 #                and the `samples` provider, and move `repository` to another disk. Relative paths
                 #                are relative to this file; the run's state is kept in .cloudsync/\(name)/.
-                # Every field:   cloudsync schema pipeline; README.md, "Pipeline files".
+                # Every field:   man 5 cloudsync-pipeline (or cloudsync man pipeline | man -l -);
+                #                docs/pipeline-reference.md of the documentation.
                 version: 1
                 # Names the state directory, the reports and the snapshots: ASCII letters, digits, '.', '_', '-'.
                 name: \(values.yamlName)
@@ -281,7 +283,8 @@ enum PipelineTemplates {
                 #                `create: true` (a backup never writes its source), and delete the `sample-keys`
                 #                job and the `samples` provider. Relative paths are relative to this file; the
                 #                run's state is kept in .cloudsync/\(name)/.
-                # Every field:   cloudsync schema pipeline; README.md, "Pipeline files" and "The s3 provider".
+                # Every field:   man 5 cloudsync-pipeline (or cloudsync man pipeline | man -l -);
+                #                docs/pipeline-reference.md and docs/provider-s3.md of the documentation.
                 version: 1
                 # Names the state directory, the reports and the snapshots: ASCII letters, digits, '.', '_', '-'.
                 name: \(values.yamlName)
@@ -391,8 +394,8 @@ enum PipelineTemplates {
                 #                .cloudsync/\(name)/reports/. Exit status 0: every job succeeded; 1: keys failed
                 #                (they stayed in Drive); 2: a provider could not be reached or is signed out.
                 # What to edit:  `keys: "settings.*"` on the job moves only the keys matching the glob.
-                # Every field:   cloudsync schema pipeline; README.md, "The googleDrive provider" and "The
-                #                cloudKit provider".
+                # Every field:   man 5 cloudsync-pipeline (or cloudsync man pipeline | man -l -);
+                #                docs/provider-google-drive.md and docs/provider-cloudkit.md of the documentation.
                 version: 1
                 # Names the state directory and the reports: ASCII letters, digits, '.', '_' and '-'.
                 name: \(values.yamlName)
