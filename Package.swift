@@ -30,8 +30,12 @@ let package = Package(
         .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
-        // OpenSSL's libcrypto, for MD5 only (the `Content-MD5` S3 requires); libsodium has no MD5, on purpose.
+        // OpenSSL's libcrypto, for MD5 (the `Content-MD5` S3 requires) and its version in `cloudsync version`;
+        // libsodium has no MD5, on purpose.
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // libcurl, which FoundationNetworking's URLSession already loads for every HTTP request: only so that
+        // `cloudsync version` can ask the loaded copy its version and TLS library.
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
 
         // Thin Swift faces: no C type reaches their public API.
         .target(name: "CloudSyncSQLite", dependencies: ["CSQLite"]),
@@ -45,7 +49,7 @@ let package = Package(
 
         // HTTP for the REST providers: deadline -> retry -> auth -> transport (URLSession over libcurl); nothing above it
         // needs URLSession. FoundationNetworking comes with the toolchain's Foundation, so it is no package dependency.
-        .target(name: "CloudSyncHTTP", dependencies: ["CloudSync"]),
+        .target(name: "CloudSyncHTTP", dependencies: ["CloudSync", "CCurl"]),
 
         // A loopback HTTP/1.1 server on POSIX sockets with routes and fault plans: the emulators and the tests serve
         // from it, and `cloudsync login` receives its OAuth redirect on it.
