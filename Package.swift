@@ -124,7 +124,10 @@ let package = Package(
             name: "CloudSyncCLI",
             dependencies: [
                 "CloudSync", "CloudSyncCrypto", "CloudSyncPipeline", "CloudSyncCloudKit", "CloudSyncBackup",
-                "CloudSyncService", "CloudSyncHTTPServer",
+                "CloudSyncService", "CloudSyncHTTPServer", "CBuildInfo",
+                // Only for `cloudsync version`, which names the C libraries' versions through their faces.
+                "CloudSyncSQLite", "CloudSyncSodium", "CloudSyncYAML", "CloudSyncOpenSSL", "CloudSyncPostgres",
+                "CloudSyncHTTP",
             ]),
         .executableTarget(name: "cloudsync", dependencies: ["CloudSyncCLI"]),
         // The second process some tests need: a writer to kill, a concurrent writer (see CloudSyncLocalTests), an HTTP
@@ -170,7 +173,8 @@ let package = Package(
             name: "CloudSyncCLITests",
             dependencies: [
                 "CloudSync", "CloudSyncAuth", "CloudSyncCLI", "CloudSyncHTTP", "CloudSyncLocal", "CloudSyncPipeline",
-                "CloudSyncPostgres", "CloudSyncSQLite", "CloudSyncTesting", "cloudsync",
+                "CloudSyncPostgres", "CloudSyncSQLite", "CloudSyncTesting", "cloudsync", "CloudSyncSodium",
+                "CloudSyncYAML", "CloudSyncOpenSSL",
             ]),
         .testTarget(
             name: "CloudSyncServiceTests",

@@ -57,7 +57,7 @@ package struct CommandLineTool {
             }
         }
         text += "  See 'cloudsync help <subcommand>' for a subcommand's arguments, options and exit codes.\n\n"
-        text += "OPTIONS:\n" + helpEntry("--version", "Print the version and exit.")
+        text += "OPTIONS:\n" + helpEntry("--version", "Print the version and exit; after any subcommand too.")
         text += helpEntry(CommandSpec.helpOption.label, CommandSpec.helpOption.help) + "\n"
         text += "EXIT CODES:\n"
         text += [
@@ -82,8 +82,7 @@ package struct CommandLineTool {
         switch first {
         case "--version":
             guard rest.isEmpty else { return usageError("unexpected argument '\(rest[0])'") }
-            standardOutput("cloudsync \(CloudSyncVersion.current)\n")
-            return .success
+            return printVersion()
         case "-h", "--help":
             standardOutput(Self.help)
             return .success
@@ -102,6 +101,7 @@ package struct CommandLineTool {
                 standardOutput(command.help)
                 return .success
             }
+            if CommandSpec.asksForVersion(Array(rest.prefix(1))) { return printVersion() }
             let names = command.subcommands.compactMap(\.path.last)
             guard let word = rest.first else {
                 return usageError("\(command.name) needs a subcommand: \(listed(names, "or"))", command)
@@ -116,6 +116,7 @@ package struct CommandLineTool {
             standardOutput(command.help)
             return .success
         }
+        if CommandSpec.asksForVersion(rest) { return printVersion() }
         let parsed: ParsedArguments
         do {
             parsed = try command.parse(rest)
@@ -144,6 +145,7 @@ package struct CommandLineTool {
         case ["cloudkit", "delete-zone"]: return await cloudkitDeleteZone(parsed)
         case ["plan"]: return plan(parsed)
         case ["keygen"]: return keygen(parsed)
+        case ["version"]: return version(parsed)
         case ["completions"]:
             standardOutput(parsed.argument(Commands.completionsShell) == "zsh" ? Completions.zsh : Completions.bash)
             return .success
@@ -157,6 +159,12 @@ package struct CommandLineTool {
         default:
             return usageError("'\(command.name)' is not implemented", command)
         }
+    }
+
+    /// `cloudsync VERSION`, as `--version` prints it anywhere and `cloudsync version` on its first line.
+    private func printVersion() -> ExitCode {
+        standardOutput("cloudsync \(CloudSyncVersion.current)\n")
+        return .success
     }
 
     /// `cloudsync help [SUBCOMMAND...]`: the top-level help, or the named subcommand's.

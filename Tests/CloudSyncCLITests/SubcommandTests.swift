@@ -39,7 +39,7 @@ import Testing
 
     @Test(arguments: [
         ["validate"], ["plan"], ["schema"], ["outbox"], ["outbox", "list"], ["outbox", "flush"],
-        ["outbox", "discard"], ["history"], ["login"], ["logout"], ["keygen"], ["completions"], ["help"],
+        ["outbox", "discard"], ["history"], ["login"], ["logout"], ["keygen"], ["completions"], ["version"], ["help"],
     ])
     func everySubcommandHasHelp(_ words: [String]) async throws {
         for arguments in [words + ["--help"], ["help"] + words] {
@@ -157,7 +157,7 @@ import Testing
                 "run", "serve", "validate", "plan", "schema", "outbox", "history", "snapshots", "login", "logout",
                 "cloudkit",
                 "keygen",
-                "completions", "help", "--version", "--help", "-h",
+                "completions", "version", "help", "--version", "--help", "-h",
             ])
         await #expect(
             try complete(["cloudsync", "login", "x.yaml", "--"]) == ["--provider", "--no-browser", "--help"])
@@ -188,7 +188,7 @@ import Testing
         for name in [
             "run", "validate", "plan", "schema", "outbox", "history", "snapshots", "login", "logout", "cloudkit",
             "keygen",
-            "completions", "help",
+            "completions", "version", "help",
         ] {
             #expect(script.contains("\n        '\(name):"), "zsh completion lacks \(name)")
         }
