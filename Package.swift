@@ -47,7 +47,8 @@ let package = Package(
         // libsodium has no MD5, on purpose.
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
         // libcurl, which FoundationNetworking's URLSession already loads for every HTTP request: only so that
-        // `cloudsync version` can ask the loaded copy its version and TLS library.
+        // `cloudsync version` can ask the loaded copy its version and TLS library. The CLI alone imports it, so the
+        // library products need no curl headers.
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
         // What the binary was built from, for `cloudsync version`: see `buildInfo` above.
         .target(name: "CBuildInfo", cSettings: buildInfo),
@@ -64,7 +65,7 @@ let package = Package(
 
         // HTTP for the REST providers: deadline -> retry -> auth -> transport (URLSession over libcurl); nothing above it
         // needs URLSession. FoundationNetworking comes with the toolchain's Foundation, so it is no package dependency.
-        .target(name: "CloudSyncHTTP", dependencies: ["CloudSync", "CCurl"]),
+        .target(name: "CloudSyncHTTP", dependencies: ["CloudSync"]),
 
         // A loopback HTTP/1.1 server on POSIX sockets with routes and fault plans: the emulators and the tests serve
         // from it, and `cloudsync login` receives its OAuth redirect on it.
@@ -125,9 +126,9 @@ let package = Package(
             dependencies: [
                 "CloudSync", "CloudSyncCrypto", "CloudSyncPipeline", "CloudSyncCloudKit", "CloudSyncBackup",
                 "CloudSyncService", "CloudSyncHTTPServer", "CBuildInfo",
-                // Only for `cloudsync version`, which names the C libraries' versions through their faces.
-                "CloudSyncSQLite", "CloudSyncSodium", "CloudSyncYAML", "CloudSyncOpenSSL", "CloudSyncPostgres",
-                "CloudSyncHTTP",
+                // Only for `cloudsync version`, which names the C libraries' versions through their faces (libcurl's
+                // directly: it has no face, as URLSession is the only one that calls it).
+                "CloudSyncSQLite", "CloudSyncSodium", "CloudSyncYAML", "CloudSyncOpenSSL", "CloudSyncPostgres", "CCurl",
             ]),
         .executableTarget(name: "cloudsync", dependencies: ["CloudSyncCLI"]),
         // The second process some tests need: a writer to kill, a concurrent writer (see CloudSyncLocalTests), an HTTP

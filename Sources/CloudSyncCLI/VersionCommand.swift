@@ -1,6 +1,6 @@
 internal import CBuildInfo
+internal import CCurl
 import CloudSync
-import CloudSyncHTTP
 import CloudSyncOpenSSL
 import CloudSyncPostgres
 import CloudSyncSQLite
@@ -174,5 +174,19 @@ extension CommandLineTool {
         let report = VersionReport.current
         standardOutput(parsed.flag(Commands.json) ? report.json : report.text)
         return .success
+    }
+}
+
+/// The libcurl this process runs with: the one FoundationNetworking's URLSession, and so every HTTP request of the
+/// REST providers, goes through.
+enum CurlLibrary {
+    /// Its version, as the loaded library says (`curl_version_info()`): `7.88.1`.
+    static var version: String {
+        cloudsync_curl_version_info()?.pointee.version.map { String(cString: $0) } ?? "unknown"
+    }
+
+    /// The TLS library it was built with and its version (`OpenSSL/3.0.19`); `none` when it has none.
+    static var tlsVersion: String {
+        cloudsync_curl_version_info()?.pointee.ssl_version.map { String(cString: $0) } ?? "none"
     }
 }

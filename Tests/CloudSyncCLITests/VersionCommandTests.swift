@@ -1,5 +1,4 @@
 import CloudSync
-import CloudSyncHTTP
 import CloudSyncOpenSSL
 import CloudSyncPostgres
 import CloudSyncSQLite
