@@ -94,10 +94,24 @@ format:
 lint:
 	$(SWIFT) format lint --strict --recursive Package.swift Sources Tests
 
+# What `cloudsync version` says the release binary was built from (Package.swift hands them to Sources/CBuildInfo):
+# the commit, with -dirty when tracked files differ from it; the commit's date in UTC, not the time of the build, so
+# two builds of one commit are the same bytes; and the compiler's version. The commit and its date come only from a
+# git checkout of this very directory (not from a repository a tarball was unpacked in); without one they stay empty
+# and the binary says `unknown`. A packager may set any of them (`make install CLOUDSYNC_COMMIT=...`).
+checkout = $(filter $(CURDIR),$(shell git rev-parse --show-toplevel 2>/dev/null))
+CLOUDSYNC_COMMIT ?= $(if $(checkout),$(shell git rev-parse HEAD 2>/dev/null)$(if \
+	$(shell git status --porcelain --untracked-files=no 2>/dev/null),-dirty))
+CLOUDSYNC_COMMIT_DATE ?= $(if $(checkout),$(shell TZ=UTC0 git log -1 --format=%cd \
+	--date=format-local:%Y-%m-%dT%H:%M:%SZ 2>/dev/null))
+CLOUDSYNC_SWIFT_VERSION ?= $(shell $(SWIFT) --version 2>/dev/null | sed -n 's/.*Swift version \([^ ]*\).*/\1/p' | head -n 1)
+
 # The executable as installed: release mode, the Swift runtime and Foundation linked statically, so it needs only
-# the C libraries of the system and the three Debian ones (docs/install.md).
+# the C libraries of the system and the Debian runtime packages docs/install.md lists.
 release: deps
-	$(SWIFT) build -c release --static-swift-stdlib --product cloudsync
+	CLOUDSYNC_COMMIT="$(CLOUDSYNC_COMMIT)" CLOUDSYNC_COMMIT_DATE="$(CLOUDSYNC_COMMIT_DATE)" \
+		CLOUDSYNC_SWIFT_VERSION="$(CLOUDSYNC_SWIFT_VERSION)" \
+		$(SWIFT) build -c release --static-swift-stdlib --product cloudsync
 
 # The man pages come from the binary (`cloudsync man`: cloudsync(1), a page per subcommand, cloudsync-pipeline(5));
 # the units are rewritten for PREFIX's binary.

@@ -1,6 +1,19 @@
 // swift-tools-version: 6.0
 import PackageDescription
 
+// What `cloudsync version` says the binary was built from, as C string macros for Sources/CBuildInfo: the git commit
+// (with -dirty when tracked files differed from it), that commit's date in UTC and the Swift compiler's version.
+// `make release` (and so `make install`) sets the variables from git and `swift --version`; the commit's date rather
+// than the time of the build, so two builds of one commit are the same bytes. A plain `swift build` sets none, and
+// the binary says `unknown` rather than guess. SwiftPM evaluates this manifest again whenever they change (it would
+// not for Context.gitInformation, which it keeps from the first build: a later commit would show the old hash).
+// A value with any character a hash, a date or a version would not have is dropped, so it cannot end the C string.
+let buildInfo: [CSetting] = ["CLOUDSYNC_COMMIT", "CLOUDSYNC_COMMIT_DATE", "CLOUDSYNC_SWIFT_VERSION"].map { name in
+    let value = Context.environment[name] ?? ""
+    let plain = value.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber || "-.:+".contains($0)) }
+    return .define(name, to: "\"" + (plain ? value : "") + "\"")
+}
+
 // Layers, lowest first: C libraries -> their Swift faces -> the core (`CloudSync`) -> the CLI -> the executable.
 // Dependencies point down only; docs/ARCHITECTURE.md draws the floors (scripts/layers.py, checked by a test).
 let package = Package(
@@ -30,8 +43,15 @@ let package = Package(
         .systemLibrary(name: "CPostgres", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CSodium", pkgConfig: "libsodium", providers: [.apt(["libsodium-dev"])]),
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
-        // OpenSSL's libcrypto, for MD5 only (the `Content-MD5` S3 requires); libsodium has no MD5, on purpose.
+        // OpenSSL's libcrypto, for MD5 (the `Content-MD5` S3 requires) and its version in `cloudsync version`;
+        // libsodium has no MD5, on purpose.
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // libcurl, which FoundationNetworking's URLSession already loads for every HTTP request: only so that
+        // `cloudsync version` can ask the loaded copy its version and TLS library. The CLI alone imports it, so the
+        // library products need no curl headers.
+        .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // What the binary was built from, for `cloudsync version`: see `buildInfo` above.
+        .target(name: "CBuildInfo", cSettings: buildInfo),
 
         // Thin Swift faces: no C type reaches their public API.
         .target(name: "CloudSyncSQLite", dependencies: ["CSQLite"]),
@@ -105,7 +125,10 @@ let package = Package(
             name: "CloudSyncCLI",
             dependencies: [
                 "CloudSync", "CloudSyncCrypto", "CloudSyncPipeline", "CloudSyncCloudKit", "CloudSyncBackup",
-                "CloudSyncService", "CloudSyncHTTPServer",
+                "CloudSyncService", "CloudSyncHTTPServer", "CBuildInfo",
+                // Only for `cloudsync version`, which names the C libraries' versions through their faces (libcurl's
+                // directly: it has no face, as URLSession is the only one that calls it).
+                "CloudSyncSQLite", "CloudSyncSodium", "CloudSyncYAML", "CloudSyncOpenSSL", "CloudSyncPostgres", "CCurl",
             ]),
         .executableTarget(name: "cloudsync", dependencies: ["CloudSyncCLI"]),
         // The second process some tests need: a writer to kill, a concurrent writer (see CloudSyncLocalTests), an HTTP
@@ -151,7 +174,8 @@ let package = Package(
             name: "CloudSyncCLITests",
             dependencies: [
                 "CloudSync", "CloudSyncAuth", "CloudSyncCLI", "CloudSyncHTTP", "CloudSyncLocal", "CloudSyncPipeline",
-                "CloudSyncPostgres", "CloudSyncSQLite", "CloudSyncTesting", "cloudsync",
+                "CloudSyncPostgres", "CloudSyncSQLite", "CloudSyncTesting", "cloudsync", "CloudSyncSodium",
+                "CloudSyncYAML", "CloudSyncOpenSSL",
             ]),
         .testTarget(
             name: "CloudSyncServiceTests",

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # `make check-install` (part of `make test`): installs into a temporary DESTDIR and checks that the result stands
 # alone -- the files are where README.md says, the binary needs no Swift toolchain library (scripts/check-libraries.sh),
-# it runs from outside the repository with a bare environment (--version, validate, the demo end to end), the
-# systemd units pass `systemd-analyze verify` (when systemd-analyze is installed), and `make uninstall` removes
+# it runs from outside the repository with a bare environment (--version, version, validate, the demo end to end),
+# the systemd units pass `systemd-analyze verify` (when systemd-analyze is installed), and `make uninstall` removes
 # everything it installed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -45,13 +45,24 @@ rm -rf "$outside/pipelines/demo-output" "$outside/pipelines/.cloudsync"
 bare() { (cd "$outside" && env -i HOME="$outside" PATH=/usr/bin:/bin LANG=C.UTF-8 "$@"); }
 version=$(bare "$binary" --version) || fail "the installed cloudsync --version failed"
 [[ $version =~ ^cloudsync\ [0-9] ]] || fail "the installed cloudsync --version printed '$version'"
+# `cloudsync version` starts with the same line and names what make install built from: in a checkout of this
+# directory, its HEAD (-dirty when tracked files differ) and that commit's date, as the Makefile hands them over.
+report=$(bare "$binary" version) || fail "the installed cloudsync version failed"
+[ "${report%%$'\n'*}" = "$version" ] || fail "cloudsync version's first line is not --version's: $report"
+if [ "$(git rev-parse --show-toplevel 2>/dev/null)" = "$(pwd -P)" ]; then
+    head=$(git rev-parse HEAD)
+    grep -Eqx -- "- commit: $head(-dirty)?" <<<"$report" ||
+        fail "the installed cloudsync version does not name commit $head: $report"
+    grep -Eqx -- "- commitDate: [0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9:]{8}Z" <<<"$report" ||
+        fail "the installed cloudsync version names no commit date: $report"
+fi
 bare "$binary" --help | cmp -s - "$docdir/cloudsync-help.txt" || fail "the installed --help text differs from the binary's"
 bare "$binary" validate "$repository/pipelines/demo.yaml" "$docdir/systemd/nightly.yaml" >"$scratch/validate.log" 2>&1 ||
     { cat "$scratch/validate.log" >&2; fail "the installed cloudsync could not validate pipelines/demo.yaml"; }
 bare "$binary" run --quiet "$outside/pipelines/demo.yaml" >"$scratch/run.log" 2>&1 ||
     { cat "$scratch/run.log" >&2; fail "the installed cloudsync could not run the demo"; }
 ls "$outside"/pipelines/demo-output/reports/demo-*.json >/dev/null 2>&1 || fail "the demo run wrote no report"
-echo "check-install: the installed $version ran from $outside: --version, --help, validate, the demo" >&2
+echo "check-install: the installed $version ran from $outside: --version, version, --help, validate, the demo" >&2
 
 # The units, as installed, pointing at the staged binary so systemd-analyze can check the ExecStart= path, and with
 # the staged man page on MANPATH for Documentation=man:cloudsync(1). It exits 0 on warnings too: any output fails.

@@ -176,9 +176,20 @@ struct UsageError: Error, Sendable {
 extension CommandSpec {
     /// Whether the arguments ask for help (`-h` or `--help` before any `--`), which wins over any error in them.
     static func asksForHelp(_ arguments: [String]) -> Bool {
+        asks(arguments, ["-h", "--help"])
+    }
+
+    /// Whether the arguments ask for the version (`--version` before any `--`): after a subcommand as before one,
+    /// winning over any error in them as help does (help wins over it).
+    static func asksForVersion(_ arguments: [String]) -> Bool {
+        asks(arguments, ["--version"])
+    }
+
+    /// Whether one of `options` comes before any `--`.
+    private static func asks(_ arguments: [String], _ options: Set<String>) -> Bool {
         for argument in arguments {
             if argument == "--" { return false }
-            if argument == "-h" || argument == "--help" { return true }
+            if options.contains(argument) { return true }
         }
         return false
     }

@@ -57,7 +57,7 @@ package struct CommandLineTool {
             }
         }
         text += "  See 'cloudsync help <subcommand>' for a subcommand's arguments, options and exit codes.\n\n"
-        text += "OPTIONS:\n" + helpEntry("--version", "Print the version and exit.")
+        text += "OPTIONS:\n" + helpEntry("--version", "Print the version and exit; after any subcommand too.")
         text += helpEntry(CommandSpec.helpOption.label, CommandSpec.helpOption.help) + "\n"
         text += "EXIT CODES:\n" + exitCodes.map { exitCodeEntry($0.0, $0.1) }.joined()
         return text
@@ -85,8 +85,7 @@ package struct CommandLineTool {
         switch first {
         case "--version":
             guard rest.isEmpty else { return usageError("unexpected argument '\(rest[0])'") }
-            standardOutput("cloudsync \(CloudSyncVersion.current)\n")
-            return .success
+            return printVersion()
         case "-h", "--help":
             standardOutput(Self.help)
             return .success
@@ -106,6 +105,7 @@ package struct CommandLineTool {
                 standardOutput(command.help)
                 return .success
             }
+            if CommandSpec.asksForVersion(Array(rest.prefix(1))) { return printVersion() }
             let names = command.subcommands.compactMap(\.path.last)
             guard let word = rest.first else {
                 return usageError("\(command.name) needs a subcommand: \(listed(names, "or"))", command)
@@ -120,6 +120,7 @@ package struct CommandLineTool {
             standardOutput(command.help)
             return .success
         }
+        if CommandSpec.asksForVersion(rest) { return printVersion() }
         let parsed: ParsedArguments
         do {
             parsed = try command.parse(rest)
@@ -150,6 +151,7 @@ package struct CommandLineTool {
         case ["keygen"]: return keygen(parsed)
         case ["man"]: return manPages(parsed)
         case ["init"]: return initPipeline(parsed)
+        case ["version"]: return version(parsed)
         case ["completions"]:
             switch parsed.argument(Commands.completionsShell) {
             case "zsh": standardOutput(Completions.zsh)
@@ -186,6 +188,12 @@ package struct CommandLineTool {
         case .codecs: names = spec.codecs.map(\.id)
         }
         standardOutput(names.map { $0 + "\n" }.joined())
+        return .success
+    }
+
+    /// `cloudsync VERSION`, as `--version` prints it anywhere and `cloudsync version` on its first line.
+    private func printVersion() -> ExitCode {
+        standardOutput("cloudsync \(CloudSyncVersion.current)\n")
         return .success
     }
 

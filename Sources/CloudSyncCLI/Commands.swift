@@ -401,6 +401,25 @@ enum Commands {
             (.cannotCreate, "a page could not be written under --output"),
         ])
 
+    static let version = CommandSpec(
+        path: ["version"],
+        abstract: "Print the version, what it was built from, and the system and C libraries it runs with.",
+        discussion: """
+            The first line is what --version prints (cloudsync VERSION); then one `- key: value` line each, as rclone \
+            version prints them: commit (the git commit built, with -dirty when tracked files differed from it), \
+            commitDate (that commit's date in UTC: the build's time is left out, so two builds of a commit are the \
+            same bytes), swift (the compiler's version), os (os-release's PRETTY_NAME), kernel (uname's name, \
+            release and machine), arch (what the binary was compiled for), and the versions of the C libraries as \
+            the loaded copies report them: sqlite, libsodium, libyaml, libcurl, libcurlTLS (the TLS library \
+            libcurl uses), libcrypto (OpenSSL) and libpq.
+
+            commit and commitDate come from `make release` (or `make install`) in a git checkout and are unknown in \
+            a plain `swift build`, whose swift says only the major and minor version. With --json, one object with \
+            version and these keys, sorted, every value a string.
+            """,
+        options: [json],
+        exitCodes: [(.success, "the versions were printed"), (.usage, commandLineWrong)])
+
     static let help = CommandSpec(
         path: ["help"], abstract: "Show help for cloudsync or one of its subcommands.",
         arguments: [
@@ -411,7 +430,7 @@ enum Commands {
     /// Every subcommand, in the order help lists them.
     static let all = [
         initPipeline, run, serve, validate, plan, schema, outbox, history, snapshots, login, logout, cloudkit, keygen,
-        completions, man, help,
+        completions, man, version, help,
     ]
 
     /// The command that `words` name (`["outbox", "list"]`), or the error saying which word is unknown.

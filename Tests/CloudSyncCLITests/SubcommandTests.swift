@@ -39,7 +39,8 @@ import Testing
 
     @Test(arguments: [
         ["validate"], ["plan"], ["schema"], ["outbox"], ["outbox", "list"], ["outbox", "flush"],
-        ["outbox", "discard"], ["history"], ["login"], ["logout"], ["keygen"], ["init"], ["completions"], ["help"],
+        ["outbox", "discard"], ["history"], ["login"], ["logout"], ["keygen"], ["init"], ["completions"], ["man"],
+        ["version"], ["help"],
     ])
     func everySubcommandHasHelp(_ words: [String]) async throws {
         for arguments in [words + ["--help"], ["help"] + words] {
@@ -159,7 +160,7 @@ import Testing
                 "logout",
                 "cloudkit",
                 "keygen",
-                "completions", "man", "help", "--version", "--help", "-h",
+                "completions", "man", "version", "help", "--version", "--help", "-h",
             ])
         await #expect(
             try complete(["cloudsync", "login", "x.yaml", "--"]) == ["--provider", "--no-browser", "--help"])
@@ -193,7 +194,7 @@ import Testing
             "init", "run", "validate", "plan", "schema", "outbox", "history", "snapshots", "login", "logout",
             "cloudkit",
             "keygen",
-            "completions", "help",
+            "completions", "version", "help",
         ] {
             #expect(script.contains("\n        '\(name):"), "zsh completion lacks \(name)")
         }
