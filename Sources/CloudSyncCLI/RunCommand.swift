@@ -128,9 +128,10 @@ extension CommandLineTool {
                     + "standard output\n")
             standardOutput(outcome.report.json())
         } else if let path = outcome.reportPath {
-            // A run that could not run its jobs says why even when quiet: a cron mail must not only point at a file.
+            // A run that could not run its jobs at all says why even when quiet: a cron mail must not only point at a
+            // file. (A job that could not run has said why in its own line.)
             let why = outcome.report.error.map { " — \($0.code): \($0.message);" } ?? ":"
-            if !quiet || outcome.report.status == .error {
+            if !quiet || outcome.report.error != nil {
                 standardError(
                     "\(outcome.report.status)\(outcome.report.dryRun ? " (dry run)" : "")\(why) report written to \(path)\n"
                 )

@@ -351,8 +351,12 @@ import Testing
     @Test func sigintClearsTheProgressLineBeforeItsNotice() async throws {
         let file = try seededDirectoryPipeline(
             "drawn", keys: 3000, directory: "drawn", jobs: ["{ type: migrate, name: first, from: seed, to: drawn }"])
+        // Redrawn in place only without NO_COLOR, which the test runner sets.
+        var environment = ProcessInfo.processInfo.environment
+        environment["NO_COLOR"] = nil
         let process = try RunningProcess(
-            executable, ["run", file, "--progress", "always", "--report", directory.file("drawn.json")])
+            executable, ["run", file, "--progress", "always", "--report", directory.file("drawn.json")],
+            environment: environment)
         try await process.signal(
             SIGINT, once: { RunningProcess.entries(in: self.directory.file("data/drawn")) >= 5 }, within: 30)
         let result = await process.exited()
