@@ -178,6 +178,10 @@ enum PipelineTemplates {
                 name: \(values.yamlName)
                 # For `cloudsync serve`, which runs pipelines on their schedules (systemd timers and cron ignore it):
                 # schedule: { cron: "30 2 * * *", timezone: Europe/Paris }
+                # Where runs keep their lock, history, reports and outbox: .cloudsync/\(name) beside this file, or under
+                # the shipped systemd units (docs/scheduling.md) the service's state directory, the one place they
+                # may write.
+                state: ${env:STATE_DIRECTORY:-.cloudsync/\(name)}
                 providers:
                   # The database backed up. `create: true` makes it on the first run, for the samples; for your own
                   # database write `readOnly: true` instead: nothing can write to it, and a missing file is an error.
@@ -290,6 +294,10 @@ enum PipelineTemplates {
                 name: \(values.yamlName)
                 # For `cloudsync serve`, which runs pipelines on their schedules (systemd timers and cron ignore it):
                 # schedule: { cron: "30 2 * * *", timezone: Europe/Paris }
+                # Where runs keep their lock, history, reports and outbox: .cloudsync/\(name) beside this file, or under
+                # the shipped systemd units (docs/scheduling.md) the service's state directory, the one place they
+                # may write.
+                state: ${env:STATE_DIRECTORY:-.cloudsync/\(name)}
                 providers:
                   # The database backed up. `create: true` makes it on the first run, for the samples; for your own
                   # database write `readOnly: true` instead: nothing can write to it, and a missing file is an error.
