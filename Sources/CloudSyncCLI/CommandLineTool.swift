@@ -245,8 +245,8 @@ package struct CommandLineTool {
     }
 
     /// Loads and compiles one file, printing its errors; nil when it has any.
-    func compile(_ path: String) -> CompiledPipeline? {
-        switch load(path) {
+    func compile(_ path: String, environment: [String: String]? = nil) -> CompiledPipeline? {
+        switch load(path, environment: environment ?? self.environment) {
         case .success(let compiled):
             return compiled
         case .failure(let error):
@@ -258,7 +258,8 @@ package struct CommandLineTool {
     }
 
     /// Loads and compiles one file, returning its errors rather than printing them.
-    func load(_ path: String) -> Result<CompiledPipeline, PipelineError> {
+    func load(_ path: String, environment: [String: String]? = nil) -> Result<CompiledPipeline, PipelineError> {
+        let environment = environment ?? self.environment
         do {
             let spec = try PipelineLoader.load(
                 path: path, registry: registry, jobTypes: jobTypes, environment: environment)

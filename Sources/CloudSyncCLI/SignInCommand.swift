@@ -1,5 +1,6 @@
 import CloudSync
 import CloudSyncPipeline
+import CloudSyncYAML
 import Foundation
 
 /// `cloudsync login FILE --provider ID [--no-browser]` and `cloudsync logout FILE --provider ID`.
@@ -49,7 +50,7 @@ extension CommandLineTool {
         let provider: ProviderSpec
         let signIn: any ProviderSignIn
         let compiled: CompiledPipeline
-        switch signInTarget(parsed, Commands.logout) {
+        switch signInTarget(parsed, Commands.logout, onlyProviderMatters: true) {
         case .success(let target): (compiled, provider, signIn) = target
         case .failure(let stopped): return stopped.status
         }
@@ -70,12 +71,17 @@ extension CommandLineTool {
 
     /// The pipeline, the provider `--provider` names and its sign-in; stops with a usage error naming the provider
     /// when there is no such provider or its type needs no sign-in.
+    ///
+    /// With `onlyProviderMatters` (logout), a variable that only the file's other providers read and that is not set
+    /// gets a stand-in value: forgetting one provider's credentials needs neither another provider's secrets nor the
+    /// environment of the runs that use them.
     private func signInTarget(
-        _ parsed: ParsedArguments, _ command: CommandSpec
+        _ parsed: ParsedArguments, _ command: CommandSpec, onlyProviderMatters: Bool = false
     ) -> Result<(CompiledPipeline, ProviderSpec, any ProviderSignIn), Stopped> {
         let file = parsed.argument(Commands.file) ?? ""
-        guard let compiled = compile(file) else { return .failure(Stopped(status: .usage)) }
         let id = parsed.value(Commands.loginProvider) ?? ""
+        let environment = onlyProviderMatters ? environmentStandingIn(forOthersThan: id, in: file) : nil
+        guard let compiled = compile(file, environment: environment) else { return .failure(Stopped(status: .usage)) }
         let ids = compiled.spec.providers.map(\.id)
         guard let provider = compiled.spec.providers.first(where: { $0.id == id }) else {
             var message = "no provider '\(id)' in \(file); its providers: " + ids.joined(separator: ", ")
@@ -89,6 +95,51 @@ extension CommandLineTool {
             return .failure(Stopped(status: usageError(message, command)))
         }
         return .success((compiled, provider, signIn))
+    }
+
+    /// The environment, plus a stand-in for each unset `${env:NAME}` (without a default) that only providers other
+    /// than `id` read; nil when the file cannot be read or parsed (loading it says why).
+    private func environmentStandingIn(forOthersThan id: String, in file: String) -> [String: String]? {
+        guard let text = try? String(contentsOfFile: file, encoding: .utf8),
+            let root = try? YAMLParser().parse(text), let top = root.mapping
+        else { return nil }
+        var othersRead = Set<String>()
+        var restReads = Set<String>()
+        for pair in top {
+            if pair.key.scalar == "providers", let providers = pair.value.mapping {
+                for provider in providers {
+                    let reads = Self.variablesWithoutDefault(in: provider.value)
+                    if provider.key.scalar == id { restReads.formUnion(reads) } else { othersRead.formUnion(reads) }
+                }
+            } else {
+                restReads.formUnion(Self.variablesWithoutDefault(in: pair.key))
+                restReads.formUnion(Self.variablesWithoutDefault(in: pair.value))
+            }
+        }
+        var standIns = environment
+        for name in othersRead.subtracting(restReads) where standIns[name] == nil {
+            standIns[name] = "unset-for-logout"
+        }
+        return standIns
+    }
+
+    /// The names of the `${env:NAME}` references without a `:-default` in every scalar under `node`; `$${` is a
+    /// literal `${`, not a reference.
+    private static func variablesWithoutDefault(in node: YAMLNode) -> Set<String> {
+        if let scalar = node.scalar {
+            var names = Set<String>()
+            var rest = Substring(scalar)
+            while let start = rest.range(of: "${env:") {
+                let escaped = start.lowerBound > rest.startIndex && rest[rest.index(before: start.lowerBound)] == "$"
+                guard let end = rest[start.upperBound...].firstIndex(of: "}") else { break }
+                let reference = rest[start.upperBound..<end]
+                if !escaped, !reference.contains(":-") { names.insert(String(reference)) }
+                rest = rest[rest.index(after: end)...]
+            }
+            return names
+        }
+        let children = (node.sequence ?? []) + (node.mapping ?? []).flatMap { [$0.key, $0.value] }
+        return children.reduce(into: Set<String>()) { $0.formUnion(variablesWithoutDefault(in: $1)) }
     }
 
     /// `text` with the provider's secret field values struck out.

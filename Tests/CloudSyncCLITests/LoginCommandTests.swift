@@ -156,6 +156,71 @@ struct SigningInTestFactory: ProviderFactory {
         #expect(againErrors.contains("was not signed in"))
     }
 
+    /// Forgetting one provider's credentials needs neither the other providers' variables nor the run's
+    /// environment: a variable only they read is stood in for, one the provider itself or the state reads is not.
+    @Test func logoutNeedsNoVariableOnlyOtherProvidersRead() async throws {
+        defer { host.server.stop() }
+        let other = directory.path + "/two.yaml"
+        func write(state: String) throws {
+            try """
+            version: 1
+            name: two
+            \(state)
+            providers:
+              drive:
+                type: signingIn
+                clientId: ${env:CLIENT_ID}
+                clientSecret: ${env:CLIENT_SECRET}
+                authEndpoint: ${env:AUTH}
+                tokenEndpoint: ${env:TOKEN}
+              bucket:
+                type: s3
+                bucket: ${env:OTHER_BUCKET}
+                endpoint: http://127.0.0.1:9
+                accessKeyId: ${env:OTHER_KEY_ID}
+                secretAccessKey: ${env:OTHER_SECRET}
+            store: { providers: [drive, bucket] }
+
+            """.write(toFile: other, atomically: true, encoding: .utf8)
+        }
+        try write(state: "")
+        let state = directory.path + "/.cloudsync/two"
+        try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        do {
+            let database = try StateDatabase(path: state + "/state.db")
+            try ProviderState(provider: "drive", store: database).replace(.oauthRefreshToken, with: "1//kept")
+            database.close()
+        }
+        var registry = BuiltInProviders.registry
+        registry.register(SigningInTestFactory())
+        func logout(_ environment: [String: String]) async -> (ExitCode, String) {
+            let errors = Mutex("")
+            let tool = CommandLineTool(
+                standardOutput: { _ in }, standardError: { text in errors.withLock { $0 += text } },
+                environment: environment, registry: registry)
+            let status = await tool.run(["logout", other, "--provider", "drive"])
+            return (status, errors.withLock { $0 })
+        }
+        // The drive provider's own variable missing: still an error naming it.
+        var withoutOwn = environment
+        withoutOwn["CLIENT_ID"] = nil
+        let (refused, refusal) = await logout(withoutOwn)
+        #expect(refused == .usage)
+        #expect(refusal.contains("CLIENT_ID is not set"))
+        // The bucket's three missing: signed out all the same.
+        let (status, errors) = await logout(environment)
+        #expect(status == .success, "\(errors)")
+        #expect(errors == "Signed out: forgot the OAuth refresh token of provider 'drive'.\n")
+        let database = try StateDatabase(path: state + "/state.db", readOnly: true)
+        #expect(try ProviderState(provider: "drive", store: database).credential(.oauthRefreshToken) == nil)
+        database.close()
+        // A variable the state reads is never stood in for, even when another provider reads it too.
+        try write(state: "state: .cloudsync/${env:OTHER_BUCKET}")
+        let (stateRefused, stateRefusal) = await logout(environment)
+        #expect(stateRefused == .usage)
+        #expect(stateRefusal.contains("OTHER_BUCKET is not set"))
+    }
+
     @Test func noBrowserReadsThePastedRedirectAddress() async throws {
         defer { host.server.stop() }
         // The person opens the address elsewhere and pastes where it led; nothing reaches the listener.
