@@ -75,11 +75,15 @@ public enum PipelineSchema {
         case .words:
             parts.append(
                 "\"oneOf\": [{ \"type\": \"string\" }, { \"type\": \"array\", \"items\": { \"type\": \"string\" } }]")
-        case .boolean: parts.append("\"type\": \"boolean\"")
-        case .fraction: parts += ["\"type\": \"number\"", "\"minimum\": 0", "\"maximum\": 1"]
+        case .boolean: parts.append(orInterpolated(["\"type\": \"boolean\""]))
+        case .fraction: parts.append(orInterpolated(["\"type\": \"number\"", "\"minimum\": 0", "\"maximum\": 1"]))
         case .count(let range):
-            parts += ["\"type\": \"integer\"", "\"minimum\": \(range.lowerBound)", "\"maximum\": \(range.upperBound)"]
-        case .choice(let options): parts.append("\"enum\": [" + options.map(quoted).joined(separator: ", ") + "]")
+            parts.append(
+                orInterpolated([
+                    "\"type\": \"integer\"", "\"minimum\": \(range.lowerBound)", "\"maximum\": \(range.upperBound)",
+                ]))
+        case .choice(let options):
+            parts.append(orInterpolated(["\"enum\": [" + options.map(quoted).joined(separator: ", ") + "]"]))
         case .keepPolicy:
             let counts = KeepPolicy.ruleNames.dropLast().map {
                 "\"\($0)\": { \"type\": \"integer\", \"minimum\": 1 }"
@@ -125,6 +129,13 @@ public enum PipelineSchema {
         return indented(lines + ["  ]", "}"])
     }
 
+    /// A typed field's schema that also takes a `${env:…}` or `${file:…}` reference, as the loader does: it reads
+    /// the reference's text as the type when it loads the file, which no schema can do.
+    static func orInterpolated(_ typed: [String]) -> String {
+        "\"anyOf\": [{ " + typed.joined(separator: ", ")
+            + " }, { \"type\": \"string\", \"pattern\": \"\\\\$\\\\{(env|file):\" }]"
+    }
+
     static func fieldSchema(_ field: ProviderField) -> String {
         var description = field.summary.prefix(1).uppercased() + field.summary.dropFirst()
         if field.kind == .path { description += "; relative to this file" }
@@ -135,9 +146,11 @@ public enum PipelineSchema {
         switch field.kind {
         case .text: parts.append("\"type\": \"string\"")
         case .path: parts += ["\"type\": \"string\"", "\"minLength\": 1"]
-        case .integer(let minimum, _): parts += ["\"type\": \"integer\"", "\"minimum\": \(minimum)"]
-        case .boolean: parts.append("\"type\": \"boolean\"")
-        case .choice(let options): parts.append("\"enum\": [" + options.map(quoted).joined(separator: ", ") + "]")
+        case .integer(let minimum, _):
+            parts.append(orInterpolated(["\"type\": \"integer\"", "\"minimum\": \(minimum)"]))
+        case .boolean: parts.append(orInterpolated(["\"type\": \"boolean\""]))
+        case .choice(let options):
+            parts.append(orInterpolated(["\"enum\": [" + options.map(quoted).joined(separator: ", ") + "]"]))
         case .textMap: parts += ["\"type\": \"object\"", "\"additionalProperties\": { \"type\": \"string\" }"]
         }
         return "{ " + parts.joined(separator: ", ") + " }"

@@ -254,6 +254,35 @@ private let minimal = """
         "76-name-dot-dot.yaml",
     ]
 
+    /// The loader reads `${env:…}` and `${file:…}` in any field, typed ones included (an environment, a count, a
+    /// flag); the schema takes them there too, so an editor does not flag a file that loads.
+    @Test func referencesInTypedFieldsPassTheSchemaAndOtherTextDoesNot() async throws {
+        guard FileManager.default.isExecutableFile(atPath: Self.python) else {
+            Issue.record("the tests' Python environment is missing: run `make test`, which creates it")
+            return
+        }
+        let directory = try TemporaryDirectory(prefix: "schema-references")
+        let head = "version: 1\nname: p\nstore: { providers: [ck] }\nproviders:\n"
+        let referenced = directory.file("referenced.yaml")
+        try
+            (head
+            + "  ck: { type: cloudKit, container: iCloud.x, apiToken: '${env:T}', environment: '${env:CK_ENV}', "
+            + "timeoutMs: '${env:MS}' }\n  db: { type: sqlite, path: a.db, create: '${file:create.txt}' }\n"
+            + "jobs:\n  - { type: sync, incremental: '${env:INC}', shards: '${env:SHARDS}' }\n").write(
+                toFile: referenced, atomically: true, encoding: .utf8)
+        let plain = directory.file("plain.yaml")
+        try (head + "  ck: { type: cloudKit, container: iCloud.x, apiToken: t, environment: staging }\n").write(
+            toFile: plain, atomically: true, encoding: .utf8)
+        let result = try await ProcessRunner.run(
+            Self.python,
+            [
+                repositoryRoot + "/scripts/check_schema.py", repositoryRoot + "/schemas/pipeline.schema.json",
+                referenced, plain,
+            ])
+        #expect(result.standardOutput.contains("PASS \(referenced)"), "\(result.standardOutput)")
+        #expect(result.standardOutput.contains("FAIL \(plain)"), "\(result.standardOutput)")
+    }
+
     @Test func examplesPassTheSchemaAndInvalidFilesFailItWhereASchemaCanSaySo() async throws {
         guard FileManager.default.isExecutableFile(atPath: Self.python) else {
             Issue.record("the tests' Python environment is missing: run `make test`, which creates it")
