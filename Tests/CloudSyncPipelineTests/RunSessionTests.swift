@@ -109,7 +109,10 @@ private func accountPipeline(
         #expect(!plan.json().contains("s3cr3t-token") && !plan.text().contains("s3cr3t-token"))
         let schema = PipelineSchema.json(registry: registry)
         #expect(schema.contains(#"{ "const": "account" }"#))
-        #expect(schema.contains(#""mode": { "description": "A word. Default: fast.", "enum": ["fast", "slow"] }"#))
+        #expect(
+            schema.contains(
+                #""mode": { "description": "A word. Default: fast.", "anyOf": [{ "enum": ["fast", "slow"] }, "#
+                    + #"{ "type": "string", "pattern": "\\$\\{(env|file):" }] }"#))
         #expect(try JSONSerialization.jsonObject(with: Data(schema.utf8)) is [String: Any])
         // A secret written into the file itself is never shown either.
         let literal = try compile(
