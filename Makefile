@@ -8,7 +8,7 @@ MANDIR = $(PREFIX)/share/man
 DOCDIR = $(PREFIX)/share/doc/cloudsync
 INSTALL ?= install
 
-.PHONY: deps build run emulator test stress test-repeat bench bench-compare fuzz format lint clean release install uninstall check-install
+.PHONY: deps build run emulator docs test stress test-repeat bench bench-compare fuzz format lint clean release install uninstall check-install
 
 deps:
 	@scripts/install-deps.sh
@@ -23,6 +23,12 @@ run: build
 # The Google and CloudKit emulators on 127.0.0.1 (docs/emulators.md), their state kept across restarts.
 emulator: build
 	.build/debug/cloudsync-emulator --data .build/emulator
+
+# The library's documentation as DocC, one static site in .build/docs (scripts/make-docs.sh): a landing page per
+# library product from its Sources/<Module>/<Module>.docc, articles made from sections of docs/*.md, symbol graphs
+# from the debug build's modules; a link DocC cannot resolve fails it.
+docs: deps
+	@SWIFT=$(SWIFT) scripts/make-docs.sh
 
 # The whole suite, then the stress suites (hundreds of processes: the run-lock race, the SIGKILL crash loop, dry runs
 # beside a writer) on their own, one at a time, so they do not starve the timing-sensitive tests. Both run under
