@@ -8,7 +8,7 @@ MANDIR = $(PREFIX)/share/man
 DOCDIR = $(PREFIX)/share/doc/cloudsync
 INSTALL ?= install
 
-.PHONY: deps build run emulator test stress test-repeat bench bench-compare fuzz format lint clean release install uninstall check-install
+.PHONY: deps build run emulator docs test stress test-repeat bench bench-compare fuzz format lint clean release install uninstall check-install
 
 deps:
 	@scripts/install-deps.sh
@@ -24,7 +24,14 @@ run: build
 emulator: build
 	.build/debug/cloudsync-emulator --data .build/emulator
 
-# The whole suite, then the stress suites (hundreds of processes: the run-lock race, the SIGKILL crash loop, dry runs
+# The library's documentation as DocC, one static site in .build/docs (scripts/make-docs.sh): a landing page per
+# library product from its Sources/<Module>/<Module>.docc, articles made from sections of docs/*.md, symbol graphs
+# from the debug build's modules; a link DocC cannot resolve fails it.
+docs: deps
+	@SWIFT=$(SWIFT) scripts/make-docs.sh
+
+# The documentation site first (`make docs`: the test build's modules serve it, so it costs seconds), then the
+# whole suite, then the stress suites (hundreds of processes: the run-lock race, the SIGKILL crash loop, dry runs
 # beside a writer) on their own, one at a time, so they do not starve the timing-sensitive tests. Both run under
 # scripts/run-tests.py: a test running past CLOUDSYNC_TEST_LIMIT seconds (default 660; a stress test 1200) is stopped
 # and named, with every thread's backtrace kept, and each run ends with its ten slowest tests.
@@ -37,6 +44,7 @@ test: deps
 	@scripts/install-deps.sh rclone gdb restic postgresql tzdata prometheus chromium groff-base fish zsh
 	@scripts/python-env.sh
 	$(SWIFT) build --build-tests
+	@SWIFT=$(SWIFT) scripts/make-docs.sh
 	scripts/run-tests.py
 	@binary="$$($(SWIFT) build --show-bin-path)/CloudSyncPackageTests.xctest"; \
 	{ nice -n 19 $(MAKE) --no-print-directory release && SWIFT=$(SWIFT) nice -n 19 scripts/check-consumer.sh --build-only; } \

@@ -8,7 +8,7 @@ import Foundation
 ///
 /// The callback is set per API token in CloudKit Dashboard. When it is an `http` address on this machine
 /// (`http://127.0.0.1:PORT/PATH`), the sign-in listens there for the token; otherwise, or with
-/// ``SignInInteraction/noBrowser``, it reads the token (or the whole callback address) from the input. The token is
+/// `SignInInteraction.noBrowser`, it reads the token (or the whole callback address) from the input. The token is
 /// then tried on `users/caller`, and the rotated token that answer carries is the one kept.
 public struct CloudKitWebSignIn: ProviderSignIn {
     /// The web services' base (`https://api.apple-cloudkit.com`).

@@ -5,7 +5,7 @@ import Foundation
 /// OAuth 2.0 for installed apps, as Google runs it: an authorization code with PKCE (S256), delivered by a redirect
 /// to a one-shot listener on `127.0.0.1:<random port>`, exchanged at the token endpoint for a refresh token.
 ///
-/// The sign-in prints the address to open and opens nothing itself. With ``SignInInteraction/noBrowser`` it also
+/// The sign-in prints the address to open and opens nothing itself. With `SignInInteraction.noBrowser` it also
 /// reads the address the browser was sent to from the input, for a machine without a browser: the person opens the
 /// address elsewhere, the redirect to `127.0.0.1` fails to load there, and they paste it from the address bar.
 /// Whichever arrives first wins. The redirect's `state` must be the request's, or nothing is stored.

@@ -3,7 +3,7 @@ import CloudSyncHTTP
 import Foundation
 import Synchronization
 
-/// Bearer access tokens from a refresh token, for a provider's ``AuthLayer``: refreshed before they expire and once
+/// Bearer access tokens from a refresh token, for a provider's `AuthLayer`: refreshed before they expire and once
 /// after an HTTP 401, one refresh at a time however many requests wait for it.
 ///
 /// A refused refresh token (`invalid_grant`: revoked, expired, or from another client) is `ERR_NOT_SIGNED_IN` with

@@ -68,8 +68,8 @@ public struct CloudKitChangesPage: Sendable, Equatable {
 /// status and identity, one custom zone, fail-if-exists saves, change-token fetches, deletes.
 ///
 /// Every request carries the API token and the current web auth token in its query, percent-encoded; every answer's
-/// `X-Apple-CloudKit-Web-Auth-Token` replaces the kept token (in memory and in the ``CloudKitWebAuthToken``'s state)
-/// before the next request goes out, so requests are sent one at a time. Requests go through ``HTTPClient``
+/// `X-Apple-CloudKit-Web-Auth-Token` replaces the kept token (in memory and in the `CloudKitWebAuthToken`'s state)
+/// before the next request goes out, so requests are sent one at a time. Requests go through `HTTPClient`
 /// (deadline, retries honouring CloudKit's `retryAfter`); `records/modify` with `create` operations is never sent twice.
 ///
 /// The iCloud key-value store has no web API: the `kv…` members say so (``isKeyValueStoreAvailable`` is false and
@@ -122,7 +122,7 @@ public final class CloudKitBridge: Sendable {
     /// Releases the HTTP session and its connections; later calls fail with `ERR_CLOSED`.
     public func close() { http.close() }
 
-    /// Retries as ``RetryPolicy`` does, honouring the `retryAfter` seconds CloudKit puts in its error bodies.
+    /// Retries as `RetryPolicy` does, honouring the `retryAfter` seconds CloudKit puts in its error bodies.
     public static let defaultRetryPolicy = RetryPolicy(hint: RetryPolicy.jsonSecondsHint(field: "retryAfter"))
 
     // MARK: Account

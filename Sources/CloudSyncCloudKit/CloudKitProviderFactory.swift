@@ -30,7 +30,7 @@ public struct CloudKitProviderFactory: ProviderFactory {
     /// How requests are sent; URLSession unless a test or program gives another.
     public let transport: @Sendable () -> any HTTPTransport
 
-    /// The factory; register it in a ``ProviderRegistry``.
+    /// The factory; register it in a `ProviderRegistry`.
     public init(transport: @escaping @Sendable () -> any HTTPTransport = { URLSessionTransport() }) {
         self.transport = transport
     }

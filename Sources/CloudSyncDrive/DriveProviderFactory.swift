@@ -35,7 +35,7 @@ public struct DriveProviderFactory: ProviderFactory {
     /// How requests are sent; URLSession unless a test or program gives another.
     public let transport: @Sendable (_ maxConcurrency: Int) -> any HTTPTransport
 
-    /// The factory; register it in a ``ProviderRegistry``.
+    /// The factory; register it in a `ProviderRegistry`.
     public init(
         transport: @escaping @Sendable (_ maxConcurrency: Int) -> any HTTPTransport = {
             URLSessionTransport(maxConcurrency: $0)

@@ -10,7 +10,7 @@ import Foundation
 public protocol EmulatorService: AnyObject, Sendable {
     /// The service's key in the start line and the name of its data file (`drive` → `DIR/drive.json`).
     var name: String { get }
-    /// Adds the service's routes to `server`, whose ``LoopbackHTTPServer/baseURL`` is where clients reach it.
+    /// Adds the service's routes to `server`, whose `LoopbackHTTPServer.baseURL` is where clients reach it.
     func register(on server: LoopbackHTTPServer)
     /// What a client needs to reach the service on `baseURL` (endpoints, test credentials), by name.
     func urls(baseURL: URL) -> [String: String]

@@ -2,7 +2,7 @@ import CloudSyncHTTPServer
 import CloudSyncYAML
 import Foundation
 
-/// Reads an ``HTTPFaultPlan`` from a YAML or JSON file (JSON is YAML too, so one reader takes both), reporting every
+/// Reads an `HTTPFaultPlan` from a YAML or JSON file (JSON is YAML too, so one reader takes both), reporting every
 /// mistake as `file:line:col: error: message` with the source line, as pipeline files do.
 ///
 /// ```yaml

@@ -4,7 +4,7 @@ import Foundation
 /// How one service names its errors in an answer.
 ///
 /// Its own code and reason are in the body, and a header carries the request's id; ``HTTPErrorMapping`` puts what
-/// it reads into the error's ``ErrorContext``.
+/// it reads into the error's `ErrorContext`.
 public struct ServiceErrorReader: Sendable {
     /// The header holding the service's id for the request (`x-amz-request-id`); nil when it gives none.
     public let requestIDHeader: String?

@@ -10,7 +10,7 @@ import Synchronization
 /// One file per key under a root directory, holding the plain bytes of the (encoded) value, so rsync, rclone or a
 /// person with `cat` can read it.
 ///
-/// Key to file name: see ``FileNameMapping``.
+/// Key to file name: see `FileNameMapping`.
 ///
 /// Writes are atomic and durable per batch: each value goes to a temporary file (unnamed, `O_TMPFILE`, where the file
 /// system allows; else one whose name starts with `.`), the batch's files are made durable together, only then given
@@ -244,7 +244,7 @@ public final class DirectoryProvider: Provider {
     /// Reads each key's file, positionally: nil for a key with no file, `ERR_DECODE` for a file that is not UTF-8 text,
     /// `ERR_PROVIDER` for any other read failure.
     ///
-    /// Several files are read at once (``readWidth(forKeys:)``). Throws `ERR_CLOSED` after ``close()``.
+    /// Several files are read at once (`readWidth(forKeys:)`). Throws `ERR_CLOSED` after ``close()``.
     public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
         try ensureOpen()
         let results = try await LocalFiles.offload { [self] in
@@ -339,7 +339,7 @@ public final class DirectoryProvider: Provider {
     /// Writes each value atomically, positionally, creating the subdirectories a key's file name needs.
     ///
     /// Durability is paid per batch, not per file: every value goes to its own temporary file (several written at
-    /// once), the batch's files are made durable together (``LocalFiles/makeDurable(_:in:)``), only then renamed over
+    /// once), the batch's files are made durable together (`LocalFiles.makeDurable(_:in:)`), only then renamed over
     /// their keys' files, and each directory touched is fsynced once. A crash at any moment leaves each key's old
     /// value or its new one, never a torn file. A full disk or exhausted disk quota is `ERR_QUOTA_EXCEEDED` in that
     /// key's slot, any other failure `ERR_PROVIDER`; a failed write leaves the previous value in place. Throws
@@ -521,9 +521,9 @@ public final class DirectoryProvider: Provider {
     /// Pages in bytewise (UTF-8) order of the keys, as every listing a sync merges must.
     ///
     /// The encoded file names sort differently, so each name is decoded and the keys sorted. A listing's first page
-    /// walks the tree once and keeps its keys (up to ``DirectoryListings/windowKeys``, so memory stays bounded however
+    /// walks the tree once and keeps its keys (up to `DirectoryListings.windowKeys`, so memory stays bounded however
     /// many files there are); its later pages come from that walk, so a full listing costs one walk and one sort, not
-    /// one walk per page. See ``DirectoryListings`` for what a listing sees of files added or removed meanwhile.
+    /// one walk per page. See `DirectoryListings` for what a listing sees of files added or removed meanwhile.
     public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
         try ensureOpen()
         metrics.recordRequest()

@@ -19,7 +19,7 @@ public struct SQLiteProviderFactory: ProviderFactory {
         public var pageSize = SQLiteProvider.defaultPageSize
     }
 
-    /// The factory; register it in a ``ProviderRegistry``.
+    /// The factory; register it in a `ProviderRegistry`.
     public init() {}
 
     /// The `type` pipeline files name.
@@ -153,7 +153,7 @@ public struct DirectoryProviderFactory: ProviderFactory {
         public var create: Bool
     }
 
-    /// The factory; register it in a ``ProviderRegistry``.
+    /// The factory; register it in a `ProviderRegistry`.
     public init() {}
 
     /// The `type` pipeline files name.

@@ -501,7 +501,7 @@ public final class SQLiteProvider: Provider {
         ) { ($0.string(0) ?? "", $0.int64(1), $0.int64(2)) }.first
     }
 
-    /// Up to `limit` keys (at least 1) after `cursor`, in bytewise UTF-8 order; the page's ``KeyPage/nextCursor`` is
+    /// Up to `limit` keys (at least 1) after `cursor`, in bytewise UTF-8 order; the page's `KeyPage.nextCursor` is
     /// its last key when more follow, nil at the end.
     ///
     /// Throws `ERR_CLOSED` after ``close()``, `ERR_TIMEOUT` or `ERR_PROVIDER` as ``get(_:)`` does.

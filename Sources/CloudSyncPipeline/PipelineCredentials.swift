@@ -2,7 +2,7 @@ import CloudSync
 import Foundation
 
 /// Keeps what `cloudsync login` yields in a pipeline's state database, where the provider finds it in its
-/// ``ProviderState`` on every later run, and forgets it for `cloudsync logout`.
+/// `ProviderState` on every later run, and forgets it for `cloudsync logout`.
 ///
 /// Each change takes the pipeline's lock for as long as it writes (never while a person signs in), so it never
 /// lands in the middle of a run; the values are encrypted with the pipeline's state codec, as every provider value.

@@ -5,7 +5,7 @@ import CloudSync
 ///
 /// Two implementations: ``StateDatabase``, a SQLite file in the state directory (the embedded default), and
 /// ``PostgresStateDatabase``, a schema in PostgreSQL that runners on several machines share. Both are synchronous,
-/// as ``ProviderStateStore`` is: a provider keeps a rotated token from inside a call that has nowhere to await.
+/// as `ProviderStateStore` is: a provider keeps a rotated token from inside a call that has nowhere to await.
 /// Every method throws `ERR_CONFIG` (or `ERR_OFFLINE` for a server that stopped answering) when the storage fails.
 public protocol PipelineState: ProviderStateStore, AnyObject {
     /// Records a finished run (not in a read-only state).

@@ -10,7 +10,7 @@ extension PostgresStateDatabase {
 
     /// Claims the slot at `slotMs` (milliseconds since 1970) for `host`; true when this call got it.
     ///
-    /// False when another host had it. Claims older than ``slotMemory`` are forgotten on the way.
+    /// False when another host had it. Claims older than `slotMemory` are forgotten on the way.
     public func claimSlot(_ slotMs: Int64, host: String) throws(CloudSyncError) -> Bool {
         try run { db throws(PostgresError) in
             try db.transaction { () throws(PostgresError) -> Bool in

@@ -8,9 +8,9 @@ import Foundation
 ///
 /// One schema may hold many pipelines: every row carries the pipeline's name. Keys are stored as `bytea`, so they
 /// compare by their bytes (as the core's keys do) and may hold any character, NUL included. The schema and its tables
-/// are created and upgraded by named migrations (``PostgresStateMigrations``) under a transaction-level advisory
+/// are created and upgraded by named migrations (`PostgresStateMigrations`) under a transaction-level advisory
 /// lock, so runners starting together migrate once. All calls are synchronous on one connection, which is also the
-/// session holding the run lock (``acquireRunLock(host:pid:)``): when the runner dies or loses the connection, the
+/// session holding the run lock (`PostgresRunLock`): when the runner dies or loses the connection, the
 /// server releases its lock at once.
 public final class PostgresStateDatabase: PipelineState, @unchecked Sendable {
     /// The server and schema, for messages: `host:port/database, schema NAME`, never the URL.

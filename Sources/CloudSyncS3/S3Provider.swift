@@ -15,7 +15,7 @@ import Synchronization
 /// are `PutObject` with `Content-MD5`, or a multipart upload for values over ``multipartThreshold``; removes are one
 /// `DeleteObjects` request per 1,000 keys with `Content-MD5`, its per-key `<Error>` items reported in their slots;
 /// listing is `ListObjectsV2` with `encoding-type=url`, its continuation token as the cursor and the prefix stripped.
-/// Every request goes through ``CloudSyncHTTP/HTTPClient`` (deadline, retry, SigV4, concurrency limit). S3 has no
+/// Every request goes through `CloudSyncHTTP.HTTPClient` (deadline, retry, SigV4, concurrency limit). S3 has no
 /// usage figure that fits a quota, so ``quota()`` is nil.
 public final class S3Provider: Provider {
     /// Values with more UTF-8 bytes than this are uploaded in parts: 64 MiB.

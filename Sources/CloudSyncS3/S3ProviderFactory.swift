@@ -24,7 +24,7 @@ public struct S3ProviderFactory: ProviderFactory {
     /// values bring the environment it was loaded with).
     public let environment: [String: String]
 
-    /// The factory; register it in a ``ProviderRegistry``.
+    /// The factory; register it in a `ProviderRegistry`.
     public init(
         environment: [String: String] = ProcessInfo.processInfo.environment,
         transport: @escaping @Sendable (_ maxConcurrency: Int) -> any HTTPTransport = {

@@ -1,6 +1,6 @@
 import CloudSync
 
-/// The checks every ``Provider`` must pass, whatever it stores in: run it from a provider's own tests with a
+/// The checks every `Provider` must pass, whatever it stores in: run it from a provider's own tests with a
 /// factory that returns a fresh, empty, available provider each time.
 ///
 /// `run` returns one line per broken requirement (empty when the provider conforms), so any test framework can
@@ -73,7 +73,7 @@ public enum ProviderConformanceSuite {
 
     /// What every call of a closed provider throws.
     ///
-    /// In the order get, set, remove, listKeys, quota; nil where a call did not throw a ``CloudSyncError``. A provider
+    /// In the order get, set, remove, listKeys, quota; nil where a call did not throw a `CloudSyncError`. A provider
     /// that holds files or connections should fail each with `ERR_CLOSED`.
     public static func errorsAfterClose(_ provider: any Provider) async -> [CloudSyncError?] {
         func error(_ call: () async throws -> Void) async -> CloudSyncError? {

@@ -13,7 +13,7 @@
 /// hash by those bytes, and they order by them (the order of ``ProviderCapabilities/listsInKeyOrder``, of SQLite's
 /// `BINARY` collation and of S3's listings).
 ///
-/// Key the collection by `StoreKey` (`[StoreKey: String]`, `Set<StoreKey>`) and sort keys with ``StoreKey/<`` or
+/// Key the collection by `StoreKey` (`[StoreKey: String]`, `Set<StoreKey>`) and sort keys with ``StoreKey/<(_:_:)`` or
 /// ``StoreKey/bytesPrecede(_:_:)``, never with `String`'s own `==`, hashing or `<`.
 public struct StoreKey: Hashable, Comparable, Sendable, CustomStringConvertible, ExpressibleByStringLiteral {
     /// The key, as the store's API takes it.

@@ -2,7 +2,7 @@
 ///
 /// Rules it keeps:
 /// - **Never older.** It holds at most one entry per (key, provider): a newer failed write replaces the queued one,
-///   and a write or remove that reaches the provider directly (``superseded(key:provider:)``) removes it, so a
+///   and a write or remove that reaches the provider directly (`superseded(key:provider:)`) removes it, so a
 ///   retry can never overwrite a newer value or bring back a removed key.
 /// - **Bounded.** At most ``Limits/maxEntries`` (the oldest is evicted), ``Limits/maxAttempts`` attempts each, and
 ///   ``Limits/maxAge`` of age. Every entry given up is reported to `onDropped` with its reason.
@@ -10,8 +10,8 @@
 ///
 /// The store drives it: it queues failed writes, flushes due entries (`CloudStore.flushOutbox()`), and abandons
 /// everything when an account event says the identity changed. A pipeline run, which checks each provider's account
-/// itself, abandons only the entries of a provider whose account changed (``abandonForAccountChange(of:)``) and holds
-/// back those of a provider whose account it could not check (``hold(_:)``).
+/// itself, abandons only the entries of a provider whose account changed (`abandonForAccountChange(of:)`) and holds
+/// back those of a provider whose account it could not check (`hold(_:)`).
 public final class Outbox: Sendable {
     /// Why an entry was given up.
     public enum DropReason: String, Sendable, Equatable {

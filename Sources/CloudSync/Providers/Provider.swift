@@ -2,7 +2,7 @@ import Synchronization
 
 /// A storage provider: where the store keeps values.
 ///
-/// Requirements every provider must meet (``ProviderConformanceSuite`` in `CloudSyncTesting` checks them):
+/// Requirements every provider must meet (`ProviderConformanceSuite` in `CloudSyncTesting` checks them):
 ///
 /// - **Sendable and re-entrant.** The store calls a provider from many tasks at once.
 /// - **Batch-first, positional results.** `get`, `set` and `remove` take arrays and return one result per input, in

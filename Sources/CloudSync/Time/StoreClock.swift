@@ -52,7 +52,7 @@ public struct SystemClock: StoreClock {
         try await Task.sleep(for: duration)
     }
 
-    /// A timer on the clock's one timer thread (``TimerThread``); `action` runs on that thread and must be short.
+    /// A timer on the clock's one timer thread (`TimerThread`); `action` runs on that thread and must be short.
     ///
     /// Arming and cancelling it start no task and usually wake no thread, which matters because every provider call
     /// the store makes arms one (its deadline) and nearly every one is cancelled.
