@@ -26,9 +26,17 @@ emulator: build
 
 # The library's documentation as DocC, one static site in .build/docs (scripts/make-docs.sh): a landing page per
 # library product from its Sources/<Module>/<Module>.docc, articles made from sections of docs/*.md, symbol graphs
-# from the debug build's modules; a link DocC cannot resolve fails it.
+# from the debug build's modules; a link DocC cannot resolve fails it. Then the man pages, in .build/man, each
+# checked by groff with every warning on (any output fails).
 docs: deps
 	@SWIFT=$(SWIFT) scripts/make-docs.sh
+	@scripts/install-deps.sh groff-base
+	$(SWIFT) build --product cloudsync
+	.build/debug/cloudsync man --output .build/man
+	@for page in .build/man/man*/*; do \
+		warnings=$$(groff -ww -man -Tutf8 -z "$$page" 2>&1); \
+		if [ -n "$$warnings" ]; then echo "$$warnings" >&2; echo "make docs: groff warns about $$page" >&2; exit 1; fi; \
+	done; echo "make docs: the man pages are in .build/man (MANPATH=.build/man man cloudsync)" >&2
 
 # The documentation site first (`make docs`: the test build's modules serve it, so it costs seconds), then the
 # whole suite, then the stress suites (hundreds of processes: the run-lock race, the SIGKILL crash loop, dry runs
