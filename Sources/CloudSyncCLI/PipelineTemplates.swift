@@ -189,45 +189,7 @@ enum PipelineTemplates {
                   # Where the repository is kept (its format: docs/backup-format.md). Once it is on a disk of its
                   # own, drop `create: true`: a disk that is not mounted is then an error rather than filled underneath.
                   repository: { type: directory, path: backups/\(name), create: true }
-                  # Keys held in memory while a run lasts, for the `sample-keys` job to copy.
-                  samples:
-                    type: memory
-                    items:
-                      settings.theme: dark
-                      settings.language: en
-                      notes.welcome: Hello from cloudsync. Edit me, or delete me and the sample-keys job.
-                codecs:
-                  # The cipher sealing the repository (XChaCha20-Poly1305) and its key ring, current key first.
-                  vault:
-                    type: xchacha20poly1305
-                    keys:
-                      # To change keys: make one (cloudsync keygen --out \(name)-2.key), list it first with a new id,
-                      # and keep this one below it.
-                      - { id: key1, file: \(values.keyFile) }
-                store:
-                  # What the store reads and writes (every pipeline has one); the jobs below name their providers.
-                  providers: [app]
-                jobs:
-                  # Copies the samples into the database, only the keys it lacks (ifMissing): your edits stay.
-                  - { type: migrate, name: sample-keys, from: samples, to: app, overwrite: ifMissing }
-                  # One snapshot of every key of `app`. Only values the repository lacks are stored.
-                  - { type: backup, name: backup, from: app, to: repository, codec: vault, tags: [scheduled] }
-                  # Keeps the last 7 snapshots, one a day for 14 days, one a week for 8 weeks and one a month for
-                  # 12 months (restic's meanings) and removes the others; prune then deletes the data none of the
-                  # kept ones needs. `needs` forgets nothing after a backup that did not succeed.
-                  - type: forget
-                    name: forget
-                    repository: repository
-                    codec: vault
-                    keep: { last: 7, daily: 14, weekly: 8, monthly: 12 }
-                    prune: true
-                    needs: [backup]
-                  # Every index and snapshot opens and every object they name exists; readData also reads 5% of
-                  # the data, chosen at random each run, and checks each value's hash (all reads everything).
-                  - { type: verify, name: check, repository: repository, codec: vault, readData: "5%" }
-                report:
-                  # Keep the newest 30 reports (a month of nightly runs); older ones are deleted after each run.
-                  keep: 30
+                \(Self.backupJobs(repository: "repository", remote: false, name: name, keyFile: values.keyFile))
 
                 """
         })
@@ -312,48 +274,57 @@ enum PipelineTemplates {
                     prefix: ${env:CLOUDSYNC_S3_PREFIX:-cloudsync/\(name)/}
                     # Objects are addressed as ENDPOINT/BUCKET/KEY; add `pathStyle: false` for BUCKET.ENDPOINT/KEY.
                     # No accessKeyId or secretAccessKey here: the credentials come from the environment or ~/.aws.
-                  # Keys held in memory while a run lasts, for the `sample-keys` job to copy.
-                  samples:
-                    type: memory
-                    items:
-                      settings.theme: dark
-                      settings.language: en
-                      notes.welcome: Hello from cloudsync. Edit me, or delete me and the sample-keys job.
-                codecs:
-                  # The cipher sealing the repository (XChaCha20-Poly1305) and its key ring, current key first.
-                  vault:
-                    type: xchacha20poly1305
-                    keys:
-                      # To change keys: make one (cloudsync keygen --out \(name)-2.key), list it first with a new id,
-                      # and keep this one below it.
-                      - { id: key1, file: \(values.keyFile) }
-                store:
-                  # What the store reads and writes (every pipeline has one); the jobs below name their providers.
-                  providers: [app]
-                jobs:
-                  # Copies the samples into the database, only the keys it lacks (ifMissing): your edits stay.
-                  - { type: migrate, name: sample-keys, from: samples, to: app, overwrite: ifMissing }
-                  # One snapshot of every key of `app`. Only values the repository lacks are uploaded.
-                  - { type: backup, name: backup, from: app, to: bucket, codec: vault, tags: [scheduled] }
-                  # Keeps the last 7 snapshots, one a day for 14 days, one a week for 8 weeks and one a month for
-                  # 12 months (restic's meanings) and removes the others; prune then deletes the data none of the
-                  # kept ones needs. `needs` forgets nothing after a backup that did not succeed.
-                  - type: forget
-                    name: forget
-                    repository: bucket
-                    codec: vault
-                    keep: { last: 7, daily: 14, weekly: 8, monthly: 12 }
-                    prune: true
-                    needs: [backup]
-                  # Every index and snapshot opens and every object they name exists; readData also downloads 5% of
-                  # the data, chosen at random each run, and checks each value's hash (all reads everything).
-                  - { type: verify, name: check, repository: bucket, codec: vault, readData: "5%" }
-                report:
-                  # Keep the newest 30 reports (a month of nightly runs); older ones are deleted after each run.
-                  keep: 30
+                \(Self.backupJobs(repository: "bucket", remote: true, name: name, keyFile: values.keyFile))
 
                 """
         })
+
+    /// The part the two backup templates share: the sample keys, the codec, the store, and the jobs that back up,
+    /// forget and verify into `repository` (`remote` when it is across a network, which words two comments).
+    static func backupJobs(repository: String, remote: Bool, name: String, keyFile: String) -> String {
+        let (stored, read) = remote ? ("uploaded", "downloads") : ("stored", "reads")
+        return """
+              # Keys held in memory while a run lasts, for the `sample-keys` job to copy.
+              samples:
+                type: memory
+                items:
+                  settings.theme: dark
+                  settings.language: en
+                  notes.welcome: Hello from cloudsync. Edit me, or delete me and the sample-keys job.
+            codecs:
+              # The cipher sealing the repository (XChaCha20-Poly1305) and its key ring, current key first.
+              vault:
+                type: xchacha20poly1305
+                keys:
+                  # To change keys: make one (cloudsync keygen --out \(name)-2.key), list it first with a new id,
+                  # and keep this one below it.
+                  - { id: key1, file: \(keyFile) }
+            store:
+              # What the store reads and writes (every pipeline has one); the jobs below name their providers.
+              providers: [app]
+            jobs:
+              # Copies the samples into the database, only the keys it lacks (ifMissing): your edits stay.
+              - { type: migrate, name: sample-keys, from: samples, to: app, overwrite: ifMissing }
+              # One snapshot of every key of `app`. Only values the repository lacks are \(stored).
+              - { type: backup, name: backup, from: app, to: \(repository), codec: vault, tags: [scheduled] }
+              # Keeps the last 7 snapshots, one a day for 14 days, one a week for 8 weeks and one a month for
+              # 12 months (restic's meanings) and removes the others; prune then deletes the data none of the
+              # kept ones needs. `needs` forgets nothing after a backup that did not succeed.
+              - type: forget
+                name: forget
+                repository: \(repository)
+                codec: vault
+                keep: { last: 7, daily: 14, weekly: 8, monthly: 12 }
+                prune: true
+                needs: [backup]
+              # Every index and snapshot opens and every object they name exists; readData also \(read) 5% of
+              # the data, chosen at random each run, and checks each value's hash (all reads everything).
+              - { type: verify, name: check, repository: \(repository), codec: vault, readData: "5%" }
+            report:
+              # Keep the newest 30 reports (a month of nightly runs); older ones are deleted after each run.
+              keep: 30
+            """
+    }
 
     /// A move from a Google Drive app data folder into CloudKit, both signed in with `cloudsync login`.
     static let driveToCloudKit = PipelineTemplate(
