@@ -143,6 +143,8 @@ package struct CommandLineTool {
         case ["snapshots"]: return await snapshots(parsed)
         case ["login"]: return await login(parsed)
         case ["logout"]: return logout(parsed)
+        case ["accounts", "list"]: return accountsList(parsed)
+        case ["accounts", "remove"]: return accountsRemove(parsed)
         case ["cloudkit", "status"]: return await cloudkitStatus(parsed)
         case ["cloudkit", "ensure-zone"]: return await cloudkitEnsureZone(parsed)
         case ["cloudkit", "changes"]: return await cloudkitChanges(parsed)

@@ -68,6 +68,13 @@ enum Commands {
     static let loginProvider = OptionSpec.option(
         "provider", value: "ID", required: true, completes: .providers,
         help: "The provider to sign in, by its id in the pipeline file.")
+    static let loginAccount = OptionSpec.option(
+        "account", value: "NAME",
+        help: "Keep the credentials as the named account, in the accounts file every pipeline can use "
+            + "(CLOUDSYNC_ACCOUNTS_DIR, else $XDG_STATE_HOME/cloudsync, else ~/.local/state/cloudsync), instead of in "
+            + "this pipeline's state; providers that say account: NAME then sign in with it. Default: the "
+            + "provider's own account field, if it has one.")
+    static let accountName = ArgumentSpec(name: "NAME", help: "The account, as login --account named it.")
     static let loginNoBrowser = OptionSpec.flag(
         "no-browser",
         help: "No browser here: open the address elsewhere, then paste back the address it led to.")
@@ -282,10 +289,15 @@ enum Commands {
             address to open on standard error and opens nothing itself. What it yields (a refresh token, a web auth \
             token) goes to <state>/state.db (mode 0600), encrypted with the pipeline's codec when it has one, where \
             the provider finds it on every later run; it is never printed.
+
+            With --account NAME (or when the provider says account: NAME) it goes to the accounts file instead, \
+            where every pipeline whose provider says account: NAME finds it: one sign-in per account, not per \
+            pipeline. Each pipeline still checks, on every run, that the account is the one it saw last.
             """,
         arguments: [file],
         options: [
             loginProvider,
+            loginAccount,
             loginNoBrowser,
         ],
         exitCodes: [
@@ -354,6 +366,34 @@ enum Commands {
         path: ["cloudkit"], abstract: "Inspect and set up a cloudKit provider's container and zone.",
         exitCodes: [(.usage, "no subcommand, or an unknown one")],
         subcommands: [cloudkitStatus, cloudkitEnsureZone, cloudkitChanges, cloudkitDeleteZone])
+
+    static let accountsList = CommandSpec(
+        path: ["accounts", "list"], abstract: "List the named accounts login --account kept (never a credential).",
+        discussion: """
+            One line each: the name, the provider type it was signed in for, what is kept, and when it last \
+            changed (a sign-in, or a rotated token). The accounts file is CLOUDSYNC_ACCOUNTS_DIR/accounts.db, else \
+            $XDG_STATE_HOME/cloudsync/accounts.db, else ~/.local/state/cloudsync/accounts.db.
+            """,
+        options: [json],
+        exitCodes: [
+            (.success, "the accounts were listed (none when nothing was signed in)"),
+            (.jobError, "the accounts file could not be read"),
+            (.usage, commandLineWrong),
+        ])
+
+    static let accountsRemove = CommandSpec(
+        path: ["accounts", "remove"], abstract: "Forget a named account's credentials, for every pipeline using it.",
+        arguments: [accountName],
+        exitCodes: [
+            (.success, "the account was forgotten, or was not kept"),
+            (.jobError, "the accounts file could not be written"),
+            (.usage, commandLineWrong),
+        ])
+
+    static let accounts = CommandSpec(
+        path: ["accounts"], abstract: "List or forget the named accounts pipelines sign in with.",
+        exitCodes: [(.usage, "no subcommand, or an unknown one")],
+        subcommands: [accountsList, accountsRemove])
 
     static let keygen = CommandSpec(
         path: ["keygen"], abstract: "Write a new 32-byte key file (mode 0600; never overwrites).",
@@ -429,8 +469,8 @@ enum Commands {
 
     /// Every subcommand, in the order help lists them.
     static let all = [
-        initPipeline, run, serve, validate, plan, schema, outbox, history, snapshots, login, logout, cloudkit, keygen,
-        completions, man, version, help,
+        initPipeline, run, serve, validate, plan, schema, outbox, history, snapshots, login, logout, accounts,
+        cloudkit, keygen, completions, man, version, help,
     ]
 
     /// The command that `words` name (`["outbox", "list"]`), or the error saying which word is unknown.

@@ -17,6 +17,19 @@ extension CommandLineTool {
         case .success(let target): (compiled, provider, signIn) = target
         case .failure(let stopped): return stopped.status
         }
+        let account = parsed.value(Commands.loginAccount) ?? provider.account
+        if let declared = provider.account, account != declared {
+            return usageError(
+                "provider '\(provider.id)' signs in with account '\(declared)' (its account field); --account "
+                    + "\(account ?? "") would keep credentials it never reads", Commands.login)
+        }
+        if let account, !account.isEmpty,
+            account.contains(where: { !($0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0))) })
+        {
+            return usageError(
+                "--account may contain only ASCII letters, digits, '.', '_' and '-'; found '\(account)'", Commands.login
+            )
+        }
         if let pid = PipelineCredentials.lockHolder(of: compiled) {
             standardError(
                 "Error: \(compiled.spec.name) is running (\(RunRefusal.holder(pid)), lock \(compiled.spec.state)/run.lock); "
@@ -35,13 +48,29 @@ extension CommandLineTool {
             standardError("Error: the sign-in of provider '\(provider.id)' failed: \(error.code): \(message)\n")
             return .failure
         }
+        let kept = credentials.keys.map(\.summary).sorted().joined(separator: " and ")
+        if let account {
+            do {
+                let store = try accountStore(compiled, create: true)
+                for (credential, value) in credentials.sorted(by: { $0.key.name < $1.key.name }) {
+                    try store.setValue(value, account: account, type: provider.type, name: credential.name)
+                }
+                standardError(
+                    "Signed in: the \(kept) of provider '\(provider.id)' is kept as account '\(account)' in "
+                        + "\(store.path); every pipeline whose \(provider.type) provider says account: \(account) signs "
+                        + "in with it.\n")
+                return .success
+            } catch {
+                standardError("Error: \(error.code): \(error.message)\n")
+                return .jobError
+            }
+        }
         let path: String
         do {
             path = try PipelineCredentials.store(credentials, for: provider.id, in: compiled)
         } catch {
             return refused(error, compiled)
         }
-        let kept = credentials.keys.map(\.summary).sorted().joined(separator: " and ")
         standardError("Signed in: the \(kept) of provider '\(provider.id)' is kept in \(path).\n")
         return .success
     }
@@ -53,6 +82,26 @@ extension CommandLineTool {
         switch signInTarget(parsed, Commands.logout, onlyProviderMatters: true) {
         case .success(let target): (compiled, provider, signIn) = target
         case .failure(let stopped): return stopped.status
+        }
+        if let account = provider.account {
+            do {
+                let store = try accountStore(compiled, create: false)
+                var forgotten: [StoredCredential] = []
+                for credential in signIn.credentials
+                where try store.value(account: account, name: credential.name) != nil {
+                    try store.setValue(nil, account: account, type: provider.type, name: credential.name)
+                    forgotten.append(credential)
+                }
+                standardError(
+                    forgotten.isEmpty
+                        ? "Account '\(account)' was not signed in: no credentials were kept for it.\n"
+                        : "Signed out: forgot the \(forgotten.map(\.summary).joined(separator: " and ")) of account "
+                            + "'\(account)', for every pipeline that uses it.\n")
+                return .success
+            } catch {
+                standardError("Error: \(error.code): \(error.message)\n")
+                return .jobError
+            }
         }
         let forgotten: [StoredCredential]
         do {
@@ -140,6 +189,15 @@ extension CommandLineTool {
         }
         let children = (node.sequence ?? []) + (node.mapping ?? []).flatMap { [$0.key, $0.value] }
         return children.reduce(into: Set<String>()) { $0.formUnion(variablesWithoutDefault(in: $1)) }
+    }
+
+    /// The accounts file for this environment (``AccountStore``).
+    func accountStore(_ compiled: CompiledPipeline?, create: Bool) throws(CloudSyncError) -> AccountStore {
+        guard let directory = compiled?.accountsDirectory ?? AccountStore.directory(environment: environment) else {
+            throw CloudSyncError(
+                .config, "no place for the accounts file: set CLOUDSYNC_ACCOUNTS_DIR, XDG_STATE_HOME or HOME")
+        }
+        return try AccountStore(directory: directory, create: create)
     }
 
     /// `text` with the provider's secret field values struck out.

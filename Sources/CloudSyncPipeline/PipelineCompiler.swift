@@ -13,6 +13,9 @@ public struct CompiledPipeline: Sendable {
     public let spec: PipelineSpec
     /// The codecs the file declares, by id, their keys already read; each key's passphrase is stretched on first use.
     public let codecs: [String: EnvelopeCodec]
+    /// Where named accounts' sign-ins are kept for this environment (``AccountStore/directory(environment:)``); nil
+    /// when it names no place.
+    public var accountsDirectory: String? = nil
 
     /// The store's options: everything but the outbox, whose durable storage lives in the state directory the
     /// runner owns.
@@ -79,7 +82,9 @@ public enum PipelineCompiler {
             }
         }
         guard diagnostics.isEmpty else { throw PipelineError(diagnostics: diagnostics, source: spec.source) }
-        return CompiledPipeline(spec: spec, codecs: codecs)
+        var compiled = CompiledPipeline(spec: spec, codecs: codecs)
+        compiled.accountsDirectory = AccountStore.directory(environment: environment)
+        return compiled
     }
 
     private static func load(_ key: CodecSpec.Key, environment: [String: String]) throws(CloudSyncError)

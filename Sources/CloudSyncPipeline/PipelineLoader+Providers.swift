@@ -130,13 +130,35 @@ extension PipelineReader {
         if let node = provider["codec"], let text = provider.scalarText(node, field: "codec") {
             if reference(text, at: node.mark, among: codecIDs, what: "codec") { codec = text.value }
         }
+        var account: String?
+        // A type with a field of its own named `account` (a storage account, say) keeps it; for the others it names
+        // the account the provider signs in with.
+        let accountNode = type.fields.contains { $0.name == "account" } ? nil : provider["account"]
+        if let node = accountNode, let text = provider.scalarText(node, field: "account") {
+            if isIdentifier(text.value) {
+                account = text.value
+            } else {
+                diagnostics.error(
+                    "`account` in \(context) may contain only ASCII letters, digits, '.', '_' and '-'; found "
+                        + text.quoted, at: node.mark)
+            }
+        }
         guard valid else { return nil }
         let fields = ProviderFieldValues(values, environment: interpolator.environment)
         do {
-            return ProviderSpec(
-                id: id, type: type.name, configured: try type.configuration(from: fields), fields: fields,
+            let configured = try type.configuration(from: fields)
+            if let node = accountNode, configured.signIn == nil {
+                diagnostics.error(
+                    "\(context) (\(type.name)) signs in to no account, so `account` means nothing for it; remove it",
+                    at: node.mark)
+                return nil
+            }
+            var spec = ProviderSpec(
+                id: id, type: type.name, configured: configured, fields: fields,
                 written: written, secretFields: type.fields.filter { $0.secret && values[$0.name] != nil }.map(\.name),
                 maxValueBytes: maxValueBytes, codec: codec, mark: mark)
+            spec.account = account
+            return spec
         } catch {
             // A factory quotes the values it refuses; one that came from ${env:…} or ${file:…} is named instead.
             let message = written.values.sorted { $0.value.count > $1.value.count }.reduce(error.message) {

@@ -157,6 +157,7 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
                     settings[name] = "\(pairs.count) item\(pairs.count == 1 ? "" : "s")"
                 }
             }
+            if let account = provider.account { settings["account"] = account + " (signs in with the named account)" }
             for (name, detail) in provider.configured.planDetails where settings[name] == nil {
                 settings[name] = detail
             }

@@ -123,7 +123,9 @@ public enum PipelineSchema {
         lines += types.map { type in
             typeBranch(
                 type.name,
-                properties: (ProviderType.commonFields + type.fields).map { "\(quoted($0.name)): \(fieldSchema($0))" },
+                properties: (ProviderType.commonFields.filter { common in
+                    !type.fields.contains { $0.name == common.name }
+                } + type.fields).map { "\(quoted($0.name)): \(fieldSchema($0))" },
                 required: type.fields.filter(\.required).map(\.name))
         }.joinedAsItems()
         return indented(lines + ["  ]", "}"])

@@ -105,6 +105,8 @@ public struct ProviderSpec: Sendable {
     public var maxValueBytes: Int?
     /// A codec id for this provider, overriding the store's.
     public var codec: String?
+    /// The named account whose sign-in it uses (``AccountStore``), instead of one this pipeline keeps.
+    public var account: String? = nil
     /// Where the provider is declared in the file, for errors found after loading.
     public var mark: YAMLMark
 

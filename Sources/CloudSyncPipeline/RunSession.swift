@@ -72,9 +72,36 @@ public final class RunSession: Sendable {
         // jobs that need it fail with that error, so the report says what went wrong.
         var made: [String: any Provider] = [:]
         var unopened: [String: CloudSyncError] = [:]
+        // A provider signing in with a named account reads its credentials from the accounts file, opened once.
+        var accounts: Result<AccountStore, CloudSyncError>?
         for provider in spec.providers {
+            var store = stateStore
+            if let account = provider.account {
+                if accounts == nil {
+                    accounts = Result { () throws(CloudSyncError) in
+                        guard let directory = compiled.accountsDirectory else {
+                            throw CloudSyncError(
+                                .config,
+                                "provider \(provider.id) signs in with account '\(account)', but no accounts file can "
+                                    + "be found: set CLOUDSYNC_ACCOUNTS_DIR (or HOME) where the run happens")
+                        }
+                        return try AccountStore(directory: directory, create: false)
+                    }
+                }
+                switch accounts {
+                case .success(let opened)?:
+                    store = AccountProviderStateStore(
+                        accounts: opened, account: account, type: provider.type, pipeline: stateStore)
+                case .failure(let error)?:
+                    unopened[provider.id] = error
+                    made[provider.id] = UnopenedProvider(
+                        id: provider.id, capabilities: provider.configured.capabilities, error: error)
+                    continue
+                case nil: break
+                }
+            }
             let context = ProviderContext(
-                providerID: provider.id, clock: clock, state: ProviderState(provider: provider.id, store: stateStore),
+                providerID: provider.id, clock: clock, state: ProviderState(provider: provider.id, store: store),
                 metrics: metrics[provider.id]!, logger: logger.redacting(provider.secrets).labelled(provider.id),
                 directory: spec.directory, readOnly: access == .dryRun, pipelineFile: spec.file)
             do {

@@ -14,6 +14,7 @@ import Testing
 struct SigningInTestFactory: ProviderFactory {
     struct Configuration: Sendable {
         let client: OAuthClientConfiguration
+        var requireSignIn = false
     }
 
     var type: String { "signingIn" }
@@ -24,6 +25,7 @@ struct SigningInTestFactory: ProviderFactory {
             ProviderField("clientSecret", .text, secret: true, summary: "the OAuth client secret"),
             ProviderField("authEndpoint", .text, required: true, summary: "the authorization endpoint"),
             ProviderField("tokenEndpoint", .text, required: true, summary: "the token endpoint"),
+            ProviderField("requireSignIn", .boolean, summary: "refuse to open without a kept refresh token"),
         ]
     }
 
@@ -35,7 +37,8 @@ struct SigningInTestFactory: ProviderFactory {
             client: OAuthClientConfiguration(
                 clientID: values.text("clientId") ?? "", clientSecret: values.text("clientSecret"),
                 authorizationEndpoint: auth, tokenEndpoint: token,
-                scopes: ["https://www.googleapis.com/auth/drive.appdata"]))
+                scopes: ["https://www.googleapis.com/auth/drive.appdata"]),
+            requireSignIn: values.boolean("requireSignIn") ?? false)
     }
 
     func capabilities(of configuration: Configuration) -> ProviderCapabilities { ProviderCapabilities() }
@@ -45,7 +48,10 @@ struct SigningInTestFactory: ProviderFactory {
     }
 
     func make(_ configuration: Configuration, context: ProviderContext) throws(CloudSyncError) -> any Provider {
-        MemoryProvider(id: context.providerID)
+        if configuration.requireSignIn, try context.state.credential(.oauthRefreshToken) == nil {
+            throw CloudSyncError(.notSignedIn, "no refresh token kept; run \(context.loginCommand)")
+        }
+        return MemoryProvider(id: context.providerID)
     }
 }
 
@@ -221,6 +227,108 @@ struct SigningInTestFactory: ProviderFactory {
         #expect(stateRefusal.contains("OTHER_BUCKET is not set"))
     }
 
+    /// One sign-in kept as a named account serves every pipeline whose provider names it, and only those; the
+    /// pipeline that signed in keeps nothing of it in its own state.
+    @Test func anAccountSignedInOnceServesEveryPipelineThatNamesIt() async throws {
+        defer { host.server.stop() }
+        let accountsDirectory = directory.path + "/accounts"
+        var environment = self.environment
+        environment["CLOUDSYNC_ACCOUNTS_DIR"] = accountsDirectory
+        var registry = BuiltInProviders.registry
+        registry.register(SigningInTestFactory())
+        func cloudsync(_ arguments: [String], person: (@Sendable (URL) async -> Void)? = nil) async
+            -> (ExitCode, String, String)
+        {
+            let output = Mutex("")
+            let errors = Mutex("")
+            let tool = CommandLineTool(
+                standardOutput: { text in output.withLock { $0 += text } },
+                standardError: { text in
+                    errors.withLock { $0 += text }
+                    let address = text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first {
+                        $0.hasPrefix("http://") && $0.contains("?")
+                    }
+                    if let person, let url = address.flatMap(URL.init(string:)) { Task { await person(url) } }
+                },
+                environment: environment, registry: registry)
+            let status = await tool.run(arguments)
+            return (status, output.withLock { $0 }, errors.withLock { $0 })
+        }
+        func pipeline(_ name: String, account: String) throws -> String {
+            let path = directory.path + "/\(name).yaml"
+            try """
+            version: 1
+            name: \(name)
+            providers:
+              mine:
+                type: signingIn
+                clientId: ${env:CLIENT_ID}
+                clientSecret: ${env:CLIENT_SECRET}
+                authEndpoint: ${env:AUTH}
+                tokenEndpoint: ${env:TOKEN}
+                requireSignIn: true
+                account: \(account)
+              local: { type: memory }
+            store: { providers: [local] }
+            jobs:
+              - { type: migrate, from: mine, to: local }
+
+            """.write(toFile: path, atomically: true, encoding: .utf8)
+            return path
+        }
+
+        let (status, _, errors) = await cloudsync(["login", file, "--provider", "drive", "--account", "work"]) { url in
+            _ = try? await TestBrowser.open(url)
+        }
+        #expect(status == .success, "\(errors)")
+        #expect(errors.contains("is kept as account 'work' in \(accountsDirectory)/accounts.db"))
+        let keptHere = FileManager.default.fileExists(atPath: statePath) ? try storedRefreshToken() : nil
+        #expect(keptHere == nil, "the signing-in pipeline kept the account's token itself")
+        let fileMode = try FileManager.default.attributesOfItem(atPath: accountsDirectory + "/accounts.db")[
+            .posixPermissions]
+        let directoryMode = try FileManager.default.attributesOfItem(atPath: accountsDirectory)[.posixPermissions]
+        #expect((fileMode as? NSNumber)?.intValue == 0o600)
+        #expect((directoryMode as? NSNumber)?.intValue == 0o700)
+
+        let (listed, list, _) = await cloudsync(["accounts", "list", "--json"])
+        #expect(listed == .success)
+        let accounts = try #require(try JSONSerialization.jsonObject(with: Data(list.utf8)) as? [[String: Any]])
+        #expect(accounts.count == 1)
+        #expect(accounts.first?["name"] as? String == "work")
+        #expect(accounts.first?["type"] as? String == "signingIn")
+        #expect(accounts.first?["credentials"] as? [String] == ["signIn.oauthRefreshToken"])
+        #expect(!list.contains("1//"), "accounts list printed a token")
+
+        let (planned, plan, _) = await cloudsync(["plan", try pipeline("first", account: "work")])
+        #expect(planned == .success)
+        #expect(plan.contains("account work (signs in with the named account)"), "\(plan)")
+        // Two other pipelines naming the account sign in with it; one naming another account does not.
+        for name in ["first", "second"] {
+            let (ran, _, runErrors) = await cloudsync([
+                "run", try pipeline(name, account: "work"), "--quiet", "--report", "-",
+            ])
+            #expect(ran == .success, "\(name): \(runErrors)")
+        }
+        let (stranger, _, _) = await cloudsync([
+            "run", try pipeline("stranger", account: "home"), "--quiet", "--report", "-",
+        ])
+        #expect(stranger == .jobError)
+
+        // logout of a pipeline whose provider names the account signs every pipeline out of it.
+        let (out, _, outErrors) = await cloudsync([
+            "logout", try pipeline("first", account: "work"), "--provider", "mine",
+        ])
+        #expect(out == .success)
+        #expect(outErrors.contains("of account 'work', for every pipeline that uses it"))
+        let (after, _, _) = await cloudsync([
+            "run", try pipeline("second", account: "work"), "--quiet", "--report", "-",
+        ])
+        #expect(after == .jobError)
+        let (removed, _, removeErrors) = await cloudsync(["accounts", "remove", "work"])
+        #expect(removed == .success)
+        #expect(removeErrors.contains("was not kept"))
+    }
+
     @Test func noBrowserReadsThePastedRedirectAddress() async throws {
         defer { host.server.stop() }
         // The person opens the address elsewhere and pastes where it led; nothing reaches the listener.
@@ -298,7 +406,8 @@ struct SigningInTestFactory: ProviderFactory {
         #expect(output.isEmpty)
         let usage =
             command == "login"
-            ? "cloudsync login FILE --provider ID [--no-browser]" : "cloudsync logout FILE --provider ID"
+            ? "cloudsync login FILE --provider ID [--account NAME] [--no-browser]"
+            : "cloudsync logout FILE --provider ID"
         #expect(
             errors
                 == "Error: \(message.replacingOccurrences(of: "FILE", with: file))\nUsage: \(usage)\n  "

@@ -157,13 +157,15 @@ import Testing
         await #expect(
             try complete(["cloudsync", ""]) == [
                 "init", "run", "serve", "validate", "plan", "schema", "outbox", "history", "snapshots", "login",
-                "logout",
+                "logout", "accounts",
                 "cloudkit",
                 "keygen",
                 "completions", "man", "version", "help", "--version", "--help", "-h",
             ])
         await #expect(
-            try complete(["cloudsync", "login", "x.yaml", "--"]) == ["--provider", "--no-browser", "--help"])
+            try complete(["cloudsync", "login", "x.yaml", "--"]) == [
+                "--provider", "--account", "--no-browser", "--help",
+            ])
         await #expect(try complete(["cloudsync", "run", "x.yaml", "--progress", "a"]) == ["auto", "always"])
         await #expect(try complete(["cloudsync", "run", "x.yaml", "--d"]) == ["--dry-run"])
         await #expect(try complete(["cloudsync", "schema", ""]) == ["pipeline", "report"])

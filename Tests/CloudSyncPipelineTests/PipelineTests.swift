@@ -251,7 +251,7 @@ private let minimal = """
         "57-unknown-interpolation.yaml", "63-unclosed-class-in-keys.yaml", "67-state-postgresql-password-in-file.yaml",
         "71-sync-shards-incremental.yaml", "72-outbox-autoflush-too-often.yaml",
         "74-schedule-jitter-past-the-next-slot.yaml", "75-max-bytes-below-an-empty-database-of-its-page-size.yaml",
-        "76-name-dot-dot.yaml",
+        "76-name-dot-dot.yaml", "77-account-on-a-provider-that-signs-in-to-none.yaml",
     ]
 
     /// The loader reads `${env:…}` and `${file:…}` in any field, typed ones included (an environment, a count, a

@@ -207,6 +207,11 @@ public struct ProviderType: Sendable {
             "maxValueBytes", .integer(minimum: 1, unit: "bytes"),
             summary: "lowers the largest encoded value this provider takes"),
         ProviderField("codec", .text, summary: "a codec id for this provider's values, overriding the store's codec"),
+        ProviderField(
+            "account", .text,
+            summary: "for types that sign in (and have no `account` field of their own): a named account kept by "
+                + "`cloudsync login --account NAME`, one sign-in for every pipeline that names it, used instead of a "
+                + "sign-in kept by this pipeline"),
     ]
 
     init<Factory: ProviderFactory>(_ factory: Factory) {
