@@ -140,6 +140,67 @@ import Testing
         // The migrate wrote the newest and deleted the other.
         #expect(host.files.files(of: user).filter { $0.name == "alpha" }.count == 1)
     }
+
+    /// With the built-in googleDrive type: one `login --account`, and two pipelines naming the account write with it,
+    /// neither keeping the refresh token in its own state.
+    @Test func oneAccountSignInServesTwoDrivePipelines() async throws {
+        let host = try DriveHost()
+        let directory = try TemporaryDirectory()
+        let urls = host.server.urls["drive"]!
+        func pipeline(_ name: String) throws -> String {
+            let file = directory.path + "/\(name).yaml"
+            try """
+            version: 1
+            name: \(name)
+            providers:
+              seed: { type: memory, items: { \(name).key: \(name) } }
+              drive:
+                type: googleDrive
+                clientId: ${env:CLIENT_ID}
+                clientSecret: ${env:CLIENT_SECRET}
+                endpoint: ${env:ENDPOINT}
+                tokenEndpoint: ${env:TOKEN}
+                authEndpoint: ${env:AUTH}
+                account: work
+            store:
+              providers: [drive]
+            jobs:
+              - { type: migrate, from: seed, to: drive }
+
+            """.write(toFile: file, atomically: true, encoding: .utf8)
+            return file
+        }
+        let environment = [
+            "CLIENT_ID": urls["clientId"]!, "CLIENT_SECRET": urls["clientSecret"]!, "ENDPOINT": urls["endpoint"]!,
+            "TOKEN": urls["tokenEndpoint"]!, "AUTH": urls["authEndpoint"]!,
+            "CLOUDSYNC_ACCOUNTS_DIR": directory.path + "/accounts",
+        ]
+        let errors = Mutex("")
+        func tool() -> CommandLineTool {
+            CommandLineTool(
+                standardOutput: { _ in },
+                standardError: { text in
+                    errors.withLock { $0 += text }
+                    let address = text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first {
+                        $0.hasPrefix("http://") && $0.contains("?")
+                    }
+                    if let url = address.flatMap(URL.init(string:)) { Task { _ = try? await TestBrowser.open(url) } }
+                }, standardInput: { nil }, environment: environment)
+        }
+        let (first, second) = (try pipeline("first"), try pipeline("second"))
+        #expect(await tool().run(["login", first, "--provider", "drive"]) == .success, "\(errors.withLock { $0 })")
+        #expect(errors.withLock { $0 }.contains("is kept as account 'work'"))
+        for file in [first, second] {
+            #expect(await tool().run(["run", file, "--quiet"]) == .success, "\(errors.withLock { $0 })")
+        }
+        let user = GoogleOAuthEmulator.Configuration().defaultUser
+        #expect(Set(host.files.files(of: user).map(\.name)) == ["first.key", "second.key"])
+        for name in ["first", "second"] {
+            let database = try StateDatabase(path: directory.path + "/.cloudsync/\(name)/state.db", readOnly: true)
+            #expect(try ProviderState(provider: "drive", store: database).credential(.oauthRefreshToken) == nil)
+            database.close()
+        }
+    }
 }
 
 /// An account switch between two runs of one pipeline, seen through the permission id in the state database.
