@@ -97,9 +97,12 @@ struct SigningInTestFactory: ProviderFactory {
 
     /// Runs `cloudsync` in-process with the test provider type; the person at the terminal does `person` with the
     /// address to open.
-    func run(_ arguments: [String], pasting: [String] = [], person: (@Sendable (URL) async -> Void)? = nil) async
-        -> (ExitCode, String, String)
-    {
+    ///
+    /// `environment` replaces the suite's variables when given.
+    func run(
+        _ arguments: [String], pasting: [String] = [], environment: [String: String]? = nil,
+        person: (@Sendable (URL) async -> Void)? = nil
+    ) async -> (ExitCode, String, String) {
         let output = Mutex("")
         let errors = Mutex("")
         let input = Mutex(pasting)
@@ -115,7 +118,7 @@ struct SigningInTestFactory: ProviderFactory {
                 if let person, let url = address.flatMap(URL.init(string:)) { Task { await person(url) } }
             },
             standardInput: { input.withLock { $0.isEmpty ? nil : $0.removeFirst() } },
-            environment: environment, registry: registry)
+            environment: environment ?? self.environment, registry: registry)
         let status = await tool.run(arguments)
         return (status, output.withLock { $0 }, errors.withLock { $0 })
     }
@@ -234,25 +237,10 @@ struct SigningInTestFactory: ProviderFactory {
         let accountsDirectory = directory.path + "/accounts"
         var environment = self.environment
         environment["CLOUDSYNC_ACCOUNTS_DIR"] = accountsDirectory
-        var registry = BuiltInProviders.registry
-        registry.register(SigningInTestFactory())
         func cloudsync(_ arguments: [String], person: (@Sendable (URL) async -> Void)? = nil) async
             -> (ExitCode, String, String)
         {
-            let output = Mutex("")
-            let errors = Mutex("")
-            let tool = CommandLineTool(
-                standardOutput: { text in output.withLock { $0 += text } },
-                standardError: { text in
-                    errors.withLock { $0 += text }
-                    let address = text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first {
-                        $0.hasPrefix("http://") && $0.contains("?")
-                    }
-                    if let person, let url = address.flatMap(URL.init(string:)) { Task { await person(url) } }
-                },
-                environment: environment, registry: registry)
-            let status = await tool.run(arguments)
-            return (status, output.withLock { $0 }, errors.withLock { $0 })
+            await run(arguments, environment: environment, person: person)
         }
         func pipeline(_ name: String, account: String) throws -> String {
             let path = directory.path + "/\(name).yaml"

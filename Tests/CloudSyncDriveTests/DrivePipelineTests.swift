@@ -74,6 +74,21 @@ import Testing
 
 /// `cloudsync login` and `run` with the built-in googleDrive type, in-process, against an in-process emulator.
 @Suite struct DriveLoginTests {
+    /// `cloudsync` in-process, its messages handed to `collect`, a browser opening every sign-in address it prints.
+    static func signingInTool(
+        environment: [String: String], collect: @escaping @Sendable (String) -> Void
+    ) -> CommandLineTool {
+        CommandLineTool(
+            standardOutput: { _ in },
+            standardError: { text in
+                collect(text)
+                let address = text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first {
+                    $0.hasPrefix("http://") && $0.contains("?")
+                }
+                if let url = address.flatMap(URL.init(string:)) { Task { _ = try? await TestBrowser.open(url) } }
+            }, standardInput: { nil }, environment: environment)
+    }
+
     @Test func loginStoresTheRefreshTokenAndARunWritesWithIt() async throws {
         let host = try DriveHost()
         let directory = try TemporaryDirectory()
@@ -107,15 +122,7 @@ import Testing
         ]
         let errors = Mutex("")
         func tool() -> CommandLineTool {
-            CommandLineTool(
-                standardOutput: { _ in },
-                standardError: { text in
-                    errors.withLock { $0 += text }
-                    let address = text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first {
-                        $0.hasPrefix("http://") && $0.contains("?")
-                    }
-                    if let url = address.flatMap(URL.init(string:)) { Task { _ = try? await TestBrowser.open(url) } }
-                }, standardInput: { nil }, environment: environment)
+            Self.signingInTool(environment: environment) { text in errors.withLock { $0 += text } }
         }
         // Without a sign-in the run says how to give one.
         #expect(await tool().run(["run", file, "--quiet"]) != .success)
@@ -177,15 +184,7 @@ import Testing
         ]
         let errors = Mutex("")
         func tool() -> CommandLineTool {
-            CommandLineTool(
-                standardOutput: { _ in },
-                standardError: { text in
-                    errors.withLock { $0 += text }
-                    let address = text.split(separator: "\n").map { $0.trimmingCharacters(in: .whitespaces) }.first {
-                        $0.hasPrefix("http://") && $0.contains("?")
-                    }
-                    if let url = address.flatMap(URL.init(string:)) { Task { _ = try? await TestBrowser.open(url) } }
-                }, standardInput: { nil }, environment: environment)
+            Self.signingInTool(environment: environment) { text in errors.withLock { $0 += text } }
         }
         let (first, second) = (try pipeline("first"), try pipeline("second"))
         #expect(await tool().run(["login", first, "--provider", "drive"]) == .success, "\(errors.withLock { $0 })")
