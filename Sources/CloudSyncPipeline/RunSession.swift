@@ -100,10 +100,11 @@ public final class RunSession: Sendable {
                 case nil: break
                 }
             }
-            let context = ProviderContext(
+            var context = ProviderContext(
                 providerID: provider.id, clock: clock, state: ProviderState(provider: provider.id, store: store),
                 metrics: metrics[provider.id]!, logger: logger.redacting(provider.secrets).labelled(provider.id),
                 directory: spec.directory, readOnly: access == .dryRun, pipelineFile: spec.file)
+            context.account = provider.account
             do {
                 made[provider.id] = try provider.configured.make(context: context)
             } catch {

@@ -297,10 +297,11 @@ struct SigningInTestFactory: ProviderFactory {
             ])
             #expect(ran == .success, "\(name): \(runErrors)")
         }
-        let (stranger, _, _) = await cloudsync([
+        let (stranger, strangerReport, _) = await cloudsync([
             "run", try pipeline("stranger", account: "home"), "--quiet", "--report", "-",
         ])
         #expect(stranger == .jobError)
+        #expect(strangerReport.contains("--provider mine --account home"), "the sign-in advice lacks the account")
 
         // logout of a pipeline whose provider names the account signs every pipeline out of it.
         let (out, _, outErrors) = await cloudsync([

@@ -20,12 +20,14 @@ public struct ProviderContext: Sendable {
     public var readOnly: Bool
     /// The pipeline file the provider is declared in, as the command line named it; nil outside a pipeline.
     public var pipelineFile: String?
+    /// The named account the provider signs in with (`account:` in the file), which signing in again names too.
+    public var account: String? = nil
 
     /// The command that signs this provider in, for messages: `cloudsync login <file> --provider <id>`, the
     /// placeholder `FILE` outside a pipeline.
     public var loginCommand: String {
         let file = pipelineFile.map { $0.contains(" ") ? "'\($0)'" : $0 } ?? "FILE"
-        return "cloudsync login \(file) --provider \(providerID)"
+        return "cloudsync login \(file) --provider \(providerID)" + (account.map { " --account \($0)" } ?? "")
     }
 
     /// A context for `providerID`; the defaults suit a program making providers by hand (nothing kept between runs,
