@@ -6,7 +6,7 @@ import Foundation
 /// `accounts.db` (mode 0600, in a 0700 directory), that every pipeline whose provider says `account: NAME` reads
 /// its sign-in from.
 ///
-/// Only sign-in credentials live here (``StoredCredential`` names); what a provider learns about its account
+/// Only sign-in credentials live here (`StoredCredential` names); what a provider learns about its account
 /// (identity, cursors) stays in each pipeline's state, so account-change safety is per pipeline as before. An
 /// account remembers the provider type it was signed in for, and a provider of another type is refused its
 /// credentials.
