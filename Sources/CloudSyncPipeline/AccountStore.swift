@@ -25,6 +25,7 @@ public final class AccountStore: Sendable {
     /// The file's path.
     public let path: String
     private let database: SQLiteDatabase
+    private let readOnly: Bool
 
     static let migrations = SQLiteMigrator([
         SQLiteMigration(
@@ -50,9 +51,11 @@ public final class AccountStore: Sendable {
         return nil
     }
 
-    /// Opens (creating it, and its directory, when `create` is true) the accounts file in `directory`.
-    public init(directory: String, create: Bool) throws(CloudSyncError) {
+    /// Opens (creating it, and its directory, when `create` is true) the accounts file in `directory`; `readOnly`
+    /// (a dry run) opens an existing file without write access, so it stays byte for byte as it was.
+    public init(directory: String, create: Bool, readOnly: Bool = false) throws(CloudSyncError) {
         path = directory + "/accounts.db"
+        self.readOnly = readOnly
         do {
             if create {
                 try FileManager.default.createDirectory(
@@ -63,8 +66,9 @@ public final class AccountStore: Sendable {
                     "no account was ever signed in here: \(path) does not exist; sign one in with cloudsync login "
                         + "FILE --provider ID --account NAME")
             }
-            database = try SQLiteDatabase(path: path, options: SQLiteDatabase.Options(writeAheadLog: false))
-            try Self.migrations.migrate(database)
+            database = try SQLiteDatabase(
+                path: path, options: SQLiteDatabase.Options(writeAheadLog: false, readOnly: readOnly && !create))
+            if !readOnly || create { try Self.migrations.migrate(database) }
         } catch let error as CloudSyncError {
             throw error
         } catch {
@@ -148,7 +152,7 @@ public final class AccountStore: Sendable {
 
     private func run<T>(_ body: (SQLiteConnection) throws -> T) throws(CloudSyncError) -> T {
         do {
-            return try database.write(body)
+            return readOnly ? try database.read(body) : try database.write(body)
         } catch let error as CloudSyncError {
             throw error
         } catch {

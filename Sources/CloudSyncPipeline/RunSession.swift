@@ -85,7 +85,7 @@ public final class RunSession: Sendable {
                                 "provider \(provider.id) signs in with account '\(account)', but no accounts file can "
                                     + "be found: set CLOUDSYNC_ACCOUNTS_DIR (or HOME) where the run happens")
                         }
-                        return try AccountStore(directory: directory, create: false)
+                        return try AccountStore(directory: directory, create: false, readOnly: access == .dryRun)
                     }
                 }
                 switch accounts {

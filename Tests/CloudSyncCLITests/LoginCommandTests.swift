@@ -287,6 +287,18 @@ struct SigningInTestFactory: ProviderFactory {
         #expect(accounts.first?["credentials"] as? [String] == ["signIn.oauthRefreshToken"])
         #expect(!list.contains("1//"), "accounts list printed a token")
 
+        // A dry run reads the account and leaves its file exactly as it was.
+        let before = try Data(contentsOf: URL(fileURLWithPath: accountsDirectory + "/accounts.db"))
+        let beforeModified =
+            try FileManager.default.attributesOfItem(
+                atPath: accountsDirectory + "/accounts.db")[.modificationDate] as? Date
+        let (dry, _, dryErrors) = await cloudsync(
+            ["run", try pipeline("dry", account: "work"), "--dry-run", "--quiet", "--report", "-"])
+        #expect(dry == .success, "\(dryErrors)")
+        #expect(try Data(contentsOf: URL(fileURLWithPath: accountsDirectory + "/accounts.db")) == before)
+        #expect(
+            try FileManager.default.attributesOfItem(atPath: accountsDirectory + "/accounts.db")[.modificationDate]
+                as? Date == beforeModified)
         let (planned, plan, _) = await cloudsync(["plan", try pipeline("first", account: "work")])
         #expect(planned == .success)
         #expect(plan.contains("account work (signs in with the named account)"), "\(plan)")
