@@ -391,7 +391,8 @@ func unknownFieldMessage(_ name: String, in context: String, allowed: [String]) 
     return message
 }
 
-/// The candidate within two edits of `word` (ignoring case), if one is.
+/// The candidate within two edits of `word` (ignoring case), if one is; else the only candidate `word` begins, when
+/// it has three letters or more.
 package func closest(_ word: String, among candidates: [String]) -> String? {
     let lowered = Array(word.lowercased())
     var best: (String, Int)?
@@ -401,7 +402,12 @@ package func closest(_ word: String, among candidates: [String]) -> String? {
             best = (candidate, distance)
         }
     }
-    return best?.0
+    if let best { return best.0 }
+    // A word cut short (`encrypted` for `encrypted-backup`) is too far from anything by edits; a word of three or more
+    // letters that begins exactly one candidate is taken as meaning it.
+    guard lowered.count >= 3 else { return nil }
+    let started = candidates.filter { $0.lowercased().hasPrefix(String(lowered)) }
+    return started.count == 1 ? started[0] : nil
 }
 
 private func editDistance(_ a: [Character], _ b: [Character]) -> Int {

@@ -1,5 +1,6 @@
 import CloudSync
 import CloudSyncCrypto
+import CloudSyncPipeline
 import CloudSyncTesting
 import Foundation
 import Synchronization
@@ -247,6 +248,24 @@ import Testing
                 + "s3-backup or drive-to-cloudkit; did you mean 'encrypted-backup'?\nUsage: cloudsync init FILE "
                 + "[--template starter|encrypted-backup|s3-backup|drive-to-cloudkit]\n  See 'cloudsync help init'.\n")
         #expect(try names() == [])
+    }
+
+    /// A name cut short is too many edits from any template, but begins exactly one: that one is suggested.
+    ///
+    /// Two letters, or a start several share, suggest nothing.
+    @Test func aTemplateNameCutShortSuggestsTheOneItBegins() async throws {
+        for (typed, suggested) in [("encrypted", "encrypted-backup"), ("drive", "drive-to-cloudkit"), ("dr", nil)] {
+            let result = try await shell(["init", "--template", typed, "nightly.yaml"])
+            #expect(result.status == 64)
+            if let suggested {
+                #expect(result.standardError.contains("; did you mean '\(suggested)'?"), "\(typed)")
+            } else {
+                #expect(!result.standardError.contains("did you mean"), "\(typed)")
+            }
+        }
+        #expect(closest("s3", among: ["s3-backup", "starter"]) == nil)
+        #expect(closest("sta", among: ["starter", "state"]) == nil)
+        #expect(closest("stat", among: ["starter", "state"]) == "state")
     }
 
     @Test func aDashPrintsTheTemplateAndWritesNothing() async throws {
