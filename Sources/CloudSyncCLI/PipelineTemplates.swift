@@ -173,19 +173,7 @@ enum PipelineTemplates {
                 #                are relative to this file; the run's state is kept in .cloudsync/\(name)/.
                 # Every field:   man 5 cloudsync-pipeline (or cloudsync man pipeline | man -l -);
                 #                docs/pipeline-reference.md of the documentation.
-                version: 1
-                # Names the state directory, the reports and the snapshots: ASCII letters, digits, '.', '_', '-'.
-                name: \(values.yamlName)
-                # For `cloudsync serve`, which runs pipelines on their schedules (systemd timers and cron ignore it):
-                # schedule: { cron: "30 2 * * *", timezone: Europe/Paris }
-                # Where runs keep their lock, history, reports and outbox: .cloudsync/\(name) beside this file, or under
-                # the shipped systemd units (docs/scheduling.md) the service's state directory, the one place they
-                # may write.
-                state: ${env:STATE_DIRECTORY:-.cloudsync/\(name)}
-                providers:
-                  # The database backed up. `create: true` makes it on the first run, for the samples; for your own
-                  # database write `readOnly: true` instead: nothing can write to it, and a missing file is an error.
-                  app: { type: sqlite, path: data/\(name)/app.db, create: true }
+                \(Self.backupHead(name: name, yamlName: values.yamlName))
                   # Where the repository is kept (its format: docs/backup-format.md). Once it is on a disk of its
                   # own, drop `create: true`: a disk that is not mounted is then an error rather than filled underneath.
                   repository: { type: directory, path: backups/\(name), create: true }
@@ -251,19 +239,7 @@ enum PipelineTemplates {
                 #                run's state is kept in .cloudsync/\(name)/.
                 # Every field:   man 5 cloudsync-pipeline (or cloudsync man pipeline | man -l -);
                 #                docs/pipeline-reference.md and docs/provider-s3.md of the documentation.
-                version: 1
-                # Names the state directory, the reports and the snapshots: ASCII letters, digits, '.', '_', '-'.
-                name: \(values.yamlName)
-                # For `cloudsync serve`, which runs pipelines on their schedules (systemd timers and cron ignore it):
-                # schedule: { cron: "30 2 * * *", timezone: Europe/Paris }
-                # Where runs keep their lock, history, reports and outbox: .cloudsync/\(name) beside this file, or under
-                # the shipped systemd units (docs/scheduling.md) the service's state directory, the one place they
-                # may write.
-                state: ${env:STATE_DIRECTORY:-.cloudsync/\(name)}
-                providers:
-                  # The database backed up. `create: true` makes it on the first run, for the samples; for your own
-                  # database write `readOnly: true` instead: nothing can write to it, and a missing file is an error.
-                  app: { type: sqlite, path: data/\(name)/app.db, create: true }
+                \(Self.backupHead(name: name, yamlName: values.yamlName))
                   # Where the repository is kept: one object per repository file under the prefix.
                   bucket:
                     type: s3
@@ -278,6 +254,26 @@ enum PipelineTemplates {
 
                 """
         })
+
+    /// The start the two backup templates share: version, name, schedule hint, a state that follows systemd's state
+    /// directory, and the database backed up.
+    static func backupHead(name: String, yamlName: String) -> String {
+        """
+        version: 1
+        # Names the state directory, the reports and the snapshots: ASCII letters, digits, '.', '_', '-'.
+        name: \(yamlName)
+        # For `cloudsync serve`, which runs pipelines on their schedules (systemd timers and cron ignore it):
+        # schedule: { cron: "30 2 * * *", timezone: Europe/Paris }
+        # Where runs keep their lock, history, reports and outbox: .cloudsync/\(name) beside this file, or under
+        # the shipped systemd units (docs/scheduling.md) the service's state directory, the one place they
+        # may write.
+        state: ${env:STATE_DIRECTORY:-.cloudsync/\(name)}
+        providers:
+          # The database backed up. `create: true` makes it on the first run, for the samples; for your own
+          # database write `readOnly: true` instead: nothing can write to it, and a missing file is an error.
+          app: { type: sqlite, path: data/\(name)/app.db, create: true }
+        """
+    }
 
     /// The part the two backup templates share: the sample keys, the codec, the store, and the jobs that back up,
     /// forget and verify into `repository` (`remote` when it is across a network, which words two comments).
