@@ -8,10 +8,7 @@ extension CommandLineTool {
     func accountsList(_ parsed: ParsedArguments) -> ExitCode {
         let accounts: [AccountStore.Account]
         do {
-            guard let directory = AccountStore.directory(environment: environment),
-                FileManager.default.fileExists(atPath: directory + "/accounts.db")
-            else { return printAccounts([], json: parsed.flag(Commands.json)) }
-            accounts = try AccountStore(directory: directory, create: false).accounts()
+            accounts = try AccountStore.existing(environment: environment)?.accounts() ?? []
         } catch {
             standardError("Error: \(error.code): \(error.message)\n")
             return .jobError
@@ -45,10 +42,7 @@ extension CommandLineTool {
     func accountsRemove(_ parsed: ParsedArguments) -> ExitCode {
         let name = parsed.argument(Commands.accountName) ?? ""
         do {
-            guard let directory = AccountStore.directory(environment: environment),
-                FileManager.default.fileExists(atPath: directory + "/accounts.db"),
-                try AccountStore(directory: directory, create: false).remove(name)
-            else {
+            guard try AccountStore.existing(environment: environment)?.remove(name) == true else {
                 standardError("Account '\(name)' was not kept: nothing to forget.\n")
                 return .success
             }

@@ -43,6 +43,8 @@ struct OptionSpec: Sendable {
     }
 
     var isFlag: Bool { valueName == nil }
+    /// Whether its value names a file or directory, which the shells complete as paths.
+    var takesPath: Bool { valueName.map { $0.hasPrefix("PATH") || $0 == "FILE" || $0 == "DIR" } ?? false }
     var long: String { "--" + name }
 
     /// `--job NAME`, or `--progress auto|always|never` when the values are few.

@@ -220,8 +220,8 @@ enum Completions {
                     line += " -x -a '(__cloudsync_names \(kind.rawValue))'"
                 } else if !option.choices.isEmpty {
                     line += " -x -a '\(option.choices.joined(separator: " "))'"
-                } else if let valueName = option.valueName {
-                    line += valueName.hasPrefix("PATH") || valueName == "FILE" || valueName == "DIR" ? " -r -F" : " -x"
+                } else if option.valueName != nil {
+                    line += option.takesPath ? " -r -F" : " -x"
                 }
                 script += line + " -d '\(fishQuoted(option.help))'\n"
             }
@@ -256,7 +256,7 @@ enum Completions {
                     } else if !option.choices.isEmpty {
                         "(\(option.choices.joined(separator: " ")))"
                     } else {
-                        valueName.hasPrefix("PATH") || valueName == "FILE" || valueName == "DIR" ? "_files" : " "
+                        option.takesPath ? "_files" : " "
                     }
                 value = ":\(valueName):" + action
             }

@@ -51,6 +51,14 @@ public final class AccountStore: Sendable {
         return nil
     }
 
+    /// The accounts file this environment names, when it exists; nil when nothing was ever signed in there.
+    public static func existing(environment: [String: String]) throws(CloudSyncError) -> AccountStore? {
+        guard let directory = directory(environment: environment),
+            FileManager.default.fileExists(atPath: directory + "/accounts.db")
+        else { return nil }
+        return try AccountStore(directory: directory, create: false)
+    }
+
     /// Opens (creating it, and its directory, when `create` is true) the accounts file in `directory`; `readOnly`
     /// (a dry run) opens an existing file without write access, so it stays byte for byte as it was.
     public init(directory: String, create: Bool, readOnly: Bool = false) throws(CloudSyncError) {

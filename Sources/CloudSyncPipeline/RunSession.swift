@@ -72,32 +72,31 @@ public final class RunSession: Sendable {
         // jobs that need it fail with that error, so the report says what went wrong.
         var made: [String: any Provider] = [:]
         var unopened: [String: CloudSyncError] = [:]
-        // A provider signing in with a named account reads its credentials from the accounts file, opened once.
-        var accounts: Result<AccountStore, CloudSyncError>?
+        // Providers signing in with a named account read their credentials from the accounts file, opened once.
+        let accounts: Result<AccountStore, CloudSyncError>? =
+            !spec.providers.contains { $0.account != nil }
+            ? nil
+            : Result { () throws(CloudSyncError) in
+                guard let directory = compiled.accountsDirectory else {
+                    throw CloudSyncError(
+                        .config,
+                        "providers of \(spec.name) sign in with named accounts, but no accounts file can be found: set "
+                            + "CLOUDSYNC_ACCOUNTS_DIR (or HOME) where the run happens")
+                }
+                return try AccountStore(directory: directory, create: false, readOnly: access == .dryRun)
+            }
         for provider in spec.providers {
             var store = stateStore
-            if let account = provider.account {
-                if accounts == nil {
-                    accounts = Result { () throws(CloudSyncError) in
-                        guard let directory = compiled.accountsDirectory else {
-                            throw CloudSyncError(
-                                .config,
-                                "provider \(provider.id) signs in with account '\(account)', but no accounts file can "
-                                    + "be found: set CLOUDSYNC_ACCOUNTS_DIR (or HOME) where the run happens")
-                        }
-                        return try AccountStore(directory: directory, create: false, readOnly: access == .dryRun)
-                    }
-                }
+            if let account = provider.account, let accounts {
                 switch accounts {
-                case .success(let opened)?:
+                case .success(let opened):
                     store = AccountProviderStateStore(
                         accounts: opened, account: account, type: provider.type, pipeline: stateStore)
-                case .failure(let error)?:
+                case .failure(let error):
                     unopened[provider.id] = error
                     made[provider.id] = UnopenedProvider(
                         id: provider.id, capabilities: provider.configured.capabilities, error: error)
                     continue
-                case nil: break
                 }
             }
             var context = ProviderContext(
