@@ -153,7 +153,7 @@ public final class DirectoryProvider: Provider {
     /// Later calls fail with `ERR_CLOSED` and ``availability()`` reports it; closing twice is harmless. The provider keeps no file open between calls, so a call already running finishes normally.
     public func close() async { closed.withLock { $0 = true } }
 
-    private func ensureOpen() throws(CloudSyncError) {
+    func ensureOpen() throws(CloudSyncError) {
         if closed.withLock({ $0 }) {
             throw CloudSyncError(
                 .closed, "the directory provider \(id) was closed; open a new provider on \(root) to use it again",
@@ -227,7 +227,7 @@ public final class DirectoryProvider: Provider {
     }
 
     /// `ERR_PROVIDER`: something other than what the provider made sits where it keeps a key's file or directory.
-    private func notOurs(_ path: String, what: String, key: String) -> CloudSyncError {
+    func notOurs(_ path: String, what: String, key: String) -> CloudSyncError {
         CloudSyncError(
             .provider,
             "\(path) is not \(what) this provider made (a symbolic link, device, FIFO or other file); it never follows "
@@ -235,7 +235,7 @@ public final class DirectoryProvider: Provider {
             provider: id, key: key)
     }
 
-    private func failure(_ action: String, _ path: String, _ code: Int32, key: String? = nil) -> CloudSyncError {
+    func failure(_ action: String, _ path: String, _ code: Int32, key: String? = nil) -> CloudSyncError {
         let reason = String(cString: strerror(code))
         let errorCode: ErrorCode = code == ENOSPC || code == EDQUOT ? .quotaExceeded : .provider
         return CloudSyncError(errorCode, "cannot \(action) \(path): \(reason)", provider: id, key: key)
@@ -268,29 +268,14 @@ public final class DirectoryProvider: Provider {
     }
 
     private func read(_ key: String) -> Result<String?, CloudSyncError> {
-        let components = FileNameMapping.components(of: FileNameMapping.encode(key))
-        var created: [String] = []
-        let parent: (descriptor: Int32, path: String)
-        switch openDirectory(components.dropLast(), creating: false, key: key, created: &created) {
+        let opened: (descriptor: Int32, path: String, info: stat)
+        switch openForReading(key) {
         case .failure(let error): return .failure(error)
         case .success(nil): return .success(nil)
-        case .success(let opened?): parent = opened
+        case .success(let file?): opened = file
         }
-        let path = parent.path + "/" + components.last!
-        // O_NOFOLLOW: a planted link is refused, not served; O_NONBLOCK: opening a FIFO does not wait for a writer.
-        let descriptor = openat(
-            parent.descriptor, components.last!, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
-        let code = errno
-        Glibc.close(parent.descriptor)
-        guard descriptor >= 0 else {
-            if code == ENOENT { return .success(nil) }
-            if code == ELOOP { return .failure(notOurs(path, what: "a file", key: key)) }
-            return .failure(failure("read", path, code, key: key))
-        }
+        let (descriptor, path, info) = opened
         defer { Glibc.close(descriptor) }
-        var info = stat()
-        guard fstat(descriptor, &info) == 0 else { return .failure(failure("read", path, errno, key: key)) }
-        guard info.st_mode & S_IFMT == S_IFREG else { return .failure(notOurs(path, what: "a file", key: key)) }
         // No value is larger than the provider takes: a file past that (or growing past it while read) is refused
         // rather than read until memory runs out.
         let limit = capabilities.maxValueBytes ?? Int.max
@@ -334,6 +319,41 @@ public final class DirectoryProvider: Provider {
                 CloudSyncError(.decode, "\(path) does not hold UTF-8 text; values are strings", provider: id, key: key))
         }
         return .success(value)
+    }
+
+    /// Opens `key`'s file for reading: its descriptor, path and status; nil when the key has no file, and a failure
+    /// for a link or anything else that is not a regular file (planted, not written here).
+    func openForReading(_ key: String) -> Result<(descriptor: Int32, path: String, info: stat)?, CloudSyncError> {
+        let components = FileNameMapping.components(of: FileNameMapping.encode(key))
+        var created: [String] = []
+        let parent: (descriptor: Int32, path: String)
+        switch openDirectory(components.dropLast(), creating: false, key: key, created: &created) {
+        case .failure(let error): return .failure(error)
+        case .success(nil): return .success(nil)
+        case .success(let opened?): parent = opened
+        }
+        let path = parent.path + "/" + components.last!
+        // O_NOFOLLOW: a planted link is refused, not served; O_NONBLOCK: opening a FIFO does not wait for a writer.
+        let descriptor = openat(
+            parent.descriptor, components.last!, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY | O_CLOEXEC)
+        let code = errno
+        Glibc.close(parent.descriptor)
+        guard descriptor >= 0 else {
+            if code == ENOENT { return .success(nil) }
+            if code == ELOOP { return .failure(notOurs(path, what: "a file", key: key)) }
+            return .failure(failure("read", path, code, key: key))
+        }
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else {
+            let code = errno
+            Glibc.close(descriptor)
+            return .failure(failure("read", path, code, key: key))
+        }
+        guard info.st_mode & S_IFMT == S_IFREG else {
+            Glibc.close(descriptor)
+            return .failure(notOurs(path, what: "a file", key: key))
+        }
+        return .success((descriptor, path, info))
     }
 
     /// Writes each value atomically, positionally, creating the subdirectories a key's file name needs.
@@ -408,7 +428,7 @@ public final class DirectoryProvider: Provider {
     ///
     /// Names are relative to the directory's descriptor, and a rename replaces whatever has the key's name (a planted
     /// link included) rather than following it.
-    private func putInPlace(_ file: DirectoryStagedFile) -> CloudSyncError? {
+    func putInPlace(_ file: DirectoryStagedFile) -> CloudSyncError? {
         let directory = file.directoryDescriptor
         var temporary = file.temporary
         if temporary == nil {
@@ -441,18 +461,24 @@ public final class DirectoryProvider: Provider {
     private static let unnamedFileFlag: Int32 = 0o20_000_000 | O_DIRECTORY
 
     /// Creates the directories `item`'s file needs and writes its value to a new temporary file beside it, left open.
+    private func stage(_ item: KeyValue) -> Result<DirectoryStagedFile, CloudSyncError> {
+        stage(item.key) { LocalFiles.writeAll(item.value, to: $0) }
+    }
+
+    /// Creates the directories `key`'s file needs and a new temporary file beside it, which `fill` writes (answering
+    /// 0, or the errno that stopped it); left open.
     ///
     /// The file is unnamed (`O_TMPFILE`) where the file system allows: nothing to rename or clean up, and creating it
     /// does not lock the directory, so several are created at once. Elsewhere it is a `.tmp-` file.
-    private func stage(_ item: KeyValue) -> Result<DirectoryStagedFile, CloudSyncError> {
-        let components = FileNameMapping.components(of: FileNameMapping.encode(item.key))
+    func stage(_ key: String, fill: (Int32) -> Int32) -> Result<DirectoryStagedFile, CloudSyncError> {
+        let components = FileNameMapping.components(of: FileNameMapping.encode(key))
         var touched: [String] = []
         let parent: (descriptor: Int32, path: String)
-        switch openDirectory(components.dropLast(), creating: true, key: item.key, created: &touched) {
+        switch openDirectory(components.dropLast(), creating: true, key: key, created: &touched) {
         case .failure(let error): return .failure(error)
         case .success(let opened?): parent = opened
         case .success(nil):
-            return .failure(failure("create the directory for", path(of: item.key), ENOENT, key: item.key))
+            return .failure(failure("create the directory for", path(of: key), ENOENT, key: key))
         }
         let directory = parent.path
         touched.append(directory)
@@ -472,18 +498,18 @@ public final class DirectoryProvider: Provider {
         guard descriptor >= 0 else {
             let code = errno
             Glibc.close(parent.descriptor)
-            return .failure(failure("create", directory + "/" + (temporary ?? ""), code, key: item.key))
+            return .failure(failure("create", directory + "/" + (temporary ?? ""), code, key: key))
         }
-        let written = LocalFiles.writeAll(item.value, to: descriptor)
+        let written = fill(descriptor)
         guard written == 0 else {
             Glibc.close(descriptor)
             if let temporary { unlinkat(parent.descriptor, temporary, 0) }
             Glibc.close(parent.descriptor)
-            return .failure(failure("write", directory + "/" + (temporary ?? ""), written, key: item.key))
+            return .failure(failure("write", directory + "/" + (temporary ?? ""), written, key: key))
         }
         return .success(
             DirectoryStagedFile(
-                key: item.key, descriptor: descriptor, directoryDescriptor: parent.descriptor, temporary: temporary,
+                key: key, descriptor: descriptor, directoryDescriptor: parent.descriptor, temporary: temporary,
                 directory: directory, name: components.last!, touchedDirectories: touched))
     }
 

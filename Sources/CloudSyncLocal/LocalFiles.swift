@@ -53,6 +53,39 @@ enum LocalFiles {
         }
     }
 
+    /// Copies everything `source` reads until its end to `destination`, a chunk at a time (so a file of any size
+    /// takes one chunk of memory), resuming after interruptions; the bytes copied, or the `errno` that stopped it.
+    static func copyAll(from source: Int32, to destination: Int32) -> Result<Int64, Errno> {
+        let chunk = 1 << 20
+        let buffer = UnsafeMutableRawPointer.allocate(byteCount: chunk, alignment: 16)
+        defer { buffer.deallocate() }
+        var copied: Int64 = 0
+        while true {
+            let count = Glibc.read(source, buffer, chunk)
+            if count < 0 {
+                if errno == EINTR { continue }
+                return .failure(Errno(errno))
+            }
+            if count == 0 { return .success(copied) }
+            var offset = 0
+            while offset < count {
+                let written = Glibc.write(destination, buffer + offset, count - offset)
+                if written < 0 {
+                    if errno == EINTR { continue }
+                    return .failure(Errno(errno))
+                }
+                offset += written
+            }
+            copied += Int64(count)
+        }
+    }
+
+    /// An `errno` as an `Error`, for a `Result`.
+    struct Errno: Error {
+        let code: Int32
+        init(_ code: Int32) { self.code = code }
+    }
+
     /// Runs blocking file work on a dispatch queue, so the Swift concurrency pool's few threads stay free.
     static func offload<T: Sendable>(_ work: @escaping @Sendable () throws -> T) async throws -> T {
         try await withCheckedThrowingContinuation { continuation in
