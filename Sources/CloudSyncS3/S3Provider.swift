@@ -38,7 +38,7 @@ public final class S3Provider: Provider {
     public let prefix: String
     /// The access key id requests are signed with (not secret).
     public let accessKeyID: String
-    private let client: S3Client
+    let client: S3Client
     private let readOnly: Bool
     private let closed = Mutex(false)
 
@@ -83,14 +83,14 @@ public final class S3Provider: Provider {
             requestsAtOnce: requestsAtOnce)
     }
 
-    private func ensureOpen() throws(CloudSyncError) {
+    func ensureOpen() throws(CloudSyncError) {
         if closed.withLock({ $0 }) {
             throw CloudSyncError(
                 .closed, "the s3 provider \(id) was closed; make a new one to reach \(location) again", provider: id)
         }
     }
 
-    private func ensureWritable() throws(CloudSyncError) {
+    func ensureWritable() throws(CloudSyncError) {
         try ensureOpen()
         if readOnly {
             throw CloudSyncError(
@@ -98,7 +98,7 @@ public final class S3Provider: Provider {
         }
     }
 
-    private func objectKey(_ key: String) -> String { prefix + key }
+    func objectKey(_ key: String) -> String { prefix + key }
 
     /// Stops serving; later calls fail with `ERR_CLOSED`.
     public func close() async {
@@ -174,7 +174,11 @@ public final class S3Provider: Provider {
             do throws(CloudSyncError) {
                 let body = Data(item.value.utf8)
                 if body.count > Self.multipartThreshold {
-                    try await self.putMultipart(item.key, body)
+                    let parts = (body.count + Self.partSize - 1) / Self.partSize
+                    try await self.putMultipart(item.key, partCount: parts, atOnce: parts) { number in
+                        let start = (number - 1) * Self.partSize
+                        return Data(body[start..<min(start + Self.partSize, body.count)])
+                    }
                 } else {
                     try await self.putOne(item.key, body)
                 }
@@ -192,9 +196,12 @@ public final class S3Provider: Provider {
         _ = try await client.sendExpectingSuccess(request, key: key)
     }
 
-    /// Uploads `body` in ``partSize`` parts (several at once), then completes the upload; any failure aborts it so
-    /// no parts are left behind to pay for.
-    private func putMultipart(_ key: String, _ body: Data) async throws(CloudSyncError) {
+    /// Uploads `partCount` parts, each the bytes `part` gives for its number (from 1), `atOnce` of them at a time,
+    /// then completes the upload; any failure aborts it so no parts are left behind to pay for.
+    func putMultipart(
+        _ key: String, partCount: Int, atOnce: Int,
+        part: @escaping @Sendable (Int) throws(CloudSyncError) -> Data
+    ) async throws(CloudSyncError) {
         let object = objectKey(key)
         let create = HTTPRequest(
             method: .post, url: location.url(objectKey: object, query: "uploads"),
@@ -207,18 +214,21 @@ public final class S3Provider: Provider {
         }
         let upload = "uploadId=" + S3URIEncoding.encode(uploadID)
         do throws(CloudSyncError) {
-            let partCount = (body.count + Self.partSize - 1) / Self.partSize
-            let etags = try await forEach(Array(1...partCount)) { number async -> Result<String, CloudSyncError> in
-                let start = (number - 1) * Self.partSize
-                let part = Data(body[start..<min(start + Self.partSize, body.count)])
-                let request = HTTPRequest(
-                    method: .put, url: self.location.url(objectKey: object, query: "partNumber=\(number)&" + upload),
-                    headers: ["Content-MD5": MD5.contentMD5(part)], body: part)
-                do throws(CloudSyncError) {
-                    let response = try await self.client.sendExpectingSuccess(request, key: key)
-                    return .success(response.headers["ETag"] ?? "")
-                } catch {
-                    return .failure(error)
+            var etags: [Result<String, CloudSyncError>] = []
+            for first in stride(from: 1, through: partCount, by: max(1, atOnce)) {
+                let numbers = Array(first...min(first + max(1, atOnce) - 1, partCount))
+                etags += try await forEach(numbers) { number async -> Result<String, CloudSyncError> in
+                    do throws(CloudSyncError) {
+                        let bytes = try part(number)
+                        let request = HTTPRequest(
+                            method: .put,
+                            url: self.location.url(objectKey: object, query: "partNumber=\(number)&" + upload),
+                            headers: ["Content-MD5": MD5.contentMD5(bytes)], body: bytes)
+                        let response = try await self.client.sendExpectingSuccess(request, key: key)
+                        return .success(response.headers["ETag"] ?? "")
+                    } catch {
+                        return .failure(error)
+                    }
                 }
             }
             var parts = ""

@@ -1,0 +1,123 @@
+import CloudSync
+import CloudSyncHTTP
+import CloudSyncOpenSSL
+import Foundation
+
+#if canImport(FoundationNetworking)
+    import FoundationNetworking
+#endif
+
+/// Files under keys: the object's body is the file's bytes, sent from the file and received into one.
+extension S3Provider: FileStoringProvider {
+    /// The largest object S3 stores: 5 TiB.
+    public static let maxObjectBytes: Int64 = 5 << 40
+    /// The most parts one multipart upload takes.
+    public static let maxParts: Int64 = 10_000
+    /// File parts read and sent at once: four of at least ``partSize`` each, so a file of any size takes that much
+    /// memory.
+    static let filePartsAtOnce = 4
+
+    /// S3's own object limit, 5 TiB.
+    public var maxFileBytes: Int64? { Self.maxObjectBytes }
+
+    /// `PutObject` streamed from the file (unsigned payload) up to ``multipartThreshold`` bytes; above it a multipart
+    /// upload whose parts (each with `Content-MD5`) are read from the file a few at a time, ``partSize`` each or
+    /// larger to stay within ``maxParts``.
+    public func putFile(_ key: String, from source: String, size: Int64) async throws {
+        try ensureWritable()
+        if size <= Int64(Self.multipartThreshold) {
+            let request = HTTPRequest(
+                method: .put, url: location.url(objectKey: objectKey(key)),
+                headers: ["Content-Type": "application/octet-stream", "Content-Length": String(size)],
+                uploadFile: URL(fileURLWithPath: source))
+            _ = try await client.sendExpectingSuccess(request, key: key)
+            return
+        }
+        let partSize = Self.filePartSize(for: size)
+        let partCount = Int((size + partSize - 1) / partSize)
+        let reader = try FilePartReader(path: source, provider: id, key: key)
+        try await putMultipart(key, partCount: partCount, atOnce: Self.filePartsAtOnce) {
+            number throws(CloudSyncError) in
+            let start = Int64(number - 1) * partSize
+            return try reader.read(at: start, count: Int(min(partSize, size - start)))
+        }
+    }
+
+    /// The part size for a file of `size` bytes: ``partSize``, or the whole MiB that keeps it within ``maxParts``.
+    public static func filePartSize(for size: Int64) -> Int64 {
+        let mebibyte: Int64 = 1 << 20
+        let needed = (size + maxParts - 1) / maxParts
+        return max(Int64(partSize), (needed + mebibyte - 1) / mebibyte * mebibyte)
+    }
+
+    /// `HeadObject`: the object's `Content-Length`; nil for a 404.
+    public func fileSize(_ key: String) async throws -> Int64? {
+        try ensureOpen()
+        let request = HTTPRequest(method: .head, url: location.url(objectKey: objectKey(key)))
+        let response = try await client.send(request, key: key)
+        // A HEAD answer has no body to carry S3's NoSuchKey: its 404 is the only word there is.
+        if response.status == 404 { return nil }
+        guard response.isSuccess else { throw client.failure(response, request, key: key) }
+        guard let length = response.headers["Content-Length"].flatMap({ Int64($0) }) else {
+            throw CloudSyncError(
+                .provider, "\(location) answered HEAD of \(objectKey(key)) without a Content-Length", provider: id,
+                key: key)
+        }
+        return length
+    }
+
+    /// `GetObject` received straight into `destination`; false for `NoSuchKey`.
+    public func getFile(_ key: String, to destination: String) async throws -> Bool {
+        try ensureOpen()
+        let request = HTTPRequest(
+            method: .get, url: location.url(objectKey: objectKey(key)), downloadFile: URL(fileURLWithPath: destination))
+        let response = try await client.send(request, key: key)
+        if response.status == 404, S3ErrorBody(response.body).code == "NoSuchKey" { return false }
+        guard response.isSuccess else { throw client.failure(response, request, key: key) }
+        return true
+    }
+}
+
+/// Reads parts of a file by offset (`pread`), from any thread at once.
+final class FilePartReader: Sendable {
+    private let handle: FileHandle
+    private let path: String
+    private let provider: String
+    private let key: String
+
+    init(path: String, provider: String, key: String) throws(CloudSyncError) {
+        guard let handle = FileHandle(forReadingAtPath: path) else {
+            throw CloudSyncError(.config, "cannot read \(path)", provider: provider, key: key)
+        }
+        self.handle = handle
+        self.path = path
+        self.provider = provider
+        self.key = key
+    }
+
+    deinit { try? handle.close() }
+
+    /// `count` bytes from `offset`; `ERR_CONFIG` when the file ends sooner (it shrank while it was sent).
+    func read(at offset: Int64, count: Int) throws(CloudSyncError) -> Data {
+        var data = Data(count: count)
+        var filled = 0
+        while filled < count {
+            let got = data.withUnsafeMutableBytes { buffer in
+                pread(
+                    handle.fileDescriptor, buffer.baseAddress! + filled, count - filled, off_t(offset) + off_t(filled))
+            }
+            if got < 0 {
+                if errno == EINTR { continue }
+                throw CloudSyncError(
+                    .config, "cannot read \(path): \(String(cString: strerror(errno)))", provider: provider, key: key)
+            }
+            if got == 0 {
+                throw CloudSyncError(
+                    .config, "\(path) shrank while it was being stored; store it again once it is written",
+                    provider: provider, key: key)
+            }
+            filled += got
+        }
+        return data
+    }
+}
