@@ -14,7 +14,7 @@ extension DriveProvider {
         let entries = try await resolve(items.map(\.key), forWriting: true)
         return try await forEach(items) { item async -> Result<Void, CloudSyncError> in
             do throws(CloudSyncError) {
-                try await self.write(item, entry: entries[StoreKey(item.key)])
+                try await self.write(item.key, .data(Data(item.value.utf8)), entry: entries[StoreKey(item.key)])
                 return .success(())
             } catch {
                 return .failure(error)
@@ -22,39 +22,41 @@ extension DriveProvider {
         }
     }
 
-    func write(_ item: KeyValue, entry: Entry?) async throws(CloudSyncError) {
-        let body = Data(item.value.utf8)
+    /// Uploads `body` as `key`'s file: over the file `entry` names (looked up again once if it is gone), else as a
+    /// new file; then remembers its id and removes the key's duplicates.
+    func write(_ key: String, _ body: DriveUploadBody, entry: Entry?) async throws(CloudSyncError) {
         var entry = entry
         var fileID: String?
         if let known = entry {
-            fileID = try await upload(body, key: item.key, existing: known.id)
+            fileID = try await upload(body, key: key, existing: known.id)
             if fileID == nil {
                 // The cached id is gone: look again once, then create.
-                doubt(item.key)
-                entry = try await search(item.key)
-                if let found = entry { fileID = try await upload(body, key: item.key, existing: found.id) }
+                doubt(key)
+                entry = try await search(key)
+                if let found = entry { fileID = try await upload(body, key: key, existing: found.id) }
             }
         }
         let created = fileID == nil
-        if fileID == nil { fileID = try await upload(body, key: item.key, existing: nil) }
+        if fileID == nil { fileID = try await upload(body, key: key, existing: nil) }
         guard let fileID else { return }
         cache.withLock { cache in
-            cache.entries[StoreKey(item.key)] = Entry(id: fileID, duplicates: [])
-            cache.names[fileID] = item.key
+            cache.entries[StoreKey(key)] = Entry(id: fileID, duplicates: [])
+            cache.names[fileID] = key
             cache.changes += 1
         }
         if !created, let duplicates = entry?.duplicates, !duplicates.isEmpty {
-            let results = try await delete(duplicates.map { (item.key, $0) })
+            let results = try await delete(duplicates.map { (key, $0) })
             for case .failure(let error) in results { throw error }
         }
     }
 
     /// Uploads `body` as a new file (`existing` nil) or over `existing`; returns the file id, or nil when `existing`
     /// is gone.
-    func upload(_ body: Data, key: String, existing: String?) async throws(CloudSyncError) -> String? {
+    func upload(_ body: DriveUploadBody, key: String, existing: String?) async throws(CloudSyncError) -> String? {
         if body.count > Self.resumableThreshold {
             return try await resumableUpload(body, key: key, existing: existing)
         }
+        let body = try body.bytes(0..<body.count)
         let request: HTTPRequest
         let fields = ("fields", "id,name,modifiedTime")
         if let existing {
@@ -103,7 +105,7 @@ extension DriveProvider {
 
     /// Uploads `body` resumably: a session, then ``chunkSize`` chunks; after a failed chunk it asks where the
     /// session stands (`bytes */total`) and goes on from the server's `Range`; a session gone (404) starts over.
-    func resumableUpload(_ body: Data, key: String, existing: String?) async throws(CloudSyncError)
+    func resumableUpload(_ body: DriveUploadBody, key: String, existing: String?) async throws(CloudSyncError)
         -> String?
     {
         let total = body.count
@@ -136,7 +138,7 @@ extension DriveProvider {
                     headers: [
                         "Content-Range": total == 0 ? "bytes */0" : "bytes \(offset)-\(end - 1)/\(total)",
                         "Content-Type": "application/octet-stream",
-                    ], body: body.subdata(in: offset..<end))
+                    ], body: try body.bytes(offset..<end))
                 var answer: HTTPResponse?
                 var interruption: CloudSyncError?
                 do throws(CloudSyncError) {
