@@ -34,6 +34,7 @@ backup holds: an envelope
 decoded: secret
 queued: ["backup"], flush remaining: 1, pending: ["k"]
 outbox file: ["backup"]
+files: ["files"] 5 bytes, back: 5 meow!
 ["primary", "backup"] ["1-sync", "check"] mirror
 types: ["memory", "sqlite", "directory", "s3", "cloudKit", "googleDrive", "icloudKV", "notes"]
 ok ["ok", "ok"]

@@ -75,6 +75,20 @@ print("queued: \(receipt.queued), flush remaining: \(result.remaining), pending:
 print("outbox file: \(try SQLiteOutboxStorage(path: "state/outbox.db").loadAll().map(\.provider))")
 }
 
+do {
+try FileManager.default.createDirectory(atPath: "photos", withIntermediateDirectories: true)
+try FileManager.default.createDirectory(atPath: "downloads", withIntermediateDirectories: true)
+try Data("meow!".utf8).write(to: URL(fileURLWithPath: "photos/cat.jpg"))
+// Example from docs/library.md: Files under keys
+let files = try CloudStore(providers: [try DirectoryProvider(id: "files", root: "state/files")])
+let receipt = try await files.putFile("photos/2026/cat.jpg", from: "photos/cat.jpg")  // streamed from the file
+let got = try await files.getFile("photos/2026/cat.jpg", to: "downloads/cat.jpg")     // nil when no provider has it
+try await files.remove("photos/2026/cat.jpg")                                        // a file is a key like any other
+// end of example
+let back = try String(contentsOfFile: "downloads/cat.jpg", encoding: .utf8)
+print("files: \(receipt.providers) \(receipt.size) bytes, back: \(got?.size ?? -1) \(back)")
+}
+
 try """
     version: 1
     name: nightly
