@@ -11,6 +11,8 @@ import Foundation
 try await syncBenchmark(CommandLine.arguments)
 // `--pipeline-child FILE [--join]`: a runner the shared-state bench starts (SharedStateBench.swift).
 await pipelineChild(CommandLine.arguments)
+// `--file-child put|get PATH ROOT`: one file transfer the file bench starts (FileBench.swift).
+await fileChild(CommandLine.arguments)
 
 let benches: [(name: String, run: (BenchContext) async throws -> [BenchRow])] = [
     ("sqlite-store", benchSQLiteStore),
@@ -24,6 +26,7 @@ let benches: [(name: String, run: (BenchContext) async throws -> [BenchRow])] = 
     ("requests", benchRequests),
     ("backup", benchBackup),
     ("sharded-migrate", benchShardedMigrate),
+    ("files", benchFiles),
 ]
 
 @MainActor func usage() -> Never {
