@@ -8,10 +8,9 @@ final class CloudKitAssetBytes: Sendable {
     private let directory = Mutex<String?>(nil)
     private let memory = Mutex<[String: Data]>([:])
 
-    /// Keeps bytes from now on as files in `path` (created 0700 when missing); bytes already in memory move there.
+    /// Keeps bytes from now on as files in `path` (created 0700 with the first file); bytes already in memory move
+    /// there.
     func keep(in path: String) throws {
-        try FileManager.default.createDirectory(
-            atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
         let held = memory.withLock { held in
             defer { held = [:] }
             return held
@@ -23,6 +22,9 @@ final class CloudKitAssetBytes: Sendable {
     /// Stores `data` as `id`, replacing what was there.
     func put(_ data: Data, id: String) throws {
         if let path = file(id) {
+            try FileManager.default.createDirectory(
+                atPath: (path as NSString).deletingLastPathComponent, withIntermediateDirectories: true,
+                attributes: [.posixPermissions: 0o700])
             guard FileManager.default.createFile(atPath: path, contents: data, attributes: [.posixPermissions: 0o600])
             else { throw CocoaError(.fileWriteUnknown, userInfo: [NSFilePathErrorKey: path]) }
         } else {

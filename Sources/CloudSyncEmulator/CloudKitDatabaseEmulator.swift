@@ -30,7 +30,7 @@ import Synchronization
 ///   throttling, `retryAfter`.
 public final class CloudKitDatabaseEmulator: Sendable {
     /// How the database behaves.
-    public struct Configuration: Sendable {
+    public struct Configuration: Sendable, Equatable {
         /// The code a `create` of an existing record gets: `EXISTS` as documented, or `CONFLICT` as the live
         /// service has been seen to answer.
         public var existingRecordCode = "EXISTS"

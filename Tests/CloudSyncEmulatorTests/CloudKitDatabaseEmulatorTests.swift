@@ -152,6 +152,52 @@ import Testing
         #expect(try await send(.get, url).0.body == bytes)
     }
 
+    @Test func theCommandLineChoosesTheReadings() async throws {
+        let options = try #require(
+            try EmulatorCommand.parse([
+                "--cloudkit", "--cloudkit-reading", "missingZone=perRecord", "--cloudkit-reading=expiredToken=zoneNotFound",
+            ]))
+        #expect(options.cloudKit.missingZone == .perRecord)
+        #expect(options.cloudKit.expiredToken == .zoneNotFound)
+        #expect(options.cloudKit.defaultZoneRecords == .accepted)
+        let host = try EmulatorCommand.start(options)
+        defer { host.server.stop() }
+        let cloudKit = try #require(host.services.first as? CloudKitEmulator)
+        let token = cloudKit.webAuth.issueToken(container: container, environment: "development")
+        let (answer, body) = try await post(
+            host, token, "records/lookup", ["zoneID": ["zoneName": "Nope"], "records": [["recordName": "a"]]])
+        #expect(answer.status == 200)
+        #expect((body["records"] as? [[String: Any]])?.first?["serverErrorCode"] as? String == "ZONE_NOT_FOUND")
+
+        for (argument, message) in [
+            ("missingZone=sometimes", "--cloudkit-reading missingZone is one of wholeRequest, perRecord; found 'sometimes'"),
+            ("colour=blue", "--cloudkit-reading takes NAME=VALUE, NAME one of missingZone, expiredToken"),
+        ] {
+            #expect {
+                _ = try EmulatorCommand.parse(["--cloudkit-reading", argument])
+            } throws: { error in
+                (error as? EmulatorUsageError)?.message.hasPrefix(message) == true
+            }
+        }
+    }
+
+    @Test func anAssetNoRecordClaimsIsFreedAfter15Minutes() async throws {
+        let clock = ManualClock()
+        let cloudKit = CloudKitEmulator(clock: clock)
+        let host = try EmulatorServer(services: [cloudKit])
+        defer { host.server.stop() }
+        let token = cloudKit.webAuth.issueToken(container: container, environment: "development")
+        try await createZone(host, token)
+        _ = try await upload(host, token, "doc", Data("never claimed".utf8))
+        #expect(cloudKit.database.storedAssets.count == 1)
+        clock.advance(by: .seconds(15 * 60))
+        _ = try await upload(host, token, "other", Data("fresh".utf8))
+        #expect(cloudKit.database.storedAssets.count == 2)
+        clock.advance(by: .seconds(1))
+        _ = try await upload(host, token, "third", Data("fresh too".utf8))
+        #expect(cloudKit.database.storedAssets.count == 2)
+    }
+
     @Test(arguments: CloudKitDatabaseEmulator.DefaultZoneAnswer.allCases)
     func recordsInTheDefaultZoneAreKeptUnlessRefused(answer: CloudKitDatabaseEmulator.DefaultZoneAnswer) async throws
     {
