@@ -14,10 +14,13 @@ public struct CloudKitAsset: Sendable, Hashable {
     public var referenceChecksum: String?
     /// The key the file is wrapped with (opaque; required in the private database).
     public var wrappingKey: String?
-    /// The upload's receipt: saving a record whose field holds this asset claims the upload. Only an asset just
-    /// uploaded has one.
+    /// The upload's receipt, which saving a record whose field holds this asset claims.
+    ///
+    /// Only an asset just uploaded has one.
     public var receipt: String?
-    /// Where the file's bytes can be fetched. Only an asset read from a record has one.
+    /// Where the file's bytes can be fetched.
+    ///
+    /// Only an asset read from a record has one.
     public var downloadURL: URL?
 
     /// An asset; see the properties.

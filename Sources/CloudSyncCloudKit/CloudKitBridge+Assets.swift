@@ -75,8 +75,9 @@ extension CloudKitBridge {
         return asset
     }
 
-    /// Fetches `asset` (as read from a record: it has a ``CloudKitAsset/downloadURL``) into the file at `path`,
-    /// replacing it; the bytes are streamed to disk. No CloudKit token is sent with it.
+    /// Fetches `asset` (as read from a record: it has a ``CloudKitAsset/downloadURL``) into the file at `path`.
+    ///
+    /// The file is replaced, the bytes streamed to disk. No CloudKit token is sent with it.
     public func downloadAsset(_ asset: CloudKitAsset, to path: String) async throws(CloudKitError) {
         guard let url = asset.downloadURL else {
             throw CloudKitError(

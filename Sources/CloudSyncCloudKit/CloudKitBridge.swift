@@ -375,7 +375,7 @@ public final class CloudKitBridge: Sendable {
     {
         do {
             return try await fetchChangesPageOnce(since: token, limit: limit)
-        } catch where token != nil && error.code == .zoneNotFound {
+        } catch  where token != nil && error.code == .zoneNotFound {
             var expired = error
             if (try? await zoneExists()) == true {
                 expired.code = .tokenExpired

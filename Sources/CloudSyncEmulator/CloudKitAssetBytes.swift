@@ -1,9 +1,10 @@
 import Foundation
 import Synchronization
 
-/// Where the CloudKit emulator keeps the bytes of its assets: one file each in a directory (`--data DIR` gives
-/// `DIR/cloudkit-assets`), or memory when it has none. It holds only what it is given; the database decides what is
-/// freed.
+/// Where the CloudKit emulator keeps the bytes of its assets: files in a directory, or memory.
+///
+/// `--data DIR` gives `DIR/cloudkit-assets`, one file an asset. It holds only what it is given; the database decides
+/// what is freed.
 final class CloudKitAssetBytes: Sendable {
     private let directory = Mutex<String?>(nil)
     private let memory = Mutex<[String: Data]>([:])
@@ -58,7 +59,9 @@ final class CloudKitAssetBytes: Sendable {
         }
     }
 
-    /// The file of `id` when a directory is in use. Ids are the emulator's own URL-safe base64, never a path.
+    /// The file of `id` when a directory is in use.
+    ///
+    /// Ids are the emulator's own URL-safe base64, never a path.
     private func file(_ id: String) -> String? {
         directory.withLock { $0 }.map { $0 + "/" + id }
     }

@@ -15,7 +15,8 @@ extension CloudKitDatabaseEmulator.Configuration {
         let parts = text.split(separator: "=", maxSplits: 1).map(String.init)
         let names = Self.readings.map(\.name).joined(separator: ", ")
         guard parts.count == 2, let known = Self.readings.first(where: { $0.name == parts[0] }) else {
-            throw EmulatorUsageError(message: "--cloudkit-reading takes NAME=VALUE, NAME one of \(names); found '\(text)'")
+            throw EmulatorUsageError(
+                message: "--cloudkit-reading takes NAME=VALUE, NAME one of \(names); found '\(text)'")
         }
         let value = parts[1]
         guard known.values.contains(value) else {

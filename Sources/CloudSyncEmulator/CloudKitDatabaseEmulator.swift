@@ -52,10 +52,12 @@ public final class CloudKitDatabaseEmulator: Sendable {
         /// The most tokens one `assets/upload` request takes (api-facts B.4).
         public var maxAssetTokens = 200
         /// How long an upload URL stays good, in milliseconds of the emulator's clock: 15 minutes (api-facts B.5).
+        ///
         /// An asset no record claims within as long after its upload is freed.
         public var uploadURLLifetimeMs: Int64 = 15 * 60 * 1000
-        /// The scheme of the upload and download URLs the emulator hands out, with the request's `Host` header as
-        /// their host; a request's `X-Forwarded-Proto` header overrides it. Set `https` when the server speaks TLS.
+        /// The scheme of the upload and download URLs the emulator hands out; their host is the request's `Host`.
+        ///
+        /// A request's `X-Forwarded-Proto` header overrides it. Set `https` when the server speaks TLS.
         public var urlScheme = "http"
 
         /// The defaults.
@@ -398,7 +400,9 @@ public final class CloudKitDatabaseEmulator: Sendable {
                             "ZONE_NOT_FOUND", "zone \(name) does not exist", extra: ["zoneID": zoneID(name, context)]))
                 } else {
                     state.databases[context.database]?.zones[name] = nil
-                    state.assets = state.assets.filter { $0.value.database != context.database || $0.value.zone != name }
+                    state.assets = state.assets.filter {
+                        $0.value.database != context.database || $0.value.zone != name
+                    }
                     state.uploads = state.uploads.filter {
                         $0.value.database != context.database || $0.value.zone != name
                     }

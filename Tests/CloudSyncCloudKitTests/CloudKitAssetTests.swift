@@ -25,7 +25,8 @@ import Testing
 
     /// A record of type `Document` whose Asset field `file` holds `asset`.
     static func document(_ name: String, _ asset: CloudKitAsset) -> CloudKitRecord {
-        CloudKitRecord(recordName: name, recordType: "Document", fields: ["file": .asset(asset), "title": .string(name)])
+        CloudKitRecord(
+            recordName: name, recordType: "Document", fields: ["file": .asset(asset), "title": .string(name)])
     }
 
     /// A record saved with its field holding the file `path` uploaded for it.
@@ -58,7 +59,8 @@ import Testing
         #expect(held.downloadURL?.host == "127.0.0.1")
         #expect(record.fields["title"] == .string("doc.1"))
 
-        let found = try await bridge.downloadAsset(recordName: "doc.1", fieldName: "file", to: directory.file("out.bin"))
+        let found = try await bridge.downloadAsset(
+            recordName: "doc.1", fieldName: "file", to: directory.file("out.bin"))
         #expect(found?.fileChecksum == uploaded.fileChecksum)
         #expect(try Data(contentsOf: URL(fileURLWithPath: directory.file("out.bin"))) == original)
         #expect(try await bridge.downloadAsset(recordName: "absent", fieldName: "file", to: directory.file("x")) == nil)
@@ -149,7 +151,8 @@ import Testing
         }
         #expect(try results[2].get()?.recordName == "plain")
         // The genuine one still claims the upload, once.
-        _ = try #require(try await bridge.modify([CloudKitOperation(.forceReplace, Self.document("mine", asset))])[0].get())
+        _ = try #require(
+            try await bridge.modify([CloudKitOperation(.forceReplace, Self.document("mine", asset))])[0].get())
         let reused = try await bridge.modify([CloudKitOperation(.forceReplace, Self.document("mine", asset))])
         #expect(throws: CloudKitError.self) { try reused[0].get() }
     }
@@ -188,6 +191,13 @@ import Testing
 
         // Deleting the record frees the second.
         #expect(try await bridge.deleteRecords(["doc"]).allSatisfy { (try? $0.get()) != nil })
+        #expect(fixture.emulator.database.storedAssets.count == 0)
+        #expect(try stored() == 0)
+
+        // So does deleting the zone.
+        _ = try await Self.saveDocument(bridge, "doc", file: directory.file("a.bin"))
+        #expect(try stored() == 1)
+        try await bridge.deleteZone()
         #expect(fixture.emulator.database.storedAssets.count == 0)
         #expect(try stored() == 0)
     }

@@ -459,8 +459,9 @@ struct CloudKitReading: Sendable, CustomTestStringConvertible {
         #expect(try await bridge.fetchChanges(since: nil).records.map(\.recordName) == ["b"])
     }
 
-    /// A bridge on `_defaultZone`: where the database keeps records there, they are saved, read and deleted (assets
-    /// too); where it refuses them, the refusal is `CK_BAD_INPUT`. The default zone has no change feed either way.
+    /// A bridge on `_defaultZone` saves, reads and deletes records (assets too) where the database keeps them there.
+    ///
+    /// Where it refuses them, the refusal is `CK_BAD_INPUT`. The default zone has no change feed either way.
     @Test(arguments: CloudKitDatabaseEmulator.DefaultZoneAnswer.allCases)
     func aBridgeOnTheDefaultZone(answer: CloudKitDatabaseEmulator.DefaultZoneAnswer) async throws {
         let fixture = try CloudKitFixture()

@@ -30,8 +30,9 @@ import Testing
         return (answer, (try? JSONSerialization.jsonObject(with: answer.body)) as? [String: Any] ?? [:])
     }
 
-    /// Asks for an upload URL for `record`.`file` in zone `Z` and posts `bytes` there: the `singleFile` dictionary.
-    func upload(_ host: EmulatorServer, _ token: String, _ record: String, _ bytes: Data) async throws -> [String: Any] {
+    /// The `singleFile` dictionary of `bytes` posted to an upload URL asked for `record`'s field `file` in zone `Z`.
+    func upload(_ host: EmulatorServer, _ token: String, _ record: String, _ bytes: Data) async throws -> [String: Any]
+    {
         let (answer, body) = try await post(
             host, token, "assets/upload",
             [
@@ -123,7 +124,10 @@ import Testing
         // Deleting the record frees the asset.
         _ = try await post(
             host, token, "records/modify",
-            ["zoneID": ["zoneName": "Z"], "operations": [["operationType": "forceDelete", "record": ["recordName": "doc"]]]])
+            [
+                "zoneID": ["zoneName": "Z"],
+                "operations": [["operationType": "forceDelete", "record": ["recordName": "doc"]]],
+            ])
         #expect(cloudKit.database.storedAssets.count == 0)
         #expect(try await send(.get, downloadURL).0.status == 404)
     }
@@ -155,7 +159,8 @@ import Testing
     @Test func theCommandLineChoosesTheReadings() async throws {
         let options = try #require(
             try EmulatorCommand.parse([
-                "--cloudkit", "--cloudkit-reading", "missingZone=perRecord", "--cloudkit-reading=expiredToken=zoneNotFound",
+                "--cloudkit", "--cloudkit-reading", "missingZone=perRecord",
+                "--cloudkit-reading=expiredToken=zoneNotFound",
             ]))
         #expect(options.cloudKit.missingZone == .perRecord)
         #expect(options.cloudKit.expiredToken == .zoneNotFound)
@@ -170,7 +175,10 @@ import Testing
         #expect((body["records"] as? [[String: Any]])?.first?["serverErrorCode"] as? String == "ZONE_NOT_FOUND")
 
         for (argument, message) in [
-            ("missingZone=sometimes", "--cloudkit-reading missingZone is one of wholeRequest, perRecord; found 'sometimes'"),
+            (
+                "missingZone=sometimes",
+                "--cloudkit-reading missingZone is one of wholeRequest, perRecord; found 'sometimes'"
+            ),
             ("colour=blue", "--cloudkit-reading takes NAME=VALUE, NAME one of missingZone, expiredToken"),
         ] {
             #expect {
@@ -199,8 +207,7 @@ import Testing
     }
 
     @Test(arguments: CloudKitDatabaseEmulator.DefaultZoneAnswer.allCases)
-    func recordsInTheDefaultZoneAreKeptUnlessRefused(answer: CloudKitDatabaseEmulator.DefaultZoneAnswer) async throws
-    {
+    func recordsInTheDefaultZoneAreKeptUnlessRefused(answer: CloudKitDatabaseEmulator.DefaultZoneAnswer) async throws {
         let cloudKit = CloudKitEmulator()
         cloudKit.database.configure { $0.defaultZoneRecords = answer }
         let host = try EmulatorServer(services: [cloudKit])
@@ -222,7 +229,9 @@ import Testing
             #expect((body["records"] as? [[String: Any]])?.first?["serverErrorCode"] == nil)
             let record = (found["records"] as? [[String: Any]])?.first
             #expect((record?["zoneID"] as? [String: Any])?["zoneName"] as? String == "_defaultZone")
-            #expect(cloudKit.database.recordNames(container: container, environment: "development", zone: "_defaultZone") == ["d"])
+            #expect(
+                cloudKit.database.recordNames(container: container, environment: "development", zone: "_defaultZone")
+                    == ["d"])
             // No change history in the default zone.
             let (_, changes) = try await post(
                 host, token, "changes/zone", ["zones": [["zoneID": ["zoneName": "_defaultZone"]]]])
