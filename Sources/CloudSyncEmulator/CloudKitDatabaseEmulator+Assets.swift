@@ -15,7 +15,9 @@ import Synchronization
 /// - Bytes over ``Configuration/maxAssetBytes`` (50 MB) answer 413 with CloudKit's error dictionary, `BAD_REQUEST`,
 ///   and a reason naming the limit; the URL stays good for a smaller upload.
 /// - A receipt is claimed once, by the record and field it was asked for; anything else (forged, another field, used
-///   already) is that record's `BAD_REQUEST`. An asset no record claims within the upload URL's lifetime is freed.
+///   already) is that record's `BAD_REQUEST`, but for the same save sent again while the field still holds that
+///   asset (a retry after a lost answer), which changes nothing. An asset no record claims within the upload URL's
+///   lifetime is freed.
 /// - A download URL serves the bytes for as long as a record holds the asset, with no time limit of its own (the web
 ///   services document none); deleting the record, its zone, or replacing the field frees the asset and the URL
 ///   answers 404.
@@ -174,8 +176,8 @@ extension CloudKitDatabaseEmulator {
         guard let value = raw as? [String: Any] else {
             return .failure(AssetRefusal("the value of asset field \(field) is not an asset dictionary"))
         }
+        let held = (existing?[field] as? [String: Any])?["value"] as? [String: Any]
         guard let receipt = value["receipt"] as? String else {
-            let held = (existing?[field] as? [String: Any])?["value"] as? [String: Any]
             if let held, let checksum = value["fileChecksum"] as? String, held["fileChecksum"] as? String == checksum {
                 return .success((held, nil))
             }
@@ -185,7 +187,7 @@ extension CloudKitDatabaseEmulator {
                         + "fileChecksum of the asset it holds"))
         }
         guard let asset = state.assets[receipt], asset.database == context.database, asset.zone == zone,
-            asset.recordName == record, asset.fieldName == field, !asset.claimed
+            asset.recordName == record, asset.fieldName == field
         else {
             return .failure(
                 AssetRefusal(
@@ -194,6 +196,13 @@ extension CloudKitDatabaseEmulator {
         }
         if let checksum = value["fileChecksum"] as? String, checksum != asset.fileChecksum {
             return .failure(AssetRefusal("the fileChecksum of asset field \(field) is not the uploaded file's"))
+        }
+        if asset.claimed {
+            // The same save again (a retry whose first answer was lost) finds the field holding it: nothing to claim.
+            if let held, held["receipt"] as? String == receipt { return .success((held, nil)) }
+            return .failure(
+                AssetRefusal(
+                    "the receipt of asset field \(field) of record \(record) was used already; upload the file again"))
         }
         let stored: [String: Any] = [
             "receipt": receipt, "downloadID": asset.downloadID, "fileChecksum": asset.fileChecksum,

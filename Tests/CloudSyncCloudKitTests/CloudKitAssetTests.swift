@@ -150,11 +150,16 @@ import Testing
             #expect(error?.reason?.contains("receipt") == true)
         }
         #expect(try results[2].get()?.recordName == "plain")
-        // The genuine one still claims the upload, once.
-        _ = try #require(
-            try await bridge.modify([CloudKitOperation(.forceReplace, Self.document("mine", asset))])[0].get())
-        let reused = try await bridge.modify([CloudKitOperation(.forceReplace, Self.document("mine", asset))])
-        #expect(throws: CloudKitError.self) { try reused[0].get() }
+        // The genuine one still claims the upload; the same save again (a retry) changes nothing.
+        let save = CloudKitOperation(.forceReplace, Self.document("mine", asset))
+        _ = try #require(try await bridge.modify([save])[0].get())
+        _ = try #require(try await bridge.modify([save])[0].get())
+        #expect(fixture.emulator.database.storedAssets.count == 1)
+        // Once the field holds something else, the spent receipt claims nothing.
+        _ = try await bridge.modify([CloudKitOperation(.forceReplace, item("mine", "no file now"))])
+        let reused = try await bridge.modify([save])
+        let spent = #expect(throws: CloudKitError.self) { try reused[0].get() }
+        #expect(spent?.reason?.contains("used already") == true)
     }
 
     @Test func deletingOrReplacingTheRecordFreesTheAsset() async throws {
