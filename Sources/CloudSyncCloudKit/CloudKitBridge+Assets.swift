@@ -136,9 +136,7 @@ extension CloudKitBridge {
         do {
             response = try await content.send(request)
         } catch {
-            var mapped = CloudKitError.from(error, doing: what)
-            mapped.message = strike(secrets, from: mapped.message)
-            throw mapped
+            throw gaveUp(error, doing: what)
         }
         guard response.isSuccess else {
             let object = (try? JSONSerialization.jsonObject(with: response.body)) as? [String: Any]

@@ -475,18 +475,7 @@ public final class CloudKitBridge: Sendable {
         do {
             response = try await http.send(request)
         } catch {
-            // The retry layer gave up on an answer (or never got one): its context says which CloudKit code it saw.
-            let failure = error
-            var mapped = CloudKitError.from(failure, doing: what)
-            if let context = failure.context, let serverCode = context.serviceCode {
-                mapped.serverErrorCode = serverCode
-                mapped.httpStatus = context.httpStatus
-                mapped.reason = context.serviceReason
-                let code = CloudKitError.code(forServerErrorCode: serverCode)
-                if code != .error { mapped.code = code }
-            }
-            mapped.message = strike(secrets, from: mapped.message)
-            throw mapped
+            throw gaveUp(error, doing: what)
         }
         let object = (try? JSONSerialization.jsonObject(with: response.body)) as? [String: Any]
         guard response.isSuccess else {
@@ -505,6 +494,23 @@ public final class CloudKitBridge: Sendable {
             throw CloudKitError(.error, "CloudKit's answer \(what) is not a JSON object (HTTP \(response.status))")
         }
         return object
+    }
+}
+
+extension CloudKitBridge {
+    /// The bridge error for a request the HTTP layer failed: the retry layer gave up on an answer (or never got one),
+    /// and its context says which CloudKit code it saw.
+    func gaveUp(_ failure: CloudSyncError, doing what: String) -> CloudKitError {
+        var mapped = CloudKitError.from(failure, doing: what)
+        if let context = failure.context, let serverCode = context.serviceCode {
+            mapped.serverErrorCode = serverCode
+            mapped.httpStatus = context.httpStatus
+            mapped.reason = context.serviceReason
+            let code = CloudKitError.code(forServerErrorCode: serverCode)
+            if code != .error { mapped.code = code }
+        }
+        mapped.message = strike(secrets, from: mapped.message)
+        return mapped
     }
 }
 

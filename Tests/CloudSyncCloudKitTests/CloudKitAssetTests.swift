@@ -162,6 +162,32 @@ import Testing
         #expect(spent?.reason?.contains("used already") == true)
     }
 
+    /// A download (a `GET`) is sent again after a 503; an upload (a `POST` to a single-use URL) is not.
+    @Test func aDownloadIsRetriedAndAnUploadIsNot() async throws {
+        let fixture = try CloudKitFixture()
+        let bridge = try fixture.bridge(maxAttempts: 3)
+        try await bridge.ensureZone()
+        let directory = try TemporaryDirectory()
+        let original = try Self.writeFile(directory.file("in.bin"), count: 100_000)
+        _ = try await Self.saveDocument(bridge, "doc", file: directory.file("in.bin"))
+
+        fixture.host.server.setFaultPlan(
+            HTTPFaultPlan([.errors(503, onCalls: [1], route: "GET /ckassets/download/{id}")]))
+        _ = try await bridge.downloadAsset(recordName: "doc", fieldName: "file", to: directory.file("out.bin"))
+        #expect(try Data(contentsOf: URL(fileURLWithPath: directory.file("out.bin"))) == original)
+        #expect(fixture.host.server.requestLog.filter { $0.path.hasPrefix("/ckassets/download/") }.count == 2)
+
+        fixture.host.server.setFaultPlan(
+            HTTPFaultPlan([.errors(503, onCalls: [1], route: "POST /ckassets/upload/{id}")]))
+        fixture.host.server.clearLog()
+        let error = await #expect(throws: CloudKitError.self) {
+            try await bridge.uploadAsset(
+                fileAt: directory.file("in.bin"), recordName: "doc", recordType: "Document", fieldName: "file")
+        }
+        #expect(error?.code == .retryLater)
+        #expect(fixture.host.server.requestLog.filter { $0.path.hasPrefix("/ckassets/upload/") }.count == 1)
+    }
+
     @Test func deletingOrReplacingTheRecordFreesTheAsset() async throws {
         let directory = try TemporaryDirectory()
         let data = directory.file("data")
