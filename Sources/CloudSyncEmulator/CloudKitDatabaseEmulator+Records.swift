@@ -213,30 +213,17 @@ extension CloudKitDatabaseEmulator {
                 continue
             }
             var fieldType = dictionary["type"] as? String ?? Self.inferType(raw)
-            if fieldType == "ASSET" || fieldType == "ASSETID" {
+            var value = raw
+            let isAsset = fieldType == "ASSET" || fieldType == "ASSETID"
+            if isAsset {
+                // Sent as ASSET, kept and answered as ASSETID.
                 fieldType = "ASSETID"
-                switch assetField(
-                    raw, field: field, record: name, zone: zone, existing: existingFields, context, state)
+                switch assetField(raw, field: field, record: name, zone: zone, existing: existingFields, context, state)
                 {
                 case .failure(let refusal): return fail("BAD_REQUEST", refusal.reason)
                 case .success(let (stored, receipt)):
-                    if let known = schemaFields?[field], known != fieldType {
-                        return fail(
-                            "BAD_REQUEST",
-                            "invalid value type \(fieldType) for field \(field) of type \(recordType): \(known)")
-                    }
-                    if schemaFields?[field] == nil {
-                        if context.production {
-                            return fail(
-                                "BAD_REQUEST",
-                                "Cannot create new field \(field) of type \(recordType) in production schema")
-                        }
-                        schemaFields?[field] = fieldType
-                    }
+                    value = stored
                     if let receipt { claimed.append(receipt) }
-                    // Assets do not count towards the record's size.
-                    fields[field] = ["value": stored, "type": fieldType]
-                    continue
                 }
             }
             if let known = schemaFields?[field], known != fieldType {
@@ -250,8 +237,9 @@ extension CloudKitDatabaseEmulator {
                 }
                 schemaFields?[field] = fieldType
             }
-            size += (try? JSONSerialization.data(withJSONObject: [raw]).count) ?? 0
-            fields[field] = ["value": raw, "type": fieldType]
+            // Assets do not count towards the record's size.
+            if !isAsset { size += (try? JSONSerialization.data(withJSONObject: [raw]).count) ?? 0 }
+            fields[field] = ["value": value, "type": fieldType]
         }
         guard size <= context.configuration.maxRecordBytes else {
             return fail(
