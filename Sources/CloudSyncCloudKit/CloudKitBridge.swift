@@ -65,7 +65,8 @@ public struct CloudKitChangesPage: Sendable, Equatable {
 }
 
 /// A small, stateless CloudKit private-database bridge over CloudKit Web Services, usable without the store: account
-/// status and identity, one custom zone, fail-if-exists saves, change-token fetches, deletes.
+/// status and identity, one custom zone, fail-if-exists saves, change-token fetches, deletes, and assets (files in
+/// records' Asset fields, streamed from and to paths: see `CloudKitBridge+Assets.swift`).
 ///
 /// Every request carries the API token and the current web auth token in its query, percent-encoded; every answer's
 /// `X-Apple-CloudKit-Web-Auth-Token` replaces the kept token (in memory and in the `CloudKitWebAuthToken`'s state)
@@ -85,6 +86,9 @@ public final class CloudKitBridge: Sendable {
     /// Records per `changes/zone` page asked for; nil leaves it to the server (200).
     public let changesPageSize: Int?
     private let http: HTTPClient
+    /// Sends asset bytes to and from the upload and download URLs: no CloudKit tokens go there (the URLs carry
+    /// their own authority, possibly on another host), and no answer rotates the web auth token.
+    let content: HTTPClient
 
     /// A bridge to `configuration` sending over `transport`.
     ///
@@ -111,6 +115,9 @@ public final class CloudKitBridge: Sendable {
         http = HTTPClient(
             transport: authorized, context: context, retryPolicy: retryPolicy, timeout: timeout, maxConcurrency: 1,
             serviceErrors: Self.serviceErrors)
+        content = HTTPClient(
+            transport: transport, context: context, retryPolicy: retryPolicy, timeout: timeout,
+            serviceErrors: Self.serviceErrors)
     }
 
     /// How CloudKit names its errors in an answer: `serverErrorCode` and `reason` of its JSON body.
@@ -120,7 +127,10 @@ public final class CloudKitBridge: Sendable {
     }
 
     /// Releases the HTTP session and its connections; later calls fail with `ERR_CLOSED`.
-    public func close() { http.close() }
+    public func close() {
+        http.close()
+        content.close()
+    }
 
     /// Retries as `RetryPolicy` does, honouring the `retryAfter` seconds CloudKit puts in its error bodies.
     public static let defaultRetryPolicy = RetryPolicy(hint: RetryPolicy.jsonSecondsHint(field: "retryAfter"))
@@ -357,7 +367,28 @@ public final class CloudKitBridge: Sendable {
     }
 
     /// One `changes/zone` page after `token` of at most `limit` records (nil: the server's default).
+    ///
+    /// A `ZONE_NOT_FOUND` for a token while the zone exists (asked with `zones/list`) is the token refused, in the
+    /// words of a server that names the zone of its history rather than the token: `CK_TOKEN_EXPIRED`.
     public func fetchChangesPage(since token: String?, limit: Int?) async throws(CloudKitError)
+        -> CloudKitChangesPage
+    {
+        do {
+            return try await fetchChangesPageOnce(since: token, limit: limit)
+        } catch  where token != nil && error.code == .zoneNotFound {
+            var expired = error
+            if (try? await zoneExists()) == true {
+                expired.code = .tokenExpired
+                let advice = CloudKitError.advice(.zoneNotFound)
+                if expired.message.hasSuffix(advice) { expired.message.removeLast(advice.count) }
+                expired.message +=
+                    "; the zone exists, so the sync token is what is gone" + CloudKitError.advice(.tokenExpired)
+            }
+            throw expired
+        }
+    }
+
+    private func fetchChangesPageOnce(since token: String?, limit: Int?) async throws(CloudKitError)
         -> CloudKitChangesPage
     {
         var zone: [String: Any] = ["zoneID": ["zoneName": configuration.zoneName]]
@@ -411,7 +442,7 @@ public final class CloudKitBridge: Sendable {
 
     // MARK: Sending
 
-    private var secrets: [String] { [configuration.apiToken] + (webAuthToken.value.map { [$0] } ?? []) }
+    var secrets: [String] { [configuration.apiToken] + (webAuthToken.value.map { [$0] } ?? []) }
 
     private func requireToken() throws(CloudKitError) {
         guard webAuthToken.value != nil else {
@@ -422,7 +453,7 @@ public final class CloudKitBridge: Sendable {
         }
     }
 
-    private static func bool(_ value: Any?) -> Bool {
+    static func bool(_ value: Any?) -> Bool {
         if let bool = value as? Bool { return bool }
         return (value as? NSNumber)?.boolValue ?? false
     }
@@ -430,7 +461,7 @@ public final class CloudKitBridge: Sendable {
     /// Sends one call and returns its JSON object; a non-2xx answer is thrown as the error its dictionary describes.
     ///
     /// `aboutSyncToken`: the request carries a sync token, so a refusal that names a token is about it.
-    private func call(
+    func call(
         _ method: HTTPMethod, _ url: URL, body: [String: Any]?, doing what: String, retrySafe: Bool = false,
         aboutSyncToken: Bool = false
     ) async throws(CloudKitError) -> [String: Any] {
@@ -444,18 +475,7 @@ public final class CloudKitBridge: Sendable {
         do {
             response = try await http.send(request)
         } catch {
-            // The retry layer gave up on an answer (or never got one): its context says which CloudKit code it saw.
-            let failure = error
-            var mapped = CloudKitError.from(failure, doing: what)
-            if let context = failure.context, let serverCode = context.serviceCode {
-                mapped.serverErrorCode = serverCode
-                mapped.httpStatus = context.httpStatus
-                mapped.reason = context.serviceReason
-                let code = CloudKitError.code(forServerErrorCode: serverCode)
-                if code != .error { mapped.code = code }
-            }
-            mapped.message = strike(secrets, from: mapped.message)
-            throw mapped
+            throw gaveUp(error, doing: what)
         }
         let object = (try? JSONSerialization.jsonObject(with: response.body)) as? [String: Any]
         guard response.isSuccess else {
@@ -474,6 +494,23 @@ public final class CloudKitBridge: Sendable {
             throw CloudKitError(.error, "CloudKit's answer \(what) is not a JSON object (HTTP \(response.status))")
         }
         return object
+    }
+}
+
+extension CloudKitBridge {
+    /// The bridge error for a request the HTTP layer failed: the retry layer gave up on an answer (or never got one),
+    /// and its context says which CloudKit code it saw.
+    func gaveUp(_ failure: CloudSyncError, doing what: String) -> CloudKitError {
+        var mapped = CloudKitError.from(failure, doing: what)
+        if let context = failure.context, let serverCode = context.serviceCode {
+            mapped.serverErrorCode = serverCode
+            mapped.httpStatus = context.httpStatus
+            mapped.reason = context.serviceReason
+            let code = CloudKitError.code(forServerErrorCode: serverCode)
+            if code != .error { mapped.code = code }
+        }
+        mapped.message = strike(secrets, from: mapped.message)
+        return mapped
     }
 }
 

@@ -2,8 +2,9 @@ import Foundation
 
 /// A typed CloudKit field value, as CloudKit Web Services writes it: `{"value": …, "type": "STRING"}`.
 ///
-/// Timestamps are milliseconds since 1970 and bytes travel as base64, as the web services encode them; a field of a
-/// type this bridge does not model (a reference, an asset, a location) is kept as ``other(type:json:)``.
+/// Timestamps are milliseconds since 1970 and bytes travel as base64, as the web services encode them; an Asset field
+/// is ``asset(_:)`` (sent as `ASSET`, answered as `ASSETID`); a field of a type this bridge does not model (a
+/// reference, a location) is kept as ``other(type:json:)``.
 public enum CloudKitValue: Sendable, Hashable {
     case string(String)
     case int64(Int64)
@@ -16,6 +17,8 @@ public enum CloudKitValue: Sendable, Hashable {
     case doubleList([Double])
     case timestampList([Int64])
     case bytesList([Data])
+    /// A file in an Asset field: sent with an upload's receipt, read with a download URL.
+    case asset(CloudKitAsset)
     /// A type the bridge does not model, with its value as JSON text.
     case other(type: String, json: String)
 
@@ -32,6 +35,7 @@ public enum CloudKitValue: Sendable, Hashable {
         case .doubleList: "DOUBLE_LIST"
         case .timestampList: "TIMESTAMP_LIST"
         case .bytesList: "BYTES_LIST"
+        case .asset: "ASSET"
         case .other(let type, _): type
         }
     }
@@ -39,6 +43,12 @@ public enum CloudKitValue: Sendable, Hashable {
     /// The text of a ``string(_:)`` value; nil for every other type.
     public var stringValue: String? {
         if case .string(let text) = self { return text }
+        return nil
+    }
+
+    /// The asset of an ``asset(_:)`` value; nil for every other type.
+    public var assetValue: CloudKitAsset? {
+        if case .asset(let asset) = self { return asset }
         return nil
     }
 
@@ -54,6 +64,7 @@ public enum CloudKitValue: Sendable, Hashable {
         case .int64List(let numbers), .timestampList(let numbers): value = numbers.map { NSNumber(value: $0) }
         case .doubleList(let numbers): value = numbers.map { NSNumber(value: $0) }
         case .bytesList(let items): value = items.map { $0.base64EncodedString() }
+        case .asset(let asset): value = asset.json
         case .other(_, let json):
             value = (try? JSONSerialization.jsonObject(with: Data(json.utf8), options: .fragmentsAllowed)) ?? NSNull()
         }
@@ -109,6 +120,9 @@ public enum CloudKitValue: Sendable, Hashable {
         case "BYTES_LIST":
             guard let items = list({ ($0 as? String).flatMap { Data(base64Encoded: $0) } }) else { return nil }
             self = .bytesList(items)
+        case "ASSET", "ASSETID":
+            guard let asset = CloudKitAsset(json: raw) else { return nil }
+            self = .asset(asset)
         default:
             let data = (try? JSONSerialization.data(withJSONObject: raw, options: .fragmentsAllowed)) ?? Data()
             self = .other(type: type, json: String(decoding: data, as: UTF8.self))

@@ -13,7 +13,8 @@ extension CloudKitDatabaseEmulator {
         -> [String: Any]
     {
         if record.deleted { return ["recordName": name, "deleted": true, "zoneID": zoneID(zone, context)] }
-        let fields = (try? JSONSerialization.jsonObject(with: Data(record.fields.utf8))) as? [String: Any] ?? [:]
+        let stored = (try? JSONSerialization.jsonObject(with: Data(record.fields.utf8))) as? [String: Any] ?? [:]
+        let fields = stored.mapValues { Self.answered($0, base: context.base) }
         return [
             "recordName": name, "recordType": record.recordType, "fields": fields, "recordChangeTag": record.changeTag,
             "zoneID": zoneID(zone, context),
@@ -29,12 +30,8 @@ extension CloudKitDatabaseEmulator {
     func zone(of body: [String: Any], _ context: Context, _ state: SavedState, names: [String]) -> ZoneCheck {
         let name = Self.zoneName(body["zoneID"]) ?? "_defaultZone"
         if name == "_defaultZone" {
-            return .refused(
-                (
-                    400,
-                    Self.error(
-                        "BAD_REQUEST", "this emulator keeps records only in custom zones; create one with zones/modify")
-                ))
+            if context.configuration.defaultZoneRecords == .refused { return .refused(Self.defaultZoneRefusal) }
+            return .found(name)
         }
         guard state.databases[context.database]?.zones[name] != nil else {
             if context.configuration.missingZone == .perRecord {
@@ -108,7 +105,12 @@ extension CloudKitDatabaseEmulator {
         case .found(let name): zone = name
         }
         let atomic = (body["atomic"] as? Bool) ?? ((body["atomic"] as? NSNumber)?.boolValue ?? false)
+        sweepAssets(context.now, context.configuration, &state)
         var working = state
+        if working.databases[context.database]?.zones[zone] == nil {
+            // The default zone always exists; its state is made with its first record.
+            working.databases[context.database, default: .init()].zones[zone] = .init(incarnation: "default")
+        }
         var answers: [[String: Any]] = []
         var failed = false
         var seen: Set<String> = []
@@ -175,7 +177,12 @@ extension CloudKitDatabaseEmulator {
         var zoneState = state.databases[context.database]!.zones[zone]!
         let sequence = zoneState.nextSequence
         zoneState.nextSequence += 1
+        let existingFields =
+            existing.flatMap {
+                (try? JSONSerialization.jsonObject(with: Data($0.fields.utf8))) as? [String: Any]
+            } ?? [:]
         if type == "delete" || type == "forceDelete" {
+            for receipt in Self.receipts(in: existingFields) { state.assets[receipt] = nil }
             var tombstone = existing!
             tombstone.deleted = true
             tombstone.sequence = sequence
@@ -188,9 +195,8 @@ extension CloudKitDatabaseEmulator {
         guard !recordType.isEmpty else { return fail("BAD_REQUEST", "record \(name) has no recordType") }
         let sentFields = sent["fields"] as? [String: Any] ?? [:]
         var fields: [String: Any] = [:]
-        if type == "update" || type == "forceUpdate", let existing {
-            fields = (try? JSONSerialization.jsonObject(with: Data(existing.fields.utf8))) as? [String: Any] ?? [:]
-        }
+        if type == "update" || type == "forceUpdate" { fields = existingFields }
+        var claimed: [String] = []
         var size = 0
         var schemaFields = state.schemas[context.schema]?[recordType]
         if schemaFields == nil {
@@ -206,7 +212,20 @@ extension CloudKitDatabaseEmulator {
                 fields[field] = nil
                 continue
             }
-            let fieldType = dictionary["type"] as? String ?? Self.inferType(raw)
+            var fieldType = dictionary["type"] as? String ?? Self.inferType(raw)
+            var value = raw
+            let isAsset = fieldType == "ASSET" || fieldType == "ASSETID"
+            if isAsset {
+                // Sent as ASSET, kept and answered as ASSETID.
+                fieldType = "ASSETID"
+                switch assetField(raw, field: field, record: name, zone: zone, existing: existingFields, context, state)
+                {
+                case .failure(let refusal): return fail("BAD_REQUEST", refusal.reason)
+                case .success(let (stored, receipt)):
+                    value = stored
+                    if let receipt { claimed.append(receipt) }
+                }
+            }
             if let known = schemaFields?[field], known != fieldType {
                 return fail(
                     "BAD_REQUEST", "invalid value type \(fieldType) for field \(field) of type \(recordType): \(known)")
@@ -218,8 +237,9 @@ extension CloudKitDatabaseEmulator {
                 }
                 schemaFields?[field] = fieldType
             }
-            size += (try? JSONSerialization.data(withJSONObject: [raw]).count) ?? 0
-            fields[field] = ["value": raw, "type": fieldType]
+            // Assets do not count towards the record's size.
+            if !isAsset { size += (try? JSONSerialization.data(withJSONObject: [raw]).count) ?? 0 }
+            fields[field] = ["value": value, "type": fieldType]
         }
         guard size <= context.configuration.maxRecordBytes else {
             return fail(
@@ -228,6 +248,11 @@ extension CloudKitDatabaseEmulator {
                     + "byte limit")
         }
         state.schemas[context.schema, default: [:]][recordType] = schemaFields
+        for receipt in claimed { state.assets[receipt]?.claimed = true }
+        // An asset the record no longer holds (a field replaced, removed or not sent again) is freed.
+        for receipt in Self.receipts(in: existingFields).subtracting(Self.receipts(in: fields)) {
+            state.assets[receipt] = nil
+        }
         let fieldsText = String(
             decoding: (try? JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys])) ?? Data("{}".utf8),
             as: UTF8.self)
@@ -241,6 +266,7 @@ extension CloudKitDatabaseEmulator {
 
     static func inferType(_ raw: Any) -> String {
         if raw is String { return "STRING" }
+        if raw is [String: Any] { return "ASSET" }
         if raw is NSNumber { return "INT64" }
         return "STRING_LIST"
     }
@@ -253,6 +279,11 @@ extension CloudKitDatabaseEmulator {
         let zones: [[String: Any]] = requested.map { item in
             guard let name = Self.zoneName(item["zoneID"]) else {
                 return Self.error("BAD_REQUEST", "a zone needs zoneID.zoneName")
+            }
+            if name == "_defaultZone" {
+                return Self.error(
+                    "BAD_REQUEST", "changes/zone works only for custom zones; the default zone keeps no change history",
+                    extra: ["zoneID": zoneID(name, context)])
             }
             guard let zone = state.databases[context.database]?.zones[name] else {
                 return Self.error(
@@ -275,6 +306,10 @@ extension CloudKitDatabaseEmulator {
                     case .badRequestOtherWording:
                         return Self.error(
                             "BAD_REQUEST", "the continuation marker is no longer valid for zone \(name)", extra: zoneID)
+                    case .syncTokenExpired:
+                        return Self.error("SYNC_TOKEN_EXPIRED", "the sync token has expired", extra: zoneID)
+                    case .zoneNotFound:
+                        return Self.error("ZONE_NOT_FOUND", "zone \(name) does not exist", extra: zoneID)
                     }
                 }
                 after = position

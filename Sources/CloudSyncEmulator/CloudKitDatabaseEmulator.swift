@@ -19,13 +19,18 @@ import Synchronization
 /// - `changes/zone` with `syncToken`, `resultsLimit` (at most 200), `moreComing` and tombstones (`deleted: true`);
 ///   a token from before ``expireChangeTokens(container:environment:zone:)`` or from a deleted zone is refused with
 ///   `BAD_REQUEST` whose reason names the sync token (the web services document no code of their own for it).
+/// - `assets/upload` (at most 200 tokens) answering an upload URL per record field, good once for 15 minutes on the
+///   emulator's clock; the bytes posted there (at most 50 MB) answered with the asset dictionary (`singleFile`), which
+///   a `records/modify` field `{"type": "ASSET", "value": …}` then claims by its `receipt`. Records answer the field as
+///   `ASSETID` with a `downloadURL` that serves the bytes; deleting or replacing the record or field frees the asset.
+///   See `CloudKitDatabaseEmulator+Assets.swift`.
 /// - Record types are made just in time in `development` only: `production` refuses a type nobody deployed
 ///   (``deploySchema(container:)``) with `BAD_REQUEST`, and a field whose type differs from the schema's.
 /// - Error dictionaries carry `serverErrorCode`, `reason`, `uuid` and, for ``failNext(_:operation:status:code:reason:retryAfter:)``'s
 ///   throttling, `retryAfter`.
 public final class CloudKitDatabaseEmulator: Sendable {
     /// How the database behaves.
-    public struct Configuration: Sendable {
+    public struct Configuration: Sendable, Equatable {
         /// The code a `create` of an existing record gets: `EXISTS` as documented, or `CONFLICT` as the live
         /// service has been seen to answer.
         public var existingRecordCode = "EXISTS"
@@ -39,6 +44,21 @@ public final class CloudKitDatabaseEmulator: Sendable {
         /// How `changes/zone` refuses an expired or foreign sync token: CloudKit Web Services documents no code of
         /// its own for it, so each plausible answer is served.
         public var expiredToken = ExpiredTokenAnswer.badRequest
+        /// Whether records may live in `_defaultZone`: the private database allows it (without change tracking), so
+        /// they are accepted unless a test asks for the stricter reading.
+        public var defaultZoneRecords = DefaultZoneAnswer.accepted
+        /// The largest asset, in bytes: 50 MB, the web services' limit of one Asset field (api-facts B.4).
+        public var maxAssetBytes = 52_428_800
+        /// The most tokens one `assets/upload` request takes (api-facts B.4).
+        public var maxAssetTokens = 200
+        /// How long an upload URL stays good, in milliseconds of the emulator's clock: 15 minutes (api-facts B.5).
+        ///
+        /// An asset no record claims within as long after its upload is freed.
+        public var uploadURLLifetimeMs: Int64 = 15 * 60 * 1000
+        /// The scheme of the upload and download URLs the emulator hands out; their host is the request's `Host`.
+        ///
+        /// A request's `X-Forwarded-Proto` header overrides it. Set `https` when the server speaks TLS.
+        public var urlScheme = "http"
 
         /// The defaults.
         public init() {}
@@ -61,6 +81,18 @@ public final class CloudKitDatabaseEmulator: Sendable {
         /// `BAD_REQUEST` whose reason names the token with other words ("the continuation marker is no longer
         /// valid").
         case badRequestOtherWording
+        /// `SYNC_TOKEN_EXPIRED`, the name some clients use for it.
+        case syncTokenExpired
+        /// `ZONE_NOT_FOUND` for a zone that exists, as if the token's zone were gone.
+        case zoneNotFound
+    }
+
+    /// Readings of records in the default zone `_defaultZone`.
+    public enum DefaultZoneAnswer: String, Sendable, CaseIterable {
+        /// Records are kept there as in a custom zone (`changes/zone` still refuses it: no change tracking).
+        case accepted
+        /// Every records call naming it is refused with 400 `BAD_REQUEST`.
+        case refused
     }
 
     /// What the database keeps across restarts.
@@ -89,13 +121,52 @@ public final class CloudKitDatabaseEmulator: Sendable {
             var zones: [String: Zone] = [:]
         }
 
+        /// An upload URL handed out by `assets/upload` and not yet used.
+        struct Upload: Sendable, Codable, Equatable {
+            var database: String
+            var zone: String
+            var recordName: String
+            var recordType: String
+            var fieldName: String
+            var expiresMs: Int64
+        }
+
+        /// Bytes received at an upload URL: unclaimed until a `records/modify` field names its receipt.
+        struct Asset: Sendable, Codable, Equatable {
+            var database: String
+            var zone: String
+            var recordName: String
+            var fieldName: String
+            /// Names the bytes in storage and in the download URL; never the receipt.
+            var downloadID: String
+            var size: Int64
+            var fileChecksum: String
+            var referenceChecksum: String
+            var wrappingKey: String
+            var uploadedMs: Int64
+            var claimed = false
+        }
+
         /// Databases by `container|environment|userRecordName`.
         var databases: [String: Database] = [:]
         /// Record types and their fields' types by `container|environment`.
         var schemas: [String: [String: [String: String]]] = [:]
+        /// Unused upload URLs by the id their path ends with.
+        var uploads: [String: Upload] = [:]
+        /// Received assets by receipt.
+        var assets: [String: Asset] = [:]
 
         /// Nothing stored.
         public init() {}
+
+        /// A saved state; the keys added after the first release (`uploads`, `assets`) may be missing.
+        public init(from decoder: any Decoder) throws {
+            let container = try decoder.container(keyedBy: CodingKeys.self)
+            databases = try container.decodeIfPresent([String: Database].self, forKey: .databases) ?? [:]
+            schemas = try container.decodeIfPresent([String: [String: [String: String]]].self, forKey: .schemas) ?? [:]
+            uploads = try container.decodeIfPresent([String: Upload].self, forKey: .uploads) ?? [:]
+            assets = try container.decodeIfPresent([String: Asset].self, forKey: .assets) ?? [:]
+        }
     }
 
     struct ScriptedFailure: Sendable {
@@ -113,6 +184,11 @@ public final class CloudKitDatabaseEmulator: Sendable {
     let state = Mutex(SavedState())
     let failures = Mutex<[ScriptedFailure]>([])
     let recordFailures = Mutex<[String: (code: String, reason: String)]>([:])
+    /// The assets' bytes: in memory until ``keepAssets(in:)`` names a directory.
+    let assetBytes = CloudKitAssetBytes()
+    /// Held while bytes are stored and registered, and while unreferenced bytes are freed, so a freeing pass never
+    /// removes an upload that is being registered.
+    let assetLock = Mutex(())
 
     /// A database checking calls with `webAuth`, its timestamps from `clock`.
     public init(
@@ -132,12 +208,18 @@ public final class CloudKitDatabaseEmulator: Sendable {
         let base = "/database/1/{container}/{environment}/private/"
         let routes: [(String, String)] = [
             ("POST", "zones/modify"), ("GET", "zones/list"), ("POST", "zones/lookup"), ("POST", "records/lookup"),
-            ("POST", "records/modify"), ("POST", "changes/zone"),
+            ("POST", "records/modify"), ("POST", "changes/zone"), ("POST", "assets/upload"),
         ]
         for (method, operation) in routes {
             server.route(HTTPRoutePattern(stringLiteral: "\(method) \(base)\(operation)")) { [self] request in
                 handle(request, operation: operation)
             }
+        }
+        server.route(HTTPRoutePattern(stringLiteral: "POST \(Self.uploadPath){id}")) { [self] request in
+            receiveUpload(request)
+        }
+        server.route(HTTPRoutePattern(stringLiteral: "GET \(Self.downloadPath){id}")) { [self] request in
+            download(request)
         }
     }
 
@@ -224,10 +306,11 @@ public final class CloudKitDatabaseEmulator: Sendable {
             body = object
         }
         let key = "\(container)|\(environment)|\(grant.userRecordName ?? "")"
+        let configuration = configuration.withLock { $0 }
         let context = Context(
             database: key, schema: "\(container)|\(environment)", production: environment == "production",
-            user: grant.userRecordName ?? "", now: clock.nowMilliseconds(),
-            configuration: configuration.withLock { $0 })
+            user: grant.userRecordName ?? "", now: clock.nowMilliseconds(), configuration: configuration,
+            base: Self.base(of: request, scheme: configuration.urlScheme))
         let (status, data) = state.withLock { state -> (Int, Data) in
             let answer: Answer
             switch operation {
@@ -236,11 +319,13 @@ public final class CloudKitDatabaseEmulator: Sendable {
             case "zones/lookup": answer = lookupZones(body, context, state)
             case "records/lookup": answer = lookupRecords(body, context, state)
             case "records/modify": answer = modifyRecords(body, context, &state)
+            case "assets/upload": answer = requestUploads(body, context, &state)
             default: answer = zoneChanges(body, context, state)
             }
             let data = (try? JSONSerialization.data(withJSONObject: answer.body, options: [.sortedKeys])) ?? Data()
             return (answer.status, data)
         }
+        if ["zones/modify", "records/modify", "assets/upload"].contains(operation) { freeUnreferencedAssets() }
         return grant.applying(
             to: HTTPResponse(status: status, headers: ["Content-Type": "application/json"], body: data))
     }
@@ -252,6 +337,8 @@ public final class CloudKitDatabaseEmulator: Sendable {
         let user: String
         let now: Int64
         let configuration: Configuration
+        /// `scheme://host[:port]` the request came in on, for the asset URLs.
+        let base: String
     }
 
     func nextFailure(_ operation: String) -> ScriptedFailure? {
@@ -313,6 +400,12 @@ public final class CloudKitDatabaseEmulator: Sendable {
                             "ZONE_NOT_FOUND", "zone \(name) does not exist", extra: ["zoneID": zoneID(name, context)]))
                 } else {
                     state.databases[context.database]?.zones[name] = nil
+                    state.assets = state.assets.filter {
+                        $0.value.database != context.database || $0.value.zone != name
+                    }
+                    state.uploads = state.uploads.filter {
+                        $0.value.database != context.database || $0.value.zone != name
+                    }
                     zones.append(["zoneID": zoneID(name, context), "deleted": true])
                 }
             default:

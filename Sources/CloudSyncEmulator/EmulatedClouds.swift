@@ -79,7 +79,8 @@ public final class DriveEmulator: EmulatorService {
 /// private database's zones, records and change feed (``database``), every call checked with
 /// ``CloudKitWebAuthEmulator/check(_:container:environment:requiresUser:)`` and its token rotated on every answer.
 ///
-/// Its data file holds `{"webAuth": ..., "database": ...}`; each key is optional so older files still load.
+/// Its data file holds `{"webAuth": ..., "database": ...}`; each key is optional so older files still load. With a
+/// data directory, asset bytes are files in `DIR/cloudkit-assets`.
 public final class CloudKitEmulator: EmulatorService {
     /// API tokens, the sign-in page, web auth tokens and `users/caller`.
     public let webAuth: CloudKitWebAuthEmulator
@@ -115,6 +116,11 @@ public final class CloudKitEmulator: EmulatorService {
         let saved = try JSONDecoder().decode(Saved.self, from: data)
         webAuth.restore(saved.webAuth ?? CloudKitWebAuthEmulator.SavedState())
         database.restore(saved.database ?? CloudKitDatabaseEmulator.SavedState())
+    }
+
+    /// Keeps the database's asset bytes in `DIR/cloudkit-assets`, one file each.
+    public func useDataDirectory(_ directory: String) throws {
+        try database.keepAssets(in: directory + "/cloudkit-assets")
     }
 }
 

@@ -17,6 +17,8 @@ public struct EmulatorOptions: Sendable, Equatable {
     public var faultsFile: String?
     /// What Drive's `orderBy=name` means.
     public var driveNameOrder: DriveFilesEmulator.NameOrder = .bytes
+    /// How the CloudKit database reads what the documentation leaves open (`--cloudkit-reading`).
+    public var cloudKit = CloudKitDatabaseEmulator.Configuration()
 
     /// Nothing chosen: both clouds, a free port, memory only.
     public init() {}
@@ -34,6 +36,7 @@ public enum EmulatorCommand {
     /// The usage line.
     public static let usage =
         "cloudsync-emulator [--drive] [--cloudkit] [--port N] [--data DIR] [--faults FILE] [--drive-name-order ORDER]"
+        + " [--cloudkit-reading NAME=VALUE]..."
 
     /// `--help`'s text.
     public static let help = """
@@ -45,7 +48,7 @@ public enum EmulatorCommand {
         OPTIONS:
           --drive           Serve Google Drive: OAuth 2.0 with an approval that needs no person, and the v3 API.
           --cloudkit        Serve CloudKit Web Services: API token, web sign-in with no person, rotating tokens,
-                            the private database's zones, records and change feed.
+                            the private database's zones, records, assets and change feed.
                             (Neither flag: both.)
           --port N          Listen on 127.0.0.1:N (default: a free port).
           --data DIR        Keep state in DIR (created 0700; one JSON file per service, 0600), read at start and
@@ -54,6 +57,10 @@ public enum EmulatorCommand {
           --drive-name-order ORDER
                             What Drive's orderBy=name sorts by: bytes (default), caseInsensitive (as Drive's web
                             interface does), or shuffledWithinPage (as a very large folder may answer).
+          --cloudkit-reading NAME=VALUE
+                            How CloudKit answers where its documentation is open (repeatable; the
+                            first value of each is the default):
+        \(CloudKitDatabaseEmulator.Configuration.readings.map { "                    \($0.name): \($0.values.joined(separator: ", "))" }.joined(separator: "\n"))
           -h, --help        Show this help and exit.
 
         On start it prints one JSON line on standard output with each service's URLs and test credentials, e.g.
@@ -101,6 +108,7 @@ public enum EmulatorCommand {
                     throw EmulatorUsageError(message: "--drive-name-order is one of \(known); found '\(text)'")
                 }
                 options.driveNameOrder = order
+            case "--cloudkit-reading": try options.cloudKit.setReading(try value(name, inline: inline))
             default:
                 throw EmulatorUsageError(
                     message: argument.hasPrefix("-")
@@ -139,7 +147,9 @@ public enum EmulatorCommand {
                     printsDemoRefreshToken: true))
         }
         if options.cloudkit {
-            services.append(CloudKitEmulator(webAuth: CloudKitWebAuthEmulator(clock: clock), clock: clock))
+            let cloudKit = CloudKitEmulator(webAuth: CloudKitWebAuthEmulator(clock: clock), clock: clock)
+            cloudKit.database.configure { $0 = options.cloudKit }
+            services.append(cloudKit)
         }
         return try EmulatorServer(
             services: services, port: options.port, dataDirectory: options.dataDirectory, faultPlan: plan)

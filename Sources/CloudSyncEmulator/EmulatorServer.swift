@@ -18,6 +18,14 @@ public protocol EmulatorService: AnyObject, Sendable {
     func savedState() throws -> Data
     /// Replaces the service's state with one ``savedState()`` returned (possibly by an earlier process).
     func restoreState(from data: Data) throws
+    /// Keeps what is too large for its JSON state (CloudKit's asset bytes) in files under `directory`, the data
+    /// directory; called before ``restoreState(from:)``. By default it keeps nothing there.
+    func useDataDirectory(_ directory: String) throws
+}
+
+extension EmulatorService {
+    /// Keeps nothing outside the JSON state.
+    public func useDataDirectory(_ directory: String) throws {}
 }
 
 /// Why the emulator could not start, load or save; the message names the file or port and what to do.
@@ -65,6 +73,13 @@ public final class EmulatorServer: Sendable {
             }
             for service in services {
                 let path = Self.file(of: service, in: dataDirectory)
+                do {
+                    try service.useDataDirectory(dataDirectory)
+                } catch {
+                    throw EmulatorError(
+                        "cannot keep \(service.name)'s files in \(dataDirectory): \(Self.reason(error)); give --data a "
+                            + "directory that can be written")
+                }
                 guard FileManager.default.fileExists(atPath: path) else { continue }
                 do {
                     try service.restoreState(from: Data(contentsOf: URL(fileURLWithPath: path)))

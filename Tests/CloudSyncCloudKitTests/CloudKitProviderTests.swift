@@ -407,3 +407,85 @@ extension Result where Failure == CloudSyncError {
         return nil
     }
 }
+
+/// One reading the emulator can serve of what CloudKit's documentation leaves open.
+struct CloudKitReading: Sendable, CustomTestStringConvertible {
+    let testDescription: String
+    let apply: @Sendable (inout CloudKitDatabaseEmulator.Configuration) -> Void
+
+    /// Every reading: each way a missing zone, an expired sync token and the default zone can be answered.
+    static let all: [CloudKitReading] =
+        CloudKitDatabaseEmulator.MissingZoneAnswer.allCases.map { answer in
+            CloudKitReading(testDescription: "missingZone=\(answer)") { $0.missingZone = answer }
+        }
+        + CloudKitDatabaseEmulator.ExpiredTokenAnswer.allCases.map { answer in
+            CloudKitReading(testDescription: "expiredToken=\(answer)") { $0.expiredToken = answer }
+        }
+        + CloudKitDatabaseEmulator.DefaultZoneAnswer.allCases.map { answer in
+            CloudKitReading(testDescription: "defaultZoneRecords=\(answer)") { $0.defaultZoneRecords = answer }
+        }
+}
+
+/// The provider and bridge under every reading of the emulator.
+@Suite struct CloudKitReadingTests {
+    /// Whatever the reading: the first write creates the zone, reads and removes work, the change feed names changes,
+    /// and an expired token is `CK_TOKEN_EXPIRED` to the bridge (fetch again from nil, which finds everything) and
+    /// `expired` to the store, which then compares in full.
+    @Test(arguments: CloudKitReading.all)
+    func theProviderSurvives(reading: CloudKitReading) async throws {
+        let fixture = try CloudKitFixture()
+        fixture.emulator.database.configure(reading.apply)
+        let provider = try fixture.provider(zone: "Fresh")
+        #expect(try await provider.set([KeyValue("a", "1"), KeyValue("b", "2")]).allSatisfy { (try? $0.get()) != nil })
+        #expect(try await provider.get(["a", "b", "c"]).map { try $0.get() } == ["1", "2", nil])
+        let cursor = try #require(try await provider.changeFeedCursor())
+        #expect(try await provider.remove(["a"]).allSatisfy { (try? $0.get()) != nil })
+        #expect(try await provider.get(["a"]).map { try $0.get() } == [nil])
+        guard case .changes(let page) = try await provider.changes(since: cursor, limit: 10) else {
+            Issue.record("a fresh token was refused")
+            return
+        }
+        #expect(page.changes.map(\.key) == ["a"] && page.changes.map(\.removed) == [true])
+
+        fixture.emulator.database.expireChangeTokens(
+            container: CloudKitFixture.container, environment: fixture.environment, zone: "Fresh")
+        guard case .expired = try await provider.changes(since: page.cursor, limit: 10) else {
+            Issue.record("an expired token was not recognised")
+            return
+        }
+        let bridge = try fixture.bridge(zone: "Fresh")
+        let error = await #expect(throws: CloudKitError.self) { try await bridge.fetchChanges(since: page.cursor) }
+        #expect(error?.code == .tokenExpired)
+        #expect(try await bridge.fetchChanges(since: nil).records.map(\.recordName) == ["b"])
+    }
+
+    /// A bridge on `_defaultZone` saves, reads and deletes records (assets too) where the database keeps them there.
+    ///
+    /// Where it refuses them, the refusal is `CK_BAD_INPUT`. The default zone has no change feed either way.
+    @Test(arguments: CloudKitDatabaseEmulator.DefaultZoneAnswer.allCases)
+    func aBridgeOnTheDefaultZone(answer: CloudKitDatabaseEmulator.DefaultZoneAnswer) async throws {
+        let fixture = try CloudKitFixture()
+        fixture.emulator.database.configure { $0.defaultZoneRecords = answer }
+        let bridge = try fixture.bridge(zone: "_defaultZone")
+        try await bridge.ensureZone()
+        switch answer {
+        case .accepted:
+            #expect(try await bridge.saveRecords([item("d", "1")]).saved.map(\.recordName) == ["d"])
+            #expect(try await bridge.lookup(["d"]).first?.get()?.fields["value"] == .string("1"))
+            let directory = try TemporaryDirectory()
+            _ = try CloudKitAssetTests.writeFile(directory.file("in.bin"), count: 5000)
+            _ = try await CloudKitAssetTests.saveDocument(bridge, "doc", file: directory.file("in.bin"))
+            _ = try await bridge.downloadAsset(recordName: "doc", fieldName: "file", to: directory.file("out.bin"))
+            #expect(
+                try Data(contentsOf: URL(fileURLWithPath: directory.file("out.bin")))
+                    == Data(contentsOf: URL(fileURLWithPath: directory.file("in.bin"))))
+            #expect(try await bridge.deleteRecords(["d", "doc"]).allSatisfy { (try? $0.get()) != nil })
+            #expect(try await bridge.lookup(["d"]).first?.get() == nil)
+        case .refused:
+            let error = await #expect(throws: CloudKitError.self) { try await bridge.saveRecords([item("d", "1")]) }
+            #expect(error?.code == .badInput)
+        }
+        let changes = await #expect(throws: CloudKitError.self) { try await bridge.fetchChanges(since: nil) }
+        #expect(changes?.code == .badInput)
+    }
+}

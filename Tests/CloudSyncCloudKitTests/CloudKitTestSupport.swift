@@ -16,13 +16,14 @@ final class CloudKitFixture: Sendable {
     /// The token the user's sign-in delivered.
     let signedInToken: String
 
+    /// An emulator whose database keeps time by `clock` (the sign-in keeps the system clock's).
     init(
-        environment: String = "development", dataDirectory: String? = nil,
+        environment: String = "development", dataDirectory: String? = nil, clock: any StoreClock = SystemClock(),
         configure: (inout CloudKitWebAuthEmulator.Configuration) -> Void = { _ in }
     ) throws {
         var configuration = CloudKitWebAuthEmulator.Configuration()
         configure(&configuration)
-        emulator = CloudKitEmulator(webAuth: CloudKitWebAuthEmulator(configuration: configuration))
+        emulator = CloudKitEmulator(webAuth: CloudKitWebAuthEmulator(configuration: configuration), clock: clock)
         host = try EmulatorServer(services: [emulator], dataDirectory: dataDirectory)
         self.environment = environment
         signedInToken = emulator.webAuth.issueToken(container: Self.container, environment: environment)
