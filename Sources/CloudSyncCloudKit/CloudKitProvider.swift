@@ -24,6 +24,8 @@ public final class CloudKitProvider: Provider {
     public let recordType: String
     /// The STRING field holding the value.
     public let field: String
+    /// The Asset field holding a file stored under a key (``putFile(_:from:size:)``).
+    public let fileField: String
     private let readOnly: Bool
     private let closed = Mutex(false)
     /// The last user record name `users/caller` answered, and whether that user was signed out since; kept across
@@ -33,11 +35,13 @@ public final class CloudKitProvider: Provider {
     /// The command that signs this provider in, for messages.
     private let loginCommand: String
 
-    /// A provider on `bridge`'s zone, its records of `recordType` holding the value in `field`.
+    /// A provider on `bridge`'s zone, its records of `recordType` holding the value in `field`, or a file in the
+    /// Asset field `fileField`.
     public init(
         id: String, bridge: CloudKitBridge, recordType: String = "CloudSyncItem", field: String = "value",
-        recordMaxBytes: Int = 921_600, readOnly: Bool = false, loginCommand: String? = nil
+        fileField: String = "file", recordMaxBytes: Int = 921_600, readOnly: Bool = false, loginCommand: String? = nil
     ) {
+        self.fileField = fileField
         self.id = id
         self.loginCommand = loginCommand ?? "cloudsync login FILE --provider \(id)"
         self.bridge = bridge
@@ -55,18 +59,18 @@ public final class CloudKitProvider: Provider {
             emitsAccountEvents: true)
     }
 
-    private var zoneDescription: String {
+    var zoneDescription: String {
         let configuration = bridge.configuration
         return "zone \(configuration.zoneName) of \(configuration.container) (\(configuration.environment))"
     }
 
-    private func ensureOpen() throws(CloudSyncError) {
+    func ensureOpen() throws(CloudSyncError) {
         if closed.withLock({ $0 }) {
             throw CloudSyncError(.closed, "the cloudKit provider \(id) was closed; make a new one", provider: id)
         }
     }
 
-    private func ensureWritable() throws(CloudSyncError) {
+    func ensureWritable() throws(CloudSyncError) {
         try ensureOpen()
         if readOnly {
             throw CloudSyncError(
@@ -170,6 +174,14 @@ public final class CloudKitProvider: Provider {
             case .success(nil): return .success(nil)
             case .success(let record?):
                 guard case .string(let value) = record.fields[field] else {
+                    if record.fields[fileField]?.assetValue != nil {
+                        return .failure(
+                            CloudSyncError(
+                                .decode,
+                                "the record \(key) in the \(zoneDescription) holds a file (its Asset field "
+                                    + "`\(fileField)`), not a value; read it with getFile",
+                                provider: id, key: key))
+                    }
                     return .failure(
                         CloudSyncError(
                             .decode,
@@ -241,7 +253,7 @@ public final class CloudKitProvider: Provider {
     ///
     /// A missing zone is told either way CloudKit may tell it: `ZONE_NOT_FOUND` for the request, or a 200 whose every
     /// record carries `ZONE_NOT_FOUND` (thrown here as the zone's error, so a read-only caller reads nothing).
-    private func inZone<T>(
+    func inZone<T>(
         creating: Bool, _ body: () async throws(CloudKitError) -> [Result<T, CloudKitError>]
     ) async throws(CloudKitError) -> [Result<T, CloudKitError>] {
         func missingZone(_ results: [Result<T, CloudKitError>]) -> CloudKitError? {

@@ -59,10 +59,10 @@ extension ProviderConformanceSuite {
             { provider, scratch, failures in
                 let data = fileBytes(count: 3 * (1 << 20) + 17)
                 try await provider.putFile(
-                    "conformance/file.bin", from: try source(data, named: "in", in: scratch), size: Int64(data.count))
-                let size = try await provider.fileSize("conformance/file.bin")
+                    "conformance.file-bin", from: try source(data, named: "in", in: scratch), size: Int64(data.count))
+                let size = try await provider.fileSize("conformance.file-bin")
                 failures.expect(size == Int64(data.count), "fileSize is \(String(describing: size)), not \(data.count)")
-                let back = try await fetched("conformance/file.bin", from: provider, in: scratch)
+                let back = try await fetched("conformance.file-bin", from: provider, in: scratch)
                 failures.expect(
                     back == data, "getFile gave \(back?.count ?? -1) bytes that differ from the \(data.count) put")
             }
