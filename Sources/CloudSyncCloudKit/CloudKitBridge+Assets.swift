@@ -64,7 +64,8 @@ extension CloudKitBridge {
     /// that expired or was used: ask for another.
     public func uploadAsset(fileAt path: String, to url: URL) async throws(CloudKitError) -> CloudKitAsset {
         let size = try Self.assetFileSize(path)
-        var request = HTTPRequest(method: .post, url: url, uploadFile: URL(fileURLWithPath: path))
+        var request = HTTPRequest(
+            method: .post, url: url, uploadFile: URL(fileURLWithPath: path), transferBytes: size)
         request.headers["Content-Type"] = "application/octet-stream"
         let what = "uploading \(path) (\(size) bytes)"
         let response = try await sendContent(request, doing: what)
@@ -83,7 +84,8 @@ extension CloudKitBridge {
             throw CloudKitError(
                 .badInput, "the asset has no downloadURL: only an asset read from a record can be downloaded")
         }
-        let request = HTTPRequest(method: .get, url: url, downloadFile: URL(fileURLWithPath: path))
+        let request = HTTPRequest(
+            method: .get, url: url, downloadFile: URL(fileURLWithPath: path), transferBytes: asset.size)
         _ = try await sendContent(request, doing: "downloading an asset to \(path)")
     }
 

@@ -51,7 +51,7 @@ extension CloudKitProvider: FileStoringProvider {
     }
 
     /// Downloads the asset into `destination` (or writes the value's bytes); false when the key has no record.
-    public func getFile(_ key: String, to destination: String) async throws -> Bool {
+    public func getFile(_ key: String, to destination: String, size: Int64) async throws -> Bool {
         guard let record = try await record(key) else { return false }
         if let asset = record.fields[fileField]?.assetValue {
             do {

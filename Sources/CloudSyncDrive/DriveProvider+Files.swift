@@ -40,12 +40,12 @@ extension DriveProvider: FileStoringProvider {
     }
 
     /// Downloads `key`'s file (`alt=media`) straight into `destination`; false when it has none.
-    public func getFile(_ key: String, to destination: String) async throws -> Bool {
+    public func getFile(_ key: String, to destination: String, size: Int64) async throws -> Bool {
         try ensureOpen()
         let found = try await withEntry(key) { fileID async throws(CloudSyncError) -> Bool? in
             let request = HTTPRequest(
                 method: .get, url: url(filePath(fileID), [("alt", "media")]),
-                downloadFile: URL(fileURLWithPath: destination))
+                downloadFile: URL(fileURLWithPath: destination), transferBytes: size)
             let response = try await send(request, key: key)
             if response.status == 404 { return nil }
             guard response.isSuccess else { throw failure(response, request, key: key) }

@@ -62,7 +62,8 @@ extension DriveProvider {
         if let existing {
             request = HTTPRequest(
                 method: .patch, url: url("/upload" + filePath(existing), [("uploadType", "media"), fields]),
-                headers: ["Content-Type": "application/octet-stream"], body: body, isRetrySafe: true)
+                headers: ["Content-Type": "application/octet-stream"], body: body, isRetrySafe: true,
+                transferBytes: Int64(body.count))
         } else {
             let boundary = MIMEMultipart.randomBoundary()
             let multipart = MIMEMultipart.build(
@@ -75,7 +76,7 @@ extension DriveProvider {
             request = HTTPRequest(
                 method: .post, url: url("/upload/drive/v3/files", [("uploadType", "multipart"), fields]),
                 headers: ["Content-Type": "multipart/related; boundary=\(boundary)"], body: multipart,
-                isRetrySafe: true)
+                isRetrySafe: true, transferBytes: Int64(body.count))
         }
         let response = try await send(request, key: key)
         if response.status == 404, existing != nil { return nil }
@@ -138,7 +139,7 @@ extension DriveProvider {
                     headers: [
                         "Content-Range": total == 0 ? "bytes */0" : "bytes \(offset)-\(end - 1)/\(total)",
                         "Content-Type": "application/octet-stream",
-                    ], body: try body.bytes(offset..<end))
+                    ], body: try body.bytes(offset..<end), transferBytes: Int64(end - offset))
                 var answer: HTTPResponse?
                 var interruption: CloudSyncError?
                 do throws(CloudSyncError) {

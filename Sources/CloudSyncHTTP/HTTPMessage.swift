@@ -1,3 +1,4 @@
+import CloudSync
 import Foundation
 
 /// An HTTP method; the idempotent ones may be sent again after a failure.
@@ -83,12 +84,21 @@ public struct HTTPRequest: Sendable, CustomStringConvertible {
     /// When the operation this request belongs to must be over, in milliseconds on the client's clock; the
     /// deadline layer sets it from its timeout when nil, and the retry layer never waits past it.
     public var deadlineMilliseconds: Int64?
+    /// How many bytes of a file this request moves (its upload or download), when it moves one: the deadline layer
+    /// then gives it one timeout per ``bytesPerTimeout`` started, so a large file has time in proportion to its size
+    /// and a stalled transfer is still cut off.
+    public var transferBytes: Int64?
+
+    /// How many bytes a file transfer must move per timeout: 1 MiB.
+    public static let bytesPerTimeout: Int64 = CloudStore.fileBytesPerTimeout
 
     /// A request; every field can be changed afterwards.
     public init(
         method: HTTPMethod, url: URL, headers: HTTPHeaders = [:], body: Data = Data(), uploadFile: URL? = nil,
-        downloadFile: URL? = nil, isRetrySafe: Bool = false, deadlineMilliseconds: Int64? = nil
+        downloadFile: URL? = nil, isRetrySafe: Bool = false, deadlineMilliseconds: Int64? = nil,
+        transferBytes: Int64? = nil
     ) {
+        self.transferBytes = transferBytes
         self.method = method
         self.url = url
         self.headers = headers

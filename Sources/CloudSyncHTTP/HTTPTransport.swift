@@ -28,7 +28,8 @@ extension HTTPTransport {
 /// Enforces the operation's deadline by racing it against the clock: URLSession's own timeouts are idle-only, so a
 /// trickling server would otherwise hold the caller forever.
 ///
-/// Sets ``HTTPRequest/deadlineMilliseconds`` (from `timeout` when the request has none) so the layers below know it,
+/// Sets ``HTTPRequest/deadlineMilliseconds`` (from `timeout` when the request has none, one per MiB of a file it
+/// moves: ``HTTPRequest/transferBytes``) so the layers below know it,
 /// and throws `ERR_TIMEOUT` when it passes. The caller is released at the deadline, or at once when cancelled,
 /// even if the layers below ignore cancellation.
 public struct DeadlineLayer: HTTPTransport {
@@ -52,7 +53,10 @@ public struct DeadlineLayer: HTTPTransport {
         var request = request
         let now = clock.nowMilliseconds()
         if request.deadlineMilliseconds == nil, let timeout {
-            request.deadlineMilliseconds = now + timeout.milliseconds
+            // A file transfer gets one timeout per MiB started.
+            let per = HTTPRequest.bytesPerTimeout
+            let rounds = request.transferBytes.map { max(1, ($0 + per - 1) / per) } ?? 1
+            request.deadlineMilliseconds = now + timeout.milliseconds * rounds
         }
         guard let deadline = request.deadlineMilliseconds else { return try await next.send(request) }
         let remaining = Duration.milliseconds(max(0, deadline - now))

@@ -69,7 +69,7 @@ extension DirectoryProvider: FileStoringProvider {
     }
 
     /// Copies `key`'s file into `destination`; false when the key has no file.
-    public func getFile(_ key: String, to destination: String) async throws -> Bool {
+    public func getFile(_ key: String, to destination: String, size: Int64) async throws -> Bool {
         try ensureOpen()
         let copied = try await LocalFiles.offload { [self] () throws(CloudSyncError) -> Int64? in
             let file: (descriptor: Int32, path: String, info: stat)

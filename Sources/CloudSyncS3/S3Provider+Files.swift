@@ -29,7 +29,7 @@ extension S3Provider: FileStoringProvider {
             let request = HTTPRequest(
                 method: .put, url: location.url(objectKey: objectKey(key)),
                 headers: ["Content-Type": "application/octet-stream", "Content-Length": String(size)],
-                uploadFile: URL(fileURLWithPath: source))
+                uploadFile: URL(fileURLWithPath: source), transferBytes: size)
             _ = try await client.sendExpectingSuccess(request, key: key)
             return
         }
@@ -67,10 +67,11 @@ extension S3Provider: FileStoringProvider {
     }
 
     /// `GetObject` received straight into `destination`; false for `NoSuchKey`.
-    public func getFile(_ key: String, to destination: String) async throws -> Bool {
+    public func getFile(_ key: String, to destination: String, size: Int64) async throws -> Bool {
         try ensureOpen()
         let request = HTTPRequest(
-            method: .get, url: location.url(objectKey: objectKey(key)), downloadFile: URL(fileURLWithPath: destination))
+            method: .get, url: location.url(objectKey: objectKey(key)), downloadFile: URL(fileURLWithPath: destination),
+            transferBytes: size)
         let response = try await client.send(request, key: key)
         if response.status == 404, S3ErrorBody(response.body).code == "NoSuchKey" { return false }
         guard response.isSuccess else { throw client.failure(response, request, key: key) }

@@ -223,7 +223,8 @@ public final class S3Provider: Provider {
                         let request = HTTPRequest(
                             method: .put,
                             url: self.location.url(objectKey: object, query: "partNumber=\(number)&" + upload),
-                            headers: ["Content-MD5": MD5.contentMD5(bytes)], body: bytes)
+                            headers: ["Content-MD5": MD5.contentMD5(bytes)], body: bytes,
+                            transferBytes: Int64(bytes.count))
                         let response = try await self.client.sendExpectingSuccess(request, key: key)
                         return .success(response.headers["ETag"] ?? "")
                     } catch {

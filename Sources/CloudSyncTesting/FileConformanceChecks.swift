@@ -48,7 +48,8 @@ extension ProviderConformanceSuite {
     {
         let destination = scratch.file("fetched-\(UUID().uuidString)")
         _ = FileManager.default.createFile(atPath: destination, contents: nil)
-        let found = try await provider.getFile(key, to: destination)
+        let size = try await provider.fileSize(key)
+        let found = try await provider.getFile(key, to: destination, size: size ?? 0)
         let data = try Data(contentsOf: URL(fileURLWithPath: destination))
         return found ? data : (data.isEmpty ? nil : Data("<getFile said no file, yet wrote bytes>".utf8))
     }

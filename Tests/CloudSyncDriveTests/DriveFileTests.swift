@@ -35,7 +35,7 @@ import Testing
         #expect(try await fresh.fileSize("big.bin") == Int64(size))
         let destination = scratch.file("back")
         _ = FileManager.default.createFile(atPath: destination, contents: nil)
-        #expect(try await fresh.getFile("big.bin", to: destination))
+        #expect(try await fresh.getFile("big.bin", to: destination, size: Int64(size)))
         #expect(FileManager.default.contents(atPath: destination) == data)
     }
 }

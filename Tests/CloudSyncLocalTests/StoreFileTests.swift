@@ -205,7 +205,7 @@ import Testing
         for provider in [first, second] {
             let out = scratch.file("out-\(provider.id)")
             _ = FileManager.default.createFile(atPath: out, contents: nil)
-            #expect(try await provider.getFile("k", to: out))
+            #expect(try await provider.getFile("k", to: out, size: 4096))
             #expect(contents(out) == data)
         }
     }
@@ -247,7 +247,7 @@ private final class SwitchableFiles: FileStoringProvider, @unchecked Sendable {
         try await inner.putFile(key, from: source, size: size)
     }
     func fileSize(_ key: String) async throws -> Int64? { try await inner.fileSize(key) }
-    func getFile(_ key: String, to destination: String) async throws -> Bool {
-        try await inner.getFile(key, to: destination)
+    func getFile(_ key: String, to destination: String, size: Int64) async throws -> Bool {
+        try await inner.getFile(key, to: destination, size: size)
     }
 }

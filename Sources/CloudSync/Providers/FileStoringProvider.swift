@@ -28,5 +28,8 @@ public protocol FileStoringProvider: Provider {
 
     /// Writes the bytes `key` holds to `destination`, a regular file the store created empty for the purpose (the
     /// provider may write into it or replace it); false, leaving it empty, when the key holds nothing.
-    func getFile(_ key: String, to destination: String) async throws -> Bool
+    ///
+    /// `size` is what ``fileSize(_:)`` answered just before, for sizing deadlines; the bytes written are what the
+    /// key holds now.
+    func getFile(_ key: String, to destination: String, size: Int64) async throws -> Bool
 }

@@ -115,7 +115,7 @@ extension CloudStore {
                 let found: Bool
                 do throws(CloudSyncError) {
                     found = try await fileDispatcher(for: provider, size: size).call(key: key) {
-                        try await ($0 as! any FileStoringProvider).getFile(key, to: staged)
+                        try await ($0 as! any FileStoringProvider).getFile(key, to: staged, size: size)
                     }
                 } catch {
                     destination.discard(staged)
