@@ -40,8 +40,10 @@ extension DriveFilesEmulator {
     }
 
     static func reason(_ status: Int) -> String {
-        [200: "OK", 204: "No Content", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found"][
-            status] ?? "Status"
+        [
+            200: "OK", 204: "No Content", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+            409: "Conflict",
+        ][status] ?? "Status"
     }
 
     func answerBatchPart(_ part: MIMEMultipart.Part, outer: ReceivedRequest) -> HTTPResponse {

@@ -240,6 +240,16 @@ import Testing
         #expect(again.status == 409)
         #expect(again.reason == "duplicate")
         #expect(host.files.files(of: account.user).map(\.id) == [ids[0]])
+        // So does one in a batch.
+        var batch = HTTPRequest(method: .post, url: URL(string: host.endpoint.absoluteString + "/batch/drive/v3")!)
+        batch.headers = [
+            "Authorization": "Bearer \(account.accessToken)", "Content-Type": "multipart/mixed; boundary=b",
+        ]
+        batch.body = Data(
+            ("--b\r\nContent-Type: application/http\r\n\r\nPOST /drive/v3/files HTTP/1.1\r\n"
+                + "Content-Type: application/json\r\n\r\n\(body)\r\n--b--\r\n").utf8)
+        let parts = String(decoding: try await URLSessionTransport().send(batch).body, as: UTF8.self)
+        #expect(parts.contains("HTTP/1.1 409 Conflict") && parts.contains(#""reason":"duplicate""#), "\(parts)")
         // An id nobody generated, or one generated for another space, is refused.
         let forged = try await send(.post, "/drive/v3/files", json: #"{"id":"1forged","parents":["appDataFolder"]}"#)
         #expect(forged.status == 400)
