@@ -81,7 +81,10 @@ let package = Package(
         // server, a service per emulated cloud, state saved as JSON, fault plans from a file.
         .target(
             name: "CloudSyncEmulator",
-            dependencies: ["CloudSync", "CloudSyncHTTP", "CloudSyncHTTPServer", "CloudSyncSodium", "CloudSyncYAML"]),
+            dependencies: [
+                "CloudSync", "CloudSyncHTTP", "CloudSyncHTTPServer", "CloudSyncOpenSSL", "CloudSyncSodium",
+                "CloudSyncYAML",
+            ]),
         .executableTarget(name: "cloudsync-emulator", dependencies: ["CloudSyncEmulator"]),
 
         // The `s3` provider: any S3-compatible bucket over CloudSyncHTTP, signed with SigV4.

@@ -5,10 +5,14 @@ Usage: drive_client.py BASE_URL ACCESS_TOKEN SWIFT_KEY
 The bundled Drive v3 discovery document is pointed at BASE_URL (its rootUrl), as one would point it at any Drive
 endpoint. Does what Google's client does for an app data folder: create with multipart, list with q, download
 with alt=media, update, a resumable upload of 3 MiB in 256 KiB chunks, about, changes, and a batch of deletes; reads
-the value CloudSync wrote under SWIFT_KEY and leaves one file named "from-python" for CloudSync to read. Prints one
-JSON object of what it saw; any disagreement with the emulator raises (exit status 1).
+the value CloudSync wrote under SWIFT_KEY and leaves one file named "from-python" for CloudSync to read. Then the
+steps of fidelity_steps: partial responses (`fields`, and what comes back without it), paging with list_next, a
+ranged download in small chunks, generateIds and a create with a generated id, a `q` with `or` and parentheses, and
+md5Checksum; the files they make are deleted again. Prints one JSON object of what it saw; any disagreement with the
+emulator raises (exit status 1).
 """
 
+import hashlib
 import io
 import json
 import sys
@@ -105,7 +109,95 @@ def main():
     ).execute()
     remaining = drive.files().list(spaces="appDataFolder", fields="files(name)", orderBy="name").execute()
     seen["remaining"] = [item["name"] for item in remaining["files"]]
+    fidelity_steps(drive, seen)
     print(json.dumps(seen, sort_keys=True))
+
+
+FIDELITY_PAYLOAD = bytes(range(256)) * 4 + b"fidelity"
+
+
+def fidelity_steps(drive, seen):
+    """Where Google's client relies on Drive's own reading of the API; records what it saw in `seen`."""
+    made = fields_steps(drive, seen)
+    made += paging_steps(drive, seen)
+    ranged_download_steps(drive, seen, made[0])
+    made += generated_id_steps(drive, seen)
+    query_steps(drive, seen)
+    for file_id in made:
+        drive.files().delete(fileId=file_id).execute()
+
+
+def fields_steps(drive, seen):
+    """A file of FIDELITY_PAYLOAD; get and list with and without `fields`. Returns the ids it made."""
+    created = drive.files().create(
+        body={"name": "fidelity", "parents": ["appDataFolder"]},
+        media_body=MediaInMemoryUpload(FIDELITY_PAYLOAD, mimetype="application/octet-stream"),
+        fields="id,md5Checksum,size,parents",
+    ).execute()
+    seen["fieldsCreated"] = sorted(created)
+    seen["md5Checksum"] = created["md5Checksum"]
+    seen["md5Matches"] = created["md5Checksum"] == hashlib.md5(FIDELITY_PAYLOAD).hexdigest()
+    seen["parents"] = created["parents"]
+    seen["defaultGet"] = sorted(drive.files().get(fileId=created["id"]).execute())
+    seen["selectedGet"] = drive.files().get(fileId=created["id"], fields="name,size").execute()
+    listed = drive.files().list(spaces="appDataFolder", q="name = 'fidelity'").execute()
+    seen["defaultList"] = sorted(listed)
+    seen["defaultListFile"] = sorted(listed["files"][0])
+    return [created["id"]]
+
+
+def paging_steps(drive, seen):
+    """Five files, listed two a page through list_next. Returns the ids it made."""
+    made = [
+        drive.files().create(body={"name": "page-%d" % n, "parents": ["appDataFolder"]}, fields="id").execute()["id"]
+        for n in range(5)
+    ]
+    names, pages = [], 0
+    request = drive.files().list(
+        spaces="appDataFolder", q="name contains 'page-'", pageSize=2, orderBy="name",
+        fields="nextPageToken,files(name)",
+    )
+    while request is not None:
+        response = request.execute()
+        pages += 1
+        names += [item["name"] for item in response["files"]]
+        request = drive.files().list_next(request, response)
+    seen["pagedNames"] = names
+    seen["pages"] = pages
+    return made
+
+
+def ranged_download_steps(drive, seen, file_id):
+    """Downloads FIDELITY_PAYLOAD in 256-byte chunks: MediaIoBaseDownload asks for each with a Range header."""
+    buffer = io.BytesIO()
+    downloader = MediaIoBaseDownload(buffer, drive.files().get_media(fileId=file_id), chunksize=256)
+    chunks, done = 0, False
+    while not done:
+        status, done = downloader.next_chunk()
+        chunks += 1
+    seen["rangedChunks"] = chunks
+    seen["rangedTotal"] = status.total_size
+    seen["rangedIntact"] = buffer.getvalue() == FIDELITY_PAYLOAD
+
+
+def generated_id_steps(drive, seen):
+    """Two ids from generateIds; a create that carries the first. Returns the ids it made."""
+    generated = drive.files().generateIds(count=2, space="appDataFolder").execute()
+    seen["generatedCount"] = len(generated["ids"])
+    created = drive.files().create(
+        body={"id": generated["ids"][0], "name": "generated", "parents": ["appDataFolder"]}, fields="id"
+    ).execute()
+    seen["generatedUsed"] = created["id"] == generated["ids"][0]
+    return [created["id"]]
+
+
+def query_steps(drive, seen):
+    """A q of `or` in parentheses, joined by `and`."""
+    found = drive.files().list(
+        spaces="appDataFolder", orderBy="name", fields="files(name)",
+        q="(name = 'page-1' or name = 'generated') and not name = 'page-2' and trashed = false",
+    ).execute()
+    seen["queried"] = [item["name"] for item in found["files"]]
 
 
 if __name__ == "__main__":

@@ -23,7 +23,8 @@ extension DriveProvider {
     public func changes(since cursor: String?) async throws(CloudSyncError) -> Changes {
         try ensureOpen()
         guard let cursor else {
-            let request = HTTPRequest(method: .get, url: url("/drive/v3/changes/startPageToken"))
+            let request = HTTPRequest(
+                method: .get, url: url("/drive/v3/changes/startPageToken", [("fields", "startPageToken")]))
             let token = try json(try await sendExpectingSuccess(request), request)["startPageToken"] as? String
             guard let token else {
                 throw CloudSyncError(.provider, "Drive answered without a startPageToken", provider: id)

@@ -40,8 +40,10 @@ extension DriveFilesEmulator {
     }
 
     static func reason(_ status: Int) -> String {
-        [200: "OK", 204: "No Content", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found"][
-            status] ?? "Status"
+        [
+            200: "OK", 204: "No Content", 400: "Bad Request", 401: "Unauthorized", 403: "Forbidden", 404: "Not Found",
+            409: "Conflict",
+        ][status] ?? "Status"
     }
 
     func answerBatchPart(_ part: MIMEMultipart.Part, outer: ReceivedRequest) -> HTTPResponse {
@@ -61,19 +63,26 @@ extension DriveFilesEmulator {
             return Self.error(404, "notFound", "Not Found")
         }
         return authorized(request) { user in
-            switch (request.method, Array(segments.dropFirst(2))) {
-            case ("GET", ["files"]): return list(request, user: user)
-            case ("POST", ["files"]): return create(request, user: user, uploadType: nil)
+            let path = Array(segments.dropFirst(2))
+            if path.count == 2, path[0] == "files" {
+                request.captures["id"] = path[1].removingPercentEncoding ?? path[1]
+            }
+            switch (request.method, path) {
+            case ("GET", ["files"]): return answer(request, as: .fileList) { list(request, user: user) }
+            case ("POST", ["files"]):
+                return answer(request, as: .file) { create(request, user: user, uploadType: nil) }
+            case ("GET", ["files", "generateIds"]):
+                return answer(request, as: .generatedIDs) { generateIDs(request, user: user) }
             case ("GET", let path) where path.count == 2 && path[0] == "files":
-                request.captures["id"] = path[1].removingPercentEncoding ?? path[1]
-                return get(request, user: user)
+                return answer(request, as: .file) { get(request, user: user) }
             case ("PATCH", let path) where path.count == 2 && path[0] == "files":
-                request.captures["id"] = path[1].removingPercentEncoding ?? path[1]
-                return update(request, user: user, uploadType: nil)
+                return answer(request, as: .file) { update(request, user: user, uploadType: nil) }
             case ("DELETE", let path) where path.count == 2 && path[0] == "files":
-                request.captures["id"] = path[1].removingPercentEncoding ?? path[1]
                 return delete(request, user: user)
-            case ("GET", ["about"]): return about(request, user: user)
+            case ("GET", ["about"]): return answer(request, as: .about) { about(request, user: user) }
+            case ("GET", ["changes", "startPageToken"]):
+                return answer(request, as: .startPageToken) { startPageToken(request, user: user) }
+            case ("GET", ["changes"]): return answer(request, as: .changeList) { changes(request, user: user) }
             default: return Self.error(404, "notFound", "Not Found")
             }
         }

@@ -10,11 +10,7 @@ extension DriveFilesEmulator {
     // MARK: About and changes
 
     func about(_ request: ReceivedRequest, user: String) -> HTTPResponse {
-        guard let fields = request.formQuery("fields"), !fields.isEmpty else {
-            return Self.error(
-                400, "required", "The 'fields' parameter is required for this method.", location: "fields")
-        }
-        _ = fields
+        // `fields`, which about.get requires, is checked before (``DriveResource/about``).
         let used = usage(of: user)
         var quota: [String: Any] = [
             "usage": String(used), "usageInDrive": String(used), "usageInDriveTrash": "0",
@@ -63,7 +59,9 @@ extension DriveFilesEmulator {
                     "kind": "drive#change", "changeType": "file", "fileId": change.fileID, "removed": change.removed,
                     "time": Self.rfc3339(change.timeMs),
                 ]
-                if !change.removed, let file = account.files[change.fileID] { object["file"] = resource(file) }
+                if !change.removed, let file = account.files[change.fileID] {
+                    object["file"] = resource(file, user: user)
+                }
                 return object
             },
         ]

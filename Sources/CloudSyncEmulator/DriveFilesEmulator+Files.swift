@@ -1,6 +1,7 @@
 import CloudSync
 import CloudSyncHTTP
 import CloudSyncHTTPServer
+import CloudSyncOpenSSL
 import CloudSyncSodium
 import Foundation
 import Synchronization
@@ -9,16 +10,33 @@ import Synchronization
 extension DriveFilesEmulator {
     // MARK: Files
 
-    func resource(_ file: File) -> [String: Any] {
+    /// `file` as Drive answers it to `user`: every field (a `fields` selector then cuts it), the app data folder
+    /// in `parents` by its id, checksums only for content that is not a Google Docs type.
+    func resource(_ file: File, user: String) -> [String: Any] {
+        let folder = Self.appDataFolderID(of: user)
         var object: [String: Any] = [
             "kind": "drive#file", "id": file.id, "name": file.name, "mimeType": file.mimeType,
-            "parents": file.parents, "size": String(file.content.count), "version": String(file.version),
+            "parents": file.parents.map { $0 == Self.appDataFolderAlias ? folder : $0 },
+            "size": String(file.content.count), "version": String(file.version),
             "createdTime": Self.rfc3339(file.createdMs), "modifiedTime": Self.rfc3339(file.modifiedMs),
             "trashed": file.trashed, "spaces": [file.space],
-            "sha256Checksum": Hex.encode(SHA256.hash(file.content)),
         ]
+        if !file.mimeType.hasPrefix("application/vnd.google-apps.") {
+            object["md5Checksum"] = Hex.encode(MD5.hash(file.content))
+            object["sha1Checksum"] = Hex.encode(SHA1.hash(file.content))
+            object["sha256Checksum"] = Hex.encode(SHA256.hash(file.content))
+        }
         if let properties = file.appProperties { object["appProperties"] = properties }
+        if let properties = file.properties { object["properties"] = properties }
         return object
+    }
+
+    /// The name requests may give the app data folder, and the emulator's own name for it in ``File/parents``.
+    static let appDataFolderAlias = "appDataFolder"
+
+    /// `parent` as ``File/parents`` keeps it: the app data folder's id as its alias.
+    static func storedParent(_ parent: String, user: String) -> String {
+        parent == appDataFolderID(of: user) ? appDataFolderAlias : parent
     }
 
     /// `2026-12-01T03:14:13.123Z`.
@@ -66,14 +84,15 @@ extension DriveFilesEmulator {
         }
         let matching = state.withLock { state in
             Array((state.accounts[user]?.files ?? [:]).values)
-        }.filter { spaces.contains($0.space) && filter.matches($0) }.sorted(by: order)
+        }.filter { spaces.contains($0.space) && filter.matches($0, appDataFolderID: Self.appDataFolderID(of: user)) }
+            .sorted(by: order)
         var page = Array(matching.dropFirst(offset).prefix(pageSize))
         if nameOrder == .shuffledWithinPage {
             var random = SeededRandom(seed: UInt64(offset) &+ 0x5EED)
             page.shuffle(using: &random)
         }
         var body: [String: Any] = [
-            "kind": "drive#fileList", "incompleteSearch": false, "files": page.map(resource),
+            "kind": "drive#fileList", "incompleteSearch": false, "files": page.map { resource($0, user: user) },
         ]
         if offset + page.count < matching.count {
             body["nextPageToken"] = Self.encodePageToken(
@@ -128,8 +147,31 @@ extension DriveFilesEmulator {
     func get(_ request: ReceivedRequest, user: String) -> HTTPResponse {
         let id = request.captures["id"] ?? ""
         guard let file = state.withLock({ $0.accounts[user]?.files[id] }) else { return Self.notFound(id) }
-        guard request.formQuery("alt") == "media" else { return Self.jsonResponse(resource(file)) }
-        return HTTPResponse(status: 200, headers: ["Content-Type": file.mimeType], body: file.content)
+        guard request.formQuery("alt") == "media" else { return Self.jsonResponse(resource(file, user: user)) }
+        return Self.media(file, range: request.headers["Range"])
+    }
+
+    /// `file`'s content, or the part a `Range: bytes=…` header asks for.
+    ///
+    /// The part is 206 with `Content-Range`; a range covering none of it is 416 with `Content-Range: bytes */total`.
+    /// A header of another form, or of several ranges, is ignored (RFC 9110 allows it): the whole content, 200.
+    static func media(_ file: File, range: String?) -> HTTPResponse {
+        let total = file.content.count
+        guard let range, let bounds = ByteRange(range) else {
+            return HTTPResponse(status: 200, headers: ["Content-Type": file.mimeType], body: file.content)
+        }
+        guard let slice = bounds.resolved(total: total) else {
+            return HTTPResponse(
+                status: 416, headers: ["Content-Range": "bytes */\(total)", "Content-Type": "text/plain"],
+                body: Data("Requested range not satisfiable".utf8))
+        }
+        let start = file.content.startIndex
+        return HTTPResponse(
+            status: 206,
+            headers: [
+                "Content-Type": file.mimeType,
+                "Content-Range": "bytes \(slice.lowerBound)-\(slice.upperBound)/\(total)",
+            ], body: file.content.subdata(in: (start + slice.lowerBound)..<(start + slice.upperBound + 1)))
     }
 
     func delete(_ request: ReceivedRequest, user: String) -> HTTPResponse {
@@ -155,8 +197,11 @@ extension DriveFilesEmulator {
     }
 
     /// Creates (`id` nil) or replaces a file, with `content` when given; nil content keeps what is there.
+    ///
+    /// A create takes the metadata's `id` when it has one (one `files.generateIds` gave out, which
+    /// ``generatedIDRefusal(_:user:space:claiming:)`` checked); `parents`, when given, moves a file that exists.
     @discardableResult
-    func store(user: String, id: String?, metadata: [String: Any], content: Data?) -> File {
+    func store(user: String, id: String?, metadata: [String: Any], content: Data?, parents: [String]? = nil) -> File {
         let now = clock.nowMilliseconds()
         return state.withLock { state -> File in
             var account = state.accounts[user] ?? Account()
@@ -165,14 +210,20 @@ extension DriveFilesEmulator {
                 file = existing
                 file.version += 1
             } else {
-                let number = state.nextFileNumber
-                state.nextFileNumber += 1
-                let newID = "1" + String(sha256Hex("\(user)/\(number)").prefix(24)) + "\(number)"
+                let newID: String
+                if let generated = metadata["id"] as? String {
+                    newID = generated
+                } else {
+                    newID = Self.newFileID(&state, user: user)
+                }
                 file = File(
                     id: newID, name: "Untitled", mimeType: "application/octet-stream", parents: ["root"],
                     content: Data(), createdMs: now, modifiedMs: now, version: 1, trashed: false, appProperties: nil)
-                if let parents = metadata["parents"] as? [String], !parents.isEmpty { file.parents = parents }
+                if let parents = metadata["parents"] as? [String], !parents.isEmpty {
+                    file.parents = parents.map { Self.storedParent($0, user: user) }
+                }
             }
+            if let parents { file.parents = parents }
             if let name = metadata["name"] as? String { file.name = name }
             if let mimeType = metadata["mimeType"] as? String { file.mimeType = mimeType }
             if let trashed = metadata["trashed"] as? Bool { file.trashed = trashed }
@@ -182,6 +233,13 @@ extension DriveFilesEmulator {
                     merged[key] = value as? String
                 }
                 file.appProperties = merged
+            }
+            if let properties = metadata["properties"] as? [String: Any] {
+                var merged = file.properties ?? [:]
+                for (key, value) in properties {
+                    merged[key] = value as? String
+                }
+                file.properties = merged
             }
             if let content { file.content = content }
             file.modifiedMs = now
@@ -219,11 +277,71 @@ extension DriveFilesEmulator {
 
     func update(_ request: ReceivedRequest, user: String, uploadType: String?) -> HTTPResponse {
         let id = request.captures["id"] ?? ""
-        guard state.withLock({ $0.accounts[user]?.files[id] }) != nil else { return Self.notFound(id) }
-        return write(request, user: user, id: id, uploadType: uploadType)
+        guard let file = state.withLock({ $0.accounts[user]?.files[id] }) else { return Self.notFound(id) }
+        switch Self.moved(
+            file, adding: request.formQuery("addParents"), removing: request.formQuery("removeParents"), user: user)
+        {
+        case .failure(let refusal): return refusal.response
+        case .success(let parents):
+            return write(request, user: user, id: id, uploadType: uploadType, parents: parents)
+        }
     }
 
-    func write(_ request: ReceivedRequest, user: String, id: String?, uploadType: String?) -> HTTPResponse {
+    /// The parents `file` has after `addParents` and `removeParents`; nil when neither is given.
+    ///
+    /// Both are comma-separated ids, `appDataFolder` or the folder's id naming the app data folder. A file may not
+    /// leave its space (api-facts A.1: files in the app data folder cannot be moved to another space): 403
+    /// `cannotChangeSpace` (a reason the emulator chose; api-facts names none).
+    static func moved(_ file: File, adding: String?, removing: String?, user: String)
+        -> Result<[String]?, DriveRefusal>
+    {
+        func ids(_ text: String?) -> [String] {
+            (text ?? "").split(separator: ",").map {
+                storedParent($0.trimmingCharacters(in: .whitespaces), user: user)
+            }
+        }
+        let (added, removed) = (ids(adding), ids(removing))
+        if added.isEmpty, removed.isEmpty { return .success(nil) }
+        var parents = file.parents.filter { !removed.contains($0) }
+        for parent in added where !parents.contains(parent) { parents.append(parent) }
+        let leaves =
+            file.space == appDataFolderAlias ? parents != [appDataFolderAlias] : parents.contains(appDataFolderAlias)
+        guard !leaves else {
+            return .failure(
+                DriveRefusal(
+                    error(
+                        403, "cannotChangeSpace",
+                        "Files in the app data folder cannot be moved to another space, nor other files into it.")))
+        }
+        return .success(parents)
+    }
+
+    /// The answer refusing a create's or an update's metadata before anything is stored, or nil: an update may not
+    /// set `parents` (only `addParents`/`removeParents` move a file); a create's `id` must be one
+    /// ``generateIDs(_:user:)`` gave out.
+    func metadataRefusal(_ metadata: [String: Any], user: String, updating id: String?) -> HTTPResponse? {
+        if id != nil {
+            guard metadata["parents"] == nil else {
+                return Self.error(
+                    403, "fieldNotWritable",
+                    "The parents field is not directly writable in update requests. Use the addParents and "
+                        + "removeParents parameters instead.")
+            }
+            return nil
+        }
+        guard let generated = metadata["id"] else { return nil }
+        return generatedIDRefusal(generated as? String ?? "", user: user, space: Self.space(of: metadata, user: user))
+    }
+
+    /// The space a create's metadata puts the file in: the app data folder when it is among its `parents`.
+    static func space(of metadata: [String: Any], user: String) -> String {
+        let parents = (metadata["parents"] as? [String] ?? []).map { storedParent($0, user: user) }
+        return parents.contains(appDataFolderAlias) ? appDataFolderAlias : "drive"
+    }
+
+    func write(
+        _ request: ReceivedRequest, user: String, id: String?, uploadType: String?, parents: [String]? = nil
+    ) -> HTTPResponse {
         let isUpload = request.path.hasPrefix("/upload/")
         var metadata: [String: Any] = [:]
         var content: Data?
@@ -255,11 +373,13 @@ extension DriveFilesEmulator {
                 metadata["mimeType"] = type
             }
             metadata.merge(parsed) { $1 }
+            if let refused = metadataRefusal(metadata, user: user, updating: id) { return refused }
             let total = request.headers["X-Upload-Content-Length"].flatMap { Int($0) }
             let uploadID = randomToken("AEnB2U", bytes: 24)
             volatile.withLock {
                 $0.sessions[uploadID] = Session(
-                    user: user, fileID: id, metadata: metadata, total: total, received: Data())
+                    user: user, fileID: id, metadata: metadata, total: total, received: Data(), parents: parents,
+                    fields: request.formQuery("fields"))
             }
             let host = request.headers["Host"] ?? "127.0.0.1"
             let location = "http://\(host)/upload/drive/v3/files?uploadType=resumable&upload_id=\(uploadID)"
@@ -268,8 +388,16 @@ extension DriveFilesEmulator {
         case let other?:
             return Self.invalid("uploadType", "Invalid value '\(other)' for uploadType")
         }
+        if let refused = metadataRefusal(metadata, user: user, updating: id) { return refused }
         if let content, let refused = overLimit(user: user, replacing: id, newSize: content.count) { return refused }
-        return Self.jsonResponse(resource(store(user: user, id: id, metadata: metadata, content: content)))
+        if id == nil, let generated = metadata["id"] as? String,
+            let refused = generatedIDRefusal(
+                generated, user: user, space: Self.space(of: metadata, user: user), claiming: true)
+        {
+            return refused
+        }
+        let file = store(user: user, id: id, metadata: metadata, content: content, parents: parents)
+        return Self.jsonResponse(resource(file, user: user))
     }
 
     func chunk(_ request: ReceivedRequest, user: String) -> HTTPResponse {
@@ -315,9 +443,20 @@ extension DriveFilesEmulator {
                 volatile.withLock { _ = $0.sessions.removeValue(forKey: uploadID) }
                 return Self.notFound(fileID)
             }
-            let file = store(user: user, id: session.fileID, metadata: session.metadata, content: session.received)
+            if session.fileID == nil, let generated = session.metadata["id"] as? String,
+                let refused = generatedIDRefusal(
+                    generated, user: user, space: Self.space(of: session.metadata, user: user), claiming: true)
+            {
+                volatile.withLock { _ = $0.sessions.removeValue(forKey: uploadID) }
+                return refused
+            }
+            let file = store(
+                user: user, id: session.fileID, metadata: session.metadata, content: session.received,
+                parents: session.parents)
             volatile.withLock { _ = $0.sessions.removeValue(forKey: uploadID) }
-            return Self.jsonResponse(resource(file))
+            // The fields were checked when the session started.
+            let selector = (try? DriveResource.file.selector(session.fields).get()) ?? .all
+            return DriveResource.cut(Self.jsonResponse(resource(file, user: user)), to: selector)
         }
         let stored = session
         volatile.withLock { $0.sessions[uploadID] = stored }

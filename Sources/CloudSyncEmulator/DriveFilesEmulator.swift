@@ -12,15 +12,25 @@ import Synchronization
 /// Faithful where a client can tell (api-facts part A):
 /// - URL layout `/drive/v3/...`, `/upload/drive/v3/...`, `/batch/drive/v3`; Drive's error body
 ///   `{"error":{"code","message","errors":[{"domain","reason","message","location","locationType"}],"status"}}`.
-/// - `files.list`: the `q` subset clients use (`name = '…'` with `\'` and `\\` escapes, `name != '…'`,
-///   `name contains '…'`, `trashed = true|false`, `'appDataFolder' in parents`, joined by `and`), `spaces` (default
+/// - `fields` (`DriveFieldSelector`) cuts every JSON answer, batch parts and a resumable upload's last answer
+///   included, to what it selects; without it an answer carries what Drive's does (`DriveResource.defaultFields`:
+///   a file's `kind,id,name,mimeType`), and `about` refuses the call. A selector naming a field the answer does
+///   not have, or malformed, is 400 `invalidParameter`.
+/// - `files.list`: `q` (`DriveQuery`: `name`, `mimeType`, `trashed`, `in parents`, `modifiedTime`/`createdTime`
+///   comparisons, `appProperties has {…}`, combined with `not`, `and`, `or` and parentheses), `spaces` (default
 ///   `drive`), `pageSize` (default 100, 1 to 1000, pages may come back shorter: ``Configuration/pageSizeCap``),
 ///   opaque `nextPageToken`s that ``expirePageTokens()`` makes rejected (400 `invalid`, location `pageToken`),
 ///   `orderBy` (`name`, `modifiedTime`, `createdTime`, each with `desc`; what `name` means is
-///   ``Configuration/nameOrder``, bytes unless asked otherwise). Names compare as bytes. `fields` is accepted and
-///   ignored: answers carry every field.
+///   ``Configuration/nameOrder``, bytes unless asked otherwise). Names compare as bytes.
 /// - Names are not unique: two creates of one name make two files. Trashed files are listed unless `q` says
 ///   `trashed = false`.
+/// - The app data folder has an id of its own per user (``appDataFolderID(of:)``), which answers carry in
+///   `parents`; requests may name it so or by the alias `appDataFolder`. A file may not leave its space through
+///   `addParents`/`removeParents` (403), and an update may not set `parents` (403 `fieldNotWritable`).
+/// - Files carry `md5Checksum`, `sha1Checksum` and `sha256Checksum` (lowercase hex) unless they are a Google Docs
+///   type; `alt=media` honours one `Range: bytes=…` (206 with `Content-Range`, 416 when it covers nothing).
+/// - `files.generateIds` gives out ids (for `drive` or `appDataFolder`) that a create may then carry as `id`; an
+///   id not given out is 400, one already used 409.
 /// - Resumable uploads: `200` with the session URI in `Location`; `PUT` chunks with `Content-Range`; `308` with
 ///   `Range: bytes=0-N` until the last; `bytes */total` asks where the session is; every chunk but the last must be a
 ///   multiple of 256 KiB; an unknown or expired session (``expireUploadSessions()``) is `404`.
@@ -84,6 +94,8 @@ public final class DriveFilesEmulator: Sendable {
         public var version: Int64
         public var trashed: Bool
         public var appProperties: [String: String]?
+        /// The properties every app sees (`properties`); nil when none were ever set.
+        public var properties: [String: String]? = nil
 
         var space: String { parents.contains("appDataFolder") ? "appDataFolder" : "drive" }
     }
@@ -100,6 +112,9 @@ public final class DriveFilesEmulator: Sendable {
         var files: [String: File] = [:]
         var changes: [Change] = []
         var nextChange = 1
+        /// Ids `files.generateIds` gave out that no create has used yet, each with its space; nil when none
+        /// (and in state saved before there were any).
+        var generatedIDs: [String: String]? = nil
     }
 
     /// What the emulator keeps across restarts: every user's files and change log.
@@ -117,6 +132,10 @@ public final class DriveFilesEmulator: Sendable {
         var metadata: [String: Any]
         var total: Int?
         var received: Data
+        /// The parents an update's `addParents`/`removeParents` move the file to; nil to leave them.
+        var parents: [String]?
+        /// The `fields` of the request that started the session: the last chunk answers with them.
+        var fields: String?
     }
 
     struct Volatile: @unchecked Sendable {
@@ -187,29 +206,54 @@ public final class DriveFilesEmulator: Sendable {
         return digest.prefix(10).map { String(format: "%02d", Int($0) % 100) }.joined()
     }
 
+    /// The id of `user`'s app data folder, which answers carry in `parents` where requests may say `appDataFolder`:
+    /// stable across restarts.
+    public static func appDataFolderID(of user: String) -> String {
+        "0A" + String(sha256Hex("appDataFolder/\(user)").prefix(30))
+    }
+
     // MARK: Routes
 
     /// Adds the API's routes to `server`.
     public func register(on server: LoopbackHTTPServer) {
-        let routes: [(String, @Sendable (DriveFilesEmulator, ReceivedRequest, String) -> HTTPResponse)] = [
-            ("GET /drive/v3/files", { $0.list($1, user: $2) }),
-            ("POST /drive/v3/files", { $0.create($1, user: $2, uploadType: nil) }),
-            ("GET /drive/v3/files/{id}", { $0.get($1, user: $2) }),
-            ("PATCH /drive/v3/files/{id}", { $0.update($1, user: $2, uploadType: nil) }),
-            ("DELETE /drive/v3/files/{id}", { $0.delete($1, user: $2) }),
-            ("POST /upload/drive/v3/files", { $0.create($1, user: $2, uploadType: $1.formQuery("uploadType")) }),
-            ("PATCH /upload/drive/v3/files/{id}", { $0.update($1, user: $2, uploadType: $1.formQuery("uploadType")) }),
-            ("PUT /upload/drive/v3/files", { $0.chunk($1, user: $2) }),
-            ("GET /drive/v3/about", { $0.about($1, user: $2) }),
-            ("GET /drive/v3/changes/startPageToken", { $0.startPageToken($1, user: $2) }),
-            ("GET /drive/v3/changes", { $0.changes($1, user: $2) }),
+        typealias Handler = @Sendable (DriveFilesEmulator, ReceivedRequest, String) -> HTTPResponse
+        let routes: [(String, DriveResource?, Handler)] = [
+            ("GET /drive/v3/files", .fileList, { $0.list($1, user: $2) }),
+            ("POST /drive/v3/files", .file, { $0.create($1, user: $2, uploadType: nil) }),
+            ("GET /drive/v3/files/generateIds", .generatedIDs, { $0.generateIDs($1, user: $2) }),
+            ("GET /drive/v3/files/{id}", .file, { $0.get($1, user: $2) }),
+            ("PATCH /drive/v3/files/{id}", .file, { $0.update($1, user: $2, uploadType: nil) }),
+            ("DELETE /drive/v3/files/{id}", nil, { $0.delete($1, user: $2) }),
+            ("POST /upload/drive/v3/files", .file, { $0.create($1, user: $2, uploadType: $1.formQuery("uploadType")) }),
+            (
+                "PATCH /upload/drive/v3/files/{id}", .file,
+                { $0.update($1, user: $2, uploadType: $1.formQuery("uploadType")) }
+            ),
+            // The session's last chunk answers with the fields its first request asked for.
+            ("PUT /upload/drive/v3/files", nil, { $0.chunk($1, user: $2) }),
+            ("GET /drive/v3/about", .about, { $0.about($1, user: $2) }),
+            ("GET /drive/v3/changes/startPageToken", .startPageToken, { $0.startPageToken($1, user: $2) }),
+            ("GET /drive/v3/changes", .changeList, { $0.changes($1, user: $2) }),
         ]
-        for (pattern, handler) in routes {
+        for (pattern, resource, handler) in routes {
             server.route(HTTPRoutePattern(stringLiteral: pattern)) { [self] request in
-                authorized(request) { handler(self, request, $0) }
+                authorized(request) { user in answer(request, as: resource) { handler(self, request, user) } }
             }
         }
         server.route("POST /batch/drive/v3") { [self] request in batch(request) }
+    }
+
+    /// `handler`'s answer cut to the `fields` the request asks for (or to what Drive answers without them).
+    ///
+    /// A selector Drive refuses is answered 400 before `handler` runs. A nil `resource` answers as `handler` does.
+    func answer(_ request: ReceivedRequest, as resource: DriveResource?, _ handler: () -> HTTPResponse)
+        -> HTTPResponse
+    {
+        guard let resource, request.formQuery("alt") != "media" else { return handler() }
+        switch resource.selector(request.formQuery("fields")) {
+        case .failure(let refusal): return refusal.response
+        case .success(let selector): return DriveResource.cut(handler(), to: selector)
+        }
     }
 
     func authorized(_ request: ReceivedRequest, _ body: (String) -> HTTPResponse) -> HTTPResponse {
