@@ -247,6 +247,57 @@ import Testing
         #expect(await emulator.exited().status == 0)
     }
 
+    /// The CloudKit database's asset URLs on an emulator over TLS: https, uploaded to and downloaded from as such.
+    @Test func cloudKitAssetURLsAreHTTPSOnAServerWithTLS() async throws {
+        guard FileManager.default.isExecutableFile(atPath: Self.python) else {
+            Issue.record("the Python test environment is missing: run scripts/python-env.sh")
+            return
+        }
+        let cloudKit = CloudKitEmulator()
+        let host = try EmulatorServer(services: [cloudKit], tls: true)
+        defer { try? host.stop() }
+        let container = "iCloud.com.example.cloudsync"
+        let token = cloudKit.webAuth.issueToken(container: container, environment: "development")
+        let caFile = try #require(host.caFile)
+        let result = try await ProcessRunner.run(
+            Self.python,
+            [
+                "-c",
+                """
+                import json, ssl, sys, urllib.parse, urllib.request
+                base, cafile, token = sys.argv[1:4]
+                context = ssl.create_default_context(cafile=cafile)
+                def call(url, body):
+                    request = urllib.request.Request(url, data=body, method="POST")
+                    return json.load(urllib.request.urlopen(request, context=context))
+                def database(operation, body):
+                    query = urllib.parse.urlencode(
+                        {"ckAPIToken": "cloudsync-emulator-api-token", "ckWebAuthToken": token})
+                    url = base + "/database/1/iCloud.com.example.cloudsync/development/private/" + operation
+                    return call(url + "?" + query, json.dumps(body).encode())
+                database("zones/modify", {"operations": [{"operationType": "create", "zone": {"zoneID": {"zoneName": "Z"}}}]})
+                upload = database("assets/upload", {"zoneID": {"zoneName": "Z"},
+                    "tokens": [{"recordName": "doc", "recordType": "Doc", "fieldName": "file"}]})["tokens"][0]["url"]
+                asset = call(upload, b"over tls")["singleFile"]
+                database("records/modify", {"zoneID": {"zoneName": "Z"}, "operations": [{"operationType": "forceReplace",
+                    "record": {"recordName": "doc", "recordType": "Doc", "fields": {"file": {"type": "ASSET", "value": asset}}}}]})
+                record = database("records/lookup", {"zoneID": {"zoneName": "Z"}, "records": [{"recordName": "doc"}]})
+                download = record["records"][0]["fields"]["file"]["value"]["downloadURL"]
+                print(json.dumps({"upload": upload, "download": download,
+                                  "bytes": urllib.request.urlopen(download, context=context).read().decode()}))
+                """,
+                host.baseURL.absoluteString, caFile, token,
+            ])
+        #expect(result.status == 0, "\(result.standardError)")
+        let seen = try #require(
+            try JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8)) as? [String: String])
+        let base = host.baseURL.absoluteString
+        #expect(base.hasPrefix("https://"))
+        #expect(seen["upload"]?.hasPrefix(base + "/") == true, "\(seen)")
+        #expect(seen["download"]?.hasPrefix(base + "/") == true, "\(seen)")
+        #expect(seen["bytes"] == "over tls")
+    }
+
     @Test func withoutADataDirectoryTheCAFileLivesInATemporaryDirectoryRemovedOnExit() async throws {
         let emulator = try RunningProcess(try ProcessRunner.builtProduct("cloudsync-emulator"), ["--drive", "--tls"])
         let line = try #require(await emulator.line())
