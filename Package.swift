@@ -46,6 +46,9 @@ let package = Package(
         // OpenSSL's libcrypto, for MD5 (the `Content-MD5` S3 requires) and its version in `cloudsync version`;
         // libsodium has no MD5, on purpose.
         .systemLibrary(name: "CCrypto", pkgConfig: "libcrypto", providers: [.apt(["libssl-dev"])]),
+        // OpenSSL's libssl (and the libcrypto it stands on), for the loopback server's HTTPS: TLS over its sockets and
+        // the throwaway certificate authority `cloudsync-emulator --tls` makes at start.
+        .systemLibrary(name: "CSSL", pkgConfig: "libssl", providers: [.apt(["libssl-dev"])]),
         // libcurl, which FoundationNetworking's URLSession already loads for every HTTP request: only so that
         // `cloudsync version` can ask the loaded copy its version and TLS library. The CLI alone imports it, so the
         // library products need no curl headers.
@@ -67,9 +70,9 @@ let package = Package(
         // needs URLSession. FoundationNetworking comes with the toolchain's Foundation, so it is no package dependency.
         .target(name: "CloudSyncHTTP", dependencies: ["CloudSync"]),
 
-        // A loopback HTTP/1.1 server on POSIX sockets with routes and fault plans: the emulators and the tests serve
-        // from it, and `cloudsync login` receives its OAuth redirect on it.
-        .target(name: "CloudSyncHTTPServer", dependencies: ["CloudSync", "CloudSyncHTTP"]),
+        // A loopback HTTP/1.1 server on POSIX sockets with routes and fault plans, plain or over TLS: the emulators and
+        // the tests serve from it, and `cloudsync login` receives its OAuth redirect on it.
+        .target(name: "CloudSyncHTTPServer", dependencies: ["CloudSync", "CloudSyncHTTP", "CSSL"]),
 
         // Sign-in flows (OAuth 2.0 for installed apps with PKCE, CloudKit's web sign-in) and the authenticators that
         // use what they yield; the remote providers plug their factories' sign-in into these.

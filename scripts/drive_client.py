@@ -1,9 +1,17 @@
 """Google's own Drive client (google-api-python-client, unmodified) against the CloudSync Drive emulator.
 
-Usage: drive_client.py BASE_URL ACCESS_TOKEN SWIFT_KEY
+Usage: drive_client.py [--ca CA_FILE] BASE_URL ACCESS_TOKEN SWIFT_KEY
 
-The bundled Drive v3 discovery document is pointed at BASE_URL (its rootUrl), as one would point it at any Drive
-endpoint. Does what Google's client does for an app data folder: create with multipart, list with q, download
+Without --ca, the bundled Drive v3 discovery document is pointed at BASE_URL (its rootUrl), as one would point it at
+any Drive endpoint, over plain HTTP. With --ca (for `cloudsync-emulator --tls`, BASE_URL https://), the document is
+left as it is and the client is built the way an app overrides the endpoint, `build("drive", "v3",
+static_discovery=True, client_options={"api_endpoint": BASE_URL + "drive/v3/"})`, over an httplib2 connection that
+trusts CA_FILE (and, as the client's own build_http() does, does not take 308 for a redirect). The client then
+sends uploads to BASE_URL by itself, but batches still to the discovery document's rootUrl (www.googleapis.com), so
+the batch is made with batch_uri BASE_URL + "batch/drive/v3" (what it would have used is reported as
+defaultBatchUri).
+
+Does what Google's client does for an app data folder: create with multipart, list with q, download
 with alt=media, update, a resumable upload of 3 MiB in 256 KiB chunks, about, changes, and a batch of deletes; reads
 the value CloudSync wrote under SWIFT_KEY and leaves one file named "from-python" for CloudSync to read. Then the
 steps of fidelity_steps: partial responses (`fields`, and what comes back without it), paging with list_next, a
@@ -12,25 +20,53 @@ md5Checksum; the files they make are deleted again. Prints one JSON object of wh
 emulator raises (exit status 1).
 """
 
+import argparse
 import hashlib
 import io
 import json
-import sys
+import urllib.parse
 
 import google.oauth2.credentials
-from googleapiclient.discovery import build_from_document
+import google_auth_httplib2
+import httplib2
+from googleapiclient.discovery import build, build_from_document
 from googleapiclient.discovery_cache import get_static_doc
-from googleapiclient.http import MediaInMemoryUpload, MediaIoBaseDownload
+from googleapiclient.http import BatchHttpRequest, MediaInMemoryUpload, MediaIoBaseDownload
 
 
 def main():
-    base, token, swift_key = sys.argv[1].rstrip("/") + "/", sys.argv[2], sys.argv[3]
-    document = json.loads(get_static_doc("drive", "v3"))
-    document["rootUrl"] = base
-    document["mtlsRootUrl"] = base
-    credentials = google.oauth2.credentials.Credentials(token=token)
-    drive = build_from_document(document, credentials=credentials)
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--ca", help="trust this CA file and use the unmodified discovery document (HTTPS)")
+    parser.add_argument("base")
+    parser.add_argument("token")
+    parser.add_argument("swift_key")
+    arguments = parser.parse_args()
+    base, swift_key = arguments.base.rstrip("/") + "/", arguments.swift_key
+    credentials = google.oauth2.credentials.Credentials(token=arguments.token)
     seen = {}
+    if arguments.ca:
+        # build() refuses credentials beside http; AuthorizedHttp is how the token rides on a connection of one's own.
+        # Like the one build() makes for itself (googleapiclient.http.build_http), it must not follow 308: Drive
+        # answers a resumable chunk with 308 and no Location, which httplib2 would take for a broken redirect.
+        connection = httplib2.Http(ca_certs=arguments.ca)
+        connection.redirect_codes = connection.redirect_codes - {308}
+        http = google_auth_httplib2.AuthorizedHttp(credentials, http=connection)
+        drive = build(
+            "drive", "v3", http=http, static_discovery=True,
+            client_options={"api_endpoint": base + "drive/v3/"},
+        )
+        seen["defaultBatchUri"] = drive.new_batch_http_request()._batch_uri
+
+        def new_batch(callback):
+            return BatchHttpRequest(callback=callback, batch_uri=base + "batch/drive/v3")
+    else:
+        document = json.loads(get_static_doc("drive", "v3"))
+        document["rootUrl"] = base
+        document["mtlsRootUrl"] = base
+        drive = build_from_document(document, credentials=credentials)
+
+        def new_batch(callback):
+            return drive.new_batch_http_request(callback=callback)
 
     created = drive.files().create(
         body={"name": "py-note", "parents": ["appDataFolder"]},
@@ -68,6 +104,9 @@ def main():
     while response is None:
         _, response = request.next_chunk()
         chunks += 1
+        if chunks == 1:
+            session = urllib.parse.urlsplit(request.resumable_uri)
+            seen["resumableSession"] = "%s://%s" % (session.scheme, session.netloc)
     seen["resumableChunks"] = chunks
     seen["resumableSize"] = int(response["size"])
     seen["resumableIntact"] = drive.files().get_media(fileId=response["id"]).execute() == payload
@@ -97,7 +136,7 @@ def main():
             raise exception
         deleted.append(request_id)
 
-    batch = drive.new_batch_http_request(callback=callback)
+    batch = new_batch(callback)
     for file_id in extras + [response["id"]]:
         batch.add(drive.files().delete(fileId=file_id))
     batch.execute()

@@ -257,10 +257,13 @@ extension CloudKitDatabaseEmulator {
         }
     }
 
-    /// `scheme://host` of the request: its `Host` header, and `X-Forwarded-Proto` or `scheme`.
+    /// `scheme://host` of the request: its `Host` header, and `X-Forwarded-Proto`, else `https` for a request that
+    /// came in over TLS, else `scheme`.
     static func base(of request: ReceivedRequest, scheme: String) -> String {
         let host = request.headers["Host"] ?? "127.0.0.1"
-        let proto = request.headers["X-Forwarded-Proto"].flatMap { $0.isEmpty ? nil : $0 } ?? scheme
+        let proto =
+            request.headers["X-Forwarded-Proto"].flatMap { $0.isEmpty ? nil : $0 }
+            ?? (request.scheme == "https" ? "https" : scheme)
         return "\(proto)://\(host)"
     }
 

@@ -57,7 +57,8 @@ public final class CloudKitDatabaseEmulator: Sendable {
         public var uploadURLLifetimeMs: Int64 = 15 * 60 * 1000
         /// The scheme of the upload and download URLs the emulator hands out; their host is the request's `Host`.
         ///
-        /// A request's `X-Forwarded-Proto` header overrides it. Set `https` when the server speaks TLS.
+        /// A request's `X-Forwarded-Proto` header overrides it, and a request that came in over TLS gets `https`
+        /// whatever it says.
         public var urlScheme = "http"
 
         /// The defaults.

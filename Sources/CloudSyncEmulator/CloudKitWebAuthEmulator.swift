@@ -103,7 +103,6 @@ public final class CloudKitWebAuthEmulator: Sendable {
     private let clock: any StoreClock
     private let configuration: Mutex<Configuration>
     private let state = Mutex(SavedState())
-    private let baseURL = Mutex<String>("http://127.0.0.1")
 
     /// An emulator with `configuration`, its tokens expiring on `clock`.
     public init(configuration: Configuration = Configuration(), clock: any StoreClock = SystemClock()) {
@@ -118,7 +117,6 @@ public final class CloudKitWebAuthEmulator: Sendable {
 
     /// Adds the sign-in page and `users/caller` to `server`.
     public func register(on server: LoopbackHTTPServer) {
-        baseURL.withLock { $0 = server.baseURL.absoluteString }
         server.route(HTTPRoutePattern(stringLiteral: "GET " + Self.signInPath)) { [self] in signIn($0) }
         server.route("GET /database/1/{container}/{environment}/public/users/caller") { [self] request in
             let container = request.captures["container"] ?? ""
@@ -232,7 +230,8 @@ public final class CloudKitWebAuthEmulator: Sendable {
             state.pending[session] = SavedState.PendingSignIn(
                 apiToken: apiToken, container: container, environment: environment, expiresAtMs: now + 3_600_000)
         }
-        let redirect = adding([("session", session)], to: baseURL.withLock { $0 } + Self.signInPath)
+        // The sign-in page on the scheme and host the call came in on, which the person's browser can reach too.
+        let redirect = adding([("session", session)], to: request.origin + Self.signInPath)
         return .refused(Self.error(421, "AUTHENTICATION_REQUIRED", "request needs authorization", redirect: redirect))
     }
 

@@ -381,8 +381,8 @@ extension DriveFilesEmulator {
                     user: user, fileID: id, metadata: metadata, total: total, received: Data(), parents: parents,
                     fields: request.formQuery("fields"))
             }
-            let host = request.headers["Host"] ?? "127.0.0.1"
-            let location = "http://\(host)/upload/drive/v3/files?uploadType=resumable&upload_id=\(uploadID)"
+            // On the scheme and host the session was started on: https:// behind `cloudsync-emulator --tls`.
+            let location = request.origin + "/upload/drive/v3/files?uploadType=resumable&upload_id=\(uploadID)"
             return HTTPResponse(
                 status: 200, headers: ["Location": location, "X-GUploader-UploadID": uploadID, "Content-Length": "0"])
         case let other?:

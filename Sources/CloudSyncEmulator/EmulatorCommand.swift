@@ -19,6 +19,8 @@ public struct EmulatorOptions: Sendable, Equatable {
     public var driveNameOrder: DriveFilesEmulator.NameOrder = .bytes
     /// How the CloudKit database reads what the documentation leaves open (`--cloudkit-reading`).
     public var cloudKit = CloudKitDatabaseEmulator.Configuration()
+    /// Serve HTTPS on a certificate made at start, its authority's certificate in a file the start line names.
+    public var tls = false
 
     /// Nothing chosen: both clouds, a free port, memory only.
     public init() {}
@@ -36,7 +38,7 @@ public enum EmulatorCommand {
     /// The usage line.
     public static let usage =
         "cloudsync-emulator [--drive] [--cloudkit] [--port N] [--data DIR] [--faults FILE] [--drive-name-order ORDER]"
-        + " [--cloudkit-reading NAME=VALUE]..."
+        + " [--cloudkit-reading NAME=VALUE]... [--tls]"
 
     /// `--help`'s text.
     public static let help = """
@@ -61,10 +63,16 @@ public enum EmulatorCommand {
                             How CloudKit answers where its documentation is open (repeatable; the
                             first value of each is the default):
         \(CloudKitDatabaseEmulator.Configuration.readings.map { "                    \($0.name): \($0.values.joined(separator: ", "))" }.joined(separator: "\n"))
+          --tls             Serve HTTPS instead of HTTP, on a certificate for localhost and 127.0.0.1 signed by a
+                            certificate authority made at start (EC P-256, valid for a day; its key is never
+                            written). The authority's certificate goes to DIR/tls-ca.pem with --data, else to a
+                            new directory under $TMPDIR removed on exit; each service's entry in the start line
+                            names it as caFile, for clients to trust (curl --cacert FILE).
           -h, --help        Show this help and exit.
 
         On start it prints one JSON line on standard output with each service's URLs and test credentials, e.g.
         {"cloudkit":{"apiToken":...,"endpoint":...},"drive":{"authEndpoint":...,"clientId":...,...}}
+        (with --tls every URL starts https:// and each service also has "caFile":...)
 
         EXIT CODES:
           0    stopped by SIGINT or SIGTERM, state saved
@@ -90,9 +98,13 @@ public enum EmulatorCommand {
             let inline = parts.count > 1 ? parts[1] : nil
             switch name {
             case "-h", "--help": return nil
-            case "--drive", "--cloudkit":
+            case "--drive", "--cloudkit", "--tls":
                 guard inline == nil else { throw EmulatorUsageError(message: "\(name) takes no value") }
-                if name == "--drive" { options.drive = true } else { options.cloudkit = true }
+                switch name {
+                case "--drive": options.drive = true
+                case "--cloudkit": options.cloudkit = true
+                default: options.tls = true
+                }
             case "--port":
                 let text = try value(name, inline: inline)
                 guard let port = UInt16(text) else {
@@ -152,7 +164,8 @@ public enum EmulatorCommand {
             services.append(cloudKit)
         }
         return try EmulatorServer(
-            services: services, port: options.port, dataDirectory: options.dataDirectory, faultPlan: plan)
+            services: services, port: options.port, dataDirectory: options.dataDirectory, faultPlan: plan,
+            tls: options.tls)
     }
 
     /// Runs the command with `arguments` (without the program name) and exits: serves until SIGINT or SIGTERM.
@@ -202,6 +215,7 @@ public enum EmulatorCommand {
         write(
             "cloudsync-emulator: serving \(names) on \(emulator.baseURL.absoluteString)"
                 + (emulator.dataDirectory.map { ", state in \($0)" } ?? ", state in memory")
+                + (emulator.caFile.map { ", CA certificate in \($0)" } ?? "")
                 + "; stop with Ctrl-C\n", to: .standardError)
         withExtendedLifetime(sources) { dispatchMain() }
     }

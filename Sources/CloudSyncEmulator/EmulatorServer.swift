@@ -45,6 +45,10 @@ public struct EmulatorError: Error, Sendable, Equatable, CustomStringConvertible
 /// Starting restores each service from `DIR/<name>.json` when there is one; ``save()`` (and ``stop()``) write every
 /// service's state back, each file replaced atomically (written beside it, then renamed) with mode 0600, since it
 /// holds the tokens the emulator issued.
+///
+/// With TLS it serves HTTPS on a certificate made at start (see `TLSIdentity`) and writes the certificate of the
+/// authority that signed it, which clients trust, to ``caFile``: `DIR/tls-ca.pem` in the data directory, else in a
+/// directory of its own under the temporary directory, removed by ``stop()``. The keys stay in memory.
 public final class EmulatorServer: Sendable {
     /// The server every service is registered on.
     public let server: LoopbackHTTPServer
@@ -52,12 +56,19 @@ public final class EmulatorServer: Sendable {
     public let services: [any EmulatorService]
     /// Where state is kept; nil keeps it in memory only.
     public let dataDirectory: String?
+    /// The PEM file of the certificate authority a client trusts to reach the server over TLS; nil without TLS.
+    public let caFile: String?
+    /// The directory made for ``caFile`` when there is no data directory; ``stop()`` removes it.
+    private let madeDirectory: String?
+
+    /// The CA file's name in the data directory.
+    public static let caFileName = "tls-ca.pem"
 
     /// Restores the services from `dataDirectory` (creating it, 0700, when missing), listens on `127.0.0.1:port`
-    /// (0: a free port), registers every service and applies `faultPlan`.
+    /// (0: a free port), over TLS when `tls` (writing ``caFile``), registers every service and applies `faultPlan`.
     public init(
         services: [any EmulatorService], port: UInt16 = 0, dataDirectory: String? = nil,
-        faultPlan: HTTPFaultPlan = HTTPFaultPlan()
+        faultPlan: HTTPFaultPlan = HTTPFaultPlan(), tls: Bool = false
     ) throws(EmulatorError) {
         self.services = services
         self.dataDirectory = dataDirectory
@@ -89,9 +100,23 @@ public final class EmulatorServer: Sendable {
                 }
             }
         }
+        var options = LoopbackHTTPServer.Options()
+        if tls {
+            let identity: TLSIdentity
+            do {
+                identity = try TLSIdentity.throwaway()
+            } catch {
+                throw EmulatorError("cannot make the TLS certificate: \(error.message)")
+            }
+            options.tls = identity
+            (caFile, madeDirectory) = try Self.writeCertificateAuthority(identity, in: dataDirectory)
+        } else {
+            (caFile, madeDirectory) = (nil, nil)
+        }
         do {
-            server = try LoopbackHTTPServer(port: port)
+            server = try LoopbackHTTPServer(port: port, options: options)
         } catch {
+            if let madeDirectory { try? FileManager.default.removeItem(atPath: madeDirectory) }
             throw EmulatorError(
                 "cannot listen on 127.0.0.1:\(port): \(error.description)"
                     + (port == 0 ? "" : "; pick another --port, or leave it out for a free one"))
@@ -100,12 +125,17 @@ public final class EmulatorServer: Sendable {
         server.setFaultPlan(faultPlan)
     }
 
-    /// `http://127.0.0.1:PORT`.
+    /// `http://127.0.0.1:PORT` (`https://` with TLS).
     public var baseURL: URL { server.baseURL }
 
-    /// Each service's URLs, by service name.
+    /// Each service's URLs, by service name; with TLS each also names ``caFile`` (`caFile`).
     public var urls: [String: [String: String]] {
-        Dictionary(uniqueKeysWithValues: services.map { ($0.name, $0.urls(baseURL: server.baseURL)) })
+        Dictionary(
+            uniqueKeysWithValues: services.map { service in
+                var urls = service.urls(baseURL: server.baseURL)
+                if let caFile { urls["caFile"] = caFile }
+                return (service.name, urls)
+            })
     }
 
     /// The one JSON line `cloudsync-emulator` prints when it is ready: ``urls``, keys sorted, slashes unescaped.
@@ -135,10 +165,43 @@ public final class EmulatorServer: Sendable {
         }
     }
 
-    /// Stops serving (every connection closed) and saves every service's state.
+    /// Stops serving (every connection closed), saves every service's state and removes the CA file's directory
+    /// when the server made one.
     public func stop() throws(EmulatorError) {
         server.stop()
+        if let madeDirectory { try? FileManager.default.removeItem(atPath: madeDirectory) }
         try save()
+    }
+
+    /// Writes `identity`'s authority certificate (public; 0644) to `directory` (replacing an older one atomically) or,
+    /// without one, to a new directory under the temporary directory; the file, and the directory it made.
+    private static func writeCertificateAuthority(
+        _ identity: TLSIdentity, in directory: String?
+    ) throws(EmulatorError) -> (file: String, madeDirectory: String?) {
+        var made: String?
+        if directory == nil {
+            var template = Array((NSTemporaryDirectory() + "/cloudsync-emulator-XXXXXX").utf8CString)
+            guard let path = template.withUnsafeMutableBufferPointer({ mkdtemp($0.baseAddress!) }) else {
+                throw EmulatorError(
+                    "cannot make a directory for the TLS CA file: \(String(cString: strerror(errno))); give --data "
+                        + "a directory that can be written")
+            }
+            made = String(cString: path)
+        }
+        let target = (directory ?? made!) + "/" + caFileName
+        let temporary = (directory ?? made!) + "/." + caFileName + ".tmp"
+        guard
+            FileManager.default.createFile(
+                atPath: temporary, contents: Data(identity.authorityCertificatePEM.utf8),
+                attributes: [.posixPermissions: 0o644]),
+            rename(temporary, target) == 0
+        else {
+            let reason = String(cString: strerror(errno))
+            try? FileManager.default.removeItem(atPath: temporary)
+            if let made { try? FileManager.default.removeItem(atPath: made) }
+            throw EmulatorError("cannot write the TLS CA file \(target): \(reason)")
+        }
+        return (target, made)
     }
 
     private static func file(of service: any EmulatorService, in directory: String) -> String {

@@ -24,6 +24,10 @@ public struct ReceivedRequest: Sendable {
     /// The query as sent, still percent-encoded, for a server that reads `+` as a space as HTML forms and Google's
     /// APIs do (see ``formQuery(_:)``); empty when there was none.
     public var rawQuery = ""
+    /// The scheme the request came in on: `https` on a server with TLS, else `http`.
+    public var scheme = "http"
+    /// The server's own `ADDRESS:PORT`, for ``origin`` when the request carried no `Host` header.
+    public var serverAuthority = "127.0.0.1"
 
     /// A request, mostly for handler unit tests; the server builds its own.
     public init(
@@ -39,6 +43,10 @@ public struct ReceivedRequest: Sendable {
         self.captures = captures
         self.connectionID = connectionID
     }
+
+    /// `SCHEME://HOST` as the client reached the server (`https://localhost:8443`): the scheme it came in on and its
+    /// `Host` header (the server's address without one), for absolute URLs a handler hands back to that client.
+    public var origin: String { "\(scheme)://\(headers["Host"] ?? serverAuthority)" }
 
     /// The first query value named `name` (exact case), or nil.
     public func query(_ name: String) -> String? {

@@ -21,7 +21,9 @@ public struct LoopbackHTTPServerError: Error, Sendable, Equatable, CustomStringC
 /// Routes map a method and path pattern to a handler; a ``HTTPFaultPlan`` makes chosen requests fail, wait, hang or
 /// break; every request is logged for tests to assert on. The accept loop and every connection run on threads of
 /// their own, never on the Swift concurrency pool. Keep-alive, `Content-Length` and chunked request bodies and
-/// `Expect: 100-continue` are supported; responses always carry `Content-Length`.
+/// `Expect: 100-continue` are supported; responses always carry `Content-Length`. With ``Options/tls`` it serves
+/// HTTPS instead (TLS 1.2 or later, HTTP/1.1 over it), and a client that refuses the certificate only loses its
+/// own connection.
 ///
 /// Call ``stop()`` when done; releasing the server stops it too.
 public final class LoopbackHTTPServer: Sendable {
@@ -36,6 +38,8 @@ public final class LoopbackHTTPServer: Sendable {
         /// A connection that sends nothing for this long is closed, so idle or stalled clients cannot hold its
         /// thread for ever; nil waits as long as the client likes (tests that hang requests on purpose).
         public var idleTimeout: Duration? = nil
+        /// Serve HTTPS with this certificate and key instead of plain HTTP; ``baseURL`` then starts `https://`.
+        public var tls: TLSIdentity? = nil
 
         public init() {}
     }
@@ -44,6 +48,8 @@ public final class LoopbackHTTPServer: Sendable {
     public let port: UInt16
     /// The address it is bound to.
     public let address: String
+    /// `https` when it serves TLS (``Options/tls``), else `http`.
+    public let scheme: String
     private let core: ServerCore
 
     /// Starts listening at once on `port` (0: one the system picks), with `routes` registered (more can be added with
@@ -54,17 +60,19 @@ public final class LoopbackHTTPServer: Sendable {
         core = try ServerCore(port: port, options: options)
         self.port = core.port
         address = options.address
+        scheme = options.tls == nil ? "http" : "https"
         for (pattern, handler) in routes { core.addRoute(pattern, handler) }
         core.start()
     }
 
     deinit { core.stop() }
 
-    /// `http://ADDRESS:PORT` (127.0.0.1 for a server bound to every interface), with no trailing slash.
-    public var baseURL: URL { URL(string: "http://\(reachableAddress):\(port)")! }
+    /// `http://ADDRESS:PORT` (`https://` with TLS; 127.0.0.1 for a server bound to every interface), with no trailing
+    /// slash.
+    public var baseURL: URL { URL(string: "\(scheme)://\(reachableAddress):\(port)")! }
 
     /// The URL of `path` (which starts with `/` and may carry a query) on this server.
-    public func url(_ path: String) -> URL { URL(string: "http://\(reachableAddress):\(port)\(path)")! }
+    public func url(_ path: String) -> URL { URL(string: "\(scheme)://\(reachableAddress):\(port)\(path)")! }
 
     private var reachableAddress: String { address == "0.0.0.0" ? "127.0.0.1" : address }
 
@@ -164,6 +172,9 @@ private final class ServerCore: Sendable {
     }
 
     let port: UInt16
+    /// The authority a request without a `Host` header reached: `127.0.0.1:PORT`.
+    private let authority: String
+    private let tls: TLSIdentity?
     private let keepsRequestLog: Bool
     private let idleTimeout: Duration?
     private let listener: Int32
@@ -180,6 +191,7 @@ private final class ServerCore: Sendable {
         }
         keepsRequestLog = options.keepsRequestLog
         idleTimeout = options.idleTimeout
+        tls = options.tls
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw LoopbackHTTPServerError(call: "socket", code: errno) }
         var yes: Int32 = 1
@@ -224,6 +236,7 @@ private final class ServerCore: Sendable {
         _ = fcntl(pipeEnds[1], F_SETFD, FD_CLOEXEC)
         listener = fd
         port = UInt16(bigEndian: address.sin_port)
+        authority = (options.address == "0.0.0.0" ? "127.0.0.1" : options.address) + ":\(port)"
         wakeRead = pipeEnds[0]
         wakeWrite = pipeEnds[1]
     }
@@ -350,8 +363,17 @@ private final class ServerCore: Sendable {
     ///
     /// Closing under the lock keeps ``stop()`` from shutting down a descriptor number already reused.
     private func serve(fd: Int32, id: Int) {
-        let connection = SocketConnection(fd: fd)
-        let ending = serveRequests(on: connection, id: id)
+        var ending = Ending.close
+        if let tls {
+            // A failed handshake (a client that does not trust the certificate, or that speaks plain HTTP) ends this
+            // connection only, before any request is read or logged.
+            if let stream = TLSStream(fd: fd, identity: tls), stream.handshake() {
+                ending = serveRequests(on: SocketConnection(fd: fd, tls: stream), id: id)
+                if ending == .close { stream.close() }
+            }
+        } else {
+            ending = serveRequests(on: SocketConnection(fd: fd), id: id)
+        }
         state.withLock { state in
             state.connections[id] = nil
             if ending == .reset {
@@ -381,6 +403,8 @@ private final class ServerCore: Sendable {
             }
             var request = parsed.request
             request.connectionID = id
+            request.scheme = tls == nil ? "http" : "https"
+            request.serverAuthority = authority
             request.captures = decision.captures
             let isHead = request.method == "HEAD"
 

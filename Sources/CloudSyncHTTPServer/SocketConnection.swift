@@ -19,32 +19,26 @@ enum ReadResult {
 }
 
 /// One accepted socket, read and written by its own thread only; keeps bytes read past a request for the next one.
+///
+/// With a ``TLSStream`` (its handshake done) the bytes go through it; the HTTP above is the same either way.
 final class SocketConnection {
     private static let headLimit = 64 * 1024
 
     private let fd: Int32
+    private let tls: TLSStream?
     private var buffer: [UInt8] = []
     private var start = 0
     private var scratch = [UInt8](repeating: 0, count: 64 * 1024)
 
-    init(fd: Int32) {
+    init(fd: Int32, tls: TLSStream? = nil) {
         self.fd = fd
+        self.tls = tls
     }
 
-    /// Sends every byte, with `MSG_NOSIGNAL` so a vanished peer is an error here, not SIGPIPE for the process.
+    /// Sends every byte (encrypted, over TLS); false when the peer is gone.
     func send(_ bytes: [UInt8]) -> Bool {
-        var sent = 0
-        while sent < bytes.count {
-            let count = bytes.withUnsafeBytes { raw in
-                Glibc.send(fd, raw.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL))
-            }
-            if count < 0 {
-                if errno == EINTR { continue }
-                return false
-            }
-            sent += count
-        }
-        return true
+        if let tls { return tls.write(bytes) }
+        return sendAll(fd, bytes[...])
     }
 
     /// Reads and discards until the peer closes or the server shuts the socket down: how a hung request waits.
@@ -190,13 +184,32 @@ final class SocketConnection {
             start = 0
         }
         while true {
-            let count = scratch.withUnsafeMutableBytes { recv(fd, $0.baseAddress!, $0.count, 0) }
+            let count = scratch.withUnsafeMutableBytes { raw in
+                if let tls { return tls.read(into: raw) }
+                return recv(fd, raw.baseAddress!, raw.count, 0)
+            }
             if count < 0 && errno == EINTR { continue }
             guard count > 0 else { return false }
             buffer.append(contentsOf: scratch[..<count])
             return true
         }
     }
+}
+
+/// Sends every byte on `fd`, with `MSG_NOSIGNAL` so a vanished peer is an error here, not SIGPIPE for the process.
+func sendAll(_ fd: Int32, _ bytes: ArraySlice<UInt8>) -> Bool {
+    var sent = 0
+    while sent < bytes.count {
+        let count = bytes.withUnsafeBytes { raw in
+            Glibc.send(fd, raw.baseAddress! + sent, bytes.count - sent, Int32(MSG_NOSIGNAL))
+        }
+        if count < 0 {
+            if errno == EINTR { continue }
+            return false
+        }
+        sent += count
+    }
+    return true
 }
 
 /// Why a chunked body could not be read.

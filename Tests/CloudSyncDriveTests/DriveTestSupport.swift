@@ -11,7 +11,8 @@ enum Repository {
     static let python = root + "/.build/pyenv/bin/python3"
 }
 
-/// The Drive emulator in-process on 127.0.0.1 and a free port: OAuth and the files API, its times on `clock`.
+/// The Drive emulator in-process on 127.0.0.1 and a free port: OAuth and the files API, its times on `clock`; over
+/// HTTPS with `tls` (its CA certificate in `caFile`).
 final class DriveHost: Sendable {
     let server: EmulatorServer
     let drive: DriveEmulator
@@ -19,7 +20,7 @@ final class DriveHost: Sendable {
 
     init(
         storageLimitBytes: Int64? = nil, accessTokenLifetime: Duration = .seconds(3599),
-        nameOrder: DriveFilesEmulator.NameOrder = .bytes
+        nameOrder: DriveFilesEmulator.NameOrder = .bytes, tls: Bool = false
     ) throws {
         clock = ManualClock()
         var configuration = GoogleOAuthEmulator.Configuration()
@@ -30,12 +31,14 @@ final class DriveHost: Sendable {
             files: DriveFilesEmulator(
                 oauth: oauth, configuration: .init(storageLimitBytes: storageLimitBytes, nameOrder: nameOrder),
                 clock: clock))
-        server = try EmulatorServer(services: [drive])
+        server = try EmulatorServer(services: [drive], tls: tls)
     }
 
-    deinit { server.server.stop() }
+    deinit { try? server.stop() }
 
     var endpoint: URL { server.baseURL }
+    /// The CA certificate a client trusts to reach a host made with `tls`.
+    var caFile: String? { server.caFile }
     var files: DriveFilesEmulator { drive.files }
     /// The Drive API's requests (not the token endpoint's).
     var log: [HTTPLogEntry] { server.server.requestLog.filter { $0.path != "/token" } }

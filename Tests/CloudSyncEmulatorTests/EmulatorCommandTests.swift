@@ -102,6 +102,7 @@ import Testing
         (["--drive", "--verbose"], "unknown option '--verbose'"),
         (["--data"], "--data needs a value"),
         (["serve"], "unexpected argument 'serve'"),
+        (["--tls=yes"], "--tls takes no value"),
     ])
     func aWrongCommandLineIsAUsageError(_ arguments: [String], _ message: String) async throws {
         let result = try await ProcessRunner.run(try ProcessRunner.builtProduct("cloudsync-emulator"), arguments)
@@ -167,6 +168,152 @@ import Testing
         #expect(renewed.accessToken.hasPrefix("ya29."))
         second.signal(SIGINT)
         #expect(await second.exited().status == 0)
+    }
+}
+
+/// `cloudsync-emulator --tls` against Python's `ssl` module as the independent client.
+@Suite(.timeLimit(.minutes(10))) struct EmulatorTLSCommandTests {
+    static let python = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().appendingPathComponent(".build/pyenv/bin/python3").path
+
+    /// Asks Drive and CloudKit (argv: the two endpoints and the CA file) over TLS trusting the CA file, then with only
+    /// the system's authorities, then trusting it again.
+    static let client = """
+        import http.client, json, ssl, sys, urllib.parse
+        drive, cloudkit, cafile = sys.argv[1:4]
+        trusted = ssl.create_default_context(cafile=cafile)
+        def get(url, context):
+            parts = urllib.parse.urlsplit(url)
+            connection = http.client.HTTPSConnection(parts.hostname, parts.port, context=context, timeout=30)
+            connection.request("GET", parts.path + "?" + parts.query)
+            response = connection.getresponse()
+            return response.status, response.read()
+        seen = {}
+        seen["drive"] = get(drive + "/drive/v3/about?fields=user", trusted)[0]
+        status, body = get(cloudkit + "/database/1/iCloud.example/development/public/users/caller"
+                           + "?ckAPIToken=cloudsync-emulator-api-token", trusted)
+        seen["cloudkit"] = status
+        seen["cloudkitRedirect"] = json.loads(body)["redirectURL"]
+        try:
+            get(drive + "/drive/v3/about", ssl.create_default_context())
+            seen["untrusted"] = "answered"
+        except ssl.SSLCertVerificationError as error:
+            seen["untrusted"] = error.verify_message
+        seen["afterRefusal"] = get(drive + "/drive/v3/about?fields=user", trusted)[0]
+        print(json.dumps(seen))
+        """
+
+    @Test func theStartLineNamesACAFileThatVerifiesTheServedCertificate() async throws {
+        guard FileManager.default.isExecutableFile(atPath: Self.python) else {
+            Issue.record("the Python test environment is missing: run scripts/python-env.sh")
+            return
+        }
+        let directory = try TemporaryDirectory()
+        let data = directory.path + "/state"
+        let emulator = try RunningProcess(
+            try ProcessRunner.builtProduct("cloudsync-emulator"), ["--tls", "--data", data])
+        let line = try #require(await emulator.line())
+        let urls = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: [String: String]])
+        #expect(urls.keys.sorted() == ["cloudkit", "drive"])
+        let drive = try #require(urls["drive"])
+        let cloudkit = try #require(urls["cloudkit"])
+        let base = try #require(drive["endpoint"])
+        #expect(base.hasPrefix("https://127.0.0.1:"))
+        #expect(cloudkit["endpoint"] == base)
+        for key in ["authEndpoint", "tokenEndpoint", "revokeEndpoint"] { #expect(drive[key]?.hasPrefix(base) == true) }
+        let caFile = data + "/" + EmulatorServer.caFileName
+        #expect(drive["caFile"] == caFile)
+        #expect(cloudkit["caFile"] == caFile)
+        let pem = try String(contentsOfFile: caFile, encoding: .utf8)
+        #expect(pem.hasPrefix("-----BEGIN CERTIFICATE-----\n") && pem.hasSuffix("-----END CERTIFICATE-----\n"))
+        #expect(!pem.contains("PRIVATE"))
+        // The CA file alone beside the state: no key written anywhere.
+        #expect(try FileManager.default.contentsOfDirectory(atPath: data) == [EmulatorServer.caFileName])
+
+        // CloudKit asked by name rather than address: its redirect must come back on the name.
+        let byName = base.replacingOccurrences(of: "127.0.0.1", with: "localhost")
+        let result = try await ProcessRunner.run(Self.python, ["-c", Self.client, base, byName, caFile])
+        #expect(result.status == 0, "\(result.standardError)")
+        let seen = try #require(
+            try JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8)) as? [String: Any])
+        #expect(seen["drive"] as? Int == 401)
+        #expect(seen["cloudkit"] as? Int == 421)
+        // The sign-in page on the scheme and host the call came in on.
+        #expect((seen["cloudkitRedirect"] as? String)?.hasPrefix(byName + CloudKitWebAuthEmulator.signInPath) == true)
+        #expect(seen["untrusted"] as? String == "unable to get local issuer certificate")
+        #expect(seen["afterRefusal"] as? Int == 401)
+
+        emulator.signal(SIGTERM)
+        #expect(await emulator.exited().status == 0)
+    }
+
+    /// The CloudKit database's asset URLs on an emulator over TLS: https, uploaded to and downloaded from as such.
+    @Test func cloudKitAssetURLsAreHTTPSOnAServerWithTLS() async throws {
+        guard FileManager.default.isExecutableFile(atPath: Self.python) else {
+            Issue.record("the Python test environment is missing: run scripts/python-env.sh")
+            return
+        }
+        let cloudKit = CloudKitEmulator()
+        let host = try EmulatorServer(services: [cloudKit], tls: true)
+        defer { try? host.stop() }
+        let container = "iCloud.com.example.cloudsync"
+        let token = cloudKit.webAuth.issueToken(container: container, environment: "development")
+        let caFile = try #require(host.caFile)
+        let result = try await ProcessRunner.run(
+            Self.python,
+            [
+                "-c",
+                """
+                import json, ssl, sys, urllib.parse, urllib.request
+                base, cafile, token = sys.argv[1:4]
+                context = ssl.create_default_context(cafile=cafile)
+                def call(url, body):
+                    request = urllib.request.Request(url, data=body, method="POST")
+                    return json.load(urllib.request.urlopen(request, context=context))
+                def database(operation, body):
+                    query = urllib.parse.urlencode(
+                        {"ckAPIToken": "cloudsync-emulator-api-token", "ckWebAuthToken": token})
+                    url = base + "/database/1/iCloud.com.example.cloudsync/development/private/" + operation
+                    return call(url + "?" + query, json.dumps(body).encode())
+                database("zones/modify", {"operations": [{"operationType": "create", "zone": {"zoneID": {"zoneName": "Z"}}}]})
+                upload = database("assets/upload", {"zoneID": {"zoneName": "Z"},
+                    "tokens": [{"recordName": "doc", "recordType": "Doc", "fieldName": "file"}]})["tokens"][0]["url"]
+                asset = call(upload, b"over tls")["singleFile"]
+                database("records/modify", {"zoneID": {"zoneName": "Z"}, "operations": [{"operationType": "forceReplace",
+                    "record": {"recordName": "doc", "recordType": "Doc", "fields": {"file": {"type": "ASSET", "value": asset}}}}]})
+                record = database("records/lookup", {"zoneID": {"zoneName": "Z"}, "records": [{"recordName": "doc"}]})
+                download = record["records"][0]["fields"]["file"]["value"]["downloadURL"]
+                print(json.dumps({"upload": upload, "download": download,
+                                  "bytes": urllib.request.urlopen(download, context=context).read().decode()}))
+                """,
+                host.baseURL.absoluteString, caFile, token,
+            ])
+        #expect(result.status == 0, "\(result.standardError)")
+        let seen = try #require(
+            try JSONSerialization.jsonObject(with: Data(result.standardOutput.utf8)) as? [String: String])
+        let base = host.baseURL.absoluteString
+        #expect(base.hasPrefix("https://"))
+        #expect(seen["upload"]?.hasPrefix(base + "/") == true, "\(seen)")
+        #expect(seen["download"]?.hasPrefix(base + "/") == true, "\(seen)")
+        #expect(seen["bytes"] == "over tls")
+    }
+
+    @Test func withoutADataDirectoryTheCAFileLivesInATemporaryDirectoryRemovedOnExit() async throws {
+        let emulator = try RunningProcess(try ProcessRunner.builtProduct("cloudsync-emulator"), ["--drive", "--tls"])
+        let line = try #require(await emulator.line())
+        let urls = try #require(try JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: [String: String]])
+        let caFile = try #require(urls["drive"]?["caFile"])
+        #expect(caFile.hasSuffix("/" + EmulatorServer.caFileName))
+        #expect(FileManager.default.fileExists(atPath: caFile))
+        let served = try #require(await emulator.errorLine())
+        #expect(
+            served.contains(" on https://127.0.0.1:")
+                && served.hasSuffix(", CA certificate in \(caFile); stop with Ctrl-C"))
+
+        emulator.signal(SIGINT)
+        #expect(await emulator.exited().status == 0)
+        let made = URL(fileURLWithPath: caFile).deletingLastPathComponent().path
+        #expect(!FileManager.default.fileExists(atPath: made))
     }
 }
 
