@@ -2,7 +2,7 @@ import CloudSync
 import Foundation
 
 extension ProviderConformanceSuite {
-    /// The checks every ``FileStoringProvider`` must pass besides ``run(_:)``'s, each on a fresh, empty, available
+    /// The checks every `FileStoringProvider` must pass besides ``run(_:)``'s, each on a fresh, empty, available
     /// provider from `makeProvider`; one line per broken requirement, empty when the provider conforms.
     ///
     /// The files are made in a temporary directory of the suite's own: binary bytes (every byte value) past several

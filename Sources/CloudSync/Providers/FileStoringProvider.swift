@@ -2,10 +2,9 @@
 /// file's bytes under a key from a path and gives them back to a path, streamed, without holding the file in memory.
 ///
 /// Files share the provider's key space with values: a file stored under `photo` is the key `photo` in listings and
-/// is removed by `remove`. Its bytes are stored as they are (no codec), so reading it back with `get` answers the
-/// bytes as a value only when they are UTF-8 text, and `ERR_DECODE` otherwise; use
-/// ``getFile(_:to:)``. The store reaches these through ``CloudStore/putFile(_:from:)`` and
-/// ``CloudStore/getFile(_:to:)``.
+/// is removed by `remove`. Its bytes are stored as they are (no codec). Reading it back with `get` answers the bytes
+/// as a value at most when they are UTF-8 text, and `ERR_DECODE` otherwise; use ``getFile(_:to:size:)``. The store
+/// reaches these through ``CloudStore/putFile(_:from:)`` and ``CloudStore/getFile(_:to:)``.
 ///
 /// Requirements beyond ``Provider``'s:
 ///
