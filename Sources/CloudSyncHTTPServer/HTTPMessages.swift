@@ -60,7 +60,8 @@ public struct ReceivedRequest: Sendable {
 }
 
 // A route handler answers with ``HTTPResponse`` from `CloudSyncHTTP`; the server adds `Content-Length` (replacing
-// any given) and `Connection: close` when it closes, and never sends a body to `HEAD`.
+// any given, except a bodiless answer to `HEAD`, whose own length stands) and `Connection: close` when it closes,
+// and never sends a body to `HEAD`.
 extension HTTPResponse {
     /// A UTF-8 text answer (`text/plain; charset=utf-8` unless `headers` name another type).
     public static func text(_ status: Int, _ body: String = "", headers: HTTPHeaders = [:]) -> HTTPResponse {

@@ -543,7 +543,12 @@ private func serialize(_ response: HTTPResponse, head: Bool, keepAlive: Bool) ->
         text += "\(field.name): \(field.value)\r\n"
     }
     let bodiless = (100..<200).contains(response.status) || response.status == 204 || response.status == 304
-    if !bodiless { text += "Content-Length: \(response.body.count)\r\n" }
+    if !bodiless {
+        // A HEAD answer says the length a GET would send: the body's, or, when a HEAD route answered without one (a
+        // proxy relaying a HEAD), the length it gave.
+        let given = head && response.body.isEmpty ? response.headers["Content-Length"].flatMap { Int($0) } : nil
+        text += "Content-Length: \(given ?? response.body.count)\r\n"
+    }
     if !keepAlive { text += "Connection: close\r\n" }
     text += "\r\n"
     var bytes = Array(text.utf8)

@@ -48,9 +48,12 @@ public final class ForwardingProxy: Sendable {
         URLSession.shared.dataTask(with: urlRequest) { data, response, _ in
             if let http = response as? HTTPURLResponse {
                 var headers = HTTPHeaders()
+                // The server sets the length of the body it sends; a HEAD answer has none, so upstream's stands.
+                var dropped: Set<String> = ["transfer-encoding", "connection"]
+                if request.method != "HEAD" { dropped.insert("content-length") }
                 for (name, value) in http.allHeaderFields {
                     let name = String(describing: name)
-                    if ["content-length", "transfer-encoding", "connection"].contains(name.lowercased()) { continue }
+                    if dropped.contains(name.lowercased()) { continue }
                     headers.add(name, String(describing: value))
                 }
                 answer.withLock { $0 = HTTPResponse(status: http.statusCode, headers: headers, body: data ?? Data()) }

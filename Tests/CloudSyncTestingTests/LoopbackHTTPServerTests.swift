@@ -118,6 +118,26 @@ import Testing
         #expect(text.components(separatedBy: "pong").count == 2)
     }
 
+    /// A route that answers HEAD itself without a body (a proxy relaying one) keeps the length it gave: the length a
+    /// GET would send, which is what HEAD is asked for.
+    @Test func aHeadRouteAnsweringWithoutABodyKeepsItsContentLength() async throws {
+        let server = try LoopbackHTTPServer()
+        defer { server.stop() }
+        server.route(try HTTPRoutePattern(parsing: "HEAD /object")) { _ in
+            HTTPResponse(status: 200, headers: ["Content-Length": "300000", "ETag": "\"e\""])
+        }
+        server.route(try HTTPRoutePattern(parsing: "GET /object")) { _ in
+            HTTPResponse(status: 200, headers: ["Content-Length": "999"], body: Data("abc".utf8))
+        }
+        let head = try await send(makeSession(), "HEAD", server.url("/object"))
+        #expect(head.status == 200)
+        #expect(head.body.isEmpty)
+        #expect(head.response.value(forHTTPHeaderField: "Content-Length") == "300000")
+        // A body always sets its own length, whatever the handler said.
+        let get = try await send(makeSession(), "GET", server.url("/object"))
+        #expect(get.response.value(forHTTPHeaderField: "Content-Length") == "3")
+    }
+
     /// What a client sends to a proxy: the absolute form routes by its path and is logged as sent; `CONNECT`'s
     /// authority form matches no route.
     @Test func absoluteFormTargetsRouteByTheirPathAndAreLoggedAsSent() throws {
