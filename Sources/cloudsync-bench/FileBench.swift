@@ -29,10 +29,10 @@ func benchFiles(_ context: BenchContext) async throws -> [BenchRow] {
     return [
         BenchRow(
             measure: "putFile \(size) → directory: s", unit: "s", ours: median(puts.map(\.seconds)),
-            peerName: "cp; sync", peer: median(copies.map(\.seconds)), target: .atMost(1.5), runs: context.runs),
+            peerName: "cp; sync", peer: median(copies.map(\.seconds)), target: .atMost(1.2), runs: context.runs),
         BenchRow(
             measure: "getFile \(size) directory → file: s", unit: "s", ours: median(gets.map(\.seconds)),
-            peerName: "cp; sync", peer: median(copies.map(\.seconds)), target: .atMost(1.5), runs: context.runs),
+            peerName: "cp; sync", peer: median(copies.map(\.seconds)), target: .atMost(1.2), runs: context.runs),
         BenchRow(
             measure: "putFile \(size): peak memory", unit: "MB", ours: median(puts.map(\.peakMegabytes)),
             peerName: "budget", peer: 100, target: .atMost(1.0), runs: context.runs),
