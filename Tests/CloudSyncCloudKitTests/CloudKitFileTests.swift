@@ -6,6 +6,14 @@ import Testing
 
 /// Files under keys on CloudKit, against the emulator: the key's record holds the file as an asset.
 @Suite(.timeLimit(.minutes(10))) struct CloudKitFileTests {
+    /// A store over `provider` without a deadline: what lands is the subject, and a loaded machine has held the
+    /// availability probe past the default 15 s.
+    func unboundedStore(_ provider: CloudKitProvider) throws -> CloudStore {
+        var options = StoreOptions()
+        options.timeout = nil
+        return try CloudStore(providers: [provider], options: options)
+    }
+
     @Test func cloudKitPassesTheFileChecks() async throws {
         let fixture = try CloudKitFixture()
         let counter = Counter()
@@ -18,11 +26,7 @@ import Testing
     @Test func aFileIsAnAssetOfTheKeysRecordAndAValueReadsAsAFile() async throws {
         let fixture = try CloudKitFixture()
         let provider = try fixture.provider()
-        // No store deadline: the chunk and request counts are the subject, and a loaded machine has held the
-        // availability probe past 15 s.
-        var options = StoreOptions()
-        options.timeout = nil
-        let store = try CloudStore(providers: [provider], options: options)
+        let store = try unboundedStore(provider)
         let scratch = try TemporaryDirectory(prefix: "ck-files")
         let data = ProviderConformanceSuite.fileBytes(count: 2_000_000, start: 9)
         try data.write(to: URL(fileURLWithPath: scratch.file("in")))
@@ -47,11 +51,7 @@ import Testing
     @Test func aFileOverFiftyMegabytesIsRefusedBeforeAnyRequest() async throws {
         let fixture = try CloudKitFixture()
         let provider = try fixture.provider()
-        // No store deadline: the chunk and request counts are the subject, and a loaded machine has held the
-        // availability probe past 15 s.
-        var options = StoreOptions()
-        options.timeout = nil
-        let store = try CloudStore(providers: [provider], options: options)
+        let store = try unboundedStore(provider)
         let scratch = try TemporaryDirectory(prefix: "ck-files")
         let path = scratch.file("sparse")
         _ = FileManager.default.createFile(atPath: path, contents: nil)
