@@ -13,16 +13,18 @@ extension S3Provider: FileStoringProvider {
     public static let maxObjectBytes: Int64 = 5 << 40
     /// The most parts one multipart upload takes.
     public static let maxParts: Int64 = 10_000
-    /// File parts read and sent at once: four of at least ``partSize`` each, so a file of any size takes that much
-    /// memory.
+    /// File parts read and sent at once: four of at least ``filePartMinimum`` each, so a file of any size takes about
+    /// that much memory (twice over while a part is sent).
     static let filePartsAtOnce = 4
+    /// The smallest part of a file's multipart upload: 5 MiB, the smallest S3 takes.
+    public static let filePartMinimum: Int64 = 5 << 20
 
     /// S3's own object limit, 5 TiB.
     public var maxFileBytes: Int64? { Self.maxObjectBytes }
 
     /// `PutObject` streamed from the file (unsigned payload) up to ``multipartThreshold`` bytes; above it a multipart
-    /// upload whose parts (each with `Content-MD5`) are read from the file a few at a time, ``partSize`` each or
-    /// larger to stay within ``maxParts``.
+    /// upload whose parts (each with `Content-MD5`) are read from the file a few at a time, ``filePartMinimum`` each
+    /// or larger to stay within ``maxParts``.
     public func putFile(_ key: String, from source: String, size: Int64) async throws {
         try ensureWritable()
         if size <= Int64(Self.multipartThreshold) {
@@ -43,11 +45,12 @@ extension S3Provider: FileStoringProvider {
         }
     }
 
-    /// The part size for a file of `size` bytes: ``partSize``, or the whole MiB that keeps it within ``maxParts``.
+    /// The part size for a file of `size` bytes: ``filePartMinimum``, or the whole MiB that keeps it within
+    /// ``maxParts``.
     public static func filePartSize(for size: Int64) -> Int64 {
         let mebibyte: Int64 = 1 << 20
         let needed = (size + maxParts - 1) / maxParts
-        return max(Int64(partSize), (needed + mebibyte - 1) / mebibyte * mebibyte)
+        return max(filePartMinimum, (needed + mebibyte - 1) / mebibyte * mebibyte)
     }
 
     /// `HeadObject`: the object's `Content-Length`; nil for a 404.

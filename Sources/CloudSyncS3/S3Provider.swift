@@ -214,22 +214,18 @@ public final class S3Provider: Provider {
         }
         let upload = "uploadId=" + S3URIEncoding.encode(uploadID)
         do throws(CloudSyncError) {
-            var etags: [Result<String, CloudSyncError>] = []
-            for first in stride(from: 1, through: partCount, by: max(1, atOnce)) {
-                let numbers = Array(first...min(first + max(1, atOnce) - 1, partCount))
-                etags += try await forEach(numbers) { number async -> Result<String, CloudSyncError> in
-                    do throws(CloudSyncError) {
-                        let bytes = try part(number)
-                        let request = HTTPRequest(
-                            method: .put,
-                            url: self.location.url(objectKey: object, query: "partNumber=\(number)&" + upload),
-                            headers: ["Content-MD5": MD5.contentMD5(bytes)], body: bytes,
-                            transferBytes: Int64(bytes.count))
-                        let response = try await self.client.sendExpectingSuccess(request, key: key)
-                        return .success(response.headers["ETag"] ?? "")
-                    } catch {
-                        return .failure(error)
-                    }
+            let etags = await uploadParts(partCount, atOnce: atOnce) { number async -> Result<String, CloudSyncError> in
+                do throws(CloudSyncError) {
+                    let bytes = try part(number)
+                    let request = HTTPRequest(
+                        method: .put,
+                        url: self.location.url(objectKey: object, query: "partNumber=\(number)&" + upload),
+                        headers: ["Content-MD5": MD5.contentMD5(bytes)], body: bytes,
+                        transferBytes: Int64(bytes.count))
+                    let response = try await self.client.sendExpectingSuccess(request, key: key)
+                    return .success(response.headers["ETag"] ?? "")
+                } catch {
+                    return .failure(error.attributed(provider: self.id))
                 }
             }
             var parts = ""
@@ -255,6 +251,36 @@ public final class S3Provider: Provider {
             _ = try? await client.send(abort, key: key)
             throw error
         }
+    }
+
+    /// Runs `upload` for parts 1 through `count`, `atOnce` at a time; the results in part order.
+    ///
+    /// As one part ends the next starts, so the parts in flight (and in memory) never pass `atOnce`, and no part
+    /// waits for a slower one of an earlier round. After a failure no further part starts; a part never started
+    /// gets that failure.
+    private func uploadParts(
+        _ count: Int, atOnce: Int, _ upload: @escaping @Sendable (Int) async -> Result<String, CloudSyncError>
+    ) async -> [Result<String, CloudSyncError>] {
+        var results = [Result<String, CloudSyncError>?](repeating: nil, count: count)
+        var firstFailure: CloudSyncError?
+        await withTaskGroup(of: (Int, Result<String, CloudSyncError>).self) { group in
+            var next = 1
+            while next <= min(max(1, atOnce), count) {
+                let number = next
+                group.addTask { (number, await upload(number)) }
+                next += 1
+            }
+            while let (number, result) = await group.next() {
+                results[number - 1] = result
+                if case .failure(let error) = result, firstFailure == nil { firstFailure = error }
+                guard firstFailure == nil, next <= count else { continue }
+                let started = next
+                group.addTask { (started, await upload(started)) }
+                next += 1
+            }
+        }
+        let unstarted = firstFailure ?? CloudSyncError(.provider, "a part was never uploaded", provider: id)
+        return results.map { $0 ?? .failure(unstarted) }
     }
 
     // MARK: Remove

@@ -1,5 +1,8 @@
 import CloudSync
+import CloudSyncHTTP
 import CloudSyncLocal
+import CloudSyncS3
+import CloudSyncTesting
 import Foundation
 
 /// Files under keys: `putFile` of a 512 MiB file into a directory provider and `getFile` of it back out, each in a
@@ -26,7 +29,8 @@ func benchFiles(_ context: BenchContext) async throws -> [BenchRow] {
         for path in [root, back, directory + "/copy-\(run).bin"] { try? FileManager.default.removeItem(atPath: path) }
     }
     let size = "\(megabytes) MiB"
-    return [
+    let s3Rows = try benchS3Files(context, executable: executable)
+    return s3Rows + [
         BenchRow(
             measure: "putFile \(size) → directory: s", unit: "s", ours: median(puts.map(\.seconds)),
             peerName: "cp; sync", peer: median(copies.map(\.seconds)), target: .atMost(1.2), runs: context.runs),
@@ -42,16 +46,82 @@ func benchFiles(_ context: BenchContext) async throws -> [BenchRow] {
     ]
 }
 
+/// The same through the s3 provider to moto, a 128 MiB file (multipart, parts read from the file): the time beside
+/// `rclone copyto` of the same file, taking turns, and each transfer's peak memory against the 100 MB budget.
+private func benchS3Files(_ context: BenchContext, executable: String) throws -> [BenchRow] {
+    let megabytes = 128
+    guard context.has("rclone"),
+        let moto = try? MotoS3Server(
+            repository: FileManager.default.currentDirectoryPath,
+            buckets: (0..<context.runs).flatMap { ["bench-files-\($0)", "bench-files-rclone-\($0)"] })
+    else {
+        print("s3 files: skipped (needs .build/pyenv from scripts/python-env.sh and Debian's rclone)")
+        return []
+    }
+    defer { moto.stop() }
+    let directory = try context.directory("s3-files")
+    let source = directory + "/source.bin"
+    try context.shell("head -c \(megabytes)M /dev/urandom > '\(source)'")
+    let remote =
+        "RCLONE_CONFIG_MOTO_TYPE=s3 RCLONE_CONFIG_MOTO_PROVIDER=Other "
+        + "RCLONE_CONFIG_MOTO_ENDPOINT='\(moto.endpoint.absoluteString)' RCLONE_CONFIG_MOTO_FORCE_PATH_STYLE=true "
+        + "RCLONE_CONFIG_MOTO_ACCESS_KEY_ID=bench RCLONE_CONFIG_MOTO_SECRET_ACCESS_KEY=bench "
+        + "RCLONE_CONFIG_MOTO_REGION=us-east-1"
+    var puts: [ChildRun] = []
+    var gets: [ChildRun] = []
+    var peers: [ChildRun] = []
+    for run in 0..<context.runs {
+        let bucket = "s3:" + moto.endpoint.absoluteString + "/bench-files-\(run)"
+        puts.append(try runChild(executable, ["--file-child", "put", source, bucket]))
+        gets.append(try runChild(executable, ["--file-child", "get", directory + "/back-\(run).bin", bucket]))
+        peers.append(
+            try runChild(
+                "/bin/sh",
+                [
+                    "-c",
+                    "env -u AWS_CA_BUNDLE \(remote) rclone copyto '\(source)' moto:bench-files-rclone-\(run)/file.bin",
+                ]))
+        try? FileManager.default.removeItem(atPath: directory + "/back-\(run).bin")
+    }
+    let size = "\(megabytes) MiB"
+    return [
+        BenchRow(
+            measure: "putFile \(size) → S3 (moto): s", unit: "s", ours: median(puts.map(\.seconds)),
+            peerName: "rclone copyto", peer: median(peers.map(\.seconds)), target: .atMost(1.2), runs: context.runs),
+        BenchRow(
+            measure: "putFile \(size) → S3: peak memory", unit: "MB", ours: median(puts.map(\.peakMegabytes)),
+            peerName: "budget", peer: 100, target: .atMost(1.0), runs: context.runs),
+        BenchRow(
+            measure: "getFile \(size) S3 → file: peak memory", unit: "MB", ours: median(gets.map(\.peakMegabytes)),
+            peerName: "budget", peer: 100, target: .atMost(1.0), runs: context.runs),
+    ]
+}
+
 /// In the child the file bench starts (`--file-child put|get PATH ROOT`): one transfer, then exits.
 ///
-/// Stores the file at PATH under a key of a directory provider at ROOT, or writes that key's file to PATH; exits 0
-/// on success. Returns at once in any other process.
+/// Stores the file at PATH under a key of a directory provider at ROOT (or of the bucket `s3:ENDPOINT/BUCKET`), or
+/// writes that key's file to PATH; exits 0 on success. Returns at once in any other process.
 func fileChild(_ arguments: [String]) async {
     guard let index = arguments.firstIndex(of: "--file-child"), index + 3 < arguments.count else { return }
     let (mode, path, root) = (arguments[index + 1], arguments[index + 2], arguments[index + 3])
     do {
-        let provider = try DirectoryProvider(id: "files", root: root)
-        let store = try CloudStore(providers: [provider])
+        let provider: any Provider
+        if root.hasPrefix("s3:"), let slash = root.lastIndex(of: "/"),
+            let endpoint = URL(string: String(root[root.index(root.startIndex, offsetBy: 3)..<slash]))
+        {
+            // s3:ENDPOINT/BUCKET, as the S3 rows pass it.
+            provider = S3Provider(
+                location: S3Location(
+                    endpoint: endpoint, bucket: String(root[root.index(after: slash)...]), region: "us-east-1",
+                    pathStyle: true),
+                credentials: S3Credentials(accessKeyID: "bench", secretAccessKey: "bench"),
+                transport: URLSessionTransport(maxConcurrency: 16), context: ProviderContext(providerID: "files"))
+        } else {
+            provider = try DirectoryProvider(id: "files", root: root)
+        }
+        var options = StoreOptions()
+        options.timeout = nil
+        let store = try CloudStore(providers: [provider], options: options)
         let receipt =
             mode == "put"
             ? try await store.putFile("bench/file.bin", from: path)

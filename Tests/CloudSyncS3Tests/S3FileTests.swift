@@ -31,10 +31,15 @@ import Testing
 
         let receipt = try await store.putFile("videos/big.bin", from: scratch.file("big.bin"))
         #expect(receipt.size == Int64(size))
-        // 64 MiB + 1 byte in 16 MiB parts: five part uploads, no single PutObject of the whole.
-        #expect(proxy.count("PUT", query: "partNumber") == 5)
-        #expect(proxy.count("PUT") == 5)
+        // 64 MiB + 1 byte in 5 MiB parts: thirteen part uploads, no single PutObject of the whole.
+        #expect(proxy.count("PUT", query: "partNumber") == 13)
+        #expect(proxy.count("PUT") == 13)
         #expect(proxy.count("POST", query: "uploads") == 1)
+        // Each part is bound by its signed Content-MD5, not hashed a second time for the signature.
+        let parts = proxy.server.requestLog.filter { $0.method == "PUT" }
+        #expect(parts.allSatisfy { $0.headers["Content-MD5"] != nil })
+        #expect(parts.allSatisfy { $0.headers["Authorization"]?.contains("content-md5") == true })
+        #expect(parts.allSatisfy { $0.headers["x-amz-content-sha256"] == "UNSIGNED-PAYLOAD" })
 
         let back = try await store.getFile("videos/big.bin", to: scratch.file("back.bin"))
         #expect(back?.size == Int64(size))
@@ -57,8 +62,8 @@ import Testing
     }
 
     @Test func partsGrowSoAnyObjectS3TakesFitsInTenThousand() {
-        #expect(S3Provider.filePartSize(for: 1) == Int64(S3Provider.partSize))
-        #expect(S3Provider.filePartSize(for: 100 << 30) == Int64(S3Provider.partSize))
+        #expect(S3Provider.filePartSize(for: 1) == S3Provider.filePartMinimum)
+        #expect(S3Provider.filePartSize(for: 40 << 30) == S3Provider.filePartMinimum)
         for size: Int64 in [(1 << 40), S3Provider.maxObjectBytes, S3Provider.maxObjectBytes - 1] {
             let part = S3Provider.filePartSize(for: size)
             #expect((size + part - 1) / part <= S3Provider.maxParts, "\(size)")
