@@ -145,14 +145,17 @@ def dump_backtraces(pid, path):
         with open(path, "wb") as out:
             subprocess.run(
                 ["gdb", "-p", str(pid), "-batch", "-nx", "-ex", "set pagination off", "-ex", "thread apply all bt"],
-                stdout=out, stderr=subprocess.STDOUT, timeout=180, check=False)
+                # gdb reads the whole test binary's debug information first: about a minute on a quiet machine of
+                # two cores, and it took more than three under the full suite in CI (the watchdog test then found no
+                # backtraces). 420 s, plus the demangling, stays within the test's and the watchdog's own limits.
+                stdout=out, stderr=subprocess.STDOUT, timeout=420, check=False)
     except (OSError, subprocess.TimeoutExpired):
         return False
     # Swift's symbols read as names, not mangled ones, where the toolchain can demangle them.
     try:
         with open(path, "rb") as raw:
             demangled = subprocess.run(["swift", "demangle", "--simplified"], stdin=raw, capture_output=True,
-                                       timeout=120, check=True).stdout
+                                       timeout=60, check=True).stdout
         with open(path, "wb") as out:
             out.write(demangled)
     except (OSError, subprocess.SubprocessError):
