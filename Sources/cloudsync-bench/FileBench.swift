@@ -1,7 +1,5 @@
 import CloudSync
-import CloudSyncHTTP
 import CloudSyncLocal
-import CloudSyncS3
 import CloudSyncTesting
 import Foundation
 
@@ -62,11 +60,6 @@ private func benchS3Files(_ context: BenchContext, executable: String) throws ->
     let directory = try context.directory("s3-files")
     let source = directory + "/source.bin"
     try context.shell("head -c \(megabytes)M /dev/urandom > '\(source)'")
-    let remote =
-        "RCLONE_CONFIG_MOTO_TYPE=s3 RCLONE_CONFIG_MOTO_PROVIDER=Other "
-        + "RCLONE_CONFIG_MOTO_ENDPOINT='\(moto.endpoint.absoluteString)' RCLONE_CONFIG_MOTO_FORCE_PATH_STYLE=true "
-        + "RCLONE_CONFIG_MOTO_ACCESS_KEY_ID=bench RCLONE_CONFIG_MOTO_SECRET_ACCESS_KEY=bench "
-        + "RCLONE_CONFIG_MOTO_REGION=us-east-1"
     var puts: [ChildRun] = []
     var gets: [ChildRun] = []
     var peers: [ChildRun] = []
@@ -79,7 +72,7 @@ private func benchS3Files(_ context: BenchContext, executable: String) throws ->
                 "/bin/sh",
                 [
                     "-c",
-                    "env -u AWS_CA_BUNDLE \(remote) rclone copyto '\(source)' moto:bench-files-rclone-\(run)/file.bin",
+                    "\(rcloneOnMoto(moto.endpoint)) rclone copyto '\(source)' moto:bench-files-rclone-\(run)/file.bin",
                 ]))
         try? FileManager.default.removeItem(atPath: directory + "/back-\(run).bin")
     }
@@ -110,12 +103,7 @@ func fileChild(_ arguments: [String]) async {
             let endpoint = URL(string: String(root[root.index(root.startIndex, offsetBy: 3)..<slash]))
         {
             // s3:ENDPOINT/BUCKET, as the S3 rows pass it.
-            provider = S3Provider(
-                location: S3Location(
-                    endpoint: endpoint, bucket: String(root[root.index(after: slash)...]), region: "us-east-1",
-                    pathStyle: true),
-                credentials: S3Credentials(accessKeyID: "bench", secretAccessKey: "bench"),
-                transport: URLSessionTransport(maxConcurrency: 16), context: ProviderContext(providerID: "files"))
+            provider = motoBucket(endpoint, String(root[root.index(after: slash)...]), id: "files")
         } else {
             provider = try DirectoryProvider(id: "files", root: root)
         }

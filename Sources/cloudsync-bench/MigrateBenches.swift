@@ -124,22 +124,11 @@ func benchS3Migrate(_ context: BenchContext) async throws -> [BenchRow] {
     let source = try await sourceTree(files, count: count)
     var options = StoreOptions()
     options.timeout = nil
-    let environment = [
-        "RCLONE_CONFIG_MOTO_TYPE": "s3", "RCLONE_CONFIG_MOTO_PROVIDER": "Other",
-        "RCLONE_CONFIG_MOTO_ENDPOINT": endpoint.absoluteString, "RCLONE_CONFIG_MOTO_FORCE_PATH_STYLE": "true",
-        "RCLONE_CONFIG_MOTO_ACCESS_KEY_ID": "bench", "RCLONE_CONFIG_MOTO_SECRET_ACCESS_KEY": "bench",
-        "RCLONE_CONFIG_MOTO_REGION": "us-east-1", "RCLONE_CONFIG": "/dev/null",
-    ]
-    let exports = environment.map { "\($0.key)='\($0.value)'" }.joined(separator: " ")
     // The two take turns, run by run, each into a bucket of its own, so moto's state grows alike under both.
     var oursTimings: [Double] = []
     var peerTimings: [Double] = []
     for run in 0..<context.runs {
-        let bucket = S3Provider(
-            location: S3Location(
-                endpoint: endpoint, bucket: "bench-cloudsync-\(run)", region: "us-east-1", pathStyle: true),
-            credentials: S3Credentials(accessKeyID: "bench", secretAccessKey: "bench"),
-            transport: URLSessionTransport(maxConcurrency: 16), context: ProviderContext(providerID: "bucket"))
+        let bucket = motoBucket(endpoint, "bench-cloudsync-\(run)", id: "bucket")
         let store = try CloudStore(providers: [source, bucket], options: options)
         oursTimings.append(
             seconds(
@@ -151,7 +140,7 @@ func benchS3Migrate(_ context: BenchContext) async throws -> [BenchRow] {
             seconds(
                 try context.clock.measure {
                     try context.shell(
-                        "env -u AWS_CA_BUNDLE \(exports) rclone copy --transfers 16 '\(files)' moto:bench-rclone-\(run)"
+                        "\(rcloneOnMoto(endpoint)) rclone copy --transfers 16 '\(files)' moto:bench-rclone-\(run)"
                     )
                 }))
     }
@@ -162,4 +151,24 @@ func benchS3Migrate(_ context: BenchContext) async throws -> [BenchRow] {
             measure: "migrate 2,000 × 1 KB directory → S3 (moto)", unit: "s", ours: ours, peerName: "rclone copy",
             peer: peer, target: .atMost(1.0), runs: context.runs)
     ]
+}
+
+/// moto's bucket `name` as the s3 provider `id` of a bench reaches it: path style, the benches' credentials.
+func motoBucket(_ endpoint: URL, _ name: String, id: String) -> S3Provider {
+    S3Provider(
+        location: S3Location(endpoint: endpoint, bucket: name, region: "us-east-1", pathStyle: true),
+        credentials: S3Credentials(accessKeyID: "bench", secretAccessKey: "bench"),
+        transport: URLSessionTransport(maxConcurrency: 16), context: ProviderContext(providerID: id))
+}
+
+/// The start of a command line that runs rclone with a remote `moto:` on moto at `endpoint`, and none of the user's
+/// rclone configuration or AWS certificate bundle.
+func rcloneOnMoto(_ endpoint: URL) -> String {
+    let environment = [
+        "RCLONE_CONFIG_MOTO_TYPE": "s3", "RCLONE_CONFIG_MOTO_PROVIDER": "Other",
+        "RCLONE_CONFIG_MOTO_ENDPOINT": endpoint.absoluteString, "RCLONE_CONFIG_MOTO_FORCE_PATH_STYLE": "true",
+        "RCLONE_CONFIG_MOTO_ACCESS_KEY_ID": "bench", "RCLONE_CONFIG_MOTO_SECRET_ACCESS_KEY": "bench",
+        "RCLONE_CONFIG_MOTO_REGION": "us-east-1", "RCLONE_CONFIG": "/dev/null",
+    ]
+    return "env -u AWS_CA_BUNDLE " + environment.map { "\($0.key)='\($0.value)'" }.joined(separator: " ")
 }

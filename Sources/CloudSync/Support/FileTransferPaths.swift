@@ -18,7 +18,8 @@ enum SourceFile {
         }
         guard info.st_mode & S_IFMT == S_IFREG else {
             throw CloudSyncError(
-                .config, "\(path) is \(Self.kind(info.st_mode)), not a regular file; give the path of a file to store",
+                .config,
+                "\(path) is \(RegularFile.kind(of: info.st_mode)), not a regular file; give the path of a file to store",
                 key: key)
         }
         guard access(path, R_OK) == 0 else {
@@ -26,19 +27,6 @@ enum SourceFile {
             throw CloudSyncError(.config, "cannot read \(path): \(describe(errno: code, path: path))", key: key)
         }
         return Int64(info.st_size)
-    }
-
-    /// A file type in words: "a directory", "a FIFO".
-    static func kind(_ mode: mode_t) -> String {
-        switch mode & S_IFMT {
-        case S_IFDIR: return "a directory"
-        case S_IFCHR: return "a character device"
-        case S_IFBLK: return "a block device"
-        case S_IFIFO: return "a FIFO"
-        case S_IFSOCK: return "a socket"
-        case S_IFLNK: return "a symbolic link"
-        default: return "a special file"
-        }
     }
 }
 
@@ -81,7 +69,7 @@ struct FileDestination {
         guard info.st_mode & S_IFMT == S_IFREG else {
             throw CloudSyncError(
                 .config,
-                "cannot write the file to \(path): it is \(SourceFile.kind(info.st_mode)), which would be replaced; "
+                "cannot write the file to \(path): it is \(RegularFile.kind(of: info.st_mode)), which would be replaced; "
                     + "give the path of a regular file, or of a new one",
                 key: key)
         }

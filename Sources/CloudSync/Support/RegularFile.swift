@@ -64,14 +64,16 @@ public enum RegularFile {
         }
     }
 
-    private static func kind(of mode: mode_t) -> String {
+    /// A file type in words, to follow "is": "a directory", "a FIFO".
+    static func kind(of mode: mode_t) -> String {
         switch mode & S_IFMT {
         case S_IFIFO: return "a FIFO"
         case S_IFDIR: return "a directory"
         case S_IFCHR: return "a character device"
         case S_IFBLK: return "a block device"
         case S_IFSOCK: return "a socket"
-        default: return "not a plain file"
+        case S_IFLNK: return "a symbolic link"
+        default: return "a special file"
         }
     }
 }
