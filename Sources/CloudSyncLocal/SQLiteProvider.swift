@@ -504,16 +504,21 @@ public final class SQLiteProvider: Provider {
     /// Up to `limit` keys (at least 1) after `cursor`, in bytewise UTF-8 order; the page's `KeyPage.nextCursor` is
     /// its last key when more follow, nil at the end.
     ///
+    /// Each key's version tag is the digest of its stored value (`SyncFingerprint.digest(of:)`), so it changes
+    /// whenever the value does, whoever wrote it (the `sqlite3` shell included).
+    ///
     /// Throws `ERR_CLOSED` after ``close()``, `ERR_TIMEOUT` or `ERR_PROVIDER` as ``get(_:)`` does.
     public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
         metrics.recordRequest()
         let limit = max(limit, 1)
-        let keys = try await read { db in
-            // One more than asked for tells whether another page follows.
-            try db.query("SELECT key FROM kv WHERE key > ? ORDER BY key LIMIT ?", [cursor ?? "", limit + 1]) {
-                $0.string(0) ?? ""
+        let rows = try await read { db in
+            // One more than asked for tells whether another page follows. The values are in the rows the scan reads
+            // anyway (the table is ordered by key), so tagging each key costs a digest, not another lookup.
+            try db.query("SELECT key, value FROM kv WHERE key > ? ORDER BY key LIMIT ?", [cursor ?? "", limit + 1]) {
+                ($0.string(0) ?? "", $0.withTextBytes(1) { SyncFingerprint.digest(ofUTF8: $0) })
             }
         }
+        let keys = rows.map(\.0)
         // The index returns keys in order after the cursor; anything else means the file is damaged or changed under
         // a read that took no locks, and a cursor going backwards would make the listing loop.
         var previous = cursor ?? ""
@@ -528,7 +533,8 @@ public final class SQLiteProvider: Provider {
             previous = key
         }
         let page = Array(keys.prefix(limit))
-        return KeyPage(keys: page, nextCursor: keys.count > limit ? page.last : nil)
+        return KeyPage(
+            keys: page, nextCursor: keys.count > limit ? page.last : nil, versions: rows.prefix(limit).map(\.1))
     }
 
     /// The number of rows of `kv`, counted by SQLite.

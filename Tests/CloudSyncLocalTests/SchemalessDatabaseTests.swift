@@ -25,7 +25,7 @@ import Testing
     @Test func aReadOnlySQLiteProviderWithoutItsTableIsEmpty() async throws {
         let provider = try SQLiteProvider(id: "lite", path: emptyFile("lite.db"), readOnly: true)
         #expect(try await provider.get(["k"]).map { try $0.get() } == [nil])
-        #expect(try await provider.listKeys(after: nil, limit: 10) == KeyPage(keys: [], nextCursor: nil))
+        #expect(try await provider.listKeys(after: nil, limit: 10) == KeyPage(keys: [], nextCursor: nil, versions: []))
         #expect(try await provider.keyCount() == 0)
         #expect(try FileManager.default.attributesOfItem(atPath: directory.file("lite.db"))[.size] as? Int == 0)
     }

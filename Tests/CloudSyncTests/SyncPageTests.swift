@@ -127,4 +127,126 @@ import Testing
         #expect(result.inSync == 1 && result.repaired == 0 && result.snapshot.isEmpty)
         #expect(SyncFingerprint(text: baseline.text).digests == baseline.digests)
     }
+
+    // MARK: Listed version tags
+
+    /// Two memory providers holding `items`, wrapped to count reads, in a store.
+    private func countedPair(_ a: [KeyValue], _ b: [KeyValue], options: StoreOptions = StoreOptions()) throws -> (
+        CloudStore, FaultInjectingProvider, FaultInjectingProvider
+    ) {
+        let a = FaultInjectingProvider(MemoryProvider(id: "a", items: a))
+        let b = FaultInjectingProvider(MemoryProvider(id: "b", items: b))
+        return (try CloudStore(providers: [a, b], options: options), a, b)
+    }
+
+    @Test func tagsRoundTripAndATagEqualToItsDigestIsKeptOnce() {
+        let digest = SyncFingerprint.digest(of: "v")
+        let print = SyncFingerprint(["a": digest, "b": digest], tags: ["a": "etag-1", "b": digest])
+        #expect(print.tags == ["a": "etag-1", "b": digest])
+        #expect(print.digests == ["a": digest, "b": digest])
+        #expect(print.text.utf8.count(where: { $0 == UInt8(ascii: "=") }) == 4, "b's tag is not written out again")
+        #expect(SyncFingerprint(text: print.text) == print)
+        #expect(print.withTags([:]) == SyncFingerprint(["a": digest, "b": digest]))
+        #expect(print.withTags([:]).tags.isEmpty)
+        // A tag that cannot be kept is left out rather than mangled.
+        for bad in ["", "x=y", "x\u{1F}y", "x\u{1E}y"] {
+            #expect(!SyncFingerprint.canRecord(tag: bad))
+            #expect(SyncFingerprint(["a": digest], tags: ["a": bad]).tags.isEmpty)
+        }
+    }
+
+    /// The digests and the tags are looked up apart: a tag that happens to equal a digest (or the reverse) vouches
+    /// for nothing.
+    @Test func aTagIsNeverTakenForADigest() async throws {
+        let (store, a, b) = try countedPair([KeyValue("k", "new")], [KeyValue("k", "new")])
+        let newDigest = SyncFingerprint.digest(of: "new")
+        // The row's digests are of "old"; its tags hold the digest of "new", as an S3 ETag might spell an MD5.
+        let row = SyncFingerprint(
+            ["a": SyncFingerprint.digest(of: "old"), "b": SyncFingerprint.digest(of: "old")],
+            tags: ["a": "t-a", "b": "t-b"])
+        let result = try await store.maintenance.syncPage(
+            [SyncItem(key: "k", baseline: row)], among: ["a", "b"],
+            listedTags: ["a": [newDigest], "b": [newDigest]])
+        #expect(a.keysRequested(.get) == 1 && b.keysRequested(.get) == 1, "tags that moved mean the copies are read")
+        #expect(result.inSync == 1 && result.snapshot.count == 1)
+        #expect(result.snapshot.first?.fingerprint?.digests == ["a": newDigest, "b": newDigest])
+    }
+
+    /// A key whose row records, for every provider, the tag its listing gives now is in sync without a read; one
+    /// whose tag moved on any provider is read and decided.
+    @Test func tagsThatStillMatchSpareTheReads() async throws {
+        let (store, a, b) = try countedPair(
+            [KeyValue("same", "v"), KeyValue("edited", "new")], [KeyValue("same", "v"), KeyValue("edited", "old")])
+        let digest = { (value: String) in SyncFingerprint.digest(of: value) }
+        let items = [
+            SyncItem(
+                key: "edited",
+                baseline: SyncFingerprint(["a": digest("old"), "b": digest("old")], tags: ["a": "a1", "b": "b1"])),
+            SyncItem(
+                key: "same",
+                baseline: SyncFingerprint(["a": digest("v"), "b": digest("v")], tags: ["a": "a2", "b": "b2"])
+            ),
+        ]
+        let result = try await store.maintenance.syncPage(
+            items, among: ["a", "b"], listedTags: ["a": ["a1-moved", "a2"], "b": ["b1", "b2"]])
+        #expect(result.keys == 2 && result.inSync == 1 && result.repaired == 1)
+        #expect(a.keysRequested(.get) == 1 && b.keysRequested(.get) == 1, "only the edited key is read")
+        #expect(try await b.get(["edited"]).map { try $0.get() } == ["new"])
+        // The written key's row vouches for no tag: b's listing tag is of the copy before the write.
+        #expect(result.snapshot.map(\.key) == ["edited"])
+        #expect(result.snapshot.first?.fingerprint?.tags == [:])
+    }
+
+    /// Tags are recorded only for a key found with one value on every provider and nothing written, in a row naming
+    /// no provider left out; never where a resolver declined to choose.
+    @Test func tagsAreRecordedOnlyForKeysFoundInSync() async throws {
+        var options = StoreOptions()
+        options.resolver = .custom { candidates in Set(candidates.map(\.value)).count == 1 ? candidates[0].value : nil }
+        let (store, _, _) = try countedPair(
+            [KeyValue("agreed", "v"), KeyValue("new", "n"), KeyValue("split", "x"), KeyValue("untagged", "u")],
+            [KeyValue("agreed", "v"), KeyValue("new", "n"), KeyValue("split", "y"), KeyValue("untagged", "u")],
+            options: options)
+        let digest = { (value: String) in SyncFingerprint.digest(of: value) }
+        let items = [
+            SyncItem(key: "agreed", baseline: SyncFingerprint(["a": digest("v"), "b": digest("v")])),
+            SyncItem(key: "new", baseline: nil),
+            SyncItem(key: "split", baseline: nil),
+            SyncItem(key: "untagged", baseline: SyncFingerprint(["a": digest("u"), "b": digest("u")])),
+        ]
+        let result = try await store.maintenance.syncPage(
+            items, among: ["a", "b"], listedTags: ["a": ["ta", "tn", "tx", nil], "b": ["ua", "un", "uy", "uu"]])
+        let rows = Dictionary(
+            uniqueKeysWithValues: result.snapshot.compactMap { row in row.fingerprint.map { (row.key, $0) } })
+        #expect(rows["agreed"]?.tags == ["a": "ta", "b": "ua"])
+        #expect(rows["new"]?.tags == ["a": "tn", "b": "un"])
+        #expect(rows["split"]?.tags == [:], "the resolver declined: the copies differ")
+        #expect(rows["untagged"] == nil, "a provider gave no tag: the row stays as it was")
+
+        // A row that names a provider left out of this page gets no tags: that provider's copy was not looked at.
+        let (other, _, _) = try countedPair([KeyValue("k", "v")], [KeyValue("k", "v")])
+        let withC = SyncFingerprint(["a": digest("v"), "b": digest("v"), "c": digest("old")])
+        let left = try await other.maintenance.syncPage(
+            [SyncItem(key: "k", baseline: withC)], among: ["a", "b"], unknown: ["c"],
+            listedTags: ["a": ["ta"], "b": ["tb"]])
+        #expect(left.inSync == 1 && left.snapshot.isEmpty)
+    }
+
+    /// A write waiting in the outbox stands for a copy no listing shows, so matching tags vouch for nothing then.
+    @Test func aQueuedWriteMeansEveryKeyIsRead() async throws {
+        var options = StoreOptions()
+        let outbox = try makeOutbox()
+        options.outbox = outbox
+        options.writeMode = .mirror
+        let (store, a, b) = try countedPair([KeyValue("k", "v")], [KeyValue("k", "v")], options: options)
+        b.fail(.set, with: CloudSyncError(.offline, "down"))
+        _ = try? await store.set("x", forKey: "other")
+        #expect(outbox.count > 0)
+        let digest = SyncFingerprint.digest(of: "v")
+        a.resetCounts()
+        b.resetCounts()
+        _ = try await store.maintenance.syncPage(
+            [SyncItem(key: "k", baseline: SyncFingerprint(["a": digest, "b": digest], tags: ["a": "ta", "b": "tb"]))],
+            among: ["a", "b"], listedTags: ["a": ["ta"], "b": ["tb"]])
+        #expect(a.keysRequested(.get) == 1 && b.keysRequested(.get) == 1)
+    }
 }

@@ -7,12 +7,19 @@ internal import CloudSyncSodium
 ///
 /// A fingerprint is kept in its stored form, ``text``: a sync reads one per key from the snapshot and, for a key no
 /// provider changed, only compares digests in place, so it never builds a dictionary for it.
+///
+/// A fingerprint may also hold each provider's version tag (``KeyPage/versions``), recorded only by a sync that found
+/// every provider the fingerprint names holding one value, each the copy its digest describes. A later sync whose
+/// listings give the same tags knows the key is still in sync without reading it (``tags``).
 public struct SyncFingerprint: Sendable, Equatable {
-    /// The stored form: `provider=digest` pairs sorted by provider, separated by the ASCII unit separator.
+    /// The stored form: `provider=digest` pairs sorted by provider, separated by the ASCII unit separator; then, when
+    /// tags were recorded, the ASCII record separator and `provider=tag` pairs in the same form.
     public private(set) var text: String
 
-    /// Digest (hexadecimal) of the encoded value each provider held, by provider id; a provider that lacked the key
-    /// has no entry.
+    /// Digest (hexadecimal) of the encoded value each provider held, by provider id.
+    ///
+    /// A provider that lacked the key has no entry. Setting it drops any recorded ``tags``, which vouched for the
+    /// digests before.
     public var digests: [String: String] {
         get {
             var digests: [String: String] = [:]
@@ -30,17 +37,114 @@ public struct SyncFingerprint: Sendable, Equatable {
     /// The fingerprint `text` spells (as ``text`` writes it).
     public init(text: String) { self.text = text }
 
+    /// A fingerprint of these digests, each provider's listed version tag recorded beside its digest (a tag
+    /// ``canRecord(tag:)`` refuses is left out).
+    ///
+    /// A tag equal to its provider's digest (a provider whose tag is the digest of the stored value, as SQLite's is)
+    /// is kept as an empty tag, `provider=`, rather than twice.
+    public init(_ digests: [String: String], tags: [String: String]) {
+        text = Self.text(of: digests)
+        var recorded: [String: String] = [:]
+        for (provider, tag) in tags where Self.canRecord(tag: tag) {
+            recorded[provider] = digests[provider] == tag ? "" : tag
+        }
+        if !recorded.isEmpty { text += "\u{1E}" + Self.text(of: recorded) }
+    }
+
     private static let separator: UInt8 = 0x1F
+    /// Starts the tags, after the digests.
+    private static let tagsMark: UInt8 = 0x1E
 
     private static func text(of digests: [String: String]) -> String {
         digests.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: "\u{1F}")
+    }
+
+    /// Whether `tag` can be kept in a fingerprint: not empty, and without "=" or either separator (a tag that cannot
+    /// is simply not recorded, so its key is read on every sync).
+    public static func canRecord(tag: String) -> Bool {
+        !tag.isEmpty && !tag.utf8.contains { $0 == UInt8(ascii: "=") || $0 == separator || $0 == tagsMark }
+    }
+
+    /// Each provider's version tag recorded with its digest, by provider id; empty when none was recorded.
+    public var tags: [String: String] {
+        var tags: [String: String] = [:]
+        var text = text
+        text.withUTF8 { bytes in
+            guard let mark = bytes.firstIndex(of: Self.tagsMark) else { return }
+            for pair in bytes[(mark + 1)...].split(separator: Self.separator, omittingEmptySubsequences: false) {
+                // A tag never holds "=", so the pair's last one ends the provider id.
+                guard let equals = pair.lastIndex(of: UInt8(ascii: "=")) else { continue }
+                tags[String(decoding: pair[..<equals], as: UTF8.self)] = String(
+                    decoding: pair[(equals + 1)...], as: UTF8.self)
+            }
+        }
+        // An empty tag stands for the provider's digest.
+        let digests = digests
+        for (provider, tag) in tags where tag.isEmpty { tags[provider] = digests[provider] }
+        return tags
+    }
+
+    /// These digests, with `tags` recorded instead of any recorded now.
+    public func withTags(_ tags: [String: String]) -> SyncFingerprint {
+        var untagged = self
+        var text = text
+        if let mark = text.withUTF8({ $0.firstIndex(of: Self.tagsMark) }) {
+            untagged.text = String(decoding: text.utf8.prefix(mark), as: UTF8.self)
+        }
+        return tags.isEmpty ? untagged : SyncFingerprint(untagged.digests, tags: tags)
+    }
+
+    /// Whether the tag recorded for `provider` is `tag`: the pair `provider=tag` is looked for in place, since a sync
+    /// asks this of every listed copy of every key.
+    func recordsTag(_ tag: String, for provider: String) -> Bool {
+        var text = text
+        var provider = provider
+        var tag = tag
+        return text.withUTF8 { bytes in
+            guard let mark = bytes.firstIndex(of: Self.tagsMark) else { return false }
+            return provider.withUTF8 { id in
+                tag.withUTF8 { tag in
+                    let all = UnsafeRawBufferPointer(bytes)
+                    let tags = UnsafeRawBufferPointer(rebasing: all[(mark + 1)...])
+                    let id = UnsafeRawBufferPointer(id)
+                    let tag = UnsafeRawBufferPointer(tag)
+                    if Self.holdsPair(tags, id: id, value: tag) { return true }
+                    // An empty tag: the provider's tag is its digest.
+                    return Self.holdsPair(tags, id: id, value: UnsafeRawBufferPointer(start: nil, count: 0))
+                        && Self.holdsPair(UnsafeRawBufferPointer(rebasing: all[..<mark]), id: id, value: tag)
+                }
+            }
+        }
+    }
+
+    /// Whether `pairs` (`id=value` pairs separated by the unit separator) holds exactly `id`=`value`.
+    private static func holdsPair(
+        _ pairs: UnsafeRawBufferPointer, id: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer
+    )
+        -> Bool
+    {
+        let pairLength = id.count + 1 + value.count
+        var start = pairs.startIndex
+        while start < pairs.endIndex {
+            let end = pairs[start...].firstIndex(of: separator) ?? pairs.endIndex
+            if end - start == pairLength, pairs[start + id.count] == UInt8(ascii: "="),
+                StoreKey.compareBytes(UnsafeRawBufferPointer(rebasing: pairs[start..<(start + id.count)]), id) == 0
+            {
+                return StoreKey.compareBytes(
+                    UnsafeRawBufferPointer(rebasing: pairs[(start + id.count + 1)..<end]), value)
+                    == 0
+            }
+            start = end + 1
+        }
+        return false
     }
 
     /// Calls `body` with each provider's id and digest, as bytes, in stored order.
     func forEachDigest(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) rethrows {
         var text = text
         try text.withUTF8 { bytes in
-            let all = UnsafeRawBufferPointer(bytes)
+            let all = UnsafeRawBufferPointer(
+                rebasing: UnsafeRawBufferPointer(bytes)[..<(bytes.firstIndex(of: Self.tagsMark) ?? bytes.count)])
             var start = 0
             while start < all.count {
                 var end = start
@@ -68,23 +172,9 @@ public struct SyncFingerprint: Sendable, Equatable {
         var provider = provider
         return text.withUTF8 { bytes in
             provider.withUTF8 { id in
-                let all = UnsafeRawBufferPointer(bytes)
-                let pairLength = id.count + 1 + digest.count
-                var start = 0
-                while start < all.count {
-                    let end = all[start...].firstIndex(of: Self.separator) ?? all.count
-                    if end - start == pairLength, all[start + id.count] == UInt8(ascii: "="),
-                        StoreKey.compareBytes(
-                            UnsafeRawBufferPointer(rebasing: all[start..<(start + id.count)]),
-                            UnsafeRawBufferPointer(id))
-                            == 0
-                    {
-                        let recorded = UnsafeRawBufferPointer(rebasing: all[(start + id.count + 1)..<end])
-                        return StoreKey.compareBytes(recorded, digest) == 0
-                    }
-                    start = end + 1
-                }
-                return false
+                let all = UnsafeRawBufferPointer(
+                    rebasing: UnsafeRawBufferPointer(bytes)[..<(bytes.firstIndex(of: Self.tagsMark) ?? bytes.count)])
+                return Self.holdsPair(all, id: UnsafeRawBufferPointer(id), value: digest)
             }
         }
     }
@@ -98,12 +188,24 @@ public struct SyncFingerprint: Sendable, Equatable {
     /// copy it reads.
     static func withDigest<R>(of encoded: String, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
         var encoded = encoded
+        return try encoded.withUTF8 { try withDigest(ofUTF8: UnsafeRawBufferPointer($0), body) }
+    }
+
+    /// ``digest(of:)`` of an encoded value given as its UTF-8 bytes: a provider that keeps values as text can tag its
+    /// listing with it (``KeyPage/versions``) without making a `String` of each value.
+    public static func digest(ofUTF8 bytes: UnsafeRawBufferPointer) -> String {
+        withDigest(ofUTF8: bytes) { String(decoding: $0, as: UTF8.self) }
+    }
+
+    private static func withDigest<R>(
+        ofUTF8 bytes: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R
+    )
+        rethrows -> R
+    {
         var hash: (UInt64, UInt64) = (0, 0)
         // 32 digits and the terminator ``Hex`` writes after them.
         var digits: (UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0)
-        encoded.withUTF8 { bytes in
-            withUnsafeMutableBytes(of: &hash) { BLAKE2b.hash(UnsafeRawBufferPointer(bytes), into: $0) }
-        }
+        withUnsafeMutableBytes(of: &hash) { BLAKE2b.hash(bytes, into: $0) }
         withUnsafeBytes(of: &hash) { hash in withUnsafeMutableBytes(of: &digits) { Hex.encode(hash, into: $0) } }
         return try withUnsafeBytes(of: &digits) { try body(UnsafeRawBufferPointer(rebasing: $0[0..<32])) }
     }
@@ -217,11 +319,62 @@ extension StoreMaintenance {
     /// somewhere and changed elsewhere is written back from the changed copies (a conflict). A key deleted while an
     /// `unknown` provider held it is left alone. Providers in `unknown` are neither read nor written, and keep their
     /// digests in the new snapshot rows.
+    ///
+    /// `listedTags` holds, by provider id, the version tag each provider's listing gave each item (nil where it gave
+    /// none). A key whose baseline records, for every provider of the page, the tag its listing gives now was found in
+    /// sync when those tags were recorded and has not changed since on any provider: it is counted in sync without
+    /// being read. A key found in sync (every provider holding one value, none written) has the listed tags recorded
+    /// in its row, as long as the row names no provider left out of the page.
     public func syncPage(
         _ items: [SyncItem], among providerIDs: [String], unknown: Set<String> = [],
-        deletes: SyncDeletes = .propagate
+        deletes: SyncDeletes = .propagate, listedTags: [String: [String?]] = [:]
     ) async throws(CloudSyncError) -> SyncPageResult {
         let providers = try await participants(providerIDs, unknown: unknown)
+        // The tags of every provider of the page, positionally, or none: a key is vouched for only by all of them.
+        var columns: [[String?]]? = []
+        for provider in providers {
+            guard let column = listedTags[provider.id], column.count == items.count else {
+                columns = nil
+                break
+            }
+            columns?.append(column)
+        }
+        // A write waiting in the outbox stands for a copy no listing shows: then every key is read.
+        guard let columns, (store.options.outbox?.count ?? 0) == 0 else {
+            return try await decide(items, tags: nil, among: providers, deletes: deletes)
+        }
+        var toRead: [Int] = []
+        toRead.reserveCapacity(items.count)
+        for (item, entry) in items.enumerated() {
+            guard let baseline = entry.baseline,
+                providers.indices.allSatisfy({ index in
+                    columns[index][item].map { baseline.recordsTag($0, for: providers[index].id) } ?? false
+                })
+            else {
+                toRead.append(item)
+                continue
+            }
+        }
+        let vouched = items.count - toRead.count
+        guard vouched > 0 else { return try await decide(items, tags: columns, among: providers, deletes: deletes) }
+        var result =
+            toRead.isEmpty
+            ? SyncPageResult()
+            : try await decide(
+                toRead.map { items[$0] }, tags: columns.map { column in toRead.map { column[$0] } }, among: providers,
+                deletes: deletes)
+        result.keys += vouched
+        result.inSync += vouched
+        return result
+    }
+
+    /// Reads every copy of `items` and decides each key: the part of ``syncPage(_:among:unknown:deletes:listedTags:)``
+    /// for keys its listings' tags did not vouch for.
+    ///
+    /// `tags` holds each provider's listed tags, positionally, when every provider gave some.
+    private func decide(
+        _ items: [SyncItem], tags: [[String?]]?, among providers: [any Provider], deletes: SyncDeletes
+    ) async throws(CloudSyncError) -> SyncPageResult {
         let participating = Set(providers.map(\.id))
         let keys = items.map(\.key)
         let locked = keys.keySet()
@@ -243,11 +396,28 @@ extension StoreMaintenance {
         var keepRow = Set<Int>()
         // Nothing queued (the common case) means every copy is what its provider answered: the check below holds.
         let nothingQueued = (store.options.outbox?.count ?? 0) == 0
+        /// The tags every provider's listing gave `item`, when each gave one and a row may record them: read before
+        /// the values, they vouch for those values or for older ones, never for newer ones.
+        func listedTags(_ item: Int, row digests: SyncFingerprint) -> [String: String]? {
+            guard let tags else { return nil }
+            var named = true
+            digests.forEachDigest { provider, _ in
+                if named, !participating.contains(String(decoding: provider, as: UTF8.self)) { named = false }
+            }
+            guard named else { return nil }
+            var listed: [String: String] = [:]
+            for (index, provider) in providers.enumerated() {
+                guard let tag = tags[index][item], SyncFingerprint.canRecord(tag: tag) else { return nil }
+                listed[provider.id] = tag
+            }
+            return listed
+        }
         for (item, entry) in items.enumerated() {
             if nothingQueued, let baseline = entry.baseline,
                 isUnchanged(item, of: entry.key, since: baseline, reads: reads, on: providers)
             {
                 result.inSync += 1
+                if let tags = listedTags(item, row: baseline) { record(item, baseline.withTags(tags)) }
                 continue
             }
             let key = entry.key
@@ -339,7 +509,18 @@ extension StoreMaintenance {
                 planned[item] = digests
             } else {
                 result.inSync += 1
-                if !keepRow.contains(item) { record(item, SyncFingerprint(digests)) }
+                guard !keepRow.contains(item) else { continue }
+                let row = SyncFingerprint(digests)
+                let agreed =
+                    settling.isEmpty && holders.count == providers.count && holders.values.allSatisfy { $0 == winner }
+                if agreed, let tags = listedTags(item, row: row) {
+                    record(item, SyncFingerprint(digests, tags: tags))
+                } else if let baseline = entry.baseline, baseline.withTags([:]) == row {
+                    // The same copies as the row describes: its tags, if any, still vouch for them.
+                    record(item, baseline)
+                } else {
+                    record(item, row)
+                }
             }
         }
         let outcomes = await store.deliver(.set, writes, to: providers, holding: inFlight).sorted(by: {

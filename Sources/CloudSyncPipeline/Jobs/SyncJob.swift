@@ -317,7 +317,9 @@ final class SyncRun {
             pendingDeletions.removeAll(keepingCapacity: true)
             lastCommit = clock.nowMilliseconds()
         }
-        func process(_ batch: [SyncItem], into report: inout JobReport) async throws(CloudSyncError) {
+        func process(_ batch: [SyncItem], tags: [String: [String?]], into report: inout JobReport)
+            async throws(CloudSyncError)
+        {
             var batch = batch
             if changedOnly, let state {
                 let rows = try state.snapshotRows(of: job, keys: batch.map(\.key))
@@ -328,7 +330,7 @@ final class SyncRun {
             let before = SyncJob.reported.map { report[$0] }
             let listedBefore = report.entry.failures.count
             let result = try await store.maintenance.syncPage(
-                batch, among: ids, unknown: unknown, deletes: configuration.deletes)
+                batch, among: ids, unknown: unknown, deletes: configuration.deletes, listedTags: tags)
             report.add(result.keys, to: SyncJob.keys)
             report.add(result.inSync, to: SyncJob.inSync)
             report.add(result.repaired, to: SyncJob.repaired)
@@ -373,6 +375,10 @@ final class SyncRun {
 
         var batch: [SyncItem] = []
         batch.reserveCapacity(pageSize)
+        // Each listing's version tag of each key of the page (nil where it has none or lacks the key): keys whose
+        // snapshot rows record the same tags are in sync without being read.
+        var tags = Dictionary(uniqueKeysWithValues: sources.map { ($0.id, [String?]()) })
+        func clearTags() { for id in tags.keys { tags[id]!.removeAll(keepingCapacity: true) } }
         // A page still read ahead is waited for on every way out, so the state database is left alone after.
         do throws(CloudSyncError) {
             while !lostRange {
@@ -398,16 +404,24 @@ final class SyncRun {
                     snapshotKeys += 1
                     snapshot.advance()
                 }
-                for source in sources where source.head.map({ StoreKey.bytesEqual($0, key) }) == true {
-                    source.advance()
+                for source in sources {
+                    if let head = source.head, StoreKey.bytesEqual(head, key) {
+                        tags[source.id]!.append(source.headVersion)
+                        source.advance()
+                    } else {
+                        tags[source.id]!.append(nil)
+                    }
                 }
                 batch.append(SyncItem(key: key, baseline: baseline))
                 if batch.count == pageSize {
-                    try await process(batch, into: &report)
+                    try await process(batch, tags: tags, into: &report)
                     batch.removeAll(keepingCapacity: true)
+                    clearTags()
                 }
             }
-            if !batch.isEmpty, !context.isInterrupted, !lostRange { try await process(batch, into: &report) }
+            if !batch.isEmpty, !context.isInterrupted, !lostRange {
+                try await process(batch, tags: tags, into: &report)
+            }
         } catch {
             await snapshot.settle()
             throw error
