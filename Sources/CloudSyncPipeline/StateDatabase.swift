@@ -99,6 +99,11 @@ public final class StateDatabase: PipelineState {
     /// In a read-only database, what was written during the session, kept in memory and never on disk.
     var overlay: Protected<[String: String?]>? { seal.overlay }
 
+    /// The page cache of a writable state database: room for the dirty pages of a sync's commit of
+    /// `SyncRun.commitRows` snapshot rows spread over a large snapshot, which would otherwise spill mid-transaction
+    /// and fsync the journal at each spill (210 journal fsyncs for 23 commits in a sync of 1,000,000 keys).
+    static let cacheBytes = 16 << 20
+
     /// Opens (creating when needed) the state database at `path`; provider values are encrypted with `codec`.
     ///
     /// With `readOnly` (dry runs) the file must exist and is never written: runs are not recorded and provider
@@ -114,6 +119,7 @@ public final class StateDatabase: PipelineState {
             } else {
                 var options = SQLiteDatabase.Options(writeAheadLog: false)
                 options.temporaryFilesInMemory = true
+                options.cacheBytes = Self.cacheBytes
                 database = try SQLiteDatabase(path: path, options: options)
                 try Self.migrations.migrate(database)
             }

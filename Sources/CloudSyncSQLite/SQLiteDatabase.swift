@@ -47,6 +47,12 @@ package final class SQLiteDatabase: @unchecked Sendable {
         /// firing triggers inside a transaction otherwise writes a statement journal file per statement past 64 KiB.
         /// Wrong for someone else's tables, where a query may sort millions of rows.
         package var temporaryFilesInMemory = false
+        /// The most memory SQLite's page cache may take, in bytes; nil for SQLite's default (2 MiB).
+        ///
+        /// A transaction whose dirty pages outgrow the cache spills them into the file before it commits, and with a
+        /// rollback journal each spill first fsyncs the journal: a larger cache lets a large transaction commit with
+        /// one set of fsyncs. The cache only grows as pages are used.
+        package var cacheBytes: Int?
         /// The page size a database created by this open gets, in bytes: a power of two from 512 to 65,536.
         ///
         /// Nil for SQLite's default (4,096). An existing database keeps the size it was made with.
@@ -197,6 +203,10 @@ package final class SQLiteDatabase: @unchecked Sendable {
         try connection.executeScript("PRAGMA foreign_keys = \(options.foreignKeys ? "ON" : "OFF")")
         // Reading the schema here makes a file that is not a database fail now, at open, not at first use.
         try connection.executeScript("SELECT count(*) FROM sqlite_schema")
+        // A negative size is in KiB.
+        if let bytes = options.cacheBytes {
+            try connection.executeScript("PRAGMA cache_size = -\(max(1, bytes / 1024))")
+        }
         // Only a file with no page yet takes it (and only before the switch to the write-ahead log writes the first).
         if let pageSize = options.pageSizeOfNewFile, !options.readOnly {
             try connection.executeScript("PRAGMA page_size = \(pageSize)")

@@ -23,6 +23,17 @@ import Testing
         #expect(foreignKeys == [1])
     }
 
+    /// A large transaction in a rollback-journal database commits with one set of fsyncs only if its dirty pages fit
+    /// the cache: every connection (the writer's and the readers') gets the size asked for.
+    @Test func theCacheSizeAskedForIsEveryConnections() throws {
+        var options = SQLiteDatabase.Options(writeAheadLog: false)
+        options.cacheBytes = 16 << 20
+        let database = try openDatabase(options: options)
+        #expect(try database.read { try $0.query("PRAGMA cache_size") { $0.int64(0) } } == [-16_384])
+        #expect(try database.write { try $0.query("PRAGMA cache_size") { $0.int64(0) } } == [-16_384])
+        #expect(try openDatabase("default.db").read { try $0.query("PRAGMA cache_size") { $0.int64(0) } } == [-2_000])
+    }
+
     @Test func enforcesForeignKeys() throws {
         let database = try openDatabase()
         try database.write { db in
