@@ -1,0 +1,212 @@
+internal import CloudSyncSodium
+
+/// What each provider held of one key when a sync last left it: a digest of the encoded value per provider.
+///
+/// Values never appear, only BLAKE2b digests of what each provider stored (after its codec), so a provider whose
+/// codec encrypts is compared with its own earlier copy, never with another provider's.
+///
+/// A fingerprint is kept in its stored form, ``text``: a sync reads one per key from the snapshot and, for a key no
+/// provider changed, only compares digests in place, so it never builds a dictionary for it.
+///
+/// A fingerprint may also hold each provider's version tag (``KeyPage/versions``), recorded only by a sync that found
+/// every provider the fingerprint names holding one value, each the copy its digest describes. A later sync whose
+/// listings give the same tags knows the key is still in sync without reading it (``tags``).
+public struct SyncFingerprint: Sendable, Equatable {
+    /// The stored form: `provider=digest` pairs sorted by provider, separated by the ASCII unit separator; then, when
+    /// tags were recorded, the ASCII record separator and `provider=tag` pairs in the same form.
+    public private(set) var text: String
+
+    /// Digest (hexadecimal) of the encoded value each provider held, by provider id.
+    ///
+    /// A provider that lacked the key has no entry. Setting it drops any recorded ``tags``, which vouched for the
+    /// digests before.
+    public var digests: [String: String] {
+        get {
+            var digests: [String: String] = [:]
+            forEachDigest { provider, digest in
+                digests[String(decoding: provider, as: UTF8.self)] = String(decoding: digest, as: UTF8.self)
+            }
+            return digests
+        }
+        set { text = Self.text(of: newValue) }
+    }
+
+    /// A fingerprint of these digests.
+    public init(_ digests: [String: String]) { text = Self.text(of: digests) }
+
+    /// The fingerprint `text` spells (as ``text`` writes it).
+    public init(text: String) { self.text = text }
+
+    /// A fingerprint of these digests, each provider's listed version tag recorded beside its digest (a tag
+    /// ``canRecord(tag:)`` refuses is left out).
+    ///
+    /// A tag equal to its provider's digest (a provider whose tag is the digest of the stored value, as SQLite's is)
+    /// is kept as an empty tag, `provider=`, rather than twice.
+    public init(_ digests: [String: String], tags: [String: String]) {
+        text = Self.text(of: digests)
+        var recorded: [String: String] = [:]
+        for (provider, tag) in tags where Self.canRecord(tag: tag) {
+            recorded[provider] = digests[provider] == tag ? "" : tag
+        }
+        if !recorded.isEmpty { text += "\u{1E}" + Self.text(of: recorded) }
+    }
+
+    private static let separator: UInt8 = 0x1F
+    /// Starts the tags, after the digests.
+    private static let tagsMark: UInt8 = 0x1E
+
+    private static func text(of digests: [String: String]) -> String {
+        digests.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: "\u{1F}")
+    }
+
+    /// Whether `tag` can be kept in a fingerprint: not empty, and without "=" or either separator (a tag that cannot
+    /// is simply not recorded, so its key is read on every sync).
+    public static func canRecord(tag: String) -> Bool {
+        !tag.isEmpty && !tag.utf8.contains { $0 == UInt8(ascii: "=") || $0 == separator || $0 == tagsMark }
+    }
+
+    /// Each provider's version tag recorded with its digest, by provider id; empty when none was recorded.
+    public var tags: [String: String] {
+        var tags: [String: String] = [:]
+        var text = text
+        text.withUTF8 { bytes in
+            guard let mark = bytes.firstIndex(of: Self.tagsMark) else { return }
+            for pair in bytes[(mark + 1)...].split(separator: Self.separator, omittingEmptySubsequences: false) {
+                // A tag never holds "=", so the pair's last one ends the provider id.
+                guard let equals = pair.lastIndex(of: UInt8(ascii: "=")) else { continue }
+                tags[String(decoding: pair[..<equals], as: UTF8.self)] = String(
+                    decoding: pair[(equals + 1)...], as: UTF8.self)
+            }
+        }
+        // An empty tag stands for the provider's digest.
+        let digests = digests
+        for (provider, tag) in tags where tag.isEmpty { tags[provider] = digests[provider] }
+        return tags
+    }
+
+    /// These digests, with `tags` recorded instead of any recorded now.
+    public func withTags(_ tags: [String: String]) -> SyncFingerprint {
+        var untagged = self
+        var text = text
+        if let mark = text.withUTF8({ $0.firstIndex(of: Self.tagsMark) }) {
+            untagged.text = String(decoding: text.utf8.prefix(mark), as: UTF8.self)
+        }
+        return tags.isEmpty ? untagged : SyncFingerprint(untagged.digests, tags: tags)
+    }
+
+    /// Whether the tag recorded for `provider` is `tag`: the pair `provider=tag` is looked for in place, since a sync
+    /// asks this of every listed copy of every key.
+    func recordsTag(_ tag: String, for provider: String) -> Bool {
+        var text = text
+        var provider = provider
+        var tag = tag
+        return text.withUTF8 { bytes in
+            guard let mark = bytes.firstIndex(of: Self.tagsMark) else { return false }
+            return provider.withUTF8 { id in
+                tag.withUTF8 { tag in
+                    let all = UnsafeRawBufferPointer(bytes)
+                    let tags = UnsafeRawBufferPointer(rebasing: all[(mark + 1)...])
+                    let id = UnsafeRawBufferPointer(id)
+                    let tag = UnsafeRawBufferPointer(tag)
+                    if Self.holdsPair(tags, id: id, value: tag) { return true }
+                    // An empty tag: the provider's tag is its digest.
+                    return Self.holdsPair(tags, id: id, value: UnsafeRawBufferPointer(start: nil, count: 0))
+                        && Self.holdsPair(UnsafeRawBufferPointer(rebasing: all[..<mark]), id: id, value: tag)
+                }
+            }
+        }
+    }
+
+    /// Whether `pairs` (`id=value` pairs separated by the unit separator) holds exactly `id`=`value`.
+    private static func holdsPair(
+        _ pairs: UnsafeRawBufferPointer, id: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer
+    )
+        -> Bool
+    {
+        let pairLength = id.count + 1 + value.count
+        var start = pairs.startIndex
+        while start < pairs.endIndex {
+            let end = pairs[start...].firstIndex(of: separator) ?? pairs.endIndex
+            if end - start == pairLength, pairs[start + id.count] == UInt8(ascii: "="),
+                StoreKey.compareBytes(UnsafeRawBufferPointer(rebasing: pairs[start..<(start + id.count)]), id) == 0
+            {
+                return StoreKey.compareBytes(
+                    UnsafeRawBufferPointer(rebasing: pairs[(start + id.count + 1)..<end]), value)
+                    == 0
+            }
+            start = end + 1
+        }
+        return false
+    }
+
+    /// Calls `body` with each provider's id and digest, as bytes, in stored order.
+    func forEachDigest(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) rethrows {
+        var text = text
+        try text.withUTF8 { bytes in
+            let all = UnsafeRawBufferPointer(
+                rebasing: UnsafeRawBufferPointer(bytes)[..<(bytes.firstIndex(of: Self.tagsMark) ?? bytes.count)])
+            var start = 0
+            while start < all.count {
+                var end = start
+                while end < all.count, all[end] != Self.separator { end += 1 }
+                // The digest follows the pair's last "=" (a provider id may hold one; a digest never does).
+                var equals = end - 1
+                while equals >= start, all[equals] != UInt8(ascii: "=") { equals -= 1 }
+                if equals >= start {
+                    try body(
+                        UnsafeRawBufferPointer(rebasing: all[start..<equals]),
+                        UnsafeRawBufferPointer(rebasing: all[(equals + 1)..<end]))
+                }
+                start = end + 1
+            }
+        }
+    }
+
+    /// Whether the digest recorded for `provider` is `digest` (false when none is recorded).
+    ///
+    /// Called for every copy of every key a sync finds unchanged, so it looks for the exact pair `provider=digest`
+    /// in place rather than splitting the text (a digest never holds "=", so that pair is the one
+    /// ``forEachDigest(_:)`` would give).
+    func records(_ digest: UnsafeRawBufferPointer, for provider: String) -> Bool {
+        var text = text
+        var provider = provider
+        return text.withUTF8 { bytes in
+            provider.withUTF8 { id in
+                let all = UnsafeRawBufferPointer(
+                    rebasing: UnsafeRawBufferPointer(bytes)[..<(bytes.firstIndex(of: Self.tagsMark) ?? bytes.count)])
+                return Self.holdsPair(all, id: UnsafeRawBufferPointer(id), value: digest)
+            }
+        }
+    }
+
+    /// The digest the snapshot keeps of an encoded value: BLAKE2b, 16 bytes, in hexadecimal.
+    public static func digest(of encoded: String) -> String {
+        withDigest(of: encoded) { String(decoding: $0, as: UTF8.self) }
+    }
+
+    /// Calls `body` with ``digest(of:)``'s 32 hexadecimal digits, computed on the stack: a sync does this for every
+    /// copy it reads.
+    static func withDigest<R>(of encoded: String, _ body: (UnsafeRawBufferPointer) throws -> R) rethrows -> R {
+        var encoded = encoded
+        return try encoded.withUTF8 { try withDigest(ofUTF8: UnsafeRawBufferPointer($0), body) }
+    }
+
+    /// ``digest(of:)`` of an encoded value given as its UTF-8 bytes: a provider that keeps values as text can tag its
+    /// listing with it (``KeyPage/versions``) without making a `String` of each value.
+    public static func digest(ofUTF8 bytes: UnsafeRawBufferPointer) -> String {
+        withDigest(ofUTF8: bytes) { String(decoding: $0, as: UTF8.self) }
+    }
+
+    private static func withDigest<R>(
+        ofUTF8 bytes: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer) throws -> R
+    )
+        rethrows -> R
+    {
+        var hash: (UInt64, UInt64) = (0, 0)
+        // 32 digits and the terminator ``Hex`` writes after them.
+        var digits: (UInt64, UInt64, UInt64, UInt64, UInt64) = (0, 0, 0, 0, 0)
+        withUnsafeMutableBytes(of: &hash) { BLAKE2b.hash(bytes, into: $0) }
+        withUnsafeBytes(of: &hash) { hash in withUnsafeMutableBytes(of: &digits) { Hex.encode(hash, into: $0) } }
+        return try withUnsafeBytes(of: &digits) { try body(UnsafeRawBufferPointer(rebasing: $0[0..<32])) }
+    }
+}
