@@ -17,10 +17,19 @@ final class OrderedKeys {
     private var finished = false
     private var last: String?
     private var spill: KeySpill?
+    /// The next listing page, being read while the sync works on this one.
+    private var ahead: Task<Result<KeyPage, CloudSyncError>, Never>?
     /// Why its listing stopped short; its keys are unknown from there on.
     private(set) var error: CloudSyncError?
 
-    init(id: String) { self.id = id }
+    /// Whether each listing page is read while the caller works on the one before (it then calls ``settle()`` when
+    /// its walk ends).
+    let readsAhead: Bool
+
+    init(id: String, readsAhead: Bool = false) {
+        self.id = id
+        self.readsAhead = readsAhead
+    }
 
     /// Walks only the keys in `range`: the listing starts at the range's start where the provider takes a key as its
     /// cursor (a sorted spill always does), and ends at the first key past its end.
@@ -133,7 +142,7 @@ final class OrderedKeys {
                 if keepInRange(&buffer, &versions) { finished = true }
                 return
             }
-            let page = try await store.keyPage(of: id, after: cursor, limit: pageSize)
+            let page = try await nextPage(from: store, pageSize: pageSize).get()
             for key in page.keys {
                 if let last, !StoreKey.bytesPrecede(last, key) {
                     throw CloudSyncError(
@@ -152,9 +161,40 @@ final class OrderedKeys {
             cursor = page.nextCursor
             finished = cursor == nil
             if keepInRange(&buffer, &versions) { finished = true }
+            if readsAhead, !finished { ahead = readPage(from: store, after: cursor, limit: pageSize) }
         } catch {
             fail(error)
         }
+    }
+
+    /// The listing page after ``cursor``: the one read ahead when there is one (it always starts there), else a new
+    /// read.
+    private func nextPage(from store: CloudStore, pageSize: Int) async -> Result<KeyPage, CloudSyncError> {
+        let page = ahead ?? readPage(from: store, after: cursor, limit: pageSize)
+        ahead = nil
+        return await page.value
+    }
+
+    /// Starts reading the page after `cursor`.
+    ///
+    /// Reading a page ahead never lists a key a sync is writing: the page starts after every key this listing has
+    /// given, and a sync only writes keys up to the one it has taken.
+    private func readPage(from store: CloudStore, after cursor: String?, limit: Int)
+        -> Task<Result<KeyPage, CloudSyncError>, Never>
+    {
+        Task { [id] in
+            do throws(CloudSyncError) {
+                return .success(try await store.keyPage(of: id, after: cursor, limit: limit))
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
+    /// Waits for a page still being read ahead, so nothing lists the provider once the walk is over.
+    func settle() async {
+        _ = await ahead?.value
+        ahead = nil
     }
 
     /// Forgets a failed feed read, so the provider can be listed in full instead.
@@ -169,6 +209,7 @@ final class OrderedKeys {
 
     private func fail(_ error: CloudSyncError) {
         self.error = error
+        ahead = nil
         finished = true
         buffer = []
         versions = []

@@ -247,7 +247,7 @@ final class SyncRun {
                     provider: id)
                 continue
             }
-            let source = OrderedKeys(id: id)
+            let source = OrderedKeys(id: id, readsAhead: true)
             source.begin(in: context.range, listing: provider.capabilities)
             if incremental {
                 if let stored = storedCursors[id] {
@@ -424,9 +424,11 @@ final class SyncRun {
             }
         } catch {
             await snapshot.settle()
+            for source in sources { await source.settle() }
             throw error
         }
         await snapshot.settle()
+        for source in sources { await source.settle() }
         try commit()
         report.entry.sync = details
     }
