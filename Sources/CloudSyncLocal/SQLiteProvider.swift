@@ -511,14 +511,21 @@ public final class SQLiteProvider: Provider {
     public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
         metrics.recordRequest()
         let limit = max(limit, 1)
-        let rows = try await read { db in
+        let (keys, tags) = try await read { db in
             // One more than asked for tells whether another page follows. The values are in the rows the scan reads
             // anyway (the table is ordered by key), so tagging each key costs a digest, not another lookup.
-            try db.query("SELECT key, value FROM kv WHERE key > ? ORDER BY key LIMIT ?", [cursor ?? "", limit + 1]) {
-                ($0.string(0) ?? "", $0.withTextBytes(1) { SyncFingerprint.digest(ofUTF8: $0) })
+            let select = try db.cachedStatement("SELECT key, value FROM kv WHERE key > ? ORDER BY key LIMIT ?")
+            try select.bind(cursor ?? "", limit + 1)
+            var keys: [String] = []
+            var tags: [String?] = []
+            keys.reserveCapacity(limit + 1)
+            tags.reserveCapacity(limit + 1)
+            while try select.step() {
+                keys.append(select.string(0) ?? "")
+                tags.append(select.withTextBytes(1) { SyncFingerprint.digest(ofUTF8: $0) })
             }
+            return (keys, tags)
         }
-        let keys = rows.map(\.0)
         // The index returns keys in order after the cursor; anything else means the file is damaged or changed under
         // a read that took no locks, and a cursor going backwards would make the listing loop.
         var previous = cursor ?? ""
@@ -534,7 +541,7 @@ public final class SQLiteProvider: Provider {
         }
         let page = Array(keys.prefix(limit))
         return KeyPage(
-            keys: page, nextCursor: keys.count > limit ? page.last : nil, versions: rows.prefix(limit).map(\.1))
+            keys: page, nextCursor: keys.count > limit ? page.last : nil, versions: Array(tags.prefix(limit)))
     }
 
     /// The number of rows of `kv`, counted by SQLite.
