@@ -210,7 +210,7 @@ public final class SQLiteProvider: Provider {
     public static func capabilities(maxValueBytes: Int?) -> ProviderCapabilities {
         ProviderCapabilities(
             maxValueBytes: maxValueBytes, tier: .file, batchLimit: 1000, canList: true, reportsQuota: true,
-            listsInKeyOrder: true, cursorIsKey: true)
+            listsInKeyOrder: true, cursorIsKey: true, tagsAreValueDigests: true)
     }
 
     /// Available until ``close()``, then `closed`; an open database is always available.

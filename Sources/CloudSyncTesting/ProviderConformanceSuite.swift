@@ -187,6 +187,15 @@ public enum ProviderConformanceSuite {
                 if let old = tags.first ?? nil, let new = after.tags?.first ?? nil {
                     failures.expect(old != new, "the version tag stayed \(old) after the value changed")
                 }
+                // A provider that says its tags are its values' digests is taken at its word by a sync, which records
+                // the digest of what it wrote as the tag: it must be exactly that.
+                if provider.capabilities.tagsAreValueDigests {
+                    let digest = SyncFingerprint.digest(of: "second")
+                    let listed = (after.tags?.first ?? nil) ?? "none"
+                    failures.expect(
+                        listed == digest,
+                        "tagsAreValueDigests, but the tag of \"second\" is \(listed), not its digest \(digest)")
+                }
             }
         ),
         (

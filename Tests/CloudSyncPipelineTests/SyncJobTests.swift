@@ -474,16 +474,15 @@ private struct SyncBench {
         #expect(incrementalRounds >= 8, "most rounds read only the change feeds")
     }
 
-    /// Once a run has found a key in sync on every provider, the next reads none of its copies while every listing
-    /// gives the tag recorded then (SQLite's tag is its value's digest); a key changed since is read again.
+    /// Once a run has found a key in sync on every provider, or made it so, the next reads none of its copies while
+    /// every listing gives the tag recorded then (SQLite's tag is its value's digest, so a value the run wrote has a
+    /// known tag at once); a key changed since is read again.
     @Test func aKeyNoProviderChangedSinceItWasFoundInSyncIsNotRead() async throws {
         var bench = try SyncBench()
         try await bench.edit("a", Dictionary(uniqueKeysWithValues: (0..<50).map { ("k\($0)", "v\($0)") }))
         try await bench.edit("b", ["k0": "v0"])
         let first = try await bench.run()
         #expect(first.counts["repaired"] == 49 && first.counts["inSync"] == 1)
-        // The 49 keys written to b are read once more: b's listing then gives their tags.
-        #expect(try await bench.run().counts["inSync"] == 50)
         bench.unreadable = ["a", "b"]
         let spared = try await bench.run()
         #expect(spared.status == .ok && spared.counts["inSync"] == 50 && spared.counts["failed"] == 0)

@@ -231,6 +231,24 @@ import Testing
         #expect(left.inSync == 1 && left.snapshot.isEmpty)
     }
 
+    /// A provider whose tags are its values' digests (as SQLite's are) has the tag of a value the sync wrote recorded
+    /// at once, beside the listed tags of the providers that already held it; any other provider's new tag is unknown
+    /// until its next listing, so the row records none.
+    @Test(arguments: [true, false])
+    func aWrittenValuesTagIsKnownWhenTagsAreDigests(tagsAreDigests: Bool) async throws {
+        let a = MemoryProvider(id: "a", items: [KeyValue("k", "v")])
+        var capabilities = MemoryProvider(id: "b").capabilities
+        capabilities.tagsAreValueDigests = tagsAreDigests
+        let b = FaultInjectingProvider(MemoryProvider(id: "b"), capabilities: capabilities)
+        let store = try CloudStore(providers: [a, b])
+        let result = try await store.maintenance.syncPage(
+            [SyncItem(key: "k", baseline: nil)], among: ["a", "b"], listedTags: ["a": ["ta"], "b": [nil]])
+        #expect(result.repaired == 1)
+        let digest = SyncFingerprint.digest(of: "v")
+        #expect(result.snapshot.first?.fingerprint?.digests == ["a": digest, "b": digest])
+        #expect(result.snapshot.first?.fingerprint?.tags == (tagsAreDigests ? ["a": "ta", "b": digest] : [:]))
+    }
+
     /// A write waiting in the outbox stands for a copy no listing shows, so matching tags vouch for nothing then.
     @Test func aQueuedWriteMeansEveryKeyIsRead() async throws {
         var options = StoreOptions()

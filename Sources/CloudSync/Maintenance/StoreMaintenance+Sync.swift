@@ -179,23 +179,37 @@ extension StoreMaintenance {
         var writes = [[CloudStore.Delivery]](repeating: [], count: providers.count)
         /// Per written item, the digest each participant will hold; nil when its row must stay as it was.
         var planned: [Int: [String: String]] = [:]
+        /// Per written item, the tag each participant's next listing will give, when every one is known now.
+        var plannedTags: [Int: [String: String]] = [:]
         var encodedByItem: [Int: [String: String]] = [:]
         var keepRow = Set<Int>()
         // Nothing queued (the common case) means every copy is what its provider answered: the check below holds.
         let nothingQueued = (store.options.outbox?.count ?? 0) == 0
         /// The tags every provider's listing gave `item`, when each gave one and a row may record them: read before
         /// the values, they vouch for those values or for older ones, never for newer ones.
-        func listedTags(_ item: Int, row digests: SyncFingerprint) -> [String: String]? {
+        ///
+        /// A provider in `written` is about to hold the value whose digest `digests` gives: its tag is that digest
+        /// when its tags are its values' digests (``ProviderCapabilities/tagsAreValueDigests``), else unknown.
+        func listedTags(
+            _ item: Int, row: SyncFingerprint, written: Set<Int> = [], digests: [String: String] = [:]
+        ) -> [String: String]? {
             guard let tags else { return nil }
             var named = true
-            digests.forEachDigest { provider, _ in
+            row.forEachDigest { provider, _ in
                 if named, !participating.contains(String(decoding: provider, as: UTF8.self)) { named = false }
             }
             guard named else { return nil }
             var listed: [String: String] = [:]
             for (index, provider) in providers.enumerated() {
-                guard let tag = tags[index][item], SyncFingerprint.canRecord(tag: tag) else { return nil }
-                listed[provider.id] = tag
+                if written.contains(index) {
+                    guard provider.capabilities.tagsAreValueDigests, let digest = digests[provider.id] else {
+                        return nil
+                    }
+                    listed[provider.id] = digest
+                } else {
+                    guard let tag = tags[index][item], SyncFingerprint.canRecord(tag: tag) else { return nil }
+                    listed[provider.id] = tag
+                }
             }
             return listed
         }
@@ -274,7 +288,7 @@ extension StoreMaintenance {
                 if !keepRow.contains(item) { record(item, digests.isEmpty ? nil : SyncFingerprint(digests)) }
                 continue
             }
-            var needsWrite = false
+            var written = Set<Int>()
             for (index, provider) in providers.enumerated() where holders[index] != winner && !settling.contains(index)
             {
                 do throws(CloudSyncError) {
@@ -286,14 +300,20 @@ extension StoreMaintenance {
                     writes[index].append(CloudStore.Delivery(item: item, key: key, encoded: value.encoded))
                     encodedByItem[item, default: [:]][provider.id] = value.encoded
                     digests[provider.id] = SyncFingerprint.digest(of: value.encoded)
-                    needsWrite = true
+                    written.insert(index)
                 } catch {
                     result.failed.append(KeyFailure(key: key, error: error))
                     keepRow.insert(item)
                 }
             }
-            if needsWrite {
+            if !written.isEmpty {
                 planned[item] = digests
+                // Once every write lands, each provider holds the winner: those not written already did.
+                if settling.isEmpty, providers.indices.allSatisfy({ written.contains($0) || holders[$0] == winner }),
+                    let tags = listedTags(item, row: SyncFingerprint(digests), written: written, digests: digests)
+                {
+                    plannedTags[item] = tags
+                }
             } else {
                 result.inSync += 1
                 guard !keepRow.contains(item) else { continue }
@@ -331,7 +351,9 @@ extension StoreMaintenance {
             }
             if wrote { result.repaired += 1 }
             // A write that did not land leaves the old row: the next sync sees the same changes again.
-            if complete, !keepRow.contains(item), let digests = planned[item] { record(item, SyncFingerprint(digests)) }
+            if complete, !keepRow.contains(item), let digests = planned[item] {
+                record(item, plannedTags[item].map { SyncFingerprint(digests, tags: $0) } ?? SyncFingerprint(digests))
+            }
         }
         result.snapshot.sort { StoreKey.bytesPrecede($0.key, $1.key) }
         return result

@@ -264,13 +264,17 @@ public struct ProviderCapabilities: Sendable, Equatable {
     /// The store's deadline bounds a request, not a batch split into many: a batch of `n` keys may take
     /// `ceil(n / requestsAtOnce)` deadlines, so a 1,000-object S3 batch on a slow endpoint is not cut off whole.
     public var requestsAtOnce: Int?
+    /// Whether the version tag `listKeys` gives a key (``KeyPage/versions``) is always
+    /// ``SyncFingerprint/digest(of:)`` of the value stored under it, as SQLite's is: a sync that writes a value then
+    /// knows the tag the next listing will give it, and records it at once instead of reading the key again next time.
+    public var tagsAreValueDigests: Bool
 
     /// Capabilities; every argument defaults to what a plain file store can do.
     public init(
         maxValueBytes: Int? = nil, tier: StorageTier = .file, keyRules: [KeyRule] = [], batchLimit: Int = 100,
         canList: Bool = true, reportsQuota: Bool = false, emitsAccountEvents: Bool = false,
         emitsRemoteChanges: Bool = false, listsInKeyOrder: Bool = false, cursorIsKey: Bool = false,
-        requestsAtOnce: Int? = nil
+        requestsAtOnce: Int? = nil, tagsAreValueDigests: Bool = false
     ) {
         precondition(batchLimit >= 1, "batchLimit must be at least 1")
         self.maxValueBytes = maxValueBytes
@@ -284,6 +288,7 @@ public struct ProviderCapabilities: Sendable, Equatable {
         self.listsInKeyOrder = listsInKeyOrder
         self.cursorIsKey = cursorIsKey
         self.requestsAtOnce = requestsAtOnce.map { max(1, $0) }
+        self.tagsAreValueDigests = tagsAreValueDigests
     }
 }
 
