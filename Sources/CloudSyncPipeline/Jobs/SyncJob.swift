@@ -377,8 +377,11 @@ final class SyncRun {
         batch.reserveCapacity(pageSize)
         // Each listing's version tag of each key of the page (nil where it has none or lacks the key): keys whose
         // snapshot rows record the same tags are in sync without being read.
-        var tags = Dictionary(uniqueKeysWithValues: sources.map { ($0.id, [String?]()) })
-        func clearTags() { for id in tags.keys { tags[id]!.removeAll(keepingCapacity: true) } }
+        var tagColumns = [[String?]](repeating: [], count: sources.count)
+        var tags: [String: [String?]] {
+            Dictionary(uniqueKeysWithValues: zip(sources.map(\.id), tagColumns))
+        }
+        func clearTags() { for index in tagColumns.indices { tagColumns[index].removeAll(keepingCapacity: true) } }
         // A page still read ahead is waited for on every way out, so the state database is left alone after.
         do throws(CloudSyncError) {
             while !lostRange {
@@ -404,12 +407,12 @@ final class SyncRun {
                     snapshotKeys += 1
                     snapshot.advance()
                 }
-                for source in sources {
+                for (index, source) in sources.enumerated() {
                     if let head = source.head, StoreKey.bytesEqual(head, key) {
-                        tags[source.id]!.append(source.headVersion)
+                        tagColumns[index].append(source.headVersion)
                         source.advance()
                     } else {
-                        tags[source.id]!.append(nil)
+                        tagColumns[index].append(nil)
                     }
                 }
                 batch.append(SyncItem(key: key, baseline: baseline))
