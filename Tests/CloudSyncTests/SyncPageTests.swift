@@ -249,6 +249,33 @@ import Testing
         #expect(result.snapshot.first?.fingerprint?.tags == (tagsAreDigests ? ["a": "ta", "b": digest] : [:]))
     }
 
+    /// A provider the winner is too large for keeps its older value: the key is not in sync there, so no tags are
+    /// recorded, and the next run reads and decides it again (and skips that provider again) rather than taking it
+    /// as in sync.
+    @Test func aProviderTheValueIsTooLargeForLeavesTheRowUntagged() async throws {
+        let large = String(repeating: "L", count: 64)
+        let a = MemoryProvider(id: "a", items: [KeyValue("k", large)])
+        let b = MemoryProvider(
+            id: "b", capabilities: ProviderCapabilities(maxValueBytes: 16), items: [KeyValue("k", "old")])
+        let store = try CloudStore(providers: [a, b])
+        let result = try await store.maintenance.syncPage(
+            [SyncItem(key: "k", baseline: nil)], among: ["a", "b"], listedTags: ["a": ["ta"], "b": ["tb"]])
+        #expect(result.skipped == 1 && result.repaired == 0)
+        #expect(try await b.get(["k"]).map { try $0.get() } == ["old"])
+        #expect(result.snapshot.first?.fingerprint?.tags == [:])
+
+        // The same when the value is also written to a third provider whose written tag would be known.
+        var digestTagged = ProviderCapabilities()
+        digestTagged.tagsAreValueDigests = true
+        let c = MemoryProvider(id: "c", capabilities: digestTagged)
+        let three = try CloudStore(providers: [a, b, c])
+        let written = try await three.maintenance.syncPage(
+            [SyncItem(key: "k", baseline: nil)], among: ["a", "b", "c"],
+            listedTags: ["a": ["ta"], "b": ["tb"], "c": [nil]])
+        #expect(written.skipped == 1 && written.repaired == 1)
+        #expect(written.snapshot.first?.fingerprint?.tags == [:])
+    }
+
     /// A write waiting in the outbox stands for a copy no listing shows, so matching tags vouch for nothing then.
     @Test func aQueuedWriteMeansEveryKeyIsRead() async throws {
         var options = StoreOptions()
