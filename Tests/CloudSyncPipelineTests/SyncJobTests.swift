@@ -105,6 +105,7 @@ private struct SyncBench {
     var resolver = ""
     var reversed: Set<String> = []
     var incremental = false
+    var readUnchanged = false
     var refuses: [String: String] = [:]
     var unreadable: Set<String> = []
     /// Where the pipeline keeps its state: nil for the directory default.
@@ -131,7 +132,7 @@ private struct SyncBench {
               timeoutMs: 600000
             \(resolver.isEmpty ? "" : "  resolver: \(resolver)")
             jobs:
-              - { type: sync, name: nightly, deletes: \(deletes), maxDeletes: \(maxDeletes), incremental: \(incremental) }
+              - { type: sync, name: nightly, deletes: \(deletes), maxDeletes: \(maxDeletes), incremental: \(incremental), readUnchanged: \(readUnchanged) }
             report: { path: report.json }
             """
         return state?.applied(to: source) ?? source
@@ -486,6 +487,11 @@ private struct SyncBench {
         bench.unreadable = ["a", "b"]
         let spared = try await bench.run()
         #expect(spared.status == .ok && spared.counts["inSync"] == 50 && spared.counts["failed"] == 0)
+        // Told to read every copy (after a codec's key was replaced, say), the run reads them all: here, all fail.
+        bench.readUnchanged = true
+        let everything = try await bench.run()
+        #expect(everything.status == .failed && everything.counts["failed"] == 50)
+        bench.readUnchanged = false
         try await bench.edit("b", ["k7": "edited behind its back"])
         let edited = try await bench.run()
         #expect(edited.counts["failed"] == 1 && edited.failures.map(\.key) == ["k7"])

@@ -48,9 +48,9 @@ private struct ChangingDirectoryFactory: ProviderFactory {
 @Suite struct SyncListingChangeTests {
     private func key(_ index: Int) -> String { String(format: "key.%05d", index) }
 
-    /// Files removed and added in a directory between the pages of a sync's listing: the removed one is deleted
-    /// everywhere (it was deleted), no key that stayed put is taken for deleted, and the next run brings the added
-    /// ones over.
+    /// Files removed and added in a directory between the pages of a sync's listing: no key that stayed put is taken
+    /// for deleted, the removed one is deleted everywhere exactly once (in that run when its copies were read, or in
+    /// the next when the stale listing's tag vouched for it), and the next run brings the added ones over.
     @Test func filesChangedBetweenListingPagesNeverLookDeleted() async throws {
         let directory = try TemporaryDirectory()
         let root = directory.file("data/files")
@@ -96,12 +96,12 @@ private struct ChangingDirectoryFactory: ProviderFactory {
         let changed = try await run()
         #expect(changed.status == .ok, "\(String(describing: changed.error))")
         #expect(factory.fired.value > 0)
-        #expect(changed.counts["deleted"] == 1)
         let afterChange = try await databaseKeys()
-        #expect(!afterChange.contains(removed))
         #expect(Set(keys).subtracting([removed]).isSubset(of: afterChange))
         // The third brings over whatever the second did not see.
-        #expect(try await run().status == .ok)
+        let third = try await run()
+        #expect(third.status == .ok)
+        #expect((changed.counts["deleted"] ?? 0) + (third.counts["deleted"] ?? 0) == 1)
         let expected = Set(keys).subtracting([removed]).union(added)
         #expect(try await databaseKeys() == expected)
         #expect(Set(try await listEveryKey(of: files)) == expected)

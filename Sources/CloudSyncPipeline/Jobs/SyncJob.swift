@@ -19,6 +19,8 @@ struct SyncJob: JobType {
         var deletes: SyncDeletes
         var maxDeletes: DeleteLimit
         var incremental: Bool
+        /// Read every copy, even of keys whose listed version tags vouch that nothing changed.
+        var readUnchanged = false
         var shards = 1
     }
 
@@ -56,6 +58,10 @@ struct SyncJob: JobType {
             "incremental", .boolean, defaultValue: "false",
             summary: "read only the keys changed since the last clean run where a provider offers a change feed "
                 + "(sqlite, memory, googleDrive, cloudKit); the others are compared in full"),
+        JobField(
+            "readUnchanged", .boolean, defaultValue: "false",
+            summary: "true reads and decodes every copy, even of keys whose listed version tags show no change since "
+                + "a sync found them in sync (once after replacing a codec's key or changing the resolver)"),
         shardsField,
     ]
     /// The counts a report shows.
@@ -68,7 +74,8 @@ struct SyncJob: JobType {
         let configuration = Configuration(
             providers: values.list("providers"), deletes: values.choice("deletes", default: SyncDeletes.propagate),
             maxDeletes: values.deleteLimit("maxDeletes") ?? .standard,
-            incremental: values.boolean("incremental") ?? false, shards: Int(values.number("shards") ?? 1))
+            incremental: values.boolean("incremental") ?? false,
+            readUnchanged: values.boolean("readUnchanged") ?? false, shards: Int(values.number("shards") ?? 1))
         if configuration.shards > 1 && configuration.incremental {
             throw JobConfigurationError(
                 field: "shards",
@@ -100,6 +107,7 @@ struct SyncJob: JobType {
                 ? ", deletions propagate (at most \(configuration.maxDeletes.description))"
                 : ", deletions ignored (union)")
             + (configuration.incremental ? ", incremental from change feeds" : "")
+            + (configuration.readUnchanged ? ", reading every copy" : "")
             + (configuration.shards > 1 ? ", in \(configuration.shards) shards" : "")
     }
 
@@ -330,7 +338,8 @@ final class SyncRun {
             let before = SyncJob.reported.map { report[$0] }
             let listedBefore = report.entry.failures.count
             let result = try await store.maintenance.syncPage(
-                batch, among: ids, unknown: unknown, deletes: configuration.deletes, listedTags: tags)
+                batch, among: ids, unknown: unknown, deletes: configuration.deletes,
+                listedTags: configuration.readUnchanged ? [:] : tags)
             report.add(result.keys, to: SyncJob.keys)
             report.add(result.inSync, to: SyncJob.inSync)
             report.add(result.repaired, to: SyncJob.repaired)
