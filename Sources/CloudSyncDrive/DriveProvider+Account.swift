@@ -74,5 +74,6 @@ extension DriveProvider {
             cache.feedCursor = nil
             cache.doubtful.removeAll()
         }
+        try? state.set(nil, for: Self.largeFolderStateName)
     }
 }

@@ -169,14 +169,22 @@ extension DriveProvider {
     /// Lists the whole app data folder and makes what it found the file id cache.
     ///
     /// A folder that last listed more than one page takes the change feed's position first, so that once the trust
-    /// runs out ``renewListing()`` renews it from the feed. (The first listing of a folder takes none: a folder of one
-    /// page lists again as cheaply as the feed is read, and the request would be spent.)
+    /// runs out ``renewListing()`` renews it from the feed. (A folder never listed before takes none: a folder of one
+    /// page lists again as cheaply as the feed is read, and the request would be spent.) Whether the folder was large
+    /// is kept in the provider's state, so a later process's first listing of it takes the position too.
     func listFolder() async throws(CloudSyncError) -> [StoreKey: Entry] {
         let started = clock.nowMilliseconds()
         let (changesBefore, lastCount) = cache.withLock { ($0.changes, $0.lastListingCount) }
+        let rememberedLarge = (try? state.value(Self.largeFolderStateName)) == "true"
+        let large = lastCount.map { $0 > Self.pageSize } ?? rememberedLarge
         // Failing to take it only means listing again later, as without it.
-        let cursor = (lastCount ?? 0) > Self.pageSize ? try? await changes(since: nil).cursor : nil
+        let cursor = large ? try? await changes(since: nil).cursor : nil
         let files = try await listAll(query: "trashed = false")
+        // Written only when it changes: most listings find the folder as large as the last one did. Failing to
+        // keep it only costs a later process a listing.
+        if (files.count > Self.pageSize) != rememberedLarge {
+            try? state.set(files.count > Self.pageSize ? "true" : nil, for: Self.largeFolderStateName)
+        }
         let listed = entries(files)
         cache.withLock { cache in
             cache.entries = listed

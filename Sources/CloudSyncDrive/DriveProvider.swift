@@ -39,6 +39,9 @@ public final class DriveProvider: Provider {
     public static let listingTrust = Duration.seconds(5)
     /// Where the last seen permission id is kept in the provider's state.
     static let identityStateName = "drive.permissionId"
+    /// Whether the app data folder took more than one listing page when last listed ("large"), kept in the
+    /// provider's state so that a new process (every `cloudsync run`) knows it before its first listing.
+    static let largeFolderStateName = "drive.largeFolder"
 
     /// The provider's id in the store.
     public let id: String

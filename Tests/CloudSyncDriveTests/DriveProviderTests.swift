@@ -146,6 +146,39 @@ import Testing
         #expect(try values(await provider.get(["c-050", "b-001", "b-000"])) == ["mine", "back", "again"])
     }
 
+    /// Every `cloudsync run` is a new process: one whose state says the folder was large takes the feed's position
+    /// with its first listing, so once the trust runs out it reads the feed instead of listing every page again.
+    @Test(arguments: [true, false])
+    func aLaterProcessKnowsTheFolderIsLarge(sharesState: Bool) async throws {
+        let host = try DriveHost()
+        let account = host.signIn()
+        for number in 0..<2_500 {
+            host.files.addFile(user: account.user, name: String(format: "other.%05d", number), content: Data("o".utf8))
+        }
+        let batch = { (prefix: String) in (0..<100).map { KeyValue(String(format: "\(prefix)-%03d", $0), "mine") } }
+        let store = InMemoryProviderStateStore()
+        let earlier = host.provider(
+            refreshToken: account.refreshToken, state: ProviderState(provider: "drive", store: store))
+        #expect(succeeded(try await earlier.set(batch("a"))))
+        #expect(try store.value(provider: "drive", name: "drive.largeFolder") == "true")
+
+        let clock = ManualClock()
+        let later = host.provider(
+            refreshToken: account.refreshToken,
+            state: ProviderState(provider: "drive", store: sharesState ? store : InMemoryProviderStateStore()),
+            clock: clock)
+        host.clearLog()
+        #expect(succeeded(try await later.set(batch("b"))))
+        #expect(host.count("GET", "/drive/v3/changes/startPageToken") == (sharesState ? 1 : 0))
+        clock.advance(by: DriveProvider.listingTrust + .milliseconds(1))
+        host.clearLog()
+        #expect(succeeded(try await later.set(batch("c"))))
+        // Past the trust: one feed read with the position, or the whole folder listed again (3 pages) without it.
+        #expect(host.count("GET", "/drive/v3/changes") == (sharesState ? 1 : 0))
+        #expect(host.count("GET", "/drive/v3/files") == (sharesState ? 0 : 3))
+        #expect(try values(await later.get(["a-000", "b-050", "c-099"])) == ["mine", "mine", "mine"])
+    }
+
     @Test func aNameTheChangeFeedReportsIsLookedUpWhileAListingIsTrusted() async throws {
         let host = try DriveHost()
         let account = host.signIn()
