@@ -70,12 +70,9 @@ public struct SyncFingerprint: Sendable, Equatable {
         var tags: [String: String] = [:]
         var text = text
         text.withUTF8 { bytes in
-            guard let mark = bytes.firstIndex(of: Self.tagsMark) else { return }
-            for pair in bytes[(mark + 1)...].split(separator: Self.separator, omittingEmptySubsequences: false) {
-                // A tag never holds "=", so the pair's last one ends the provider id.
-                guard let equals = pair.lastIndex(of: UInt8(ascii: "=")) else { continue }
-                tags[String(decoding: pair[..<equals], as: UTF8.self)] = String(
-                    decoding: pair[(equals + 1)...], as: UTF8.self)
+            guard let recorded = Self.sections(of: UnsafeRawBufferPointer(bytes)).tags else { return }
+            Self.forEachPair(in: recorded) { provider, tag in
+                tags[String(decoding: provider, as: UTF8.self)] = String(decoding: tag, as: UTF8.self)
             }
         }
         // An empty tag stands for the provider's digest.
@@ -88,8 +85,8 @@ public struct SyncFingerprint: Sendable, Equatable {
     public func withTags(_ tags: [String: String]) -> SyncFingerprint {
         var untagged = self
         var text = text
-        if let mark = text.withUTF8({ $0.firstIndex(of: Self.tagsMark) }) {
-            untagged.text = String(decoding: text.utf8.prefix(mark), as: UTF8.self)
+        untagged.text = text.withUTF8 {
+            String(decoding: Self.sections(of: UnsafeRawBufferPointer($0)).digests, as: UTF8.self)
         }
         return tags.isEmpty ? untagged : SyncFingerprint(untagged.digests, tags: tags)
     }
@@ -101,19 +98,48 @@ public struct SyncFingerprint: Sendable, Equatable {
         var provider = provider
         var tag = tag
         return text.withUTF8 { bytes in
-            guard let mark = bytes.firstIndex(of: Self.tagsMark) else { return false }
+            let (digests, tags) = Self.sections(of: UnsafeRawBufferPointer(bytes))
+            guard let tags else { return false }
             return provider.withUTF8 { id in
                 tag.withUTF8 { tag in
-                    let all = UnsafeRawBufferPointer(bytes)
-                    let tags = UnsafeRawBufferPointer(rebasing: all[(mark + 1)...])
                     let id = UnsafeRawBufferPointer(id)
                     let tag = UnsafeRawBufferPointer(tag)
                     if Self.holdsPair(tags, id: id, value: tag) { return true }
                     // An empty tag: the provider's tag is its digest.
                     return Self.holdsPair(tags, id: id, value: UnsafeRawBufferPointer(start: nil, count: 0))
-                        && Self.holdsPair(UnsafeRawBufferPointer(rebasing: all[..<mark]), id: id, value: tag)
+                        && Self.holdsPair(digests, id: id, value: tag)
                 }
             }
+        }
+    }
+
+    /// The stored text's digests, and its tags when any were recorded (each without the mark between them).
+    private static func sections(of text: UnsafeRawBufferPointer)
+        -> (digests: UnsafeRawBufferPointer, tags: UnsafeRawBufferPointer?)
+    {
+        guard let mark = text.firstIndex(of: tagsMark) else { return (text, nil) }
+        return (
+            UnsafeRawBufferPointer(rebasing: text[..<mark]), UnsafeRawBufferPointer(rebasing: text[(mark + 1)...])
+        )
+    }
+
+    /// Calls `body` with each `id=value` pair of `pairs` (separated by the unit separator), split at the pair's last
+    /// "=" (a provider id may hold one; a digest or a tag never does); a pair without one is passed over.
+    private static func forEachPair(
+        in pairs: UnsafeRawBufferPointer, _ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void
+    ) rethrows {
+        var start = 0
+        while start < pairs.count {
+            var end = start
+            while end < pairs.count, pairs[end] != separator { end += 1 }
+            var equals = end - 1
+            while equals >= start, pairs[equals] != UInt8(ascii: "=") { equals -= 1 }
+            if equals >= start {
+                try body(
+                    UnsafeRawBufferPointer(rebasing: pairs[start..<equals]),
+                    UnsafeRawBufferPointer(rebasing: pairs[(equals + 1)..<end]))
+            }
+            start = end + 1
         }
     }
 
@@ -143,22 +169,7 @@ public struct SyncFingerprint: Sendable, Equatable {
     func forEachDigest(_ body: (UnsafeRawBufferPointer, UnsafeRawBufferPointer) throws -> Void) rethrows {
         var text = text
         try text.withUTF8 { bytes in
-            let all = UnsafeRawBufferPointer(
-                rebasing: UnsafeRawBufferPointer(bytes)[..<(bytes.firstIndex(of: Self.tagsMark) ?? bytes.count)])
-            var start = 0
-            while start < all.count {
-                var end = start
-                while end < all.count, all[end] != Self.separator { end += 1 }
-                // The digest follows the pair's last "=" (a provider id may hold one; a digest never does).
-                var equals = end - 1
-                while equals >= start, all[equals] != UInt8(ascii: "=") { equals -= 1 }
-                if equals >= start {
-                    try body(
-                        UnsafeRawBufferPointer(rebasing: all[start..<equals]),
-                        UnsafeRawBufferPointer(rebasing: all[(equals + 1)..<end]))
-                }
-                start = end + 1
-            }
+            try Self.forEachPair(in: Self.sections(of: UnsafeRawBufferPointer(bytes)).digests, body)
         }
     }
 
@@ -172,9 +183,9 @@ public struct SyncFingerprint: Sendable, Equatable {
         var provider = provider
         return text.withUTF8 { bytes in
             provider.withUTF8 { id in
-                let all = UnsafeRawBufferPointer(
-                    rebasing: UnsafeRawBufferPointer(bytes)[..<(bytes.firstIndex(of: Self.tagsMark) ?? bytes.count)])
-                return Self.holdsPair(all, id: UnsafeRawBufferPointer(id), value: digest)
+                Self.holdsPair(
+                    Self.sections(of: UnsafeRawBufferPointer(bytes)).digests, id: UnsafeRawBufferPointer(id),
+                    value: digest)
             }
         }
     }
