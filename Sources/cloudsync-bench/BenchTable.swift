@@ -29,6 +29,16 @@ struct BenchRow: Codable, Equatable {
 
     var ratio: Double? { peer.map { ours / $0 } }
     var met: Bool? { target.flatMap { target in ratio.map { target.isMet(by: $0) } } }
+
+    /// The peak memory every streamed transfer (export, import, a file) must stay under, in MB.
+    static let memoryBudgetMegabytes = 100.0
+
+    /// The median peak memory of `children` beside ``memoryBudgetMegabytes``.
+    static func peakMemory(_ measure: String, of children: [ChildRun], runs: Int) -> BenchRow {
+        BenchRow(
+            measure: measure, unit: "MB", ours: median(children.map(\.peakMegabytes)), peerName: "budget",
+            peer: memoryBudgetMegabytes, target: .atMost(1.0), runs: runs)
+    }
 }
 
 /// Shared by every bench function: where to put files, how many runs to take the median of, and helpers.

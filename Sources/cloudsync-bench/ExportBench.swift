@@ -61,19 +61,13 @@ func benchExport(_ context: BenchContext) async throws -> [BenchRow] {
                 ours: median(exports.map(\.cpuSeconds)), peerName: sealed ? nil : "sqlite3 -json",
                 peer: nil, target: nil, runs: context.runs))
         rows.append(
-            BenchRow(
-                measure: "export \(count.formatted()) × 1 KB, \(kind): peak memory", unit: "MB",
-                ours: median(exports.map(\.peakMegabytes)), peerName: "budget", peer: 100, target: .atMost(1.0),
-                runs: context.runs))
+            .peakMemory("export \(count.formatted()) × 1 KB, \(kind): peak memory", of: exports, runs: context.runs))
         rows.append(
             BenchRow(
                 measure: "import \(count.formatted()) × 1 KB file → sqlite, \(kind): CPU s", unit: "s",
                 ours: median(imports.map(\.cpuSeconds)), peerName: nil, peer: nil, target: nil, runs: context.runs))
         rows.append(
-            BenchRow(
-                measure: "import \(count.formatted()) × 1 KB, \(kind): peak memory", unit: "MB",
-                ours: median(imports.map(\.peakMegabytes)), peerName: "budget", peer: 100, target: .atMost(1.0),
-                runs: context.runs))
+            .peakMemory("import \(count.formatted()) × 1 KB, \(kind): peak memory", of: imports, runs: context.runs))
     }
     // The peers: the same rows out as JSON and back in, by the sqlite3 shell.
     var shellExports: [ChildRun] = []

@@ -35,12 +35,8 @@ func benchFiles(_ context: BenchContext) async throws -> [BenchRow] {
         BenchRow(
             measure: "getFile \(size) directory → file: s", unit: "s", ours: median(gets.map(\.seconds)),
             peerName: "cp; sync", peer: median(copies.map(\.seconds)), target: .atMost(1.2), runs: context.runs),
-        BenchRow(
-            measure: "putFile \(size): peak memory", unit: "MB", ours: median(puts.map(\.peakMegabytes)),
-            peerName: "budget", peer: 100, target: .atMost(1.0), runs: context.runs),
-        BenchRow(
-            measure: "getFile \(size): peak memory", unit: "MB", ours: median(gets.map(\.peakMegabytes)),
-            peerName: "budget", peer: 100, target: .atMost(1.0), runs: context.runs),
+        .peakMemory("putFile \(size): peak memory", of: puts, runs: context.runs),
+        .peakMemory("getFile \(size): peak memory", of: gets, runs: context.runs),
     ]
 }
 
@@ -81,12 +77,8 @@ private func benchS3Files(_ context: BenchContext, executable: String) throws ->
         BenchRow(
             measure: "putFile \(size) → S3 (moto): s", unit: "s", ours: median(puts.map(\.seconds)),
             peerName: "rclone copyto", peer: median(peers.map(\.seconds)), target: .atMost(1.2), runs: context.runs),
-        BenchRow(
-            measure: "putFile \(size) → S3: peak memory", unit: "MB", ours: median(puts.map(\.peakMegabytes)),
-            peerName: "budget", peer: 100, target: .atMost(1.0), runs: context.runs),
-        BenchRow(
-            measure: "getFile \(size) S3 → file: peak memory", unit: "MB", ours: median(gets.map(\.peakMegabytes)),
-            peerName: "budget", peer: 100, target: .atMost(1.0), runs: context.runs),
+        .peakMemory("putFile \(size) → S3: peak memory", of: puts, runs: context.runs),
+        .peakMemory("getFile \(size) S3 → file: peak memory", of: gets, runs: context.runs),
     ]
 }
 
