@@ -63,6 +63,9 @@ let package = Package(
         .target(name: "CloudSyncYAML", dependencies: ["CYAML"]),
         .target(name: "CloudSyncOpenSSL", dependencies: ["CCrypto"]),
 
+        // Raw DEFLATE (RFC 1951) in Swift, since no allowed C library compresses: what backup repositories store.
+        .target(name: "CloudSyncDeflate"),
+
         // The core library.
         .target(name: "CloudSync", dependencies: ["CloudSyncSodium"]),
 
@@ -105,7 +108,7 @@ let package = Package(
         // Encryption at rest: the libsodium envelope codec and its key sources.
         .target(name: "CloudSyncCrypto", dependencies: ["CloudSync", "CloudSyncSodium"]),
         // Encrypted, content-addressed, versioned backups of key sets, kept in any provider.
-        .target(name: "CloudSyncBackup", dependencies: ["CloudSync", "CloudSyncSodium"]),
+        .target(name: "CloudSyncBackup", dependencies: ["CloudSync", "CloudSyncDeflate", "CloudSyncSodium"]),
 
         // Local persistence and providers on SQLite and the file system.
         .target(name: "CloudSyncLocal", dependencies: ["CloudSync", "CloudSyncSQLite", "CloudSyncSodium"]),
@@ -170,6 +173,7 @@ let package = Package(
         .testTarget(name: "CloudSyncPostgresTests", dependencies: ["CloudSyncPostgres", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncSodiumTests", dependencies: ["CloudSyncSodium", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncYAMLTests", dependencies: ["CloudSyncYAML"]),
+        .testTarget(name: "CloudSyncDeflateTests", dependencies: ["CloudSync", "CloudSyncDeflate", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncOpenSSLTests", dependencies: ["CloudSyncOpenSSL"]),
         // The pipeline only for its PostgreSQL outbox storage, which the outbox's property test also runs against.
         .testTarget(name: "CloudSyncTests", dependencies: ["CloudSync", "CloudSyncPipeline", "CloudSyncTesting"]),
