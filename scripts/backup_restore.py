@@ -12,6 +12,7 @@ import base64
 import json
 import os
 import sys
+import zlib
 
 import nacl.bindings
 import nacl.encoding
@@ -48,8 +49,9 @@ class Repository:
         self.directory = directory
         self.names = sorted(name for name in os.listdir(directory) if name.startswith(PREFIX))
         config = json.loads(self.read(PREFIX + "config"))
-        if config["format"] > 1:
-            fail("the repository has format %d; this script reads format 1" % config["format"])
+        if config["format"] > 2:
+            fail("the repository has format %d; this script reads formats 1 and 2" % config["format"])
+        self.compressed = config["format"] >= 2
         keys = base64.b64decode(open_envelope(config["keys"], PREFIX + "config", key), validate=True)
         if len(keys) != 64:
             fail("the config's keys are not 64 bytes")
@@ -57,6 +59,8 @@ class Repository:
         self.index = {}
         for name in self.kind("index"):
             for pack, blobs in json.loads(self.open(name)).items():
+                if pack == "sizes":  # format 2: the packs' stored bytes
+                    continue
                 for blob_id, offset, length in blobs:
                     self.index[blob_id] = (pack, offset, length)
         self.packs = {}
@@ -70,8 +74,10 @@ class Repository:
 
     def open(self, name):
         sealed = base64.b64decode(self.read(name), validate=True)
-        return nacl.bindings.crypto_aead_xchacha20poly1305_ietf_decrypt(
+        plaintext = nacl.bindings.crypto_aead_xchacha20poly1305_ietf_decrypt(
             sealed[24:], name.encode(), sealed[:24], self.data_key)
+        # Format 2 compresses every object before sealing it: a raw DEFLATE stream (zlib's window bits -15).
+        return zlib.decompress(plaintext, -15) if self.compressed else plaintext
 
     def blob(self, blob_id):
         pack, offset, length = self.index[blob_id]

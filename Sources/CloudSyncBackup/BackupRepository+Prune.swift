@@ -131,7 +131,8 @@ extension BackupRepository {
         let oldIndexes = objectNames("index")
         let newIndex = try await writeIndex(byPack)
         // Indexed packs' sizes follow from their index entries; unindexed ones (few) and the indexes are read.
-        let goneSizes = gone.subtracting(unindexed).map { Self.storedSize(packs[$0]?.size ?? 0) }.reduce(0, +)
+        let goneSizes = gone.subtracting(unindexed).map { packSizes[$0] ?? Self.storedSize(packs[$0]?.size ?? 0) }
+            .reduce(0, +)
         let unindexedSizes = try await storedSizes(unindexed.sorted().map { Self.prefix + "data." + $0 })
         let indexSizes = try await storedSizes(oldIndexes)
         try await removeObjects(oldIndexes)
@@ -171,6 +172,7 @@ extension BackupRepository {
         return try await store.read(names, from: provider).reduce(0) { $0 + ($1?.utf8.count ?? 0) }
     }
 
-    /// What a sealed object of `plaintext` bytes takes as stored: base64 of nonce, ciphertext and tag.
+    /// What a sealed object of `plaintext` bytes takes as stored, uncompressed (format 1): base64 of nonce,
+    /// ciphertext and tag.
     static func storedSize(_ plaintext: Int) -> Int { (plaintext + 40 + 2) / 3 * 4 }
 }

@@ -14,8 +14,12 @@ import Foundation
 /// second backup uploads only the values the index lacks. A backup writes packs first, then its index, then its
 /// snapshot: killed at any point, it leaves no snapshot naming data that is not there.
 public final class BackupRepository {
-    /// The format this code writes and reads; a repository of a newer one is refused.
-    public static let formatVersion = 1
+    /// The format this code creates repositories in; it reads and writes this one and every older one, and refuses a
+    /// newer one. Format 2 compresses every object before sealing it; format 1 did not, and a format 1 repository
+    /// stays format 1 (its objects cannot say which of them are compressed).
+    public static let formatVersion = 2
+    /// The format of this repository.
+    public let format: Int
     /// Every object's store key starts with this.
     public static let prefix = "cloudsync-repo."
     static let configName = prefix + "config"
@@ -38,15 +42,22 @@ public final class BackupRepository {
     let indexEntriesPerObject: Int
     /// Every value id the repository holds, and where.
     var index: [String: Location]
+    /// The stored bytes of packs, where known: from format 2 indexes, and for packs this process wrote.
+    var packSizes: [String: Int] = [:]
+    /// The member of a format 2 index object that gives its packs' stored sizes (pack ids are hexadecimal, so it
+    /// cannot be one).
+    static let indexSizesMember = "sizes"
     /// Indexes that did not open, when the repository was opened for checking (otherwise the first one throws).
     private(set) var damagedIndexes: [RepositoryProblem] = []
     /// Every object's name, listed once when the repository opens and kept up to date with what it writes.
     private var names: Set<String> = []
 
-    private init(store: CloudStore, provider: String, keys: RepositoryKeys, packBytes: Int, index: [String: Location])
-        throws(CloudSyncError)
-    {
+    private init(
+        store: CloudStore, provider: String, format: Int, keys: RepositoryKeys, packBytes: Int,
+        index: [String: Location]
+    ) throws(CloudSyncError) {
         self.store = store
+        self.format = format
         self.provider = provider
         self.keys = keys
         let limit = try store.capabilities(of: provider).maxValueBytes.map(Self.plaintextFitting) ?? Int.max
@@ -57,8 +68,11 @@ public final class BackupRepository {
     }
 
     /// The most plaintext bytes whose sealed object fits in `limit` stored bytes (less 1 KB for a codec the
-    /// provider may have of its own).
-    static func plaintextFitting(_ limit: Int) -> Int { max(1, (limit - 1024) / 4 * 3 - 40) }
+    /// provider may have of its own), however little they compress: stored blocks add 5 bytes each 16 KiB.
+    static func plaintextFitting(_ limit: Int) -> Int {
+        let sealed = (limit - 1024) / 4 * 3 - 40
+        return max(1, sealed - sealed / 3_000 - 8)
+    }
 
     /// Opens the repository in `provider`, creating it when `create` is true and there is none.
     ///
@@ -72,38 +86,53 @@ public final class BackupRepository {
         in store: CloudStore, provider: String, codec: any ValueCodec, create: Bool, packBytes: Int = 4 << 20,
         checking: Bool = false
     ) async throws(CloudSyncError) -> BackupRepository {
+        try await open(
+            in: store, provider: provider, codec: codec, create: create, packBytes: packBytes, checking: checking,
+            newFormat: formatVersion)
+    }
+
+    /// ``open(in:provider:codec:create:packBytes:checking:)``, creating a repository of `newFormat` when there is
+    /// none (tests make format 1 ones).
+    static func open(
+        in store: CloudStore, provider: String, codec: any ValueCodec, create: Bool, packBytes: Int = 4 << 20,
+        checking: Bool = false, newFormat: Int
+    ) async throws(CloudSyncError) -> BackupRepository {
         let config = try await store.read([configName], from: provider)[0]
         let keys: RepositoryKeys
+        let format: Int
         if let config {
             guard let object = try? JSONSerialization.jsonObject(with: Data(config.utf8)) as? [String: Any],
-                let format = object["format"] as? Int, let wrapped = object["keys"] as? String
+                let stored = object["format"] as? Int, stored >= 1, let wrapped = object["keys"] as? String
             else {
                 throw CloudSyncError(
                     .decode, "\(configName) in \(provider) is not a backup repository's config", provider: provider,
                     key: configName)
             }
+            format = stored
             guard format <= formatVersion else {
                 throw CloudSyncError(
                     .config,
                     "the backup repository in \(provider) has format \(format), newer than this cloudsync reads "
                         + "(\(formatVersion)); use a newer cloudsync", provider: provider)
             }
-            keys = try RepositoryKeys.unwrapped(wrapped, with: codec, as: configName, repository: provider)
+            keys = try RepositoryKeys.unwrapped(
+                wrapped, with: codec, as: configName, repository: provider, format: format)
             // The codec was re-keyed since: wrap the keys under its current key, so the old one can leave the ring.
             // One small object is rewritten; no data is.
             if create && !codec.isCurrent(wrapped) {
-                try await writeConfig(keys, codec: codec, in: store, provider: provider)
+                try await writeConfig(keys, format: format, codec: codec, in: store, provider: provider)
             }
         } else {
             guard create else {
                 throw CloudSyncError(
                     .config, "\(provider) holds no backup repository; a backup job creates one", provider: provider)
             }
-            keys = RepositoryKeys.random()
-            try await writeConfig(keys, codec: codec, in: store, provider: provider)
+            format = newFormat
+            keys = RepositoryKeys.random(format: format)
+            try await writeConfig(keys, format: format, codec: codec, in: store, provider: provider)
         }
         let repository = try BackupRepository(
-            store: store, provider: provider, keys: keys, packBytes: packBytes, index: [:])
+            store: store, provider: provider, format: format, keys: keys, packBytes: packBytes, index: [:])
         try await repository.listObjects()
         try await repository.loadIndex(checking: checking)
         return repository
@@ -111,11 +140,9 @@ public final class BackupRepository {
 
     /// Writes the config: the format version and `keys` wrapped by `codec`'s current key.
     private static func writeConfig(
-        _ keys: RepositoryKeys, codec: any ValueCodec, in store: CloudStore, provider: String
-    )
-        async throws(CloudSyncError)
-    {
-        let object: [String: Any] = ["format": formatVersion, "keys": try keys.wrapped(with: codec, as: configName)]
+        _ keys: RepositoryKeys, format: Int, codec: any ValueCodec, in store: CloudStore, provider: String
+    ) async throws(CloudSyncError) {
+        let object: [String: Any] = ["format": format, "keys": try keys.wrapped(with: codec, as: configName)]
         let text = String(decoding: json(object), as: UTF8.self)
         try await store.write([KeyValue(configName, text)], to: provider)[0].get()
     }
@@ -182,14 +209,19 @@ public final class BackupRepository {
         for (name, opened) in zip(names, try await openEach(names)) {
             do throws(CloudSyncError) {
                 let plaintext = try opened.get()
-                guard let object = try? JSONSerialization.jsonObject(with: Data(plaintext)) as? [String: [[Any]]]
-                else {
+                guard let object = try? JSONSerialization.jsonObject(with: Data(plaintext)) as? [String: Any] else {
                     throw CloudSyncError(
                         .decode, "index \(name) of the backup repository in \(provider) is not an index",
                         provider: provider, key: name)
                 }
-                for (pack, entries) in object {
-                    for entry in entries {
+                for (pack, member) in object {
+                    if pack == Self.indexSizesMember {
+                        for case (let sized, let bytes as Int) in member as? [String: Any] ?? [:] {
+                            packSizes[sized] = bytes
+                        }
+                        continue
+                    }
+                    for case let entry as [Any] in member as? [Any] ?? [] {
                         guard entry.count == 3, let id = entry[0] as? String, let offset = entry[1] as? Int,
                             let length = entry[2] as? Int
                         else { continue }

@@ -38,7 +38,9 @@ final class PackWriter {
     /// Seals and writes the pack under way, if it holds anything, and records its blobs in the repository's index.
     func flush() async throws(CloudSyncError) {
         guard !pending.isEmpty else { return }
-        bytesWritten += try await repository.writeObjects([(BackupRepository.prefix + "data." + packID, pack)])
+        let stored = try await repository.writeObjects([(BackupRepository.prefix + "data." + packID, pack)])
+        bytesWritten += stored
+        repository.packSizes[packID] = stored
         written[packID] = pending.map { ($0.key, $0.value.offset, $0.value.length) }
         repository.record(pending)
         pack = []
@@ -60,6 +62,9 @@ final class PackWriter {
 extension BackupRepository {
     /// Writes `packs` (pack id -> its blobs) as index objects of at most ``indexEntriesPerObject`` entries (10,000,
     /// or fewer where the provider's value limit needs): their names and stored bytes.
+    ///
+    /// In format 2 each object also gives, under `sizes`, the stored bytes of the packs it names, since a compressed
+    /// pack's size no longer follows from its blobs' and prune reports what it frees.
     func writeIndex(_ packs: [String: [(id: String, offset: Int, length: Int)]]) async throws(CloudSyncError)
         -> (names: [String], bytes: Int)
     {
@@ -68,7 +73,11 @@ extension BackupRepository {
         var count = 0
         func close() {
             guard !current.isEmpty else { return }
-            objects.append((Self.prefix + "index." + Self.randomID(), Self.json(current)))
+            var object: [String: Any] = current
+            if format >= 2 {
+                object[Self.indexSizesMember] = packSizes.filter { current[$0.key] != nil }
+            }
+            objects.append((Self.prefix + "index." + Self.randomID(), Self.json(object)))
             current = [:]
             count = 0
         }

@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncDeflate
 import CloudSyncSodium
 import Foundation
 
@@ -11,12 +12,19 @@ import Foundation
 struct RepositoryKeys: Sendable {
     let data: SecretBytes
     let id: SecretBytes
+    /// Whether objects are compressed (raw DEFLATE) before they are sealed: format 2 on, format 1 off.
+    let compresses: Bool
 
-    /// Fresh random keys.
-    static func random() -> RepositoryKeys {
+    /// The most bytes an object may open to. Packs hold about 4 MiB and index objects under 1 MiB; the bound only
+    /// keeps a damaged object from taking the machine's memory, since an object that authenticates was written by a
+    /// holder of the data key.
+    static let maxObjectBytes = 1 << 30
+
+    /// Fresh random keys for a repository of `format`.
+    static func random(format: Int) -> RepositoryKeys {
         RepositoryKeys(
             data: SecretBytes(copying: SecureRandom.bytes(count: 32)),
-            id: SecretBytes(copying: SecureRandom.bytes(count: 32)))
+            id: SecretBytes(copying: SecureRandom.bytes(count: 32)), compresses: format >= 2)
     }
 
     /// The keys as the config stores them, sealed by `codec` under the store key `name`.
@@ -31,9 +39,9 @@ struct RepositoryKeys: Sendable {
 
     /// The keys a config holds, opened with `codec`; `ERR_DECODE` naming `repository` when no key of the ring opens
     /// them.
-    static func unwrapped(_ stored: String, with codec: any ValueCodec, as name: String, repository: String)
-        throws(CloudSyncError) -> RepositoryKeys
-    {
+    static func unwrapped(
+        _ stored: String, with codec: any ValueCodec, as name: String, repository: String, format: Int
+    ) throws(CloudSyncError) -> RepositoryKeys {
         let opened: String
         do {
             opened = try codec.decode(stored, key: name)
@@ -49,7 +57,9 @@ struct RepositoryKeys: Sendable {
                 provider: repository, key: name)
         }
         let bytes = [UInt8](material)
-        return RepositoryKeys(data: SecretBytes(copying: bytes[0..<32]), id: SecretBytes(copying: bytes[32..<64]))
+        return RepositoryKeys(
+            data: SecretBytes(copying: bytes[0..<32]), id: SecretBytes(copying: bytes[32..<64]), compresses: format >= 2
+        )
     }
 
     /// A value's id: BLAKE2b-128 of its bytes keyed with the id key, in hexadecimal.
@@ -67,8 +77,10 @@ struct RepositoryKeys: Sendable {
         Hex.encode((try? BLAKE2b.hash(bytes, byteCount: 16, key: id)) ?? [])
     }
 
-    /// `plaintext` sealed with the data key, bound to the object's `name` so an object cannot stand in for another.
+    /// `plaintext` (compressed first, in format 2) sealed with the data key, bound to the object's `name` so an
+    /// object cannot stand in for another.
     func seal(_ plaintext: [UInt8], name: String) throws(CloudSyncError) -> String {
+        let plaintext = compresses ? Deflate.compress(plaintext) : plaintext
         do {
             let sealed = try plaintext.withUnsafeBufferPointer { buffer throws(SodiumError) in
                 try XChaCha20Poly1305.sealCombined(buffer, key: data, associatedData: Array(name.utf8))
@@ -79,16 +91,17 @@ struct RepositoryKeys: Sendable {
         }
     }
 
-    /// The plaintext of a sealed object; `ERR_DECODE` naming the object when it does not open (damaged, or another
-    /// object's).
+    /// The plaintext of a sealed object (decompressed, in format 2); `ERR_DECODE` naming the object when it does not
+    /// open (damaged, or another object's).
     func open(_ stored: String, name: String, repository: String) throws(CloudSyncError) -> [UInt8] {
         guard let sealed = Data(base64Encoded: stored) else {
             throw CloudSyncError(
                 .decode, "object \(name) of the backup repository in \(repository) is not base64", provider: repository,
                 key: name)
         }
+        let opened: [UInt8]
         do {
-            return try [UInt8](sealed).withUnsafeBufferPointer { buffer throws(SodiumError) in
+            opened = try [UInt8](sealed).withUnsafeBufferPointer { buffer throws(SodiumError) in
                 try XChaCha20Poly1305.openCombined(buffer, key: data, associatedData: Array(name.utf8))
             }
         } catch {
@@ -96,6 +109,16 @@ struct RepositoryKeys: Sendable {
                 .decode,
                 "object \(name) of the backup repository in \(repository) does not authenticate: it was changed or "
                     + "damaged", provider: repository, key: name)
+        }
+        guard compresses else { return opened }
+        do {
+            return try Deflate.decompress(opened, maxOutputBytes: Self.maxObjectBytes)
+        } catch {
+            throw CloudSyncError(
+                .decode,
+                "object \(name) of the backup repository in \(repository) authenticates but does not decompress "
+                    + "(\(error)): it was written damaged; run a verify job, and a prune to drop what no snapshot "
+                    + "needs", provider: repository, key: name)
         }
     }
 }

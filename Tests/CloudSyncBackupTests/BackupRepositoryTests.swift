@@ -1,10 +1,11 @@
 import CloudSync
-import CloudSyncBackup
 import CloudSyncCrypto
 import CloudSyncSodium
 import CloudSyncTesting
 import Foundation
 import Testing
+
+@testable import CloudSyncBackup
 
 /// The repository core on a memory provider: what a backup stores, what it reveals, and what a restore gives back.
 @Suite struct BackupRepositoryTests {
@@ -47,7 +48,8 @@ import Testing
         let second = try await next.finish(source: "app", pipeline: "nightly", time: 2_000)
         #expect(second.keys == 1_000 && second.new == 15 && second.unchanged == 985)
         let secondSize = try await everything(vault).bytes.utf8.count
-        #expect(secondSize - firstSize < firstSize / 10, "grew from \(firstSize) to \(secondSize)")
+        // Storing every value again would double it; the new pack, index, snapshot and changed trees are far less.
+        #expect(secondSize - firstSize < firstSize / 5, "grew from \(firstSize) to \(secondSize)")
 
         // No key name, and no value, appears in any object's name or bytes: every key starts `prefs.`, every value
         // holds `updatedAt`, and the new values `fresh`. Each is searched with punctuation base64 never holds, so
@@ -132,13 +134,84 @@ import Testing
         _ = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: true)
         let name = BackupRepository.prefix + "config"
         let config = try #require(try await vault.get([name])[0].get())
-        _ = try await vault.set([KeyValue(name, config.replacingOccurrences(of: #""format":1"#, with: #""format":2"#))])
+        let current = BackupRepository.formatVersion
+        #expect(config.contains(#""format":\#(current)"#))
+        _ = try await vault.set([
+            KeyValue(
+                name, config.replacingOccurrences(of: #""format":\#(current)"#, with: #""format":\#(current + 1)"#))
+        ])
         await #expect {
             _ = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: true)
         } throws: { error in
             let error = error as? CloudSyncError
-            return error?.code == .config && error?.message.contains("format 2") == true
+            return error?.code == .config && error?.message.contains("format \(current + 1)") == true
                 && error?.message.contains("newer cloudsync") == true
+        }
+    }
+
+    /// Hexadecimal values, as the bench backs up: 4 bits of information a byte.
+    func hexValues(_ count: Int, seed: UInt64) -> [KeyValue] {
+        var random = SeededRandom(seed: seed)
+        let digits = Array("0123456789abcdef")
+        return (0..<count).map { index in
+            KeyValue("key\(index)", String((0..<1_024).map { _ in digits.randomElement(using: &random)! }))
+        }
+    }
+
+    /// A new repository compresses what it stores; one made before compression keeps its format, is read and
+    /// written as it is, and a second backup into it stays readable beside the first.
+    @Test func aNewRepositoryCompressesAndAnOlderOneKeepsItsFormat() async throws {
+        var sizes: [Int: Int] = [:]
+        for format in [1, 2] {
+            let (store, vault) = try fixture()
+            let created = try await BackupRepository.open(
+                in: store, provider: "vault", codec: ring, create: true, newFormat: format)
+            #expect(created.format == format)
+            let session = created.startBackup()
+            let values = hexValues(300, seed: 3)
+            try await session.add(values)
+            let first = try await session.finish(source: "app", pipeline: "p", time: 1).snapshotID
+            sizes[format] = try await everything(vault).bytes.utf8.count
+
+            let reopened = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: true)
+            #expect(reopened.format == format)
+            let next = reopened.startBackup()
+            let changed = hexValues(10, seed: 4) + values.dropFirst(10)
+            try await next.add(changed)
+            let second = try await next.finish(source: "app", pipeline: "p", time: 2).snapshotID
+            let config = try #require(try await vault.get([BackupRepository.prefix + "config"])[0].get())
+            #expect(config.contains(#""format":\#(format)"#))
+            let reader = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: false)
+            #expect(
+                try await reader.restore(snapshot: first) == values.sorted { StoreKey.bytesPrecede($0.key, $1.key) })
+            #expect(
+                try await reader.restore(snapshot: second) == changed.sorted { StoreKey.bytesPrecede($0.key, $1.key) })
+            #expect(try await reader.verify(readData: 1).problems.isEmpty)
+        }
+        // Sealed objects are base64 (4/3), so hexadecimal stored compressed takes about 0.51 × 4/3 of its bytes.
+        let (old, new) = (try #require(sizes[1]), try #require(sizes[2]))
+        #expect(Double(new) < Double(old) * 0.55, "format 2 stored \(new) bytes, format 1 \(old)")
+    }
+
+    /// An object that authenticates but is not a DEFLATE stream (written so by a faulty writer holding the key) is
+    /// `ERR_DECODE` naming it, not a crash or a wrong value.
+    @Test func anObjectThatAuthenticatesButDoesNotDecompressIsNamed() async throws {
+        let (store, vault) = try fixture()
+        let repository = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: true)
+        let session = repository.startBackup()
+        try await session.add((0..<50).map { KeyValue("key\($0)", "value \($0)") })
+        let result = try await session.finish(source: "app", pipeline: "p", time: 1)
+        let pack = try #require(
+            try await listEveryKey(of: vault).first { $0.hasPrefix(BackupRepository.prefix + "data.") })
+        let uncompressing = RepositoryKeys(data: repository.keys.data, id: repository.keys.id, compresses: false)
+        _ = try await vault.set([KeyValue(pack, try uncompressing.seal(Array("not deflate, 7 bytes".utf8), name: pack))]
+        )
+        await #expect {
+            _ = try await repository.restore(snapshot: result.snapshotID)
+        } throws: { error in
+            let error = error as? CloudSyncError
+            return error?.code == .decode && error?.key == pack
+                && error?.message.contains("does not decompress") == true
         }
     }
 }
