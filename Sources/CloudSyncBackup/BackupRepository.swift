@@ -14,8 +14,9 @@ import Foundation
 /// second backup uploads only the values the index lacks. A backup writes packs first, then its index, then its
 /// snapshot: killed at any point, it leaves no snapshot naming data that is not there.
 public final class BackupRepository {
-    /// The format this code creates repositories in; it reads and writes this one and every older one, and refuses a
-    /// newer one. Format 2 compresses every object before sealing it; format 1 did not, and a format 1 repository
+    /// The format this code creates repositories in.
+    ///
+    /// It reads and writes this one and every older one, and refuses a newer one. Format 2 compresses every object before sealing it; format 1 did not, and a format 1 repository
     /// stays format 1 (its objects cannot say which of them are compressed).
     public static let formatVersion = 2
     /// The format of this repository.

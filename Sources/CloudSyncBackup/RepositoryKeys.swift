@@ -15,7 +15,9 @@ struct RepositoryKeys: Sendable {
     /// Whether objects are compressed (raw DEFLATE) before they are sealed: format 2 on, format 1 off.
     let compresses: Bool
 
-    /// The most bytes an object may open to. Packs hold about 4 MiB and index objects under 1 MiB; the bound only
+    /// The most bytes an object may open to.
+    ///
+    /// Packs hold about 4 MiB and index objects under 1 MiB; the bound only
     /// keeps a damaged object from taking the machine's memory, since an object that authenticates was written by a
     /// holder of the data key.
     static let maxObjectBytes = 1 << 30
