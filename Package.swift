@@ -154,11 +154,13 @@ let package = Package(
                 "CloudSyncEmulator", "CloudSyncDrive", "CloudSyncCloudKit", "CloudSyncBackup",
             ]),
 
-        // The fuzzers' entry points (YAML, pipeline loader, envelope decoder): driven by libFuzzer in `make fuzz`,
-        // replayed over the kept corpus by CloudSyncReliabilityTests.
+        // The fuzzers' entry points (YAML, pipeline loader, envelope decoder, export reader, DEFLATE decompressor):
+        // driven by libFuzzer in `make fuzz`, replayed over the kept corpus by CloudSyncReliabilityTests.
         .target(
             name: "CloudSyncFuzzing",
-            dependencies: ["CloudSync", "CloudSyncCrypto", "CloudSyncPipeline", "CloudSyncSodium", "CloudSyncYAML"]),
+            dependencies: [
+                "CloudSync", "CloudSyncCrypto", "CloudSyncDeflate", "CloudSyncPipeline", "CloudSyncSodium", "CloudSyncYAML",
+            ]),
 
         // Test support shipped as a normal target: temporary directories, test doubles, a test transport; re-exports the
         // loopback server and the emulators.

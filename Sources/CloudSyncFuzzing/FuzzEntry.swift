@@ -1,5 +1,6 @@
 import CloudSync
 import CloudSyncCrypto
+import CloudSyncDeflate
 import CloudSyncPipeline
 import CloudSyncSodium
 import CloudSyncYAML
@@ -21,6 +22,9 @@ package enum FuzzEntry: String, CaseIterable, Sendable {
     /// The export file reader (what `import` reads), plain or sealed under the same ring; what it accepts must
     /// survive being written again and read back.
     case export
+    /// The DEFLATE decompressor backup repositories open objects with; what it accepts must compress and decompress
+    /// back to itself.
+    case inflate
 
     /// Runs the entry point on `bytes`.
     package func run(_ bytes: UnsafeRawBufferPointer) {
@@ -30,6 +34,7 @@ package enum FuzzEntry: String, CaseIterable, Sendable {
         case .pipeline: Self.load(text)
         case .envelope: Self.decode(text)
         case .export: Self.readExport(Array(bytes))
+        case .inflate: Self.inflate(Array(bytes))
         }
     }
 
@@ -112,6 +117,20 @@ package enum FuzzEntry: String, CaseIterable, Sendable {
                 }
             }
             return seeds
+        case .inflate:
+            let texts = ["", "a", String(repeating: "abc", count: 100), #"{"k":"v","k2":"v"}"#, "0123456789abcdef"]
+            // Streams of each block type, the empty stream in the fixed code, and a stored block whose length check fails.
+            return texts.map { Data(Deflate.compress(Array($0.utf8))) } + [
+                Data([0x03, 0x00]), Data([0x01, 0x00, 0x00]),
+            ]
+        }
+    }
+
+    private static func inflate(_ bytes: [UInt8]) {
+        guard let output = try? Deflate.decompress(bytes, maxOutputBytes: 1 << 20) else { return }
+        guard output.count <= 1 << 20 else { preconditionFailure("the decompressor passed its output limit") }
+        guard (try? Deflate.decompress(Deflate.compress(output), maxOutputBytes: output.count)) == output else {
+            preconditionFailure("decompressed bytes did not survive compressing and decompressing again")
         }
     }
 
