@@ -30,6 +30,10 @@ enum Commands {
     static let runForce = OptionSpec.flag(
         "force",
         help: "Let sync and mirror jobs delete more keys than their maxDeletes allows, for this run only.")
+    static let runReadUnchanged = OptionSpec.flag(
+        "read-unchanged",
+        help: "Let sync jobs read and decode every copy of every key, for this run only, as if each job said "
+            + "readUnchanged: true: once after replacing a codec's key or changing a resolver.")
     static let runJoin = OptionSpec.flag(
         "join",
         help: "When another runner holds the pipeline, help with its outbox drain and its sharded jobs' ranges "
@@ -133,6 +137,7 @@ enum Commands {
             runReport,
             runYes,
             runForce,
+            runReadUnchanged,
             runJoin,
             runQuiet,
             runProgress,

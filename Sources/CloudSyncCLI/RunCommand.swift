@@ -3,8 +3,8 @@ import CloudSyncPipeline
 import Foundation
 
 extension CommandLineTool {
-    /// Runs `cloudsync run FILE [--job NAME]... [--dry-run] [--report PATH|-] [--yes] [--force] [--quiet] [--progress MODE]
-    /// [--verbose]`.
+    /// Runs `cloudsync run FILE [--job NAME]... [--dry-run] [--report PATH|-] [--yes] [--force] [--read-unchanged]
+    /// [--quiet] [--progress MODE] [--verbose]`.
     func runPipeline(_ parsed: ParsedArguments) async -> ExitCode {
         var options = RunOptions()
         options.jobNames = parsed.values(Commands.runJob)
@@ -13,6 +13,7 @@ extension CommandLineTool {
         options.dryRun = parsed.flag(Commands.runDryRun)
         options.yes = parsed.flag(Commands.runYes)
         options.force = parsed.flag(Commands.runForce)
+        options.readUnchanged = parsed.flag(Commands.runReadUnchanged)
         options.join = parsed.flag(Commands.runJoin)
         options.logger = requestLogger(parsed)
         let quiet = parsed.flag(Commands.runQuiet)

@@ -20,12 +20,14 @@ struct JobExecutor {
 
     /// What `job` may use while it runs.
     func context(for job: JobSpec) -> JobContext {
-        JobContext(
+        var context = JobContext(
             store: store, pipeline: compiled.spec.name, jobName: job.name,
             storeProviders: compiled.spec.store.providers,
             isDryRun: options.dryRun, isForced: options.force, isConfirmed: options.yes, compiled: compiled,
             providers: providers, stateDatabase: stateDatabase, interrupt: options.interrupt,
             onProgress: options.onProgress)
+        context.readsUnchanged = options.readUnchanged
+        return context
     }
 
     func run(_ job: JobSpec) async -> RunReport.Job {

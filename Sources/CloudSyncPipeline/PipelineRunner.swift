@@ -15,6 +15,9 @@ public struct RunOptions: Sendable {
     public var yes = false
     /// Lets sync jobs delete more keys than their `maxDeletes` allows, for this run only.
     public var force = false
+    /// Makes every sync job read and decode every copy, as `readUnchanged: true` does, for this run only
+    /// (`--read-unchanged`).
+    public var readUnchanged = false
     /// Overrides the file's report path; `-` writes the report to standard output.
     public var reportPath: String?
     /// Whether to help the run another runner holds the lock for (`--join`).

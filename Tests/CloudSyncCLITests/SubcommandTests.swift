@@ -10,7 +10,7 @@ import Testing
     init() throws { executable = try ProcessRunner.builtProduct("cloudsync") }
 
     static let runUsage =
-        "cloudsync run FILE [--job NAME]... [--no-needs] [--dry-run] [--report PATH|-] [--yes] [--force] [--join] [--quiet] [--progress auto|always|never] "
+        "cloudsync run FILE [--job NAME]... [--no-needs] [--dry-run] [--report PATH|-] [--yes] [--force] [--read-unchanged] [--join] [--quiet] [--progress auto|always|never] "
         + "[--verbose]"
 
     @Test(arguments: [["run", "--help"], ["run", "-h"], ["help", "run"], ["run", "x.yaml", "--bogus", "-h"]])

@@ -138,7 +138,7 @@ private struct SyncBench {
         return state?.applied(to: source) ?? source
     }
 
-    func run(dryRun: Bool = false, force: Bool = false) async throws -> RunReport.Job {
+    func run(dryRun: Bool = false, force: Bool = false, readUnchanged: Bool = false) async throws -> RunReport.Job {
         var registry = BuiltInProviders.registry
         registry.register(SwitchableProviderFactory())
         let environment = state?.environment() ?? [:]
@@ -147,6 +147,7 @@ private struct SyncBench {
         var options = RunOptions()
         options.dryRun = dryRun
         options.force = force
+        options.readUnchanged = readUnchanged
         let outcome = try await PipelineRunner(
             try PipelineCompiler.compile(spec, environment: environment), options: options
         )
@@ -492,6 +493,10 @@ private struct SyncBench {
         let everything = try await bench.run()
         #expect(everything.status == .failed && everything.counts["failed"] == 50)
         bench.readUnchanged = false
+        // So does one run told so (`cloudsync run --read-unchanged`), and the file's setting is left as it was.
+        let once = try await bench.run(readUnchanged: true)
+        #expect(once.status == .failed && once.counts["failed"] == 50)
+        #expect(try await bench.run().counts["failed"] == 0)
         try await bench.edit("b", ["k7": "edited behind its back"])
         let edited = try await bench.run()
         #expect(edited.counts["failed"] == 1 && edited.failures.map(\.key) == ["k7"])

@@ -19,6 +19,8 @@ public struct JobContext: Sendable {
     public let isForced: Bool
     /// Whether `--yes` confirms destructive jobs.
     public let isConfirmed: Bool
+    /// Whether `--read-unchanged` has sync jobs read every copy, whatever their listings' tags say.
+    public var readsUnchanged = false
     /// The run's clock (the store's): read the time here, never from the system, so tests can set it.
     public var clock: any StoreClock { store.clock }
     let compiled: CompiledPipeline

@@ -61,7 +61,8 @@ struct SyncJob: JobType {
         JobField(
             "readUnchanged", .boolean, defaultValue: "false",
             summary: "true reads and decodes every copy, even of keys whose listed version tags show no change since "
-                + "a sync found them in sync (once after replacing a codec's key or changing the resolver)"),
+                + "a sync found them in sync (once after replacing a codec's key or changing the resolver: "
+                + "`cloudsync run --read-unchanged` does so for one run)"),
         shardsField,
     ]
     /// The counts a report shows.
@@ -339,7 +340,7 @@ final class SyncRun {
             let listedBefore = report.entry.failures.count
             let result = try await store.maintenance.syncPage(
                 batch, among: ids, unknown: unknown, deletes: configuration.deletes,
-                listedTags: configuration.readUnchanged ? [:] : tags)
+                listedTags: configuration.readUnchanged || context.readsUnchanged ? [:] : tags)
             report.add(result.keys, to: SyncJob.keys)
             report.add(result.inSync, to: SyncJob.inSync)
             report.add(result.repaired, to: SyncJob.repaired)
