@@ -12,6 +12,15 @@ extension CloudStore {
         try provider(withID: providerID).capabilities
     }
 
+    /// Whether a value written to one provider through ``write(_:to:)`` is listed with its
+    /// ``SyncFingerprint/digest(of:)`` as its version tag, so the tag is known without listing: the provider's tags
+    /// are its stored values' digests (``ProviderCapabilities/tagsAreValueDigests``) and no codec changes the value on
+    /// the way.
+    public func listsWrittenValuesDigests(on providerID: String) throws(CloudSyncError) -> Bool {
+        let provider = try provider(withID: providerID)
+        return provider.capabilities.tagsAreValueDigests && codec(for: provider) == nil
+    }
+
     /// One page of one provider's keys, under the deadline; `ERR_UNSUPPORTED` when it cannot list.
     public func keyPage(of providerID: String, after cursor: String?, limit: Int) async throws(CloudSyncError)
         -> KeyPage

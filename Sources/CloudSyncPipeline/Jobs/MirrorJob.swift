@@ -9,8 +9,10 @@ import CloudSync
 /// are the snapshot's is unchanged without a read; one whose source value has the snapshot's digest and whose
 /// destination tag is the snapshot's needs no read at `to`; every other key is read on both sides and compared, so an
 /// edit made at `to` behind the job's back, which changes its tag, is seen and undone, and a provider without tags
-/// (a directory, SQLite) is always read. Keys only `to` holds are collected in a temporary table and removed once
-/// their count is known to be within `maxDeletes`.
+/// is always read. A value written to `to` has its tag recorded at once where the tag is known without a listing
+/// (SQLite's, a digest of the stored value, with no codec in between); elsewhere the next run reads it once. Keys
+/// only `to` holds are collected in a temporary table and removed once their count is known to be within
+/// `maxDeletes`.
 ///
 /// With `shards: N`, each range mirrors its keys and sets the keys only `to` holds aside in the shared state; once
 /// every range is done, the runner that started the run judges them against `maxDeletes` as a whole and removes them.
@@ -280,15 +282,19 @@ struct MirrorJob: JobType {
             }
         }
         if !writes.isEmpty {
+            let tagIsDigest = try store.listsWrittenValuesDigests(on: to)
             for ((item, write), outcome) in zip(zip(writes, written), try await store.write(writes, to: to)) {
                 switch outcome {
                 case .success:
                     report.add(1, to: write.update ? Self.updated : Self.copied)
-                    // The tag the destination gave the new value is unknown until it is listed again.
+                    // Unless the destination's tags are digests, the tag it gave the new value is unknown until it is
+                    // listed again, and the next run reads the key there once.
                     changes.append(
                         (
                             item.key,
-                            MirrorRow(digest: write.digest, sourceVersion: write.sourceVersion, destinationVersion: nil)
+                            MirrorRow(
+                                digest: write.digest, sourceVersion: write.sourceVersion,
+                                destinationVersion: tagIsDigest ? write.digest : nil)
                         ))
                 case .failure(let error):
                     report.record([KeyFailure(key: item.key, error: error)])
