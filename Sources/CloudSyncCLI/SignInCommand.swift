@@ -30,7 +30,7 @@ extension CommandLineTool {
                 "--account may contain only ASCII letters, digits, '.', '_' and '-'; found '\(account)'", Commands.login
             )
         }
-        if let pid = PipelineCredentials.lockHolder(of: compiled) {
+        if let pid = await PipelineCredentials.lockHolder(of: compiled) {
             standardError(
                 "Error: \(compiled.spec.name) is running (\(RunRefusal.holder(pid)), lock \(compiled.spec.state)/run.lock); "
                     + "sign in when it has finished\n")

@@ -9,8 +9,13 @@ import Foundation
 public enum PipelineCredentials {
     /// Whether a process (a run, an outbox flush) holds the pipeline's lock: nil when none does, else its id
     /// (nil inside when it has not written it yet; ``RunRefusal/holder(_:)`` words both).
-    public static func lockHolder(of compiled: CompiledPipeline) -> Int32?? {
-        guard case .heldBy(let pid) = RunLock.holder(in: compiled.spec.state) else { return nil }
+    ///
+    /// A holder that wrote no id is watched for up to a second, off the concurrency pool, in case it is only a child
+    /// process that shares a just-released lock until it execs.
+    public static func lockHolder(of compiled: CompiledPipeline) async -> Int32?? {
+        let directory = compiled.spec.state
+        let outcome = try? await offThePool { () throws(RunRefusal) in RunLock.holder(in: directory) }
+        guard case .heldBy(let pid)? = outcome else { return nil }
         return .some(pid)
     }
 

@@ -46,24 +46,9 @@ final class RunLock: HeldRunLock {
         guard descriptor >= 0 else {
             throw CloudSyncError(.config, "cannot open the lock \(path): \(String(cString: strerror(errno)))")
         }
-        // A lock held with no process id written is retried for a moment: its holder is about to write its id, or
-        // has released it while a child process it was forking still shares the descriptor until that child execs.
-        var attempts = 0
-        while flock(descriptor, LOCK_EX | LOCK_NB) != 0 {
-            let code = errno
-            guard code == EWOULDBLOCK else {
-                close(descriptor)
-                throw CloudSyncError(
-                    .config,
-                    "cannot lock \(path): \(String(cString: strerror(code))); the state directory must be on a file "
-                        + "system that supports flock")
-            }
-            let holder = recordedHolder(path)
-            attempts += 1
-            if holder != nil || attempts >= 50 {
-                close(descriptor)
-                return .heldBy(holder)
-            }
+        if let held = try heldElsewhere(descriptor, path: path, mode: LOCK_EX) {
+            close(descriptor)
+            return held
         }
         let pid = Array("\(getpid())\n".utf8)
         _ = ftruncate(descriptor, 0)
@@ -87,8 +72,29 @@ final class RunLock: HeldRunLock {
         let descriptor = open(path, O_RDONLY | O_CLOEXEC)
         guard descriptor >= 0 else { return nil }
         defer { close(descriptor) }
-        guard flock(descriptor, LOCK_SH | LOCK_NB) != 0, errno == EWOULDBLOCK else { return nil }
-        return .heldBy(recordedHolder(path))
+        return (try? heldElsewhere(descriptor, path: path, mode: LOCK_SH)) ?? nil
+    }
+
+    /// Takes `mode` (`LOCK_EX` or `LOCK_SH`) on `descriptor` without waiting; nil when it was taken, else who holds
+    /// the lock.
+    ///
+    /// A lock held with no process id written is retried for about a second: its holder is about to write its id, or
+    /// has released it while a child process it was forking still shares the descriptor until that child execs.
+    private static func heldElsewhere(_ descriptor: Int32, path: String, mode: Int32) throws -> Outcome? {
+        var attempts = 0
+        while flock(descriptor, mode | LOCK_NB) != 0 {
+            let code = errno
+            guard code == EWOULDBLOCK else {
+                throw CloudSyncError(
+                    .config,
+                    "cannot lock \(path): \(String(cString: strerror(code))); the state directory must be on a file "
+                        + "system that supports flock")
+            }
+            let holder = recordedHolder(path)
+            attempts += 1
+            if holder != nil || attempts >= 50 { return .heldBy(holder) }
+        }
+        return nil
     }
 
     /// The process id the holder wrote; it writes it just after taking the lock, so an empty file is read again

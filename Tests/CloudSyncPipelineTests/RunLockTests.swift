@@ -24,6 +24,21 @@ import Testing
         lock.release()
     }
 
+    /// `login` asks who holds the lock rather than taking it; the same moment of a forking child's hold must not make
+    /// it refuse (it did, under load, in the CLI's CloudKit test: the command before it had just released the lock).
+    @Test func aHolderThatWroteNoIdIsNotReportedOnceItLetsGo() async throws {
+        let directory = try TemporaryDirectory()
+        let shared = open(directory.file("run.lock"), O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        #expect(flock(shared, LOCK_EX | LOCK_NB) == 0)
+        Thread.detachNewThread {
+            usleep(150_000)
+            close(shared)
+        }
+        let path = directory.path
+        let outcome = try await onOwnThread { RunLock.holder(in: path) }
+        if case .heldBy = outcome { Issue.record("a lock freed 150 ms later was reported held") }
+    }
+
     @Test func aLockHeldByARunNamesItsProcess() throws {
         let directory = try TemporaryDirectory()
         guard case .acquired(let first) = try RunLock.acquire(in: directory.path) else {
@@ -36,5 +51,10 @@ import Testing
             return
         }
         #expect(pid == getpid())
+        guard case .heldBy(let named) = RunLock.holder(in: directory.path) else {
+            Issue.record("a held lock was reported free")
+            return
+        }
+        #expect(named == getpid())
     }
 }
