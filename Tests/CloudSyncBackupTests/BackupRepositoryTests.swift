@@ -86,7 +86,8 @@ import Testing
         }
     }
 
-    @Test func aFlippedByteInAnyObjectIsNamedWhenItIsRead() async throws {
+    /// A repository holding one backup of 50 keys, its snapshot's id and its one pack's name.
+    func oneBackupInOnePack() async throws -> (BackupRepository, MemoryProvider, snapshot: String, pack: String) {
         let (store, vault) = try fixture()
         let repository = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: true)
         let session = repository.startBackup()
@@ -94,11 +95,16 @@ import Testing
         let result = try await session.finish(source: "app", pipeline: "p", time: 1)
         let pack = try #require(
             try await listEveryKey(of: vault).first { $0.hasPrefix(BackupRepository.prefix + "data.") })
+        return (repository, vault, result.snapshotID, pack)
+    }
+
+    @Test func aFlippedByteInAnyObjectIsNamedWhenItIsRead() async throws {
+        let (repository, vault, snapshot, pack) = try await oneBackupInOnePack()
         var sealed = [UInt8](Data(base64Encoded: try #require(try await vault.get([pack])[0].get()))!)
         sealed[sealed.count / 2] ^= 0x01
         _ = try await vault.set([KeyValue(pack, Data(sealed).base64EncodedString())])
         await #expect {
-            _ = try await repository.restore(snapshot: result.snapshotID)
+            _ = try await repository.restore(snapshot: snapshot)
         } throws: { error in
             let error = error as? CloudSyncError
             return error?.code == .decode && error?.key == pack
@@ -196,18 +202,12 @@ import Testing
     /// An object that authenticates but is not a DEFLATE stream (written so by a faulty writer holding the key) is
     /// `ERR_DECODE` naming it, not a crash or a wrong value.
     @Test func anObjectThatAuthenticatesButDoesNotDecompressIsNamed() async throws {
-        let (store, vault) = try fixture()
-        let repository = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: true)
-        let session = repository.startBackup()
-        try await session.add((0..<50).map { KeyValue("key\($0)", "value \($0)") })
-        let result = try await session.finish(source: "app", pipeline: "p", time: 1)
-        let pack = try #require(
-            try await listEveryKey(of: vault).first { $0.hasPrefix(BackupRepository.prefix + "data.") })
+        let (repository, vault, snapshot, pack) = try await oneBackupInOnePack()
         let uncompressing = RepositoryKeys(data: repository.keys.data, id: repository.keys.id, compresses: false)
         _ = try await vault.set([KeyValue(pack, try uncompressing.seal(Array("not deflate, 7 bytes".utf8), name: pack))]
         )
         await #expect {
-            _ = try await repository.restore(snapshot: result.snapshotID)
+            _ = try await repository.restore(snapshot: snapshot)
         } throws: { error in
             let error = error as? CloudSyncError
             return error?.code == .decode && error?.key == pack

@@ -6,15 +6,21 @@ import Testing
 
 /// The run lock's view of a holder that wrote no process id.
 @Suite struct RunLockTests {
-    @Test func aLockReleasedByAHolderThatWroteNoIdIsTakenOnceFree() async throws {
+    /// A state directory whose lock is held for 150 ms by a descriptor no run owns, with no process id written, as a
+    /// child process shares its parent's lock between fork and exec.
+    func heldWithoutIDFor150Milliseconds() throws -> TemporaryDirectory {
         let directory = try TemporaryDirectory()
-        // Held by a descriptor no run owns, as a child process shares its parent's lock between fork and exec.
         let shared = open(directory.file("run.lock"), O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
         #expect(flock(shared, LOCK_EX | LOCK_NB) == 0)
         Thread.detachNewThread {
             usleep(150_000)
             close(shared)
         }
+        return directory
+    }
+
+    @Test func aLockReleasedByAHolderThatWroteNoIdIsTakenOnceFree() async throws {
+        let directory = try heldWithoutIDFor150Milliseconds()
         // Taking it retries while the holder is about to go: on a thread of its own.
         let path = directory.path
         guard case .acquired(let lock) = try await onOwnThread({ try RunLock.acquire(in: path) }) else {
@@ -27,13 +33,7 @@ import Testing
     /// `login` asks who holds the lock rather than taking it; the same moment of a forking child's hold must not make
     /// it refuse (it did, under load, in the CLI's CloudKit test: the command before it had just released the lock).
     @Test func aHolderThatWroteNoIdIsNotReportedOnceItLetsGo() async throws {
-        let directory = try TemporaryDirectory()
-        let shared = open(directory.file("run.lock"), O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        #expect(flock(shared, LOCK_EX | LOCK_NB) == 0)
-        Thread.detachNewThread {
-            usleep(150_000)
-            close(shared)
-        }
+        let directory = try heldWithoutIDFor150Milliseconds()
         let path = directory.path
         let outcome = try await onOwnThread { RunLock.holder(in: path) }
         if case .heldBy = outcome { Issue.record("a lock freed 150 ms later was reported held") }
