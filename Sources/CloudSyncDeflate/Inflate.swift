@@ -251,6 +251,8 @@ struct Inflater {
             let symbol = try literals.decode(&reader)
             if symbol < 256 {
                 guard output.count < limit else { throw failure("more than \(limit) bytes of output") }
+                // Past the input's end every code reads as zeros: stop there, not at the output limit.
+                if reader.overran { throw failure("the stream ends inside a block") }
                 output.append(UInt8(symbol))
                 continue
             }

@@ -92,6 +92,14 @@ import Testing
                 }
             }
         }
+        // A stream cut inside a run of literals ends as soon as the input does, not at a generous output limit.
+        let text = Deflate.compress(DeflateCorpus.inputs(seed: seed).first { $0.name == "hexadecimal" }!.bytes)
+        do {
+            _ = try Deflate.decompress(Array(text.prefix(text.count / 2)), maxOutputBytes: 1 << 30)
+            Issue.record("half a stream was accepted")
+        } catch {
+            #expect(error.message.contains("ends"), "\(error)")
+        }
         for _ in 0..<2_000 {
             let noise = (0..<Int.random(in: 0..<64, using: &random)).map { _ in
                 UInt8.random(in: 0...255, using: &random)
