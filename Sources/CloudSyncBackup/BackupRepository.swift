@@ -16,8 +16,9 @@ import Foundation
 public final class BackupRepository {
     /// The format this code creates repositories in.
     ///
-    /// It reads and writes this one and every older one, and refuses a newer one. Format 2 compresses every object before sealing it; format 1 did not, and a format 1 repository
-    /// stays format 1 (its objects cannot say which of them are compressed).
+    /// It reads and writes this one and every older one, and refuses a newer one. Format 2 compresses every object
+    /// before sealing it; format 1 did not, and a format 1 repository stays format 1 (its objects cannot say which of
+    /// them are compressed).
     public static let formatVersion = 2
     /// The format of this repository.
     public let format: Int

@@ -75,7 +75,8 @@ extension BackupRepository {
             guard !current.isEmpty else { return }
             var object: [String: Any] = current
             if format >= 2 {
-                object[Self.indexSizesMember] = packSizes.filter { current[$0.key] != nil }
+                object[Self.indexSizesMember] = Dictionary(
+                    uniqueKeysWithValues: current.keys.compactMap { pack in packSizes[pack].map { (pack, $0) } })
             }
             objects.append((Self.prefix + "index." + Self.randomID(), Self.json(object)))
             current = [:]

@@ -17,9 +17,8 @@ struct RepositoryKeys: Sendable {
 
     /// The most bytes an object may open to.
     ///
-    /// Packs hold about 4 MiB and index objects under 1 MiB; the bound only
-    /// keeps a damaged object from taking the machine's memory, since an object that authenticates was written by a
-    /// holder of the data key.
+    /// Packs hold about 4 MiB and index objects under 1 MiB; the bound only keeps a damaged object from taking the
+    /// machine's memory, since an object that authenticates was written by a holder of the data key.
     static let maxObjectBytes = 1 << 30
 
     /// Fresh random keys for a repository of `format`.
