@@ -12,9 +12,24 @@
 public enum Deflate {
     /// `input` as a raw DEFLATE stream.
     public static func compress(_ input: [UInt8]) -> [UInt8] {
+        compress(input, segmentBytes: DeflateEncoder.segmentBytes)
+    }
+
+    /// ``compress(_:)`` with the input taken `segmentBytes` at a time (tests make them small).
+    static func compress(_ input: [UInt8], segmentBytes: Int) -> [UInt8] {
         input.withUnsafeBufferPointer { buffer in
-            var encoder = DeflateEncoder(input: buffer)
-            return encoder.run()
+            var writer = BitWriter(capacity: buffer.count / 2 + 64)
+            var start = 0
+            repeat {
+                let end = min(buffer.count, start + segmentBytes)
+                var encoder = DeflateEncoder(input: UnsafeBufferPointer(rebasing: buffer[start..<end]), writer: writer)
+                // The encoder's copy is then the only one, so writing to it copies nothing.
+                writer = BitWriter(capacity: 0)
+                encoder.run(final: end == buffer.count)
+                writer = encoder.writer
+                start = end
+            } while start < buffer.count
+            return writer.finish()
         }
     }
 }
@@ -32,11 +47,15 @@ struct DeflateEncoder {
     static let goodEnough = 64
     /// Symbols per block: enough for a code to pay for its header, few enough to follow changes in the data.
     static let symbolsPerBlock = 16_384
+    /// Input is compressed this much at a time, each piece with match tables of its own, so that positions fit the
+    /// tables' 32-bit entries however large the input (no match reaches across pieces, which costs nothing a window
+    /// of 32 KiB would notice).
+    static let segmentBytes = 1 << 30
 
     /// Blocks that look for matches at only one position in 16, after a block whose matches did not pay.
     ///
-    /// That is, its literals under their own code, or stored, were smaller: for hexadecimal or already compressed data the
-    /// search is most of the time spent, and finds nothing worth sending. The next block looks again.
+    /// That is, its literals under their own code, or stored, were smaller: for hexadecimal or already compressed data
+    /// the search is most of the time spent, and finds nothing worth sending.
     static let blocksWithoutSearch = 3
     /// A match this long found while not searching resumes the search.
     static let resumingMatch = 8
@@ -48,12 +67,14 @@ struct DeflateEncoder {
     /// For each position in the window, the previous position with its hash.
     let previous: UnsafeMutablePointer<Int32>
     var block: BlockSymbols
-    /// Blocks still to be taken as literals, without looking for matches.
+    /// Blocks still to look for matches at only one position in 16.
     var unsearchedBlocks = 0
+    /// Whether this piece of input ends the stream.
+    var final = true
 
-    init(input: UnsafeBufferPointer<UInt8>) {
+    init(input: UnsafeBufferPointer<UInt8>, writer: BitWriter) {
         self.input = input
-        writer = BitWriter(capacity: input.count / 2 + 64)
+        self.writer = writer
         head = .allocate(capacity: 1 << Self.hashBits)
         head.initialize(repeating: -1, count: 1 << Self.hashBits)
         previous = .allocate(capacity: Self.windowSize)
@@ -61,7 +82,9 @@ struct DeflateEncoder {
         block = BlockSymbols(capacity: Self.symbolsPerBlock)
     }
 
-    mutating func run() -> [UInt8] {
+    /// Writes the blocks of this piece of input, the last one marked final when `final`.
+    mutating func run(final: Bool) {
+        self.final = final
         defer {
             head.deallocate()
             previous.deallocate()
@@ -90,11 +113,10 @@ struct DeflateEncoder {
                 position += 1
             }
             if block.symbols.count >= Self.symbolsPerBlock {
-                writeBlock(end: position, final: position == count)
+                writeBlock(end: position, final: final && position == count)
             }
         }
-        if block.symbols.count > 0 || count == 0 { writeBlock(end: count, final: true) }
-        return writer.finish()
+        if block.symbols.count > 0 || (count == 0 && final) { writeBlock(end: count, final: final) }
     }
 
     @inline(__always)

@@ -20,6 +20,18 @@ import Testing
         }
     }
 
+    /// Input taken in pieces (a GiB each, so positions fit 32 bits) still makes one stream, whatever the cut.
+    @Test func inputInPiecesMakesOneStream() throws {
+        for input in DeflateCorpus.inputs(seed: 9) {
+            for segment in [1_000, 5_000, 65_536] {
+                let compressed = Deflate.compress(input.bytes, segmentBytes: segment)
+                #expect(
+                    try Deflate.decompress(compressed, maxOutputBytes: input.bytes.count) == input.bytes,
+                    "\(input.name) in pieces of \(segment)")
+            }
+        }
+    }
+
     /// zlib reads every stream written here, and this reads everything zlib writes, in every setting.
     ///
     /// zlib writes with each level, strategy and window size. Sizes are compared too: a weak match finder would still round-trip.
