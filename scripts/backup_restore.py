@@ -19,6 +19,8 @@ import nacl.encoding
 import nacl.hash
 
 PREFIX = "cloudsync-repo."
+# Format 2: an object stored as this mark and base64 is compressed, and its associated data starts with the mark too.
+COMPRESSED = "deflate:"
 
 
 def fail(message):
@@ -51,7 +53,6 @@ class Repository:
         config = json.loads(self.read(PREFIX + "config"))
         if config["format"] > 2:
             fail("the repository has format %d; this script reads formats 1 and 2" % config["format"])
-        self.compressed = config["format"] >= 2
         keys = base64.b64decode(open_envelope(config["keys"], PREFIX + "config", key), validate=True)
         if len(keys) != 64:
             fail("the config's keys are not 64 bytes")
@@ -73,11 +74,13 @@ class Repository:
         return [name for name in self.names if name.startswith(PREFIX + kind + ".")]
 
     def open(self, name):
-        sealed = base64.b64decode(self.read(name), validate=True)
+        text = self.read(name)
+        mark = COMPRESSED if text.startswith(COMPRESSED) else ""
+        sealed = base64.b64decode(text[len(mark):], validate=True)
         plaintext = nacl.bindings.crypto_aead_xchacha20poly1305_ietf_decrypt(
-            sealed[24:], name.encode(), sealed[:24], self.data_key)
-        # Format 2 compresses every object before sealing it: a raw DEFLATE stream (zlib's window bits -15).
-        return zlib.decompress(plaintext, -15) if self.compressed else plaintext
+            sealed[24:], (mark + name).encode(), sealed[:24], self.data_key)
+        # A compressed object's plaintext is a raw DEFLATE stream (zlib's window bits -15).
+        return zlib.decompress(plaintext, -15) if mark else plaintext
 
     def blob(self, blob_id):
         pack, offset, length = self.index[blob_id]

@@ -16,11 +16,11 @@ import Foundation
 public final class BackupRepository {
     /// The format this code creates repositories in.
     ///
-    /// It reads and writes this one and every older one, and refuses a newer one. Format 2 compresses every object
-    /// before sealing it; format 1 did not, and a format 1 repository stays format 1 (its objects cannot say which of
-    /// them are compressed).
+    /// It reads every older one and refuses a newer one. Format 2 compresses each object it writes before sealing it,
+    /// and marks it so; format 1 did not. A writer opening a format 1 repository makes it format 2: what it holds
+    /// stays as it is and is read as before, and what is written from then on is compressed.
     public static let formatVersion = 2
-    /// The format of this repository.
+    /// The format of this repository (format 1 only while it is opened for reading).
     public let format: Int
     /// Every object's store key starts with this.
     public static let prefix = "cloudsync-repo."
@@ -94,14 +94,14 @@ public final class BackupRepository {
     }
 
     /// ``open(in:provider:codec:create:packBytes:checking:)``, creating a repository of `newFormat` when there is
-    /// none (tests make format 1 ones).
+    /// none (tests make format 1 ones, and write to them through the repository this returns).
     static func open(
         in store: CloudStore, provider: String, codec: any ValueCodec, create: Bool, packBytes: Int = 4 << 20,
         checking: Bool = false, newFormat: Int
     ) async throws(CloudSyncError) -> BackupRepository {
         let config = try await store.read([configName], from: provider)[0]
-        let keys: RepositoryKeys
-        let format: Int
+        var keys: RepositoryKeys
+        var format: Int
         if let config {
             guard let object = try? JSONSerialization.jsonObject(with: Data(config.utf8)) as? [String: Any],
                 let stored = object["format"] as? Int, stored >= 1, let wrapped = object["keys"] as? String
@@ -120,8 +120,13 @@ public final class BackupRepository {
             keys = try RepositoryKeys.unwrapped(
                 wrapped, with: codec, as: configName, repository: provider, format: format)
             // The codec was re-keyed since: wrap the keys under its current key, so the old one can leave the ring.
-            // One small object is rewritten; no data is.
-            if create && !codec.isCurrent(wrapped) {
+            // An older format is upgraded the same way: what is written from now on is compressed. One small object
+            // is rewritten; no data is.
+            if create && (!codec.isCurrent(wrapped) || format < formatVersion) {
+                if format < formatVersion {
+                    format = formatVersion
+                    keys = keys.compressing()
+                }
                 try await writeConfig(keys, format: format, codec: codec, in: store, provider: provider)
             }
         } else {

@@ -12,14 +12,24 @@ import Foundation
 struct RepositoryKeys: Sendable {
     let data: SecretBytes
     let id: SecretBytes
-    /// Whether objects are compressed (raw DEFLATE) before they are sealed: format 2 on, format 1 off.
+    /// Whether objects this writes are compressed (raw DEFLATE) before they are sealed: in format 2.
+    ///
+    /// A format 1 repository becomes format 2 when a writer opens it. Either kind of object is read in either format.
     let compresses: Bool
+    /// What a compressed object's stored text starts with, before the base64.
+    ///
+    /// Base64 never holds a `:`. Its sealed bytes are bound to the mark too (the associated data is the mark and the name), so a mark removed or added
+    /// makes the object fail to authenticate rather than be read the wrong way.
+    static let compressedMark = "deflate:"
 
     /// The most bytes an object may open to.
     ///
     /// Packs hold about 4 MiB and index objects under 1 MiB; the bound only keeps a damaged object from taking the
     /// machine's memory, since an object that authenticates was written by a holder of the data key.
     static let maxObjectBytes = 1 << 30
+
+    /// These keys, writing compressed objects.
+    func compressing() -> RepositoryKeys { RepositoryKeys(data: data, id: id, compresses: true) }
 
     /// Fresh random keys for a repository of `format`.
     static func random(format: Int) -> RepositoryKeys {
@@ -78,24 +88,27 @@ struct RepositoryKeys: Sendable {
         Hex.encode((try? BLAKE2b.hash(bytes, byteCount: 16, key: id)) ?? [])
     }
 
-    /// `plaintext` (compressed first, in format 2) sealed with the data key, bound to the object's `name` so an
-    /// object cannot stand in for another.
+    /// `plaintext` sealed with the data key, bound to the object's `name` so an object cannot stand in for another;
+    /// in format 2 compressed first and marked with ``compressedMark``.
     func seal(_ plaintext: [UInt8], name: String) throws(CloudSyncError) -> String {
+        let mark = compresses ? Self.compressedMark : ""
         let plaintext = compresses ? Deflate.compress(plaintext) : plaintext
         do {
             let sealed = try plaintext.withUnsafeBufferPointer { buffer throws(SodiumError) in
-                try XChaCha20Poly1305.sealCombined(buffer, key: data, associatedData: Array(name.utf8))
+                try XChaCha20Poly1305.sealCombined(buffer, key: data, associatedData: Array((mark + name).utf8))
             }
-            return Data(sealed).base64EncodedString()
+            return mark + Data(sealed).base64EncodedString()
         } catch {
             throw CloudSyncError(.provider, "could not seal \(name): \(error)")
         }
     }
 
-    /// The plaintext of a sealed object (decompressed, in format 2); `ERR_DECODE` naming the object when it does not
-    /// open (damaged, or another object's).
+    /// The plaintext of a sealed object, decompressed when it is marked compressed; `ERR_DECODE` naming the object
+    /// when it does not open (damaged, or another object's).
     func open(_ stored: String, name: String, repository: String) throws(CloudSyncError) -> [UInt8] {
-        guard let sealed = Data(base64Encoded: stored) else {
+        let compressed = stored.hasPrefix(Self.compressedMark)
+        let mark = compressed ? Self.compressedMark : ""
+        guard let sealed = Data(base64Encoded: String(stored.dropFirst(mark.count))) else {
             throw CloudSyncError(
                 .decode, "object \(name) of the backup repository in \(repository) is not base64", provider: repository,
                 key: name)
@@ -103,7 +116,7 @@ struct RepositoryKeys: Sendable {
         let opened: [UInt8]
         do {
             opened = try [UInt8](sealed).withUnsafeBufferPointer { buffer throws(SodiumError) in
-                try XChaCha20Poly1305.openCombined(buffer, key: data, associatedData: Array(name.utf8))
+                try XChaCha20Poly1305.openCombined(buffer, key: data, associatedData: Array((mark + name).utf8))
             }
         } catch {
             throw CloudSyncError(
@@ -111,7 +124,7 @@ struct RepositoryKeys: Sendable {
                 "object \(name) of the backup repository in \(repository) does not authenticate: it was changed or "
                     + "damaged", provider: repository, key: name)
         }
-        guard compresses else { return opened }
+        guard compressed else { return opened }
         do {
             return try Deflate.decompress(opened, maxOutputBytes: Self.maxObjectBytes)
         } catch {

@@ -86,6 +86,14 @@ import Testing
         }
     }
 
+    /// `stored` (a sealed object, compressed or not) with one byte of its sealed bytes flipped.
+    func flippingAByte(of stored: String, at position: (Int) -> Int, with bits: UInt8) -> String {
+        let mark = stored.hasPrefix(RepositoryKeys.compressedMark) ? RepositoryKeys.compressedMark : ""
+        var sealed = [UInt8](Data(base64Encoded: String(stored.dropFirst(mark.count)))!)
+        sealed[position(sealed.count)] ^= bits
+        return mark + Data(sealed).base64EncodedString()
+    }
+
     /// A repository holding one backup of 50 keys, its snapshot's id and its one pack's name.
     func oneBackupInOnePack() async throws -> (BackupRepository, MemoryProvider, snapshot: String, pack: String) {
         let (store, vault) = try fixture()
@@ -100,9 +108,8 @@ import Testing
 
     @Test func aFlippedByteInAnyObjectIsNamedWhenItIsRead() async throws {
         let (repository, vault, snapshot, pack) = try await oneBackupInOnePack()
-        var sealed = [UInt8](Data(base64Encoded: try #require(try await vault.get([pack])[0].get()))!)
-        sealed[sealed.count / 2] ^= 0x01
-        _ = try await vault.set([KeyValue(pack, Data(sealed).base64EncodedString())])
+        let stored = try #require(try await vault.get([pack])[0].get())
+        _ = try await vault.set([KeyValue(pack, flippingAByte(of: stored, at: { $0 / 2 }, with: 0x01))])
         await #expect {
             _ = try await repository.restore(snapshot: snapshot)
         } throws: { error in
@@ -164,48 +171,99 @@ import Testing
         }
     }
 
-    /// A new repository compresses what it stores; one made before compression keeps its format, is read and
-    /// written as it is, and a second backup into it stays readable beside the first.
-    @Test func aNewRepositoryCompressesAndAnOlderOneKeepsItsFormat() async throws {
-        var sizes: [Int: Int] = [:]
-        for format in [1, 2] {
-            let (store, vault) = try fixture()
-            let created = try await BackupRepository.open(
-                in: store, provider: "vault", codec: ring, create: true, newFormat: format)
-            #expect(created.format == format)
-            let session = created.startBackup()
-            let values = hexValues(300, seed: 3)
-            try await session.add(values)
-            let first = try await session.finish(source: "app", pipeline: "p", time: 1).snapshotID
-            sizes[format] = try await everything(vault).bytes.utf8.count
+    /// A repository made before compression (format 1) becomes format 2 when a writer opens it: what it held is
+    /// left as it was and still read, what is written from then on is compressed, and a reader changes nothing.
+    @Test func aFormatOneRepositoryIsUpgradedByItsNextWriterAndKeepsWhatItHeld() async throws {
+        let (store, vault) = try fixture()
+        let created = try await BackupRepository.open(
+            in: store, provider: "vault", codec: ring, create: true, newFormat: 1)
+        #expect(created.format == 1)
+        let values = hexValues(300, seed: 3)
+        let session = created.startBackup()
+        try await session.add(values)
+        let first = try await session.finish(source: "app", pipeline: "p", time: 1).snapshotID
+        let before = try await storedObjects(vault)
+        #expect(!before.isEmpty && before.values.allSatisfy { !$0.hasPrefix(RepositoryKeys.compressedMark) })
+        let formatOneBytes = before.values.reduce(0) { $0 + $1.utf8.count }
 
-            let reopened = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: true)
-            #expect(reopened.format == format)
-            let next = reopened.startBackup()
-            let changed = hexValues(10, seed: 4) + values.dropFirst(10)
-            try await next.add(changed)
-            let second = try await next.finish(source: "app", pipeline: "p", time: 2).snapshotID
-            let config = try #require(try await vault.get([BackupRepository.prefix + "config"])[0].get())
-            #expect(config.contains(#""format":\#(format)"#))
-            let reader = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: false)
-            #expect(
-                try await reader.restore(snapshot: first) == values.sorted { StoreKey.bytesPrecede($0.key, $1.key) })
-            #expect(
-                try await reader.restore(snapshot: second) == changed.sorted { StoreKey.bytesPrecede($0.key, $1.key) })
-            #expect(try await reader.verify(readData: 1).problems.isEmpty)
+        let reader = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: false)
+        #expect(reader.format == 1)
+        #expect(try await configText(vault).contains(#""format":1"#))
+
+        let writer = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: true)
+        #expect(writer.format == 2)
+        #expect(try await configText(vault).contains(#""format":2"#))
+        let next = writer.startBackup()
+        let changed = hexValues(10, seed: 4) + values.dropFirst(10)
+        try await next.add(changed)
+        let second = try await next.finish(source: "app", pipeline: "p", time: 2).snapshotID
+        let after = try await storedObjects(vault)
+        for (name, text) in before { #expect(after[name] == text, "\(name) was rewritten") }
+        let added = after.filter { before[$0.key] == nil }
+        #expect(!added.isEmpty && added.values.allSatisfy { $0.hasPrefix(RepositoryKeys.compressedMark) })
+
+        let reopened = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: false)
+        #expect(try await reopened.restore(snapshot: first) == values.sorted { StoreKey.bytesPrecede($0.key, $1.key) })
+        #expect(
+            try await reopened.restore(snapshot: second) == changed.sorted { StoreKey.bytesPrecede($0.key, $1.key) })
+        #expect(try await reopened.verify(readData: 1).problems.isEmpty)
+
+        // The same first backup into a new repository: hexadecimal, compressed then base64, takes about 0.51 × 4/3.
+        let (fresh, freshVault) = try fixture()
+        let compressed = try await BackupRepository.open(in: fresh, provider: "vault", codec: ring, create: true)
+        let freshSession = compressed.startBackup()
+        try await freshSession.add(values)
+        _ = try await freshSession.finish(source: "app", pipeline: "p", time: 1)
+        let formatTwoBytes = try await storedObjects(freshVault).values.reduce(0) { $0 + $1.utf8.count }
+        #expect(Double(formatTwoBytes) < Double(formatOneBytes) * 0.55, "\(formatTwoBytes) beside \(formatOneBytes)")
+    }
+
+    /// The mark is bound to the sealed bytes: taken off a compressed object, or put on one that is not, the object
+    /// no longer authenticates, rather than being read the wrong way.
+    @Test func aCompressionMarkTakenOffOrPutOnIsADecodeError() async throws {
+        let (repository, vault, snapshot, pack) = try await oneBackupInOnePack()
+        let stored = try #require(try await vault.get([pack])[0].get())
+        #expect(stored.hasPrefix(RepositoryKeys.compressedMark))
+        let unmarked = String(stored.dropFirst(RepositoryKeys.compressedMark.count))
+        for tampered in [unmarked, RepositoryKeys.compressedMark + RepositoryKeys.compressedMark + unmarked] {
+            _ = try await vault.set([KeyValue(pack, tampered)])
+            await #expect {
+                _ = try await repository.restore(snapshot: snapshot)
+            } throws: { error in
+                let error = error as? CloudSyncError
+                return error?.code == .decode && error?.key == pack
+            }
         }
-        // Sealed objects are base64 (4/3), so hexadecimal stored compressed takes about 0.51 × 4/3 of its bytes.
-        let (old, new) = (try #require(sizes[1]), try #require(sizes[2]))
-        #expect(Double(new) < Double(old) * 0.55, "format 2 stored \(new) bytes, format 1 \(old)")
+        let plain = RepositoryKeys(data: repository.keys.data, id: repository.keys.id, compresses: false)
+        let uncompressed = try plain.seal(Array("some bytes".utf8), name: pack)
+        #expect(try plain.open(uncompressed, name: pack, repository: "vault") == Array("some bytes".utf8))
+        #expect {
+            _ = try plain.open(RepositoryKeys.compressedMark + uncompressed, name: pack, repository: "vault")
+        } throws: { error in
+            (error as? CloudSyncError)?.message.contains("does not authenticate") == true
+        }
+    }
+
+    func storedObjects(_ vault: MemoryProvider) async throws -> [String: String] {
+        let names = try await listEveryKey(of: vault).filter { !$0.hasSuffix(".config") && !$0.contains(".lock.") }
+        return Dictionary(uniqueKeysWithValues: zip(names, try await vault.get(names).map { try $0.get() ?? "" }))
+    }
+
+    func configText(_ vault: MemoryProvider) async throws -> String {
+        try #require(try await vault.get([BackupRepository.prefix + "config"])[0].get())
     }
 
     /// An object that authenticates but is not a DEFLATE stream (written so by a faulty writer holding the key) is
     /// `ERR_DECODE` naming it, not a crash or a wrong value.
     @Test func anObjectThatAuthenticatesButDoesNotDecompressIsNamed() async throws {
         let (repository, vault, snapshot, pack) = try await oneBackupInOnePack()
-        let uncompressing = RepositoryKeys(data: repository.keys.data, id: repository.keys.id, compresses: false)
-        _ = try await vault.set([KeyValue(pack, try uncompressing.seal(Array("not deflate, 7 bytes".utf8), name: pack))]
-        )
+        // Marked compressed and sealed as the writer seals, but holding bytes that are not a DEFLATE stream.
+        let mark = RepositoryKeys.compressedMark
+        let sealed = try Array("not deflate, 7 bytes".utf8).withUnsafeBufferPointer { bytes in
+            try XChaCha20Poly1305.sealCombined(
+                bytes, key: repository.keys.data, associatedData: Array((mark + pack).utf8))
+        }
+        _ = try await vault.set([KeyValue(pack, mark + Data(sealed).base64EncodedString())])
         await #expect {
             _ = try await repository.restore(snapshot: snapshot)
         } throws: { error in

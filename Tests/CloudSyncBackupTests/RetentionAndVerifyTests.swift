@@ -1,10 +1,11 @@
 import CloudSync
-import CloudSyncBackup
 import CloudSyncCrypto
 import CloudSyncSodium
 import CloudSyncTesting
 import Foundation
 import Testing
+
+@testable import CloudSyncBackup
 
 /// Forget, prune, verify and locks on a memory provider: what each removes, what it leaves restorable, and what it
 /// finds damaged.
@@ -113,9 +114,10 @@ import Testing
         #expect(objects.contains { $0.contains(".data.") } && objects.contains { $0.contains(".index.") })
         for object in objects {
             let original = try #require(try await vault.get([object])[0].get())
-            var sealed = [UInt8](Data(base64Encoded: original)!)
+            let mark = original.hasPrefix(RepositoryKeys.compressedMark) ? RepositoryKeys.compressedMark : ""
+            var sealed = [UInt8](Data(base64Encoded: String(original.dropFirst(mark.count)))!)
             sealed[sealed.count - 20] ^= 0x40
-            _ = try await vault.set([KeyValue(object, Data(sealed).base64EncodedString())])
+            _ = try await vault.set([KeyValue(object, mark + Data(sealed).base64EncodedString())])
             let repository = try await BackupRepository.open(
                 in: store, provider: "vault", codec: ring, create: false, checking: true)
             let problems = try await repository.verify(readData: 1).problems
