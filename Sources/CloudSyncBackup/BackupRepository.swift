@@ -17,8 +17,8 @@ public final class BackupRepository {
     /// The format this code creates repositories in.
     ///
     /// It reads every older one and refuses a newer one. Format 2 compresses each object it writes before sealing it,
-    /// and marks it so; format 1 did not. A writer opening a format 1 repository makes it format 2: what it holds
-    /// stays as it is and is read as before, and what is written from then on is compressed.
+    /// and marks it so; format 1 did not. Opening a format 1 repository with `create` (as a backup does) makes it
+    /// format 2: what it holds stays as it is and is read as before, and what is written from then on is compressed.
     public static let formatVersion = 2
     /// The format of this repository (format 1 only while it is opened for reading).
     public let format: Int

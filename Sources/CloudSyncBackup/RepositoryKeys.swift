@@ -14,7 +14,7 @@ struct RepositoryKeys: Sendable {
     let id: SecretBytes
     /// Whether objects this writes are compressed (raw DEFLATE) before they are sealed: in format 2.
     ///
-    /// A format 1 repository becomes format 2 when a writer opens it. Either kind of object is read in either format.
+    /// A format 1 repository becomes format 2 when a backup opens it. Either kind of object is read in either format.
     let compresses: Bool
     /// What a compressed object's stored text starts with, before the base64.
     ///
