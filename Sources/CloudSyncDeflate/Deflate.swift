@@ -22,9 +22,9 @@ public enum Deflate {
             var start = 0
             repeat {
                 let end = min(buffer.count, start + segmentBytes)
-                var encoder = DeflateEncoder(input: UnsafeBufferPointer(rebasing: buffer[start..<end]), writer: writer)
-                // The encoder's copy is then the only one, so writing to it copies nothing.
-                writer = BitWriter(capacity: 0)
+                // Handed over, not shared: the encoder writes to the only copy of the bytes.
+                var encoder = DeflateEncoder(
+                    input: UnsafeBufferPointer(rebasing: buffer[start..<end]), writer: consume writer)
                 encoder.run(final: end == buffer.count)
                 writer = encoder.writer
                 start = end
@@ -69,8 +69,6 @@ struct DeflateEncoder {
     var block: BlockSymbols
     /// Blocks still to look for matches at only one position in 16.
     var unsearchedBlocks = 0
-    /// Whether this piece of input ends the stream.
-    var final = true
 
     init(input: UnsafeBufferPointer<UInt8>, writer: BitWriter) {
         self.input = input
@@ -84,14 +82,12 @@ struct DeflateEncoder {
 
     /// Writes the blocks of this piece of input, the last one marked final when `final`.
     mutating func run(final: Bool) {
-        self.final = final
         defer {
             head.deallocate()
             previous.deallocate()
         }
         let count = input.count
         var position = 0
-        block.start = 0
         while position < count {
             // Between searched blocks, every 16th position still looks, and a long match resumes the search: data
             // that turns from noise to text is not left unsearched.
@@ -104,7 +100,7 @@ struct DeflateEncoder {
                 let last = min(position + length, count - Self.minimumMatch + 1)
                 var next = position + 1
                 while next < last {
-                    insert(next)
+                    link(next, into: hash(word(at: next)))
                     next += 1
                 }
                 position += length
@@ -127,21 +123,21 @@ struct DeflateEncoder {
     @inline(__always)
     private func hash(_ word: UInt32) -> Int { Int((word &* 2_654_435_761) >> (32 - UInt32(Self.hashBits))) }
 
+    /// Makes `position` the newest place of hash `slot`'s chain; returns the place it displaced, or -1.
     @inline(__always)
-    private mutating func insert(_ position: Int) {
-        let slot = hash(word(at: position))
-        previous[position & (Self.windowSize - 1)] = head[slot]
+    @discardableResult
+    private mutating func link(_ position: Int, into slot: Int) -> Int {
+        let older = head[slot]
+        previous[position & (Self.windowSize - 1)] = older
         head[slot] = Int32(position)
+        return Int(older)
     }
 
     /// The longest earlier match for the bytes at `position` (inserting `position` into the chains), or length 0.
     private mutating func longestMatch(at position: Int) -> (length: Int, distance: Int) {
         guard position + Self.minimumMatch <= input.count else { return (0, 0) }
         let here = word(at: position)
-        let slot = hash(here)
-        var candidate = Int(head[slot])
-        previous[position & (Self.windowSize - 1)] = head[slot]
-        head[slot] = Int32(position)
+        var candidate = link(position, into: hash(here))
         let limit = min(Self.maximumMatch, input.count - position)
         var bestLength = 0
         var bestDistance = 0

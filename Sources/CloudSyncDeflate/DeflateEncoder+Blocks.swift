@@ -101,17 +101,26 @@ extension DeflateEncoder {
         }
     }
 
-    /// Bits the block's symbols take under `literals` and `distances`, extra bits included.
-    private func symbolBits(_ literalLengths: [UInt8], _ distanceLengths: [UInt8]) -> Int {
+    /// Bits that symbols seen these many times take under these code lengths, extra bits included.
+    private static func symbolBits(
+        _ literalFrequencies: [UInt32], _ literalLengths: [UInt8], _ distanceFrequencies: [UInt32] = [],
+        _ distanceLengths: [UInt8] = []
+    ) -> Int {
         var bits = 0
-        for (symbol, count) in block.literalFrequencies.enumerated() where count > 0 {
+        for (symbol, count) in literalFrequencies.enumerated() where count > 0 {
             let extra = symbol > 256 ? DeflateTables.lengthExtraBits[symbol - 257] : 0
             bits += Int(count) * (Int(literalLengths[symbol]) + extra)
         }
-        for (symbol, count) in block.distanceFrequencies.enumerated() where count > 0 {
+        for (symbol, count) in distanceFrequencies.enumerated() where count > 0 {
             bits += Int(count) * (Int(distanceLengths[symbol]) + DeflateTables.distanceExtraBits[symbol])
         }
         return bits
+    }
+
+    /// A block's first three bits: whether it is the stream's last, and its type (0 stored, 1 fixed, 2 dynamic).
+    private mutating func writeBlockStart(final: Bool, type: UInt32) {
+        writer.write(final ? 1 : 0, width: 1)
+        writer.write(type, width: 2)
     }
 
     /// Writes the block of input `block.start..<end` in its smallest form and starts the next one.
@@ -119,18 +128,21 @@ extension DeflateEncoder {
         block.literalFrequencies[256] += 1
         let matched = DynamicHeader(
             literalFrequencies: block.literalFrequencies, distanceFrequencies: block.distanceFrequencies)
-        let matchedBits = matched.bits + symbolBits(matched.literals.lengths, matched.distances.lengths)
-        let fixedBits = symbolBits(DeflateTables.fixedLiteralLengths, DeflateTables.fixedDistanceLengths)
+        let matchedBits =
+            matched.bits
+            + Self.symbolBits(
+                block.literalFrequencies, matched.literals.lengths, block.distanceFrequencies,
+                matched.distances.lengths)
+        let fixedBits = Self.symbolBits(
+            block.literalFrequencies, DeflateTables.fixedLiteralLengths, block.distanceFrequencies,
+            DeflateTables.fixedDistanceLengths)
 
         var byteFrequencies = [UInt32](repeating: 0, count: 286)
         for byte in UnsafeBufferPointer(rebasing: input[block.start..<end]) { byteFrequencies[Int(byte)] += 1 }
         byteFrequencies[256] = 1
         let literal = DynamicHeader(
             literalFrequencies: byteFrequencies, distanceFrequencies: [UInt32](repeating: 0, count: 30))
-        var literalBits = literal.bits
-        for (symbol, count) in byteFrequencies.enumerated() where count > 0 {
-            literalBits += Int(count) * Int(literal.literals.lengths[symbol])
-        }
+        let literalBits = literal.bits + Self.symbolBits(byteFrequencies, literal.literals.lengths)
         let length = end - block.start
         let storedBits = max(1, (length + 65_534) / 65_535) * 40 + 8 * length + 7
 
@@ -142,8 +154,7 @@ extension DeflateEncoder {
         if smallest == storedBits {
             writeStored(end: end, final: final)
         } else if smallest == literalBits {
-            writer.write(final ? 1 : 0, width: 1)
-            writer.write(2, width: 2)
+            writeBlockStart(final: final, type: 2)
             writeHeader(literal)
             let literals = literal.literals
             for byte in UnsafeBufferPointer(rebasing: input[block.start..<end]) {
@@ -151,12 +162,10 @@ extension DeflateEncoder {
             }
             writer.write(UInt32(literals.codes[256]), width: Int(literals.lengths[256]))
         } else if smallest == fixedBits {
-            writer.write(final ? 1 : 0, width: 1)
-            writer.write(1, width: 2)
+            writeBlockStart(final: final, type: 1)
             writeSymbols(Code.fixedLiterals, Code.fixedDistances)
         } else {
-            writer.write(final ? 1 : 0, width: 1)
-            writer.write(2, width: 2)
+            writeBlockStart(final: final, type: 2)
             writeHeader(matched)
             writeSymbols(matched.literals, matched.distances)
         }
@@ -212,8 +221,7 @@ extension DeflateEncoder {
         repeat {
             let length = min(65_535, end - start)
             let last = start + length == end
-            writer.write(final && last ? 1 : 0, width: 1)
-            writer.write(0, width: 2)
+            writeBlockStart(final: final && last, type: 0)
             writer.alignToByte()
             writer.write(UInt32(length), width: 16)
             writer.write(UInt32(~length & 0xFFFF), width: 16)

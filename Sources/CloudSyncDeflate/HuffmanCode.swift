@@ -112,7 +112,7 @@ enum HuffmanCode {
         return codes
     }
 
-    static func reversed(_ code: Int, bits: Int) -> UInt16 {
+    private static func reversed(_ code: Int, bits: Int) -> UInt16 {
         var result = 0
         var code = code
         for _ in 0..<bits {

@@ -78,8 +78,7 @@ struct PrefixDecoder {
 
     /// The decoder of a code with these lengths, or `nil` when they over-fill it (no prefix code has them).
     ///
-    /// An incomplete code is accepted, and
-    /// reading a code it leaves unused throws.
+    /// An incomplete code is accepted, and reading a code it leaves unused throws.
     init?(lengths: ArraySlice<UInt8>) {
         counts = [Int](repeating: 0, count: 16)
         for length in lengths { counts[Int(length)] += 1 }
@@ -93,26 +92,18 @@ struct PrefixDecoder {
         for length in 1..<15 { offsets[length + 1] = offsets[length] + counts[length] }
         sorted = [UInt16](repeating: 0, count: lengths.count)
         fast = [UInt16](repeating: 0, count: 1 << Self.fastBits)
-        var next = [Int](repeating: 0, count: 16)
-        var code = 0
-        for bits in 1...15 {
-            code = (code + counts[bits - 1]) << 1
-            next[bits] = code
-        }
-        for (index, length) in lengths.enumerated() where length > 0 {
-            let symbol = index
+        // The codes the compressor gives these lengths (an incomplete code only leaves the last ones unused).
+        let codes = HuffmanCode.reversedCodes(Array(lengths))
+        for (symbol, length) in lengths.enumerated() where length > 0 {
             let length = Int(length)
             sorted[offsets[length]] = UInt16(symbol)
             offsets[length] += 1
-            if length <= Self.fastBits {
-                let reversed = Int(HuffmanCode.reversed(next[length], bits: length))
-                var slot = reversed
-                while slot < 1 << Self.fastBits {
-                    fast[slot] = UInt16(symbol << 4 | length)
-                    slot += 1 << length
-                }
+            guard length <= Self.fastBits else { continue }
+            var slot = Int(codes[symbol])
+            while slot < 1 << Self.fastBits {
+                fast[slot] = UInt16(symbol << 4 | length)
+                slot += 1 << length
             }
-            next[length] += 1
         }
     }
 
