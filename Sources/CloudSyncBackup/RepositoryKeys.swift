@@ -18,8 +18,8 @@ struct RepositoryKeys: Sendable {
     let compresses: Bool
     /// What a compressed object's stored text starts with, before the base64.
     ///
-    /// Base64 never holds a `:`. Its sealed bytes are bound to the mark too (the associated data is the mark and the name), so a mark removed or added
-    /// makes the object fail to authenticate rather than be read the wrong way.
+    /// Base64 never holds a `:`. Its sealed bytes are bound to the mark too (the associated data is the mark and the
+    /// name), so a mark removed or added makes the object fail to authenticate rather than be read the wrong way.
     static let compressedMark = "deflate:"
 
     /// The most bytes an object may open to.

@@ -119,7 +119,8 @@ package enum FuzzEntry: String, CaseIterable, Sendable {
             return seeds
         case .inflate:
             let texts = ["", "a", String(repeating: "abc", count: 100), #"{"k":"v","k2":"v"}"#, "0123456789abcdef"]
-            // Streams of each block type, the empty stream in the fixed code, and a stored block whose length check fails.
+            // Streams of each block type, the empty stream in the fixed code, and a stored block whose length check
+            // fails.
             return texts.map { Data(Deflate.compress(Array($0.utf8))) } + [
                 Data([0x03, 0x00]), Data([0x01, 0x00, 0x00]),
             ]

@@ -46,7 +46,14 @@ final class RunLock: HeldRunLock {
         guard descriptor >= 0 else {
             throw CloudSyncError(.config, "cannot open the lock \(path): \(String(cString: strerror(errno)))")
         }
-        if let held = try heldElsewhere(descriptor, path: path, mode: LOCK_EX) {
+        let held: Outcome?
+        do {
+            held = try heldElsewhere(descriptor, path: path, mode: LOCK_EX)
+        } catch {
+            close(descriptor)
+            throw error
+        }
+        if let held {
             close(descriptor)
             return held
         }
