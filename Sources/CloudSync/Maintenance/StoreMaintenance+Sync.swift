@@ -158,11 +158,13 @@ extension StoreMaintenance {
     /// Reads every copy of `items` and decides each key: the part of ``syncPage(_:among:unknown:deletes:listedTags:)``
     /// for keys its listings' tags did not vouch for.
     ///
-    /// `tags` holds each provider's listed tags, positionally, when every provider gave some.
+    /// `tags` holds each provider's listed tags, positionally, when every provider gave some. Per key, what each
+    /// provider holds is kept in arrays indexed like `providers`, not in dictionaries by id: a sync decides every
+    /// changed key of a large key set here.
     private func decide(
         _ items: [SyncItem], tags: [[String?]]?, among providers: [any Provider], deletes: SyncDeletes
     ) async throws(CloudSyncError) -> SyncPageResult {
-        let participating = Set(providers.map(\.id))
+        let ids = providers.map(\.id)
         let keys = items.map(\.key)
         let locked = keys.keySet()
         let inFlight = await store.lockForWriting(locked)
@@ -177,71 +179,76 @@ extension StoreMaintenance {
             if items[item].baseline != fingerprint { result.snapshot.append((items[item].key, fingerprint)) }
         }
         var writes = [[CloudStore.Delivery]](repeating: [], count: providers.count)
-        /// Per written item, the digest each participant will hold; nil when its row must stay as it was.
-        var planned: [Int: [String: String]] = [:]
-        /// Per written item, the tag each participant's next listing will give, when every one is known now.
-        var plannedTags: [Int: [String: String]] = [:]
-        var encodedByItem: [Int: [String: String]] = [:]
+        /// Per written item, the row to record once every write lands.
+        var planned: [Int: SyncFingerprint] = [:]
+        var written: [Int] = []
         var keepRow = Set<Int>()
         // Nothing queued (the common case) means every copy is what its provider answered: the check below holds.
         let nothingQueued = (store.options.outbox?.count ?? 0) == 0
-        /// The tags every provider's listing gave `item`, when each gave one and a row may record them: read before
-        /// the values, they vouch for those values or for older ones, never for newer ones.
+        let digestTags = providers.map(\.capabilities.tagsAreValueDigests)
+        /// The tags every provider's listing gave `item`, positionally, when each gave one a row may record: read
+        /// before the values, they vouch for those values or for older ones, never for newer ones.
         ///
-        /// A provider in `written` is about to hold the value whose digest `digests` gives: its tag is that digest
-        /// when its tags are its values' digests (``ProviderCapabilities/tagsAreValueDigests``), else unknown.
-        func listedTags(
-            _ item: Int, row: SyncFingerprint, written: Set<Int> = [], digests: [String: String] = [:]
-        ) -> [String: String]? {
+        /// A provider marked in `writing` is about to hold the value whose digest `digests` gives: its tag is that
+        /// digest when its tags are its values' digests (``ProviderCapabilities/tagsAreValueDigests``), else unknown.
+        func listedTags(_ item: Int, writing: [Bool]? = nil, digests: [String?] = []) -> [String?]? {
             guard let tags else { return nil }
-            var named = true
-            row.forEachDigest { provider, _ in
-                if named, !participating.contains(String(decoding: provider, as: UTF8.self)) { named = false }
-            }
-            guard named else { return nil }
-            var listed: [String: String] = [:]
-            for (index, provider) in providers.enumerated() {
-                if written.contains(index) {
-                    guard provider.capabilities.tagsAreValueDigests, let digest = digests[provider.id] else {
-                        return nil
-                    }
-                    listed[provider.id] = digest
+            var listed = [String?](repeating: nil, count: providers.count)
+            for index in providers.indices {
+                if writing?[index] == true {
+                    guard digestTags[index], let digest = digests[index] else { return nil }
+                    listed[index] = digest
                 } else {
                     guard let tag = tags[index][item], SyncFingerprint.canRecord(tag: tag) else { return nil }
-                    listed[provider.id] = tag
+                    listed[index] = tag
                 }
             }
             return listed
         }
+        var held = [String?](repeating: nil, count: providers.count)
+        var digests = [String?](repeating: nil, count: providers.count)
+        var settling = [Bool](repeating: false, count: providers.count)
+        var writing = [Bool](repeating: false, count: providers.count)
+        var changed: [Int] = []
+        var deleted: [Int] = []
         for (item, entry) in items.enumerated() {
-            if nothingQueued, let baseline = entry.baseline,
+            let baseline = entry.baseline
+            if nothingQueued, let baseline,
                 isUnchanged(item, of: entry.key, since: baseline, reads: reads, on: providers)
             {
                 result.inSync += 1
-                if let tags = listedTags(item, row: baseline) { record(item, baseline.withTags(tags)) }
+                if baseline.digests(besides: ids).isEmpty, let tags = listedTags(item) {
+                    record(item, baseline.withTags(tags, of: ids))
+                }
                 continue
             }
             let key = entry.key
-            let baseline = entry.baseline?.digests
-            var holders: [Int: String] = [:]
-            var digests: [String: String] = [:]
-            var changed: [Int] = []
-            var deleted: [Int] = []
-            var settling = Set<Int>()
+            for index in providers.indices {
+                held[index] = nil
+                digests[index] = nil
+                settling[index] = false
+                writing[index] = false
+            }
+            changed.removeAll(keepingCapacity: true)
+            deleted.removeAll(keepingCapacity: true)
             var failure: CloudSyncError?
             for (index, provider) in providers.enumerated() {
                 let read = reads[index][item]
                 let copy = store.copy(of: key, on: provider, read: read)
-                if copy.queued { settling.insert(index) }
-                var digest: String?
-                if case .success(.some(let stored)) = read { digest = SyncFingerprint.digest(of: stored) }
+                settling[index] = copy.queued
                 switch copy.content {
                 case .value(let value):
-                    holders[index] = value
-                    if let digest, !copy.queued { digests[provider.id] = digest }
-                    if copy.queued || digest != baseline?[provider.id] { changed.append(index) }
+                    held[index] = value
+                    guard case .success(.some(let stored)) = read else {
+                        // A queued copy with nothing stored under it yet: a change either way.
+                        if copy.queued || baseline?.hasDigest(for: ids[index]) == true { changed.append(index) }
+                        continue
+                    }
+                    let digest = SyncFingerprint.digest(of: stored)
+                    if !copy.queued { digests[index] = digest }
+                    if copy.queued || !(baseline?.records(digest, for: ids[index]) ?? false) { changed.append(index) }
                 case .absent:
-                    if baseline?[provider.id] != nil { deleted.append(index) }
+                    if baseline?.hasDigest(for: ids[index]) == true { deleted.append(index) }
                 case .failed(let error): failure = failure ?? error
                 case .notAsked: break
                 }
@@ -251,46 +258,49 @@ extension StoreMaintenance {
                 continue
             }
             // What unknown providers held stays in the row: they were not looked at.
-            for (provider, digest) in baseline ?? [:] where !participating.contains(provider) {
-                digests[provider] = digest
-            }
-            if !settling.isEmpty { keepRow.insert(item) }
-            let names = { (indices: [Int]) in indices.map { providers[$0].id } }
-            var candidates = providers.indices.compactMap { index in
-                holders[index].map { Candidate(provider: providers[index].id, value: $0) }
-            }
+            let others = baseline?.digests(besides: ids) ?? []
+            let isSettling = settling.contains(true)
+            if isSettling { keepRow.insert(item) }
+            let names = { (indices: [Int]) in indices.map { ids[$0] } }
+            var candidates: [Candidate] = []
             let propagating = baseline != nil && !deleted.isEmpty && deletes == .propagate
             if baseline != nil, !changed.isEmpty {
                 // Copies changed since the last sync beat stale ones; among several, the resolver chooses.
-                candidates = changed.map { Candidate(provider: providers[$0].id, value: holders[$0]!) }
+                candidates = changed.map { Candidate(provider: ids[$0], value: held[$0]!) }
                 if propagating {
                     result.conflicts.append(
                         SyncConflict(
                             key: key, kind: .editedAndDeleted, editedOn: names(changed), deletedOn: names(deleted)))
-                } else if Set(candidates.map(\.value)).count > 1 {
+                } else if candidates.dropFirst().contains(where: { $0.value != candidates[0].value }) {
                     result.conflicts.append(
                         SyncConflict(key: key, kind: .editedOnSeveral, editedOn: names(changed), deletedOn: []))
                 }
             } else if propagating {
                 // Deleted somewhere, unchanged elsewhere. A provider that was not looked at may hold it still: its
                 // row stays whole, so the deletion is seen again once it can be listed.
-                if baseline?.keys.contains(where: { !participating.contains($0) }) == true {
+                if !others.isEmpty {
                     result.heldBack.append(key)
-                } else if holders.isEmpty {
+                } else if !held.contains(where: { $0 != nil }) {
                     record(item, nil)
                 } else {
                     result.deletions.append(entry)
                 }
                 continue
+            } else {
+                candidates = providers.indices.compactMap { index in
+                    held[index].map { Candidate(provider: ids[index], value: $0) }
+                }
             }
             guard let winner = resolver.resolve(candidates) else {
                 result.inSync += 1
-                if !keepRow.contains(item) { record(item, digests.isEmpty ? nil : SyncFingerprint(digests)) }
+                if !keepRow.contains(item) {
+                    let row = SyncFingerprint(ids: ids, digests: digests, others: others)
+                    record(item, row.text.isEmpty ? nil : row)
+                }
                 continue
             }
-            var written = Set<Int>()
-            for (index, provider) in providers.enumerated() where holders[index] != winner && !settling.contains(index)
-            {
+            var writesAny = false
+            for (index, provider) in providers.enumerated() where held[index] != winner && !settling[index] {
                 do throws(CloudSyncError) {
                     let value = try store.encodedValue(winner, key: key, for: provider)
                     guard value.fits else {
@@ -298,31 +308,39 @@ extension StoreMaintenance {
                         continue
                     }
                     writes[index].append(CloudStore.Delivery(item: item, key: key, encoded: value.encoded))
-                    encodedByItem[item, default: [:]][provider.id] = value.encoded
-                    digests[provider.id] = SyncFingerprint.digest(of: value.encoded)
-                    written.insert(index)
+                    // Without a codec the encoded value is the copy another provider holds: its digest is known.
+                    digests[index] =
+                        providers.indices.lazy.compactMap { other -> String? in
+                            guard !writing[other], let digest = digests[other],
+                                case .success(.some(let stored)) = reads[other][item], stored == value.encoded
+                            else { return nil }
+                            return digest
+                        }.first ?? SyncFingerprint.digest(of: value.encoded)
+                    writing[index] = true
+                    writesAny = true
                 } catch {
                     result.failed.append(KeyFailure(key: key, error: error))
                     keepRow.insert(item)
                 }
             }
-            if !written.isEmpty {
-                planned[item] = digests
+            if writesAny {
+                written.append(item)
                 // Once every write lands, each provider holds the winner: those not written already did.
-                if settling.isEmpty, providers.indices.allSatisfy({ written.contains($0) || holders[$0] == winner }),
-                    let tags = listedTags(item, row: SyncFingerprint(digests), written: written, digests: digests)
-                {
-                    plannedTags[item] = tags
-                }
+                let tags =
+                    !isSettling && others.isEmpty
+                        && providers.indices.allSatisfy({ writing[$0] || held[$0] == winner })
+                    ? listedTags(item, writing: writing, digests: digests) : nil
+                planned[item] = SyncFingerprint(ids: ids, digests: digests, others: others, tags: tags)
             } else {
                 result.inSync += 1
                 guard !keepRow.contains(item) else { continue }
-                let row = SyncFingerprint(digests)
-                let agreed =
-                    settling.isEmpty && holders.count == providers.count && holders.values.allSatisfy { $0 == winner }
-                if agreed, let tags = listedTags(item, row: row) {
-                    record(item, SyncFingerprint(digests, tags: tags))
-                } else if let baseline = entry.baseline, baseline.withTags([:]) == row {
+                let agreed = !isSettling && !held.contains(where: { $0 != winner })
+                if agreed, others.isEmpty, let tags = listedTags(item) {
+                    record(item, SyncFingerprint(ids: ids, digests: digests, others: others, tags: tags))
+                    continue
+                }
+                let row = SyncFingerprint(ids: ids, digests: digests, others: others)
+                if let baseline, baseline.withTags([:]) == row {
                     // The same copies as the row describes: its tags, if any, still vouch for them.
                     record(item, baseline)
                 } else {
@@ -330,13 +348,22 @@ extension StoreMaintenance {
                 }
             }
         }
-        let outcomes = await store.deliver(.set, writes, to: providers, holding: inFlight).sorted(by: {
-            $0.key < $1.key
-        })
+        let outcomes = await store.deliver(.set, writes, to: providers, holding: inFlight)
+        let delivered = written.map { (item: $0, outcomes: outcomes[$0] ?? []) }
         let queuedFlags = store.queueRetryableFailures(
-            .set, outcomes.map { ($0.key, $0.value) }, generation: generation, key: { items[$0].key },
-            encoded: { item, provider in encodedByItem[item]?[provider] })
-        for ((item, results), queuedFlags) in zip(outcomes, queuedFlags) {
+            .set, delivered, generation: generation, key: { items[$0].key },
+            encoded: { item, provider in
+                // Each provider's deliveries are in item order.
+                guard let index = ids.firstIndex(of: provider) else { return nil }
+                let deliveries = writes[index]
+                var (low, high) = (0, deliveries.count)
+                while low < high {
+                    let middle = (low + high) / 2
+                    if deliveries[middle].item < item { low = middle + 1 } else { high = middle }
+                }
+                return low < deliveries.count && deliveries[low].item == item ? deliveries[low].encoded : nil
+            })
+        for ((item, results), queuedFlags) in zip(delivered, queuedFlags) {
             let key = items[item].key
             var wrote = false
             var complete = true
@@ -351,9 +378,7 @@ extension StoreMaintenance {
             }
             if wrote { result.repaired += 1 }
             // A write that did not land leaves the old row: the next sync sees the same changes again.
-            if complete, !keepRow.contains(item), let digests = planned[item] {
-                record(item, plannedTags[item].map { SyncFingerprint(digests, tags: $0) } ?? SyncFingerprint(digests))
-            }
+            if complete, !keepRow.contains(item), let row = planned[item] { record(item, row) }
         }
         result.snapshot.sort { StoreKey.bytesPrecede($0.key, $1.key) }
         return result

@@ -34,6 +34,41 @@ public struct SyncFingerprint: Sendable, Equatable {
     /// A fingerprint of these digests.
     public init(_ digests: [String: String]) { text = Self.text(of: digests) }
 
+    /// A fingerprint of each provider's digest, positionally (`ids[i]` held `digests[i]`, nil where it held nothing),
+    /// with `others` (pairs of provider id and digest) besides, and the tags of `ids`, positionally, when given: what
+    /// ``init(_:tags:)`` makes of the same digests and tags, without a dictionary.
+    init(ids: [String], digests: [String?], others: [(String, String)], tags: [String?]? = nil) {
+        var pairs = others
+        for (id, digest) in zip(ids, digests) { if let digest { pairs.append((id, digest)) } }
+        pairs.sort { $0.0 < $1.0 }
+        var text = ""
+        text.reserveCapacity(pairs.reduce(0) { $0 + $1.0.utf8.count + $1.1.utf8.count + 2 } + 16)
+        Self.append(pairs, to: &text)
+        if let tags {
+            var recorded: [(String, String)] = []
+            for (index, tag) in tags.enumerated() {
+                guard let tag, Self.canRecord(tag: tag) else { continue }
+                recorded.append((ids[index], digests[index] == tag ? "" : tag))
+            }
+            if !recorded.isEmpty {
+                recorded.sort { $0.0 < $1.0 }
+                text.unicodeScalars.append("\u{1E}")
+                Self.append(recorded, to: &text)
+            }
+        }
+        self.text = text
+    }
+
+    /// Appends `pairs` (sorted by provider id) as `id=value` separated by the unit separator.
+    private static func append(_ pairs: [(String, String)], to text: inout String) {
+        for (index, (id, value)) in pairs.enumerated() {
+            if index > 0 { text.unicodeScalars.append("\u{1F}") }
+            text += id
+            text.unicodeScalars.append("=")
+            text += value
+        }
+    }
+
     /// The fingerprint `text` spells (as ``text`` writes it).
     public init(text: String) { self.text = text }
 
@@ -89,6 +124,11 @@ public struct SyncFingerprint: Sendable, Equatable {
             String(decoding: Self.sections(of: UnsafeRawBufferPointer($0)).digests, as: UTF8.self)
         }
         return tags.isEmpty ? untagged : SyncFingerprint(untagged.digests, tags: tags)
+    }
+
+    /// These digests, with the tags of `ids` (positionally; nil for none) recorded instead of any recorded now.
+    func withTags(_ tags: [String?], of ids: [String]) -> SyncFingerprint {
+        withTags(Dictionary(uniqueKeysWithValues: zip(ids, tags).compactMap { id, tag in tag.map { (id, $0) } }))
     }
 
     /// Whether the tag recorded for `provider` is `tag`: the pair `provider=tag` is looked for in place, since a sync
@@ -163,6 +203,40 @@ public struct SyncFingerprint: Sendable, Equatable {
             start = end + 1
         }
         return false
+    }
+
+    /// Whether a digest is recorded for `provider`: it held the key when the row was written.
+    func hasDigest(for provider: String) -> Bool {
+        var found = false
+        var provider = provider
+        provider.withUTF8 { id in
+            forEachDigest { recorded, _ in
+                if !found, StoreKey.compareBytes(recorded, UnsafeRawBufferPointer(id)) == 0 { found = true }
+            }
+        }
+        return found
+    }
+
+    /// The recorded digests of providers other than `ids`, as (provider id, digest) pairs in stored order; empty
+    /// (and nothing made) when every recorded provider is one of `ids`.
+    func digests(besides ids: [String]) -> [(String, String)] {
+        var others: [(String, String)] = []
+        forEachDigest { provider, digest in
+            let listed = ids.contains { id in
+                var id = id
+                return id.withUTF8 { StoreKey.compareBytes(provider, UnsafeRawBufferPointer($0)) == 0 }
+            }
+            if !listed {
+                others.append((String(decoding: provider, as: UTF8.self), String(decoding: digest, as: UTF8.self)))
+            }
+        }
+        return others
+    }
+
+    /// Whether the digest recorded for `provider` is `digest` (false when none is recorded).
+    func records(_ digest: String, for provider: String) -> Bool {
+        var digest = digest
+        return digest.withUTF8 { records(UnsafeRawBufferPointer($0), for: provider) }
     }
 
     /// Calls `body` with each provider's id and digest, as bytes, in stored order.
