@@ -320,6 +320,28 @@ private struct SyncBench {
         #expect(try await bench.run().status == .ok, "--force passed it once; nothing is left to delete")
     }
 
+    /// The next run drops the rows of keys gone from every provider, and deletes, counts and guards nothing for them.
+    ///
+    /// A run stopped in its delete phase leaves such rows: the rows of removed keys commit every few pages.
+    @Test(arguments: [SyncDeletes.propagate, .ignore])
+    func aRowOfAKeyGoneEverywhereIsDroppedWithoutADeletion(deletes: SyncDeletes) async throws {
+        var bench = try SyncBench()
+        bench.deletes = deletes.rawValue
+        bench.maxDeletes = "1"
+        let keys = (0..<6).map { "k\($0)" }
+        try await bench.edit("a", Dictionary(uniqueKeysWithValues: keys.map { ($0, "v") }))
+        #expect(try await bench.run().status == .ok)
+        let gone = Dictionary(uniqueKeysWithValues: keys.prefix(4).map { ($0, String?.none) })
+        try await bench.edit("a", gone)
+        try await bench.edit("b", gone)
+        let next = try await bench.run()
+        #expect(next.status == .ok, "\(String(describing: next.error))")
+        #expect(next.counts["keys"] == 6 && next.counts["deleted"] == 0 && next.counts["conflicts"] == 0)
+        #expect(next.counts["repaired"] == 0 && next.counts["heldBack"] == 0)
+        let after = try await bench.run()
+        #expect(after.counts["keys"] == 2 && after.counts["inSync"] == 2, "the rows of the 4 keys are gone")
+    }
+
     @Test func aCountLimitIsAnAbsoluteNumberOfKeys() async throws {
         var bench = try SyncBench()
         bench.maxDeletes = "1"

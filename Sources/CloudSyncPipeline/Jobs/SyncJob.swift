@@ -480,18 +480,35 @@ final class SyncRun {
             return true
         }
         var after: String?
-        while !context.isInterrupted {
-            let items = try state.deletions(of: job, after: after, limit: pageSize)
-            guard let last = items.last else { break }
-            after = last.key
-            let result = try await context.store.maintenance.removeUnchanged(items, among: ids, unknown: unknown)
-            report.add(result.removed.count, to: SyncJob.deleted)
-            report.add(result.heldBack, to: SyncJob.heldBack)
-            report.add(result.queued, to: SyncJob.queued)
-            report.add(result.failed.count, to: SyncJob.failed)
-            report.record(result.failed)
-            try state.updateSnapshot(of: job, result.removed.map { ($0, nil) })
+        // The rows of removed keys commit every few pages, as the merge's rows do: a row left by a run that stops
+        // first names a key no provider holds, which the next sync drops without deleting anything.
+        var removed: [(key: String, fingerprint: SyncFingerprint?)] = []
+        let clock = context.clock
+        var lastCommit = clock.nowMilliseconds()
+        func commit() throws(CloudSyncError) {
+            try state.updateSnapshot(of: job, removed)
+            removed.removeAll(keepingCapacity: true)
+            lastCommit = clock.nowMilliseconds()
         }
+        do throws(CloudSyncError) {
+            while !context.isInterrupted {
+                let items = try state.deletions(of: job, after: after, limit: pageSize)
+                guard let last = items.last else { break }
+                after = last.key
+                let result = try await context.store.maintenance.removeUnchanged(items, among: ids, unknown: unknown)
+                report.add(result.removed.count, to: SyncJob.deleted)
+                report.add(result.heldBack, to: SyncJob.heldBack)
+                report.add(result.queued, to: SyncJob.queued)
+                report.add(result.failed.count, to: SyncJob.failed)
+                report.record(result.failed)
+                removed += result.removed.map { ($0, nil) }
+                if removed.count >= Self.commitRows || clock.nowMilliseconds() - lastCommit >= 1_000 { try commit() }
+            }
+        } catch {
+            try? commit()
+            throw error
+        }
+        try commit()
         try state.clearDeletions(of: job)
         return true
     }
