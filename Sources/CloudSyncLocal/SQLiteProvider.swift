@@ -511,7 +511,7 @@ public final class SQLiteProvider: Provider {
     public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
         metrics.recordRequest()
         let limit = max(limit, 1)
-        let (keys, tags) = try await read { db in
+        var (keys, tags) = try await read { db in
             // One more than asked for tells whether another page follows. The values are in the rows the scan reads
             // anyway (the table is ordered by key), so tagging each key costs a digest, not another lookup.
             let select = try db.cachedStatement("SELECT key, value FROM kv WHERE key > ? ORDER BY key LIMIT ?")
@@ -539,9 +539,13 @@ public final class SQLiteProvider: Provider {
             }
             previous = key
         }
-        let page = Array(keys.prefix(limit))
-        return KeyPage(
-            keys: page, nextCursor: keys.count > limit ? page.last : nil, versions: Array(tags.prefix(limit)))
+        // The row past the page only said that another follows.
+        let more = keys.count > limit
+        if more {
+            keys.removeLast()
+            tags.removeLast()
+        }
+        return KeyPage(keys: keys, nextCursor: more ? keys.last : nil, versions: tags)
     }
 
     /// The number of rows of `kv`, counted by SQLite.
