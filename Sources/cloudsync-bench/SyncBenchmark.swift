@@ -21,7 +21,9 @@ func syncBenchmark(_ arguments: [String]) async throws {
         ? arguments[index + 1].split(separator: ",").compactMap { Int($0) } : [1_000_000, 10_000_000]
     let runs = arguments.firstIndex(of: "--runs").flatMap { $0 + 1 < arguments.count ? Int(arguments[$0 + 1]) : nil }
     print(machineLine(when: "at start"))
-    for size in sizes { try await benchSync(keys: size, runs: max(1, runs ?? 3)) }
+    var medians: [(keys: Int, run: ChildRun)] = []
+    for size in sizes { medians.append((size, try await benchSync(keys: size, runs: max(1, runs ?? 3)))) }
+    reportGrowth(medians)
     exit(0)
 }
 
@@ -114,8 +116,9 @@ private func shell(_ command: String) throws {
 }
 
 /// One benchmark size: builds both databases with SQL, a first sync to make the snapshot, the changes, then `runs`
-/// timed syncs, each on a fresh copy of the prepared files, taking turns with the `sqlite3` repair on its own copies.
-private func benchSync(keys count: Int, runs: Int) async throws {
+/// timed syncs, each on a fresh copy of the prepared files, taking turns with the `sqlite3` repair on its own copies;
+/// returns our median run.
+private func benchSync(keys count: Int, runs: Int) async throws -> ChildRun {
     let directory = FileManager.default.temporaryDirectory.appendingPathComponent("cloudsync-sync-bench-\(getpid())")
         .path
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
@@ -172,6 +175,27 @@ private func benchSync(keys count: Int, runs: Int) async throws {
         count: count, prepared: prepared, first: first, ours: ChildRun.medianRun(ours),
         theirs: ChildRun.medianRun(theirs),
         postgres: postgres, runs: runs)
+    return ChildRun.medianRun(ours)
+}
+
+/// The largest sync's peak memory against its budget, and each size's time against the size before it: a sync of
+/// ten times the keys may take at most eleven times as long (linear, with a tenth to spare).
+private func reportGrowth(_ medians: [(keys: Int, run: ChildRun)]) {
+    let budget = 100.0
+    if let largest = medians.max(by: { $0.keys < $1.keys }) {
+        print(
+            "sync: \(largest.keys) keys, peak memory \(String(format: "%.1f", largest.run.peakMegabytes)) MB "
+                + "(target ≤ \(Int(budget)) MB): \(largest.run.peakMegabytes <= budget ? "met" : "NOT MET")")
+    }
+    for (smaller, larger) in zip(medians, medians.dropFirst()) where larger.keys > smaller.keys {
+        let factor = Double(larger.keys) / Double(smaller.keys)
+        let allowed = factor * 1.1
+        let growth = larger.run.seconds / smaller.run.seconds
+        print(
+            "sync: \(larger.keys) keys took \(String(format: "%.2f", growth))× the time of \(smaller.keys) "
+                + "(\(String(format: "%.0f", factor))× the keys; target ≤ \(String(format: "%.1f", allowed))×): "
+                + (growth <= allowed ? "met" : "NOT MET"))
+    }
 }
 
 /// The same sync with its state in PostgreSQL, `runs` times; returns the median run.
