@@ -163,6 +163,21 @@ final class SyncRun {
     static let pageSize = 1000
     /// Snapshot rows and deletions a sync collects before committing them (or after a second).
     static let commitRows = 20_000
+
+    /// When the rows a phase collected are due to commit: every ``commitRows`` rows, or a second after the last
+    /// commit (each commit costs fsyncs; a run that stops loses at most what it collected since).
+    struct CommitPacing {
+        private let clock: any StoreClock
+        private var last: Int64
+
+        init(clock: any StoreClock) {
+            self.clock = clock
+            last = clock.nowMilliseconds()
+        }
+
+        func isDue(rows: Int) -> Bool { rows >= SyncRun.commitRows || clock.nowMilliseconds() - last >= 1_000 }
+        mutating func committed() { last = clock.nowMilliseconds() }
+    }
     /// The most keys a report lists of a sync's deletions or conflicts.
     static let listLimit = 100
 
@@ -318,13 +333,12 @@ final class SyncRun {
         var lostRange = false
         var pendingRows: [(key: String, fingerprint: SyncFingerprint?)] = []
         var pendingDeletions: [String] = []
-        let clock = context.clock
-        var lastCommit = clock.nowMilliseconds()
+        var pacing = CommitPacing(clock: context.clock)
         func commit() throws(CloudSyncError) {
             try state?.recordSyncProgress(of: job, snapshot: pendingRows, deletions: pendingDeletions)
             pendingRows.removeAll(keepingCapacity: true)
             pendingDeletions.removeAll(keepingCapacity: true)
-            lastCommit = clock.nowMilliseconds()
+            pacing.committed()
         }
         func process(_ batch: [SyncItem], tags: [String: [String?]], into report: inout JobReport)
             async throws(CloudSyncError)
@@ -375,9 +389,7 @@ final class SyncRun {
                 {
                     lostRange = true
                 }
-            } else if pendingRows.count + pendingDeletions.count >= Self.commitRows
-                || clock.nowMilliseconds() - lastCommit >= 1_000
-            {
+            } else if pacing.isDue(rows: pendingRows.count + pendingDeletions.count) {
                 try commit()
             }
             context.progress(report[SyncJob.keys], nil)
@@ -483,12 +495,11 @@ final class SyncRun {
         // The rows of removed keys commit every few pages, as the merge's rows do: a row left by a run that stops
         // first names a key no provider holds, which the next sync drops without deleting anything.
         var removed: [(key: String, fingerprint: SyncFingerprint?)] = []
-        let clock = context.clock
-        var lastCommit = clock.nowMilliseconds()
+        var pacing = CommitPacing(clock: context.clock)
         func commit() throws(CloudSyncError) {
             try state.updateSnapshot(of: job, removed)
             removed.removeAll(keepingCapacity: true)
-            lastCommit = clock.nowMilliseconds()
+            pacing.committed()
         }
         do throws(CloudSyncError) {
             while !context.isInterrupted {
@@ -502,7 +513,7 @@ final class SyncRun {
                 report.add(result.failed.count, to: SyncJob.failed)
                 report.record(result.failed)
                 removed += result.removed.map { ($0, nil) }
-                if removed.count >= Self.commitRows || clock.nowMilliseconds() - lastCommit >= 1_000 { try commit() }
+                if pacing.isDue(rows: removed.count) { try commit() }
             }
         } catch {
             try? commit()
