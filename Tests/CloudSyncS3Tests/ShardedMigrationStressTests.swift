@@ -16,7 +16,6 @@ import Testing
     .enabled(if: StressSize.isEnabled, "a stress suite: CLOUDSYNC_STRESS=1 or full"))
 struct ShardedMigrationStressTests {
     static let count = 8_000
-    static let shards = 8
 
     /// The source: `count` values of 1 KB each in a directory.
     private func seed(_ directory: TemporaryDirectory) async throws -> [String] {
@@ -39,7 +38,7 @@ struct ShardedMigrationStressTests {
         let proxy: S3Proxy
     }
 
-    private func prepare(_ directory: TemporaryDirectory, label: String) async throws -> Run {
+    private func prepare(_ directory: TemporaryDirectory, label: String, shards: Int) async throws -> Run {
         let server = try await PostgresServer.shared()
         let proxy = try S3Proxy(upstream: try await SharedMoto.endpoint())
         let schema = PostgresServer.uniqueName(label)
@@ -54,7 +53,7 @@ struct ShardedMigrationStressTests {
           bucket: { type: s3, bucket: cloudsync-tests, prefix: \(prefix), endpoint: "\(proxy.endpoint.absoluteString)" }
         store: { providers: [from] }
         jobs:
-          - { type: migrate, name: upload, from: from, to: bucket, shards: \(Self.shards) }
+          - { type: migrate, name: upload, from: from, to: bucket, shards: \(shards) }
         """.write(toFile: file, atomically: true, encoding: .utf8)
         var environment = ProcessInfo.processInfo.environment
         environment.merge([
@@ -95,10 +94,52 @@ struct ShardedMigrationStressTests {
         return count
     }
 
+    /// Finds and stops (SIGSTOP) a runner other than the starter whose range has keys left after its last recorded batch.
+    ///
+    /// The range is looked at again once the runner is stopped, so the runner cannot finish it between the look and the
+    /// kill; a runner that did finish it meanwhile is let go on (SIGCONT) and another is looked for.
+    private func stopAVictim(
+        of run: Run, among processes: [RunningProcess], keys: [String], watcher: PostgresConnection
+    ) async throws -> (process: RunningProcess, left: KeyRange) {
+        let found = Protected<(process: RunningProcess, left: KeyRange)?>(nil)
+        try await waitUntil(limit: .seconds(300)) { () async throws -> Bool in
+            // Until the starter has made the schema, there is nothing to look at.
+            let made = try await watcher.execute(
+                "SELECT to_regclass($1) IS NOT NULL AS made", [.text("\(run.schema).sharded_jobs")])
+            guard made.value("made") == .boolean(true) else { return false }
+            let starter = try await watcher.execute(
+                "SELECT pid FROM \(run.schema).run_locks WHERE pipeline = 'killed'"
+            ).rows.first?[0].integer
+            let busy = try await watcher.execute(
+                "SELECT runner, shard, through_key, done_after FROM \(run.schema).shards "
+                    + "WHERE pipeline = 'killed' AND NOT done AND runner IS NOT NULL AND done_after IS NOT NULL")
+            for row in busy.rows {
+                let runner = row[0].text ?? ""
+                let text = { (value: PostgresValue) in value.bytes.map { String(decoding: $0, as: UTF8.self) } }
+                let left = KeyRange(after: text(row[3]), through: text(row[2]))
+                guard let pid = Int32(runner.split(separator: "/").last ?? ""), Int64(pid) != starter,
+                    let process = processes.first(where: { $0.pid == pid }), keys.contains(where: left.contains)
+                else { continue }
+                process.signal(SIGSTOP)
+                let still = try await watcher.execute(
+                    "SELECT 1 FROM \(run.schema).shards WHERE pipeline = 'killed' AND shard = $1 AND runner = $2 "
+                        + "AND NOT done", [row[1], .text(runner)])
+                guard !still.rows.isEmpty else {
+                    process.signal(SIGCONT)
+                    continue
+                }
+                found.withLock { $0 = (process, left) }
+                return true
+            }
+            return false
+        }
+        return try #require(found.withLock { $0 })
+    }
+
     @Test func fourRunnersUploadEveryValueOnceAndTheCountsSumToTheKeys() async throws {
         let directory = try TemporaryDirectory()
         let keys = try await seed(directory)
-        let run = try await prepare(directory, label: "together")
+        let run = try await prepare(directory, label: "together", shards: 8)
         defer { run.proxy.server.stop() }
         var results: [ProcessResult] = []
         for process in try start(run, directory: directory) { results.append(await process.exited()) }
@@ -116,40 +157,14 @@ struct ShardedMigrationStressTests {
     @Test func aRunnerKilledMidRunLeavesItsRangeToAnotherAndEveryValueArrives() async throws {
         let directory = try TemporaryDirectory()
         let keys = try await seed(directory)
-        let run = try await prepare(directory, label: "killed")
+        // Four ranges of about 2,000 keys: each is copied in batches of 1,000 (S3's batch limit), so a range whose
+        // first batch is recorded still has a batch to copy, and the runner is caught in the middle of it.
+        let run = try await prepare(directory, label: "killed", shards: 4)
         defer { run.proxy.server.stop() }
         let watcher = try await PostgresConnection.connect(try await PostgresServer.shared().url)
         let processes = try start(run, directory: directory)
-        // A runner other than the starter, holding a range it has begun: the victim.
-        let victim = Protected<(process: RunningProcess, shard: Int, after: String?, through: String?)?>(nil)
-        try await waitUntil(limit: .seconds(300)) { () async throws -> Bool in
-            // Until the starter has made the schema, there is nothing to look at.
-            let made = try await watcher.execute(
-                "SELECT to_regclass($1) IS NOT NULL AS made", [.text("\(run.schema).sharded_jobs")])
-            guard made.value("made") == .boolean(true) else { return false }
-            let starter = try await watcher.execute(
-                "SELECT pid FROM \(run.schema).run_locks WHERE pipeline = 'killed'"
-            ).rows.first?[0].integer
-            let busy = try await watcher.execute(
-                "SELECT runner, shard, after_key, through_key FROM \(run.schema).shards "
-                    + "WHERE pipeline = 'killed' AND NOT done AND runner IS NOT NULL AND done_after IS NOT NULL")
-            for row in busy.rows {
-                let runner = row[0].text ?? ""
-                guard let pid = Int32(runner.split(separator: "/").last ?? ""), Int64(pid) != starter,
-                    let process = processes.first(where: { $0.pid == pid })
-                else { continue }
-                victim.withLock {
-                    $0 = (
-                        process, Int(row[1].integer ?? 0), row[2].bytes.map { String(decoding: $0, as: UTF8.self) },
-                        row[3].bytes.map { String(decoding: $0, as: UTF8.self) }
-                    )
-                }
-                return true
-            }
-            return false
-        }
-        let killed = try #require(victim.withLock { $0 })
-        killed.process.signal(SIGKILL)
+        let victim = try await stopAVictim(of: run, among: processes, keys: keys, watcher: watcher)
+        victim.process.signal(SIGKILL)
         var results: [ProcessResult] = []
         for process in processes { results.append(await process.exited()) }
         await watcher.close()
@@ -162,10 +177,12 @@ struct ShardedMigrationStressTests {
         let shards = try #require(job["shards"] as? [String: Any])
         #expect((shards["takenOver"] as? Int ?? 0) >= 1, "the report says a range was taken over")
         #expect(try await objects(under: run.prefix) == keys.count, "every object arrived")
-        // Written twice: at most what the killed runner wrote of its range after its last recorded batch.
-        let range = KeyRange(after: killed.after, through: killed.through)
-        let inRange = keys.filter(range.contains).count
+        // Written twice: at most what the killed runner wrote of its range after its last recorded batch, which came
+        // no earlier than the one the look saw.
+        let left = keys.filter(victim.left.contains).count
         let puts = run.proxy.count("PUT")
-        #expect(puts >= keys.count && puts - keys.count <= inRange, "\(puts) PUTs; the killed range holds \(inRange)")
+        #expect(
+            puts >= keys.count && puts - keys.count <= left,
+            "\(puts) PUTs; the killed range had \(left) keys left after its last recorded batch")
     }
 }
