@@ -136,11 +136,15 @@ private func benchSync(keys count: Int, runs: Int) async throws -> ChildRun {
     let pipeline = try writeSyncPipeline("syncbench", a: a, b: b, state: directory + "/state", in: directory)
     let executable = Bundle.main.executablePath ?? CommandLine.arguments[0]
     let first = try runChild(executable, ["--sync-child", pipeline])
+    // The same-work peer's snapshot: every key's digest as the first sync left the two databases (alike).
+    try shell(
+        "sqlite3 '\(directory)/sync3-state.db' \"ATTACH '\(a)' AS a; CREATE TABLE snapshot (key TEXT PRIMARY KEY, "
+            + "digest BLOB NOT NULL) WITHOUT ROWID; INSERT INTO snapshot SELECT key, sha3(value) FROM a.kv\"")
     try applyChanges(a: a, b: b, count: count)
     // What every timed run starts from: the prepared databases and state, copied back before each run.
     try shell(
         "mkdir '\(directory)/prepared' && cp -a '\(directory)'/a.db* '\(directory)'/b.db* '\(directory)/state' "
-            + "'\(directory)/prepared/'")
+            + "'\(directory)/sync3-state.db' '\(directory)/prepared/'")
     let prepared = ContinuousClock.now - build
 
     let script = directory + "/repair.sql"
@@ -152,8 +156,12 @@ private func benchSync(keys count: Int, runs: Int) async throws -> ChildRun {
       WHERE b.key IS NULL OR b.value <> a.kv.value;
     COMMIT;
     """.write(toFile: script, atomically: true, encoding: .utf8)
+    let sameWork = directory + "/sync3.sql"
+    try sameWorkSync(in: directory).write(toFile: sameWork, atomically: true, encoding: .utf8)
     var ours: [ChildRun] = []
     var theirs: [ChildRun] = []
+    var same: [ChildRun] = []
+    var agreement = ""
     for run in 0..<runs {
         if run > 0 {
             try shell(
@@ -162,20 +170,82 @@ private func benchSync(keys count: Int, runs: Int) async throws -> ChildRun {
         }
         try shell(
             "cp '\(directory)/prepared/a.db' '\(directory)/sql-a.db' && "
-                + "cp '\(directory)/prepared/b.db' '\(directory)/sql-b.db' && sync")
+                + "cp '\(directory)/prepared/b.db' '\(directory)/sql-b.db' && "
+                + "cp '\(directory)/prepared/a.db' '\(directory)/sync3-a.db' && "
+                + "cp '\(directory)/prepared/b.db' '\(directory)/sync3-b.db' && "
+                + "cp '\(directory)/prepared/sync3-state.db' '\(directory)/sync3-run-state.db' && sync")
         ours.append(try runChild(executable, ["--sync-child", pipeline]))
         theirs.append(try runChild("/usr/bin/sqlite3", [directory + "/sql-b.db"], input: script))
+        same.append(try runChild("/usr/bin/sqlite3", [directory + "/sync3-run-state.db"], input: sameWork))
         print(
             String(
-                format: "  run %d: ours %.2f s (CPU %.2f s), sqlite3 %.2f s (CPU %.2f s)", run + 1, ours[run].seconds,
-                ours[run].cpuSeconds, theirs[run].seconds, theirs[run].cpuSeconds))
+                format: "  run %d: ours %.2f s (CPU %.2f s), sqlite3 repair %.2f s (CPU %.2f s), sqlite3 same-work "
+                    + "sync %.2f s (CPU %.2f s)", run + 1, ours[run].seconds, ours[run].cpuSeconds, theirs[run].seconds,
+                theirs[run].cpuSeconds, same[run].seconds, same[run].cpuSeconds))
+        if run == 0 && count <= 1_000_000 { agreement = try compareWithSameWork(in: directory) }
     }
     let postgres = withPostgres ? try await benchPostgresState(count: count, runs: runs, in: directory) : nil
     report(
         count: count, prepared: prepared, first: first, ours: ChildRun.medianRun(ours),
-        theirs: ChildRun.medianRun(theirs),
+        theirs: ChildRun.medianRun(theirs), same: ChildRun.medianRun(same), agreement: agreement,
         postgres: postgres, runs: runs)
     return ChildRun.medianRun(ours)
+}
+
+/// The same-work peer: the sync's three-way decision in SQL, run by the `sqlite3` shell on its own copies
+/// (`sync3-a.db`, `sync3-b.db`, and its state, the main database, holding each key's digest as last synced).
+///
+/// Like the sync, it reads and hashes every value of both sides (SHA-3, the shell's own), compares each key with
+/// its snapshot, copies new and changed values either way (the first side winning a conflict, as the sync's default
+/// resolver does), deletes on one side what the other deleted and left unchanged, and records the new digests. It
+/// leaves out what SQL cannot do: several providers, tags that spare reads, limits on deletions, a report.
+private func sameWorkSync(in directory: String) -> String {
+    """
+    ATTACH '\(directory)/sync3-a.db' AS a;
+    ATTACH '\(directory)/sync3-b.db' AS b;
+    BEGIN;
+    CREATE TEMP TABLE changed AS
+      SELECT coalesce(k.key, s.key) AS key, k.da AS da, k.db AS db, s.digest AS ds FROM (
+        SELECT coalesce(x.key, y.key) AS key, sha3(x.value) AS da, sha3(y.value) AS db
+        FROM a.kv AS x FULL JOIN b.kv AS y ON y.key = x.key
+      ) AS k FULL JOIN main.snapshot AS s ON s.key = k.key
+      WHERE NOT (k.da IS NOT NULL AND k.da IS k.db AND k.da IS s.digest);
+    CREATE TEMP TABLE act AS SELECT key, da, db, CASE
+        WHEN da IS NOT NULL AND da IS db THEN 'record'
+        WHEN db IS NULL AND da IS NOT NULL AND da IS ds THEN 'delete-a'
+        WHEN da IS NULL AND db IS NOT NULL AND db IS ds THEN 'delete-b'
+        WHEN da IS NULL AND db IS NULL THEN 'forget'
+        WHEN db IS NOT NULL AND (da IS NULL OR da IS ds) THEN 'to-a'
+        ELSE 'to-b' END AS action
+      FROM changed;
+    INSERT OR REPLACE INTO b.kv (key, value, updated_at_ms)
+      SELECT x.key, x.value, x.updated_at_ms FROM temp.act JOIN a.kv AS x ON x.key = act.key WHERE action = 'to-b';
+    INSERT OR REPLACE INTO a.kv (key, value, updated_at_ms)
+      SELECT y.key, y.value, y.updated_at_ms FROM temp.act JOIN b.kv AS y ON y.key = act.key WHERE action = 'to-a';
+    DELETE FROM a.kv WHERE key IN (SELECT key FROM temp.act WHERE action = 'delete-a');
+    DELETE FROM b.kv WHERE key IN (SELECT key FROM temp.act WHERE action = 'delete-b');
+    INSERT OR REPLACE INTO main.snapshot (key, digest)
+      SELECT key, CASE action WHEN 'to-a' THEN db ELSE da END FROM temp.act WHERE action IN ('record', 'to-a', 'to-b');
+    DELETE FROM main.snapshot
+      WHERE key IN (SELECT key FROM temp.act WHERE action IN ('delete-a', 'delete-b', 'forget'));
+    COMMIT;
+    """
+}
+
+/// Whether the sync left both databases holding what the same-work peer left in its copies: "agree", or how many
+/// rows of each side are not in the other's (a key with another value counts once on each side).
+private func compareWithSameWork(in directory: String) throws -> String {
+    var differing: [String] = []
+    for side in ["a", "b"] {
+        let query =
+            "ATTACH '\(directory)/\(side).db' AS o; SELECT (SELECT count(*) FROM (SELECT key, value FROM main.kv "
+            + "EXCEPT SELECT key, value FROM o.kv)) + (SELECT count(*) FROM (SELECT key, value FROM o.kv EXCEPT "
+            + "SELECT key, value FROM main.kv))"
+        let counted = try runChild("/usr/bin/sqlite3", [directory + "/sync3-\(side).db", query])
+        let count = counted.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        if count != "0" { differing.append("\(side): \(count) rows") }
+    }
+    return differing.isEmpty ? "agree" : "DIFFER (" + differing.joined(separator: ", ") + ")"
 }
 
 /// The largest sync's peak memory against its budget, and each size's time against the size before it: a sync of
@@ -272,7 +342,8 @@ private func applyChanges(a: String, b: String, count: Int) throws {
 }
 
 private func report(
-    count: Int, prepared: Duration, first: ChildRun, ours: ChildRun, theirs: ChildRun, postgres: ChildRun?, runs: Int
+    count: Int, prepared: Duration, first: ChildRun, ours: ChildRun, theirs: ChildRun, same: ChildRun,
+    agreement: String, postgres: ChildRun?, runs: Int
 ) {
     let expectedRepairs = (0..<count).filter { isMissing($0) || isChanged($0) }.count
     let expectedDeletes = (0..<count).filter(isDeleted).count
@@ -290,6 +361,15 @@ private func report(
             + "sqlite3 \(String(format: "%6.2f", theirs.seconds)) s  \(String(format: "%5.1f", theirs.peakMegabytes)) MB  "
             + "ratio \(String(format: "%.2f", ours.seconds / theirs.seconds))  "
             + "(CPU \(String(format: "%.2f", ours.cpuSeconds)) s vs \(String(format: "%.2f", theirs.cpuSeconds)) s)")
+    let sameLabel = "sync: \(count) keys, beside the same-work SQL sync".padding(
+        toLength: 52, withPad: " ", startingAt: 0)
+    print(
+        "\(sameLabel) \(String(format: "%7.2f", ours.seconds)) s  "
+            + "sqlite3 \(String(format: "%6.2f", same.seconds)) s  \(String(format: "%5.1f", same.peakMegabytes)) MB  "
+            + "ratio \(String(format: "%.2f", ours.seconds / same.seconds))  "
+            + "(CPU \(String(format: "%.2f", ours.cpuSeconds)) s vs \(String(format: "%.2f", same.cpuSeconds)) s, "
+            + "\(String(format: "%.2f", ours.cpuSeconds / same.cpuSeconds))×)"
+            + (agreement.isEmpty ? "" : "; end states \(agreement)"))
     if let postgres {
         print("  PostgreSQL state counts: \(postgres.output.trimmingCharacters(in: .whitespacesAndNewlines))")
         let label = "sync: \(count) keys, state in PostgreSQL".padding(toLength: 52, withPad: " ", startingAt: 0)

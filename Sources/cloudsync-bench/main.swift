@@ -1,7 +1,8 @@
 // `make bench`: one table — each measure beside its peer run in the same invocation, the ratio, the target and
 // whether it is met — printed and written to bench.json; `make bench-compare OLD=old.json` sets two runs side by side.
 //
-//   cloudsync-bench [--runs N] [--json PATH] [--only TEXT]   run the benches (TEXT: only those whose name contains it)
+//   cloudsync-bench [--runs N] [--json PATH] [--only TEXT]   run the benches (TEXT: only those whose name contains it,
+//                                                             or any of several, separated by commas)
 //   cloudsync-bench compare OLD.json NEW.json                 compare two bench.json files
 //
 // Each bench is an independent function returning its rows; adding one is one line in `benches` below.
@@ -66,7 +67,8 @@ defer { try? FileManager.default.removeItem(at: scratch) }
 let context = BenchContext(scratch: scratch, runs: runs)
 print(machineLine(when: "at start"))
 var rows: [BenchRow] = []
-for bench in benches where only.map({ bench.name.contains($0) }) ?? true {
+let wanted = only.map { $0.split(separator: ",").map(String.init) }
+for bench in benches where wanted.map({ $0.contains { bench.name.contains($0) } }) ?? true {
     FileHandle.standardError.write(Data("bench: \(bench.name)…\n".utf8))
     rows += try await bench.run(context)
 }
