@@ -123,11 +123,12 @@ public final class SQLiteOutboxStorage: OutboxStorage {
     /// Rows one upsert statement writes (see `SQLiteConnection.writeRows`); nine parameters a row stay far below
     /// SQLite's limit.
     static let rowsPerStatement = 100
+    static let upsertStatement = MultiRowStatement(rowsPerRun: rowsPerStatement, sql: upsertSQL)
 
     /// Stores each entry, a hundred rows per statement and the rest one at a time; the row of the same key and
     /// provider, if any, takes the entry's id and fields (one upsert each, in order).
     private func upsert(_ entries: [OutboxEntry], on db: SQLiteConnection) throws {
-        try db.writeRows(entries.count, rowsPerRun: Self.rowsPerStatement, sql: Self.upsertSQL) { statement, range in
+        try db.writeRows(entries.count, with: Self.upsertStatement) { statement, range in
             // Row r's parameters are 9r + 1 … 9r + 9, in the order of the columns; a remove's value stays NULL.
             var texts: [(parameter: Int, text: String)] = []
             texts.reserveCapacity(5 * range.count)

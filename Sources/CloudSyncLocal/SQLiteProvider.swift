@@ -352,7 +352,7 @@ public final class SQLiteProvider: Provider {
     /// Writes every item: a hundred rows per statement, in order (a key given twice is inserted, then updated, as
     /// with one statement a row), the rest one at a time.
     private static func upsert(_ items: [KeyValue], now: Int64, _ db: SQLiteConnection) throws {
-        try db.writeRows(items.count, rowsPerRun: rowsPerStatement, sql: upsertSQL) { upsert, range in
+        try db.writeRows(items.count, with: upsertStatement) { upsert, range in
             // Row r's parameters are 3r + 1 (key), 3r + 2 (value) and 3r + 3 (time).
             var texts: [(parameter: Int, text: String)] = []
             texts.reserveCapacity(2 * range.count)
@@ -403,6 +403,7 @@ public final class SQLiteProvider: Provider {
     /// Rows a multi-row upsert writes (see `SQLiteConnection.writeRows`); three parameters a row stay far below
     /// SQLite's limit.
     static let rowsPerStatement = 100
+    static let upsertStatement = MultiRowStatement(rowsPerRun: rowsPerStatement, sql: upsertSQL)
 
     /// Inserts `rows` rows (key, value, update time), each updating the row its key already has instead.
     static func upsertSQL(rows: Int) -> String {

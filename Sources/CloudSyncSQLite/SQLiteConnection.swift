@@ -104,20 +104,18 @@ package final class SQLiteConnection {
         statementCache[sql] = handle
     }
 
-    /// Writes `count` rows with a statement that takes many rows at once: `rowsPerRun` rows a run while that many
-    /// are left, then one a run, each statement from ``cachedStatement(_:)``.
+    /// Writes `count` rows with a statement that takes many rows at once: `statement.rowsPerRun` rows a run while that
+    /// many are left, then one a run, each statement from ``cachedStatement(_:)``.
     ///
-    /// `sql(rows)` is the statement for `rows` rows; `write` binds the rows `range` (positions among the `count`) to
-    /// it and runs it. One run for many rows saves what SQLite sets up for each run (cursors, a statement journal,
-    /// trigger frames).
+    /// `write` binds the rows `range` (positions among the `count`) to the statement it is given and runs it. One run
+    /// for many rows saves what SQLite sets up for each run (cursors, a statement journal, trigger frames).
     package func writeRows(
-        _ count: Int, rowsPerRun: Int, sql: (_ rows: Int) -> String,
-        _ write: (SQLiteStatement, _ range: Range<Int>) throws -> Void
+        _ count: Int, with statement: MultiRowStatement, _ write: (SQLiteStatement, _ range: Range<Int>) throws -> Void
     ) throws {
         var start = 0
         while start < count {
-            let rows = count - start >= rowsPerRun ? rowsPerRun : 1
-            try write(try cachedStatement(sql(rows)), start..<start + rows)
+            let rows = count - start >= statement.rowsPerRun ? statement.rowsPerRun : 1
+            try write(try cachedStatement(rows == 1 ? statement.one : statement.many), start..<start + rows)
             start += rows
         }
     }
@@ -185,5 +183,20 @@ package final class SQLiteConnection {
             }
             throw error
         }
+    }
+}
+
+/// The two texts of a statement that ``SQLiteConnection/writeRows(_:with:_:)`` runs: one for `rowsPerRun` rows and
+/// one for a single row, built once (a caller keeps them in a `static let`) rather than for every batch it writes.
+package struct MultiRowStatement: Sendable {
+    package let rowsPerRun: Int
+    package let many: String
+    package let one: String
+
+    /// `sql(rows)` is the statement for `rows` rows.
+    package init(rowsPerRun: Int, sql: (_ rows: Int) -> String) {
+        self.rowsPerRun = max(1, rowsPerRun)
+        many = sql(self.rowsPerRun)
+        one = sql(1)
     }
 }
