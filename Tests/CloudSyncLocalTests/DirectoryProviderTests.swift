@@ -24,16 +24,28 @@ import Testing
     /// The tag moves with an edit by anyone: this provider's writes (a new file renamed over the key) and an edit in
     /// place of the same size by another program. A file changed within the window is untagged, so it is read.
     @Test func aListingTagsSettledFilesAndTheTagMovesWithEveryEdit() async throws {
+        // The provider's clock: stopped at a set time, or the real one moved on by a shift.
+        let stopped = Mutex<Int64?>(nil)
         let shift = Mutex<Int64>(0)
         let provider = try DirectoryProvider(
             id: "directory", root: directory.file("files"), maxValueBytes: nil, metrics: ProviderMetrics(),
-            removesStaleTemporaryFiles: false, fileTimeNow: { FileVersion.now() + shift.withLock { $0 } })
+            removesStaleTemporaryFiles: false,
+            fileTimeNow: { stopped.withLock { $0 } ?? FileVersion.now() + shift.withLock { $0 } })
         func tags() async throws -> [String?] {
             let page = try await provider.listKeys(after: nil, limit: 10)
             return page.versions ?? []
         }
         _ = try await provider.set([KeyValue("a", "first"), KeyValue("b", "other")])
+        // Half a window after the later change, however long the machine took to get here.
+        var changed: Int64 = 0
+        for name in ["a", "b"] {
+            var status = stat()
+            #expect(lstat(directory.file("files/\(name)"), &status) == 0)
+            changed = max(changed, Int64(status.st_ctim.tv_sec) * 1_000_000_000 + Int64(status.st_ctim.tv_nsec))
+        }
+        stopped.withLock { $0 = changed + FileVersion.racyWindowNanoseconds / 2 }
         #expect(try await tags() == [nil, nil], "just written: inside the window")
+        stopped.withLock { $0 = nil }
 
         shift.withLock { $0 = 3 * FileVersion.racyWindowNanoseconds }
         let settled = try await tags()
