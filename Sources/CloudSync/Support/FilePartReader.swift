@@ -26,7 +26,7 @@ package final class FilePartReader: Sendable {
 
     /// `count` bytes from `offset`; `ERR_CONFIG` when the file ends sooner (it shrank while it was sent).
     package func read(at offset: Int64, count: Int) throws(CloudSyncError) -> Data {
-        var data = Data(count: count)
+        var data = Self.mappedBuffer(count)
         var filled = 0
         while filled < count {
             let got = data.withUnsafeMutableBytes { buffer in
@@ -46,5 +46,17 @@ package final class FilePartReader: Sendable {
             filled += got
         }
         return data
+    }
+
+    /// `count` zeroed bytes in pages of their own (`mmap`), handed back to the system (`munmap`) when the last copy
+    /// of the data goes: parts of several MiB from the heap would leave freed parts' pages held by the allocator
+    /// (glibc raises its mmap threshold past the first large block freed), so peak memory would grow past the parts
+    /// in flight.
+    static func mappedBuffer(_ count: Int) -> Data {
+        guard count > 0,
+            let pages = mmap(nil, count, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0),
+            pages != MAP_FAILED
+        else { return Data(count: count) }
+        return Data(bytesNoCopy: pages, count: count, deallocator: .custom { pointer, size in munmap(pointer, size) })
     }
 }
