@@ -47,8 +47,8 @@ public struct SyncFingerprint: Sendable, Equatable {
         if let tags {
             var recorded: [(String, String)] = []
             for (index, tag) in tags.enumerated() {
-                guard let tag, Self.canRecord(tag: tag) else { continue }
-                recorded.append((ids[index], digests[index] == tag ? "" : tag))
+                guard let tag, let kept = Self.recorded(tag: tag, digest: digests[index]) else { continue }
+                recorded.append((ids[index], kept))
             }
             if !recorded.isEmpty {
                 recorded.sort { $0.0 < $1.0 }
@@ -80,8 +80,8 @@ public struct SyncFingerprint: Sendable, Equatable {
     public init(_ digests: [String: String], tags: [String: String]) {
         text = Self.text(of: digests)
         var recorded: [String: String] = [:]
-        for (provider, tag) in tags where Self.canRecord(tag: tag) {
-            recorded[provider] = digests[provider] == tag ? "" : tag
+        for (provider, tag) in tags {
+            if let kept = Self.recorded(tag: tag, digest: digests[provider]) { recorded[provider] = kept }
         }
         if !recorded.isEmpty { text += "\u{1E}" + Self.text(of: recorded) }
     }
@@ -91,7 +91,15 @@ public struct SyncFingerprint: Sendable, Equatable {
     private static let tagsMark: UInt8 = 0x1E
 
     private static func text(of digests: [String: String]) -> String {
-        digests.sorted { $0.key < $1.key }.map { "\($0.key)=\($0.value)" }.joined(separator: "\u{1F}")
+        var text = ""
+        append(digests.sorted { $0.key < $1.key }.map { ($0.key, $0.value) }, to: &text)
+        return text
+    }
+
+    /// How `tag` is kept beside `digest`: nil when it cannot be (``canRecord(tag:)``), empty when it is the digest.
+    private static func recorded(tag: String, digest: String?) -> String? {
+        guard canRecord(tag: tag) else { return nil }
+        return digest == tag ? "" : tag
     }
 
     /// Whether `tag` can be kept in a fingerprint: not empty, and without "=" or either separator (a tag that cannot
