@@ -75,17 +75,10 @@ func benchOutbox(_ context: BenchContext) async throws -> [BenchRow] {
         var peerTimings: [Double] = []
         for run in 0..<context.runs {
             let path = "\(directory)/outbox-\(preloaded)-\(run).db"
-            _ = try SQLiteOutboxStorage(path: path)  // creates the schema
-            try await SQLiteDatabase(path: path).write { db in
-                let insert = try db.prepare(entryInsert)
-                for index in 0..<preloaded { try insert.bind(index + 1, "preloaded.\(index)", value).run() }
-            } as Void
+            try queue(preloaded, entriesOf: value, into: peerDatabase(at: path))
             let store = try offlineStore(outboxAt: path)
             let database = try peerDatabase(at: "\(directory)/direct-\(preloaded)-\(run).db")
-            try await database.write { db in
-                let insert = try db.prepare(entryInsert)
-                for index in 0..<preloaded { try insert.bind(index + 1, "preloaded.\(index)", value).run() }
-            } as Void
+            try queue(preloaded, entriesOf: value, into: database)
             var ours = Duration.zero
             var peer = Duration.zero
             for index in 0..<samples {
@@ -173,6 +166,14 @@ private func offlineStore(outboxAt path: String) throws -> CloudStore {
 private func peerDatabase(at path: String) throws -> SQLiteDatabase {
     _ = try SQLiteOutboxStorage(path: path)  // creates the schema
     return try SQLiteDatabase(path: path, options: .init(durability: .powerLossSafe))
+}
+
+/// Fills the outbox table of `database` with `count` entries of `value`, as both sides' queues start.
+private func queue(_ count: Int, entriesOf value: String, into database: SQLiteDatabase) throws {
+    try database.write { db in
+        let insert = try db.prepare(entryInsert)
+        for index in 0..<count { try insert.bind(index + 1, "preloaded.\(index)", value).run() }
+    }
 }
 
 /// One entry as the store queues a failed write to the offline provider, given its id, key and value: how the peer
