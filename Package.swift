@@ -53,6 +53,10 @@ let package = Package(
         // `cloudsync version` can ask the loaded copy its version and TLS library. The CLI alone imports it, so the
         // library products need no curl headers.
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
+        // libmicrohttpd (with GnuTLS), the HTTP server `cloudsync serve` faces the network with: its parser, its limits on
+        // connections, memory and idle time, and its TLS.
+        .systemLibrary(
+            name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
         // What the binary was built from, for `cloudsync version`: see `buildInfo` above.
         .target(name: "CBuildInfo", cSettings: buildInfo),
 
@@ -73,9 +77,10 @@ let package = Package(
         // needs URLSession. FoundationNetworking comes with the toolchain's Foundation, so it is no package dependency.
         .target(name: "CloudSyncHTTP", dependencies: ["CloudSync"]),
 
-        // A loopback HTTP/1.1 server on POSIX sockets with routes and fault plans, plain or over TLS: the emulators and
-        // the tests serve from it, and `cloudsync login` receives its OAuth redirect on it.
-        .target(name: "CloudSyncHTTPServer", dependencies: ["CloudSync", "CloudSyncHTTP", "CSSL"]),
+        // HTTP servers. A loopback HTTP/1.1 server on POSIX sockets with routes and fault plans, plain or over TLS: the
+        // emulators and the tests serve from it, and `cloudsync login` receives its OAuth redirect on it. And the
+        // server that faces the network, `cloudsync serve`'s, on libmicrohttpd.
+        .target(name: "CloudSyncHTTPServer", dependencies: ["CloudSync", "CloudSyncHTTP", "CSSL", "CMicroHTTPD"]),
 
         // Sign-in flows (OAuth 2.0 for installed apps with PKCE, CloudKit's web sign-in) and the authenticators that
         // use what they yield; the remote providers plug their factories' sign-in into these.
@@ -159,7 +164,8 @@ let package = Package(
         .target(
             name: "CloudSyncFuzzing",
             dependencies: [
-                "CloudSync", "CloudSyncCrypto", "CloudSyncDeflate", "CloudSyncPipeline", "CloudSyncSodium", "CloudSyncYAML",
+                "CloudSync", "CloudSyncCrypto", "CloudSyncDeflate", "CloudSyncHTTPServer", "CloudSyncPipeline",
+                "CloudSyncSodium", "CloudSyncYAML",
             ]),
 
         // Test support shipped as a normal target: temporary directories, test doubles, a test transport; re-exports the

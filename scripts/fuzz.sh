@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `make fuzz`: runs libFuzzer on each entry point of CloudSyncFuzzing (yaml, pipeline, envelope, export, inflate) for FUZZ_SECONDS
+# `make fuzz`: runs libFuzzer on each entry point of CloudSyncFuzzing (yaml, pipeline, envelope, export, inflate, http) for FUZZ_SECONDS
 # (default 600) each, starting from the kept corpus in Tests/Fuzz/<entry>/, the entry's seeds and, for the YAML and
 # pipeline entries, the example and invalid pipelines. The corpus is then minimized into Tests/Fuzz/<entry>/ (commit
 # it: the test suite replays it). A crash leaves its input in
@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 seconds=${FUZZ_SECONDS:-600}
-targets=${FUZZ_TARGETS:-yaml pipeline envelope export inflate}
+targets=${FUZZ_TARGETS:-yaml pipeline envelope export inflate http}
 fuzzer=.build/fuzz/debug/cloudsync-fuzz
 [ -x "$fuzzer" ] || { echo "fuzz: $fuzzer is not built; run make fuzz" >&2; exit 1; }
 export SWIFT_BACKTRACE=enable=no

@@ -6,7 +6,8 @@ set -euo pipefail
 # The build's packages, plus any named on the command line (make bench adds the sqlite3 shell). libcurl's headers
 # and libxml2's are for the release build: FoundationNetworking and FoundationXML, linked statically, need -lcurl
 # and -lxml2.
-packages=(pkg-config libyaml-dev libsqlite3-dev libsodium-dev libssl-dev libpq-dev libcurl4-openssl-dev libxml2-dev "$@")
+packages=(pkg-config libyaml-dev libsqlite3-dev libsodium-dev libssl-dev libpq-dev libcurl4-openssl-dev libxml2-dev
+    libmicrohttpd-dev "$@")
 
 missing=()
 for package in "${packages[@]}"; do

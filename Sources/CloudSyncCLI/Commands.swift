@@ -48,7 +48,27 @@ enum Commands {
         help: "Pipeline files, or directories whose *.yaml and *.yml files are served.")
     static let serveListen = OptionSpec.option(
         "listen", value: "ADDRESS:PORT", default: "127.0.0.1:8484",
-        help: "Where the HTTP endpoints listen (IPv4). Anything but a 127.x.x.x address needs --token-file.")
+        help: "Where the HTTP endpoints listen: IPv4 (127.0.0.1:8484, 0.0.0.0:8484) or IPv6 in brackets "
+            + "([::1]:8484, [::]:8484). Anything but a loopback address (127.x.x.x, ::1) needs --token-file.")
+    static let serveTLSCertificate = OptionSpec.option(
+        "tls-cert", value: "FILE",
+        help: "Serve HTTPS with this PEM certificate (its chain after it); needs --tls-key.")
+    static let serveTLSKey = OptionSpec.option(
+        "tls-key", value: "FILE",
+        help: "The PEM private key of --tls-cert; a file only its owner can read (mode 0600).")
+    static let serveMaxConnections = OptionSpec.option(
+        "max-connections", value: "N", default: "256",
+        help: "Connections served at once; a request past them gets 503 and a Retry-After.")
+    static let serveMaxPerClient = OptionSpec.option(
+        "max-connections-per-client", value: "N", default: "64",
+        help: "Connections one client address may hold at once; more are closed as they are accepted.")
+    static let serveIdleTimeout = OptionSpec.option(
+        "idle-timeout", value: "SECONDS", default: "30",
+        help: "Close a connection that sends nothing for this long, in the middle of a request or answer.")
+    static let serveHeadTimeout = OptionSpec.option(
+        "head-timeout", value: "SECONDS", default: "10",
+        help: "Close a connection that has not sent a whole request head this long after opening or after its last "
+            + "answer, however it trickles the bytes (slow-header clients).")
     static let serveTokenFile = OptionSpec.option(
         "token-file", value: "PATH",
         help: "A file (mode 0600, at least 16 characters) whose secret every request but /healthz must carry, as "
@@ -170,16 +190,21 @@ enum Commands {
             page), /healthz, /readyz, /metrics (Prometheus), /api/pipelines, /api/runs?pipeline=&limit=, \
             /api/runs/ID, and POST /api/pipelines/NAME/run. SIGHUP reloads the files (one that no longer loads keeps \
             its running version and is reported); SIGTERM or SIGINT starts no new run, lets running ones stop at \
-            their next batch boundary with an interrupted report, and exits 0.
+            their next batch boundary with an interrupted report, and exits 0. The listener is libmicrohttpd: \
+            a request head over 16 KiB gets 431, a body over 64 KiB 413 (before it is read), and the token is \
+            checked as soon as a head arrives.
             """,
         arguments: [serveFiles],
-        options: [serveListen, serveTokenFile],
+        options: [
+            serveListen, serveTokenFile, serveTLSCertificate, serveTLSKey, serveMaxConnections, serveMaxPerClient,
+            serveIdleTimeout, serveHeadTimeout,
+        ],
         exitCodes: [
             (.success, "stopped by SIGTERM or SIGINT"),
             (
                 .usage,
                 "a file did not load at start, or the command line was wrong (--listen off loopback without "
-                    + "--token-file, a token file others can read)"
+                    + "--token-file, a token or key file others can read, a certificate that does not load)"
             ),
             (.unavailable, "the --listen address could not be bound (in use, or not this machine's)"),
         ])

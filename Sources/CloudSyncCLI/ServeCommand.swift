@@ -4,13 +4,14 @@ import CloudSyncService
 import Foundation
 
 extension CommandLineTool {
-    /// Runs `cloudsync serve FILE|DIR... [--listen ADDRESS:PORT] [--token-file PATH]` until SIGTERM or SIGINT.
+    /// Runs `cloudsync serve FILE|DIR... [--listen ADDRESS:PORT] [--token-file PATH] [--tls-cert FILE --tls-key FILE]
+    /// [--max-connections N] [--max-connections-per-client N] [--idle-timeout SECONDS] [--head-timeout SECONDS]` until SIGTERM or SIGINT.
     func serve(_ parsed: ParsedArguments) async -> ExitCode {
         let listen = parsed.value(Commands.serveListen) ?? "127.0.0.1:8484"
         guard let (address, port) = Self.listenAddress(listen) else {
             return usageError(
-                "--listen wants an IPv4 address and a port such as 127.0.0.1:8484 or 0.0.0.0:8484; found '\(listen)'",
-                Commands.serve)
+                "--listen wants an address and a port such as 127.0.0.1:8484, 0.0.0.0:8484 or [::1]:8484; found "
+                    + "'\(listen)'", Commands.serve)
         }
         var token: String?
         if let path = parsed.value(Commands.serveTokenFile) {
@@ -19,11 +20,36 @@ extension CommandLineTool {
             case .failure(let refusal): return usageError(refusal.message, Commands.serve)
             }
         }
-        let loopback = address.hasPrefix("127.")
-        if !loopback, token == nil {
+        if !Self.isLoopback(address), token == nil {
             return usageError(
                 "--listen \(listen) is reachable from other machines: give --token-file with a secret that requests "
                     + "must carry, or listen on 127.0.0.1", Commands.serve)
+        }
+        var options = NetworkHTTPServer.Options()
+        options.address = address
+        options.port = port
+        for (option, minimum, apply) in [
+            (Commands.serveMaxConnections, 1, { (value: Int) in options.maxConnections = value }),
+            (Commands.serveMaxPerClient, 1, { (value: Int) in options.maxConnectionsPerClient = value }),
+            (Commands.serveIdleTimeout, 1, { (value: Int) in options.idleTimeoutSeconds = value }),
+            (Commands.serveHeadTimeout, 1, { (value: Int) in options.headTimeoutSeconds = value }),
+        ] as [(OptionSpec, Int, (Int) -> Void)] {
+            guard let text = parsed.value(option) else { continue }
+            guard let value = Int(text), value >= minimum, value <= 1_000_000 else {
+                return usageError(
+                    "--\(option.name) wants a whole number from \(minimum) to 1000000; found '\(text)'", Commands.serve)
+            }
+            apply(value)
+        }
+        switch (parsed.value(Commands.serveTLSCertificate), parsed.value(Commands.serveTLSKey)) {
+        case (nil, nil): break
+        case (let certificate?, let key?):
+            switch Self.readTLS(certificate: certificate, key: key) {
+            case .success(let pair): options.tls = pair
+            case .failure(let refusal): return usageError(refusal.message, Commands.serve)
+            }
+        case (nil, _?): return usageError("--tls-key needs --tls-cert, the certificate it belongs to", Commands.serve)
+        case (_?, nil): return usageError("--tls-cert needs --tls-key, the certificate's private key", Commands.serve)
         }
 
         let errorWriter = standardError
@@ -40,22 +66,24 @@ extension CommandLineTool {
             return .usage
         }
 
-        var options = LoopbackHTTPServer.Options()
-        options.address = address
-        options.keepsRequestLog = false
-        options.idleTimeout = .seconds(60)
-        let server: LoopbackHTTPServer
+        let server: NetworkHTTPServer
         do {
-            server = try LoopbackHTTPServer(port: port, options: options)
+            server = try NetworkHTTPServer(
+                options: options, responder: ServiceAPI(service: service, token: token))
         } catch {
-            standardError("Error: cannot listen on \(listen): \(error); pick another --listen\n")
+            standardError("Error: cannot serve on \(listen): \(error.message)\n")
+            if error.code == 0 && options.tls != nil {
+                standardError("See 'cloudsync help serve'.\n")
+                return .usage
+            }
+            standardError("Pick another --listen.\n")
             return .unavailable
         }
-        ServiceAPI(service: service, token: token).install(on: server)
         service.start()
         let served = service.pipelines
         standardError(
-            "serving \(served.count) pipeline\(served.count == 1 ? "" : "s") on http://\(address):\(server.port)/ "
+            "serving \(served.count) pipeline\(served.count == 1 ? "" : "s") on \(server.scheme)://"
+                + "\(address.contains(":") ? "[\(address)]" : address):\(server.port)/ "
                 + "(\(served.map(\.name).joined(separator: ", ")))\n")
         let notifier = SystemdNotifier(environment: environment)
         notifier.send("READY=1\nSTATUS=serving \(served.count) pipelines")
@@ -88,15 +116,59 @@ extension CommandLineTool {
         return .success
     }
 
-    /// `HOST:PORT` with a dotted IPv4 host and a port; nil when it is not that.
+    /// `HOST:PORT` with a dotted IPv4 host, or `[HOST]:PORT` with an IPv6 one, and a port; nil when it is not that.
     static func listenAddress(_ text: String) -> (String, UInt16)? {
         guard let colon = text.lastIndex(of: ":"), let port = UInt16(text[text.index(after: colon)...]) else {
             return nil
         }
-        let host = String(text[..<colon])
+        var host = String(text[..<colon])
+        if host.hasPrefix("["), host.hasSuffix("]") {
+            host = String(host.dropFirst().dropLast())
+            var address = in6_addr()
+            return inet_pton(AF_INET6, host, &address) == 1 ? (host, port) : nil
+        }
         let parts = host.split(separator: ".", omittingEmptySubsequences: false)
         guard parts.count == 4, parts.allSatisfy({ UInt8($0) != nil }) else { return nil }
         return (host, port)
+    }
+
+    /// Whether `address` (as ``listenAddress(_:)`` returns it) is reachable from this machine only.
+    static func isLoopback(_ address: String) -> Bool {
+        if address.contains(":") {
+            var parsed = in6_addr()
+            var loopback = in6_addr()
+            _ = inet_pton(AF_INET6, "::1", &loopback)
+            return inet_pton(AF_INET6, address, &parsed) == 1
+                && withUnsafeBytes(of: &parsed) { a in withUnsafeBytes(of: &loopback) { b in a.elementsEqual(b) } }
+        }
+        return address.hasPrefix("127.")
+    }
+
+    /// The certificate and key `--tls-cert` and `--tls-key` name, as PEM text; refused when either cannot be read,
+    /// is not PEM, or the key can be read by others than its owner.
+    static func readTLS(certificate: String, key: String) -> Result<(certificatePEM: String, keyPEM: String), TokenFileError> {
+        guard let certificateData = FileManager.default.contents(atPath: certificate) else {
+            return .failure(TokenFileError("--tls-cert \(certificate) cannot be read"))
+        }
+        let certificatePEM = String(decoding: certificateData, as: UTF8.self)
+        guard certificatePEM.contains("-----BEGIN CERTIFICATE-----") else {
+            return .failure(TokenFileError("--tls-cert \(certificate) holds no PEM certificate (-----BEGIN CERTIFICATE-----)"))
+        }
+        var info = stat()
+        guard stat(key, &info) == 0, let keyData = FileManager.default.contents(atPath: key) else {
+            return .failure(TokenFileError("--tls-key \(key) cannot be read"))
+        }
+        guard info.st_mode & 0o077 == 0 else {
+            return .failure(
+                TokenFileError(
+                    "--tls-key \(key) can be read by others than its owner (mode "
+                        + String(info.st_mode & 0o777, radix: 8) + "); chmod 600 it"))
+        }
+        let keyPEM = String(decoding: keyData, as: UTF8.self)
+        guard keyPEM.contains("-----BEGIN ") && keyPEM.contains("PRIVATE KEY-----") else {
+            return .failure(TokenFileError("--tls-key \(key) holds no PEM private key (-----BEGIN PRIVATE KEY-----)"))
+        }
+        return .success((certificatePEM, keyPEM))
     }
 
     /// The token in `path`, whitespace around it removed; refused when the file is missing, empty, or readable by
@@ -121,7 +193,7 @@ extension CommandLineTool {
     }
 }
 
-/// Why `--token-file` was refused.
+/// Why `--token-file`, `--tls-cert` or `--tls-key` was refused.
 struct TokenFileError: Error {
     let message: String
     init(_ message: String) { self.message = message }

@@ -1,6 +1,7 @@
 import CloudSync
 import CloudSyncCrypto
 import CloudSyncDeflate
+import CloudSyncHTTPServer
 import CloudSyncPipeline
 import CloudSyncSodium
 import CloudSyncYAML
@@ -25,6 +26,9 @@ package enum FuzzEntry: String, CaseIterable, Sendable {
     /// The DEFLATE decompressor backup repositories open objects with; what it accepts must compress and decompress
     /// back to itself.
     case inflate
+    /// The loopback HTTP server's request parser (the emulators', the sign-in redirect's): the bytes a client sends,
+    /// received in pieces whose size the first byte picks; no request read may hold more than the limits allow.
+    case http
 
     /// Runs the entry point on `bytes`.
     package func run(_ bytes: UnsafeRawBufferPointer) {
@@ -35,6 +39,7 @@ package enum FuzzEntry: String, CaseIterable, Sendable {
         case .envelope: Self.decode(text)
         case .export: Self.readExport(Array(bytes))
         case .inflate: Self.inflate(Array(bytes))
+        case .http: Self.readHTTP(Array(bytes))
         }
     }
 
@@ -117,6 +122,20 @@ package enum FuzzEntry: String, CaseIterable, Sendable {
                 }
             }
             return seeds
+        case .http:
+            // The first byte picks the piece size; the rest is what a client sends.
+            let heads = [
+                "GET / HTTP/1.1\r\nHost: x\r\n\r\nGET /a?b=c%20d HTTP/1.1\r\nConnection: close\r\n\r\n",
+                "POST /x HTTP/1.1\r\nContent-Length: 3\r\nExpect: 100-continue\r\n\r\nabc",
+                "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n3;e=1\r\nabc\r\n0\r\nT: 1\r\n\r\n",
+                "POST /api/pipelines/x/run HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\r\n7fffffffffffffff\r\nabc",
+                "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n7ffffffffffffffe\r\nabc",
+                "POST / HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\nffffffffffffffffff\r\nabc",
+                "POST / HTTP/1.1\r\nContent-Length: 1610612736\r\n\r\nabc",
+                "POST / HTTP/1.1\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+                "GET http://h:1/p?q HTTP/1.0\r\nConnection: keep-alive\r\n\r\n",
+            ]
+            return heads.enumerated().map { index, text in Data([UInt8(index * 37 % 256)] + Array(text.utf8)) }
         case .inflate:
             let texts = ["", "a", String(repeating: "abc", count: 100), #"{"k":"v","k2":"v"}"#, "0123456789abcdef"]
             // Streams of each block type, the empty stream in the fixed code, and a stored block whose length check
@@ -124,6 +143,17 @@ package enum FuzzEntry: String, CaseIterable, Sendable {
             return texts.map { Data(Deflate.compress(Array($0.utf8))) } + [
                 Data([0x03, 0x00]), Data([0x01, 0x00, 0x00]),
             ]
+        }
+    }
+
+    /// Small limits, so the fuzzer reaches them with short inputs.
+    private static let httpLimits = HTTPRequestLimits(headBytes: 2048, bodyBytes: 4096)
+
+    private static func readHTTP(_ bytes: [UInt8]) {
+        guard let first = bytes.first else { return }
+        let (requests, _) = readRequests(from: Array(bytes.dropFirst()), pieceSize: Int(first) + 1, limits: httpLimits)
+        for request in requests where request.body.count > httpLimits.bodyBytes {
+            preconditionFailure("a request was read with a body of \(request.body.count) bytes, past the limit")
         }
     }
 

@@ -44,6 +44,41 @@ public struct ReceivedRequest: Sendable {
         self.connectionID = connectionID
     }
 
+    /// A request as a server read it: `target` exactly as the request line carried it, split here into ``path``,
+    /// ``queryItems`` and ``rawQuery``.
+    ///
+    /// RFC 9112 §3.2.2: a server must accept the absolute form (what clients send to a proxy); the route is its path,
+    /// and an empty path is "/".
+    init(method: String, target: String, headers: HTTPHeaders, body: Data) {
+        var originForm = Substring(target)
+        if let scheme = target.range(of: "://"), target[..<scheme.lowerBound].allSatisfy(\.isLetter) {
+            let afterAuthority = target[scheme.upperBound...].drop { $0 != "/" && $0 != "?" }
+            originForm = afterAuthority.hasPrefix("/") ? afterAuthority : Substring("/" + afterAuthority)
+        }
+        var path = originForm
+        var queryItems: [URLQueryItem] = []
+        if let question = originForm.firstIndex(of: "?") {
+            path = originForm[..<question]
+            queryItems = Self.decodeQuery(originForm[originForm.index(after: question)...])
+        }
+        self.init(
+            method: method, path: String(path), target: target, queryItems: queryItems, headers: headers, body: body)
+        if let question = target.firstIndex(of: "?") {
+            rawQuery = String(target[target.index(after: question)...])
+        }
+    }
+
+    /// `a=1&b=x%20y` as items, percent-decoded; an item without `=` has a nil value.
+    private static func decodeQuery(_ query: Substring) -> [URLQueryItem] {
+        query.split(separator: "&", omittingEmptySubsequences: true).map { pair in
+            let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
+            let name = String(parts[0])
+            let value = parts.count > 1 ? String(parts[1]) : nil
+            return URLQueryItem(
+                name: name.removingPercentEncoding ?? name, value: value.map { $0.removingPercentEncoding ?? $0 })
+        }
+    }
+
     /// `SCHEME://HOST` as the client reached the server (`https://localhost:8443`): the scheme it came in on and its
     /// `Host` header (the server's address without one), for absolute URLs a handler hands back to that client.
     public var origin: String { "\(scheme)://\(headers["Host"] ?? serverAuthority)" }
@@ -117,7 +152,9 @@ func reasonPhrase(_ status: Int) -> String {
     case 412: "Precondition Failed"
     case 413: "Content Too Large"
     case 429: "Too Many Requests"
+    case 431: "Request Header Fields Too Large"
     case 500: "Internal Server Error"
+    case 501: "Not Implemented"
     case 502: "Bad Gateway"
     case 503: "Service Unavailable"
     case 504: "Gateway Timeout"

@@ -21,7 +21,8 @@ public struct LoopbackHTTPServerError: Error, Sendable, Equatable, CustomStringC
 /// Routes map a method and path pattern to a handler; a ``HTTPFaultPlan`` makes chosen requests fail, wait, hang or
 /// break; every request is logged for tests to assert on. The accept loop and every connection run on threads of
 /// their own, never on the Swift concurrency pool. Keep-alive, `Content-Length` and chunked request bodies and
-/// `Expect: 100-continue` are supported; responses always carry `Content-Length`. With ``Options/tls`` it serves
+/// `Expect: 100-continue` are supported; responses always carry `Content-Length`. Heads and bodies are bounded by
+/// ``Options/limits`` before they are read (431, 413, and 400 for ambiguous framing, each closing the connection). With ``Options/tls`` it serves
 /// HTTPS instead (TLS 1.2 or later, HTTP/1.1 over it), and a client that refuses the certificate only loses its
 /// own connection.
 ///
@@ -40,6 +41,8 @@ public final class LoopbackHTTPServer: Sendable {
         public var idleTimeout: Duration? = nil
         /// Serve HTTPS with this certificate and key instead of plain HTTP; ``baseURL`` then starts `https://`.
         public var tls: TLSIdentity? = nil
+        /// The most a request's head and body may hold; past them it is answered 431 or 413 and its connection closed.
+        public var limits = HTTPRequestLimits.loopback
 
         public init() {}
     }
@@ -177,6 +180,7 @@ private final class ServerCore: Sendable {
     private let tls: TLSIdentity?
     private let keepsRequestLog: Bool
     private let idleTimeout: Duration?
+    private let limits: HTTPRequestLimits
     private let listener: Int32
     /// Poll on the read end to wait with a timeout that ``stop()`` cuts short by closing the write end.
     private let wakeRead: Int32
@@ -191,6 +195,7 @@ private final class ServerCore: Sendable {
         }
         keepsRequestLog = options.keepsRequestLog
         idleTimeout = options.idleTimeout
+        limits = options.limits
         tls = options.tls
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw LoopbackHTTPServerError(call: "socket", code: errno) }
@@ -368,11 +373,11 @@ private final class ServerCore: Sendable {
             // A failed handshake (a client that does not trust the certificate, or that speaks plain HTTP) ends this
             // connection only, before any request is read or logged.
             if let stream = TLSStream(fd: fd, identity: tls), stream.handshake() {
-                ending = serveRequests(on: SocketConnection(fd: fd, tls: stream), id: id)
+                ending = serveRequests(on: SocketConnection(fd: fd, tls: stream, limits: limits), id: id)
                 if ending == .close { stream.close() }
             }
         } else {
-            ending = serveRequests(on: SocketConnection(fd: fd), id: id)
+            ending = serveRequests(on: SocketConnection(fd: fd, limits: limits), id: id)
         }
         state.withLock { state in
             state.connections[id] = nil
@@ -391,8 +396,9 @@ private final class ServerCore: Sendable {
             let parsed: ParsedRequest
             switch connection.readRequest() {
             case .closed: return .close
-            case .malformed(let reason):
-                _ = connection.send(serialize(HTTPResponse.error(400, reason), head: false, keepAlive: false))
+            case .refused(let refusal):
+                _ = connection.send(
+                    serialize(HTTPResponse.error(refusal.status, refusal.message), head: false, keepAlive: false))
                 return .close
             case .request(let request): parsed = request
             }

@@ -12,34 +12,52 @@ struct ParsedRequest {
 enum ReadResult {
     /// The peer closed (or reset) the connection, cleanly between requests or not.
     case closed
-    /// The bytes were not HTTP/1.x; answer 400 and close.
-    case malformed(String)
+    /// The request was refused by its bytes alone (not HTTP/1.x, over a limit, ambiguous framing): answer it with
+    /// the refusal's status and close.
+    case refused(HTTPRequestRefusal)
     /// A whole request, body included.
     case request(ParsedRequest)
 }
 
 /// One accepted socket, read and written by its own thread only; keeps bytes read past a request for the next one.
 ///
-/// With a ``TLSStream`` (its handshake done) the bytes go through it; the HTTP above is the same either way.
+/// With a ``TLSStream`` (its handshake done) the bytes go through it; the HTTP above is the same either way. Every
+/// size a client sends is checked against ``HTTPRequestLimits`` before it is used, so no head, length or chunk size
+/// can make it allocate past them or overflow.
 final class SocketConnection {
-    private static let headLimit = 64 * 1024
-
-    private let fd: Int32
-    private let tls: TLSStream?
+    private let limits: HTTPRequestLimits
+    private let receive: (UnsafeMutableRawBufferPointer) -> Int
+    private let transmit: ([UInt8]) -> Bool
     private var buffer: [UInt8] = []
     private var start = 0
     private var scratch = [UInt8](repeating: 0, count: 64 * 1024)
 
-    init(fd: Int32, tls: TLSStream? = nil) {
-        self.fd = fd
-        self.tls = tls
+    convenience init(fd: Int32, tls: TLSStream? = nil, limits: HTTPRequestLimits) {
+        self.init(
+            limits: limits,
+            receive: { raw in
+                if let tls { return tls.read(into: raw) }
+                return recv(fd, raw.baseAddress!, raw.count, 0)
+            },
+            transmit: { bytes in
+                if let tls { return tls.write(bytes) }
+                return sendAll(fd, bytes[...])
+            })
+    }
+
+    /// A connection over any byte source: `receive` fills what it can and returns the count (0 at the end, -1 on an
+    /// error), `transmit` sends and says whether the peer took it. The fuzz entry point feeds it from memory.
+    init(
+        limits: HTTPRequestLimits, receive: @escaping (UnsafeMutableRawBufferPointer) -> Int,
+        transmit: @escaping ([UInt8]) -> Bool
+    ) {
+        self.limits = limits
+        self.receive = receive
+        self.transmit = transmit
     }
 
     /// Sends every byte (encrypted, over TLS); false when the peer is gone.
-    func send(_ bytes: [UInt8]) -> Bool {
-        if let tls { return tls.write(bytes) }
-        return sendAll(fd, bytes[...])
-    }
+    func send(_ bytes: [UInt8]) -> Bool { transmit(bytes) }
 
     /// Reads and discards until the peer closes or the server shuts the socket down: how a hung request waits.
     func drainUntilClosed() {
@@ -49,50 +67,35 @@ final class SocketConnection {
     }
 
     /// Reads one request: head, then the body by `Content-Length` or chunks, answering `Expect: 100-continue` first.
+    ///
+    /// The head is screened by ``HTTPRequestLimits/screen(headBytes:headers:)`` before any body byte is read.
     func readRequest() -> ReadResult {
-        guard let head = readUntil(crlfcrlf, limit: Self.headLimit) else {
-            return buffer.count - start >= Self.headLimit ? .malformed("request head over 64 KiB") : .closed
+        guard let head = readUntil(crlfcrlf, limit: limits.headBytes) else {
+            let held = buffer.count - start
+            return held >= limits.headBytes ? .refused(limits.headTooLarge(count: nil)) : .closed
         }
         let lines = String(decoding: head, as: UTF8.self).split(separator: "\r\n", omittingEmptySubsequences: false)
         let requestLine = lines[0].split(separator: " ")
         guard requestLine.count == 3, requestLine[2].hasPrefix("HTTP/1.") else {
-            return .malformed("bad request line")
+            return .refused(malformed("bad request line"))
         }
         var headers = HTTPHeaders()
         for line in lines.dropFirst() where !line.isEmpty {
-            guard let colon = line.firstIndex(of: ":") else { return .malformed("bad header line") }
+            guard let colon = line.firstIndex(of: ":") else { return .refused(malformed("bad header line")) }
             headers.add(
                 String(line[..<colon]),
                 line[line.index(after: colon)...].trimmingCharacters(in: .whitespaces))
         }
+        if let refusal = limits.screen(headBytes: head.count, headers: headers) { return .refused(refusal) }
         let method = String(requestLine[0])
-        let target = requestLine[1]
-        // RFC 9112 §3.2.2: a server must accept the absolute form (what clients send to a proxy); the route is
-        // its path, and an empty path is "/".
-        var originForm = target
-        if let scheme = target.range(of: "://"), target[..<scheme.lowerBound].allSatisfy(\.isLetter) {
-            let afterAuthority = target[scheme.upperBound...].drop { $0 != "/" && $0 != "?" }
-            originForm = afterAuthority.hasPrefix("/") ? afterAuthority : Substring("/" + afterAuthority)
-        }
-        let path: Substring
-        var queryItems: [URLQueryItem] = []
-        if let question = originForm.firstIndex(of: "?") {
-            path = originForm[..<question]
-            queryItems = decodeQuery(originForm[originForm.index(after: question)...])
-        } else {
-            path = originForm
-        }
-
+        let target = String(requestLine[1])
         let connectionTokens = headers.values(for: "Connection").joined(separator: ",").lowercased()
         let keepAlive =
             requestLine[2] == "HTTP/1.0"
             ? connectionTokens.contains("keep-alive") : !connectionTokens.contains("close")
-        let chunked = headers.values(for: "Transfer-Encoding").joined(separator: ",").lowercased().contains("chunked")
-        var length = 0
-        if !chunked, let text = headers["Content-Length"] {
-            guard let value = Int(text), value >= 0 else { return .malformed("bad Content-Length") }
-            length = value
-        }
+        let chunked = !headers.values(for: "Transfer-Encoding").isEmpty
+        // The screen let only digits within the body limit through.
+        let length = chunked ? 0 : headers["Content-Length"].flatMap { Int($0.trimmingCharacters(in: .whitespaces)) } ?? 0
         if headers["Expect"]?.lowercased() == "100-continue" && (chunked || length > 0) {
             guard send(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)) else { return .closed }
         }
@@ -101,42 +104,56 @@ final class SocketConnection {
         if chunked {
             switch readChunkedBody() {
             case .none: return .closed
-            case .some(.failure(let failure)): return .malformed(failure.reason)
+            case .some(.failure(let refusal)): return .refused(refusal)
             case .some(.success(let bytes)): body = bytes
             }
         } else {
             guard let bytes = read(count: length) else { return .closed }
             body = bytes
         }
-        var request = ReceivedRequest(
-            method: method, path: String(path), target: String(target), queryItems: queryItems, headers: headers,
-            body: Data(body))
-        if let question = target.firstIndex(of: "?") {
-            request.rawQuery = String(target[target.index(after: question)...])
-        }
+        let request = ReceivedRequest(method: method, target: target, headers: headers, body: Data(body))
         return .request(ParsedRequest(request: request, keepAlive: keepAlive))
     }
 
-    /// The decoded body, a failure for bad framing, or nil when the peer closed first.
-    private func readChunkedBody() -> Result<[UInt8], ParseFailure>? {
+    /// The decoded body, a refusal for bad framing or a body past the limit, or nil when the peer closed first.
+    private func readChunkedBody() -> Result<[UInt8], HTTPRequestRefusal>? {
         var body: [UInt8] = []
         while true {
-            guard let line = readUntil(crlf, limit: 1024) else { return nil }
-            let sizeText = String(decoding: line, as: UTF8.self).split(separator: ";").first ?? ""
-            guard let size = Int(sizeText.trimmingCharacters(in: .whitespacesAndNewlines), radix: 16), size >= 0 else {
-                return .failure(ParseFailure("bad chunk size"))
+            guard let line = readUntil(crlf, limit: 1024) else {
+                return buffer.count - start >= 1024 ? .failure(malformed("chunk size line over 1024 bytes")) : nil
             }
+            let sizeText = (String(decoding: line, as: UTF8.self).split(separator: ";").first ?? "")
+                .trimmingCharacters(in: .whitespacesAndNewlines)
+            // Hex digits only, and few enough that the size cannot overflow; then it must fit what the limit leaves.
+            guard !sizeText.isEmpty, sizeText.utf8.count <= 15, let size = Int(sizeText, radix: 16), size >= 0,
+                sizeText.utf8.allSatisfy({ $0 != UInt8(ascii: "+") && $0 != UInt8(ascii: "-") })
+            else {
+                if sizeText.utf8.count > 15, sizeText.allSatisfy(\.isHexDigit) {
+                    return .failure(limits.bodyTooLarge(declared: nil))
+                }
+                return .failure(malformed("bad chunk size"))
+            }
+            guard size <= limits.bodyBytes - body.count else { return .failure(limits.bodyTooLarge(declared: nil)) }
             if size == 0 {
-                // Trailer fields, if any, up to the empty line.
+                // Trailer fields, if any, up to the empty line; they count against the head limit.
+                var trailerBytes = 0
                 while true {
-                    guard let trailer = readUntil(crlf, limit: Self.headLimit) else { return nil }
+                    guard let trailer = readUntil(crlf, limit: limits.headBytes - trailerBytes) else {
+                        return buffer.count - start >= limits.headBytes - trailerBytes
+                            ? .failure(limits.headTooLarge(count: nil)) : nil
+                    }
                     if trailer.count == 2 { return .success(body) }
+                    trailerBytes += trailer.count
                 }
             }
             guard let chunk = read(count: size + 2) else { return nil }
-            guard chunk[size] == 13, chunk[size + 1] == 10 else { return .failure(ParseFailure("chunk without CRLF")) }
+            guard chunk[size] == 13, chunk[size + 1] == 10 else { return .failure(malformed("chunk without CRLF")) }
             body.append(contentsOf: chunk[..<size])
         }
+    }
+
+    private func malformed(_ reason: String) -> HTTPRequestRefusal {
+        HTTPRequestRefusal(status: 400, code: "ERR_BAD_REQUEST", message: reason)
     }
 
     /// Bytes up to and including `terminator`, or nil when the peer closes or `limit` bytes pass without it.
@@ -184,10 +201,7 @@ final class SocketConnection {
             start = 0
         }
         while true {
-            let count = scratch.withUnsafeMutableBytes { raw in
-                if let tls { return tls.read(into: raw) }
-                return recv(fd, raw.baseAddress!, raw.count, 0)
-            }
+            let count = scratch.withUnsafeMutableBytes { receive($0) }
             if count < 0 && errno == EINTR { continue }
             guard count > 0 else { return false }
             buffer.append(contentsOf: scratch[..<count])
@@ -212,22 +226,37 @@ func sendAll(_ fd: Int32, _ bytes: ArraySlice<UInt8>) -> Bool {
     return true
 }
 
-/// Why a chunked body could not be read.
-struct ParseFailure: Error {
-    let reason: String
-    init(_ reason: String) { self.reason = reason }
-}
-
 private let crlf: [UInt8] = [13, 10]
 private let crlfcrlf: [UInt8] = [13, 10, 13, 10]
 
-/// `a=1&b=x%20y` as items, percent-decoded; an item without `=` has a nil value.
-private func decodeQuery(_ query: Substring) -> [URLQueryItem] {
-    query.split(separator: "&", omittingEmptySubsequences: true).map { pair in
-        let parts = pair.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)
-        let name = String(parts[0])
-        let value = parts.count > 1 ? String(parts[1]) : nil
-        return URLQueryItem(
-            name: name.removingPercentEncoding ?? name, value: value.map { $0.removingPercentEncoding ?? $0 })
+/// Every request `bytes` hold, read as a connection that receives them `pieceSize` bytes at a time would read them,
+/// and the refusal that ended the connection, if one did; what it would have sent back is dropped.
+///
+/// The fuzz entry point drives the parser through it, and tests check framing without a socket.
+package func readRequests(
+    from bytes: [UInt8], pieceSize: Int = 4096, limits: HTTPRequestLimits = .loopback
+) -> (requests: [ReceivedRequest], refusal: HTTPRequestRefusal?) {
+    var offset = 0
+    let connection = SocketConnection(
+        limits: limits,
+        receive: { raw in
+            let count = min(raw.count, max(pieceSize, 1), bytes.count - offset)
+            guard count > 0 else { return 0 }
+            bytes.withUnsafeBytes { source in
+                raw.copyMemory(from: UnsafeRawBufferPointer(rebasing: source[offset..<offset + count]))
+            }
+            offset += count
+            return count
+        },
+        transmit: { _ in true })
+    var requests: [ReceivedRequest] = []
+    while true {
+        switch connection.readRequest() {
+        case .closed: return (requests, nil)
+        case .refused(let refusal): return (requests, refusal)
+        case .request(let parsed):
+            requests.append(parsed.request)
+            if !parsed.keepAlive { return (requests, nil) }
+        }
     }
 }

@@ -10,7 +10,7 @@ import Synchronization
 /// With a token every endpoint but `/healthz` wants it, as `Authorization: Bearer TOKEN` or as the password of
 /// HTTP Basic authentication (what a browser asks a person for), compared in constant time. Every error is JSON with
 /// a 4xx or 5xx status: `{"error": {"code": "ERR_…", "message": "…", "status": N}}`.
-package struct ServiceAPI: Sendable {
+package struct ServiceAPI: HTTPResponder {
     let service: PipelineService
     /// The token's SHA-256, so comparing never depends on where the first differing byte is or on the length.
     private let tokenDigest: [UInt8]?
@@ -26,28 +26,32 @@ package struct ServiceAPI: Sendable {
         tokenDigest = token.map { SHA256.hash(Array($0.utf8)) }
     }
 
-    /// Answers every request on `server`: its routes match every path of the usual methods and this decides.
-    package func install(on server: LoopbackHTTPServer) {
-        let api = self
-        for method in ["GET", "HEAD", "POST", "PUT", "DELETE", "PATCH", "OPTIONS"] {
-            server.route(try! HTTPRoutePattern(parsing: "\(method) /")) { api.handle($0) }
-            server.route(try! HTTPRoutePattern(parsing: "\(method) /{path...}")) { api.handle($0) }
-        }
+    /// The 401 a request without the token gets, or nil when it may go on: checked on the head alone, before the
+    /// server reads any of the body.
+    package func screen(_ head: ReceivedRequest) -> HTTPResponse? {
+        let path = head.path.removingPercentEncoding ?? head.path
+        guard path != "/healthz", !authorized(head) else { return nil }
+        var response = Self.error(
+            401, "ERR_UNAUTHORIZED",
+            "this service wants its token: send `Authorization: Bearer TOKEN` (the contents of --token-file)")
+        response.headers.add("WWW-Authenticate", "Bearer realm=\"cloudsync\"")
+        response.headers.add("WWW-Authenticate", "Basic realm=\"cloudsync\", charset=\"UTF-8\"")
+        return response
     }
 
-    /// The answer to `request`.
+    package func respond(to request: ReceivedRequest) -> HTTPResponse { handle(request) }
+
+    /// A request the server refused on its own (a limit, overload), in the API's error shape.
+    package func answer(_ refusal: HTTPRequestRefusal) -> HTTPResponse {
+        Self.error(refusal.status, refusal.code, refusal.message)
+    }
+
+    /// The answer to `request`, its token checked as ``screen(_:)`` checks it.
     package func handle(_ request: ReceivedRequest) -> HTTPResponse {
+        if let refused = screen(request) { return refused }
         let path = request.path.removingPercentEncoding ?? request.path
         let segments = path.split(separator: "/", omittingEmptySubsequences: false).dropFirst().map(String.init)
         let method = request.method == "HEAD" ? "GET" : request.method
-        if path != "/healthz", !authorized(request) {
-            var response = Self.error(
-                401, "ERR_UNAUTHORIZED",
-                "this service wants its token: send `Authorization: Bearer TOKEN` (the contents of --token-file)")
-            response.headers.add("WWW-Authenticate", "Bearer realm=\"cloudsync\"")
-            response.headers.add("WWW-Authenticate", "Basic realm=\"cloudsync\", charset=\"UTF-8\"")
-            return response
-        }
         switch segments {
         case [""]:
             return only("GET", method) { page(request) }

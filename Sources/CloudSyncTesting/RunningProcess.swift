@@ -50,8 +50,8 @@ public final class RunningProcess: Sendable {
     /// line on standard error; nil when the process ended or said nothing of the kind within `timeout` a line.
     public func servingURL(timeout: Duration = .seconds(60)) async -> URL? {
         while let line = await errorLine(timeout: timeout) {
-            guard line.hasPrefix("serving "), let range = line.range(of: "http://") else { continue }
-            return URL(string: String(line[range.lowerBound...].prefix { $0 != " " }))
+            guard line.hasPrefix("serving "), let range = line.range(of: " on http") else { continue }
+            return URL(string: String(line[line.index(range.lowerBound, offsetBy: 4)...].prefix { $0 != " " }))
         }
         return nil
     }

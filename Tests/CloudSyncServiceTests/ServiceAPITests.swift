@@ -118,9 +118,9 @@ struct ServiceAPITests {
     @Test func badRequestsGetAJSONErrorWithA4xxStatus() async throws {
         let served = try Served()
         defer { Task { await served.service.stop() } }
-        let server = try LoopbackHTTPServer()
+        let server = try NetworkHTTPServer(
+            options: NetworkHTTPServer.Options(), responder: ServiceAPI(service: served.service, token: nil))
         defer { server.stop() }
-        ServiceAPI(service: served.service, token: nil).install(on: server)
         let transport = URLSessionTransport()
         defer { transport.close() }
         let cases: [(String, String, Int)] = [

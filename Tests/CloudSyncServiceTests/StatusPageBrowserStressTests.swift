@@ -58,9 +58,9 @@ struct StatusPageBrowserStressTests {
             PipelineService.Configuration(
                 paths: [directory.path], load: ServiceAPITests.Served.load, log: { _ in }))
         service.start()
-        let server = try LoopbackHTTPServer()
+        let server = try NetworkHTTPServer(
+            options: NetworkHTTPServer.Options(), responder: ServiceAPI(service: service, token: nil))
         defer { server.stop() }
-        ServiceAPI(service: service, token: nil).install(on: server)
 
         #expect(service.requestRun("healthy") == .started)
         #expect(service.requestRun("drifting") == .started)
