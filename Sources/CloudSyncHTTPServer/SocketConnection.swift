@@ -122,8 +122,11 @@ final class SocketConnection {
             guard let line = readUntil(crlf, limit: 1024) else {
                 return buffer.count - start >= 1024 ? .failure(malformed("chunk size line over 1024 bytes")) : nil
             }
-            let sizeText = (String(decoding: line, as: UTF8.self).split(separator: ";").first ?? "")
+            let sizeField = (String(decoding: line, as: UTF8.self).split(separator: ";").first ?? "")
                 .trimmingCharacters(in: .whitespacesAndNewlines)
+            // Leading zeros say nothing; what is left decides.
+            let trimmed = sizeField.drop { $0 == "0" }
+            let sizeText = trimmed.isEmpty && !sizeField.isEmpty ? "0" : String(trimmed)
             // Hex digits only, and few enough that the size cannot overflow; then it must fit what the limit leaves.
             guard !sizeText.isEmpty, sizeText.utf8.count <= 15, let size = Int(sizeText, radix: 16), size >= 0,
                 sizeText.utf8.allSatisfy({ $0 != UInt8(ascii: "+") && $0 != UInt8(ascii: "-") })
@@ -156,7 +159,8 @@ final class SocketConnection {
         HTTPRequestRefusal(status: 400, code: "ERR_BAD_REQUEST", message: reason)
     }
 
-    /// Bytes up to and including `terminator`, or nil when the peer closes or `limit` bytes pass without it.
+    /// Bytes up to and including `terminator`, or nil when the peer closes or `limit` bytes pass without it (the
+    /// caller tells the two apart by what the buffer holds).
     private func readUntil(_ terminator: [UInt8], limit: Int) -> [UInt8]? {
         // Relative to `start`, which `fill()` may move when it compacts the buffer.
         var searched = 0
@@ -169,6 +173,8 @@ final class SocketConnection {
                         && buffer[index..<index + terminator.count].elementsEqual(terminator)
                     {
                         let end = index + terminator.count
+                        // Found in bytes that arrived together, but past the limit: as if it had not come.
+                        guard end - start <= limit else { return nil }
                         let bytes = Array(buffer[start..<end])
                         start = end
                         return bytes

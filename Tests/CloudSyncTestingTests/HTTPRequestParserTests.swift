@@ -15,6 +15,16 @@ import Testing
         readRequests(from: Array(text.utf8), pieceSize: pieceSize, limits: limits).refusal
     }
 
+    @Test func leadingZerosInAChunkSizeAreOnlyZerosAndAnOverlongLineIsRefused() {
+        let zeros = String(repeating: "0", count: 40)
+        let text = "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n\(zeros)3\r\nabc\r\n\(zeros)\r\n\r\n"
+        let (requests, refusal) = readRequests(from: Array(text.utf8), limits: Self.limits)
+        #expect(refusal == nil)
+        #expect(requests.first.map { Array($0.body) } == Array("abc".utf8))
+        let long = "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + String(repeating: "0", count: 2000) + "1\r\na"
+        #expect(Self.refusal(long)?.status == 400)
+    }
+
     @Test(arguments: [
         // The request, and its neighbours: sizes that overflow an Int once 2 is added, or do not fit one.
         ("7fffffffffffffff", 413), ("7ffffffffffffffe", 413), ("ffffffffffffffffff", 413), ("10001", 413),
