@@ -190,12 +190,13 @@ package final class PipelineService: Sendable {
 
     // MARK: Runs
 
-    /// Starts a run of `name` now, unless it is running or flushing.
-    package func requestRun(_ name: String) -> RunRequestAnswer {
+    /// Starts a run of `name` now, unless it is running or flushing; `force` lets its jobs delete past their
+    /// `maxDeletes` for this run, as `cloudsync run --force` does.
+    package func requestRun(_ name: String, force: Bool = false) -> RunRequestAnswer {
         guard let served = state.withLock({ $0.stopping ? nil : $0.served.first { $0.name == name } }) else {
             return state.withLock { $0.stopping } ? .stopping : .unknown
         }
-        return startRun(served, due: nil, trigger: .api) ? .started : .busy
+        return startRun(served, due: nil, trigger: .api, force: force) ? .started : .busy
     }
 
     /// Starts the pipeline's schedule and flush loops; `catchingUp` (a pipeline served for the first time since the
@@ -275,7 +276,9 @@ package final class PipelineService: Sendable {
     }
 
     /// Takes the pipeline and starts a run in a task of its own; false when it was busy.
-    private func startRun(_ served: ServedPipeline, due: SlotPlanner.Due?, trigger: RunTrigger) -> Bool {
+    private func startRun(
+        _ served: ServedPipeline, due: SlotPlanner.Due?, trigger: RunTrigger, force: Bool = false
+    ) -> Bool {
         let now = Date()
         guard !state.withLock({ $0.stopping }), served.beginRun(trigger, at: now) else { return false }
         let compiled = served.compiled
@@ -283,12 +286,15 @@ package final class PipelineService: Sendable {
         let name = compiled.spec.name
         let task = Task {
             var options = RunOptions()
+            options.force = force
             options.onJobFinished = { job in
                 var line = "\(name): \(job.name) (\(job.type)): \(job.status)"
                 if let error = job.error { line += " — \(error.code): \(error.message)" }
                 log(line)
             }
-            log("\(name): run started (\(trigger.rawValue)\(due.map { ", slot \(ReportTime.string($0.slot))" } ?? ""))")
+            log(
+                "\(name): run started (\(trigger.rawValue)\(force ? ", forced past maxDeletes" : "")"
+                    + "\(due.map { ", slot \(ReportTime.string($0.slot))" } ?? ""))")
             do throws(RunRefusal) {
                 let outcome = try await PipelineRunner(compiled, options: options).run()
                 served.finishRun(outcome.report, lag: due.map { now.timeIntervalSince($0.slot) })

@@ -83,7 +83,7 @@ package struct ServiceAPI: HTTPResponder {
                 return HTTPResponse(status: 200, headers: ["Content-Type": "application/json"], body: report)
             }
         case let parts where parts.count == 4 && parts[0] == "api" && parts[1] == "pipelines" && parts[3] == "run":
-            return only("POST", method) { requestRun(parts[2]) }
+            return only("POST", method) { requestRun(parts[2], request) }
         default:
             return Self.error(
                 404, "ERR_NOT_FOUND",
@@ -153,10 +153,69 @@ package struct ServiceAPI: HTTPResponder {
         return .json(RunsBody(runs: runs.map(RunLine.init), errors: errors))
     }
 
-    private func requestRun(_ name: String) -> HTTPResponse {
-        switch service.requestRun(name) {
+    /// How a held run of `name` is approved once, for the API's `held.approve`.
+    static func approval(for name: String) -> String {
+        "POST /api/pipelines/\(name)/run with the body {\"force\": true} as application/json, and the token"
+    }
+
+    /// The same as a command a person can paste, the token read from the file they keep it in.
+    static func approvalCommand(for name: String) -> String {
+        "curl -X POST -H \"Authorization: Bearer $(cat TOKEN_FILE)\" -H 'Content-Type: application/json' "
+            + "-d '{\"force\": true}' http://ADDRESS:PORT/api/pipelines/\(name)/run"
+    }
+
+    /// What a run request's body asks: nothing (an empty body), or `{"force": true}` to let its jobs delete past
+    /// their `maxDeletes` once, as `cloudsync run --force` does.
+    private func runOptions(_ request: ReceivedRequest) -> Result<Bool, HTTPResponseError> {
+        guard !request.body.isEmpty else { return .success(false) }
+        let type = request.headers["Content-Type"]?.lowercased() ?? ""
+        guard type.hasPrefix("application/json") else {
+            return .failure(
+                HTTPResponseError(
+                    Self.error(
+                        415, "ERR_BAD_REQUEST",
+                        "send the body as JSON with Content-Type: application/json, such as {\"force\": true}")))
+        }
+        // Booleans only: JSONDecoder takes no 1 or "true" for one.
+        guard let object = try? JSONDecoder().decode([String: Bool].self, from: request.body) else {
+            return .failure(
+                HTTPResponseError(
+                    Self.error(
+                        400, "ERR_BAD_REQUEST", "the body is not {} or {\"force\": true} (a JSON object of booleans)"))
+            )
+        }
+        if let unknown = object.keys.sorted().first(where: { $0 != "force" }) {
+            return .failure(
+                HTTPResponseError(
+                    Self.error(400, "ERR_BAD_REQUEST", "the body has '\(unknown)'; a run request takes only \"force\"")))
+        }
+        let flag = object["force"] ?? false
+        if flag, tokenDigest == nil {
+            return .failure(
+                HTTPResponseError(
+                    Self.error(
+                        403, "ERR_FORBIDDEN",
+                        "approving deletions past maxDeletes needs the service started with --token-file, so that "
+                            + "only those who hold the token can approve them; or run `cloudsync run FILE --force`")))
+        }
+        return .success(flag)
+    }
+
+    private func requestRun(_ name: String, _ request: ReceivedRequest) -> HTTPResponse {
+        let force: Bool
+        switch runOptions(request) {
+        case .success(let asked): force = asked
+        case .failure(let refusal): return refusal.response
+        }
+        switch service.requestRun(name, force: force) {
         case .started:
-            return .json(["started": name, "runs": "/api/runs?pipeline=\(name)"], status: 202)
+            struct Started: Encodable {
+                let started: String
+                let runs: String
+                let force: Bool?
+            }
+            return .json(
+                Started(started: name, runs: "/api/runs?pipeline=\(name)", force: force ? true : nil), status: 202)
         case .busy:
             return Self.error(409, "ERR_BUSY", "\(name) is running or flushing its outbox; try again when it ends")
         case .unknown:
@@ -196,6 +255,12 @@ package struct ServiceAPI: HTTPResponder {
         }
         return .json(Body(error: .init(code: code, message: message, status: status)), status: status)
     }
+}
+
+/// An answer that ends a request early, carried as an error.
+struct HTTPResponseError: Error {
+    let response: HTTPResponse
+    init(_ response: HTTPResponse) { self.response = response }
 }
 
 /// Answers rendered from the service's state, each kept with the version of the state it was rendered from.

@@ -17,6 +17,14 @@ struct PipelinesBody: Encodable {
             let finishedAt: String
             let durationMs: Int64
             let report: String
+            /// Why it did not end `ok`: the first cause a person reads, then every job that failed or errored.
+            let error: RunDiagnosis.Cause?
+            let failedJobs: [RunDiagnosis.JobProblem]?
+        }
+        struct Held: Encodable {
+            let job: String
+            let message: String
+            let approve: String
         }
         struct Flushes: Encodable {
             let every: String
@@ -42,6 +50,8 @@ struct PipelinesBody: Encodable {
         let outboxPending: [String: Int]
         let autoFlush: Flushes?
         let sharedState: Bool
+        /// Present when the last run was held back by a job's `maxDeletes`: how to approve it once.
+        let held: Held?
 
         init(_ status: PipelineStatus) {
             name = status.name
@@ -51,10 +61,15 @@ struct PipelinesBody: Encodable {
             running = status.running.map { Running(since: ReportTime.string($0.since), trigger: $0.trigger.rawValue) }
             flushing = status.flushing
             error = status.loadError
+            let diagnosis = status.recent.last.flatMap(RunDiagnosis.init)
             lastRun = status.recent.last.map {
                 LastRun(
                     id: $0.runId, status: $0.status.rawValue, startedAt: $0.startedAt, finishedAt: $0.finishedAt,
-                    durationMs: $0.durationMs, report: "/api/runs/" + $0.runId)
+                    durationMs: $0.durationMs, report: "/api/runs/" + $0.runId, error: diagnosis?.headline,
+                    failedJobs: diagnosis.map(\.jobs))
+            }
+            held = diagnosis?.hold.map {
+                Held(job: $0.job, message: $0.message, approve: ServiceAPI.approval(for: status.name))
             }
             runs = Dictionary(uniqueKeysWithValues: status.runsByStatus.map { ($0.key.rawValue, $0.value) })
             skippedSlots = Dictionary(uniqueKeysWithValues: status.skippedSlots.map { ($0.key.rawValue, $0.value) })

@@ -69,6 +69,7 @@ enum StatusPage {
 
                 """
         }
+        let diagnosis = last.flatMap(RunDiagnosis.init)
         let pending = pipeline.outboxPending.values.reduce(0, +)
         let byProvider = pipeline.outboxPending.sorted { $0.key < $1.key }.map { "\($0.value) for \($0.key)" }
         var outbox = pending == 0 ? "empty" : "\(pending) waiting: " + escape(byProvider.joined(separator: ", "))
@@ -81,6 +82,7 @@ enum StatusPage {
 
                 """
         }
+        if let diagnosis { html += why(diagnosis, pipeline: pipeline.name, report: last!.runId) }
         if let refusal = pipeline.lastRefusal {
             html += "<p class=\"error\">The last slot did not run: \(escape(refusal))</p>\n"
         }
@@ -93,6 +95,51 @@ enum StatusPage {
             html += chart("keys-moved", "Keys moved", pipeline.recent.map { Double(keysMoved($0)) }, pipeline.recent)
         }
         return html + "</section>\n"
+    }
+
+    /// Why the last run did not end `ok`: its headline, each job that failed with its first keys, and, for a run
+    /// held by `maxDeletes`, how to approve it.
+    private static func why(_ diagnosis: RunDiagnosis, pipeline: String, report: String) -> String {
+        var html = "<div class=\"why\" data-why>\n"
+        if let headline = diagnosis.headline {
+            html += "<p class=\"error\" data-error-code=\"\(escape(headline.code))\"><strong>\(escape(headline.code))</strong> "
+                + "\(escape(headline.message))</p>\n"
+        }
+        if let hold = diagnosis.hold {
+            html += """
+                <div class="held" data-held="\(escape(hold.job))"><p><strong>Held for approval:</strong> \
+                \(escape(hold.job)) deleted nothing, as its maxDeletes asks. If the deletions are wanted, approve this \
+                once with the service's token:</p><pre>\(escape(ServiceAPI.approvalCommand(for: pipeline)))</pre>\
+                <p>or run <code>cloudsync run FILE --force</code> by hand.</p></div>
+
+                """
+        }
+        // One job whose whole story is the headline needs no list.
+        if diagnosis.jobs.count == 1, diagnosis.runError == nil, diagnosis.jobs[0].failedKeys.isEmpty {
+            return html + "</div>\n"
+        }
+        html += "<ul class=\"problems\">"
+        for job in diagnosis.jobs {
+            html += "<li data-job=\"\(escape(job.job))\" data-status=\"\(escape(job.status))\"><strong>\(escape(job.job))</strong> "
+                + "(\(escape(job.type))) \(escape(job.status))"
+            if let error = job.error { html += ": <code>\(escape(error.code))</code> \(escape(error.message))" }
+            let counts = job.counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
+            if !counts.isEmpty { html += " <span class=\"counts\">(\(escape(counts.joined(separator: ", "))))</span>" }
+            if !job.failedKeys.isEmpty {
+                html += "<ul>"
+                for key in job.failedKeys {
+                    html += "<li data-failed-key=\"\(escape(key.key))\"><code>\(escape(key.key))</code>"
+                        + (key.provider.map { " at \(escape($0))" } ?? "")
+                        + ": <code>\(escape(key.code))</code> \(escape(key.message))</li>"
+                }
+                if job.failedKeysOmitted > 0 {
+                    html += "<li>and \(job.failedKeysOmitted) more in <a href=\"/api/runs/\(escape(report))\">the report</a></li>"
+                }
+                html += "</ul>"
+            }
+            html += "</li>"
+        }
+        return html + "</ul></div>\n"
     }
 
     /// The last runs, oldest first, as cells coloured by status, each linking to its report.
@@ -193,6 +240,8 @@ enum StatusPage {
         a.failed,a.error,rect.failed,rect.error{background:#cf222e;fill:#cf222e}a.queued,rect.queued{\
         background:#bf8700;fill:#bf8700}a.interrupted,rect.interrupted{background:#8250df;fill:#8250df}\
         figure{margin:.6em 0}figcaption{color:#57606a;font-size:.9em}svg{max-width:100%;height:auto}\
-        .axis{stroke:#d0d7de}
+        .axis{stroke:#d0d7de}.why{border-left:3px solid #cf222e;padding:.2em .8em;margin:.6em 0}\
+        .why ul{margin:.3em 0;padding-left:1.2em}.held{background:#fff8c5;border:1px solid #d4a72c;\
+        border-radius:4px;padding:.2em .8em;margin:.4em 0}
         """
 }

@@ -29,6 +29,11 @@ struct StatusPageBrowserStressTests {
         name: "drifting", source: "seed", destination: "empty", state: "state/drifting",
         jobs: ["{ type: check, name: compare, from: from, to: to }"])
 
+    /// Its mirror would delete the three keys only its destination has, more than its maxDeletes allows: held.
+    private static let held = PipelineText.directoryCopy(
+        name: "held", source: "seed", destination: "stale", state: "state/held",
+        jobs: ["{ type: mirror, name: mirror, from: from, to: to, maxDeletes: 1 }"])
+
     /// What Chromium rendered of `url`, and a screenshot of it at `screenshot`.
     private func render(_ url: URL, screenshot: String? = nil) async throws -> String {
         let profile = try TemporaryDirectory()
@@ -54,6 +59,12 @@ struct StatusPageBrowserStressTests {
         try directory.fill("seed", count: 4)
         try Self.healthy.write(toFile: directory.file("healthy.yaml"), atomically: true, encoding: .utf8)
         try Self.drifting.write(toFile: directory.file("drifting.yaml"), atomically: true, encoding: .utf8)
+        try Self.held.write(toFile: directory.file("held.yaml"), atomically: true, encoding: .utf8)
+        try directory.fill("stale", count: 3) { "old \($0)" }
+        for index in 0..<3 {
+            try FileManager.default.moveItem(
+                atPath: directory.file("stale/k\(index)"), toPath: directory.file("stale/only-here-\(index)"))
+        }
         let service = PipelineService(
             PipelineService.Configuration(
                 paths: [directory.path], load: ServiceAPITests.Served.load, log: { _ in }))
@@ -64,7 +75,8 @@ struct StatusPageBrowserStressTests {
 
         #expect(service.requestRun("healthy") == .started)
         #expect(service.requestRun("drifting") == .started)
-        try await waitForRuns(service, ["healthy": 1, "drifting": 1])
+        #expect(service.requestRun("held") == .started)
+        try await waitForRuns(service, ["healthy": 1, "drifting": 1, "held": 1])
 
         let dom = try await render(server.url("/"))
         #expect(dom.contains("<title>cloudsync serve</title>"), "\(dom.prefix(500))")
@@ -73,8 +85,16 @@ struct StatusPageBrowserStressTests {
         let drifting = try #require(service.pipelines.first { $0.name == "drifting" }?.recent.last)
         #expect(
             dom.contains("data-run=\"\(drifting.runId)\" data-status=\"failed\""), "the failed run is not shown failed")
-        #expect(dom.components(separatedBy: "data-chart=\"duration\"").count == 3, "a duration chart per pipeline")
-        #expect(dom.components(separatedBy: "data-chart=\"keys-moved\"").count == 3)
+        // Why each failed, as a person reads it: the held one's code and message and how to approve it, the
+        // drifting one's job and what its check found.
+        #expect(dom.contains("data-error-code=\"ERR_TOO_MANY_DELETES\""), "\(dom)")
+        #expect(dom.contains("data-held=\"mirror\""))
+        #expect(dom.contains("maxDeletes"))
+        #expect(dom.contains(#"{"force": true}"#) || dom.contains("{&quot;force&quot;: true}"))
+        #expect(dom.contains("compare (check) ended failed"))
+        #expect(dom.contains("missingOnDestination 4"), "the check's finding is not on the page")
+        #expect(dom.components(separatedBy: "data-chart=\"duration\"").count == 4, "a duration chart per pipeline")
+        #expect(dom.components(separatedBy: "data-chart=\"keys-moved\"").count == 4)
         #expect(dom.contains("<rect"), "the charts have no bars")
 
         let artifacts = Self.root + "/.build/test-artifacts"
@@ -87,7 +107,7 @@ struct StatusPageBrowserStressTests {
 
         // Another run; the next load shows it.
         #expect(service.requestRun("healthy") == .started)
-        try await waitForRuns(service, ["healthy": 2, "drifting": 1])
+        try await waitForRuns(service, ["healthy": 2, "drifting": 1, "held": 1])
         let newest = try #require(service.pipelines.first { $0.name == "healthy" }?.recent.last)
         #expect(!dom.contains(newest.runId))
         #expect(try await render(server.url("/")).contains("data-run=\"\(newest.runId)\""))
