@@ -481,7 +481,7 @@ enum Commands {
             same bytes), swift (the compiler's version), os (os-release's PRETTY_NAME), kernel (uname's name, \
             release and machine), arch (what the binary was compiled for), and the versions of the C libraries as \
             the loaded copies report them: sqlite, libsodium, libyaml, libcurl, libcurlTLS (the TLS library \
-            libcurl uses), libcrypto (OpenSSL) and libpq.
+            libcurl uses), libcrypto (OpenSSL), libpq and libmicrohttpd (`serve`'s listener).
 
             commit and commitDate come from `make release` (or `make install`) in a git checkout and are unknown in \
             a plain `swift build`, whose swift says only the major and minor version. With --json, one object with \

@@ -1,6 +1,7 @@
 internal import CBuildInfo
 internal import CCurl
 import CloudSync
+import CloudSyncHTTPServer
 import CloudSyncOpenSSL
 import CloudSyncPostgres
 import CloudSyncSQLite
@@ -39,6 +40,7 @@ struct VersionReport {
                 ("libcurlTLS", CurlLibrary.tlsVersion),
                 ("libcrypto", OpenSSLLibrary.version),
                 ("libpq", PostgresLibrary.version),
+                ("libmicrohttpd", NetworkHTTPServer.libraryVersion),
             ])
     }
 

@@ -107,6 +107,9 @@ public final class NetworkHTTPServer: Sendable {
     /// The URL of `path` (which starts with `/` and may carry a query) on this server.
     public func url(_ path: String) -> URL { URL(string: baseURL.absoluteString + path)! }
 
+    /// The loaded libmicrohttpd's version (`0.9.75`), for `cloudsync version`.
+    public static var libraryVersion: String { MHD_get_version().map { String(cString: $0) } ?? "unknown" }
+
     /// Connections open right now.
     public var openConnectionCount: Int { core.openConnections.load(ordering: .relaxed) }
 

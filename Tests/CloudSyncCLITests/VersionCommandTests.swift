@@ -3,6 +3,7 @@ import CloudSyncOpenSSL
 import CloudSyncPostgres
 import CloudSyncSQLite
 import CloudSyncSodium
+import CloudSyncHTTPServer
 import CloudSyncTesting
 import CloudSyncYAML
 import Foundation
@@ -21,13 +22,13 @@ import Testing
     /// Every key `version --json` prints; the text prints `version` on its first line and the others in this order.
     static let keys = [
         "version", "commit", "commitDate", "swift", "os", "kernel", "arch", "sqlite", "libsodium", "libyaml", "libcurl",
-        "libcurlTLS", "libcrypto", "libpq",
+        "libcurlTLS", "libcrypto", "libpq", "libmicrohttpd",
     ]
 
     /// The C libraries' keys and what pkg-config calls their development packages.
     static let libraries = [
         ("sqlite", "sqlite3"), ("libsodium", "libsodium"), ("libyaml", "yaml-0.1"), ("libcurl", "libcurl"),
-        ("libcrypto", "libcrypto"), ("libpq", "libpq"),
+        ("libcrypto", "libcrypto"), ("libpq", "libpq"), ("libmicrohttpd", "libmicrohttpd"),
     ]
 
     static func installed(_ candidates: [String]) -> String? {
@@ -74,6 +75,7 @@ import Testing
         #expect(object["libcurlTLS"] == CurlLibrary.tlsVersion)
         #expect(object["libcrypto"] == OpenSSLLibrary.version)
         #expect(object["libpq"] == PostgresLibrary.version)
+        #expect(object["libmicrohttpd"] == NetworkHTTPServer.libraryVersion)
         for (key, _) in Self.libraries {
             let value = try #require(object[key])
             #expect(value.wholeMatch(of: /[0-9]+\.[0-9]+(\.[0-9]+)?/) != nil, "\(key): \(value)")
