@@ -181,7 +181,8 @@ package struct CommandLineTool {
         guard words.count == 2, let kind = PipelineNames(rawValue: words[0]) else { return .usage }
         guard
             let spec = try? PipelineLoader.load(
-                path: words[1], registry: registry, jobTypes: jobTypes, environment: environment)
+                path: words[1], registry: registry, jobTypes: jobTypes, environment: environment,
+                unsetVariables: .deferred)
         else { return .success }
         let names: [String]
         switch kind {
@@ -247,9 +248,21 @@ package struct CommandLineTool {
     }
 
     /// Loads and compiles one file, printing its errors; nil when it has any.
-    func compile(_ path: String, environment: [String: String]? = nil) -> CompiledPipeline? {
-        switch load(path, environment: environment ?? self.environment) {
+    ///
+    /// A command that reads only local state (history, the outbox, the plan) passes `unsetVariables: .deferred`:
+    /// provider secrets whose variables are unset are then left unread, and a note names them.
+    func compile(
+        _ path: String, environment: [String: String]? = nil, unsetVariables: PipelineLoader.UnsetVariables = .refused
+    ) -> CompiledPipeline? {
+        switch load(path, environment: environment ?? self.environment, unsetVariables: unsetVariables) {
         case .success(let compiled):
+            let unset = compiled.spec.unsetVariables
+            if !unset.isEmpty {
+                standardError(
+                    "note: \(unset.map { $0.described(file: path) }.joined(separator: ", ")) "
+                        + "\(unset.count == 1 ? "is" : "are") not set; this command reaches no provider, but `run` "
+                        + "and `outbox flush` will need \(unset.count == 1 ? "it" : "them")\n")
+            }
             return compiled
         case .failure(let error):
             let count = error.count
@@ -260,11 +273,14 @@ package struct CommandLineTool {
     }
 
     /// Loads and compiles one file, returning its errors rather than printing them.
-    func load(_ path: String, environment: [String: String]? = nil) -> Result<CompiledPipeline, PipelineError> {
+    func load(
+        _ path: String, environment: [String: String]? = nil, unsetVariables: PipelineLoader.UnsetVariables = .refused
+    ) -> Result<CompiledPipeline, PipelineError> {
         let environment = environment ?? self.environment
         do {
             let spec = try PipelineLoader.load(
-                path: path, registry: registry, jobTypes: jobTypes, environment: environment)
+                path: path, registry: registry, jobTypes: jobTypes, environment: environment,
+                unsetVariables: unsetVariables)
             return .success(try PipelineCompiler.compile(spec, environment: environment))
         } catch {
             return .failure(error)
@@ -307,7 +323,9 @@ package struct CommandLineTool {
     }
 
     private func plan(_ parsed: ParsedArguments) -> ExitCode {
-        guard let compiled = compile(parsed.argument(Commands.file) ?? "") else { return .usage }
+        guard let compiled = compile(parsed.argument(Commands.file) ?? "", unsetVariables: .deferred) else {
+            return .usage
+        }
         let plan = PipelinePlan(compiled)
         standardOutput(parsed.flag(Commands.json) ? plan.json() : plan.text())
         return .success

@@ -48,7 +48,7 @@ extension CommandLineTool {
     /// Discards the selected writes with `--yes`; without it, says which it would discard and exits 64.
     func outboxDiscard(_ parsed: ParsedArguments) async -> ExitCode {
         let file = parsed.argument(Commands.file) ?? ""
-        guard let compiled = compile(file) else { return .usage }
+        guard let compiled = compile(file, unsetVariables: .deferred) else { return .usage }
         let keys = parsed.values(Commands.discardKey)
         let provider = parsed.value(Commands.discardProvider)
         if let provider {
@@ -108,7 +108,9 @@ extension CommandLineTool {
     private func pendingWrites(
         _ file: String, _ compiledAlready: CompiledPipeline? = nil
     ) async -> Result<[OutboxEntry], Stopped> {
-        guard let compiled = compiledAlready ?? compile(file) else { return .failure(Stopped(status: .usage)) }
+        guard let compiled = compiledAlready ?? compile(file, unsetVariables: .deferred) else {
+            return .failure(Stopped(status: .usage))
+        }
         guard outboxExists(compiled) else { return .success([]) }
         let session: RunSession
         do {

@@ -161,7 +161,9 @@ extension CommandLineTool {
             }
             limit = number
         }
-        guard let compiled = compile(parsed.argument(Commands.file) ?? "") else { return .usage }
+        guard let compiled = compile(parsed.argument(Commands.file) ?? "", unsetVariables: .deferred) else {
+            return .usage
+        }
         let runs: [StateDatabase.Run]
         do {
             runs = try PipelineHistory.runs(of: compiled, limit: limit)

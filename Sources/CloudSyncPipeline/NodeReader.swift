@@ -98,6 +98,15 @@ extension String {
     }
 }
 
+/// The variables an ``Interpolator`` left unread, with where.
+final class UnsetVariableLog {
+    private(set) var found: [(name: String, mark: YAMLMark)] = []
+
+    func note(_ names: [String], at mark: YAMLMark) {
+        for name in names { found.append((name, mark)) }
+    }
+}
+
 /// Expands `${env:NAME}`, `${env:NAME:-default}` and `${file:path}` in scalar values (`$${` is a literal `${`).
 struct Interpolator {
     /// What all `${file:…}` of one pipeline may read together: each file is capped like the pipeline file, and this
@@ -106,12 +115,45 @@ struct Interpolator {
 
     let environment: [String: String]
     let directory: String
+    /// Whether an unset variable in a provider's text field (a key, a token, a bucket) is left unread (and noted in
+    /// ``unset``) rather than an error.
+    let defersUnsetVariables: Bool
     /// Bytes `${file:…}` may still read for this pipeline.
     private let fileBudget = FileBudget(Self.maximumTotalFileBytes)
+    /// The variables left unread, in the order met.
+    let unset = UnsetVariableLog()
 
-    init(environment: [String: String], directory: String) {
+    init(environment: [String: String], directory: String, defersUnsetVariables: Bool = false) {
         self.environment = environment
         self.directory = directory
+        self.defersUnsetVariables = defersUnsetVariables
+    }
+
+    /// `text` expanded; where `deferrable` (a provider's text field) and ``defersUnsetVariables``, an unset variable
+    /// leaves the text as written, noted in ``unset``, instead of an error.
+    func expand(_ text: String, at mark: YAMLMark, _ diagnostics: Diagnostics, deferrable: Bool = false)
+        -> Interpolated?
+    {
+        if deferrable, defersUnsetVariables {
+            let names = unsetNames(in: text)
+            if !names.isEmpty {
+                unset.note(names, at: mark)
+                return Interpolated(value: text, written: text)
+            }
+        }
+        return expand(text, at: mark, diagnostics)
+    }
+
+    /// The variables `text` names with `${env:NAME}` (no default) that the environment does not set.
+    private func unsetNames(in text: String) -> [String] {
+        var names: [String] = []
+        var rest = Substring(text)
+        while let start = rest.range(of: "${env:"), let end = rest[start.upperBound...].firstIndex(of: "}") {
+            let body = rest[start.upperBound..<end]
+            if !body.contains(":-"), environment[String(body)] == nil { names.append(String(body)) }
+            rest = rest[rest.index(after: end)...]
+        }
+        return names
     }
 
     func expand(_ text: String, at mark: YAMLMark, _ diagnostics: Diagnostics) -> Interpolated? {
@@ -291,12 +333,14 @@ struct MappingReader {
         return true
     }
 
-    func scalarText(_ value: YAMLNode, field: String) -> Interpolated? {
+    /// The field's text, interpolated; a `deferrable` one may be left unread (see
+    /// ``Interpolator/defersUnsetVariables``).
+    func scalarText(_ value: YAMLNode, field: String, deferrable: Bool = false) -> Interpolated? {
         guard let text = value.scalar else {
             diagnostics.error("`\(field)` in \(context) must be text; found \(describe(value))", at: value.mark)
             return nil
         }
-        return interpolator.expand(text, at: value.mark, diagnostics)
+        return interpolator.expand(text, at: value.mark, diagnostics, deferrable: deferrable)
     }
 
     func integer(_ field: String, minimum: Int64 = 0, unit: String = "") -> Int64? {

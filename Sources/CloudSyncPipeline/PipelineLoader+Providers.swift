@@ -58,6 +58,7 @@ extension PipelineReader {
         }
         var values: [String: ProviderFieldValue] = [:]
         var written: [String: Interpolated] = [:]
+        var unsetVariables: [UnsetVariable] = []
         for field in type.fields {
             guard let fieldNode = field.required ? provider.require(field.name) : provider[field.name] else {
                 if field.required { valid = false }
@@ -65,7 +66,8 @@ extension PipelineReader {
             }
             switch field.kind {
             case .text, .path:
-                guard var text = provider.scalarText(fieldNode, field: field.name) else {
+                let unsetBefore = interpolator.unset.found.count
+                guard var text = provider.scalarText(fieldNode, field: field.name, deferrable: field.kind == .text) else {
                     valid = false
                     continue
                 }
@@ -78,7 +80,10 @@ extension PipelineReader {
                 }
                 values[field.name] = .text(text.value)
                 written[field.name] = text
-                if field.secret, !text.isInterpolated, !text.value.isEmpty {
+                for (variable, at) in interpolator.unset.found.dropFirst(unsetBefore) {
+                    unsetVariables.append(UnsetVariable(variable: variable, provider: id, field: field.name, mark: at))
+                }
+                if field.secret, !text.isInterpolated, !text.value.isEmpty, interpolator.unset.found.count == unsetBefore {
                     diagnostics.mask(text.value)
                     diagnostics.warning(
                         "provider `\(id)` (\(type.name)): `\(field.name)` is a secret written in the file itself, where "
@@ -158,8 +163,18 @@ extension PipelineReader {
                 written: written, secretFields: type.fields.filter { $0.secret && values[$0.name] != nil }.map(\.name),
                 maxValueBytes: maxValueBytes, codec: codec, mark: mark)
             spec.account = account
+            spec.unsetVariables = unsetVariables
             return spec
         } catch {
+            // A value left unread may be what the factory refused: then it is needed, and its variable is named.
+            if !unsetVariables.isEmpty {
+                for unset in unsetVariables {
+                    diagnostics.error(
+                        "environment variable \(unset.variable) is not set; set it, or give a default with "
+                            + "${env:\(unset.variable):-value}", at: unset.mark)
+                }
+                return nil
+            }
             // A factory quotes the values it refuses; one that came from ${env:…} or ${file:…} is named instead.
             let message = written.values.sorted { $0.value.count > $1.value.count }.reduce(error.message) {
                 $1.redacting($0)

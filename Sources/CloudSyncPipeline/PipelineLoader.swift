@@ -10,10 +10,20 @@ public enum PipelineLoader {
     /// The one format version this build reads.
     public static let formatVersion = 1
 
+    /// What an unset `${env:…}` variable in a provider's text field (a key, a token, a bucket) does.
+    public enum UnsetVariables: Sendable {
+        /// It is an error naming the variable: what every command that may reach a provider wants.
+        case refused
+        /// It is left unread and listed in ``PipelineSpec/unsetVariables``: for commands that read only local state
+        /// (`history`, `outbox list`, `plan`), which must work where the secrets are not given. Such a spec must
+        /// never open a provider.
+        case deferred
+    }
+
     /// Loads the file at `path`; relative paths inside resolve against its directory.
     public static func load(
         path: String, registry: ProviderRegistry, jobTypes: JobRegistry = BuiltInJobs.registry,
-        environment: [String: String] = ProcessInfo.processInfo.environment
+        environment: [String: String] = ProcessInfo.processInfo.environment, unsetVariables: UnsetVariables = .refused
     ) throws(PipelineError) -> PipelineSpec {
         let absolute = resolvePath(path, against: FileManager.default.currentDirectoryPath)
         let start = YAMLMark(line: 1, column: 1)
@@ -34,13 +44,14 @@ public enum PipelineLoader {
         }
         return try load(
             source: source, file: path, directory: (absolute as NSString).deletingLastPathComponent,
-            registry: registry, jobTypes: jobTypes, environment: environment)
+            registry: registry, jobTypes: jobTypes, environment: environment, unsetVariables: unsetVariables)
     }
 
     /// Loads pipeline text; `file` names it in errors and `directory` anchors its relative paths.
     public static func load(
         source: String, file: String, directory: String, registry: ProviderRegistry,
-        jobTypes: JobRegistry = BuiltInJobs.registry, environment: [String: String] = [:]
+        jobTypes: JobRegistry = BuiltInJobs.registry, environment: [String: String] = [:],
+        unsetVariables: UnsetVariables = .refused
     ) throws(PipelineError) -> PipelineSpec {
         let diagnostics = Diagnostics(file: file)
         let root: YAMLNode
@@ -65,7 +76,9 @@ public enum PipelineLoader {
             preconditionFailure("the YAML parser throws only YAMLError")
         }
         var reader = PipelineReader(
-            diagnostics: diagnostics, interpolator: Interpolator(environment: environment, directory: directory),
+            diagnostics: diagnostics,
+            interpolator: Interpolator(
+                environment: environment, directory: directory, defersUnsetVariables: unsetVariables == .deferred),
             registry: registry, jobTypes: jobTypes)
         guard var spec = reader.pipeline(root, file: file, source: source, directory: directory),
             diagnostics.items.isEmpty
@@ -75,6 +88,7 @@ public enum PipelineLoader {
         // Warnings and the compiler's errors quote the file: never a secret written in it.
         spec.source = diagnostics.shown(source)
         spec.warnings += diagnostics.warnings
+        spec.unsetVariables = spec.providers.flatMap(\.unsetVariables)
         return spec
     }
 }

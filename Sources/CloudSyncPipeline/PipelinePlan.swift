@@ -150,7 +150,9 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
             for (name, value) in provider.fields.values {
                 if provider.secretFields.contains(name) {
                     let given = provider.written[name]
-                    settings[name] = given?.isInterpolated == true ? given!.display : "<secret given in the file>"
+                    let unset = provider.unsetVariables.contains { $0.field == name }
+                    settings[name] =
+                        given?.isInterpolated == true || unset ? given!.display : "<secret given in the file>"
                 } else if let given = provider.written[name] {
                     settings[name] = display(given)
                 } else if case .textMap(let pairs) = value {

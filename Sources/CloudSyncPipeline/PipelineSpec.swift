@@ -44,6 +44,25 @@ public struct PipelineSpec: Sendable {
     public var warnings: [PipelineDiagnostic] = []
     /// The name as the file writes it (a `${env:…}` reference stays a reference), for output that shows the file.
     public var writtenName: String? = nil
+    /// Provider fields whose `${env:…}` variable was unset, left unread because the file was loaded for a command
+    /// that reaches no provider (``PipelineLoader/UnsetVariables/deferred``); empty otherwise.
+    public var unsetVariables: [UnsetVariable] = []
+}
+
+/// A provider's field whose environment variable was not set when the file was loaded for local work.
+public struct UnsetVariable: Sendable, Equatable {
+    /// The variable `${env:…}` named.
+    public var variable: String
+    /// The provider and its field.
+    public var provider: String
+    public var field: String
+    /// Where in the file.
+    public var mark: YAMLMark
+
+    /// `MY_KEY_ID (provider bucket, accessKeyId, p.yaml:5:93)`.
+    public func described(file: String) -> String {
+        "\(variable) (provider \(provider), \(field), \(file):\(mark.line):\(mark.column))"
+    }
 }
 
 /// `state: { postgresql: URL, schema: NAME }`: the pipeline's state in a PostgreSQL schema several runners share.
@@ -107,6 +126,8 @@ public struct ProviderSpec: Sendable {
     public var codec: String?
     /// The named account whose sign-in it uses (``AccountStore``), instead of one this pipeline keeps.
     public var account: String? = nil
+    /// Its fields whose variable was left unread (see ``PipelineSpec/unsetVariables``).
+    public var unsetVariables: [UnsetVariable] = []
     /// Where the provider is declared in the file, for errors found after loading.
     public var mark: YAMLMark
 
