@@ -181,7 +181,8 @@ let package = Package(
         .testTarget(name: "CloudSyncPostgresTests", dependencies: ["CloudSyncPostgres", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncSodiumTests", dependencies: ["CloudSyncSodium", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncYAMLTests", dependencies: ["CloudSyncYAML"]),
-        .testTarget(name: "CloudSyncDeflateTests", dependencies: ["CloudSync", "CloudSyncDeflate", "CloudSyncTesting"]),
+        .testTarget(
+            name: "CloudSyncDeflateTests", dependencies: ["CloudSync", "CloudSyncDeflate", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncOpenSSLTests", dependencies: ["CloudSyncOpenSSL"]),
         // The pipeline only for its PostgreSQL outbox storage, which the outbox's property test also runs against.
         .testTarget(name: "CloudSyncTests", dependencies: ["CloudSync", "CloudSyncPipeline", "CloudSyncTesting"]),

@@ -146,13 +146,16 @@ extension CommandLineTool {
 
     /// The certificate and key `--tls-cert` and `--tls-key` name, as PEM text; refused when either cannot be read,
     /// is not PEM, or the key can be read by others than its owner.
-    static func readTLS(certificate: String, key: String) -> Result<(certificatePEM: String, keyPEM: String), TokenFileError> {
+    static func readTLS(certificate: String, key: String) -> Result<
+        (certificatePEM: String, keyPEM: String), TokenFileError
+    > {
         guard let certificateData = FileManager.default.contents(atPath: certificate) else {
             return .failure(TokenFileError("--tls-cert \(certificate) cannot be read"))
         }
         let certificatePEM = String(decoding: certificateData, as: UTF8.self)
         guard certificatePEM.contains("-----BEGIN CERTIFICATE-----") else {
-            return .failure(TokenFileError("--tls-cert \(certificate) holds no PEM certificate (-----BEGIN CERTIFICATE-----)"))
+            return .failure(
+                TokenFileError("--tls-cert \(certificate) holds no PEM certificate (-----BEGIN CERTIFICATE-----)"))
         }
         var info = stat()
         guard stat(key, &info) == 0, let keyData = FileManager.default.contents(atPath: key) else {

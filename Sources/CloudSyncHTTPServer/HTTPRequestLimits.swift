@@ -82,7 +82,8 @@ public struct HTTPRequestLimits: Sendable, Equatable {
     package func bodyTooLarge(declared: String?) -> HTTPRequestRefusal {
         HTTPRequestRefusal(
             status: 413, code: "ERR_BODY_TOO_LARGE",
-            message: (declared.map { "the request body is \($0) bytes" } ?? "the chunked request body grew past \(bodyBytes) bytes")
+            message: (declared.map { "the request body is \($0) bytes" }
+                ?? "the chunked request body grew past \(bodyBytes) bytes")
                 + "; this server takes at most \(bodyBytes)")
     }
 }

@@ -57,9 +57,10 @@ public final class NetworkHTTPServer: Sendable {
         /// A connection that sends and receives nothing for this many seconds is closed, whether it is idle between
         /// requests or stalled inside one.
         public var idleTimeoutSeconds = 30
-        /// A connection must deliver each request head (TLS handshake included) within this many seconds of being
-        /// ready for it (opened, or done with its last request), however it trickles the bytes; else it is closed.
-        /// This is what frees the connections a slow-header client holds, which the idle timeout never does.
+        /// Seconds a connection has to deliver each whole request head, however it trickles the bytes.
+        ///
+        /// Counted from when it is ready for one (opened, TLS handshake included, or done with its last request);
+        /// past it the connection is closed. This is what frees the connections a slow-header client holds, which the idle timeout never does.
         public var headTimeoutSeconds = 10
         /// The memory one connection may use for reading a head, libmicrohttpd's own bound (its default is 32 KiB); a
         /// head that does not fit gets 431 from libmicrohttpd itself, before the face sees it.
@@ -113,8 +114,10 @@ public final class NetworkHTTPServer: Sendable {
     /// Connections open right now.
     public var openConnectionCount: Int { core.openConnections.load(ordering: .relaxed) }
 
-    /// Stops accepting, answers requests still arriving with 503, waits for the answers being computed, then closes
-    /// every connection. Calling it again does nothing.
+    /// Stops the server; calling it again does nothing.
+    ///
+    /// It stops accepting, answers requests still arriving with 503, waits for the answers being computed, then
+    /// closes every connection.
     public func stop() { core.stop() }
 
     /// A listening socket bound to `address:port`, close-on-exec, and the port it got.
@@ -226,7 +229,8 @@ private final class NetworkServerCore: @unchecked Sendable {
             certificatePEM = strdup(tls.certificatePEM)
         }
         let hardLimit = options.maxConnections + max(16, options.maxConnections / 8)
-        let flags = UInt32(MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue)
+        let flags =
+            UInt32(MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue)
             | UInt32(MHD_ALLOW_SUSPEND_RESUME.rawValue)
         daemon = cloudsync_mhd_start(
             flags, listener, accessHandler, Unmanaged.passUnretained(self).toOpaque(),
@@ -281,6 +285,8 @@ private final class NetworkServerCore: @unchecked Sendable {
 
     // MARK: The head deadline
 
+    /// Shuts down the sockets of connections whose head is past its deadline.
+    ///
     /// libmicrohttpd only times a connection out when it goes quiet, so a client that sends a head a byte at a time
     /// would hold its connection for ever: past the deadline its socket is shut down, and libmicrohttpd, seeing the
     /// end of the stream, closes it. The entry leaves the table (under this lock) before libmicrohttpd closes the
@@ -334,8 +340,14 @@ private final class NetworkServerCore: @unchecked Sendable {
                     connection, .HEADER_KIND,
                     { cls, _, key, keySize, value, valueSize in
                         let headers = cls!.assumingMemoryBound(to: HTTPHeaders.self)
-                        let name = key.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: keySize), as: UTF8.self) } ?? ""
-                        let text = value.map { String(decoding: UnsafeRawBufferPointer(start: $0, count: valueSize), as: UTF8.self) } ?? ""
+                        let name =
+                            key.map {
+                                String(decoding: UnsafeRawBufferPointer(start: $0, count: keySize), as: UTF8.self)
+                            } ?? ""
+                        let text =
+                            value.map {
+                                String(decoding: UnsafeRawBufferPointer(start: $0, count: valueSize), as: UTF8.self)
+                            } ?? ""
                         headers.pointee.add(name, text)
                         return .YES
                     }, pointer)
@@ -355,7 +367,8 @@ private final class NetworkServerCore: @unchecked Sendable {
                 var answer = responder.answer(
                     HTTPRequestRefusal(
                         status: 503, code: "ERR_OVERLOADED",
-                        message: "the server has more than \(options.maxConnections) connections open; try again shortly"))
+                        message:
+                            "the server has more than \(options.maxConnections) connections open; try again shortly"))
                 answer.headers["Retry-After"] = "1"
                 return queue(answer, on: connection, closing: true)
             }

@@ -45,8 +45,10 @@ final class SocketConnection {
             })
     }
 
-    /// A connection over any byte source: `receive` fills what it can and returns the count (0 at the end, -1 on an
-    /// error), `transmit` sends and says whether the peer took it. The fuzz entry point feeds it from memory.
+    /// A connection over any byte source; the fuzz entry point feeds it from memory.
+    ///
+    /// `receive` fills what it can and returns the count (0 at the end, -1 on an error), `transmit` sends and says
+    /// whether the peer took it.
     init(
         limits: HTTPRequestLimits, receive: @escaping (UnsafeMutableRawBufferPointer) -> Int,
         transmit: @escaping ([UInt8]) -> Bool
@@ -95,7 +97,8 @@ final class SocketConnection {
             ? connectionTokens.contains("keep-alive") : !connectionTokens.contains("close")
         let chunked = !headers.values(for: "Transfer-Encoding").isEmpty
         // The screen let only digits within the body limit through.
-        let length = chunked ? 0 : headers["Content-Length"].flatMap { Int($0.trimmingCharacters(in: .whitespaces)) } ?? 0
+        let length =
+            chunked ? 0 : headers["Content-Length"].flatMap { Int($0.trimmingCharacters(in: .whitespaces)) } ?? 0
         if headers["Expect"]?.lowercased() == "100-continue" && (chunked || length > 0) {
             guard send(Array("HTTP/1.1 100 Continue\r\n\r\n".utf8)) else { return .closed }
         }

@@ -67,7 +67,8 @@ extension PipelineReader {
             switch field.kind {
             case .text, .path:
                 let unsetBefore = interpolator.unset.found.count
-                guard var text = provider.scalarText(fieldNode, field: field.name, deferrable: field.kind == .text) else {
+                guard var text = provider.scalarText(fieldNode, field: field.name, deferrable: field.kind == .text)
+                else {
                     valid = false
                     continue
                 }
@@ -83,7 +84,9 @@ extension PipelineReader {
                 for (variable, at) in interpolator.unset.found.dropFirst(unsetBefore) {
                     unsetVariables.append(UnsetVariable(variable: variable, provider: id, field: field.name, mark: at))
                 }
-                if field.secret, !text.isInterpolated, !text.value.isEmpty, interpolator.unset.found.count == unsetBefore {
+                if field.secret, !text.isInterpolated, !text.value.isEmpty,
+                    interpolator.unset.found.count == unsetBefore
+                {
                     diagnostics.mask(text.value)
                     diagnostics.warning(
                         "provider `\(id)` (\(type.name)): `\(field.name)` is a secret written in the file itself, where "

@@ -187,7 +187,8 @@ package struct ServiceAPI: HTTPResponder {
         if let unknown = object.keys.sorted().first(where: { $0 != "force" }) {
             return .failure(
                 HTTPResponseError(
-                    Self.error(400, "ERR_BAD_REQUEST", "the body has '\(unknown)'; a run request takes only \"force\"")))
+                    Self.error(400, "ERR_BAD_REQUEST", "the body has '\(unknown)'; a run request takes only \"force\""))
+            )
         }
         let flag = object["force"] ?? false
         if flag, tokenDigest == nil {

@@ -102,7 +102,8 @@ enum StatusPage {
     private static func why(_ diagnosis: RunDiagnosis, pipeline: String, report: String) -> String {
         var html = "<div class=\"why\" data-why>\n"
         if let headline = diagnosis.headline {
-            html += "<p class=\"error\" data-error-code=\"\(escape(headline.code))\"><strong>\(escape(headline.code))</strong> "
+            html +=
+                "<p class=\"error\" data-error-code=\"\(escape(headline.code))\"><strong>\(escape(headline.code))</strong> "
                 + "\(escape(headline.message))</p>\n"
         }
         if let hold = diagnosis.hold {
@@ -120,7 +121,8 @@ enum StatusPage {
         }
         html += "<ul class=\"problems\">"
         for job in diagnosis.jobs {
-            html += "<li data-job=\"\(escape(job.job))\" data-status=\"\(escape(job.status))\"><strong>\(escape(job.job))</strong> "
+            html +=
+                "<li data-job=\"\(escape(job.job))\" data-status=\"\(escape(job.status))\"><strong>\(escape(job.job))</strong> "
                 + "(\(escape(job.type))) \(escape(job.status))"
             if let error = job.error { html += ": <code>\(escape(error.code))</code> \(escape(error.message))" }
             let counts = job.counts.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }
@@ -128,12 +130,14 @@ enum StatusPage {
             if !job.failedKeys.isEmpty {
                 html += "<ul>"
                 for key in job.failedKeys {
-                    html += "<li data-failed-key=\"\(escape(key.key))\"><code>\(escape(key.key))</code>"
+                    html +=
+                        "<li data-failed-key=\"\(escape(key.key))\"><code>\(escape(key.key))</code>"
                         + (key.provider.map { " at \(escape($0))" } ?? "")
                         + ": <code>\(escape(key.code))</code> \(escape(key.message))</li>"
                 }
                 if job.failedKeysOmitted > 0 {
-                    html += "<li>and \(job.failedKeysOmitted) more in <a href=\"/api/runs/\(escape(report))\">the report</a></li>"
+                    html +=
+                        "<li>and \(job.failedKeysOmitted) more in <a href=\"/api/runs/\(escape(report))\">the report</a></li>"
                 }
                 html += "</ul>"
             }

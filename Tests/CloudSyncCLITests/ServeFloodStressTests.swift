@@ -2,8 +2,10 @@ import CloudSyncTesting
 import Foundation
 import Testing
 
-/// `cloudsync serve` under a connection flood from one address: 400 connections trickling request heads a byte a
-/// second, then 3,000 that send nothing (`scripts/http_abuse.py flood`). The per-client cap refuses all but 64, the
+/// `cloudsync serve` under a connection flood from one address.
+///
+/// 400 connections trickle request heads a byte a second, then 3,000 send nothing (`scripts/http_abuse.py
+/// flood`). The per-client cap refuses all but 64, the
 /// head deadline drops those, a second address (127.0.0.2) is answered all along, memory stays under 100 MB, and
 /// `/healthz` answers at once when the flood is gone.
 ///

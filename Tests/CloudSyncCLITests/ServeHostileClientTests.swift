@@ -165,7 +165,10 @@ struct ServeHostileClientTests {
         // Plain HTTP on the TLS port gets no answer, and the process goes on.
         let plain = try await ProcessRunner.run(
             "/usr/bin/curl",
-            ["-s", "-o", "/dev/stdout", "-w", "%{http_code}", "--max-time", "5", "http://127.0.0.1:\(url.port!)/healthz"])
+            [
+                "-s", "-o", "/dev/stdout", "-w", "%{http_code}", "--max-time", "5",
+                "http://127.0.0.1:\(url.port!)/healthz",
+            ])
         #expect(!plain.standardOutput.contains("status"))
         let again = try await ProcessRunner.run(
             "/usr/bin/curl", ["-s", "--cacert", certificate, "--max-time", "10", url.absoluteString + "healthz"])

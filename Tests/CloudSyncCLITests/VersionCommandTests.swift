@@ -1,9 +1,9 @@
 import CloudSync
+import CloudSyncHTTPServer
 import CloudSyncOpenSSL
 import CloudSyncPostgres
 import CloudSyncSQLite
 import CloudSyncSodium
-import CloudSyncHTTPServer
 import CloudSyncTesting
 import CloudSyncYAML
 import Foundation

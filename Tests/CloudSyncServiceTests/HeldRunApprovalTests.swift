@@ -14,7 +14,9 @@ import Testing
 struct HeldRunApprovalTests {
     static let token = "a-long-enough-secret-for-approval"
 
-    static func request(_ method: String, _ path: String, body: String = "", json: Bool = true, token: String? = Self.token)
+    static func request(
+        _ method: String, _ path: String, body: String = "", json: Bool = true, token: String? = Self.token
+    )
         -> ReceivedRequest
     {
         var headers: HTTPHeaders = [:]

@@ -21,7 +21,8 @@ import Testing
         let (requests, refusal) = readRequests(from: Array(text.utf8), limits: Self.limits)
         #expect(refusal == nil)
         #expect(requests.first.map { Array($0.body) } == Array("abc".utf8))
-        let long = "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + String(repeating: "0", count: 2000) + "1\r\na"
+        let long =
+            "POST /x HTTP/1.1\r\nTransfer-Encoding: chunked\r\n\r\n" + String(repeating: "0", count: 2000) + "1\r\na"
         #expect(Self.refusal(long)?.status == 400)
     }
 
@@ -38,7 +39,8 @@ import Testing
     @Test(arguments: [
         ("Content-Length: 1610612736\r\n", 413), ("Content-Length: 99999999999999999999999999\r\n", 413),
         ("Content-Length: 65537\r\n", 413), ("Content-Length: -1\r\n", 400), ("Content-Length: +3\r\n", 400),
-        ("Content-Length: 3\r\nContent-Length: 4\r\n", 400), ("Content-Length: 3\r\nTransfer-Encoding: chunked\r\n", 400),
+        ("Content-Length: 3\r\nContent-Length: 4\r\n", 400),
+        ("Content-Length: 3\r\nTransfer-Encoding: chunked\r\n", 400),
         ("Transfer-Encoding: gzip\r\n", 501), ("Transfer-Encoding: gzip, chunked\r\n", 501),
         ("X-Pad: \(String(repeating: "a", count: 17000))\r\n", 431),
     ])
@@ -117,7 +119,8 @@ import Testing
                 }
                 chunks = cut
             }
-            let path = "/" + (0..<(1 + number(4))).map { _ in ["a", "b%20c", "d.e", "%2F"][number(4)] }.joined(separator: "/")
+            let path =
+                "/" + (0..<(1 + number(4))).map { _ in ["a", "b%20c", "d.e", "%2F"][number(4)] }.joined(separator: "/")
             let query = number(2) == 0 ? "" : "?k=\(number(100))&v=x%26y"
             sent.append(
                 Sent(
