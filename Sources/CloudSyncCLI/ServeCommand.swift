@@ -157,15 +157,10 @@ extension CommandLineTool {
             return .failure(
                 TokenFileError("--tls-cert \(certificate) holds no PEM certificate (-----BEGIN CERTIFICATE-----)"))
         }
-        var info = stat()
-        guard stat(key, &info) == 0, let keyData = FileManager.default.contents(atPath: key) else {
-            return .failure(TokenFileError("--tls-key \(key) cannot be read"))
-        }
-        guard info.st_mode & 0o077 == 0 else {
-            return .failure(
-                TokenFileError(
-                    "--tls-key \(key) can be read by others than its owner (mode "
-                        + String(info.st_mode & 0o777, radix: 8) + "); chmod 600 it"))
+        let keyData: Data
+        switch readOwnersOnly(key, option: "--tls-key") {
+        case .success(let data): keyData = data
+        case .failure(let refusal): return .failure(refusal)
         }
         let keyPEM = String(decoding: keyData, as: UTF8.self)
         guard keyPEM.contains("-----BEGIN ") && keyPEM.contains("PRIVATE KEY-----") else {
@@ -177,15 +172,10 @@ extension CommandLineTool {
     /// The token in `path`, whitespace around it removed; refused when the file is missing, empty, or readable by
     /// others than its owner.
     static func readToken(_ path: String) -> Result<String, TokenFileError> {
-        var info = stat()
-        guard stat(path, &info) == 0, let data = FileManager.default.contents(atPath: path) else {
-            return .failure(TokenFileError("--token-file \(path) cannot be read"))
-        }
-        guard info.st_mode & 0o077 == 0 else {
-            return .failure(
-                TokenFileError(
-                    "--token-file \(path) can be read by others than its owner (mode "
-                        + String(info.st_mode & 0o777, radix: 8) + "); chmod 600 it"))
+        let data: Data
+        switch readOwnersOnly(path, option: "--token-file") {
+        case .success(let read): data = read
+        case .failure(let refusal): return .failure(refusal)
         }
         let token = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         guard token.count >= 16 else {
@@ -193,6 +183,24 @@ extension CommandLineTool {
                 TokenFileError("--token-file \(path) holds fewer than 16 characters; write a longer secret"))
         }
         return .success(token)
+    }
+}
+
+extension CommandLineTool {
+    /// The bytes of a secret's file that `option` names; refused when it cannot be read or others than its owner may
+    /// read it.
+    static func readOwnersOnly(_ path: String, option: String) -> Result<Data, TokenFileError> {
+        var info = stat()
+        guard stat(path, &info) == 0, let data = FileManager.default.contents(atPath: path) else {
+            return .failure(TokenFileError("\(option) \(path) cannot be read"))
+        }
+        guard info.st_mode & 0o077 == 0 else {
+            return .failure(
+                TokenFileError(
+                    "\(option) \(path) can be read by others than its owner (mode "
+                        + String(info.st_mode & 0o777, radix: 8) + "); chmod 600 it"))
+        }
+        return .success(data)
     }
 }
 
