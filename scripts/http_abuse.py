@@ -88,10 +88,16 @@ def read_answer(connection, limit=10):
     return status, closed
 
 
+def authority(host, port):
+    """The Host header a client of host:port sends."""
+    return ("[%s]:%d" % (host, port) if ":" in host else "%s:%d" % (host, port)).encode()
+
+
 def ask(host, port, path, source=None, timeout=10):
     try:
         connection = connect(host, port, source, timeout)
-        connection.sendall(b"GET %s HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n" % path.encode())
+        connection.sendall(
+            b"GET %s HTTP/1.1\r\nHost: %s\r\nConnection: close\r\n\r\n" % (path.encode(), authority(host, port)))
         status, _ = read_answer(connection, timeout)
         connection.close()
         return status
@@ -141,7 +147,8 @@ def cases(args):
         try:
             connection = connect(host, port)
             try:
-                connection.sendall(payload)
+                # Addressed as a client of this server would, so only what the case is about can refuse it.
+                connection.sendall(payload.replace(b"Host: x\r\n", b"Host: " + authority(host, port) + b"\r\n", 1))
             except OSError:
                 pass
             answer, closed = read_answer(connection, 3)
@@ -162,9 +169,11 @@ def bodies(args):
         try:
             connection = connect(host, port, timeout=30)
             if args.chunked:
-                head = b"POST %s HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n" % args.path.encode()
+                head = b"POST %s HTTP/1.1\r\nHost: %s\r\nTransfer-Encoding: chunked\r\n\r\n" % (
+                    args.path.encode(), authority(host, port))
             else:
-                head = b"POST %s HTTP/1.1\r\nHost: t\r\nContent-Length: %d\r\n\r\n" % (args.path.encode(), args.bytes)
+                head = b"POST %s HTTP/1.1\r\nHost: %s\r\nContent-Length: %d\r\n\r\n" % (
+                    args.path.encode(), authority(host, port), args.bytes)
             connection.sendall(head)
             connection.setblocking(False)
             piece = (b"10000\r\n" + CHUNK + b"\r\n") if args.chunked else CHUNK
@@ -214,7 +223,7 @@ def flood(args):
                 into.append(connect(host, port, timeout=2))
             except OSError:
                 refused += 1
-    head = b"GET /healthz HTTP/1.1\r\nHost: t\r\nX-Slow: " + b"a" * 100000
+    head = b"GET /healthz HTTP/1.1\r\nHost: " + authority(host, port) + b"\r\nX-Slow: " + b"a" * 100000
     second = {"asked": 0, "ok": 0, "slowestMs": 0}
     started = time.monotonic()
     deadline = started + (args.hold or 60)

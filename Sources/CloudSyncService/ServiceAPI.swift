@@ -26,11 +26,13 @@ package struct ServiceAPI: HTTPResponder {
         tokenDigest = token.map { SHA256.hash(Array($0.utf8)) }
     }
 
-    /// The 401 a request without the token gets, or nil when it may go on: checked on the head alone, before the
-    /// server reads any of the body.
+    /// The 403 or 401 a request gets by its head alone, or nil when it may go on: checked before the server reads
+    /// any of the body.
     package func screen(_ head: ReceivedRequest) -> HTTPResponse? {
         let path = head.path.removingPercentEncoding ?? head.path
-        guard path != "/healthz", !authorized(head) else { return nil }
+        guard path != "/healthz" else { return nil }
+        if let refused = browserRefusal(head) { return refused }
+        guard !authorized(head) else { return nil }
         var response = Self.error(
             401, "ERR_UNAUTHORIZED",
             "this service wants its token: send `Authorization: Bearer TOKEN` (the contents of --token-file)")
@@ -99,6 +101,52 @@ package struct ServiceAPI: HTTPResponder {
             return response
         }
         return answer()
+    }
+
+    /// What a web page open in a browser on this machine could otherwise make the browser do here.
+    ///
+    /// Without a token the service trusts that only this machine reaches it, so a request must be addressed to a
+    /// loopback host: a site whose name its owner points at 127.0.0.1 (DNS rebinding) gets its own name in `Host`,
+    /// and is refused. And a request that changes something (a run) must not come from another site's page: a
+    /// browser sends such a cross-site POST with any Basic credentials it remembers, but names the page in `Origin`.
+    private func browserRefusal(_ head: ReceivedRequest) -> HTTPResponse? {
+        let host = head.headers["Host"]
+        if tokenDigest == nil, let host, !Self.isLoopbackHost(host) {
+            return Self.error(
+                403, "ERR_FORBIDDEN",
+                "this service has no token, so it answers only requests addressed to this machine (localhost, "
+                    + "127.0.0.1, [::1]), not Host '\(host)'; to reach it under another name, start it with "
+                    + "--token-file")
+        }
+        if head.method != "GET", head.method != "HEAD", let origin = head.headers["Origin"],
+            Self.authority(ofOrigin: origin) != host?.lowercased()
+        {
+            return Self.error(
+                403, "ERR_FORBIDDEN",
+                "a page of another site (Origin '\(origin)') may not change anything here; send the request "
+                    + "yourself (curl), not from a web page")
+        }
+        return nil
+    }
+
+    /// Whether a `Host` header names this machine: `localhost`, a 127.x.x.x address or `[::1]`, with any port.
+    static func isLoopbackHost(_ host: String) -> Bool {
+        let lowered = host.lowercased()
+        if lowered.hasPrefix("[") {
+            return lowered.hasPrefix("[::1]") && (lowered == "[::1]" || lowered.dropFirst(5).hasPrefix(":"))
+        }
+        let name = lowered.split(separator: ":", maxSplits: 1, omittingEmptySubsequences: false)[0]
+        if name == "localhost" { return true }
+        let parts = name.split(separator: ".", omittingEmptySubsequences: false)
+        return parts.count == 4 && parts[0] == "127" && parts.allSatisfy { UInt8($0) != nil }
+    }
+
+    /// `host:port` of an `Origin` (`http://127.0.0.1:8484`), lower case; nil for `null` or anything else.
+    static func authority(ofOrigin origin: String) -> String? {
+        guard let scheme = origin.range(of: "://") else { return nil }
+        let authority = origin[scheme.upperBound...]
+        guard !authority.isEmpty, !authority.contains("/") else { return nil }
+        return authority.lowercased()
     }
 
     private func authorized(_ request: ReceivedRequest) -> Bool {

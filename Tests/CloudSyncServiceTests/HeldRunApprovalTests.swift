@@ -113,3 +113,50 @@ struct HeldRunApprovalTests {
         Issue.record("no \(count) finished runs within 120 s")
     }
 }
+
+/// What a web page open in a browser on the serving machine can make the browser send: a request under a name the
+/// page's site points at 127.0.0.1 (DNS rebinding), and a cross-site POST.
+@Suite struct BrowserForgeryTests {
+    func request(_ method: String, _ path: String, _ headers: HTTPHeaders) -> ReceivedRequest {
+        ReceivedRequest(method: method, path: path, headers: headers)
+    }
+
+    @Test func withoutATokenOnlyRequestsAddressedToThisMachineAreAnswered() throws {
+        let directory = try TemporaryDirectory()
+        let service = PipelineService(
+            PipelineService.Configuration(paths: [directory.path], load: ServiceAPITests.Served.load, log: { _ in }))
+        let api = ServiceAPI(service: service, token: nil)
+        for host in ["127.0.0.1:8484", "localhost", "LOCALHOST:1", "[::1]:8484", "127.1.2.3", "[::1]"] {
+            #expect(api.handle(request("GET", "/api/pipelines", ["Host": host])).status == 200, "\(host)")
+        }
+        for host in ["attacker.example", "attacker.example:8484", "127.0.0.1.attacker.example", "[::2]:8484", "0.0.0.0"]
+        {
+            let answer = api.handle(request("GET", "/api/pipelines", ["Host": host]))
+            #expect(answer.status == 403, "\(host)")
+        }
+        // The health check answers whatever the name: it tells nothing.
+        #expect(api.handle(request("GET", "/healthz", ["Host": "attacker.example"])).status == 200)
+    }
+
+    @Test func aPostFromAnotherSitesPageIsRefusedEvenWithTheToken() throws {
+        let directory = try TemporaryDirectory()
+        let service = PipelineService(
+            PipelineService.Configuration(paths: [directory.path], load: ServiceAPITests.Served.load, log: { _ in }))
+        let token = HeldRunApprovalTests.token
+        for api in [ServiceAPI(service: service, token: nil), ServiceAPI(service: service, token: token)] {
+            var headers: HTTPHeaders = ["Host": "127.0.0.1:8484", "Authorization": "Bearer " + token]
+            headers["Origin"] = "https://attacker.example"
+            #expect(api.handle(request("POST", "/api/pipelines/none/run", headers)).status == 403)
+            headers["Origin"] = "null"
+            #expect(api.handle(request("POST", "/api/pipelines/none/run", headers)).status == 403)
+            // The service's own origin, and a request with no Origin (curl), reach the endpoint (no such pipeline).
+            headers["Origin"] = "http://127.0.0.1:8484"
+            #expect(api.handle(request("POST", "/api/pipelines/none/run", headers)).status == 404)
+            headers["Origin"] = nil
+            #expect(api.handle(request("POST", "/api/pipelines/none/run", headers)).status == 404)
+            // Reading is no forgery: a GET with a foreign Origin is answered as any other.
+            headers["Origin"] = "https://attacker.example"
+            #expect(api.handle(request("GET", "/api/pipelines", headers)).status == 200)
+        }
+    }
+}
