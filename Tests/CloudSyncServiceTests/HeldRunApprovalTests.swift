@@ -129,8 +129,9 @@ struct HeldRunApprovalTests {
         for host in ["127.0.0.1:8484", "localhost", "LOCALHOST:1", "[::1]:8484", "127.1.2.3", "[::1]"] {
             #expect(api.handle(request("GET", "/api/pipelines", ["Host": host])).status == 200, "\(host)")
         }
-        for host in ["attacker.example", "attacker.example:8484", "127.0.0.1.attacker.example", "[::2]:8484", "0.0.0.0"]
-        {
+        for host in [
+            "attacker.example", "attacker.example:8484", "127.0.0.1.attacker.example", "[::2]:8484", "0.0.0.0",
+        ] {
             let answer = api.handle(request("GET", "/api/pipelines", ["Host": host]))
             #expect(answer.status == 403, "\(host)")
         }
