@@ -4,7 +4,7 @@ import Foundation
 /// How much of a request a server takes before it has decided to answer it: the most bytes of a head (request line
 /// and header fields) and of a body.
 ///
-/// Both servers screen a request's head with ``screen(headBytes:headers:)`` before reading any body byte, so a client
+/// Both servers screen a request's head against these limits before reading any body byte, so a client
 /// can never make them hold more than these bounds per connection, whatever it declares or sends.
 public struct HTTPRequestLimits: Sendable, Equatable {
     /// The most bytes of a request head; a longer one gets 431.

@@ -25,7 +25,7 @@ struct ServeHostileClientTests {
             try PipelineText.directoryCopy(name: "p", source: "seed", destination: "out")
                 .write(toFile: file, atomically: true, encoding: .utf8)
             tokenFile = directory.file("token")
-            FileManager.default.createFile(
+            _ = FileManager.default.createFile(
                 atPath: tokenFile, contents: Data(ServeHostileClientTests.token.utf8),
                 attributes: [.posixPermissions: 0o600])
         }
