@@ -38,7 +38,7 @@ public struct NetworkHTTPServerError: Error, Sendable, Equatable, CustomStringCo
 ///
 /// libmicrohttpd parses every request and enforces the connection limits (in all, per client address, memory per
 /// connection, idle time); this face screens each head against ``HTTPRequestLimits`` and the responder's
-/// ``HTTPResponder/screen(_:)`` before any body is read, and runs the responder on worker threads while the
+/// ``HTTPResponder/screen(_:)`` before any body is read, and runs the responder on a thread of its own while the
 /// connection is suspended, so one slow answer holds no other client. IPv4 and IPv6 addresses both work.
 ///
 /// Call ``stop()`` when done.
@@ -214,7 +214,6 @@ private final class NetworkServerCore: @unchecked Sendable {
     private var daemon: OpaquePointer?
     private var keyPEM: UnsafeMutablePointer<CChar>?
     private var certificatePEM: UnsafeMutablePointer<CChar>?
-    private let workers = DispatchQueue(label: "cloudsync.network-http.responder", attributes: .concurrent)
 
     init(options: NetworkHTTPServer.Options, responder: any HTTPResponder, scheme: String, authority: String) {
         self.options = options
@@ -411,11 +410,16 @@ private final class NetworkServerCore: @unchecked Sendable {
         let responder = responder
         let whole = request
         let handle = UInt(bitPattern: connection)
-        workers.async { [self] in
+        // A thread of its own, not Dispatch's pool, which on Linux runs about one item a core: two answers waiting
+        // on a database would hold every other. One answer at most per connection, so the connection caps bound them.
+        let thread = Thread { [self] in
             context.response = responder.respond(to: whole)
             MHD_resume_connection(OpaquePointer(bitPattern: handle))
             inFlight.subtract(1, ordering: .sequentiallyConsistent)
         }
+        thread.name = "cloudsync-http-answer"
+        thread.stackSize = 1 << 20
+        thread.start()
         return true
     }
 
