@@ -69,7 +69,7 @@ extension CommandLineTool {
         let server: NetworkHTTPServer
         do {
             server = try NetworkHTTPServer(
-                options: options, responder: ServiceAPI(service: service, token: token))
+                options: options, responder: ServiceAPI(service: service, token: token, listener: options.counters))
         } catch {
             standardError("Error: cannot serve on \(listen): \(error.message)\n")
             if error.code == 0 && options.tls != nil {

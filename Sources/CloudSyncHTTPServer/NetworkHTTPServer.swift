@@ -69,6 +69,8 @@ public final class NetworkHTTPServer: Sendable {
         public var limits = HTTPRequestLimits.service
         /// Serve HTTPS with this PEM certificate (chain) and PEM private key instead of plain HTTP.
         public var tls: (certificatePEM: String, keyPEM: String)? = nil
+        /// Where the server counts what it does (``NetworkHTTPServer/counters``); give one to read it elsewhere.
+        public var counters = HTTPListenerCounters()
 
         public init() {}
     }
@@ -112,7 +114,10 @@ public final class NetworkHTTPServer: Sendable {
     public static var libraryVersion: String { MHD_get_version().map { String(cString: $0) } ?? "unknown" }
 
     /// Connections open right now.
-    public var openConnectionCount: Int { core.openConnections.load(ordering: .relaxed) }
+    public var openConnectionCount: Int { core.counters.openConnections }
+
+    /// What the server did since it started.
+    public var counters: HTTPListenerCounters { core.counters }
 
     /// Stops the server; calling it again does nothing.
     ///
@@ -204,7 +209,7 @@ private final class NetworkServerCore: @unchecked Sendable {
     let responder: any HTTPResponder
     let scheme: String
     let authority: String
-    let openConnections = Atomic<Int>(0)
+    let counters: HTTPListenerCounters
     /// Every open connection's socket and, while it waits for a request head, since when; by connection.
     private let waiting = Mutex<[UInt: (fd: Int32, since: ContinuousClock.Instant?)]>([:])
     private var headWatch: DispatchSourceTimer?
@@ -217,6 +222,7 @@ private final class NetworkServerCore: @unchecked Sendable {
 
     init(options: NetworkHTTPServer.Options, responder: any HTTPResponder, scheme: String, authority: String) {
         self.options = options
+        self.counters = options.counters
         self.responder = responder
         self.scheme = scheme
         self.authority = authority
@@ -298,18 +304,19 @@ private final class NetworkServerCore: @unchecked Sendable {
                 guard let since = entry.since, now - since > limit else { continue }
                 shutdown(entry.fd, Int32(SHUT_RDWR))
                 waiting[key]?.since = nil
+                counters.count(counters.headTimeouts)
             }
         }
     }
 
     func connectionOpened(_ connection: OpaquePointer) {
-        openConnections.add(1, ordering: .relaxed)
+        counters.count(counters.open)
         let fd = cloudsync_mhd_connection_fd(connection)
         waiting.withLock { $0[UInt(bitPattern: connection)] = (fd, ContinuousClock.now) }
     }
 
     func connectionClosed(_ connection: OpaquePointer) {
-        openConnections.subtract(1, ordering: .relaxed)
+        counters.count(counters.open, by: -1)
         _ = waiting.withLock { $0.removeValue(forKey: UInt(bitPattern: connection)) }
     }
 
@@ -362,7 +369,7 @@ private final class NetworkServerCore: @unchecked Sendable {
                             status: 503, code: "ERR_STOPPING", message: "the server is stopping; try again shortly")),
                     on: connection, closing: true)
             }
-            if openConnections.load(ordering: .relaxed) > options.maxConnections {
+            if counters.openConnections > options.maxConnections {
                 var answer = responder.answer(
                     HTTPRequestRefusal(
                         status: 503, code: "ERR_OVERLOADED",
@@ -414,6 +421,7 @@ private final class NetworkServerCore: @unchecked Sendable {
         // on a database would hold every other. One answer at most per connection, so the connection caps bound them.
         let thread = Thread { [self] in
             context.response = responder.respond(to: whole)
+            counters.count(counters.answered)
             MHD_resume_connection(OpaquePointer(bitPattern: handle))
             inFlight.subtract(1, ordering: .sequentiallyConsistent)
         }
@@ -423,9 +431,12 @@ private final class NetworkServerCore: @unchecked Sendable {
         return true
     }
 
-    /// Hands `response` to libmicrohttpd, which adds `Content-Length`, leaves the body out for `HEAD`, and closes the
-    /// connection after it when `closing` (or when the response says `Connection: close`).
+    /// Hands `response` to libmicrohttpd, closing the connection after it when `closing`.
+    ///
+    /// libmicrohttpd adds `Content-Length`, leaves the body out for `HEAD`, and also closes when the response says
+    /// `Connection: close`. A response that closes is a refusal of a request by its head, and is counted as one.
     private func queue(_ response: HTTPResponse, on connection: OpaquePointer, closing: Bool) -> Bool {
+        if closing { counters.refuse(status: response.status) }
         let body = [UInt8](response.body)
         let made = body.withUnsafeBytes { raw in
             MHD_create_response_from_buffer(

@@ -21,8 +21,12 @@ package struct ServiceAPI: HTTPResponder {
     /// The most runs `/api/runs` lists at once.
     static let runLimit = 1000
 
-    package init(service: PipelineService, token: String?) {
+    /// What the listener in front of it counted, for `/metrics`; nil when there is none to show.
+    let listener: HTTPListenerCounters?
+
+    package init(service: PipelineService, token: String?, listener: HTTPListenerCounters? = nil) {
         self.service = service
+        self.listener = listener
         tokenDigest = token.map { SHA256.hash(Array($0.utf8)) }
     }
 
@@ -63,11 +67,12 @@ package struct ServiceAPI: HTTPResponder {
             return only("GET", method) { readiness() }
         case ["metrics"]:
             return only("GET", method) {
-                rendered.answer("metrics", version: "\(service.changes.current)") {
+                rendered.answer("metrics", version: "\(service.changes.current)-\(listener?.version ?? 0)") {
                     .text(
                         200,
                         ServiceMetrics.render(
-                            service.pipelines, failedFiles: service.failedFiles, startedAt: service.startedAt),
+                            service.pipelines, failedFiles: service.failedFiles, startedAt: service.startedAt,
+                            listener: listener),
                         headers: ["Content-Type": "text/plain; version=0.0.4; charset=utf-8"])
                 }
             }

@@ -1,3 +1,4 @@
+import CloudSyncHTTPServer
 import CloudSyncPipeline
 import Foundation
 
@@ -5,8 +6,31 @@ import Foundation
 /// it), runs and skipped slots since the service started, schedule lag, next slot, outbox depth by provider, flushes —
 /// and of every provider's requests, bytes, retries and throttled answers over those runs.
 enum ServiceMetrics {
-    static func render(_ pipelines: [PipelineStatus], failedFiles: [String: String], startedAt: Date) -> String {
+    static func render(
+        _ pipelines: [PipelineStatus], failedFiles: [String: String], startedAt: Date,
+        listener: HTTPListenerCounters? = nil
+    ) -> String {
         var metrics = PrometheusExposition()
+        if let listener {
+            metrics.add(
+                "cloudsync_serve_http_connections", .gauge, help: "HTTP connections open now.",
+                value: Double(listener.openConnections))
+            metrics.add(
+                "cloudsync_serve_http_requests_total", .counter,
+                help: "Requests answered by the endpoints since the service started.",
+                value: Double(listener.requestsAnswered))
+            let refused = listener.refusedByStatus
+            for status in refused.keys.sorted() {
+                metrics.add(
+                    "cloudsync_serve_http_refused_total", .counter,
+                    help: "Requests refused on their head (a limit, overload, a missing token), by status.",
+                    labels: ["status": String(status)], value: Double(refused[status]!))
+            }
+            metrics.add(
+                "cloudsync_serve_http_head_timeouts_total", .counter,
+                help: "Connections closed because a whole request head did not arrive within --head-timeout.",
+                value: Double(listener.headDeadlineCloses))
+        }
         metrics.add(
             "cloudsync_serve_start_time_seconds", .gauge, help: "When the service started, in Unix time.",
             value: startedAt.timeIntervalSince1970)

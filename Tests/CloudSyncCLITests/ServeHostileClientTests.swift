@@ -81,6 +81,20 @@ struct ServeHostileClientTests {
                 if status >= 400 { #expect(entry["closed"] as? Bool == true, "\(name) left its connection open") }
             }
         }
+        // What an operator's Prometheus sees of it: the refusals by status, in text promtool accepts.
+        let metrics = try await ProcessRunner.run(
+            "/bin/sh",
+            [
+                "-c", "curl -s --max-time 10 \"$0\" | tee /dev/stderr | promtool check metrics",
+                url.absoluteString + "metrics",
+            ])
+        #expect(metrics.status == 0, "\(metrics.standardOutput)\(metrics.standardError.suffix(2000))")
+        for status in [413, 431, 501] {
+            #expect(
+                metrics.standardError.contains("cloudsync_serve_http_refused_total{status=\"\(status)\"} "),
+                "no refusals with \(status) counted")
+        }
+        #expect(metrics.standardError.contains("cloudsync_serve_http_requests_total "))
         process.signal(SIGTERM)
         #expect(await process.exited().status == 0)
     }
