@@ -251,7 +251,8 @@ private final class NetworkServerCore: @unchecked Sendable {
             headWatch = watch
         }
         guard daemon != nil else {
-            close(listener)
+            // libmicrohttpd closes the listening socket it was given on its failures past reading the options (a
+            // TLS key that does not load, among them); closing it here too could close a descriptor reused since.
             releasePEM()
             throw NetworkHTTPServerError(
                 message: options.tls == nil

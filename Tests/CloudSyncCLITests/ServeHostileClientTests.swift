@@ -160,6 +160,17 @@ struct ServeHostileClientTests {
         #expect(loose.status == 64)
         #expect(loose.standardError.contains("--tls-key \(key) can be read by others"))
         chmod(key, 0o600)
+        // A key that is not the certificate's: libmicrohttpd refuses to start TLS, and serve says what to check.
+        let otherKey = served.directory.file("other-key.pem")
+        _ = try await ProcessRunner.run(
+            "/usr/bin/openssl",
+            ["genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", otherKey])
+        chmod(otherKey, 0o600)
+        let mismatched = try await ProcessRunner.run(
+            try ProcessRunner.builtProduct("cloudsync"),
+            ["serve", served.file, "--listen", "127.0.0.1:0", "--tls-cert", certificate, "--tls-key", otherKey])
+        #expect(mismatched.status == 64, "\(mismatched.standardError)")
+        #expect(mismatched.standardError.contains("the certificate and key are PEM and belong together"))
         let half = try await ProcessRunner.run(
             try ProcessRunner.builtProduct("cloudsync"), ["serve", served.file, "--tls-cert", certificate])
         #expect(half.status == 64 && half.standardError.contains("--tls-cert needs --tls-key"))
