@@ -9,7 +9,8 @@
     http_abuse.py bodies URL --count 20 --bytes 1073741824 [--chunked] [--path PATH]
         Opens COUNT connections at once; each declares (or, chunked, streams) BYTES of body to PATH and sends until
         the server answers or closes. Prints {"answers": {status: count}, "sentMax": bytes, "sentTotal": bytes}: how
-        far any client got before the server stopped reading.
+        far any client got before the server stopped reading. A status is "reset" where the connection was reset
+        before the client read the answer (a server that closes with unread bytes resets it), 0 where none came.
 
     http_abuse.py flood URL --idle 3000 --slow 400 --second-source 127.0.0.2 [--hold SECONDS]
         Opens SLOW connections that send a request head a byte a second, then IDLE ones that send nothing, all from
@@ -197,6 +198,10 @@ def bodies(args):
             if data.startswith(b"HTTP/1."):
                 status = int(data.split(b" ", 2)[1])
             connection.close()
+        except (ConnectionResetError, BrokenPipeError):
+            # The server answered and closed with body bytes still unread, so its kernel reset the connection, and
+            # a reset throws away what the client had not read yet: the answer too, when the client was busy sending.
+            status = "reset"
         except OSError:
             pass
         with lock:

@@ -105,7 +105,10 @@ struct ServeHostileClientTests {
         // Declared: refused on the head (401 for want of the token, or 413 for the length), nothing of it read.
         let declared = try await Self.abuse(["bodies", url.absoluteString, "--count", "20"])
         let answers = try #require(declared["answers"] as? [String: Int])
-        #expect(answers.keys.allSatisfy { ["401", "413"].contains($0) }, "\(declared)")
+        // A client still sending when the answer comes may lose it to the reset the server's close causes (the
+        // server closes with body bytes unread, and a reset discards what the client had not yet read): "reset".
+        #expect(answers.keys.allSatisfy { ["401", "413", "reset"].contains($0) }, "\(declared)")
+        #expect(answers["401", default: 0] + answers["413", default: 0] > 0, "\(declared)")
         #expect(answers.values.reduce(0, +) == 20)
         // Only what the sockets' buffers took before the answer came: far from the GiB each wanted to send.
         #expect((declared["sentMax"] as? Int ?? .max) < 32 << 20, "\(declared)")
