@@ -82,8 +82,7 @@ extension CommandLineTool {
         service.start()
         let served = service.pipelines
         standardError(
-            "serving \(served.count) pipeline\(served.count == 1 ? "" : "s") on \(server.scheme)://"
-                + "\(address.contains(":") ? "[\(address)]" : address):\(server.port)/ "
+            "serving \(served.count) pipeline\(served.count == 1 ? "" : "s") on \(server.scheme)://\(server.authority)/ "
                 + "(\(served.map(\.name).joined(separator: ", ")))\n")
         let notifier = SystemdNotifier(environment: environment)
         notifier.send("READY=1\nSTATUS=serving \(served.count) pipelines")

@@ -89,22 +89,26 @@ public final class NetworkHTTPServer: Sendable {
         self.port = port
         address = options.address
         scheme = options.tls == nil ? "http" : "https"
-        let authority = options.address.contains(":") ? "[\(options.address)]:\(port)" : "\(options.address):\(port)"
-        core = NetworkServerCore(options: options, responder: responder, scheme: scheme, authority: authority)
+        core = NetworkServerCore(
+            options: options, responder: responder, scheme: scheme,
+            authority: Self.authority(options.address, port: port))
         try core.start(listener: listener)
     }
 
     deinit { core.stop() }
 
-    /// `SCHEME://ADDRESS:PORT/` as a client on this machine reaches it (the loopback address for a wildcard bind).
+    /// `ADDRESS:PORT`, an IPv6 address in brackets: `127.0.0.1:8484`, `[::1]:8484`.
+    public static func authority(_ address: String, port: UInt16) -> String {
+        address.contains(":") ? "[\(address)]:\(port)" : "\(address):\(port)"
+    }
+
+    /// Where it listens, as ``authority(_:port:)`` writes it: `0.0.0.0:8484` for a wildcard bind.
+    public var authority: String { Self.authority(address, port: port) }
+
+    /// `SCHEME://ADDRESS:PORT` as a client on this machine reaches it (the loopback address for a wildcard bind).
     public var baseURL: URL {
-        let host =
-            switch address {
-            case "0.0.0.0": "127.0.0.1"
-            case "::": "[::1]"
-            default: address.contains(":") ? "[\(address)]" : address
-            }
-        return URL(string: "\(scheme)://\(host):\(port)")!
+        let reachable = address == "0.0.0.0" ? "127.0.0.1" : address == "::" ? "::1" : address
+        return URL(string: "\(scheme)://\(Self.authority(reachable, port: port))")!
     }
 
     /// The URL of `path` (which starts with `/` and may carry a query) on this server.
@@ -158,14 +162,14 @@ public final class NetworkHTTPServer: Sendable {
         guard fd >= 0 else { throw NetworkHTTPServerError(message: "socket: \(describe(errno))", code: errno) }
         var yes: Int32 = 1
         setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
-        let shown = family == AF_INET6 ? "[\(address)]:\(port)" : "\(address):\(port)"
         let bound = withUnsafePointer(to: &storage) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, length) }
         }
         guard bound == 0, Glibc.listen(fd, 128) == 0 else {
             let code = errno
             close(fd)
-            throw NetworkHTTPServerError(message: "bind \(shown): \(describe(code))", code: code)
+            throw NetworkHTTPServerError(
+                message: "bind \(authority(address, port: port)): \(describe(code))", code: code)
         }
         let named = withUnsafeMutablePointer(to: &storage) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
@@ -193,8 +197,8 @@ private func describe(_ code: Int32) -> String { String(cString: strerror(code))
 private final class RequestContext: @unchecked Sendable {
     let target: String
     var screened = false
-    var dispatched = false
     var body: [UInt8] = []
+    /// The screened head, until its answer is dispatched.
     var head: ReceivedRequest?
     var response: HTTPResponse?
 
@@ -328,6 +332,10 @@ private final class NetworkServerCore: @unchecked Sendable {
 
     // MARK: Requests
 
+    /// What a request arriving while the server stops gets.
+    static let stoppingRefusal = HTTPRequestRefusal(
+        status: 503, code: "ERR_STOPPING", message: "the server is stopping; try again shortly")
+
     /// libmicrohttpd's access handler: called once with the head, then with each piece of body, then once more with
     /// none, and again after a resume.
     func handle(
@@ -364,11 +372,7 @@ private final class NetworkServerCore: @unchecked Sendable {
                 return queue(responder.answer(refusal), on: connection, closing: true)
             }
             if stopping.load(ordering: .relaxed) {
-                return queue(
-                    responder.answer(
-                        HTTPRequestRefusal(
-                            status: 503, code: "ERR_STOPPING", message: "the server is stopping; try again shortly")),
-                    on: connection, closing: true)
+                return queue(responder.answer(Self.stoppingRefusal), on: connection, closing: true)
             }
             if counters.openConnections > options.maxConnections {
                 var answer = responder.answer(
@@ -399,19 +403,16 @@ private final class NetworkServerCore: @unchecked Sendable {
             uploadSize.pointee = 0
             return true
         }
-        guard !context.dispatched, var request = context.head else { return true }
+        // Taken once: libmicrohttpd calls again only after the answer resumes the connection.
+        guard var request = context.head else { return true }
         // Counted before the check, and stop() sets the flag before it reads the count: either this request sees the
         // server stopping, or stop() waits for its answer.
         inFlight.add(1, ordering: .sequentiallyConsistent)
         guard !stopping.load(ordering: .sequentiallyConsistent) else {
             inFlight.subtract(1, ordering: .sequentiallyConsistent)
-            return queue(
-                responder.answer(
-                    HTTPRequestRefusal(
-                        status: 503, code: "ERR_STOPPING", message: "the server is stopping; try again shortly")),
-                on: connection, closing: true)
+            return queue(responder.answer(Self.stoppingRefusal), on: connection, closing: true)
         }
-        context.dispatched = true
+        context.head = nil
         request.body = Data(context.body)
         context.body = []
         MHD_suspend_connection(connection)

@@ -72,9 +72,11 @@ final class SocketConnection {
     ///
     /// The head is screened by ``HTTPRequestLimits/screen(headBytes:headers:)`` before any body byte is read.
     func readRequest() -> ReadResult {
-        guard let head = readUntil(crlfcrlf, limit: limits.headBytes) else {
-            let held = buffer.count - start
-            return held >= limits.headBytes ? .refused(limits.headTooLarge(count: nil)) : .closed
+        let head: [UInt8]
+        switch readUntil(crlfcrlf, limit: limits.headBytes) {
+        case .closed: return .closed
+        case .tooLong: return .refused(limits.headTooLarge(count: nil))
+        case .found(let bytes): head = bytes
         }
         let lines = String(decoding: head, as: UTF8.self).split(separator: "\r\n", omittingEmptySubsequences: false)
         let requestLine = lines[0].split(separator: " ")
@@ -122,34 +124,34 @@ final class SocketConnection {
     private func readChunkedBody() -> Result<[UInt8], HTTPRequestRefusal>? {
         var body: [UInt8] = []
         while true {
-            guard let line = readUntil(crlf, limit: 1024) else {
-                return buffer.count - start >= 1024 ? .failure(malformed("chunk size line over 1024 bytes")) : nil
+            let line: [UInt8]
+            switch readUntil(crlf, limit: 1024) {
+            case .closed: return nil
+            case .tooLong: return .failure(malformed("chunk size line over 1024 bytes"))
+            case .found(let bytes): line = bytes
             }
             let sizeField = (String(decoding: line, as: UTF8.self).split(separator: ";").first ?? "")
                 .trimmingCharacters(in: .whitespacesAndNewlines)
-            // Leading zeros say nothing; what is left decides.
-            let trimmed = sizeField.drop { $0 == "0" }
-            let sizeText = trimmed.isEmpty && !sizeField.isEmpty ? "0" : String(trimmed)
-            // Hex digits only, and few enough that the size cannot overflow; then it must fit what the limit leaves.
-            guard !sizeText.isEmpty, sizeText.utf8.count <= 15, let size = Int(sizeText, radix: 16), size >= 0,
-                sizeText.utf8.allSatisfy({ $0 != UInt8(ascii: "+") && $0 != UInt8(ascii: "-") })
-            else {
-                if sizeText.utf8.count > 15, sizeText.allSatisfy(\.isHexDigit) {
-                    return .failure(limits.bodyTooLarge(declared: nil))
-                }
+            // ASCII hex digits only (no sign, which Int(_:radix:) would take); leading zeros say nothing.
+            guard !sizeField.isEmpty, sizeField.utf8.allSatisfy(isHexDigit) else {
                 return .failure(malformed("bad chunk size"))
             }
-            guard size <= limits.bodyBytes - body.count else { return .failure(limits.bodyTooLarge(declared: nil)) }
+            let digits = sizeField.drop { $0 == "0" }
+            // Few enough digits that the size cannot overflow; then it must fit what the limit leaves.
+            guard digits.utf8.count <= 15, let size = digits.isEmpty ? 0 : Int(digits, radix: 16),
+                size <= limits.bodyBytes - body.count
+            else { return .failure(limits.bodyTooLarge(declared: nil)) }
             if size == 0 {
                 // Trailer fields, if any, up to the empty line; they count against the head limit.
                 var trailerBytes = 0
                 while true {
-                    guard let trailer = readUntil(crlf, limit: limits.headBytes - trailerBytes) else {
-                        return buffer.count - start >= limits.headBytes - trailerBytes
-                            ? .failure(limits.headTooLarge(count: nil)) : nil
+                    switch readUntil(crlf, limit: limits.headBytes - trailerBytes) {
+                    case .closed: return nil
+                    case .tooLong: return .failure(limits.headTooLarge(count: nil))
+                    case .found(let trailer):
+                        if trailer.count == 2 { return .success(body) }
+                        trailerBytes += trailer.count
                     }
-                    if trailer.count == 2 { return .success(body) }
-                    trailerBytes += trailer.count
                 }
             }
             guard let chunk = read(count: size + 2) else { return nil }
@@ -162,9 +164,18 @@ final class SocketConnection {
         HTTPRequestRefusal(status: 400, code: "ERR_BAD_REQUEST", message: reason)
     }
 
-    /// Bytes up to and including `terminator`, or nil when the peer closes or `limit` bytes pass without it (the
-    /// caller tells the two apart by what the buffer holds).
-    private func readUntil(_ terminator: [UInt8], limit: Int) -> [UInt8]? {
+    /// What ``readUntil(_:limit:)`` found.
+    private enum Delimited {
+        /// The bytes up to and including the terminator.
+        case found([UInt8])
+        /// `limit` bytes came without it (or it came past them, in bytes that arrived together).
+        case tooLong
+        /// The peer closed first.
+        case closed
+    }
+
+    /// Reads up to and including `terminator`, which must come within `limit` bytes.
+    private func readUntil(_ terminator: [UInt8], limit: Int) -> Delimited {
         // Relative to `start`, which `fill()` may move when it compacts the buffer.
         var searched = 0
         while true {
@@ -176,18 +187,17 @@ final class SocketConnection {
                         && buffer[index..<index + terminator.count].elementsEqual(terminator)
                     {
                         let end = index + terminator.count
-                        // Found in bytes that arrived together, but past the limit: as if it had not come.
-                        guard end - start <= limit else { return nil }
+                        guard end - start <= limit else { return .tooLong }
                         let bytes = Array(buffer[start..<end])
                         start = end
-                        return bytes
+                        return .found(bytes)
                     }
                     index += 1
                 }
                 searched = last + 1 - start
             }
-            if buffer.count - start >= limit { return nil }
-            guard fill() else { return nil }
+            if buffer.count - start >= limit { return .tooLong }
+            guard fill() else { return .closed }
         }
     }
 
@@ -236,6 +246,11 @@ func sendAll(_ fd: Int32, _ bytes: ArraySlice<UInt8>) -> Bool {
 }
 
 private let crlf: [UInt8] = [13, 10]
+
+/// 0-9, A-F, a-f.
+private func isHexDigit(_ byte: UInt8) -> Bool {
+    (48...57).contains(byte) || (65...70).contains(byte) || (97...102).contains(byte)
+}
 private let crlfcrlf: [UInt8] = [13, 10, 13, 10]
 
 /// Every request `bytes` hold, read as a connection that receives them `pieceSize` bytes at a time would read them,
