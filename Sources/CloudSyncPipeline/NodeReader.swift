@@ -102,8 +102,8 @@ extension String {
 final class UnsetVariableLog {
     private(set) var found: [(name: String, mark: YAMLMark)] = []
 
-    func note(_ names: [String], at mark: YAMLMark) {
-        for name in names { found.append((name, mark)) }
+    func note(_ name: String, at mark: YAMLMark) {
+        found.append((name, mark))
     }
 }
 
@@ -130,33 +130,10 @@ struct Interpolator {
     }
 
     /// `text` expanded; where `deferrable` (a provider's text field) and ``defersUnsetVariables``, an unset variable
-    /// leaves the text as written, noted in ``unset``, instead of an error.
+    /// stays written as it is (`${env:NAME}`), noted in ``unset``, instead of an error.
     func expand(_ text: String, at mark: YAMLMark, _ diagnostics: Diagnostics, deferrable: Bool = false)
         -> Interpolated?
     {
-        if deferrable, defersUnsetVariables {
-            let names = unsetNames(in: text)
-            if !names.isEmpty {
-                unset.note(names, at: mark)
-                return Interpolated(value: text, written: text)
-            }
-        }
-        return expand(text, at: mark, diagnostics)
-    }
-
-    /// The variables `text` names with `${env:NAME}` (no default) that the environment does not set.
-    private func unsetNames(in text: String) -> [String] {
-        var names: [String] = []
-        var rest = Substring(text)
-        while let start = rest.range(of: "${env:"), let end = rest[start.upperBound...].firstIndex(of: "}") {
-            let body = rest[start.upperBound..<end]
-            if !body.contains(":-"), environment[String(body)] == nil { names.append(String(body)) }
-            rest = rest[rest.index(after: end)...]
-        }
-        return names
-    }
-
-    func expand(_ text: String, at mark: YAMLMark, _ diagnostics: Diagnostics) -> Interpolated? {
         guard text.contains("${") else { return Interpolated(value: text, written: text) }
         var output = ""
         var rest = Substring(text)
@@ -172,7 +149,10 @@ struct Interpolator {
                 return nil
             }
             let reference = String(rest[start.upperBound..<end])
-            guard let value = resolve(reference, at: mark, diagnostics) else { return nil }
+            guard
+                let value = resolve(
+                    reference, at: mark, diagnostics, deferring: deferrable && defersUnsetVariables)
+            else { return nil }
             output += value
             rest = rest[rest.index(after: end)...]
         }
@@ -180,7 +160,9 @@ struct Interpolator {
         return Interpolated(value: output, written: text)
     }
 
-    private func resolve(_ reference: String, at mark: YAMLMark, _ diagnostics: Diagnostics) -> String? {
+    private func resolve(_ reference: String, at mark: YAMLMark, _ diagnostics: Diagnostics, deferring: Bool)
+        -> String?
+    {
         if reference.hasPrefix("env:") {
             let body = reference.dropFirst(4)
             let parts = body.split(separator: ":-", maxSplits: 1, omittingEmptySubsequences: false)
@@ -194,6 +176,10 @@ struct Interpolator {
                 return value
             }
             if parts.count == 2 { return String(parts[1]) }
+            if deferring {
+                unset.note(name, at: mark)
+                return "${env:\(name)}"
+            }
             diagnostics.error(
                 "environment variable \(name) is not set; set it, or give a default with ${env:\(name):-value}",
                 at: mark)
