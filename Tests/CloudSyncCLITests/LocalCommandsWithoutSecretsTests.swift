@@ -79,6 +79,20 @@ import Testing
         }
     }
 
+    /// `$${` is a literal `${`: an escaped reference names no variable, so none is reported unset, and one set
+    /// beside an unset one is still expanded.
+    @Test func onlyRealReferencesAreReportedUnset() async throws {
+        let directory = try TemporaryDirectory()
+        try directory.fill("from", count: 1)
+        let text = Self.pipeline.replacingOccurrences(
+            of: "accessKeyId: '${env:CS_TEST_KEY_ID}'", with: "accessKeyId: 'AKID$${env:NOT_A_VARIABLE}'")
+        try text.write(toFile: directory.file("p.yaml"), atomically: true, encoding: .utf8)
+        let plan = try await cloudsync(["plan", "p.yaml"], in: directory)
+        #expect(plan.status == 0, "\(plan.standardError)")
+        #expect(!plan.standardError.contains("NOT_A_VARIABLE"), "\(plan.standardError)")
+        #expect(plan.standardError.contains("CS_TEST_SECRET (provider bucket, secretAccessKey"))
+    }
+
     @Test func aVariableTheLocalStateNeedsIsStillRefusedByName() async throws {
         let directory = try TemporaryDirectory()
         try directory.fill("from", count: 1)
