@@ -2,6 +2,7 @@ import CloudSync
 import CloudSyncLocal
 import CloudSyncTesting
 import Foundation
+import Synchronization
 import Testing
 
 @testable import CloudSyncPipeline
@@ -18,6 +19,10 @@ struct SwitchableProviderFactory: ProviderFactory {
         var reversed: Bool
         var refuses: String
         var unreadable: Bool
+        /// Nonzero: every call yields a seeded number of times before and after it reaches the database.
+        var schedule: Int64
+        /// Nonzero: listing pages after this many fail, as a connection lost part-way.
+        var listPages: Int64
     }
 
     var type: String { "switchable" }
@@ -29,6 +34,12 @@ struct SwitchableProviderFactory: ProviderFactory {
             ProviderField("reversed", .boolean, defaultValue: "false", summary: "lists in reverse key order"),
             ProviderField("refuses", .text, defaultValue: "", summary: "a key whose writes fail"),
             ProviderField("unreadable", .boolean, defaultValue: "false", summary: "every read of a value fails"),
+            ProviderField(
+                "schedule", .integer(minimum: 0, unit: ""), defaultValue: "0",
+                summary: "a seed for the yields around each call (0: none)"),
+            ProviderField(
+                "listPages", .integer(minimum: 0, unit: ""), defaultValue: "0",
+                summary: "listing pages that succeed before the rest fail (0: all succeed)"),
         ]
     }
 
@@ -36,7 +47,8 @@ struct SwitchableProviderFactory: ProviderFactory {
         Configuration(
             path: values.text("path") ?? "", down: values.boolean("down") ?? false,
             reversed: values.boolean("reversed") ?? false, refuses: values.text("refuses") ?? "",
-            unreadable: values.boolean("unreadable") ?? false)
+            unreadable: values.boolean("unreadable") ?? false, schedule: values.integer("schedule") ?? 0,
+            listPages: values.integer("listPages") ?? 0)
     }
 
     func capabilities(of configuration: Configuration) -> ProviderCapabilities {
@@ -49,7 +61,11 @@ struct SwitchableProviderFactory: ProviderFactory {
         SwitchableProvider(
             wrapped: try SQLiteProvider(id: context.providerID, path: configuration.path, metrics: context.metrics),
             down: configuration.down, reversed: configuration.reversed, refuses: configuration.refuses,
-            unreadable: configuration.unreadable)
+            unreadable: configuration.unreadable,
+            scheduler: configuration.schedule == 0
+                ? nil
+                : SeededScheduler(seed: UInt64(configuration.schedule) &+ UInt64(context.providerID.utf8.count)),
+            listingFails: configuration.listPages == 0 ? nil : ListingFailure(after: Int(configuration.listPages)))
     }
 }
 
@@ -59,6 +75,10 @@ struct SwitchableProvider: ForwardingProvider {
     let reversed: Bool
     let refuses: String
     let unreadable: Bool
+    /// Yields around every call, so the order in which concurrent reads, writes, listings and feed pages finish is
+    /// part of a test's seed.
+    let scheduler: SeededScheduler?
+    let listingFails: ListingFailure?
 
     var capabilities: ProviderCapabilities {
         var capabilities = wrapped.capabilities
@@ -66,37 +86,92 @@ struct SwitchableProvider: ForwardingProvider {
         return capabilities
     }
 
+    /// `body` between two seeded pauses.
+    private func scheduled<T>(_ body: () async throws -> T) async rethrows -> T {
+        await scheduler?.pause()
+        let result = try await body()
+        await scheduler?.pause()
+        return result
+    }
+
     func availability() async -> Availability {
-        down ? .unavailable(.offline, "the test switched it off") : await wrapped.availability()
+        await scheduled { down ? .unavailable(.offline, "the test switched it off") : await wrapped.availability() }
     }
     func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
-        if down { throw CloudSyncError(.offline, "switched off", provider: id) }
-        if unreadable { throw CloudSyncError(.provider, "the test refuses every read", provider: id) }
-        return try await wrapped.get(keys)
-    }
-    func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
-        let accepted = items.filter { $0.key != refuses }
-        var results = try await wrapped.set(accepted).makeIterator()
-        return items.map { item in
-            item.key == refuses
-                ? .failure(CloudSyncError(.provider, "the test refuses this key", provider: id, key: item.key))
-                : results.next() ?? .success(())
+        try await scheduled {
+            if down { throw CloudSyncError(.offline, "switched off", provider: id) }
+            if unreadable { throw CloudSyncError(.provider, "the test refuses every read", provider: id) }
+            return try await wrapped.get(keys)
         }
     }
+    func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
+        try await scheduled {
+            let accepted = items.filter { $0.key != refuses }
+            var results = try await wrapped.set(accepted).makeIterator()
+            return items.map { item in
+                item.key == refuses
+                    ? .failure(CloudSyncError(.provider, "the test refuses this key", provider: id, key: item.key))
+                    : results.next() ?? .success(())
+            }
+        }
+    }
+    func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
+        try await scheduled { try await wrapped.remove(keys) }
+    }
     func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
-        if down { throw CloudSyncError(.offline, "switched off", provider: id) }
-        guard reversed else { return try await wrapped.listKeys(after: cursor, limit: limit) }
-        var keys = try await listEveryKey(of: wrapped, pageSize: 100)
-        keys.reverse()
-        let start = cursor.flatMap { Int($0) } ?? 0
-        let end = min(start + limit, keys.count)
-        return KeyPage(keys: Array(keys[start..<end]), nextCursor: end < keys.count ? String(end) : nil)
+        try await scheduled {
+            if down { throw CloudSyncError(.offline, "switched off", provider: id) }
+            try listingFails?.count(provider: id)
+            guard reversed else { return try await wrapped.listKeys(after: cursor, limit: limit) }
+            var keys = try await listEveryKey(of: wrapped, pageSize: 100)
+            keys.reverse()
+            let start = cursor.flatMap { Int($0) } ?? 0
+            let end = min(start + limit, keys.count)
+            return KeyPage(keys: Array(keys[start..<end]), nextCursor: end < keys.count ? String(end) : nil)
+        }
+    }
+    func changeFeedCursor() async throws -> String? {
+        try await scheduled { try await wrapped.changeFeedCursor() }
+    }
+    func changes(since cursor: String, limit: Int) async throws -> ChangeFeedAnswer {
+        try await scheduled { try await wrapped.changes(since: cursor, limit: limit) }
+    }
+}
+
+/// Lets a number of listing pages through, then fails every later one.
+final class ListingFailure: Sendable {
+    private let pages = Mutex(0)
+    let after: Int
+
+    init(after: Int) { self.after = after }
+
+    func count(provider: String) throws(CloudSyncError) {
+        let page = pages.withLock {
+            $0 += 1
+            return $0
+        }
+        if page > after {
+            throw CloudSyncError(.provider, "the test's listing fails past page \(after)", provider: provider)
+        }
+    }
+}
+
+/// Pauses for a seeded number of yields (none to four), so the tasks a sync runs side by side finish in an order the
+/// seed picks: listing and feed pages read ahead, reads of several providers, writes delivered together.
+final class SeededScheduler: Sendable {
+    private let random: Mutex<SeededRandom>
+
+    init(seed: UInt64) { random = Mutex(SeededRandom(seed: seed)) }
+
+    func pause() async {
+        let yields = random.withLock { Int.random(in: 0...4, using: &$0) }
+        for _ in 0..<yields { await Task.yield() }
     }
 }
 
 /// Providers `a`, `b` (and optionally `c`) as SQLite files in a temporary directory, edited directly between runs
 /// of one sync job.
-private struct SyncBench {
+struct SyncBench {
     let directory: TemporaryDirectory
     var providers = ["a", "b"]
     var down: Set<String> = []
@@ -108,6 +183,10 @@ private struct SyncBench {
     var readUnchanged = false
     var refuses: [String: String] = [:]
     var unreadable: Set<String> = []
+    /// Nonzero: each provider's calls yield in an order this seed picks (``SeededScheduler``).
+    var schedule: UInt64 = 0
+    /// Nonzero: each provider's listing pages after this many fail.
+    var listPages = 0
     /// Where the pipeline keeps its state: nil for the directory default.
     var state: TestState?
 
@@ -120,7 +199,7 @@ private struct SyncBench {
 
     var source: String {
         let lines = providers.map {
-            "  \($0): { type: switchable, path: data/\($0).db, down: \(down.contains($0)), reversed: \(reversed.contains($0)), refuses: '\(refuses[$0] ?? "")', unreadable: \(unreadable.contains($0)) }"
+            "  \($0): { type: switchable, path: data/\($0).db, down: \(down.contains($0)), reversed: \(reversed.contains($0)), refuses: '\(refuses[$0] ?? "")', unreadable: \(unreadable.contains($0)), schedule: \(schedule), listPages: \(listPages) }"
         }
         let source = """
             version: 1
@@ -398,6 +477,25 @@ private struct SyncBench {
         #expect(third.counts["repaired"] == 0 && third.counts["deleted"] == 0)
     }
 
+    /// Both listings failing part-way, with keys of the last page still to compare, leave no provider to compare
+    /// them with: the job fails naming each listing's failure (it said "a (available); b (available)").
+    @Test func listingsThatFailPartWayAreNamedWhenNoProviderIsLeft() async throws {
+        var bench = try SyncBench()
+        let name = { (index: Int) in "k" + String(10_000 + index).dropFirst() }
+        try await bench.edit("a", Dictionary(uniqueKeysWithValues: (0..<1_500).map { (name($0), Optional("v")) }))
+        // b's first page ends further on than a's, so the merge has keys in hand when both listings fail.
+        let onB = Array(0..<500) + Array(1_000..<1_600)
+        try await bench.edit("b", Dictionary(uniqueKeysWithValues: onB.map { (name($0), Optional("v")) }))
+        bench.listPages = 1
+        let job = try await bench.run()
+        #expect(job.status == .error)
+        let error = try #require(job.error)
+        #expect(error.code == ErrorCode.noProvider.rawValue)
+        #expect(!error.message.contains("(available)"), "\(error.message)")
+        #expect(error.message.contains("a (the test's listing fails past page 1)"), "\(error.message)")
+        #expect(error.message.contains("b (the test's listing fails past page 1)"), "\(error.message)")
+    }
+
     /// Random sets and removes on random providers between runs (one provider sometimes down), each run compared with
     /// a model of the intended semantics: per key and provider, the value the last sync left.
     @Test(arguments: [1, 7, 42])
@@ -460,42 +558,9 @@ private struct SyncBench {
     /// both hold the same keys and values on every provider and the same snapshot.
     @Test(arguments: [3, 11, 29])
     func incrementalRunsEqualFullRunsOverRandomHistories(seed: UInt64) async throws {
-        var full = try SyncBench(providers: ["a", "b", "c"])
-        var incremental = try SyncBench(providers: ["a", "b", "c"])
-        incremental.incremental = true
-        full.maxDeletes = "\"100%\""
-        incremental.maxDeletes = "\"100%\""
-        full.reversed = ["c"]
-        incremental.reversed = ["c"]
-        var random = SeededRandom(seed: seed)
-        let pool = (0..<40).map { "key\($0)" }
-        var incrementalRounds = 0
-        for round in 0..<16 {
-            for _ in 0..<Int.random(in: 0...8, using: &random) {
-                let provider = ["a", "b", "c"].randomElement(using: &random)!
-                let key = pool.randomElement(using: &random)!
-                let value: String? =
-                    Int.random(in: 0..<3, using: &random) == 0 ? nil : "v\(Int.random(in: 0..<4, using: &random))"
-                try await full.edit(provider, [key: value])
-                try await incremental.edit(provider, [key: value])
-            }
-            let down: Set<String> = Int.random(in: 0..<5, using: &random) == 0 ? ["b"] : []
-            full.down = down
-            incremental.down = down
-            let fullJob = try await full.run()
-            let incrementalJob = try await incremental.run()
-            #expect(fullJob.status == .ok && incrementalJob.status == .ok, "round \(round)")
-            #expect(fullJob.counts["deleted"] == incrementalJob.counts["deleted"], "round \(round)")
-            #expect(fullJob.sync?.modes == nil)
-            let modes = try #require(incrementalJob.sync?.modes)
-            if round == 0 { #expect(Set(modes.values) == ["full"]) }
-            if Set(modes.values) == ["incremental"] { incrementalRounds += 1 }
-            for id in ["a", "b", "c"] {
-                #expect(try await full.contents(id) == incremental.contents(id), "round \(round), provider \(id)")
-            }
-            #expect(try full.snapshot() == incremental.snapshot(), "round \(round)")
-        }
-        #expect(incrementalRounds >= 8, "most rounds read only the change feeds")
+        let outcome = try await IncrementalAgainstFull.run(seed: seed, scheduled: false)
+        #expect(outcome.differences == [], "seed \(seed)")
+        #expect(outcome.incrementalRounds >= 8, "most rounds read only the change feeds")
     }
 
     /// Once a run has found a key in sync on every provider, or made it so, the next reads none of its copies while
@@ -711,5 +776,88 @@ private struct SyncBench {
         #expect(outcome.report.jobs[2].counts["removed"] == 1200)
         #expect(totals.withLock { $0["counted"] } == [1200])
         #expect(totals.withLock { $0["uncounted"] } == [nil])
+    }
+}
+
+/// One seeded history applied to two copies of three providers, one synced in full and one from change feeds.
+enum IncrementalAgainstFull {
+    struct Outcome {
+        /// What differed, each naming the seed, the round and the keys.
+        var differences: [String] = []
+        /// Rounds in which every provider was read from its feed.
+        var incrementalRounds = 0
+    }
+
+    /// Runs `rounds` rounds of random edits (one provider down now and then) and a run of each copy.
+    ///
+    /// `scheduled`: every provider call also yields a seeded number of times, so which of the sync's concurrent
+    /// reads, writes and read-ahead pages finishes first is part of the seed too.
+    static func run(seed: UInt64, rounds: Int = 16, scheduled: Bool) async throws -> Outcome {
+        let ids = ["a", "b", "c"]
+        var full = try SyncBench(providers: ids)
+        var incremental = try SyncBench(providers: ids)
+        incremental.incremental = true
+        full.maxDeletes = "\"100%\""
+        incremental.maxDeletes = "\"100%\""
+        full.reversed = ["c"]
+        incremental.reversed = ["c"]
+        var random = SeededRandom(seed: seed)
+        let pool = (0..<40).map { "key\($0)" }
+        var outcome = Outcome()
+        func differ(_ round: Int, _ what: String) {
+            outcome.differences.append("seed \(seed), round \(round): \(what)")
+        }
+        for round in 0..<rounds {
+            for _ in 0..<Int.random(in: 0...8, using: &random) {
+                let provider = ids.randomElement(using: &random)!
+                let key = pool.randomElement(using: &random)!
+                let value: String? =
+                    Int.random(in: 0..<3, using: &random) == 0 ? nil : "v\(Int.random(in: 0..<4, using: &random))"
+                try await full.edit(provider, [key: value])
+                try await incremental.edit(provider, [key: value])
+            }
+            let down: Set<String> = Int.random(in: 0..<5, using: &random) == 0 ? ["b"] : []
+            full.down = down
+            incremental.down = down
+            if scheduled {
+                full.schedule = seed &* 1_000 &+ UInt64(round) &* 2 &+ 1
+                incremental.schedule = full.schedule &+ 1
+            }
+            let fullJob = try await full.run()
+            let incrementalJob = try await incremental.run()
+            if fullJob.status != .ok || incrementalJob.status != .ok {
+                differ(
+                    round,
+                    "full ended \(fullJob.status) (\(fullJob.error?.message ?? "")), incremental "
+                        + "\(incrementalJob.status) (\(incrementalJob.error?.message ?? ""))")
+            }
+            if fullJob.counts["deleted"] != incrementalJob.counts["deleted"] {
+                differ(
+                    round,
+                    "full deleted \(fullJob.counts["deleted"] ?? 0), incremental "
+                        + "\(incrementalJob.counts["deleted"] ?? 0)")
+            }
+            if fullJob.sync?.modes != nil { differ(round, "the full run reported modes") }
+            let modes = Set(incrementalJob.sync?.modes?.values.map { $0 } ?? [])
+            if round == 0 && modes != ["full"] { differ(round, "the first run was not full: \(modes)") }
+            if modes == ["incremental"] { outcome.incrementalRounds += 1 }
+            for id in ids {
+                let (one, other) = (try await full.contents(id), try await incremental.contents(id))
+                let keys = Set(one.keys).union(other.keys).filter { one[$0] != other[$0] }.sorted()
+                if !keys.isEmpty {
+                    differ(
+                        round,
+                        "provider \(id) differs at "
+                            + keys.map { "\($0) (full \(one[$0] ?? "-"), incremental \(other[$0] ?? "-"))" }
+                            .joined(separator: ", "))
+                }
+            }
+            let (fullRows, incrementalRows) = (try full.snapshot(), try incremental.snapshot())
+            if fullRows != incrementalRows {
+                let differing = Set(fullRows).symmetricDifference(incrementalRows).sorted()
+                differ(round, "snapshots differ: \(differing.joined(separator: "; "))")
+            }
+        }
+        return outcome
     }
 }

@@ -34,6 +34,34 @@ import Testing
         #expect(try await a.get(["k", "gone"]).map { try $0.get() } == ["v", nil])
     }
 
+    /// A provider that answers unavailable when a page begins is left out of that page and named with its answer, so
+    /// the caller knows the page was not compared everywhere (a sync that took such a run as complete would advance
+    /// its feed cursors past keys that provider never got).
+    @Test func aProviderUnavailableWhenAPageBeginsIsNamedAsLeftOut() async throws {
+        let a = MemoryProvider(id: "a", items: [KeyValue("k", "new")])
+        let store = try CloudStore(providers: [a, ProbeProvider()])
+        let result = try await store.maintenance.syncPage(
+            [SyncItem(key: "k", baseline: nil)], among: ["a", "probe"])
+        #expect(result.leftOut == ["probe": ProbeProvider().availabilityAnswer])
+        #expect(result.repaired == 0 && result.inSync == 1)
+        // One the caller already counts unknown is its own business, not news.
+        let known = try await store.maintenance.syncPage(
+            [SyncItem(key: "k", baseline: nil)], among: ["a", "probe"], unknown: ["probe"])
+        #expect(known.leftOut == [:])
+    }
+
+    /// With every provider counted unknown by the caller, the error says so instead of calling them unavailable.
+    @Test func noComparableProviderSaysWhyEachWasCountedOut() async throws {
+        let store = try CloudStore(providers: [MemoryProvider(id: "a"), MemoryProvider(id: "b")])
+        let error = await #expect(throws: CloudSyncError.self) {
+            try await store.maintenance.syncPage(
+                [SyncItem(key: "k", baseline: nil)], among: ["a", "b"], unknown: ["a", "b"])
+        }
+        #expect(error?.code == .noProvider)
+        #expect(error?.message.contains("a (left out by the caller: its keys are unknown to this sync)") == true)
+        #expect(error?.message.contains("(available)") == false)
+    }
+
     @Test func aKeyChangedSinceItWasFoundDeletedIsNotRemoved() async throws {
         let a = MemoryProvider(id: "a", items: [KeyValue("k", "edited")])
         let b = MemoryProvider(id: "b")

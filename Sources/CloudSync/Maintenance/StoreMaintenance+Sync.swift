@@ -64,6 +64,11 @@ public struct SyncPageResult: Sendable {
     /// The snapshot's rows that change: a fingerprint per key, nil to remove the key's row; keys not listed keep
     /// theirs.
     public var snapshot: [(key: String, fingerprint: SyncFingerprint?)] = []
+    /// Providers of the page (not `unknown`) that answered unavailable when it began, with their answers.
+    ///
+    /// The page was decided without them, so their copies of its keys are as unknown as an `unknown` provider's. A
+    /// caller that goes on should treat them so for the rest of its walk, and must not take the walk as complete.
+    public var leftOut: [String: Availability] = [:]
 
     /// An empty result.
     public init() {}
@@ -84,16 +89,22 @@ public struct SyncRemoveResult: Sendable {
 }
 
 extension StoreMaintenance {
-    /// The providers of a sync page: the chosen ones that are available and not `unknown`, in preference order.
+    /// The providers of a sync page: the chosen ones that are available and not `unknown`, in preference order, and
+    /// the answers of those that are neither.
     private func participants(_ providerIDs: [String], unknown: Set<String>) async throws(CloudSyncError)
-        -> [any Provider]
+        -> (providers: [any Provider], leftOut: [String: Availability])
     {
         let configured = try store.configuredProviders()
         let chosen = (configured + store.attachedProviders()).filter { providerIDs.contains($0.id) }
         let (providers, answers) = await store.availableWithReasons(chosen)
         let known = providers.filter { !unknown.contains($0.id) }
-        guard !known.isEmpty else { throw store.noProviderError(chosen, answers: answers) }
-        return known
+        guard !known.isEmpty else {
+            var reasons = answers.mapValues(\.description)
+            for id in unknown { reasons[id] = "left out by the caller: its keys are unknown to this sync" }
+            throw store.noProviderError(chosen, reasons: reasons)
+        }
+        let leftOut = answers.filter { !$0.value.isAvailable && !unknown.contains($0.key) }
+        return (known, leftOut)
     }
 
     /// Syncs one page of keys (sorted, each once) across `providerIDs` against what the last sync left.
@@ -116,7 +127,16 @@ extension StoreMaintenance {
         _ items: [SyncItem], among providerIDs: [String], unknown: Set<String> = [],
         deletes: SyncDeletes = .propagate, listedTags: [String: [String?]] = [:]
     ) async throws(CloudSyncError) -> SyncPageResult {
-        let providers = try await participants(providerIDs, unknown: unknown)
+        let (providers, leftOut) = try await participants(providerIDs, unknown: unknown)
+        var result = try await syncPage(items, among: providers, deletes: deletes, listedTags: listedTags)
+        result.leftOut = leftOut
+        return result
+    }
+
+    /// ``syncPage(_:among:unknown:deletes:listedTags:)`` among `providers`, the page's participants.
+    private func syncPage(
+        _ items: [SyncItem], among providers: [any Provider], deletes: SyncDeletes, listedTags: [String: [String?]]
+    ) async throws(CloudSyncError) -> SyncPageResult {
         // The tags of every provider of the page, positionally, or none: a key is vouched for only by all of them.
         var columns: [[String?]]? = []
         for provider in providers {
@@ -427,7 +447,7 @@ extension StoreMaintenance {
     public func removeUnchanged(_ items: [SyncItem], among providerIDs: [String], unknown: Set<String> = [])
         async throws(CloudSyncError) -> SyncRemoveResult
     {
-        let providers = try await participants(providerIDs, unknown: unknown)
+        let providers = try await participants(providerIDs, unknown: unknown).providers
         let reachable = Set(providers.map(\.id))
         let keys = items.map(\.key)
         let locked = keys.keySet()

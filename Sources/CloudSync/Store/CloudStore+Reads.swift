@@ -116,15 +116,19 @@ extension CloudStore {
     /// `ERR_NO_PROVIDER` naming each of `configured` with why it is unavailable, so whoever reads it knows what to
     /// fix.
     func noProviderError(_ configured: [any Provider], answers: [String: Availability]) -> CloudSyncError {
+        noProviderError(configured, reasons: answers.mapValues(\.description))
+    }
+
+    /// `ERR_NO_PROVIDER` naming each of `configured` with the reason it was counted out (its availability answer, or
+    /// why a caller left an available one out).
+    func noProviderError(_ configured: [any Provider], reasons: [String: String]) -> CloudSyncError {
         guard !configured.isEmpty else {
             return CloudSyncError(.noProvider, "the store has no providers; configure or register one")
         }
-        let reasons = configured.map { provider in
-            "\(provider.id) (\(answers[provider.id]?.description ?? "not asked"))"
-        }
+        let listed = configured.map { provider in "\(provider.id) (\(reasons[provider.id] ?? "not asked"))" }
         return CloudSyncError(
             .noProvider,
-            "none of the configured providers is available: \(reasons.joined(separator: "; ")); "
+            "none of the configured providers is available: \(listed.joined(separator: "; ")); "
                 + "check that each is signed in and reachable")
     }
 

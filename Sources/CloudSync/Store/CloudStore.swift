@@ -216,18 +216,35 @@ public final class CloudStore: Sendable {
         return answers
     }
 
-    /// Asks `provider` under the deadline; a probe that does not answer in time is ``UnavailableReason/timedOut``.
+    /// Attempts an availability probe gets within the store's deadline, each with an equal share of it.
+    static let probeAttempts = 3
+
+    /// Asks `provider` within the deadline: a probe is idempotent, so one that hangs is asked again (on a fresh
+    /// request, which usually answers) until ``probeAttempts`` have each used their share; only then is the provider
+    /// ``UnavailableReason/timedOut``.
     private func probe(_ provider: any Provider) async -> Availability {
-        do {
-            return try await dispatcher(for: provider).call { await $0.availability() }
-        } catch  where error.code == .timeout {
-            return .unavailable(
-                .timedOut,
-                "the availability probe did not answer within \(options.timeout?.milliseconds ?? 0) ms; check that "
-                    + "the provider is reachable, or raise the store's timeout")
-        } catch {
-            return .unavailable(.other, "the availability probe failed: \(error.message)")
+        guard let timeout = options.timeout else {
+            do {
+                return try await dispatcher(for: provider).call { await $0.availability() }
+            } catch {
+                return .unavailable(.other, "the availability probe failed: \(error.message)")
+            }
         }
+        let share = BatchDispatcher(
+            provider: provider, timeout: timeout / Self.probeAttempts, clock: options.clock, abandoned: nil)
+        for _ in 0..<Self.probeAttempts {
+            do {
+                return try await share.call { await $0.availability() }
+            } catch  where error.code == .timeout {
+                continue
+            } catch {
+                return .unavailable(.other, "the availability probe failed: \(error.message)")
+            }
+        }
+        return .unavailable(
+            .timedOut,
+            "the availability probe did not answer in \(Self.probeAttempts) attempts within \(timeout.milliseconds) "
+                + "ms; check that the provider is reachable, or raise the store's timeout")
     }
 
     /// Forgets every memoised availability answer.

@@ -352,9 +352,11 @@ final class SyncRun {
             }
             let before = SyncJob.reported.map { report[$0] }
             let listedBefore = report.entry.failures.count
+            try requireAComparableProvider()
             let result = try await store.maintenance.syncPage(
                 batch, among: ids, unknown: unknown, deletes: configuration.deletes,
                 listedTags: configuration.readUnchanged || context.readsUnchanged ? [:] : tags)
+            leaveOut(result.leftOut, from: batch.first?.key ?? "")
             report.add(result.keys, to: SyncJob.keys)
             report.add(result.inSync, to: SyncJob.inSync)
             report.add(result.repaired, to: SyncJob.repaired)
@@ -456,6 +458,30 @@ final class SyncRun {
         for source in sources { await source.settle() }
         try commit()
         report.entry.sync = details
+    }
+
+    /// Throws `ERR_NO_PROVIDER` naming why each provider was counted out, once none is left to compare.
+    private func requireAComparableProvider() throws(CloudSyncError) {
+        guard !ids.isEmpty, ids.allSatisfy({ unknown.contains($0) }) else { return }
+        let reasons = ids.map { id in "\(id) (\(unlisted[id]?.message ?? "left out"))" }
+        throw CloudSyncError(
+            .noProvider,
+            "no provider is left to compare: \(reasons.joined(separator: "; ")); the next run compares these "
+                + "keys again")
+    }
+
+    /// Counts providers a page was decided without (they answered unavailable when it began) as unlisted from here
+    /// on: the run reports them, their copies stay unknown for the rest of the walk, and the feed cursors do not
+    /// advance past keys they did not take.
+    private func leaveOut(_ answers: [String: Availability], from key: String) {
+        for (id, answer) in answers where unlisted[id] == nil {
+            unlisted[id] = CloudSyncError(
+                .noProvider,
+                "it became unavailable during the run (\(answer)); keys from \"\(key)\" on were compared without it "
+                    + "and the next run compares them again",
+                provider: id)
+            unknown.insert(id)
+        }
     }
 
     /// What the report says the job compared against, could not see, deleted and chose.
