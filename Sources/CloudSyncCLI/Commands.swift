@@ -36,8 +36,17 @@ enum Commands {
             + "readUnchanged: true: once after replacing a codec's key or changing a resolver.")
     static let runJoin = OptionSpec.flag(
         "join",
-        help: "When another runner holds the pipeline, help with its outbox drain and its sharded jobs' ranges "
-            + "until its run ends, instead of exiting 75; when none does, run as usual. Needs the state in PostgreSQL.")
+        help: "Help the run under way (the one named by --run-id, when given) with its outbox drain and its sharded "
+            + "jobs' ranges until it ends; never start one: with none under way, exit 0 saying there was nothing "
+            + "to join. Needs the state in PostgreSQL.")
+    static let runJoinWait = OptionSpec.option(
+        "join-wait", value: "DURATION", default: "0",
+        help: "With --join, wait this long for a run to start when none is under way: seconds, or with s, m or h "
+            + "(90, 90s, 5m).")
+    static let runID = OptionSpec.option(
+        "run-id", value: "ID",
+        help: "Name the run (a scheduler's job id): runners given the same id join the one that started instead of "
+            + "exiting 75, and an id whose run already finished (ok or queued) is not run again (exit 0).")
     static let runQuiet = OptionSpec.flag(
         "quiet", short: "q", help: "Print only a line per failed or errored job, and no progress.")
     static let runProgress = OptionSpec.option(
@@ -159,6 +168,8 @@ enum Commands {
             runForce,
             runReadUnchanged,
             runJoin,
+            runJoinWait,
+            runID,
             runQuiet,
             runProgress,
             verbose,

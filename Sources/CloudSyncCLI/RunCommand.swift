@@ -15,11 +15,33 @@ extension CommandLineTool {
         options.force = parsed.flag(Commands.runForce)
         options.readUnchanged = parsed.flag(Commands.runReadUnchanged)
         options.join = parsed.flag(Commands.runJoin)
+        if let text = parsed.value(Commands.runJoinWait) {
+            guard let wait = Self.duration(text) else {
+                return usageError(
+                    "--join-wait wants a duration: whole seconds, or a number with s, m or h (90, 90s, 5m); found "
+                        + "'\(text)'", Commands.run)
+            }
+            options.joinWait = wait
+        }
+        if let id = parsed.value(Commands.runID) {
+            guard !id.isEmpty, id.count <= 200, id.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F })
+            else {
+                return usageError(
+                    "--run-id wants 1 to 200 printable characters without spaces; found '\(id)'", Commands.run)
+            }
+            options.runID = id
+        }
         options.logger = requestLogger(parsed)
         let quiet = parsed.flag(Commands.runQuiet)
         let progress = parsed.value(Commands.runProgress) ?? "auto"
         let file = parsed.argument(Commands.file) ?? ""
         guard let compiled = compile(file) else { return .usage }
+        if options.join || options.joinWait > .zero, options.dryRun {
+            return usageError("--join and --join-wait help a real run; a dry run does not join one", Commands.run)
+        }
+        if options.joinWait > .zero, !options.join {
+            return usageError("--join-wait is how long --join waits for a run to start; add --join", Commands.run)
+        }
         if options.join, compiled.spec.sharedState == nil {
             return usageError(
                 "--join needs the pipeline's state in PostgreSQL (state: { postgresql: … }), where runners share "
@@ -109,6 +131,22 @@ extension CommandLineTool {
         switch await run.value {
         case .success(let finished): outcome = finished
         case .failure(let refusal): return refused(refusal, compiled)
+        }
+        if let finished = outcome.alreadyFinished {
+            if !quiet {
+                standardError(
+                    "run \(finished.id) of \(compiled.spec.name) already finished at \(finished.finishedAt) "
+                        + "(\(finished.status)); nothing to do\n")
+            }
+            return .success
+        }
+        if let joined = outcome.joined, joined.run == nil {
+            if !quiet {
+                let which = options.runID.map { "run \($0)" } ?? "run"
+                let waited = options.joinWait > .zero ? " after waiting \(Self.describe(options.joinWait))" : ""
+                standardError("nothing to join: no \(which) of \(compiled.spec.name) is under way\(waited)\n")
+            }
+            return .success
         }
         if let joined = outcome.joined {
             // The run's report is the starter's; a runner that joined says what it did.
@@ -216,4 +254,20 @@ func progressLine(_ job: String, _ done: Int, _ total: Int?, elapsed: Duration) 
         + String(format: "%.1f s elapsed", seconds)
     if let total, rate > 0, done < total { line += String(format: ", ETA %.1f s", Double(total - done) / rate) }
     return line
+}
+
+extension CommandLineTool {
+    /// A duration given as whole seconds, or a whole number with `s`, `m` or `h`; nil for anything else (or over a
+    /// day).
+    static func duration(_ text: String) -> Duration? {
+        let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3_600]
+        let (digits, unit) = text.last.flatMap { units[$0] }.map { (text.dropLast(), $0) } ?? (Substring(text), 1)
+        guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }), let number = Int64(digits),
+            number <= 86_400 / unit
+        else { return nil }
+        return .seconds(number * unit)
+    }
+
+    /// `duration` in whole seconds, for messages.
+    static func describe(_ duration: Duration) -> String { "\(duration.components.seconds) s" }
 }

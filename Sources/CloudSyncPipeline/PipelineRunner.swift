@@ -20,11 +20,20 @@ public struct RunOptions: Sendable {
     public var readUnchanged = false
     /// Overrides the file's report path; `-` writes the report to standard output.
     public var reportPath: String?
-    /// Whether to help the run another runner holds the lock for (`--join`).
+    /// Whether to help the run another runner holds the lock for (`--join`), never starting one.
     ///
-    /// Its sharded jobs' ranges are worked on instead of refusing; with none holding the lock, the run goes as usual.
-    /// Needs the state in PostgreSQL.
+    /// Its outbox drain and its sharded jobs' ranges are worked on until it ends; with no run under way (after
+    /// ``joinWait``), the runner does nothing and says so (``JoinedRun/run`` is nil). Needs the state in PostgreSQL.
     public var join = false
+    /// How long a joining runner waits for a run to start when none is under way (`--join-wait`); zero by default.
+    public var joinWait: Duration = .zero
+    /// The run's name from the scheduler (`--run-id`), used as its id.
+    ///
+    /// A runner given it that finds the pipeline held by the run of that name joins it rather than refusing (so every
+    /// runner of a scheduled job can be started alike); a joiner joins only that run; and a name whose run already
+    /// finished its work (`ok` or `queued`) is not run again: the runner does nothing and says so
+    /// (``RunOutcome/alreadyFinished``). A run of that name that failed, errored or was interrupted runs again.
+    public var runID: String?
     /// Raised when the task running ``PipelineRunner/run()`` is cancelled; jobs stop at their next batch boundary.
     var interrupt = InterruptFlag()
     /// Told, in words for people, what each job did as it ends.
@@ -52,6 +61,9 @@ public struct RunOutcome: Sendable {
     /// For a runner that joined another's run (`--join`), what it did there; nil for a run of its own, whose report
     /// this is.
     public var joined: JoinedRun? = nil
+    /// For a run named with ``RunOptions/runID`` that had already finished its work, or a joiner whose named run had
+    /// finished before it could join: that run's record; nothing ran.
+    public var alreadyFinished: StateDatabase.Run? = nil
     /// How the run ended; the command line turns it into the exit status.
     public var status: RunStatus { report.status }
 }
@@ -60,6 +72,8 @@ public struct RunOutcome: Sendable {
 ///
 /// The run's one report is the starter's.
 public struct JoinedRun: Sendable, Equatable {
+    /// The id of the run it joined; nil when no run (of the name it was given) was under way to join.
+    public var run: String?
     /// Ranges it finished, by job.
     public var ranges: [String: Int]
     /// Outbox entries it claimed in the run's shared drain (delivered, rescheduled or given up).
@@ -124,19 +138,30 @@ public struct PipelineRunner: Sendable {
         return try result.get()
     }
 
-    private func runJobs() async throws(RunRefusal) -> RunOutcome {
+    /// `attempt`: how often a runner given a run's name found the lock held by a run that then ended before it could
+    /// join; it tries to start again (and finds the run finished) up to twice.
+    private func runJobs(attempt: Int = 0) async throws(RunRefusal) -> RunOutcome {
         let spec = compiled.spec
         let clock = SystemClock()
         let started = clock.nowMilliseconds()
-        let runID = "\(spec.name)-\(started)-\(getpid())"
+        let runID = options.runID ?? "\(spec.name)-\(started)-\(getpid())"
         let runner = ShardedJobRun.nextRunnerName()
+        // A joiner never starts a run: starting is the starter's, so a late joiner cannot begin a second one.
+        if options.join, !options.dryRun {
+            return try await join(options.runID, wait: options.joinWait, runner: runner, started: started, clock: clock)
+        }
         let session: RunSession
         do throws(RunRefusal) {
             session = try await RunSession.open(
-                compiled, access: options.dryRun ? .dryRun : .write, clock: clock, logger: options.logger)
+                compiled, access: options.dryRun ? .dryRun : .write, runID: runID, clock: clock,
+                logger: options.logger)
         } catch {
-            if options.join, !options.dryRun, case .lockedElsewhere = error {
-                return try await join(runID: runID, runner: runner, started: started, clock: clock)
+            // Runners of one scheduled run, started alike: the one that took the lock runs, the others help it.
+            if let named = options.runID, !options.dryRun, case .lockedElsewhere = error {
+                let joined = try await join(named, wait: .zero, runner: runner, started: started, clock: clock)
+                if joined.joined?.run != nil { return joined }
+                // The holder ran another run, or this one ended meanwhile: look again, once it may have finished.
+                if attempt < 2 { return try await runJobs(attempt: attempt + 1) }
             }
             switch error {
             case .cannotStart(let reason):
@@ -162,6 +187,12 @@ public struct PipelineRunner: Sendable {
                             + "nothing"), runID: runID, started: started, clock: clock, reportOnly: true)
                 throw error
             }
+        }
+        if let named = options.runID, !options.dryRun, let finished = try? session.stateDatabase?.run(id: named),
+            !finished.dryRun, finished.status == .ok || finished.status == .queued
+        {
+            await session.close()
+            return alreadyFinished(finished, runID: named, started: started, clock: clock)
         }
         let store = session.store
 
@@ -281,5 +312,20 @@ public struct PipelineRunner: Sendable {
         } catch {
             throw RunRefusal.cannotStart(reason.message + "; and " + error.message)
         }
+    }
+}
+
+extension PipelineRunner {
+    /// The outcome of a named run that had already finished its work: nothing ran, and no report is written (the
+    /// finished run's stands).
+    func alreadyFinished(_ finished: StateDatabase.Run, runID: String, started: Int64, clock: any StoreClock)
+        -> RunOutcome
+    {
+        let now = clock.nowMilliseconds()
+        let report = RunReport(
+            pipeline: compiled.spec.name, runId: runID, status: .ok, dryRun: false, startedAt: iso8601(started),
+            finishedAt: iso8601(now), durationMs: now - started, jobs: [],
+            outbox: RunReport.Outbox(pendingBefore: 0, drained: 0, dropped: [:], pendingAfter: 0), providers: [])
+        return RunOutcome(report: report, reportPath: nil, alreadyFinished: finished)
     }
 }

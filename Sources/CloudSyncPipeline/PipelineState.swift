@@ -12,6 +12,8 @@ public protocol PipelineState: ProviderStateStore, AnyObject {
     func record(_ run: StateDatabase.Run) throws(CloudSyncError)
     /// The last `limit` runs, newest first.
     func runs(limit: Int) throws(CloudSyncError) -> [StateDatabase.Run]
+    /// The run recorded under `id`, if any.
+    func run(id: String) throws(CloudSyncError) -> StateDatabase.Run?
 
     /// The account identity `provider` had when last seen, if it reports one.
     func identity(of provider: String) throws(CloudSyncError) -> String?

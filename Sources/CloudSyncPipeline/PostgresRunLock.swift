@@ -26,8 +26,9 @@ final class PostgresRunLock: HeldRunLock {
         "the run lock of \(state.pipeline) in \(state.location)"
     }
 
-    /// Takes the lock of `state`'s pipeline on its connection without waiting, or says who holds it.
-    static func acquire(_ state: PostgresStateDatabase) throws(CloudSyncError) -> Outcome {
+    /// Takes the lock of `state`'s pipeline on its connection without waiting, naming the run that holds it
+    /// (`runID`, for runners that join it by name), or says who holds it.
+    static func acquire(_ state: PostgresStateDatabase, runID: String? = nil) throws(CloudSyncError) -> Outcome {
         let key = PostgresValue.text("cloudsync.run/\(state.schema)/\(state.pipeline)")
         let host = ProcessInfo.processInfo.hostName
         let pid = Int64(getpid())
@@ -36,10 +37,14 @@ final class PostgresRunLock: HeldRunLock {
             let taken = try db.execute("SELECT pg_try_advisory_lock(hashtextextended($1, 0))", [key])
             if taken.rows.first?[0].boolean == true {
                 try db.execute(
-                    "INSERT INTO run_locks (pipeline, host, pid, since, backend) "
-                        + "VALUES ($1, $2, $3, $4, pg_backend_pid()) ON CONFLICT (pipeline) DO UPDATE SET "
-                        + "host = EXCLUDED.host, pid = EXCLUDED.pid, since = EXCLUDED.since, backend = EXCLUDED.backend",
-                    [.text(state.pipeline), .text(host), .integer(pid), .text(since)])
+                    "INSERT INTO run_locks (pipeline, host, pid, since, backend, run_id) "
+                        + "VALUES ($1, $2, $3, $4, pg_backend_pid(), $5) ON CONFLICT (pipeline) DO UPDATE SET "
+                        + "host = EXCLUDED.host, pid = EXCLUDED.pid, since = EXCLUDED.since, backend = EXCLUDED.backend, "
+                        + "run_id = EXCLUDED.run_id",
+                    [
+                        .text(state.pipeline), .text(host), .integer(pid), .text(since),
+                        runID.map(PostgresValue.text) ?? .null,
+                    ])
                 return .none
             }
             let row = try db.execute(

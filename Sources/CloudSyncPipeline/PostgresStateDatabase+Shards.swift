@@ -279,13 +279,14 @@ extension PostgresStateDatabase {
         return outcome
     }
 
-    /// Whether a runner holds this pipeline's run lock now (a run is under way that a joining runner may help).
-    func isRunLockHeld() throws(CloudSyncError) -> Bool {
+    /// The id of the run whose runner holds this pipeline's run lock now (a run a joining runner may help): nil when
+    /// none does, empty when its runner did not name it.
+    func runUnderWay() throws(CloudSyncError) -> String? {
         try run { db throws(PostgresError) in
             try db.execute(
-                "SELECT EXISTS (SELECT 1 FROM run_locks r WHERE pipeline = $1 AND EXISTS (SELECT 1 FROM pg_locks l "
-                    + "WHERE l.locktype = 'advisory' AND l.granted AND l.pid = r.backend))", [.text(pipeline)])
-        }.rows.first?[0].boolean ?? false
+                "SELECT coalesce(run_id, '') FROM run_locks r WHERE pipeline = $1 AND EXISTS (SELECT 1 FROM pg_locks l "
+                    + "WHERE l.locktype = 'advisory' AND l.granted AND l.pid = r.backend)", [.text(pipeline)])
+        }.rows.first?[0].text
     }
 }
 

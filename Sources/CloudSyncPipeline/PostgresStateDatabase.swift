@@ -144,10 +144,20 @@ public final class PostgresStateDatabase: PipelineState, @unchecked Sendable {
     }
 
     public func runs(limit: Int) throws(CloudSyncError) -> [StateDatabase.Run] {
+        try runs(id: nil, limit: limit)
+    }
+
+    public func run(id: String) throws(CloudSyncError) -> StateDatabase.Run? {
+        try runs(id: id, limit: 1).first
+    }
+
+    /// Up to `limit` runs (only the one recorded under `id`, when given), newest first.
+    private func runs(id: String?, limit: Int) throws(CloudSyncError) -> [StateDatabase.Run] {
         let result = try run { db throws(PostgresError) in
             try db.execute(
                 "SELECT id, started_at, finished_at, status, dry_run, jobs, report FROM runs WHERE pipeline = $1 "
-                    + "ORDER BY started_at DESC, recorded DESC LIMIT $2", [.text(pipeline), .integer(Int64(limit))])
+                    + "AND ($3::text IS NULL OR id = $3) ORDER BY started_at DESC, recorded DESC LIMIT $2",
+                [.text(pipeline), .integer(Int64(limit)), id.map(PostgresValue.text) ?? .null])
         }
         return result.rows.map { row in
             StateDatabase.Run(

@@ -185,6 +185,10 @@ enum PostgresStateMigrations {
             ALTER TABLE runs ADD COLUMN report_json text;
             """
         ),
+        (
+            "the id of the run a run lock's holder runs, so runners join a run by name",
+            "ALTER TABLE run_locks ADD COLUMN run_id text;"
+        ),
     ]
 
     /// Creates `schema` when missing, applies the migrations it lacks, and leaves the session's `search_path` on it.

@@ -6,13 +6,14 @@ extension RunSession {
     ///
     /// A directory (the default): created 0700, locked with `flock` on `run.lock`, `state.db` opened (read-only in a
     /// dry run, and only when it exists). A PostgreSQL schema: connected, migrated (not in a dry run, where a schema
-    /// no runner has set up reads as no state), locked with a session-level advisory lock on that connection.
-    static func openState(_ compiled: CompiledPipeline, access: Access) async throws(RunRefusal) -> (
+    /// no runner has set up reads as no state), locked with a session-level advisory lock on that connection, which
+    /// names `runID` for runners looking for the run to join.
+    static func openState(_ compiled: CompiledPipeline, access: Access, runID: String?) async throws(RunRefusal) -> (
         (any PipelineState)?, (any HeldRunLock)?
     ) {
         if let shared = compiled.spec.sharedState {
             return try await offThePool { () throws(RunRefusal) in
-                try openSharedState(compiled, shared, access: access)
+                try openSharedState(compiled, shared, access: access, runID: runID)
             }
         }
         let spec = compiled.spec
@@ -52,7 +53,7 @@ extension RunSession {
     }
 
     private static func openSharedState(
-        _ compiled: CompiledPipeline, _ shared: SharedStateSpec, access: Access
+        _ compiled: CompiledPipeline, _ shared: SharedStateSpec, access: Access, runID: String?
     ) throws(RunRefusal) -> ((any PipelineState)?, (any HeldRunLock)?) {
         let state: PostgresStateDatabase
         do {
@@ -70,7 +71,7 @@ extension RunSession {
             return (state, nil)
         }
         do {
-            switch try PostgresRunLock.acquire(state) {
+            switch try PostgresRunLock.acquire(state, runID: runID) {
             case .acquired(let lock): return (state, lock)
             case .heldBy(let holder, let lock):
                 state.close()

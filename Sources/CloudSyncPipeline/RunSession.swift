@@ -52,12 +52,12 @@ public final class RunSession: Sendable {
     /// command holds the pipeline, ``RunRefusal/stateUnavailable(_:)`` when the PostgreSQL server cannot be used, and
     /// ``RunRefusal/cannotStart(_:)`` when something else cannot be opened; nothing opened is left open.
     public static func open(
-        _ compiled: CompiledPipeline, access: Access = .write, clock: any StoreClock = SystemClock(),
-        logger: ProviderLogger = .disabled
+        _ compiled: CompiledPipeline, access: Access = .write, runID: String? = nil,
+        clock: any StoreClock = SystemClock(), logger: ProviderLogger = .disabled
     ) async throws(RunRefusal) -> RunSession {
         let spec = compiled.spec
         var keepLock = false
-        let (stateDatabase, lock) = try await openState(compiled, access: access)
+        let (stateDatabase, lock) = try await openState(compiled, access: access, runID: runID)
         defer {
             if !keepLock {
                 lock?.release()

@@ -188,14 +188,16 @@ struct ShardedJobRun {
 }
 
 extension PipelineRunner {
-    /// Works on the sharded jobs of the run another runner holds the lock for (`--join`), until that run ends.
+    /// Works on the sharded jobs of the run another runner holds the lock for (`--join`), until that run ends; never
+    /// starts one.
     ///
-    /// Each sharded job the starter records is leased range by range beside it and the other runners; between
-    /// jobs, and while the starter samples or runs unsharded jobs, it looks again every quarter second. It ends when
-    /// the run's lock is free (the starter finished or stopped), and reports only what it did: the run's one report
-    /// is the starter's.
-    func join(runID: String, runner: String, started: Int64, clock: any StoreClock) async throws(RunRefusal)
-        -> RunOutcome
+    /// The run to join is the one under way (only the one called `named`, when given), waited for up to `wait` when
+    /// there is none; a runner that finds none does nothing (``JoinedRun/run`` is nil). Each sharded job the starter
+    /// records is leased range by range beside it and the other runners; between jobs, and while the starter samples
+    /// or runs unsharded jobs, it looks again every quarter second. It ends when that run no longer holds the lock
+    /// (the starter finished or stopped), and reports only what it did: the run's one report is the starter's.
+    func join(_ named: String?, wait: Duration, runner: String, started: Int64, clock: any StoreClock)
+        async throws(RunRefusal) -> RunOutcome
     {
         let spec = compiled.spec
         let session = try await RunSession.open(compiled, access: .worker, clock: clock, logger: options.logger)
@@ -203,9 +205,24 @@ extension PipelineRunner {
             await session.close()
             throw RunRefusal.cannotStart("a runner can join only a pipeline whose state is in PostgreSQL")
         }
+        let found: (run: String?, finished: StateDatabase.Run?)
+        do throws(CloudSyncError) {
+            found = try await runToJoin(named, in: state, wait: wait, clock: clock)
+        } catch {
+            await session.close()
+            throw RunRefusal.stateUnavailable(error)
+        }
+        guard let joined = found.run else {
+            await session.close()
+            var outcome = joinOutcome(
+                JoinedRun(run: nil, ranges: [:]), runID: named ?? "", failure: nil, started, clock)
+            outcome.alreadyFinished = found.finished
+            return outcome
+        }
         let executor = JobExecutor(
             store: session.store, compiled: compiled, options: options, providers: session.providers,
-            unopened: session.unopened, stateDatabase: state, outbox: nil, runID: runID, runner: runner)
+            unopened: session.unopened, stateDatabase: state, outbox: nil,
+            runID: "\(spec.name)-\(started)-\(getpid())", runner: runner)
         let sharded = ShardedJobRun(state: state, runner: runner)
         var ranges: [String: Int] = [:]
         var drained = 0
@@ -232,7 +249,7 @@ extension PipelineRunner {
                     ran += count
                 }
                 if ran == 0 {
-                    guard try state.isRunLockHeld() else { break }
+                    guard try state.runUnderWay() == joined else { break }
                     try? await Task.sleep(for: ShardedJobRun.pollInterval)
                 }
             }
@@ -241,15 +258,38 @@ extension PipelineRunner {
         }
         await drain?.close()
         await session.close()
+        return joinOutcome(
+            JoinedRun(run: joined, ranges: ranges, drained: drained), runID: joined, failure: failure, started, clock)
+    }
+
+    /// The run to join: the id of the run under way (the one called `named`, when given), looked for every quarter
+    /// second for up to `wait`; or, when the run called `named` has already finished, its record; or neither.
+    private func runToJoin(_ named: String?, in state: PostgresStateDatabase, wait: Duration, clock: any StoreClock)
+        async throws(CloudSyncError) -> (run: String?, finished: StateDatabase.Run?)
+    {
+        let until = clock.nowMilliseconds() + wait.milliseconds
+        while true {
+            if let current = try state.runUnderWay(), named == nil || current == named { return (current, nil) }
+            if let named, let finished = try state.run(id: named), !finished.dryRun { return (nil, finished) }
+            guard !options.interrupt.isRaised, clock.nowMilliseconds() < until else { return (nil, nil) }
+            try? await Task.sleep(for: ShardedJobRun.pollInterval)
+        }
+    }
+
+    /// A joining runner's outcome: what it did, in a report of its own that is never written (the run's is the
+    /// starter's).
+    private func joinOutcome(
+        _ joined: JoinedRun, runID: String, failure: CloudSyncError?, _ started: Int64, _ clock: any StoreClock
+    ) -> RunOutcome {
         let finished = clock.nowMilliseconds()
         var report = RunReport(
-            pipeline: spec.name, runId: runID,
+            pipeline: compiled.spec.name, runId: runID,
             status: failure != nil ? .error : options.interrupt.isRaised ? .interrupted : .ok, dryRun: false,
             startedAt: iso8601(started), finishedAt: iso8601(finished), durationMs: finished - started, jobs: [],
             outbox: RunReport.Outbox(pendingBefore: 0, drained: 0, dropped: [:], pendingAfter: 0), providers: [])
         report.error = failure.map {
             RunReport.Failure(key: "", provider: nil, code: $0.code.rawValue, message: $0.message)
         }
-        return RunOutcome(report: report, reportPath: nil, joined: JoinedRun(ranges: ranges, drained: drained))
+        return RunOutcome(report: report, reportPath: nil, joined: joined)
     }
 }

@@ -190,10 +190,20 @@ public final class StateDatabase: PipelineState {
 
     /// The last `limit` runs, newest first.
     public func runs(limit: Int) throws(CloudSyncError) -> [Run] {
+        try runs(where: "", [], limit: limit)
+    }
+
+    public func run(id: String) throws(CloudSyncError) -> Run? {
+        try runs(where: "WHERE id = ?", [id], limit: 1).first
+    }
+
+    /// Up to `limit` runs matching `filter` (a `WHERE` clause and its values), newest first.
+    private func runs(where filter: String, _ values: [any SQLiteBindable], limit: Int) throws(CloudSyncError) -> [Run]
+    {
         try run { db in
             try db.query(
-                "SELECT id, started_at, finished_at, status, dry_run, jobs, report FROM runs "
-                    + "ORDER BY started_at DESC, rowid DESC LIMIT ?", [limit]
+                "SELECT id, started_at, finished_at, status, dry_run, jobs, report FROM runs \(filter) "
+                    + "ORDER BY started_at DESC, rowid DESC LIMIT ?", values + [limit]
             ) { row in
                 Run(
                     id: row.string(0) ?? "", startedAt: row.string(1) ?? "", finishedAt: row.string(2) ?? "",

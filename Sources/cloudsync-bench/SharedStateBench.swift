@@ -23,7 +23,8 @@ func benchPostgres() async throws -> String {
 /// Kept alive until the bench exits (its pipe closing stops it).
 private let benchServers = Protected<[PostgresServer]>([])
 
-/// Runs a pipeline in a child the benches start (`--pipeline-child FILE [--join]`), then exits.
+/// Runs a pipeline in a child the benches start (`--pipeline-child FILE [--run-id ID [--join]]`), then exits; a
+/// joining child waits up to a minute for the run to start.
 ///
 /// The pipeline reads the process's environment; the exit status is 0 when it ended `ok`. Returns at once in any
 /// other process.
@@ -35,6 +36,10 @@ func pipelineChild(_ arguments: [String]) async {
             path: arguments[index + 1], registry: BuiltInProviders.registry, environment: environment)
         var options = RunOptions()
         options.join = arguments.contains("--join")
+        options.joinWait = .seconds(60)
+        if let named = arguments.firstIndex(of: "--run-id"), named + 1 < arguments.count {
+            options.runID = arguments[named + 1]
+        }
         let outcome = try await PipelineRunner(
             try PipelineCompiler.compile(spec, environment: environment), options: options
         )
@@ -84,10 +89,13 @@ func benchShardedMigrate(_ context: BenchContext) async throws -> [BenchRow] {
     /// Runs `copies` children on `file` at once and returns the wall time until the last ends.
     func timed(_ file: String, copies: Int, join: Bool) throws -> Double {
         let started = ContinuousClock.now
-        let processes = try (0..<copies).map { _ in
+        // One starts the run; with `join`, the others join it by name.
+        let name = "bench-\(UUID().uuidString)"
+        let processes = try (0..<copies).map { index in
             let process = Process()
             process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments = ["--pipeline-child", file] + (join ? ["--join"] : [])
+            process.arguments =
+                ["--pipeline-child", file] + (join ? ["--run-id", name] + (index == 0 ? [] : ["--join"]) : [])
             try process.run()
             return process
         }

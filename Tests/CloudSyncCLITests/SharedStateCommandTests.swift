@@ -111,4 +111,29 @@ import Testing
         #expect(join.status == 64)
         #expect(join.standardError.contains("--join needs the pipeline's state in PostgreSQL"))
     }
+
+    /// `--join` with no run under way exits 0 saying so, starting nothing; its wait and the run's name are checked
+    /// before anything is opened.
+    @Test func joiningWithNoRunUnderWayDoesNothingAndSaysSo() async throws {
+        let server = try await PostgresServer.shared()
+        let file = try write("lonely", schema: PostgresServer.uniqueName("lonely"), endpoint: "http://127.0.0.1:9")
+        let env = environment(server.url)
+        let join = try await ProcessRunner.run(
+            executable, ["run", file, "--join", "--run-id", "n-1"], environment: env)
+        #expect(join.status == 0, "\(join.standardError)")
+        #expect(join.standardError.contains("nothing to join: no run n-1 of lonely is under way"))
+        #expect(join.standardOutput.isEmpty, "a joiner writes no report")
+        let history = try await ProcessRunner.run(executable, ["history", file, "--json"], environment: env)
+        let runs = try JSONSerialization.jsonObject(with: Data(history.standardOutput.utf8)) as? [Any]
+        #expect(runs?.isEmpty == true, "\(history.standardOutput)")
+        for (arguments, message) in [
+            (["--join", "--join-wait", "5x"], "--join-wait wants a duration"),
+            (["--join-wait", "5"], "--join-wait is how long --join waits for a run to start; add --join"),
+            (["--run-id", "two words"], "--run-id wants 1 to 200 printable characters without spaces"),
+        ] {
+            let refused = try await ProcessRunner.run(executable, ["run", file] + arguments, environment: env)
+            #expect(refused.status == 64, "\(arguments)")
+            #expect(refused.standardError.contains(message), "\(refused.standardError)")
+        }
+    }
 }

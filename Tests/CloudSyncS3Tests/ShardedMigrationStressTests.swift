@@ -62,12 +62,15 @@ struct ShardedMigrationStressTests {
         return Run(schema: schema, prefix: prefix, file: file, environment: environment, proxy: proxy)
     }
 
-    /// Starts four runners at once, all with `--join`.
+    /// Starts four runners at once: one starts the run, named for it, and three join it by that name.
     private func start(_ run: Run, directory: TemporaryDirectory) throws -> [RunningProcess] {
         let executable = try ProcessRunner.builtProduct("cloudsync")
-        return try (0..<4).map { _ in
+        let name = "sharded-\(UUID().uuidString)"
+        return try (0..<4).map { index in
             try RunningProcess(
-                executable, ["run", run.file, "--join", "--report", "-", "--quiet"], environment: run.environment,
+                executable,
+                ["run", run.file, "--run-id", name, "--report", "-", "--quiet"]
+                    + (index == 0 ? [] : ["--join", "--join-wait", "60"]), environment: run.environment,
                 currentDirectory: directory.path)
         }
     }

@@ -79,9 +79,13 @@ struct SharedOutboxDrainStressTests {
             forwarded.withLock { $0[key, default: 0] += 1 }
             return nil
         }
-        let runners = try (0..<4).map { _ in
+        // One runner starts the run, named for it; three join it by that name.
+        let name = "drain-\(UUID().uuidString)"
+        let runners = try (0..<4).map { index in
             try RunningProcess(
-                executable, ["run", file, "--join", "--report", "-", "--quiet"], environment: environment,
+                executable,
+                ["run", file, "--run-id", name, "--report", "-", "--quiet"]
+                    + (index == 0 ? [] : ["--join", "--join-wait", "60"]), environment: environment,
                 currentDirectory: directory.path)
         }
         var results: [ProcessResult] = []
