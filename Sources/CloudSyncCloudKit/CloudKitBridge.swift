@@ -499,15 +499,17 @@ public final class CloudKitBridge: Sendable {
 
 extension CloudKitBridge {
     /// The bridge error for a request the HTTP layer failed: the retry layer gave up on an answer (or never got one),
-    /// and its context says which CloudKit code it saw.
+    /// and its context says which CloudKit code it saw, whose word beats the HTTP status's (a 500 `INTERNAL_ERROR` is
+    /// CloudKit's nonrecoverable error, `CK_ERROR`, not a server to try again later).
     func gaveUp(_ failure: CloudSyncError, doing what: String) -> CloudKitError {
         var mapped = CloudKitError.from(failure, doing: what)
         if let context = failure.context, let serverCode = context.serviceCode {
             mapped.serverErrorCode = serverCode
             mapped.httpStatus = context.httpStatus
             mapped.reason = context.serviceReason
+            // A code this bridge does not know keeps the HTTP status's reading (a 503 may be tried again).
             let code = CloudKitError.code(forServerErrorCode: serverCode)
-            if code != .error { mapped.code = code }
+            if code != .error || serverCode == "INTERNAL_ERROR" { mapped.code = code }
         }
         mapped.message = strike(secrets, from: mapped.message)
         return mapped

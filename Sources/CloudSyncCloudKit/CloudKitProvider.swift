@@ -367,7 +367,10 @@ public final class CloudKitProvider: Provider {
         case "THROTTLED", "TRY_AGAIN_LATER": code = .rateLimited
         case "QUOTA_EXCEEDED": code = .quotaExceeded
         case "ZONE_NOT_FOUND": code = .containerMisconfigured
-        case "INTERNAL_ERROR": code = .server
+        case "INTERNAL_ERROR":
+            // CloudKit's nonrecoverable error: queued, it would fail again every time the outbox tried it.
+            code = .provider
+            message += "; CloudKit calls this error nonrecoverable, so it is not retried: report it with the key"
         case "BAD_REQUEST":
             let reason = error.reason?.lowercased() ?? ""
             if ["container", "zone", "type", "schema", "environment"].contains(where: reason.contains) {

@@ -144,7 +144,8 @@ public struct PipelineRunner: Sendable {
         let spec = compiled.spec
         let clock = SystemClock()
         let started = clock.nowMilliseconds()
-        let runID = options.runID ?? "\(spec.name)-\(started)-\(getpid())"
+        // A dry run keeps an id of its own: its record must not stand for the named run it rehearses.
+        let runID = (options.dryRun ? nil : options.runID) ?? "\(spec.name)-\(started)-\(getpid())"
         let runner = ShardedJobRun.nextRunnerName()
         // A joiner never starts a run: starting is the starter's, so a late joiner cannot begin a second one.
         if options.join, !options.dryRun {

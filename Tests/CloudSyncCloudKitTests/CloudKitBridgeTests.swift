@@ -170,7 +170,7 @@ import Testing
         let cases: [(Int, String, Int?, CloudKitErrorCode)] = [
             (429, "THROTTLED", 3, .retryLater), (503, "TRY_AGAIN_LATER", 2, .retryLater),
             (413, "QUOTA_EXCEEDED", nil, .quotaExceeded), (400, "BAD_REQUEST", nil, .badInput),
-            (421, "AUTHENTICATION_REQUIRED", nil, .notAuthenticated), (500, "INTERNAL_ERROR", nil, .retryLater),
+            (421, "AUTHENTICATION_REQUIRED", nil, .notAuthenticated), (500, "INTERNAL_ERROR", nil, .error),
             (403, "ACCESS_DENIED", nil, .error),
         ]
         for (status, code, retryAfter, expected) in cases {

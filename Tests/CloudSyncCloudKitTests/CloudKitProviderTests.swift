@@ -249,7 +249,7 @@ extension CloudKitFixture {
             (413, "QUOTA_EXCEEDED", nil, "ERR_QUOTA_EXCEEDED"),
             (421, "AUTHENTICATION_REQUIRED", nil, "ERR_NOT_SIGNED_IN"),
             (401, "AUTHENTICATION_FAILED", nil, "ERR_CONTAINER_MISCONFIGURED"),
-            (403, "ACCESS_DENIED", nil, "ERR_CONTAINER_MISCONFIGURED"), (500, "INTERNAL_ERROR", nil, "ERR_SERVER"),
+            (403, "ACCESS_DENIED", nil, "ERR_CONTAINER_MISCONFIGURED"), (500, "INTERNAL_ERROR", nil, "ERR_PROVIDER"),
             (400, "BAD_REQUEST", nil, "ERR_PROVIDER"),
         ] as [(Int, String, Int?, String)])
     func aWholeRequestsErrorMapsToTheStoresCode(status: Int, code: String, retryAfter: Int?, expected: String)

@@ -142,7 +142,7 @@ import Testing
         let reread = try SQLiteOutboxStorage.snapshot(path: path)
         #expect(reread.map(\.key) == items.map(\.key))
         #expect(reread.map(\.encodedValue) == items.map(\.value))
-        #expect(reread == store.pendingWrites())
+        #expect(reread == store.pendingWrites().map(\.entry))
     }
 
     @Test func anOutboxReopenedOnTheSameFileHoldsItsQueue() async throws {

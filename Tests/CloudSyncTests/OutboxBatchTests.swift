@@ -85,7 +85,7 @@ final class CountingOutboxStorage: OutboxStorage {
             }
             runs.append(
                 Run(
-                    results: results, pending: store.pendingWrites(), stored: try storage.loadAll(),
+                    results: results, pending: store.pendingWrites().map(\.entry), stored: try storage.loadAll(),
                     drops: drops.entries, unkept: outbox.takeUnkept(), errors: errors.all,
                     storageWrites: storage.writes - writesBefore))
         }

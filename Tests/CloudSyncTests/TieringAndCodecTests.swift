@@ -229,6 +229,13 @@ import Testing
         #expect(sanitizeKey("") != "")
     }
 
+    /// What docs/library.md now says: a rewritten key is valid, so it maps to itself, and the input that produced it
+    /// and the rewritten key as an input share one key (the old sentence promised distinct inputs never collide).
+    @Test func aRewrittenKeyGivenAsInputSharesTheKeyOfTheInputItCameFrom() {
+        let rewritten = sanitizeKey("a b")
+        #expect(rewritten != "a b" && sanitizeKey(rewritten) == rewritten)
+    }
+
     @Test func longKeysSharingAPrefixStayDistinct() {
         let prefix = String(repeating: "p", count: 100)
         let first = sanitizeKey(prefix + "one")

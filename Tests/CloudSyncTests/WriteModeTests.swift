@@ -115,6 +115,8 @@ import Testing
         #expect(entry.provider == "googleDrive")
         #expect(entry.operation == .set)
         #expect(entry.encodedValue == "[enc:k:v]")
+        // What the caller wrote, for a "pending sync" view: not the codec's ciphertext.
+        #expect(entry.value == "v")
         #expect(entry.attempts == 1)
         #expect(entry.lastErrorCode == "ERR_OFFLINE")
         #expect(!entry.description.contains("[enc:k:v]"))

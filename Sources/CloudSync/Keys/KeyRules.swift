@@ -57,8 +57,10 @@ public enum KeyRule: Sendable, Hashable, CustomStringConvertible {
 ///
 /// A key that already satisfies every rule comes back unchanged. Otherwise each character outside
 /// `A-Z a-z 0-9 . _ -` becomes `_`, a leading `_` becomes `-`, the result is cut to fit 64 bytes, and a `-` and 16
-/// hex digits of a SHA-256 hash of the original are appended, so two different inputs never share a key (a
-/// truncated or rewritten key without the hash would silently merge unrelated values).
+/// hex digits of a SHA-256 hash of the original are appended, so two rewritten inputs share a key only if those 64
+/// bits collide (a truncated or rewritten key without the hash would silently merge unrelated values). A rewritten
+/// key is itself valid, so an input equal to another input's rewritten form maps to the same key: a caller that
+/// needs the mapping one-to-one keeps its own record of inputs.
 public func sanitizeKey(_ key: String) -> String {
     let everyRule: [KeyRule] = [.nonEmpty] + KeyRule.cloudKitRecordName + KeyRule.iCloudKeyValue
     if everyRule.allSatisfy({ $0.allows(key) }) { return key }

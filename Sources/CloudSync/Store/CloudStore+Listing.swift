@@ -29,7 +29,7 @@ extension CloudStore {
         // What a provider will hold once its queued changes land, as reads see it: a key whose removal waits for a
         // provider is not listed for it, and one whose write waits is.
         var queued: [String: (sets: [StoreKey], removes: Set<StoreKey>)] = [:]
-        for entry in pendingWrites() {
+        for entry in options.outbox?.pending ?? [] {
             if entry.operation == .set {
                 queued[entry.provider, default: ([], [])].sets.append(StoreKey(entry.key))
             } else {
@@ -146,7 +146,8 @@ extension CloudStore {
         }
         // A key written while its providers were away lives only in the outbox so far: it is cleared too, or its
         // queued write would bring it back. The removes above superseded the queued writes of every listed key.
-        let queuedOnly = pendingWrites().filter { $0.operation == .set }.map(\.key).keySet().sorted().map(\.string)
+        let queuedOnly = (options.outbox?.pending ?? []).filter { $0.operation == .set }.map(\.key).keySet().sorted()
+            .map(\.string)
         for chunk in queuedOnly.chunked(Self.listingPageSize) { try await removeEverywhere(Array(chunk)) }
         return result
     }

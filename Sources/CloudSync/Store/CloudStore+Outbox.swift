@@ -129,10 +129,20 @@ extension CloudStore {
         return outcomes
     }
 
-    /// The writes waiting in the outbox, oldest first (for a "pending sync" indicator).
+    /// The writes waiting in the outbox, oldest first (for a "pending sync" indicator), each with the value as the
+    /// caller wrote it (decoded with its provider's codec).
     ///
     /// Empty without an outbox.
-    public func pendingWrites() -> [OutboxEntry] { options.outbox?.pending ?? [] }
+    public func pendingWrites() -> [PendingWrite] {
+        (options.outbox?.pending ?? []).map { entry in
+            let provider = try? self.provider(withID: entry.provider)
+            let value = entry.encodedValue.flatMap { encoded -> String? in
+                guard let provider else { return nil }
+                return try? decode(encoded, key: entry.key, from: provider)
+            }
+            return PendingWrite(entry: entry, value: value)
+        }
+    }
 
     /// Gives up the queued writes `predicate` selects (all of them by default), reporting each as `discarded`;
     /// returns how many.
@@ -140,4 +150,18 @@ extension CloudStore {
     public func discardPendingWrites(where predicate: (OutboxEntry) -> Bool = { _ in true }) -> Int {
         options.outbox?.drop(where: predicate, reason: .discarded) ?? 0
     }
+}
+
+/// A write waiting in the outbox as ``CloudStore/pendingWrites()`` shows it: the queued entry (its fields read
+/// through, as `write.key`), and the value the caller wrote.
+@dynamicMemberLookup
+public struct PendingWrite: Sendable, Equatable {
+    /// The entry as the outbox keeps it; its `encodedValue` is what the provider will store (encrypted, with a codec).
+    public let entry: OutboxEntry
+    /// The value as the caller wrote it: `encodedValue` decoded with the provider's codec; nil for a remove, or when
+    /// it no longer decodes (the codec's key was replaced since).
+    public let value: String?
+
+    /// A field of ``entry``.
+    public subscript<T>(dynamicMember field: KeyPath<OutboxEntry, T>) -> T { entry[keyPath: field] }
 }

@@ -68,7 +68,7 @@ let store = try CloudStore(providers: [primary, backup], options: options)
 
 let receipt = try await store.set(value, forKey: "k")            // receipt.queued names providers it waits for
 let result = try await store.flushOutbox()                        // drained / remaining / dropped
-let pending = store.pendingWrites()                               // key, operation, provider, attempts, times, last error
+let pending = store.pendingWrites()                               // value as written, key, operation, provider, attempts, times, last error
 store.discardPendingWrites { $0.key == "stuck" }                  // or all of them
 // end of example
 print("queued: \(receipt.queued), flush remaining: \(result.remaining), pending: \(pending.map(\.key))")
