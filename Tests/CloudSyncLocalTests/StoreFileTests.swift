@@ -211,6 +211,90 @@ import Testing
     }
 }
 
+extension StoreFileTests {
+    /// A write of the key that outlived its deadline and still runs is waited for (a second deadline), then the file
+    /// is not sent to that provider: put then, it could be overwritten when the late write lands (putFile ignored
+    /// what the lock told it and sent the file).
+    @Test func aLateWriteStillRunningIsNotOvertakenByAFile() async throws {
+        let clock = ManualClock()
+        let held = HeldWrites(try directory())
+        var options = StoreOptions()
+        options.clock = clock
+        options.timeout = .seconds(5)
+        let store = try CloudStore(providers: [held], options: options)
+        let late = Task { try await store.set("old value", forKey: "k") }
+        try await waitUntil { held.waiting == 1 && clock.sleeperCount == 1 }
+        clock.advance(by: .seconds(5))
+        let lateError = await error { _ = try await late.value }
+        #expect(lateError?.code == .timeout)
+
+        let file = try source(Data("the file".utf8))
+        let put = Task { try await store.putFile("k", from: file) }
+        // The put waits for the late write up to a second deadline, which passes with the write still running.
+        try await waitUntil { clock.sleeperCount == 1 }
+        clock.advance(by: .seconds(5))
+        let putError = await error { _ = try await put.value }
+        #expect(putError?.code == .timeout)
+        #expect(putError?.message.contains("the file was not sent") == true, "\(String(describing: putError))")
+        #expect(held.filesPut == 0)
+        held.letGo()
+        try await waitUntil { held.waiting == 0 }
+        // Once the late write has returned, a put goes through.
+        #expect(try await store.putFile("k", from: file).providers == [held.id])
+        #expect(held.filesPut == 1)
+    }
+}
+
+/// A directory provider whose value writes wait until the test lets them go, however long the caller waited: a late
+/// write still running after its deadline.
+private final class HeldWrites: FileStoringProvider, @unchecked Sendable {
+    private let inner: DirectoryProvider
+    private let state = Protected<(waiting: [CheckedContinuation<Void, Never>], open: Bool, filesPut: Int)>(
+        ([], false, 0))
+
+    init(_ inner: DirectoryProvider) { self.inner = inner }
+
+    var waiting: Int { state.withLock { $0.waiting.count } }
+    var filesPut: Int { state.withLock { $0.filesPut } }
+
+    func letGo() {
+        let waiting = state.withLock { state in
+            state.open = true
+            defer { state.waiting = [] }
+            return state.waiting
+        }
+        for continuation in waiting { continuation.resume() }
+    }
+
+    var id: String { inner.id }
+    var capabilities: ProviderCapabilities { inner.capabilities }
+    var maxFileBytes: Int64? { nil }
+    func availability() async -> Availability { .available }
+    func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] { try await inner.get(keys) }
+    func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
+        await withCheckedContinuation { continuation in
+            let open = state.withLock { state in
+                if !state.open { state.waiting.append(continuation) }
+                return state.open
+            }
+            if open { continuation.resume() }
+        }
+        return try await inner.set(items)
+    }
+    func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] { try await inner.remove(keys) }
+    func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
+        try await inner.listKeys(after: cursor, limit: limit)
+    }
+    func putFile(_ key: String, from source: String, size: Int64) async throws {
+        state.withLock { $0.filesPut += 1 }
+        try await inner.putFile(key, from: source, size: size)
+    }
+    func fileSize(_ key: String) async throws -> Int64? { try await inner.fileSize(key) }
+    func getFile(_ key: String, to destination: String, size: Int64) async throws -> Bool {
+        try await inner.getFile(key, to: destination, size: size)
+    }
+}
+
 /// A codec that brackets values, so a store has one.
 private struct BracketingCodec: ValueCodec {
     func encode(_ value: String, key: String) throws -> String { "[\(value)]" }

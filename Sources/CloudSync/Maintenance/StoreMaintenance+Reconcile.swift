@@ -34,82 +34,86 @@ extension StoreMaintenance {
         // Locked from the read to the last write: a write of one of these keys that landed in between would
         // otherwise be overwritten by the older winner, and no flush may overlap the repairs.
         let locked = unique.keySet()
-        let inFlight = await store.lockForWriting(locked)
-        defer { store.keyLocks.release(locked) }
-        let generation = store.options.outbox?.generation
-        let reads = await store.readEverywhere(unique, from: providers)
-        let resolver = store.options.resolver ?? Resolver.custom { $0.first?.value }
-        var result = ReconcileResult()
-        result.keys = unique.count
-        var writes = [[CloudStore.Delivery]](repeating: [], count: providers.count)
-        var encodedByItem: [Int: [String: String?]] = [:]
-        for (item, key) in unique.enumerated() {
-            var candidates: [Candidate] = []
-            var holders: [Int: String] = [:]
-            var unreadable = Set<Int>()
-            var failure: CloudSyncError?
-            /// Providers with a change still queued for this key: that change is their copy, and it settles them.
-            var settling = Set<Int>()
-            for (index, provider) in providers.enumerated() {
-                let copy = store.copy(of: key, on: provider, read: reads[index][item])
-                if copy.queued { settling.insert(index) }
-                switch copy.content {
-                case .value(let value):
-                    candidates.append(Candidate(provider: provider.id, value: value))
-                    holders[index] = value
-                case .failed(let error):
-                    failure = failure ?? error
-                    unreadable.insert(index)
-                case .absent, .notAsked:
-                    break
-                }
-            }
-            if let failure {
-                result.failed.append(KeyFailure(key: key, error: failure))
-                continue
-            }
-            guard let winner = resolver.resolve(candidates) else {
-                result.inSync += 1
-                continue
-            }
-            var needsWrite = false
-            for (index, provider) in providers.enumerated()
-            where holders[index] != winner && !unreadable.contains(index) && !settling.contains(index) {
-                do throws(CloudSyncError) {
-                    let value = try store.encodedValue(winner, key: key, for: provider)
-                    guard value.fits else {
-                        result.skipped += 1
-                        continue
+        return try await store.withWriteLock(locked) { inFlight async throws(CloudSyncError) -> ReconcileResult in
+            let generation = store.options.outbox?.generation
+            let reads = await store.readEverywhere(unique, from: providers)
+            let resolver = store.options.resolver ?? Resolver.custom { $0.first?.value }
+            var result = ReconcileResult()
+            result.keys = unique.count
+            var writes = [[CloudStore.Delivery]](repeating: [], count: providers.count)
+            var encodedByItem: [Int: [String: String?]] = [:]
+            for (item, key) in unique.enumerated() {
+                var candidates: [Candidate] = []
+                var holders: [Int: String] = [:]
+                var unreadable = Set<Int>()
+                var failure: CloudSyncError?
+                /// Providers with a change still queued for this key: that change is their copy, and it settles them.
+                var settling = Set<Int>()
+                for (index, provider) in providers.enumerated() {
+                    let copy = store.copy(of: key, on: provider, read: reads[index][item])
+                    if copy.queued { settling.insert(index) }
+                    switch copy.content {
+                    case .value(let value):
+                        candidates.append(Candidate(provider: provider.id, value: value))
+                        holders[index] = value
+                    case .failed(let error):
+                        failure = failure ?? error
+                        unreadable.insert(index)
+                    case .absent, .notAsked:
+                        break
                     }
-                    let encoded = value.encoded
-                    writes[index].append(CloudStore.Delivery(item: item, key: key, encoded: encoded))
-                    encodedByItem[item, default: [:]][provider.id] = encoded
-                    needsWrite = true
-                } catch {
-                    result.failed.append(KeyFailure(key: key, error: error))
                 }
-            }
-            if !needsWrite { result.inSync += 1 }
-        }
-        let outcomes = await store.deliver(.set, writes, to: providers, holding: inFlight).sorted(by: {
-            $0.key < $1.key
-        })
-        let queuedFlags = store.queueRetryableFailures(
-            .set, outcomes.map { ($0.key, $0.value) }, generation: generation, key: { unique[$0] },
-            encoded: { item, provider in encodedByItem[item]?[provider] ?? nil })
-        for ((item, results), queuedFlags) in zip(outcomes, queuedFlags) {
-            let key = unique[item]
-            var wrote = false
-            for (outcome, queued) in zip(results, queuedFlags) {
-                switch outcome.result {
-                case .success:
-                    wrote = true
-                case .failure(let error):
-                    if queued { result.queued += 1 } else { result.failed.append(KeyFailure(key: key, error: error)) }
+                if let failure {
+                    result.failed.append(KeyFailure(key: key, error: failure))
+                    continue
                 }
+                guard let winner = resolver.resolve(candidates) else {
+                    result.inSync += 1
+                    continue
+                }
+                var needsWrite = false
+                for (index, provider) in providers.enumerated()
+                where holders[index] != winner && !unreadable.contains(index) && !settling.contains(index) {
+                    do throws(CloudSyncError) {
+                        let value = try store.encodedValue(winner, key: key, for: provider)
+                        guard value.fits else {
+                            result.skipped += 1
+                            continue
+                        }
+                        let encoded = value.encoded
+                        writes[index].append(CloudStore.Delivery(item: item, key: key, encoded: encoded))
+                        encodedByItem[item, default: [:]][provider.id] = encoded
+                        needsWrite = true
+                    } catch {
+                        result.failed.append(KeyFailure(key: key, error: error))
+                    }
+                }
+                if !needsWrite { result.inSync += 1 }
             }
-            if wrote { result.repaired += 1 }
+            let outcomes = await store.deliver(.set, writes, to: providers, holding: inFlight).sorted(by: {
+                $0.key < $1.key
+            })
+            let queuedFlags = store.queueRetryableFailures(
+                .set, outcomes.map { ($0.key, $0.value) }, generation: generation, key: { unique[$0] },
+                encoded: { item, provider in encodedByItem[item]?[provider] ?? nil })
+            for ((item, results), queuedFlags) in zip(outcomes, queuedFlags) {
+                let key = unique[item]
+                var wrote = false
+                for (outcome, queued) in zip(results, queuedFlags) {
+                    switch outcome.result {
+                    case .success:
+                        wrote = true
+                    case .failure(let error):
+                        if queued {
+                            result.queued += 1
+                        } else {
+                            result.failed.append(KeyFailure(key: key, error: error))
+                        }
+                    }
+                }
+                if wrote { result.repaired += 1 }
+            }
+            return result
         }
-        return result
     }
 }

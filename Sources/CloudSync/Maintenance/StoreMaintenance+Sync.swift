@@ -187,221 +187,227 @@ extension StoreMaintenance {
         let ids = providers.map(\.id)
         let keys = items.map(\.key)
         let locked = keys.keySet()
-        let inFlight = await store.lockForWriting(locked)
-        defer { store.keyLocks.release(locked) }
-        let generation = store.options.outbox?.generation
-        let reads = await store.readEverywhere(keys, from: providers)
-        let resolver = store.options.resolver ?? Resolver.custom { $0.first?.value }
-        var result = SyncPageResult()
-        result.keys = items.count
-        // Only rows that change are kept: a run over keys already in sync writes nothing to the snapshot.
-        func record(_ item: Int, _ fingerprint: SyncFingerprint?) {
-            if items[item].baseline != fingerprint { result.snapshot.append((items[item].key, fingerprint)) }
-        }
-        var writes = [[CloudStore.Delivery]](repeating: [], count: providers.count)
-        /// Per written item, the row to record once every write lands.
-        var planned: [Int: SyncFingerprint] = [:]
-        var written: [Int] = []
-        var keepRow = Set<Int>()
-        // Nothing queued (the common case) means every copy is what its provider answered: the check below holds.
-        let nothingQueued = (store.options.outbox?.count ?? 0) == 0
-        let digestTags = providers.map(\.capabilities.tagsAreValueDigests)
-        /// The tags every provider's listing gave `item`, positionally, when each gave one a row may record: read
-        /// before the values, they vouch for those values or for older ones, never for newer ones.
-        ///
-        /// A provider marked in `writing` is about to hold the value whose digest `digests` gives: its tag is that
-        /// digest when its tags are its values' digests (``ProviderCapabilities/tagsAreValueDigests``), else unknown.
-        func listedTags(_ item: Int, writing: [Bool]? = nil, digests: [String?] = []) -> [String?]? {
-            guard let tags else { return nil }
-            var listed = [String?](repeating: nil, count: providers.count)
-            for index in providers.indices {
-                if writing?[index] == true {
-                    guard digestTags[index], let digest = digests[index] else { return nil }
-                    listed[index] = digest
-                } else {
-                    guard let tag = tags[index][item], SyncFingerprint.canRecord(tag: tag) else { return nil }
-                    listed[index] = tag
-                }
+        return try await store.withWriteLock(locked) { inFlight async throws(CloudSyncError) -> SyncPageResult in
+            let generation = store.options.outbox?.generation
+            let reads = await store.readEverywhere(keys, from: providers)
+            let resolver = store.options.resolver ?? Resolver.custom { $0.first?.value }
+            var result = SyncPageResult()
+            result.keys = items.count
+            // Only rows that change are kept: a run over keys already in sync writes nothing to the snapshot.
+            func record(_ item: Int, _ fingerprint: SyncFingerprint?) {
+                if items[item].baseline != fingerprint { result.snapshot.append((items[item].key, fingerprint)) }
             }
-            return listed
-        }
-        var held = [String?](repeating: nil, count: providers.count)
-        var digests = [String?](repeating: nil, count: providers.count)
-        var settling = [Bool](repeating: false, count: providers.count)
-        var writing = [Bool](repeating: false, count: providers.count)
-        var changed: [Int] = []
-        var deleted: [Int] = []
-        for (item, entry) in items.enumerated() {
-            let baseline = entry.baseline
-            if nothingQueued, let baseline,
-                isUnchanged(item, of: entry.key, since: baseline, reads: reads, on: providers)
-            {
-                result.inSync += 1
-                if baseline.digests(besides: ids).isEmpty, let tags = listedTags(item) {
-                    record(item, baseline.withTags(tags, of: ids))
-                }
-                continue
-            }
-            let key = entry.key
-            for index in providers.indices {
-                held[index] = nil
-                digests[index] = nil
-                settling[index] = false
-                writing[index] = false
-            }
-            changed.removeAll(keepingCapacity: true)
-            deleted.removeAll(keepingCapacity: true)
-            var failure: CloudSyncError?
-            for (index, provider) in providers.enumerated() {
-                let read = reads[index][item]
-                let copy = store.copy(of: key, on: provider, read: read)
-                settling[index] = copy.queued
-                switch copy.content {
-                case .value(let value):
-                    held[index] = value
-                    guard case .success(.some(let stored)) = read else {
-                        // A queued copy with nothing stored under it yet: a change either way.
-                        if copy.queued || baseline?.hasDigest(for: ids[index]) == true { changed.append(index) }
-                        continue
+            var writes = [[CloudStore.Delivery]](repeating: [], count: providers.count)
+            /// Per written item, the row to record once every write lands.
+            var planned: [Int: SyncFingerprint] = [:]
+            var written: [Int] = []
+            var keepRow = Set<Int>()
+            // Nothing queued (the common case) means every copy is what its provider answered: the check below holds.
+            let nothingQueued = (store.options.outbox?.count ?? 0) == 0
+            let digestTags = providers.map(\.capabilities.tagsAreValueDigests)
+            /// The tags every provider's listing gave `item`, positionally, when each gave one a row may record: read
+            /// before the values, they vouch for those values or for older ones, never for newer ones.
+            ///
+            /// A provider marked in `writing` is about to hold the value whose digest `digests` gives: its tag is that
+            /// digest when its tags are its values' digests (``ProviderCapabilities/tagsAreValueDigests``), else unknown.
+            func listedTags(_ item: Int, writing: [Bool]? = nil, digests: [String?] = []) -> [String?]? {
+                guard let tags else { return nil }
+                var listed = [String?](repeating: nil, count: providers.count)
+                for index in providers.indices {
+                    if writing?[index] == true {
+                        guard digestTags[index], let digest = digests[index] else { return nil }
+                        listed[index] = digest
+                    } else {
+                        guard let tag = tags[index][item], SyncFingerprint.canRecord(tag: tag) else { return nil }
+                        listed[index] = tag
                     }
-                    let digest = SyncFingerprint.digest(of: stored)
-                    if !copy.queued { digests[index] = digest }
-                    if copy.queued || !(baseline?.records(digest, for: ids[index]) ?? false) { changed.append(index) }
-                case .absent:
-                    if baseline?.hasDigest(for: ids[index]) == true { deleted.append(index) }
-                case .failed(let error): failure = failure ?? error
-                case .notAsked: break
                 }
+                return listed
             }
-            if let failure {
-                result.failed.append(KeyFailure(key: key, error: failure))
-                continue
-            }
-            // What unknown providers held stays in the row: they were not looked at.
-            let others = baseline?.digests(besides: ids) ?? []
-            let isSettling = settling.contains(true)
-            if isSettling { keepRow.insert(item) }
-            let names = { (indices: [Int]) in indices.map { ids[$0] } }
-            var candidates: [Candidate] = []
-            let propagating = baseline != nil && !deleted.isEmpty && deletes == .propagate
-            if baseline != nil, !changed.isEmpty {
-                // Copies changed since the last sync beat stale ones; among several, the resolver chooses.
-                candidates = changed.map { Candidate(provider: ids[$0], value: held[$0]!) }
-                if propagating {
-                    result.conflicts.append(
-                        SyncConflict(
-                            key: key, kind: .editedAndDeleted, editedOn: names(changed), deletedOn: names(deleted)))
-                } else if candidates.dropFirst().contains(where: { $0.value != candidates[0].value }) {
-                    result.conflicts.append(
-                        SyncConflict(key: key, kind: .editedOnSeveral, editedOn: names(changed), deletedOn: []))
-                }
-            } else if propagating {
-                // Deleted somewhere, unchanged elsewhere. A provider that was not looked at may hold it still: its
-                // row stays whole, so the deletion is seen again once it can be listed.
-                if !others.isEmpty {
-                    result.heldBack.append(key)
-                } else if !held.contains(where: { $0 != nil }) {
-                    record(item, nil)
-                } else {
-                    result.deletions.append(entry)
-                }
-                continue
-            } else {
-                candidates = providers.indices.compactMap { index in
-                    held[index].map { Candidate(provider: ids[index], value: $0) }
-                }
-            }
-            guard let winner = resolver.resolve(candidates) else {
-                result.inSync += 1
-                if !keepRow.contains(item) {
-                    let row = SyncFingerprint(ids: ids, digests: digests, others: others)
-                    record(item, row.text.isEmpty ? nil : row)
-                }
-                continue
-            }
-            var writesAny = false
-            for (index, provider) in providers.enumerated() where held[index] != winner && !settling[index] {
-                do throws(CloudSyncError) {
-                    let value = try store.encodedValue(winner, key: key, for: provider)
-                    guard value.fits else {
-                        result.skipped += 1
-                        continue
+            var held = [String?](repeating: nil, count: providers.count)
+            var digests = [String?](repeating: nil, count: providers.count)
+            var settling = [Bool](repeating: false, count: providers.count)
+            var writing = [Bool](repeating: false, count: providers.count)
+            var changed: [Int] = []
+            var deleted: [Int] = []
+            for (item, entry) in items.enumerated() {
+                let baseline = entry.baseline
+                if nothingQueued, let baseline,
+                    isUnchanged(item, of: entry.key, since: baseline, reads: reads, on: providers)
+                {
+                    result.inSync += 1
+                    if baseline.digests(besides: ids).isEmpty, let tags = listedTags(item) {
+                        record(item, baseline.withTags(tags, of: ids))
                     }
-                    writes[index].append(CloudStore.Delivery(item: item, key: key, encoded: value.encoded))
-                    // Without a codec the encoded value is the copy another provider holds: its digest is known.
-                    digests[index] =
-                        providers.indices.lazy.compactMap { other -> String? in
-                            guard !writing[other], let digest = digests[other],
-                                case .success(.some(let stored)) = reads[other][item], stored == value.encoded
-                            else { return nil }
-                            return digest
-                        }.first ?? SyncFingerprint.digest(of: value.encoded)
-                    writing[index] = true
-                    writesAny = true
-                } catch {
-                    result.failed.append(KeyFailure(key: key, error: error))
-                    keepRow.insert(item)
-                }
-            }
-            if writesAny {
-                written.append(item)
-                // Once every write lands, each provider holds the winner: those not written already did.
-                let tags =
-                    !isSettling && others.isEmpty
-                        && providers.indices.allSatisfy({ writing[$0] || held[$0] == winner })
-                    ? listedTags(item, writing: writing, digests: digests) : nil
-                planned[item] = SyncFingerprint(ids: ids, digests: digests, others: others, tags: tags)
-            } else {
-                result.inSync += 1
-                guard !keepRow.contains(item) else { continue }
-                let agreed = !isSettling && !held.contains(where: { $0 != winner })
-                if agreed, others.isEmpty, let tags = listedTags(item) {
-                    record(item, SyncFingerprint(ids: ids, digests: digests, others: others, tags: tags))
                     continue
                 }
-                let row = SyncFingerprint(ids: ids, digests: digests, others: others)
-                if let baseline, baseline.withTags([:]) == row {
-                    // The same copies as the row describes: its tags, if any, still vouch for them.
-                    record(item, baseline)
+                let key = entry.key
+                for index in providers.indices {
+                    held[index] = nil
+                    digests[index] = nil
+                    settling[index] = false
+                    writing[index] = false
+                }
+                changed.removeAll(keepingCapacity: true)
+                deleted.removeAll(keepingCapacity: true)
+                var failure: CloudSyncError?
+                for (index, provider) in providers.enumerated() {
+                    let read = reads[index][item]
+                    let copy = store.copy(of: key, on: provider, read: read)
+                    settling[index] = copy.queued
+                    switch copy.content {
+                    case .value(let value):
+                        held[index] = value
+                        guard case .success(.some(let stored)) = read else {
+                            // A queued copy with nothing stored under it yet: a change either way.
+                            if copy.queued || baseline?.hasDigest(for: ids[index]) == true { changed.append(index) }
+                            continue
+                        }
+                        let digest = SyncFingerprint.digest(of: stored)
+                        if !copy.queued { digests[index] = digest }
+                        if copy.queued || !(baseline?.records(digest, for: ids[index]) ?? false) {
+                            changed.append(index)
+                        }
+                    case .absent:
+                        if baseline?.hasDigest(for: ids[index]) == true { deleted.append(index) }
+                    case .failed(let error): failure = failure ?? error
+                    case .notAsked: break
+                    }
+                }
+                if let failure {
+                    result.failed.append(KeyFailure(key: key, error: failure))
+                    continue
+                }
+                // What unknown providers held stays in the row: they were not looked at.
+                let others = baseline?.digests(besides: ids) ?? []
+                let isSettling = settling.contains(true)
+                if isSettling { keepRow.insert(item) }
+                let names = { (indices: [Int]) in indices.map { ids[$0] } }
+                var candidates: [Candidate] = []
+                let propagating = baseline != nil && !deleted.isEmpty && deletes == .propagate
+                if baseline != nil, !changed.isEmpty {
+                    // Copies changed since the last sync beat stale ones; among several, the resolver chooses.
+                    candidates = changed.map { Candidate(provider: ids[$0], value: held[$0]!) }
+                    if propagating {
+                        result.conflicts.append(
+                            SyncConflict(
+                                key: key, kind: .editedAndDeleted, editedOn: names(changed), deletedOn: names(deleted)))
+                    } else if candidates.dropFirst().contains(where: { $0.value != candidates[0].value }) {
+                        result.conflicts.append(
+                            SyncConflict(key: key, kind: .editedOnSeveral, editedOn: names(changed), deletedOn: []))
+                    }
+                } else if propagating {
+                    // Deleted somewhere, unchanged elsewhere. A provider that was not looked at may hold it still: its
+                    // row stays whole, so the deletion is seen again once it can be listed.
+                    if !others.isEmpty {
+                        result.heldBack.append(key)
+                    } else if !held.contains(where: { $0 != nil }) {
+                        record(item, nil)
+                    } else {
+                        result.deletions.append(entry)
+                    }
+                    continue
                 } else {
-                    record(item, row)
+                    candidates = providers.indices.compactMap { index in
+                        held[index].map { Candidate(provider: ids[index], value: $0) }
+                    }
+                }
+                guard let winner = resolver.resolve(candidates) else {
+                    result.inSync += 1
+                    if !keepRow.contains(item) {
+                        let row = SyncFingerprint(ids: ids, digests: digests, others: others)
+                        record(item, row.text.isEmpty ? nil : row)
+                    }
+                    continue
+                }
+                var writesAny = false
+                for (index, provider) in providers.enumerated() where held[index] != winner && !settling[index] {
+                    do throws(CloudSyncError) {
+                        let value = try store.encodedValue(winner, key: key, for: provider)
+                        guard value.fits else {
+                            result.skipped += 1
+                            continue
+                        }
+                        writes[index].append(CloudStore.Delivery(item: item, key: key, encoded: value.encoded))
+                        // Without a codec the encoded value is the copy another provider holds: its digest is known.
+                        digests[index] =
+                            providers.indices.lazy.compactMap { other -> String? in
+                                guard !writing[other], let digest = digests[other],
+                                    case .success(.some(let stored)) = reads[other][item], stored == value.encoded
+                                else { return nil }
+                                return digest
+                            }.first ?? SyncFingerprint.digest(of: value.encoded)
+                        writing[index] = true
+                        writesAny = true
+                    } catch {
+                        result.failed.append(KeyFailure(key: key, error: error))
+                        keepRow.insert(item)
+                    }
+                }
+                if writesAny {
+                    written.append(item)
+                    // Once every write lands, each provider holds the winner: those not written already did.
+                    let tags =
+                        !isSettling && others.isEmpty
+                            && providers.indices.allSatisfy({ writing[$0] || held[$0] == winner })
+                        ? listedTags(item, writing: writing, digests: digests) : nil
+                    planned[item] = SyncFingerprint(ids: ids, digests: digests, others: others, tags: tags)
+                } else {
+                    result.inSync += 1
+                    guard !keepRow.contains(item) else { continue }
+                    let agreed = !isSettling && !held.contains(where: { $0 != winner })
+                    if agreed, others.isEmpty, let tags = listedTags(item) {
+                        record(item, SyncFingerprint(ids: ids, digests: digests, others: others, tags: tags))
+                        continue
+                    }
+                    let row = SyncFingerprint(ids: ids, digests: digests, others: others)
+                    if let baseline, baseline.withTags([:]) == row {
+                        // The same copies as the row describes: its tags, if any, still vouch for them.
+                        record(item, baseline)
+                    } else {
+                        record(item, row)
+                    }
                 }
             }
-        }
-        let outcomes = await store.deliver(.set, writes, to: providers, holding: inFlight)
-        let delivered = written.map { (item: $0, outcomes: outcomes[$0] ?? []) }
-        let queuedFlags = store.queueRetryableFailures(
-            .set, delivered, generation: generation, key: { items[$0].key },
-            encoded: { item, provider in
-                // Each provider's deliveries are in item order.
-                guard let index = ids.firstIndex(of: provider) else { return nil }
-                let deliveries = writes[index]
-                var (low, high) = (0, deliveries.count)
-                while low < high {
-                    let middle = (low + high) / 2
-                    if deliveries[middle].item < item { low = middle + 1 } else { high = middle }
+            let outcomes = await store.deliver(.set, writes, to: providers, holding: inFlight)
+            let delivered = written.map { (item: $0, outcomes: outcomes[$0] ?? []) }
+            let queuedFlags = store.queueRetryableFailures(
+                .set, delivered, generation: generation, key: { items[$0].key },
+                encoded: { item, provider in
+                    // Each provider's deliveries are in item order.
+                    guard let index = ids.firstIndex(of: provider) else { return nil }
+                    let deliveries = writes[index]
+                    var (low, high) = (0, deliveries.count)
+                    while low < high {
+                        let middle = (low + high) / 2
+                        if deliveries[middle].item < item { low = middle + 1 } else { high = middle }
+                    }
+                    return low < deliveries.count && deliveries[low].item == item ? deliveries[low].encoded : nil
+                })
+            for ((item, results), queuedFlags) in zip(delivered, queuedFlags) {
+                let key = items[item].key
+                var wrote = false
+                var complete = true
+                for (outcome, queued) in zip(results, queuedFlags) {
+                    switch outcome.result {
+                    case .success:
+                        wrote = true
+                    case .failure(let error):
+                        complete = false
+                        if queued {
+                            result.queued += 1
+                        } else {
+                            result.failed.append(KeyFailure(key: key, error: error))
+                        }
+                    }
                 }
-                return low < deliveries.count && deliveries[low].item == item ? deliveries[low].encoded : nil
-            })
-        for ((item, results), queuedFlags) in zip(delivered, queuedFlags) {
-            let key = items[item].key
-            var wrote = false
-            var complete = true
-            for (outcome, queued) in zip(results, queuedFlags) {
-                switch outcome.result {
-                case .success:
-                    wrote = true
-                case .failure(let error):
-                    complete = false
-                    if queued { result.queued += 1 } else { result.failed.append(KeyFailure(key: key, error: error)) }
-                }
+                if wrote { result.repaired += 1 }
+                // A write that did not land leaves the old row: the next sync sees the same changes again.
+                if complete, !keepRow.contains(item), let row = planned[item] { record(item, row) }
             }
-            if wrote { result.repaired += 1 }
-            // A write that did not land leaves the old row: the next sync sees the same changes again.
-            if complete, !keepRow.contains(item), let row = planned[item] { record(item, row) }
+            result.snapshot.sort { StoreKey.bytesPrecede($0.key, $1.key) }
+            return result
         }
-        result.snapshot.sort { StoreKey.bytesPrecede($0.key, $1.key) }
-        return result
     }
 
     /// Whether key `item` of a page is in sync and unchanged since `baseline`.
@@ -451,60 +457,64 @@ extension StoreMaintenance {
         let reachable = Set(providers.map(\.id))
         let keys = items.map(\.key)
         let locked = keys.keySet()
-        let inFlight = await store.lockForWriting(locked)
-        defer { store.keyLocks.release(locked) }
-        let generation = store.options.outbox?.generation
-        let reads = await store.readEverywhere(keys, from: providers)
-        var result = SyncRemoveResult()
-        var removes = [[CloudStore.Delivery]](repeating: [], count: providers.count)
-        var removable: [Int] = []
-        for (item, entry) in items.enumerated() {
-            let baseline = entry.baseline?.digests
-            // A provider that held the key and cannot be reached now would bring it back: leave the key whole.
-            if baseline?.keys.contains(where: { !reachable.contains($0) }) == true {
-                result.heldBack += 1
-                continue
-            }
-            var unchanged = true
-            var holders: [Int] = []
-            var failure: CloudSyncError?
-            for (index, provider) in providers.enumerated() {
-                if store.queuedCopy(of: entry.key, on: provider) != nil { unchanged = false }
-                switch reads[index][item] {
-                case .success(.some(let stored)):
-                    holders.append(index)
-                    if SyncFingerprint.digest(of: stored) != baseline?[provider.id] { unchanged = false }
-                case .success(.none): break
-                case .failure(let error): failure = failure ?? error
+        return try await store.withWriteLock(locked) { inFlight async throws(CloudSyncError) -> SyncRemoveResult in
+            let generation = store.options.outbox?.generation
+            let reads = await store.readEverywhere(keys, from: providers)
+            var result = SyncRemoveResult()
+            var removes = [[CloudStore.Delivery]](repeating: [], count: providers.count)
+            var removable: [Int] = []
+            for (item, entry) in items.enumerated() {
+                let baseline = entry.baseline?.digests
+                // A provider that held the key and cannot be reached now would bring it back: leave the key whole.
+                if baseline?.keys.contains(where: { !reachable.contains($0) }) == true {
+                    result.heldBack += 1
+                    continue
+                }
+                var unchanged = true
+                var holders: [Int] = []
+                var failure: CloudSyncError?
+                for (index, provider) in providers.enumerated() {
+                    if store.queuedCopy(of: entry.key, on: provider) != nil { unchanged = false }
+                    switch reads[index][item] {
+                    case .success(.some(let stored)):
+                        holders.append(index)
+                        if SyncFingerprint.digest(of: stored) != baseline?[provider.id] { unchanged = false }
+                    case .success(.none): break
+                    case .failure(let error): failure = failure ?? error
+                    }
+                }
+                if let failure {
+                    result.failed.append(KeyFailure(key: entry.key, error: failure))
+                } else if !unchanged {
+                    result.changedSince += 1
+                } else {
+                    removable.append(item)
+                    for index in holders {
+                        removes[index].append(CloudStore.Delivery(item: item, key: entry.key, encoded: nil))
+                    }
                 }
             }
-            if let failure {
-                result.failed.append(KeyFailure(key: entry.key, error: failure))
-            } else if !unchanged {
-                result.changedSince += 1
-            } else {
-                removable.append(item)
-                for index in holders {
-                    removes[index].append(CloudStore.Delivery(item: item, key: entry.key, encoded: nil))
+            let outcomes = await store.deliver(.remove, removes, to: providers, holding: inFlight)
+            let queuedFlags = store.queueRetryableFailures(
+                .remove, removable.map { ($0, outcomes[$0] ?? []) }, generation: generation, key: { items[$0].key })
+            for (item, queuedFlags) in zip(removable, queuedFlags) {
+                let key = items[item].key
+                var complete = true
+                for (outcome, queued) in zip(outcomes[item] ?? [], queuedFlags) {
+                    switch outcome.result {
+                    case .success: break
+                    case .failure(let error):
+                        complete = false
+                        if queued {
+                            result.queued += 1
+                        } else {
+                            result.failed.append(KeyFailure(key: key, error: error))
+                        }
+                    }
                 }
+                if complete { result.removed.append(key) }
             }
+            return result
         }
-        let outcomes = await store.deliver(.remove, removes, to: providers, holding: inFlight)
-        let queuedFlags = store.queueRetryableFailures(
-            .remove, removable.map { ($0, outcomes[$0] ?? []) }, generation: generation, key: { items[$0].key })
-        for (item, queuedFlags) in zip(removable, queuedFlags) {
-            let key = items[item].key
-            var complete = true
-            for (outcome, queued) in zip(outcomes[item] ?? [], queuedFlags) {
-                switch outcome.result {
-                case .success: break
-                case .failure(let error):
-                    complete = false
-                    if queued { result.queued += 1 } else { result.failed.append(KeyFailure(key: key, error: error)) }
-                }
-            }
-            if complete { result.removed.append(key) }
-        }
-        return result
     }
 }

@@ -137,7 +137,7 @@ extension CloudStore {
 /// The caller was released at the deadline, but the call may yet land. Whoever takes the key's lock waits for it
 /// (bounded by a second deadline); a write still running after that may land after anything sent now, so the key is
 /// not written to that provider again until it returns: the newer write waits in the outbox
-/// (``CloudStore/lockForWriting(_:)`` answers which pairs are still in flight). A write is forgotten here only once
+/// (``CloudStore/withWriteLock(_:_:)`` hands its body the pairs still in flight). A write is forgotten here only once
 /// it has returned.
 final class AbandonedWrites: Sendable {
     private let running = Protected<[OutboxPair: [Task<Void, Never>]]>([:])

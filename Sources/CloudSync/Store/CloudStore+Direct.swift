@@ -66,32 +66,32 @@ extension CloudStore {
         let provider = try provider(withID: providerID)
         let keys = copies.map(\.key)
         let locked = keys.keySet()
-        let inFlight = await lockForWriting(locked)
-        defer { keyLocks.release(locked) }
-        var outcomes = [ConditionalRemoval](repeating: .changed, count: copies.count)
-        var removable: [Int] = []
-        for (index, read) in (await dispatcher(for: provider).get(keys)).enumerated() {
-            switch read {
-            case .success(let stored?):
-                if SyncFingerprint.digest(of: stored) == copies[index].sourceDigest { removable.append(index) }
-            case .success(nil): outcomes[index] = .absent
-            case .failure(let error): outcomes[index] = .failed(error)
+        return try await withWriteLock(locked) { inFlight async throws(CloudSyncError) -> [ConditionalRemoval] in
+            var outcomes = [ConditionalRemoval](repeating: .changed, count: copies.count)
+            var removable: [Int] = []
+            for (index, read) in (await dispatcher(for: provider).get(keys)).enumerated() {
+                switch read {
+                case .success(let stored?):
+                    if SyncFingerprint.digest(of: stored) == copies[index].sourceDigest { removable.append(index) }
+                case .success(nil): outcomes[index] = .absent
+                case .failure(let error): outcomes[index] = .failed(error)
+                }
             }
-        }
-        let deliveries = removable.map { Delivery(item: $0, key: keys[$0], encoded: nil) }
-        let delivered = await deliver(.remove, [deliveries], to: [provider], holding: inFlight)
-        for index in removable {
-            switch delivered[index]?.first?.result {
-            case .success?:
-                options.outbox?.superseded(key: keys[index], provider: provider.id)
-                outcomes[index] = .removed
-            case .failure(let error)?: outcomes[index] = .failed(error)
-            case nil:
-                outcomes[index] = .failed(
-                    CloudSyncError(.provider, "no result", provider: provider.id, key: keys[index]))
+            let deliveries = removable.map { Delivery(item: $0, key: keys[$0], encoded: nil) }
+            let delivered = await deliver(.remove, [deliveries], to: [provider], holding: inFlight)
+            for index in removable {
+                switch delivered[index]?.first?.result {
+                case .success?:
+                    options.outbox?.superseded(key: keys[index], provider: provider.id)
+                    outcomes[index] = .removed
+                case .failure(let error)?: outcomes[index] = .failed(error)
+                case nil:
+                    outcomes[index] = .failed(
+                        CloudSyncError(.provider, "no result", provider: provider.id, key: keys[index]))
+                }
             }
+            return outcomes
         }
-        return outcomes
     }
 
     /// Values of `keys` on one provider only, decoded with its codec, positionally; in batches of its limit.
@@ -163,17 +163,17 @@ extension CloudStore {
     {
         guard !items.isEmpty else { return [] }
         let keys = items.map(\.key).keySet()
-        let inFlight = await lockForWriting(keys)
-        defer { keyLocks.release(keys) }
-        let deliveries = items.enumerated().map { Delivery(item: $0, key: $1.key, encoded: $1.value) }
-        // A key whose earlier write to the provider may still land fails in its slot rather than race it.
-        let outcomes = await deliver(operation, [deliveries], to: [provider], holding: inFlight)
-        return items.indices.map { index in
-            let result =
-                outcomes[index]?.first?.result
-                ?? .failure(CloudSyncError(.provider, "no result", provider: provider.id, key: items[index].key))
-            if case .success = result { options.outbox?.superseded(key: items[index].key, provider: provider.id) }
-            return result
+        return await withWriteLock(keys) { inFlight async -> [Result<Void, CloudSyncError>] in
+            let deliveries = items.enumerated().map { Delivery(item: $0, key: $1.key, encoded: $1.value) }
+            // A key whose earlier write to the provider may still land fails in its slot rather than race it.
+            let outcomes = await deliver(operation, [deliveries], to: [provider], holding: inFlight)
+            return items.indices.map { index in
+                let result =
+                    outcomes[index]?.first?.result
+                    ?? .failure(CloudSyncError(.provider, "no result", provider: provider.id, key: items[index].key))
+                if case .success = result { options.outbox?.superseded(key: items[index].key, provider: provider.id) }
+                return result
+            }
         }
     }
 

@@ -66,25 +66,30 @@ extension CloudStore {
         let passedOver = fitting.prefix { $0.id != first.id }.map(\.id)
 
         let locked = [key].keySet()
-        await lockForWriting(locked)
-        defer { keyLocks.release(locked) }
-        var stored: [String] = []
-        var failures: [CloudSyncError] = []
-        for provider in targets {
-            do throws(CloudSyncError) {
-                try await fileDispatcher(for: provider, size: size).call(key: key, writing: [key]) {
-                    try await ($0 as! any FileStoringProvider).putFile(key, from: path, size: size)
+        return try await withWriteLock(locked) { inFlight async throws(CloudSyncError) -> FileReceipt in
+            var stored: [String] = []
+            var failures: [CloudSyncError] = []
+            for provider in targets {
+                // An earlier write of the key that still runs there could land over the file: it is not sent.
+                guard !inFlight.contains(OutboxPair(key: key, provider: provider.id)) else {
+                    failures.append(Self.heldBehindEarlierWrite(key: key, provider: provider.id, file: true))
+                    continue
                 }
-                stored.append(provider.id)
-            } catch {
-                failures.append(error)
+                do throws(CloudSyncError) {
+                    try await fileDispatcher(for: provider, size: size).call(key: key, writing: [key]) {
+                        try await ($0 as! any FileStoringProvider).putFile(key, from: path, size: size)
+                    }
+                    stored.append(provider.id)
+                } catch {
+                    failures.append(error)
+                }
             }
+            guard !stored.isEmpty else { throw failures[0] }
+            for failure in failures { report(failure) }
+            return FileReceipt(
+                key: key, size: size, providers: stored, skippedTooLarge: tooSmall.map(\.id),
+                mayHoldOlder: options.writeMode == .mirror ? [] : passedOver)
         }
-        guard !stored.isEmpty else { throw failures[0] }
-        for failure in failures { report(failure) }
-        return FileReceipt(
-            key: key, size: size, providers: stored, skippedTooLarge: tooSmall.map(\.id),
-            mayHoldOlder: options.writeMode == .mirror ? [] : passedOver)
     }
 
     /// Writes the file stored under `key` to `path`, from the first available file provider that holds it; nil,

@@ -61,34 +61,33 @@ extension CloudStore {
         var tally = FlushResult(drained: 0, remaining: 0, dropped: 0)
         let dispatcher = dispatcher(for: provider)
         for chunk in entries.chunked(provider.capabilities.batchLimit) {
-            let keys = chunk.map(\.key).keySet()
-            let inFlight = await lockForWriting(keys)
-            // Checked after the wait, under the locks: a direct write may have superseded an entry meanwhile, and an
-            // account switch abandons them all.
-            guard outbox.generation == generation else {
-                keyLocks.release(keys)
-                return tally
-            }
-            // An entry whose earlier write to the provider still runs waits, without spending an attempt: sent now, it
-            // could be overwritten by that write when it lands.
-            let batch = chunk.filter { entry in
-                outbox.isQueued(entry.id) && !inFlight.contains(OutboxPair(key: entry.key, provider: entry.provider))
-            }
-            let outcomes =
-                batch.first?.operation == .set
-                ? await dispatcher.set(batch.map { KeyValue($0.key, $0.encodedValue ?? "") })
-                : await dispatcher.remove(batch.map(\.key))
-            let now = options.clock.nowMilliseconds()
-            for (entry, outcome) in zip(batch, outcomes) {
-                switch outbox.record(entry, outcome: outcome, now: now) {
-                case .delivered: tally.drained += 1
-                case .dropped(let reason):
-                    tally.dropped += 1
-                    if reason == .notRetryable, case .failure(let error) = outcome { report(error) }
-                case .rescheduled, .gone: break
+            let superseded = await withWriteLock(chunk.map(\.key).keySet()) { inFlight -> Bool in
+                // Checked after the wait, under the locks: a direct write may have superseded an entry meanwhile, and
+                // an account switch abandons them all.
+                guard outbox.generation == generation else { return true }
+                // An entry whose earlier write to the provider still runs waits, without spending an attempt: sent
+                // now, it could be overwritten by that write when it lands.
+                let batch = chunk.filter { entry in
+                    outbox.isQueued(entry.id)
+                        && !inFlight.contains(OutboxPair(key: entry.key, provider: entry.provider))
                 }
+                let outcomes =
+                    batch.first?.operation == .set
+                    ? await dispatcher.set(batch.map { KeyValue($0.key, $0.encodedValue ?? "") })
+                    : await dispatcher.remove(batch.map(\.key))
+                let now = options.clock.nowMilliseconds()
+                for (entry, outcome) in zip(batch, outcomes) {
+                    switch outbox.record(entry, outcome: outcome, now: now) {
+                    case .delivered: tally.drained += 1
+                    case .dropped(let reason):
+                        tally.dropped += 1
+                        if reason == .notRetryable, case .failure(let error) = outcome { report(error) }
+                    case .rescheduled, .gone: break
+                    }
+                }
+                return false
             }
-            keyLocks.release(keys)
+            if superseded { return tally }
         }
         return tally
     }
@@ -107,16 +106,17 @@ extension CloudStore {
         var outcomes: [Result<Void, CloudSyncError>] = []
         outcomes.reserveCapacity(entries.count)
         for chunk in entries.chunked(provider.capabilities.batchLimit) {
-            let keys = chunk.map(\.key).keySet()
-            let inFlight = await lockForWriting(keys)
-            // A key whose earlier write still runs is not sent: it fails in its slot, to be retried later.
-            let held = chunk.map { inFlight.contains(OutboxPair(key: $0.key, provider: providerID)) }
-            let sent = zip(chunk, held).filter { !$1 }.map(\.0)
-            let results =
-                sent.first?.operation == .remove
-                ? await dispatcher.remove(sent.map(\.key))
-                : await dispatcher.set(sent.map { KeyValue($0.key, $0.encodedValue ?? "") })
-            keyLocks.release(keys)
+            let (held, results) = await withWriteLock(chunk.map(\.key).keySet()) { inFlight in
+                // A key whose earlier write still runs is not sent: it fails in its slot, to be retried later.
+                let held = chunk.map { inFlight.contains(OutboxPair(key: $0.key, provider: providerID)) }
+                let sent = zip(chunk, held).filter { !$1 }.map(\.0)
+                return (
+                    held,
+                    sent.first?.operation == .remove
+                        ? await dispatcher.remove(sent.map(\.key))
+                        : await dispatcher.set(sent.map { KeyValue($0.key, $0.encodedValue ?? "") })
+                )
+            }
             var answers = results.makeIterator()
             for (entry, held) in zip(chunk, held) {
                 outcomes.append(

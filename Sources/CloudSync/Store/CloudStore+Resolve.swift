@@ -19,71 +19,72 @@ extension CloudStore {
         // The keys stay locked from the read to the repair: a write that landed in between would otherwise be
         // overwritten by the older winner.
         let locked = unique.keySet()
-        let inFlight = await lockForWriting(locked)
-        defer { keyLocks.release(locked) }
-        let reads = await readEverywhere(unique, from: providers)
-        // Positional, like `unique`: item `i` is `unique[i]`'s.
-        var copies = [Copies](repeating: Copies(), count: unique.count)
-        var queued = [Set<Int>](repeating: [], count: providers.count)
-        for (index, provider) in providers.enumerated() {
-            for (item, key) in unique.enumerated() {
-                let copy = copy(of: key, on: provider, read: reads[index][item])
-                // A provider whose copy is a queued change is not repaired: that change settles it.
-                if copy.queued { queued[index].insert(item) }
-                switch copy.content {
-                case .value(let value):
-                    copies[item].candidates.append((index, value))
-                    copies[item].answered.insert(index)
-                case .absent:
-                    copies[item].answered.insert(index)
-                case .failed(let error):
-                    // An undecodable copy is left alone: overwriting it could destroy data a different key
-                    // configuration would read.
-                    report(error)
-                    if copies[item].firstError == nil { copies[item].firstError = error }
-                case .notAsked:
-                    break
-                }
-            }
-        }
-
-        var resolved: [StoreKey: Result<String?, CloudSyncError>] = [:]
-        var repairs = [[Delivery]](repeating: [], count: providers.count)
-        for (item, key) in unique.enumerated() {
-            let copy = copies[item]
-            if copy.candidates.isEmpty {
-                resolved[StoreKey(key)] =
-                    copy.answered.isEmpty
-                    ? .failure(copy.firstError ?? CloudSyncError(.noProvider, "no provider could be asked", key: key))
-                    : .success(nil)
-                continue
-            }
-            let candidates = copy.candidates.map { Candidate(provider: providers[$0.provider].id, value: $0.value) }
-            guard let winner = resolver.resolve(candidates) else {
-                resolved[StoreKey(key)] = .success(nil)
-                continue
-            }
-            resolved[StoreKey(key)] = .success(winner)
-            guard options.repairOnRead else { continue }
-            let agreeing = Set(copy.candidates.filter { $0.value == winner }.map(\.provider))
-            for index in copy.answered.subtracting(agreeing) where !queued[index].contains(item) {
-                if let delivery = repair(winner, key: key, item: item, on: providers[index]) {
-                    repairs[index].append(delivery)
-                }
-            }
-        }
-        if repairs.contains(where: { !$0.isEmpty }) {
-            let outcomes = await deliver(.set, repairs, to: providers, holding: inFlight)
-            for (item, results) in outcomes {
-                for outcome in results {
-                    switch outcome.result {
-                    case .success: options.outbox?.superseded(key: unique[item], provider: outcome.provider)
-                    case .failure(let error): report(error)
+        return await withWriteLock(locked) { inFlight async -> [Result<String?, CloudSyncError>] in
+            let reads = await readEverywhere(unique, from: providers)
+            // Positional, like `unique`: item `i` is `unique[i]`'s.
+            var copies = [Copies](repeating: Copies(), count: unique.count)
+            var queued = [Set<Int>](repeating: [], count: providers.count)
+            for (index, provider) in providers.enumerated() {
+                for (item, key) in unique.enumerated() {
+                    let copy = copy(of: key, on: provider, read: reads[index][item])
+                    // A provider whose copy is a queued change is not repaired: that change settles it.
+                    if copy.queued { queued[index].insert(item) }
+                    switch copy.content {
+                    case .value(let value):
+                        copies[item].candidates.append((index, value))
+                        copies[item].answered.insert(index)
+                    case .absent:
+                        copies[item].answered.insert(index)
+                    case .failed(let error):
+                        // An undecodable copy is left alone: overwriting it could destroy data a different key
+                        // configuration would read.
+                        report(error)
+                        if copies[item].firstError == nil { copies[item].firstError = error }
+                    case .notAsked:
+                        break
                     }
                 }
             }
+
+            var resolved: [StoreKey: Result<String?, CloudSyncError>] = [:]
+            var repairs = [[Delivery]](repeating: [], count: providers.count)
+            for (item, key) in unique.enumerated() {
+                let copy = copies[item]
+                if copy.candidates.isEmpty {
+                    resolved[StoreKey(key)] =
+                        copy.answered.isEmpty
+                        ? .failure(
+                            copy.firstError ?? CloudSyncError(.noProvider, "no provider could be asked", key: key))
+                        : .success(nil)
+                    continue
+                }
+                let candidates = copy.candidates.map { Candidate(provider: providers[$0.provider].id, value: $0.value) }
+                guard let winner = resolver.resolve(candidates) else {
+                    resolved[StoreKey(key)] = .success(nil)
+                    continue
+                }
+                resolved[StoreKey(key)] = .success(winner)
+                guard options.repairOnRead else { continue }
+                let agreeing = Set(copy.candidates.filter { $0.value == winner }.map(\.provider))
+                for index in copy.answered.subtracting(agreeing) where !queued[index].contains(item) {
+                    if let delivery = repair(winner, key: key, item: item, on: providers[index]) {
+                        repairs[index].append(delivery)
+                    }
+                }
+            }
+            if repairs.contains(where: { !$0.isEmpty }) {
+                let outcomes = await deliver(.set, repairs, to: providers, holding: inFlight)
+                for (item, results) in outcomes {
+                    for outcome in results {
+                        switch outcome.result {
+                        case .success: options.outbox?.superseded(key: unique[item], provider: outcome.provider)
+                        case .failure(let error): report(error)
+                        }
+                    }
+                }
+            }
+            return keys.map { resolved[StoreKey($0)]! }
         }
-        return keys.map { resolved[StoreKey($0)]! }
     }
 
     /// The repair write of `winner` to `provider`, or nil when it cannot take it (too large, codec failure).

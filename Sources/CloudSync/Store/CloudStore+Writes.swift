@@ -122,98 +122,101 @@ extension CloudStore {
         // A write and an outbox flush (or a read repair) of the same key never overlap, so neither can land after
         // this write.
         let lockedKeys = keys.keySet()
-        let inFlight = await lockForWriting(lockedKeys)
-        defer { keyLocks.release(lockedKeys) }
-        // Work begun under one account is never queued under the next.
-        let generation = options.outbox?.generation
-        let (available, answers) = await availableWithReasons(configured)
-        let availableIDs = Set(available.map(\.id))
-        let targets = configured.map { provider in
-            let reachable = availableIDs.contains(provider.id)
-            return Target(
-                provider: provider, codec: codec(for: provider), cap: cap(of: provider), reachable: reachable,
-                // A platform without the provider holds nothing.
-                waiting: !reachable && options.outbox != nil && answers[provider.id]?.reason != .unsupportedPlatform)
-        }
-        let reachable = targets.indices.filter { targets[$0].reachable }
-        let waiting = targets.indices.filter { targets[$0].waiting }
-        let rules = keyRules(of: configured)
-        var results = [Result<WriteReceipt, CloudSyncError>?](repeating: nil, count: items.count)
-        var plan = WritePlan(items: items.count)
-        var encoded = [EncodedValue?](repeating: nil, count: targets.count)
-        for (index, item) in items.enumerated() {
-            let starts = plan.counts
-            do throws(CloudSyncError) {
-                try validate(item.key, rules: rules)
-                guard !reachable.isEmpty || !waiting.isEmpty else {
-                    throw noProviderError(configured, answers: answers)
-                }
-                if operation == .set {
-                    try planSet(
-                        index, item, targets: targets, reachable: reachable, waiting: waiting, encoded: &encoded,
-                        into: &plan)
-                } else {
-                    for target in reachable { plan.primary.append(Change(item: index, target: target)) }
-                    for target in waiting { plan.queued.append(Change(item: index, target: target)) }
-                }
-            } catch {
-                results[index] = .failure(error)
+        return try await withWriteLock(lockedKeys) {
+            inFlight async throws(CloudSyncError) -> [Result<WriteReceipt, CloudSyncError>] in
+            // Work begun under one account is never queued under the next.
+            let generation = options.outbox?.generation
+            let (available, answers) = await availableWithReasons(configured)
+            let availableIDs = Set(available.map(\.id))
+            let targets = configured.map { provider in
+                let reachable = availableIDs.contains(provider.id)
+                return Target(
+                    provider: provider, codec: codec(for: provider), cap: cap(of: provider), reachable: reachable,
+                    // A platform without the provider holds nothing.
+                    waiting: !reachable && options.outbox != nil && answers[provider.id]?.reason != .unsupportedPlatform
+                )
             }
-            plan.close(index, from: starts)
-        }
+            let reachable = targets.indices.filter { targets[$0].reachable }
+            let waiting = targets.indices.filter { targets[$0].waiting }
+            let rules = keyRules(of: configured)
+            var results = [Result<WriteReceipt, CloudSyncError>?](repeating: nil, count: items.count)
+            var plan = WritePlan(items: items.count)
+            var encoded = [EncodedValue?](repeating: nil, count: targets.count)
+            for (index, item) in items.enumerated() {
+                let starts = plan.counts
+                do throws(CloudSyncError) {
+                    try validate(item.key, rules: rules)
+                    guard !reachable.isEmpty || !waiting.isEmpty else {
+                        throw noProviderError(configured, answers: answers)
+                    }
+                    if operation == .set {
+                        try planSet(
+                            index, item, targets: targets, reachable: reachable, waiting: waiting, encoded: &encoded,
+                            into: &plan)
+                    } else {
+                        for target in reachable { plan.primary.append(Change(item: index, target: target)) }
+                        for target in waiting { plan.queued.append(Change(item: index, target: target)) }
+                    }
+                } catch {
+                    results[index] = .failure(error)
+                }
+                plan.close(index, from: starts)
+            }
 
-        let outcomes = await deliver(operation, plan.primary, to: targets, keys: keys, holding: inFlight)
-        // What the outcomes leave to queue is queued for all items at once, one storage transaction; the errors to
-        // report wait until it is done.
-        let (settled, unreported) = withOutboxBatch(generation: generation) { batch in
-            var settled = results
-            var unreported: [CloudSyncError] = []
-            for index in items.indices where settled[index] == nil {
-                let result = settle(
-                    operation, item: index, key: keys[index], plan: plan, outcomes: outcomes, targets: targets,
-                    batch: batch, unreported: &unreported)
-                settled[index] = result
-                // The older copies go only once the change itself is safe somewhere.
-                if case .success = result {
-                    for change in plan.cleanupQueued[plan.cleanupQueuedRange[index]] {
-                        let provider = targets[change.target].id
-                        _ = batch.enqueue(
-                            FailedWrite(
-                                key: keys[index], operation: .remove, encodedValue: nil, provider: provider,
-                                error: CloudSyncError(.offline, "the provider was unavailable", provider: provider)))
+            let outcomes = await deliver(operation, plan.primary, to: targets, keys: keys, holding: inFlight)
+            // What the outcomes leave to queue is queued for all items at once, one storage transaction; the errors to
+            // report wait until it is done.
+            let (settled, unreported) = withOutboxBatch(generation: generation) { batch in
+                var settled = results
+                var unreported: [CloudSyncError] = []
+                for index in items.indices where settled[index] == nil {
+                    let result = settle(
+                        operation, item: index, key: keys[index], plan: plan, outcomes: outcomes, targets: targets,
+                        batch: batch, unreported: &unreported)
+                    settled[index] = result
+                    // The older copies go only once the change itself is safe somewhere.
+                    if case .success = result {
+                        for change in plan.cleanupQueued[plan.cleanupQueuedRange[index]] {
+                            let provider = targets[change.target].id
+                            _ = batch.enqueue(
+                                FailedWrite(
+                                    key: keys[index], operation: .remove, encodedValue: nil, provider: provider,
+                                    error: CloudSyncError(.offline, "the provider was unavailable", provider: provider))
+                            )
+                        }
                     }
                 }
+                return (settled, unreported)
             }
-            return (settled, unreported)
-        }
-        results = settled
-        for error in unreported { report(error) }
-        var cleanups: [Change] = []
-        for index in items.indices where !plan.cleanupRange[index].isEmpty {
-            if case .success = results[index] { cleanups += plan.cleanup[plan.cleanupRange[index]] }
-        }
-        guard !cleanups.isEmpty else { return results.map { $0! } }
-        let cleaned = await deliver(.remove, cleanups, to: targets, keys: keys, holding: inFlight)
-        let failedCleanups = withOutboxBatch(generation: generation) { batch in
-            var unreported: [CloudSyncError] = []
-            for (change, outcome) in zip(cleanups, cleaned) {
-                let (key, provider) = (keys[change.item], targets[change.target].id)
-                switch outcome {
-                case .success: batch.superseded(key: key, provider: provider)
-                case .failure(let error):
-                    if !error.isRetryable
-                        || !batch.enqueue(
-                            FailedWrite(
-                                key: key, operation: .remove, encodedValue: nil, provider: provider, error: error))
-                    {
-                        unreported.append(error)
+            results = settled
+            for error in unreported { report(error) }
+            var cleanups: [Change] = []
+            for index in items.indices where !plan.cleanupRange[index].isEmpty {
+                if case .success = results[index] { cleanups += plan.cleanup[plan.cleanupRange[index]] }
+            }
+            guard !cleanups.isEmpty else { return results.map { $0! } }
+            let cleaned = await deliver(.remove, cleanups, to: targets, keys: keys, holding: inFlight)
+            let failedCleanups = withOutboxBatch(generation: generation) { batch in
+                var unreported: [CloudSyncError] = []
+                for (change, outcome) in zip(cleanups, cleaned) {
+                    let (key, provider) = (keys[change.item], targets[change.target].id)
+                    switch outcome {
+                    case .success: batch.superseded(key: key, provider: provider)
+                    case .failure(let error):
+                        if !error.isRetryable
+                            || !batch.enqueue(
+                                FailedWrite(
+                                    key: key, operation: .remove, encodedValue: nil, provider: provider, error: error))
+                        {
+                            unreported.append(error)
+                        }
                     }
                 }
+                return unreported
             }
-            return unreported
+            for error in failedCleanups { report(error) }
+            return results.map { $0! }
         }
-        for error in failedCleanups { report(error) }
-        return results.map { $0! }
     }
 
     /// Picks the providers a value goes to by its encoded size, and the ones whose older copy must go, and adds

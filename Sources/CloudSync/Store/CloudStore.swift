@@ -115,26 +115,32 @@ public final class CloudStore: Sendable {
 
     // MARK: Providers, availability and deadlines
 
-    /// Takes `keys`' locks for a write.
+    /// Runs `body` holding `keys`' locks for a write; they are released however it ends.
     ///
-    /// First it lets any earlier write of them that outlived its deadline return (bounded by a second deadline), so
-    /// that late call cannot land after this one. Release with `keyLocks.release(keys)`.
-    ///
-    /// Answers the (key, provider) pairs whose earlier write is still running after that wait: it may land after
-    /// anything sent now, so nothing of those keys goes to those providers; it waits in the outbox instead.
-    @discardableResult
-    func lockForWriting(_ keys: Set<StoreKey>) async -> Set<OutboxPair> {
+    /// First any earlier write of them that outlived its deadline may return (bounded by a second deadline), so that
+    /// late call cannot land after this one. `body` gets the (key, provider) pairs whose earlier write is still running
+    /// after that wait: it may land after anything sent now, so nothing of those keys may go to those providers (a
+    /// value waits in the outbox instead; a file is refused).
+    func withWriteLock<T, E: Error>(
+        _ keys: Set<StoreKey>, _ body: (_ inFlight: Set<OutboxPair>) async throws(E) -> T
+    ) async throws(E) -> T {
         await keyLocks.acquire(keys)
-        return await abandonedWrites.settle(keys, timeout: options.timeout, clock: options.clock)
+        defer { keyLocks.release(keys) }
+        let inFlight = await abandonedWrites.settle(keys, timeout: options.timeout, clock: options.clock)
+        return try await body(inFlight)
     }
 
     /// The error of a change held back from `provider` because an earlier write of `key` to it may still land: it may
     /// pass (the change waits in the outbox until that write returns).
-    static func heldBehindEarlierWrite(key: String, provider: String) -> CloudSyncError {
+    ///
+    /// A file is not queued (it could change before a retry): `file` words the error as a refusal to try again.
+    static func heldBehindEarlierWrite(key: String, provider: String, file: Bool = false) -> CloudSyncError {
         CloudSyncError(
             .timeout,
-            "an earlier write of this key to \(provider) outlived its deadline and may still land; this change waits in "
-                + "the outbox until that write returns, so the earlier one cannot overwrite it",
+            "an earlier write of this key to \(provider) outlived its deadline and may still land; "
+                + (file
+                    ? "the file was not sent, so that write cannot overwrite it; put it again once the provider answers"
+                    : "this change waits in the outbox until that write returns, so the earlier one cannot overwrite it"),
             provider: provider, key: key)
     }
 
@@ -220,8 +226,8 @@ public final class CloudStore: Sendable {
     static let probeAttempts = 3
 
     /// Asks `provider` within the deadline: a probe is idempotent, so one that hangs is asked again (on a fresh
-    /// request, which usually answers) until ``probeAttempts`` have each used their share; only then is the provider
-    /// ``UnavailableReason/timedOut``.
+    /// request, which usually answers) with the next share of the deadline, up to ``probeAttempts``; once the whole
+    /// deadline has passed the provider is ``UnavailableReason/timedOut``. Several hung probes still cost one deadline.
     private func probe(_ provider: any Provider) async -> Availability {
         guard let timeout = options.timeout else {
             do {
@@ -230,9 +236,15 @@ public final class CloudStore: Sendable {
                 return .unavailable(.other, "the availability probe failed: \(error.message)")
             }
         }
-        let share = BatchDispatcher(
-            provider: provider, timeout: timeout / Self.probeAttempts, clock: options.clock, abandoned: nil)
-        for _ in 0..<Self.probeAttempts {
+        let end = options.clock.nowMilliseconds() + timeout.milliseconds
+        var attempts = 0
+        while attempts < Self.probeAttempts {
+            let left = end - options.clock.nowMilliseconds()
+            guard left > 0 else { break }
+            attempts += 1
+            let share = BatchDispatcher(
+                provider: provider, timeout: min(timeout / Self.probeAttempts, .milliseconds(left)),
+                clock: options.clock, abandoned: nil)
             do {
                 return try await share.call { await $0.availability() }
             } catch  where error.code == .timeout {
@@ -243,8 +255,8 @@ public final class CloudStore: Sendable {
         }
         return .unavailable(
             .timedOut,
-            "the availability probe did not answer in \(Self.probeAttempts) attempts within \(timeout.milliseconds) "
-                + "ms; check that the provider is reachable, or raise the store's timeout")
+            "the availability probe did not answer in \(attempts) attempt\(attempts == 1 ? "" : "s") within "
+                + "\(timeout.milliseconds) ms; check that the provider is reachable, or raise the store's timeout")
     }
 
     /// Forgets every memoised availability answer.

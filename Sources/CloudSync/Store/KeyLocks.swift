@@ -44,11 +44,4 @@ final class KeyLocks: Sendable {
         }
         for continuation in ready { continuation.resume() }
     }
-
-    /// Runs `body` holding `keys`.
-    func withKeys<T>(_ keys: Set<StoreKey>, _ body: () async throws -> T) async rethrows -> T {
-        await acquire(keys)
-        defer { release(keys) }
-        return try await body()
-    }
 }
