@@ -225,9 +225,11 @@ public final class CloudStore: Sendable {
     /// Attempts an availability probe gets within the store's deadline, each with an equal share of it.
     static let probeAttempts = 3
 
-    /// Asks `provider` within the deadline: a probe is idempotent, so one that hangs is asked again (on a fresh
-    /// request, which usually answers) with the next share of the deadline, up to ``probeAttempts``; once the whole
-    /// deadline has passed the provider is ``UnavailableReason/timedOut``. Several hung probes still cost one deadline.
+    /// Asks `provider` within the deadline, asking again when a probe hangs.
+    ///
+    /// A probe is idempotent, so one that hangs is asked again (on a fresh request, which usually answers) with the
+    /// next share of the deadline, up to ``probeAttempts``; once the whole deadline has passed the provider is
+    /// ``UnavailableReason/timedOut``. Several hung probes still cost one deadline.
     private func probe(_ provider: any Provider) async -> Availability {
         guard let timeout = options.timeout else {
             do {
