@@ -393,16 +393,37 @@ public final class S3Provider: Provider {
 
     // MARK: Batches
 
-    /// Runs `body` for every element at once (``concurrentResults(_:_:)``) and returns the results in order; throws the first failure that concerns the whole bucket.
+    /// Runs `body` for every element at once (``concurrentResults(_:_:)``) and returns the results in order.
+    ///
+    /// A failure that concerns the whole bucket (credentials, the bucket itself, the connection) is thrown for the
+    /// batch only when no request of it succeeded: once one did, each failure is its own key's, and the keys that were
+    /// written are reported written. A signature refused for one key while others signed alike were accepted says
+    /// nothing about the secret: the server read that key's path otherwise than it was signed.
     private func forEach<Element: Sendable, Value: Sendable>(
         _ elements: [Element], _ body: @escaping @Sendable (Element) async -> Result<Value, CloudSyncError>
     ) async throws(CloudSyncError) -> [Result<Value, CloudSyncError>] {
         let results = await concurrentResults(elements, body)
-        for result in results {
-            if case .failure(let error) = result, S3ErrorMapping.isBatchWide(error) {
-                throw error.attributed(provider: id).concerningNoKey()
+        let someSucceeded = results.contains { if case .success = $0 { true } else { false } }
+        if !someSucceeded {
+            for result in results {
+                if case .failure(let error) = result, S3ErrorMapping.isBatchWide(error) {
+                    throw error.attributed(provider: id).concerningNoKey()
+                }
             }
         }
-        return results.map { $0.mapError { $0.attributed(provider: self.id) } }
+        return results.map { result in
+            result.mapError { error in
+                guard someSucceeded, error.context?.serviceCode == "SignatureDoesNotMatch" else {
+                    return error.attributed(provider: self.id)
+                }
+                return error.restated(
+                    .provider,
+                    "the server refused the signature of this key's request while it accepted others of the batch "
+                        + "signed with the same credentials, so it reads this key's path otherwise than it was signed "
+                        + "(a server that resolves . or .. segments, or encodes some characters its own way); rename "
+                        + "the key, or check the server's handling of such names (HTTP 403 SignatureDoesNotMatch)"
+                ).attributed(provider: self.id)
+            }
+        }
     }
 }

@@ -255,6 +255,32 @@ enum SharedMoto {
         #expect(caught?.message.contains("test/secret+key") == false)
     }
 
+    /// A server that refuses one key's request (here its signature, as one that resolves the key's `..` segment
+    /// before checking it would) while it takes the others: that key fails alone, the written keys are reported
+    /// written, and the message does not blame the secret (the whole batch was reported failed as a wrong secret).
+    @Test func oneKeysRefusalIsThatKeysFailureNotTheBatchs() async throws {
+        let proxy = try S3Proxy(upstream: try await SharedMoto.endpoint())
+        let provider = makeProvider(endpoint: proxy.endpoint, bucket: "cloudsync-tests", prefix: "one-refused/")
+        proxy.intercept { request in
+            request.method == "PUT" && request.path.hasSuffix("/a/%2E%2E/b")
+                ? s3Error(403, "SignatureDoesNotMatch", "The request signature we calculated does not match") : nil
+        }
+        let keys = (0..<40).map { "k\($0)" } + ["a/../b"]
+        let results = try await provider.set(keys.map { KeyValue($0, "v") })
+        #expect(results.dropLast().allSatisfy { (try? $0.get()) != nil })
+        guard case .failure(let refused) = results.last else {
+            Issue.record("the refused key was reported written")
+            return
+        }
+        #expect(refused.code == .provider && refused.key == "a/../b", "\(refused)")
+        #expect(refused.message.contains("reads this key's path otherwise than it was signed"), "\(refused.message)")
+        #expect(!refused.message.contains("secret access key"))
+        #expect(try await provider.get(["k0", "k39"]).map { try $0.get() } == ["v", "v"])
+        // Refused alone, with nothing else in the batch, it is the credentials' failure as before.
+        let alone = await #expect(throws: CloudSyncError.self) { try await provider.set([KeyValue("a/../b", "v")]) }
+        #expect(alone?.code == .notSignedIn)
+    }
+
     @Test func perKeyErrorsOfDeleteObjectsLandInTheirSlots() async throws {
         let proxy = try S3Proxy(upstream: try await SharedMoto.endpoint())
         let provider = makeProvider(endpoint: proxy.endpoint, bucket: "cloudsync-tests", prefix: "per-key/")
