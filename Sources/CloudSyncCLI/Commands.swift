@@ -187,7 +187,7 @@ enum Commands {
             ),
             (.queued, "every job succeeded but writes wait in the outbox for a provider that could not take them"),
             (.usage, "the command line or the pipeline file was wrong; nothing was done"),
-            (.locked, "another run of the same pipeline is in progress (without --join)"),
+            (.locked, "another run of the same pipeline is in progress (without --join, or under another --run-id)"),
             (.interrupted, "interrupted (SIGINT or SIGTERM); the report says how far it got"),
         ])
 

@@ -10,8 +10,8 @@ import Testing
     init() throws { executable = try ProcessRunner.builtProduct("cloudsync") }
 
     static let runUsage =
-        "cloudsync run FILE [--job NAME]... [--no-needs] [--dry-run] [--report PATH|-] [--yes] [--force] [--read-unchanged] [--join] [--quiet] [--progress auto|always|never] "
-        + "[--verbose]"
+        "cloudsync run FILE [--job NAME]... [--no-needs] [--dry-run] [--report PATH|-] [--yes] [--force] [--read-unchanged] [--join] "
+        + "[--join-wait DURATION] [--run-id ID] [--quiet] [--progress auto|always|never] [--verbose]"
 
     @Test(arguments: [["run", "--help"], ["run", "-h"], ["help", "run"], ["run", "x.yaml", "--bogus", "-h"]])
     func subcommandHelpDescribesThatSubcommand(_ arguments: [String]) async throws {
@@ -31,7 +31,7 @@ import Testing
             "  -h, --help              Show this help and exit.", "EXIT CODES:",
             "  3    every job succeeded but "
                 + "writes wait in the outbox for a provider that could not take them",
-            "  75   another run of the same pipeline is in progress (without --join)",
+            "  75   another run of the same pipeline is in progress (without --join, or under another --run-id)",
         ] {
             #expect(lines.contains(line), "run --help lacks \(line)")
         }
