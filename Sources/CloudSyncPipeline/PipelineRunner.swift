@@ -36,6 +36,8 @@ public struct RunOptions: Sendable {
     public var runID: String?
     /// Raised when the task running ``PipelineRunner/run()`` is cancelled; jobs stop at their next batch boundary.
     var interrupt = InterruptFlag()
+    /// The run's clock (the store's deadlines, memoised availability, report times): the system's, or a test's.
+    var clock: any StoreClock = SystemClock()
     /// Told, in words for people, what each job did as it ends.
     public var onJobFinished: (@Sendable (RunReport.Job) -> Void)?
     /// Told how far the running job is: its name, keys done, and the total when known.
@@ -142,7 +144,7 @@ public struct PipelineRunner: Sendable {
     /// join; it tries to start again (and finds the run finished) up to twice.
     private func runJobs(attempt: Int = 0) async throws(RunRefusal) -> RunOutcome {
         let spec = compiled.spec
-        let clock = SystemClock()
+        let clock = options.clock
         let started = clock.nowMilliseconds()
         // A dry run keeps an id of its own: its record must not stand for the named run it rehearses.
         let runID = (options.dryRun ? nil : options.runID) ?? "\(spec.name)-\(started)-\(getpid())"
