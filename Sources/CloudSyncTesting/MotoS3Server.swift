@@ -1,7 +1,9 @@
 import Foundation
 import Synchronization
 
-/// moto's S3 server on 127.0.0.1 and a free port, with some buckets made, in a child process.
+/// moto's S3 server on 127.0.0.1 and a free port, with some buckets made, in a child process; or nanio's
+/// (``startNanio(repository:accessKey:secretKey:buckets:)``), a second S3 implementation that, unlike moto, checks
+/// every request's signature, started through the same protocol by `scripts/nanio_s3.py`.
 ///
 /// It runs `scripts/moto_s3.py` with the Python environment `scripts/python-env.sh` makes in `.build/pyenv`, and
 /// exits when its standard input closes: at ``stop()``, or when this object goes away. The one way the tests and the benchmarks start it, so each can tell a missing environment from a failed start.
@@ -35,13 +37,30 @@ public final class MotoS3Server: @unchecked Sendable {
     ///   - niceness: when given, moto runs under `nice -n` that much (so a test driving many processes keeps the
     ///     server from taking their time).
     /// - Throws: ``Unavailable`` when `.build/pyenv` is missing or moto prints no port; what `Process.run()` throws.
-    public init(repository: String, buckets: [String], niceness: Int? = nil) throws {
+    public convenience init(repository: String, buckets: [String], niceness: Int? = nil) throws {
+        try self.init(repository: repository, script: "moto_s3.py", arguments: buckets, niceness: niceness)
+    }
+
+    /// Starts nanio with `buckets` made, accepting requests signed with `accessKey` and `secretKey`, waiting for it
+    /// on a thread of its own.
+    public static func startNanio(repository: String, accessKey: String, secretKey: String, buckets: [String])
+        async throws -> MotoS3Server
+    {
+        try await offPool {
+            try MotoS3Server(
+                repository: repository, script: "nanio_s3.py", arguments: [accessKey, secretKey] + buckets,
+                niceness: nil)
+        }
+    }
+
+    /// Runs `scripts/SCRIPT ARGUMENTS...`, which prints its port once it listens and serves until its input closes.
+    private init(repository: String, script name: String, arguments: [String], niceness: Int?) throws {
         let python = repository + "/.build/pyenv/bin/python3"
         guard FileManager.default.isExecutableFile(atPath: python) else {
             throw Unavailable(
                 description: "the Python test environment is missing: run scripts/python-env.sh (make test does)")
         }
-        let script = [python, repository + "/scripts/moto_s3.py"] + buckets
+        let script = [python, repository + "/scripts/" + name] + arguments
         process = Process()
         if let niceness {
             process.executableURL = URL(fileURLWithPath: "/usr/bin/nice")
@@ -66,7 +85,8 @@ public final class MotoS3Server: @unchecked Sendable {
             process.terminate()
             process.waitUntilExit()
             throw Unavailable(
-                description: "moto did not start (it printed \"\(printed)\"); scripts/python-env.sh installs it")
+                description:
+                    "\(name) did not start (it printed \"\(printed)\"); scripts/python-env.sh installs its server")
         }
         self.port = port
     }
