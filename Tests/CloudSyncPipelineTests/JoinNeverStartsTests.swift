@@ -104,4 +104,38 @@ import Testing
         #expect(outcomes.allSatisfy { $0.status == .ok })
         #expect(try PipelineHistory.runs(of: pipeline, limit: 10).count == 1)
     }
+
+    /// With the state in a directory too, a named run that finished is not run again, and a dry run under a name does
+    /// not stand for the run it rehearses.
+    @Test func aNamedRunWithItsStateInADirectoryRunsOnce() async throws {
+        let directory = try TemporaryDirectory()
+        func compiled(_ items: String) throws -> CompiledPipeline {
+            let text = """
+                version: 1
+                name: named
+                providers:
+                  from: { type: memory, items: { \(items) } }
+                  to: { type: sqlite, path: data/to.db, create: true }
+                store: { providers: [to] }
+                jobs:
+                  - { type: migrate, name: copy, from: from, to: to }
+                """
+            let spec = try PipelineLoader.load(
+                source: text, file: "p.yaml", directory: directory.path, registry: BuiltInProviders.registry,
+                environment: [:])
+            return try PipelineCompiler.compile(spec, environment: [:])
+        }
+        let first = try await run(try compiled("a: '1'"), id: "cron-1")
+        #expect(first.status == .ok && first.report.runId == "cron-1")
+        let again = try await run(try compiled("a: '1'"), id: "cron-1")
+        #expect(again.alreadyFinished?.id == "cron-1" && again.report.jobs.isEmpty)
+        // A dry run under the name rehearses it without standing for it.
+        var rehearsal = RunOptions()
+        rehearsal.runID = "cron-2"
+        rehearsal.dryRun = true
+        let dry = try await PipelineRunner(try compiled("a: '1'"), options: rehearsal).run()
+        #expect(dry.report.runId != "cron-2" && dry.alreadyFinished == nil)
+        let real = try await run(try compiled("a: '1'"), id: "cron-2")
+        #expect(real.alreadyFinished == nil && real.report.jobs.first?.status == .ok)
+    }
 }
