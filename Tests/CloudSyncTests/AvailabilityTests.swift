@@ -56,11 +56,11 @@ private final class Unavailable: ForwardingProvider {
         #expect(error?.code == .config)
     }
 
-    /// Lets each of a probe's three attempts use its share of the 5 s deadline.
+    /// Lets a probe's two attempts use their shares of the 5 s deadline: two thirds, then the rest.
     private func expireProbeAttempts(of stuck: FaultInjectingProvider) async throws {
-        for attempt in 1...3 {
+        for (attempt, share) in [(1, 3_334), (2, 1_666)] {
             try await waitUntil { stuck.calls(.isAvailable) == attempt && clock.sleeperCount == 1 }
-            clock.advance(by: .seconds(5) / 3)
+            clock.advance(by: .milliseconds(share))
         }
     }
 
@@ -72,10 +72,10 @@ private final class Unavailable: ForwardingProvider {
         try await expireProbeAttempts(of: stuck)
         let availability = try await answer.value
         #expect(availability.reason == .timedOut)
-        #expect(availability.description.contains("did not answer in 3 attempts within 5000 ms"))
+        #expect(availability.description.contains("did not answer in 2 attempts within 5000 ms"))
         // The timed-out answer is memoised like any other: asking again does not wait again.
         #expect(try await store.availability(of: "cloudKit").reason == .timedOut)
-        #expect(stuck.calls(.isAvailable) == 3)
+        #expect(stuck.calls(.isAvailable) == 2)
     }
 
     /// A probe is idempotent: one that hangs (a request lost on a dead connection) is asked again within the
@@ -87,7 +87,7 @@ private final class Unavailable: ForwardingProvider {
         let answer = Task { try await store.availability(of: "googleDrive") }
         try await waitUntil { stuck.isHanging(.isAvailable) && clock.sleeperCount == 1 }
         stuck.hang(.isAvailable, nil)
-        clock.advance(by: .seconds(5) / 3)
+        clock.advance(by: .milliseconds(3_334))
         #expect(try await answer.value == .available)
         #expect(stuck.calls(.isAvailable) == 2)
     }
@@ -105,7 +105,7 @@ private final class Unavailable: ForwardingProvider {
         let message = try #require(error?.message)
         #expect(
             message.hasPrefix(
-                "none of the configured providers is available: cloudKit (timedOut: the availability probe did not answer in 3 attempts"
+                "none of the configured providers is available: cloudKit (timedOut: the availability probe did not answer in 2 attempts"
             ))
         #expect(message.contains("; googleDrive (signedOut: sign in to Google Drive); check that each"))
         // Reads say the same, from the memoised answers.

@@ -222,14 +222,16 @@ public final class CloudStore: Sendable {
         return answers
     }
 
-    /// Attempts an availability probe gets within the store's deadline, each with an equal share of it.
-    static let probeAttempts = 3
+    /// Attempts an availability probe gets within the store's deadline: the first two thirds of it, the second the
+    /// rest.
+    static let probeAttempts = 2
 
     /// Asks `provider` within the deadline, asking again when a probe hangs.
     ///
-    /// A probe is idempotent, so one that hangs is asked again (on a fresh request, which usually answers) with the
-    /// next share of the deadline, up to ``probeAttempts``; once the whole deadline has passed the provider is
-    /// ``UnavailableReason/timedOut``. Several hung probes still cost one deadline.
+    /// A probe is idempotent, so one that hangs (a request lost on a dead connection) is asked again on a fresh
+    /// request, which usually answers at once. The first attempt keeps two thirds of the deadline, so a provider that
+    /// is slow but answering (a token refreshed on the way) is not cut short; once the whole deadline has passed the
+    /// provider is ``UnavailableReason/timedOut``. Several hung probes still cost one deadline.
     private func probe(_ provider: any Provider) async -> Availability {
         guard let timeout = options.timeout else {
             do {
@@ -245,7 +247,7 @@ public final class CloudStore: Sendable {
             guard left > 0 else { break }
             attempts += 1
             let share = BatchDispatcher(
-                provider: provider, timeout: min(timeout / Self.probeAttempts, .milliseconds(left)),
+                provider: provider, timeout: min(timeout * 2 / 3, .milliseconds(left)),
                 clock: options.clock, abandoned: nil)
             do {
                 return try await share.call { await $0.availability() }
