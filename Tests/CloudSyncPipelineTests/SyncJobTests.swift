@@ -26,6 +26,9 @@ struct SwitchableProviderFactory: ProviderFactory {
         /// Nonzero: after this many writes the provider answers unavailable, and a manual clock moves past the
         /// store's memoised availability, so the next page asks again.
         var leavesAfterWrites: Int64
+        /// Nonzero: before its read of this number, another writer changes every key the read asks for that the
+        /// provider holds, as a process beside the run would.
+        var editedBeforeRead: Int64
     }
 
     var type: String { "switchable" }
@@ -46,6 +49,9 @@ struct SwitchableProviderFactory: ProviderFactory {
             ProviderField(
                 "leavesAfterWrites", .integer(minimum: 0, unit: ""), defaultValue: "0",
                 summary: "writes after which it answers unavailable (0: never)"),
+            ProviderField(
+                "editedBeforeRead", .integer(minimum: 0, unit: ""), defaultValue: "0",
+                summary: "the read before which another writer changes the keys it asks for (0: none)"),
         ]
     }
 
@@ -54,7 +60,8 @@ struct SwitchableProviderFactory: ProviderFactory {
             path: values.text("path") ?? "", down: values.boolean("down") ?? false,
             reversed: values.boolean("reversed") ?? false, refuses: values.text("refuses") ?? "",
             unreadable: values.boolean("unreadable") ?? false, schedule: values.integer("schedule") ?? 0,
-            listPages: values.integer("listPages") ?? 0, leavesAfterWrites: values.integer("leavesAfterWrites") ?? 0)
+            listPages: values.integer("listPages") ?? 0, leavesAfterWrites: values.integer("leavesAfterWrites") ?? 0,
+            editedBeforeRead: values.integer("editedBeforeRead") ?? 0)
     }
 
     func capabilities(of configuration: Configuration) -> ProviderCapabilities {
@@ -73,7 +80,9 @@ struct SwitchableProviderFactory: ProviderFactory {
                 : SeededScheduler(seed: UInt64(configuration.schedule) &+ UInt64(context.providerID.utf8.count)),
             listingFails: configuration.listPages == 0 ? nil : ListingFailure(after: Int(configuration.listPages)),
             leaves: configuration.leavesAfterWrites == 0
-                ? nil : Departure(afterWrites: Int(configuration.leavesAfterWrites), clock: context.clock))
+                ? nil : Departure(afterWrites: Int(configuration.leavesAfterWrites), clock: context.clock),
+            outsideWriter: configuration.editedBeforeRead == 0
+                ? nil : OutsideWriter(beforeRead: Int(configuration.editedBeforeRead)))
     }
 }
 
@@ -88,6 +97,7 @@ struct SwitchableProvider: ForwardingProvider {
     let scheduler: SeededScheduler?
     let listingFails: ListingFailure?
     let leaves: Departure?
+    let outsideWriter: OutsideWriter?
 
     var capabilities: ProviderCapabilities {
         var capabilities = wrapped.capabilities
@@ -114,6 +124,10 @@ struct SwitchableProvider: ForwardingProvider {
         try await scheduled {
             if down { throw CloudSyncError(.offline, "switched off", provider: id) }
             if unreadable { throw CloudSyncError(.provider, "the test refuses every read", provider: id) }
+            if outsideWriter?.isDue() == true {
+                let held = zip(keys, try await wrapped.get(keys)).filter { (try? $0.1.get()) != nil }.map(\.0)
+                _ = try await wrapped.set(held.map { KeyValue($0, "changed outside the run") })
+            }
             return try await wrapped.get(keys)
         }
     }
@@ -166,6 +180,22 @@ final class ListingFailure: Sendable {
         }
         if page > after {
             throw CloudSyncError(.provider, "the test's listing fails past page \(after)", provider: provider)
+        }
+    }
+}
+
+/// Another writer that lands just before one numbered read of the provider.
+final class OutsideWriter: Sendable {
+    private let reads = Mutex(0)
+    let beforeRead: Int
+
+    init(beforeRead: Int) { self.beforeRead = beforeRead }
+
+    /// Counts a read; true for the one the writer lands before.
+    func isDue() -> Bool {
+        reads.withLock {
+            $0 += 1
+            return $0 == beforeRead
         }
     }
 }
@@ -226,6 +256,8 @@ struct SyncBench {
     var listPages = 0
     /// Providers that answer unavailable after this many writes (`leavesAfterWrites`).
     var leaves: [String: Int] = [:]
+    /// Providers another writer changes just before their read of this number (`editedBeforeRead`).
+    var editedBeforeRead: [String: Int] = [:]
     /// The run's clock; nil for the system's.
     var clock: ManualClock?
     /// Where the pipeline keeps its state: nil for the directory default.
@@ -240,7 +272,7 @@ struct SyncBench {
 
     var source: String {
         let lines = providers.map {
-            "  \($0): { type: switchable, path: data/\($0).db, down: \(down.contains($0)), reversed: \(reversed.contains($0)), refuses: '\(refuses[$0] ?? "")', unreadable: \(unreadable.contains($0)), schedule: \(schedule), listPages: \(listPages), leavesAfterWrites: \(leaves[$0] ?? 0) }"
+            "  \($0): { type: switchable, path: data/\($0).db, down: \(down.contains($0)), reversed: \(reversed.contains($0)), refuses: '\(refuses[$0] ?? "")', unreadable: \(unreadable.contains($0)), schedule: \(schedule), listPages: \(listPages), leavesAfterWrites: \(leaves[$0] ?? 0), editedBeforeRead: \(editedBeforeRead[$0] ?? 0) }"
         }
         let source = """
             version: 1
@@ -563,6 +595,26 @@ struct SyncBench {
         let next = try await bench.run()
         #expect(next.status == .ok && next.sync?.unlisted == [])
         #expect(try await bench.contents("b") == bench.contents("a"))
+    }
+
+    /// A copy another writer changes between the merge (which found the key deleted elsewhere and unchanged here)
+    /// and the deletion step is not removed, and the report counts it held back instead of saying nothing; the next
+    /// run sees the edit beat the deletion.
+    @Test func aCopyChangedBetweenTheMergeAndTheDeletionIsHeldBackAndSaidSo() async throws {
+        var bench = try SyncBench()
+        try await bench.edit("a", ["k1": "1", "k2": "2", "k3": "3", "k4": "4"])
+        _ = try await bench.run()
+        try await bench.edit("a", ["k1": nil])
+        // b's first read is the merge's; before its second, the deletion step's, another writer edits k1 there.
+        bench.editedBeforeRead = ["b": 2]
+        let job = try await bench.run()
+        #expect(job.status == .ok)
+        #expect(job.counts["deleted"] == 0 && job.counts["heldBack"] == 1, "\(job.counts)")
+        #expect(try await bench.contents("b")["k1"] == "changed outside the run")
+        bench.editedBeforeRead = [:]
+        let next = try await bench.run()
+        #expect(next.counts["conflicts"] == 1 && next.counts["repaired"] == 1, "\(next.counts)")
+        #expect(try await bench.contents("a")["k1"] == "changed outside the run")
     }
 
     /// Random sets and removes on random providers between runs (one provider sometimes down), each run compared with

@@ -534,7 +534,9 @@ final class SyncRun {
                 after = last.key
                 let result = try await context.store.maintenance.removeUnchanged(items, among: ids, unknown: unknown)
                 report.add(result.removed.count, to: SyncJob.deleted)
-                report.add(result.heldBack, to: SyncJob.heldBack)
+                // A copy changed since the merge found the key deleted elsewhere is held back too: not removed, and
+                // seen again by the next run.
+                report.add(result.heldBack + result.changedSince, to: SyncJob.heldBack)
                 report.add(result.queued, to: SyncJob.queued)
                 report.add(result.failed.count, to: SyncJob.failed)
                 report.record(result.failed)
