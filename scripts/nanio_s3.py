@@ -8,6 +8,7 @@ Makes the buckets in a temporary data directory, prints the port on one line onc
 its standard input closes (the test that started it exited), so it never outlives its parent.
 """
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -22,6 +23,9 @@ def free_port():
 
 
 def main():
+    # A test process may start this with signals blocked (its thread's mask is inherited): nanio, started below,
+    # would never see the SIGTERM that stops it.
+    signal.pthread_sigmask(signal.SIG_SETMASK, [])
     access_key, secret_key, buckets = sys.argv[1], sys.argv[2], sys.argv[3:]
     with tempfile.TemporaryDirectory(prefix="nanio-") as data:
         for bucket in buckets:
@@ -46,7 +50,11 @@ def main():
             sys.stdin.read()
         finally:
             server.terminate()
-            server.wait()
+            try:
+                server.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                server.kill()
+                server.wait()
 
 
 if __name__ == "__main__":
