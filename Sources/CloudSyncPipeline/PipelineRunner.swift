@@ -195,7 +195,10 @@ public struct PipelineRunner: Sendable {
             !finished.dryRun, finished.status == .ok || finished.status == .queued
         {
             await session.close()
-            return alreadyFinished(finished, runID: named, started: started, clock: clock)
+            // Nothing ran, and no report is written: the finished run's stands.
+            return RunOutcome(
+                report: reportOfNoJobs(runID: named, status: .ok, started: started, clock: clock), reportPath: nil,
+                alreadyFinished: finished)
         }
         let store = session.store
 
@@ -300,14 +303,10 @@ public struct PipelineRunner: Sendable {
         _ reason: CloudSyncError, runID: String, started: Int64, clock: any StoreClock, reportOnly: Bool
     ) throws(RunRefusal) -> RunOutcome {
         let spec = compiled.spec
-        let finished = clock.nowMilliseconds()
-        var report = RunReport(
-            pipeline: spec.name, runId: runID, status: .error, dryRun: options.dryRun, startedAt: iso8601(started),
-            finishedAt: iso8601(finished), durationMs: finished - started,
+        let report = reportOfNoJobs(
+            runID: runID, status: .error, started: started, clock: clock,
             jobs: JobGraph(spec.jobs).selected(options.jobNames, withNeeds: options.runNeeds).map(
-                RunReport.Job.init(skipped:)),
-            outbox: RunReport.Outbox(pendingBefore: 0, drained: 0, dropped: [:], pendingAfter: 0), providers: [])
-        report.error = RunReport.Failure(key: "", provider: nil, code: reason.code.rawValue, message: reason.message)
+                RunReport.Job.init(skipped:)), failure: reason)
         let writer = ReportWriter(
             spec: spec, override: options.reportPath, reportOnly: options.dryRun || reportOnly)
         do throws(CloudSyncError) {
@@ -319,16 +318,20 @@ public struct PipelineRunner: Sendable {
 }
 
 extension PipelineRunner {
-    /// The outcome of a named run that had already finished its work: nothing ran, and no report is written (the
-    /// finished run's stands).
-    func alreadyFinished(_ finished: StateDatabase.Run, runID: String, started: Int64, clock: any StoreClock)
-        -> RunOutcome
-    {
-        let now = clock.nowMilliseconds()
-        let report = RunReport(
-            pipeline: compiled.spec.name, runId: runID, status: .ok, dryRun: false, startedAt: iso8601(started),
-            finishedAt: iso8601(now), durationMs: now - started, jobs: [],
+    /// The report of a run whose jobs did not run in this process (it could not start, a joiner's, a named run
+    /// already finished): `jobs` as given, no outbox or provider figures, and `failure` as its error.
+    func reportOfNoJobs(
+        runID: String, status: RunStatus, started: Int64, clock: any StoreClock, jobs: [RunReport.Job] = [],
+        failure: CloudSyncError? = nil
+    ) -> RunReport {
+        let finished = clock.nowMilliseconds()
+        var report = RunReport(
+            pipeline: compiled.spec.name, runId: runID, status: status, dryRun: options.dryRun,
+            startedAt: iso8601(started), finishedAt: iso8601(finished), durationMs: finished - started, jobs: jobs,
             outbox: RunReport.Outbox(pendingBefore: 0, drained: 0, dropped: [:], pendingAfter: 0), providers: [])
-        return RunOutcome(report: report, reportPath: nil, alreadyFinished: finished)
+        report.error = failure.map {
+            RunReport.Failure(key: "", provider: nil, code: $0.code.rawValue, message: $0.message)
+        }
+        return report
     }
 }

@@ -281,15 +281,9 @@ extension PipelineRunner {
     private func joinOutcome(
         _ joined: JoinedRun, runID: String, failure: CloudSyncError?, _ started: Int64, _ clock: any StoreClock
     ) -> RunOutcome {
-        let finished = clock.nowMilliseconds()
-        var report = RunReport(
-            pipeline: compiled.spec.name, runId: runID,
-            status: failure != nil ? .error : options.interrupt.isRaised ? .interrupted : .ok, dryRun: false,
-            startedAt: iso8601(started), finishedAt: iso8601(finished), durationMs: finished - started, jobs: [],
-            outbox: RunReport.Outbox(pendingBefore: 0, drained: 0, dropped: [:], pendingAfter: 0), providers: [])
-        report.error = failure.map {
-            RunReport.Failure(key: "", provider: nil, code: $0.code.rawValue, message: $0.message)
-        }
+        let report = reportOfNoJobs(
+            runID: runID, status: failure != nil ? .error : options.interrupt.isRaised ? .interrupted : .ok,
+            started: started, clock: clock, failure: failure)
         return RunOutcome(report: report, reportPath: nil, joined: joined)
     }
 }
