@@ -41,8 +41,8 @@ enum Commands {
             + "to join. Needs the state in PostgreSQL.")
     static let runJoinWait = OptionSpec.option(
         "join-wait", value: "DURATION", default: "0",
-        help: "With --join, wait this long for a run to start when none is under way: seconds, or with s, m or h "
-            + "(90, 90s, 5m).")
+        help: "With --join, wait this long (at most a day) for a run to start when none is under way: whole seconds, "
+            + "or a duration as pipeline files write them (90, 90s, 5m, 1h30m).")
     static let runID = OptionSpec.option(
         "run-id", value: "ID",
         help: "Name the run (a scheduler's job id): runners given the same id join the one that started instead of "

@@ -16,12 +16,14 @@ extension CommandLineTool {
         options.readUnchanged = parsed.flag(Commands.runReadUnchanged)
         options.join = parsed.flag(Commands.runJoin)
         if let text = parsed.value(Commands.runJoinWait) {
-            guard let wait = Self.duration(text) else {
+            // Whole seconds, or a duration as a pipeline file writes one; at most a day.
+            let milliseconds = text.allSatisfy { $0.isASCII && $0.isNumber } ? Int64(text).map { $0 * 1000 } : nil
+            guard let wait = milliseconds ?? DurationText.milliseconds(text), wait <= 86_400_000 else {
                 return usageError(
-                    "--join-wait wants a duration: whole seconds, or a number with s, m or h (90, 90s, 5m); found "
-                        + "'\(text)'", Commands.run)
+                    "--join-wait wants a duration of at most a day: whole seconds, or as a pipeline file writes one "
+                        + "(90, 90s, 5m, 1h30m); found '\(text)'", Commands.run)
             }
-            options.joinWait = wait
+            options.joinWait = .milliseconds(wait)
         }
         if let id = parsed.value(Commands.runID) {
             guard !id.isEmpty, id.count <= 200, id.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F })
@@ -143,7 +145,9 @@ extension CommandLineTool {
         if let joined = outcome.joined, joined.run == nil {
             if !quiet {
                 let which = options.runID.map { "run \($0)" } ?? "run"
-                let waited = options.joinWait > .zero ? " after waiting \(Self.describe(options.joinWait))" : ""
+                let waited =
+                    options.joinWait > .zero
+                    ? " after waiting " + DurationText.format(milliseconds: options.joinWait.milliseconds) : ""
                 standardError("nothing to join: no \(which) of \(compiled.spec.name) is under way\(waited)\n")
             }
             return .success
@@ -254,20 +258,4 @@ func progressLine(_ job: String, _ done: Int, _ total: Int?, elapsed: Duration) 
         + String(format: "%.1f s elapsed", seconds)
     if let total, rate > 0, done < total { line += String(format: ", ETA %.1f s", Double(total - done) / rate) }
     return line
-}
-
-extension CommandLineTool {
-    /// A duration given as whole seconds, or a whole number with `s`, `m` or `h`; nil for anything else (or over a
-    /// day).
-    static func duration(_ text: String) -> Duration? {
-        let units: [Character: Int64] = ["s": 1, "m": 60, "h": 3_600]
-        let (digits, unit) = text.last.flatMap { units[$0] }.map { (text.dropLast(), $0) } ?? (Substring(text), 1)
-        guard !digits.isEmpty, digits.allSatisfy({ $0.isASCII && $0.isNumber }), let number = Int64(digits),
-            number <= 86_400 / unit
-        else { return nil }
-        return .seconds(number * unit)
-    }
-
-    /// `duration` in whole seconds, for messages.
-    static func describe(_ duration: Duration) -> String { "\(duration.components.seconds) s" }
 }
