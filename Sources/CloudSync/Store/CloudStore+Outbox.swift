@@ -134,10 +134,13 @@ extension CloudStore {
     ///
     /// Empty without an outbox.
     public func pendingWrites() -> [PendingWrite] {
-        (options.outbox?.pending ?? []).map { entry in
-            let provider = try? self.provider(withID: entry.provider)
+        // The providers looked up once, not per entry (a closed store has none: values stay undecoded).
+        let providers = Dictionary(
+            ((try? configuredProviders()).map { $0 + attachedProviders() } ?? []).map { ($0.id, $0) },
+            uniquingKeysWith: { first, _ in first })
+        return (options.outbox?.pending ?? []).map { entry in
             let value = entry.encodedValue.flatMap { encoded -> String? in
-                guard let provider else { return nil }
+                guard let provider = providers[entry.provider] else { return nil }
                 return try? decode(encoded, key: entry.key, from: provider)
             }
             return PendingWrite(entry: entry, value: value)
