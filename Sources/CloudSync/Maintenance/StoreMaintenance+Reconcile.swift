@@ -97,21 +97,10 @@ extension StoreMaintenance {
                 .set, outcomes.map { ($0.key, $0.value) }, generation: generation, key: { unique[$0] },
                 encoded: { item, provider in encodedByItem[item]?[provider] ?? nil })
             for ((item, results), queuedFlags) in zip(outcomes, queuedFlags) {
-                let key = unique[item]
-                var wrote = false
-                for (outcome, queued) in zip(results, queuedFlags) {
-                    switch outcome.result {
-                    case .success:
-                        wrote = true
-                    case .failure(let error):
-                        if queued {
-                            result.queued += 1
-                        } else {
-                            result.failed.append(KeyFailure(key: key, error: error))
-                        }
-                    }
-                }
-                if wrote { result.repaired += 1 }
+                let tally = Self.tally(results, queued: queuedFlags, key: unique[item])
+                result.queued += tally.queued
+                result.failed += tally.failed
+                if tally.landed { result.repaired += 1 }
             }
             return result
         }

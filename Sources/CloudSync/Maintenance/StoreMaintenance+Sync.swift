@@ -385,25 +385,12 @@ extension StoreMaintenance {
                     return low < deliveries.count && deliveries[low].item == item ? deliveries[low].encoded : nil
                 })
             for ((item, results), queuedFlags) in zip(delivered, queuedFlags) {
-                let key = items[item].key
-                var wrote = false
-                var complete = true
-                for (outcome, queued) in zip(results, queuedFlags) {
-                    switch outcome.result {
-                    case .success:
-                        wrote = true
-                    case .failure(let error):
-                        complete = false
-                        if queued {
-                            result.queued += 1
-                        } else {
-                            result.failed.append(KeyFailure(key: key, error: error))
-                        }
-                    }
-                }
-                if wrote { result.repaired += 1 }
+                let tally = Self.tally(results, queued: queuedFlags, key: items[item].key)
+                result.queued += tally.queued
+                result.failed += tally.failed
+                if tally.landed { result.repaired += 1 }
                 // A write that did not land leaves the old row: the next sync sees the same changes again.
-                if complete, !keepRow.contains(item), let row = planned[item] { record(item, row) }
+                if tally.complete, !keepRow.contains(item), let row = planned[item] { record(item, row) }
             }
             result.snapshot.sort { StoreKey.bytesPrecede($0.key, $1.key) }
             return result
@@ -499,20 +486,10 @@ extension StoreMaintenance {
                 .remove, removable.map { ($0, outcomes[$0] ?? []) }, generation: generation, key: { items[$0].key })
             for (item, queuedFlags) in zip(removable, queuedFlags) {
                 let key = items[item].key
-                var complete = true
-                for (outcome, queued) in zip(outcomes[item] ?? [], queuedFlags) {
-                    switch outcome.result {
-                    case .success: break
-                    case .failure(let error):
-                        complete = false
-                        if queued {
-                            result.queued += 1
-                        } else {
-                            result.failed.append(KeyFailure(key: key, error: error))
-                        }
-                    }
-                }
-                if complete { result.removed.append(key) }
+                let tally = Self.tally(outcomes[item] ?? [], queued: queuedFlags, key: key)
+                result.queued += tally.queued
+                result.failed += tally.failed
+                if tally.complete { result.removed.append(key) }
             }
             return result
         }
