@@ -56,7 +56,7 @@ public final class CloudKitProvider: Provider {
         ProviderCapabilities(
             maxValueBytes: recordMaxBytes, tier: .record, keyRules: KeyRule.cloudKitRecordName,
             batchLimit: CloudKitBridge.maxOperationsPerRequest, canList: true, reportsQuota: false,
-            emitsAccountEvents: true)
+            emitsAccountEvents: true, conditionalWrites: true)
     }
 
     var zoneDescription: String {
@@ -157,6 +157,11 @@ public final class CloudKitProvider: Provider {
 
     /// `records/lookup`, 200 keys a request; nil for a record that does not exist.
     public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
+        try await getVersioned(keys).map { read in read.map { $0?.value } }
+    }
+
+    /// ``get(_:)`` with each record's `recordChangeTag`, the tag listings give and conditional changes name.
+    public func getVersioned(_ keys: [String]) async throws -> [Result<VersionedValue?, CloudSyncError>] {
         try ensureOpen()
         let found: [Result<CloudKitRecord?, CloudKitError>]
         do {
@@ -189,7 +194,7 @@ public final class CloudKitProvider: Provider {
                                 + "\(record.recordType)); it was not written by CloudSync",
                             provider: id, key: key))
                 }
-                return .success(value)
+                return .success(VersionedValue(value, version: record.recordChangeTag))
             }
         }
     }
@@ -197,15 +202,36 @@ public final class CloudKitProvider: Provider {
     /// `records/modify` with `forceReplace`, 200 items a request; a value over `recordMaxBytes` is refused in its
     /// slot with `ERR_PAYLOAD_TOO_LARGE` and never sent.
     public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
+        try await set(items, conditions: items.map { _ in nil }).map { $0.map { _ in () } }
+    }
+
+    /// ``set(_:)`` with each write's condition checked by CloudKit.
+    ///
+    /// `create` for a key that must be absent, `replace` with the record change tag for one that must hold a version,
+    /// `forceReplace` for none. A condition that does not hold (`CONFLICT`, `EXISTS`, or `NOT_FOUND` for a record deleted since) fails with `ERR_CHANGED_SINCE_READ`.
+    /// Each success carries the saved record's new change tag.
+    public func set(_ items: [KeyValue], conditions: [WriteCondition?]) async throws
+        -> [Result<String?, CloudSyncError>]
+    {
         try ensureWritable()
         let cap = capabilities.maxValueBytes ?? Int.max
-        let fitting = items.filter { $0.value.utf8.count <= cap }
-        let operations = fitting.map { item in
-            CloudKitOperation(
-                .forceReplace,
-                CloudKitRecord(recordName: item.key, recordType: recordType, fields: [field: .string(item.value)]))
+        let fitting = items.indices.filter { items[$0].value.utf8.count <= cap }
+        let operations = fitting.map { index in
+            let item = items[index]
+            var record = CloudKitRecord(
+                recordName: item.key, recordType: recordType, fields: [field: .string(item.value)])
+            switch conditions[index] {
+            case nil: return CloudKitOperation(.forceReplace, record)
+            case .absent?: return CloudKitOperation(.create, record)
+            case .version(let tag)?:
+                record.recordChangeTag = tag
+                return CloudKitOperation(.replace, record)
+            }
         }
-        let sent = operations.isEmpty ? [] : try await run(operations, keys: fitting.map(\.key))
+        let sent =
+            operations.isEmpty
+            ? []
+            : try await run(operations, keys: fitting.map { items[$0].key }, conditions: fitting.map { conditions[$0] })
         var results = sent.makeIterator()
         return items.map { item in
             guard item.value.utf8.count <= cap else {
@@ -216,22 +242,57 @@ public final class CloudKitProvider: Provider {
                             + "(recordMaxBytes); list a larger provider after it",
                         provider: id, key: item.key))
             }
-            return results.next() ?? .failure(CloudSyncError(.provider, "no result", provider: id, key: item.key))
+            return results.next().map { $0.map { $0?.recordChangeTag } }
+                ?? .failure(CloudSyncError(.provider, "no result", provider: id, key: item.key))
         }
     }
 
     /// `records/modify` with `forceDelete`, 200 keys a request; removing a missing key succeeds.
     public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
-        try ensureWritable()
-        let operations = keys.map {
-            CloudKitOperation(.forceDelete, CloudKitRecord(recordName: $0, recordType: recordType))
-        }
-        return try await run(operations, keys: keys, missingIsFine: true)
+        try await remove(keys, conditions: keys.map { _ in nil })
     }
 
-    private func run(_ operations: [CloudKitOperation], keys: [String], missingIsFine: Bool = false)
-        async throws(CloudSyncError) -> [Result<Void, CloudSyncError>]
+    /// ``remove(_:)`` with each removal's condition: `delete` with the record change tag for a key that must hold a
+    /// version (`CONFLICT` fails it with `ERR_CHANGED_SINCE_READ`; a record already gone is removed), `forceDelete`
+    /// for none; a key that must be absent is looked up, and fails that way if it exists.
+    public func remove(_ keys: [String], conditions: [WriteCondition?]) async throws
+        -> [Result<Void, CloudSyncError>]
     {
+        try ensureWritable()
+        var results = [Result<Void, CloudSyncError>?](repeating: nil, count: keys.count)
+        // Removing a key on the condition that it is absent changes nothing either way: only whether it is, is asked.
+        let mustBeAbsent = keys.indices.filter { conditions[$0] == .absent }
+        if !mustBeAbsent.isEmpty {
+            let reads = try await get(mustBeAbsent.map { keys[$0] })
+            for (index, read) in zip(mustBeAbsent, reads) {
+                results[index] = read.flatMap { stored in
+                    stored == nil ? .success(()) : .failure(WriteCondition.absent.unmet(key: keys[index], provider: id))
+                }
+            }
+        }
+        let sending = keys.indices.filter { results[$0] == nil }
+        let operations = sending.map { index in
+            var record = CloudKitRecord(recordName: keys[index], recordType: recordType)
+            guard case .version(let tag)? = conditions[index] else { return CloudKitOperation(.forceDelete, record) }
+            record.recordChangeTag = tag
+            return CloudKitOperation(.delete, record)
+        }
+        if !operations.isEmpty {
+            let sent = try await run(
+                operations, keys: sending.map { keys[$0] }, conditions: sending.map { conditions[$0] },
+                missingIsFine: true)
+            for (index, result) in zip(sending, sent) { results[index] = result.map { _ in () } }
+        }
+        return results.map { $0! }
+    }
+
+    /// Runs `operations` (one per key, sent under `conditions`); each outcome is the record as saved, nil for a delete.
+    ///
+    /// A conditional operation CloudKit refused because the record is not as the condition said fails with
+    /// `ERR_CHANGED_SINCE_READ`; with `missingIsFine`, a record that does not exist is a success (a removal).
+    private func run(
+        _ operations: [CloudKitOperation], keys: [String], conditions: [WriteCondition?], missingIsFine: Bool = false
+    ) async throws(CloudSyncError) -> [Result<CloudKitRecord?, CloudSyncError>] {
         let results: [Result<CloudKitRecord?, CloudKitError>]
         do {
             results = try await inZone(creating: true) { () async throws(CloudKitError) in
@@ -240,11 +301,18 @@ public final class CloudKitProvider: Provider {
         } catch {
             throw map(error)
         }
-        return zip(keys, results).map { key, result in
-            switch result {
-            case .success: return .success(())
-            case .failure(let error) where missingIsFine && error.serverErrorCode == "NOT_FOUND": return .success(())
-            case .failure(let error): return .failure(map(error, key: key))
+        return keys.indices.map { index in
+            let key = keys[index]
+            switch results[index] {
+            case .success(let record): return .success(record)
+            case .failure(let error) where missingIsFine && error.serverErrorCode == "NOT_FOUND": return .success(nil)
+            case .failure(let error):
+                if let condition = conditions[index],
+                    ["CONFLICT", "EXISTS", "NOT_FOUND"].contains(error.serverErrorCode ?? "")
+                {
+                    return .failure(condition.unmet(key: key, provider: id))
+                }
+                return .failure(map(error, key: key))
             }
         }
     }

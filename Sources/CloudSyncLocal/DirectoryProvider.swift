@@ -141,7 +141,7 @@ public final class DirectoryProvider: Provider {
     public static func capabilities(maxValueBytes: Int?) -> ProviderCapabilities {
         ProviderCapabilities(
             maxValueBytes: maxValueBytes, tier: .file, keyRules: [.maxUTF8Bytes(maxKeyBytes)], batchLimit: 1000,
-            canList: true, reportsQuota: true, listsInKeyOrder: true, cursorIsKey: true)
+            canList: true, reportsQuota: true, listsInKeyOrder: true, cursorIsKey: true, conditionalWrites: true)
     }
 
     /// The longest key, in UTF-8 bytes, as S3 allows: escaped (up to three bytes each) and cut into pieces, its path
@@ -268,6 +268,11 @@ public final class DirectoryProvider: Provider {
     }
 
     private func read(_ key: String) -> Result<String?, CloudSyncError> {
+        readWithStatus(key).map { $0?.value }
+    }
+
+    /// `key`'s value with the status of the file it was read from (for its version tag); nil when it has no file.
+    func readWithStatus(_ key: String) -> Result<(value: String, status: stat)?, CloudSyncError> {
         let opened: (descriptor: Int32, path: String, info: stat)
         switch openForReading(key) {
         case .failure(let error): return .failure(error)
@@ -318,7 +323,7 @@ public final class DirectoryProvider: Provider {
             return .failure(
                 CloudSyncError(.decode, "\(path) does not hold UTF-8 text; values are strings", provider: id, key: key))
         }
-        return .success(value)
+        return .success((value, info))
     }
 
     /// Opens `key`'s file for reading: its descriptor, path and status; nil when the key has no file, and a failure
@@ -371,16 +376,49 @@ public final class DirectoryProvider: Provider {
         return results
     }
 
+    /// ``set(_:)``, each value put in place only if its condition (if any) holds for the file it replaces, checked
+    /// under the directory's lock (see ``withDirectoryLock(_:_:)``); each success carries the new file's version tag.
+    public func set(_ items: [KeyValue], conditions: [WriteCondition?]) async throws
+        -> [Result<String?, CloudSyncError>]
+    {
+        try ensureOpen()
+        let results = try await LocalFiles.offload { [self] in writeBatch(items, conditions: conditions) }
+        metrics.recordWrite(items, results.map { $0.map { _ in () } })
+        return results
+    }
+
+    /// ``get(_:)`` with each file's version tag as it was read: the listing's tag, given even for a file changed
+    /// within the listing's racy window.
+    public func getVersioned(_ keys: [String]) async throws -> [Result<VersionedValue?, CloudSyncError>] {
+        try ensureOpen()
+        let results = try await LocalFiles.offload { [self] in
+            LocalFiles.concurrentMap(keys.count, width: Self.readWidth(forKeys: keys.count)) { [self] index in
+                readWithStatus(keys[index]).map { read in
+                    read.map { VersionedValue($0.value, version: FileVersion(exactly: $0.status).tag) }
+                }
+            }
+        }
+        metrics.recordRequest(bytesRead: results.reduce(0) { $0 + ((try? $1.get())??.value.utf8.count ?? 0) })
+        return results
+    }
+
     /// Files a batch holds open at once (two descriptors each): 1,000 at once would pass a service's default 1,024.
     static let stagedAtOnce = 256
 
     private func writeBatch(_ items: [KeyValue]) -> [Result<Void, CloudSyncError>] {
-        var outcome = [Result<Void, CloudSyncError>](repeating: .success(()), count: items.count)
+        writeBatch(items, conditions: nil).map { $0.map { _ in () } }
+    }
+
+    /// Writes `items` as ``set(_:)`` does, each only if its condition (if any) holds when its file is put in place;
+    /// with `conditions`, each success carries the new file's version tag.
+    func writeBatch(_ items: [KeyValue], conditions: [WriteCondition?]?) -> [Result<String?, CloudSyncError>] {
+        var outcome = [Result<String?, CloudSyncError>](repeating: .success(nil), count: items.count)
         // Paths are bytes too: a set of `String`s would merge directories whose names are canonically equivalent.
         var touched = Set<StoreKey>()
         for start in stride(from: 0, to: items.count, by: Self.stagedAtOnce) {
             writeStaged(
-                items, start..<min(start + Self.stagedAtOnce, items.count), outcome: &outcome, touched: &touched)
+                items, start..<min(start + Self.stagedAtOnce, items.count), conditions: conditions, outcome: &outcome,
+                touched: &touched)
         }
         LocalFiles.syncDirectories(touched.map(\.string))
         return outcome
@@ -388,8 +426,8 @@ public final class DirectoryProvider: Provider {
 
     /// Stages `range` of `items`, makes the files durable, and names each; the directories to sync go to `touched`.
     private func writeStaged(
-        _ items: [KeyValue], _ range: Range<Int>, outcome: inout [Result<Void, CloudSyncError>],
-        touched: inout Set<StoreKey>
+        _ items: [KeyValue], _ range: Range<Int>, conditions: [WriteCondition?]?,
+        outcome: inout [Result<String?, CloudSyncError>], touched: inout Set<StoreKey>
     ) {
         let stagings = LocalFiles.concurrentMap(range.count, width: 4) { [self] offset in
             stage(items[range.lowerBound + offset])
@@ -413,7 +451,11 @@ public final class DirectoryProvider: Provider {
                 outcome[index] = .failure(failure("write", file.temporary ?? file.target, code, key: file.key))
                 continue
             }
-            if let error = putInPlace(file) {
+            if let conditions {
+                let placed = putInPlace(file, condition: conditions[index])
+                outcome[index] = placed
+                guard case .success = placed else { continue }
+            } else if let error = putInPlace(file) {
                 outcome[index] = .failure(error)
                 continue
             }
@@ -428,7 +470,58 @@ public final class DirectoryProvider: Provider {
     ///
     /// Names are relative to the directory's descriptor, and a rename replaces whatever has the key's name (a planted
     /// link included) rather than following it.
+    ///
+    /// It holds the directory's lock meanwhile (``withDirectoryLock(_:_:)``), so a conditional write or removal of
+    /// this provider, in this process or another, never checks a file that is being replaced.
     func putInPlace(_ file: DirectoryStagedFile) -> CloudSyncError? {
+        withDirectoryLock(file.directoryDescriptor) { placeLocked(file) }
+    }
+
+    /// Puts `file` in place if `condition` (if any) holds for the file it replaces, checked under the directory's
+    /// lock.
+    ///
+    /// Answers the new file's version tag. A condition that does not hold removes the staged file.
+    func putInPlace(_ file: DirectoryStagedFile, condition: WriteCondition?) -> Result<String?, CloudSyncError> {
+        withDirectoryLock(file.directoryDescriptor) {
+            if let condition {
+                switch currentTag(of: file.name, in: file.directoryDescriptor, path: file.target, key: file.key) {
+                case .failure(let error): return .failure(error)
+                case .success(let tag):
+                    guard condition.holds(forTag: tag) else {
+                        if let temporary = file.temporary { unlinkat(file.directoryDescriptor, temporary, 0) }
+                        return .failure(condition.unmet(key: file.key, provider: id))
+                    }
+                }
+            }
+            if let error = placeLocked(file) { return .failure(error) }
+            var status = stat()
+            guard fstat(file.descriptor, &status) == 0 else { return .success(nil) }
+            return .success(FileVersion(exactly: status).tag)
+        }
+    }
+
+    /// The version tag of the file `name` in `directory` now; nil when there is none.
+    func currentTag(of name: String, in directory: Int32, path: String, key: String) -> Result<String?, CloudSyncError>
+    {
+        var status = stat()
+        guard fstatat(directory, name, &status, AT_SYMLINK_NOFOLLOW) == 0 else {
+            return errno == ENOENT ? .success(nil) : .failure(failure("read the status of", path, errno, key: key))
+        }
+        guard status.st_mode & S_IFMT == S_IFREG else { return .failure(notOurs(path, what: "a file", key: key)) }
+        return .success(FileVersion(exactly: status).tag)
+    }
+
+    /// Runs `body` holding an exclusive `flock` on the directory `descriptor` opens.
+    ///
+    /// Writes and removals of this provider, in any process, take it to change a file there, so a conditional one
+    /// checks and changes with nobody of them in between. Programs other than CloudSync take no such lock.
+    func withDirectoryLock<T>(_ descriptor: Int32, _ body: () -> T) -> T {
+        while flock(descriptor, LOCK_EX) != 0 && errno == EINTR {}
+        defer { flock(descriptor, LOCK_UN) }
+        return body()
+    }
+
+    private func placeLocked(_ file: DirectoryStagedFile) -> CloudSyncError? {
         let directory = file.directoryDescriptor
         var temporary = file.temporary
         if temporary == nil {
@@ -517,11 +610,20 @@ public final class DirectoryProvider: Provider {
     ///
     /// Throws `ERR_CLOSED` after ``close()``.
     public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
+        try await remove(keys, conditions: keys.map { _ in nil })
+    }
+
+    /// Deletes each key's file if its condition (if any) holds for the file there, checked under the directory's lock.
+    ///
+    /// See ``withDirectoryLock(_:_:)``. A key with no file succeeds. Throws `ERR_CLOSED` after ``close()``.
+    public func remove(_ keys: [String], conditions: [WriteCondition?]) async throws
+        -> [Result<Void, CloudSyncError>]
+    {
         try ensureOpen()
         metrics.recordRequest()
         return try await LocalFiles.offload { [self] in
             var touched = Set<StoreKey>()
-            let results = keys.map { key -> Result<Void, CloudSyncError> in
+            let results = zip(keys, conditions).map { key, condition -> Result<Void, CloudSyncError> in
                 let components = FileNameMapping.components(of: FileNameMapping.encode(key))
                 var created: [String] = []
                 let parent: (descriptor: Int32, path: String)
@@ -531,13 +633,27 @@ public final class DirectoryProvider: Provider {
                 case .success(let opened?): parent = opened
                 }
                 defer { Glibc.close(parent.descriptor) }
-                // unlinkat removes a link itself, never what it points to.
-                guard unlinkat(parent.descriptor, components.last!, 0) == 0 else {
-                    let path = parent.path + "/" + components.last!
-                    return errno == ENOENT ? .success(()) : .failure(failure("remove", path, errno, key: key))
+                let name = components.last!
+                let path = parent.path + "/" + name
+                let removed = withDirectoryLock(parent.descriptor) { () -> Result<Void, CloudSyncError> in
+                    if let condition {
+                        switch currentTag(of: name, in: parent.descriptor, path: path, key: key) {
+                        case .failure(let error): return .failure(error)
+                        case .success(nil): return .success(())
+                        case .success(let tag?):
+                            guard condition.holds(forTag: tag) else {
+                                return .failure(condition.unmet(key: key, provider: id))
+                            }
+                        }
+                    }
+                    // unlinkat removes a link itself, never what it points to.
+                    guard unlinkat(parent.descriptor, name, 0) == 0 else {
+                        return errno == ENOENT ? .success(()) : .failure(failure("remove", path, errno, key: key))
+                    }
+                    touched.insert(StoreKey(parent.path))
+                    return .success(())
                 }
-                touched.insert(StoreKey(parent.path))
-                return .success(())
+                return removed
             }
             LocalFiles.syncDirectories(touched.map(\.string))
             return results

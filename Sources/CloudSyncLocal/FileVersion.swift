@@ -28,6 +28,15 @@ struct FileVersion {
         modified = Int64(status.st_mtim.tv_sec) * 1_000_000_000 + Int64(status.st_mtim.tv_nsec)
     }
 
+    /// The version of the file `status` describes, however recently it changed: what a conditional write compares
+    /// under the directory's lock, where a write of this provider (a new file renamed in) always changes the inode.
+    init(exactly status: stat) {
+        changed = Int64(status.st_ctim.tv_sec) * 1_000_000_000 + Int64(status.st_ctim.tv_nsec)
+        inode = UInt64(status.st_ino)
+        size = Int64(status.st_size)
+        modified = Int64(status.st_mtim.tv_sec) * 1_000_000_000 + Int64(status.st_mtim.tv_nsec)
+    }
+
     /// The tag a listing gives.
     var tag: String {
         "file:\(String(inode, radix: 16)):\(String(size, radix: 16)):\(String(modified, radix: 16))"

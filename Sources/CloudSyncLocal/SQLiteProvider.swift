@@ -210,7 +210,7 @@ public final class SQLiteProvider: Provider {
     public static func capabilities(maxValueBytes: Int?) -> ProviderCapabilities {
         ProviderCapabilities(
             maxValueBytes: maxValueBytes, tier: .file, batchLimit: 1000, canList: true, reportsQuota: true,
-            listsInKeyOrder: true, cursorIsKey: true, tagsAreValueDigests: true)
+            listsInKeyOrder: true, cursorIsKey: true, tagsAreValueDigests: true, conditionalWrites: true)
     }
 
     /// Available until ``close()``, then `closed`; an open database is always available.
@@ -333,20 +333,59 @@ public final class SQLiteProvider: Provider {
         return results
     }
 
-    private func writeValues(_ items: [KeyValue], now: Int64, maxBytes: Int64?) async throws
-        -> [Result<Void, CloudSyncError>]
+    /// Stores each value whose condition holds, checked in the transaction that writes it, positionally.
+    ///
+    /// No other connection, in this process or another, writes in between. Each success carries the value's digest,
+    /// its version tag. Throws like ``set(_:)``.
+    public func set(_ items: [KeyValue], conditions: [WriteCondition?]) async throws
+        -> [Result<String?, CloudSyncError>]
     {
+        let now = clock.nowMilliseconds()
+        let results: [Result<Void, CloudSyncError>]
+        do {
+            results = try await writeValues(items, conditions: conditions, now: now, maxBytes: maxBytes)
+        } catch {
+            metrics.recordFailedWrite()
+            throw error
+        }
+        metrics.recordWrite(items, results)
+        return zip(items, results).map { item, result in result.map { SyncFingerprint.digest(of: item.value) } }
+    }
+
+    private func writeValues(
+        _ items: [KeyValue], conditions: [WriteCondition?]? = nil, now: Int64, maxBytes: Int64?
+    ) async throws -> [Result<Void, CloudSyncError>] {
         try await write { [id] db in
-            let results: [Result<Void, CloudSyncError>]
+            var unmet: [Int: CloudSyncError] = [:]
+            if let conditions {
+                for (index, condition) in conditions.enumerated() {
+                    guard let condition, !(try Self.holds(condition, for: items[index].key, db)) else { continue }
+                    unmet[index] = condition.unmet(key: items[index].key, provider: id)
+                }
+            }
+            let passing = unmet.isEmpty ? items : items.indices.filter { unmet[$0] == nil }.map { items[$0] }
+            var written: [Result<Void, CloudSyncError>]
             if let maxBytes {
-                results = try Self.upsertWithinQuota(items, now: now, maxBytes: maxBytes, db, provider: id)
+                written = try Self.upsertWithinQuota(passing, now: now, maxBytes: maxBytes, db, provider: id)
             } else {
-                try Self.upsert(items, now: now, db)
-                results = Array(repeating: .success(()), count: items.count)
+                try Self.upsert(passing, now: now, db)
+                written = Array(repeating: .success(()), count: passing.count)
             }
             try Self.pruneChangeLog(db)
-            return results
+            guard !unmet.isEmpty else { return written }
+            var outcomes = written.makeIterator()
+            return items.indices.map { unmet[$0].map { .failure($0) } ?? outcomes.next()! }
         }
+    }
+
+    /// Whether `key`'s row meets `condition` now (a version is its value's digest).
+    private static func holds(_ condition: WriteCondition, for key: String, _ db: SQLiteConnection) throws -> Bool {
+        condition.holds(for: try storedValue(of: key, db), version: SyncFingerprint.digest(of:))
+    }
+
+    private static func storedValue(of key: String, _ db: SQLiteConnection) throws -> String? {
+        let select = try db.cachedStatement("SELECT value FROM kv WHERE key = ?")
+        return try select.withText(key, at: 1) { try select.step() ? select.string(0) : nil }
     }
 
     /// Writes every item: a hundred rows per statement, in order (a key given twice is inserted, then updated, as
@@ -431,10 +470,24 @@ public final class SQLiteProvider: Provider {
     ///
     /// Throws like ``set(_:)``; a throw removes nothing.
     public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
+        try await remove(keys, conditions: keys.map { _ in nil })
+    }
+
+    /// Removes each key whose condition holds, checked in the transaction that removes it, positionally.
+    ///
+    /// A key not stored succeeds whatever its condition. Throws like ``set(_:)``.
+    public func remove(_ keys: [String], conditions: [WriteCondition?]) async throws
+        -> [Result<Void, CloudSyncError>]
+    {
         metrics.recordRequest()
-        return try await write { db in
+        return try await write { [id] db in
             let delete = try db.cachedStatement("DELETE FROM kv WHERE key = ?")
-            let results = try keys.map { key -> Result<Void, CloudSyncError> in
+            let results = try zip(keys, conditions).map { key, condition -> Result<Void, CloudSyncError> in
+                if let condition, let stored = try Self.storedValue(of: key, db),
+                    !condition.holds(for: stored, version: SyncFingerprint.digest(of:))
+                {
+                    return .failure(condition.unmet(key: key, provider: id))
+                }
                 try delete.withText(key, at: 1) { try delete.run() }
                 return .success(())
             }

@@ -80,7 +80,7 @@ public final class S3Provider: Provider {
         ProviderCapabilities(
             tier: .file, keyRules: [.maxUTF8Bytes(maxObjectKeyBytes - prefix.utf8.count)], batchLimit: batchLimit,
             canList: true, reportsQuota: false, listsInKeyOrder: true, cursorIsKey: true,
-            requestsAtOnce: requestsAtOnce)
+            requestsAtOnce: requestsAtOnce, conditionalWrites: true)
     }
 
     func ensureOpen() throws(CloudSyncError) {
@@ -148,7 +148,26 @@ public final class S3Provider: Provider {
         }
     }
 
+    /// `GetObject` for each key, several at once, each value with its `ETag`, the tag listings give and `If-Match`
+    /// names.
+    public func getVersioned(_ keys: [String]) async throws -> [Result<VersionedValue?, CloudSyncError>] {
+        try ensureOpen()
+        return try await forEach(keys) { key async -> Result<VersionedValue?, CloudSyncError> in
+            do throws(CloudSyncError) {
+                return .success(try await self.getOne(key, versioned: true).map { VersionedValue($0, version: $1) })
+            } catch {
+                return .failure(error)
+            }
+        }
+    }
+
     private func getOne(_ key: String) async throws(CloudSyncError) -> String? {
+        try await getOne(key, versioned: false)?.value
+    }
+
+    private func getOne(_ key: String, versioned: Bool) async throws(CloudSyncError)
+        -> (value: String, version: String?)?
+    {
         let request = HTTPRequest(method: .get, url: location.url(objectKey: objectKey(key)))
         let response = try await client.send(request, key: key)
         // Only S3's own word means absent: a 404 page of something that is not S3 (a wrong endpoint) is an error.
@@ -161,7 +180,7 @@ public final class S3Provider: Provider {
                     + "are strings, so it was not written by CloudSync",
                 provider: id, key: key)
         }
-        return value
+        return (value, versioned ? response.headers["ETag"] : nil)
     }
 
     // MARK: Set
@@ -169,39 +188,87 @@ public final class S3Provider: Provider {
     /// `PutObject` (with `Content-MD5`) for each item, several at once; a multipart upload for a value over
     /// ``multipartThreshold`` bytes.
     public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
+        try await set(items, conditions: items.map { _ in nil }).map { $0.map { _ in () } }
+    }
+
+    /// ``set(_:)`` with each write's condition sent along (`If-Match: <ETag>`, or `If-None-Match: *` for an absent
+    /// key) so S3 checks it as the object is stored; each success carries the `ETag` S3 answered.
+    ///
+    /// A condition that does not hold (`412 PreconditionFailed`), or a concurrent conditional write of the same
+    /// object (`409 ConditionalRequestConflict`), fails the key with `ERR_CHANGED_SINCE_READ`.
+    public func set(_ items: [KeyValue], conditions: [WriteCondition?]) async throws
+        -> [Result<String?, CloudSyncError>]
+    {
         try ensureWritable()
-        return try await forEach(items) { item async -> Result<Void, CloudSyncError> in
+        let work = zip(items, conditions).map { ($0, $1) }
+        return try await forEach(work) { item, condition async -> Result<String?, CloudSyncError> in
             do throws(CloudSyncError) {
                 let body = Data(item.value.utf8)
                 if body.count > Self.multipartThreshold {
                     let parts = (body.count + Self.partSize - 1) / Self.partSize
-                    try await self.putMultipart(item.key, partCount: parts, atOnce: parts) { number in
-                        let start = (number - 1) * Self.partSize
-                        return Data(body[start..<min(start + Self.partSize, body.count)])
-                    }
-                } else {
-                    try await self.putOne(item.key, body)
+                    return .success(
+                        try await self.putMultipart(item.key, partCount: parts, atOnce: parts, condition: condition) {
+                            number in
+                            let start = (number - 1) * Self.partSize
+                            return Data(body[start..<min(start + Self.partSize, body.count)])
+                        })
                 }
-                return .success(())
+                return .success(try await self.putOne(item.key, body, condition: condition))
             } catch {
                 return .failure(error)
             }
         }
     }
 
-    private func putOne(_ key: String, _ body: Data) async throws(CloudSyncError) {
+    private func putOne(_ key: String, _ body: Data, condition: WriteCondition? = nil) async throws(CloudSyncError)
+        -> String?
+    {
+        var headers: HTTPHeaders = ["Content-Type": "application/octet-stream", "Content-MD5": MD5.contentMD5(body)]
+        Self.add(condition, to: &headers)
         let request = HTTPRequest(
-            method: .put, url: location.url(objectKey: objectKey(key)),
-            headers: ["Content-Type": "application/octet-stream", "Content-MD5": MD5.contentMD5(body)], body: body)
-        _ = try await client.sendExpectingSuccess(request, key: key)
+            method: .put, url: location.url(objectKey: objectKey(key)), headers: headers, body: body)
+        let response = try await client.send(request, key: key)
+        do throws(CloudSyncError) {
+            try unmet(condition, response, key: key)
+        } catch {
+            // A retried PUT whose first attempt landed finds its own object: that is this write's success.
+            let ownETag = "\"" + MD5.hash(body).map { String(format: "%02x", $0) }.joined() + "\""
+            let now = try await client.send(HTTPRequest(method: .head, url: request.url), key: key)
+            if now.isSuccess, now.headers["ETag"] == ownETag { return ownETag }
+            throw error
+        }
+        guard response.isSuccess else { throw client.failure(response, request, key: key) }
+        return response.headers["ETag"]
+    }
+
+    /// The request headers that make S3 check `condition` when the object is written or deleted.
+    static func add(_ condition: WriteCondition?, to headers: inout HTTPHeaders) {
+        switch condition {
+        case .absent?: headers["If-None-Match"] = "*"
+        case .version(let etag)?: headers["If-Match"] = etag
+        case nil: break
+        }
+    }
+
+    /// Throws `ERR_CHANGED_SINCE_READ` for S3's answers that a condition did not hold: `412 PreconditionFailed`,
+    /// and `409 ConditionalRequestConflict` (another conditional write of the object was under way).
+    func unmet(_ condition: WriteCondition?, _ response: HTTPResponse, key: String) throws(CloudSyncError) {
+        guard let condition else { return }
+        let code = S3ErrorBody(response.body).code
+        if response.status == 412 || (response.status == 409 && code == "ConditionalRequestConflict") {
+            throw condition.unmet(key: key, provider: id)
+        }
     }
 
     /// Uploads `partCount` parts, each the bytes `part` gives for its number (from 1), `atOnce` of them at a time,
     /// then completes the upload; any failure aborts it so no parts are left behind to pay for.
+    ///
+    /// A `condition` is sent with the completion, where S3 checks it; the answer is the object's new `ETag`.
+    @discardableResult
     func putMultipart(
-        _ key: String, partCount: Int, atOnce: Int,
+        _ key: String, partCount: Int, atOnce: Int, condition: WriteCondition? = nil,
         part: @escaping @Sendable (Int) throws(CloudSyncError) -> Data
-    ) async throws(CloudSyncError) {
+    ) async throws(CloudSyncError) -> String? {
         let object = objectKey(key)
         let create = HTTPRequest(
             method: .post, url: location.url(objectKey: object, query: "uploads"),
@@ -233,19 +300,24 @@ public final class S3Provider: Provider {
                 parts +=
                     "<Part><PartNumber>\(index + 1)</PartNumber><ETag>\(XMLElement.escape(try etag.get()))</ETag></Part>"
             }
+            var headers: HTTPHeaders = ["Content-Type": "application/xml"]
+            Self.add(condition, to: &headers)
             let complete = HTTPRequest(
-                method: .post, url: location.url(objectKey: object, query: upload),
-                headers: ["Content-Type": "application/xml"],
+                method: .post, url: location.url(objectKey: object, query: upload), headers: headers,
                 body: Data(
                     (#"<?xml version="1.0" encoding="UTF-8"?><CompleteMultipartUpload xmlns="http://s3.amazonaws.com/doc/2006-03-01/">"#
                         + parts + "</CompleteMultipartUpload>").utf8), isRetrySafe: true)
-            let completed = try await client.sendExpectingSuccess(complete, key: key)
+            let completed = try await client.send(complete, key: key)
+            try unmet(condition, completed, key: key)
+            guard completed.isSuccess else { throw client.failure(completed, complete, key: key) }
             // CompleteMultipartUpload may fail after its 200 status line, with an <Error> body.
-            if XMLElement.parse(completed.body)?.name == "Error" {
+            let answer = XMLElement.parse(completed.body)
+            if answer?.name == "Error" {
                 var failed = completed
                 failed.status = 500
                 throw client.failure(failed, complete, key: key)
             }
+            return answer?.text(of: "ETag") ?? completed.headers["ETag"]
         } catch {
             let abort = HTTPRequest(method: .delete, url: location.url(objectKey: object, query: upload))
             _ = try? await client.send(abort, key: key)
@@ -284,6 +356,55 @@ public final class S3Provider: Provider {
     }
 
     // MARK: Remove
+
+    /// ``remove(_:)`` for the unconditional keys, and one `DeleteObject` with `If-Match` for each conditional one,
+    /// several at once: a key whose `ETag` changed (`412`) fails with `ERR_CHANGED_SINCE_READ`, one already gone
+    /// (`404`) is removed.
+    public func remove(_ keys: [String], conditions: [WriteCondition?]) async throws
+        -> [Result<Void, CloudSyncError>]
+    {
+        try ensureWritable()
+        let conditional = keys.indices.filter { conditions[$0] != nil }
+        guard !conditional.isEmpty else { return try await remove(keys) }
+        let plain = keys.indices.filter { conditions[$0] == nil }
+        var results = [Result<Void, CloudSyncError>?](repeating: nil, count: keys.count)
+        for (index, result) in zip(plain, try await remove(plain.map { keys[$0] })) { results[index] = result }
+        // One `DeleteObject` a key, with `If-Match`: the condition S3 documents for deletes and moto checks.
+        let work = conditional.map { (keys[$0], conditions[$0]!) }
+        let answers = try await forEach(work) { key, condition async -> Result<Void, CloudSyncError> in
+            do throws(CloudSyncError) {
+                try await self.deleteOne(key, condition: condition)
+                return .success(())
+            } catch {
+                return .failure(error)
+            }
+        }
+        for (index, result) in zip(conditional, answers) { results[index] = result }
+        return results.map { $0! }
+    }
+
+    /// Deletes one object if it still meets `condition`; a missing object is removed already.
+    private func deleteOne(_ key: String, condition: WriteCondition) async throws(CloudSyncError) {
+        let url = location.url(objectKey: objectKey(key))
+        guard case .version = condition else {
+            // S3 documents no `If-None-Match` for deletes: removing a key on the condition that it is absent changes
+            // nothing either way, so only whether it is absent is asked.
+            let response = try await client.send(HTTPRequest(method: .head, url: url), key: key)
+            if response.status == 404 { return }
+            guard response.isSuccess else {
+                throw client.failure(response, HTTPRequest(method: .head, url: url), key: key)
+            }
+            throw condition.unmet(key: key, provider: id)
+        }
+        var headers: HTTPHeaders = [:]
+        Self.add(condition, to: &headers)
+        let request = HTTPRequest(method: .delete, url: url, headers: headers, isRetrySafe: true)
+        let response = try await client.send(request, key: key)
+        // `If-Match` on a key no longer there: 404, and nothing is left to remove.
+        if response.status == 404 { return }
+        try unmet(condition, response, key: key)
+        guard response.isSuccess else { throw client.failure(response, request, key: key) }
+    }
 
     /// Removes with `DeleteObjects`, 1,000 keys a request, in quiet mode, with `Content-MD5`.
     ///

@@ -207,6 +207,44 @@ public final class FaultInjectingProvider: ForwardingProvider {
         return failing.map { error in error.map { .failure($0) } ?? results.next()! }
     }
 
+    /// A condition this wrapper's capabilities do not take is refused, as a provider without them refuses it.
+    private func refusal(of condition: WriteCondition?, key: String) -> CloudSyncError? {
+        guard condition != nil, !capabilities.conditionalWrites else { return nil }
+        return CloudSyncError(
+            .unsupported, "this provider cannot make a write or removal conditional", provider: id, key: key)
+    }
+
+    /// ``get(_:)`` with the wrapped provider's version tags.
+    public func getVersioned(_ keys: [String]) async throws -> [Result<VersionedValue?, CloudSyncError>] {
+        try await enter(.get, keys: keys.count)
+        let results = try await wrapped.getVersioned(keys)
+        return zip(keys, results).map { key, result in keyError(key).map { .failure($0) } ?? result }
+    }
+
+    /// ``set(_:)`` for conditional writes: the same faults, then the wrapped provider checks the conditions.
+    public func set(_ items: [KeyValue], conditions: [WriteCondition?]) async throws
+        -> [Result<String?, CloudSyncError>]
+    {
+        try await enter(.set, keys: items.count)
+        let failing = zip(items, conditions).map { keyError($0.key) ?? refusal(of: $1, key: $0.key) }
+        let passing = items.indices.filter { failing[$0] == nil }
+        var results = try await wrapped.set(passing.map { items[$0] }, conditions: passing.map { conditions[$0] })
+            .makeIterator()
+        return failing.map { error in error.map { .failure($0) } ?? results.next()! }
+    }
+
+    /// ``remove(_:)`` for conditional removals: the same faults, then the wrapped provider checks the conditions.
+    public func remove(_ keys: [String], conditions: [WriteCondition?]) async throws
+        -> [Result<Void, CloudSyncError>]
+    {
+        try await enter(.remove, keys: keys.count)
+        let failing = zip(keys, conditions).map { keyError($0) ?? refusal(of: $1, key: $0) }
+        let passing = keys.indices.filter { failing[$0] == nil }
+        var results = try await wrapped.remove(passing.map { keys[$0] }, conditions: passing.map { conditions[$0] })
+            .makeIterator()
+        return failing.map { error in error.map { .failure($0) } ?? results.next()! }
+    }
+
     /// Counts the call, waits, hangs or throws as configured for `list`, then forwards; throws `ERR_UNSUPPORTED` when
     /// this wrapper's capabilities say it cannot list.
     public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {

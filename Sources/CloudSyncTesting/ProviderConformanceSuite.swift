@@ -199,6 +199,61 @@ public enum ProviderConformanceSuite {
             }
         ),
         (
+            "conditional writes and removals change only what their condition names",
+            { provider, failures in
+                let key = "conformance.conditional"
+                func code<T>(_ results: [Result<T, CloudSyncError>]) -> ErrorCode? {
+                    guard results.count == 1, case .failure(let error) = results[0] else { return nil }
+                    return error.code
+                }
+                func stored() async throws -> String? { values(try await provider.get([key])).first ?? nil }
+                guard provider.capabilities.conditionalWrites else {
+                    // Without the capability a condition is refused, never ignored.
+                    let refused = try await provider.set([KeyValue(key, "one")], conditions: [.absent])
+                    failures.expect(
+                        code(refused) == .unsupported, "a conditional set without conditionalWrites gave \(refused)")
+                    failures.expect(try await stored() == nil, "a refused conditional set stored its value")
+                    return
+                }
+                let created = try await provider.set([KeyValue(key, "one")], conditions: [.absent])
+                failures.expect((try? created.first?.get()) != nil, "a set on the condition absent failed: \(created)")
+                guard case .success(let read?)? = try await provider.getVersioned([key]).first,
+                    let first = read.version
+                else { return failures.expect(false, "getVersioned gave no version tag for a stored key") }
+                failures.expect(read.value == "one", "getVersioned read \(read.value), not one")
+                if provider.capabilities.canList,
+                    let listed = try await provider.listKeys(after: nil, limit: 10).versions?.first ?? nil
+                {
+                    failures.expect(listed == first, "listing tags the value \(listed), getVersioned \(first)")
+                }
+                let again = try await provider.set([KeyValue(key, "two")], conditions: [.absent])
+                failures.expect(
+                    code(again) == .changedSinceRead, "a set on the condition absent over a stored key gave \(again)")
+                let replaced = try await provider.set([KeyValue(key, "two")], conditions: [.version(first)])
+                failures.expect(
+                    (try? replaced.first?.get()) != nil, "a set on the condition of the current tag failed: \(replaced)"
+                )
+                let second = (try await provider.getVersioned([key]).first.flatMap { try? $0.get() } ?? nil)?.version
+                if case .success(let answered?)? = replaced.first {
+                    failures.expect(
+                        answered == second, "set answered the tag \(answered), a read gives \(second ?? "none")")
+                }
+                let stale = try await provider.set([KeyValue(key, "three")], conditions: [.version(first)])
+                failures.expect(code(stale) == .changedSinceRead, "a set on a stale tag gave \(stale)")
+                let staleRemoval = try await provider.remove([key], conditions: [.version(first)])
+                failures.expect(
+                    code(staleRemoval) == .changedSinceRead, "a removal on a stale tag gave \(staleRemoval)")
+                failures.expect(try await stored() == "two", "a refused conditional change changed the value")
+                if let second {
+                    let removed = try await provider.remove([key], conditions: [.version(second)])
+                    failures.expect(allSucceeded(removed), "a removal on the current tag failed: \(removed)")
+                    failures.expect(try await stored() == nil, "a removal on the current tag left the key")
+                    let gone = try await provider.remove([key], conditions: [.version(second)])
+                    failures.expect(allSucceeded(gone), "a conditional removal of a missing key failed: \(gone)")
+                }
+            }
+        ),
+        (
             "batch results are positional",
             { provider, failures in
                 _ = try await provider.set([KeyValue("conformance.a", "A"), KeyValue("conformance.b", "B")])

@@ -120,7 +120,7 @@ import Testing
         #expect(
             counts(parsed, 1) == [
                 "keys": 3, "inSync": 0, "repaired": 3, "skipped": 0, "failed": 0, "queued": 0, "deleted": 0,
-                "conflicts": 0, "heldBack": 0,
+                "conflicts": 0, "heldBack": 0, "changedSinceRead": 0,
             ])
         #expect(counts(parsed, 3) == ["checked": 3, "ok": 3, "failed": 0])
         #expect(counts(parsed, 4)["skipped"] == 3)  // already under the current key

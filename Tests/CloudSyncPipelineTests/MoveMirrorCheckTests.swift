@@ -184,7 +184,7 @@ import Testing
         try await put([refused: big], in: "src")
         let first = try await run("  - { name: go, type: move, from: src, to: dst }")
         let go = try job(first, "go")
-        #expect(go.counts == ["moved": 30, "skipped": 0, "failed": 1])
+        #expect(go.counts == ["moved": 30, "skipped": 0, "changedSinceRead": 0, "failed": 1])
         #expect(go.failures.map(\.key) == [refused])
         #expect(go.status == .failed)
         try await expect("dst", holds: items)
@@ -194,7 +194,7 @@ import Testing
         try await put(["late": "moved twice?"], in: "src")
         try await put(["late": "moved twice?"], in: "dst")
         let rerun = try await run("  - { name: go, type: move, from: src, to: dst, keys: late }")
-        #expect(try job(rerun, "go").counts == ["moved": 1, "skipped": 0, "failed": 0])
+        #expect(try job(rerun, "go").counts == ["moved": 1, "skipped": 0, "changedSinceRead": 0, "failed": 0])
         #expect(written(rerun, "dst") == 0, "the rerun found the copy equal and wrote nothing")
         #expect(try await contents("src")[StoreKey("late")] == nil)
     }
@@ -207,7 +207,10 @@ import Testing
         let first = try await run("  - { name: backup, type: mirror, from: src, to: dst }")
         #expect(
             try job(first, "backup").counts
-                == ["copied": 20, "updated": 0, "deleted": 0, "unchanged": 0, "failed": 0, "heldBack": 0])
+                == [
+                    "copied": 20, "updated": 0, "deleted": 0, "unchanged": 0, "failed": 0, "heldBack": 0,
+                    "changedSinceRead": 0,
+                ])
         try await expect("dst", holds: items)
 
         let again = try await run("  - { name: backup, type: mirror, from: src, to: dst }")
@@ -232,7 +235,10 @@ import Testing
         let mirrored = try await run("  - { name: backup, type: mirror, from: src, to: dst }")
         #expect(
             try job(mirrored, "backup").counts
-                == ["copied": 0, "updated": 2, "deleted": 2, "unchanged": 17, "failed": 0, "heldBack": 0])
+                == [
+                    "copied": 0, "updated": 2, "deleted": 2, "unchanged": 17, "failed": 0, "heldBack": 0,
+                    "changedSinceRead": 0,
+                ])
         var expected = items
         expected["k3"] = nil
         expected["k4"] = "edited at the source"

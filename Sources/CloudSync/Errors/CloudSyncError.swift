@@ -58,12 +58,17 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     public static let tooManyDeletes = ErrorCode(rawValue: "ERR_TOO_MANY_DELETES")
     /// A job did not run because a job it needs (`needs:`) did not end `ok`; fix that one, then run again.
     public static let needsNotMet = ErrorCode(rawValue: "ERR_NEEDS_NOT_MET")
+    /// A conditional write or removal found the key changed since it was read (another writer landed in between), so
+    /// it changed nothing and left the other writer's value; the next run sees the new value.
+    ///
+    /// Not retryable: sending the same change again would overwrite what the condition protects.
+    public static let changedSinceRead = ErrorCode(rawValue: "ERR_CHANGED_SINCE_READ")
 
     /// Every code the library produces, in documentation order.
     public static let all: [ErrorCode] = [
         .timeout, .offline, .rateLimited, .accountUnavailable, .server, .notSignedIn, .quotaExceeded,
         .payloadTooLarge, .invalidKey, .containerMisconfigured, .decode, .encode, .noProvider, .unsupported,
-        .provider, .cancelled, .locked, .closed, .config, .tooManyDeletes, .needsNotMet,
+        .provider, .cancelled, .locked, .closed, .config, .tooManyDeletes, .needsNotMet, .changedSinceRead,
     ]
 
     /// Whether trying the same operation again later may succeed without anyone doing anything.

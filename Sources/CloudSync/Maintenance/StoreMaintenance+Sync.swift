@@ -80,6 +80,9 @@ public struct SyncRemoveResult: Sendable {
     public var removed: [String] = []
     /// Keys changed again since they were found deleted, left for the next sync.
     public var changedSince = 0
+    /// Keys a provider found changed by another writer between this sync's read and its removal there (a conditional
+    /// removal that did not hold): left as that writer left them there, for the next sync.
+    public var changedSinceRead = 0
     /// Keys left alone because a provider that held them could not be reached now; the next sync sees them again.
     public var heldBack = 0
     /// (key, provider) removes that failed for a reason that may pass and wait in the outbox.
@@ -446,7 +449,7 @@ extension StoreMaintenance {
         let locked = keys.keySet()
         return try await store.withWriteLock(locked) { inFlight async throws(CloudSyncError) -> SyncRemoveResult in
             let generation = store.options.outbox?.generation
-            let reads = await store.readEverywhere(keys, from: providers)
+            let reads = await store.readEverywhereVersioned(keys, from: providers)
             var result = SyncRemoveResult()
             var removes = [[CloudStore.Delivery]](repeating: [], count: providers.count)
             var removable: [Int] = []
@@ -465,7 +468,7 @@ extension StoreMaintenance {
                     switch reads[index][item] {
                     case .success(.some(let stored)):
                         holders.append(index)
-                        if SyncFingerprint.digest(of: stored) != baseline?[provider.id] { unchanged = false }
+                        if SyncFingerprint.digest(of: stored.value) != baseline?[provider.id] { unchanged = false }
                     case .success(.none): break
                     case .failure(let error): failure = failure ?? error
                     }
@@ -477,7 +480,11 @@ extension StoreMaintenance {
                 } else {
                     removable.append(item)
                     for index in holders {
-                        removes[index].append(CloudStore.Delivery(item: item, key: entry.key, encoded: nil))
+                        // Removed only as read: a value another writer lands meanwhile stays.
+                        removes[index].append(
+                            CloudStore.Delivery(
+                                item: item, key: entry.key, encoded: nil,
+                                condition: store.condition(after: reads[index][item], on: providers[index])))
                     }
                 }
             }
@@ -489,6 +496,7 @@ extension StoreMaintenance {
                 let tally = Self.tally(outcomes[item] ?? [], queued: queuedFlags, key: key)
                 result.queued += tally.queued
                 result.failed += tally.failed
+                if tally.changedSinceRead { result.changedSinceRead += 1 }
                 if tally.complete { result.removed.append(key) }
             }
             return result

@@ -349,15 +349,19 @@ public struct StoreMaintenance: Sendable {
     }
 
     /// One key's delivery outcomes, each beside whether its failure now waits in the outbox, tallied: whether any
-    /// delivery landed and whether every one did, the failures that wait in the outbox, and the others (the key's).
+    /// delivery landed and whether every one did, the failures that wait in the outbox, whether a conditional one
+    /// found the key changed by another writer (`ERR_CHANGED_SINCE_READ`, not a failure), and the others (the key's).
     static func tally(
         _ outcomes: [(provider: String, result: Result<Void, CloudSyncError>)], queued flags: [Bool], key: String
-    ) -> (landed: Bool, complete: Bool, queued: Int, failed: [KeyFailure]) {
-        var tally = (landed: false, complete: true, queued: 0, failed: [KeyFailure]())
+    ) -> (landed: Bool, complete: Bool, queued: Int, changedSinceRead: Bool, failed: [KeyFailure]) {
+        var tally = (landed: false, complete: true, queued: 0, changedSinceRead: false, failed: [KeyFailure]())
         for (outcome, isQueued) in zip(outcomes, flags) {
             switch outcome.result {
             case .success:
                 tally.landed = true
+            case .failure(let error) where error.code == .changedSinceRead:
+                tally.complete = false
+                tally.changedSinceRead = true
             case .failure(let error):
                 tally.complete = false
                 if isQueued { tally.queued += 1 } else { tally.failed.append(KeyFailure(key: key, error: error)) }

@@ -3,6 +3,10 @@
 /// Metering, fault injection and dry runs are built on it. Adopt it, implement the calls the wrapper changes, and the
 /// rest — availability, listing, quota, account and remote-change events, `clearCaches()`, `close()` — reach the
 /// wrapped provider unchanged; a wrapper written against ``Provider`` alone would silently drop the events.
+///
+/// A wrapper that changes ``Provider/set(_:)`` or ``Provider/remove(_:)`` (a dry run that writes nothing) changes
+/// ``Provider/set(_:conditions:)`` and ``Provider/remove(_:conditions:)`` the same way: the store sends its
+/// conditional writes and removals there, and by default they go straight to the wrapped provider.
 public protocol ForwardingProvider: Provider {
     /// The provider every call not implemented by the wrapper goes to.
     var wrapped: any Provider { get }
@@ -23,6 +27,22 @@ extension ForwardingProvider {
     public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
         try await wrapped.remove(keys)
     }
+    /// Versioned reads from the wrapped provider.
+    public func getVersioned(_ keys: [String]) async throws -> [Result<VersionedValue?, CloudSyncError>] {
+        try await wrapped.getVersioned(keys)
+    }
+    /// Conditional writes to the wrapped provider.
+    ///
+    /// A wrapper that changes ``set(_:)`` changes this too: the store sends conditional writes here, not there.
+    public func set(_ items: [KeyValue], conditions: [WriteCondition?]) async throws
+        -> [Result<String?, CloudSyncError>]
+    { try await wrapped.set(items, conditions: conditions) }
+    /// Conditional removals from the wrapped provider.
+    ///
+    /// A wrapper that changes ``remove(_:)`` changes this too.
+    public func remove(_ keys: [String], conditions: [WriteCondition?]) async throws
+        -> [Result<Void, CloudSyncError>]
+    { try await wrapped.remove(keys, conditions: conditions) }
     /// The wrapped provider's page of keys.
     public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
         try await wrapped.listKeys(after: cursor, limit: limit)

@@ -86,6 +86,7 @@ public final class MemoryProvider: Provider {
         var capabilities = capabilities
         capabilities.listsInKeyOrder = true
         capabilities.cursorIsKey = true
+        capabilities.conditionalWrites = true
         self.capabilities = capabilities
         self.totalBytes = totalBytes
         self.metrics = metrics
@@ -140,8 +141,27 @@ public final class MemoryProvider: Provider {
     /// Stores each item, refusing per key what is above the declared cap or past `totalBytes`, as a real provider
     /// would.
     public func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
+        store(items, conditions: nil, tagged: false).map { $0.map { _ in () } }
+    }
+
+    /// Stores each item whose condition holds, checked under the provider's lock, refusing what ``set(_:)``
+    /// refuses; each success carries the stored value's version tag.
+    public func set(_ items: [KeyValue], conditions: [WriteCondition?]) async throws
+        -> [Result<String?, CloudSyncError>]
+    {
+        store(items, conditions: conditions, tagged: true)
+    }
+
+    /// Stores `items` under their conditions (nil: none), answering each stored value's tag when `tagged`.
+    private func store(_ items: [KeyValue], conditions: [WriteCondition?]?, tagged: Bool)
+        -> [Result<String?, CloudSyncError>]
+    {
         let results = contents.withLock { contents in
-            items.map { item -> Result<Void, CloudSyncError> in
+            items.indices.map { index -> Result<String?, CloudSyncError> in
+                let item = items[index]
+                if let condition = conditions?[index], !holds(condition, for: item.key, in: contents) {
+                    return .failure(condition.unmet(key: item.key, provider: id))
+                }
                 if let cap = capabilities.maxValueBytes, item.value.utf8.count > cap {
                     return .failure(
                         CloudSyncError(
@@ -161,21 +181,54 @@ public final class MemoryProvider: Provider {
                     }
                 }
                 contents.store(item.value, forKey: item.key)
-                return .success(())
+                return .success(tagged ? version(of: item.key, in: contents) : nil)
             }
         }
-        metrics.recordWrite(items, results)
+        metrics.recordWrite(items, results.map { $0.map { _ in () } })
         return results
     }
 
     /// Removes each key; a missing key is a success, as the provider contract asks.
     public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
+        try await remove(keys, conditions: keys.map { _ in nil })
+    }
+
+    /// Removes each key whose condition holds, checked under the provider's lock; a missing key is a success.
+    public func remove(_ keys: [String], conditions: [WriteCondition?]) async throws
+        -> [Result<Void, CloudSyncError>]
+    {
         metrics.recordRequest()
         return contents.withLock { contents in
-            keys.map { key in
+            zip(keys, conditions).map { key, condition in
+                if let condition, contents.values[StoreKey(key)] != nil, !holds(condition, for: key, in: contents) {
+                    return .failure(condition.unmet(key: key, provider: id))
+                }
                 contents.remove(key)
                 return .success(())
             }
+        }
+    }
+
+    /// Values of `keys` with the version tags ``listKeys(after:limit:)`` gives them, positionally.
+    public func getVersioned(_ keys: [String]) async throws -> [Result<VersionedValue?, CloudSyncError>] {
+        let values = contents.withLock { contents in
+            keys.map { key in
+                contents.values[StoreKey(key)].map { VersionedValue($0, version: version(of: key, in: contents)) }
+            }
+        }
+        metrics.recordRequest(bytesRead: values.reduce(0) { $0 + ($1?.value.utf8.count ?? 0) })
+        return values.map { .success($0) }
+    }
+
+    /// `key`'s version tag: this instance and the sequence number of its last store; nil when it is not stored.
+    private func version(of key: String, in contents: Contents) -> String? {
+        contents.storedAt[StoreKey(key)].map { "\(feedEpoch):\($0)" }
+    }
+
+    private func holds(_ condition: WriteCondition, for key: String, in contents: Contents) -> Bool {
+        switch condition {
+        case .absent: return contents.values[StoreKey(key)] == nil
+        case .version(let expected): return version(of: key, in: contents) == expected
         }
     }
 
@@ -193,7 +246,7 @@ public final class MemoryProvider: Provider {
             let end = min(start + max(limit, 1), contents.sortedKeys.count)
             let keys = Array(contents.sortedKeys[start..<end])
             // Tags name this instance too: another process's memory provider starts counting again.
-            let versions = keys.map { key in contents.storedAt[StoreKey(key)].map { "\(feedEpoch):\($0)" } }
+            let versions = keys.map { version(of: $0, in: contents) }
             return KeyPage(
                 keys: keys, nextCursor: end < contents.sortedKeys.count ? keys.last : nil, versions: versions)
         }

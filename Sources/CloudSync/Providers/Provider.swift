@@ -61,6 +61,25 @@ public protocol Provider: Sendable {
     /// Removes each key, positionally; removing a key that is not stored succeeds.
     func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>]
 
+    /// Values for `keys` with each one's version tag, positionally; nil for a key that is not stored.
+    ///
+    /// The tag is the one ``listKeys(after:limit:)`` gives the same stored value, and the one a
+    /// ``WriteCondition/version(_:)`` names. The default reads with ``get(_:)`` and tags nothing (or tags each value
+    /// with its digest where ``ProviderCapabilities/tagsAreValueDigests`` says that is the provider's tag).
+    func getVersioned(_ keys: [String]) async throws -> [Result<VersionedValue?, CloudSyncError>]
+    /// Stores each value under its key if its condition holds when the write arrives (nil: unconditionally),
+    /// positionally; each success carries the version tag the provider gave the stored value, nil when it told none.
+    ///
+    /// A condition that does not hold fails its slot with `ERR_CHANGED_SINCE_READ` and changes nothing. Only a
+    /// provider with ``ProviderCapabilities/conditionalWrites`` takes conditions; the default fails a conditional
+    /// slot with `ERR_UNSUPPORTED` and sends the others through ``set(_:)``.
+    func set(_ items: [KeyValue], conditions: [WriteCondition?]) async throws -> [Result<String?, CloudSyncError>]
+    /// Removes each key if its condition holds when the removal arrives (nil: unconditionally), positionally; as
+    /// ``set(_:conditions:)``, a condition that does not hold fails with `ERR_CHANGED_SINCE_READ`.
+    ///
+    /// A key not stored is removed already, whatever its condition named.
+    func remove(_ keys: [String], conditions: [WriteCondition?]) async throws -> [Result<Void, CloudSyncError>]
+
     /// One page of keys after `cursor` (nil: from the start), at most `limit` of them.
     func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage
 
@@ -264,6 +283,10 @@ public struct ProviderCapabilities: Sendable, Equatable {
     /// The store's deadline bounds a request, not a batch split into many: a batch of `n` keys may take
     /// `ceil(n / requestsAtOnce)` deadlines, so a 1,000-object S3 batch on a slow endpoint is not cut off whole.
     public var requestsAtOnce: Int?
+    /// Whether ``Provider/set(_:conditions:)`` and ``Provider/remove(_:conditions:)`` take conditions, checked by the
+    /// provider itself when the change arrives (an S3 `If-Match`, a CloudKit record change tag, a SQLite
+    /// transaction), so a writer in another process cannot land unseen between a read and the change.
+    public var conditionalWrites: Bool
     /// Whether the version tag `listKeys` gives a key (``KeyPage/versions``) is always
     /// ``SyncFingerprint/digest(of:)`` of the value stored under it, as SQLite's is: a sync that writes a value then
     /// knows the tag the next listing will give it, and records it at once instead of reading the key again next time.
@@ -274,7 +297,7 @@ public struct ProviderCapabilities: Sendable, Equatable {
         maxValueBytes: Int? = nil, tier: StorageTier = .file, keyRules: [KeyRule] = [], batchLimit: Int = 100,
         canList: Bool = true, reportsQuota: Bool = false, emitsAccountEvents: Bool = false,
         emitsRemoteChanges: Bool = false, listsInKeyOrder: Bool = false, cursorIsKey: Bool = false,
-        requestsAtOnce: Int? = nil, tagsAreValueDigests: Bool = false
+        requestsAtOnce: Int? = nil, tagsAreValueDigests: Bool = false, conditionalWrites: Bool = false
     ) {
         precondition(batchLimit >= 1, "batchLimit must be at least 1")
         self.maxValueBytes = maxValueBytes
@@ -289,6 +312,7 @@ public struct ProviderCapabilities: Sendable, Equatable {
         self.cursorIsKey = cursorIsKey
         self.requestsAtOnce = requestsAtOnce.map { max(1, $0) }
         self.tagsAreValueDigests = tagsAreValueDigests
+        self.conditionalWrites = conditionalWrites
     }
 }
 

@@ -97,6 +97,35 @@ struct BatchDispatcher: Sendable {
         await flattened(keys, key: { $0 }, writes: true, call: { provider, batch in try await provider.remove(batch) })
     }
 
+    /// Every key's read with its version tag, positionally; a failed batch gives its error to each of its keys.
+    func getVersioned(_ keys: [String]) async -> [Result<VersionedValue?, CloudSyncError>] {
+        await flattened(keys, key: { $0 }, call: { provider, batch in try await provider.getVersioned(batch) })
+    }
+
+    /// Every item's conditional write (nil condition: unconditional), positionally, with the version tag each
+    /// stored value got; a failed batch gives its error to each of its items.
+    func set(_ items: [KeyValue], conditions: [WriteCondition?]) async -> [Result<String?, CloudSyncError>] {
+        await flattened(
+            zip(items, conditions).map(ConditionalChange.init), key: \.item.key, writes: true,
+            call: { provider, batch in try await provider.set(batch.map(\.item), conditions: batch.map(\.condition)) })
+    }
+
+    /// Every key's conditional removal (nil condition: unconditional), positionally; a failed batch gives its error to
+    /// each of its keys.
+    func remove(_ keys: [String], conditions: [WriteCondition?]) async -> [Result<Void, CloudSyncError>] {
+        await flattened(
+            zip(keys, conditions).map(ConditionalChange.init), key: \.item, writes: true,
+            call: { provider, batch in try await provider.remove(batch.map(\.item), conditions: batch.map(\.condition))
+            }
+        )
+    }
+
+    /// An item sent with its condition, so batches split both alike.
+    private struct ConditionalChange<Item: Sendable>: Sendable {
+        var item: Item
+        var condition: WriteCondition?
+    }
+
     private func flattened<Item: Sendable, T: Sendable>(
         _ items: [Item], key: @escaping (Item) -> String, writes: Bool = false,
         call operation: @escaping @Sendable (any Provider, [Item]) async throws -> [Result<T, CloudSyncError>]

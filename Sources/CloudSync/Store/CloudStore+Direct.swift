@@ -57,8 +57,10 @@ extension CloudStore {
     /// bytes' ``SyncFingerprint/digest(of:)`` is the copy's), so a value written there since is never removed
     /// unseen; one outcome per copy, positionally.
     ///
-    /// The store's writers are kept out between the check and the removal (the keys are locked); a writer outside
-    /// this process can still slip in between the two requests, which no provider's plain delete can rule out.
+    /// The store's writers are kept out between the check and the removal (the keys are locked). A provider that
+    /// takes conditions (``ProviderCapabilities/conditionalWrites``) removes only the version read, so a writer in
+    /// another process that lands in between keeps its value and the key ends ``ConditionalRemoval/changed``; on one
+    /// that does not, such a writer can still slip in between the two requests.
     public func removeUnchanged(_ copies: [LandedCopy], from providerID: String) async throws(CloudSyncError)
         -> [ConditionalRemoval]
     {
@@ -69,21 +71,81 @@ extension CloudStore {
         return try await withWriteLock(locked) { inFlight async throws(CloudSyncError) -> [ConditionalRemoval] in
             var outcomes = [ConditionalRemoval](repeating: .changed, count: copies.count)
             var removable: [Int] = []
-            for (index, read) in (await dispatcher(for: provider).get(keys)).enumerated() {
+            let reads = await readEverywhereVersioned(keys, from: [provider])[0]
+            var deliveries: [Delivery] = []
+            for (index, read) in reads.enumerated() {
                 switch read {
                 case .success(let stored?):
-                    if SyncFingerprint.digest(of: stored) == copies[index].sourceDigest { removable.append(index) }
+                    if SyncFingerprint.digest(of: stored.value) == copies[index].sourceDigest {
+                        removable.append(index)
+                        deliveries.append(
+                            Delivery(
+                                item: index, key: keys[index], encoded: nil,
+                                condition: condition(after: read, on: provider)))
+                    }
                 case .success(nil): outcomes[index] = .absent
                 case .failure(let error): outcomes[index] = .failed(error)
                 }
             }
-            let deliveries = removable.map { Delivery(item: $0, key: keys[$0], encoded: nil) }
             let delivered = await deliver(.remove, [deliveries], to: [provider], holding: inFlight)
             for index in removable {
                 switch delivered[index]?.first?.result {
                 case .success?:
                     options.outbox?.superseded(key: keys[index], provider: provider.id)
                     outcomes[index] = .removed
+                case .failure(let error)? where error.code == .changedSinceRead: outcomes[index] = .changed
+                case .failure(let error)?: outcomes[index] = .failed(error)
+                case nil:
+                    outcomes[index] = .failed(
+                        CloudSyncError(.provider, "no result", provider: provider.id, key: keys[index]))
+                }
+            }
+            return outcomes
+        }
+    }
+
+    /// Removes keys from one provider only, each only if it still holds what the caller saw: the version tag given
+    /// (a listing's), or for a nil tag what a read just before the removal finds; one outcome per key, positionally.
+    ///
+    /// A provider that takes conditions (``ProviderCapabilities/conditionalWrites``) checks that when the removal
+    /// arrives, so a value another writer landed since is kept (``ConditionalRemoval/changed``). One that does not
+    /// removes whatever it holds, as ``remove(_:from:)`` does.
+    public func removeAsSeen(_ keys: [String], versions: [String?], from providerID: String)
+        async throws(CloudSyncError) -> [ConditionalRemoval]
+    {
+        precondition(versions.count == keys.count, "one version tag (or nil) per key")
+        guard !keys.isEmpty else { return [] }
+        let provider = try provider(withID: providerID)
+        guard provider.capabilities.conditionalWrites else {
+            return try await remove(keys, from: providerID).map { outcome in
+                switch outcome {
+                case .success: return .removed
+                case .failure(let error): return .failed(error)
+                }
+            }
+        }
+        return try await withWriteLock(keys.keySet()) {
+            inFlight async throws(CloudSyncError) -> [ConditionalRemoval] in
+            var outcomes = [ConditionalRemoval](repeating: .removed, count: keys.count)
+            var conditions = versions.map { $0.map(WriteCondition.version) }
+            let unseen = keys.indices.filter { versions[$0] == nil }
+            if !unseen.isEmpty {
+                let reads = await readEverywhereVersioned(unseen.map { keys[$0] }, from: [provider])[0]
+                for (index, read) in zip(unseen, reads) {
+                    switch read {
+                    case .success(nil): outcomes[index] = .absent
+                    case .failure(let error): outcomes[index] = .failed(error)
+                    case .success: conditions[index] = condition(after: read, on: provider)
+                    }
+                }
+            }
+            let sent = keys.indices.filter { outcomes[$0] == .removed }
+            let deliveries = sent.map { Delivery(item: $0, key: keys[$0], encoded: nil, condition: conditions[$0]) }
+            let delivered = await deliver(.remove, [deliveries], to: [provider], holding: inFlight)
+            for index in sent {
+                switch delivered[index]?.first?.result {
+                case .success?: options.outbox?.superseded(key: keys[index], provider: provider.id)
+                case .failure(let error)? where error.code == .changedSinceRead: outcomes[index] = .changed
                 case .failure(let error)?: outcomes[index] = .failed(error)
                 case nil:
                     outcomes[index] = .failed(

@@ -20,13 +20,13 @@ extension CloudStore {
         // overwritten by the older winner.
         let locked = unique.keySet()
         return await withWriteLock(locked) { inFlight async -> [Result<String?, CloudSyncError>] in
-            let reads = await readEverywhere(unique, from: providers)
+            let reads = await readEverywhereVersioned(unique, from: providers)
             // Positional, like `unique`: item `i` is `unique[i]`'s.
             var copies = [Copies](repeating: Copies(), count: unique.count)
             var queued = [Set<Int>](repeating: [], count: providers.count)
             for (index, provider) in providers.enumerated() {
                 for (item, key) in unique.enumerated() {
-                    let copy = copy(of: key, on: provider, read: reads[index][item])
+                    let copy = copy(of: key, on: provider, read: reads[index][item].map { $0?.value })
                     // A provider whose copy is a queued change is not repaired: that change settles it.
                     if copy.queued { queued[index].insert(item) }
                     switch copy.content {
@@ -67,7 +67,9 @@ extension CloudStore {
                 guard options.repairOnRead else { continue }
                 let agreeing = Set(copy.candidates.filter { $0.value == winner }.map(\.provider))
                 for index in copy.answered.subtracting(agreeing) where !queued[index].contains(item) {
-                    if let delivery = repair(winner, key: key, item: item, on: providers[index]) {
+                    if var delivery = repair(winner, key: key, item: item, on: providers[index]) {
+                        // A repair never overwrites a value another writer landed after the read.
+                        delivery.condition = condition(after: reads[index][item], on: providers[index])
                         repairs[index].append(delivery)
                     }
                 }
@@ -78,6 +80,8 @@ extension CloudStore {
                     for outcome in results {
                         switch outcome.result {
                         case .success: options.outbox?.superseded(key: unique[item], provider: outcome.provider)
+                        // The other writer's value stands, and the next read resolves it.
+                        case .failure(let error) where error.code == .changedSinceRead: break
                         case .failure(let error): report(error)
                         }
                     }
@@ -143,11 +147,44 @@ extension CloudStore {
     func readEverywhere(_ keys: [String], from providers: [any Provider]) async
         -> [[Result<String?, CloudSyncError>]]
     {
-        await withTaskGroup(of: (Int, [Result<String?, CloudSyncError>]).self) { group in
-            for (index, provider) in providers.enumerated() {
-                group.addTask { [self] in (index, await dispatcher(for: provider).get(keys)) }
+        await everywhere(providers) { dispatcher in await dispatcher.get(keys) }
+    }
+
+    /// ``readEverywhere(_:from:)`` for reads a conditional change follows: a provider that takes conditions and
+    /// tags values with something other than their digest answers with its tags (S3's ETag), so
+    /// ``condition(after:on:)`` can name what was read.
+    func readEverywhereVersioned(_ keys: [String], from providers: [any Provider]) async
+        -> [[Result<VersionedValue?, CloudSyncError>]]
+    {
+        await everywhere(providers) { dispatcher in
+            let capabilities = dispatcher.provider.capabilities
+            guard capabilities.conditionalWrites, !capabilities.tagsAreValueDigests else {
+                // No tag to ask for: none is needed, or the value's digest is it.
+                return await dispatcher.get(keys).map { read in read.map { $0.map { VersionedValue($0, version: nil) } }
+                }
             }
-            var answers = [[Result<String?, CloudSyncError>]](repeating: [], count: providers.count)
+            return await dispatcher.getVersioned(keys)
+        }
+    }
+
+    /// What a change of a key sent after `read` must find on `provider` for nothing to have landed in between: the
+    /// version read, or absence; nil when the provider takes no conditions or the read failed or told no version.
+    func condition(after read: Result<VersionedValue?, CloudSyncError>?, on provider: any Provider) -> WriteCondition? {
+        let capabilities = provider.capabilities
+        guard capabilities.conditionalWrites, case .success(let stored)? = read else { return nil }
+        guard let stored else { return .absent }
+        if let version = stored.version { return .version(version) }
+        return capabilities.tagsAreValueDigests ? .version(SyncFingerprint.digest(of: stored.value)) : nil
+    }
+
+    private func everywhere<T: Sendable>(
+        _ providers: [any Provider], _ read: @escaping @Sendable (BatchDispatcher) async -> [T]
+    ) async -> [[T]] {
+        await withTaskGroup(of: (Int, [T]).self) { group in
+            for (index, provider) in providers.enumerated() {
+                group.addTask { [self] in (index, await read(dispatcher(for: provider))) }
+            }
+            var answers = [[T]](repeating: [], count: providers.count)
             for await (index, answer) in group { answers[index] = answer }
             return answers
         }

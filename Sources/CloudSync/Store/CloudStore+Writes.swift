@@ -112,6 +112,8 @@ extension CloudStore {
         var item: Int
         var key: String
         var encoded: String?
+        /// What the provider must find when the change arrives; nil for an unconditional change.
+        var condition: WriteCondition? = nil
     }
 
     private func write(_ operation: FailedWrite.Operation, _ items: [KeyValue]) async throws(CloudSyncError)
@@ -461,6 +463,14 @@ extension CloudStore {
         -> [Result<Void, CloudSyncError>]
     {
         let dispatcher = dispatcher(for: provider)
+        if batch.contains(where: { $0.condition != nil }) {
+            let conditions = batch.map(\.condition)
+            return operation == .set
+                ? await dispatcher.set(batch.map { KeyValue($0.key, $0.encoded ?? "") }, conditions: conditions).map {
+                    $0.map { _ in () }
+                }
+                : await dispatcher.remove(batch.map(\.key), conditions: conditions)
+        }
         return operation == .set
             ? await dispatcher.set(batch.map { KeyValue($0.key, $0.encoded ?? "") })
             : await dispatcher.remove(batch.map(\.key))

@@ -32,6 +32,10 @@ struct MirrorJob: JobType {
     static let unchanged = JobCount("unchanged", "keys `to` already held with `from`'s value: no write")
     static let failed = JobCount("failed", "keys that could not be read, decoded, written or removed")
     static let heldBack = JobCount("heldBack", "deletions not made because they were more than `maxDeletes` allows")
+    static let changedSinceRead = JobCount(
+        "changedSinceRead",
+        "deletions `to` refused because another writer changed the key there after this run listed it; that value "
+            + "stays until the next run")
     /// Keys `to` listed, recorded by a sharded run's ranges (not reported) for `maxDeletes`' percentage.
     static let destinationKeys = JobCount("destinationKeys", "keys `to` held")
     /// The list a sharded run's ranges set their keys only `to` holds aside in.
@@ -52,7 +56,7 @@ struct MirrorJob: JobType {
                 + "over it the job removes none and fails, and `cloudsync run --force` allows it once"),
         shardsField,
     ]
-    let counts = [copied, updated, deleted, unchanged, failed, heldBack]
+    let counts = [copied, updated, deleted, unchanged, failed, heldBack, changedSinceRead]
 
     func configuration(from values: JobFieldValues) throws(JobConfigurationError) -> Configuration {
         let from = values.text("from") ?? ""
@@ -108,7 +112,9 @@ struct MirrorJob: JobType {
                 if let setAside {
                     try setAside.add(onlyAtDestination, to: Self.deletionList)
                 } else {
-                    try extra.add(onlyAtDestination)
+                    // With the tag listed, the removal can be made on the condition that nobody wrote it since.
+                    try extra.add(
+                        onlyAtDestination, versions: page.filter { !$0.onSource }.map(\.destinationVersion))
                 }
                 extraCount += onlyAtDestination.count
             }
@@ -135,7 +141,7 @@ struct MirrorJob: JobType {
         try await removeExtra(
             extraCount, of: destinationKeys, configuration, snapshot: snapshot, pageSize: pageSize, in: context,
             report: &report
-        ) { after, limit throws(CloudSyncError) in try extra.keys(after: after, limit: limit) }
+        ) { after, limit throws(CloudSyncError) in try extra.entries(after: after, limit: limit) }
     }
 
     func finishSharded(
@@ -149,7 +155,7 @@ struct MirrorJob: JobType {
             snapshot: snapshot, pageSize: context.pageSize(for: [configuration.from, configuration.to]), in: context,
             report: &report
         ) { after, limit throws(CloudSyncError) in
-            try setAside.keys(of: Self.deletionList, after: after, limit: limit)
+            try setAside.keys(of: Self.deletionList, after: after, limit: limit).map { ($0, nil) }
         }
     }
 
@@ -158,7 +164,7 @@ struct MirrorJob: JobType {
     private func removeExtra(
         _ extraCount: Int, of destinationKeys: Int, _ configuration: Configuration, snapshot: MirrorSnapshot,
         pageSize: Int, in context: JobContext, report: inout JobReport,
-        keys: (_ after: String?, _ limit: Int) throws(CloudSyncError) -> [String]
+        keys: (_ after: String?, _ limit: Int) throws(CloudSyncError) -> [(key: String, version: String?)]
     ) async throws(CloudSyncError) {
         let (from, to) = (configuration.from, configuration.to)
         let store = context.store
@@ -171,17 +177,23 @@ struct MirrorJob: JobType {
         var lists = KeyLists()
         var after: String?
         while !context.isInterrupted {
-            let keys = try keys(after, pageSize)
-            guard let last = keys.last else { break }
-            after = last
+            let entries = try keys(after, pageSize)
+            guard let last = entries.last else { break }
+            after = last.key
             var removed: [(key: String, row: MirrorRow?)] = []
-            for (key, outcome) in zip(keys, try await store.remove(keys, from: to)) {
+            let keys = entries.map(\.key)
+            // Each removed only as listed (or read): a value written to `to` since stays, for the next run to judge.
+            for (key, outcome) in zip(
+                keys, try await store.removeAsSeen(keys, versions: entries.map(\.version), from: to))
+            {
                 switch outcome {
-                case .success:
+                case .removed, .absent:
                     report.add(1, to: Self.deleted)
                     lists.add(key, to: Self.deleted)
                     removed.append((key, nil))
-                case .failure(let error):
+                case .changed:
+                    report.add(1, to: Self.changedSinceRead)
+                case .failed(let error):
                     report.record([KeyFailure(key: key, error: error)])
                     report.add(1, to: Self.failed)
                 }

@@ -2,7 +2,8 @@ import CloudSync
 
 /// `move`: copies keys from one provider to another, then removes from the source each key the destination
 /// acknowledged holding with the same value — never one whose copy failed or was skipped, nor one written at the
-/// source after its copy (``CloudStore/removeUnchanged(_:from:)`` checks the source still holds what was copied).
+/// source after its copy (``CloudStore/removeUnchanged(_:from:)`` checks the source still holds what was copied, and
+/// removes on the condition that it still does where the source takes conditions).
 ///
 /// The copy compares before it writes (`overwrite: ifDifferent`), so a move killed between the two steps finishes on
 /// the next run without copying again: the keys already there are unchanged, and are removed from the source.
@@ -15,9 +16,10 @@ struct MoveJob: JobType {
     }
 
     static let moved = JobCount("moved", "keys now at `to` and removed from `from`")
-    static let skipped = JobCount(
-        "skipped",
-        "keys listed at `from` but gone when read, or written there again after their copy (left for the next run)")
+    static let skipped = JobCount("skipped", "keys listed at `from` but gone when read (left for the next run)")
+    static let changedSinceRead = JobCount(
+        "changedSinceRead",
+        "keys written at `from` again after their copy was read, left there with the newer value for the next run")
     static let failed = JobCount(
         "failed", "keys that could not be copied (left at `from`) or, once copied, removed from `from`")
 
@@ -31,7 +33,7 @@ struct MoveJob: JobType {
             "continueOnError", .boolean, defaultValue: "true",
             summary: "keep going past a failing key; false stops at the first failing batch"),
     ]
-    let counts = [moved, skipped, failed]
+    let counts = [moved, skipped, changedSinceRead, failed]
 
     func configuration(from values: JobFieldValues) throws(JobConfigurationError) -> Configuration {
         let from = values.text("from") ?? ""
@@ -79,7 +81,8 @@ struct MoveJob: JobType {
         }
         report.record(removalFailures)
         report[Self.moved] = moved
-        report[Self.skipped] = result.skipped + changed
+        report[Self.skipped] = result.skipped
+        report[Self.changedSinceRead] = changed
         report[Self.failed] = result.failed + removalFailures.count
     }
 }

@@ -34,6 +34,10 @@ struct SyncJob: JobType {
     static let conflicts = JobCount("conflicts", "keys changed on several sides since the last sync")
     static let heldBack = JobCount(
         "heldBack", "deletions not made: a provider's copy changed since the snapshot, or its write may still land")
+    static let changedSinceRead = JobCount(
+        "changedSinceRead",
+        "deletions a provider refused because another writer changed the key there after this sync read it; that "
+            + "value stays, and the next sync sees it")
     /// Recorded by a sharded run's ranges, not reported: the snapshot rows they compared against (for `maxDeletes`'
     /// percentage) and the deletions they set aside.
     static let snapshotKeys = JobCount("snapshotKeys", "keys the last sync left")
@@ -66,7 +70,9 @@ struct SyncJob: JobType {
         shardsField,
     ]
     /// The counts a report shows.
-    static let reported = [keys, inSync, repaired, skipped, failed, queued, deleted, conflicts, heldBack]
+    static let reported = [
+        keys, inSync, repaired, skipped, failed, queued, deleted, conflicts, heldBack, changedSinceRead,
+    ]
     let counts = reported
     /// An unavailable provider is left out of the sync (`sync.unlisted`), not a reason to skip it.
     let checksAvailability = false
@@ -537,6 +543,7 @@ final class SyncRun {
                 // A copy changed since the merge found the key deleted elsewhere is held back too: not removed, and
                 // seen again by the next run.
                 report.add(result.heldBack + result.changedSince, to: SyncJob.heldBack)
+                report.add(result.changedSinceRead, to: SyncJob.changedSinceRead)
                 report.add(result.queued, to: SyncJob.queued)
                 report.add(result.failed.count, to: SyncJob.failed)
                 report.record(result.failed)
