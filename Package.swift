@@ -241,8 +241,8 @@ let package = Package(
         .testTarget(
             name: "CloudSyncReliabilityTests",
             dependencies: [
-                "CloudSync", "CloudSyncCrypto", "CloudSyncEmulator", "CloudSyncFuzzing", "CloudSyncPipeline",
-                "CloudSyncTesting", "CloudSyncYAML", "cloudsync",
+                "CloudSync", "CloudSyncCloudKit", "CloudSyncCrypto", "CloudSyncEmulator", "CloudSyncFuzzing",
+                "CloudSyncPipeline", "CloudSyncS3", "CloudSyncTesting", "CloudSyncYAML", "cloudsync",
             ]),
         .testTarget(
             name: "CloudSyncLocalTests",
