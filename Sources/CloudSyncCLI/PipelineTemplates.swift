@@ -345,7 +345,10 @@ enum PipelineTemplates {
                 # private to one OAuth client) to records in a CloudKit container's private database, then removes
                 # from Drive each key whose copy landed with the same value. A key whose copy failed (CloudKit takes
                 # values up to 900 KB, and key names of ASCII letters, digits, '.', '_' and '-') stays in Drive and
-                # is named in the report; a run stopped halfway is finished by the next one.
+                # is named in the report; a run stopped halfway is finished by the next one. Drive takes no
+                # conditional deletes, so a value the app writes to Drive between the move's check of a key and its
+                # removal is removed too: retire the app's Drive writes before moving, which is why `validate` and
+                # every run print one warning about it.
                 #
                 # Before the first run:
                 # 1. Set these (in the shell; for a systemd unit, in Environment= or EnvironmentFile= lines of a

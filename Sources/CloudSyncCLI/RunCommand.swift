@@ -56,6 +56,10 @@ extension CommandLineTool {
             return usageError(message, Commands.run)
         }
 
+        // What the pipeline cannot promise (a move from a provider without conditional removals), once a run.
+        if !quiet {
+            for warning in compiled.spec.warnings { standardError(warning.description + "\n") }
+        }
         let showProgress = !quiet && (progress == "always" || (progress == "auto" && isatty(STDERR_FILENO) == 1))
         // On a terminal the progress line is redrawn in place; with NO_COLOR set it is plain text, a line at a time.
         let redrawn = showProgress && environment["NO_COLOR"] == nil

@@ -480,7 +480,7 @@ public final class DirectoryProvider: Provider {
     /// Puts `file` in place if `condition` (if any) holds for the file it replaces, checked under the directory's
     /// lock.
     ///
-    /// Answers the new file's version tag. A condition that does not hold removes the staged file.
+    /// Answers the new file's version tag as a listing would give it (none within the racy window). A condition that does not hold removes the staged file.
     func putInPlace(_ file: DirectoryStagedFile, condition: WriteCondition?) -> Result<String?, CloudSyncError> {
         withDirectoryLock(file.directoryDescriptor) {
             if let condition {
@@ -494,9 +494,11 @@ public final class DirectoryProvider: Provider {
                 }
             }
             if let error = placeLocked(file) { return .failure(error) }
+            // The tag a listing will give, which is none while the file's change is within the racy window: just
+            // written, it is, unless the clock says otherwise.
             var status = stat()
             guard fstat(file.descriptor, &status) == 0 else { return .success(nil) }
-            return .success(FileVersion(exactly: status).tag)
+            return .success(FileVersion(status, now: fileTimeNow())?.tag)
         }
     }
 

@@ -88,6 +88,15 @@ public enum PipelineLoader {
         // Warnings and the compiler's errors quote the file: never a secret written in it.
         spec.source = diagnostics.shown(source)
         spec.warnings += diagnostics.warnings
+        let capabilities = Dictionary(spec.providers.map { ($0.id, $0.configured.capabilities) }) { first, _ in first }
+        for job in spec.jobs {
+            for warning in job.job.warnings(capabilities: { capabilities[$0] }) {
+                spec.warnings.append(
+                    PipelineDiagnostic(
+                        file: file, mark: job.mark, message: "job `\(job.name)` (\(job.type)): \(warning)",
+                        isWarning: true))
+            }
+        }
         spec.unsetVariables = spec.providers.flatMap(\.unsetVariables)
         return spec
     }

@@ -7,12 +7,6 @@ struct DryRunProvider: ForwardingProvider {
 
     func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] { items.map { _ in .success(()) } }
     func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] { keys.map { _ in .success(()) } }
-    func set(_ items: [KeyValue], conditions: [WriteCondition?]) async throws -> [Result<String?, CloudSyncError>] {
-        items.map { _ in .success(nil) }
-    }
-    func remove(_ keys: [String], conditions: [WriteCondition?]) async throws -> [Result<Void, CloudSyncError>] {
-        keys.map { _ in .success(()) }
-    }
 }
 
 /// A pipeline's run lock while a command holds it: ``RunLock`` in a state directory, ``PostgresRunLock`` in a

@@ -93,12 +93,12 @@ import Testing
         let fixture = try Fixture(jobs: "  - { type: mirror, name: backup, from: seed, to: cloud }\n")
         let first = try await fixture.run("backup")
         #expect(first["records/lookup"] == nil, "\(first)")
-        // The change tags of what it wrote are unknown until the zone is listed: one read of each, in 5 requests.
-        let second = try await fixture.run("backup")
-        #expect(second["records/lookup"] == 5 && second["records/modify"] == nil, "\(second)")
-        // From then on the records' change tags vouch for them. (A memory source is read on every run: its tags
-        // belong to the process that made them.)
-        let third = try await fixture.run("backup")
-        #expect(third["records/lookup"] == nil && third["records/modify"] == nil, "\(third)")
+        // The snapshot keeps the change tag each save answered, which the zone's listing gives the record too: the
+        // next run reads none of them again. (A memory source is read on every run: its tags belong to the process
+        // that made them.)
+        for _ in 0..<2 {
+            let again = try await fixture.run("backup")
+            #expect(again["records/lookup"] == nil && again["records/modify"] == nil, "\(again)")
+        }
     }
 }

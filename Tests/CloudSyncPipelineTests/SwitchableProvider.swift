@@ -130,20 +130,34 @@ struct SwitchableProvider: ForwardingProvider {
             return try await wrapped.get(keys)
         }
     }
+    func getVersioned(_ keys: [String]) async throws -> [Result<VersionedValue?, CloudSyncError>] {
+        try await scheduled {
+            if down { throw CloudSyncError(.offline, "switched off", provider: id) }
+            if unreadable { throw CloudSyncError(.provider, "the test refuses every read", provider: id) }
+            return try await wrapped.getVersioned(keys)
+        }
+    }
     func set(_ items: [KeyValue]) async throws -> [Result<Void, CloudSyncError>] {
+        try await set(items, conditions: items.map { _ in nil }).map { $0.map { _ in () } }
+    }
+    func set(_ items: [KeyValue], conditions: [WriteCondition?]) async throws -> [Result<String?, CloudSyncError>] {
         try await scheduled {
             defer { leaves?.wrote() }
-            let accepted = items.filter { $0.key != refuses }
-            var results = try await wrapped.set(accepted).makeIterator()
+            let accepted = items.indices.filter { items[$0].key != refuses }
+            var results = try await wrapped.set(accepted.map { items[$0] }, conditions: accepted.map { conditions[$0] })
+                .makeIterator()
             return items.map { item in
                 item.key == refuses
                     ? .failure(CloudSyncError(.provider, "the test refuses this key", provider: id, key: item.key))
-                    : results.next() ?? .success(())
+                    : results.next() ?? .success(nil)
             }
         }
     }
     func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
         try await scheduled { try await wrapped.remove(keys) }
+    }
+    func remove(_ keys: [String], conditions: [WriteCondition?]) async throws -> [Result<Void, CloudSyncError>] {
+        try await scheduled { try await wrapped.remove(keys, conditions: conditions) }
     }
     func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
         try await scheduled {

@@ -16,6 +16,9 @@ final class InterposingWriter: ForwardingProvider {
         self.value = value
     }
 
+    /// The wrapped provider's, conditions included: this wrapper passes them on.
+    var capabilities: ProviderCapabilities { wrapped.capabilities }
+
     /// The keys the other writer landed a value under, in order.
     var keys: [String] { landed.withLock { $0 } }
 
@@ -32,6 +35,10 @@ final class InterposingWriter: ForwardingProvider {
     func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
         try await interpose(keys)
         return try await wrapped.remove(keys)
+    }
+
+    func getVersioned(_ keys: [String]) async throws -> [Result<VersionedValue?, CloudSyncError>] {
+        try await wrapped.getVersioned(keys)
     }
 
     func set(_ items: [KeyValue], conditions: [WriteCondition?]) async throws -> [Result<String?, CloudSyncError>] {

@@ -220,9 +220,12 @@ import Testing
         #expect(result.keys == 2 && result.inSync == 1 && result.repaired == 1)
         #expect(a.keysRequested(.get) == 1 && b.keysRequested(.get) == 1, "only the edited key is read")
         #expect(try await b.get(["edited"]).map { try $0.get() } == ["new"])
-        // The written key's row vouches for no tag: b's listing tag is of the copy before the write.
+        // The written key's row records a's listed tag, which vouched for the value a sent, and the tag b's write
+        // answered, which b's next listing gives: b's listed tag was of the copy before the write.
         #expect(result.snapshot.map(\.key) == ["edited"])
-        #expect(result.snapshot.first?.fingerprint?.tags == [:])
+        let listing = try await b.listKeys(after: nil, limit: 10)
+        let tagAtB = try #require(listing.keys.firstIndex(of: "edited").flatMap { listing.version(at: $0) })
+        #expect(result.snapshot.first?.fingerprint?.tags == ["a": "a1-moved", "b": tagAtB])
     }
 
     /// Tags are recorded only for a key found with one value on every provider and nothing written, in a row naming
@@ -260,21 +263,29 @@ import Testing
     }
 
     /// A provider whose tags are its values' digests (as SQLite's are) has the tag of a value the sync wrote recorded
-    /// at once, beside the listed tags of the providers that already held it; any other provider's new tag is unknown
-    /// until its next listing, so the row records none.
-    @Test(arguments: [true, false])
-    func aWrittenValuesTagIsKnownWhenTagsAreDigests(tagsAreDigests: Bool) async throws {
+    /// at once, beside the listed tags of the providers that already held it, and so does one whose write answers the
+    /// version it stored (S3's ETag, CloudKit's change tag, the memory provider's); any other provider's new tag is
+    /// unknown until its next listing, so the row records none.
+    @Test(arguments: [(true, false), (false, true), (false, false)])
+    func aWrittenValuesTagIsKnownWhenTagsAreDigestsOrWritesTellThem(tagsAreDigests: Bool, tellsVersions: Bool)
+        async throws
+    {
         let a = MemoryProvider(id: "a", items: [KeyValue("k", "v")])
         var capabilities = MemoryProvider(id: "b").capabilities
         capabilities.tagsAreValueDigests = tagsAreDigests
-        let b = FaultInjectingProvider(MemoryProvider(id: "b"), capabilities: capabilities)
+        capabilities.conditionalWrites = tellsVersions
+        let memory = MemoryProvider(id: "b")
+        let b = FaultInjectingProvider(memory, capabilities: capabilities)
         let store = try CloudStore(providers: [a, b])
         let result = try await store.maintenance.syncPage(
             [SyncItem(key: "k", baseline: nil)], among: ["a", "b"], listedTags: ["a": ["ta"], "b": [nil]])
         #expect(result.repaired == 1)
         let digest = SyncFingerprint.digest(of: "v")
         #expect(result.snapshot.first?.fingerprint?.digests == ["a": digest, "b": digest])
-        #expect(result.snapshot.first?.fingerprint?.tags == (tagsAreDigests ? ["a": "ta", "b": digest] : [:]))
+        let listed = try #require(try await memory.listKeys(after: nil, limit: 1).version(at: 0))
+        let expected: [String: String] =
+            tagsAreDigests ? ["a": "ta", "b": digest] : tellsVersions ? ["a": "ta", "b": listed] : [:]
+        #expect(result.snapshot.first?.fingerprint?.tags == expected)
     }
 
     /// A provider the winner is too large for keeps its older value: the key is not in sync there, so no tags are

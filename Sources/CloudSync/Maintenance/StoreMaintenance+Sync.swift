@@ -201,31 +201,51 @@ extension StoreMaintenance {
                 if items[item].baseline != fingerprint { result.snapshot.append((items[item].key, fingerprint)) }
             }
             var writes = [[CloudStore.Delivery]](repeating: [], count: providers.count)
-            /// Per written item, the row to record once every write lands.
-            var planned: [Int: SyncFingerprint] = [:]
+            /// Per written item, the row to record once every write lands: its digests, and its tags where every
+            /// provider's is known (`awaiting` marks the providers whose tag is the one their write answers).
+            var planned: [Int: (digests: [String?], others: [(String, String)], tags: [String?]?, awaiting: [Bool])] =
+                [:]
             var written: [Int] = []
             var keepRow = Set<Int>()
             // Nothing queued (the common case) means every copy is what its provider answered: the check below holds.
             let nothingQueued = (store.options.outbox?.count ?? 0) == 0
             let digestTags = providers.map(\.capabilities.tagsAreValueDigests)
+            // Providers whose writes answer the version stored (see ``CloudStore/Delivered``).
+            let tellsVersions = providers.map(\.capabilities.conditionalWrites)
             /// The tags every provider's listing gave `item`, positionally, when each gave one a row may record: read
             /// before the values, they vouch for those values or for older ones, never for newer ones.
-            ///
-            /// A provider marked in `writing` is about to hold the value whose digest `digests` gives: its tag is that
-            /// digest when its tags are its values' digests (``ProviderCapabilities/tagsAreValueDigests``), else unknown.
-            func listedTags(_ item: Int, writing: [Bool]? = nil, digests: [String?] = []) -> [String?]? {
+            func listedTags(_ item: Int) -> [String?]? {
                 guard let tags else { return nil }
                 var listed = [String?](repeating: nil, count: providers.count)
                 for index in providers.indices {
-                    if writing?[index] == true {
-                        guard digestTags[index], let digest = digests[index] else { return nil }
-                        listed[index] = digest
-                    } else {
-                        guard let tag = tags[index][item], SyncFingerprint.canRecord(tag: tag) else { return nil }
-                        listed[index] = tag
-                    }
+                    guard let tag = tags[index][item], SyncFingerprint.canRecord(tag: tag) else { return nil }
+                    listed[index] = tag
                 }
                 return listed
+            }
+            /// The tags of `item`'s row once the writes marked in `writing` land, each holding the value whose digest
+            /// `digests` gives: the listed tag of a provider not written; of one written, that digest where its tags
+            /// are its values' digests (``ProviderCapabilities/tagsAreValueDigests``), or the version its write
+            /// answers where it tells one (marked in `awaiting`); nil when some tag cannot be known.
+            func plannedTags(_ item: Int, writing: [Bool], digests: [String?]) -> (tags: [String?], awaiting: [Bool])? {
+                guard let tags else { return nil }
+                var planned = [String?](repeating: nil, count: providers.count)
+                var awaiting = [Bool](repeating: false, count: providers.count)
+                for index in providers.indices {
+                    if writing[index] {
+                        if digestTags[index], let digest = digests[index] {
+                            planned[index] = digest
+                        } else if tellsVersions[index] {
+                            awaiting[index] = true
+                        } else {
+                            return nil
+                        }
+                    } else {
+                        guard let tag = tags[index][item], SyncFingerprint.canRecord(tag: tag) else { return nil }
+                        planned[index] = tag
+                    }
+                }
+                return (planned, awaiting)
             }
             var held = [String?](repeating: nil, count: providers.count)
             var digests = [String?](repeating: nil, count: providers.count)
@@ -353,8 +373,10 @@ extension StoreMaintenance {
                     let tags =
                         !isSettling && others.isEmpty
                             && providers.indices.allSatisfy({ writing[$0] || held[$0] == winner })
-                        ? listedTags(item, writing: writing, digests: digests) : nil
-                    planned[item] = SyncFingerprint(ids: ids, digests: digests, others: others, tags: tags)
+                        ? plannedTags(item, writing: writing, digests: digests) : nil
+                    planned[item] = (
+                        digests, others, tags?.tags, tags?.awaiting ?? [Bool](repeating: false, count: providers.count)
+                    )
                 } else {
                     result.inSync += 1
                     guard !keepRow.contains(item) else { continue }
@@ -393,7 +415,19 @@ extension StoreMaintenance {
                 result.failed += tally.failed
                 if tally.landed { result.repaired += 1 }
                 // A write that did not land leaves the old row: the next sync sees the same changes again.
-                if tally.complete, !keepRow.contains(item), let row = planned[item] { record(item, row) }
+                if tally.complete, !keepRow.contains(item), let row = planned[item] {
+                    var tags = row.tags
+                    // The tags the writes answered, where the listing cannot tell them yet; one missing, none at all.
+                    for index in providers.indices where row.awaiting[index] && tags != nil {
+                        let answered = results.first { $0.provider == ids[index] }.flatMap { try? $0.result.get() }
+                        if let version = answered ?? nil, SyncFingerprint.canRecord(tag: version) {
+                            tags?[index] = version
+                        } else {
+                            tags = nil
+                        }
+                    }
+                    record(item, SyncFingerprint(ids: ids, digests: row.digests, others: row.others, tags: tags))
+                }
             }
             result.snapshot.sort { StoreKey.bytesPrecede($0.key, $1.key) }
             return result

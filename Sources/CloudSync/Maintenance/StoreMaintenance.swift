@@ -352,7 +352,7 @@ public struct StoreMaintenance: Sendable {
     /// delivery landed and whether every one did, the failures that wait in the outbox, whether a conditional one
     /// found the key changed by another writer (`ERR_CHANGED_SINCE_READ`, not a failure), and the others (the key's).
     static func tally(
-        _ outcomes: [(provider: String, result: Result<Void, CloudSyncError>)], queued flags: [Bool], key: String
+        _ outcomes: [(provider: String, result: CloudStore.Delivered)], queued flags: [Bool], key: String
     ) -> (landed: Bool, complete: Bool, queued: Int, changedSinceRead: Bool, failed: [KeyFailure]) {
         var tally = (landed: false, complete: true, queued: 0, changedSinceRead: false, failed: [KeyFailure]())
         for (outcome, isQueued) in zip(outcomes, flags) {

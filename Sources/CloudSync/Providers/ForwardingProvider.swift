@@ -4,9 +4,12 @@
 /// rest — availability, listing, quota, account and remote-change events, `clearCaches()`, `close()` — reach the
 /// wrapped provider unchanged; a wrapper written against ``Provider`` alone would silently drop the events.
 ///
-/// A wrapper that changes ``Provider/set(_:)`` or ``Provider/remove(_:)`` (a dry run that writes nothing) changes
-/// ``Provider/set(_:conditions:)`` and ``Provider/remove(_:conditions:)`` the same way: the store sends its
-/// conditional writes and removals there, and by default they go straight to the wrapped provider.
+/// Conditional writes are the one thing not forwarded by default: a wrapper's capabilities say it takes no conditions
+/// (``ProviderCapabilities/conditionalWrites`` is false), and reads with versions, conditional writes and removals go
+/// through its own ``Provider/get(_:)``, ``Provider/set(_:)`` and ``Provider/remove(_:)``, so a wrapper that changes
+/// those (a dry run, fault injection) is never bypassed. A wrapper that passes conditions on implements
+/// ``Provider/getVersioned(_:)``, ``Provider/set(_:conditions:)`` and ``Provider/remove(_:conditions:)`` the way it
+/// changes the plain calls, and declares the capability.
 public protocol ForwardingProvider: Provider {
     /// The provider every call not implemented by the wrapper goes to.
     var wrapped: any Provider { get }
@@ -15,8 +18,13 @@ public protocol ForwardingProvider: Provider {
 extension ForwardingProvider {
     /// The wrapped provider's id.
     public var id: String { wrapped.id }
-    /// The wrapped provider's capabilities.
-    public var capabilities: ProviderCapabilities { wrapped.capabilities }
+    /// The wrapped provider's capabilities, but for conditional writes, which a wrapper passes on only when it says
+    /// so (see above).
+    public var capabilities: ProviderCapabilities {
+        var capabilities = wrapped.capabilities
+        capabilities.conditionalWrites = false
+        return capabilities
+    }
     /// The wrapped provider's answer, reason included.
     public func availability() async -> Availability { await wrapped.availability() }
     /// Reads from the wrapped provider.
@@ -27,22 +35,6 @@ extension ForwardingProvider {
     public func remove(_ keys: [String]) async throws -> [Result<Void, CloudSyncError>] {
         try await wrapped.remove(keys)
     }
-    /// Versioned reads from the wrapped provider.
-    public func getVersioned(_ keys: [String]) async throws -> [Result<VersionedValue?, CloudSyncError>] {
-        try await wrapped.getVersioned(keys)
-    }
-    /// Conditional writes to the wrapped provider.
-    ///
-    /// A wrapper that changes ``set(_:)`` changes this too: the store sends conditional writes here, not there.
-    public func set(_ items: [KeyValue], conditions: [WriteCondition?]) async throws
-        -> [Result<String?, CloudSyncError>]
-    { try await wrapped.set(items, conditions: conditions) }
-    /// Conditional removals from the wrapped provider.
-    ///
-    /// A wrapper that changes ``remove(_:)`` changes this too.
-    public func remove(_ keys: [String], conditions: [WriteCondition?]) async throws
-        -> [Result<Void, CloudSyncError>]
-    { try await wrapped.remove(keys, conditions: conditions) }
     /// The wrapped provider's page of keys.
     public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
         try await wrapped.listKeys(after: cursor, limit: limit)

@@ -50,7 +50,9 @@ extension CloudStore {
     public func remove(_ keys: [String], from providerID: String) async throws(CloudSyncError)
         -> [Result<Void, CloudSyncError>]
     {
-        await directly(.remove, keys.map { KeyValue($0, "") }, on: try provider(withID: providerID))
+        await directly(.remove, keys.map { KeyValue($0, "") }, on: try provider(withID: providerID)).map {
+            $0.map { _ in () }
+        }
     }
 
     /// Removes each key from one provider only if it still holds the value it held when it was copied (its stored
@@ -195,8 +197,16 @@ extension CloudStore {
     public func write(_ items: [KeyValue], to providerID: String) async throws(CloudSyncError)
         -> [Result<Void, CloudSyncError>]
     {
+        try await writeVersioned(items, to: providerID).map { $0.map { _ in () } }
+    }
+
+    /// ``write(_:to:)``, each success with the version tag the provider gave the stored value where it told one (S3's
+    /// ETag, CloudKit's record change tag): the tag its next listing gives the key, unless someone writes it since.
+    public func writeVersioned(_ items: [KeyValue], to providerID: String) async throws(CloudSyncError)
+        -> [Result<String?, CloudSyncError>]
+    {
         let provider = try provider(withID: providerID)
-        var results = [Result<Void, CloudSyncError>?](repeating: nil, count: items.count)
+        var results = [Result<String?, CloudSyncError>?](repeating: nil, count: items.count)
         var deliveries: [Delivery] = []
         for (index, item) in items.enumerated() {
             do throws(CloudSyncError) {
@@ -221,11 +231,11 @@ extension CloudStore {
     /// runs past a second deadline is not sent (``CloudStore/heldBehindEarlierWrite(key:provider:)``). One result per
     /// item.
     func directly(_ operation: FailedWrite.Operation, _ items: [KeyValue], on provider: any Provider) async
-        -> [Result<Void, CloudSyncError>]
+        -> [Delivered]
     {
         guard !items.isEmpty else { return [] }
         let keys = items.map(\.key).keySet()
-        return await withWriteLock(keys) { inFlight async -> [Result<Void, CloudSyncError>] in
+        return await withWriteLock(keys) { inFlight async -> [Delivered] in
             let deliveries = items.enumerated().map { Delivery(item: $0, key: $1.key, encoded: $1.value) }
             // A key whose earlier write to the provider may still land fails in its slot rather than race it.
             let outcomes = await deliver(operation, [deliveries], to: [provider], holding: inFlight)

@@ -327,7 +327,7 @@ extension CloudStore {
     ///   - encoded: the encoded value an item was sending to a provider (nil for removes).
     func queueRetryableFailures(
         _ operation: FailedWrite.Operation,
-        _ delivered: [(item: Int, outcomes: [(provider: String, result: Result<Void, CloudSyncError>)])],
+        _ delivered: [(item: Int, outcomes: [(provider: String, result: Delivered)])],
         generation: Int?, key: (Int) -> String, encoded: (Int, String) -> String? = { _, _ in nil }
     ) -> [[Bool]] {
         withOutboxBatch(generation: generation) { batch in
@@ -388,7 +388,8 @@ extension CloudStore {
         let delivered = await withTaskGroup(of: ([Delivery], [Result<Void, CloudSyncError>]).self) { group in
             for index in busy {
                 let (batch, provider) = (deliveries[index], targets[index].provider)
-                group.addTask { [self] in (batch, await send(operation, batch, to: provider)) }
+                group.addTask { [self] in (batch, await send(operation, batch, to: provider).map { $0.map { _ in () } })
+                }
             }
             var delivered: [([Delivery], [Result<Void, CloudSyncError>])] = []
             for await answer in group { delivered.append(answer) }
@@ -408,7 +409,7 @@ extension CloudStore {
     func deliver(
         _ operation: FailedWrite.Operation, _ deliveries: [[Delivery]], to providers: [any Provider],
         holding: Set<OutboxPair> = []
-    ) async -> [Int: [(provider: String, result: Result<Void, CloudSyncError>)]] {
+    ) async -> [Int: [(provider: String, result: Delivered)]] {
         if !holding.isEmpty {
             var sent = deliveries
             var held: [(item: Int, provider: String, key: String)] = []
@@ -429,19 +430,19 @@ extension CloudStore {
         let busy = providers.indices.filter { !deliveries[$0].isEmpty }
         if busy.count == 1, let only = busy.first {
             // One provider: its calls run in this task, with no child task to start and wait for.
-            var byItem: [Int: [(provider: String, result: Result<Void, CloudSyncError>)]] = [:]
+            var byItem: [Int: [(provider: String, result: Delivered)]] = [:]
             byItem.reserveCapacity(deliveries[only].count)
             for (item, provider, result) in await deliver(operation, deliveries[only], to: providers[only]) {
                 byItem[item, default: []].append((provider, result))
             }
             return byItem
         }
-        return await withTaskGroup(of: [(Int, String, Result<Void, CloudSyncError>)].self) { group in
+        return await withTaskGroup(of: [(Int, String, Delivered)].self) { group in
             for index in busy {
                 let (batch, provider) = (deliveries[index], providers[index])
                 group.addTask { [self] in await deliver(operation, batch, to: provider) }
             }
-            var byItem: [Int: [(provider: String, result: Result<Void, CloudSyncError>)]] = [:]
+            var byItem: [Int: [(provider: String, result: Delivered)]] = [:]
             for await outcomes in group {
                 for (item, provider, result) in outcomes { byItem[item, default: []].append((provider, result)) }
             }
@@ -452,28 +453,36 @@ extension CloudStore {
     /// Sends one provider its deliveries in batches of its batch limit; each delivery's item, the provider and the
     /// outcome.
     private func deliver(_ operation: FailedWrite.Operation, _ batch: [Delivery], to provider: any Provider) async
-        -> [(Int, String, Result<Void, CloudSyncError>)]
+        -> [(Int, String, Delivered)]
     {
         let results = await send(operation, batch, to: provider)
         return zip(batch, results).map { delivery, result in (delivery.item, provider.id, result) }
     }
 
+    /// A delivery's outcome: for a write, the version tag the provider gave the stored value where it told one.
+    typealias Delivered = Result<String?, CloudSyncError>
+
     /// Sends one provider its deliveries in batches of its batch limit; one outcome per delivery, positionally.
+    ///
+    /// A write to a provider that tells the versions it stores and whose tags are not the values' digests (S3's
+    /// ETags, CloudKit's change tags) answers them, so a snapshot can record the tag without listing the key again.
     private func send(_ operation: FailedWrite.Operation, _ batch: [Delivery], to provider: any Provider) async
-        -> [Result<Void, CloudSyncError>]
+        -> [Delivered]
     {
         let dispatcher = dispatcher(for: provider)
-        if batch.contains(where: { $0.condition != nil }) {
+        let capabilities = provider.capabilities
+        let tellsVersions = capabilities.conditionalWrites && !capabilities.tagsAreValueDigests
+        if batch.contains(where: { $0.condition != nil }) || (operation == .set && tellsVersions) {
             let conditions = batch.map(\.condition)
             return operation == .set
-                ? await dispatcher.set(batch.map { KeyValue($0.key, $0.encoded ?? "") }, conditions: conditions).map {
-                    $0.map { _ in () }
-                }
-                : await dispatcher.remove(batch.map(\.key), conditions: conditions)
+                ? await dispatcher.set(batch.map { KeyValue($0.key, $0.encoded ?? "") }, conditions: conditions)
+                : await dispatcher.remove(batch.map(\.key), conditions: conditions).map { $0.map { nil } }
         }
-        return operation == .set
+        let outcomes =
+            operation == .set
             ? await dispatcher.set(batch.map { KeyValue($0.key, $0.encoded ?? "") })
             : await dispatcher.remove(batch.map(\.key))
+        return outcomes.map { $0.map { nil } }
     }
 
     /// Turns one item's outcomes on its primary providers into its result, queueing in `batch` what may pass and

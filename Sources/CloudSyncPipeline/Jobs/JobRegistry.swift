@@ -71,6 +71,7 @@ public struct ConfiguredJob: Sendable {
     public let sharding: JobSharding?
     private let needed: @Sendable ([String]) -> [String]
     private let planned: @Sendable (PlanPaths) -> String
+    private let warned: @Sendable ((String) -> ProviderCapabilities?) -> [String]
     private let runner: @Sendable (JobContext, inout JobReport) async throws(CloudSyncError) -> Void
     private let preparer: @Sendable (JobContext) throws(CloudSyncError) -> Void
     private let finisher: @Sendable (JobContext, [String: Int], inout JobReport) async throws(CloudSyncError) -> Void
@@ -82,6 +83,7 @@ public struct ConfiguredJob: Sendable {
         sharding = jobType.sharding(of: configuration).flatMap { $0.shards > 1 ? $0 : nil }
         needed = { store in jobType.providers(of: configuration, store: store) }
         planned = { paths in jobType.plan(configuration, paths: paths) }
+        warned = { capabilities in jobType.warnings(configuration, capabilities: capabilities) }
         runner = { context, report throws(CloudSyncError) in
             try await jobType.run(configuration, in: context, report: &report)
         }
@@ -95,6 +97,8 @@ public struct ConfiguredJob: Sendable {
     public func providers(store: [String]) -> [String] { needed(store) }
     /// What it will do, in one line.
     public func plan(paths: PlanPaths) -> String { planned(paths) }
+    /// What it cannot promise with these providers; see ``JobType/warnings(_:capabilities:)``.
+    public func warnings(capabilities: (String) -> ProviderCapabilities?) -> [String] { warned(capabilities) }
     /// Runs it; see ``JobType/run(_:in:report:)``.
     func run(in context: JobContext, report: inout JobReport) async throws(CloudSyncError) {
         try await runner(context, &report)

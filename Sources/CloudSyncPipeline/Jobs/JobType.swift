@@ -193,6 +193,9 @@ public protocol JobType: Sendable {
     var checksAvailability: Bool { get }
     /// What the job will do, in one line for people (`cloudsync plan`); paths through `paths`, never a secret.
     func plan(_ configuration: Configuration, paths: PlanPaths) -> String
+    /// Sentences about what the job cannot promise with the providers it names, whose capabilities `capabilities`
+    /// gives by id (nil for an id that names no provider): `cloudsync validate`, `plan` and every `run` show them.
+    func warnings(_ configuration: Configuration, capabilities: (String) -> ProviderCapabilities?) -> [String]
     /// Runs the job, recording what it did in `report`; throwing ends the job `error` with that error.
     ///
     /// A sharded job's runner runs it once per key range it leases: ``JobContext/range`` is that range, and the job
@@ -243,6 +246,11 @@ extension JobType {
 
     /// Most jobs run whole.
     public func sharding(of configuration: Configuration) -> JobSharding? { nil }
+
+    /// Most jobs promise as much with any provider.
+    public func warnings(_ configuration: Configuration, capabilities: (String) -> ProviderCapabilities?) -> [String] {
+        []
+    }
 
     /// Most jobs need nothing before their ranges are recorded.
     public func prepareSharded(_ configuration: Configuration, in context: JobContext) throws(CloudSyncError) {}

@@ -295,18 +295,18 @@ struct MirrorJob: JobType {
         }
         if !writes.isEmpty {
             let tagIsDigest = try store.listsWrittenValuesDigests(on: to)
-            for ((item, write), outcome) in zip(zip(writes, written), try await store.write(writes, to: to)) {
+            for ((item, write), outcome) in zip(zip(writes, written), try await store.writeVersioned(writes, to: to)) {
                 switch outcome {
-                case .success:
+                case .success(let version):
                     report.add(1, to: write.update ? Self.updated : Self.copied)
-                    // Unless the destination's tags are digests, the tag it gave the new value is unknown until it is
-                    // listed again, and the next run reads the key there once.
+                    // The tag the destination answered for the new value (or its digest, where that is its tag); with
+                    // neither, the tag is unknown until it is listed again, and the next run reads the key there once.
                     changes.append(
                         (
                             item.key,
                             MirrorRow(
                                 digest: write.digest, sourceVersion: write.sourceVersion,
-                                destinationVersion: tagIsDigest ? write.digest : nil)
+                                destinationVersion: version ?? (tagIsDigest ? write.digest : nil))
                         ))
                 case .failure(let error):
                     report.record([KeyFailure(key: item.key, error: error)])

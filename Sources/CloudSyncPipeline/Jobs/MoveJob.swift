@@ -53,6 +53,17 @@ struct MoveJob: JobType {
             + (configuration.continueOnError ? ", continue past failures" : ", stop at the first failure")
     }
 
+    /// A source that takes no conditional removals (Drive) cannot rule out removing a value another writer stores
+    /// there between the check and the removal.
+    func warnings(_ configuration: Configuration, capabilities: (String) -> ProviderCapabilities?) -> [String] {
+        guard let source = capabilities(configuration.from), !source.conditionalWrites else { return [] }
+        return [
+            "provider `\(configuration.from)` takes no conditional removals, so a value another writer stores there "
+                + "between the move's check and its removal of the key is removed with it; move from a provider "
+                + "that takes them (s3, cloudKit, sqlite, directory), or keep other writers away while it runs"
+        ]
+    }
+
     func run(_ configuration: Configuration, in context: JobContext, report: inout JobReport)
         async throws(CloudSyncError)
     {
