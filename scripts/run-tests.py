@@ -8,6 +8,8 @@ Swift Testing's event stream (JSON lines: each test's start and end) and watches
   thread's backtrace (gdb) beside the run's log, kills the test process and everything it started, and fails;
 - at the end it prints the --slowest tests by their own duration, and the run's time;
 - --runs N repeats the run N times and stops at the first failure (for finding flakes);
+- the pipelines the tests run have no store deadline (CLOUDSYNC_TIMEOUT_MS=none) unless their file sets one, so a
+  loaded machine cannot fail a test on a deadline it is not about;
 - every run report the tests produced (files left in their temporary directories, and what `cloudsync run --report -`
   printed; see CloudSyncTesting's ReportCollection) is checked against schemas/report.schema.json with
   check-jsonschema, and one that does not validate fails the run.
@@ -221,6 +223,9 @@ def run_once(binary, extra, limit, slowest, directory):
     began = time.monotonic()
     reports = os.path.join(directory, "reports")
     environment = dict(os.environ, NO_COLOR="1", CLOUDSYNC_COLLECT_REPORTS=reports)
+    # No store deadline for the pipelines the tests run, unless a test's file sets one (the tests about deadlines
+    # do): on a loaded machine a deadline a test is not about only fails it at random.
+    environment.setdefault("CLOUDSYNC_TIMEOUT_MS", "none")
     process = subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                start_new_session=True, env=environment)
     watch, stop = Watch(), threading.Event()

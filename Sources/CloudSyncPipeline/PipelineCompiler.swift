@@ -35,7 +35,7 @@ public struct CompiledPipeline: Sendable {
         }
         options.repairOnRead = store.repairOnRead
         options.validateKeys = store.validateKeys
-        options.timeout = .milliseconds(store.timeoutMs)
+        options.timeout = store.timeoutMs > 0 ? .milliseconds(store.timeoutMs) : nil
         options.codec = store.codec.flatMap { codecs[$0] }
         for provider in spec.providers {
             if let codec = provider.codec { options.providerCodecs[provider.id] = codecs[codec] }

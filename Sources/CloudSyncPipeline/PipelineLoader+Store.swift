@@ -34,13 +34,38 @@ extension PipelineReader {
         if let node = store["codec"], let text = store.scalarText(node, field: "codec"), text.value != "none" {
             if reference(text, at: node.mark, among: codecIDs, what: "codec") { codec = text.value }
         }
-        return StoreSpec(
+        let written = store.integer("timeoutMs", minimum: 1, unit: " of milliseconds").map(Int.init)
+        let fromEnvironment = written == nil ? environmentTimeout(at: node.mark) : nil
+        var spec = StoreSpec(
             providers: order, writeMode: writeMode, tiering: tieringSpec(store["tiering"]), resolver: resolver,
             repairOnRead: store.boolean("repairOnRead") ?? true, validateKeys: store.boolean("validateKeys") ?? true,
-            timeoutMs: Int(
-                store.integer("timeoutMs", minimum: 1, unit: " of milliseconds")
-                    ?? StoreOptions.defaultTimeout.milliseconds), codec: codec,
+            timeoutMs: written ?? fromEnvironment ?? Int(StoreOptions.defaultTimeout.milliseconds), codec: codec,
             outbox: outboxSpec(store["outbox"]))
+        spec.timeoutFromEnvironment = fromEnvironment != nil
+        return spec
+    }
+
+    /// The variable that sets the store's deadline where the file sets none.
+    static let timeoutVariable = "CLOUDSYNC_TIMEOUT_MS"
+
+    /// The deadline `CLOUDSYNC_TIMEOUT_MS` sets, in milliseconds (0 for `none` or `0`: no deadline); nil when it is
+    /// not set, and an error at the store for a value that is neither.
+    ///
+    /// An operator's setting, for a host where every pipeline needs another deadline (and for test suites on loaded
+    /// machines); the report's `timeoutMs` and `cloudsync plan` say which deadline a run had, and where it came from.
+    func environmentTimeout(at mark: YAMLMark) -> Int? {
+        guard let text = interpolator.environment[Self.timeoutVariable] else { return nil }
+        let trimmed = text.trimmingCharacters(in: .whitespaces)
+        if trimmed == "none" { return 0 }
+        guard let milliseconds = Int(trimmed), milliseconds >= 0 else {
+            diagnostics.error(
+                "\(Self.timeoutVariable) is `\(text)`: give the store's deadline in milliseconds (0 or `none` for no "
+                    + "deadline), or unset it for the default of "
+                    + "\(StoreOptions.defaultTimeout.milliseconds)",
+                at: mark)
+            return nil
+        }
+        return milliseconds
     }
 
     func tieringSpec(_ node: YAMLNode?) -> TieringSpec {

@@ -69,8 +69,10 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
         public var repairOnRead: Bool
         /// Whether keys are checked against every provider's rules before use.
         public var validateKeys: Bool
-        /// The deadline of every provider call, in milliseconds.
+        /// The deadline of every provider call, in milliseconds; 0 for none.
         public var timeoutMs: Int
+        /// Where the deadline came from when the file does not set it: `CLOUDSYNC_TIMEOUT_MS`; nil otherwise.
+        public var timeoutFrom: String? = nil
         /// The codec id of providers without their own; nil for none.
         public var codec: String?
         /// The outbox settings.
@@ -219,6 +221,7 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
                 maxAttempts: storeSpec.outbox.maxAttempts, maxAgeMs: storeSpec.outbox.maxAgeMs,
                 autoFlushMs: storeSpec.outbox.autoFlushMs),
             keyRules: rules)
+        if storeSpec.timeoutFromEnvironment { store.timeoutFrom = PipelineReader.timeoutVariable }
         jobs = spec.jobs.map { Job(name: $0.name, type: $0.type, summary: $0.job.plan(paths: paths), needs: $0.needs) }
         report = spec.reportPath.map(relative)
         warnings = spec.warnings.map(\.message)
@@ -253,7 +256,9 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
         lines += [
             "", "store:", "  write mode: \(store.writeMode)", "  tiering: \(store.tiering)",
             "  resolver: \(store.resolver)",
-            "  repair on read: \(store.repairOnRead)", "  timeout: \(store.timeoutMs) ms",
+            "  repair on read: \(store.repairOnRead)",
+            "  timeout: \(store.timeoutMs > 0 ? "\(store.timeoutMs) ms" : "none")"
+                + (store.timeoutFrom.map { " (\($0))" } ?? ""),
             "  codec: \(store.codec ?? "none")",
             "  outbox: "
                 + (store.outbox.enabled

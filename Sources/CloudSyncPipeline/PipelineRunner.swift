@@ -273,6 +273,7 @@ public struct PipelineRunner: Sendable {
                 pendingAfter: session.outbox?.count ?? 0, drainedBy: drainedBy,
                 pendingByProvider: session.outbox?.countByProvider ?? [:]),
             providers: providerLines)
+        report.timeoutMs = spec.store.timeoutMs
         report.error = drainFailure.map { RunReport.Failure($0) }
 
         let writer = ReportWriter(spec: spec, override: options.reportPath, reportOnly: options.dryRun)
@@ -329,6 +330,7 @@ extension PipelineRunner {
             pipeline: compiled.spec.name, runId: runID, status: status, dryRun: options.dryRun,
             startedAt: iso8601(started), finishedAt: iso8601(finished), durationMs: finished - started, jobs: jobs,
             outbox: RunReport.Outbox(pendingBefore: 0, drained: 0, dropped: [:], pendingAfter: 0), providers: [])
+        report.timeoutMs = compiled.spec.store.timeoutMs
         report.error = failure.map {
             RunReport.Failure(key: "", provider: nil, code: $0.code.rawValue, message: $0.message)
         }

@@ -298,7 +298,7 @@ public enum PipelineSchema {
                 },
                 "repairOnRead": { "description": "Write the resolved value back to providers that disagree. Default true.", "type": "boolean" },
                 "validateKeys": { "description": "Check keys against the rules of every provider before any request. Default true.", "type": "boolean" },
-                "timeoutMs": { "description": "Deadline of every provider call, in milliseconds. Default \#(StoreOptions.defaultTimeout.milliseconds).", "type": "integer", "minimum": 1 },
+                "timeoutMs": { "description": "Deadline of every provider call, in milliseconds. Default: the environment's CLOUDSYNC_TIMEOUT_MS (0 or none: no deadline), else \#(StoreOptions.defaultTimeout.milliseconds).", "type": "integer", "minimum": 1 },
                 "codec": { "description": "A codec id applied to every provider without its own, or none (default).", "type": "string" },
                 "outbox": {
                   "description": "The durable outbox for writes that failed for a reason that may pass.",

@@ -215,8 +215,12 @@ public struct StoreSpec: Sendable {
     public var repairOnRead: Bool
     /// Whether keys are checked against every provider's rules before use (default true).
     public var validateKeys: Bool
-    /// The deadline of every provider call, in milliseconds (default 15000).
+    /// The deadline of every provider call, in milliseconds; 0 for none.
+    ///
+    /// The file's `timeoutMs`, else the environment's `CLOUDSYNC_TIMEOUT_MS` (``timeoutFromEnvironment``), else 15000.
     public var timeoutMs: Int
+    /// Whether ``timeoutMs`` came from `CLOUDSYNC_TIMEOUT_MS` (the file sets none).
+    public var timeoutFromEnvironment = false
     /// The codec id for providers without their own; nil for none (the file's `none` reads as nil).
     public var codec: String?
     /// Outbox settings.

@@ -42,6 +42,7 @@ public enum ReportSchema {
             "startedAt": { "description": "ISO-8601 UTC.", "type": "string", "format": "date-time" },
             "finishedAt": { "description": "ISO-8601 UTC.", "type": "string", "format": "date-time" },
             "durationMs": { "description": "Milliseconds.", "type": "integer", "minimum": 0 },
+            "timeoutMs": { "description": "The store's deadline of each provider call in this run, in milliseconds; 0 for none. The file's store.timeoutMs, else the environment's CLOUDSYNC_TIMEOUT_MS, else 15000.", "type": "integer", "minimum": 0 },
             "jobs": {
               "description": "Jobs in the order they ran.",
               "type": "array",

@@ -267,6 +267,11 @@ public struct RunReport: Codable, Sendable {
     public var outbox: Outbox
     /// Every provider the file declares, with its availability and what it cost.
     public var providers: [Provider]
+    /// The store's deadline of each provider call in this run, in milliseconds; 0 for none.
+    ///
+    /// The file's `store.timeoutMs`, else `CLOUDSYNC_TIMEOUT_MS`, else 15000; nil in reports written before it was
+    /// recorded.
+    public var timeoutMs: Int? = nil
     /// Why the run could not start at all (its state directory, outbox or state database could not be opened);
     /// every job is then `skipped`.
     public var error: Failure? = nil
