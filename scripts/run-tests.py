@@ -288,6 +288,10 @@ def run_once(binary, extra, limit, slowest, directory):
 
 
 def main():
+    # Started by a test (WatchdogTests runs this script from a test thread through Foundation's Process), the script
+    # inherits that thread's blocked signals, and so would every child: gdb with SIGCHLD blocked never hears that the
+    # threads it attached to stopped, and waits for good. Children start with nothing blocked.
+    signal.pthread_sigmask(signal.SIG_SETMASK, set())
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--runs", type=int, default=int(os.environ.get("CLOUDSYNC_REPEAT", "1")),
                         help="run the suite this many times, stopping at the first failure (default: "

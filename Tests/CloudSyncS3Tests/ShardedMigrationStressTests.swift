@@ -18,8 +18,8 @@ struct ShardedMigrationStressTests {
     static let count = 8_000
 
     /// The source: `count` values of 1 KB each in a directory.
-    private func seed(_ directory: TemporaryDirectory) async throws -> [String] {
-        let keys = (0..<Self.count).map { String(format: "item-%05d", $0) }
+    private func seed(_ directory: TemporaryDirectory, count: Int = Self.count) async throws -> [String] {
+        let keys = (0..<count).map { String(format: "item-%05d", $0) }
         let source = try DirectoryProvider(root: directory.file("from"))
         let filler = String(repeating: "x", count: 1000)
         for start in stride(from: 0, to: keys.count, by: 1000) {
@@ -155,6 +155,52 @@ struct ShardedMigrationStressTests {
         #expect(runners.reduce(0) { $0 + (($1["counts"] as? [String: Int])?["copied"] ?? 0) } == keys.count)
         #expect(run.proxy.count("PUT") == keys.count, "no key was written twice")
         #expect(try await objects(under: run.prefix) == keys.count)
+    }
+
+    /// A scheduler's stragglers, round after round.
+    ///
+    /// Each round is a run named for it, one starter and three joiners at once, then two more as the starter ends (one
+    /// joining the named run, one joining whatever is under way). Every round writes each key once; a late joiner
+    /// starts nothing, writes nothing and exits 0.
+    @Test func roundsOfAStarterThreeJoinersAndTwoLateJoinersWriteEachKeyOncePerRun() async throws {
+        let directory = try TemporaryDirectory()
+        // Fewer keys than the other tests, more runs: what is counted is how often each is written per run.
+        let keys = try await seed(directory, count: 1_000)
+        let run = try await prepare(directory, label: "rounds", shards: 4)
+        defer { run.proxy.server.stop() }
+        let executable = try ProcessRunner.builtProduct("cloudsync")
+        let rounds = 10
+        for round in 1...rounds {
+            let before = run.proxy.count("PUT")
+            let name = "round-\(round)-\(UUID().uuidString)"
+            func runner(_ extra: [String], quiet: Bool = true) throws -> RunningProcess {
+                try RunningProcess(
+                    executable, ["run", run.file, "--report", "-"] + (quiet ? ["--quiet"] : []) + extra,
+                    environment: run.environment, currentDirectory: directory.path)
+            }
+            let starter = try runner(["--run-id", name])
+            let joiners = try (0..<3).map { _ in try runner(["--run-id", name, "--join", "--join-wait", "60"]) }
+            let started = await starter.exited()
+            // Not quiet: what they say is checked.
+            let late = [
+                try runner(["--run-id", name, "--join", "--join-wait", "5"], quiet: false),
+                try runner(["--join"], quiet: false),
+            ]
+            var results = [started]
+            for process in joiners + late { results.append(await process.exited()) }
+            #expect(results.allSatisfy { $0.status == 0 }, "round \(round): \(results.map(\.standardError))")
+            let report = try report(of: results)
+            let job = try #require((report["jobs"] as? [[String: Any]])?.first)
+            #expect((job["counts"] as? [String: Int])?["copied"] == keys.count, "round \(round)")
+            #expect(run.proxy.count("PUT") - before == keys.count, "round \(round): each key written once")
+            for straggler in results.suffix(2) {
+                #expect(straggler.standardOutput.isEmpty, "a late joiner reported a run of its own")
+                #expect(
+                    straggler.standardError.contains("already finished")
+                        || straggler.standardError.contains("nothing to join"),
+                    "round \(round): \(straggler.standardError)")
+            }
+        }
     }
 
     @Test func aRunnerKilledMidRunLeavesItsRangeToAnotherAndEveryValueArrives() async throws {

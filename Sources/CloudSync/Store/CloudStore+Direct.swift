@@ -72,14 +72,12 @@ extension CloudStore {
         let locked = keys.keySet()
         return try await withWriteLock(locked) { inFlight async throws(CloudSyncError) -> [ConditionalRemoval] in
             var outcomes = [ConditionalRemoval](repeating: .changed, count: copies.count)
-            var removable: [Int] = []
             let reads = await readEverywhereVersioned(keys, from: [provider])[0]
             var deliveries: [Delivery] = []
             for (index, read) in reads.enumerated() {
                 switch read {
                 case .success(let stored?):
                     if SyncFingerprint.digest(of: stored.value) == copies[index].sourceDigest {
-                        removable.append(index)
                         deliveries.append(
                             Delivery(
                                 item: index, key: keys[index], encoded: nil,
@@ -89,19 +87,7 @@ extension CloudStore {
                 case .failure(let error): outcomes[index] = .failed(error)
                 }
             }
-            let delivered = await deliver(.remove, [deliveries], to: [provider], holding: inFlight)
-            for index in removable {
-                switch delivered[index]?.first?.result {
-                case .success?:
-                    options.outbox?.superseded(key: keys[index], provider: provider.id)
-                    outcomes[index] = .removed
-                case .failure(let error)? where error.code == .changedSinceRead: outcomes[index] = .changed
-                case .failure(let error)?: outcomes[index] = .failed(error)
-                case nil:
-                    outcomes[index] = .failed(
-                        CloudSyncError(.provider, "no result", provider: provider.id, key: keys[index]))
-                }
-            }
+            await removeConditionally(deliveries, from: provider, holding: inFlight, outcomes: &outcomes)
             return outcomes
         }
     }
@@ -143,18 +129,31 @@ extension CloudStore {
             }
             let sent = keys.indices.filter { outcomes[$0] == .removed }
             let deliveries = sent.map { Delivery(item: $0, key: keys[$0], encoded: nil, condition: conditions[$0]) }
-            let delivered = await deliver(.remove, [deliveries], to: [provider], holding: inFlight)
-            for index in sent {
-                switch delivered[index]?.first?.result {
-                case .success?: options.outbox?.superseded(key: keys[index], provider: provider.id)
-                case .failure(let error)? where error.code == .changedSinceRead: outcomes[index] = .changed
-                case .failure(let error)?: outcomes[index] = .failed(error)
-                case nil:
-                    outcomes[index] = .failed(
-                        CloudSyncError(.provider, "no result", provider: provider.id, key: keys[index]))
-                }
-            }
+            await removeConditionally(deliveries, from: provider, holding: inFlight, outcomes: &outcomes)
             return outcomes
+        }
+    }
+
+    /// Sends `deliveries` (removals, each item an index into `outcomes`) to `provider` and sets each one's outcome.
+    ///
+    /// Removed, changed (its condition did not hold) or failed. The caller holds the keys' locks; `holding` are the
+    /// pairs whose earlier writes may still land.
+    private func removeConditionally(
+        _ deliveries: [Delivery], from provider: any Provider, holding: Set<OutboxPair>,
+        outcomes: inout [ConditionalRemoval]
+    ) async {
+        let delivered = await deliver(.remove, [deliveries], to: [provider], holding: holding)
+        for delivery in deliveries {
+            switch delivered[delivery.item]?.first?.result {
+            case .success?:
+                options.outbox?.superseded(key: delivery.key, provider: provider.id)
+                outcomes[delivery.item] = .removed
+            case .failure(let error)? where error.code == .changedSinceRead: outcomes[delivery.item] = .changed
+            case .failure(let error)?: outcomes[delivery.item] = .failed(error)
+            case nil:
+                outcomes[delivery.item] = .failed(
+                    CloudSyncError(.provider, "no result", provider: provider.id, key: delivery.key))
+            }
         }
     }
 
