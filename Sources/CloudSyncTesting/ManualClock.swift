@@ -95,6 +95,20 @@ public final class ManualClock: StoreClock {
         for sleeper in due { sleeper.wake(true) }
     }
 
+    /// Returns once a sleep or timer waits for exactly `duration` from now: that one, whatever else sleeps on the
+    /// clock (a request's deadline, say), so a test can tell a poller asleep between polls from one mid-request.
+    ///
+    /// Throws as ``waitForSleepers(_:limit:fileID:line:)`` does.
+    public func waitForSleeper(
+        wakingIn duration: Duration, limit: Duration = .seconds(120), fileID: String = #fileID, line: Int = #line
+    ) async throws {
+        try await waitUntil(limit: limit, fileID: fileID, line: line) {
+            self.state.withLock { state in
+                state.sleepers.contains { $0.deadline == state.now + duration.milliseconds }
+            }
+        }
+    }
+
     /// Returns once at least `count` sleeps or timers wait on this clock, so a test can advance past them.
     ///
     /// Throws ``ConditionNotReached`` (naming the caller's file and line) when they have not come within `limit` of

@@ -262,7 +262,9 @@ import Testing
         #expect(provider.capabilities.emitsRemoteChanges)
         let changes = Mutex<[RemoteChange]>([])
         let subscription = provider.subscribeToRemoteChanges { change in changes.withLock { $0.append(change) } }
-        try await clock.waitForSleepers(1)
+        // Asleep for the interval, so its start token is taken: a sleeper alone may be the token request's deadline,
+        // and a change made before the token is taken is never reported (as a loaded machine showed).
+        try await clock.waitForSleeper(wakingIn: .seconds(30))
         let other = host.provider(refreshToken: account.refreshToken)
         #expect(succeeded(try await other.set([KeyValue("elsewhere", "1")])))
         clock.advance(by: .seconds(30))
@@ -275,7 +277,7 @@ import Testing
         // The poll's request sleeps on the same clock for its deadline, so a sleeper alone does not say the poll is
         // done: wait for the request itself, then for the poller to sleep again.
         try await waitUntil { host.count("GET", "/drive/v3/changes") >= 1 }
-        try await clock.waitForSleepers(1)
+        try await clock.waitForSleeper(wakingIn: .seconds(30))
         #expect(host.count("GET", "/drive/v3/changes") == 1)
         subscription?.cancel()
         try await waitUntil { clock.sleeperCount == 0 }
