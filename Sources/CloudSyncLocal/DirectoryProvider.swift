@@ -377,7 +377,8 @@ public final class DirectoryProvider: Provider {
     }
 
     /// ``set(_:)``, each value put in place only if its condition (if any) holds for the file it replaces, checked
-    /// under the directory's lock (see ``withDirectoryLock(_:_:)``); each success carries the new file's version tag.
+    /// under the directory's lock (an exclusive `flock` every write and removal of this provider takes); each success
+    /// carries the new file's version tag.
     public func set(_ items: [KeyValue], conditions: [WriteCondition?]) async throws
         -> [Result<String?, CloudSyncError>]
     {
@@ -617,7 +618,8 @@ public final class DirectoryProvider: Provider {
 
     /// Deletes each key's file if its condition (if any) holds for the file there, checked under the directory's lock.
     ///
-    /// See ``withDirectoryLock(_:_:)``. A key with no file succeeds. Throws `ERR_CLOSED` after ``close()``.
+    /// The lock is an exclusive `flock` of the key's directory, which every write and removal of this provider takes.
+    /// A key with no file succeeds. Throws `ERR_CLOSED` after ``close()``.
     public func remove(_ keys: [String], conditions: [WriteCondition?]) async throws
         -> [Result<Void, CloudSyncError>]
     {
