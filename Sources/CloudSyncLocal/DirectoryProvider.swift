@@ -246,14 +246,24 @@ public final class DirectoryProvider: Provider {
     ///
     /// Several files are read at once (`readWidth(forKeys:)`). Throws `ERR_CLOSED` after ``close()``.
     public func get(_ keys: [String]) async throws -> [Result<String?, CloudSyncError>] {
+        try await readEach(keys) { value, _ in value }
+    }
+
+    /// Reads each key's file as ``get(_:)`` does, several at once, answering what `answer` makes of its value and
+    /// the status of the file it was read from; counts one request and the bytes read.
+    private func readEach<Answer: Sendable>(
+        _ keys: [String], _ answer: @escaping @Sendable (String, stat) -> Answer
+    ) async throws -> [Result<Answer?, CloudSyncError>] {
         try ensureOpen()
         let results = try await LocalFiles.offload { [self] in
             LocalFiles.concurrentMap(keys.count, width: Self.readWidth(forKeys: keys.count)) { [self] index in
-                read(keys[index])
+                readWithStatus(keys[index]).map { read in
+                    read.map { (answer: answer($0.value, $0.status), bytes: $0.value.utf8.count) }
+                }
             }
         }
-        metrics.recordRequest(bytesRead: results.reduce(0) { $0 + ((try? $1.get())??.utf8.count ?? 0) })
-        return results
+        metrics.recordRequest(bytesRead: results.reduce(0) { $0 + ((try? $1.get())??.bytes ?? 0) })
+        return results.map { result in result.map { $0?.answer } }
     }
 
     /// How many files a batch get reads at once: two for a few keys, up to 16 for a large batch (one thread per 32
@@ -265,10 +275,6 @@ public final class DirectoryProvider: Provider {
     /// small batch keeps to two.
     static func readWidth(forKeys count: Int) -> Int {
         min(16, max(2, count / 32))
-    }
-
-    private func read(_ key: String) -> Result<String?, CloudSyncError> {
-        readWithStatus(key).map { $0?.value }
     }
 
     /// `key`'s value with the status of the file it was read from (for its version tag); nil when it has no file.
@@ -391,16 +397,7 @@ public final class DirectoryProvider: Provider {
     /// ``get(_:)`` with each file's version tag as it was read: the listing's tag, given even for a file changed
     /// within the listing's racy window.
     public func getVersioned(_ keys: [String]) async throws -> [Result<VersionedValue?, CloudSyncError>] {
-        try ensureOpen()
-        let results = try await LocalFiles.offload { [self] in
-            LocalFiles.concurrentMap(keys.count, width: Self.readWidth(forKeys: keys.count)) { [self] index in
-                readWithStatus(keys[index]).map { read in
-                    read.map { VersionedValue($0.value, version: FileVersion(exactly: $0.status).tag) }
-                }
-            }
-        }
-        metrics.recordRequest(bytesRead: results.reduce(0) { $0 + ((try? $1.get())??.value.utf8.count ?? 0) })
-        return results
+        try await readEach(keys) { value, status in VersionedValue(value, version: FileVersion(exactly: status).tag) }
     }
 
     /// Files a batch holds open at once (two descriptors each): 1,000 at once would pass a service's default 1,024.

@@ -1,6 +1,7 @@
 import CloudSync
 import CloudSyncHTTP
 import CloudSyncOpenSSL
+import CloudSyncSodium
 import Foundation
 import Synchronization
 
@@ -232,7 +233,7 @@ public final class S3Provider: Provider {
             try unmet(condition, response, key: key)
         } catch {
             // A retried PUT whose first attempt landed finds its own object: that is this write's success.
-            let ownETag = "\"" + MD5.hash(body).map { String(format: "%02x", $0) }.joined() + "\""
+            let ownETag = "\"" + Hex.encode(MD5.hash(body)) + "\""
             let now = try await client.send(HTTPRequest(method: .head, url: request.url), key: key)
             if now.isSuccess, now.headers["ETag"] == ownETag { return ownETag }
             throw error

@@ -210,8 +210,7 @@ public final class FaultInjectingProvider: ForwardingProvider {
     /// A condition this wrapper's capabilities do not take is refused, as a provider without them refuses it.
     private func refusal(of condition: WriteCondition?, key: String) -> CloudSyncError? {
         guard condition != nil, !capabilities.conditionalWrites else { return nil }
-        return CloudSyncError(
-            .unsupported, "this provider cannot make a write or removal conditional", provider: id, key: key)
+        return WriteCondition.unsupported(key: key, provider: id)
     }
 
     /// ``get(_:)`` with the wrapped provider's version tags.

@@ -34,6 +34,12 @@ public enum WriteCondition: Sendable, Hashable {
         }
     }
 
+    /// The error of a conditional change to `key` sent to `provider`, which takes no conditions: the slot's failure.
+    public static func unsupported(key: String, provider: String) -> CloudSyncError {
+        CloudSyncError(
+            .unsupported, "this provider cannot make a write or removal conditional", provider: provider, key: key)
+    }
+
     /// The error of a conditional change to `key` on `provider` that found it changed: the slot's failure.
     public func unmet(key: String, provider: String) -> CloudSyncError {
         let expected: String
@@ -87,10 +93,7 @@ extension Provider {
         precondition(conditions.count == items.count, "one condition (or nil) per item")
         let plain = items.indices.filter { conditions[$0] == nil }
         var results = items.map { item -> Result<T, CloudSyncError> in
-            .failure(
-                CloudSyncError(
-                    .unsupported, "this provider cannot make a write or removal conditional", provider: id,
-                    key: key(item)))
+            .failure(WriteCondition.unsupported(key: key(item), provider: id))
         }
         guard !plain.isEmpty else { return results }
         let sent = try await send(plain.map { items[$0] })

@@ -159,7 +159,7 @@ public final class MemoryProvider: Provider {
         let results = contents.withLock { contents in
             items.indices.map { index -> Result<String?, CloudSyncError> in
                 let item = items[index]
-                if let condition = conditions?[index], !holds(condition, for: item.key, in: contents) {
+                if let condition = conditions?[index], !condition.holds(forTag: version(of: item.key, in: contents)) {
                     return .failure(condition.unmet(key: item.key, provider: id))
                 }
                 if let cap = capabilities.maxValueBytes, item.value.utf8.count > cap {
@@ -200,7 +200,7 @@ public final class MemoryProvider: Provider {
         metrics.recordRequest()
         return contents.withLock { contents in
             zip(keys, conditions).map { key, condition in
-                if let condition, contents.values[StoreKey(key)] != nil, !holds(condition, for: key, in: contents) {
+                if let condition, let current = version(of: key, in: contents), !condition.holds(forTag: current) {
                     return .failure(condition.unmet(key: key, provider: id))
                 }
                 contents.remove(key)
@@ -223,13 +223,6 @@ public final class MemoryProvider: Provider {
     /// `key`'s version tag: this instance and the sequence number of its last store; nil when it is not stored.
     private func version(of key: String, in contents: Contents) -> String? {
         contents.storedAt[StoreKey(key)].map { "\(feedEpoch):\($0)" }
-    }
-
-    private func holds(_ condition: WriteCondition, for key: String, in contents: Contents) -> Bool {
-        switch condition {
-        case .absent: return contents.values[StoreKey(key)] == nil
-        case .version(let expected): return version(of: key, in: contents) == expected
-        }
     }
 
     /// Keys in bytewise order after `cursor`, so pages are stable while other tasks write.
