@@ -26,6 +26,9 @@ let package = Package(
         .library(name: "CloudSyncLocal", targets: ["CloudSyncLocal"]),
         .library(name: "CloudSyncCrypto", targets: ["CloudSyncCrypto"]),
         .library(name: "CloudSyncPipeline", targets: ["CloudSyncPipeline"]),
+        .library(name: "CloudSyncPipelineState", targets: ["CloudSyncPipelineState"]),
+        .library(name: "CloudSyncJobs", targets: ["CloudSyncJobs"]),
+        .library(name: "CloudSyncRunner", targets: ["CloudSyncRunner"]),
         .library(name: "CloudSyncHTTP", targets: ["CloudSyncHTTP"]),
         .library(name: "CloudSyncHTTPServer", targets: ["CloudSyncHTTPServer"]),
         .library(name: "CloudSyncAuth", targets: ["CloudSyncAuth"]),
@@ -118,12 +121,38 @@ let package = Package(
         // Local persistence and providers on SQLite and the file system.
         .target(name: "CloudSyncLocal", dependencies: ["CloudSync", "CloudSyncSQLite", "CloudSyncSodium"]),
 
-        // Pipeline files: YAML -> checked spec -> compiled store and jobs; no side effects until run.
+        // The pipeline language and the job contract: YAML -> checked spec -> plan -> compiled store, the job type
+        // protocol and its registry, the state protocols and the report vocabulary. No provider, no SQLite, no libpq:
+        // a program that only loads and checks pipelines links none of them.
         .target(
             name: "CloudSyncPipeline",
+            dependencies: ["CloudSync", "CloudSyncYAML", "CloudSyncSodium", "CloudSyncCrypto", "CloudSyncBackup"]),
+
+        // Where a pipeline's state is kept: a SQLite file in its state directory, or a PostgreSQL schema that runners
+        // on several machines share (shards, set-aside keys, the shared outbox, kept reports, run locks, slot claims);
+        // and the accounts file named sign-ins live in.
+        .target(
+            name: "CloudSyncPipelineState",
             dependencies: [
-                "CloudSync", "CloudSyncYAML", "CloudSyncSodium", "CloudSyncCrypto", "CloudSyncLocal", "CloudSyncSQLite",
-                "CloudSyncPostgres", "CloudSyncS3", "CloudSyncCloudKit", "CloudSyncDrive", "CloudSyncBackup",
+                "CloudSync", "CloudSyncPipeline", "CloudSyncSQLite", "CloudSyncPostgres", "CloudSyncSodium",
+            ]),
+
+        // The built-in job types, one file each, with what they share: key merging and the export-file format. They
+        // see state only through the job context.
+        .target(
+            name: "CloudSyncJobs",
+            dependencies: [
+                "CloudSync", "CloudSyncPipeline", "CloudSyncBackup", "CloudSyncCrypto", "CloudSyncLocal",
+                "CloudSyncSQLite", "CloudSyncSodium",
+            ]),
+
+        // Running pipelines: the run session, runner, executor, sharded runs, the shared outbox drain, reports and
+        // Prometheus text, history, credentials; and the assembly lists of built-in providers, jobs and state stores.
+        .target(
+            name: "CloudSyncRunner",
+            dependencies: [
+                "CloudSync", "CloudSyncPipeline", "CloudSyncPipelineState", "CloudSyncJobs", "CloudSyncLocal",
+                "CloudSyncS3", "CloudSyncCloudKit", "CloudSyncDrive", "CloudSyncSodium",
             ]),
 
         // `cloudsync serve`: pipelines on their schedules, outbox flushes on timers, and the HTTP face (health,
@@ -131,15 +160,17 @@ let package = Package(
         .target(
             name: "CloudSyncService",
             dependencies: [
-                "CloudSync", "CloudSyncPipeline", "CloudSyncHTTP", "CloudSyncHTTPServer", "CloudSyncSodium",
+                "CloudSync", "CloudSyncPipeline", "CloudSyncRunner", "CloudSyncHTTP", "CloudSyncHTTPServer",
+                "CloudSyncSodium",
             ]),
 
         // The command line: argument parsing, exit codes, what people see.
         .target(
             name: "CloudSyncCLI",
             dependencies: [
-                "CloudSync", "CloudSyncCrypto", "CloudSyncPipeline", "CloudSyncCloudKit", "CloudSyncBackup",
-                "CloudSyncService", "CloudSyncHTTPServer", "CBuildInfo",
+                "CloudSync", "CloudSyncCrypto", "CloudSyncPipeline", "CloudSyncPipelineState", "CloudSyncJobs",
+                "CloudSyncRunner", "CloudSyncCloudKit", "CloudSyncBackup", "CloudSyncService", "CloudSyncHTTPServer",
+                "CBuildInfo",
                 // Only for `cloudsync version`, which names the C libraries' versions through their faces (libcurl's
                 // directly: it has no face, as URLSession is the only one that calls it).
                 "CloudSyncSQLite", "CloudSyncSodium", "CloudSyncYAML", "CloudSyncOpenSSL", "CloudSyncPostgres", "CCurl",
@@ -155,7 +186,8 @@ let package = Package(
             name: "cloudsync-bench",
             dependencies: [
                 "CloudSync", "CloudSyncSQLite", "CloudSyncSodium", "CloudSyncYAML", "CloudSyncLocal", "CloudSyncCrypto",
-                "CloudSyncTesting", "CloudSyncHTTP", "CloudSyncS3", "CloudSyncPipeline", "CSodium", "CloudSyncAuth",
+                "CloudSyncTesting", "CloudSyncHTTP", "CloudSyncS3", "CloudSyncPipeline", "CloudSyncRunner", "CSodium",
+                "CloudSyncAuth",
                 "CloudSyncEmulator", "CloudSyncDrive", "CloudSyncCloudKit", "CloudSyncBackup",
             ]),
 
@@ -164,8 +196,8 @@ let package = Package(
         .target(
             name: "CloudSyncFuzzing",
             dependencies: [
-                "CloudSync", "CloudSyncCrypto", "CloudSyncDeflate", "CloudSyncHTTPServer", "CloudSyncPipeline",
-                "CloudSyncSodium", "CloudSyncYAML",
+                "CloudSync", "CloudSyncCrypto", "CloudSyncDeflate", "CloudSyncHTTPServer", "CloudSyncJobs",
+                "CloudSyncPipeline", "CloudSyncRunner", "CloudSyncSodium", "CloudSyncYAML",
             ]),
 
         // Test support shipped as a normal target: temporary directories, test doubles, a test transport; re-exports the
@@ -185,7 +217,12 @@ let package = Package(
             name: "CloudSyncDeflateTests", dependencies: ["CloudSync", "CloudSyncDeflate", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncOpenSSLTests", dependencies: ["CloudSyncOpenSSL"]),
         // The pipeline only for its PostgreSQL outbox storage, which the outbox's property test also runs against.
-        .testTarget(name: "CloudSyncTests", dependencies: ["CloudSync", "CloudSyncPipeline", "CloudSyncTesting"]),
+        .testTarget(
+            name: "CloudSyncTests",
+            dependencies: [
+                "CloudSync", "CloudSyncPipeline", "CloudSyncPipelineState", "CloudSyncJobs", "CloudSyncRunner",
+                "CloudSyncTesting",
+            ]),
         .testTarget(
             name: "CloudSyncBackupTests",
             dependencies: ["CloudSync", "CloudSyncBackup", "CloudSyncCrypto", "CloudSyncSodium", "CloudSyncTesting"]),
@@ -193,6 +230,7 @@ let package = Package(
             name: "CloudSyncCLITests",
             dependencies: [
                 "CloudSync", "CloudSyncAuth", "CloudSyncCLI", "CloudSyncHTTP", "CloudSyncLocal", "CloudSyncPipeline",
+                "CloudSyncPipelineState", "CloudSyncJobs", "CloudSyncRunner",
                 "CloudSyncPostgres", "CloudSyncSQLite", "CloudSyncTesting", "cloudsync", "CloudSyncSodium",
                 "CloudSyncYAML", "CloudSyncOpenSSL",
             ]),
@@ -200,6 +238,7 @@ let package = Package(
             name: "CloudSyncServiceTests",
             dependencies: [
                 "CloudSync", "CloudSyncHTTP", "CloudSyncHTTPServer", "CloudSyncLocal", "CloudSyncPipeline",
+                "CloudSyncPipelineState", "CloudSyncJobs", "CloudSyncRunner",
                 "CloudSyncService", "CloudSyncTesting",
             ]),
         .testTarget(name: "CloudSyncTestingTests", dependencies: ["CloudSyncHTTP", "CloudSyncTesting"]),
@@ -222,18 +261,21 @@ let package = Package(
             name: "CloudSyncCloudKitTests",
             dependencies: [
                 "CloudSync", "CloudSyncAuth", "CloudSyncCloudKit", "CloudSyncHTTP", "CloudSyncPipeline",
+                "CloudSyncPipelineState", "CloudSyncJobs", "CloudSyncRunner",
                 "CloudSyncTesting",
             ]),
         .testTarget(
             name: "CloudSyncDriveTests",
             dependencies: [
                 "CloudSync", "CloudSyncAuth", "CloudSyncCLI", "CloudSyncDrive", "CloudSyncHTTP", "CloudSyncPipeline",
+                "CloudSyncPipelineState", "CloudSyncJobs", "CloudSyncRunner",
                 "CloudSyncTesting", "cloudsync", "cloudsync-emulator",
             ]),
         .testTarget(
             name: "CloudSyncPipelineTests",
             dependencies: [
-                "CloudSync", "CloudSyncPipeline", "CloudSyncPostgres", "CloudSyncSQLite", "CloudSyncTesting",
+                "CloudSync", "CloudSyncPipeline", "CloudSyncPipelineState", "CloudSyncJobs", "CloudSyncRunner",
+                "CloudSyncPostgres", "CloudSyncSQLite", "CloudSyncTesting",
             ]),
         .testTarget(
             name: "CloudSyncCryptoTests",
@@ -242,7 +284,8 @@ let package = Package(
             name: "CloudSyncReliabilityTests",
             dependencies: [
                 "CloudSync", "CloudSyncCloudKit", "CloudSyncCrypto", "CloudSyncEmulator", "CloudSyncFuzzing",
-                "CloudSyncPipeline", "CloudSyncS3", "CloudSyncTesting", "CloudSyncYAML", "cloudsync",
+                "CloudSyncPipeline", "CloudSyncPipelineState", "CloudSyncJobs", "CloudSyncRunner", "CloudSyncS3",
+                "CloudSyncTesting", "CloudSyncYAML", "cloudsync",
             ]),
         .testTarget(
             name: "CloudSyncLocalTests",

@@ -1,5 +1,7 @@
 import CloudSync
 import CloudSyncPipeline
+import CloudSyncPipelineState
+import CloudSyncRunner
 import Foundation
 
 /// `cloudsync accounts list [--json]` and `cloudsync accounts remove NAME`: the named accounts `login --account`

@@ -1,4 +1,5 @@
 import CloudSyncPipeline
+import CloudSyncRunner
 
 // A small argument parser with swift-argument-parser's behaviour (not its code): `--name value` and `--name=value`,
 // short names, `--` ending the options, `-h`/`--help` anywhere, value choices, and errors that say what was wrong

@@ -1,6 +1,7 @@
 import CloudSync
 import CloudSyncCloudKit
 import CloudSyncPipeline
+import CloudSyncRunner
 import Foundation
 
 /// `cloudsync cloudkit status|ensure-zone|changes|delete-zone FILE --provider ID`: what a developer reaches for while

@@ -1,6 +1,8 @@
 import CloudSync
 import CloudSyncCrypto
+import CloudSyncJobs
 import CloudSyncPipeline
+import CloudSyncRunner
 import Foundation
 
 /// The `cloudsync` command: parses arguments, runs what they ask for, and says what happened.

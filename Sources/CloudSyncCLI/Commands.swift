@@ -1,4 +1,5 @@
 import CloudSyncPipeline
+import CloudSyncRunner
 
 /// Every subcommand of `cloudsync`: what it takes and what it can exit with.
 ///

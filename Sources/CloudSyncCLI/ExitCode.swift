@@ -1,4 +1,5 @@
 import CloudSyncPipeline
+import CloudSyncRunner
 
 /// The `cloudsync` command's exit statuses.
 ///

@@ -1,5 +1,6 @@
 import CloudSync
 import CloudSyncPipeline
+import CloudSyncRunner
 import Foundation
 
 /// `cloudsync man [PAGE] [--output DIR] [--doc-dir PATH]`: one manual page on standard output, or every page written

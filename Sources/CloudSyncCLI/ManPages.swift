@@ -1,5 +1,6 @@
 import CloudSync
 import CloudSyncPipeline
+import CloudSyncRunner
 import Foundation
 
 /// The manual pages: cloudsync(1), a page per subcommand (cloudsync-run(1), cloudsync-outbox-list(1), …) and

@@ -1,5 +1,6 @@
 import CloudSync
 import CloudSyncPipeline
+import CloudSyncRunner
 import Foundation
 
 /// `cloudsync outbox list|flush|discard FILE`.

@@ -1,5 +1,6 @@
 import CloudSync
 import CloudSyncPipeline
+import CloudSyncRunner
 import Foundation
 
 extension CommandLineTool {
@@ -210,7 +211,7 @@ extension CommandLineTool {
         guard let compiled = compile(parsed.argument(Commands.file) ?? "", unsetVariables: .deferred) else {
             return .usage
         }
-        let runs: [StateDatabase.Run]
+        let runs: [RunRecord]
         do {
             runs = try PipelineHistory.runs(of: compiled, limit: limit)
         } catch {

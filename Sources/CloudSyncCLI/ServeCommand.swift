@@ -1,5 +1,6 @@
 import CloudSyncHTTPServer
 import CloudSyncPipeline
+import CloudSyncRunner
 import CloudSyncService
 import Foundation
 

@@ -1,5 +1,7 @@
 import CloudSync
 import CloudSyncPipeline
+import CloudSyncPipelineState
+import CloudSyncRunner
 import CloudSyncYAML
 import Foundation
 
@@ -193,7 +195,7 @@ extension CommandLineTool {
 
     /// The accounts file for this environment (``AccountStore``).
     func accountStore(_ compiled: CompiledPipeline?, create: Bool) throws(CloudSyncError) -> AccountStore {
-        guard let directory = compiled?.accountsDirectory ?? AccountStore.directory(environment: environment) else {
+        guard let directory = compiled?.accountsDirectory ?? NamedAccounts.directory(environment: environment) else {
             throw CloudSyncError(
                 .config, "no place for the accounts file: set CLOUDSYNC_ACCOUNTS_DIR, XDG_STATE_HOME or HOME")
         }

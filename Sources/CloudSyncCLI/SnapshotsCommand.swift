@@ -1,6 +1,7 @@
 import CloudSync
 import CloudSyncBackup
 import CloudSyncPipeline
+import CloudSyncRunner
 import Foundation
 
 /// `cloudsync snapshots FILE --repository ID [--codec ID] [--json]`: the snapshots of a backup repository.

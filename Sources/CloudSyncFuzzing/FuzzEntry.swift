@@ -2,7 +2,9 @@ import CloudSync
 import CloudSyncCrypto
 import CloudSyncDeflate
 import CloudSyncHTTPServer
+import CloudSyncJobs
 import CloudSyncPipeline
+import CloudSyncRunner
 import CloudSyncSodium
 import CloudSyncYAML
 import Foundation

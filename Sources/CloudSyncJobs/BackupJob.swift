@@ -1,5 +1,6 @@
 import CloudSync
 import CloudSyncBackup
+import CloudSyncPipeline
 
 /// `backup`: writes one snapshot of a provider's keys (within `keys`) into the encrypted repository kept in another
 /// provider; only values the repository lacks are uploaded (``BackupRepository``).

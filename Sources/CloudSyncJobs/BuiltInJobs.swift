@@ -1,3 +1,5 @@
+import CloudSyncPipeline
+
 /// The job types this build of CloudSync ships, as `cloudsync` registers them: one registration line per type.
 ///
 /// It lives in the pipeline library rather than the command line so that a program running pipelines from Swift

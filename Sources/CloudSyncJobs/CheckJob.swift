@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncPipeline
 
 /// `check`: compares two providers key by key, by decoded value, as rclone's `check` does; changes nothing.
 ///
@@ -143,16 +144,5 @@ struct CheckJob: JobType {
         if report[Self.differ] + report[Self.missingOnDestination] + report[Self.missingOnSource] > 0 {
             report.status = .failed
         }
-    }
-}
-
-/// Keys a report names by category (`check`'s differences, `mirror`'s deletions): the first
-/// ``KeyLists/limit`` of each, the rest only counted in the job's counts.
-struct KeyLists {
-    static let limit = 100
-    private(set) var lists: [String: [String]] = [:]
-
-    mutating func add(_ key: String, to count: JobCount) {
-        if lists[count.name, default: []].count < Self.limit { lists[count.name, default: []].append(key) }
     }
 }

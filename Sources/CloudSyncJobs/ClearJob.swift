@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncPipeline
 
 /// `clear`: removes every key from one provider, or from the whole store; refused unless confirmed.
 struct ClearJob: JobType {

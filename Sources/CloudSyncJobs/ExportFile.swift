@@ -1,6 +1,7 @@
 import CloudSync
 import CloudSyncCrypto
 import CloudSyncLocal
+import CloudSyncPipeline
 import Foundation
 
 /// The export file, written and read as a stream: neither side holds more than a page of items and one piece of

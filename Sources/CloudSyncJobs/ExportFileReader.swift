@@ -1,5 +1,6 @@
 import CloudSync
 import CloudSyncCrypto
+import CloudSyncPipeline
 import Foundation
 
 /// Reads the items of an export file (any version, see ``ExportFile``) one at a time, in the file's order.

@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncPipeline
 
 /// `export`: writes the selected keys and their plaintext values to a file, optionally encrypted.
 struct ExportJob: JobType {

@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncPipeline
 
 /// `flush`: retries the outbox's due writes now.
 struct FlushJob: JobType {

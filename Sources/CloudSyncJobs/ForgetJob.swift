@@ -1,5 +1,6 @@
 import CloudSync
 import CloudSyncBackup
+import CloudSyncPipeline
 
 /// `forget`: removes the snapshots of a backup repository its keep policy does not keep and, with `prune`, the data
 /// no remaining snapshot needs (``BackupRepository/forget(policy:tags:dryRun:)``, ``BackupRepository/prune(maxUnused:holding:)``).

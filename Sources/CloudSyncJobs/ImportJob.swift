@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncPipeline
 
 /// `import`: writes the items of an export file to one provider or the store.
 struct ImportJob: JobType {

@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncPipeline
 import CloudSyncSQLite
 import Foundation
 

@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncPipeline
 
 /// `migrate`: copies keys from one provider to another, decoding with the source's codec and encoding with the
 /// destination's; the source is never changed.
@@ -104,7 +105,7 @@ extension JobContext {
             from: from, to: to, filter: keyFilter(keys), continueOnError: continueOnError, overwrite: overwrite,
             range: range, onProgress: { done, total in watcher?(name, done, total) },
             onFailures: { failed in
-                failures += failed.prefix(max(0, PipelineRunner.failureListLimit + 1 - failures.count))
+                failures += failed.prefix(max(0, JobReport.failureListLimit + 1 - failures.count))
             }, onLanded: onLanded,
             onBatch: shardProgress == nil
                 ? nil

@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncPipeline
 
 /// `mirror`: one-way; afterwards `to` holds exactly `from`'s keys (within `keys`) with `from`'s values, and `from`
 /// is never written.
@@ -95,7 +96,7 @@ struct MirrorJob: JobType {
             range: context.range)
         let setAside = context.setAside
         try await listing.prepare(providers: context.providers)
-        let snapshot = MirrorSnapshot(state: context.stateDatabase, job: context.jobName, from: from, to: to)
+        let snapshot = MirrorSnapshot(state: context.state, job: context.jobName, from: from, to: to)
         let extra = try KeySpill()
         var extraCount = 0
         var destinationKeys = 0
@@ -149,7 +150,7 @@ struct MirrorJob: JobType {
     ) async throws(CloudSyncError) {
         guard configuration.deletes, let setAside = context.setAside else { return }
         let snapshot = MirrorSnapshot(
-            state: context.stateDatabase, job: context.jobName, from: configuration.from, to: configuration.to)
+            state: context.state, job: context.jobName, from: configuration.from, to: configuration.to)
         try await removeExtra(
             try setAside.count(of: Self.deletionList), of: summed[Self.destinationKeys.name] ?? 0, configuration,
             snapshot: snapshot, pageSize: context.pageSize(for: [configuration.from, configuration.to]), in: context,

@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncPipeline
 
 /// `move`: copies keys from one provider to another, then removes from the source each key the destination
 /// acknowledged holding with the same value — never one whose copy failed or was skipped, nor one written at the

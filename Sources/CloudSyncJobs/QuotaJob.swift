@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncPipeline
 
 /// `quota`: reads each provider's used and total space, warning above a fraction.
 struct QuotaJob: JobType {

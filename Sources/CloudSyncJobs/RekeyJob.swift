@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncPipeline
 
 /// `rekey`: re-encrypts every value of one provider under its codec's current key.
 struct RekeyJob: JobType {

@@ -1,5 +1,6 @@
 import CloudSync
 import CloudSyncBackup
+import CloudSyncPipeline
 import Foundation
 
 /// `restore`: writes a snapshot's keys (within `keys`) from a backup repository back into a provider.

@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncPipeline
 import Foundation
 
 /// Where a ``StreamingJSONReader`` gets its bytes: a block at a time, nil at the end.

@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncPipeline
 import Foundation
 
 /// `sync`: makes every listed provider hold the same keys and values, N-way, against a snapshot of what the last
@@ -101,7 +102,7 @@ struct SyncJob: JobType {
     func prepareSharded(_ configuration: Configuration, in context: JobContext) throws(CloudSyncError) {
         // Deletions an earlier run left (one that stopped, or one whose deletions maxDeletes refused) are not this
         // run's: the ranges collect their own.
-        try context.stateDatabase?.clearDeletions(of: context.jobName)
+        try context.state?.clearDeletions(of: context.jobName)
     }
 
     func providers(of configuration: Configuration, store: [String]) -> [String] {
@@ -156,7 +157,7 @@ struct SyncJob: JobType {
         defer { report.entry.sync = run.details }
         guard try await run.delete(into: &report), !context.isInterrupted else {
             if context.isInterrupted { report.status = .interrupted }
-            try? context.stateDatabase?.clearDeletions(of: context.jobName)
+            try? context.state?.clearDeletions(of: context.jobName)
             return
         }
         try run.record(report)
@@ -219,7 +220,7 @@ final class SyncRun {
         self.ids = ids
         self.context = context
         job = context.jobName
-        state = context.stateDatabase
+        state = context.state
         firstRun = !((try state?.hasSynced(job)) ?? false)
         pageSize = context.pageSize(for: ids, floor: Self.pageSize)
         isRange = context.setAside != nil

@@ -1,5 +1,6 @@
 import CloudSync
 import CloudSyncBackup
+import CloudSyncPipeline
 
 /// `verify`: checks a provider's values decode, or that a backup repository is whole.
 ///

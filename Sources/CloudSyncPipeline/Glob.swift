@@ -111,3 +111,15 @@ struct Glob: Sendable {
         }
     }
 }
+
+/// Whether `text` matches the glob `pattern` (see ``Glob``); a malformed pattern matches nothing (the loader refuses
+/// those in pipeline files).
+package func globMatches(_ pattern: String, _ text: String) -> Bool {
+    (try? Glob(pattern))?.matches(text) ?? false
+}
+
+/// A job's key selection: globs and exact keys, any of which may match.
+package func keyFilter(_ keys: [String]?) -> (@Sendable (String) -> Bool)? {
+    guard let keys else { return nil }
+    return { key in keys.contains { globMatches($0, key) } }
+}

@@ -1,6 +1,5 @@
 import CloudSync
 import CloudSyncCrypto
-import CloudSyncLocal
 import CloudSyncSodium
 import CloudSyncYAML
 
@@ -13,7 +12,7 @@ public struct CompiledPipeline: Sendable {
     public let spec: PipelineSpec
     /// The codecs the file declares, by id, their keys already read; each key's passphrase is stretched on first use.
     public let codecs: [String: EnvelopeCodec]
-    /// Where named accounts' sign-ins are kept for this environment (``AccountStore/directory(environment:)``); nil
+    /// Where named accounts' sign-ins are kept for this environment (``NamedAccounts.directory(environment:)``); nil
     /// when it names no place.
     public var accountsDirectory: String? = nil
 
@@ -83,7 +82,7 @@ public enum PipelineCompiler {
         }
         guard diagnostics.isEmpty else { throw PipelineError(diagnostics: diagnostics, source: spec.source) }
         var compiled = CompiledPipeline(spec: spec, codecs: codecs)
-        compiled.accountsDirectory = AccountStore.directory(environment: environment)
+        compiled.accountsDirectory = NamedAccounts.directory(environment: environment)
         return compiled
     }
 
@@ -118,5 +117,12 @@ public enum PipelineCompiler {
         case .passphraseFile(let path):
             return try .passphrase(id: key.id, file: path.value)
         }
+    }
+}
+
+extension CompiledPipeline {
+    /// The codec provider values are encrypted with: the store's, else the first the file declares; nil for none.
+    public var stateCodec: (any ValueCodec)? {
+        spec.store.codec.flatMap { codecs[$0] } ?? spec.codecs.first.flatMap { codecs[$0.id] }
     }
 }

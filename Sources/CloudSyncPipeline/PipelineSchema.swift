@@ -8,7 +8,7 @@ import CloudSyncBackup
 /// appears in the schema by being registered.
 public enum PipelineSchema {
     /// The schema for pipelines whose providers come from `registry` and jobs from `jobTypes`.
-    public static func json(registry: ProviderRegistry, jobTypes: JobRegistry = BuiltInJobs.registry) -> String {
+    public static func json(registry: ProviderRegistry, jobTypes: JobRegistry) -> String {
         template.replacingOccurrences(of: "__PROVIDER__", with: providerDefinition(registry))
             .replacingOccurrences(of: "__JOB__", with: jobDefinition(jobTypes))
     }

@@ -104,6 +104,12 @@ public struct Interpolated: Sendable, Equatable {
     public var isInterpolated: Bool { value != written }
     /// What output may show: the written reference for interpolated values, never their expansion.
     public var display: String { written }
+
+    /// A value and the text the file wrote for it.
+    package init(value: String, written: String) {
+        self.value = value
+        self.written = written
+    }
 }
 
 /// One provider as the file declares it: its type's fields read and checked by the type's factory, nothing opened.

@@ -3,17 +3,18 @@ import CloudSync
 /// A pipeline's state, wherever it is kept: the history of its runs, its providers' account identities and kept
 /// values (tokens, cursors), and the snapshots of its sync and mirror jobs.
 ///
-/// Two implementations: ``StateDatabase``, a SQLite file in the state directory (the embedded default), and
-/// ``PostgresStateDatabase``, a schema in PostgreSQL that runners on several machines share. Both are synchronous,
+/// CloudSyncPipelineState has two implementations: `StateDatabase`, a SQLite file in the state directory (the embedded
+/// default), and `PostgresStateDatabase`, a schema in PostgreSQL that runners on several machines share, which also
+/// offers ``SharedPipelineState`` through ``shared``. A ``PipelineStateStore`` opens each. All are synchronous,
 /// as `ProviderStateStore` is: a provider keeps a rotated token from inside a call that has nowhere to await.
 /// Every method throws `ERR_CONFIG` (or `ERR_OFFLINE` for a server that stopped answering) when the storage fails.
 public protocol PipelineState: ProviderStateStore, AnyObject {
     /// Records a finished run (not in a read-only state).
-    func record(_ run: StateDatabase.Run) throws(CloudSyncError)
+    func record(_ run: RunRecord) throws(CloudSyncError)
     /// The last `limit` runs, newest first.
-    func runs(limit: Int) throws(CloudSyncError) -> [StateDatabase.Run]
+    func runs(limit: Int) throws(CloudSyncError) -> [RunRecord]
     /// The run recorded under `id`, if any.
-    func run(id: String) throws(CloudSyncError) -> StateDatabase.Run?
+    func run(id: String) throws(CloudSyncError) -> RunRecord?
 
     /// The account identity `provider` had when last seen, if it reports one.
     func identity(of provider: String) throws(CloudSyncError) -> String?
@@ -53,30 +54,42 @@ public protocol PipelineState: ProviderStateStore, AnyObject {
 
     /// Lets go of the storage; later calls fail.
     func close()
+
+    /// What the state can do for runners that share it (sharding, joining, the shared outbox, kept reports); nil
+    /// for a state only one runner at a time uses.
+    var shared: (any SharedPipelineState)? { get }
 }
 
 extension PipelineState {
+    /// None: a state store that runners share says so by handing itself out here.
+    public var shared: (any SharedPipelineState)? { nil }
+
     /// Records that `job` finished a run at `time`, leaving its cursors as they are.
     public func markSynced(_ job: String, at time: String) throws(CloudSyncError) {
         try markSynced(job, at: time, cursors: nil)
     }
 }
 
+/// What ``PipelineState/identity(of:)`` holds for a provider whose account no run could check yet: it equals no real
+/// identity, so the first account a check finds counts as a change.
+public let uncheckedIdentity = "\u{0}unchecked"
+
 /// How both state implementations keep provider values: sealed with the pipeline's codec (the envelope's associated
 /// key binds a value to its provider and name, so one cannot be swapped for another), and, in a read-only state,
 /// set in memory for the session only.
-struct ProviderValueSeal: Sendable {
-    let codec: (any ValueCodec)?
+package struct ProviderValueSeal: Sendable {
+    package let codec: (any ValueCodec)?
     /// In a read-only state, the values set during the session; nil when values are stored.
-    let overlay: Protected<[String: String?]>?
+    package let overlay: Protected<[String: String?]>?
 
-    init(codec: (any ValueCodec)?, readOnly: Bool) {
+    package init(codec: (any ValueCodec)?, readOnly: Bool) {
         self.codec = codec
         overlay = readOnly ? Protected([:]) : nil
     }
 
     /// The value of `name`: one set during a read-only session, else what `stored` reads, opened.
-    func value(provider: String, name: String, stored: () throws(CloudSyncError) -> String?) throws(CloudSyncError)
+    package func value(provider: String, name: String, stored: () throws(CloudSyncError) -> String?)
+        throws(CloudSyncError)
         -> String?
     {
         if let overlay, let value = overlay.withLock({ $0[provider + "/" + name] }) { return value }
@@ -85,7 +98,7 @@ struct ProviderValueSeal: Sendable {
     }
 
     /// Keeps `value` (nil forgets it): in memory in a read-only session, else sealed and handed to `store`.
-    func setValue(
+    package func setValue(
         _ value: String?, provider: String, name: String, store: (String?) throws(CloudSyncError) -> Void
     ) throws(CloudSyncError) {
         if let overlay {
@@ -95,7 +108,7 @@ struct ProviderValueSeal: Sendable {
         try store(try value.map { (value) throws(CloudSyncError) in try seal(value, provider: provider, name: name) })
     }
 
-    func seal(_ value: String, provider: String, name: String) throws(CloudSyncError) -> String {
+    package func seal(_ value: String, provider: String, name: String) throws(CloudSyncError) -> String {
         guard let codec else { return value }
         do {
             return try codec.encode(value, key: Self.key(provider, name))
@@ -105,7 +118,7 @@ struct ProviderValueSeal: Sendable {
         }
     }
 
-    func open(_ stored: String, provider: String, name: String) throws(CloudSyncError) -> String {
+    package func open(_ stored: String, provider: String, name: String) throws(CloudSyncError) -> String {
         guard let codec else { return stored }
         do {
             return try codec.decode(stored, key: Self.key(provider, name))

@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncPipeline
 import CloudSyncSQLite
 import Foundation
 
@@ -42,18 +43,9 @@ public final class AccountStore: Sendable {
                 """)
     ])
 
-    /// Where the accounts file lives for this environment: `CLOUDSYNC_ACCOUNTS_DIR`, else
-    /// `$XDG_STATE_HOME/cloudsync`, else `$HOME/.local/state/cloudsync`; nil when none of them is set.
-    public static func directory(environment: [String: String]) -> String? {
-        if let directory = environment["CLOUDSYNC_ACCOUNTS_DIR"], !directory.isEmpty { return directory }
-        if let state = environment["XDG_STATE_HOME"], state.hasPrefix("/") { return state + "/cloudsync" }
-        if let home = environment["HOME"], home.hasPrefix("/") { return home + "/.local/state/cloudsync" }
-        return nil
-    }
-
     /// The accounts file this environment names, when it exists; nil when nothing was ever signed in there.
     public static func existing(environment: [String: String]) throws(CloudSyncError) -> AccountStore? {
-        guard let directory = directory(environment: environment),
+        guard let directory = NamedAccounts.directory(environment: environment),
             FileManager.default.fileExists(atPath: directory + "/accounts.db")
         else { return nil }
         return try AccountStore(directory: directory, create: false)
@@ -171,15 +163,22 @@ public final class AccountStore: Sendable {
 
 /// A provider's state when it signs in with a named account: its sign-in credentials are the account's, read and
 /// replaced (a rotated token) there; every other value it keeps stays in the pipeline's own state.
-struct AccountProviderStateStore: ProviderStateStore {
+package struct AccountProviderStateStore: ProviderStateStore {
     let accounts: AccountStore
     let account: String
     let type: String
     let pipeline: any ProviderStateStore
 
+    package init(accounts: AccountStore, account: String, type: String, pipeline: any ProviderStateStore) {
+        self.accounts = accounts
+        self.account = account
+        self.type = type
+        self.pipeline = pipeline
+    }
+
     private func isCredential(_ name: String) -> Bool { name.hasPrefix("signIn.") }
 
-    func value(provider: String, name: String) throws(CloudSyncError) -> String? {
+    package func value(provider: String, name: String) throws(CloudSyncError) -> String? {
         guard isCredential(name) else { return try pipeline.value(provider: provider, name: name) }
         if let kept = try accounts.type(of: account), kept != type {
             throw AccountStore.mismatch(account, kept: kept, type: type)
@@ -187,7 +186,7 @@ struct AccountProviderStateStore: ProviderStateStore {
         return try accounts.value(account: account, name: name)
     }
 
-    func setValue(_ value: String?, provider: String, name: String) throws(CloudSyncError) {
+    package func setValue(_ value: String?, provider: String, name: String) throws(CloudSyncError) {
         guard isCredential(name) else { return try pipeline.setValue(value, provider: provider, name: name) }
         try accounts.setValue(value, account: account, type: type, name: name)
     }

@@ -1,15 +1,6 @@
 import CloudSync
+import CloudSyncPipeline
 import CloudSyncPostgres
-
-/// What a runner did with the entries it claimed: which rows go, which stay with a new schedule, and what it counts.
-struct DrainSettlement: Sendable {
-    /// Rows to remove: delivered or given up.
-    var removed: [Int64] = []
-    /// Rows that stay, with one more attempt counted and their next one scheduled.
-    var rescheduled: [OutboxEntry] = []
-    /// `drained`, and `dropped.REASON` for each reason entries were given up for.
-    var counts: [String: Int] = [:]
-}
 
 /// One runner's own session on the PostgreSQL state for the outbox drain that every runner of a run shares.
 ///
@@ -23,7 +14,7 @@ struct DrainSettlement: Sendable {
 ///
 /// A session of its own, not the state's: a claim's transaction stays open while its entries are delivered, and the
 /// state's session serves everything else meanwhile (the run lock, leases).
-final class PostgresOutboxDrain: Sendable {
+final class PostgresOutboxDrain: SharedOutboxDrainSession {
     let pipeline: String
     private let location: String
     private let connection: PostgresConnection
@@ -50,11 +41,11 @@ final class PostgresOutboxDrain: Sendable {
     }
 
     /// Ends the session; an open claim is rolled back.
-    func close() async { await connection.close() }
+    public func close() async { await connection.close() }
 
     /// Opens the drain for run `runID`, forgetting an earlier run's counts: it hands out entries due by `dueBy` (on
     /// the starter's clock, for every runner), none for `held` providers.
-    func start(runID: String, held: [String], dueBy: Int64, at time: String) async throws(CloudSyncError) {
+    public func start(runID: String, held: [String], dueBy: Int64, at time: String) async throws(CloudSyncError) {
         try await use("open the outbox drain in") { () async throws(PostgresError) in
             _ = try await connection.transaction { () async throws(PostgresError) in
                 _ = try await connection.execute(
@@ -71,7 +62,7 @@ final class PostgresOutboxDrain: Sendable {
     }
 
     /// Whether a run's drain is open now, so a runner that joins helps with it.
-    func isOpen() async throws(CloudSyncError) -> Bool {
+    public func isOpen() async throws(CloudSyncError) -> Bool {
         try await use("read the outbox drain in") { () async throws(PostgresError) in try await isOpen(connection) }
     }
 
@@ -89,7 +80,7 @@ final class PostgresOutboxDrain: Sendable {
     /// Claims up to `limit` entries due when the drain opened (oldest first, none of `excluding`'s providers, none
     /// another runner holds), hands them to `settle` while they stay locked, and stores what it decided with `runner`'s counts, all in
     /// one transaction; returns how many it claimed, 0 when none was left, nil when the drain is closed.
-    func claim(
+    public func claim(
         limit: Int, excluding: [String], runner: String,
         settle: ([OutboxEntry]) async -> DrainSettlement
     ) async throws(CloudSyncError) -> Int? {
@@ -121,7 +112,7 @@ final class PostgresOutboxDrain: Sendable {
     }
 
     /// Closes the drain once every claim in flight has ended, so none starts after; returns what each runner counted.
-    func finish() async throws(CloudSyncError) -> [String: [String: Int]] {
+    public func finish() async throws(CloudSyncError) -> [String: [String: Int]] {
         try await use("close the outbox drain in") { () async throws(PostgresError) in
             _ = try await connection.transaction { () async throws(PostgresError) in
                 _ = try await connection.execute("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))", [lockName])

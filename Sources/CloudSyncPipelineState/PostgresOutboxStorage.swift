@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncPipeline
 import CloudSyncPostgres
 
 /// A pipeline's outbox in its PostgreSQL state: one row per entry in the `outbox` table, the pipeline's name on each.

@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncPipeline
 import CloudSyncPostgres
 import Foundation
 
@@ -57,17 +58,5 @@ extension PostgresStateDatabase {
                 "SELECT report_json FROM runs WHERE pipeline = $1 AND id = $2", [.text(pipeline), .text(id)])
         }
         return result.rows.first?[0].text.map { Data($0.utf8) }
-    }
-}
-
-/// The slots of a schedule that several `cloudsync serve` hosts share through the pipeline's PostgreSQL state.
-public enum SharedSlots {
-    /// Claims `slot` of the pipeline for `host` when its state is shared (true when this host got it); a pipeline
-    /// whose state is its own shares slots with no one, and always gets them.
-    public static func claim(_ slot: Date, of compiled: CompiledPipeline, host: String) throws(CloudSyncError) -> Bool {
-        guard let shared = compiled.spec.sharedState else { return true }
-        let state = try PostgresStateDatabase(shared, pipeline: compiled.spec.name)
-        defer { state.close() }
-        return try state.claimSlot(Int64((slot.timeIntervalSince1970 * 1000).rounded()), host: host)
     }
 }

@@ -1,11 +1,12 @@
 import CloudSync
+import CloudSyncPipeline
 import CloudSyncPostgres
 
 /// Keys a sharded job's ranges set aside for the step that runs once every range is done (a mirror's deletions,
 /// which its `maxDeletes` must judge whole), kept in `shard_keys` by job and list, each once.
-extension PostgresStateDatabase {
+extension PostgresStateDatabase: SetAsideKeyStore {
     /// Adds `keys` to `list` of `job`; a key already there (a range resumed after its runner stopped) stays once.
-    func setAside(_ keys: [String], in list: String, of job: String) throws(CloudSyncError) {
+    public func setAside(_ keys: [String], in list: String, of job: String) throws(CloudSyncError) {
         guard !keys.isEmpty else { return }
         try run { db throws(PostgresError) in
             try db.execute(
@@ -16,7 +17,7 @@ extension PostgresStateDatabase {
     }
 
     /// How many keys `list` of `job` holds.
-    func setAsideCount(in list: String, of job: String) throws(CloudSyncError) -> Int {
+    public func setAsideCount(in list: String, of job: String) throws(CloudSyncError) -> Int {
         Int(
             try run { db throws(PostgresError) in
                 try db.execute(
@@ -26,7 +27,7 @@ extension PostgresStateDatabase {
     }
 
     /// The next `limit` keys of `list` of `job` after `key`, in bytewise order.
-    func setAsideKeys(in list: String, of job: String, after key: String?, limit: Int) throws(CloudSyncError)
+    public func setAsideKeys(in list: String, of job: String, after key: String?, limit: Int) throws(CloudSyncError)
         -> [String]
     {
         try run { db throws(PostgresError) in
@@ -35,23 +36,5 @@ extension PostgresStateDatabase {
                     + "AND key > decode($4, 'hex') ORDER BY key LIMIT $5",
                 [.text(pipeline), .text(job), .text(list), .text(hex(key ?? "")), .integer(Int64(limit))])
         }.rows.map { keyText($0[0]) }
-    }
-}
-
-/// Where a sharded job's range sets keys aside, and where the step after every range finds them; nil in a job run
-/// whole (``JobContext/setAside``).
-struct SetAsideKeys: Sendable {
-    let state: PostgresStateDatabase
-    let job: String
-
-    /// Adds `keys` to `list`.
-    func add(_ keys: [String], to list: String) throws(CloudSyncError) { try state.setAside(keys, in: list, of: job) }
-
-    /// How many keys `list` holds.
-    func count(of list: String) throws(CloudSyncError) -> Int { try state.setAsideCount(in: list, of: job) }
-
-    /// The next `limit` keys of `list` after `key`, in bytewise order.
-    func keys(of list: String, after key: String?, limit: Int) throws(CloudSyncError) -> [String] {
-        try state.setAsideKeys(in: list, of: job, after: key, limit: limit)
     }
 }

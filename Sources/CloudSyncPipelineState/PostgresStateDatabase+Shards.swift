@@ -1,42 +1,7 @@
 import CloudSync
+import CloudSyncPipeline
 import CloudSyncPostgres
 import Foundation
-
-/// One key range of a sharded job, as a runner leased it.
-struct LeasedShard: Sendable, Equatable {
-    /// Its number, from 0.
-    var shard: Int
-    /// The keys left to do: after the range's start or the last key recorded done, through its end.
-    var range: KeyRange
-    /// The runner that held it before, when this lease took it over from a runner that stopped.
-    var takenOverFrom: String?
-}
-
-/// Where a sharded job stands.
-struct ShardStanding: Sendable, Equatable {
-    var shards: Int
-    var done: Int
-    /// Ranges no live runner holds now: a runner that joins (or the one that started) may take them.
-    var leasable: Int
-}
-
-/// What a sharded job's runners did, read once every range is done.
-struct ShardOutcome: Sendable {
-    /// Counts by runner, then by count name.
-    var counts: [String: [String: Int]]
-    /// Ranges each runner finished.
-    var finished: [String: Int]
-    /// Ranges a runner took over from one that stopped.
-    var takenOver: Int
-    /// The failures each range's runners named, in range order.
-    var failures: [RunReport.Failure]
-    var failuresOmitted: Int
-    /// The keys each range's runner listed by kind (`check`'s differences), joined in range order and cut to
-    /// ``KeyLists/limit`` each; nil for a job that lists none.
-    var keyLists: [String: [String]]? = nil  // by count name, not store keys
-    /// Why ranges ended in error, by range.
-    var errors: [Int: String]
-}
 
 /// Sharded jobs in PostgreSQL: ranges as rows, leased with `FOR UPDATE SKIP LOCKED`, each lease timed by the
 /// server's clock (so machines' clocks need not agree) and tied to the leasing session (a runner that dies frees its
@@ -46,7 +11,7 @@ extension PostgresStateDatabase {
     private static let now = "(extract(epoch from clock_timestamp()) * 1000)::bigint"
 
     /// The unfinished sharded job `job`: its run id and plan, if one is under way or was left by a run that stopped.
-    func unfinishedShardedJob(_ job: String) throws(CloudSyncError) -> (runID: String, plan: String)? {
+    public func unfinishedShardedJob(_ job: String) throws(CloudSyncError) -> (runID: String, plan: String)? {
         let row = try run { db throws(PostgresError) in
             try db.execute(
                 "SELECT run_id, plan FROM sharded_jobs WHERE pipeline = $1 AND job = $2 AND NOT finished",
@@ -57,7 +22,7 @@ extension PostgresStateDatabase {
 
     /// The sharded jobs the runner holding the run lock coordinates now, oldest first: what a runner that joins works
     /// on (never what a stopped run left, which only its next run may take up, if its plan is the same).
-    func shardedJobsUnderWay() throws(CloudSyncError) -> [String] {
+    public func shardedJobsUnderWay() throws(CloudSyncError) -> [String] {
         try run { db throws(PostgresError) in
             try db.execute(
                 "SELECT job FROM sharded_jobs j WHERE pipeline = $1 AND NOT finished AND EXISTS (SELECT 1 FROM "
@@ -68,7 +33,7 @@ extension PostgresStateDatabase {
     }
 
     /// Makes this session the coordinator of the unfinished sharded job `job` an earlier run left.
-    func adoptShardedJob(_ job: String) throws(CloudSyncError) {
+    public func adoptShardedJob(_ job: String) throws(CloudSyncError) {
         try run { db throws(PostgresError) in
             try db.execute(
                 "UPDATE sharded_jobs SET coordinator = pg_backend_pid() WHERE pipeline = $1 AND job = $2",
@@ -77,7 +42,7 @@ extension PostgresStateDatabase {
     }
 
     /// Records `job` as sharded into `ranges` for run `runID`, replacing whatever an earlier run left of it.
-    func startShardedJob(_ job: String, runID: String, plan: String, ranges: [KeyRange], at time: String)
+    public func startShardedJob(_ job: String, runID: String, plan: String, ranges: [KeyRange], at time: String)
         throws(CloudSyncError)
     {
         let p = PostgresValue.text(pipeline)
@@ -103,7 +68,7 @@ extension PostgresStateDatabase {
 
     /// Leases the lowest range of `job` that is not done and that no live runner holds, for `leaseMs`; nil when
     /// there is none now.
-    func leaseShard(_ job: String, runner: String, leaseMs: Int64) throws(CloudSyncError) -> LeasedShard? {
+    public func leaseShard(_ job: String, runner: String, leaseMs: Int64) throws(CloudSyncError) -> LeasedShard? {
         let row = try run { db throws(PostgresError) in
             try db.execute(
                 """
@@ -131,9 +96,9 @@ extension PostgresStateDatabase {
 
     /// Records a finished batch of range `shard`: `lastKey` done, `counts` added to `runner`'s, the lease renewed,
     /// all at once; false (and nothing recorded) when `runner` no longer holds the range.
-    func recordShardBatch(
+    public func recordShardBatch(
         _ job: String, shard: Int, runner: String, counts: [String: Int], lastKey: String?,
-        failures: [RunReport.Failure] = [], leaseMs: Int64
+        failures: [RunReport.Failure], leaseMs: Int64
     ) throws(CloudSyncError) -> Bool {
         let ordered = counts.sorted { $0.key < $1.key }
         let listed = String(decoding: (try? JSONEncoder().encode(failures)) ?? Data("[]".utf8), as: UTF8.self)
@@ -173,9 +138,9 @@ extension PostgresStateDatabase {
 
     /// Marks range `shard` done by `runner` with the failures its run named (and, for a range that could not run,
     /// why); false when `runner` no longer held it.
-    func finishShard(
+    public func finishShard(
         _ job: String, shard: Int, runner: String, failures: [RunReport.Failure], omitted: Int,
-        keyLists: [String: [String]]? = nil, error: String?  // lists by count name, not store keys
+        keyLists: [String: [String]]?, error: String?  // lists by count name, not store keys
     ) throws(CloudSyncError) -> Bool {
         let listed = String(decoding: (try? JSONEncoder().encode(failures)) ?? Data("[]".utf8), as: UTF8.self)
         let lists = keyLists.map {
@@ -208,12 +173,15 @@ extension PostgresStateDatabase {
     }
 
     /// Renews `runner`'s lease of range `shard`; false when it no longer holds it.
-    func renewShardLease(_ job: String, shard: Int, runner: String, leaseMs: Int64) throws(CloudSyncError) -> Bool {
-        try recordShardBatch(job, shard: shard, runner: runner, counts: [:], lastKey: nil, leaseMs: leaseMs)
+    public func renewShardLease(_ job: String, shard: Int, runner: String, leaseMs: Int64) throws(CloudSyncError)
+        -> Bool
+    {
+        try recordShardBatch(
+            job, shard: shard, runner: runner, counts: [:], lastKey: nil, failures: [], leaseMs: leaseMs)
     }
 
     /// How many of `job`'s ranges there are, how many are done, and how many a runner could lease now.
-    func shardStanding(_ job: String) throws(CloudSyncError) -> ShardStanding {
+    public func shardStanding(_ job: String) throws(CloudSyncError) -> ShardStanding {
         let row = try run { db throws(PostgresError) in
             try db.execute(
                 """
@@ -228,7 +196,7 @@ extension PostgresStateDatabase {
     }
 
     /// What every runner of `job` did, once its ranges are done; marks the job finished.
-    func finishShardedJob(_ job: String) throws(CloudSyncError) -> ShardOutcome {
+    public func finishShardedJob(_ job: String) throws(CloudSyncError) -> ShardOutcome {
         let p = PostgresValue.text(pipeline)
         let j = PostgresValue.text(job)
         let (counts, shards, failures) = try run { db throws(PostgresError) in
@@ -261,7 +229,7 @@ extension PostgresStateDatabase {
                 (try? JSONDecoder().decode([RunReport.Failure].self, from: Data((row[0].text ?? "[]").utf8)))
                 ?? []
             for failure in listed {
-                if outcome.failures.count < PipelineRunner.failureListLimit {
+                if outcome.failures.count < JobReport.failureListLimit {
                     outcome.failures.append(failure)
                 } else {
                     outcome.failuresOmitted += 1
@@ -281,7 +249,7 @@ extension PostgresStateDatabase {
 
     /// The id of the run whose runner holds this pipeline's run lock now (a run a joining runner may help): nil when
     /// none does, empty when its runner did not name it.
-    func runUnderWay() throws(CloudSyncError) -> String? {
+    public func runUnderWay() throws(CloudSyncError) -> String? {
         try run { db throws(PostgresError) in
             try db.execute(
                 "SELECT coalesce(run_id, '') FROM run_locks r WHERE pipeline = $1 AND EXISTS (SELECT 1 FROM pg_locks l "

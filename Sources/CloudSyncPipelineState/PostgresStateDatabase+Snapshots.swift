@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncPipeline
 import CloudSyncPostgres
 
 /// Sync and mirror snapshots in PostgreSQL: each page of rows is one statement over arrays (`unnest`), never a round

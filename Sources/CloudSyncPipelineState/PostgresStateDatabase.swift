@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncPipeline
 import CloudSyncPostgres
 import Foundation
 
@@ -12,7 +13,7 @@ import Foundation
 /// lock, so runners starting together migrate once. All calls are synchronous on one connection, which is also the
 /// session holding the run lock (`PostgresRunLock`): when the runner dies or loses the connection, the
 /// server releases its lock at once.
-public final class PostgresStateDatabase: PipelineState, @unchecked Sendable {
+public final class PostgresStateDatabase: SharedPipelineState, @unchecked Sendable {
     /// The server and schema, for messages: `host:port/database, schema NAME`, never the URL.
     public let location: String
     /// The pipeline whose rows these are.
@@ -124,7 +125,7 @@ public final class PostgresStateDatabase: PipelineState, @unchecked Sendable {
 
     // MARK: Runs
 
-    public func record(_ run: StateDatabase.Run) throws(CloudSyncError) {
+    public func record(_ run: RunRecord) throws(CloudSyncError) {
         guard !isReadOnly else { return }
         let jobs = String(decoding: (try? JSONEncoder.sorted.encode(run.jobs)) ?? Data("{}".utf8), as: UTF8.self)
         // Replaced rather than updated, so a run recorded again counts as the newest, as SQLite's REPLACE makes it.
@@ -143,16 +144,16 @@ public final class PostgresStateDatabase: PipelineState, @unchecked Sendable {
         }
     }
 
-    public func runs(limit: Int) throws(CloudSyncError) -> [StateDatabase.Run] {
+    public func runs(limit: Int) throws(CloudSyncError) -> [RunRecord] {
         try runs(id: nil, limit: limit)
     }
 
-    public func run(id: String) throws(CloudSyncError) -> StateDatabase.Run? {
+    public func run(id: String) throws(CloudSyncError) -> RunRecord? {
         try runs(id: id, limit: 1).first
     }
 
     /// Up to `limit` runs (only the one recorded under `id`, when given), newest first.
-    private func runs(id: String?, limit: Int) throws(CloudSyncError) -> [StateDatabase.Run] {
+    private func runs(id: String?, limit: Int) throws(CloudSyncError) -> [RunRecord] {
         let result = try run { db throws(PostgresError) in
             try db.execute(
                 "SELECT id, started_at, finished_at, status, dry_run, jobs, report FROM runs WHERE pipeline = $1 "
@@ -160,7 +161,7 @@ public final class PostgresStateDatabase: PipelineState, @unchecked Sendable {
                 [.text(pipeline), .integer(Int64(limit)), id.map(PostgresValue.text) ?? .null])
         }
         return result.rows.map { row in
-            StateDatabase.Run(
+            RunRecord(
                 id: row[0].text ?? "", startedAt: row[1].text ?? "", finishedAt: row[2].text ?? "",
                 status: RunStatus(rawValue: row[3].text ?? "") ?? .failed, dryRun: row[4].boolean ?? false,
                 jobs: (try? JSONDecoder().decode([String: Int].self, from: Data((row[5].text ?? "{}").utf8))) ?? [:],
@@ -217,5 +218,18 @@ public final class PostgresStateDatabase: PipelineState, @unchecked Sendable {
                 }
             }
         }
+    }
+}
+
+extension PostgresStateDatabase {
+    /// Itself: every runner of the pipeline meets in this schema.
+    public var shared: (any SharedPipelineState)? { self }
+
+    /// The pipeline's outbox in the `outbox` table.
+    public func outboxStorage() -> any OutboxStorage { PostgresOutboxStorage(state: self) }
+
+    /// A connection of its own for the outbox drain (``PostgresOutboxDrain``).
+    public func openOutboxDrain() async throws(CloudSyncError) -> any SharedOutboxDrainSession {
+        try await PostgresOutboxDrain.open(self)
     }
 }

@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncPipeline
 import CloudSyncSQLite
 import Foundation
 
@@ -6,24 +7,6 @@ import Foundation
 /// identities its providers had last time, the opaque values providers keep between runs (rotating tokens, change
 /// cursors), encrypted with the pipeline's codec when it names one, and the snapshots of sync and mirror jobs.
 public final class StateDatabase: PipelineState {
-    /// One past run.
-    public struct Run: Sendable, Equatable, Codable {
-        /// The run's id, as in its report (`<pipeline>-<start in ms>-<pid>`).
-        public var id: String
-        /// When the run started, ISO 8601 in UTC.
-        public var startedAt: String
-        /// When the run ended, ISO 8601 in UTC.
-        public var finishedAt: String
-        /// How the run ended.
-        public var status: RunStatus
-        /// Whether it was a dry run.
-        public var dryRun: Bool
-        /// Jobs by status, for a one-line summary.
-        public var jobs: [String: Int]
-        /// Where the report went; nil when it went to standard output.
-        public var report: String?
-    }
-
     static let migrations = SQLiteMigrator([
         SQLiteMigration(
             "create runs, identities, provider values and snapshots",
@@ -177,7 +160,7 @@ public final class StateDatabase: PipelineState {
     // MARK: Runs
 
     /// Records a finished run.
-    public func record(_ run: Run) throws(CloudSyncError) {
+    public func record(_ run: RunRecord) throws(CloudSyncError) {
         guard overlay == nil else { return }
         let jobs = String(decoding: (try? JSONEncoder.sorted.encode(run.jobs)) ?? Data("{}".utf8), as: UTF8.self)
         try self.run { db in
@@ -189,23 +172,24 @@ public final class StateDatabase: PipelineState {
     }
 
     /// The last `limit` runs, newest first.
-    public func runs(limit: Int) throws(CloudSyncError) -> [Run] {
+    public func runs(limit: Int) throws(CloudSyncError) -> [RunRecord] {
         try runs(where: "", [], limit: limit)
     }
 
-    public func run(id: String) throws(CloudSyncError) -> Run? {
+    public func run(id: String) throws(CloudSyncError) -> RunRecord? {
         try runs(where: "WHERE id = ?", [id], limit: 1).first
     }
 
     /// Up to `limit` runs matching `filter` (a `WHERE` clause and its values), newest first.
-    private func runs(where filter: String, _ values: [any SQLiteBindable], limit: Int) throws(CloudSyncError) -> [Run]
+    private func runs(where filter: String, _ values: [any SQLiteBindable], limit: Int) throws(CloudSyncError)
+        -> [RunRecord]
     {
         try run { db in
             try db.query(
                 "SELECT id, started_at, finished_at, status, dry_run, jobs, report FROM runs \(filter) "
                     + "ORDER BY started_at DESC, rowid DESC LIMIT ?", values + [limit]
             ) { row in
-                Run(
+                RunRecord(
                     id: row.string(0) ?? "", startedAt: row.string(1) ?? "", finishedAt: row.string(2) ?? "",
                     status: RunStatus(rawValue: row.string(3) ?? "") ?? .failed, dryRun: row.int64(4) != 0,
                     jobs: (try? JSONDecoder().decode([String: Int].self, from: Data((row.string(5) ?? "{}").utf8)))
@@ -216,10 +200,6 @@ public final class StateDatabase: PipelineState {
     }
 
     // MARK: Identities
-
-    /// What ``identity(of:)`` holds for a provider whose account no run could check yet: it equals no real
-    /// identity, so the first account a check finds counts as a change.
-    public static let uncheckedIdentity = "\u{0}unchecked"
 
     /// The account identity `provider` had when last seen, if it reports one.
     public func identity(of provider: String) throws(CloudSyncError) -> String? {
@@ -411,14 +391,5 @@ public final class StateDatabase: PipelineState {
                     + "WHERE d.job = ? AND d.key > ? ORDER BY d.key LIMIT ?", [job, key ?? "", limit]
             ) { row in SyncItem(key: row.string(0) ?? "", baseline: SyncFingerprint(text: row.string(1) ?? "")) }
         }
-    }
-}
-
-extension JSONEncoder {
-    /// The project's one JSON style: pretty, sorted keys, slashes unescaped — stable for diffs and pins.
-    package static var sorted: JSONEncoder {
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
-        return encoder
     }
 }

@@ -2,6 +2,7 @@ import CloudSync
 import CloudSyncCloudKit
 import CloudSyncDrive
 import CloudSyncLocal
+import CloudSyncPipeline
 import CloudSyncS3
 
 /// The provider types this build of CloudSync ships, as `cloudsync` registers them: one registration line per type.

@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncPipeline
 import Foundation
 
 /// Runs one job against the store and turns what happened into its report entry.
@@ -24,7 +25,7 @@ struct JobExecutor {
             store: store, pipeline: compiled.spec.name, jobName: job.name,
             storeProviders: compiled.spec.store.providers,
             isDryRun: options.dryRun, isForced: options.force, isConfirmed: options.yes, compiled: compiled,
-            providers: providers, stateDatabase: stateDatabase, interrupt: options.interrupt,
+            providers: providers, state: stateDatabase, interrupt: options.interrupt,
             onProgress: options.onProgress)
         context.readsUnchanged = options.readUnchanged
         return context
@@ -36,7 +37,7 @@ struct JobExecutor {
         do throws(CloudSyncError) {
             try await checkProviders(of: job)
             // Split between runners with the state in PostgreSQL; a dry run reads the whole job itself.
-            if let sharding = job.job.sharding, !options.dryRun, let shared = stateDatabase as? PostgresStateDatabase {
+            if let sharding = job.job.sharding, !options.dryRun, let shared = stateDatabase?.shared {
                 try await ShardedJobRun(state: shared, runner: runner).coordinate(
                     job, sharding: sharding, runID: runID,
                     plan: job.type + ": " + job.job.plan(paths: PlanPaths(directory: compiled.spec.directory)),

@@ -1,4 +1,6 @@
 import CloudSync
+import CloudSyncPipeline
+import CloudSyncPipelineState
 import Foundation
 
 /// Keeps what `cloudsync login` yields in a pipeline's state database, where the provider finds it in its
@@ -19,108 +21,52 @@ public enum PipelineCredentials {
         return .some(pid)
     }
 
-    /// Keeps `credentials` for `provider` in the state database (created, 0600, in a 0700 state directory, when
-    /// missing), replacing what was kept; returns the database's path.
+    /// Keeps `credentials` for `provider` in the pipeline's state (created when missing: 0600 in a 0700 state
+    /// directory, or the PostgreSQL schema migrated), replacing what was kept; returns where the state is.
     ///
-    /// Throws ``RunRefusal/locked(pid:lockFile:)`` while another command holds the pipeline, and
-    /// ``RunRefusal/cannotStart(_:)`` when the state cannot be written.
+    /// Throws ``RunRefusal/locked(pid:lockFile:)`` (or ``RunRefusal/lockedElsewhere(holder:lock:)``) while another
+    /// command holds the pipeline, and ``RunRefusal/cannotStart(_:)`` when the state cannot be written.
     @discardableResult
     public static func store(
-        _ credentials: [StoredCredential: String], for provider: String, in compiled: CompiledPipeline
+        _ credentials: [StoredCredential: String], for provider: String, in compiled: CompiledPipeline,
+        stores: StateStoreRegistry = BuiltInStateStores.registry
     ) throws(RunRefusal) -> String {
-        try withStateDatabase(compiled, create: true) { database throws(CloudSyncError) in
+        try changing(compiled, access: .write(runID: nil), stores) { database throws(CloudSyncError) in
             let state = ProviderState(provider: provider, store: database)
             for (credential, value) in credentials.sorted(by: { $0.key.name < $1.key.name }) {
                 try state.replace(credential, with: value)
             }
         }
-        return compiled.spec.sharedState?.description ?? compiled.spec.state + "/state.db"
+        return stores.store(for: compiled.spec)?.location(of: compiled.spec) ?? compiled.spec.state
     }
 
     /// Forgets `credentials` of `provider` and returns those that were kept.
     ///
-    /// A pipeline without a state database has none, and nothing is created for it.
+    /// A pipeline without state has none, and nothing is created for it.
     public static func forget(
-        _ credentials: [StoredCredential], for provider: String, in compiled: CompiledPipeline
+        _ credentials: [StoredCredential], for provider: String, in compiled: CompiledPipeline,
+        stores: StateStoreRegistry = BuiltInStateStores.registry
     ) throws(RunRefusal) -> [StoredCredential] {
-        guard
-            compiled.spec.sharedState != nil
-                || FileManager.default.fileExists(atPath: compiled.spec.state + "/state.db")
-        else { return [] }
         var forgotten: [StoredCredential] = []
-        try withStateDatabase(compiled, create: false) { database throws(CloudSyncError) in
+        try changing(compiled, access: .writeExisting, stores) { database throws(CloudSyncError) in
             let state = ProviderState(provider: provider, store: database)
             for credential in credentials where try state.forget(credential) { forgotten.append(credential) }
         }
         return forgotten
     }
 
-    private static func withStateDatabase(
-        _ compiled: CompiledPipeline, create: Bool, _ body: (any PipelineState) throws(CloudSyncError) -> Void
-    ) throws(RunRefusal) {
-        if let shared = compiled.spec.sharedState {
-            return try withSharedState(compiled, shared, body)
-        }
-        let directory = compiled.spec.state
-        let lock: RunLock
-        do {
-            if create {
-                try FileManager.default.createDirectory(
-                    atPath: directory, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
-            }
-            switch try RunLock.acquire(in: directory) {
-            case .acquired(let acquired): lock = acquired
-            case .heldBy(let pid): throw RunRefusal.locked(pid: pid, lockFile: directory + "/run.lock")
-            }
-        } catch let refusal as RunRefusal {
-            throw refusal
-        } catch {
-            let reason = (error as? CloudSyncError)?.message ?? describeFileError(error)
-            throw RunRefusal.cannotStart(
-                "cannot use the state directory \(directory): \(reason); check that it can be created and written")
-        }
-        defer { lock.release() }
-        do {
-            let database = try StateDatabase(path: directory + "/state.db", codec: compiled.stateCodec)
-            defer { database.close() }
-            try body(database)
-        } catch {
-            throw RunRefusal.cannotStart(error.message)
-        }
-    }
-
-    /// ``withStateDatabase(_:create:_:)`` in a PostgreSQL schema: connected, migrated and locked for the body.
-    private static func withSharedState(
-        _ compiled: CompiledPipeline, _ shared: SharedStateSpec,
+    /// `body` over the pipeline's state, opened for `access` with its run lock held; nothing when the access
+    /// creates nothing and there is no state.
+    private static func changing(
+        _ compiled: CompiledPipeline, access: StateAccess, _ stores: StateStoreRegistry,
         _ body: (any PipelineState) throws(CloudSyncError) -> Void
     ) throws(RunRefusal) {
-        let state: PostgresStateDatabase
+        guard let opened = try stores.open(compiled, access: access) else { return }
+        defer { opened.close() }
         do {
-            state = try PostgresStateDatabase(shared, pipeline: compiled.spec.name, codec: compiled.stateCodec)
+            try body(opened.state)
         } catch {
-            throw RunRefusal.stateUnavailable(error)
+            throw opened.state.shared == nil ? RunRefusal.cannotStart(error.message) : .stateUnavailable(error)
         }
-        defer { state.close() }
-        do {
-            switch try PostgresRunLock.acquire(state) {
-            case .acquired(let lock):
-                defer { lock.release() }
-                try body(state)
-            case .heldBy(let holder, let lock):
-                throw RunRefusal.lockedElsewhere(holder: holder, lock: lock)
-            }
-        } catch let refusal as RunRefusal {
-            throw refusal
-        } catch {
-            throw RunRefusal.stateUnavailable(
-                error as? CloudSyncError ?? CloudSyncError(.config, "the shared state failed: \(error)"))
-        }
-    }
-}
-
-extension CompiledPipeline {
-    /// The codec provider values are encrypted with: the store's, else the first the file declares; nil for none.
-    var stateCodec: (any ValueCodec)? {
-        spec.store.codec.flatMap { codecs[$0] } ?? spec.codecs.first.flatMap { codecs[$0.id] }
     }
 }

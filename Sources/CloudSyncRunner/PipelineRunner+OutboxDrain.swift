@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncPipeline
 
 extension PipelineRunner {
     /// Drains the outbox before the first job with every runner that joins the run, the state being in PostgreSQL;
@@ -8,7 +9,7 @@ extension PipelineRunner {
     /// drain is closed (no runner delivers any more). A failure here means runners may still be delivering, so the
     /// caller runs no job.
     func drainShared(
-        _ outbox: Outbox, state: PostgresStateDatabase, session: RunSession, runID: String, runner: String,
+        _ outbox: Outbox, state: any SharedPipelineState, session: RunSession, runID: String, runner: String,
         clock: any StoreClock
     ) async throws(CloudSyncError) -> (drained: Int, byRunner: [String: Int]) {
         let drain = try await SharedOutboxDrain.open(

@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncPipeline
 import Foundation
 
 /// How `cloudsync run` was asked to run.
@@ -65,7 +66,7 @@ public struct RunOutcome: Sendable {
     public var joined: JoinedRun? = nil
     /// For a run named with ``RunOptions/runID`` that had already finished its work, or a joiner whose named run had
     /// finished before it could join: that run's record; nothing ran.
-    public var alreadyFinished: StateDatabase.Run? = nil
+    public var alreadyFinished: RunRecord? = nil
     /// How the run ended; the command line turns it into the exit status.
     public var status: RunStatus { report.status }
 }
@@ -82,30 +83,8 @@ public struct JoinedRun: Sendable, Equatable {
     public var drained = 0
 }
 
-/// Why a run could not start.
-public enum RunRefusal: Error, Sendable {
-    /// Another command holds the pipeline's lock; `pid` is its process id, nil when it had not written it yet.
-    case locked(pid: Int32?, lockFile: String)
-    /// Another runner holds the pipeline's lock in its shared state (PostgreSQL); `holder` names its process, host and
-    /// start when it has said, `lock` the lock and the server.
-    case lockedElsewhere(holder: String?, lock: String)
-    /// The state directory or a provider could not be opened.
-    case cannotStart(String)
-    /// The shared state's server could not be used: `ERR_OFFLINE` when it does not answer, `ERR_CONFIG` when it
-    /// refuses the login, the database or a privilege.
-    case stateUnavailable(CloudSyncError)
-
-    /// Names the process holding a lock for messages: "process 4242", or words saying it is still starting.
-    public static func holder(_ pid: Int32?) -> String {
-        pid.map { "process \($0)" } ?? "a process that has only just taken the lock"
-    }
-}
-
 /// Runs a compiled pipeline's jobs in order in a ``RunSession`` and produces the report.
 public struct PipelineRunner: Sendable {
-    /// The most failures a job's report lists by key; further ones are only counted in
-    /// ``RunReport/Job/failuresOmitted``.
-    public static let failureListLimit = 100
 
     let compiled: CompiledPipeline
     let options: RunOptions
@@ -210,7 +189,7 @@ public struct PipelineRunner: Sendable {
         var drainFailure: CloudSyncError?
         // (Only the runner holding the lock queues writes, so an empty outbox has nothing for anyone to drain.)
         if let outbox = session.outbox, pendingBefore > 0, !options.dryRun,
-            let shared = session.stateDatabase as? PostgresStateDatabase
+            let shared = session.stateDatabase?.shared
         {
             do throws(CloudSyncError) {
                 (drained, drainedBy) = try await drainShared(
@@ -287,11 +266,11 @@ public struct PipelineRunner: Sendable {
         var jobCounts: [String: Int] = [:]
         for job in jobs { jobCounts[job.status.rawValue, default: 0] += 1 }
         try? session.stateDatabase?.record(
-            StateDatabase.Run(
+            RunRecord(
                 id: runID, startedAt: report.startedAt, finishedAt: report.finishedAt, status: status,
                 dryRun: options.dryRun, jobs: jobCounts, report: writeError == nil ? path : nil))
         // Shared state keeps the report too, so every host serving the pipeline can show it.
-        try? (session.stateDatabase as? PostgresStateDatabase)?.keepReport(report.json(), of: runID)
+        try? session.stateDatabase?.shared?.keepReport(report.json(), of: runID)
         await session.close()
         return RunOutcome(report: report, reportPath: writeError == nil ? path : nil, reportError: writeError?.message)
     }

@@ -1,5 +1,6 @@
 import CloudSync
 import CloudSyncLocal
+import CloudSyncPipeline
 import Foundation
 
 /// Puts a run's report where the pipeline and the command line say: the report file, the stable `latest` copy, the

@@ -1,5 +1,7 @@
 import CloudSync
 import CloudSyncLocal
+import CloudSyncPipeline
+import CloudSyncPipelineState
 import Foundation
 
 /// One pipeline's state, held for the length of one command: the run lock, the outbox, the state database and the
@@ -53,16 +55,16 @@ public final class RunSession: Sendable {
     /// ``RunRefusal/cannotStart(_:)`` when something else cannot be opened; nothing opened is left open.
     public static func open(
         _ compiled: CompiledPipeline, access: Access = .write, runID: String? = nil,
-        clock: any StoreClock = SystemClock(), logger: ProviderLogger = .disabled
+        clock: any StoreClock = SystemClock(), logger: ProviderLogger = .disabled,
+        stateStores: StateStoreRegistry = BuiltInStateStores.registry
     ) async throws(RunRefusal) -> RunSession {
         let spec = compiled.spec
         var keepLock = false
-        let (stateDatabase, lock) = try await openState(compiled, access: access, runID: runID)
+        let opened = try await openState(compiled, access: access, runID: runID, stores: stateStores)
+        let stateDatabase = opened?.state
+        let lock = opened?.lock
         defer {
-            if !keepLock {
-                lock?.release()
-                stateDatabase?.close()
-            }
+            if !keepLock { opened?.close() }
         }
         let stateStore: any ProviderStateStore = stateDatabase ?? InMemoryProviderStateStore()
 
@@ -225,7 +227,7 @@ public final class RunSession: Sendable {
         let onDropped: @Sendable (OutboxEntry, Outbox.DropReason) -> Void = { _, reason in
             drops.withLock { $0[reason.rawValue, default: 0] += 1 }
         }
-        let shared = (state as? PostgresStateDatabase).map(PostgresOutboxStorage.init(state:))
+        let shared = state?.shared?.outboxStorage()
         let path = compiled.spec.state + "/outbox.db"
         guard access == .dryRun else {
             let storage: any OutboxStorage = try shared ?? SQLiteOutboxStorage(path: path)
@@ -249,7 +251,7 @@ public final class RunSession: Sendable {
     /// an earlier run recorded, this session cannot tell a switch from no switch: that provider's entries are held,
     /// neither sent nor dropped, and the report says why (``heldWrites()``). When it fails for a provider no run has
     /// recorded an account for, the entries are held too and the account is remembered as unknown
-    /// (``StateDatabase/uncheckedIdentity``), so the next run that can check abandons them as another account's.
+    /// (``uncheckedIdentity``), so the next run that can check abandons them as another account's.
     ///
     /// Returns the providers whose account could not be checked, with why.
     private static func noticeAccountSwitches(
@@ -275,7 +277,7 @@ public final class RunSession: Sendable {
                 // as a change, and those writes never reach someone who signed in meanwhile.
                 if previous == nil {
                     try? stateDatabase.remember(
-                        identity: StateDatabase.uncheckedIdentity, of: provider.id, at: iso8601(clock.nowMilliseconds())
+                        identity: uncheckedIdentity, of: provider.id, at: iso8601(clock.nowMilliseconds())
                     )
                 }
                 continue

@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncPipeline
 import Foundation
 
 /// A job split into key ranges that every runner of the pipeline leases and works through (`shards: N`), with the
@@ -19,7 +20,7 @@ struct ShardedJobRun {
     /// How often a runner with nothing to lease looks again while other runners finish theirs.
     static let pollInterval: Duration = .milliseconds(250)
 
-    let state: PostgresStateDatabase
+    let state: any SharedPipelineState
     /// This runner's name in leases and reports: `host/pid`.
     let runner: String
 
@@ -96,7 +97,7 @@ struct ShardedJobRun {
         // What the whole job's counts call for, and what must see the whole job (a mirror's deletions); not after a
         // range that could not run, whose keys nobody saw.
         var whole = context
-        whole.setAside = SetAsideKeys(state: state, job: job.name)
+        whole.setAside = SetAsideKeys(store: state, job: job.name)
         try await job.job.finishSharded(in: whole, summed: totals, report: &report)
     }
 
@@ -119,7 +120,7 @@ struct ShardedJobRun {
         let (state, runner, name, shard) = (self.state, self.runner, job.name, leased.shard)
         var context = context
         context.range = leased.range
-        context.setAside = SetAsideKeys(state: state, job: name)
+        context.setAside = SetAsideKeys(store: state, job: name)
         context.shardProgress = { counts, lastKey, failures in
             (try? state.recordShardBatch(
                 name, shard: shard, runner: runner, counts: counts, lastKey: lastKey, failures: failures,
@@ -201,11 +202,11 @@ extension PipelineRunner {
     {
         let spec = compiled.spec
         let session = try await RunSession.open(compiled, access: .worker, clock: clock, logger: options.logger)
-        guard let state = session.stateDatabase as? PostgresStateDatabase else {
+        guard let state = session.stateDatabase?.shared else {
             await session.close()
             throw RunRefusal.cannotStart("a runner can join only a pipeline whose state is in PostgreSQL")
         }
-        let found: (run: String?, finished: StateDatabase.Run?)
+        let found: (run: String?, finished: RunRecord?)
         do throws(CloudSyncError) {
             found = try await runToJoin(named, in: state, wait: wait, clock: clock)
         } catch {
@@ -264,8 +265,8 @@ extension PipelineRunner {
 
     /// The run to join: the id of the run under way (the one called `named`, when given), looked for every quarter
     /// second for up to `wait`; or, when the run called `named` has already finished, its record; or neither.
-    private func runToJoin(_ named: String?, in state: PostgresStateDatabase, wait: Duration, clock: any StoreClock)
-        async throws(CloudSyncError) -> (run: String?, finished: StateDatabase.Run?)
+    private func runToJoin(_ named: String?, in state: any SharedPipelineState, wait: Duration, clock: any StoreClock)
+        async throws(CloudSyncError) -> (run: String?, finished: RunRecord?)
     {
         let until = clock.nowMilliseconds() + wait.milliseconds
         while true {

@@ -1,26 +1,28 @@
 import CloudSync
+import CloudSyncPipeline
 
 /// The outbox drain before a run's first job, shared by every runner of the run when the state is in PostgreSQL.
 ///
 /// The runner that starts the run opens it (``start(runID:held:)``), claims and delivers entries like any runner that
 /// joins (``work(until:)``), then closes it (``finish()``), which waits for every claim in flight: from then on no runner
 /// delivers a queued write, so the jobs' own writes can never be overtaken by an older queued one. Each claim is a
-/// batch of entries no other runner holds, delivered and recorded before it is let go (``PostgresOutboxDrain``); the
+/// batch of entries no other runner holds, delivered and recorded before it is let go (``SharedOutboxDrainSession``); the
 /// outbox's own rules decide each outcome (``Outbox/disposition(of:outcome:now:)``), so a drain by four runners
 /// delivers, reschedules and drops exactly as one runner's flush would, and delivers each entry once.
 final class SharedOutboxDrain: Sendable {
     /// Entries one claim takes: a few provider batches, so a claim's transaction stays short.
     static let claimSize = 200
 
-    private let session: PostgresOutboxDrain
+    private let session: any SharedOutboxDrainSession
     private let store: CloudStore
     /// The outbox whose rules (limits, backoff) decide what an outcome makes of an entry.
     private let rules: Outbox
     private let clock: any StoreClock
     private let runner: String
 
-    private init(session: PostgresOutboxDrain, store: CloudStore, rules: Outbox, clock: any StoreClock, runner: String)
-    {
+    private init(
+        session: any SharedOutboxDrainSession, store: CloudStore, rules: Outbox, clock: any StoreClock, runner: String
+    ) {
         self.session = session
         self.store = store
         self.rules = rules
@@ -30,10 +32,10 @@ final class SharedOutboxDrain: Sendable {
 
     /// A drain over `state`'s outbox, delivering through `store` under `rules`, as `runner` in the counts.
     static func open(
-        _ state: PostgresStateDatabase, store: CloudStore, rules: Outbox, clock: any StoreClock, runner: String
+        _ state: any SharedPipelineState, store: CloudStore, rules: Outbox, clock: any StoreClock, runner: String
     ) async throws(CloudSyncError) -> SharedOutboxDrain {
         SharedOutboxDrain(
-            session: try await PostgresOutboxDrain.open(state), store: store, rules: rules, clock: clock,
+            session: try await state.openOutboxDrain(), store: store, rules: rules, clock: clock,
             runner: runner)
     }
 

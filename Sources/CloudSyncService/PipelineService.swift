@@ -1,5 +1,6 @@
 import CloudSync
 import CloudSyncPipeline
+import CloudSyncRunner
 import Foundation
 import Synchronization
 
@@ -483,5 +484,5 @@ package final class PipelineService: Sendable {
 /// A row of a pipeline's run history, with the pipeline's name.
 package struct ServedRun: Sendable {
     package var pipeline: String
-    package var run: StateDatabase.Run
+    package var run: RunRecord
 }

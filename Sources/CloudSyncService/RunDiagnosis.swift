@@ -1,4 +1,5 @@
 import CloudSyncPipeline
+import CloudSyncRunner
 
 /// Why a run did not end `ok`, read from its report for the page and `/api/pipelines`: what stopped it from
 /// starting, each job that failed or could not run with its code and message and its first failed keys, and whether

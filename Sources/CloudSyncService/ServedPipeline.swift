@@ -1,5 +1,6 @@
 import CloudSync
 import CloudSyncPipeline
+import CloudSyncRunner
 import Foundation
 import Synchronization
 

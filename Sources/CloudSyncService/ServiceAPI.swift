@@ -1,6 +1,7 @@
 import CloudSyncHTTP
 import CloudSyncHTTPServer
 import CloudSyncPipeline
+import CloudSyncRunner
 import CloudSyncSodium
 import Foundation
 import Synchronization

@@ -1,4 +1,5 @@
 import CloudSyncPipeline
+import CloudSyncRunner
 import Foundation
 
 // What the JSON endpoints answer; `schemas/serve-api.schema.json` describes each (see ServiceAPISchemaTests).

@@ -1,5 +1,6 @@
 import CloudSyncHTTPServer
 import CloudSyncPipeline
+import CloudSyncRunner
 import Foundation
 
 /// `GET /metrics`: the Prometheus text exposition of every served pipeline — its last run (as the textfile writes

@@ -1,4 +1,5 @@
 import CloudSyncPipeline
+import CloudSyncRunner
 import Foundation
 
 /// When a served pipeline runs next: its schedule's slots, each delayed by its jitter, and the one missed slot a

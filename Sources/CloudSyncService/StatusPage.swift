@@ -1,4 +1,5 @@
 import CloudSyncPipeline
+import CloudSyncRunner
 import Foundation
 
 /// `GET /`: one self-contained HTML page (no script, no external asset) that reloads itself every 10 s: every

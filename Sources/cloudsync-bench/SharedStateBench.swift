@@ -4,6 +4,7 @@
 import CloudSync
 import CloudSyncLocal
 import CloudSyncPipeline
+import CloudSyncRunner
 import CloudSyncTesting
 import Foundation
 

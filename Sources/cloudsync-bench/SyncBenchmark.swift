@@ -6,6 +6,7 @@ import CloudSync
 import CloudSyncLocal
 import CloudSyncPipeline
 import CloudSyncPostgres
+import CloudSyncRunner
 import CloudSyncSQLite
 import Foundation
 

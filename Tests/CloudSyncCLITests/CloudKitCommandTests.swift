@@ -1,6 +1,8 @@
 import CloudSync
 import CloudSyncAuth
 import CloudSyncPipeline
+import CloudSyncPipelineState
+import CloudSyncRunner
 import CloudSyncTesting
 import Foundation
 import Synchronization

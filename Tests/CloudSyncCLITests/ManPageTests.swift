@@ -1,4 +1,6 @@
+import CloudSyncJobs
 import CloudSyncPipeline
+import CloudSyncRunner
 import CloudSyncTesting
 import Foundation
 import Testing

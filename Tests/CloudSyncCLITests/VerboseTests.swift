@@ -2,6 +2,7 @@ import CloudSync
 import CloudSyncHTTP
 import CloudSyncLocal
 import CloudSyncPipeline
+import CloudSyncRunner
 import CloudSyncTesting
 import Foundation
 import Synchronization

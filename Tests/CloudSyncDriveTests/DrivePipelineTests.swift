@@ -3,6 +3,7 @@ import CloudSyncAuth
 import CloudSyncCLI
 import CloudSyncDrive
 import CloudSyncPipeline
+import CloudSyncPipelineState
 import CloudSyncTesting
 import Foundation
 import Synchronization

@@ -4,6 +4,7 @@ import Foundation
 import Testing
 
 @testable import CloudSyncPipeline
+@testable import CloudSyncPipelineState
 
 /// The accounts file: credentials by account, one provider type per account, and the routing that sends only
 /// sign-in credentials there while a provider's other values stay in its pipeline's state.
@@ -53,11 +54,11 @@ import Testing
 
     @Test func theFileIsFoundWhereTheEnvironmentSays() {
         #expect(
-            AccountStore.directory(environment: ["CLOUDSYNC_ACCOUNTS_DIR": "/srv/acc", "HOME": "/root"]) == "/srv/acc")
+            NamedAccounts.directory(environment: ["CLOUDSYNC_ACCOUNTS_DIR": "/srv/acc", "HOME": "/root"]) == "/srv/acc")
         #expect(
-            AccountStore.directory(environment: ["XDG_STATE_HOME": "/x/state", "HOME": "/h"]) == "/x/state/cloudsync")
-        #expect(AccountStore.directory(environment: ["HOME": "/h"]) == "/h/.local/state/cloudsync")
-        #expect(AccountStore.directory(environment: ["XDG_STATE_HOME": "relative"]) == nil)
-        #expect(AccountStore.directory(environment: [:]) == nil)
+            NamedAccounts.directory(environment: ["XDG_STATE_HOME": "/x/state", "HOME": "/h"]) == "/x/state/cloudsync")
+        #expect(NamedAccounts.directory(environment: ["HOME": "/h"]) == "/h/.local/state/cloudsync")
+        #expect(NamedAccounts.directory(environment: ["XDG_STATE_HOME": "relative"]) == nil)
+        #expect(NamedAccounts.directory(environment: [:]) == nil)
     }
 }

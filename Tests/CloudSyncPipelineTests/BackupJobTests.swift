@@ -7,7 +7,9 @@ import CloudSyncTesting
 import Foundation
 import Testing
 
+@testable import CloudSyncJobs
 @testable import CloudSyncPipeline
+@testable import CloudSyncRunner
 
 /// `backup` and `restore` as a user runs them: a SQLite source, a directory repository, snapshots restored to any
 /// point, and nothing of the key set readable in the repository's files.

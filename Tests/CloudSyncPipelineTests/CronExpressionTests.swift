@@ -4,6 +4,7 @@ import Foundation
 import Testing
 
 @testable import CloudSyncPipeline
+@testable import CloudSyncRunner
 
 /// Cron expressions and intervals as `schedule:` reads them: what each field accepts, the day rule, daylight saving
 /// time, and the same next times as croniter, an independent implementation, over random expressions.

@@ -3,6 +3,7 @@ import CloudSyncTesting
 import Testing
 
 @testable import CloudSyncPipeline
+@testable import CloudSyncRunner
 
 /// The store's deadline: the file's `store.timeoutMs`, else the host's `CLOUDSYNC_TIMEOUT_MS`, else 15 s; and every
 /// run says which it had.

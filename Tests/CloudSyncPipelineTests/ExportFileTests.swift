@@ -5,6 +5,7 @@ import CloudSyncTesting
 import Foundation
 import Testing
 
+@testable import CloudSyncJobs
 @testable import CloudSyncPipeline
 
 /// The export file as a stream: what is written reads back item for item, plain files read the same through

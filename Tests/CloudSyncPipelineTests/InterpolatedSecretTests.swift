@@ -1,4 +1,5 @@
 import CloudSyncPipeline
+import CloudSyncRunner
 import CloudSyncTesting
 import Foundation
 import Testing

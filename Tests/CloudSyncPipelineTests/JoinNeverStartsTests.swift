@@ -5,6 +5,7 @@ import Foundation
 import Testing
 
 @testable import CloudSyncPipeline
+@testable import CloudSyncRunner
 
 /// `--join` helps a run under way and never starts one; `--run-id` names a run, so its runners find it and a rerun of
 /// a finished name does nothing. (A late joiner used to start a second full run once the starter had finished.)

@@ -1,4 +1,5 @@
 import CloudSyncPipeline
+import CloudSyncRunner
 import Foundation
 
 /// The outcomes of `runners` runners of `compiled` started at once, in the order they ended: one starts a run

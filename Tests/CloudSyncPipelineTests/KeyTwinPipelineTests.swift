@@ -5,6 +5,7 @@ import Foundation
 import Testing
 
 @testable import CloudSyncPipeline
+@testable import CloudSyncRunner
 
 /// The observations of canonically equivalent keys merging in the runner: each job keeps five spellings
 /// five keys, from a SQLite provider to a directory, an export file and back.

@@ -5,6 +5,7 @@ import Foundation
 import Testing
 
 @testable import CloudSyncPipeline
+@testable import CloudSyncRunner
 
 /// What a mirror reads on the run after one that wrote: a destination whose tags are its values' digests is not read
 /// again for the keys the job wrote there, and an edit made there behind the job's back is still undone.

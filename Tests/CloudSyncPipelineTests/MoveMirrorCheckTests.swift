@@ -5,6 +5,7 @@ import Foundation
 import Testing
 
 @testable import CloudSyncPipeline
+@testable import CloudSyncRunner
 
 /// The jobs rclone users reach for — move, mirror, check — and the job graph that keeps a pipeline from deleting
 /// what it did not copy, run as a user would: a pipeline file, `cloudsync run`'s runner, the report.

@@ -1,4 +1,5 @@
 import CloudSyncPipeline
+import CloudSyncRunner
 import Testing
 
 /// A move removes what it copied from its source; from a provider that takes no conditional removals (Drive) another

@@ -6,6 +6,7 @@ import Foundation
 import Testing
 
 @testable import CloudSyncPipeline
+@testable import CloudSyncPipelineState
 
 /// The two state implementations driven by one seeded sequence of operations, every answer compared: SQLite and
 /// PostgreSQL are independent engines, so where they disagree (key order with NUL or non-ASCII bytes, a row written
@@ -115,7 +116,7 @@ import Testing
                 check(answers[0] == answers[1], "\(label): mirrorRows")
             case 9:
                 let identity =
-                    Bool.random(using: &random) ? StateDatabase.uncheckedIdentity : "user-\(step)@example.com"
+                    Bool.random(using: &random) ? uncheckedIdentity : "user-\(step)@example.com"
                 for state in states { try state.remember(identity: identity, of: "cloud", at: "t\(step)") }
                 let answers = try states.map { try $0.identity(of: "cloud") }
                 check(answers[0] == answers[1] && answers[0] == identity, "\(label): identity")
@@ -125,7 +126,7 @@ import Testing
                 let answers = try states.map { try $0.value(provider: "cloud", name: "token") }
                 check(answers[0] == answers[1] && answers[0] == value, "\(label): provider value")
             default:
-                let run = StateDatabase.Run(
+                let run = RunRecord(
                     id: "run-\(step)", startedAt: "2026-12-04T01:\(String(format: "%02d", step % 60)):00Z",
                     finishedAt: "2026-12-04T02:00:00Z", status: .ok, dryRun: Bool.random(using: &random),
                     jobs: ["ok": step], report: Bool.random(using: &random) ? nil : "/reports/\(step).json")

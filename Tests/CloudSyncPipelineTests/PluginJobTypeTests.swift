@@ -1,5 +1,7 @@
 import CloudSync
+import CloudSyncJobs
 import CloudSyncPipeline
+import CloudSyncRunner
 import CloudSyncTesting
 import Foundation
 import Testing

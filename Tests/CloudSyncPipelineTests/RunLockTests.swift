@@ -3,6 +3,7 @@ import Foundation
 import Testing
 
 @testable import CloudSyncPipeline
+@testable import CloudSyncPipelineState
 
 /// The run lock's view of a holder that wrote no process id.
 @Suite struct RunLockTests {

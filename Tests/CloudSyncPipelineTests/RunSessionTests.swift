@@ -5,6 +5,7 @@ import Foundation
 import Testing
 
 @testable import CloudSyncPipeline
+@testable import CloudSyncRunner
 
 /// A provider type defined outside the package's provider modules, as a plug-in would be: an account name it reports
 /// as its identity, a secret token it keeps in the pipeline's state, a switch that makes every write fail as if

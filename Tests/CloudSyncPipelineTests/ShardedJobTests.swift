@@ -6,6 +6,8 @@ import Foundation
 import Testing
 
 @testable import CloudSyncPipeline
+@testable import CloudSyncPipelineState
+@testable import CloudSyncRunner
 
 /// Jobs split into key ranges between runners sharing a PostgreSQL state (`shards: N`, `cloudsync run --join`),
 /// run in one process: several runners, a runner that stopped mid-range, and what the report says of each.
@@ -108,7 +110,8 @@ import Testing
         await destination.close()
         #expect(
             try dead.recordShardBatch(
-                "copy", shard: 0, runner: "gone/1", counts: ["copied": 600], lastKey: sorted[599], leaseMs: 3_600_000))
+                "copy", shard: 0, runner: "gone/1", counts: ["copied": 600], lastKey: sorted[599], failures: [],
+                leaseMs: 3_600_000))
         dead.close()
 
         let outcome = try await PipelineRunner(compiled, options: RunOptions()).run()

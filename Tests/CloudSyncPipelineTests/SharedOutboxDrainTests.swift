@@ -6,6 +6,8 @@ import Foundation
 import Testing
 
 @testable import CloudSyncPipeline
+@testable import CloudSyncPipelineState
+@testable import CloudSyncRunner
 
 /// The outbox drain every runner of a run shares when the state is in PostgreSQL: entries claimed once each, the
 /// outbox's rules applied to each outcome, and no claim possible once the starter closed the drain or when the runner

@@ -5,6 +5,8 @@ import Foundation
 import Testing
 
 @testable import CloudSyncPipeline
+@testable import CloudSyncPipelineState
+@testable import CloudSyncRunner
 
 private func compile(_ source: String, in directory: TemporaryDirectory, environment: [String: String]) throws
     -> CompiledPipeline

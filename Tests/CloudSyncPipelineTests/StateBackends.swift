@@ -6,6 +6,7 @@ import Foundation
 import Testing
 
 @testable import CloudSyncPipeline
+@testable import CloudSyncPipelineState
 
 /// Where a test's pipeline keeps its state: the two implementations every run-session test runs against.
 enum StateKind: String, CaseIterable, Sendable, CustomTestStringConvertible {

@@ -5,6 +5,7 @@ import Foundation
 import Testing
 
 @testable import CloudSyncPipeline
+@testable import CloudSyncPipelineState
 
 /// A state database an older cloudsync wrote, read by a dry run of this one.
 @Suite struct StateDatabaseUpgradeTests {

@@ -5,6 +5,8 @@ import Foundation
 import Testing
 
 @testable import CloudSyncPipeline
+@testable import CloudSyncPipelineState
+@testable import CloudSyncRunner
 
 /// Providers `a`, `b` (and optionally `c`) as SQLite files in a temporary directory, edited directly between runs
 /// of one sync job.

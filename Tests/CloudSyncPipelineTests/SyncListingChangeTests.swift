@@ -5,6 +5,7 @@ import Foundation
 import Testing
 
 @testable import CloudSyncPipeline
+@testable import CloudSyncRunner
 
 /// A directory provider that, once armed, runs `change` after its listing hands out its first page (as another
 /// process editing the directory would, midway through a sync).

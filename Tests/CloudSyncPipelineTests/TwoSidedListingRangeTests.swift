@@ -2,6 +2,7 @@ import CloudSync
 import CloudSyncTesting
 import Testing
 
+@testable import CloudSyncJobs
 @testable import CloudSyncPipeline
 
 /// A two-sided listing limited to a key range (a sharded `check`'s): over ranges cut anywhere, the ranges' pages

@@ -4,6 +4,7 @@ import Foundation
 import Testing
 
 @testable import CloudSyncPipeline
+@testable import CloudSyncPipelineState
 @testable import CloudSyncService
 
 /// `catchUp: true` at start: the service looks up the pipeline's last real run in its state (whoever ran it) and runs
@@ -25,7 +26,7 @@ struct CatchUpTests {
             for (id, ago, dryRun) in [("hourly-1-1", 3 * 3600.0, false), ("hourly-2-1", 60.0, true)] {
                 let at = ReportTime.string(now.addingTimeInterval(-ago))
                 try state.record(
-                    StateDatabase.Run(
+                    RunRecord(
                         id: id, startedAt: at, finishedAt: at, status: .ok, dryRun: dryRun, jobs: ["ok": 1],
                         report: nil))
             }

@@ -1,7 +1,9 @@
 import CloudSync
 import CloudSyncHTTP
 import CloudSyncHTTPServer
+import CloudSyncJobs
 import CloudSyncPipeline
+import CloudSyncRunner
 import CloudSyncTesting
 import Foundation
 import Testing

@@ -4,6 +4,7 @@ import Foundation
 import Testing
 
 @testable import CloudSyncPipeline
+@testable import CloudSyncPipelineState
 
 /// The outbox's never-older property (``NeverOlderPropertyTests``) with its queue in PostgreSQL, as a pipeline with
 /// `state: { postgresql }` keeps it: every seed's random interleaving of writes, faults, flushes, clears and account

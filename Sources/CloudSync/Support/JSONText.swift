@@ -1,3 +1,5 @@
+import Foundation
+
 /// JSON strings written straight into bytes, for the formats that stream JSON or hash it rather than building
 /// Foundation objects: export files and backup trees.
 package enum JSONText {
@@ -48,5 +50,14 @@ package enum JSONText {
             target.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start...]))
             target.append(UInt8(ascii: "\""))
         }
+    }
+}
+
+extension JSONEncoder {
+    /// The project's one JSON style: pretty, sorted keys, slashes unescaped — stable for diffs and pins.
+    package static var sorted: JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys, .withoutEscapingSlashes]
+        return encoder
     }
 }

@@ -24,7 +24,7 @@ public enum DeleteLimit: Sendable, Equatable {
     }
 
     /// How many deletions it allows when the last sync left `snapshotKeys` keys.
-    func allowed(snapshotKeys: Int) -> Int {
+    package func allowed(snapshotKeys: Int) -> Int {
         switch self {
         case .count(let count): return count
         case .percent(let percent): return Int((Double(snapshotKeys) * percent / 100).rounded(.down))
@@ -45,7 +45,7 @@ extension JobReport {
     /// Whether a job may make `count` deletions from `provider`, which holds `total` keys, under `limit`; when it
     /// may not (and `--force` was not given), the job ends `failed` with `ERR_TOO_MANY_DELETES`, `heldBack` counts
     /// them, and the message tells the user what to check (`check`) before allowing them once.
-    mutating func allowsDeletions(
+    package mutating func allowsDeletions(
         _ count: Int, of total: Int, in provider: String, limit: DeleteLimit, forced: Bool, job: String,
         heldBack: JobCount, check: String
     ) -> Bool {
@@ -62,7 +62,7 @@ extension JobReport {
     }
 
     /// Counts each key's outcome: `done` for a success, `failed` (with the failure recorded) otherwise.
-    mutating func count(
+    package mutating func count(
         _ outcomes: [Result<Void, CloudSyncError>], of keys: some Sequence<String>, done: JobCount, failed: JobCount
     ) {
         for (key, outcome) in zip(keys, outcomes) {

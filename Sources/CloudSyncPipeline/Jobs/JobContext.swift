@@ -23,20 +23,44 @@ public struct JobContext: Sendable {
     public var readsUnchanged = false
     /// The run's clock (the store's): read the time here, never from the system, so tests can set it.
     public var clock: any StoreClock { store.clock }
-    let compiled: CompiledPipeline
-    let providers: [String: any Provider]
-    /// The pipeline's state database; nil in a dry run of a pipeline that never ran.
-    let stateDatabase: (any PipelineState)?
-    let interrupt: InterruptFlag
-    let onProgress: (@Sendable (String, Int, Int?) -> Void)?
+    package let compiled: CompiledPipeline
+    package let providers: [String: any Provider]
+    /// The pipeline's state, where jobs keep what they remember between runs (sync and mirror snapshots).
+    ///
+    /// Nil in a dry run of a pipeline that never ran. A state several runners share offers more through
+    /// ``PipelineState/shared``.
+    public let state: (any PipelineState)?
+    package let interrupt: InterruptFlag
+    package let onProgress: (@Sendable (String, Int, Int?) -> Void)?
     /// The keys this run of the job covers: every key, or the range a sharded job's runner leased.
     public var range: KeyRange = .all
     /// Where a sharded job's runner records each finished batch (its counts and last key); nil for a job run whole.
-    var shardProgress:
+    package var shardProgress:
         (@Sendable (_ counts: [String: Int], _ lastKey: String, _ failures: [RunReport.Failure]) async -> Bool)? = nil
     /// Where a sharded job's ranges set keys aside for the step after every range (``JobType/finishSharded``);
     /// nil for a job run whole.
-    var setAside: SetAsideKeys? = nil
+    package var setAside: SetAsideKeys? = nil
+
+    /// What a job of `pipeline` named `jobName` may use; the runner makes one per job.
+    package init(
+        store: CloudStore, pipeline: String, jobName: String, storeProviders: [String], isDryRun: Bool,
+        isForced: Bool, isConfirmed: Bool, compiled: CompiledPipeline, providers: [String: any Provider],
+        state: (any PipelineState)?, interrupt: InterruptFlag,
+        onProgress: (@Sendable (String, Int, Int?) -> Void)?
+    ) {
+        self.store = store
+        self.pipeline = pipeline
+        self.jobName = jobName
+        self.storeProviders = storeProviders
+        self.isDryRun = isDryRun
+        self.isForced = isForced
+        self.isConfirmed = isConfirmed
+        self.compiled = compiled
+        self.providers = providers
+        self.state = state
+        self.interrupt = interrupt
+        self.onProgress = onProgress
+    }
 
     /// Whether the run was interrupted: a job stops at its next batch boundary.
     public var isInterrupted: Bool { interrupt.isRaised }
@@ -74,10 +98,14 @@ public struct JobContext: Sendable {
 
 /// What a job did, as it runs: its counts (only its type's), the keys that failed, and its status.
 public struct JobReport: Sendable {
-    var entry: RunReport.Job
+    /// The most failures a job's report lists by key; further ones are only counted in
+    /// ``RunReport/Job/failuresOmitted``.
+    public static let failureListLimit = 100
+
+    package var entry: RunReport.Job
     private let declared: Set<String>
 
-    init(name: String, type: String, counts: [JobCount]) {
+    package init(name: String, type: String, counts: [JobCount]) {
         declared = Set(counts.map(\.name))
         var zero: [String: Int] = [:]
         for count in counts { zero[count.name] = 0 }
@@ -122,11 +150,11 @@ public struct JobReport: Sendable {
         set { entry.snapshot = newValue }
     }
 
-    /// Names each failure with its own key and error, the first ``PipelineRunner/failureListLimit`` listed and the
+    /// Names each failure with its own key and error, the first ``JobReport/failureListLimit`` listed and the
     /// rest counted.
     public mutating func record(_ failures: [KeyFailure]) {
         for failure in failures {
-            if entry.failures.count < PipelineRunner.failureListLimit {
+            if entry.failures.count < JobReport.failureListLimit {
                 entry.failures.append(RunReport.Failure(failure))
             } else {
                 entry.failuresOmitted += 1
@@ -135,20 +163,20 @@ public struct JobReport: Sendable {
     }
 
     /// Counts failures that were not listed.
-    mutating func recordOmitted(_ count: Int) { entry.failuresOmitted += count }
+    package mutating func recordOmitted(_ count: Int) { entry.failuresOmitted += count }
 
     /// How many failures were recorded, listed or not.
-    var failureCount: Int { entry.failures.count + entry.failuresOmitted }
+    package var failureCount: Int { entry.failures.count + entry.failuresOmitted }
 }
 
 extension RunReport.Failure {
     /// The report's form of one key's failure.
-    init(_ failure: KeyFailure) {
+    package init(_ failure: KeyFailure) {
         self.init(key: failure.key, failure.error)
     }
 
     /// The report's form of an error that stopped a whole job.
-    init(_ error: CloudSyncError) {
+    package init(_ error: CloudSyncError) {
         self.init(key: "", error)
     }
 

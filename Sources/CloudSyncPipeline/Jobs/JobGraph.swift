@@ -23,7 +23,7 @@ public struct JobGraph: Sendable {
 
 extension RunReport.Job {
     /// The report of `job` when it did not run.
-    init(skipped job: JobSpec) {
+    package init(skipped job: JobSpec) {
         self.init(name: job.name, type: job.type, status: .skipped, counts: [:], failures: [], failuresOmitted: 0)
     }
 }

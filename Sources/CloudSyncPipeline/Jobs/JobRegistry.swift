@@ -66,7 +66,7 @@ public struct ConfiguredJob: Sendable {
     /// The counts its report holds.
     public let counts: [JobCount]
     /// The providers that must be available for it to start: those its fields name directly.
-    let availabilityChecked: [String]
+    package let availabilityChecked: [String]
     /// How it splits between runners; nil when it runs whole (`shards` absent or 1, or a type that cannot split).
     public let sharding: JobSharding?
     private let needed: @Sendable ([String]) -> [String]
@@ -100,13 +100,13 @@ public struct ConfiguredJob: Sendable {
     /// What it cannot promise with these providers; see ``JobType/warnings(_:capabilities:)``.
     public func warnings(capabilities: (String) -> ProviderCapabilities?) -> [String] { warned(capabilities) }
     /// Runs it; see ``JobType/run(_:in:report:)``.
-    func run(in context: JobContext, report: inout JobReport) async throws(CloudSyncError) {
+    package func run(in context: JobContext, report: inout JobReport) async throws(CloudSyncError) {
         try await runner(context, &report)
     }
     /// Readies a new sharded run; see ``JobType/prepareSharded(_:in:)``.
-    func prepareSharded(in context: JobContext) throws(CloudSyncError) { try preparer(context) }
+    package func prepareSharded(in context: JobContext) throws(CloudSyncError) { try preparer(context) }
     /// Finishes a sharded run; see ``JobType/finishSharded(_:in:summed:report:)``.
-    func finishSharded(in context: JobContext, summed: [String: Int], report: inout JobReport)
+    package func finishSharded(in context: JobContext, summed: [String: Int], report: inout JobReport)
         async throws(CloudSyncError)
     {
         try await finisher(context, summed, &report)

@@ -165,7 +165,7 @@ public struct JobConfigurationError: Error, Sendable, Equatable {
 /// Everything about one job type: its name, its fields and counts, how its configuration is read from the fields,
 /// which providers it needs, how `plan` describes it, and how it runs.
 ///
-/// Each built-in type lives in a file of its own under `Jobs/` and is listed once in ``BuiltInJobs``; a program
+/// Each built-in type lives in a file of its own in CloudSyncJobs and is listed once in its `BuiltInJobs`; a program
 /// running pipelines from Swift registers its own types in a ``JobRegistry`` the same way, and nothing else needs to
 /// know the type exists.
 public protocol JobType: Sendable {
@@ -235,7 +235,7 @@ public struct JobSharding: Sendable, Equatable {
 }
 
 /// `shards`, as every job type that can split between runners declares it.
-let shardsField = JobField(
+package let shardsField = JobField(
     "shards", .count(1...1024), defaultValue: "1",
     summary: "key ranges the job splits into, leased by every runner of the pipeline (`cloudsync run --join`); "
         + "needs `state: { postgresql: … }`")
@@ -264,6 +264,9 @@ extension JobType {
 /// How `plan` shows paths: relative to the pipeline file when inside its directory, references as written.
 public struct PlanPaths: Sendable {
     let directory: String
+
+    /// Paths shown relative to `directory`, the pipeline file's.
+    public init(directory: String) { self.directory = directory }
 
     /// `path` as the plan shows it.
     public func display(_ path: Interpolated) -> String {

@@ -242,7 +242,7 @@ private final class FileBudget {
 }
 
 /// `path` made absolute against `directory` (never the working directory).
-func resolvePath(_ path: String, against directory: String) -> String {
+package func resolvePath(_ path: String, against directory: String) -> String {
     let absolute = path.hasPrefix("/") ? path : directory + "/" + path
     return (absolute as NSString).standardizingPath
 }

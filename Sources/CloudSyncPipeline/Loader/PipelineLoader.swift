@@ -22,7 +22,7 @@ public enum PipelineLoader {
 
     /// Loads the file at `path`; relative paths inside resolve against its directory.
     public static func load(
-        path: String, registry: ProviderRegistry, jobTypes: JobRegistry = BuiltInJobs.registry,
+        path: String, registry: ProviderRegistry, jobTypes: JobRegistry,
         environment: [String: String] = ProcessInfo.processInfo.environment, unsetVariables: UnsetVariables = .refused
     ) throws(PipelineError) -> PipelineSpec {
         let absolute = resolvePath(path, against: FileManager.default.currentDirectoryPath)
@@ -50,7 +50,7 @@ public enum PipelineLoader {
     /// Loads pipeline text; `file` names it in errors and `directory` anchors its relative paths.
     public static func load(
         source: String, file: String, directory: String, registry: ProviderRegistry,
-        jobTypes: JobRegistry = BuiltInJobs.registry, environment: [String: String] = [:],
+        jobTypes: JobRegistry, environment: [String: String] = [:],
         unsetVariables: UnsetVariables = .refused
     ) throws(PipelineError) -> PipelineSpec {
         let diagnostics = Diagnostics(file: file)

@@ -5,7 +5,7 @@ public enum ReportSchema {
     /// `schemas/report.schema.json`, and a test keeps the two identical.
     ///
     /// Each job type's `counts` are closed: a report's job may hold only the counts its type declares.
-    public static func json(jobTypes: JobRegistry = BuiltInJobs.registry) -> String {
+    public static func json(jobTypes: JobRegistry) -> String {
         let types = jobTypes.types
         let indent = String(repeating: " ", count: 8)
         let branches = types.enumerated().map { index, type in

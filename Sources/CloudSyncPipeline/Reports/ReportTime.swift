@@ -23,3 +23,8 @@ public enum ReportTime {
         try? style.parse(text)
     }
 }
+
+/// `milliseconds` since the epoch as the reports write times (``ReportTime/string(milliseconds:)``).
+package func iso8601(_ milliseconds: Int64) -> String {
+    ReportTime.string(milliseconds: milliseconds)
+}

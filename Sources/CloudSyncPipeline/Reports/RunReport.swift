@@ -77,6 +77,17 @@ public struct RunReport: Codable, Sendable {
         public var fraction: Double?
         /// Whether ``fraction`` is above the job's `warnAbove` (above 1 when it sets none).
         public var warning: Bool
+
+        /// One with every field given.
+        package init(
+            provider: String, usedBytes: Int64? = nil, totalBytes: Int64? = nil, fraction: Double? = nil, warning: Bool
+        ) {
+            self.provider = provider
+            self.usedBytes = usedBytes
+            self.totalBytes = totalBytes
+            self.fraction = fraction
+            self.warning = warning
+        }
     }
 
     /// How one job ended and what it did.
@@ -90,7 +101,7 @@ public struct RunReport: Codable, Sendable {
         /// What the job did: exactly the counts its type declares (``JobType/counts``), by name; empty for a job
         /// that was skipped.
         public var counts: [String: Int]
-        /// The first ``PipelineRunner/failureListLimit`` keys that failed, in the order they failed.
+        /// The first ``JobReport/failureListLimit`` keys that failed, in the order they failed.
         public var failures: [Failure]
         /// Failures beyond the first 100, counted but not listed.
         public var failuresOmitted: Int
@@ -112,6 +123,29 @@ public struct RunReport: Codable, Sendable {
         public var keyLists: [String: [String]]? = nil  // by count name, not store keys
         /// How a job with `shards: N` was split between runners; nil for a job run whole.
         public var shards: Shards? = nil
+
+        /// One with every field given.
+        package init(
+            name: String, type: String, status: JobStatus, counts: [String: Int], failures: [Failure],
+            failuresOmitted: Int, error: Failure? = nil, quota: [QuotaLine]? = nil, file: String? = nil,
+            snapshot: String? = nil, sync: SyncDetails? = nil,
+            keyLists: [String: [String]]? = nil,  // by count name, not store keys
+            shards: Shards? = nil
+        ) {
+            self.name = name
+            self.type = type
+            self.status = status
+            self.counts = counts
+            self.failures = failures
+            self.failuresOmitted = failuresOmitted
+            self.error = error
+            self.quota = quota
+            self.file = file
+            self.snapshot = snapshot
+            self.sync = sync
+            self.keyLists = keyLists
+            self.shards = shards
+        }
     }
 
     /// How a sharded job's key ranges were shared out: each runner's counts beside the job's sums.
@@ -125,6 +159,14 @@ public struct RunReport: Codable, Sendable {
         public var resumedRun: String?
         /// Every runner that recorded work, by name (`host/pid`).
         public var runners: [ShardRunner]
+
+        /// One with every field given.
+        package init(count: Int, takenOver: Int, resumedRun: String? = nil, runners: [ShardRunner]) {
+            self.count = count
+            self.takenOver = takenOver
+            self.resumedRun = resumedRun
+            self.runners = runners
+        }
     }
 
     /// What one runner did for a sharded job.
@@ -135,6 +177,13 @@ public struct RunReport: Codable, Sendable {
         public var ranges: Int
         /// Its share of the job's counts.
         public var counts: [String: Int]
+
+        /// One with every field given.
+        package init(runner: String, ranges: Int, counts: [String: Int]) {
+            self.runner = runner
+            self.ranges = ranges
+            self.counts = counts
+        }
     }
 
     /// What a sync job compared against, what it could not see, and what it deleted or chose.
@@ -160,6 +209,23 @@ public struct RunReport: Codable, Sendable {
         public var modes: [String: String]? = nil
         /// Why an incremental job compared a provider in full (no change feed, no cursor yet, cursor expired).
         public var fullBecause: [String: String]? = nil
+
+        /// One with every field given.
+        package init(
+            firstRun: Bool, deletes: String, maxDeletes: String, unlisted: [Failure], conflicts: [Conflict],
+            deletions: [String], deletionsOmitted: Int, modes: [String: String]? = nil,
+            fullBecause: [String: String]? = nil
+        ) {
+            self.firstRun = firstRun
+            self.deletes = deletes
+            self.maxDeletes = maxDeletes
+            self.unlisted = unlisted
+            self.conflicts = conflicts
+            self.deletions = deletions
+            self.deletionsOmitted = deletionsOmitted
+            self.modes = modes
+            self.fullBecause = fullBecause
+        }
     }
 
     /// A key whose copies changed on several sides since the last sync.
@@ -173,6 +239,14 @@ public struct RunReport: Codable, Sendable {
         public var editedOn: [String]
         /// Providers that deleted it.
         public var deletedOn: [String]
+
+        /// One with every field given.
+        package init(key: String, kind: String, editedOn: [String], deletedOn: [String]) {
+            self.key = key
+            self.kind = kind
+            self.editedOn = editedOn
+            self.deletedOn = deletedOn
+        }
     }
 
     /// What the outbox did during the run: it drains before the first job, and jobs may queue more.
@@ -191,6 +265,19 @@ public struct RunReport: Codable, Sendable {
         /// The entries still waiting when the run ended, by the provider they wait for; nil in reports written before
         /// it was kept.
         public var pendingByProvider: [String: Int]? = nil
+
+        /// One with every field given.
+        package init(
+            pendingBefore: Int, drained: Int, dropped: [String: Int], pendingAfter: Int,
+            drainedBy: [String: Int]? = nil, pendingByProvider: [String: Int]? = nil
+        ) {
+            self.pendingBefore = pendingBefore
+            self.drained = drained
+            self.dropped = dropped
+            self.pendingAfter = pendingAfter
+            self.drainedBy = drainedBy
+            self.pendingByProvider = pendingByProvider
+        }
     }
 
     /// One provider the pipeline declares, as the run ended, with what it cost.
@@ -224,6 +311,27 @@ public struct RunReport: Codable, Sendable {
         /// Writes queued for this provider that the run kept back because it could not check who is signed in;
         /// absent when none were.
         public var outboxHeld: OutboxHeld? = nil
+
+        /// One with every field given.
+        package init(
+            id: String, type: String, available: Bool, unavailable: Unavailable? = nil, requests: Int, bytesRead: Int,
+            bytesWritten: Int, retries: Int, throttled: Int, duplicates: Int? = nil, httpRequests: [String: Int]? = nil,
+            waitMs: Int64? = nil, outboxHeld: OutboxHeld? = nil
+        ) {
+            self.id = id
+            self.type = type
+            self.available = available
+            self.unavailable = unavailable
+            self.requests = requests
+            self.bytesRead = bytesRead
+            self.bytesWritten = bytesWritten
+            self.retries = retries
+            self.throttled = throttled
+            self.duplicates = duplicates
+            self.httpRequests = httpRequests
+            self.waitMs = waitMs
+            self.outboxHeld = outboxHeld
+        }
     }
 
     /// Queued writes a run did not send because it could not check the provider's account.
@@ -237,6 +345,13 @@ public struct RunReport: Codable, Sendable {
         public var code: String
         /// Why, and what to do, for people.
         public var message: String
+
+        /// One with every field given.
+        package init(entries: Int, code: String, message: String) {
+            self.entries = entries
+            self.code = code
+            self.message = message
+        }
     }
 
     /// Why a provider was unavailable.
@@ -245,6 +360,12 @@ public struct RunReport: Codable, Sendable {
         public var reason: UnavailableReason
         /// `<reason>: <what to do>`, for people.
         public var message: String
+
+        /// One with every field given.
+        package init(reason: UnavailableReason, message: String) {
+            self.reason = reason
+            self.message = message
+        }
     }
 
     /// The pipeline's name.
@@ -279,5 +400,25 @@ public struct RunReport: Codable, Sendable {
     /// Sorted keys, so reports diff cleanly.
     public func json() -> String {
         String(decoding: (try? JSONEncoder.sorted.encode(self)) ?? Data(), as: UTF8.self) + "\n"
+    }
+
+    /// One with every field given.
+    package init(
+        pipeline: String, runId: String, status: RunStatus, dryRun: Bool, startedAt: String, finishedAt: String,
+        durationMs: Int64, jobs: [Job], outbox: Outbox, providers: [Provider], timeoutMs: Int? = nil,
+        error: Failure? = nil
+    ) {
+        self.pipeline = pipeline
+        self.runId = runId
+        self.status = status
+        self.dryRun = dryRun
+        self.startedAt = startedAt
+        self.finishedAt = finishedAt
+        self.durationMs = durationMs
+        self.jobs = jobs
+        self.outbox = outbox
+        self.providers = providers
+        self.timeoutMs = timeoutMs
+        self.error = error
     }
 }

@@ -106,6 +106,7 @@ try """
 
 // Example from docs/pipeline-reference.md: Pipeline files
 import CloudSyncPipeline
+import CloudSyncRunner
 
 let spec = try PipelineLoader.load(path: "pipelines/nightly.yaml", registry: BuiltInProviders.registry)
 // a PipelineError renders every file:line:col
