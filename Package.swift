@@ -134,7 +134,8 @@ let package = Package(
         .target(
             name: "CloudSyncPipelineState",
             dependencies: [
-                "CloudSync", "CloudSyncPipeline", "CloudSyncSQLite", "CloudSyncPostgres", "CloudSyncSodium",
+                "CloudSync", "CloudSyncPipeline", "CloudSyncLocal", "CloudSyncSQLite", "CloudSyncPostgres",
+                "CloudSyncSodium",
             ]),
 
         // The built-in job types, one file each, with what they share: key merging and the export-file format. They

@@ -38,6 +38,8 @@ files: ["files"] 5 bytes, back: 5 meow!
 ["primary", "backup"] ["1-sync", "check"] mirror
 types: ["memory", "sqlite", "directory", "s3", "cloudKit", "googleDrive", "icloudKV", "notes"]
 ok ["ok", "ok"]
+plan: ["count the keys of primary under \"settings.\""]
+count: [2, 2], runs kept in memory: 2, state.db on disk: false
 after close: closed, primary files: ["primary.db"]'
 if [ "$actual" != "$expected" ]; then
     echo "check-consumer: the consumer printed something else:" >&2
@@ -45,3 +47,28 @@ if [ "$actual" != "$expected" ]; then
     exit 1
 fi
 echo "check-consumer: the consumer package built and ran as the documentation says" >&2
+
+# The pipeline language alone: a program that depends on the CloudSyncPipeline product only checks pipelines with a
+# provider type and a job type of its own, and its binary holds no code of a provider, state store, job or runner
+# module (Swift symbols carry their module's name) and loads no libpq, SQLite or libcurl.
+language=.build/consumer/debug/pipeline-language
+actual=$("$language")
+expected='valid: notes ["inbox"] ["tally the keys of inbox"]
+invalid: 4:10 provider `inbox` needs `folder`
+invalid: 5:18 `type` in provider `cloud` must be one of notes; found "s3"
+invalid: 5:22 unknown field `bucket` in provider `cloud`; expected one of: type, maxValueBytes, codec, account, folder
+invalid: 8:30 unknown provider `outbox`; the file declares: inbox, cloud'
+if [ "$actual" != "$expected" ]; then
+    echo "check-consumer: the pipeline-language program printed something else:" >&2
+    diff <(echo "$expected") <(echo "$actual") >&2 || true
+    exit 1
+fi
+modules='11CloudSyncS3|14CloudSyncLocal|15CloudSyncSQLite|17CloudSyncPostgres|17CloudSyncCloudKit|14CloudSyncDrive'
+modules+='|13CloudSyncHTTP|13CloudSyncJobs|15CloudSyncRunner|22CloudSyncPipelineState'
+linked=$(nm "$language" | grep -oE "($modules)" | sort -u | tr '\n' ' ' || true)
+libraries=$(ldd "$language" | grep -oE 'libpq|libsqlite3|libcurl' | sort -u | tr '\n' ' ' || true)
+if [ -n "$linked$libraries" ]; then
+    echo "check-consumer: a program on CloudSyncPipeline alone links more than the language: $linked$libraries" >&2
+    exit 1
+fi
+echo "check-consumer: a program on CloudSyncPipeline alone checks pipelines and links no provider, SQLite or libpq" >&2

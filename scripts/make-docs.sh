@@ -77,8 +77,10 @@ ARTICLES = [
     ("CloudSync", "TheOutbox", "", "docs/library.md", "The outbox"),
     ("CloudSync", "WritingAProvider", "", "docs/writing-a-provider.md", "all"),
     ("CloudSyncCrypto", "EncryptionAtRest", "Encryption at rest", "docs/encryption.md", "all"),
-    ("CloudSyncPipeline", "PipelinesFromSwift", "Pipelines from Swift", "docs/library.md",
-     "Pipelines from Swift (`CloudSyncPipeline`)"),
+    ("CloudSyncRunner", "PipelinesFromSwift", "Pipelines from Swift", "docs/library.md",
+     "Pipelines from Swift (`CloudSyncRunner`)"),
+    ("CloudSyncPipeline", "WritingAJob", "", "docs/writing-a-job.md", "all"),
+    ("CloudSyncPipeline", "WritingAStateStore", "", "docs/writing-a-state-store.md", "all"),
 ]
 FENCE = re.compile(r"^\s*```")
 LINK = re.compile(r"\[([^\]]*)\]\(([^)\s]+)\)")

@@ -5,7 +5,7 @@ import CloudSyncPipeline
 /// is never written.
 ///
 /// Both listings are walked together in key order, a page at a time, and only what differs is written. The job keeps
-/// a snapshot in the state database ( ``MirrorRow``: a digest of each value both sides held and the version tags
+/// a snapshot in the state database ( `MirrorRow`: a digest of each value both sides held and the version tags
 /// their listings gave, S3's ETag, Drive's checksum, CloudKit's `recordChangeTag`). A key whose tags on both sides
 /// are the snapshot's is unchanged without a read; one whose source value has the snapshot's digest and whose
 /// destination tag is the snapshot's needs no read at `to`; every other key is read on both sides and compared, so an

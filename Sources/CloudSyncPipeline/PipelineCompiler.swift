@@ -12,7 +12,7 @@ public struct CompiledPipeline: Sendable {
     public let spec: PipelineSpec
     /// The codecs the file declares, by id, their keys already read; each key's passphrase is stretched on first use.
     public let codecs: [String: EnvelopeCodec]
-    /// Where named accounts' sign-ins are kept for this environment (``NamedAccounts.directory(environment:)``); nil
+    /// Where named accounts' sign-ins are kept for this environment (``NamedAccounts/directory(environment:)``); nil
     /// when it names no place.
     public var accountsDirectory: String? = nil
 

@@ -130,7 +130,7 @@ public struct ProviderSpec: Sendable {
     public var maxValueBytes: Int?
     /// A codec id for this provider, overriding the store's.
     public var codec: String?
-    /// The named account whose sign-in it uses (``AccountStore``), instead of one this pipeline keeps.
+    /// The named account whose sign-in it uses (`AccountStore`), instead of one this pipeline keeps.
     public var account: String? = nil
     /// Its fields whose variable was left unread (see ``PipelineSpec/unsetVariables``).
     public var unsetVariables: [UnsetVariable] = []

@@ -52,6 +52,11 @@ public protocol PipelineState: ProviderStateStore, AnyObject {
     /// Sets `job`'s rows for these keys at once; a nil row removes the key's.
     func updateMirrorRows(of job: String, _ rows: [(key: String, row: MirrorRow?)]) throws(CloudSyncError)
 
+    /// Where the pipeline's outbox is kept, for a run that writes: the entries the store could not deliver yet.
+    func outboxStorage() throws -> any OutboxStorage
+    /// The outbox's entries as they are, read without changing anything (a dry run works on a copy of them).
+    func outboxEntries() throws -> [OutboxEntry]
+
     /// Lets go of the storage; later calls fail.
     func close()
 

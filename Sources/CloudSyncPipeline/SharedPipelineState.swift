@@ -45,8 +45,6 @@ public protocol SharedPipelineState: PipelineState, SetAsideKeyStore {
     /// What `job`'s runners did, read once every range is done, and the job forgotten.
     func finishShardedJob(_ job: String) throws(CloudSyncError) -> ShardOutcome
 
-    /// The pipeline's outbox, kept in the shared state so every runner sees one.
-    func outboxStorage() -> any OutboxStorage
     /// A session of its own for the outbox drain every runner of a run shares.
     func openOutboxDrain() async throws(CloudSyncError) -> any SharedOutboxDrainSession
 

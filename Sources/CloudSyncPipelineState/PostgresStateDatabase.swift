@@ -225,10 +225,13 @@ extension PostgresStateDatabase {
     /// Itself: every runner of the pipeline meets in this schema.
     public var shared: (any SharedPipelineState)? { self }
 
-    /// The pipeline's outbox in the `outbox` table.
+    /// The pipeline's outbox in the `outbox` table, which every runner of the pipeline sees.
     public func outboxStorage() -> any OutboxStorage { PostgresOutboxStorage(state: self) }
 
-    /// A connection of its own for the outbox drain (``PostgresOutboxDrain``).
+    /// The `outbox` table's entries of the pipeline.
+    public func outboxEntries() throws -> [OutboxEntry] { try PostgresOutboxStorage(state: self).loadAll() }
+
+    /// A connection of its own for the outbox drain (`PostgresOutboxDrain`).
     public func openOutboxDrain() async throws(CloudSyncError) -> any SharedOutboxDrainSession {
         try await PostgresOutboxDrain.open(self)
     }

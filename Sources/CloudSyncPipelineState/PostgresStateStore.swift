@@ -3,7 +3,7 @@ import CloudSyncPipeline
 
 /// A pipeline's state in a PostgreSQL schema (`state: { postgres: URL }`), which runners on several machines share
 /// (``PostgresStateDatabase``): connected and migrated on open (a schema no runner has set up reads as no state),
-/// locked with a session-level advisory lock on that connection (``PostgresRunLock``), which names the run for
+/// locked with a session-level advisory lock on that connection (`PostgresRunLock`), which names the run for
 /// runners looking for one to join.
 public struct PostgresStateStore: PipelineStateStore {
     /// The store.

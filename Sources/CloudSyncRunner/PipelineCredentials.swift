@@ -10,7 +10,7 @@ import Foundation
 /// lands in the middle of a run; the values are encrypted with the pipeline's state codec, as every provider value.
 public enum PipelineCredentials {
     /// Whether a process (a run, an outbox flush) holds the pipeline's lock: nil when none does, else its id
-    /// (nil inside when it has not written it yet; ``RunRefusal/holder(_:)`` words both).
+    /// (nil inside when it has not written it yet; `RunRefusal.holder(_:)` words both).
     ///
     /// A holder that wrote no id is watched for up to a second, off the concurrency pool, in case it is only a child
     /// process that shares a just-released lock until it execs.
@@ -24,8 +24,8 @@ public enum PipelineCredentials {
     /// Keeps `credentials` for `provider` in the pipeline's state (created when missing: 0600 in a 0700 state
     /// directory, or the PostgreSQL schema migrated), replacing what was kept; returns where the state is.
     ///
-    /// Throws ``RunRefusal/locked(pid:lockFile:)`` (or ``RunRefusal/lockedElsewhere(holder:lock:)``) while another
-    /// command holds the pipeline, and ``RunRefusal/cannotStart(_:)`` when the state cannot be written.
+    /// Throws `RunRefusal.locked(pid:lockFile:)` (or `RunRefusal.lockedElsewhere(holder:lock:)`) while another
+    /// command holds the pipeline, and `RunRefusal.cannotStart(_:)` when the state cannot be written.
     @discardableResult
     public static func store(
         _ credentials: [StoredCredential: String], for provider: String, in compiled: CompiledPipeline,

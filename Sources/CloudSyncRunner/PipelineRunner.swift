@@ -46,6 +46,8 @@ public struct RunOptions: Sendable {
     /// Where the providers log (their HTTP requests at debug level), each line starting with the provider's id;
     /// disabled by default.
     public var logger: ProviderLogger = .disabled
+    /// Where the pipeline's state may be kept: the built-in stores, or a program's own registered beside them.
+    public var stateStores = BuiltInStateStores.registry
 
     /// Options for a plain run: every job, changes made, `clear` jobs only with their own `confirm: true`, the report
     /// where the file says.
@@ -136,7 +138,7 @@ public struct PipelineRunner: Sendable {
         do throws(RunRefusal) {
             session = try await RunSession.open(
                 compiled, access: options.dryRun ? .dryRun : .write, runID: runID, clock: clock,
-                logger: options.logger)
+                logger: options.logger, stateStores: options.stateStores)
         } catch {
             // Runners of one scheduled run, started alike: the one that took the lock runs, the others help it.
             if let named = options.runID, !options.dryRun, case .lockedElsewhere = error {

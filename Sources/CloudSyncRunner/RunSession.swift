@@ -5,7 +5,7 @@ import CloudSyncPipelineState
 import Foundation
 
 /// One pipeline's state, held for the length of one command: the run lock, the outbox, the state database and the
-/// providers' lifetimes; the state is a directory beside the pipeline or a PostgreSQL schema (``PipelineState``).
+/// providers' lifetimes; the state is a directory beside the pipeline or a PostgreSQL schema (`PipelineState`).
 ///
 /// `cloudsync run`, the `outbox` commands and `history` all open one. A session that writes takes the lock, so two
 /// commands never change one pipeline's state at once; a dry run takes nothing, opens every database read-only and
@@ -50,9 +50,9 @@ public final class RunSession: Sendable {
     /// the run lock unless this is a dry run, opens the outbox there, makes every provider through its factory, and
     /// builds the store.
     ///
-    /// Throws ``RunRefusal/locked(pid:lockFile:)`` or ``RunRefusal/lockedElsewhere(holder:lock:)`` when another
-    /// command holds the pipeline, ``RunRefusal/stateUnavailable(_:)`` when the PostgreSQL server cannot be used, and
-    /// ``RunRefusal/cannotStart(_:)`` when something else cannot be opened; nothing opened is left open.
+    /// Throws `RunRefusal.locked(pid:lockFile:)` or `RunRefusal.lockedElsewhere(holder:lock:)` when another
+    /// command holds the pipeline, `RunRefusal.stateUnavailable(_:)` when the PostgreSQL server cannot be used, and
+    /// `RunRefusal.cannotStart(_:)` when something else cannot be opened; nothing opened is left open.
     public static func open(
         _ compiled: CompiledPipeline, access: Access = .write, runID: String? = nil,
         clock: any StoreClock = SystemClock(), logger: ProviderLogger = .disabled,
@@ -130,8 +130,8 @@ public final class RunSession: Sendable {
             do {
                 outbox = try makeOutbox(compiled, access: access, state: stateDatabase, drops: drops)
             } catch {
-                throw RunRefusal.cannotStart(
-                    "cannot open the outbox in \(spec.sharedState?.description ?? spec.state): \(error)")
+                let place = stateStores.store(for: spec)?.location(of: spec) ?? spec.state
+                throw RunRefusal.cannotStart("cannot open the outbox in \(place): \(error)")
             }
         }
         // Checked before the store exists, so a provider that reports the switch as a live account event too (Drive
@@ -227,19 +227,13 @@ public final class RunSession: Sendable {
         let onDropped: @Sendable (OutboxEntry, Outbox.DropReason) -> Void = { _, reason in
             drops.withLock { $0[reason.rawValue, default: 0] += 1 }
         }
-        let shared = state?.shared?.outboxStorage()
-        let path = compiled.spec.state + "/outbox.db"
         guard access == .dryRun else {
-            let storage: any OutboxStorage = try shared ?? SQLiteOutboxStorage(path: path)
-            return try Outbox(storage: storage, limits: limits, onDropped: onDropped)
+            guard let state else { throw CloudSyncError(.config, "the state store opened no state for the run") }
+            return try Outbox(storage: state.outboxStorage(), limits: limits, onDropped: onDropped)
         }
         // A dry run works on a copy of the queue and leaves the stored one as it is.
         let copy = InMemoryOutboxStorage()
-        if let shared {
-            for entry in try shared.loadAll() { try copy.replace(entry) }
-        } else if compiled.spec.sharedState == nil, FileManager.default.fileExists(atPath: path) {
-            for entry in try SQLiteOutboxStorage.snapshot(path: path) { try copy.replace(entry) }
-        }
+        for entry in try state?.outboxEntries() ?? [] { try copy.replace(entry) }
         return try Outbox(storage: copy, limits: limits, onDropped: onDropped)
     }
 

@@ -201,7 +201,8 @@ extension PipelineRunner {
         async throws(RunRefusal) -> RunOutcome
     {
         let spec = compiled.spec
-        let session = try await RunSession.open(compiled, access: .worker, clock: clock, logger: options.logger)
+        let session = try await RunSession.open(
+            compiled, access: .worker, clock: clock, logger: options.logger, stateStores: options.stateStores)
         guard let state = session.stateDatabase?.shared else {
             await session.close()
             throw RunRefusal.cannotStart("a runner can join only a pipeline whose state is in PostgreSQL")

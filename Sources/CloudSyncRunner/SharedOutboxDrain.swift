@@ -6,7 +6,7 @@ import CloudSyncPipeline
 /// The runner that starts the run opens it (``start(runID:held:)``), claims and delivers entries like any runner that
 /// joins (``work(until:)``), then closes it (``finish()``), which waits for every claim in flight: from then on no runner
 /// delivers a queued write, so the jobs' own writes can never be overtaken by an older queued one. Each claim is a
-/// batch of entries no other runner holds, delivered and recorded before it is let go (``SharedOutboxDrainSession``); the
+/// batch of entries no other runner holds, delivered and recorded before it is let go (`SharedOutboxDrainSession`); the
 /// outbox's own rules decide each outcome (``Outbox/disposition(of:outcome:now:)``), so a drain by four runners
 /// delivers, reschedules and drops exactly as one runner's flush would, and delivers each entry once.
 final class SharedOutboxDrain: Sendable {

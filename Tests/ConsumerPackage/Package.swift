@@ -14,8 +14,15 @@ let package = Package(
                 .product(name: "CloudSyncLocal", package: "CloudSync"),
                 .product(name: "CloudSyncCrypto", package: "CloudSync"),
                 .product(name: "CloudSyncPipeline", package: "CloudSync"),
+                .product(name: "CloudSyncPipelineState", package: "CloudSync"),
+                .product(name: "CloudSyncJobs", package: "CloudSync"),
+                .product(name: "CloudSyncRunner", package: "CloudSync"),
                 .product(name: "CloudSyncTesting", package: "CloudSync"),
-            ])
+            ]),
+        // Reads and checks pipelines with types of its own, on the pipeline language alone: no provider, no SQLite,
+        // no libpq in the binary (scripts/check-consumer.sh looks).
+        .executableTarget(
+            name: "pipeline-language", dependencies: [.product(name: "CloudSyncPipeline", package: "CloudSync")]),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -7,7 +7,7 @@ extension JobContext {
     /// A provider that lists in key order is listed from the range's start where its cursor is a key, and no further
     /// than its end; another is listed whole and each page filtered to the range. Pages that the filter empties are
     /// skipped.
-    package func forEachPageInRange(
+    public func forEachPageInRange(
         of provider: String, pageSize: Int, _ body: ([String]) async throws(CloudSyncError) -> Bool
     ) async throws(CloudSyncError) {
         let capabilities = providers[provider]?.capabilities ?? ProviderCapabilities(canList: true)

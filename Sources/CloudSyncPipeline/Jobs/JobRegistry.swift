@@ -115,7 +115,7 @@ public struct ConfiguredJob: Sendable {
 
 /// The job types a pipeline may name, by type name.
 ///
-/// `cloudsync` uses ``BuiltInJobs/registry``; a program embedding the pipeline runner starts from it and registers
+/// `cloudsync` uses `BuiltInJobs.registry`; a program embedding the pipeline runner starts from it and registers
 /// its own types.
 public struct JobRegistry: Sendable {
     private var byName: [String: RegisteredJobType] = [:]

@@ -156,6 +156,198 @@ print(outcome.status, outcome.report.jobs.map(\.status.rawValue))               
 // end of example
 }
 
+// Example from docs/writing-a-job.md: Writing a job type
+import CloudSyncJobs
+
+struct CountJob: JobType {
+    struct Configuration: Sendable { var provider: String; var prefix: String }
+    static let counted = JobCount("counted", "keys under the prefix")
+
+    let name = "count"
+    let summary = "count the keys under a prefix in one provider"
+    let fields = [
+        JobField("provider", .provider, required: true, summary: "the provider whose keys are counted"),
+        JobField("prefix", .text, defaultValue: "", summary: "only keys that start with it"),
+    ]
+    let counts = [counted]
+
+    func configuration(from values: JobFieldValues) throws(JobConfigurationError) -> Configuration {
+        Configuration(provider: values.text("provider") ?? "", prefix: values.text("prefix") ?? "")
+    }
+    func providers(of configuration: Configuration, store: [String]) -> [String] { [configuration.provider] }
+    func plan(_ configuration: Configuration, paths: PlanPaths) -> String {
+        "count the keys of \(configuration.provider) under \"\(configuration.prefix)\""
+    }
+    func run(_ configuration: Configuration, in context: JobContext, report: inout JobReport)
+        async throws(CloudSyncError)
+    {
+        let provider = configuration.provider
+        try await context.forEachPageInRange(of: provider, pageSize: context.pageSize(for: [provider])) { keys in
+            report.add(keys.count(where: { $0.hasPrefix(configuration.prefix) }), to: Self.counted)
+            return true
+        }
+    }
+}
+
+var jobTypes = BuiltInJobs.registry     // or JobRegistry() for only your own
+jobTypes.register(CountJob())
+// end of example
+
+// Example from docs/writing-a-state-store.md: Writing a state store
+import CloudSyncPipelineState
+import CloudSyncRunner
+import Synchronization
+
+final class MemoryPipelineState: PipelineState {
+    struct Tables {
+        var runs: [RunRecord] = []  // newest first
+        var identities: [String: String] = [:]  // by provider id
+        var values: [String: String] = [:]  // by "provider/name"
+        var cursors: [String: [String: String]] = [:]  // by job, then provider id
+        var snapshots: [String: [StoreKey: SyncFingerprint]] = [:]
+        var deletions: [String: Set<StoreKey>] = [:]
+        var mirrors: [String: [StoreKey: MirrorRow]] = [:]
+    }
+    let tables = Mutex(Tables())
+
+    func record(_ run: RunRecord) throws(CloudSyncError) { tables.withLock { $0.runs.insert(run, at: 0) } }
+    func runs(limit: Int) throws(CloudSyncError) -> [RunRecord] { tables.withLock { Array($0.runs.prefix(limit)) } }
+    func run(id: String) throws(CloudSyncError) -> RunRecord? { tables.withLock { $0.runs.first { $0.id == id } } }
+
+    func identity(of provider: String) throws(CloudSyncError) -> String? {
+        tables.withLock { $0.identities[provider] }
+    }
+    func remember(identity: String, of provider: String, at time: String) throws(CloudSyncError) {
+        tables.withLock { $0.identities[provider] = identity }
+    }
+    func value(provider: String, name: String) throws(CloudSyncError) -> String? {
+        tables.withLock { $0.values[provider + "/" + name] }
+    }
+    func setValue(_ value: String?, provider: String, name: String) throws(CloudSyncError) {
+        tables.withLock { $0.values[provider + "/" + name] = value }
+    }
+
+    func hasSynced(_ job: String) throws(CloudSyncError) -> Bool { tables.withLock { $0.cursors[job] != nil } }
+    func markSynced(_ job: String, at time: String, cursors: [String: String]?) throws(CloudSyncError) {
+        tables.withLock { $0.cursors[job] = cursors ?? $0.cursors[job] ?? [:] }
+    }
+    func syncCursors(of job: String) throws(CloudSyncError) -> [String: String] {
+        tables.withLock { $0.cursors[job] ?? [:] }
+    }
+    func snapshotRows(of job: String, keys: [String]) throws(CloudSyncError)
+        -> [(key: String, fingerprint: SyncFingerprint)]
+    {
+        tables.withLock { tables in keys.compactMap { key in tables.snapshots[job]?[StoreKey(key)].map { (key, $0) } } }
+    }
+    func snapshotRows(of job: String, after key: String?, limit: Int) throws(CloudSyncError)
+        -> [(key: String, fingerprint: SyncFingerprint)]
+    {
+        tables.withLock { tables in
+            let rows = tables.snapshots[job, default: [:]].filter { key == nil || $0.key > StoreKey(key ?? "") }
+            return rows.sorted { $0.key < $1.key }.prefix(limit).map { ($0.key.string, $0.value) }
+        }
+    }
+    func snapshotCount(of job: String) throws(CloudSyncError) -> Int { tables.withLock { $0.snapshots[job]?.count ?? 0 } }
+    func updateSnapshot(of job: String, _ rows: [(key: String, fingerprint: SyncFingerprint?)]) throws(CloudSyncError) {
+        try recordSyncProgress(of: job, snapshot: rows, deletions: [])
+    }
+    func recordSyncProgress(
+        of job: String, snapshot rows: [(key: String, fingerprint: SyncFingerprint?)], deletions: [String]
+    ) throws(CloudSyncError) {
+        tables.withLock { tables in  // at once: one lock for both
+            for row in rows { tables.snapshots[job, default: [:]][StoreKey(row.key)] = row.fingerprint }
+            tables.deletions[job, default: []].formUnion(deletions.map { StoreKey($0) })
+        }
+    }
+    func clearDeletions(of job: String) throws(CloudSyncError) { tables.withLock { $0.deletions[job] = nil } }
+    func deletions(of job: String, after key: String?, limit: Int) throws(CloudSyncError) -> [SyncItem] {
+        tables.withLock { tables in
+            let keys = tables.deletions[job, default: []].filter { key == nil || $0 > StoreKey(key ?? "") }
+            return keys.sorted().compactMap { deleted in
+                tables.snapshots[job]?[deleted].map { SyncItem(key: deleted.string, baseline: $0) }
+            }.prefix(limit).map { $0 }
+        }
+    }
+
+    func mirrorRows(of job: String, keys: [String]) throws(CloudSyncError) -> [StoreKey: MirrorRow] {
+        tables.withLock { tables in
+            var rows: [StoreKey: MirrorRow] = [:]
+            for key in keys { rows[StoreKey(key)] = tables.mirrors[job]?[StoreKey(key)] }
+            return rows
+        }
+    }
+    func updateMirrorRows(of job: String, _ rows: [(key: String, row: MirrorRow?)]) throws(CloudSyncError) {
+        tables.withLock { tables in for (key, row) in rows { tables.mirrors[job, default: [:]][StoreKey(key)] = row } }
+    }
+
+    let outbox = InMemoryOutboxStorage()  // writes no provider took yet
+    func outboxStorage() throws -> any OutboxStorage { outbox }
+    func outboxEntries() throws -> [OutboxEntry] { try outbox.loadAll() }
+
+    func close() {}  // the state outlives each opening: the store keeps it
+}
+
+final class MemoryStateStore: PipelineStateStore {
+    let states = Mutex<[String: MemoryPipelineState]>([:])  // by pipeline name
+    let locked = Mutex<Set<String>>([])  // pipelines a command holds
+
+    func keeps(_ spec: PipelineSpec) -> Bool { spec.sharedState == nil }
+    func location(of spec: PipelineSpec) -> String { "this process's memory (pipeline \(spec.name))" }
+
+    func open(_ compiled: CompiledPipeline, access: StateAccess) throws(RunRefusal) -> OpenedState? {
+        let name = compiled.spec.name
+        guard access != .join else { throw RunRefusal.cannotStart("a state in memory cannot be joined") }
+        let creates = if case .write = access { true } else { false }
+        let found = states.withLock { states in
+            if creates, states[name] == nil { states[name] = MemoryPipelineState() }
+            return states[name]
+        }
+        guard let state = found else { return nil }
+        guard access != .read else { return OpenedState(state: state, lock: nil) }
+        guard locked.withLock({ $0.insert(name).inserted }) else {
+            throw RunRefusal.locked(pid: nil, lockFile: location(of: compiled.spec))
+        }
+        return OpenedState(state: state, lock: MemoryRunLock { self.locked.withLock { _ = $0.remove(name) } })
+    }
+}
+
+struct MemoryRunLock: HeldRunLock {
+    let unlock: @Sendable () -> Void
+    func release() { unlock() }
+}
+
+var stateStores = StateStoreRegistry()
+stateStores.register(PostgresStateStore())   // pipelines that declare `state: { postgresql: … }`
+stateStores.register(MemoryStateStore())     // every other one
+var runOptions = RunOptions()
+runOptions.stateStores = stateStores        // PipelineHistory and PipelineCredentials take `stores:` too
+// end of example
+
+try """
+    version: 1
+    name: counting
+    providers:
+      primary: { type: sqlite, path: ../state/primary.db }
+    store:
+      providers: [primary]
+    jobs:
+      - { type: count, provider: primary, prefix: "settings." }
+
+    """.write(toFile: "pipelines/counting.yaml", atomically: true, encoding: .utf8)
+do {
+    let spec = try PipelineLoader.load(path: "pipelines/counting.yaml", registry: registry, jobTypes: jobTypes)
+    let compiled = try PipelineCompiler.compile(spec, environment: [:])
+    print("plan: \(spec.jobs.map { $0.job.plan(paths: PlanPaths(directory: spec.directory)) })")
+    var counted: [Int] = []
+    for _ in 0..<2 {
+        let outcome = try await PipelineRunner(compiled, options: runOptions).run()
+        counted += outcome.report.jobs.map { $0.counts["counted"] ?? -1 }
+    }
+    let history = try PipelineHistory.runs(of: compiled, limit: 10, stores: stateStores)
+    let onDisk = FileManager.default.fileExists(atPath: spec.state + "/state.db")
+    print("count: \(counted), runs kept in memory: \(history.count), state.db on disk: \(onDisk)")
+}
+
 await primary.close()
 let primaryFiles = try FileManager.default.contentsOfDirectory(atPath: "state").filter { $0.hasPrefix("primary") }
 print("after close: \(await primary.availability().reason.map(\.rawValue) ?? "available"), primary files: \(primaryFiles.sorted())")
