@@ -124,11 +124,10 @@ public struct PipelineRunner: Sendable {
     /// `attempt`: how often a runner given a run's name found the lock held by a run that then ended before it could
     /// join; it tries to start again (and finds the run finished) up to twice.
     private func runJobs(attempt: Int = 0) async throws(RunRefusal) -> RunOutcome {
-        let spec = compiled.spec
         let clock = options.clock
         let started = clock.nowMilliseconds()
         // A dry run keeps an id of its own: its record must not stand for the named run it rehearses.
-        let runID = (options.dryRun ? nil : options.runID) ?? "\(spec.name)-\(started)-\(getpid())"
+        let runID = (options.dryRun ? nil : options.runID) ?? "\(compiled.spec.name)-\(started)-\(getpid())"
         let runner = ShardedJobRun.nextRunnerName()
         // A joiner never starts a run: starting is the starter's, so a late joiner cannot begin a second one.
         if options.join, !options.dryRun {
@@ -140,37 +139,7 @@ public struct PipelineRunner: Sendable {
                 compiled, access: options.dryRun ? .dryRun : .write, runID: runID, clock: clock,
                 logger: options.logger, stateStores: options.stateStores)
         } catch {
-            // Runners of one scheduled run, started alike: the one that took the lock runs, the others help it.
-            if let named = options.runID, !options.dryRun, case .lockedElsewhere = error {
-                let joined = try await join(named, wait: .zero, runner: runner, started: started, clock: clock)
-                if joined.joined?.run != nil { return joined }
-                // The holder ran another run, or this one ended meanwhile: look again, once it may have finished.
-                if attempt < 2 { return try await runJobs(attempt: attempt + 1) }
-            }
-            switch error {
-            case .cannotStart(let reason):
-                return try startFailure(
-                    CloudSyncError(.config, reason), runID: runID, started: started, clock: clock, reportOnly: false)
-            case .stateUnavailable(let reason):
-                return try startFailure(reason, runID: runID, started: started, clock: clock, reportOnly: false)
-            case .lockedElsewhere(let holder, let lock):
-                _ = try? startFailure(
-                    CloudSyncError(
-                        .locked,
-                        "another run of this pipeline (\(holder ?? "a runner that has only just taken it")) holds "
-                            + "\(lock); this one did nothing"), runID: runID, started: started, clock: clock,
-                    reportOnly: true)
-                throw error
-            case .locked(let pid, let lockFile):
-                // The refused run leaves its own report, but not `latest` or the textfile: those stay the running
-                // run's to write.
-                _ = try? startFailure(
-                    CloudSyncError(
-                        .locked,
-                        "another run of this pipeline (\(RunRefusal.holder(pid))) holds its lock \(lockFile); this one did "
-                            + "nothing"), runID: runID, started: started, clock: clock, reportOnly: true)
-                throw error
-            }
+            return try await refused(error, runID: runID, runner: runner, started: started, attempt: attempt)
         }
         if let named = options.runID, !options.dryRun, let finished = try? session.stateDatabase?.run(id: named),
             !finished.dryRun, finished.status == .ok || finished.status == .queued
@@ -181,46 +150,94 @@ public struct PipelineRunner: Sendable {
                 report: reportOfNoJobs(runID: named, status: .ok, started: started, clock: clock), reportPath: nil,
                 alreadyFinished: finished)
         }
-        let store = session.store
+        let drain = await drainOutbox(of: session, runID: runID, runner: runner)
+        let (jobs, unmetNeeds) = await runSelectedJobs(
+            in: session, runID: runID, runner: runner, stopped: drain.failure != nil)
+        return await finish(
+            session, jobs: jobs, unmetNeeds: unmetNeeds, drain: drain, runID: runID, started: started)
+    }
 
-        // The outbox drains before the first job, so jobs see the state earlier runs meant to leave; with the state in
-        // PostgreSQL, every runner that joins helps.
-        let pendingBefore = session.outbox?.count ?? 0
+    /// What to do when the session could not be opened: join the run that holds the lock when this runner was given
+    /// its name, else leave a report saying why nothing ran (a run refused by a lock leaves its own report, but not
+    /// `latest` or the textfile, which stay the running run's to write) and throw the refusal on.
+    private func refused(_ error: RunRefusal, runID: String, runner: String, started: Int64, attempt: Int)
+        async throws(RunRefusal) -> RunOutcome
+    {
+        let clock = options.clock
+        // Runners of one scheduled run, started alike: the one that took the lock runs, the others help it.
+        if let named = options.runID, !options.dryRun, case .lockedElsewhere = error {
+            let joined = try await join(named, wait: .zero, runner: runner, started: started, clock: clock)
+            if joined.joined?.run != nil { return joined }
+            // The holder ran another run, or this one ended meanwhile: look again, once it may have finished.
+            if attempt < 2 { return try await runJobs(attempt: attempt + 1) }
+        }
+        switch error {
+        case .cannotStart(let reason):
+            return try startFailure(
+                CloudSyncError(.config, reason), runID: runID, started: started, clock: clock, reportOnly: false)
+        case .stateUnavailable(let reason):
+            return try startFailure(reason, runID: runID, started: started, clock: clock, reportOnly: false)
+        case .lockedElsewhere(let holder, let lock):
+            _ = try? startFailure(
+                CloudSyncError(
+                    .locked,
+                    "another run of this pipeline (\(holder ?? "a runner that has only just taken it")) holds "
+                        + "\(lock); this one did nothing"), runID: runID, started: started, clock: clock,
+                reportOnly: true)
+        case .locked(let pid, let lockFile):
+            _ = try? startFailure(
+                CloudSyncError(
+                    .locked,
+                    "another run of this pipeline (\(RunRefusal.holder(pid))) holds its lock \(lockFile); this one did "
+                        + "nothing"), runID: runID, started: started, clock: clock, reportOnly: true)
+        }
+        throw error
+    }
+
+    /// What the outbox drain before the first job did.
+    private struct OutboxDrainOutcome {
+        var pendingBefore = 0
         var drained = 0
         var drainedBy: [String: Int]?
-        var drainFailure: CloudSyncError?
-        // (Only the runner holding the lock queues writes, so an empty outbox has nothing for anyone to drain.)
-        if let outbox = session.outbox, pendingBefore > 0, !options.dryRun,
-            let shared = session.stateDatabase?.shared
-        {
-            do throws(CloudSyncError) {
-                (drained, drainedBy) = try await drainShared(
-                    outbox, state: shared, session: session, runID: runID, runner: runner, clock: clock)
-            } catch {
-                drainFailure = error
-            }
-        } else {
-            drained = (try? await store.flushOutbox())?.drained ?? 0
-        }
+        /// Runners may still be delivering: no job runs.
+        var failure: CloudSyncError?
+    }
 
+    /// Drains the outbox before the first job, so jobs see the state earlier runs meant to leave; with a state that
+    /// runners share, every runner that joins helps. (Only the runner holding the lock queues writes, so an empty
+    /// outbox has nothing for anyone to drain.)
+    private func drainOutbox(of session: RunSession, runID: String, runner: String) async -> OutboxDrainOutcome {
+        var outcome = OutboxDrainOutcome(pendingBefore: session.outbox?.count ?? 0)
+        guard let outbox = session.outbox, outcome.pendingBefore > 0, !options.dryRun,
+            let shared = session.stateDatabase?.shared
+        else {
+            outcome.drained = (try? await session.store.flushOutbox())?.drained ?? 0
+            return outcome
+        }
+        do throws(CloudSyncError) {
+            (outcome.drained, outcome.drainedBy) = try await drainShared(
+                outbox, state: shared, session: session, runID: runID, runner: runner, clock: options.clock)
+        } catch {
+            outcome.failure = error
+        }
+        return outcome
+    }
+
+    /// Runs the selected jobs in file order; `stopped` (or an interrupt) skips those not started. Returns their
+    /// report entries, and whether a job was skipped for a need that did not end ok.
+    private func runSelectedJobs(in session: RunSession, runID: String, runner: String, stopped: Bool) async
+        -> (jobs: [RunReport.Job], unmetNeeds: Bool)
+    {
         var jobs: [RunReport.Job] = []
         var ended: [String: JobStatus] = [:]
         var unmetNeeds = false
-        for job in JobGraph(spec.jobs).selected(options.jobNames, withNeeds: options.runNeeds) {
+        for job in JobGraph(compiled.spec.jobs).selected(options.jobNames, withNeeds: options.runNeeds) {
             // No job writes while runners may still be delivering older queued writes of the same keys.
-            if options.interrupt.isRaised || drainFailure != nil {
+            if options.interrupt.isRaised || stopped {
                 jobs.append(RunReport.Job(skipped: job))
                 continue
             }
-            // A job runs only when every job it needs that ran this time ended ok.
-            if let (needed, status) = job.needs.lazy.compactMap({ name in ended[name].map { (name, $0) } }).first(
-                where: { $0.1 != .ok })
-            {
-                var skipped = RunReport.Job(skipped: job)
-                skipped.error = RunReport.Failure(
-                    key: "", provider: nil, code: ErrorCode.needsNotMet.rawValue,
-                    message: "not run: it needs job \(needed), which ended \(status.rawValue); fix what \(needed) "
-                        + "reported, then run again")
+            if let skipped = Self.skippedForNeeds(job, ended: ended) {
                 ended[job.name] = .skipped
                 unmetNeeds = true
                 options.onJobFinished?(skipped)
@@ -228,7 +245,7 @@ public struct PipelineRunner: Sendable {
                 continue
             }
             let executor = JobExecutor(
-                store: store, compiled: compiled, options: options, providers: session.providers,
+                store: session.store, compiled: compiled, options: options, providers: session.providers,
                 unopened: session.unopened, stateDatabase: session.stateDatabase,
                 outbox: session.outbox, runID: runID, runner: runner)
             let result = await executor.run(job)
@@ -236,27 +253,55 @@ public struct PipelineRunner: Sendable {
             options.onJobFinished?(result)
             jobs.append(result)
         }
+        return (jobs, unmetNeeds)
+    }
 
+    /// A job runs only when every job it needs that ran this time ended ok: the entry of one that does not, skipped
+    /// with `ERR_NEEDS_NOT_MET`; nil for one that may run.
+    private static func skippedForNeeds(_ job: JobSpec, ended: [String: JobStatus]) -> RunReport.Job? {
+        guard
+            let (needed, status) = job.needs.lazy.compactMap({ name in ended[name].map { (name, $0) } }).first(
+                where: { $0.1 != .ok })
+        else { return nil }
+        var skipped = RunReport.Job(skipped: job)
+        skipped.error = RunReport.Failure(
+            key: "", provider: nil, code: ErrorCode.needsNotMet.rawValue,
+            message: "not run: it needs job \(needed), which ended \(status.rawValue); fix what \(needed) "
+                + "reported, then run again")
+        return skipped
+    }
+
+    /// How a run ended: interrupted, `error` when a job did or the drain failed, `failed` when a job did or was
+    /// skipped for a need, `queued` when writes wait in the outbox, else `ok`.
+    private func status(of jobs: [RunReport.Job], unmetNeeds: Bool, drainFailed: Bool, session: RunSession)
+        -> RunStatus
+    {
+        if options.interrupt.isRaised { return .interrupted }
+        if drainFailed || jobs.contains(where: { $0.status == .error }) { return .error }
+        if jobs.contains(where: { $0.status == .failed }) || unmetNeeds { return .failed }
+        return (session.outbox?.count ?? 0) > 0 && !options.dryRun ? .queued : .ok
+    }
+
+    /// Writes the run's report where the file says, records the run in the state (which, when runners share it,
+    /// keeps the report too, so every host serving the pipeline can show it) and closes the session.
+    private func finish(
+        _ session: RunSession, jobs: [RunReport.Job], unmetNeeds: Bool, drain: OutboxDrainOutcome, runID: String,
+        started: Int64
+    ) async -> RunOutcome {
+        let spec = compiled.spec
         let providerLines = await session.providerLines()
-        let finished = clock.nowMilliseconds()
-        let status: RunStatus =
-            options.interrupt.isRaised
-            ? .interrupted
-            : drainFailure != nil || jobs.contains { $0.status == .error }
-                ? .error
-                : jobs.contains { $0.status == .failed } || unmetNeeds
-                    ? .failed : (session.outbox?.count ?? 0) > 0 && !options.dryRun ? .queued : .ok
+        let finished = options.clock.nowMilliseconds()
+        let status = status(of: jobs, unmetNeeds: unmetNeeds, drainFailed: drain.failure != nil, session: session)
         var report = RunReport(
             pipeline: spec.name, runId: runID, status: status, dryRun: options.dryRun, startedAt: iso8601(started),
             finishedAt: iso8601(finished), durationMs: finished - started, jobs: jobs,
             outbox: RunReport.Outbox(
-                pendingBefore: pendingBefore, drained: drained, dropped: session.dropped,
-                pendingAfter: session.outbox?.count ?? 0, drainedBy: drainedBy,
+                pendingBefore: drain.pendingBefore, drained: drain.drained, dropped: session.dropped,
+                pendingAfter: session.outbox?.count ?? 0, drainedBy: drain.drainedBy,
                 pendingByProvider: session.outbox?.countByProvider ?? [:]),
             providers: providerLines)
         report.timeoutMs = spec.store.timeoutMs
-        report.error = drainFailure.map { RunReport.Failure($0) }
-
+        report.error = drain.failure.map { RunReport.Failure($0) }
         let writer = ReportWriter(spec: spec, override: options.reportPath, reportOnly: options.dryRun)
         var writeError: CloudSyncError?
         var path = writer.path(startedAt: report.startedAt)
@@ -271,7 +316,6 @@ public struct PipelineRunner: Sendable {
             RunRecord(
                 id: runID, startedAt: report.startedAt, finishedAt: report.finishedAt, status: status,
                 dryRun: options.dryRun, jobs: jobCounts, report: writeError == nil ? path : nil))
-        // Shared state keeps the report too, so every host serving the pipeline can show it.
         try? session.stateDatabase?.shared?.keepReport(report.json(), of: runID)
         await session.close()
         return RunOutcome(report: report, reportPath: writeError == nil ? path : nil, reportError: writeError?.message)

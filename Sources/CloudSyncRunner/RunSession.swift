@@ -68,52 +68,8 @@ public final class RunSession: Sendable {
         }
         let stateStore: any ProviderStateStore = stateDatabase ?? InMemoryProviderStateStore()
 
-        var metrics: [String: ProviderMetrics] = [:]
-        for provider in spec.providers { metrics[provider.id] = ProviderMetrics() }
-        // A provider that cannot be opened does not stop the run: it stands in as unavailable, saying why, and the
-        // jobs that need it fail with that error, so the report says what went wrong.
-        var made: [String: any Provider] = [:]
-        var unopened: [String: CloudSyncError] = [:]
-        // Providers signing in with a named account read their credentials from the accounts file, opened once.
-        let accounts: Result<AccountStore, CloudSyncError>? =
-            !spec.providers.contains { $0.account != nil }
-            ? nil
-            : Result { () throws(CloudSyncError) in
-                guard let directory = compiled.accountsDirectory else {
-                    throw CloudSyncError(
-                        .config,
-                        "providers of \(spec.name) sign in with named accounts, but no accounts file can be found: set "
-                            + "CLOUDSYNC_ACCOUNTS_DIR (or HOME) where the run happens")
-                }
-                return try AccountStore(directory: directory, create: false, readOnly: access == .dryRun)
-            }
-        for provider in spec.providers {
-            var store = stateStore
-            if let account = provider.account, let accounts {
-                switch accounts {
-                case .success(let opened):
-                    store = AccountProviderStateStore(
-                        accounts: opened, account: account, type: provider.type, pipeline: stateStore)
-                case .failure(let error):
-                    unopened[provider.id] = error
-                    made[provider.id] = UnopenedProvider(
-                        id: provider.id, capabilities: provider.configured.capabilities, error: error)
-                    continue
-                }
-            }
-            var context = ProviderContext(
-                providerID: provider.id, clock: clock, state: ProviderState(provider: provider.id, store: store),
-                metrics: metrics[provider.id]!, logger: logger.redacting(provider.secrets).labelled(provider.id),
-                directory: spec.directory, readOnly: access == .dryRun, pipelineFile: spec.file)
-            context.account = provider.account
-            do {
-                made[provider.id] = try provider.configured.make(context: context)
-            } catch {
-                unopened[provider.id] = error
-                made[provider.id] = UnopenedProvider(
-                    id: provider.id, capabilities: provider.configured.capabilities, error: error)
-            }
-        }
+        let (made, unopened, metrics) = makeProviders(
+            compiled, access: access, state: stateStore, clock: clock, logger: logger)
         let providers: [String: any Provider] =
             access == .dryRun ? made.mapValues { DryRunProvider(wrapped: $0) } : made
         var closeProviders = true

@@ -1,5 +1,6 @@
 import CloudSync
 import CloudSyncLocal
+import CloudSyncPipelineState
 import CloudSyncSQLite
 import CloudSyncTesting
 import Foundation
@@ -370,6 +371,7 @@ import Testing
         let file = try pipeline("queued.yaml", Self.seeded + "jobs:\n  - { type: flush }\n")
         let state = directory.file(".cloudsync/queued")
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        try StateDatabase(path: state + "/state.db").close()
         do {
             let storage = try SQLiteOutboxStorage(path: state + "/outbox.db")
             for (id, key) in [(1, "a"), (2, "b")] {
@@ -704,6 +706,8 @@ extension RunCommandTests {
         let file = try pipeline("\(name).yaml", Self.seeded + "jobs:\n  - { type: flush }\n")
         let state = directory.file(".cloudsync/\(name)")
         try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: true)
+        // A run leaves both: the outbox belongs to the pipeline's state.
+        try StateDatabase(path: state + "/state.db").close()
         let storage = try SQLiteOutboxStorage(path: state + "/outbox.db")
         for (index, (key, provider, enqueued)) in entries.enumerated() {
             try storage.replace(

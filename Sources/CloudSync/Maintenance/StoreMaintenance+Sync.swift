@@ -178,298 +178,28 @@ extension StoreMaintenance {
         return result
     }
 
-    /// Reads every copy of `items` and decides each key: the part of ``syncPage(_:among:unknown:deletes:listedTags:)``
-    /// for keys its listings' tags did not vouch for.
-    ///
-    /// `tags` holds each provider's listed tags, positionally, when every provider gave some. Per key, what each
-    /// provider holds is kept in arrays indexed like `providers`, not in dictionaries by id: a sync decides every
-    /// changed key of a large key set here.
+    /// Reads every copy of `items` and decides each key (``SyncPageDecision``), then delivers the writes and records
+    /// what landed: the part of ``syncPage(_:among:unknown:deletes:listedTags:)`` for keys its listings' tags did not
+    /// vouch for. `tags` holds each provider's listed tags, positionally, when every provider gave some.
     private func decide(
         _ items: [SyncItem], tags: [[String?]]?, among providers: [any Provider], deletes: SyncDeletes
     ) async throws(CloudSyncError) -> SyncPageResult {
-        let ids = providers.map(\.id)
         let keys = items.map(\.key)
-        let locked = keys.keySet()
-        return try await store.withWriteLock(locked) { inFlight async throws(CloudSyncError) -> SyncPageResult in
+        return try await store.withWriteLock(keys.keySet()) { inFlight async throws(CloudSyncError) -> SyncPageResult in
             let generation = store.options.outbox?.generation
             let reads = await store.readEverywhere(keys, from: providers)
-            let resolver = store.options.resolver ?? Resolver.custom { $0.first?.value }
-            var result = SyncPageResult()
-            result.keys = items.count
-            // Only rows that change are kept: a run over keys already in sync writes nothing to the snapshot.
-            func record(_ item: Int, _ fingerprint: SyncFingerprint?) {
-                if items[item].baseline != fingerprint { result.snapshot.append((items[item].key, fingerprint)) }
-            }
-            var writes = [[CloudStore.Delivery]](repeating: [], count: providers.count)
-            /// Per written item, the row to record once every write lands: its digests, and its tags where every
-            /// provider's is known (`awaiting` marks the providers whose tag is the one their write answers).
-            var planned: [Int: (digests: [String?], others: [(String, String)], tags: [String?]?, awaiting: [Bool])] =
-                [:]
-            var written: [Int] = []
-            var keepRow = Set<Int>()
-            // Nothing queued (the common case) means every copy is what its provider answered: the check below holds.
-            let nothingQueued = (store.options.outbox?.count ?? 0) == 0
-            let digestTags = providers.map(\.capabilities.tagsAreValueDigests)
-            // Providers whose writes answer the version stored (see ``CloudStore/Delivered``).
-            let tellsVersions = providers.map(\.capabilities.conditionalWrites)
-            /// The tags every provider's listing gave `item`, positionally, when each gave one a row may record: read
-            /// before the values, they vouch for those values or for older ones, never for newer ones.
-            func listedTags(_ item: Int) -> [String?]? {
-                guard let tags else { return nil }
-                var listed = [String?](repeating: nil, count: providers.count)
-                for index in providers.indices {
-                    guard let tag = tags[index][item], SyncFingerprint.canRecord(tag: tag) else { return nil }
-                    listed[index] = tag
-                }
-                return listed
-            }
-            /// The tags of `item`'s row once the writes marked in `writing` land, each holding the value whose digest
-            /// `digests` gives: the listed tag of a provider not written; of one written, that digest where its tags
-            /// are its values' digests (``ProviderCapabilities/tagsAreValueDigests``), or the version its write
-            /// answers where it tells one (marked in `awaiting`); nil when some tag cannot be known.
-            func plannedTags(_ item: Int, writing: [Bool], digests: [String?]) -> (tags: [String?], awaiting: [Bool])? {
-                guard let tags else { return nil }
-                var planned = [String?](repeating: nil, count: providers.count)
-                var awaiting = [Bool](repeating: false, count: providers.count)
-                for index in providers.indices {
-                    if writing[index] {
-                        if digestTags[index], let digest = digests[index] {
-                            planned[index] = digest
-                        } else if tellsVersions[index] {
-                            awaiting[index] = true
-                        } else {
-                            return nil
-                        }
-                    } else {
-                        guard let tag = tags[index][item], SyncFingerprint.canRecord(tag: tag) else { return nil }
-                        planned[index] = tag
-                    }
-                }
-                return (planned, awaiting)
-            }
-            var held = [String?](repeating: nil, count: providers.count)
-            var digests = [String?](repeating: nil, count: providers.count)
-            var settling = [Bool](repeating: false, count: providers.count)
-            var writing = [Bool](repeating: false, count: providers.count)
-            var changed: [Int] = []
-            var deleted: [Int] = []
-            for (item, entry) in items.enumerated() {
-                let baseline = entry.baseline
-                if nothingQueued, let baseline,
-                    isUnchanged(item, of: entry.key, since: baseline, reads: reads, on: providers)
-                {
-                    result.inSync += 1
-                    if baseline.digests(besides: ids).isEmpty, let tags = listedTags(item) {
-                        record(item, baseline.withTags(tags, of: ids))
-                    }
-                    continue
-                }
-                let key = entry.key
-                for index in providers.indices {
-                    held[index] = nil
-                    digests[index] = nil
-                    settling[index] = false
-                    writing[index] = false
-                }
-                changed.removeAll(keepingCapacity: true)
-                deleted.removeAll(keepingCapacity: true)
-                var failure: CloudSyncError?
-                for (index, provider) in providers.enumerated() {
-                    let read = reads[index][item]
-                    let copy = store.copy(of: key, on: provider, read: read)
-                    settling[index] = copy.queued
-                    switch copy.content {
-                    case .value(let value):
-                        held[index] = value
-                        guard case .success(.some(let stored)) = read else {
-                            // A queued copy with nothing stored under it yet: a change either way.
-                            if copy.queued || baseline?.hasDigest(for: ids[index]) == true { changed.append(index) }
-                            continue
-                        }
-                        let digest = SyncFingerprint.digest(of: stored)
-                        if !copy.queued { digests[index] = digest }
-                        if copy.queued || !(baseline?.records(digest, for: ids[index]) ?? false) {
-                            changed.append(index)
-                        }
-                    case .absent:
-                        if baseline?.hasDigest(for: ids[index]) == true { deleted.append(index) }
-                    case .failed(let error): failure = failure ?? error
-                    case .notAsked: break
-                    }
-                }
-                if let failure {
-                    result.failed.append(KeyFailure(key: key, error: failure))
-                    continue
-                }
-                // What unknown providers held stays in the row: they were not looked at.
-                let others = baseline?.digests(besides: ids) ?? []
-                let isSettling = settling.contains(true)
-                if isSettling { keepRow.insert(item) }
-                let names = { (indices: [Int]) in indices.map { ids[$0] } }
-                var candidates: [Candidate] = []
-                let propagating = baseline != nil && !deleted.isEmpty && deletes == .propagate
-                if baseline != nil, !changed.isEmpty {
-                    // Copies changed since the last sync beat stale ones; among several, the resolver chooses.
-                    candidates = changed.map { Candidate(provider: ids[$0], value: held[$0]!) }
-                    if propagating {
-                        result.conflicts.append(
-                            SyncConflict(
-                                key: key, kind: .editedAndDeleted, editedOn: names(changed), deletedOn: names(deleted)))
-                    } else if candidates.dropFirst().contains(where: { $0.value != candidates[0].value }) {
-                        result.conflicts.append(
-                            SyncConflict(key: key, kind: .editedOnSeveral, editedOn: names(changed), deletedOn: []))
-                    }
-                } else if propagating {
-                    // Deleted somewhere, unchanged elsewhere. A provider that was not looked at may hold it still: its
-                    // row stays whole, so the deletion is seen again once it can be listed.
-                    if !others.isEmpty {
-                        result.heldBack.append(key)
-                    } else if !held.contains(where: { $0 != nil }) {
-                        record(item, nil)
-                    } else {
-                        result.deletions.append(entry)
-                    }
-                    continue
-                } else {
-                    candidates = providers.indices.compactMap { index in
-                        held[index].map { Candidate(provider: ids[index], value: $0) }
-                    }
-                }
-                guard let winner = resolver.resolve(candidates) else {
-                    result.inSync += 1
-                    if !keepRow.contains(item) {
-                        let row = SyncFingerprint(ids: ids, digests: digests, others: others)
-                        record(item, row.text.isEmpty ? nil : row)
-                    }
-                    continue
-                }
-                var writesAny = false
-                for (index, provider) in providers.enumerated() where held[index] != winner && !settling[index] {
-                    do throws(CloudSyncError) {
-                        let value = try store.encodedValue(winner, key: key, for: provider)
-                        guard value.fits else {
-                            result.skipped += 1
-                            continue
-                        }
-                        writes[index].append(CloudStore.Delivery(item: item, key: key, encoded: value.encoded))
-                        // Without a codec the encoded value is the copy another provider holds: its digest is known.
-                        digests[index] =
-                            providers.indices.lazy.compactMap { other -> String? in
-                                guard !writing[other], let digest = digests[other],
-                                    case .success(.some(let stored)) = reads[other][item], stored == value.encoded
-                                else { return nil }
-                                return digest
-                            }.first ?? SyncFingerprint.digest(of: value.encoded)
-                        writing[index] = true
-                        writesAny = true
-                    } catch {
-                        result.failed.append(KeyFailure(key: key, error: error))
-                        keepRow.insert(item)
-                    }
-                }
-                if writesAny {
-                    written.append(item)
-                    // Once every write lands, each provider holds the winner: those not written already did.
-                    let tags =
-                        !isSettling && others.isEmpty
-                            && providers.indices.allSatisfy({ writing[$0] || held[$0] == winner })
-                        ? plannedTags(item, writing: writing, digests: digests) : nil
-                    planned[item] = (
-                        digests, others, tags?.tags, tags?.awaiting ?? [Bool](repeating: false, count: providers.count)
-                    )
-                } else {
-                    result.inSync += 1
-                    guard !keepRow.contains(item) else { continue }
-                    let agreed = !isSettling && !held.contains(where: { $0 != winner })
-                    if agreed, others.isEmpty, let tags = listedTags(item) {
-                        record(item, SyncFingerprint(ids: ids, digests: digests, others: others, tags: tags))
-                        continue
-                    }
-                    let row = SyncFingerprint(ids: ids, digests: digests, others: others)
-                    if let baseline, baseline.withTags([:]) == row {
-                        // The same copies as the row describes: its tags, if any, still vouch for them.
-                        record(item, baseline)
-                    } else {
-                        record(item, row)
-                    }
-                }
-            }
-            let outcomes = await store.deliver(.set, writes, to: providers, holding: inFlight)
-            let delivered = written.map { (item: $0, outcomes: outcomes[$0] ?? []) }
-            let queuedFlags = store.queueRetryableFailures(
+            var page = SyncPageDecision(
+                store: store, items: items, providers: providers, reads: reads, tags: tags, deletes: deletes)
+            for item in items.indices { page.decide(item) }
+            let outcomes = await store.deliver(.set, page.writes, to: providers, holding: inFlight)
+            let delivered = page.written.map { (item: $0, outcomes: outcomes[$0] ?? []) }
+            let planned = page
+            let queued = store.queueRetryableFailures(
                 .set, delivered, generation: generation, key: { items[$0].key },
-                encoded: { item, provider in
-                    // Each provider's deliveries are in item order.
-                    guard let index = ids.firstIndex(of: provider) else { return nil }
-                    let deliveries = writes[index]
-                    var (low, high) = (0, deliveries.count)
-                    while low < high {
-                        let middle = (low + high) / 2
-                        if deliveries[middle].item < item { low = middle + 1 } else { high = middle }
-                    }
-                    return low < deliveries.count && deliveries[low].item == item ? deliveries[low].encoded : nil
-                })
-            for ((item, results), queuedFlags) in zip(delivered, queuedFlags) {
-                let tally = Self.tally(results, queued: queuedFlags, key: items[item].key)
-                result.queued += tally.queued
-                result.failed += tally.failed
-                if tally.landed { result.repaired += 1 }
-                // A write that did not land leaves the old row: the next sync sees the same changes again.
-                if tally.complete, !keepRow.contains(item), let row = planned[item] {
-                    var tags = row.tags
-                    // The tags the writes answered, where the listing cannot tell them yet; one missing, none at all.
-                    for index in providers.indices where row.awaiting[index] && tags != nil {
-                        let answered = results.first { $0.provider == ids[index] }.flatMap { try? $0.result.get() }
-                        if let version = answered ?? nil, SyncFingerprint.canRecord(tag: version) {
-                            tags?[index] = version
-                        } else {
-                            tags = nil
-                        }
-                    }
-                    record(item, SyncFingerprint(ids: ids, digests: row.digests, others: row.others, tags: tags))
-                }
-            }
-            result.snapshot.sort { StoreKey.bytesPrecede($0.key, $1.key) }
-            return result
+                encoded: { planned.plannedWrite($0, to: $1) })
+            for ((item, results), queued) in zip(delivered, queued) { page.settle(item, results, queued: queued) }
+            return page.finished()
         }
-    }
-
-    /// Whether key `item` of a page is in sync and unchanged since `baseline`.
-    ///
-    /// That is: every provider of the page holds the copy the baseline records for it (a provider left out keeps its
-    /// digest), the copies decode to one value, and the store's resolver keeps that value. Such a key needs no write
-    /// and keeps its snapshot row, which is what
-    /// the full decision in ``syncPage(_:among:unknown:deletes:)`` concludes for it too; this reaches that answer
-    /// comparing digests in place, for the keys a sync mostly meets. Any other key (or a copy that does not decode)
-    /// is false here and goes through the full decision.
-    ///
-    /// The caller checks that no write is queued in the outbox, which would stand for a provider's copy.
-    private func isUnchanged(
-        _ item: Int, of key: String, since baseline: SyncFingerprint, reads: [[Result<String?, CloudSyncError>]],
-        on providers: [any Provider]
-    ) -> Bool {
-        // Every digest first: a key changed anywhere is left to the full decision before any copy is decoded.
-        for (index, provider) in providers.enumerated() {
-            guard case .success(.some(let stored)) = reads[index][item],
-                SyncFingerprint.withDigest(of: stored, { baseline.records($0, for: provider.id) })
-            else { return false }
-        }
-        var common: String?
-        for (index, provider) in providers.enumerated() {
-            guard case .success(.some(let stored)) = reads[index][item],
-                let value = try? store.decode(stored, key: key, from: provider)
-            else { return false }
-            if let common, common != value { return false }
-            common = value
-        }
-        // Without a resolver the first copy wins, and every copy is that value.
-        guard let resolver = store.options.resolver, let common else { return true }
-        // The resolver sees what the full decision would give it: every copy, in preference order. One that
-        // answers "none of these" leaves the key alone there too.
-        guard let winner = resolver.resolve(providers.map { Candidate(provider: $0.id, value: common) }) else {
-            return true
-        }
-        return winner == common
     }
 
     /// Removes `items` from every available provider not in `unknown` that still holds them, unless a copy changed
@@ -488,30 +218,11 @@ extension StoreMaintenance {
             var removes = [[CloudStore.Delivery]](repeating: [], count: providers.count)
             var removable: [Int] = []
             for (item, entry) in items.enumerated() {
-                let baseline = entry.baseline?.digests
-                // A provider that held the key and cannot be reached now would bring it back: leave the key whole.
-                if baseline?.keys.contains(where: { !reachable.contains($0) }) == true {
-                    result.heldBack += 1
-                    continue
-                }
-                var unchanged = true
-                var holders: [Int] = []
-                var failure: CloudSyncError?
-                for (index, provider) in providers.enumerated() {
-                    if store.queuedCopy(of: entry.key, on: provider) != nil { unchanged = false }
-                    switch reads[index][item] {
-                    case .success(.some(let stored)):
-                        holders.append(index)
-                        if SyncFingerprint.digest(of: stored.value) != baseline?[provider.id] { unchanged = false }
-                    case .success(.none): break
-                    case .failure(let error): failure = failure ?? error
-                    }
-                }
-                if let failure {
-                    result.failed.append(KeyFailure(key: entry.key, error: failure))
-                } else if !unchanged {
-                    result.changedSince += 1
-                } else {
+                switch removal(of: entry, at: item, reads: reads, among: providers, reachable: reachable) {
+                case .heldBack: result.heldBack += 1
+                case .failed(let error): result.failed.append(KeyFailure(key: entry.key, error: error))
+                case .changedSince: result.changedSince += 1
+                case .removable(let holders):
                     removable.append(item)
                     for index in holders {
                         // Removed only as read: a value another writer lands meanwhile stays.
@@ -535,5 +246,40 @@ extension StoreMaintenance {
             }
             return result
         }
+    }
+
+    /// What removing a key found deleted may do, the rule of a sync's deletions.
+    private enum Removal {
+        /// A provider that held it cannot be reached now and would bring it back: the key is left whole.
+        case heldBack
+        /// A copy could not be read.
+        case failed(CloudSyncError)
+        /// A copy changed since the baseline (or a write waits for one): the next sync sees the change.
+        case changedSince
+        /// Every copy is as the baseline recorded it: removed from these providers (positions), which hold it.
+        case removable([Int])
+    }
+
+    private func removal(
+        of entry: SyncItem, at item: Int, reads: [[Result<VersionedValue?, CloudSyncError>]],
+        among providers: [any Provider], reachable: Set<String>
+    ) -> Removal {
+        let baseline = entry.baseline?.digests
+        if baseline?.keys.contains(where: { !reachable.contains($0) }) == true { return .heldBack }
+        var unchanged = true
+        var holders: [Int] = []
+        var failure: CloudSyncError?
+        for (index, provider) in providers.enumerated() {
+            if store.queuedCopy(of: entry.key, on: provider) != nil { unchanged = false }
+            switch reads[index][item] {
+            case .success(.some(let stored)):
+                holders.append(index)
+                if SyncFingerprint.digest(of: stored.value) != baseline?[provider.id] { unchanged = false }
+            case .success(.none): break
+            case .failure(let error): failure = failure ?? error
+            }
+        }
+        if let failure { return .failed(failure) }
+        return unchanged ? .removable(holders) : .changedSince
     }
 }
