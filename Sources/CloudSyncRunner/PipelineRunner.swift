@@ -223,8 +223,10 @@ public struct PipelineRunner: Sendable {
         return outcome
     }
 
-    /// Runs the selected jobs in file order; `stopped` (or an interrupt) skips those not started. Returns their
-    /// report entries, and whether a job was skipped for a need that did not end ok.
+    /// Runs the selected jobs in file order, and answers their report entries.
+    ///
+    /// `stopped` (or an interrupt) skips those not started. `unmetNeeds` says whether a job was skipped for a need
+    /// that did not end ok.
     private func runSelectedJobs(in session: RunSession, runID: String, runner: String, stopped: Bool) async
         -> (jobs: [RunReport.Job], unmetNeeds: Bool)
     {

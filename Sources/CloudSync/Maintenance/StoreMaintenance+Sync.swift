@@ -178,9 +178,10 @@ extension StoreMaintenance {
         return result
     }
 
-    /// Reads every copy of `items` and decides each key (``SyncPageDecision``), then delivers the writes and records
-    /// what landed: the part of ``syncPage(_:among:unknown:deletes:listedTags:)`` for keys its listings' tags did not
-    /// vouch for. `tags` holds each provider's listed tags, positionally, when every provider gave some.
+    /// Reads every copy of `items`, decides each key (``SyncPageDecision``), delivers the writes and records them.
+    ///
+    /// The part of ``syncPage(_:among:unknown:deletes:listedTags:)`` for keys its listings' tags did not vouch for.
+    /// `tags` holds each provider's listed tags, positionally, when every provider gave some.
     private func decide(
         _ items: [SyncItem], tags: [[String?]]?, among providers: [any Provider], deletes: SyncDeletes
     ) async throws(CloudSyncError) -> SyncPageResult {

@@ -1,6 +1,8 @@
-/// The decision of one sync page, key by key, once every copy has been read: what each provider holds against the
-/// key's baseline, who wins, what is written, what is left for deletion or held back, and the snapshot row each key
-/// leaves. ``StoreMaintenance`` reads the copies before it and delivers the writes after it; it makes no call itself.
+/// The decision of one sync page, key by key, once every copy has been read.
+///
+/// Per key: what each provider holds against the key's baseline, who wins, what is written, what is left for
+/// deletion or held back, and the snapshot row the key leaves. ``StoreMaintenance`` reads the copies before it and
+/// delivers the writes after it; it makes no call itself.
 ///
 /// What each provider holds is kept in arrays indexed like `providers`, reused from key to key: a sync decides every
 /// changed key of a large key set here.
