@@ -72,48 +72,9 @@ struct CheckJob: JobType {
             let page = try await listing.nextPage()
             guard !page.isEmpty else { break }
             let wanted = configuration.oneWay ? page.filter(\.onSource) : page
-            let sourceKeys = wanted.filter(\.onSource).map(\.key)
-            let destinationKeys = wanted.filter(\.onDestination).map(\.key)
-            let sourceValues = try await store.readEach(sourceKeys, from: from)
-            let destinationValues = try await store.readEach(destinationKeys, from: to)
-            var counted: [JobCount: Int] = [:]
             let listedBefore = report.entry.failures.count
-            var sourceIndex = 0
-            var destinationIndex = 0
-            for entry in wanted {
-                // A key listed but gone when read counts as missing on that side.
-                var left: Result<String?, CloudSyncError> = .success(nil)
-                var right: Result<String?, CloudSyncError> = .success(nil)
-                if entry.onSource {
-                    left = sourceValues[sourceIndex]
-                    sourceIndex += 1
-                }
-                if entry.onDestination {
-                    right = destinationValues[destinationIndex]
-                    destinationIndex += 1
-                }
-                switch (left, right) {
-                case (.failure(let error), _), (_, .failure(let error)):
-                    report.record([KeyFailure(key: entry.key, error: error)])
-                    counted[Self.failed, default: 0] += 1
-                case (.success(let a?), .success(let b?)):
-                    if a.utf8.elementsEqual(b.utf8) {
-                        counted[Self.match, default: 0] += 1
-                    } else {
-                        counted[Self.differ, default: 0] += 1
-                        lists.add(entry.key, to: Self.differ)
-                    }
-                case (.success(.some), .success(nil)):
-                    counted[Self.missingOnDestination, default: 0] += 1
-                    lists.add(entry.key, to: Self.missingOnDestination)
-                case (.success(nil), .success(.some)):
-                    guard !configuration.oneWay else { continue }
-                    counted[Self.missingOnSource, default: 0] += 1
-                    lists.add(entry.key, to: Self.missingOnSource)
-                case (.success(nil), .success(nil)):
-                    continue
-                }
-            }
+            let counted = try await compare(
+                wanted, from: from, to: to, oneWay: configuration.oneWay, in: context, lists: &lists, report: &report)
             for (count, value) in counted { report.add(value, to: count) }
             done += page.count
             context.progress(done, nil)
@@ -131,6 +92,55 @@ struct CheckJob: JobType {
         } else {
             failIfAnythingDiffers(&report)
         }
+    }
+
+    /// Reads one page's keys on both sides and counts each: the same value, different values, missing on one side
+    /// (keys only at the destination ignored one way), or failed; differing and missing keys are listed.
+    private func compare(
+        _ entries: [TwoSidedListing.Entry], from: String, to: String, oneWay: Bool, in context: JobContext,
+        lists: inout KeyLists, report: inout JobReport
+    ) async throws(CloudSyncError) -> [JobCount: Int] {
+        let sourceValues = try await context.store.readEach(entries.filter(\.onSource).map(\.key), from: from)
+        let destinationValues = try await context.store.readEach(
+            entries.filter(\.onDestination).map(\.key), from: to)
+        var counted: [JobCount: Int] = [:]
+        var sourceIndex = 0
+        var destinationIndex = 0
+        for entry in entries {
+            // A key listed but gone when read counts as missing on that side.
+            var left: Result<String?, CloudSyncError> = .success(nil)
+            var right: Result<String?, CloudSyncError> = .success(nil)
+            if entry.onSource {
+                left = sourceValues[sourceIndex]
+                sourceIndex += 1
+            }
+            if entry.onDestination {
+                right = destinationValues[destinationIndex]
+                destinationIndex += 1
+            }
+            switch (left, right) {
+            case (.failure(let error), _), (_, .failure(let error)):
+                report.record([KeyFailure(key: entry.key, error: error)])
+                counted[Self.failed, default: 0] += 1
+            case (.success(let a?), .success(let b?)):
+                if a.utf8.elementsEqual(b.utf8) {
+                    counted[Self.match, default: 0] += 1
+                } else {
+                    counted[Self.differ, default: 0] += 1
+                    lists.add(entry.key, to: Self.differ)
+                }
+            case (.success(.some), .success(nil)):
+                counted[Self.missingOnDestination, default: 0] += 1
+                lists.add(entry.key, to: Self.missingOnDestination)
+            case (.success(nil), .success(.some)):
+                guard !oneWay else { continue }
+                counted[Self.missingOnSource, default: 0] += 1
+                lists.add(entry.key, to: Self.missingOnSource)
+            case (.success(nil), .success(nil)):
+                continue
+            }
+        }
+        return counted
     }
 
     func finishSharded(

@@ -208,6 +208,9 @@ struct MirrorJob: JobType {
     /// What one page found and did, for the snapshot: each key's new row, or nil to forget it.
     private typealias RowChanges = [(key: String, row: MirrorRow?)]
 
+    /// A key read at the source that may have to be written: its listing entry, the value and its digest.
+    private typealias Candidate = (entry: TwoSidedListing.Entry, value: String, digest: String)
+
     /// Makes `to` hold one page of `from`'s keys: skips keys whose tags on both sides match the snapshot, reads the
     /// rest at `from`, reads at `to` only what the snapshot cannot vouch for, and writes what differs.
     private func mirrorPage(
@@ -215,7 +218,6 @@ struct MirrorJob: JobType {
         in context: JobContext, report: inout JobReport
     ) async throws(CloudSyncError) {
         guard !entries.isEmpty else { return }
-        let store = context.store
         let rows = try snapshot.rows(entries.map(\.key))
         var changes: RowChanges = []
         // Both tags as the snapshot saw them: nobody wrote either side since the job made them agree.
@@ -230,9 +232,22 @@ struct MirrorJob: JobType {
                 toRead.append(entry)
             }
         }
-        let sourceValues = try await store.readEach(toRead.map(\.key), from: from)
-        var candidates: [(entry: TwoSidedListing.Entry, value: String, digest: String)] = []
-        for (entry, read) in zip(toRead, sourceValues) {
+        let candidates = try await readSource(
+            toRead, from: from, rows: rows, in: context, changes: &changes, report: &report)
+        let writes = try await differing(candidates, at: to, in: context, changes: &changes, report: &report)
+        try await write(writes, to: to, in: context, changes: &changes, report: &report)
+        try snapshot.update(changes)
+    }
+
+    /// Reads `entries` at the source; answers the keys that may differ at the destination, having counted those the
+    /// snapshot still vouches for (the destination's tag unchanged, the source's value the same) and failures.
+    private func readSource(
+        _ entries: [TwoSidedListing.Entry], from: String, rows: [StoreKey: MirrorRow], in context: JobContext,
+        changes: inout RowChanges, report: inout JobReport
+    ) async throws(CloudSyncError) -> [Candidate] {
+        let sourceValues = try await context.store.readEach(entries.map(\.key), from: from)
+        var candidates: [Candidate] = []
+        for (entry, read) in zip(entries, sourceValues) {
             let value: String
             switch read {
             case .failure(let error):
@@ -264,13 +279,23 @@ struct MirrorJob: JobType {
             }
             candidates.append((entry, value, digest))
         }
+        return candidates
+    }
+
+    /// Reads at `to` the candidates it lists and answers those to write, each saying whether it replaces a value;
+    /// one whose destination could not be read (other than undecodable) is left alone, since writing could replace a
+    /// value no one has seen.
+    private func differing(
+        _ candidates: [Candidate], at to: String, in context: JobContext, changes: inout RowChanges,
+        report: inout JobReport
+    ) async throws(CloudSyncError) -> [(candidate: Candidate, update: Bool)] {
         let held = candidates.filter(\.entry.onDestination).map(\.entry.key)
-        let heldValues = try await store.readEach(held, from: to)
+        let heldValues = try await context.store.readEach(held, from: to)
         var destination: [StoreKey: Result<String?, CloudSyncError>] = [:]
         for (key, value) in zip(held, heldValues) { destination[StoreKey(key)] = value }
-        var writes: [KeyValue] = []
-        var written: [(update: Bool, sourceVersion: String?, digest: String)] = []
-        for (entry, value, digest) in candidates {
+        var writes: [(candidate: Candidate, update: Bool)] = []
+        for candidate in candidates {
+            let (entry, value, digest) = candidate
             switch destination[StoreKey(entry.key)] {
             case .success(let current?)? where current.utf8.elementsEqual(value.utf8):
                 report.add(1, to: Self.unchanged)
@@ -282,41 +307,45 @@ struct MirrorJob: JobType {
                             destinationVersion: entry.destinationVersion)
                     ))
             case .failure(let error)? where error.code != .decode:
-                // Whether `to` holds it, and what, is unknown: writing could replace a value no one has seen.
                 report.record([KeyFailure(key: entry.key, error: error)])
                 report.add(1, to: Self.failed)
                 changes.append((entry.key, nil))
-            case .some(.success(.some)), .some(.failure):
-                writes.append(KeyValue(entry.key, value))
-                written.append((true, entry.sourceVersion, digest))
-            case .some(.success(nil)), nil:
-                writes.append(KeyValue(entry.key, value))
-                written.append((false, entry.sourceVersion, digest))
+            case .some(.success(.some)), .some(.failure): writes.append((candidate, true))
+            case .some(.success(nil)), nil: writes.append((candidate, false))
             }
         }
-        if !writes.isEmpty {
-            let tagIsDigest = try store.listsWrittenValuesDigests(on: to)
-            for ((item, write), outcome) in zip(zip(writes, written), try await store.writeVersioned(writes, to: to)) {
-                switch outcome {
-                case .success(let version):
-                    report.add(1, to: write.update ? Self.updated : Self.copied)
-                    // The tag the destination answered for the new value (or its digest, where that is its tag); with
-                    // neither, the tag is unknown until it is listed again, and the next run reads the key there once.
-                    changes.append(
-                        (
-                            item.key,
-                            MirrorRow(
-                                digest: write.digest, sourceVersion: write.sourceVersion,
-                                destinationVersion: version ?? (tagIsDigest ? write.digest : nil))
-                        ))
-                case .failure(let error):
-                    report.record([KeyFailure(key: item.key, error: error)])
-                    report.add(1, to: Self.failed)
-                    changes.append((item.key, nil))
-                }
+        return writes
+    }
+
+    /// Writes `writes` to `to` and records, for each that landed, the tag the destination answered for the new value
+    /// (or its digest, where that is its tag); with neither, the tag is unknown until it is listed again, and the next
+    /// run reads the key there once.
+    private func write(
+        _ writes: [(candidate: Candidate, update: Bool)], to: String, in context: JobContext,
+        changes: inout RowChanges, report: inout JobReport
+    ) async throws(CloudSyncError) {
+        guard !writes.isEmpty else { return }
+        let store = context.store
+        let tagIsDigest = try store.listsWrittenValuesDigests(on: to)
+        let values = writes.map { KeyValue($0.candidate.entry.key, $0.candidate.value) }
+        for (write, outcome) in zip(writes, try await store.writeVersioned(values, to: to)) {
+            let (entry, _, digest) = write.candidate
+            switch outcome {
+            case .success(let version):
+                report.add(1, to: write.update ? Self.updated : Self.copied)
+                changes.append(
+                    (
+                        entry.key,
+                        MirrorRow(
+                            digest: digest, sourceVersion: entry.sourceVersion,
+                            destinationVersion: version ?? (tagIsDigest ? digest : nil))
+                    ))
+            case .failure(let error):
+                report.record([KeyFailure(key: entry.key, error: error)])
+                report.add(1, to: Self.failed)
+                changes.append((entry.key, nil))
             }
         }
-        try snapshot.update(changes)
     }
 }
 

@@ -146,33 +146,7 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
             return Schedule(
                 rule: schedule.description, next: schedule.upcoming(after: now, count: 5).map(formatter.string(from:)))
         }
-        providers = spec.providers.map { provider in
-            let capabilities = provider.configured.capabilities
-            var settings: [String: String] = [:]
-            for (name, value) in provider.fields.values {
-                if provider.secretFields.contains(name) {
-                    let given = provider.written[name]
-                    let unset = provider.unsetVariables.contains { $0.field == name }
-                    settings[name] =
-                        given?.isInterpolated == true || unset ? given!.display : "<secret given in the file>"
-                } else if let given = provider.written[name] {
-                    settings[name] = display(given)
-                } else if case .textMap(let pairs) = value {
-                    settings[name] = "\(pairs.count) item\(pairs.count == 1 ? "" : "s")"
-                }
-            }
-            if let account = provider.account { settings["account"] = account + " (signs in with the named account)" }
-            for (name, detail) in provider.configured.planDetails where settings[name] == nil {
-                settings[name] = detail
-            }
-            return Provider(
-                id: provider.id, type: provider.type,
-                position: spec.store.providers.firstIndex(of: provider.id).map { $0 + 1 },
-                settings: settings,
-                capBytes: tiering.cap(
-                    tier: capabilities.tier, declared: capabilities.maxValueBytes, override: provider.maxValueBytes),
-                keyRules: ([KeyRule.nonEmpty] + capabilities.keyRules).map(\.description), codec: provider.codec)
-        }
+        providers = spec.providers.map { Self.provider($0, of: spec, tiering: tiering, display: display) }
         codecs = spec.codecs.map { codec in
             Codec(
                 id: codec.id, type: "xchacha20poly1305", keyIDs: codec.keys.map(\.id),
@@ -185,6 +159,45 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
                     }
                 }, allowPlaintext: codec.allowPlaintext)
         }
+        store = Self.store(of: spec)
+        jobs = spec.jobs.map { Job(name: $0.name, type: $0.type, summary: $0.job.plan(paths: paths), needs: $0.needs) }
+        report = spec.reportPath.map(relative)
+        warnings = spec.warnings.map(\.message)
+    }
+
+    /// One provider as the plan shows it: its settings with secrets replaced by where they come from, its place in
+    /// the store, the largest value it takes and its key rules.
+    private static func provider(
+        _ provider: ProviderSpec, of spec: PipelineSpec, tiering: Tiering, display: (Interpolated) -> String
+    ) -> Provider {
+        let capabilities = provider.configured.capabilities
+        var settings: [String: String] = [:]
+        for (name, value) in provider.fields.values {
+            if provider.secretFields.contains(name) {
+                let given = provider.written[name]
+                let unset = provider.unsetVariables.contains { $0.field == name }
+                settings[name] = given?.isInterpolated == true || unset ? given!.display : "<secret given in the file>"
+            } else if let given = provider.written[name] {
+                settings[name] = display(given)
+            } else if case .textMap(let pairs) = value {
+                settings[name] = "\(pairs.count) item\(pairs.count == 1 ? "" : "s")"
+            }
+        }
+        if let account = provider.account { settings["account"] = account + " (signs in with the named account)" }
+        for (name, detail) in provider.configured.planDetails where settings[name] == nil {
+            settings[name] = detail
+        }
+        return Provider(
+            id: provider.id, type: provider.type,
+            position: spec.store.providers.firstIndex(of: provider.id).map { $0 + 1 },
+            settings: settings,
+            capBytes: tiering.cap(
+                tier: capabilities.tier, declared: capabilities.maxValueBytes, override: provider.maxValueBytes),
+            keyRules: ([KeyRule.nonEmpty] + capabilities.keyRules).map(\.description), codec: provider.codec)
+    }
+
+    /// The store as the plan shows it: tiering and resolver in words, the key rules its providers impose.
+    private static func store(of spec: PipelineSpec) -> Store {
         let storeSpec = spec.store
         var rules = [KeyRule.nonEmpty.description]
         if storeSpec.validateKeys {
@@ -211,7 +224,7 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
         case .union(let id):
             resolverText = id.map { "union (elements identified by `\($0)`)" } ?? "union (whole elements)"
         }
-        store = Store(
+        var store = Store(
             providers: storeSpec.providers, writeMode: storeSpec.writeMode.rawValue, tiering: tieringText,
             resolver: resolverText,
             repairOnRead: storeSpec.repairOnRead, validateKeys: storeSpec.validateKeys, timeoutMs: storeSpec.timeoutMs,
@@ -222,9 +235,7 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
                 autoFlushMs: storeSpec.outbox.autoFlushMs),
             keyRules: rules)
         if storeSpec.timeoutFromEnvironment { store.timeoutFrom = PipelineReader.timeoutVariable }
-        jobs = spec.jobs.map { Job(name: $0.name, type: $0.type, summary: $0.job.plan(paths: paths), needs: $0.needs) }
-        report = spec.reportPath.map(relative)
-        warnings = spec.warnings.map(\.message)
+        return store
     }
 
     /// Indented JSON with sorted keys, stable for pinning.

@@ -96,13 +96,27 @@ public final class RunSession: Sendable {
             access == .write
             ? await noticeAccountSwitches(
                 compiled, providers: providers, stateDatabase: stateDatabase, outbox: outbox, clock: clock) : [:]
+        let store = try makeStore(compiled, providers: providers, outbox: outbox, clock: clock)
+        keepLock = true
+        closeProviders = false
+        let session = RunSession(
+            compiled: compiled, access: access, store: store, outbox: outbox, providers: providers,
+            stateDatabase: stateDatabase, metrics: metrics, lock: lock, drops: drops, unopened: unopened,
+            uncheckedAccounts: unchecked)
+        return session
+    }
+
+    /// The store over the providers `store.providers` names, with the others attached: reachable by jobs, not by
+    /// the store's routing.
+    private static func makeStore(
+        _ compiled: CompiledPipeline, providers: [String: any Provider], outbox: Outbox?, clock: any StoreClock
+    ) throws(RunRefusal) -> CloudStore {
+        let spec = compiled.spec
         var options = compiled.storeOptions
         options.outbox = outbox
         options.clock = clock
-        let store: CloudStore
         do {
-            // Providers the file declares outside store.providers are reachable by jobs, not by the store's routing.
-            store = try CloudStore(
+            return try CloudStore(
                 providers: spec.store.providers.compactMap { providers[$0] },
                 attached: spec.providers.filter { !spec.store.providers.contains($0.id) }.compactMap {
                     providers[$0.id]
@@ -111,13 +125,6 @@ public final class RunSession: Sendable {
         } catch {
             throw RunRefusal.cannotStart(error.description)
         }
-        keepLock = true
-        closeProviders = false
-        let session = RunSession(
-            compiled: compiled, access: access, store: store, outbox: outbox, providers: providers,
-            stateDatabase: stateDatabase, metrics: metrics, lock: lock, drops: drops, unopened: unopened,
-            uncheckedAccounts: unchecked)
-        return session
     }
 
     private init(

@@ -70,6 +70,26 @@ struct ShardedJobRun {
             return
         }
         let outcome = try state.finishShardedJob(job.name)
+        let totals = Self.record(outcome, of: job, ranges: ranges, resumed: resumed, into: &report)
+        if let (shard, message) = outcome.errors.min(by: { $0.key < $1.key }) {
+            report.status = .error
+            report.error = RunReport.Failure(
+                key: "", provider: nil, code: ErrorCode.provider.rawValue,
+                message: "range \(shard) of \(ranges) could not run: \(message)")
+            return
+        }
+        // What the whole job's counts call for, and what must see the whole job (a mirror's deletions); not after a
+        // range that could not run, whose keys nobody saw.
+        var whole = context
+        whole.setAside = SetAsideKeys(store: state, job: job.name)
+        try await job.job.finishSharded(in: whole, summed: totals, report: &report)
+    }
+
+    /// Puts what every range's runner did into the job's report (counts summed, failures, key lists, each runner's
+    /// share); returns every count summed, undeclared ones included.
+    private static func record(
+        _ outcome: ShardOutcome, of job: JobSpec, ranges: Int, resumed: String?, into report: inout JobReport
+    ) -> [String: Int] {
         var totals: [String: Int] = [:]
         for counts in outcome.counts.values {
             for (name, value) in counts { totals[name, default: 0] += value }
@@ -87,18 +107,7 @@ struct ShardedJobRun {
                     runner: name, ranges: outcome.finished[name] ?? 0,
                     counts: (outcome.counts[name] ?? [:]).filter { declared.contains($0.key) })
             })
-        if let (shard, message) = outcome.errors.min(by: { $0.key < $1.key }) {
-            report.status = .error
-            report.error = RunReport.Failure(
-                key: "", provider: nil, code: ErrorCode.provider.rawValue,
-                message: "range \(shard) of \(ranges) could not run: \(message)")
-            return
-        }
-        // What the whole job's counts call for, and what must see the whole job (a mirror's deletions); not after a
-        // range that could not run, whose keys nobody saw.
-        var whole = context
-        whole.setAside = SetAsideKeys(store: state, job: job.name)
-        try await job.job.finishSharded(in: whole, summed: totals, report: &report)
+        return totals
     }
 
     /// Leases ranges of `job` and runs them one after another until none is left to lease now; returns how many it
@@ -225,9 +234,7 @@ extension PipelineRunner {
             store: session.store, compiled: compiled, options: options, providers: session.providers,
             unopened: session.unopened, stateDatabase: state, outbox: nil,
             runID: "\(spec.name)-\(started)-\(getpid())", runner: runner)
-        let sharded = ShardedJobRun(state: state, runner: runner)
-        var ranges: [String: Int] = [:]
-        var drained = 0
+        var work = JoinedRun(run: joined, ranges: [:])
         var failure: CloudSyncError?
         var drain: SharedOutboxDrain?
         do throws(CloudSyncError) {
@@ -237,31 +244,41 @@ extension PipelineRunner {
                 drain = try await SharedOutboxDrain.open(
                     state, store: session.store, rules: rules, clock: clock, runner: runner)
             }
-            while !options.interrupt.isRaised {
-                var ran = 0
-                if let drain {
-                    let claimed = try await helpDrain(drain)
-                    drained += claimed
-                    ran += claimed
-                }
-                for name in try state.shardedJobsUnderWay() {
-                    guard let job = spec.jobs.first(where: { $0.name == name }) else { continue }
-                    let count = try await sharded.work(job, context: executor.context(for: job))
-                    ranges[name, default: 0] += count
-                    ran += count
-                }
-                if ran == 0 {
-                    guard try state.runUnderWay() == joined else { break }
-                    try? await Task.sleep(for: ShardedJobRun.pollInterval)
-                }
-            }
+            try await help(joined, in: state, executor: executor, drain: drain, runner: runner, done: &work)
         } catch {
             failure = error
         }
         await drain?.close()
         await session.close()
-        return joinOutcome(
-            JoinedRun(run: joined, ranges: ranges, drained: drained), runID: joined, failure: failure, started, clock)
+        return joinOutcome(work, runID: joined, failure: failure, started, clock)
+    }
+
+    /// Drains the outbox beside the starter while its drain is open, and leases ranges of every sharded job under way,
+    /// until run `joined` no longer holds the lock (looking again every quarter second while there is nothing to do)
+    /// or the run is interrupted; what it did goes into `done`.
+    private func help(
+        _ joined: String, in state: any SharedPipelineState, executor: JobExecutor, drain: SharedOutboxDrain?,
+        runner: String, done: inout JoinedRun
+    ) async throws(CloudSyncError) {
+        let sharded = ShardedJobRun(state: state, runner: runner)
+        while !options.interrupt.isRaised {
+            var ran = 0
+            if let drain {
+                let claimed = try await helpDrain(drain)
+                done.drained += claimed
+                ran += claimed
+            }
+            for name in try state.shardedJobsUnderWay() {
+                guard let job = compiled.spec.jobs.first(where: { $0.name == name }) else { continue }
+                let count = try await sharded.work(job, context: executor.context(for: job))
+                done.ranges[name, default: 0] += count
+                ran += count
+            }
+            if ran == 0 {
+                guard try state.runUnderWay() == joined else { break }
+                try? await Task.sleep(for: ShardedJobRun.pollInterval)
+            }
+        }
     }
 
     /// The run to join: the id of the run under way (the one called `named`, when given), looked for every quarter

@@ -164,66 +164,78 @@ struct Interpolator {
         -> String?
     {
         if reference.hasPrefix("env:") {
-            let body = reference.dropFirst(4)
-            let parts = body.split(separator: ":-", maxSplits: 1, omittingEmptySubsequences: false)
-            let name = String(parts[0])
-            guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
-                diagnostics.error("\"${\(reference)}\" does not name an environment variable", at: mark)
-                return nil
-            }
-            if let value = environment[name] {
-                diagnostics.noteExpansion("${env:\(name)}", value: value)
-                return value
-            }
-            if parts.count == 2 { return String(parts[1]) }
-            if deferring {
-                unset.note(name, at: mark)
-                return "${env:\(name)}"
-            }
-            diagnostics.error(
-                "environment variable \(name) is not set; set it, or give a default with ${env:\(name):-value}",
-                at: mark)
-            return nil
+            return environmentValue(reference, at: mark, diagnostics, deferring: deferring)
         }
-        if reference.hasPrefix("file:") {
-            guard reference.count > 5, !reference.contains("\0") else {
-                diagnostics.error("\"${\(reference)}\" does not name a file", at: mark)
-                return nil
-            }
-            let path = resolvePath(String(reference.dropFirst(5)), against: directory)
-            let data: Data
-            do throws(RegularFile.Failure) {
-                data = try RegularFile.read(path, maximumBytes: PipelineLoader.maximumFileBytes)
-            } catch {
-                if let size = error.size {
-                    diagnostics.error(
-                        "\(path) for ${\(reference)} is \(size) bytes; a file read into the pipeline may be at most "
-                            + "\(PipelineLoader.maximumFileBytes) bytes", at: mark)
-                } else {
-                    diagnostics.error("cannot read \(path) for ${\(reference)}: it \(error.reason)", at: mark)
-                }
-                return nil
-            }
-            guard fileBudget.take(data.count) else {
-                diagnostics.error(
-                    "${\(reference)} would take the files this pipeline reads to more than "
-                        + "\(Self.maximumTotalFileBytes) bytes in all; read fewer or smaller files", at: mark)
-                return nil
-            }
-            guard let text = String(data: data, encoding: .utf8) else {
-                diagnostics.error("\(path) for ${\(reference)} is not UTF-8 text", at: mark)
-                return nil
-            }
-            let value =
-                text.hasSuffix("\r\n")
-                ? String(text.dropLast(2)) : text.hasSuffix("\n") ? String(text.dropLast()) : text
-            diagnostics.noteExpansion("${\(reference)}", value: value)
-            return value
-        }
+        if reference.hasPrefix("file:") { return fileText(reference, at: mark, diagnostics) }
         diagnostics.error(
             "unknown interpolation \"${\(reference)}\"; use ${env:NAME}, ${env:NAME:-default} or ${file:path}", at: mark
         )
         return nil
+    }
+
+    /// `${env:NAME}` or `${env:NAME:-default}`: the variable's value, else the default; a variable that is not set
+    /// and has none is an error, or, where reading is deferred, noted and left as written.
+    private func environmentValue(_ reference: String, at mark: YAMLMark, _ diagnostics: Diagnostics, deferring: Bool)
+        -> String?
+    {
+        let body = reference.dropFirst(4)
+        let parts = body.split(separator: ":-", maxSplits: 1, omittingEmptySubsequences: false)
+        let name = String(parts[0])
+        guard !name.isEmpty, name.allSatisfy({ $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_") }) else {
+            diagnostics.error("\"${\(reference)}\" does not name an environment variable", at: mark)
+            return nil
+        }
+        if let value = environment[name] {
+            diagnostics.noteExpansion("${env:\(name)}", value: value)
+            return value
+        }
+        if parts.count == 2 { return String(parts[1]) }
+        if deferring {
+            unset.note(name, at: mark)
+            return "${env:\(name)}"
+        }
+        diagnostics.error(
+            "environment variable \(name) is not set; set it, or give a default with ${env:\(name):-value}",
+            at: mark)
+        return nil
+    }
+
+    /// `${file:path}`: the file's text without its last line break; only a regular file, within the per-file and
+    /// per-pipeline byte budgets, and UTF-8.
+    private func fileText(_ reference: String, at mark: YAMLMark, _ diagnostics: Diagnostics) -> String? {
+        guard reference.count > 5, !reference.contains("\0") else {
+            diagnostics.error("\"${\(reference)}\" does not name a file", at: mark)
+            return nil
+        }
+        let path = resolvePath(String(reference.dropFirst(5)), against: directory)
+        let data: Data
+        do throws(RegularFile.Failure) {
+            data = try RegularFile.read(path, maximumBytes: PipelineLoader.maximumFileBytes)
+        } catch {
+            if let size = error.size {
+                diagnostics.error(
+                    "\(path) for ${\(reference)} is \(size) bytes; a file read into the pipeline may be at most "
+                        + "\(PipelineLoader.maximumFileBytes) bytes", at: mark)
+            } else {
+                diagnostics.error("cannot read \(path) for ${\(reference)}: it \(error.reason)", at: mark)
+            }
+            return nil
+        }
+        guard fileBudget.take(data.count) else {
+            diagnostics.error(
+                "${\(reference)} would take the files this pipeline reads to more than "
+                    + "\(Self.maximumTotalFileBytes) bytes in all; read fewer or smaller files", at: mark)
+            return nil
+        }
+        guard let text = String(data: data, encoding: .utf8) else {
+            diagnostics.error("\(path) for ${\(reference)} is not UTF-8 text", at: mark)
+            return nil
+        }
+        let value =
+            text.hasSuffix("\r\n")
+            ? String(text.dropLast(2)) : text.hasSuffix("\n") ? String(text.dropLast()) : text
+        diagnostics.noteExpansion("${\(reference)}", value: value)
+        return value
     }
 }
 

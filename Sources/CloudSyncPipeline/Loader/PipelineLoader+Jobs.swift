@@ -119,81 +119,87 @@ extension PipelineReader {
                 if field.required { valid = false }
                 continue
             }
-            var value: JobFieldValue?
-            switch field.kind {
-            case .provider, .providerOrStore, .providerOrAll:
-                if let text = job.scalarText(node, field: field.name) {
-                    let word = field.kind == .providerOrStore ? "store" : field.kind == .providerOrAll ? "all" : nil
-                    if text.value == word || reference(text, at: node.mark, among: providerIDs, what: "provider") {
-                        value = .text(text.value)
-                    }
-                }
-            case .providers:
-                if let listed = job.textList(field.name) {
-                    let known = listed.filter { reference($0.text, at: $0.mark, among: providerIDs, what: "provider") }
-                    if known.count == listed.count { value = .list(known.map(\.text.value)) }
-                }
-            case .codec:
-                if let text = job.scalarText(node, field: field.name),
-                    reference(text, at: node.mark, among: codecIDs, what: "codec")
-                {
-                    value = .text(text.value)
-                }
-            case .keys:
-                if let patterns = job.textList(field.name) {
-                    var wellFormed = true
-                    for pattern in patterns {
-                        do throws(Glob.SyntaxError) {
-                            _ = try Glob(pattern.text.value)
-                        } catch {
-                            wellFormed = false
-                            diagnostics.error(
-                                "`\(field.name)` in \(context): \(pattern.text.redacting(error.message))",
-                                at: pattern.mark)
-                        }
-                    }
-                    if wellFormed { value = .list(patterns.map(\.text.value)) }
-                }
-            case .path:
-                value = job.path(field.name).map {
-                    .path(Interpolated(value: resolvePath($0.value, against: directory), written: $0.written))
-                }
-            case .boolean:
-                value = job.boolean(field.name).map { .boolean($0) }
-            case .fraction:
-                value = job.number(field.name, in: 0...1).map { .number($0) }
-            case .count(let range):
-                if let number = job.integer(field.name, minimum: Int64(range.lowerBound)) {
-                    if number <= Int64(range.upperBound) {
-                        value = .number(Double(number))
-                    } else {
-                        diagnostics.error(
-                            "`\(field.name)` in \(context) must be at most \(range.upperBound); found \(number)",
-                            at: node.mark)
-                    }
-                }
-            case .choice(let options):
-                value = job.choice(field.name, among: options).map { .text($0.value) }
-            case .text:
-                value = job.scalarText(node, field: field.name).map { .text($0.value) }
-            case .words:
-                value = job.textList(field.name).map { .list($0.map(\.text.value)) }
-            case .keepPolicy:
-                value = keepPolicy(node, field: field.name, context: context).map { .keepPolicy($0) }
-            case .deleteLimit:
-                if let text = job.scalarText(node, field: field.name) {
-                    if let limit = DeleteLimit(text: text.value) {
-                        value = .deleteLimit(limit)
-                    } else {
-                        diagnostics.error(
-                            "`\(field.name)` in \(context) must be a whole number of keys (at least 0) or a "
-                                + "percentage from 0% to 100% like \"50%\"; found \(text.quoted)", at: node.mark)
-                    }
-                }
-            }
+            let value = jobField(
+                field, node, in: job, context: context, providerIDs: providerIDs, codecIDs: codecIDs,
+                directory: directory)
             if let value { values[field.name] = value } else { valid = false }
         }
         return valid ? JobFieldValues(values) : nil
+    }
+
+    /// One job field read and checked by its kind; nil when it is wrong (its error reported).
+    private func jobField(
+        _ field: JobField, _ node: YAMLNode, in job: MappingReader, context: String, providerIDs: DeclaredIDs?,
+        codecIDs: DeclaredIDs, directory: String
+    ) -> JobFieldValue? {
+        switch field.kind {
+        case .provider, .providerOrStore, .providerOrAll:
+            guard let text = job.scalarText(node, field: field.name) else { return nil }
+            let word = field.kind == .providerOrStore ? "store" : field.kind == .providerOrAll ? "all" : nil
+            let known = text.value == word || reference(text, at: node.mark, among: providerIDs, what: "provider")
+            return known ? .text(text.value) : nil
+        case .providers:
+            guard let listed = job.textList(field.name) else { return nil }
+            let known = listed.filter { reference($0.text, at: $0.mark, among: providerIDs, what: "provider") }
+            return known.count == listed.count ? .list(known.map(\.text.value)) : nil
+        case .codec:
+            guard let text = job.scalarText(node, field: field.name),
+                reference(text, at: node.mark, among: codecIDs, what: "codec")
+            else { return nil }
+            return .text(text.value)
+        case .keys:
+            return job.textList(field.name).flatMap { keyPatterns($0, field: field.name, context: context) }
+        case .path:
+            return job.path(field.name).map {
+                .path(Interpolated(value: resolvePath($0.value, against: directory), written: $0.written))
+            }
+        case .boolean:
+            return job.boolean(field.name).map { .boolean($0) }
+        case .fraction:
+            return job.number(field.name, in: 0...1).map { .number($0) }
+        case .count(let range):
+            guard let number = job.integer(field.name, minimum: Int64(range.lowerBound)) else { return nil }
+            guard number <= Int64(range.upperBound) else {
+                diagnostics.error(
+                    "`\(field.name)` in \(context) must be at most \(range.upperBound); found \(number)", at: node.mark)
+                return nil
+            }
+            return .number(Double(number))
+        case .choice(let options):
+            return job.choice(field.name, among: options).map { .text($0.value) }
+        case .text:
+            return job.scalarText(node, field: field.name).map { .text($0.value) }
+        case .words:
+            return job.textList(field.name).map { .list($0.map(\.text.value)) }
+        case .keepPolicy:
+            return keepPolicy(node, field: field.name, context: context).map { .keepPolicy($0) }
+        case .deleteLimit:
+            guard let text = job.scalarText(node, field: field.name) else { return nil }
+            guard let limit = DeleteLimit(text: text.value) else {
+                diagnostics.error(
+                    "`\(field.name)` in \(context) must be a whole number of keys (at least 0) or a "
+                        + "percentage from 0% to 100% like \"50%\"; found \(text.quoted)", at: node.mark)
+                return nil
+            }
+            return .deleteLimit(limit)
+        }
+    }
+
+    /// Key globs: every one checked, each malformed one reported at its place.
+    private func keyPatterns(_ patterns: [(text: Interpolated, mark: YAMLMark)], field: String, context: String)
+        -> JobFieldValue?
+    {
+        var wellFormed = true
+        for pattern in patterns {
+            do throws(Glob.SyntaxError) {
+                _ = try Glob(pattern.text.value)
+            } catch {
+                wellFormed = false
+                diagnostics.error(
+                    "`\(field)` in \(context): \(pattern.text.redacting(error.message))", at: pattern.mark)
+            }
+        }
+        return wellFormed ? .list(patterns.map(\.text.value)) : nil
     }
 
     /// A `keep` mapping: counts of at least 1, `within` a duration, and at least one rule.

@@ -162,66 +162,19 @@ struct PipelineReader {
         MappingReader(node, context: context, allowed: allowed, suggesting: suggesting, diagnostics, interpolator)
     }
 
+    /// The whole file: each section read in turn, every reference checked against what the file declares.
     mutating func pipeline(_ root: YAMLNode, file: String, source: String, directory: String) -> PipelineSpec? {
         guard
             let top = mapping(
                 root, "the pipeline",
                 ["version", "name", "state", "schedule", "providers", "codecs", "store", "jobs", "report"])
         else { return nil }
-
-        var version = PipelineLoader.formatVersion
-        if let node = top.require("version"), let text = top.scalarText(node, field: "version") {
-            if case .scalar(_, let style) = node.content, style != .plain, !text.isInterpolated {
-                diagnostics.error(
-                    "`version` must be the number 1, not the text \(text.quoted); write version: 1 without quotes",
-                    at: node.mark)
-            } else if let number = Int(text.value), number == PipelineLoader.formatVersion {
-                version = number
-            } else if let number = Int(text.value), number > PipelineLoader.formatVersion {
-                diagnostics.error(
-                    "version \(text.isInterpolated ? text.quoted : String(number)) is not supported: this cloudsync "
-                        + "reads version \(PipelineLoader.formatVersion); upgrade cloudsync to run this file",
-                    at: node.mark)
-            } else {
-                diagnostics.error("`version` must be 1; found \(text.quoted)", at: node.mark)
-            }
-        }
+        let version = formatVersion(top)
         guard let nameNode = top.require("name") else { return nil }
         let nameText = top.scalarText(nameNode, field: "name")
         let name = nameText?.value ?? ""
-        if let nameText, !name.isEmpty, !isIdentifier(name) {
-            diagnostics.error(
-                "`name` may contain only ASCII letters, digits, '.', '_' and '-' (it names the state directory); found \(nameText.quoted)",
-                at: nameNode.mark)
-        } else if name == "." || name == ".." {
-            diagnostics.error(
-                "`name` cannot be '\(name)': it names the state directory .cloudsync/NAME beside the file, which would "
-                    + (name == "."
-                        ? "be .cloudsync itself, where other pipelines keep theirs" : "be the file's own directory")
-                    + "; give the pipeline a name such as nightly",
-                at: nameNode.mark)
-        }
-        var state = resolvePath(".cloudsync/\(name)", against: directory)
-        var sharedState: SharedStateSpec?
-        if let node = top["state"], node.mapping != nil {
-            sharedState = sharedStateSpec(node)
-        } else if let node = top["state"], let text = top.scalarText(node, field: "state") {
-            if text.value.isEmpty {
-                diagnostics.error(
-                    "`state` must not be empty; leave it out for the default, .cloudsync/<name> beside the file",
-                    at: node.mark)
-            } else if text.value.contains("\0") {
-                diagnostics.error("`state` must not contain a NUL character", at: node.mark)
-            } else {
-                state = resolvePath(text.value, against: directory)
-                if state == "/" {
-                    diagnostics.error(
-                        "`state` must not be the root directory /; name a directory of its own, such as "
-                            + "/var/lib/cloudsync/\(isIdentifier(name) ? name : "<name>")", at: node.mark)
-                }
-            }
-        }
-
+        checkName(name, written: nameText, at: nameNode.mark)
+        let (state, sharedState) = stateSpec(top, name: name, directory: directory)
         let codecs = codecSpecs(top["codecs"], directory: directory)
         let codecIDs = DeclaredIDs(
             Set(top["codecs"]?.mapping?.compactMap { $0.key.scalar }.filter(isIdentifier) ?? codecs.map(\.id))
@@ -243,25 +196,14 @@ struct PipelineReader {
                     at: job.mark)
             }
         }
-        var reportPath: String?
-        var reportLatest: String?
-        var reportKeep: Int?
-        var reportMetrics: String?
-        if let reportNode = top["report"],
-            let report = mapping(reportNode, "report", ["path", "latest", "keep", "metrics"])
-        {
-            reportPath = report.path("path").map { resolvePath($0.value, against: directory) }
-            reportLatest = report.path("latest").map { resolvePath($0.value, against: directory) }
-            reportKeep = report.integer("keep", minimum: 1, unit: " of reports").map(Int.init)
-            reportMetrics = report.path("metrics").map { resolvePath($0.value, against: directory) }
-        }
+        let report = reportSpec(top["report"], directory: directory)
         let schedule = top["schedule"].flatMap(scheduleSpec)
         guard let store else { return nil }
         var spec = PipelineSpec(
             file: file, source: source, directory: directory, version: version, name: name, state: state,
             sharedState: sharedState, providers: providers,
-            codecs: codecs, store: store, jobs: jobs, reportPath: reportPath, reportLatest: reportLatest,
-            reportKeep: reportKeep, reportMetrics: reportMetrics,
+            codecs: codecs, store: store, jobs: jobs, reportPath: report.path, reportLatest: report.latest,
+            reportKeep: report.keep, reportMetrics: report.metrics,
             warnings: providers.compactMap { provider in
                 registry.type(named: provider.type)?.unavailableHere.map {
                     PipelineDiagnostic(
@@ -271,6 +213,83 @@ struct PipelineReader {
             }, writtenName: nameText?.display)
         spec.schedule = schedule
         return spec
+    }
+
+    /// `version`: the number 1, unquoted; a later version names the upgrade it needs.
+    private func formatVersion(_ top: MappingReader) -> Int {
+        guard let node = top.require("version"), let text = top.scalarText(node, field: "version") else {
+            return PipelineLoader.formatVersion
+        }
+        if case .scalar(_, let style) = node.content, style != .plain, !text.isInterpolated {
+            diagnostics.error(
+                "`version` must be the number 1, not the text \(text.quoted); write version: 1 without quotes",
+                at: node.mark)
+        } else if let number = Int(text.value), number == PipelineLoader.formatVersion {
+            return number
+        } else if let number = Int(text.value), number > PipelineLoader.formatVersion {
+            diagnostics.error(
+                "version \(text.isInterpolated ? text.quoted : String(number)) is not supported: this cloudsync "
+                    + "reads version \(PipelineLoader.formatVersion); upgrade cloudsync to run this file",
+                at: node.mark)
+        } else {
+            diagnostics.error("`version` must be 1; found \(text.quoted)", at: node.mark)
+        }
+        return PipelineLoader.formatVersion
+    }
+
+    /// `name`, which names the state directory: an identifier, and neither `.` nor `..`.
+    private func checkName(_ name: String, written: Interpolated?, at mark: YAMLMark) {
+        if let written, !name.isEmpty, !isIdentifier(name) {
+            diagnostics.error(
+                "`name` may contain only ASCII letters, digits, '.', '_' and '-' (it names the state directory); found \(written.quoted)",
+                at: mark)
+        } else if name == "." || name == ".." {
+            diagnostics.error(
+                "`name` cannot be '\(name)': it names the state directory .cloudsync/NAME beside the file, which would "
+                    + (name == "."
+                        ? "be .cloudsync itself, where other pipelines keep theirs" : "be the file's own directory")
+                    + "; give the pipeline a name such as nightly",
+                at: mark)
+        }
+    }
+
+    /// `state`: a directory (`.cloudsync/<name>` beside the file when absent), or a PostgreSQL schema.
+    private func stateSpec(_ top: MappingReader, name: String, directory: String) -> (String, SharedStateSpec?) {
+        var state = resolvePath(".cloudsync/\(name)", against: directory)
+        if let node = top["state"], node.mapping != nil {
+            return (state, sharedStateSpec(node))
+        }
+        guard let node = top["state"], let text = top.scalarText(node, field: "state") else { return (state, nil) }
+        if text.value.isEmpty {
+            diagnostics.error(
+                "`state` must not be empty; leave it out for the default, .cloudsync/<name> beside the file",
+                at: node.mark)
+        } else if text.value.contains("\0") {
+            diagnostics.error("`state` must not contain a NUL character", at: node.mark)
+        } else {
+            state = resolvePath(text.value, against: directory)
+            if state == "/" {
+                diagnostics.error(
+                    "`state` must not be the root directory /; name a directory of its own, such as "
+                        + "/var/lib/cloudsync/\(isIdentifier(name) ? name : "<name>")", at: node.mark)
+            }
+        }
+        return (state, nil)
+    }
+
+    /// `report`: where reports, the latest report and the Prometheus textfile go, and how many reports are kept.
+    private func reportSpec(_ node: YAMLNode?, directory: String)
+        -> (path: String?, latest: String?, keep: Int?, metrics: String?)
+    {
+        guard let node, let report = mapping(node, "report", ["path", "latest", "keep", "metrics"]) else {
+            return (nil, nil, nil, nil)
+        }
+        return (
+            report.path("path").map { resolvePath($0.value, against: directory) },
+            report.path("latest").map { resolvePath($0.value, against: directory) },
+            report.integer("keep", minimum: 1, unit: " of reports").map(Int.init),
+            report.path("metrics").map { resolvePath($0.value, against: directory) }
+        )
     }
 
     /// `state: { postgresql: URL, schema: NAME }`: the URL is required and should come from `${env:…}` or
