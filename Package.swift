@@ -63,10 +63,14 @@ let package = Package(
         // What the binary was built from, for `cloudsync version`: see `buildInfo` above.
         .target(name: "CBuildInfo", cSettings: buildInfo),
 
+        // Files a person named, written whole through POSIX calls (create without replacing, write all of a buffer):
+        // below every module that writes such files, libsodium's face included.
+        .target(name: "CloudSyncFiles"),
+
         // Thin Swift faces: no C type reaches their public API.
         .target(name: "CloudSyncSQLite", dependencies: ["CSQLite"]),
         .target(name: "CloudSyncPostgres", dependencies: ["CPostgres"]),
-        .target(name: "CloudSyncSodium", dependencies: ["CSodium"]),
+        .target(name: "CloudSyncSodium", dependencies: ["CSodium", "CloudSyncFiles"]),
         .target(name: "CloudSyncYAML", dependencies: ["CYAML"]),
         .target(name: "CloudSyncOpenSSL", dependencies: ["CCrypto"]),
 
@@ -119,7 +123,8 @@ let package = Package(
         .target(name: "CloudSyncBackup", dependencies: ["CloudSync", "CloudSyncDeflate", "CloudSyncSodium"]),
 
         // Local persistence and providers on SQLite and the file system.
-        .target(name: "CloudSyncLocal", dependencies: ["CloudSync", "CloudSyncSQLite", "CloudSyncSodium"]),
+        .target(
+            name: "CloudSyncLocal", dependencies: ["CloudSync", "CloudSyncFiles", "CloudSyncSQLite", "CloudSyncSodium"]),
 
         // The pipeline language and the job contract: YAML -> checked spec -> plan -> compiled store, the job type
         // protocol and its registry, the state protocols and the report vocabulary. No provider, no SQLite, no libpq:
@@ -171,7 +176,7 @@ let package = Package(
             dependencies: [
                 "CloudSync", "CloudSyncCrypto", "CloudSyncPipeline", "CloudSyncPipelineState", "CloudSyncJobs",
                 "CloudSyncRunner", "CloudSyncCloudKit", "CloudSyncBackup", "CloudSyncService", "CloudSyncHTTPServer",
-                "CBuildInfo",
+                "CBuildInfo", "CloudSyncFiles",
                 // Only for `cloudsync version`, which names the C libraries' versions through their faces (libcurl's
                 // directly: it has no face, as URLSession is the only one that calls it).
                 "CloudSyncSQLite", "CloudSyncSodium", "CloudSyncYAML", "CloudSyncOpenSSL", "CloudSyncPostgres", "CCurl",

@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncFiles
 import CloudSyncCrypto
 import Foundation
 
@@ -82,7 +83,7 @@ extension CommandLineTool {
             keyExists = true
         }
 
-        let failure = Self.createExclusively(path, in: directory, named: fileName, contents: template.text(values))
+        let failure = Self.createExclusively(path, contents: template.text(values))
         guard failure == 0 else {
             if failure == EEXIST {
                 standardError(
@@ -170,55 +171,14 @@ extension CommandLineTool {
 
     /// Creates `path` holding `contents` (mode 0644 less the umask), whole or not at all, never replacing anything
     /// there; 0, or the errno that stopped it (EEXIST when something took the name first).
-    static func createExclusively(_ path: String, in directory: String, named name: String, contents: String)
-        -> Int32
-    {
-        let bytes = Array(contents.utf8)
-        let temporary =
-            (directory.isEmpty ? "" : directory + "/") + "." + name + ".init-"
-            + String(UInt64.random(in: 0...UInt64.max), radix: 16)
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
-        guard descriptor >= 0 else { return errno }
-        var failure = writeAll(bytes, to: descriptor)
-        if failure == 0, fsync(descriptor) != 0 { failure = errno }
-        close(descriptor)
-        defer { unlink(temporary) }
-        guard failure == 0 else { return failure }
-        if link(temporary, path) != 0 {
-            failure = errno
-            // A file system without hard links: create the name itself, still never replacing what is there.
-            guard [EPERM, EOPNOTSUPP, ENOSYS].contains(failure) else { return failure }
-            let direct = open(path, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0o644)
-            guard direct >= 0 else { return errno }
-            failure = writeAll(bytes, to: direct)
-            if failure == 0, fsync(direct) != 0 { failure = errno }
-            close(direct)
-            if failure != 0 {
-                unlink(path)
-                return failure
+    static func createExclusively(_ path: String, contents: String) -> Int32 {
+        Array(contents.utf8).withUnsafeBytes { bytes -> Int32 in
+            do throws(NewFile.Failure) {
+                try NewFile.create(path, bytes: bytes, mode: 0o644)
+                return 0
+            } catch {
+                return error.code
             }
-        }
-        let directoryDescriptor = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if directoryDescriptor >= 0 {
-            fsync(directoryDescriptor)
-            close(directoryDescriptor)
-        }
-        return 0
-    }
-
-    /// Writes all of `bytes` to `descriptor`; 0, or the errno that stopped it.
-    private static func writeAll(_ bytes: [UInt8], to descriptor: Int32) -> Int32 {
-        bytes.withUnsafeBytes { buffer -> Int32 in
-            var written = 0
-            while written < buffer.count {
-                let result = write(descriptor, buffer.baseAddress! + written, buffer.count - written)
-                if result < 0 {
-                    if errno == EINTR { continue }
-                    return errno
-                }
-                written += result
-            }
-            return 0
         }
     }
 }

@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncFiles
 import Dispatch
 import Foundation
 import Synchronization
@@ -39,18 +40,7 @@ enum LocalFiles {
     /// stopped it.
     static func writeAll(_ text: String, to descriptor: Int32) -> Int32 {
         var text = text
-        return text.withUTF8 { bytes -> Int32 in
-            var offset = 0
-            while offset < bytes.count {
-                let count = Glibc.write(descriptor, bytes.baseAddress! + offset, bytes.count - offset)
-                if count < 0 {
-                    if errno == EINTR { continue }
-                    return errno
-                }
-                offset += count
-            }
-            return 0
-        }
+        return text.withUTF8 { NewFile.writeAll(UnsafeRawBufferPointer($0), to: descriptor) }
     }
 
     /// Copies everything `source` reads until its end to `destination`, resuming after interruptions; the bytes

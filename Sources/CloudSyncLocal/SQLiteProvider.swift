@@ -8,23 +8,6 @@ import Foundation
 /// write-ahead logging lets other processes read while one writes. The file and its directory are created owner-only
 /// (0600 and 0700). A file that is not a SQLite database is refused, naming the path, and never overwritten.
 public final class SQLiteProvider: Provider {
-    /// Opens `path` without write access; a file without CloudSync's tables (a process killed while it created it)
-    /// reads as an empty database: a private, migrated, empty copy is read instead, and `path` is left as it is.
-    private static func openReadOnly(_ path: String) throws -> SQLiteDatabase {
-        let database = try SQLiteDatabase(path: path, options: SQLiteDatabase.Options(readOnly: true))
-        guard try !database.read({ try $0.hasTable("kv") }) else { return database }
-        database.close()
-        let empty = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "cloudsync-empty-\(getpid())-\(UUID().uuidString).db"
-        ).path
-        defer { try? FileManager.default.removeItem(atPath: empty) }
-        let creating = try SQLiteDatabase(path: empty, options: SQLiteDatabase.Options(writeAheadLog: false))
-        try migrations.migrate(creating)
-        creating.close()
-        // Opened before the file is removed: it stays readable until closed.
-        return try SQLiteDatabase(path: empty, options: SQLiteDatabase.Options(writeAheadLog: false, readOnly: true))
-    }
-
     /// The page size of a database this provider creates unless told otherwise: 16 KiB.
     ///
     /// A row of the `WITHOUT ROWID` table that does not fit in about a quarter of a page keeps only its start there
@@ -138,7 +121,7 @@ public final class SQLiteProvider: Provider {
         self.capabilities = Self.capabilities(maxValueBytes: maxValueBytes)
         do {
             if readOnly {
-                database = try Self.openReadOnly(path)
+                database = try Self.migrations.openReadOnly(path: path, options: SQLiteDatabase.Options())
             } else {
                 try LocalFiles.createDirectory(containing: path)
                 // Someone else's database is never changed: look before opening it for writing (which would switch

@@ -135,16 +135,9 @@ final class PostgresOutboxDrain: SharedOutboxDrainSession {
                 "DELETE FROM outbox WHERE pipeline = $1 AND id = ANY($2::bigint[])",
                 [.text(pipeline), .array(settlement.removed.map { String($0) })])
         }
-        let later = settlement.rescheduled
-        if !later.isEmpty {
-            _ = try await connection.execute(
-                "UPDATE outbox o SET attempts = r.a, next_attempt_at_ms = r.n, last_error_code = r.c "
-                    + "FROM unnest($2::bigint[], $3::integer[], $4::bigint[], $5::text[]) AS r(i, a, n, c) "
-                    + "WHERE o.pipeline = $1 AND o.id = r.i",
-                [
-                    .text(pipeline), .array(later.map { String($0.id) }), .array(later.map { String($0.attempts) }),
-                    .array(later.map { String($0.nextAttemptAtMs) }), .array(later.map(\.lastErrorCode)),
-                ])
+        if !settlement.rescheduled.isEmpty {
+            let (sql, values) = PostgresOutboxStorage.reschedule(settlement.rescheduled, of: pipeline)
+            _ = try await connection.execute(sql, values)
         }
         let counts = settlement.counts.filter { $0.value > 0 }.sorted { $0.key < $1.key }
         guard !counts.isEmpty else { return }

@@ -89,17 +89,22 @@ final class PostgresOutboxStorage: OutboxStorage {
     /// Stores new attempt counts, next times and last error codes of entries still stored, matched by id.
     func update(_ entries: [OutboxEntry]) throws {
         guard !entries.isEmpty else { return }
-        try state.run { db throws(PostgresError) in
-            try db.execute(
-                "UPDATE outbox o SET attempts = r.a, next_attempt_at_ms = r.n, last_error_code = r.c "
-                    + "FROM unnest($2::bigint[], $3::integer[], $4::bigint[], $5::text[]) AS r(i, a, n, c) "
-                    + "WHERE o.pipeline = $1 AND o.id = r.i",
-                [
-                    .text(state.pipeline), .array(entries.map { String($0.id) }),
-                    .array(entries.map { String($0.attempts) }), .array(entries.map { String($0.nextAttemptAtMs) }),
-                    .array(entries.map(\.lastErrorCode)),
-                ])
-        }
+        let (sql, values) = Self.reschedule(entries, of: state.pipeline)
+        try state.run { db throws(PostgresError) in try db.execute(sql, values) }
+    }
+
+    /// The statement that stores `entries`' new attempt counts, next times and last error codes, matched by id, and
+    /// its values: one statement over arrays, whatever the count.
+    static func reschedule(_ entries: [OutboxEntry], of pipeline: String) -> (String, [PostgresValue]) {
+        (
+            "UPDATE outbox o SET attempts = r.a, next_attempt_at_ms = r.n, last_error_code = r.c "
+                + "FROM unnest($2::bigint[], $3::integer[], $4::bigint[], $5::text[]) AS r(i, a, n, c) "
+                + "WHERE o.pipeline = $1 AND o.id = r.i",
+            [
+                .text(pipeline), .array(entries.map { String($0.id) }), .array(entries.map { String($0.attempts) }),
+                .array(entries.map { String($0.nextAttemptAtMs) }), .array(entries.map(\.lastErrorCode)),
+            ]
+        )
     }
 }
 

@@ -101,7 +101,7 @@ extension PostgresStateDatabase {
         failures: [RunReport.Failure], leaseMs: Int64
     ) throws(CloudSyncError) -> Bool {
         let ordered = counts.sorted { $0.key < $1.key }
-        let listed = String(decoding: (try? JSONEncoder().encode(failures)) ?? Data("[]".utf8), as: UTF8.self)
+        let listed = Self.json(failures)
         return try run { db throws(PostgresError) in
             try db.transaction { () throws(PostgresError) in
                 let held = try db.execute(
@@ -142,7 +142,7 @@ extension PostgresStateDatabase {
         _ job: String, shard: Int, runner: String, failures: [RunReport.Failure], omitted: Int,
         keyLists: [String: [String]]?, error: String?  // lists by count name, not store keys
     ) throws(CloudSyncError) -> Bool {
-        let listed = String(decoding: (try? JSONEncoder().encode(failures)) ?? Data("[]".utf8), as: UTF8.self)
+        let listed = Self.json(failures)
         let lists = keyLists.map {
             String(decoding: (try? JSONEncoder.sorted.encode($0)) ?? Data("{}".utf8), as: UTF8.self)
         }
@@ -268,4 +268,11 @@ func hex(_ key: String) -> String {
         text.append(digits[Int(byte & 0x0F)])
     }
     return String(decoding: text, as: UTF8.self)
+}
+
+extension PostgresStateDatabase {
+    /// The failures a range's runner named, as the JSON array the shards table keeps.
+    fileprivate static func json(_ failures: [RunReport.Failure]) -> String {
+        String(decoding: (try? JSONEncoder().encode(failures)) ?? Data("[]".utf8), as: UTF8.self)
+    }
 }

@@ -98,7 +98,8 @@ public final class StateDatabase: PipelineState {
             // A rollback journal rather than a write-ahead log: the state is written a few times a run, and a
             // read-only open (dry runs, `history`) of a journaled database creates no -wal or -shm beside it.
             if readOnly {
-                database = try Self.openReadOnly(path)
+                database = try Self.migrations.openReadOnly(
+                    path: path, options: SQLiteDatabase.Options(writeAheadLog: false))
             } else {
                 var options = SQLiteDatabase.Options(writeAheadLog: false)
                 options.temporaryFilesInMemory = true
@@ -125,27 +126,6 @@ public final class StateDatabase: PipelineState {
 
     /// Releases the database file.
     public func close() {}
-
-    /// Opens `path` for reading; a database an older version wrote (migrations it has not seen) is copied to a
-    /// private temporary file, migrated there and read from that copy, so a dry run sees today's tables without
-    /// writing the real file.
-    private static func openReadOnly(_ path: String) throws -> SQLiteDatabase {
-        let readOnly = SQLiteDatabase.Options(writeAheadLog: false, readOnly: true)
-        let current = try SQLiteDatabase(path: path, options: readOnly)
-        let applied = Set(try SQLiteMigrator.appliedMigrations(in: current))
-        guard migrations.migrations.contains(where: { !applied.contains($0.name) }) else { return current }
-        current.close()
-        let copy = FileManager.default.temporaryDirectory.appendingPathComponent(
-            "cloudsync-state-\(getpid())-\(UUID().uuidString).db"
-        ).path
-        defer { try? FileManager.default.removeItem(atPath: copy) }
-        try FileManager.default.copyItem(atPath: path, toPath: copy)
-        let upgrading = try SQLiteDatabase(path: copy, options: SQLiteDatabase.Options(writeAheadLog: false))
-        try migrations.migrate(upgrading)
-        upgrading.close()
-        // Opened before the copy is removed: the open file stays readable until it is closed.
-        return try SQLiteDatabase(path: copy, options: readOnly)
-    }
 
     func run<T>(_ body: (SQLiteConnection) throws -> T) throws(CloudSyncError) -> T {
         do {

@@ -70,6 +70,28 @@ package struct SQLiteMigrator: Sendable {
         }
     }
 
+    /// Opens `path` for reading only, with today's tables: as it is (with `options`, read-only) when it has seen every
+    /// migration; otherwise a private copy in the temporary directory, migrated there, is read instead (a file an
+    /// older version wrote, or one a process was killed while creating) and `path` is never written.
+    package func openReadOnly(path: String, options: SQLiteDatabase.Options) throws -> SQLiteDatabase {
+        var readOnly = options
+        readOnly.readOnly = true
+        let current = try SQLiteDatabase(path: path, options: readOnly)
+        let applied = Set(try Self.appliedMigrations(in: current))
+        guard migrations.contains(where: { !applied.contains($0.name) }) else { return current }
+        current.close()
+        let copy = FileManager.default.temporaryDirectory.appendingPathComponent(
+            "cloudsync-read-\(getpid())-\(UUID().uuidString).db"
+        ).path
+        defer { try? FileManager.default.removeItem(atPath: copy) }
+        try FileManager.default.copyItem(atPath: path, toPath: copy)
+        let upgrading = try SQLiteDatabase(path: copy, options: SQLiteDatabase.Options(writeAheadLog: false))
+        try migrate(upgrading)
+        upgrading.close()
+        // Opened before the copy is removed: the open file stays readable until it is closed.
+        return try SQLiteDatabase(path: copy, options: SQLiteDatabase.Options(writeAheadLog: false, readOnly: true))
+    }
+
     /// Names of the migrations recorded in the database, in the order they were applied.
     package static func appliedMigrations(in database: SQLiteDatabase) throws -> [String] {
         try database.read { connection in

@@ -1,4 +1,5 @@
 internal import CSodium
+import CloudSyncFiles
 
 #if canImport(Glibc)
     import Glibc
@@ -138,24 +139,8 @@ extension SecretBytes {
         let descriptor = open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC)
         guard descriptor >= 0 else { throw ioError("write", path, errno) }
         defer { close(descriptor) }
-        let failure = writeAll(contents, to: descriptor)
+        let failure = contents.withUnsafeBytes { NewFile.writeAll($0, to: descriptor) }
         guard failure == 0 else { throw ioError("write", path, failure) }
-    }
-
-    /// Writes all of `contents` to `descriptor`; 0, or the errno that stopped it.
-    private static func writeAll(_ contents: ArraySlice<UInt8>, to descriptor: Int32) -> Int32 {
-        contents.withUnsafeBytes { bytes -> Int32 in
-            var written = 0
-            while written < bytes.count {
-                let result = write(descriptor, bytes.baseAddress! + written, bytes.count - written)
-                if result < 0 {
-                    if errno == EINTR { continue }
-                    return errno
-                }
-                written += result
-            }
-            return 0
-        }
     }
 
     private static func ioError(_ action: String, _ path: String, _ code: Int32, what: String = "key file")
@@ -217,28 +202,22 @@ extension SecretBytes {
                 break
             }
         }
-        let directory = path.lastIndex(of: "/").map { String(path[..<$0]) }.map { $0.isEmpty ? "/" : $0 } ?? "."
-        let temporary = "\(path).tmp-\(Hex.encode(SecureRandom.bytes(count: 6)))"
-        let descriptor = open(temporary, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { throw ioError("create", path, errno) }
-        var failure = writeAll(contents, to: descriptor)
-        if failure == 0, fsync(descriptor) != 0 { failure = errno }
-        close(descriptor)
-        defer { unlink(temporary) }
-        guard failure == 0 else { throw ioError("write", path, failure) }
-        // link() fails when the target exists, so an existing key is never replaced, even by a racing writer.
-        guard link(temporary, path) == 0 else {
-            let code = errno
-            if code == EEXIST {
+        let failure = contents.withUnsafeBytes { bytes -> NewFile.Failure? in
+            do throws(NewFile.Failure) {
+                try NewFile.create(path, bytes: bytes, mode: 0o600)
+                return nil
+            } catch {
+                return error
+            }
+        }
+        if let error = failure {
+            // The name is linked only when nothing holds it, so an existing key is never replaced, even by a racing
+            // writer.
+            if error.code == EEXIST {
                 throw SodiumError(
                     .keyFileExists, "key file \(path) already exists; refusing to overwrite a key, move it away first")
             }
-            throw ioError("create", path, code)
-        }
-        let directoryDescriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if directoryDescriptor >= 0 {
-            fsync(directoryDescriptor)
-            close(directoryDescriptor)
+            throw ioError(error.writing ? "write" : "create", path, error.code)
         }
     }
 }

@@ -71,7 +71,7 @@ public final class RunningProcess: Sendable {
     public func signal(
         _ signal: Int32, once reached: @escaping @Sendable () throws -> Bool, within limit: TimeInterval
     ) async throws {
-        try await onOwnThread {
+        try await offPool {
             let deadline = Date().addingTimeInterval(limit)
             while Date() < deadline, try !reached() { usleep(1000) }
             self.signal(signal)

@@ -68,7 +68,7 @@ import Testing
     }
 
     @Test func killedRunsNeverCorruptAndTheNextRunConverges() async throws {
-        let (problems, killedMidway) = try await onOwnThread { try crashLoop() }
+        let (problems, killedMidway) = try await offPool { try crashLoop() }
         #expect(problems.isEmpty, "\(problems.count) problems: \(problems.prefix(10))")
         // The moments were spread over the runs: most kills landed while a run was still going.
         #expect(

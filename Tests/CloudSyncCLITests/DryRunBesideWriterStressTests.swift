@@ -53,7 +53,7 @@ struct DryRunBesideWriterStressTests {
         try #require(
             FileManager.default.isExecutableFile(atPath: python),
             "the tests' Python environment is missing: run make test")
-        let (ready, writer, failures) = try await onOwnThread { try dryRunsBesideAWriter(python: python) }
+        let (ready, writer, failures) = try await offPool { try dryRunsBesideAWriter(python: python) }
         #expect(ready == "ready", "the writer printed \(ready ?? "nothing")")
         #expect(writer.status == 0, "the writer: \(writer.standardError)")
         #expect(failures.isEmpty, "\(failures.count) of \(Self.runs) dry runs: \(failures.prefix(5))")

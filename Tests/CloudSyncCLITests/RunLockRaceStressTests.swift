@@ -40,12 +40,12 @@ struct RunLockRaceStressTests {
     static let pairs = StressSize.pick(ci: 80, full: 200)
 
     @Test func exactlyOneOfTwoSimultaneousRunsProceeds() async throws {
-        let failures = try await onOwnThread { try race(pairs: Self.pairs, leftover: nil) }
+        let failures = try await offPool { try race(pairs: Self.pairs, leftover: nil) }
         #expect(failures.isEmpty, "\(failures.count) of \(Self.pairs) pairs: \(failures.prefix(5))")
     }
 
     @Test func exactlyOneOfTwoSimultaneousRunsProceedsOverALeftLockFile() async throws {
-        let failures = try await onOwnThread { try race(pairs: Self.pairs, leftover: Leftover.allCases) }
+        let failures = try await offPool { try race(pairs: Self.pairs, leftover: Leftover.allCases) }
         #expect(failures.isEmpty, "\(failures.count) of \(Self.pairs) pairs: \(failures.prefix(5))")
     }
 
@@ -54,7 +54,7 @@ struct RunLockRaceStressTests {
     @Test func exactlyOneOfTwoRunsOnTwoMachinesSharingPostgreSQLProceeds() async throws {
         let url = try await PostgresServer.shared().url
         let schema = PostgresServer.uniqueName("race")
-        let failures = try await onOwnThread { try race(pairs: Self.pairs, leftover: nil, shared: (url, schema)) }
+        let failures = try await offPool { try race(pairs: Self.pairs, leftover: nil, shared: (url, schema)) }
         #expect(failures.isEmpty, "\(failures.count) of \(Self.pairs) pairs: \(failures.prefix(5))")
     }
 

@@ -5,12 +5,6 @@ import CloudSyncHTTP
 import CloudSyncTesting
 import Foundation
 
-enum Repository {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().path
-    static let python = root + "/.build/pyenv/bin/python3"
-}
-
 /// The Drive emulator in-process on 127.0.0.1 and a free port: OAuth and the files API, its times on `clock`; over
 /// HTTPS with `tls` (its CA certificate in `caFile`).
 final class DriveHost: Sendable {

@@ -431,7 +431,7 @@ import Testing
             }
         }
         // A deadlock would never end the calls: wait for them off the pool, with a limit.
-        let finished = try await onOwnThread { ended.wait(timeout: .now() + 60) == .success }
+        let finished = try await offPool { ended.wait(timeout: .now() + 60) == .success }
         #expect(finished, "some cancelled requests never ended")
         guard finished else { return }
         #expect(await outcomes.value <= 400)

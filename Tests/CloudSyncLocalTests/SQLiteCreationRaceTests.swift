@@ -9,7 +9,7 @@ import Testing
 /// table.
 @Suite struct SQLiteCreationRaceTests {
     @Test func openersOfTheSameNewFileAllSucceed() async throws {
-        let failures = try await onOwnThread { try race() }
+        let failures = try await offPool { try race() }
         #expect(failures.isEmpty, "\(failures.count) of 160 opens failed: \(failures.prefix(5))")
     }
 

@@ -24,7 +24,7 @@ import Testing
         let directory = try heldWithoutIDFor150Milliseconds()
         // Taking it retries while the holder is about to go: on a thread of its own.
         let path = directory.path
-        guard case .acquired(let lock) = try await onOwnThread({ try RunLock.acquire(in: path) }) else {
+        guard case .acquired(let lock) = try await offPool({ try RunLock.acquire(in: path) }) else {
             Issue.record("a lock freed 150 ms later was reported held")
             return
         }
@@ -36,7 +36,7 @@ import Testing
     @Test func aHolderThatWroteNoIdIsNotReportedOnceItLetsGo() async throws {
         let directory = try heldWithoutIDFor150Milliseconds()
         let path = directory.path
-        let outcome = try await onOwnThread { RunLock.holder(in: path) }
+        let outcome = try await offPool { RunLock.holder(in: path) }
         if case .heldBy = outcome { Issue.record("a lock freed 150 ms later was reported held") }
     }
 

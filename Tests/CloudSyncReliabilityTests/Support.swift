@@ -1,11 +1,5 @@
 import Foundation
 
-enum Repository {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().path
-    static let python = root + "/.build/pyenv/bin/python3"
-}
-
 /// Every regular file under `directory`, recursively.
 func filesUnder(_ directory: String) -> [String] {
     guard let walker = FileManager.default.enumerator(atPath: directory) else { return [] }

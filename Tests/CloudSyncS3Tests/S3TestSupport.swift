@@ -9,12 +9,6 @@ import Synchronization
     import FoundationNetworking
 #endif
 
-enum Repository {
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent().path
-    static let python = root + "/.build/pyenv/bin/python3"
-}
-
 struct MissingPeer: Error, CustomStringConvertible {
     let description: String
 }
