@@ -149,7 +149,7 @@ extension CloudKitBridge {
                 ?? CloudKitError(.error, "\(what): HTTP \(response.status)", httpStatus: response.status)
             if response.status == 413 {
                 error.code = .badInput
-                error.underlying = CloudSyncError(.payloadTooLarge, error.message)
+                error.underlying = CloudSyncError(.payloadTooLarge, error.text)
             }
             throw error
         }

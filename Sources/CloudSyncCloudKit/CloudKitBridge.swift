@@ -379,10 +379,8 @@ public final class CloudKitBridge: Sendable {
             var expired = error
             if (try? await zoneExists()) == true {
                 expired.code = .tokenExpired
-                let advice = CloudKitError.advice(.zoneNotFound)
-                if expired.message.hasSuffix(advice) { expired.message.removeLast(advice.count) }
-                expired.message +=
-                    "; the zone exists, so the sync token is what is gone" + CloudKitError.advice(.tokenExpired)
+                expired.message += "; the zone exists, so the sync token is what is gone"
+                expired.advice = CloudKitError.advice(for: .tokenExpired)
             }
             throw expired
         }

@@ -45,8 +45,12 @@ public struct CloudKitErrorCode: RawRepresentable, Hashable, Sendable, CustomStr
 public struct CloudKitError: Error, Sendable, Equatable, CustomStringConvertible {
     /// What the caller should do.
     public var code: CloudKitErrorCode
-    /// What happened and what to do.
+    /// What happened.
     public var message: String
+    /// What to do about it, as a clause starting with `; ` (empty when the code calls for nothing in particular):
+    /// kept beside the message, so a caller that reads the error anew (a missing zone that is really an expired
+    /// token) replaces the advice without editing the message's text.
+    public var advice: String = ""
     /// CloudKit's `serverErrorCode` (`ZONE_NOT_FOUND`), when the server answered with one.
     public var serverErrorCode: String?
     /// The HTTP status of the answer, when there was one.
@@ -79,9 +83,12 @@ public struct CloudKitError: Error, Sendable, Equatable, CustomStringConvertible
         self.reason = reason
     }
 
-    /// `CK_CODE (SERVER_CODE): message`.
+    /// What happened and what to do: the message and its advice.
+    public var text: String { message + advice }
+
+    /// `CK_CODE (SERVER_CODE): message; advice`.
     public var description: String {
-        "\(code.rawValue)\(serverErrorCode.map { " (\($0))" } ?? ""): \(message)"
+        "\(code.rawValue)\(serverErrorCode.map { " (\($0))" } ?? ""): \(text)"
     }
 
     /// The bridge code for a `serverErrorCode` (api-facts B.6).
@@ -118,10 +125,12 @@ public struct CloudKitError: Error, Sendable, Equatable, CustomStringConvertible
         }
         let status = httpStatus.map { " (HTTP \($0))" } ?? ""
         let said = reason.isEmpty ? "" : ": \(reason)"
-        return CloudKitError(
-            code, "CloudKit answered \(serverCode)\(status) \(what)\(said)\(advice(code))",
+        var error = CloudKitError(
+            code, "CloudKit answered \(serverCode)\(status) \(what)\(said)",
             serverErrorCode: serverCode, httpStatus: httpStatus, retryAfterMs: retryAfter, recordName: recordName,
             redirectURL: dictionary["redirectURL"] as? String, reason: reason.isEmpty ? nil : reason)
+        error.advice = Self.advice(for: code)
+        return error
     }
 
     /// Whether a `BAD_REQUEST` reason is about the sync token; CloudKit Web Services documents no code of its own for
@@ -136,7 +145,7 @@ public struct CloudKitError: Error, Sendable, Equatable, CustomStringConvertible
     }
 
     /// What to do about `code`, as a clause starting with `; `.
-    static func advice(_ code: CloudKitErrorCode) -> String {
+    static func advice(for code: CloudKitErrorCode) -> String {
         switch code {
         case .notAuthenticated: return "; sign in again (`cloudsync login`) or check the API token"
         case .zoneNotFound: return "; create the zone (ensureZone, `cloudsync cloudkit ensure-zone`)"

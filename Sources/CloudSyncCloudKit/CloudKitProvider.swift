@@ -423,7 +423,7 @@ public final class CloudKitProvider: Provider {
     func map(_ error: CloudKitError, key: String? = nil) -> CloudSyncError {
         let login = "run `\(loginCommand)` to sign in to \(bridge.configuration.container)"
         let code: ErrorCode
-        var message = error.message
+        var message = error.text
         switch error.serverErrorCode {
         case "AUTHENTICATION_REQUIRED":
             code = .notSignedIn

@@ -42,9 +42,7 @@ package enum DriveErrorMapping {
     package static func error(for response: HTTPResponse, to request: HTTPRequest, key: String? = nil)
         -> CloudSyncError
     {
-        var error = coded(for: response, to: request, key: key)
-        error.context = serviceErrors.context(of: response, to: request)
-        return error
+        serviceErrors.attaching(to: coded(for: response, to: request, key: key), of: response, to: request)
     }
 
     private static func coded(for response: HTTPResponse, to request: HTTPRequest, key: String?) -> CloudSyncError {

@@ -36,4 +36,13 @@ public struct ServiceErrorReader: Sendable {
             serviceReason: reason.map { HTTPRedaction.excerpt(of: Data($0.utf8), request: request) },
             requestID: requestIDHeader.flatMap { response.headers[$0] })
     }
+
+    /// `error`, the store's reading of a non-success `response` to `request`, with the context the service gave.
+    public func attaching(to error: CloudSyncError, of response: HTTPResponse, to request: HTTPRequest)
+        -> CloudSyncError
+    {
+        var error = error
+        error.context = context(of: response, to: request)
+        return error
+    }
 }

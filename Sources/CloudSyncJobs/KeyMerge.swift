@@ -43,21 +43,11 @@ final class OrderedKeys {
     /// past its end, so the listing is done.
     private func keepInRange(_ keys: inout [String], _ tags: inout [String?]) -> Bool {
         guard range != .all else { return false }
-        var kept: [String] = []
-        var keptTags: [String?] = []
-        for (index, key) in keys.enumerated() {
-            if range.endsBefore(key) {
-                keys = kept
-                tags = keptTags
-                return true
-            }
-            guard range.contains(key) else { continue }
-            kept.append(key)
-            keptTags.append(index < tags.count ? tags[index] : nil)
-        }
-        keys = kept
-        tags = keptTags
-        return false
+        let (positions, pastEnd) = range.positions(in: keys, ordered: true)
+        let listed = tags
+        tags = positions.map { $0 < listed.count ? listed[$0] : nil }
+        keys = positions.map { keys[$0] }
+        return pastEnd
     }
 
     /// The next key, or nil when the listing is used up (or failed); call ``refill(from:pageSize:)`` first when

@@ -5,23 +5,17 @@ import CloudSyncSQLite
 extension StateDatabase {
     /// `job`'s rows for these keys (those it has).
     public func mirrorRows(of job: String, keys: [String]) throws(CloudSyncError) -> [StoreKey: MirrorRow] {
-        guard !keys.isEmpty else { return [:] }
-        return try run { db in
-            try db.transaction {
-                let select = try db.prepare(
-                    "SELECT digest, source_version, destination_version FROM mirror_rows WHERE job = ? AND key = ?")
-                var rows: [StoreKey: MirrorRow] = [:]
-                for key in keys {
-                    try select.bind(job, key)
-                    if try select.step(), let digest = select.string(0) {
-                        rows[StoreKey(key)] = MirrorRow(
-                            digest: digest, sourceVersion: select.string(1), destinationVersion: select.string(2))
-                    }
-                    select.reset()
-                }
-                return rows
+        let found = try rows(
+            of: job, keys: keys,
+            "SELECT digest, source_version, destination_version FROM mirror_rows WHERE job = ? AND key = ?"
+        ) { select in
+            select.string(0).map {
+                MirrorRow(digest: $0, sourceVersion: select.string(1), destinationVersion: select.string(2))
             }
         }
+        var rows: [StoreKey: MirrorRow] = [:]
+        for (key, row) in found { rows[StoreKey(key)] = row }
+        return rows
     }
 
     /// Sets `job`'s rows for these keys in one transaction; a nil row removes the key's.

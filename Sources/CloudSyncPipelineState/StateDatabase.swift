@@ -275,17 +275,25 @@ public final class StateDatabase: PipelineState {
     public func snapshotRows(of job: String, keys: [String]) throws(CloudSyncError)
         -> [(key: String, fingerprint: SyncFingerprint)]
     {
+        try rows(of: job, keys: keys, "SELECT fingerprint FROM snapshots WHERE job = ? AND key = ?") { select in
+            select.string(0).map { SyncFingerprint(text: $0) }
+        }.map { (key: $0.key, fingerprint: $0.row) }
+    }
+
+    /// What `select` (one row by job and key) reads for each of `keys` that has a row, in the order of `keys`, in one
+    /// transaction through one prepared statement; `read` makes the row's value (nil: none).
+    func rows<Row>(
+        of job: String, keys: [String], _ select: String, _ read: @escaping (SQLiteStatement) -> Row?
+    ) throws(CloudSyncError) -> [(key: String, row: Row)] {
         guard !keys.isEmpty else { return [] }
         return try run { db in
             try db.transaction {
-                let select = try db.prepare("SELECT fingerprint FROM snapshots WHERE job = ? AND key = ?")
-                var rows: [(key: String, fingerprint: SyncFingerprint)] = []
+                let statement = try db.prepare(select)
+                var rows: [(key: String, row: Row)] = []
                 for key in keys {
-                    try select.bind(job, key)
-                    if try select.step(), let text = select.string(0) {
-                        rows.append((key, SyncFingerprint(text: text)))
-                    }
-                    select.reset()
+                    try statement.bind(job, key)
+                    if try statement.step(), let row = read(statement) { rows.append((key, row)) }
+                    statement.reset()
                 }
                 return rows
             }

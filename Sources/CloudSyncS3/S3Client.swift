@@ -111,9 +111,9 @@ package enum S3ErrorMapping {
         for response: HTTPResponse, to request: HTTPRequest, location: S3Location, accessKeyID: String,
         key: String? = nil
     ) -> CloudSyncError {
-        var error = coded(for: response, to: request, location: location, accessKeyID: accessKeyID, key: key)
-        error.context = serviceErrors.context(of: response, to: request)
-        return error
+        serviceErrors.attaching(
+            to: coded(for: response, to: request, location: location, accessKeyID: accessKeyID, key: key),
+            of: response, to: request)
     }
 
     private static func coded(

@@ -121,6 +121,10 @@ import Testing
         try await bridge.ensureZone()
         let gone = await #expect(throws: CloudKitError.self) { try await bridge.fetchChanges(since: fresh) }
         #expect(gone?.code == .tokenExpired)
+        // Each error says what to do about its own code: the advice travels beside the message, never inside it.
+        #expect(missing?.advice == "; create the zone (ensureZone, `cloudsync cloudkit ensure-zone`)")
+        #expect(gone?.advice == "; fetch the changes again from the start (no token)")
+        #expect(gone?.text.contains("ensure-zone") == false)
     }
 
     @Test func eachAnswersTokenIsKeptBeforeTheNextRequestEvenWhenTokensAreSingleUse() async throws {

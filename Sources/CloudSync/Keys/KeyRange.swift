@@ -51,14 +51,19 @@ public struct KeyRange: Sendable, Hashable, CustomStringConvertible {
     /// key order (`ordered`), the first key past the range's end ends it; another listing goes on to its end.
     public func keys(of page: [String], ordered: Bool) -> (keys: [String], pastEnd: Bool) {
         guard self != .all else { return (page, false) }
-        var keys = page
-        var pastEnd = false
-        if ordered, let end = keys.firstIndex(where: endsBefore) {
-            keys.removeSubrange(end...)
-            pastEnd = true
+        let (positions, pastEnd) = positions(in: page, ordered: ordered)
+        return (positions.map { page[$0] }, pastEnd)
+    }
+
+    /// The positions in `page` of the keys in the range, and whether the page went past the range's end: with
+    /// `ordered` (a page in bytewise key order), nothing after the first key past the end is looked at.
+    public func positions(in page: [String], ordered: Bool) -> (positions: [Int], pastEnd: Bool) {
+        var positions: [Int] = []
+        for (index, key) in page.enumerated() {
+            if ordered, endsBefore(key) { return (positions, true) }
+            if contains(key) { positions.append(index) }
         }
-        keys.removeAll { !contains($0) }
-        return (keys, pastEnd)
+        return (positions, false)
     }
 
     /// `(after, through]`, keys quoted, open ends as `…`.
