@@ -41,11 +41,7 @@ struct BackupJob: JobType {
     let counts = [keys, new, unchanged, unread, failed, bytesAdded]
 
     func configuration(from values: JobFieldValues) throws(JobConfigurationError) -> Configuration {
-        let from = values.text("from") ?? ""
-        let to = values.text("to") ?? ""
-        guard from != to else {
-            throw JobConfigurationError(field: "to", "a backup cannot keep its repository in the provider it backs up")
-        }
+        let (from, to) = try values.twoProviders("a backup cannot keep its repository in the provider it backs up")
         return Configuration(
             from: from, to: to, codec: values.text("codec") ?? "", keys: values.list("keys"),
             tags: values.list("tags") ?? [])

@@ -34,9 +34,7 @@ struct CheckJob: JobType {
     let counts = [match, differ, missingOnDestination, missingOnSource, failed]
 
     func configuration(from values: JobFieldValues) throws(JobConfigurationError) -> Configuration {
-        let from = values.text("from") ?? ""
-        let to = values.text("to") ?? ""
-        guard from != to else { throw JobConfigurationError(field: "to", "a check needs two different providers") }
+        let (from, to) = try values.twoProviders("a check needs two different providers")
         return Configuration(
             from: from, to: to, keys: values.list("keys"), oneWay: values.boolean("oneWay") ?? false,
             shards: Int(values.number("shards") ?? 1))

@@ -36,9 +36,7 @@ struct MigrateJob: JobType {
     let counts = [copied, skipped, unchanged, failed, queued]
 
     func configuration(from values: JobFieldValues) throws(JobConfigurationError) -> Configuration {
-        let from = values.text("from") ?? ""
-        let to = values.text("to") ?? ""
-        guard from != to else { throw JobConfigurationError(field: "to", "a migration needs two different providers") }
+        let (from, to) = try values.twoProviders("a migration needs two different providers")
         return Configuration(
             from: from, to: to, keys: values.list("keys"), continueOnError: values.boolean("continueOnError") ?? true,
             overwrite: values.choice("overwrite", default: Overwrite.always),

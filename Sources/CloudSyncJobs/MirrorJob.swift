@@ -60,9 +60,7 @@ struct MirrorJob: JobType {
     let counts = [copied, updated, deleted, unchanged, failed, heldBack, changedSinceRead]
 
     func configuration(from values: JobFieldValues) throws(JobConfigurationError) -> Configuration {
-        let from = values.text("from") ?? ""
-        let to = values.text("to") ?? ""
-        guard from != to else { throw JobConfigurationError(field: "to", "a mirror needs two different providers") }
+        let (from, to) = try values.twoProviders("a mirror needs two different providers")
         return Configuration(
             from: from, to: to, keys: values.list("keys"), deletes: values.boolean("deletes") ?? true,
             maxDeletes: values.deleteLimit("maxDeletes") ?? .standard, shards: Int(values.number("shards") ?? 1))

@@ -37,9 +37,7 @@ struct MoveJob: JobType {
     let counts = [moved, skipped, changedSinceRead, failed]
 
     func configuration(from values: JobFieldValues) throws(JobConfigurationError) -> Configuration {
-        let from = values.text("from") ?? ""
-        let to = values.text("to") ?? ""
-        guard from != to else { throw JobConfigurationError(field: "to", "a move needs two different providers") }
+        let (from, to) = try values.twoProviders("a move needs two different providers")
         return Configuration(
             from: from, to: to, keys: values.list("keys"), continueOnError: values.boolean("continueOnError") ?? true)
     }

@@ -47,12 +47,7 @@ struct RestoreJob: JobType {
     let counts = [restored, unchanged, deleted, failed, heldBack]
 
     func configuration(from values: JobFieldValues) throws(JobConfigurationError) -> Configuration {
-        let from = values.text("from") ?? ""
-        let to = values.text("to") ?? ""
-        guard from != to else {
-            throw JobConfigurationError(
-                field: "to", "a restore cannot write into the provider that keeps the repository")
-        }
+        let (from, to) = try values.twoProviders("a restore cannot write into the provider that keeps the repository")
         return Configuration(
             from: from, to: to, codec: values.text("codec") ?? "", snapshot: values.text("snapshot") ?? "latest",
             keys: values.list("keys"), overwrite: values.choice("overwrite", default: .always),

@@ -109,6 +109,14 @@ public struct JobFieldValues: Sendable, Equatable {
         return nil
     }
 
+    /// `from` and `to`, which must name two different providers: `sameProvider` says why not (the error is at `to`).
+    public func twoProviders(_ sameProvider: String) throws(JobConfigurationError) -> (from: String, to: String) {
+        let from = text("from") ?? ""
+        let to = text("to") ?? ""
+        guard from != to else { throw JobConfigurationError(field: "to", sameProvider) }
+        return (from, to)
+    }
+
     /// The list of `name` (provider ids, key globs), if given.
     public func list(_ name: String) -> [String]? {
         if case .list(let value) = values[name] { return value }
