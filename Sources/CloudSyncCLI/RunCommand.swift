@@ -7,6 +7,33 @@ extension CommandLineTool {
     /// Runs `cloudsync run FILE [--job NAME]... [--dry-run] [--report PATH|-] [--yes] [--force] [--read-unchanged]
     /// [--quiet] [--progress MODE] [--verbose]`.
     func runPipeline(_ parsed: ParsedArguments) async -> ExitCode {
+        var options: RunOptions
+        switch runOptions(parsed) {
+        case .success(let parsedOptions): options = parsedOptions
+        case .failure(let stop): return stop.status
+        }
+        let quiet = parsed.flag(Commands.runQuiet)
+        let progress = parsed.value(Commands.runProgress) ?? "auto"
+        let file = parsed.argument(Commands.file) ?? ""
+        guard let compiled = compile(file) else { return .usage }
+        if let refusal = refusesRun(options, of: compiled, file: file) { return refusal }
+        // What the pipeline cannot promise (a move from a provider without conditional removals), once a run.
+        if !quiet {
+            for warning in compiled.spec.warnings { standardError(warning.description + "\n") }
+        }
+        let showProgress = !quiet && (progress == "always" || (progress == "auto" && isatty(STDERR_FILENO) == 1))
+        // On a terminal the progress line is redrawn in place; with NO_COLOR set it is plain text, a line at a time.
+        let redrawn = showProgress && environment["NO_COLOR"] == nil
+        tellJobs(&options, of: compiled, quiet: quiet, counted: showProgress)
+        if showProgress { showProgressLine(&options, redrawn: redrawn) }
+        switch await execute(compiled, options, redrawn: redrawn) {
+        case .success(let outcome): return tell(outcome, of: compiled, options, quiet: quiet)
+        case .failure(let refusal): return refused(refusal, compiled)
+        }
+    }
+
+    /// The run's options from the command line: `--join-wait` and `--run-id` checked.
+    private func runOptions(_ parsed: ParsedArguments) -> Result<RunOptions, Stopped> {
         var options = RunOptions()
         options.jobNames = parsed.values(Commands.runJob)
         options.runNeeds = !parsed.flag(Commands.runNoNeeds)
@@ -20,25 +47,32 @@ extension CommandLineTool {
             // Whole seconds, or a duration as a pipeline file writes one; at most a day.
             let milliseconds = text.allSatisfy { $0.isASCII && $0.isNumber } ? Int64(text).map { $0 * 1000 } : nil
             guard let wait = milliseconds ?? DurationText.milliseconds(text), wait <= 86_400_000 else {
-                return usageError(
-                    "--join-wait wants a duration of at most a day: whole seconds, or as a pipeline file writes one "
-                        + "(90, 90s, 5m, 1h30m); found '\(text)'", Commands.run)
+                return .failure(
+                    Stopped(
+                        status: usageError(
+                            "--join-wait wants a duration of at most a day: whole seconds, or as a pipeline file "
+                                + "writes one (90, 90s, 5m, 1h30m); found '\(text)'", Commands.run)))
             }
             options.joinWait = .milliseconds(wait)
         }
         if let id = parsed.value(Commands.runID) {
             guard !id.isEmpty, id.count <= 200, id.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value != 0x7F })
             else {
-                return usageError(
-                    "--run-id wants 1 to 200 printable characters without spaces; found '\(id)'", Commands.run)
+                return .failure(
+                    Stopped(
+                        status: usageError(
+                            "--run-id wants 1 to 200 printable characters without spaces; found '\(id)'", Commands.run))
+                )
             }
             options.runID = id
         }
         options.logger = requestLogger(parsed)
-        let quiet = parsed.flag(Commands.runQuiet)
-        let progress = parsed.value(Commands.runProgress) ?? "auto"
-        let file = parsed.argument(Commands.file) ?? ""
-        guard let compiled = compile(file) else { return .usage }
+        return .success(options)
+    }
+
+    /// The usage error of options that do not go together for this pipeline (joining a dry run, joining a state that
+    /// is not shared, a job it does not have); nil when they do.
+    private func refusesRun(_ options: RunOptions, of compiled: CompiledPipeline, file: String) -> ExitCode? {
         if options.join || options.joinWait > .zero, options.dryRun {
             return usageError("--join and --join-wait help a real run; a dry run does not join one", Commands.run)
         }
@@ -56,76 +90,85 @@ extension CommandLineTool {
             if let guess = closest(unknown, among: jobNames) { message += "; did you mean '\(guess)'?" }
             return usageError(message, Commands.run)
         }
+        return nil
+    }
 
-        // What the pipeline cannot promise (a move from a provider without conditional removals), once a run.
-        if !quiet {
-            for warning in compiled.spec.warnings { standardError(warning.description + "\n") }
-        }
-        let showProgress = !quiet && (progress == "always" || (progress == "auto" && isatty(STDERR_FILENO) == 1))
-        // On a terminal the progress line is redrawn in place; with NO_COLOR set it is plain text, a line at a time.
-        let redrawn = showProgress && environment["NO_COLOR"] == nil
+    /// Has each job say how it ended, in a line of its own on standard error, numbered when `counted`.
+    ///
+    /// Quiet still names every job that failed or could not run: a cron mail must say why the exit status is not 0.
+    private func tellJobs(_ options: inout RunOptions, of compiled: CompiledPipeline, quiet: Bool, counted: Bool) {
         let errorWriter = standardError
         let total = JobGraph(compiled.spec.jobs).selected(options.jobNames, withNeeds: options.runNeeds).count
         let finished = Protected(0)
-        // Quiet still names every job that failed or could not run: a cron mail must say why the exit status is not 0.
         options.onJobFinished = { job in
             if quiet, job.status != .failed, job.status != .error { return }
             let done = finished.withLock { count in
                 count += 1
                 return count
             }
-            // A job that could not run has done nothing worth counting; its error says why.
-            let shown = job.status == .error && job.counts.values.allSatisfy { $0 == 0 } ? [:] : job.counts
-            let counts = shown.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(
-                separator: ", ")
-            let place = showProgress ? "[\(done)/\(total)] " : ""
-            var line = "\(place)\(job.name) (\(job.type)): \(job.status)"
-            if !counts.isEmpty { line += " — \(counts)" }
-            if let error = job.error { line += " — \(error.code): \(error.message)" }
-            // A job that did not end ok says why in its own line: the first failing key, and how many more.
-            if job.status != .ok, let first = job.failures.first {
-                let more = job.failures.count - 1 + job.failuresOmitted
-                line +=
-                    "; first: \(first.key) \(first.code) \(first.message)"
-                    + (more > 0 ? " (and \(more) more)" : "")
-            }
-            errorWriter(line + "\n")
+            errorWriter((counted ? "[\(done)/\(total)] " : "") + Self.jobLine(job) + "\n")
         }
-        if showProgress {
-            let plain = !redrawn
-            let meter = Protected<(job: String, started: ContinuousClock.Instant, drawn: ContinuousClock.Instant?)>(
-                ("", .now, nil))
-            options.onProgress = { job, done, total in
-                let now = ContinuousClock.now
-                let (started, due) = meter.withLock { state -> (ContinuousClock.Instant, Bool) in
-                    state.job = job
-                    let interval: Duration = plain ? .seconds(1) : .milliseconds(200)
-                    guard state.drawn.map({ now - $0 >= interval }) ?? true else { return (state.started, false) }
-                    state.drawn = now
-                    return (state.started, true)
-                }
-                guard due else { return }
-                errorWriter(
-                    (plain ? "" : "\r\u{1B}[2K") + progressLine(job, done, total, elapsed: now - started)
-                        + (plain ? "\n" : ""))
-            }
-            // A job's clock starts when the one before it ends (the first's when the run starts).
-            let finish = options.onJobFinished
-            options.onJobFinished = { job in
-                meter.withLock { $0 = ("", .now, nil) }
-                if !plain { errorWriter("\r\u{1B}[2K") }
-                finish?(job)
-            }
+    }
+
+    /// How a job ended: its status and counts, why it could not run, and its first failing key.
+    static func jobLine(_ job: RunReport.Job) -> String {
+        // A job that could not run has done nothing worth counting; its error says why.
+        let shown = job.status == .error && job.counts.values.allSatisfy { $0 == 0 } ? [:] : job.counts
+        let counts = shown.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
+        var line = "\(job.name) (\(job.type)): \(job.status)"
+        if !counts.isEmpty { line += " — \(counts)" }
+        if let error = job.error { line += " — \(error.code): \(error.message)" }
+        // A job that did not end ok says why in its own line: the first failing key, and how many more.
+        if job.status != .ok, let first = job.failures.first {
+            let more = job.failures.count - 1 + job.failuresOmitted
+            line += "; first: \(first.key) \(first.code) \(first.message)" + (more > 0 ? " (and \(more) more)" : "")
         }
-        let runOptions = options
+        return line
+    }
+
+    /// Shows how far the running job is on standard error: redrawn in place five times a second, or (not `redrawn`)
+    /// a plain line a second.
+    private func showProgressLine(_ options: inout RunOptions, redrawn: Bool) {
+        let errorWriter = standardError
+        let plain = !redrawn
+        let meter = Protected<(job: String, started: ContinuousClock.Instant, drawn: ContinuousClock.Instant?)>(
+            ("", .now, nil))
+        options.onProgress = { job, done, total in
+            let now = ContinuousClock.now
+            let (started, due) = meter.withLock { state -> (ContinuousClock.Instant, Bool) in
+                state.job = job
+                let interval: Duration = plain ? .seconds(1) : .milliseconds(200)
+                guard state.drawn.map({ now - $0 >= interval }) ?? true else { return (state.started, false) }
+                state.drawn = now
+                return (state.started, true)
+            }
+            guard due else { return }
+            errorWriter(
+                (plain ? "" : "\r\u{1B}[2K") + progressLine(job, done, total, elapsed: now - started)
+                    + (plain ? "\n" : ""))
+        }
+        // A job's clock starts when the one before it ends (the first's when the run starts).
+        let finish = options.onJobFinished
+        options.onJobFinished = { job in
+            meter.withLock { $0 = ("", .now, nil) }
+            if !plain { errorWriter("\r\u{1B}[2K") }
+            finish?(job)
+        }
+    }
+
+    /// Runs the pipeline in a task of its own, which SIGINT and SIGTERM cancel while it lasts: the run stops at its
+    /// next batch boundary and still writes its report.
+    private func execute(_ compiled: CompiledPipeline, _ options: RunOptions, redrawn: Bool) async
+        -> Result<RunOutcome, RunRefusal>
+    {
+        let errorWriter = standardError
         let run = Task { () -> Result<RunOutcome, RunRefusal> in
             do throws(RunRefusal) {
-                return .success(try await PipelineRunner(compiled, options: runOptions).run())
+                return .success(try await PipelineRunner(compiled, options: options).run())
             } catch {
                 return .failure(error)
             }
         }
-        // SIGINT and SIGTERM stop the run at its next batch boundary, while it lasts.
         let signals = SignalWatch([SIGINT, SIGTERM]) { _ in
             run.cancel()
             // The notice takes the progress line's place rather than running on after it.
@@ -133,12 +176,15 @@ extension CommandLineTool {
                 (redrawn ? "\r\u{1B}[2K" : "") + "interrupted: finishing the current batch, then writing the report\n")
         }
         defer { signals.restore() }
+        return await run.value
+    }
 
-        let outcome: RunOutcome
-        switch await run.value {
-        case .success(let finished): outcome = finished
-        case .failure(let refusal): return refused(refusal, compiled)
-        }
+    /// Says how the run went and answers its exit status: a run already finished, nothing to join, what a joining
+    /// runner did, or where the report went (the report itself on standard output when it has no file, or when its
+    /// file could not be written).
+    private func tell(_ outcome: RunOutcome, of compiled: CompiledPipeline, _ options: RunOptions, quiet: Bool)
+        -> ExitCode
+    {
         if let finished = outcome.alreadyFinished {
             if !quiet {
                 standardError(
@@ -147,27 +193,8 @@ extension CommandLineTool {
             }
             return .success
         }
-        if let joined = outcome.joined, joined.run == nil {
-            if !quiet {
-                let which = options.runID.map { "run \($0)" } ?? "run"
-                let waited =
-                    options.joinWait > .zero
-                    ? " after waiting " + DurationText.format(milliseconds: options.joinWait.milliseconds) : ""
-                standardError("nothing to join: no \(which) of \(compiled.spec.name) is under way\(waited)\n")
-            }
-            return .success
-        }
         if let joined = outcome.joined {
-            // The run's report is the starter's; a runner that joined says what it did.
-            let ranges = joined.ranges.sorted { $0.key < $1.key }.map { "\($0.value) of \($0.key)" }
-            if !quiet || outcome.status != .ok {
-                standardError(
-                    "joined the run of \(compiled.spec.name): \(outcome.status); ranges finished: "
-                        + (ranges.isEmpty ? "none" : ranges.joined(separator: ", "))
-                        + (joined.drained > 0 ? "; queued writes taken from the outbox: \(joined.drained)" : "")
-                        + (outcome.report.error.map { " — \($0.code): \($0.message)" } ?? "") + "\n")
-            }
-            return ExitCode(outcome.status)
+            return tellJoined(joined, outcome, of: compiled, options, quiet: quiet)
         }
         if let reportError = outcome.reportError {
             // The jobs ran: their status stands, and the report is not lost.
@@ -186,6 +213,31 @@ extension CommandLineTool {
             }
         } else {
             standardOutput(outcome.report.json())
+        }
+        return ExitCode(outcome.status)
+    }
+
+    /// What a runner that joined (or found nothing to join) says: the run's report is the starter's.
+    private func tellJoined(
+        _ joined: JoinedRun, _ outcome: RunOutcome, of compiled: CompiledPipeline, _ options: RunOptions, quiet: Bool
+    ) -> ExitCode {
+        guard joined.run != nil else {
+            if !quiet {
+                let which = options.runID.map { "run \($0)" } ?? "run"
+                let waited =
+                    options.joinWait > .zero
+                    ? " after waiting " + DurationText.format(milliseconds: options.joinWait.milliseconds) : ""
+                standardError("nothing to join: no \(which) of \(compiled.spec.name) is under way\(waited)\n")
+            }
+            return .success
+        }
+        let ranges = joined.ranges.sorted { $0.key < $1.key }.map { "\($0.value) of \($0.key)" }
+        if !quiet || outcome.status != .ok {
+            standardError(
+                "joined the run of \(compiled.spec.name): \(outcome.status); ranges finished: "
+                    + (ranges.isEmpty ? "none" : ranges.joined(separator: ", "))
+                    + (joined.drained > 0 ? "; queued writes taken from the outbox: \(joined.drained)" : "")
+                    + (outcome.report.error.map { " — \($0.code): \($0.message)" } ?? "") + "\n")
         }
         return ExitCode(outcome.status)
     }
