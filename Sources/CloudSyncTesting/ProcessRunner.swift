@@ -41,7 +41,7 @@ public enum ProcessRunner {
     }
 
     /// Runs `executable` with `arguments`, no standard input, and blocks the calling thread until it exits: only for
-    /// code that already runs on a thread of its own (``offPool(_:)``); async code awaits ``run(_:_:environment:currentDirectory:)``.
+    /// code that already runs on a thread of its own (`offPool(_:)`); async code awaits ``run(_:_:environment:currentDirectory:)``.
     @available(*, noasync, message: "blocks a thread of the concurrency pool; use ProcessRunner.run")
     public static func runBlocking(
         _ executable: String, _ arguments: [String], environment: [String: String]? = nil,
