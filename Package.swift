@@ -60,33 +60,40 @@ let package = Package(
         // connections, memory and idle time, and its TLS.
         .systemLibrary(
             name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
-        // What the binary was built from, for `cloudsync version`: see `buildInfo` above.
+        // What the binary was built from, for `cloudsync version` (the `buildInfo` settings at the top of Package.swift).
         .target(name: "CBuildInfo", cSettings: buildInfo),
 
         // Files a person named, written whole through POSIX calls (create without replacing, write all of a buffer):
         // below every module that writes such files, libsodium's face included.
         .target(name: "CloudSyncFiles"),
 
-        // Thin Swift faces: no C type reaches their public API.
+        // Thin Swift faces of the C libraries, below: no C type reaches their public API.
+
+        // libsqlite3's face: one connection per database, prepared statements, transactions, named migrations.
         .target(name: "CloudSyncSQLite", dependencies: ["CSQLite"]),
+        // libpq's face: a session per connection on a queue of its own, bound parameters, errors naming the server.
         .target(name: "CloudSyncPostgres", dependencies: ["CPostgres"]),
+        // libsodium's face: sealing, Argon2id, hashes, secure random bytes, secret bytes and key files.
         .target(name: "CloudSyncSodium", dependencies: ["CSodium", "CloudSyncFiles"]),
+        // libyaml's face: one document to a node tree with line:column marks, under a node budget.
         .target(name: "CloudSyncYAML", dependencies: ["CYAML"]),
+        // libcrypto's face: MD5, for the `Content-MD5` S3 requires, never for security.
         .target(name: "CloudSyncOpenSSL", dependencies: ["CCrypto"]),
 
         // Raw DEFLATE (RFC 1951) in Swift, since no allowed C library compresses: what backup repositories store.
         .target(name: "CloudSyncDeflate"),
 
-        // The core library.
+        // The core library: the store over providers, the provider contract, resolvers, the outbox, keys, codecs,
+        // clocks and errors.
         .target(name: "CloudSync", dependencies: ["CloudSyncSodium"]),
 
         // HTTP for the REST providers: deadline -> retry -> auth -> transport (URLSession over libcurl); nothing above it
         // needs URLSession. FoundationNetworking comes with the toolchain's Foundation, so it is no package dependency.
         .target(name: "CloudSyncHTTP", dependencies: ["CloudSync"]),
 
-        // HTTP servers. A loopback HTTP/1.1 server on POSIX sockets with routes and fault plans, plain or over TLS: the
-        // emulators and the tests serve from it, and `cloudsync login` receives its OAuth redirect on it. And the
-        // server that faces the network, `cloudsync serve`'s, on libmicrohttpd.
+        // HTTP servers: a loopback HTTP/1.1 server on POSIX sockets with routes and fault plans, plain or over TLS, which
+        // the emulators and the tests serve from and `cloudsync login` receives its OAuth redirect on; and the server
+        // `cloudsync serve` faces the network with, on libmicrohttpd.
         .target(name: "CloudSyncHTTPServer", dependencies: ["CloudSync", "CloudSyncHTTP", "CSSL", "CMicroHTTPD"]),
 
         // Sign-in flows (OAuth 2.0 for installed apps with PKCE, CloudKit's web sign-in) and the authenticators that
@@ -103,6 +110,7 @@ let package = Package(
                 "CloudSync", "CloudSyncHTTP", "CloudSyncHTTPServer", "CloudSyncOpenSSL", "CloudSyncSodium",
                 "CloudSyncYAML",
             ]),
+        // `cloudsync-emulator`: the emulators as a process of their own, for people and for the tests that need one.
         .executableTarget(name: "cloudsync-emulator", dependencies: ["CloudSyncEmulator"]),
 
         // The `s3` provider: any S3-compatible bucket over CloudSyncHTTP, signed with SigV4.
@@ -153,7 +161,7 @@ let package = Package(
             ]),
 
         // Running pipelines: the run session, runner, executor, sharded runs, the shared outbox drain, reports and
-        // Prometheus text, history, credentials; and the assembly lists of built-in providers, jobs and state stores.
+        // Prometheus text, history, credentials; and the assembly lists of built-in providers and state stores.
         .target(
             name: "CloudSyncRunner",
             dependencies: [
@@ -181,6 +189,7 @@ let package = Package(
                 // directly: it has no face, as URLSession is the only one that calls it).
                 "CloudSyncSQLite", "CloudSyncSodium", "CloudSyncYAML", "CloudSyncOpenSSL", "CloudSyncPostgres", "CCurl",
             ]),
+        // `cloudsync`: the command line's `main.swift`.
         .executableTarget(name: "cloudsync", dependencies: ["CloudSyncCLI"]),
         // The second process some tests need: a writer to kill, a concurrent writer (see CloudSyncLocalTests), an HTTP
         // client run with proxy variables of its own (see CloudSyncHTTPTests).
