@@ -121,7 +121,7 @@ public final class SQLiteProvider: Provider {
         self.capabilities = Self.capabilities(maxValueBytes: maxValueBytes)
         do {
             if readOnly {
-                database = try Self.migrations.openReadOnly(path: path, options: SQLiteDatabase.Options())
+                database = try Self.openReadOnly(path)
             } else {
                 try LocalFiles.createDirectory(containing: path)
                 // Someone else's database is never changed: look before opening it for writing (which would switch
@@ -168,6 +168,14 @@ public final class SQLiteProvider: Provider {
         } catch {
             throw CloudSyncError(.config, "cannot open \(path): \(Self.describe(error))", provider: id)
         }
+    }
+
+    /// Opens `path` without write access; a file without CloudSync's table (a process killed while it created it)
+    /// reads as an empty database, and `path` is left as it is.
+    static func openReadOnly(_ path: String) throws -> SQLiteDatabase {
+        try migrations.openReadOnly(
+            path: path, options: SQLiteDatabase.Options(),
+            isCurrent: { database in try database.read { try $0.hasTable("kv") } }, otherwise: .emptyDatabase)
     }
 
     static func describe(_ error: any Error) -> String {

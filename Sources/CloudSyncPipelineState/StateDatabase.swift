@@ -98,8 +98,9 @@ public final class StateDatabase: PipelineState {
             // A rollback journal rather than a write-ahead log: the state is written a few times a run, and a
             // read-only open (dry runs, `history`) of a journaled database creates no -wal or -shm beside it.
             if readOnly {
+                // A file an older version wrote is read through a migrated private copy; `path` is never written.
                 database = try Self.migrations.openReadOnly(
-                    path: path, options: SQLiteDatabase.Options(writeAheadLog: false))
+                    path: path, options: SQLiteDatabase.Options(writeAheadLog: false), otherwise: .migratedCopy)
             } else {
                 var options = SQLiteDatabase.Options(writeAheadLog: false)
                 options.temporaryFilesInMemory = true

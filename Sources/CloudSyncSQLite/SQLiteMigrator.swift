@@ -70,25 +70,42 @@ package struct SQLiteMigrator: Sendable {
         }
     }
 
-    /// Opens `path` for reading only, with today's tables: as it is (with `options`, read-only) when it has seen every
-    /// migration; otherwise a private copy in the temporary directory, migrated there, is read instead (a file an
-    /// older version wrote, or one a process was killed while creating) and `path` is never written.
-    package func openReadOnly(path: String, options: SQLiteDatabase.Options) throws -> SQLiteDatabase {
+    /// What ``openReadOnly(path:options:isCurrent:otherwise:)`` reads when the file is not current.
+    package enum ReadOnlyFallback: Sendable {
+        /// A private copy of the file, migrated (a file an older version wrote).
+        case migratedCopy
+        /// A private, empty, migrated database (a file a process was killed while creating holds nothing yet).
+        case emptyDatabase
+    }
+
+    /// Opens `path` for reading only, with today's tables, and never writes it.
+    ///
+    /// A file `isCurrent` accepts (by default: it has seen every migration) is read as it is, with `options`, read-only.
+    /// Any other is read through `otherwise`, a private file in the temporary directory, migrated there.
+    package func openReadOnly(
+        path: String, options: SQLiteDatabase.Options,
+        isCurrent: ((SQLiteDatabase) throws -> Bool)? = nil, otherwise fallback: ReadOnlyFallback
+    ) throws -> SQLiteDatabase {
         var readOnly = options
         readOnly.readOnly = true
         let current = try SQLiteDatabase(path: path, options: readOnly)
-        let applied = Set(try Self.appliedMigrations(in: current))
-        guard migrations.contains(where: { !applied.contains($0.name) }) else { return current }
+        let accepted =
+            try isCurrent?(current)
+            ?? {
+                let applied = Set(try Self.appliedMigrations(in: current))
+                return !migrations.contains { !applied.contains($0.name) }
+            }()
+        guard !accepted else { return current }
         current.close()
         let copy = FileManager.default.temporaryDirectory.appendingPathComponent(
             "cloudsync-read-\(getpid())-\(UUID().uuidString).db"
         ).path
         defer { try? FileManager.default.removeItem(atPath: copy) }
-        try FileManager.default.copyItem(atPath: path, toPath: copy)
+        if fallback == .migratedCopy { try FileManager.default.copyItem(atPath: path, toPath: copy) }
         let upgrading = try SQLiteDatabase(path: copy, options: SQLiteDatabase.Options(writeAheadLog: false))
         try migrate(upgrading)
         upgrading.close()
-        // Opened before the copy is removed: the open file stays readable until it is closed.
+        // Opened before the file is removed: the open file stays readable until it is closed.
         return try SQLiteDatabase(path: copy, options: SQLiteDatabase.Options(writeAheadLog: false, readOnly: true))
     }
 
