@@ -76,3 +76,20 @@ public struct StateStoreRegistry: Sendable {
         return try store.open(compiled, access: access)
     }
 }
+
+extension StateStoreRegistry {
+    /// `body` over `compiled`'s state opened for `access` (nil when the access creates nothing and there is none yet),
+    /// closed after; a refusal to open it is thrown as its error (``RunRefusal/error``).
+    package func withState<T>(
+        _ compiled: CompiledPipeline, access: StateAccess, _ body: ((any PipelineState)?) throws(CloudSyncError) -> T
+    ) throws(CloudSyncError) -> T {
+        let opened: OpenedState?
+        do throws(RunRefusal) {
+            opened = try open(compiled, access: access)
+        } catch {
+            throw error.error
+        }
+        defer { opened?.close() }
+        return try body(opened?.state)
+    }
+}

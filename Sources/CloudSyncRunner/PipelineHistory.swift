@@ -11,7 +11,9 @@ public enum PipelineHistory {
     public static func runs(
         of compiled: CompiledPipeline, limit: Int, stores: StateStoreRegistry = BuiltInStateStores.registry
     ) throws(CloudSyncError) -> [RunRecord] {
-        try reading(compiled, stores) { state throws(CloudSyncError) in try state?.runs(limit: limit) ?? [] }
+        try stores.withState(compiled, access: .read) { state throws(CloudSyncError) in
+            try state?.runs(limit: limit) ?? []
+        }
     }
 
     /// The report of run `id` of the pipeline: kept with its history in shared state, else read from the report file
@@ -19,7 +21,9 @@ public enum PipelineHistory {
     public static func report(
         of compiled: CompiledPipeline, id: String, stores: StateStoreRegistry = BuiltInStateStores.registry
     ) throws(CloudSyncError) -> Data? {
-        let kept = try reading(compiled, stores) { state throws(CloudSyncError) in try state?.shared?.report(of: id) }
+        let kept = try stores.withState(compiled, access: .read) { state throws(CloudSyncError) in
+            try state?.shared?.report(of: id)
+        }
         if let kept { return kept }
         // The newest thousand runs are looked through: the report of an older one is its file's to give.
         guard let path = try runs(of: compiled, limit: 1000, stores: stores).first(where: { $0.id == id })?.report,
@@ -33,26 +37,11 @@ public enum PipelineHistory {
     public static func recentReports(
         of compiled: CompiledPipeline, limit: Int, stores: StateStoreRegistry = BuiltInStateStores.registry
     ) throws(CloudSyncError) -> [Data] {
-        try reading(compiled, stores) { state throws(CloudSyncError) in
+        try stores.withState(compiled, access: .read) { state throws(CloudSyncError) in
             if let shared = state?.shared { return try shared.recentReports(limit: limit) }
             return try (state?.runs(limit: limit) ?? []).compactMap { run in
                 run.report.flatMap { FileManager.default.contents(atPath: $0) }
             }
         }
-    }
-
-    /// `body` over the pipeline's state opened read-only, nil when it has none yet; closed after.
-    private static func reading<T>(
-        _ compiled: CompiledPipeline, _ stores: StateStoreRegistry,
-        _ body: ((any PipelineState)?) throws(CloudSyncError) -> T
-    ) throws(CloudSyncError) -> T {
-        let opened: OpenedState?
-        do throws(RunRefusal) {
-            opened = try stores.open(compiled, access: .read)
-        } catch {
-            throw error.error
-        }
-        defer { opened?.close() }
-        return try body(opened?.state)
     }
 }

@@ -11,14 +11,9 @@ public enum SharedSlots {
         stores: StateStoreRegistry = BuiltInStateStores.registry
     ) throws(CloudSyncError) -> Bool {
         guard compiled.spec.sharedState != nil else { return true }
-        let opened: OpenedState?
-        do throws(RunRefusal) {
-            opened = try stores.open(compiled, access: .join)
-        } catch {
-            throw error.error
+        return try stores.withState(compiled, access: .join) { (state) throws(CloudSyncError) in
+            guard let shared = state?.shared else { return true }
+            return try shared.claimSlot(Int64((slot.timeIntervalSince1970 * 1000).rounded()), host: host)
         }
-        defer { opened?.close() }
-        guard let shared = opened?.state.shared else { return true }
-        return try shared.claimSlot(Int64((slot.timeIntervalSince1970 * 1000).rounded()), host: host)
     }
 }
