@@ -67,10 +67,7 @@ final class OrderedKeys {
             repeat {
                 let page = try await store.keyPage(of: id, after: cursor, limit: pageSize)
                 try spill.add(page.keys, versions: page.versions)
-                guard page.nextCursor == nil || page.nextCursor != cursor else {
-                    throw CloudSyncError(
-                        .provider, "listing returned the same cursor twice; it would never end", provider: id)
-                }
+                try page.requireProgress(after: cursor, provider: id)
                 cursor = page.nextCursor
             } while cursor != nil
         } catch {
@@ -143,10 +140,7 @@ final class OrderedKeys {
                 }
                 last = key
             }
-            guard page.nextCursor == nil || page.nextCursor != cursor else {
-                throw CloudSyncError(
-                    .provider, "listing returned the same cursor twice; it would never end", provider: id)
-            }
+            try page.requireProgress(after: cursor, provider: id)
             buffer = page.keys
             versions = page.versions ?? []
             cursor = page.nextCursor

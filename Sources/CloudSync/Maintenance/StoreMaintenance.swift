@@ -39,12 +39,7 @@ public struct StoreMaintenance: Sendable {
         continueOnError: Bool = true, overwrite: Bool = true, onProgress: (@Sendable (Int, Int) -> Void)? = nil,
         shouldStop: (@Sendable () -> Bool)? = nil
     ) async throws(CloudSyncError) -> MigrationResult {
-        let from = try store.provider(withID: source)
-        let to = try store.provider(withID: destination)
-        guard source != destination else {
-            throw CloudSyncError(
-                .config, "cannot migrate provider \(source) onto itself", provider: source)
-        }
+        let (from, to) = try migrationEnds(source, destination)
         var keys: [String] = []
         try await store.forEachPage(of: from) { page in keys += filter.map { page.filter($0) } ?? page }
 
@@ -85,11 +80,7 @@ public struct StoreMaintenance: Sendable {
         onBatch: ((_ counts: MigrationCounts, _ lastKey: String) async -> Bool)? = nil,
         shouldStop: (@Sendable () -> Bool)? = nil
     ) async throws(CloudSyncError) -> MigrationCounts {
-        let from = try store.provider(withID: source)
-        let to = try store.provider(withID: destination)
-        guard source != destination else {
-            throw CloudSyncError(.config, "cannot migrate provider \(source) onto itself", provider: source)
-        }
+        let (from, to) = try migrationEnds(source, destination)
         guard from.capabilities.canList else {
             throw CloudSyncError(.unsupported, "this provider cannot list its keys", provider: source)
         }
@@ -109,10 +100,7 @@ public struct StoreMaintenance: Sendable {
             let page = try await store.dispatcher(for: from).call {
                 try await $0.listKeys(after: after, limit: CloudStore.listingPageSize)
             }
-            guard page.nextCursor == nil || page.nextCursor != after else {
-                throw CloudSyncError(
-                    .provider, "listing returned the same cursor twice; it would never end", provider: source)
-            }
+            try page.requireProgress(after: after, provider: source)
             let (listed, pastEnd) = range.keys(of: page.keys, ordered: ordered)
             cursor = pastEnd ? nil : page.nextCursor
             pending += filter.map { listed.filter($0) } ?? listed
@@ -126,24 +114,14 @@ public struct StoreMaintenance: Sendable {
                 chunks, from: from, to: to, overwrite: overwrite,
                 landing: onLanded != nil, overlapping: continueOnError, shouldStop: shouldStop
             ) { outcome in
-                counts.copied += outcome.copied.count
-                counts.skipped += outcome.skipped.count
-                counts.unchanged += outcome.unchanged.count
-                counts.failed += outcome.failed.count
+                counts.add(outcome.counts)
                 onFailures(outcome.failed)
                 if let onLanded { await onLanded(outcome.landed) }
                 onProgress?(counts.copied + counts.skipped + counts.unchanged + counts.failed, total ?? nil)
                 // Batches are accounted in the order they were cut, so this one is `chunks[accounted]`.
                 let batch = chunks[accounted]
                 accounted += 1
-                if let onBatch, let last = batch.last {
-                    var done = MigrationCounts()
-                    done.copied = outcome.copied.count
-                    done.skipped = outcome.skipped.count
-                    done.unchanged = outcome.unchanged.count
-                    done.failed = outcome.failed.count
-                    guard await onBatch(done, last) else { return false }
-                }
+                if let onBatch, let last = batch.last, await !onBatch(outcome.counts, last) { return false }
                 return continueOnError || outcome.failed.isEmpty
             }
             if !finished {
@@ -207,6 +185,16 @@ public struct StoreMaintenance: Sendable {
         /// With `landing`: the digest of each copied or unchanged key's value as the source stored it.
         var sourceDigests: [StoreKey: String] = [:]
 
+        /// How many keys it copied, skipped, found unchanged and failed.
+        var counts: MigrationCounts {
+            var counts = MigrationCounts()
+            counts.copied = copied.count
+            counts.skipped = skipped.count
+            counts.unchanged = unchanged.count
+            counts.failed = failed.count
+            return counts
+        }
+
         /// The keys the destination now holds with the source's value, each with its source digest.
         var landed: [LandedCopy] {
             (copied + unchanged).compactMap { key in
@@ -223,31 +211,8 @@ public struct StoreMaintenance: Sendable {
         var outcome = CopiedBatch()
         var copies: [KeyValue] = []
         do throws(CloudSyncError) {
-            // Unless overwriting, what the destination holds decides: with `ifMissing` a key it holds is skipped,
-            // with `ifDifferent` one it holds with the same plaintext is unchanged; a key it could not read fails,
-            // since whether (and what) it holds is unknown and copying could replace it.
-            var held: [StoreKey: String] = [:]
-            var unreadable: [StoreKey: CloudSyncError] = [:]
-            if overwrite != .always {
-                try await store.dispatcher(for: to).get(batch) { keys, answer throws(CloudSyncError) in
-                    for (key, value) in zip(keys, try answer.get()) {
-                        switch value {
-                        case .success(let stored?):
-                            if overwrite == .ifMissing {
-                                held[StoreKey(key)] = stored
-                                continue
-                            }
-                            do throws(CloudSyncError) {
-                                held[StoreKey(key)] = try store.decode(stored, key: key, from: to)
-                            } catch {
-                                // An undecodable copy differs from any value: it is replaced.
-                            }
-                        case .success(.none): break
-                        case .failure(let error): unreadable[StoreKey(key)] = error.attributed(key: key)
-                        }
-                    }
-                }
-            }
+            let (held, unreadable) =
+                overwrite == .always ? ([:], [:]) : try await destinationCopies(of: batch, on: to, overwrite: overwrite)
             // The destination's key rules hold for copies as for any write: a key it refuses fails, by name.
             let rules = store.keyRules(of: [to])
             try await store.dispatcher(for: from).get(batch) { keys, answer throws(CloudSyncError) in
@@ -291,6 +256,48 @@ public struct StoreMaintenance: Sendable {
         outcome.copied = written
         outcome.failed = (outcome.failed + failed).sorted { StoreKey.bytesPrecede($0.key, $1.key) }
         return outcome
+    }
+
+    /// What `to` holds of `batch`, which decides a copy unless it overwrites always: each held key's value (as stored
+    /// for ``Overwrite/ifMissing``, which skips a key held; decoded for ``Overwrite/ifDifferent``, which leaves one
+    /// held with the same plaintext unchanged), and the error of each key it could not read, which fails since whether
+    /// (and what) it holds is unknown and copying could replace it.
+    private func destinationCopies(
+        of batch: [String], on to: any Provider, overwrite: Overwrite
+    ) async throws(CloudSyncError) -> (held: [StoreKey: String], unreadable: [StoreKey: CloudSyncError]) {
+        var held: [StoreKey: String] = [:]
+        var unreadable: [StoreKey: CloudSyncError] = [:]
+        try await store.dispatcher(for: to).get(batch) { keys, answer throws(CloudSyncError) in
+            for (key, value) in zip(keys, try answer.get()) {
+                switch value {
+                case .success(let stored?):
+                    if overwrite == .ifMissing {
+                        held[StoreKey(key)] = stored
+                        continue
+                    }
+                    do throws(CloudSyncError) {
+                        held[StoreKey(key)] = try store.decode(stored, key: key, from: to)
+                    } catch {
+                        // An undecodable copy differs from any value: it is replaced.
+                    }
+                case .success(.none): break
+                case .failure(let error): unreadable[StoreKey(key)] = error.attributed(key: key)
+                }
+            }
+        }
+        return (held, unreadable)
+    }
+
+    /// The source and destination providers of a migration, which must be two.
+    private func migrationEnds(_ source: String, _ destination: String) throws(CloudSyncError)
+        -> (from: any Provider, to: any Provider)
+    {
+        let from = try store.provider(withID: source)
+        let to = try store.provider(withID: destination)
+        guard source != destination else {
+            throw CloudSyncError(.config, "cannot migrate provider \(source) onto itself", provider: source)
+        }
+        return (from, to)
     }
 
     /// Reads every value of one provider and checks that its codec decodes it; values are never returned or printed.

@@ -353,6 +353,15 @@ public struct KeyPage: Sendable, Equatable {
         guard let versions, index < versions.count else { return nil }
         return versions[index]
     }
+
+    /// Throws `ERR_PROVIDER` when this page, asked for after `cursor`, names that same cursor as the next: the
+    /// listing would never end.
+    public func requireProgress(after cursor: String?, provider: String) throws(CloudSyncError) {
+        guard nextCursor == nil || nextCursor != cursor else {
+            throw CloudSyncError(
+                .provider, "listing returned the same cursor twice; it would never end", provider: provider)
+        }
+    }
 }
 
 /// A key set or removed, as a change feed reports it.

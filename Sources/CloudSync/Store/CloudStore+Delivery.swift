@@ -216,6 +216,22 @@ extension CloudStore {
                 error: CloudSyncError(.offline, "the provider was unavailable", provider: targets[change.target].id)
             )
         }
+        return settleFailures(
+            operation, key: key, receipt: receipt, failures: failures + unreachable, targets: targets, batch: batch,
+            unreported: &unreported)
+    }
+
+    /// The result of an item some of whose changes failed (or wait for an unreachable provider), given what its
+    /// receipt says was stored, queueing in `batch` what may pass; errors to report go to `unreported`.
+    ///
+    /// Stored somewhere, the write succeeds and every failure that may pass is queued. Stored nowhere, it is queued
+    /// only when every failure may pass, and otherwise fails having queued nothing.
+    func settleFailures(
+        _ operation: FailedWrite.Operation, key: String, receipt: WriteReceipt,
+        failures: [(change: Change, error: CloudSyncError)], targets: [Target], batch: OutboxBatch,
+        unreported: inout [CloudSyncError]
+    ) -> Result<WriteReceipt, CloudSyncError> {
+        var receipt = receipt
         let enqueue = { (failure: (change: Change, error: CloudSyncError)) -> Bool in
             failure.error.isRetryable
                 && batch.enqueue(
@@ -225,7 +241,7 @@ extension CloudStore {
         }
         if !receipt.stored.isEmpty {
             // A partial mirror write succeeds: the value is safe somewhere.
-            for failure in failures + unreachable {
+            for failure in failures {
                 if enqueue(failure) {
                     receipt.queued.append(targets[failure.change.target].id)
                 } else {
@@ -236,8 +252,8 @@ extension CloudStore {
         }
         // Nothing stored: queue only when every failure may pass, otherwise the caller must act.
         if let blocking = failures.first(where: { !$0.error.isRetryable }) { return .failure(blocking.error) }
-        guard let first = (failures + unreachable).first else { return .success(receipt) }
-        for failure in failures + unreachable {
+        guard let first = failures.first else { return .success(receipt) }
+        for failure in failures {
             guard enqueue(failure) else {
                 // The write fails as a whole: what this call queued before goes again, so nothing of it lands later.
                 for queued in receipt.queued { batch.superseded(key: key, provider: queued) }

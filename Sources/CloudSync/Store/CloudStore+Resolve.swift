@@ -21,31 +21,7 @@ extension CloudStore {
         let locked = unique.keySet()
         return await withWriteLock(locked) { inFlight async -> [Result<String?, CloudSyncError>] in
             let reads = await readEverywhereVersioned(unique, from: providers)
-            // Positional, like `unique`: item `i` is `unique[i]`'s.
-            var copies = [Copies](repeating: Copies(), count: unique.count)
-            var queued = [Set<Int>](repeating: [], count: providers.count)
-            for (index, provider) in providers.enumerated() {
-                for (item, key) in unique.enumerated() {
-                    let copy = copy(of: key, on: provider, read: reads[index][item].map { $0?.value })
-                    // A provider whose copy is a queued change is not repaired: that change settles it.
-                    if copy.queued { queued[index].insert(item) }
-                    switch copy.content {
-                    case .value(let value):
-                        copies[item].candidates.append((index, value))
-                        copies[item].answered.insert(index)
-                    case .absent:
-                        copies[item].answered.insert(index)
-                    case .failed(let error):
-                        // An undecodable copy is left alone: overwriting it could destroy data a different key
-                        // configuration would read.
-                        report(error)
-                        if copies[item].firstError == nil { copies[item].firstError = error }
-                    case .notAsked:
-                        break
-                    }
-                }
-            }
-
+            let (copies, queued) = gatherCopies(of: unique, on: providers, reads: reads)
             var resolved: [StoreKey: Result<String?, CloudSyncError>] = [:]
             var repairs = [[Delivery]](repeating: [], count: providers.count)
             for (item, key) in unique.enumerated() {
@@ -59,12 +35,9 @@ extension CloudStore {
                     continue
                 }
                 let candidates = copy.candidates.map { Candidate(provider: providers[$0.provider].id, value: $0.value) }
-                guard let winner = resolver.resolve(candidates) else {
-                    resolved[StoreKey(key)] = .success(nil)
-                    continue
-                }
+                let winner = resolver.resolve(candidates)
                 resolved[StoreKey(key)] = .success(winner)
-                guard options.repairOnRead else { continue }
+                guard let winner, options.repairOnRead else { continue }
                 let agreeing = Set(copy.candidates.filter { $0.value == winner }.map(\.provider))
                 for index in copy.answered.subtracting(agreeing) where !queued[index].contains(item) {
                     if var delivery = repair(winner, key: key, item: item, on: providers[index]) {
@@ -74,20 +47,58 @@ extension CloudStore {
                     }
                 }
             }
-            if repairs.contains(where: { !$0.isEmpty }) {
-                let outcomes = await deliver(.set, repairs, to: providers, holding: inFlight)
-                for (item, results) in outcomes {
-                    for outcome in results {
-                        switch outcome.result {
-                        case .success: options.outbox?.superseded(key: unique[item], provider: outcome.provider)
-                        // The other writer's value stands, and the next read resolves it.
-                        case .failure(let error) where error.code == .changedSinceRead: break
-                        case .failure(let error): report(error)
-                        }
-                    }
+            await deliverRepairs(repairs, of: unique, to: providers, holding: inFlight)
+            return keys.map { resolved[StoreKey($0)]! }
+        }
+    }
+
+    /// Each key's copies across `providers` (positional, like `keys`), and for each provider the items whose copy is
+    /// a change still queued for it (such a copy is not repaired: that change settles it).
+    ///
+    /// A copy that cannot be read or decoded is reported and left alone: overwriting it could destroy data a different
+    /// key configuration would read.
+    private func gatherCopies(
+        of keys: [String], on providers: [any Provider], reads: [[Result<VersionedValue?, CloudSyncError>]]
+    ) -> (copies: [Copies], queued: [Set<Int>]) {
+        var copies = [Copies](repeating: Copies(), count: keys.count)
+        var queued = [Set<Int>](repeating: [], count: providers.count)
+        for (index, provider) in providers.enumerated() {
+            for (item, key) in keys.enumerated() {
+                let copy = copy(of: key, on: provider, read: reads[index][item].map { $0?.value })
+                if copy.queued { queued[index].insert(item) }
+                switch copy.content {
+                case .value(let value):
+                    copies[item].candidates.append((index, value))
+                    copies[item].answered.insert(index)
+                case .absent:
+                    copies[item].answered.insert(index)
+                case .failed(let error):
+                    report(error)
+                    if copies[item].firstError == nil { copies[item].firstError = error }
+                case .notAsked:
+                    break
                 }
             }
-            return keys.map { resolved[StoreKey($0)]! }
+        }
+        return (copies, queued)
+    }
+
+    /// Sends the read repairs, all providers at once; a repair that lands supersedes what waited for its key and
+    /// provider, one another writer's value refused stands (the next read resolves it), and any other failure is
+    /// reported.
+    private func deliverRepairs(
+        _ repairs: [[Delivery]], of keys: [String], to providers: [any Provider], holding inFlight: Set<OutboxPair>
+    ) async {
+        guard repairs.contains(where: { !$0.isEmpty }) else { return }
+        let outcomes = await deliver(.set, repairs, to: providers, holding: inFlight)
+        for (item, results) in outcomes {
+            for outcome in results {
+                switch outcome.result {
+                case .success: options.outbox?.superseded(key: keys[item], provider: outcome.provider)
+                case .failure(let error) where error.code == .changedSinceRead: break
+                case .failure(let error): report(error)
+                }
+            }
         }
     }
 

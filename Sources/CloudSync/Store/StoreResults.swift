@@ -105,6 +105,14 @@ public struct MigrationCounts: Sendable, Equatable {
 
     /// No keys yet.
     public init() {}
+
+    /// Adds `batch`'s keys to these (whether it completed is left as it is).
+    mutating func add(_ batch: MigrationCounts) {
+        copied += batch.copied
+        skipped += batch.skipped
+        unchanged += batch.unchanged
+        failed += batch.failed
+    }
 }
 
 /// What a migration did, key by key.
