@@ -214,16 +214,7 @@ extension CommandSpec {
                 optionsEnded = true
                 continue
             }
-            var attached: String?
-            let option: OptionSpec?
-            if argument.hasPrefix("--") {
-                let body = argument.dropFirst(2)
-                let name = body.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)[0]
-                if body.contains("=") { attached = String(body.dropFirst(name.count + 1)) }
-                option = options.first { $0.name == name }
-            } else {
-                option = argument.count == 2 ? options.first { $0.short == argument.last } : nil
-            }
+            let (option, attached) = lookUp(argument)
             guard let option else { throw unknownOption(argument) }
             if option.isFlag {
                 if let attached { throw UsageError("'\(option.long)' takes no value; found '\(attached)'") }
@@ -246,6 +237,26 @@ extension CommandSpec {
                 parsed.options[option.name] = [value]
             }
         }
+        try assign(positionals, to: &parsed)
+        return parsed
+    }
+
+    /// The option `argument` (`--name`, `--name=value` or `-x`) names, and the value attached to it with `=`.
+    private func lookUp(_ argument: String) -> (option: OptionSpec?, attached: String?) {
+        guard argument.hasPrefix("--") else {
+            return (argument.count == 2 ? options.first { $0.short == argument.last } : nil, nil)
+        }
+        let body = argument.dropFirst(2)
+        let name = body.split(separator: "=", maxSplits: 1, omittingEmptySubsequences: false)[0]
+        let attached = body.contains("=") ? String(body.dropFirst(name.count + 1)) : nil
+        return (options.first { $0.name == name }, attached)
+    }
+
+    /// Gives the positional arguments to the command's arguments in order (a repeating one takes the rest), after
+    /// checking that every required option was given; refuses a missing argument, a value outside an argument's
+    /// choices, and one argument too many.
+    private func assign(_ positionals: [String], to parsed: inout ParsedArguments) throws(UsageError) {
+        var positionals = positionals
         for option in options where option.required && parsed.options[option.name] == nil {
             throw UsageError("missing expected argument '\(option.synopsis)'")
         }
@@ -266,7 +277,6 @@ extension CommandSpec {
             }
         }
         if let extra = positionals.first { throw UsageError("unexpected argument '\(extra)'") }
-        return parsed
     }
 
     private func unknownOption(_ argument: String) -> UsageError {

@@ -1,6 +1,6 @@
 import CloudSync
-import CloudSyncFiles
 import CloudSyncCrypto
+import CloudSyncFiles
 import Foundation
 
 #if canImport(Glibc)
@@ -19,70 +19,26 @@ extension CommandLineTool {
         let template =
             PipelineTemplates.named(parsed.value(Commands.initTemplate) ?? "") ?? PipelineTemplates.starter
         guard !path.isEmpty else { return usageError("FILE must not be empty", Commands.initPipeline) }
-        if path == "-" {
-            let values = TemplateValues(
-                name: template.name, file: template.name + ".yaml", installedSchema: Self.installedSchema())
-            standardOutput(template.text(values))
-            if template.usesKeyFile {
-                standardError(
-                    "note: this template reads its key from \(values.keyFile) beside the pipeline file; make one with "
-                        + "cloudsync keygen --out \(values.keyFile) (cloudsync init FILE makes it for you)\n")
-            }
-            return .success
-        }
-
-        var status = stat()
-        if path.hasSuffix("/") || (lstat(path, &status) == 0 && status.st_mode & S_IFMT == S_IFDIR) {
-            standardError(
-                "Error: \(path) names a directory; give the path of a new file in it, such as "
-                    + "\(shellWord((path.hasSuffix("/") ? path : path + "/") + "pipeline.yaml"))\n")
-            return .cannotCreate
-        }
-        if lstat(path, &status) == 0 {
-            let kind: String
-            switch status.st_mode & S_IFMT {
-            case S_IFREG: kind = ""
-            case S_IFLNK: kind = " as a symbolic link, which init never writes through"
-            case S_IFCHR, S_IFBLK: kind = " as a device"
-            default: kind = " as a FIFO or socket"
-            }
-            standardError(
-                "Error: \(path) already exists\(kind); init only creates new files, it never overwrites one. Give "
-                    + "FILE another name (the pipeline's name is taken from it)"
-                    + (kind.isEmpty ? ", or move \(path) away first\n" : "\n"))
+        if path == "-" { return printTemplate(template) }
+        if let refusal = refusalToCreate(path) {
+            standardError("Error: \(refusal)\n")
             return .cannotCreate
         }
         let directory = directoryPart(of: path)
         let fileName = path.split(separator: "/").last.map(String.init) ?? path
-        if let missing = missingDirectory(of: path) {
-            standardError(
-                "Error: cannot create \(path): the directory \(missing) does not exist; create it first "
-                    + "(mkdir -p \(shellWord(missing))) or give a path in an existing directory\n")
-            return .cannotCreate
-        }
-
         let values = TemplateValues(
             name: Self.pipelineName(forFile: fileName), file: shellWord(Self.printable(fileName)),
             installedSchema: Self.installedSchema())
         let keyPath = directory.isEmpty ? values.keyFile : directory + "/" + values.keyFile
-        if template.usesKeyFile, keyPath == path {
-            standardError(
-                "Error: \(path) would be both the pipeline file and its key file (\(values.name).key); give FILE a name "
-                    + "ending in .yaml\n")
-            return .cannotCreate
-        }
         var keyExists = false
-        if template.usesKeyFile, lstat(keyPath, &status) == 0 {
-            if let problem = Self.keyProblem(keyPath) {
-                standardError(
-                    "Error: \(keyPath), where the pipeline's key file goes, is not a key file (\(problem)); init "
-                        + "never replaces it. Move it away, or give FILE another name (the key file is named after "
-                        + "it)\n")
+        if template.usesKeyFile {
+            switch Self.existingKeyFile(keyPath, pipeline: path, name: values.name) {
+            case .success(let exists): keyExists = exists
+            case .failure(let refusal):
+                standardError("Error: \(refusal.message)\n")
                 return .cannotCreate
             }
-            keyExists = true
         }
-
         let failure = Self.createExclusively(path, contents: template.text(values))
         guard failure == 0 else {
             if failure == EEXIST {
@@ -95,26 +51,90 @@ extension CommandLineTool {
             return .cannotCreate
         }
         standardError("wrote \(path) (pipeline \(values.name), template \(template.name))\n")
-
-        if template.usesKeyFile {
-            if keyExists {
-                standardError("\(keyPath) already holds a key: kept as it is, and the pipeline uses it\n")
-            } else {
-                do {
-                    try generateKeyFile(at: keyPath)
-                    standardError(
-                        "wrote a new key to \(keyPath) (mode 0600); keep a copy elsewhere: without it, nothing "
-                            + "encrypted with it can be read\n")
-                } catch {
-                    standardError(
-                        "Error: \(path) was written, but its key file could not be: \(error.message). Make it with "
-                            + "cloudsync keygen --out \(shellWord(keyPath))\n")
-                    return .cannotCreate
-                }
-            }
-        }
+        if template.usesKeyFile, !writeKeyFile(keyPath, exists: keyExists, pipeline: path) { return .cannotCreate }
         standardError(template.next(shellWord(path)) + "\n")
         return .success
+    }
+
+    /// `cloudsync init - `: the template on standard output, named after itself, and where its key file goes.
+    private func printTemplate(_ template: PipelineTemplate) -> ExitCode {
+        let values = TemplateValues(
+            name: template.name, file: template.name + ".yaml", installedSchema: Self.installedSchema())
+        standardOutput(template.text(values))
+        if template.usesKeyFile {
+            standardError(
+                "note: this template reads its key from \(values.keyFile) beside the pipeline file; make one with "
+                    + "cloudsync keygen --out \(values.keyFile) (cloudsync init FILE makes it for you)\n")
+        }
+        return .success
+    }
+
+    /// Why `path` cannot be created as a new pipeline file (it names a directory, something is there, its directory
+    /// is missing), with what to do; nil when it can.
+    func refusalToCreate(_ path: String) -> String? {
+        var status = stat()
+        if path.hasSuffix("/") || (lstat(path, &status) == 0 && status.st_mode & S_IFMT == S_IFDIR) {
+            return "\(path) names a directory; give the path of a new file in it, such as "
+                + "\(shellWord((path.hasSuffix("/") ? path : path + "/") + "pipeline.yaml"))"
+        }
+        if lstat(path, &status) == 0 {
+            let kind: String
+            switch status.st_mode & S_IFMT {
+            case S_IFREG: kind = ""
+            case S_IFLNK: kind = " as a symbolic link, which init never writes through"
+            case S_IFCHR, S_IFBLK: kind = " as a device"
+            default: kind = " as a FIFO or socket"
+            }
+            return "\(path) already exists\(kind); init only creates new files, it never overwrites one. Give FILE "
+                + "another name (the pipeline's name is taken from it)"
+                + (kind.isEmpty ? ", or move \(path) away first" : "")
+        }
+        if let missing = missingDirectory(of: path) {
+            return "cannot create \(path): the directory \(missing) does not exist; create it first "
+                + "(mkdir -p \(shellWord(missing))) or give a path in an existing directory"
+        }
+        return nil
+    }
+
+    /// Whether a key file is already at `keyPath` (kept and used as it is); refused when that is the pipeline file
+    /// itself or holds something that is not a key, which init never replaces.
+    static func existingKeyFile(_ keyPath: String, pipeline path: String, name: String) -> Result<Bool, CommandRefusal>
+    {
+        if keyPath == path {
+            return .failure(
+                CommandRefusal(
+                    "\(path) would be both the pipeline file and its key file (\(name).key); give FILE a name ending "
+                        + "in .yaml"))
+        }
+        var status = stat()
+        guard lstat(keyPath, &status) == 0 else { return .success(false) }
+        if let problem = keyProblem(keyPath) {
+            return .failure(
+                CommandRefusal(
+                    "\(keyPath), where the pipeline's key file goes, is not a key file (\(problem)); init never "
+                        + "replaces it. Move it away, or give FILE another name (the key file is named after it)"))
+        }
+        return .success(true)
+    }
+
+    /// Makes the pipeline's key file unless one `exists`, saying what it did; false when it could not be written.
+    private func writeKeyFile(_ keyPath: String, exists: Bool, pipeline path: String) -> Bool {
+        if exists {
+            standardError("\(keyPath) already holds a key: kept as it is, and the pipeline uses it\n")
+            return true
+        }
+        do {
+            try generateKeyFile(at: keyPath)
+            standardError(
+                "wrote a new key to \(keyPath) (mode 0600); keep a copy elsewhere: without it, nothing encrypted with "
+                    + "it can be read\n")
+            return true
+        } catch {
+            standardError(
+                "Error: \(path) was written, but its key file could not be: \(error.message). Make it with "
+                    + "cloudsync keygen --out \(shellWord(keyPath))\n")
+            return false
+        }
     }
 
     /// The pipeline name for a file called `fileName`: its name without the extension, accents dropped, each run of

@@ -8,51 +8,11 @@ extension CommandLineTool {
     /// Runs `cloudsync serve FILE|DIR... [--listen ADDRESS:PORT] [--token-file PATH] [--tls-cert FILE --tls-key FILE]
     /// [--max-connections N] [--max-connections-per-client N] [--idle-timeout SECONDS] [--head-timeout SECONDS]` until SIGTERM or SIGINT.
     func serve(_ parsed: ParsedArguments) async -> ExitCode {
-        let listen = parsed.value(Commands.serveListen) ?? "127.0.0.1:8484"
-        guard let (address, port) = Self.listenAddress(listen) else {
-            return usageError(
-                "--listen wants an address and a port such as 127.0.0.1:8484, 0.0.0.0:8484 or [::1]:8484; found "
-                    + "'\(listen)'", Commands.serve)
+        let settings: ServeSettings
+        switch Self.serveSettings(parsed) {
+        case .success(let read): settings = read
+        case .failure(let refusal): return usageError(refusal.message, Commands.serve)
         }
-        var token: String?
-        if let path = parsed.value(Commands.serveTokenFile) {
-            switch Self.readToken(path) {
-            case .success(let read): token = read
-            case .failure(let refusal): return usageError(refusal.message, Commands.serve)
-            }
-        }
-        if !Self.isLoopback(address), token == nil {
-            return usageError(
-                "--listen \(listen) is reachable from other machines: give --token-file with a secret that requests "
-                    + "must carry, or listen on 127.0.0.1", Commands.serve)
-        }
-        var options = NetworkHTTPServer.Options()
-        options.address = address
-        options.port = port
-        for (option, minimum, apply) in [
-            (Commands.serveMaxConnections, 1, { (value: Int) in options.maxConnections = value }),
-            (Commands.serveMaxPerClient, 1, { (value: Int) in options.maxConnectionsPerClient = value }),
-            (Commands.serveIdleTimeout, 1, { (value: Int) in options.idleTimeoutSeconds = value }),
-            (Commands.serveHeadTimeout, 1, { (value: Int) in options.headTimeoutSeconds = value }),
-        ] as [(OptionSpec, Int, (Int) -> Void)] {
-            guard let text = parsed.value(option) else { continue }
-            guard let value = Int(text), value >= minimum, value <= 1_000_000 else {
-                return usageError(
-                    "--\(option.name) wants a whole number from \(minimum) to 1000000; found '\(text)'", Commands.serve)
-            }
-            apply(value)
-        }
-        switch (parsed.value(Commands.serveTLSCertificate), parsed.value(Commands.serveTLSKey)) {
-        case (nil, nil): break
-        case (let certificate?, let key?):
-            switch Self.readTLS(certificate: certificate, key: key) {
-            case .success(let pair): options.tls = pair
-            case .failure(let refusal): return usageError(refusal.message, Commands.serve)
-            }
-        case (nil, _?): return usageError("--tls-key needs --tls-cert, the certificate it belongs to", Commands.serve)
-        case (_?, nil): return usageError("--tls-cert needs --tls-key, the certificate's private key", Commands.serve)
-        }
-
         let errorWriter = standardError
         let service = PipelineService(
             PipelineService.Configuration(
@@ -70,10 +30,11 @@ extension CommandLineTool {
         let server: NetworkHTTPServer
         do {
             server = try NetworkHTTPServer(
-                options: options, responder: ServiceAPI(service: service, token: token, listener: options.counters))
+                options: settings.options,
+                responder: ServiceAPI(service: service, token: settings.token, listener: settings.options.counters))
         } catch {
-            standardError("Error: cannot serve on \(listen): \(error.message)\n")
-            if error.code == 0 && options.tls != nil {
+            standardError("Error: cannot serve on \(settings.listen): \(error.message)\n")
+            if error.code == 0 && settings.options.tls != nil {
                 standardError("See 'cloudsync help serve'.\n")
                 return .usage
             }
@@ -87,8 +48,17 @@ extension CommandLineTool {
                 + "(\(served.map(\.name).joined(separator: ", ")))\n")
         let notifier = SystemdNotifier(environment: environment)
         notifier.send("READY=1\nSTATUS=serving \(served.count) pipelines")
+        await serveUntilStopped(service, notifier: notifier)
+        await service.stop()
+        server.stop()
+        standardError("serve: stopped\n")
+        return .success
+    }
 
-        // SIGHUP reloads; SIGTERM or SIGINT ends the wait below.
+    /// Waits for SIGTERM or SIGINT, reloading the pipeline files at each SIGHUP meanwhile, and says what stopping
+    /// leaves running.
+    private func serveUntilStopped(_ service: PipelineService, notifier: SystemdNotifier) async {
+        let errorWriter = standardError
         let (stops, stopped) = AsyncStream.makeStream(of: Int32.self)
         let signals = SignalWatch([SIGHUP, SIGTERM, SIGINT]) { number in
             if number == SIGHUP {
@@ -110,10 +80,74 @@ extension CommandLineTool {
                         ? "" : "; \(running.joined(separator: ", ")) stop at their next batch boundary") + "\n")
             break
         }
-        await service.stop()
-        server.stop()
-        standardError("serve: stopped\n")
-        return .success
+    }
+
+    /// Where and how `serve` listens, as its options say.
+    struct ServeSettings {
+        /// The `--listen` text, for messages.
+        var listen: String
+        var options: NetworkHTTPServer.Options
+        /// The secret requests must carry; nil when `--token-file` is not given.
+        var token: String?
+    }
+
+    /// `serve`'s listening options read and checked: the address, the token (required off loopback), the connection
+    /// limits and timeouts, and TLS.
+    static func serveSettings(_ parsed: ParsedArguments) -> Result<ServeSettings, CommandRefusal> {
+        let listen = parsed.value(Commands.serveListen) ?? "127.0.0.1:8484"
+        guard let (address, port) = listenAddress(listen) else {
+            return .failure(
+                CommandRefusal(
+                    "--listen wants an address and a port such as 127.0.0.1:8484, 0.0.0.0:8484 or [::1]:8484; found "
+                        + "'\(listen)'"))
+        }
+        var settings = ServeSettings(listen: listen, options: NetworkHTTPServer.Options())
+        if let path = parsed.value(Commands.serveTokenFile) {
+            switch readToken(path) {
+            case .success(let read): settings.token = read
+            case .failure(let refusal): return .failure(refusal)
+            }
+        }
+        if !isLoopback(address), settings.token == nil {
+            return .failure(
+                CommandRefusal(
+                    "--listen \(listen) is reachable from other machines: give --token-file with a secret that "
+                        + "requests must carry, or listen on 127.0.0.1"))
+        }
+        settings.options.address = address
+        settings.options.port = port
+        if let refusal = applyLimits(parsed, to: &settings.options) { return .failure(refusal) }
+        switch (parsed.value(Commands.serveTLSCertificate), parsed.value(Commands.serveTLSKey)) {
+        case (nil, nil): break
+        case (let certificate?, let key?):
+            switch readTLS(certificate: certificate, key: key) {
+            case .success(let pair): settings.options.tls = pair
+            case .failure(let refusal): return .failure(refusal)
+            }
+        case (nil, _?): return .failure(CommandRefusal("--tls-key needs --tls-cert, the certificate it belongs to"))
+        case (_?, nil): return .failure(CommandRefusal("--tls-cert needs --tls-key, the certificate's private key"))
+        }
+        return .success(settings)
+    }
+
+    /// Sets the connection limits and timeouts the options give; the refusal of the first out of range.
+    static func applyLimits(_ parsed: ParsedArguments, to options: inout NetworkHTTPServer.Options)
+        -> CommandRefusal?
+    {
+        let limits: [(OptionSpec, WritableKeyPath<NetworkHTTPServer.Options, Int>)] = [
+            (Commands.serveMaxConnections, \.maxConnections),
+            (Commands.serveMaxPerClient, \.maxConnectionsPerClient),
+            (Commands.serveIdleTimeout, \.idleTimeoutSeconds),
+            (Commands.serveHeadTimeout, \.headTimeoutSeconds),
+        ]
+        for (option, field) in limits {
+            guard let text = parsed.value(option) else { continue }
+            guard let value = Int(text), value >= 1, value <= 1_000_000 else {
+                return CommandRefusal("--\(option.name) wants a whole number from 1 to 1000000; found '\(text)'")
+            }
+            options[keyPath: field] = value
+        }
+        return nil
     }
 
     /// `HOST:PORT` with a dotted IPv4 host, or `[HOST]:PORT` with an IPv6 one, and a port; nil when it is not that.
@@ -147,15 +181,15 @@ extension CommandLineTool {
     /// The certificate and key `--tls-cert` and `--tls-key` name, as PEM text; refused when either cannot be read,
     /// is not PEM, or the key can be read by others than its owner.
     static func readTLS(certificate: String, key: String) -> Result<
-        (certificatePEM: String, keyPEM: String), TokenFileError
+        (certificatePEM: String, keyPEM: String), CommandRefusal
     > {
         guard let certificateData = FileManager.default.contents(atPath: certificate) else {
-            return .failure(TokenFileError("--tls-cert \(certificate) cannot be read"))
+            return .failure(CommandRefusal("--tls-cert \(certificate) cannot be read"))
         }
         let certificatePEM = String(decoding: certificateData, as: UTF8.self)
         guard certificatePEM.contains("-----BEGIN CERTIFICATE-----") else {
             return .failure(
-                TokenFileError("--tls-cert \(certificate) holds no PEM certificate (-----BEGIN CERTIFICATE-----)"))
+                CommandRefusal("--tls-cert \(certificate) holds no PEM certificate (-----BEGIN CERTIFICATE-----)"))
         }
         let keyData: Data
         switch readOwnersOnly(key, option: "--tls-key") {
@@ -164,14 +198,14 @@ extension CommandLineTool {
         }
         let keyPEM = String(decoding: keyData, as: UTF8.self)
         guard keyPEM.contains("-----BEGIN ") && keyPEM.contains("PRIVATE KEY-----") else {
-            return .failure(TokenFileError("--tls-key \(key) holds no PEM private key (-----BEGIN PRIVATE KEY-----)"))
+            return .failure(CommandRefusal("--tls-key \(key) holds no PEM private key (-----BEGIN PRIVATE KEY-----)"))
         }
         return .success((certificatePEM, keyPEM))
     }
 
     /// The token in `path`, whitespace around it removed; refused when the file is missing, empty, or readable by
     /// others than its owner.
-    static func readToken(_ path: String) -> Result<String, TokenFileError> {
+    static func readToken(_ path: String) -> Result<String, CommandRefusal> {
         let data: Data
         switch readOwnersOnly(path, option: "--token-file") {
         case .success(let read): data = read
@@ -180,7 +214,7 @@ extension CommandLineTool {
         let token = String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
         guard token.count >= 16 else {
             return .failure(
-                TokenFileError("--token-file \(path) holds fewer than 16 characters; write a longer secret"))
+                CommandRefusal("--token-file \(path) holds fewer than 16 characters; write a longer secret"))
         }
         return .success(token)
     }
@@ -189,23 +223,17 @@ extension CommandLineTool {
 extension CommandLineTool {
     /// The bytes of a secret's file that `option` names; refused when it cannot be read or others than its owner may
     /// read it.
-    static func readOwnersOnly(_ path: String, option: String) -> Result<Data, TokenFileError> {
+    static func readOwnersOnly(_ path: String, option: String) -> Result<Data, CommandRefusal> {
         var info = stat()
         guard stat(path, &info) == 0, let data = FileManager.default.contents(atPath: path) else {
-            return .failure(TokenFileError("\(option) \(path) cannot be read"))
+            return .failure(CommandRefusal("\(option) \(path) cannot be read"))
         }
         guard info.st_mode & 0o077 == 0 else {
             return .failure(
-                TokenFileError(
+                CommandRefusal(
                     "\(option) \(path) can be read by others than its owner (mode "
                         + String(info.st_mode & 0o777, radix: 8) + "); chmod 600 it"))
         }
         return .success(data)
     }
-}
-
-/// Why `--token-file`, `--tls-cert` or `--tls-key` was refused.
-struct TokenFileError: Error {
-    let message: String
-    init(_ message: String) { self.message = message }
 }

@@ -20,17 +20,8 @@ extension CommandLineTool {
         case .failure(let stopped): return stopped.status
         }
         let account = parsed.value(Commands.loginAccount) ?? provider.account
-        if let declared = provider.account, account != declared {
-            return usageError(
-                "provider '\(provider.id)' signs in with account '\(declared)' (its account field); --account "
-                    + "\(account ?? "") would keep credentials it never reads", Commands.login)
-        }
-        if let account, !account.isEmpty,
-            account.contains(where: { !($0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0))) })
-        {
-            return usageError(
-                "--account may contain only ASCII letters, digits, '.', '_' and '-'; found '\(account)'", Commands.login
-            )
+        if let refusal = Self.accountRefusal(account, provider: provider) {
+            return usageError(refusal, Commands.login)
         }
         if let pid = await PipelineCredentials.lockHolder(of: compiled) {
             standardError(
@@ -50,23 +41,8 @@ extension CommandLineTool {
             standardError("Error: the sign-in of provider '\(provider.id)' failed: \(error.code): \(message)\n")
             return .failure
         }
+        if let account { return keep(credentials, of: provider, as: account, compiled) }
         let kept = credentials.keys.map(\.summary).sorted().joined(separator: " and ")
-        if let account {
-            do {
-                let store = try accountStore(compiled, create: true)
-                for (credential, value) in credentials.sorted(by: { $0.key.name < $1.key.name }) {
-                    try store.setValue(value, account: account, type: provider.type, name: credential.name)
-                }
-                standardError(
-                    "Signed in: the \(kept) of provider '\(provider.id)' is kept as account '\(account)' in "
-                        + "\(store.path); every pipeline whose \(provider.type) provider says account: \(account) signs "
-                        + "in with it.\n")
-                return .success
-            } catch {
-                standardError("Error: \(error.code): \(error.message)\n")
-                return .jobError
-            }
-        }
         let path: String
         do {
             path = try PipelineCredentials.store(credentials, for: provider.id, in: compiled)
@@ -75,6 +51,44 @@ extension CommandLineTool {
         }
         standardError("Signed in: the \(kept) of provider '\(provider.id)' is kept in \(path).\n")
         return .success
+    }
+
+    /// Why `account` cannot be the one `provider` signs in as: its pipeline declares another, or the name holds
+    /// characters an account name may not; nil when it can.
+    static func accountRefusal(_ account: String?, provider: ProviderSpec) -> String? {
+        if let declared = provider.account, account != declared {
+            return "provider '\(provider.id)' signs in with account '\(declared)' (its account field); --account "
+                + "\(account ?? "") would keep credentials it never reads"
+        }
+        if let account, !account.isEmpty,
+            account.contains(where: { !($0.isASCII && ($0.isLetter || $0.isNumber || "._-".contains($0))) })
+        {
+            return "--account may contain only ASCII letters, digits, '.', '_' and '-'; found '\(account)'"
+        }
+        return nil
+    }
+
+    /// Keeps a sign-in's credentials as the named account, which every pipeline whose provider of that type names it
+    /// signs in with.
+    private func keep(
+        _ credentials: [StoredCredential: String], of provider: ProviderSpec, as account: String,
+        _ compiled: CompiledPipeline
+    ) -> ExitCode {
+        let kept = credentials.keys.map(\.summary).sorted().joined(separator: " and ")
+        do {
+            let store = try accountStore(compiled, create: true)
+            for (credential, value) in credentials.sorted(by: { $0.key.name < $1.key.name }) {
+                try store.setValue(value, account: account, type: provider.type, name: credential.name)
+            }
+            standardError(
+                "Signed in: the \(kept) of provider '\(provider.id)' is kept as account '\(account)' in "
+                    + "\(store.path); every pipeline whose \(provider.type) provider says account: \(account) signs "
+                    + "in with it.\n")
+            return .success
+        } catch {
+            standardError("Error: \(error.code): \(error.message)\n")
+            return .jobError
+        }
     }
 
     func logout(_ parsed: ParsedArguments) -> ExitCode {
