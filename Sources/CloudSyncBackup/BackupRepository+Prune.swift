@@ -68,59 +68,20 @@ extension BackupRepository {
     {
         var result = PruneResult()
         let needed = try await neededBlobs()
-        // Each indexed pack's blobs, and how many of its bytes are needed.
-        var packs: [String: (blobs: [(id: String, location: Location)], size: Int, used: Int)] = [:]
-        for (id, location) in index {
-            var pack = packs[location.pack] ?? ([], 0, 0)
-            pack.blobs.append((id, location))
-            pack.size = max(pack.size, location.offset + location.length)
-            if needed.contains(id) { pack.used += location.length }
-            packs[location.pack] = pack
-        }
+        let packs = packUsage(needed: needed)
         let present = Set(objectNames("data").map { String($0.dropFirst((Self.prefix + "data.").count)) })
         let unindexed = present.filter { packs[$0] == nil }
-        var deleted = unindexed
-        var rewrite: [String] = []
-        var partial: [(pack: String, unused: Int)] = []
-        var unused = 0
-        var total = 0
-        for (pack, info) in packs where present.contains(pack) {
-            if info.used == 0 {
-                deleted.insert(pack)
-            } else {
-                total += info.size
-                if info.used < info.size {
-                    partial.append((pack, info.size - info.used))
-                    unused += info.size - info.used
-                }
-            }
-        }
-        for candidate in partial.sorted(by: { ($0.unused, $0.pack) > ($1.unused, $1.pack) }) {
-            guard Double(unused) > maxUnused * Double(total) else { break }
-            rewrite.append(candidate.pack)
-            unused -= candidate.unused
-            total -= candidate.unused
-        }
-        guard !deleted.isEmpty || !rewrite.isEmpty else {
+        let (unneeded, rewrite) = Self.packsToDrop(packs, present: present, maxUnused: maxUnused)
+        let gone = unneeded.union(unindexed).union(rewrite)
+        guard !gone.isEmpty else {
             result.unusedBlobsKept = index.keys.filter { !needed.contains($0) }.count
             return result
         }
         let writer = PackWriter(self)
-        let gone = deleted.union(rewrite)
         var kept = index.filter { !gone.contains($0.value.pack) }
         for pack in rewrite {
             try await lock?.refresh()
-            let bytes = try await readObjects([Self.prefix + "data." + pack])[0]
-            for blob in packs[pack]!.blobs where needed.contains(blob.id) {
-                let end = blob.location.offset + blob.location.length
-                guard end <= bytes.count else {
-                    throw CloudSyncError(
-                        .decode,
-                        "pack \(pack) in \(provider) is shorter than its index says; prune stopped before "
-                            + "deleting anything", provider: provider, key: Self.prefix + "data." + pack)
-                }
-                try await writer.add(blob.id, bytes[blob.location.offset..<end])
-            }
+            try await copyNeededBlobs(of: pack, packs[pack]!.blobs, needed: needed, into: writer)
         }
         try await writer.flush()
         for (pack, blobs) in writer.written {
@@ -143,6 +104,77 @@ extension BackupRepository {
         result.bytesFreed = goneSizes + unindexedSizes + indexSizes - writer.bytesWritten - newIndex.bytes
         result.unusedBlobsKept = kept.keys.filter { !needed.contains($0) }.count
         return result
+    }
+
+    /// One indexed pack as prune weighs it: its blobs, its size, and how many of its bytes a snapshot needs.
+    struct PackUsage {
+        var blobs: [(id: String, location: Location)] = []
+        var size = 0
+        var used = 0
+
+        mutating func add(_ id: String, at location: Location, needed: Bool) {
+            blobs.append((id, location))
+            size = max(size, location.offset + location.length)
+            if needed { used += location.length }
+        }
+    }
+
+    /// Each indexed pack's blobs and how much of it `needed` uses.
+    func packUsage(needed: Set<String>) -> [String: PackUsage] {
+        var packs: [String: PackUsage] = [:]
+        for (id, location) in index {
+            // Changed in place: a copy taken out and stored back would copy the pack's blob list at every blob.
+            packs[location.pack, default: PackUsage()].add(id, at: location, needed: needed.contains(id))
+        }
+        return packs
+    }
+
+    /// The present packs no snapshot needs (deleted), and the partly needed ones to rewrite, most wasteful first,
+    /// until the unneeded bytes left are at most `maxUnused` of what remains.
+    static func packsToDrop(_ packs: [String: PackUsage], present: Set<String>, maxUnused: Double)
+        -> (unneeded: Set<String>, rewrite: [String])
+    {
+        var unneeded = Set<String>()
+        var partial: [(pack: String, unused: Int)] = []
+        var unused = 0
+        var total = 0
+        for (pack, info) in packs where present.contains(pack) {
+            if info.used == 0 {
+                unneeded.insert(pack)
+            } else {
+                total += info.size
+                if info.used < info.size {
+                    partial.append((pack, info.size - info.used))
+                    unused += info.size - info.used
+                }
+            }
+        }
+        var rewrite: [String] = []
+        for candidate in partial.sorted(by: { ($0.unused, $0.pack) > ($1.unused, $1.pack) }) {
+            guard Double(unused) > maxUnused * Double(total) else { break }
+            rewrite.append(candidate.pack)
+            unused -= candidate.unused
+            total -= candidate.unused
+        }
+        return (unneeded, rewrite)
+    }
+
+    /// Copies the blobs of `pack` a snapshot needs into `writer`'s new packs; a pack shorter than its index says
+    /// stops the prune before anything is deleted.
+    private func copyNeededBlobs(
+        of pack: String, _ blobs: [(id: String, location: Location)], needed: Set<String>, into writer: PackWriter
+    ) async throws(CloudSyncError) {
+        let bytes = try await readObjects([Self.prefix + "data." + pack])[0]
+        for blob in blobs where needed.contains(blob.id) {
+            let end = blob.location.offset + blob.location.length
+            guard end <= bytes.count else {
+                throw CloudSyncError(
+                    .decode,
+                    "pack \(pack) in \(provider) is shorter than its index says; prune stopped before deleting "
+                        + "anything", provider: provider, key: Self.prefix + "data." + pack)
+            }
+            try await writer.add(blob.id, bytes[blob.location.offset..<end])
+        }
     }
 
     /// The ids of every blob a snapshot needs: its trees and its values.

@@ -48,7 +48,24 @@ extension BackupRepository {
         check.unindexedPacks =
             present.filter { packs[String($0.dropFirst((Self.prefix + "data.").count))] == nil }
             .count
+        try await checkSnapshots(into: &check)
+        var chosen = packs.keys.filter { present.contains(Self.prefix + "data." + $0) }.shuffled()
+        chosen = Array(chosen.prefix(Int((Double(chosen.count) * min(max(share, 0), 1)).rounded(.up))))
+        for pack in chosen.sorted() {
+            check.packsRead += 1
+            if let problem = try await readPack(pack, holding: packs[pack]!) { check.problems.append(problem) }
+        }
+        // One problem per object: the first found (a damaged pack is met first through a tree it holds).
+        var named: Set<String> = []
+        check.problems = check.problems.filter { named.insert($0.object).inserted }
+        check.problems.sort { $0.object < $1.object }
+        return check
+    }
 
+    /// Opens every snapshot and reads every tree they name, each pack of trees once (snapshots share most of their
+    /// trees), adding a problem for each snapshot that does not open or names trees or values no index holds, and
+    /// for each pack of trees that is damaged.
+    private func checkSnapshots(into check: inout RepositoryCheck) async throws(CloudSyncError) {
         let snapshotNames = objectNames("snapshot")
         check.snapshots = snapshotNames.count
         var treesOf: [(name: String, trees: [String])] = []
@@ -64,7 +81,6 @@ extension BackupRepository {
                     RepositoryProblem(object: error.key ?? name, message: error.message, code: error.code))
             }
         }
-        // Every tree of every snapshot, each pack of trees read once (snapshots share most of their trees).
         let (trees, damagedPacks) = try await readTrees(Set(treesOf.flatMap(\.trees)))
         check.problems += damagedPacks
         // A tree whose pack is damaged is that pack's problem, reported once under it; a snapshot is named for
@@ -81,33 +97,24 @@ extension BackupRepository {
                         code: .decode))
             }
         }
+    }
 
-        var chosen = packs.keys.filter { present.contains(Self.prefix + "data." + $0) }.shuffled()
-        chosen = Array(chosen.prefix(Int((Double(chosen.count) * min(max(share, 0), 1)).rounded(.up))))
-        for pack in chosen.sorted() {
-            let name = Self.prefix + "data." + pack
-            check.packsRead += 1
-            guard case .success(let bytes) = try await openEach([name])[0] else {
-                check.problems.append(
-                    RepositoryProblem(object: name, message: "pack \(pack) does not open: damaged", code: .decode))
-                continue
-            }
-            let wrong = packs[pack]!.filter { blob in
-                let end = blob.location.offset + blob.location.length
-                return end > bytes.count || keys.objectID(of: bytes[blob.location.offset..<end]) != blob.id
-            }
-            if !wrong.isEmpty {
-                check.problems.append(
-                    RepositoryProblem(
-                        object: name, message: "\(wrong.count) blobs of pack \(pack) do not hash to their ids",
-                        code: .decode))
-            }
+    /// Reads `pack` whole and checks that each blob the index places in it hashes to its id; the problem found, if
+    /// any.
+    private func readPack(_ pack: String, holding blobs: [(id: String, location: Location)])
+        async throws(CloudSyncError) -> RepositoryProblem?
+    {
+        let name = Self.prefix + "data." + pack
+        guard case .success(let bytes) = try await openEach([name])[0] else {
+            return RepositoryProblem(object: name, message: "pack \(pack) does not open: damaged", code: .decode)
         }
-        // One problem per object: the first found (a damaged pack is met first through a tree it holds).
-        var named: Set<String> = []
-        check.problems = check.problems.filter { named.insert($0.object).inserted }
-        check.problems.sort { $0.object < $1.object }
-        return check
+        let wrong = blobs.filter { blob in
+            let end = blob.location.offset + blob.location.length
+            return end > bytes.count || keys.objectID(of: bytes[blob.location.offset..<end]) != blob.id
+        }
+        guard !wrong.isEmpty else { return nil }
+        return RepositoryProblem(
+            object: name, message: "\(wrong.count) blobs of pack \(pack) do not hash to their ids", code: .decode)
     }
 
     /// The entries of each tree of `ids` that can be read, reading each pack once, and a problem naming each pack
