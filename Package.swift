@@ -63,8 +63,8 @@ let package = Package(
         // What the binary was built from, for `cloudsync version` (the `buildInfo` settings at the top of Package.swift).
         .target(name: "CBuildInfo", cSettings: buildInfo),
 
-        // Files a person named, written whole through POSIX calls (create without replacing, write all of a buffer):
-        // below every module that writes such files, libsodium's face included.
+        // Files a person named, written whole through POSIX calls (create without replacing, replace through a staged
+        // file, write all of a buffer): below every module that writes such files, libsodium's face included.
         .target(name: "CloudSyncFiles"),
 
         // Thin Swift faces of the C libraries, below: no C type reaches their public API.
@@ -85,7 +85,7 @@ let package = Package(
 
         // The core library: the store over providers, the provider contract, resolvers, the outbox, keys, codecs,
         // clocks and errors.
-        .target(name: "CloudSync", dependencies: ["CloudSyncSodium"]),
+        .target(name: "CloudSync", dependencies: ["CloudSyncFiles", "CloudSyncSodium"]),
 
         // HTTP for the REST providers: deadline -> retry -> auth -> transport (URLSession over libcurl); nothing above it
         // needs URLSession. FoundationNetworking comes with the toolchain's Foundation, so it is no package dependency.

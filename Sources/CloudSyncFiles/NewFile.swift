@@ -2,8 +2,10 @@
     import Glibc
 #endif
 
-/// Files written whole through POSIX calls, for the modules that write files a person named: key files, starter
-/// pipelines, a directory provider's values. No Foundation, so the lowest layers may use it.
+/// New files written whole through POSIX calls, never replacing anything.
+///
+/// For the modules that write files a person named: key files, starter pipelines, a directory provider's values. No
+/// Foundation, so the lowest layers may use it.
 package enum NewFile {
     /// Why ``create(_:bytes:mode:)`` did not create the file: the `errno`, and whether the bytes were being written
     /// (rather than the name being created).
@@ -33,11 +35,8 @@ package enum NewFile {
     /// when the name exists); the directory is synced after. On a file system without hard links, the name itself is
     /// created with `O_EXCL` and written, and removed again when the write fails.
     package static func create(_ path: String, bytes: UnsafeRawBufferPointer, mode: mode_t) throws(Failure) {
-        let slash = path.lastIndex(of: "/")
-        let directory = slash.map { String(path[..<$0]) }.map { $0.isEmpty ? "/" : $0 } ?? "."
-        let name = slash.map { String(path[path.index(after: $0)...]) } ?? path
         let temporary =
-            (slash == nil ? "" : directory + "/") + "." + name + ".new-"
+            FilePaths.directory(of: path) + "/." + FilePaths.name(of: path) + ".new-"
             + String(UInt64.random(in: 0...UInt64.max), radix: 16)
         try writeNew(temporary, bytes: bytes, mode: mode)
         defer { unlink(temporary) }
@@ -47,11 +46,7 @@ package enum NewFile {
             guard [EPERM, EOPNOTSUPP, ENOSYS].contains(code) else { throw Failure(code: code, writing: false) }
             try writeNew(path, bytes: bytes, mode: mode, removingOnFailure: true)
         }
-        let directoryDescriptor = open(directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if directoryDescriptor >= 0 {
-            fsync(directoryDescriptor)
-            close(directoryDescriptor)
-        }
+        FilePaths.syncDirectory(of: path)
     }
 
     /// Creates `path` (which must not exist), writes `bytes` and syncs them.

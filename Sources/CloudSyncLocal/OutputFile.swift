@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncFiles
 import Foundation
 
 #if canImport(Glibc)
@@ -53,7 +54,8 @@ public enum OutputFile {
         switch info.st_mode & S_IFMT {
         case S_IFREG:
             var link = stat()
-            let target = lstat(path, &link) == 0 && link.st_mode & S_IFMT == S_IFLNK ? resolved(path) : path
+            let target =
+                lstat(path, &link) == 0 && link.st_mode & S_IFMT == S_IFLNK ? ReplacedFile.resolved(path) ?? path : path
             return try temporaryBeside(target, mode: mode, what: what)
         case S_IFCHR, S_IFIFO:
             let descriptor = Glibc.open(path, O_WRONLY | O_NOCTTY | O_CLOEXEC)
@@ -90,32 +92,17 @@ public enum OutputFile {
         }
     }
 
-    /// The file a symlink chain ends at, or `path` itself when it cannot be resolved.
-    private static func resolved(_ path: String) -> String {
-        guard let real = realpath(path, nil) else { return path }
-        defer { free(real) }
-        return String(cString: real)
-    }
-
-    /// A temporary file beside `path`, created with `mode` (so a secret export is never readable by others, even for
-    /// a moment), to be renamed over `path` once written.
+    /// A staged file beside `path`, created with `mode` (so a secret export is never readable by others, even for a
+    /// moment), to be renamed over `path` once written.
     private static func temporaryBeside(_ path: String, mode: mode_t, what: String) throws(CloudSyncError)
         -> (descriptor: Int32, ownsDescriptor: Bool, temporary: String?, target: String)
     {
-        let directory = (path as NSString).deletingLastPathComponent
-        let name = (path as NSString).lastPathComponent
-        var template = Array(((directory.isEmpty ? "." : directory) + "/." + name + ".tmp-XXXXXX").utf8CString)
-        let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard descriptor >= 0 else { throw failure(what, path, errno) }
-        // mkstemp replaced the X's in place.
-        let temporary = template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
-        guard fchmod(descriptor, mode) == 0 else {
-            let code = errno
-            close(descriptor)
-            unlink(temporary)
-            throw failure(what, path, code)
+        do throws(NewFile.Failure) {
+            let staged = try ReplacedFile.stage(beside: path, mode: mode)
+            return (staged.descriptor, true, staged.path, path)
+        } catch {
+            throw failure(what, path, error.code)
         }
-        return (descriptor, true, temporary, path)
     }
 
     static func failure(_ what: String, _ path: String, _ code: Int32) -> CloudSyncError {

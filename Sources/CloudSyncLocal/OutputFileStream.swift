@@ -1,4 +1,5 @@
 import CloudSync
+import CloudSyncFiles
 import Foundation
 
 #if canImport(Glibc)
@@ -68,16 +69,12 @@ public final class OutputFileStream {
             if ownsDescriptor { close(descriptor) }
             return
         }
-        guard fsync(descriptor) == 0 else { throw OutputFile.failure(what, target, errno) }
         finished = true
-        close(descriptor)
-        guard rename(temporary, target) == 0 else {
-            let code = errno
-            unlink(temporary)
-            throw OutputFile.failure(what, target, code)
+        do throws(NewFile.Failure) {
+            try ReplacedFile.commit(temporary, syncing: descriptor, over: target)
+        } catch {
+            throw OutputFile.failure(what, target, error.code)
         }
-        let directory = (target as NSString).deletingLastPathComponent
-        LocalFiles.syncDirectories([directory.isEmpty ? "." : directory])
     }
 
     /// Gives the file up: the temporary file is removed and the path keeps what it held.

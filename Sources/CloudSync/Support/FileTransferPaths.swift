@@ -1,4 +1,4 @@
-import Foundation
+import CloudSyncFiles
 
 #if canImport(Glibc)
     import Glibc
@@ -49,9 +49,8 @@ struct FileDestination {
         if lstat(path, &info) != 0 {
             let code = errno
             guard code == ENOENT else { throw Self.failure(path, code, key: key) }
-            let directory = (path as NSString).deletingLastPathComponent
             var parent = stat()
-            guard stat(directory.isEmpty ? "." : directory, &parent) == 0 else {
+            guard stat(FilePaths.directory(of: path), &parent) == 0 else {
                 throw Self.failure(path, errno, key: key)
             }
             guard parent.st_mode & S_IFMT == S_IFDIR else { throw Self.failure(path, ENOTDIR, key: key) }
@@ -61,9 +60,8 @@ struct FileDestination {
         }
         var resolved = path
         if info.st_mode & S_IFMT == S_IFLNK {
-            guard let real = realpath(path, nil) else { throw Self.failure(path, errno, key: key) }
-            resolved = String(cString: real)
-            free(real)
+            guard let real = ReplacedFile.resolved(path) else { throw Self.failure(path, errno, key: key) }
+            resolved = real
             guard stat(resolved, &info) == 0 else { throw Self.failure(path, errno, key: key) }
         }
         guard info.st_mode & S_IFMT == S_IFREG else {
@@ -79,13 +77,13 @@ struct FileDestination {
 
     /// A new, empty temporary file beside the target (mode 0600 until committed), for a provider to fill.
     func stage() throws(CloudSyncError) -> String {
-        let directory = (target as NSString).deletingLastPathComponent
-        let name = (target as NSString).lastPathComponent
-        var template = Array(((directory.isEmpty ? "." : directory) + "/." + name + ".cloudsync-XXXXXX").utf8CString)
-        let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
-        guard descriptor >= 0 else { throw Self.failure(target, errno, key: key) }
-        close(descriptor)
-        return template.withUnsafeBufferPointer { String(cString: $0.baseAddress!) }
+        do throws(NewFile.Failure) {
+            let staged = try ReplacedFile.stage(beside: target)
+            close(staged.descriptor)
+            return staged.path
+        } catch {
+            throw Self.failure(target, error.code, key: key)
+        }
     }
 
     /// Makes `staged` durable with the target's permissions and renames it over the target; answers its size.
@@ -97,23 +95,17 @@ struct FileDestination {
             throw Self.failure(target, code, key: key)
         }
         var info = stat()
-        let prepared = fstat(descriptor, &info) == 0 && fchmod(descriptor, mode) == 0 && fsync(descriptor) == 0
+        let prepared = fstat(descriptor, &info) == 0 && fchmod(descriptor, mode) == 0
         let code = errno
-        close(descriptor)
         guard prepared, info.st_mode & S_IFMT == S_IFREG else {
+            close(descriptor)
             discard(staged)
             throw Self.failure(target, prepared ? EINVAL : code, key: key)
         }
-        guard rename(staged, target) == 0 else {
-            let code = errno
-            discard(staged)
-            throw Self.failure(target, code, key: key)
-        }
-        let directory = (target as NSString).deletingLastPathComponent
-        let directoryDescriptor = open(directory.isEmpty ? "." : directory, O_RDONLY | O_DIRECTORY | O_CLOEXEC)
-        if directoryDescriptor >= 0 {
-            fsync(directoryDescriptor)
-            close(directoryDescriptor)
+        do throws(NewFile.Failure) {
+            try ReplacedFile.commit(staged, syncing: descriptor, over: target)
+        } catch {
+            throw Self.failure(target, error.code, key: key)
         }
         return Int64(info.st_size)
     }
