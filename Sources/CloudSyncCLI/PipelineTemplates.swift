@@ -13,6 +13,19 @@ struct PipelineTemplate: Sendable {
     let next: @Sendable (String) -> String
     /// The file's text.
     let text: @Sendable (TemplateValues) -> String
+
+    /// A template; `next` defaults to running the file, for a template that runs as it is.
+    init(
+        name: String, summary: String, usesKeyFile: Bool,
+        next: @escaping @Sendable (String) -> String = { "next: cloudsync run \($0)" },
+        text: @escaping @Sendable (TemplateValues) -> String
+    ) {
+        self.name = name
+        self.summary = summary
+        self.usesKeyFile = usesKeyFile
+        self.next = next
+        self.text = text
+    }
 }
 
 /// What a template's text is made from.
@@ -60,6 +73,16 @@ enum PipelineTemplates {
 
     static func named(_ name: String) -> PipelineTemplate? { all.first { $0.name == name } }
 
+    /// The memory provider holding the keys the `sample-keys` job copies, as an entry under `providers:`.
+    static let samplesProvider = """
+          samples:
+            type: memory
+            items:
+              settings.theme: dark
+              settings.language: en
+              notes.welcome: Hello from cloudsync. Edit me, or delete me and the sample-keys job.
+        """
+
     /// The default: two local copies kept equal, with sample keys so the first run does something.
     static let starter = PipelineTemplate(
         name: "starter",
@@ -68,7 +91,6 @@ enum PipelineTemplates {
             sample keys in so the first run has something to show. Runs as it is.
             """,
         usesKeyFile: false,
-        next: { "next: cloudsync run \($0)" },
         text: { values in
             let name = values.name
             let file = values.file
@@ -104,12 +126,7 @@ enum PipelineTemplates {
                   backup: { type: directory, path: data/\(name)/backup, create: true }
                   # Keys held in memory while a run lasts, for the `sample-keys` job to copy. It is not in the
                   # store, so only a job naming it reads it.
-                  samples:
-                    type: memory
-                    items:
-                      settings.theme: dark
-                      settings.language: en
-                      notes.welcome: Hello from cloudsync. Edit me, or delete me and the sample-keys job.
+                \(PipelineTemplates.samplesProvider)
                 store:
                   # What the store reads and writes, in order of preference: a read takes the first that has the key.
                   providers: [primary, backup]
@@ -139,7 +156,6 @@ enum PipelineTemplates {
             thinned by keep rules and verified; its key is NAME.key beside the file. Runs as it is.
             """,
         usesKeyFile: true,
-        next: { "next: cloudsync run \($0)" },
         text: { values in
             let name = values.name
             let file = values.file
@@ -281,12 +297,7 @@ enum PipelineTemplates {
         let (stored, read) = remote ? ("uploaded", "downloads") : ("stored", "reads")
         return """
               # Keys held in memory while a run lasts, for the `sample-keys` job to copy.
-              samples:
-                type: memory
-                items:
-                  settings.theme: dark
-                  settings.language: en
-                  notes.welcome: Hello from cloudsync. Edit me, or delete me and the sample-keys job.
+            \(samplesProvider)
             codecs:
               # The cipher sealing the repository (XChaCha20-Poly1305) and its key ring, current key first.
               vault:

@@ -6,7 +6,7 @@ import CloudSyncPipeline
 /// Both listings are walked together in key order, a page at a time, so neither side is ever held whole. Values
 /// compare as plaintext: two providers with different codecs (or one encrypted, one not) still match.
 struct CheckJob: JobType {
-    struct Configuration: Sendable {
+    struct Configuration: Sendable, ShardedProviderPair {
         var from: String
         var to: String
         var keys: [String]?
@@ -38,15 +38,6 @@ struct CheckJob: JobType {
         return Configuration(
             from: from, to: to, keys: values.list("keys"), oneWay: values.boolean("oneWay") ?? false,
             shards: Int(values.number("shards") ?? 1))
-    }
-
-    /// Ranges of `from`'s keys; a range's run compares both sides' keys in it, so keys only `to` holds are in one too.
-    func sharding(of configuration: Configuration) -> JobSharding? {
-        JobSharding(shards: configuration.shards, source: configuration.from)
-    }
-
-    func providers(of configuration: Configuration, store: [String]) -> [String] {
-        [configuration.from, configuration.to]
     }
 
     func plan(_ configuration: Configuration, paths: PlanPaths) -> String {

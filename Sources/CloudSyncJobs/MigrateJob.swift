@@ -4,7 +4,7 @@ import CloudSyncPipeline
 /// `migrate`: copies keys from one provider to another, decoding with the source's codec and encoding with the
 /// destination's; the source is never changed.
 struct MigrateJob: JobType {
-    struct Configuration: Sendable {
+    struct Configuration: Sendable, ShardedProviderPair {
         var from: String
         var to: String
         var keys: [String]?
@@ -41,14 +41,6 @@ struct MigrateJob: JobType {
             from: from, to: to, keys: values.list("keys"), continueOnError: values.boolean("continueOnError") ?? true,
             overwrite: values.choice("overwrite", default: Overwrite.always),
             shards: Int(values.number("shards") ?? 1))
-    }
-
-    func sharding(of configuration: Configuration) -> JobSharding? {
-        JobSharding(shards: configuration.shards, source: configuration.from)
-    }
-
-    func providers(of configuration: Configuration, store: [String]) -> [String] {
-        [configuration.from, configuration.to]
     }
 
     func plan(_ configuration: Configuration, paths: PlanPaths) -> String {

@@ -18,7 +18,7 @@ import CloudSyncPipeline
 /// With `shards: N`, each range mirrors its keys and sets the keys only `to` holds aside in the shared state; once
 /// every range is done, the runner that started the run judges them against `maxDeletes` as a whole and removes them.
 struct MirrorJob: JobType {
-    struct Configuration: Sendable {
+    struct Configuration: Sendable, ShardedProviderPair {
         var from: String
         var to: String
         var keys: [String]?
@@ -64,15 +64,6 @@ struct MirrorJob: JobType {
         return Configuration(
             from: from, to: to, keys: values.list("keys"), deletes: values.boolean("deletes") ?? true,
             maxDeletes: values.deleteLimit("maxDeletes") ?? .standard, shards: Int(values.number("shards") ?? 1))
-    }
-
-    /// Ranges of `from`'s keys; a range's run covers both sides' keys in it.
-    func sharding(of configuration: Configuration) -> JobSharding? {
-        JobSharding(shards: configuration.shards, source: configuration.from)
-    }
-
-    func providers(of configuration: Configuration, store: [String]) -> [String] {
-        [configuration.from, configuration.to]
     }
 
     func plan(_ configuration: Configuration, paths: PlanPaths) -> String {
