@@ -296,10 +296,7 @@ extension CommandLineTool {
             let who = holder ?? "a runner that has only just taken the lock"
             standardError("Error: \(compiled.spec.name) is already running (\(who), \(lock)); wait for it to finish\n")
             return .locked
-        case .cannotStart(let message):
-            standardError("Error: \(message)\n")
-            return .jobError
-        case .stateUnavailable(let error):
+        case .cannotStart(let error), .stateUnavailable(let error):
             standardError("Error: \(error.code): \(error.message)\n")
             return .jobError
         }

@@ -71,7 +71,8 @@ public struct StateStoreRegistry: Sendable {
     public func open(_ compiled: CompiledPipeline, access: StateAccess) throws(RunRefusal) -> OpenedState? {
         guard let store = store(for: compiled.spec) else {
             throw RunRefusal.cannotStart(
-                "no state store this program registers keeps the state of pipeline \(compiled.spec.name)")
+                CloudSyncError(
+                    .config, "no state store this program registers keeps the state of pipeline \(compiled.spec.name)"))
         }
         return try store.open(compiled, access: access)
     }

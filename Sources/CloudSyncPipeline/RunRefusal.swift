@@ -7,8 +7,9 @@ public enum RunRefusal: Error, Sendable {
     /// Another runner holds the pipeline's lock in its shared state (PostgreSQL); `holder` names its process, host and
     /// start when it has said, `lock` the lock and the server.
     case lockedElsewhere(holder: String?, lock: String)
-    /// The state directory or a provider could not be opened.
-    case cannotStart(String)
+    /// The state or a provider could not be opened: the error says why, with its code (`ERR_CONFIG` for a state
+    /// directory that cannot be used, the state database's own code for one that cannot be read) and what to do.
+    case cannotStart(CloudSyncError)
     /// The shared state's server could not be used: `ERR_OFFLINE` when it does not answer, `ERR_CONFIG` when it
     /// refuses the login, the database or a privilege.
     case stateUnavailable(CloudSyncError)
@@ -20,12 +21,11 @@ public enum RunRefusal: Error, Sendable {
 }
 
 extension RunRefusal {
-    /// The refusal as an error for callers that report errors rather than refusals (`history`): the shared state's
-    /// own error, or `ERR_CONFIG` with the refusal's words.
+    /// The refusal as an error for callers that report errors rather than refusals (`history`): the error it carries,
+    /// or `ERR_CONFIG` naming a lock's holder.
     package var error: CloudSyncError {
         switch self {
-        case .stateUnavailable(let error): error
-        case .cannotStart(let message): CloudSyncError(.config, message)
+        case .stateUnavailable(let error), .cannotStart(let error): error
         case .locked(let pid, let lockFile):
             CloudSyncError(.config, "\(RunRefusal.holder(pid)) holds the pipeline's lock \(lockFile)")
         case .lockedElsewhere(let holder, let lock):

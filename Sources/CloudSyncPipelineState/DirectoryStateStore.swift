@@ -22,7 +22,9 @@ public struct DirectoryStateStore: PipelineStateStore {
         switch access {
         case .join:
             throw RunRefusal.cannotStart(
-                "only a pipeline whose state is in PostgreSQL can be joined; its runners share their work there")
+                CloudSyncError(
+                    .config,
+                    "only a pipeline whose state is in PostgreSQL can be joined; its runners share their work there"))
         case .read:
             guard FileManager.default.fileExists(atPath: path) else { return nil }
             return OpenedState(state: try database(path, compiled, readOnly: true), lock: nil)
@@ -54,8 +56,10 @@ public struct DirectoryStateStore: PipelineStateStore {
         } catch {
             let reason = (error as? CloudSyncError)?.message ?? describeFileError(error)
             throw RunRefusal.cannotStart(
-                "cannot use the state directory \(directory): \(reason); check that it can be created and written, "
-                    + "or point `state:` elsewhere")
+                CloudSyncError(
+                    .config,
+                    "cannot use the state directory \(directory): \(reason); check that it can be created and "
+                        + "written, or point `state:` elsewhere"))
         }
     }
 
@@ -65,7 +69,7 @@ public struct DirectoryStateStore: PipelineStateStore {
         do {
             return try StateDatabase(path: path, codec: compiled.stateCodec, readOnly: readOnly)
         } catch {
-            throw RunRefusal.cannotStart(error.description)
+            throw RunRefusal.cannotStart(error)
         }
     }
 }

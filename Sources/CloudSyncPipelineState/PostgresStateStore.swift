@@ -17,7 +17,8 @@ public struct PostgresStateStore: PipelineStateStore {
 
     public func open(_ compiled: CompiledPipeline, access: StateAccess) throws(RunRefusal) -> OpenedState? {
         guard let shared = compiled.spec.sharedState else {
-            throw RunRefusal.cannotStart("pipeline \(compiled.spec.name) declares no PostgreSQL state")
+            throw RunRefusal.cannotStart(
+                CloudSyncError(.config, "pipeline \(compiled.spec.name) declares no PostgreSQL state"))
         }
         let state: PostgresStateDatabase
         do {

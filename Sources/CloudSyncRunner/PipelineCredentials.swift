@@ -66,7 +66,7 @@ public enum PipelineCredentials {
         do {
             try body(opened.state)
         } catch {
-            throw opened.state.shared == nil ? RunRefusal.cannotStart(error.message) : .stateUnavailable(error)
+            throw opened.state.shared == nil ? RunRefusal.cannotStart(error) : .stateUnavailable(error)
         }
     }
 }

@@ -172,10 +172,7 @@ public struct PipelineRunner: Sendable {
             if attempt < 2 { return try await runJobs(attempt: attempt + 1) }
         }
         switch error {
-        case .cannotStart(let reason):
-            return try startFailure(
-                CloudSyncError(.config, reason), runID: runID, started: started, clock: clock, reportOnly: false)
-        case .stateUnavailable(let reason):
+        case .cannotStart(let reason), .stateUnavailable(let reason):
             return try startFailure(reason, runID: runID, started: started, clock: clock, reportOnly: false)
         case .lockedElsewhere(let holder, let lock):
             _ = try? startFailure(
@@ -340,7 +337,9 @@ public struct PipelineRunner: Sendable {
         do throws(CloudSyncError) {
             return RunOutcome(report: report, reportPath: try writer.write(report))
         } catch {
-            throw RunRefusal.cannotStart(reason.message + "; and " + error.message)
+            throw RunRefusal.cannotStart(
+                CloudSyncError(
+                    reason.code, reason.message + "; and " + error.message, provider: reason.provider, key: reason.key))
         }
     }
 }

@@ -87,7 +87,10 @@ public final class RunSession: Sendable {
                 outbox = try makeOutbox(compiled, access: access, state: stateDatabase, drops: drops)
             } catch {
                 let place = stateStores.store(for: spec)?.location(of: spec) ?? spec.state
-                throw RunRefusal.cannotStart("cannot open the outbox in \(place): \(error)")
+                let cause = error as? CloudSyncError
+                throw RunRefusal.cannotStart(
+                    CloudSyncError(
+                        cause?.code ?? .config, "cannot open the outbox in \(place): \(cause?.message ?? "\(error)")"))
             }
         }
         // Checked before the store exists, so a provider that reports the switch as a live account event too (Drive
@@ -123,7 +126,7 @@ public final class RunSession: Sendable {
                 },
                 options: options)
         } catch {
-            throw RunRefusal.cannotStart(error.description)
+            throw RunRefusal.cannotStart(error)
         }
     }
 

@@ -214,7 +214,8 @@ extension PipelineRunner {
             compiled, access: .worker, clock: clock, logger: options.logger, stateStores: options.stateStores)
         guard let state = session.stateDatabase?.shared else {
             await session.close()
-            throw RunRefusal.cannotStart("a runner can join only a pipeline whose state is in PostgreSQL")
+            throw RunRefusal.cannotStart(
+                CloudSyncError(.config, "a runner can join only a pipeline whose state is in PostgreSQL"))
         }
         let found: (run: String?, finished: RunRecord?)
         do throws(CloudSyncError) {

@@ -328,9 +328,7 @@ package final class PipelineService: Sendable {
             return (.locked, "another command holds the lock (\(RunRefusal.holder(pid)), \(lockFile))")
         case .lockedElsewhere(let holder, let lock):
             return (.locked, "another runner holds the lock (\(holder ?? "just taken"), \(lock))")
-        case .cannotStart(let message):
-            return (.cannotStart, message)
-        case .stateUnavailable(let error):
+        case .cannotStart(let error), .stateUnavailable(let error):
             return (.cannotStart, "\(error.code): \(error.message)")
         }
     }

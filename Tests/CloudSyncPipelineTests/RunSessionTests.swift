@@ -208,6 +208,23 @@ private func accountPipeline(
         await again.close()
     }
 
+    /// A state database that is not one refuses the run with the state's own error: its code once, its words as they
+    /// are (they were wrapped in a second `ERR_CONFIG` whose text began with the first code).
+    @Test func aStateDatabaseThatIsNotOneRefusesTheRunWithItsOwnError() async throws {
+        let directory = try TemporaryDirectory()
+        let compiled = try compile(accountPipeline("alice"), in: directory, environment: ["TOKEN": "t"])
+        try FileManager.default.createDirectory(atPath: compiled.spec.state, withIntermediateDirectories: true)
+        try String(repeating: "not a database ", count: 100).write(
+            toFile: compiled.spec.state + "/state.db", atomically: true, encoding: .utf8)
+        await #expect {
+            _ = try await RunSession.open(compiled)
+        } throws: { error in
+            guard let refusal = error as? RunRefusal, case .cannotStart = refusal else { return false }
+            return refusal.error.code == .config && !refusal.error.message.contains("ERR_")
+                && refusal.error.message.contains(compiled.spec.state + "/state.db")
+        }
+    }
+
     /// Each provider's lines start with its id, so one sink (the CLI's `--verbose`) tells providers apart.
     @Test(arguments: StateKind.allCases)
     func theLoggerRedactsTheProvidersSecretsAndNamesTheProvider(_ kind: StateKind) async throws {

@@ -296,7 +296,9 @@ final class MemoryStateStore: PipelineStateStore {
 
     func open(_ compiled: CompiledPipeline, access: StateAccess) throws(RunRefusal) -> OpenedState? {
         let name = compiled.spec.name
-        guard access != .join else { throw RunRefusal.cannotStart("a state in memory cannot be joined") }
+        guard access != .join else {
+            throw RunRefusal.cannotStart(CloudSyncError(.config, "a state in memory cannot be joined"))
+        }
         let creates = if case .write = access { true } else { false }
         let found = states.withLock { states in
             if creates, states[name] == nil { states[name] = MemoryPipelineState() }
