@@ -40,63 +40,84 @@ final class SignInAnswer<Answer: Sendable>: Sendable {
         decide: @escaping @Sendable ([URLQueryItem]) -> AnswerDecision<Answer>,
         interpret: @escaping @Sendable (String) -> AnswerDecision<Answer>
     ) throws(CloudSyncError) {
-        var route: HTTPRoutePattern?
         if listen {
-            do {
-                route = try HTTPRoutePattern(parsing: "GET " + path)
-            } catch {
-                throw CloudSyncError(.config, "cannot listen for the sign-in's redirect on \(path): \(error)")
-            }
-            do {
-                server = try LoopbackHTTPServer(port: port)
-            } catch {
-                throw CloudSyncError(
-                    .config,
-                    "cannot listen for the sign-in's redirect on 127.0.0.1:\(port): \(error.description)"
-                        + (port == 0 ? "" : "; is another sign-in waiting on that port?"))
-            }
+            let (server, route) = try Self.listener(port: port, path: path)
+            self.server = server
+            answerRedirects(on: server, route: route, decide: decide)
         } else {
             server = nil
         }
-        if let server, let route {
-            server.route(route) { [weak self] request in
-                switch decide(request.queryItems) {
-                case .ignore(let why):
-                    return Self.page(400, title: "Not the sign-in's answer", text: why + " Still waiting.")
-                case .finish(let result):
-                    self?.resolve(result)
-                    switch result {
-                    case .success:
-                        return Self.page(
-                            200, title: "Signed in",
-                            text: "CloudSync has what it needs. You can close this window and go back to the terminal.")
-                    case .failure(let error):
-                        return Self.page(
-                            400, title: "Sign-in failed", text: error.message + " Go back to the terminal.")
-                    }
+        if paste { readPastedLines(interaction, listening: listen, interpret: interpret) }
+    }
+
+    /// A listener on `127.0.0.1:port` and the route of `GET path` it is to answer.
+    private static func listener(port: UInt16, path: String) throws(CloudSyncError)
+        -> (LoopbackHTTPServer, HTTPRoutePattern)
+    {
+        let route: HTTPRoutePattern
+        do {
+            route = try HTTPRoutePattern(parsing: "GET " + path)
+        } catch {
+            throw CloudSyncError(.config, "cannot listen for the sign-in's redirect on \(path): \(error)")
+        }
+        do {
+            return (try LoopbackHTTPServer(port: port), route)
+        } catch {
+            throw CloudSyncError(
+                .config,
+                "cannot listen for the sign-in's redirect on 127.0.0.1:\(port): \(error.description)"
+                    + (port == 0 ? "" : "; is another sign-in waiting on that port?"))
+        }
+    }
+
+    /// Answers each request for `route` on `server` by what `decide` makes of its query items: a page telling the
+    /// person to go back to the terminal once the sign-in is decided, or why the request was not its answer.
+    private func answerRedirects(
+        on server: LoopbackHTTPServer, route: HTTPRoutePattern,
+        decide: @escaping @Sendable ([URLQueryItem]) -> AnswerDecision<Answer>
+    ) {
+        server.route(route) { [weak self] request in
+            switch decide(request.queryItems) {
+            case .ignore(let why):
+                return Self.page(400, title: "Not the sign-in's answer", text: why + " Still waiting.")
+            case .finish(let result):
+                self?.resolve(result)
+                switch result {
+                case .success:
+                    return Self.page(
+                        200, title: "Signed in",
+                        text: "CloudSync has what it needs. You can close this window and go back to the terminal.")
+                case .failure(let error):
+                    return Self.page(400, title: "Sign-in failed", text: error.message + " Go back to the terminal.")
                 }
             }
         }
-        if paste {
-            let readLine = interaction.readLine
-            let show = interaction.show
-            let listening = listen
-            Thread.detachNewThread { [weak self] in
-                while let line = readLine() {
-                    guard let self, !self.isDecided else { return }
-                    let trimmed = line.trimmingCharacters(in: .whitespacesAndNewlines)
-                    if trimmed.isEmpty { continue }
-                    switch interpret(trimmed) {
-                    case .ignore(let why): show(why)
-                    case .finish(let result):
-                        self.resolve(result)
-                        return
-                    }
+    }
+
+    /// Reads lines with `interaction.readLine` on a thread of its own until `interpret` decides the sign-in by one
+    /// (or something else decided it), showing why each other line is not the answer.
+    ///
+    /// `listening` is whether a listener waits beside it, which decides what the end of the input means.
+    private func readPastedLines(
+        _ interaction: SignInInteraction, listening: Bool,
+        interpret: @escaping @Sendable (String) -> AnswerDecision<Answer>
+    ) {
+        let readLine = interaction.readLine
+        let show = interaction.show
+        Thread.detachNewThread { [weak self] in
+            while let line = readLine() {
+                guard let self, !self.isDecided else { return }
+                let trimmed = line.trimmingCharacters(in: .whitespacesAndNewlines)
+                if trimmed.isEmpty { continue }
+                switch interpret(trimmed) {
+                case .ignore(let why): show(why)
+                case .finish(let result):
+                    self.resolve(result)
+                    return
                 }
-                if !listening {
-                    self?.resolve(
-                        .failure(CloudSyncError(.notSignedIn, "the input ended before an answer was pasted")))
-                }
+            }
+            if !listening {
+                self?.resolve(.failure(CloudSyncError(.notSignedIn, "the input ended before an answer was pasted")))
             }
         }
     }

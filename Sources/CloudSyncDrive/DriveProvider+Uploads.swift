@@ -109,82 +109,107 @@ extension DriveProvider {
     func resumableUpload(_ body: DriveUploadBody, key: String, existing: String?) async throws(CloudSyncError)
         -> String?
     {
-        let total = body.count
         var restarts = 0
         var interruptions = 0
-        session: while true {
-            let start = HTTPRequest(
-                method: existing == nil ? .post : .patch,
-                url: url(
-                    "/upload" + (existing.map(filePath) ?? "/drive/v3/files"),
-                    [("uploadType", "resumable"), ("fields", "id,name,modifiedTime")]),
-                headers: [
-                    "Content-Type": "application/json; charset=UTF-8",
-                    "X-Upload-Content-Type": "application/octet-stream", "X-Upload-Content-Length": String(total),
-                ],
-                body: existing == nil ? metadata(key) : Data("{}".utf8), isRetrySafe: true)
-            let started = try await send(start, key: key)
-            if started.status == 404, existing != nil { return nil }
-            guard started.isSuccess else { throw failure(started, start, key: key) }
-            guard let location = started.headers["Location"], let sessionURL = URL(string: location) else {
-                throw CloudSyncError(
-                    .provider, "Drive started a resumable upload of \(key) without a session URI (Location)",
-                    provider: id, key: key)
+        while true {
+            guard let sessionURL = try await startSession(total: body.count, key: key, existing: existing) else {
+                return nil
             }
-            var offset = 0
-            while true {
-                let end = min(offset + chunkSize, total)
-                let chunk = HTTPRequest(
-                    method: .put, url: sessionURL,
-                    headers: [
-                        "Content-Range": total == 0 ? "bytes */0" : "bytes \(offset)-\(end - 1)/\(total)",
-                        "Content-Type": "application/octet-stream",
-                    ], body: try body.bytes(offset..<end), transferBytes: Int64(end - offset))
-                var answer: HTTPResponse?
-                var interruption: CloudSyncError?
-                do throws(CloudSyncError) {
-                    let response = try await send(chunk, key: key, client: chunkHTTP)
-                    if response.isSuccess || response.status == 308 || response.status == 404 {
-                        answer = response
-                    } else {
-                        let error = failure(response, chunk, key: key)
-                        guard error.isRetryable else { throw error }
-                        interruption = error
-                    }
-                } catch {
-                    guard error.isRetryable else { throw error }
-                    interruption = error
+            switch try await sendChunks(body, to: sessionURL, key: key, interruptions: &interruptions) {
+            case .uploaded(let fileID):
+                return fileID
+            case .lost:
+                restarts += 1
+                guard restarts <= Self.maxRestarts else {
+                    throw CloudSyncError(
+                        .server, "Drive lost the upload session of \(key) \(restarts) times; try again later",
+                        provider: id, key: key)
                 }
-                if let interruption {
-                    interruptions += 1
-                    guard interruptions <= Self.maxInterruptions else { throw interruption }
-                    logger.log(
-                        .info,
-                        "the upload of \(key) to \(id) was interrupted (\(interruption.code)); asking Drive "
-                            + "where it stands")
-                    let status = HTTPRequest(
-                        method: .put, url: sessionURL, headers: ["Content-Range": "bytes */\(total)"])
-                    answer = try await send(status, key: key)
-                }
-                guard let response = answer else { continue }
-                if response.isSuccess { return try fileID(of: response, chunk, key: key) }
-                if response.status == 404 {
-                    restarts += 1
-                    guard restarts <= Self.maxRestarts else {
-                        throw CloudSyncError(
-                            .server, "Drive lost the upload session of \(key) \(restarts) times; try again later",
-                            provider: id, key: key)
-                    }
-                    logger.log(.info, "Drive forgot the upload session of \(key); starting the upload again")
-                    continue session
-                }
-                guard response.status == 308 else { throw failure(response, chunk, key: key) }
-                offset = Self.nextOffset(range: response.headers["Range"])
-                if let moved = response.headers["Location"], let movedURL = URL(string: moved), movedURL != sessionURL {
-                    logger.log(.debug, "Drive moved the upload session of \(key)")
-                }
+                logger.log(.info, "Drive forgot the upload session of \(key); starting the upload again")
             }
         }
+    }
+
+    /// How an upload session's chunks ended: the file's id once the last was taken, or the session gone (404).
+    private enum SessionOutcome {
+        case uploaded(String)
+        case lost
+    }
+
+    /// Starts a resumable upload session for `total` bytes of `key`, over the file `existing` or as a new file: the
+    /// session URI, or nil when `existing` is gone.
+    private func startSession(total: Int, key: String, existing: String?) async throws(CloudSyncError) -> URL? {
+        let start = HTTPRequest(
+            method: existing == nil ? .post : .patch,
+            url: url(
+                "/upload" + (existing.map(filePath) ?? "/drive/v3/files"),
+                [("uploadType", "resumable"), ("fields", "id,name,modifiedTime")]),
+            headers: [
+                "Content-Type": "application/json; charset=UTF-8",
+                "X-Upload-Content-Type": "application/octet-stream", "X-Upload-Content-Length": String(total),
+            ],
+            body: existing == nil ? metadata(key) : Data("{}".utf8), isRetrySafe: true)
+        let started = try await send(start, key: key)
+        if started.status == 404, existing != nil { return nil }
+        guard started.isSuccess else { throw failure(started, start, key: key) }
+        guard let location = started.headers["Location"], let sessionURL = URL(string: location) else {
+            throw CloudSyncError(
+                .provider, "Drive started a resumable upload of \(key) without a session URI (Location)",
+                provider: id, key: key)
+        }
+        return sessionURL
+    }
+
+    /// Sends `body` to the upload session at `sessionURL` from its start, a chunk at a time, each from where the
+    /// server's `Range` says the session stands.
+    private func sendChunks(_ body: DriveUploadBody, to sessionURL: URL, key: String, interruptions: inout Int)
+        async throws(CloudSyncError) -> SessionOutcome
+    {
+        let total = body.count
+        var offset = 0
+        while true {
+            let end = min(offset + chunkSize, total)
+            let chunk = HTTPRequest(
+                method: .put, url: sessionURL,
+                headers: [
+                    "Content-Range": total == 0 ? "bytes */0" : "bytes \(offset)-\(end - 1)/\(total)",
+                    "Content-Type": "application/octet-stream",
+                ], body: try body.bytes(offset..<end), transferBytes: Int64(end - offset))
+            let response = try await sendChunk(
+                chunk, to: sessionURL, total: total, key: key, interruptions: &interruptions)
+            if response.isSuccess { return .uploaded(try fileID(of: response, chunk, key: key)) }
+            if response.status == 404 { return .lost }
+            guard response.status == 308 else { throw failure(response, chunk, key: key) }
+            offset = Self.nextOffset(range: response.headers["Range"])
+            if let moved = response.headers["Location"], let movedURL = URL(string: moved), movedURL != sessionURL {
+                logger.log(.debug, "Drive moved the upload session of \(key)")
+            }
+        }
+    }
+
+    /// Sends one chunk of an upload session: the session's answer (success, 308 or 404), or, after an interruption a
+    /// retry may get past, its answer to where it stands (`bytes */total`).
+    ///
+    /// The upload as a whole sits out at most ``maxInterruptions``, counted in `interruptions`.
+    private func sendChunk(
+        _ chunk: HTTPRequest, to sessionURL: URL, total: Int, key: String, interruptions: inout Int
+    ) async throws(CloudSyncError) -> HTTPResponse {
+        let interruption: CloudSyncError
+        do throws(CloudSyncError) {
+            let response = try await send(chunk, key: key, client: chunkHTTP)
+            if response.isSuccess || response.status == 308 || response.status == 404 { return response }
+            interruption = failure(response, chunk, key: key)
+        } catch {
+            interruption = error
+        }
+        guard interruption.isRetryable else { throw interruption }
+        interruptions += 1
+        guard interruptions <= Self.maxInterruptions else { throw interruption }
+        logger.log(
+            .info,
+            "the upload of \(key) to \(id) was interrupted (\(interruption.code)); asking Drive where it stands")
+        let status = HTTPRequest(method: .put, url: sessionURL, headers: ["Content-Range": "bytes */\(total)"])
+        return try await send(status, key: key)
     }
 
     /// The offset after `Range: bytes=0-N` (N + 1), or 0 when the server has nothing.

@@ -120,9 +120,24 @@ extension CloudKitDatabaseEmulator {
             downloadID: randomToken("", bytes: 24), size: Int64(size), fileChecksum: digest,
             referenceChecksum: Data(SHA256.hash(Data((receipt + digest).utf8))).base64EncodedString(),
             wrappingKey: Data(SecureRandom.bytes(count: 32)).base64EncodedString(), uploadedMs: now)
-        let stored = assetLock.withLock { _ -> HTTPResponse? in
+        if let refused = store(asset, request.body, receipt: receipt, spending: id) { return refused }
+        return Self.json(
+            200,
+            [
+                "singleFile": [
+                    "wrappingKey": asset.wrappingKey, "fileChecksum": asset.fileChecksum, "receipt": receipt,
+                    "referenceChecksum": asset.referenceChecksum, "size": NSNumber(value: asset.size),
+                ]
+            ])
+    }
+
+    /// Stores `bytes` as `asset` and spends the upload URL `id` on it, filed under `receipt`; nil once done, else the
+    /// answer: the bytes could not be stored, or another upload to the URL spent it first (its bytes are removed).
+    private func store(_ asset: SavedState.Asset, _ bytes: Data, receipt: String, spending id: String) -> HTTPResponse?
+    {
+        assetLock.withLock { _ -> HTTPResponse? in
             do {
-                try assetBytes.put(request.body, id: asset.downloadID)
+                try assetBytes.put(bytes, id: asset.downloadID)
             } catch {
                 return Self.json(500, Self.error("INTERNAL_ERROR", "the emulator could not store the asset: \(error)"))
             }
@@ -138,15 +153,6 @@ extension CloudKitDatabaseEmulator {
             }
             return nil
         }
-        if let stored { return stored }
-        return Self.json(
-            200,
-            [
-                "singleFile": [
-                    "wrappingKey": asset.wrappingKey, "fileChecksum": asset.fileChecksum, "receipt": receipt,
-                    "referenceChecksum": asset.referenceChecksum, "size": NSNumber(value: asset.size),
-                ]
-            ])
     }
 
     // MARK: The download URL

@@ -133,6 +133,8 @@ extension CloudKitDatabaseEmulator {
         return (200, ["records": answers])
     }
 
+    /// Applies one operation of `records/modify` to `state`: the record's answer, or its error (with its
+    /// `recordName`) when the operation is refused.
     func apply(
         _ operation: [String: Any], zone: String, _ context: Context, _ state: inout SavedState,
         seen: inout Set<String>
@@ -141,39 +143,76 @@ extension CloudKitDatabaseEmulator {
         let sent = operation["record"] as? [String: Any] ?? [:]
         var name = sent["recordName"] as? String ?? ""
         if name.isEmpty, type == "create" { name = UUID().uuidString }
-        func fail(_ code: String, _ reason: String) -> [String: Any] {
-            Self.error(code, reason, extra: ["recordName": name])
+        do throws(RecordRefusal) {
+            try checkName(name, seen: &seen)
+            let existing = state.databases[context.database]?.zones[zone]?.records[name].flatMap {
+                $0.deleted ? nil : $0
+            }
+            try Self.checkPrecondition(
+                type, of: name, existing: existing, sentTag: sent["recordChangeTag"] as? String, context)
+            return try commit(type, sent, name: name, existing: existing, zone: zone, context, &state)
+        } catch {
+            return Self.error(error.code, error.reason, extra: ["recordName": name])
         }
-        guard !name.isEmpty else { return fail("BAD_REQUEST", "the operation's record has no recordName") }
+    }
+
+    /// Why one operation of `records/modify` was refused: its `serverErrorCode` and reason.
+    private struct RecordRefusal: Error {
+        let code: String
+        let reason: String
+        init(_ code: String, _ reason: String) {
+            self.code = code
+            self.reason = reason
+        }
+    }
+
+    /// Refuses a record name that is empty, not ASCII, over 255 bytes or named by an earlier operation of the request
+    /// (`seen`, which it joins), and one `failRecord(_:code:reason:)` made fail.
+    private func checkName(_ name: String, seen: inout Set<String>) throws(RecordRefusal) {
+        guard !name.isEmpty else { throw RecordRefusal("BAD_REQUEST", "the operation's record has no recordName") }
         // CloudKit's record names are ASCII, so a name's text is its bytes and `String` keys here compare as CloudKit
         // compares names.
         guard name.utf8.allSatisfy({ $0 < 0x80 }), name.utf8.count <= 255 else {
-            return fail("BAD_REQUEST", "record names are at most 255 ASCII characters")
+            throw RecordRefusal("BAD_REQUEST", "record names are at most 255 ASCII characters")
         }
         guard seen.insert(name).inserted else {
-            return fail("BAD_REQUEST", "record \(name) appears in more than one operation of this request")
+            throw RecordRefusal("BAD_REQUEST", "record \(name) appears in more than one operation of this request")
         }
-        if let failure = recordFailures.withLock({ $0[name] }) { return fail(failure.code, failure.reason) }
-        let existing = state.databases[context.database]?.zones[zone]?.records[name].flatMap { $0.deleted ? nil : $0 }
-        let sentTag = sent["recordChangeTag"] as? String
+        if let failure = recordFailures.withLock({ $0[name] }) { throw RecordRefusal(failure.code, failure.reason) }
+    }
+
+    /// Refuses an operation `type` that does not fit the record the zone holds as `name` (`existing`, nil when it
+    /// holds none): a create over a record, an update, replace or delete of none or of another change tag than
+    /// `sentTag`, a forced delete of none, or a type CloudKit does not have.
+    private static func checkPrecondition(
+        _ type: String, of name: String, existing: SavedState.Record?, sentTag: String?, _ context: Context
+    ) throws(RecordRefusal) {
         switch type {
         case "create":
             if existing != nil {
-                return fail(context.configuration.existingRecordCode, "record to insert already exists")
+                throw RecordRefusal(context.configuration.existingRecordCode, "record to insert already exists")
             }
         case "update", "replace", "delete":
-            guard let existing else { return fail("NOT_FOUND", "record \(name) does not exist") }
-            guard let sentTag else { return fail("BAD_REQUEST", "\(type) needs the record's recordChangeTag") }
+            guard let existing else { throw RecordRefusal("NOT_FOUND", "record \(name) does not exist") }
+            guard let sentTag else { throw RecordRefusal("BAD_REQUEST", "\(type) needs the record's recordChangeTag") }
             if sentTag != existing.changeTag {
-                return fail("CONFLICT", "record \(name) changed on the server since \(sentTag) was read")
+                throw RecordRefusal("CONFLICT", "record \(name) changed on the server since \(sentTag) was read")
             }
         case "forceUpdate", "forceReplace":
             break
         case "forceDelete":
-            if existing == nil { return fail("NOT_FOUND", "record \(name) does not exist") }
+            if existing == nil { throw RecordRefusal("NOT_FOUND", "record \(name) does not exist") }
         default:
-            return fail("BAD_REQUEST", "unknown operationType \(type)")
+            throw RecordRefusal("BAD_REQUEST", "unknown operationType \(type)")
         }
+    }
+
+    /// Writes the checked operation `type` on record `name` into `state` under the zone's next sequence number: a
+    /// tombstone for a delete (freeing its assets), else the record `sent` makes; answers with what was written.
+    private func commit(
+        _ type: String, _ sent: [String: Any], name: String, existing: SavedState.Record?, zone: String,
+        _ context: Context, _ state: inout SavedState
+    ) throws(RecordRefusal) -> [String: Any] {
         var zoneState = state.databases[context.database]!.zones[zone]!
         let sequence = zoneState.nextSequence
         zoneState.nextSequence += 1
@@ -181,87 +220,132 @@ extension CloudKitDatabaseEmulator {
             existing.flatMap {
                 (try? JSONSerialization.jsonObject(with: Data($0.fields.utf8))) as? [String: Any]
             } ?? [:]
+        let record: SavedState.Record
         if type == "delete" || type == "forceDelete" {
             for receipt in Self.receipts(in: existingFields) { state.assets[receipt] = nil }
             var tombstone = existing!
             tombstone.deleted = true
             tombstone.sequence = sequence
             tombstone.fields = "{}"
-            zoneState.records[name] = tombstone
-            state.databases[context.database]!.zones[zone] = zoneState
-            return ["recordName": name, "deleted": true, "zoneID": zoneID(zone, context)]
-        }
-        let recordType = sent["recordType"] as? String ?? existing?.recordType ?? ""
-        guard !recordType.isEmpty else { return fail("BAD_REQUEST", "record \(name) has no recordType") }
-        let sentFields = sent["fields"] as? [String: Any] ?? [:]
-        var fields: [String: Any] = [:]
-        if type == "update" || type == "forceUpdate" { fields = existingFields }
-        var claimed: [String] = []
-        var size = 0
-        var schemaFields = state.schemas[context.schema]?[recordType]
-        if schemaFields == nil {
-            if context.production {
-                return fail(
-                    "BAD_REQUEST",
-                    "Cannot create new type \(recordType) in production schema; deploy the schema from development")
+            record = tombstone
+        } else {
+            var merging = try fieldMerge(
+                sent, type: type, name: name, existing: existing, existingFields: existingFields, zone: zone, context,
+                state)
+            for (field, value) in sent["fields"] as? [String: Any] ?? [:] {
+                try merge(field, value, into: &merging, context, state)
             }
-            schemaFields = [:]
+            record = try saved(merging, sequence: sequence, existing: existing, context, &state)
         }
-        for (field, value) in sentFields {
-            guard let dictionary = value as? [String: Any], let raw = dictionary["value"] else {
-                fields[field] = nil
-                continue
-            }
-            var fieldType = dictionary["type"] as? String ?? Self.inferType(raw)
-            var value = raw
-            let isAsset = fieldType == "ASSET" || fieldType == "ASSETID"
-            if isAsset {
-                // Sent as ASSET, kept and answered as ASSETID.
-                fieldType = "ASSETID"
-                switch assetField(raw, field: field, record: name, zone: zone, existing: existingFields, context, state)
-                {
-                case .failure(let refusal): return fail("BAD_REQUEST", refusal.reason)
-                case .success(let (stored, receipt)):
-                    value = stored
-                    if let receipt { claimed.append(receipt) }
-                }
-            }
-            if let known = schemaFields?[field], known != fieldType {
-                return fail(
-                    "BAD_REQUEST", "invalid value type \(fieldType) for field \(field) of type \(recordType): \(known)")
-            }
-            if schemaFields?[field] == nil {
-                if context.production {
-                    return fail(
-                        "BAD_REQUEST", "Cannot create new field \(field) of type \(recordType) in production schema")
-                }
-                schemaFields?[field] = fieldType
-            }
-            // Assets do not count towards the record's size.
-            if !isAsset { size += (try? JSONSerialization.data(withJSONObject: [raw]).count) ?? 0 }
-            fields[field] = ["value": value, "type": fieldType]
-        }
-        guard size <= context.configuration.maxRecordBytes else {
-            return fail(
-                "BAD_REQUEST",
-                "record \(name) is too large: \(size) bytes of fields, over the \(context.configuration.maxRecordBytes) "
-                    + "byte limit")
-        }
-        state.schemas[context.schema, default: [:]][recordType] = schemaFields
-        for receipt in claimed { state.assets[receipt]?.claimed = true }
-        // An asset the record no longer holds (a field replaced, removed or not sent again) is freed.
-        for receipt in Self.receipts(in: existingFields).subtracting(Self.receipts(in: fields)) {
-            state.assets[receipt] = nil
-        }
-        let fieldsText = String(
-            decoding: (try? JSONSerialization.data(withJSONObject: fields, options: [.sortedKeys])) ?? Data("{}".utf8),
-            as: UTF8.self)
-        let record = SavedState.Record(
-            recordType: recordType, fields: fieldsText, changeTag: randomToken("", bytes: 6), sequence: sequence,
-            deleted: false, createdMs: existing?.createdMs ?? context.now, modifiedMs: context.now)
         zoneState.records[name] = record
         state.databases[context.database]!.zones[zone] = zoneState
         return recordJSON(name, record, zone: zone, context)
+    }
+
+    /// The fields of a record being saved, merged one sent field at a time: what to store, the receipts of the assets
+    /// they claim, their size (assets left out), and the record type's schema with the fields it did not have.
+    private struct FieldMerge {
+        let record: String
+        let recordType: String
+        let zone: String
+        /// The fields the record holds now.
+        let existing: [String: Any]
+        var fields: [String: Any]
+        var schema: [String: String]
+        var claimed: [String] = []
+        var size = 0
+    }
+
+    /// The start of a save of `sent` as record `name`: its type (sent, or the existing record's), the fields an update
+    /// keeps, and the type's schema, which a production schema must have already.
+    private func fieldMerge(
+        _ sent: [String: Any], type: String, name: String, existing: SavedState.Record?,
+        existingFields: [String: Any], zone: String, _ context: Context, _ state: SavedState
+    ) throws(RecordRefusal) -> FieldMerge {
+        let recordType = sent["recordType"] as? String ?? existing?.recordType ?? ""
+        guard !recordType.isEmpty else { throw RecordRefusal("BAD_REQUEST", "record \(name) has no recordType") }
+        var schema = state.schemas[context.schema]?[recordType]
+        if schema == nil {
+            if context.production {
+                throw RecordRefusal(
+                    "BAD_REQUEST",
+                    "Cannot create new type \(recordType) in production schema; deploy the schema from development")
+            }
+            schema = [:]
+        }
+        return FieldMerge(
+            record: name, recordType: recordType, zone: zone, existing: existingFields,
+            fields: type == "update" || type == "forceUpdate" ? existingFields : [:], schema: schema ?? [:])
+    }
+
+    /// Merges one sent field into `merge`: a field without a value is removed; an asset is claimed by its receipt and
+    /// kept as `ASSETID`; a field the schema does not have joins it, but for a production schema.
+    private func merge(
+        _ field: String, _ value: Any, into merge: inout FieldMerge, _ context: Context, _ state: SavedState
+    ) throws(RecordRefusal) {
+        guard let dictionary = value as? [String: Any], let raw = dictionary["value"] else {
+            merge.fields[field] = nil
+            return
+        }
+        var fieldType = dictionary["type"] as? String ?? Self.inferType(raw)
+        var value = raw
+        let isAsset = fieldType == "ASSET" || fieldType == "ASSETID"
+        if isAsset {
+            // Sent as ASSET, kept and answered as ASSETID.
+            fieldType = "ASSETID"
+            switch assetField(
+                raw, field: field, record: merge.record, zone: merge.zone, existing: merge.existing, context, state)
+            {
+            case .failure(let refusal): throw RecordRefusal("BAD_REQUEST", refusal.reason)
+            case .success(let (stored, receipt)):
+                value = stored
+                if let receipt { merge.claimed.append(receipt) }
+            }
+        }
+        if let known = merge.schema[field], known != fieldType {
+            throw RecordRefusal(
+                "BAD_REQUEST",
+                "invalid value type \(fieldType) for field \(field) of type \(merge.recordType): \(known)")
+        }
+        if merge.schema[field] == nil {
+            if context.production {
+                throw RecordRefusal(
+                    "BAD_REQUEST",
+                    "Cannot create new field \(field) of type \(merge.recordType) in production schema")
+            }
+            merge.schema[field] = fieldType
+        }
+        // Assets do not count towards the record's size.
+        if !isAsset { merge.size += (try? JSONSerialization.data(withJSONObject: [raw]).count) ?? 0 }
+        merge.fields[field] = ["value": value, "type": fieldType]
+    }
+
+    /// The record `merge` makes, under a new change tag, once its size is within the limit; records its type's schema
+    /// in `state`, claims the assets it took and frees those it no longer holds.
+    private func saved(
+        _ merge: FieldMerge, sequence: Int64, existing: SavedState.Record?, _ context: Context,
+        _ state: inout SavedState
+    ) throws(RecordRefusal) -> SavedState.Record {
+        guard merge.size <= context.configuration.maxRecordBytes else {
+            throw RecordRefusal(
+                "BAD_REQUEST",
+                "record \(merge.record) is too large: \(merge.size) bytes of fields, over the "
+                    + "\(context.configuration.maxRecordBytes) byte limit")
+        }
+        state.schemas[context.schema, default: [:]][merge.recordType] = merge.schema
+        for receipt in merge.claimed { state.assets[receipt]?.claimed = true }
+        // An asset the record no longer holds (a field replaced, removed or not sent again) is freed.
+        for receipt in Self.receipts(in: merge.existing).subtracting(Self.receipts(in: merge.fields)) {
+            state.assets[receipt] = nil
+        }
+        let fieldsText = String(
+            decoding: (try? JSONSerialization.data(withJSONObject: merge.fields, options: [.sortedKeys]))
+                ?? Data("{}".utf8),
+            as: UTF8.self)
+        return SavedState.Record(
+            recordType: merge.recordType, fields: fieldsText, changeTag: randomToken("", bytes: 6),
+            sequence: sequence, deleted: false, createdMs: existing?.createdMs ?? context.now,
+            modifiedMs: context.now)
     }
 
     static func inferType(_ raw: Any) -> String {

@@ -400,6 +400,8 @@ extension DriveFilesEmulator {
         return Self.jsonResponse(resource(file, user: user))
     }
 
+    /// One `PUT` to a resumable upload session: its bytes at the `Content-Range` given, then the file once every byte
+    /// came (`308` with the `Range` received until then).
     func chunk(_ request: ReceivedRequest, user: String) -> HTTPResponse {
         guard let uploadID = request.formQuery("upload_id"),
             var session = volatile.withLock({ $0.sessions[uploadID] }), session.user == user
@@ -432,37 +434,45 @@ extension DriveFilesEmulator {
             session.received = session.received.prefix(first) + request.body
         }
         if let total = session.total, session.received.count >= total {
-            if session.received.count > total {
-                return Self.error(400, "badRequest", "More bytes were sent than Content-Range announced")
-            }
-            if let refused = overLimit(user: user, replacing: session.fileID, newSize: total) {
-                volatile.withLock { _ = $0.sessions.removeValue(forKey: uploadID) }
-                return refused
-            }
-            if let fileID = session.fileID, state.withLock({ $0.accounts[user]?.files[fileID] }) == nil {
-                volatile.withLock { _ = $0.sessions.removeValue(forKey: uploadID) }
-                return Self.notFound(fileID)
-            }
-            if session.fileID == nil, let generated = session.metadata["id"] as? String,
-                let refused = generatedIDRefusal(
-                    generated, user: user, space: Self.space(of: session.metadata, user: user), claiming: true)
-            {
-                volatile.withLock { _ = $0.sessions.removeValue(forKey: uploadID) }
-                return refused
-            }
-            let file = store(
-                user: user, id: session.fileID, metadata: session.metadata, content: session.received,
-                parents: session.parents)
-            volatile.withLock { _ = $0.sessions.removeValue(forKey: uploadID) }
-            // The fields were checked when the session started.
-            let selector = (try? DriveResource.file.selector(session.fields).get()) ?? .all
-            return DriveResource.cut(Self.jsonResponse(resource(file, user: user)), to: selector)
+            return finish(session, total: total, uploadID: uploadID, user: user)
         }
         let stored = session
         volatile.withLock { $0.sessions[uploadID] = stored }
         var headers: HTTPHeaders = ["Content-Length": "0", "X-GUploader-UploadID": uploadID]
         if !session.received.isEmpty { headers["Range"] = "bytes=0-\(session.received.count - 1)" }
         return HTTPResponse(status: 308, headers: headers)
+    }
+
+    /// Ends upload session `uploadID` once its `total` bytes came: stores the file and answers with it.
+    ///
+    /// More bytes than `total` are refused, the session kept as it was; refusing the file (over the storage limit,
+    /// the file it updates gone, a generated id refused) ends the session too.
+    private func finish(_ session: Session, total: Int, uploadID: String, user: String) -> HTTPResponse {
+        if session.received.count > total {
+            return Self.error(400, "badRequest", "More bytes were sent than Content-Range announced")
+        }
+        if let refused = overLimit(user: user, replacing: session.fileID, newSize: total) {
+            volatile.withLock { _ = $0.sessions.removeValue(forKey: uploadID) }
+            return refused
+        }
+        if let fileID = session.fileID, state.withLock({ $0.accounts[user]?.files[fileID] }) == nil {
+            volatile.withLock { _ = $0.sessions.removeValue(forKey: uploadID) }
+            return Self.notFound(fileID)
+        }
+        if session.fileID == nil, let generated = session.metadata["id"] as? String,
+            let refused = generatedIDRefusal(
+                generated, user: user, space: Self.space(of: session.metadata, user: user), claiming: true)
+        {
+            volatile.withLock { _ = $0.sessions.removeValue(forKey: uploadID) }
+            return refused
+        }
+        let file = store(
+            user: user, id: session.fileID, metadata: session.metadata, content: session.received,
+            parents: session.parents)
+        volatile.withLock { _ = $0.sessions.removeValue(forKey: uploadID) }
+        // The fields were checked when the session started.
+        let selector = (try? DriveResource.file.selector(session.fields).get()) ?? .all
+        return DriveResource.cut(Self.jsonResponse(resource(file, user: user)), to: selector)
     }
 
     /// `bytes a-b/total`, `bytes */total`, `bytes a-b/*` or `bytes */*`.

@@ -117,9 +117,9 @@ public final class GoogleOAuthEmulator: Sendable {
     /// The revocation endpoint's path, as Google's (`https://oauth2.googleapis.com/revoke`).
     public static let revokePath = "/revoke"
 
-    private let clock: any StoreClock
-    private let configuration: Mutex<Configuration>
-    private let state = Mutex(SavedState())
+    let clock: any StoreClock
+    let configuration: Mutex<Configuration>
+    let state = Mutex(SavedState())
 
     /// An emulator with `configuration`, its tokens expiring on `clock`.
     public init(configuration: Configuration = Configuration(), clock: any StoreClock = SystemClock()) {
@@ -276,87 +276,6 @@ public final class GoogleOAuthEmulator: Sendable {
                             message: detail, domain: "global", reason: reason, location: location,
                             locationType: location == nil ? nil : "header")
                     ], status: status)), status: code)
-    }
-
-    // MARK: Authorization endpoint
-
-    private func approve(_ request: ReceivedRequest) -> HTTPResponse {
-        func page(_ status: Int, _ error: String, _ detail: String) -> HTTPResponse {
-            htmlPage(
-                status, title: "Access blocked: Authorization Error",
-                ["Error \(status): \(error)", escapeHTML(detail)])
-        }
-        guard let clientID = request.query("client_id"), !clientID.isEmpty else {
-            return page(400, "invalid_request", "Missing required parameter: client_id")
-        }
-        guard client(clientID) != nil else { return page(401, "invalid_client", "The OAuth client was not found.") }
-        guard let redirectURI = request.query("redirect_uri"), !redirectURI.isEmpty else {
-            return page(400, "invalid_request", "Missing required parameter: redirect_uri")
-        }
-        guard Self.isLoopback(redirectURI) else {
-            return page(
-                400, "redirect_uri_mismatch",
-                "redirect_uri \(redirectURI) is not a loopback address; an installed app redirects to "
-                    + "http://127.0.0.1:PORT or http://localhost:PORT")
-        }
-        guard let responseType = request.query("response_type"), !responseType.isEmpty else {
-            return page(400, "invalid_request", "Missing required parameter: response_type")
-        }
-        guard responseType == "code" else {
-            return page(400, "unsupported_response_type", "Invalid response_type: \(responseType)")
-        }
-        guard let scope = request.query("scope"), !scope.trimmingCharacters(in: .whitespaces).isEmpty else {
-            return page(400, "invalid_request", "Missing required parameter: scope")
-        }
-        guard let challenge = request.query("code_challenge"), !challenge.isEmpty else {
-            return page(
-                400, "invalid_request", "Missing required parameter: code_challenge (this emulator requires PKCE)")
-        }
-        let method = request.query("code_challenge_method") ?? "plain"
-        guard method == "S256" else {
-            return page(
-                400, "invalid_request", "Invalid code_challenge_method: \(method) (this emulator requires S256)")
-        }
-        guard challenge.count == 43, Base64URL.decode(challenge)?.count == 32 else {
-            return page(
-                400, "invalid_request", "Invalid code_challenge: an S256 challenge is 43 characters of base64url")
-        }
-        guard let stateParameter = request.query("state"), !stateParameter.isEmpty else {
-            return page(400, "invalid_request", "Missing required parameter: state (this emulator requires it)")
-        }
-        let (approves, defaultUser, codeLifetime) = configuration.withLock {
-            ($0.approves, $0.defaultUser, $0.codeLifetime)
-        }
-        guard approves else {
-            return redirect(
-                to: adding([("error", "access_denied"), ("state", stateParameter)], to: redirectURI))
-        }
-        let user = request.query("login_hint").flatMap { $0.isEmpty ? nil : $0 } ?? defaultUser
-        // Clients that form-encode the query (Python's urlencode) send a scope's spaces as `+`; no scope holds a `+`.
-        let normalizedScope = scope.replacingOccurrences(of: "+", with: " ").split(separator: " ").joined(
-            separator: " ")
-        let code = randomToken("4/0A", bytes: 32)
-        let now = clock.nowMilliseconds()
-        state.withLock { state in
-            state.codes = state.codes.filter { $0.value.expiresAtMs > now }
-            state.codes[code] = SavedState.Code(
-                clientID: clientID, redirectURI: redirectURI, challenge: challenge, scope: normalizedScope, user: user,
-                expiresAtMs: now + codeLifetime.milliseconds)
-        }
-        return redirect(
-            to: adding([("code", code), ("scope", normalizedScope), ("state", stateParameter)], to: redirectURI))
-    }
-
-    private func client(_ id: String) -> Client? {
-        configuration.withLock { $0.clients.first { $0.id == id } }
-    }
-
-    /// `http` on a loopback host, any port and path: what Google accepts from an installed app.
-    static func isLoopback(_ uri: String) -> Bool {
-        guard let url = URL(string: uri), url.scheme == "http", let host = url.host?.lowercased() else {
-            return false
-        }
-        return ["127.0.0.1", "localhost", "::1", "[::1]"].contains(host) && url.fragment == nil
     }
 
     // MARK: Token endpoint

@@ -128,66 +128,7 @@ public final class NetworkHTTPServer: Sendable {
     /// It stops accepting, answers requests still arriving with 503, waits for the answers being computed, then
     /// closes every connection.
     public func stop() { core.stop() }
-
-    /// A listening socket bound to `address:port`, close-on-exec, and the port it got.
-    private static func listen(address: String, port: UInt16) throws(NetworkHTTPServerError) -> (Int32, UInt16) {
-        var storage = sockaddr_storage()
-        var length: socklen_t
-        let family: Int32
-        var v4 = in_addr()
-        var v6 = in6_addr()
-        if inet_pton(AF_INET, address, &v4) == 1 {
-            family = AF_INET
-            length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            withUnsafeMutableBytes(of: &storage) { raw in
-                let socket = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in.self)
-                socket.pointee.sin_family = sa_family_t(AF_INET)
-                socket.pointee.sin_port = port.bigEndian
-                socket.pointee.sin_addr = v4
-            }
-        } else if inet_pton(AF_INET6, address, &v6) == 1 {
-            family = AF_INET6
-            length = socklen_t(MemoryLayout<sockaddr_in6>.size)
-            withUnsafeMutableBytes(of: &storage) { raw in
-                let socket = raw.baseAddress!.assumingMemoryBound(to: sockaddr_in6.self)
-                socket.pointee.sin6_family = sa_family_t(AF_INET6)
-                socket.pointee.sin6_port = port.bigEndian
-                socket.pointee.sin6_addr = v6
-            }
-        } else {
-            throw NetworkHTTPServerError(
-                message: "'\(address)' is not an IPv4 or IPv6 address (such as 127.0.0.1 or ::1)", code: EINVAL)
-        }
-        let fd = socket(family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
-        guard fd >= 0 else { throw NetworkHTTPServerError(message: "socket: \(describe(errno))", code: errno) }
-        var yes: Int32 = 1
-        setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &yes, socklen_t(MemoryLayout<Int32>.size))
-        let bound = withUnsafePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { Glibc.bind(fd, $0, length) }
-        }
-        guard bound == 0, Glibc.listen(fd, 128) == 0 else {
-            let code = errno
-            close(fd)
-            throw NetworkHTTPServerError(
-                message: "bind \(authority(address, port: port)): \(describe(code))", code: code)
-        }
-        let named = withUnsafeMutablePointer(to: &storage) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
-        }
-        guard named == 0 else {
-            let code = errno
-            close(fd)
-            throw NetworkHTTPServerError(message: "getsockname: \(describe(code))", code: code)
-        }
-        // sin_port and sin6_port sit at the same offset, just after the family.
-        let boundPort = withUnsafeBytes(of: &storage) { raw in
-            UInt16(bigEndian: raw.load(fromByteOffset: MemoryLayout<sa_family_t>.size, as: UInt16.self))
-        }
-        return (fd, boundPort)
-    }
 }
-
-private func describe(_ code: Int32) -> String { String(cString: strerror(code)) }
 
 /// One request's state between libmicrohttpd's calls: made when its request line arrives, released when libmicrohttpd
 /// says the request is over.
@@ -346,63 +287,89 @@ private final class NetworkServerCore: @unchecked Sendable {
             return queue(response, on: connection, closing: false)
         }
         if !context.screened {
-            context.screened = true
-            waiting.withLock { $0[UInt(bitPattern: connection)]?.since = nil }
-            var headers = HTTPHeaders()
-            var headBytes = method.utf8.count + context.target.utf8.count + version.utf8.count + 4
-            withUnsafeMutablePointer(to: &headers) { pointer in
-                _ = MHD_get_connection_values_n(
-                    connection, .HEADER_KIND,
-                    { cls, _, key, keySize, value, valueSize in
-                        let headers = cls!.assumingMemoryBound(to: HTTPHeaders.self)
-                        let name =
-                            key.map {
-                                String(decoding: UnsafeRawBufferPointer(start: $0, count: keySize), as: UTF8.self)
-                            } ?? ""
-                        let text =
-                            value.map {
-                                String(decoding: UnsafeRawBufferPointer(start: $0, count: valueSize), as: UTF8.self)
-                            } ?? ""
-                        headers.pointee.add(name, text)
-                        return .YES
-                    }, pointer)
-            }
-            for field in headers { headBytes += field.name.utf8.count + field.value.utf8.count + 4 }
-            if let refusal = options.limits.screen(headBytes: headBytes, headers: headers) {
-                return queue(responder.answer(refusal), on: connection, closing: true)
-            }
-            if stopping.load(ordering: .relaxed) {
-                return queue(responder.answer(Self.stoppingRefusal), on: connection, closing: true)
-            }
-            if counters.openConnections > options.maxConnections {
-                var answer = responder.answer(
-                    HTTPRequestRefusal(
-                        status: 503, code: "ERR_OVERLOADED",
-                        message:
-                            "the server has more than \(options.maxConnections) connections open; try again shortly"))
-                answer.headers["Retry-After"] = "1"
-                return queue(answer, on: connection, closing: true)
-            }
-            var head = ReceivedRequest(method: method, target: context.target, headers: headers, body: Data())
-            head.scheme = scheme
-            head.serverAuthority = authority
-            if let refused = responder.screen(head) {
-                return queue(refused, on: connection, closing: true)
-            }
-            context.head = head
-            return true
+            return screen(connection, context: context, method: method, version: version)
         }
         if uploadSize.pointee > 0 {
-            let count = uploadSize.pointee
-            // libmicrohttpd takes no answer in the middle of a body: a chunked body past the limit ends the
-            // connection instead (a declared one was refused with 413 above).
-            guard count <= options.limits.bodyBytes - context.body.count, let upload else { return false }
-            upload.withMemoryRebound(to: UInt8.self, capacity: count) {
-                context.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: count))
-            }
-            uploadSize.pointee = 0
-            return true
+            return receive(upload, size: uploadSize, into: context)
         }
+        return dispatch(connection, context: context)
+    }
+
+    /// Screens a request by its head, before any of its body is read: against the limits, a stopping or overloaded
+    /// server, and the responder's ``HTTPResponder/screen(_:)``; a refusal is queued and the connection closed after
+    /// it, a head that passes is kept for the answer.
+    private func screen(_ connection: OpaquePointer, context: RequestContext, method: String, version: String) -> Bool {
+        context.screened = true
+        waiting.withLock { $0[UInt(bitPattern: connection)]?.since = nil }
+        let headers = Self.headers(of: connection)
+        var headBytes = method.utf8.count + context.target.utf8.count + version.utf8.count + 4
+        for field in headers { headBytes += field.name.utf8.count + field.value.utf8.count + 4 }
+        if let refusal = options.limits.screen(headBytes: headBytes, headers: headers) {
+            return queue(responder.answer(refusal), on: connection, closing: true)
+        }
+        if stopping.load(ordering: .relaxed) {
+            return queue(responder.answer(Self.stoppingRefusal), on: connection, closing: true)
+        }
+        if counters.openConnections > options.maxConnections {
+            var answer = responder.answer(
+                HTTPRequestRefusal(
+                    status: 503, code: "ERR_OVERLOADED",
+                    message: "the server has more than \(options.maxConnections) connections open; try again shortly"))
+            answer.headers["Retry-After"] = "1"
+            return queue(answer, on: connection, closing: true)
+        }
+        var head = ReceivedRequest(method: method, target: context.target, headers: headers, body: Data())
+        head.scheme = scheme
+        head.serverAuthority = authority
+        if let refused = responder.screen(head) {
+            return queue(refused, on: connection, closing: true)
+        }
+        context.head = head
+        return true
+    }
+
+    /// The request's header fields, in the order they came.
+    private static func headers(of connection: OpaquePointer) -> HTTPHeaders {
+        var headers = HTTPHeaders()
+        withUnsafeMutablePointer(to: &headers) { pointer in
+            _ = MHD_get_connection_values_n(
+                connection, .HEADER_KIND,
+                { cls, _, key, keySize, value, valueSize in
+                    let headers = cls!.assumingMemoryBound(to: HTTPHeaders.self)
+                    let name =
+                        key.map {
+                            String(decoding: UnsafeRawBufferPointer(start: $0, count: keySize), as: UTF8.self)
+                        } ?? ""
+                    let text =
+                        value.map {
+                            String(decoding: UnsafeRawBufferPointer(start: $0, count: valueSize), as: UTF8.self)
+                        } ?? ""
+                    headers.pointee.add(name, text)
+                    return .YES
+                }, pointer)
+        }
+        return headers
+    }
+
+    /// Adds the `size.pointee` bytes at `upload` to the request's body and marks them taken (`size` set to 0); false
+    /// when they would take the body past its limit.
+    private func receive(_ upload: UnsafePointer<CChar>?, size: UnsafeMutablePointer<Int>, into context: RequestContext)
+        -> Bool
+    {
+        let count = size.pointee
+        // libmicrohttpd takes no answer in the middle of a body: a chunked body past the limit ends the
+        // connection instead (a declared one was refused with 413 by its head).
+        guard count <= options.limits.bodyBytes - context.body.count, let upload else { return false }
+        upload.withMemoryRebound(to: UInt8.self, capacity: count) {
+            context.body.append(contentsOf: UnsafeBufferPointer(start: $0, count: count))
+        }
+        size.pointee = 0
+        return true
+    }
+
+    /// Suspends the connection of a whole request and has the responder answer it on a thread of its own, which
+    /// resumes the connection with the answer; a request arriving while the server stops is refused instead.
+    private func dispatch(_ connection: OpaquePointer, context: RequestContext) -> Bool {
         // Taken once: libmicrohttpd calls again only after the answer resumes the connection.
         guard var request = context.head else { return true }
         // Counted before the check, and stop() sets the flag before it reads the count: either this request sees the

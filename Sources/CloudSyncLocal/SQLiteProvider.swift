@@ -120,54 +120,67 @@ public final class SQLiteProvider: Provider {
         self.clock = clock
         self.capabilities = Self.capabilities(maxValueBytes: maxValueBytes)
         do {
-            if readOnly {
-                database = try Self.openReadOnly(path)
-            } else {
-                try LocalFiles.createDirectory(containing: path)
-                // Someone else's database is never changed: look before opening it for writing (which would switch
-                // its journal and add CloudSync's tables).
-                if FileManager.default.fileExists(atPath: path) {
-                    let peek = try SQLiteDatabase(path: path, options: SQLiteDatabase.Options(readOnly: true))
-                    let foreign = try peek.read { db in try Self.foreignTables(db) }
-                    peek.close()
-                    guard foreign.isEmpty else {
-                        throw CloudSyncError(
-                            .config,
-                            "\(path) holds tables of its own (\(foreign.joined(separator: ", "))), so it is not "
-                                + "CloudSync's to change: to read or write one of them, map the provider onto it with "
-                                + "`table`, `keyColumn` and `valueColumn` (and `readOnly: true` for a source), or point "
-                                + "`path` at a database of its own",
-                            provider: id)
-                    }
-                }
-                // Its own schema: no statement sorts more than a page, so temporary files stay in memory (each
-                // page's upsert would otherwise spill a statement journal to /var/tmp).
-                var options = SQLiteDatabase.Options()
-                options.temporaryFilesInMemory = true
-                options.pageSizeOfNewFile = pageSize
-                database = try SQLiteDatabase(path: path, options: options)
-                try Self.migrations.migrate(database)
-            }
-        } catch let error as SQLiteError where error.code.primary == .notADatabase || error.code.primary == .corrupt {
-            throw CloudSyncError(
-                .config,
-                "\(path) is not a usable SQLite database (\(error.message)); it was left untouched: point the "
-                    + "provider's path at another file, or move this one away",
-                provider: id)
-        } catch let error as SQLiteError where error.code.primary == .busy || error.code.primary == .locked {
-            // Another process holds the database past the busy timeout: that may pass, so it is retryable.
-            throw CloudSyncError(
-                .timeout,
-                "\(path) stayed locked by another process while it was being opened (\(error.message)); try again "
-                    + "when that process is done",
-                provider: id)
-        } catch let error as SQLiteError {
-            throw CloudSyncError(.config, "cannot open \(path): \(error.message)", provider: id)
-        } catch let error as CloudSyncError {
-            throw error.attributed(provider: id)
+            database =
+                readOnly ? try Self.openReadOnly(path) : try Self.openForWriting(path, pageSize: pageSize, provider: id)
         } catch {
-            throw CloudSyncError(.config, "cannot open \(path): \(Self.describe(error))", provider: id)
+            throw Self.openingError(error, path: path, provider: id)
         }
+    }
+
+    /// Opens (creating it and its directory when needed) the database at `path` for writing, and migrates it to
+    /// CloudSync's schema; a database holding tables of its own is refused (`ERR_CONFIG`) and left untouched.
+    private static func openForWriting(_ path: String, pageSize: Int, provider id: String) throws -> SQLiteDatabase {
+        try LocalFiles.createDirectory(containing: path)
+        // Someone else's database is never changed: look before opening it for writing (which would switch
+        // its journal and add CloudSync's tables).
+        if FileManager.default.fileExists(atPath: path) {
+            let peek = try SQLiteDatabase(path: path, options: SQLiteDatabase.Options(readOnly: true))
+            let foreign = try peek.read { db in try Self.foreignTables(db) }
+            peek.close()
+            guard foreign.isEmpty else {
+                throw CloudSyncError(
+                    .config,
+                    "\(path) holds tables of its own (\(foreign.joined(separator: ", "))), so it is not "
+                        + "CloudSync's to change: to read or write one of them, map the provider onto it with "
+                        + "`table`, `keyColumn` and `valueColumn` (and `readOnly: true` for a source), or point "
+                        + "`path` at a database of its own",
+                    provider: id)
+            }
+        }
+        // Its own schema: no statement sorts more than a page, so temporary files stay in memory (each
+        // page's upsert would otherwise spill a statement journal to /var/tmp).
+        var options = SQLiteDatabase.Options()
+        options.temporaryFilesInMemory = true
+        options.pageSizeOfNewFile = pageSize
+        let database = try SQLiteDatabase(path: path, options: options)
+        try Self.migrations.migrate(database)
+        return database
+    }
+
+    /// The store's error for a failure to open the database at `path`: a file that is not a database (or is
+    /// corrupt) and other SQLite failures are `ERR_CONFIG`, a database locked past the busy timeout `ERR_TIMEOUT`.
+    private static func openingError(_ error: any Error, path: String, provider id: String) -> CloudSyncError {
+        if let error = error as? SQLiteError {
+            switch error.code.primary {
+            case .notADatabase, .corrupt:
+                return CloudSyncError(
+                    .config,
+                    "\(path) is not a usable SQLite database (\(error.message)); it was left untouched: point the "
+                        + "provider's path at another file, or move this one away",
+                    provider: id)
+            case .busy, .locked:
+                // Another process holds the database past the busy timeout: that may pass, so it is retryable.
+                return CloudSyncError(
+                    .timeout,
+                    "\(path) stayed locked by another process while it was being opened (\(error.message)); try "
+                        + "again when that process is done",
+                    provider: id)
+            default:
+                return CloudSyncError(.config, "cannot open \(path): \(error.message)", provider: id)
+            }
+        }
+        if let error = error as? CloudSyncError { return error.attributed(provider: id) }
+        return CloudSyncError(.config, "cannot open \(path): \(Self.describe(error))", provider: id)
     }
 
     /// Opens `path` without write access; a file without CloudSync's table (a process killed while it created it)

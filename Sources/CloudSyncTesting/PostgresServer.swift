@@ -63,13 +63,29 @@ public final class PostgresServer: @unchecked Sendable {
                 description: "PostgreSQL's server is missing: install Debian's postgresql (make test does), or set "
                     + Self.environmentVariable)
         }
+        // initdb refuses to run as root: as root, the server's files belong to the postgres user.
+        let asUser = getuid() == 0 ? ["/usr/sbin/runuser", "-u", "postgres", "--"] : []
+        let (directory, password) = try Self.initializeDatabase(bin, asUser: asUser)
+        port = try Self.freePort()
+        let (process, input) = try Self.startServer(bin, in: directory, port: port, asUser: asUser)
+        self.process = process
+        self.input = input
+        self.password = password
+        // A generous connect timeout: a loaded machine may take seconds to start a session.
+        url = "postgresql://cloudsync:\(password)@127.0.0.1:\(port)/postgres?connect_timeout=60"
+        try waitUntilReady(bin, process)
+    }
+
+    /// A new data directory made by `initdb` (run through `asUser`) in a temporary directory, and the password of its
+    /// role `cloudsync`.
+    private static func initializeDatabase(_ bin: String, asUser: [String]) throws -> (
+        directory: String, password: String
+    ) {
         var template = Array("/tmp/cloudsync-pg-XXXXXX".utf8CString)
         guard let made = mkdtemp(&template) else {
             throw Unavailable(description: "could not make a temporary directory")
         }
         let directory = String(cString: made)
-        // initdb refuses to run as root: as root, the server's files belong to the postgres user.
-        let asUser = getuid() == 0 ? ["/usr/sbin/runuser", "-u", "postgres", "--"] : []
         if getuid() == 0 { chown(directory, Self.postgresUID(), gid_t(bitPattern: -1)) }
         let password = String((0..<32).map { _ in "0123456789abcdef".randomElement()! })
         try (password + "\n").write(toFile: directory + "/password", atomically: false, encoding: .utf8)
@@ -84,7 +100,14 @@ public final class PostgresServer: @unchecked Sendable {
         guard initdb.status == 0 else {
             throw Unavailable(description: "initdb failed: \(initdb.standardError)")
         }
-        port = try Self.freePort()
+        return (directory, password)
+    }
+
+    /// Starts the server on `directory`'s data at `port`, run through `asUser`: the shell that runs it, and the pipe
+    /// whose closing stops the server and removes `directory`.
+    private static func startServer(_ bin: String, in directory: String, port: Int, asUser: [String]) throws
+        -> (Process, Pipe)
+    {
         // The shell stops the server (fast shutdown) once its standard input closes. At a lower priority than the
         // tests, so its work yields the processor to the ones whose providers answer within a deadline.
         let server =
@@ -99,12 +122,12 @@ public final class PostgresServer: @unchecked Sendable {
         process.standardOutput = FileHandle.nullDevice
         process.standardError = FileHandle.nullDevice
         try process.run()
-        self.process = process
-        self.input = input
-        self.password = password
-        // A generous connect timeout: a loaded machine may take seconds to start a session.
-        url = "postgresql://cloudsync:\(password)@127.0.0.1:\(port)/postgres?connect_timeout=60"
-        // Ready once pg_isready says so (a minute at most, on a loaded machine).
+        return (process, input)
+    }
+
+    /// Waits until `pg_isready` says the server takes connections; stops it and throws when it does not within a
+    /// minute (a loaded machine's), or when `process` ends first.
+    private func waitUntilReady(_ bin: String, _ process: Process) throws {
         let deadline = Date().addingTimeInterval(60)
         while true {
             let ready = try ProcessRunner.runBlocking(bin + "/pg_isready", ["-q", "-h", "127.0.0.1", "-p", "\(port)"])

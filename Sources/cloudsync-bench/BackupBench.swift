@@ -32,54 +32,74 @@ func benchBackup(_ context: BenchContext) async throws -> [BenchRow] {
     try "bench-password\n".write(toFile: password, atomically: true, encoding: .utf8)
     let restic = "RESTIC_PASSWORD_FILE='\(password)' RESTIC_CACHE_DIR='\(context.scratch.path)/restic-cache' restic"
     let ring = try EnvelopeCodec(keys: [.raw(id: "k1", SecretBytes(copying: SecureRandom.bytes(count: 32)))])
-    var options = StoreOptions()
-    options.timeout = nil
 
     var ours: [[Double]] = [[], [], [], []]
     var peer: [[Double]] = [[], [], [], []]
     for run in 0..<context.runs {
-        let vaultPath = try context.directory("backup-vault-\(run)")
-        let resticPath = "\(context.scratch.path)/restic-repo-\(run)"
-        let restoredPath = try context.directory("backup-restored-\(run)")
-        let store = try CloudStore(
-            providers: [
-                source, try DirectoryProvider(id: "vault", root: vaultPath),
-                try DirectoryProvider(id: "restored", root: restoredPath),
-            ], options: options)
-        try context.shell("\(restic) init --repo '\(resticPath)' -q")
-        ours[0].append(try await timed(context) { try await backUp(store, ring) })
-        peer[0].append(try timedShell(context, "\(restic) backup --repo '\(resticPath)' -q '\(files)'"))
-        // 1% of the values change between the two backups.
-        let changed = stride(from: run, to: count, by: 100).map { KeyValue(keys[$0], value()) }
-        _ = try await source.set(changed)
-        ours[1].append(try await timed(context) { try await backUp(store, ring) })
-        peer[1].append(try timedShell(context, "\(restic) backup --repo '\(resticPath)' -q '\(files)'"))
-        ours[2].append(
-            try await timed(context) {
-                let repository = try await BackupRepository.open(
-                    in: store, provider: "vault", codec: ring, create: false)
-                let items = try await repository.restore(snapshot: try await repository.snapshots().last!.id)
-                for start in stride(from: 0, to: items.count, by: 1000) {
-                    for outcome in try await store.write(
-                        Array(items[start..<min(start + 1000, items.count)]), to: "restored")
-                    {
-                        try outcome.get()
-                    }
-                }
-            })
-        peer[2].append(
-            try timedShell(
-                context, "\(restic) restore latest --repo '\(resticPath)' -q --target '\(restoredPath)-restic'"))
-        ours[3].append(Double(try directoryBytes(vaultPath)) / 1_048_576)
-        peer[3].append(Double(try directoryBytes(resticPath)) / 1_048_576)
-        print(
-            String(
-                format: "  run %d: first %.2f / %.2f s, second %.2f / %.2f s, restore %.2f / %.2f s, %.1f / %.1f MiB",
-                run + 1, ours[0][run], peer[0][run], ours[1][run], peer[1][run], ours[2][run], peer[2][run],
-                ours[3][run], peer[3][run]))
-        try context.shell("rm -rf '\(vaultPath)' '\(resticPath)' '\(restoredPath)' '\(restoredPath)-restic'")
+        let figures = try await backupRun(
+            run, context, source: source, files: files, ring: ring, restic: restic,
+            // 1% of the values change between the two backups.
+            change: { stride(from: run, to: count, by: 100).map { KeyValue(keys[$0], value()) } })
+        for index in 0..<4 {
+            ours[index].append(figures.ours[index])
+            peer[index].append(figures.peer[index])
+        }
     }
     try context.shell("rm -rf '\(files)'")
+    return backupRows(count: count, ours: ours, peer: peer, runs: context.runs)
+}
+
+/// One run of the backup bench into fresh repositories, ours and restic's taking turns at each step, `change` applied
+/// to the source between the two backups: each side's four figures, in the order of the rows.
+private func backupRun(
+    _ run: Int, _ context: BenchContext, source: DirectoryProvider, files: String, ring: EnvelopeCodec,
+    restic: String, change: () -> [KeyValue]
+) async throws -> (ours: [Double], peer: [Double]) {
+    var options = StoreOptions()
+    options.timeout = nil
+    let vaultPath = try context.directory("backup-vault-\(run)")
+    let resticPath = "\(context.scratch.path)/restic-repo-\(run)"
+    let restoredPath = try context.directory("backup-restored-\(run)")
+    let store = try CloudStore(
+        providers: [
+            source, try DirectoryProvider(id: "vault", root: vaultPath),
+            try DirectoryProvider(id: "restored", root: restoredPath),
+        ], options: options)
+    try context.shell("\(restic) init --repo '\(resticPath)' -q")
+    var ours: [Double] = []
+    var peer: [Double] = []
+    ours.append(try await timed(context) { try await backUp(store, ring) })
+    peer.append(try timedShell(context, "\(restic) backup --repo '\(resticPath)' -q '\(files)'"))
+    _ = try await source.set(change())
+    ours.append(try await timed(context) { try await backUp(store, ring) })
+    peer.append(try timedShell(context, "\(restic) backup --repo '\(resticPath)' -q '\(files)'"))
+    ours.append(try await timed(context) { try await restoreLatest(store, ring) })
+    peer.append(
+        try timedShell(
+            context, "\(restic) restore latest --repo '\(resticPath)' -q --target '\(restoredPath)-restic'"))
+    ours.append(Double(try directoryBytes(vaultPath)) / 1_048_576)
+    peer.append(Double(try directoryBytes(resticPath)) / 1_048_576)
+    print(
+        String(
+            format: "  run %d: first %.2f / %.2f s, second %.2f / %.2f s, restore %.2f / %.2f s, %.1f / %.1f MiB",
+            run + 1, ours[0], peer[0], ours[1], peer[1], ours[2], peer[2], ours[3], peer[3]))
+    try context.shell("rm -rf '\(vaultPath)' '\(resticPath)' '\(restoredPath)' '\(restoredPath)-restic'")
+    return (ours, peer)
+}
+
+/// A restore of the latest snapshot of the repository in `vault`, written into `restored` 1,000 keys a batch.
+private func restoreLatest(_ store: CloudStore, _ ring: EnvelopeCodec) async throws {
+    let repository = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: false)
+    let items = try await repository.restore(snapshot: try await repository.snapshots().last!.id)
+    for start in stride(from: 0, to: items.count, by: 1000) {
+        for outcome in try await store.write(Array(items[start..<min(start + 1000, items.count)]), to: "restored") {
+            try outcome.get()
+        }
+    }
+}
+
+/// The backup bench's rows: first backup, second backup, restore and repository size, each beside restic's.
+private func backupRows(count: Int, ours: [[Double]], peer: [[Double]], runs: Int) -> [BenchRow] {
     let size = "\(count.formatted()) × 1 KB"
     return [
         ("first backup of \(size) into a directory", "s", 1.0),
@@ -90,7 +110,7 @@ func benchBackup(_ context: BenchContext) async throws -> [BenchRow] {
         BenchRow(
             measure: row.0, unit: row.1, ours: median(ours[index]),
             peerName: index == 2 ? "restic restore" : index == 3 ? "restic repository" : "restic backup",
-            peer: median(peer[index]), target: .atMost(row.2), runs: context.runs)
+            peer: median(peer[index]), target: .atMost(row.2), runs: runs)
     }
 }
 

@@ -19,57 +19,79 @@ func benchExport(_ context: BenchContext) async throws -> [BenchRow] {
             + "printf('%06d', i) || replace(hex(zeroblob(1018)), '00', 'x'), 0 FROM n\"")
     try Data(repeating: 7, count: 32).base64EncodedString().write(
         toFile: directory + "/bench.key", atomically: true, encoding: .utf8)
-    func pipeline(_ name: String, job: String) throws -> String {
-        let path = directory + "/\(name).yaml"
-        try """
-        version: 1
-        name: \(name)
-        state: state-\(name)
-        providers:
-          source: { type: sqlite, path: source.db }
-          target: { type: sqlite, path: target-\(name).db, create: true }
-        codecs:
-          vault: { type: xchacha20poly1305, keys: [{ id: bench, file: bench.key }] }
-        store:
-          providers: [source]
-        jobs:
-          - \(job)
-        report: { path: report-\(name).json }
-        """.write(toFile: path, atomically: true, encoding: .utf8)
-        return path
-    }
-    let executable = Bundle.main.executablePath ?? CommandLine.arguments[0]
     var rows: [BenchRow] = []
     for sealed in [false, true] {
-        let codec = sealed ? ", codec: vault" : ""
-        let file = sealed ? "export-sealed.json" : "export.json"
-        let export = try pipeline(
-            sealed ? "export-sealed" : "export", job: "{ type: export, from: source, path: \(file)\(codec) }")
-        let load = try pipeline(
-            sealed ? "import-sealed" : "import", job: "{ type: import, path: \(file), to: target }")
-        var exports: [ChildRun] = []
-        var imports: [ChildRun] = []
-        for _ in 0..<context.runs {
-            exports.append(try runChild(executable, ["--sync-child", export]))
-            try? FileManager.default.removeItem(atPath: directory + "/target-\(sealed ? "import-sealed" : "import").db")
-            imports.append(try runChild(executable, ["--sync-child", load]))
-        }
-        let kind = sealed ? "encrypted" : "plain"
-        rows.append(
-            BenchRow(
-                measure: "export \(count.formatted()) × 1 KB sqlite → file, \(kind): CPU s", unit: "s",
-                ours: median(exports.map(\.cpuSeconds)), peerName: sealed ? nil : "sqlite3 -json",
-                peer: nil, target: nil, runs: context.runs))
-        rows.append(
-            .peakMemory("export \(count.formatted()) × 1 KB, \(kind): peak memory", of: exports, runs: context.runs))
-        rows.append(
-            BenchRow(
-                measure: "import \(count.formatted()) × 1 KB file → sqlite, \(kind): CPU s", unit: "s",
-                ours: median(imports.map(\.cpuSeconds)), peerName: nil, peer: nil, target: nil, runs: context.runs))
-        rows.append(
-            .peakMemory("import \(count.formatted()) × 1 KB, \(kind): peak memory", of: imports, runs: context.runs))
+        rows += try exportRows(sealed: sealed, count: count, in: directory, runs: context.runs)
     }
-    // The peers: the same rows out as JSON and back in, by the sqlite3 shell.
+    let (shellExports, shellImports) = try shellPeerRuns(source: source, in: directory, runs: context.runs)
+    rows[0].peer = median(shellExports.map(\.cpuSeconds))
+    rows[0].target = .atMost(3.0)
+    rows[2].peerName = "sqlite3 json_each"
+    rows[2].peer = median(shellImports.map(\.cpuSeconds))
+    rows[2].target = .atMost(3.0)
+    try context.shell("rm -rf '\(directory)'")
+    return rows
+}
+
+/// Writes the pipeline `name` (the source database, a target database of its own, the `vault` codec) with its one
+/// `job` into `directory`; returns its path.
+private func exportPipeline(_ name: String, job: String, in directory: String) throws -> String {
+    let path = directory + "/\(name).yaml"
+    try """
+    version: 1
+    name: \(name)
+    state: state-\(name)
+    providers:
+      source: { type: sqlite, path: source.db }
+      target: { type: sqlite, path: target-\(name).db, create: true }
+    codecs:
+      vault: { type: xchacha20poly1305, keys: [{ id: bench, file: bench.key }] }
+    store:
+      providers: [source]
+    jobs:
+      - \(job)
+    report: { path: report-\(name).json }
+    """.write(toFile: path, atomically: true, encoding: .utf8)
+    return path
+}
+
+/// `runs` exports of the `count` keys to a file, and imports of that file into a fresh target, plain or `sealed`,
+/// each a child run: their CPU seconds and peak memory, in four rows.
+private func exportRows(sealed: Bool, count: Int, in directory: String, runs: Int) throws -> [BenchRow] {
+    let executable = Bundle.main.executablePath ?? CommandLine.arguments[0]
+    let codec = sealed ? ", codec: vault" : ""
+    let file = sealed ? "export-sealed.json" : "export.json"
+    let export = try exportPipeline(
+        sealed ? "export-sealed" : "export", job: "{ type: export, from: source, path: \(file)\(codec) }",
+        in: directory)
+    let load = try exportPipeline(
+        sealed ? "import-sealed" : "import", job: "{ type: import, path: \(file), to: target }", in: directory)
+    var exports: [ChildRun] = []
+    var imports: [ChildRun] = []
+    for _ in 0..<runs {
+        exports.append(try runChild(executable, ["--sync-child", export]))
+        try? FileManager.default.removeItem(atPath: directory + "/target-\(sealed ? "import-sealed" : "import").db")
+        imports.append(try runChild(executable, ["--sync-child", load]))
+    }
+    let kind = sealed ? "encrypted" : "plain"
+    return [
+        BenchRow(
+            measure: "export \(count.formatted()) × 1 KB sqlite → file, \(kind): CPU s", unit: "s",
+            ours: median(exports.map(\.cpuSeconds)), peerName: sealed ? nil : "sqlite3 -json",
+            peer: nil, target: nil, runs: runs),
+        .peakMemory("export \(count.formatted()) × 1 KB, \(kind): peak memory", of: exports, runs: runs),
+        BenchRow(
+            measure: "import \(count.formatted()) × 1 KB file → sqlite, \(kind): CPU s", unit: "s",
+            ours: median(imports.map(\.cpuSeconds)), peerName: nil, peer: nil, target: nil, runs: runs),
+        .peakMemory("import \(count.formatted()) × 1 KB, \(kind): peak memory", of: imports, runs: runs),
+    ]
+}
+
+/// The peers: the same rows out of `source` as JSON and back into a fresh database, by the sqlite3 shell, `runs`
+/// times each.
+private func shellPeerRuns(source: String, in directory: String, runs: Int) throws -> (
+    exports: [ChildRun], imports: [ChildRun]
+) {
     var shellExports: [ChildRun] = []
     var shellImports: [ChildRun] = []
     let script = directory + "/import.sql"
@@ -78,7 +100,7 @@ func benchExport(_ context: BenchContext) async throws -> [BenchRow] {
     INSERT OR REPLACE INTO kv SELECT json_extract(value, '$.key'), json_extract(value, '$.value'), 0
       FROM json_each(readfile('\(directory)/shell.json'));
     """.write(toFile: script, atomically: true, encoding: .utf8)
-    for _ in 0..<context.runs {
+    for _ in 0..<runs {
         let dump = try runChild(
             "/bin/sh",
             ["-c", "sqlite3 -json '\(source)' 'SELECT key, value FROM kv ORDER BY key' > '\(directory)/shell.json'"])
@@ -86,11 +108,5 @@ func benchExport(_ context: BenchContext) async throws -> [BenchRow] {
         try? FileManager.default.removeItem(atPath: directory + "/shell-target.db")
         shellImports.append(try runChild("/usr/bin/sqlite3", [directory + "/shell-target.db"], input: script))
     }
-    rows[0].peer = median(shellExports.map(\.cpuSeconds))
-    rows[0].target = .atMost(3.0)
-    rows[2].peerName = "sqlite3 json_each"
-    rows[2].peer = median(shellImports.map(\.cpuSeconds))
-    rows[2].target = .atMost(3.0)
-    try context.shell("rm -rf '\(directory)'")
-    return rows
+    return (shellExports, shellImports)
 }

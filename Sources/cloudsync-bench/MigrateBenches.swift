@@ -65,29 +65,11 @@ func benchDirectoryMigrate(_ context: BenchContext) async throws -> [BenchRow] {
     for run in 0..<context.runs {
         let store = try CloudStore(
             providers: [source, try DirectoryProvider(id: "copy", root: "\(destination)-\(run)")], options: options)
-        startEven(source: files)
-        oursTimings.append(
-            seconds(
-                try await context.clock.measure {
-                    let migrated = try await StoreMaintenance(store).migrate(from: "files", to: "copy").copied.count
-                    guard migrated == count else { fatalError("migrated \(migrated) of \(count)") }
-                }))
-        startEven(source: files)
-        peerTimings.append(
-            seconds(
-                try context.clock.measure {
-                    try context.shell("RCLONE_CONFIG=/dev/null rclone copy '\(files)' '\(copy)-\(run)'")
-                }))
-        startEven(source: files)
-        copyTimings.append(
-            seconds(try context.clock.measure { try context.shell("cp -r '\(files)' '\(copy)-cp-\(run)'") }))
-        startEven(source: files)
-        durableCopyTimings.append(
-            seconds(try context.clock.measure { try context.shell("cp -r '\(files)' '\(copy)-cps-\(run)' && sync") }))
-        print(
-            String(
-                format: "  run %d: ours %.2f s, rclone %.2f s, cp -r %.2f s, cp -r; sync %.2f s", run + 1,
-                oursTimings[run], peerTimings[run], copyTimings[run], durableCopyTimings[run]))
+        let timed = try await directoryMigrateRun(run, context, store: store, files: files, count: count, copy: copy)
+        oursTimings.append(timed.ours)
+        peerTimings.append(timed.rclone)
+        copyTimings.append(timed.copy)
+        durableCopyTimings.append(timed.durableCopy)
     }
     let ours = median(oursTimings)
     try context.shell("rm -rf '\(destination)'-* '\(copy)'-* '\(files)'")
@@ -103,6 +85,34 @@ func benchDirectoryMigrate(_ context: BenchContext) async throws -> [BenchRow] {
             measure: measure, unit: "s", ours: ours, peerName: "cp -r; sync (the durable floor)",
             peer: median(durableCopyTimings), target: nil, runs: context.runs),
     ]
+}
+
+/// One run of the directory migrate bench, the source tree made even before each side: ours through `store`
+/// (`files` → `copy`), `rclone copy`, `cp -r`, and `cp -r` then `sync`, each into a tree of its own under `copy`.
+private func directoryMigrateRun(
+    _ run: Int, _ context: BenchContext, store: CloudStore, files: String, count: Int, copy: String
+) async throws -> (ours: Double, rclone: Double, copy: Double, durableCopy: Double) {
+    startEven(source: files)
+    let ours = seconds(
+        try await context.clock.measure {
+            let migrated = try await StoreMaintenance(store).migrate(from: "files", to: "copy").copied.count
+            guard migrated == count else { fatalError("migrated \(migrated) of \(count)") }
+        })
+    startEven(source: files)
+    let rclone = seconds(
+        try context.clock.measure {
+            try context.shell("RCLONE_CONFIG=/dev/null rclone copy '\(files)' '\(copy)-\(run)'")
+        })
+    startEven(source: files)
+    let plainCopy = seconds(try context.clock.measure { try context.shell("cp -r '\(files)' '\(copy)-cp-\(run)'") })
+    startEven(source: files)
+    let durableCopy = seconds(
+        try context.clock.measure { try context.shell("cp -r '\(files)' '\(copy)-cps-\(run)' && sync") })
+    print(
+        String(
+            format: "  run %d: ours %.2f s, rclone %.2f s, cp -r %.2f s, cp -r; sync %.2f s", run + 1, ours, rclone,
+            plainCopy, durableCopy))
+    return (ours, rclone, plainCopy, durableCopy)
 }
 
 /// A migrate of 2,000 files of 1 KB from a directory to a bucket of moto's S3 server on loopback, beside `rclone

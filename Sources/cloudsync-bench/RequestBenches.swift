@@ -69,51 +69,63 @@ func benchRequests(_ context: BenchContext) async throws -> [BenchRow] {
     let keys = (0..<count).map { String(format: "settings.item.%06d", $0) }
     var rows: [BenchRow] = []
     for cloud in clouds {
-        var counted: [RequestOperation: [Double]] = [:]
-        var signIns: [RequestOperation: Int] = [:]
-        for run in 0..<context.runs {
-            let store = try await cloud.store(run)
-            // The one-time costs (availability probe, zone creation) go before the count; a key written and removed
-            // here would leave a CloudKit tombstone that the listing (changes/zone) walks past.
-            try await store.set(value, forKey: keys[0])
-            cloud.clearLog()
-            for operation in cloud.operations {
-                switch operation {
-                case .set:
-                    for result in try await store.multiSet(keys.map { KeyValue($0, value) }) { _ = try result.get() }
-                case .get:
-                    let values = try await store.multiGet(keys)
-                    guard values.allSatisfy({ $0 == value }) else { fatalError("\(cloud.name): a value read wrong") }
-                case .list:
-                    let listed = try await store.allKeys().keys
-                    guard listed == keys else { fatalError("\(cloud.name): listed \(listed.count) of \(count) keys") }
-                case .remove:
-                    for result in try await store.multiRemove(keys) { _ = try result.get() }
-                }
-                let log = cloud.log()
-                cloud.clearLog()
-                let signIn = log.filter(cloud.isSignIn).count
-                signIns[operation, default: 0] += signIn
-                counted[operation, default: []].append(Double(log.count - signIn) * 1000 / Double(count))
-            }
-            store.close()
-        }
-        for operation in cloud.operations {
-            let tokens = signIns[operation] ?? 0
-            rows.append(
-                BenchRow(
-                    measure:
-                        "requests the server saw, \(operation.rawValue) \(count.formatted()) × 100 B, \(cloud.name)"
-                        + (tokens > 0 ? " (+\(tokens) token requests over \(context.runs) runs, not counted)" : ""),
-                    unit: "per 1,000 keys", ours: median(counted[operation] ?? []),
-                    peerName: "protocol minimum" + (cloud.minimumNote(operation).map { " (\($0))" } ?? ""),
-                    peer: Double(cloud.minimum(operation, count)) * 1000 / Double(count), target: .atMost(1.0),
-                    runs: context.runs))
-        }
+        rows += try await countedRows(cloud, keys: keys, value: value, runs: context.runs)
     }
     rows.append(try await benchDriveSpreadWrites(context, count: count, value: value))
     if let moto { rows += try await benchRequestsThroughARun(context, moto: moto, count: count) }
     return rows
+}
+
+/// The requests `cloud`'s server saw per 1,000 keys for each of its operations on `keys`, the median of `runs`
+/// runs each on a fresh store, beside the protocol's minimum: a row an operation.
+private func countedRows(_ cloud: CountedCloud, keys: [String], value: String, runs: Int) async throws -> [BenchRow] {
+    let count = keys.count
+    var counted: [RequestOperation: [Double]] = [:]
+    var signIns: [RequestOperation: Int] = [:]
+    for run in 0..<runs {
+        let store = try await cloud.store(run)
+        // The one-time costs (availability probe, zone creation) go before the count; a key written and removed
+        // here would leave a CloudKit tombstone that the listing (changes/zone) walks past.
+        try await store.set(value, forKey: keys[0])
+        cloud.clearLog()
+        for operation in cloud.operations {
+            try await perform(operation, on: store, keys: keys, value: value, cloud: cloud.name)
+            let log = cloud.log()
+            cloud.clearLog()
+            let signIn = log.filter(cloud.isSignIn).count
+            signIns[operation, default: 0] += signIn
+            counted[operation, default: []].append(Double(log.count - signIn) * 1000 / Double(count))
+        }
+        store.close()
+    }
+    return cloud.operations.map { operation in
+        let tokens = signIns[operation] ?? 0
+        return BenchRow(
+            measure: "requests the server saw, \(operation.rawValue) \(count.formatted()) × 100 B, \(cloud.name)"
+                + (tokens > 0 ? " (+\(tokens) token requests over \(runs) runs, not counted)" : ""),
+            unit: "per 1,000 keys", ours: median(counted[operation] ?? []),
+            peerName: "protocol minimum" + (cloud.minimumNote(operation).map { " (\($0))" } ?? ""),
+            peer: Double(cloud.minimum(operation, count)) * 1000 / Double(count), target: .atMost(1.0), runs: runs)
+    }
+}
+
+/// Does `operation` to every one of `keys` through `store` (on `cloud`), stopping the bench when what it reads back
+/// is not what was written.
+private func perform(_ operation: RequestOperation, on store: CloudStore, keys: [String], value: String, cloud: String)
+    async throws
+{
+    switch operation {
+    case .set:
+        for result in try await store.multiSet(keys.map { KeyValue($0, value) }) { _ = try result.get() }
+    case .get:
+        let values = try await store.multiGet(keys)
+        guard values.allSatisfy({ $0 == value }) else { fatalError("\(cloud): a value read wrong") }
+    case .list:
+        let listed = try await store.allKeys().keys
+        guard listed == keys else { fatalError("\(cloud): listed \(listed.count) of \(keys.count) keys") }
+    case .remove:
+        for result in try await store.multiRemove(keys) { _ = try result.get() }
+    }
 }
 
 /// Requests for `count` keys written into a Drive holding 10,000 files, a store batch at a time, with the listing's
@@ -184,48 +196,14 @@ private func benchRequestsThroughARun(_ context: BenchContext, moto: MotoS3Serve
         try result.get()
     }
     await source.close()
-    let executable = Bundle.main.executablePath ?? CommandLine.arguments[0]
     var migrated: [Double] = []
     var exported: [Double] = []
     var resynced: [Double] = []
     for run in 0..<context.runs {
-        let proxy = try ForwardingProxy(upstream: moto.endpoint)
-        defer { proxy.server.stop() }
-        func pipeline(_ name: String, job: String, store: String = "bucket") throws -> String {
-            let path = directory + "/\(name)-\(run).yaml"
-            try """
-            version: 1
-            name: \(name)-\(run)
-            state: state-\(name)-\(run)
-            providers:
-              source: { type: sqlite, path: source.db }
-              bucket:
-                type: s3
-                endpoint: \(proxy.endpoint.absoluteString)
-                bucket: pipeline-\(run)
-                region: us-east-1
-                accessKeyId: bench
-                secretAccessKey: bench
-            store:
-              providers: [\(store)]
-            jobs:
-              - \(job)
-            report: { path: report-\(name)-\(run).json }
-            """.write(toFile: path, atomically: true, encoding: .utf8)
-            return path
-        }
-        let migrate = try pipeline("migrate", job: "{ type: migrate, from: source, to: bucket }")
-        let export = try pipeline("export", job: "{ type: export, from: bucket, path: export-\(run).json }")
-        _ = try runChild(executable, ["--sync-child", migrate])
-        migrated.append(Double(proxy.server.requestLog.count) * 1000 / Double(count))
-        proxy.server.clearLog()
-        _ = try runChild(executable, ["--sync-child", export])
-        exported.append(Double(proxy.server.requestLog.count) * 1000 / Double(count))
-        let sync = try pipeline("sync", job: "{ type: sync, name: sync }", store: "source, bucket")
-        _ = try runChild(executable, ["--sync-child", sync])
-        proxy.server.clearLog()
-        _ = try runChild(executable, ["--sync-child", sync])
-        resynced.append(Double(proxy.server.requestLog.count) * 1000 / Double(count))
+        let counted = try requestsOfRun(run, moto: moto, in: directory)
+        migrated.append(Double(counted.migrate) * 1000 / Double(count))
+        exported.append(Double(counted.export) * 1000 / Double(count))
+        resynced.append(Double(counted.resync) * 1000 / Double(count))
     }
     // A run first checks that the bucket answers (one listing of one key), once whatever the number of keys. Then a
     // migrate (overwriting, the default) needs one PUT a key, an export a listing page per 1,000 keys and a GET each.
@@ -249,6 +227,60 @@ private func benchRequestsThroughARun(_ context: BenchContext, moto: MotoS3Serve
             peer: perThousand(requests(count, per: S3Provider.batchLimit) + 1), target: .atMost(1.0),
             runs: context.runs),
     ]
+}
+
+/// Run `run` of the pipeline requests bench, each pipeline a child `cloudsync run` against moto behind a counting
+/// proxy of its own: the requests a migrate into bucket `pipeline-RUN` sent, then an export of it, then a second
+/// sync of the file and the bucket.
+private func requestsOfRun(_ run: Int, moto: MotoS3Server, in directory: String) throws
+    -> (migrate: Int, export: Int, resync: Int)
+{
+    let executable = Bundle.main.executablePath ?? CommandLine.arguments[0]
+    let proxy = try ForwardingProxy(upstream: moto.endpoint)
+    defer { proxy.server.stop() }
+    func pipeline(_ name: String, job: String, store: String = "bucket") throws -> String {
+        try requestsPipeline(name, job: job, store: store, run: run, bucketEndpoint: proxy.endpoint, in: directory)
+    }
+    let migrate = try pipeline("migrate", job: "{ type: migrate, from: source, to: bucket }")
+    let export = try pipeline("export", job: "{ type: export, from: bucket, path: export-\(run).json }")
+    _ = try runChild(executable, ["--sync-child", migrate])
+    let migrated = proxy.server.requestLog.count
+    proxy.server.clearLog()
+    _ = try runChild(executable, ["--sync-child", export])
+    let exported = proxy.server.requestLog.count
+    let sync = try pipeline("sync", job: "{ type: sync, name: sync }", store: "source, bucket")
+    _ = try runChild(executable, ["--sync-child", sync])
+    proxy.server.clearLog()
+    _ = try runChild(executable, ["--sync-child", sync])
+    return (migrated, exported, proxy.server.requestLog.count)
+}
+
+/// Writes pipeline `name` of run `run` into `directory`: the SQLite file `source` and the bucket `pipeline-RUN` at
+/// `bucketEndpoint`, the store on `store`, and its one `job`; returns its path.
+private func requestsPipeline(
+    _ name: String, job: String, store: String, run: Int, bucketEndpoint: URL, in directory: String
+) throws -> String {
+    let path = directory + "/\(name)-\(run).yaml"
+    try """
+    version: 1
+    name: \(name)-\(run)
+    state: state-\(name)-\(run)
+    providers:
+      source: { type: sqlite, path: source.db }
+      bucket:
+        type: s3
+        endpoint: \(bucketEndpoint.absoluteString)
+        bucket: pipeline-\(run)
+        region: us-east-1
+        accessKeyId: bench
+        secretAccessKey: bench
+    store:
+      providers: [\(store)]
+    jobs:
+      - \(job)
+    report: { path: report-\(name)-\(run).json }
+    """.write(toFile: path, atomically: true, encoding: .utf8)
+    return path
 }
 
 /// A store with no deadline on `provider` alone.

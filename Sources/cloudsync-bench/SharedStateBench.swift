@@ -66,55 +66,16 @@ func benchShardedMigrate(_ context: BenchContext) async throws -> [BenchRow] {
     await source.close()
     let executable = Bundle.main.executablePath ?? CommandLine.arguments[0]
 
-    func pipeline(_ name: String, shards: Int?) throws -> String {
-        let file = directory + "/\(name).yaml"
-        let state =
-            shards == nil
-            ? "state: \(directory)/state-\(name)"
-            : "state: { postgresql: \"${env:\(benchStateVariable)}\", schema: \(name) }"
-        try """
-        version: 1
-        name: \(name)
-        \(state)
-        providers:
-          from: { type: directory, path: from }
-          to: { type: directory, path: to-\(name), create: true }
-        store: { providers: [to] }
-        jobs:
-          - { type: migrate, from: from, to: to\(shards.map { ", shards: \($0)" } ?? "") }
-        report: { path: \(directory)/\(name)-report.json }
-        """.write(toFile: file, atomically: true, encoding: .utf8)
-        return file
-    }
-
-    /// Runs `copies` children on `file` at once and returns the wall time until the last ends.
-    func timed(_ file: String, copies: Int, join: Bool) throws -> Double {
-        let started = ContinuousClock.now
-        // One starts the run; with `join`, the others join it by name.
-        let name = "bench-\(UUID().uuidString)"
-        let processes = try (0..<copies).map { index in
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: executable)
-            process.arguments =
-                ["--pipeline-child", file] + (join ? ["--run-id", name] + (index == 0 ? [] : ["--join"]) : [])
-            try process.run()
-            return process
-        }
-        for process in processes {
-            process.waitUntilExit()
-            guard process.terminationStatus == 0 else {
-                throw CloudSyncError(.config, "a runner of \(file) exited \(process.terminationStatus)")
-            }
-        }
-        return seconds(ContinuousClock.now - started)
-    }
-
     var four: [Double] = []
     var one: [Double] = []
     for run in 0..<context.runs {
         // A new destination and a new schema each run: every run copies every key.
-        four.append(try timed(try pipeline("shards4r\(run)", shards: 8), copies: 4, join: true))
-        one.append(try timed(try pipeline("whole\(run)", shards: nil), copies: 1, join: false))
+        four.append(
+            try timedRunners(
+                executable, try shardedPipeline("shards4r\(run)", shards: 8, in: directory), copies: 4, join: true))
+        one.append(
+            try timedRunners(
+                executable, try shardedPipeline("whole\(run)", shards: nil, in: directory), copies: 1, join: false))
     }
     return [
         BenchRow(
@@ -123,4 +84,49 @@ func benchShardedMigrate(_ context: BenchContext) async throws -> [BenchRow] {
             unit: "s", ours: median(four), peerName: "1 runner, whole (SQLite state)", peer: median(one), target: nil,
             runs: context.runs)
     ]
+}
+
+/// Writes the pipeline `name` into `directory`: a migrate of `from` into a directory of its own, split into
+/// `shards` ranges with its state in PostgreSQL, or whole (`shards` nil) with its state in SQLite; returns its path.
+private func shardedPipeline(_ name: String, shards: Int?, in directory: String) throws -> String {
+    let file = directory + "/\(name).yaml"
+    let state =
+        shards == nil
+        ? "state: \(directory)/state-\(name)"
+        : "state: { postgresql: \"${env:\(benchStateVariable)}\", schema: \(name) }"
+    try """
+    version: 1
+    name: \(name)
+    \(state)
+    providers:
+      from: { type: directory, path: from }
+      to: { type: directory, path: to-\(name), create: true }
+    store: { providers: [to] }
+    jobs:
+      - { type: migrate, from: from, to: to\(shards.map { ", shards: \($0)" } ?? "") }
+    report: { path: \(directory)/\(name)-report.json }
+    """.write(toFile: file, atomically: true, encoding: .utf8)
+    return file
+}
+
+/// Runs `copies` children of `executable` on `file` at once and returns the wall time until the last ends.
+private func timedRunners(_ executable: String, _ file: String, copies: Int, join: Bool) throws -> Double {
+    let started = ContinuousClock.now
+    // One starts the run; with `join`, the others join it by name.
+    let name = "bench-\(UUID().uuidString)"
+    let processes = try (0..<copies).map { index in
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: executable)
+        process.arguments =
+            ["--pipeline-child", file] + (join ? ["--run-id", name] + (index == 0 ? [] : ["--join"]) : [])
+        try process.run()
+        return process
+    }
+    for process in processes {
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw CloudSyncError(.config, "a runner of \(file) exited \(process.terminationStatus)")
+        }
+    }
+    return seconds(ContinuousClock.now - started)
 }

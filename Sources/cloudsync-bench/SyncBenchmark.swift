@@ -124,6 +124,36 @@ private func benchSync(keys count: Int, runs: Int) async throws -> ChildRun {
         .path
     try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
     defer { try? FileManager.default.removeItem(atPath: directory) }
+    // The PostgreSQL-state run starts from copies of the same two databases.
+    let withPostgres = count <= 1_000_000
+    let (pipeline, first, prepared) = try await prepareSync(count, withPostgres: withPostgres, in: directory)
+    let script = directory + "/repair.sql"
+    try """
+    ATTACH '\(directory)/sql-a.db' AS a;
+    BEGIN;
+    INSERT OR REPLACE INTO main.kv (key, value, updated_at_ms)
+      SELECT a.kv.key, a.kv.value, a.kv.updated_at_ms FROM a.kv LEFT JOIN main.kv AS b ON b.key = a.kv.key
+      WHERE b.key IS NULL OR b.value <> a.kv.value;
+    COMMIT;
+    """.write(toFile: script, atomically: true, encoding: .utf8)
+    let sameWork = directory + "/sync3.sql"
+    try sameWorkSync(in: directory).write(toFile: sameWork, atomically: true, encoding: .utf8)
+    let timed = try timedSyncs(
+        count: count, runs: runs, pipeline: pipeline, repair: script, sameWork: sameWork, in: directory)
+    let postgres = withPostgres ? try await benchPostgresState(count: count, runs: runs, in: directory) : nil
+    report(
+        count: count, prepared: prepared, first: first, ours: ChildRun.medianRun(timed.ours),
+        theirs: ChildRun.medianRun(timed.theirs), same: ChildRun.medianRun(timed.same), agreement: timed.agreement,
+        postgres: postgres, runs: runs)
+    return ChildRun.medianRun(timed.ours)
+}
+
+/// Builds both databases of `count` keys in `directory` (and copies for the PostgreSQL-state run when
+/// `withPostgres`), runs the first sync, makes the same-work peer's snapshot, applies the changes, and keeps
+/// everything in `prepared/`: the sync's pipeline, its first run, and how long all that took.
+private func prepareSync(_ count: Int, withPostgres: Bool, in directory: String) async throws
+    -> (pipeline: String, first: ChildRun, prepared: Duration)
+{
     let a = directory + "/a.db"
     let b = directory + "/b.db"
     for path in [a, b] { await (try SQLiteProvider(path: path)).close() }
@@ -131,8 +161,6 @@ private func benchSync(keys count: Int, runs: Int) async throws -> ChildRun {
     for path in [a, b] {
         try shell("sqlite3 '\(path)' \"\(rows(count, where: "i % 20 != 1", version: "'v1'", updated: 0))\"")
     }
-    // The PostgreSQL-state run starts from copies of the same two databases.
-    let withPostgres = count <= 1_000_000
     if withPostgres { try shell("cp '\(a)' '\(directory)/pg-a.db' && cp '\(b)' '\(directory)/pg-b.db'") }
     let pipeline = try writeSyncPipeline("syncbench", a: a, b: b, state: directory + "/state", in: directory)
     let executable = Bundle.main.executablePath ?? CommandLine.arguments[0]
@@ -146,19 +174,16 @@ private func benchSync(keys count: Int, runs: Int) async throws -> ChildRun {
     try shell(
         "mkdir '\(directory)/prepared' && cp -a '\(directory)'/a.db* '\(directory)'/b.db* '\(directory)/state' "
             + "'\(directory)/sync3-state.db' '\(directory)/prepared/'")
-    let prepared = ContinuousClock.now - build
+    return (pipeline, first, ContinuousClock.now - build)
+}
 
-    let script = directory + "/repair.sql"
-    try """
-    ATTACH '\(directory)/sql-a.db' AS a;
-    BEGIN;
-    INSERT OR REPLACE INTO main.kv (key, value, updated_at_ms)
-      SELECT a.kv.key, a.kv.value, a.kv.updated_at_ms FROM a.kv LEFT JOIN main.kv AS b ON b.key = a.kv.key
-      WHERE b.key IS NULL OR b.value <> a.kv.value;
-    COMMIT;
-    """.write(toFile: script, atomically: true, encoding: .utf8)
-    let sameWork = directory + "/sync3.sql"
-    try sameWorkSync(in: directory).write(toFile: sameWork, atomically: true, encoding: .utf8)
+/// `runs` timed runs, each from fresh copies of the prepared files: our sync, the `sqlite3` shell's `repair`
+/// script, and its `sameWork` sync; whether the first run's end states agree with the same-work peer's (up to
+/// 1,000,000 keys), else "".
+private func timedSyncs(
+    count: Int, runs: Int, pipeline: String, repair script: String, sameWork: String, in directory: String
+) throws -> (ours: [ChildRun], theirs: [ChildRun], same: [ChildRun], agreement: String) {
+    let executable = Bundle.main.executablePath ?? CommandLine.arguments[0]
     var ours: [ChildRun] = []
     var theirs: [ChildRun] = []
     var same: [ChildRun] = []
@@ -185,12 +210,7 @@ private func benchSync(keys count: Int, runs: Int) async throws -> ChildRun {
                 theirs[run].cpuSeconds, same[run].seconds, same[run].cpuSeconds))
         if run == 0 && count <= 1_000_000 { agreement = try compareWithSameWork(in: directory) }
     }
-    let postgres = withPostgres ? try await benchPostgresState(count: count, runs: runs, in: directory) : nil
-    report(
-        count: count, prepared: prepared, first: first, ours: ChildRun.medianRun(ours),
-        theirs: ChildRun.medianRun(theirs), same: ChildRun.medianRun(same), agreement: agreement,
-        postgres: postgres, runs: runs)
-    return ChildRun.medianRun(ours)
+    return (ours, theirs, same, agreement)
 }
 
 /// The same-work peer: the sync's three-way decision in SQL, run by the `sqlite3` shell on its own copies
