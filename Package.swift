@@ -60,6 +60,10 @@ let package = Package(
         // connections, memory and idle time, and its TLS.
         .systemLibrary(
             name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
+        // libzstd, which compresses backup repositories' objects; zlib, whose raw inflate reads the DEFLATE objects
+        // format 2 repositories hold.
+        .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         // What the binary was built from, for `cloudsync version` (the `buildInfo` settings at the top of Package.swift).
         .target(name: "CBuildInfo", cSettings: buildInfo),
 
@@ -80,8 +84,10 @@ let package = Package(
         // libcrypto's face: MD5, for the `Content-MD5` S3 requires, never for security.
         .target(name: "CloudSyncOpenSSL", dependencies: ["CCrypto"]),
 
-        // Raw DEFLATE (RFC 1951) in Swift, since no allowed C library compresses: what backup repositories store.
-        .target(name: "CloudSyncDeflate"),
+        // libzstd's face: a buffer compressed into one frame, frames decompressed up to a bound.
+        .target(name: "CloudSyncZstd", dependencies: ["CZstd"]),
+        // zlib's face: raw DEFLATE inflated up to a bound, for what format 2 backup repositories hold.
+        .target(name: "CloudSyncZlib", dependencies: ["CZlib"]),
 
         // The core library: the store over providers, the provider contract, resolvers, the outbox, keys, codecs,
         // clocks and errors.
@@ -128,7 +134,8 @@ let package = Package(
         // Encryption at rest: the libsodium envelope codec and its key sources.
         .target(name: "CloudSyncCrypto", dependencies: ["CloudSync", "CloudSyncSodium"]),
         // Encrypted, content-addressed, versioned backups of key sets, kept in any provider.
-        .target(name: "CloudSyncBackup", dependencies: ["CloudSync", "CloudSyncDeflate", "CloudSyncSodium"]),
+        .target(
+            name: "CloudSyncBackup", dependencies: ["CloudSync", "CloudSyncSodium", "CloudSyncZlib", "CloudSyncZstd"]),
 
         // Local persistence and providers on SQLite and the file system.
         .target(
@@ -206,13 +213,13 @@ let package = Package(
                 "CloudSyncEmulator", "CloudSyncDrive", "CloudSyncCloudKit", "CloudSyncBackup",
             ]),
 
-        // The fuzzers' entry points (YAML, pipeline loader, envelope decoder, export reader, DEFLATE decompressor):
+        // The fuzzers' entry points (YAML, pipeline loader, envelope decoder, export reader, the decompressors):
         // driven by libFuzzer in `make fuzz`, replayed over the kept corpus by CloudSyncReliabilityTests.
         .target(
             name: "CloudSyncFuzzing",
             dependencies: [
-                "CloudSync", "CloudSyncCrypto", "CloudSyncDeflate", "CloudSyncHTTPServer", "CloudSyncJobs",
-                "CloudSyncPipeline", "CloudSyncRunner", "CloudSyncSodium", "CloudSyncYAML",
+                "CloudSync", "CloudSyncCrypto", "CloudSyncHTTPServer", "CloudSyncJobs", "CloudSyncPipeline",
+                "CloudSyncRunner", "CloudSyncSodium", "CloudSyncYAML", "CloudSyncZlib", "CloudSyncZstd",
             ]),
 
         // Test support shipped as a normal target: temporary directories, test doubles, a test transport; re-exports the
@@ -228,8 +235,8 @@ let package = Package(
         .testTarget(name: "CloudSyncPostgresTests", dependencies: ["CloudSyncPostgres", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncSodiumTests", dependencies: ["CloudSyncSodium", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncYAMLTests", dependencies: ["CloudSyncYAML"]),
-        .testTarget(
-            name: "CloudSyncDeflateTests", dependencies: ["CloudSync", "CloudSyncDeflate", "CloudSyncTesting"]),
+        .testTarget(name: "CloudSyncZstdTests", dependencies: ["CloudSync", "CloudSyncZstd", "CloudSyncTesting"]),
+        .testTarget(name: "CloudSyncZlibTests", dependencies: ["CloudSync", "CloudSyncZlib", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncOpenSSLTests", dependencies: ["CloudSyncOpenSSL"]),
         // The pipeline only for its PostgreSQL outbox storage, which the outbox's property test also runs against.
         .testTarget(

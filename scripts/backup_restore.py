@@ -1,5 +1,6 @@
 #!/usr/bin/env python3
-"""An independent restore of a CloudSync backup repository kept in a directory (docs/backup-format.md), on PyNaCl.
+"""An independent restore of a CloudSync backup repository kept in a directory (docs/backup-format.md), on PyNaCl and
+the zstandard package.
 
     backup_restore.py --repository DIR --key-file FILE [--snapshot ID|PREFIX] --out FILE.json
 
@@ -17,10 +18,15 @@ import zlib
 import nacl.bindings
 import nacl.encoding
 import nacl.hash
+import zstandard
 
 PREFIX = "cloudsync-repo."
-# Format 2: an object stored as this mark and base64 is compressed, and its associated data starts with the mark too.
-COMPRESSED = "deflate:"
+# An object stored as one of these marks and base64 is compressed (format 2: raw DEFLATE; format 3: a zstd frame),
+# and its associated data starts with the mark too.
+DEFLATE = "deflate:"
+ZSTD = "zstd:"
+# The most bytes an object may open to, as the writer bounds it.
+MAX_OBJECT_BYTES = 1 << 30
 
 
 def fail(message):
@@ -51,8 +57,8 @@ class Repository:
         self.directory = directory
         self.names = sorted(name for name in os.listdir(directory) if name.startswith(PREFIX))
         config = json.loads(self.read(PREFIX + "config"))
-        if config["format"] > 2:
-            fail("the repository has format %d; this script reads formats 1 and 2" % config["format"])
+        if config["format"] > 3:
+            fail("the repository has format %d; this script reads formats 1 to 3" % config["format"])
         keys = base64.b64decode(open_envelope(config["keys"], PREFIX + "config", key), validate=True)
         if len(keys) != 64:
             fail("the config's keys are not 64 bytes")
@@ -75,12 +81,15 @@ class Repository:
 
     def open(self, name):
         text = self.read(name)
-        mark = COMPRESSED if text.startswith(COMPRESSED) else ""
+        mark = next((mark for mark in (DEFLATE, ZSTD) if text.startswith(mark)), "")
         sealed = base64.b64decode(text[len(mark):], validate=True)
         plaintext = nacl.bindings.crypto_aead_xchacha20poly1305_ietf_decrypt(
             sealed[24:], (mark + name).encode(), sealed[:24], self.data_key)
-        # A compressed object's plaintext is a raw DEFLATE stream (zlib's window bits -15).
-        return zlib.decompress(plaintext, -15) if mark else plaintext
+        if mark == DEFLATE:  # a raw DEFLATE stream (zlib's window bits -15)
+            return zlib.decompress(plaintext, -15)
+        if mark == ZSTD:  # one zstd frame, its size in its header
+            return zstandard.ZstdDecompressor().decompress(plaintext, max_output_size=MAX_OBJECT_BYTES)
+        return plaintext
 
     def blob(self, blob_id):
         pack, offset, length = self.index[blob_id]

@@ -18,7 +18,7 @@ if ! output=$(ldd "$binary" 2>&1); then
 fi
 
 allowed_system='^(linux-vdso\.so\.1|linux-gate\.so\.1|ld-linux(-x86-64|-aarch64)?\.so\.[0-9]+|libc\.so\.6|libm\.so\.6|libstdc\+\+\.so\.6|libgcc_s\.so\.1|libpthread\.so\.0|libdl\.so\.2|librt\.so\.1|libutil\.so\.1)$'
-allowed_debian='^(libsqlite3\.so\.0|libsodium\.so\.[0-9]+|libyaml-0\.so\.[0-9]+|libcrypto\.so\.[0-9]+|libssl\.so\.[0-9]+|libpq\.so\.5|libcurl\.so\.4|libxml2\.so\.2|libmicrohttpd\.so\.12)$'
+allowed_debian='^(libsqlite3\.so\.0|libsodium\.so\.[0-9]+|libyaml-0\.so\.[0-9]+|libcrypto\.so\.[0-9]+|libssl\.so\.[0-9]+|libpq\.so\.5|libcurl\.so\.4|libxml2\.so\.2|libmicrohttpd\.so\.12|libzstd\.so\.1|libz\.so\.1)$'
 
 # What libpq, libcurl, libxml2 and libmicrohttpd need themselves is theirs to choose (Debian builds libcurl with GnuTLS for LDAP,
 # libmicrohttpd with GnuTLS for serve's HTTPS,

@@ -16,10 +16,11 @@ import Foundation
 public final class BackupRepository {
     /// The format this code creates repositories in.
     ///
-    /// It reads every older one and refuses a newer one. Format 2 compresses each object it writes before sealing it,
-    /// and marks it so; format 1 did not. Opening a format 1 repository with `create` (as a backup does) makes it
-    /// format 2: what it holds stays as it is and is read as before, and what is written from then on is compressed.
-    public static let formatVersion = 2
+    /// It reads every older one and refuses a newer one. Format 1 sealed objects as they were; format 2 compressed
+    /// each with raw DEFLATE first, and marked it so; format 3 makes each a zstd frame instead (level 3), or leaves
+    /// it as it is when that is not smaller. Opening an older repository with `create` (as a backup does) makes it
+    /// format 3: what it holds stays as it is and is read as before, and what is written from then on is zstd.
+    public static let formatVersion = 3
     /// The format of this repository (format 1 only while it is opened for reading).
     public let format: Int
     /// Every object's store key starts with this.
@@ -70,7 +71,8 @@ public final class BackupRepository {
     }
 
     /// The most plaintext bytes whose sealed object fits in `limit` stored bytes (less 1 KB for a codec the
-    /// provider may have of its own), however little they compress: stored blocks add 5 bytes each 16 KiB.
+    /// provider may have of its own), however little they compress: an object compression does not shrink is sealed
+    /// as it is, and the margin keeps room for the mark.
     static func plaintextFitting(_ limit: Int) -> Int {
         let sealed = (limit - 1024) / 4 * 3 - 40
         return max(1, sealed - sealed / 3_000 - 8)
@@ -120,12 +122,12 @@ public final class BackupRepository {
             keys = try RepositoryKeys.unwrapped(
                 wrapped, with: codec, as: configName, repository: provider, format: format)
             // The codec was re-keyed since: wrap the keys under its current key, so the old one can leave the ring.
-            // An older format is upgraded the same way: what is written from now on is compressed. One small object
-            // is rewritten; no data is.
+            // An older format is upgraded the same way: what is written from now on is compressed as the current
+            // format compresses. One small object is rewritten; no data is.
             if create && (!codec.isCurrent(wrapped) || format < formatVersion) {
                 if format < formatVersion {
                     format = formatVersion
-                    keys = keys.compressing()
+                    keys = keys.compressing(RepositoryKeys.compression(forFormat: format))
                 }
                 try await writeConfig(keys, format: format, codec: codec, in: store, provider: provider)
             }

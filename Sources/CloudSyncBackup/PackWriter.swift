@@ -63,7 +63,7 @@ extension BackupRepository {
     /// Writes `packs` (pack id -> its blobs) as index objects of at most ``indexEntriesPerObject`` entries (10,000,
     /// or fewer where the provider's value limit needs): their names and stored bytes.
     ///
-    /// In format 2 each object also gives, under `sizes`, the stored bytes of the packs it names, since a compressed
+    /// From format 2 on each object also gives, under `sizes`, the stored bytes of the packs it names, since a compressed
     /// pack's size no longer follows from its blobs' and prune reports what it frees.
     func writeIndex(_ packs: [String: [(id: String, offset: Int, length: Int)]]) async throws(CloudSyncError)
         -> (names: [String], bytes: Int)

@@ -1,12 +1,13 @@
 import CloudSync
 import CloudSyncCrypto
-import CloudSyncDeflate
 import CloudSyncHTTPServer
 import CloudSyncJobs
 import CloudSyncPipeline
 import CloudSyncRunner
 import CloudSyncSodium
 import CloudSyncYAML
+import CloudSyncZlib
+import CloudSyncZstd
 import Foundation
 
 /// The inputs a stranger can hand CloudSync, each as one entry point that takes arbitrary bytes: libFuzzer drives
@@ -25,8 +26,8 @@ package enum FuzzEntry: String, CaseIterable, Sendable {
     /// The export file reader (what `import` reads), plain or sealed under the same ring; what it accepts must
     /// survive being written again and read back.
     case export
-    /// The DEFLATE decompressor backup repositories open objects with; what it accepts must compress and decompress
-    /// back to itself.
+    /// The decompressors backup repositories open objects with, zlib's raw inflate (format 2) and zstd (format 3), each
+    /// under a bound it must keep; what zstd accepts must compress and decompress back to itself.
     case inflate
     /// The loopback HTTP server's request parser (the emulators', the sign-in redirect's): the bytes a client sends,
     /// received in pieces whose size the first byte picks; no request read may hold more than the limits allow.
@@ -140,11 +141,9 @@ package enum FuzzEntry: String, CaseIterable, Sendable {
             return heads.enumerated().map { index, text in Data([UInt8(index * 37 % 256)] + Array(text.utf8)) }
         case .inflate:
             let texts = ["", "a", String(repeating: "abc", count: 100), #"{"k":"v","k2":"v"}"#, "0123456789abcdef"]
-            // Streams of each block type, the empty stream in the fixed code, and a stored block whose length check
-            // fails.
-            return texts.map { Data(Deflate.compress(Array($0.utf8))) } + [
-                Data([0x03, 0x00]), Data([0x01, 0x00, 0x00]),
-            ]
+            // zstd frames of each text; the kept corpus holds DEFLATE streams of every block type. Then the empty
+            // stream in DEFLATE's fixed code, and a stored block whose length check fails.
+            return texts.map { Data(Zstd.compress(Array($0.utf8))) } + [Data([0x03, 0x00]), Data([0x01, 0x00, 0x00])]
         }
     }
 
@@ -160,9 +159,12 @@ package enum FuzzEntry: String, CaseIterable, Sendable {
     }
 
     private static func inflate(_ bytes: [UInt8]) {
-        guard let output = try? Deflate.decompress(bytes, maxOutputBytes: 1 << 20) else { return }
-        guard output.count <= 1 << 20 else { preconditionFailure("the decompressor passed its output limit") }
-        guard (try? Deflate.decompress(Deflate.compress(output), maxOutputBytes: output.count)) == output else {
+        if let output = try? RawInflate.inflate(bytes, maxOutputBytes: 1 << 20), output.count > 1 << 20 {
+            preconditionFailure("zlib's inflate passed its output limit")
+        }
+        guard let output = try? Zstd.decompress(bytes, maxOutputBytes: 1 << 20) else { return }
+        guard output.count <= 1 << 20 else { preconditionFailure("zstd passed its output limit") }
+        guard (try? Zstd.decompress(Zstd.compress(output), maxOutputBytes: output.count)) == output else {
             preconditionFailure("decompressed bytes did not survive compressing and decompressing again")
         }
     }

@@ -88,7 +88,7 @@ import Testing
 
     /// `stored` (a sealed object, compressed or not) with one byte of its sealed bytes flipped.
     func flippingAByte(of stored: String, at position: (Int) -> Int, with bits: UInt8) -> String {
-        let mark = stored.hasPrefix(RepositoryKeys.compressedMark) ? RepositoryKeys.compressedMark : ""
+        let mark = RepositoryKeys.mark(of: stored)
         var sealed = [UInt8](Data(base64Encoded: String(stored.dropFirst(mark.count)))!)
         sealed[position(sealed.count)] ^= bits
         return mark + Data(sealed).base64EncodedString()
@@ -171,8 +171,8 @@ import Testing
         }
     }
 
-    /// A repository made before compression (format 1) becomes format 2 when a writer opens it: what it held is
-    /// left as it was and still read, what is written from then on is compressed, and a reader changes nothing.
+    /// A repository made before compression (format 1) becomes the current format when a writer opens it: what it held
+    /// is left as it was and still read, what is written from then on is zstd, and a reader changes nothing.
     @Test func aFormatOneRepositoryIsUpgradedByItsNextWriterAndKeepsWhatItHeld() async throws {
         let (store, vault) = try fixture()
         let created = try await BackupRepository.open(
@@ -183,7 +183,7 @@ import Testing
         try await session.add(values)
         let first = try await session.finish(source: "app", pipeline: "p", time: 1).snapshotID
         let before = try await storedObjects(vault)
-        #expect(!before.isEmpty && before.values.allSatisfy { !$0.hasPrefix(RepositoryKeys.compressedMark) })
+        #expect(!before.isEmpty && before.values.allSatisfy { RepositoryKeys.mark(of: $0).isEmpty })
         let formatOneBytes = before.values.reduce(0) { $0 + $1.utf8.count }
 
         let reader = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: false)
@@ -191,8 +191,8 @@ import Testing
         #expect(try await configText(vault).contains(#""format":1"#))
 
         let writer = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: true)
-        #expect(writer.format == 2)
-        #expect(try await configText(vault).contains(#""format":2"#))
+        #expect(writer.format == BackupRepository.formatVersion)
+        #expect(try await configText(vault).contains(#""format":\#(BackupRepository.formatVersion)"#))
         let next = writer.startBackup()
         let changed = hexValues(10, seed: 4) + values.dropFirst(10)
         try await next.add(changed)
@@ -200,7 +200,7 @@ import Testing
         let after = try await storedObjects(vault)
         for (name, text) in before { #expect(after[name] == text, "\(name) was rewritten") }
         let added = after.filter { before[$0.key] == nil }
-        #expect(!added.isEmpty && added.values.allSatisfy { $0.hasPrefix(RepositoryKeys.compressedMark) })
+        #expect(!added.isEmpty && added.values.allSatisfy { $0.hasPrefix(RepositoryKeys.zstdMark) })
 
         let reopened = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: false)
         #expect(try await reopened.restore(snapshot: first) == values.sorted { StoreKey.bytesPrecede($0.key, $1.key) })
@@ -214,8 +214,8 @@ import Testing
         let freshSession = compressed.startBackup()
         try await freshSession.add(values)
         _ = try await freshSession.finish(source: "app", pipeline: "p", time: 1)
-        let formatTwoBytes = try await storedObjects(freshVault).values.reduce(0) { $0 + $1.utf8.count }
-        #expect(Double(formatTwoBytes) < Double(formatOneBytes) * 0.55, "\(formatTwoBytes) beside \(formatOneBytes)")
+        let compressedBytes = try await storedObjects(freshVault).values.reduce(0) { $0 + $1.utf8.count }
+        #expect(Double(compressedBytes) < Double(formatOneBytes) * 0.55, "\(compressedBytes) beside \(formatOneBytes)")
     }
 
     /// The mark is bound to the sealed bytes: taken off a compressed object, or put on one that is not, the object
@@ -223,9 +223,12 @@ import Testing
     @Test func aCompressionMarkTakenOffOrPutOnIsADecodeError() async throws {
         let (repository, vault, snapshot, pack) = try await oneBackupInOnePack()
         let stored = try #require(try await vault.get([pack])[0].get())
-        #expect(stored.hasPrefix(RepositoryKeys.compressedMark))
-        let unmarked = String(stored.dropFirst(RepositoryKeys.compressedMark.count))
-        for tampered in [unmarked, RepositoryKeys.compressedMark + RepositoryKeys.compressedMark + unmarked] {
+        #expect(stored.hasPrefix(RepositoryKeys.zstdMark))
+        let unmarked = String(stored.dropFirst(RepositoryKeys.zstdMark.count))
+        for tampered in [
+            unmarked, RepositoryKeys.zstdMark + RepositoryKeys.zstdMark + unmarked,
+            RepositoryKeys.deflateMark + unmarked,
+        ] {
             _ = try await vault.set([KeyValue(pack, tampered)])
             await #expect {
                 _ = try await repository.restore(snapshot: snapshot)
@@ -234,11 +237,11 @@ import Testing
                 return error?.code == .decode && error?.key == pack
             }
         }
-        let plain = RepositoryKeys(data: repository.keys.data, id: repository.keys.id, compresses: false)
+        let plain = RepositoryKeys(data: repository.keys.data, id: repository.keys.id, compression: .none)
         let uncompressed = try plain.seal(Array("some bytes".utf8), name: pack)
         #expect(try plain.open(uncompressed, name: pack, repository: "vault") == Array("some bytes".utf8))
         #expect {
-            _ = try plain.open(RepositoryKeys.compressedMark + uncompressed, name: pack, repository: "vault")
+            _ = try plain.open(RepositoryKeys.zstdMark + uncompressed, name: pack, repository: "vault")
         } throws: { error in
             (error as? CloudSyncError)?.message.contains("does not authenticate") == true
         }
@@ -253,13 +256,13 @@ import Testing
         try #require(try await vault.get([BackupRepository.prefix + "config"])[0].get())
     }
 
-    /// An object that authenticates but is not a DEFLATE stream (written so by a faulty writer holding the key) is
-    /// `ERR_DECODE` naming it, not a crash or a wrong value.
-    @Test func anObjectThatAuthenticatesButDoesNotDecompressIsNamed() async throws {
+    /// An object that authenticates but does not decompress as its mark says (written so by a faulty writer holding
+    /// the key) is `ERR_DECODE` naming it, not a crash or a wrong value, whichever the mark.
+    @Test(arguments: [RepositoryKeys.zstdMark, RepositoryKeys.deflateMark])
+    func anObjectThatAuthenticatesButDoesNotDecompressIsNamed(mark: String) async throws {
         let (repository, vault, snapshot, pack) = try await oneBackupInOnePack()
-        // Marked compressed and sealed as the writer seals, but holding bytes that are not a DEFLATE stream.
-        let mark = RepositoryKeys.compressedMark
-        let sealed = try Array("not deflate, 7 bytes".utf8).withUnsafeBufferPointer { bytes in
+        // Marked compressed and sealed as the writer seals, but holding bytes no decompressor reads.
+        let sealed = try Array("neither zstd nor deflate".utf8).withUnsafeBufferPointer { bytes in
             try XChaCha20Poly1305.sealCombined(
                 bytes, key: repository.keys.data, associatedData: Array((mark + pack).utf8))
         }
@@ -271,5 +274,19 @@ import Testing
             return error?.code == .decode && error?.key == pack
                 && error?.message.contains("does not decompress") == true
         }
+    }
+
+    /// An object that would not shrink is sealed as it is, unmarked, and read back the same.
+    @Test func anObjectThatDoesNotShrinkIsStoredUncompressed() throws {
+        let keys = RepositoryKeys.random(format: BackupRepository.formatVersion)
+        var random = SeededRandom(seed: 8)
+        let noise = (0..<10_000).map { _ in UInt8.random(in: 0...255, using: &random) }
+        let text = Array(String(repeating: "theme=dark ", count: 1_000).utf8)
+        let sealedNoise = try keys.seal(noise, name: "n")
+        let sealedText = try keys.seal(text, name: "t")
+        #expect(RepositoryKeys.mark(of: sealedNoise).isEmpty)
+        #expect(sealedText.hasPrefix(RepositoryKeys.zstdMark))
+        #expect(try keys.open(sealedNoise, name: "n", repository: "vault") == noise)
+        #expect(try keys.open(sealedText, name: "t", repository: "vault") == text)
     }
 }

@@ -114,7 +114,7 @@ import Testing
         #expect(objects.contains { $0.contains(".data.") } && objects.contains { $0.contains(".index.") })
         for object in objects {
             let original = try #require(try await vault.get([object])[0].get())
-            let mark = original.hasPrefix(RepositoryKeys.compressedMark) ? RepositoryKeys.compressedMark : ""
+            let mark = RepositoryKeys.mark(of: original)
             var sealed = [UInt8](Data(base64Encoded: String(original.dropFirst(mark.count)))!)
             sealed[sealed.count - 20] ^= 0x40
             _ = try await vault.set([KeyValue(object, mark + Data(sealed).base64EncodedString())])

@@ -104,6 +104,50 @@ import Testing
         #expect(try await pythonRestore(nil) == (try await contents("restored")))
     }
 
+    /// The format 2 repository the release before zstd wrote: the independent restore reads it, a backup through the
+    /// binary upgrades it in place, and the independent restore then reads every snapshot of the mixed repository.
+    @Test func theFormatTwoFixtureIsReadUpgradedAndStillReadByTheIndependentRestore() async throws {
+        let fixture = root + "/Tests/Fixtures/backup-format2"
+        let copy = directory.file("format2")
+        try FileManager.default.copyItem(atPath: fixture, toPath: copy)
+        try FileManager.default.copyItem(atPath: copy + "/latest", toPath: copy + "/source")
+        // The key file must be the owner's alone, as every key file.
+        chmod(copy + "/format2.key", 0o600)
+        func independent(_ snapshot: String?) async throws -> [String: String] {
+            let out = directory.file("format2-\(snapshot ?? "latest").json")
+            let result = try await ProcessRunner.run(
+                Repository.python,
+                [
+                    root + "/scripts/backup_restore.py", "--repository", copy + "/repository", "--key-file",
+                    copy + "/format2.key", "--out", out,
+                ] + (snapshot.map { ["--snapshot", $0] } ?? []))
+            #expect(result.status == 0, "\(result.standardError)")
+            return try JSONDecoder().decode([String: String].self, from: Data(contentsOf: URL(fileURLWithPath: out)))
+        }
+        var latest: [String: String] = [:]
+        for name in try FileManager.default.contentsOfDirectory(atPath: copy + "/latest") {
+            latest[name] = try String(contentsOfFile: copy + "/latest/" + name, encoding: .utf8)
+        }
+        #expect(try await independent(nil) == latest)
+
+        let large = String(repeating: #"{"theme":"dark"},"#, count: 20_000)
+        try large.write(toFile: copy + "/source/new.large", atomically: true, encoding: .utf8)
+        let ran = try await ProcessRunner.run(executable, ["run", copy + "/format2.yaml", "--quiet"])
+        #expect(ran.status == 0, "\(ran.standardError)")
+        let config = try String(contentsOfFile: copy + "/repository/cloudsync-repo.config", encoding: .utf8)
+        #expect(config.contains(#""format":3"#))
+        latest["new.large"] = large
+        #expect(try await independent(nil) == latest)
+        let listed = try await ProcessRunner.run(
+            executable, ["snapshots", copy + "/format2.yaml", "--repository", "repository", "--json"])
+        let snapshots = try #require(
+            try JSONSerialization.jsonObject(with: Data(listed.standardOutput.utf8)) as? [[String: Any]])
+        #expect(snapshots.compactMap { $0["keys"] as? Int } == [41, 42, 43])
+        let second = try #require(snapshots[1]["id"] as? String)
+        latest["new.large"] = nil
+        #expect(try await independent(String(second.prefix(12))) == latest)
+    }
+
     @Test func aRepositoryOpenedWithAnotherKeyIsOneErrorNamingIt() async throws {
         let file = directory.file("nightly.yaml")
         let app = try SQLiteProvider(id: "app", path: directory.file("data/app.db"))
