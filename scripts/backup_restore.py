@@ -25,6 +25,8 @@ PREFIX = "cloudsync-repo."
 # and its associated data starts with the mark too.
 DEFLATE = "deflate:"
 ZSTD = "zstd:"
+# A tree entry's value id with this prefix names a value stored in chunks.
+CHUNKS = "chunks:"
 # The most bytes an object may open to, as the writer bounds it.
 MAX_OBJECT_BYTES = 1 << 30
 
@@ -101,6 +103,16 @@ class Repository:
             fail("blob %s in pack %s does not hash to its id" % (blob_id, pack))
         return data
 
+    def value(self, value_id):
+        """A value's bytes: one blob, or (format 3) `chunks:<size>:<list id>`, the list naming its chunks in order."""
+        if not value_id.startswith(CHUNKS):
+            return self.blob(value_id)
+        size, list_id = value_id[len(CHUNKS):].split(":", 1)
+        data = b"".join(self.blob(chunk) for chunk in json.loads(self.blob(list_id)))
+        if len(data) != int(size):
+            fail("a chunked value is %d bytes, not the %s its tree says" % (len(data), size))
+        return data
+
     def snapshots(self):
         found = []
         for name in self.kind("snapshot"):
@@ -127,7 +139,7 @@ def main():
     for tree in snapshot["trees"]:
         for entry in json.loads(repository.blob(tree)):
             key, value_id = entry[0], entry[1]  # a third element, when present, is the source's version tag
-            restored[key] = repository.blob(value_id).decode("utf-8")
+            restored[key] = repository.value(value_id).decode("utf-8")
     if len(restored) != snapshot["keys"]:
         fail("the snapshot says %d keys but its trees hold %d" % (snapshot["keys"], len(restored)))
     with open(args.out, "w", encoding="utf-8") as handle:

@@ -177,18 +177,16 @@ extension BackupRepository {
         }
     }
 
-    /// The ids of every blob a snapshot needs: its trees and its values.
+    /// The ids of every blob a snapshot needs: its trees, its values, and each chunked value's list and chunks.
     ///
     /// The trees of all snapshots are gathered first and read together, so a pack of trees is read once however
     /// many snapshots share it.
     func neededBlobs() async throws(CloudSyncError) -> Set<String> {
         var trees: Set<String> = []
         for snapshot in try await snapshotsWithTrees() { trees.formUnion(snapshot.trees) }
-        var needed = trees
-        for entry in try await entries(ofTrees: trees.sorted(), in: Self.prefix + "snapshot.*") {
-            needed.insert(entry[1])
-        }
-        return needed
+        let name = Self.prefix + "snapshot.*"
+        let entries = try await entries(ofTrees: trees.sorted(), in: name)
+        return trees.union(try await valueBlobs(of: entries.map { $0[1] }, in: name))
     }
 
     /// Deletes objects, failing on the first that could not be deleted.

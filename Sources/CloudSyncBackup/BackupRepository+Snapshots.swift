@@ -108,7 +108,12 @@ extension BackupRepository {
     ) async throws(CloudSyncError) {
         let name = Self.prefix + "snapshot." + id
         var byPack: [String: [(key: String, location: Location)]] = [:]
+        var chunked: [(key: String, value: (size: Int, list: String))] = []
         for pair in try await entries(ofTrees: try await treeIDs(of: id), in: name) where filter?(pair[0]) ?? true {
+            if let value = ChunkedValue.parse(pair[1]) {
+                chunked.append((pair[0], value))
+                continue
+            }
             guard let location = index[pair[1]] else {
                 throw CloudSyncError(
                     .decode, "\(name) in \(provider) names a blob no index holds; the repository is damaged",
@@ -138,7 +143,60 @@ extension BackupRepository {
                 }
             }
         }
+        // Chunked values last, one at a time: each is large.
+        for (key, value) in chunked {
+            page.append(KeyValue(key, String(decoding: try await chunkedValue(value, of: name), as: UTF8.self)))
+            if page.count == pageSize {
+                try await body(page)
+                page.removeAll(keepingCapacity: true)
+            }
+        }
         if !page.isEmpty { try await body(page) }
+    }
+
+    /// The bytes of the value a tree entry's id names, when the repository holds it (for a chunked value, its list).
+    func storedSize(of entryID: String) -> Int? {
+        if let chunked = ChunkedValue.parse(entryID) { return index[chunked.list] == nil ? nil : chunked.size }
+        return index[entryID]?.length
+    }
+
+    /// The blobs the values of `entryIDs` are made of: each plain value's blob, and each chunked value's list and
+    /// chunks (the lists read, each pack once).
+    func valueBlobs(of entryIDs: [String], in name: String) async throws(CloudSyncError) -> Set<String> {
+        var blobs = Set<String>()
+        var lists: [String] = []
+        for id in entryIDs {
+            if let chunked = ChunkedValue.parse(id) { lists.append(chunked.list) } else { blobs.insert(id) }
+        }
+        let unique = Array(Set(lists))
+        for (list, bytes) in zip(unique, try await self.blobs(unique, of: name)) {
+            blobs.insert(list)
+            blobs.formUnion(try chunkIDs(bytes, of: name))
+        }
+        return blobs
+    }
+
+    /// The chunk ids a chunk list blob holds, in order.
+    func chunkIDs(_ list: [UInt8], of name: String) throws(CloudSyncError) -> [String] {
+        guard let ids = try? JSONSerialization.jsonObject(with: Data(list)) as? [String] else {
+            throw CloudSyncError(
+                .decode, "a chunk list of \(name) in \(provider) is damaged", provider: provider, key: name)
+        }
+        return ids
+    }
+
+    /// A chunked value's bytes: its list read, then its chunks, each pack once.
+    func chunkedValue(_ chunked: (size: Int, list: String), of name: String) async throws(CloudSyncError) -> [UInt8] {
+        let ids = try chunkIDs(try await blobs([chunked.list], of: name)[0], of: name)
+        var value: [UInt8] = []
+        value.reserveCapacity(chunked.size)
+        for chunk in try await blobs(ids, of: name) { value += chunk }
+        guard value.count == chunked.size else {
+            throw CloudSyncError(
+                .decode, "a chunked value of \(name) in \(provider) is not the size its tree says", provider: provider,
+                key: name)
+        }
+        return value
     }
 
     /// The ids of the trees snapshot `id` is made of.

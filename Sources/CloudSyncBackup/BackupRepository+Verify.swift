@@ -87,7 +87,7 @@ extension BackupRepository {
         // what only it gets wrong: trees or values no index holds.
         for (name, ids) in treesOf {
             let unindexed = ids.filter { index[$0] == nil }.count
-            let missing = ids.compactMap { trees[$0] }.joined().filter { index[$0[1]] == nil }.count
+            let missing = ids.compactMap { trees[$0] }.joined().filter { storedSize(of: $0[1]) == nil }.count
             if unindexed > 0 || missing > 0 {
                 check.problems.append(
                     RepositoryProblem(

@@ -43,6 +43,8 @@ public final class BackupRepository {
     let packBytes: Int
     /// Entries an index object holds at most, so it fits the provider's value limit too.
     let indexEntriesPerObject: Int
+    /// Cuts values too large to be one blob, each chunk fitting a pack.
+    let chunker: ValueChunker
     /// Every value id the repository holds, and where.
     var index: [String: Location]
     /// The stored bytes of packs, where known: from format 2 indexes, and for packs this process wrote.
@@ -67,6 +69,7 @@ public final class BackupRepository {
         self.packBytes = max(1, min(packBytes, limit))
         // An entry is at most about 80 bytes of JSON (a 32-digit id, a pack's offset and length).
         self.indexEntriesPerObject = max(1, min(10_000, limit / 80))
+        self.chunker = ValueChunker(key: keys.id, largest: self.packBytes)
         self.index = index
     }
 

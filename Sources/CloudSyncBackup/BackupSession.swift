@@ -55,9 +55,9 @@ public final class BackupSession {
                 read.append(key)
                 continue
             }
-            if let earlier = parent[key], earlier.version == version, let location = repository.index[earlier.id] {
+            if let earlier = parent[key], earlier.version == version, let size = repository.storedSize(of: earlier.id) {
                 entries.append([key, earlier.id, version])
-                valueBytes += location.length
+                valueBytes += size
                 result.keys += 1
                 result.unchanged += 1
                 result.unread += 1
@@ -69,8 +69,10 @@ public final class BackupSession {
         return read
     }
 
-    /// Adds keys and their plaintext values to the snapshot; the keys left out, each with why: a value larger than
-    /// the repository's provider can hold in one object (`ERR_PAYLOAD_TOO_LARGE`).
+    /// Adds keys and their plaintext values to the snapshot; the keys left out, each with why.
+    ///
+    /// A value longer than the chunker's threshold is stored as content-defined chunks, so a value of any size fits
+    /// and an edit stores only the chunks around it.
     @discardableResult
     public func add(_ items: [KeyValue]) async throws(CloudSyncError) -> [KeyFailure] {
         var left: [KeyFailure] = []
@@ -78,7 +80,9 @@ public final class BackupSession {
             let id: String
             let stored: Bool
             do throws(CloudSyncError) {
-                (id, stored) = try await store(item.value, key: item.key)
+                (id, stored) =
+                    item.value.utf8.count > repository.chunker.threshold
+                    ? try await storeChunked(item.value) : try await store(item.value, key: item.key)
             } catch  where error.code == .payloadTooLarge {
                 left.append(KeyFailure(key: item.key, error: error))
                 continue
@@ -102,6 +106,29 @@ public final class BackupSession {
         if repository.index[id] != nil || packs.holds(id) { return (id, false) }
         try await packs.add(id, blob.utf8, key: key)
         return (id, true)
+    }
+
+    /// Stores `value` as chunks the repository lacks and a list naming them all; its entry id
+    /// (``ChunkedValue/entryID(size:list:)``), and whether anything was new.
+    private func storeChunked(_ value: String) async throws(CloudSyncError) -> (id: String, new: Bool) {
+        let bytes = Array(value.utf8)
+        let ends = bytes.withUnsafeBytes { repository.chunker.cuts($0) }
+        var chunkIDs: [String] = []
+        chunkIDs.reserveCapacity(ends.count)
+        var new = false
+        var start = 0
+        for end in ends {
+            let chunk = bytes[start..<end]
+            let id = repository.keys.objectID(of: chunk)
+            if repository.index[id] == nil && !packs.holds(id) {
+                try await packs.add(id, chunk)
+                new = true
+            }
+            chunkIDs.append(id)
+            start = end
+        }
+        let list = try await store(String(decoding: BackupRepository.json(chunkIDs), as: UTF8.self))
+        return (ChunkedValue.entryID(size: bytes.count, list: list.id), new || list.new)
     }
 
     /// The snapshot's entries as trees, stored in the packs like values and deduplicated the same way.

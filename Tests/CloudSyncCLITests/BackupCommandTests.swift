@@ -130,7 +130,8 @@ import Testing
         }
         #expect(try await independent(nil) == latest)
 
-        let large = String(repeating: #"{"theme":"dark"},"#, count: 20_000)
+        // Over a MiB, so it is stored in chunks.
+        let large = (0..<60_000).map { #"{"user":\#($0),"theme":"dark"},"# }.joined()
         try large.write(toFile: copy + "/source/new.large", atomically: true, encoding: .utf8)
         let ran = try await ProcessRunner.run(executable, ["run", copy + "/format2.yaml", "--quiet"])
         #expect(ran.status == 0, "\(ran.standardError)")
