@@ -96,8 +96,8 @@ bench-compare:
 	@test -n "$(OLD)" || { echo "usage: make bench-compare OLD=old.json [NEW=bench.json]" >&2; exit 64; }
 	$(SWIFT) run -c release cloudsync-bench compare "$(OLD)" "$(or $(NEW),bench.json)"
 
-# libFuzzer on the YAML face, the pipeline loader, the envelope decoder, the export reader and the DEFLATE
-# decompressor, FUZZ_SECONDS each (default 10 minutes; FUZZ_TARGETS picks some), growing the corpus in Tests/Fuzz/ that
+# libFuzzer on the YAML face, the pipeline loader, the envelope decoder, the export reader and the backup
+# decompressors, FUZZ_SECONDS each (default 10 minutes; FUZZ_TARGETS picks some), growing the corpus in Tests/Fuzz/ that
 # `make test` replays (scripts/fuzz.sh). Its own build directory, so the ordinary build is untouched.
 FUZZ_SECONDS ?= 600
 fuzz: deps

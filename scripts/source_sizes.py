@@ -77,7 +77,9 @@ def code_lines(text):
                 stack.append(["code", 0])
                 i += 2
             elif c == "\\":
-                i += 2
+                # An escape, skipped whole; but a backslash ending a line of a multi-line string (which continues it)
+                # leaves the newline to end a line of the file.
+                i += 1 if text.startswith("\\\n", i) else 2
             elif top[0] == '"""' and text.startswith('"""', i):
                 stack.pop()
                 line.append('"')

@@ -99,8 +99,8 @@ extension BackupRepository {
         }
     }
 
-    /// Reads `pack` whole and checks that each blob the index places in it hashes to its id; the problem found, if
-    /// any.
+    /// Reads `pack` whole and checks that each blob the index places in it hashes to its id and is where the pack's
+    /// header says; the problem found, if any.
     private func readPack(_ pack: String, holding blobs: [(id: String, location: Location)])
         async throws(CloudSyncError) -> RepositoryProblem?
     {
@@ -112,9 +112,19 @@ extension BackupRepository {
             let end = blob.location.offset + blob.location.length
             return end > bytes.count || keys.objectID(of: bytes[blob.location.offset..<end]) != blob.id
         }
-        guard !wrong.isEmpty else { return nil }
+        if !wrong.isEmpty {
+            return RepositoryProblem(
+                object: name, message: "\(wrong.count) blobs of pack \(pack) do not hash to their ids", code: .decode)
+        }
+        // A pack that describes itself must agree with the index; one written before format 3 has no header.
+        guard let header = PackHeader.blobs(of: bytes) else { return nil }
+        let described = Set(header.map { "\($0.id) \($0.offset) \($0.length)" })
+        let disagreeing = blobs.filter { !described.contains("\($0.id) \($0.location.offset) \($0.location.length)") }
+        guard !disagreeing.isEmpty else { return nil }
         return RepositoryProblem(
-            object: name, message: "\(wrong.count) blobs of pack \(pack) do not hash to their ids", code: .decode)
+            object: name,
+            message: "the index places \(disagreeing.count) blobs in pack \(pack) where its header does not; "
+                + "`cloudsync repair index` rebuilds the index from the packs", code: .decode)
     }
 
     /// The entries of each tree of `ids` that can be read, reading each pack once, and a problem naming each pack

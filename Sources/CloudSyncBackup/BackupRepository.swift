@@ -69,7 +69,7 @@ public final class BackupRepository {
         self.packBytes = max(1, min(packBytes, limit))
         // An entry is at most about 80 bytes of JSON (a 32-digit id, a pack's offset and length).
         self.indexEntriesPerObject = max(1, min(10_000, limit / 80))
-        self.chunker = ValueChunker(key: keys.id, largest: self.packBytes)
+        self.chunker = ValueChunker(key: keys.id, largest: PackWriter.room(inPackOf: self.packBytes))
         self.index = index
     }
 

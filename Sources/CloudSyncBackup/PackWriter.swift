@@ -17,31 +17,44 @@ final class PackWriter {
 
     init(_ repository: BackupRepository) { self.repository = repository }
 
+    /// What one blob's row in the pack header takes at most (`["<32 hex digits>",<offset>,<length>],`), and the
+    /// header's brackets and trailer: a pack's blobs and header together stay within ``BackupRepository/packBytes``.
+    static let headerBytesPerBlob = 64
+    static let trailerBytes = 10
+
+    /// The largest blob a pack of `packBytes` holds, with its header.
+    static func room(inPackOf packBytes: Int) -> Int { max(1, packBytes - headerBytesPerBlob - trailerBytes) }
+
     /// Whether the pack under way holds `id` (written packs' blobs are in the repository's index).
     func holds(_ id: String) -> Bool { pending[id] != nil }
 
     /// Appends a blob to the pack under way, first writing the pack when the blob would take it over
     /// ``BackupRepository/packBytes``; a blob larger than that alone is `ERR_PAYLOAD_TOO_LARGE`, naming `key`.
     func add(_ id: String, _ bytes: some Collection<UInt8>, key: String? = nil) async throws(CloudSyncError) {
-        guard bytes.count <= repository.packBytes else {
+        guard bytes.count <= Self.room(inPackOf: repository.packBytes) else {
             throw CloudSyncError(
                 .payloadTooLarge,
                 "a value of \(bytes.count) bytes does not fit in a pack of the backup repository in "
                     + "\(repository.provider), whose values hold at most \(repository.packBytes) bytes sealed; keep the "
                     + "repository in a provider that takes larger values", provider: repository.provider, key: key)
         }
-        if pack.count + bytes.count > repository.packBytes { try await flush() }
+        let header = (pending.count + 1) * Self.headerBytesPerBlob + Self.trailerBytes
+        if pack.count + bytes.count + header > repository.packBytes { try await flush() }
         pending[id] = BackupRepository.Location(pack: packID, offset: pack.count, length: bytes.count)
         pack += bytes
     }
 
-    /// Seals and writes the pack under way, if it holds anything, and records its blobs in the repository's index.
+    /// Seals and writes the pack under way, if it holds anything, its header after its blobs, and records its blobs in
+    /// the repository's index.
     func flush() async throws(CloudSyncError) {
         guard !pending.isEmpty else { return }
-        let stored = try await repository.writeObjects([(BackupRepository.prefix + "data." + packID, pack)])
+        let blobs = pending.map { ($0.key, $0.value.offset, $0.value.length) }
+        let stored = try await repository.writeObjects([
+            (BackupRepository.prefix + "data." + packID, pack + PackHeader.encoded(blobs))
+        ])
         bytesWritten += stored
         repository.packSizes[packID] = stored
-        written[packID] = pending.map { ($0.key, $0.value.offset, $0.value.length) }
+        written[packID] = blobs
         repository.record(pending)
         pack = []
         pending = [:]

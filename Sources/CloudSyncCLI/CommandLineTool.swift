@@ -143,6 +143,7 @@ package struct CommandLineTool {
         case ["outbox", "discard"]: return await outboxDiscard(parsed)
         case ["history"]: return history(parsed)
         case ["snapshots"]: return await snapshots(parsed)
+        case ["repair", "index"]: return await repairIndex(parsed)
         case ["login"]: return await login(parsed)
         case ["logout"]: return logout(parsed)
         case ["accounts", "list"]: return accountsList(parsed)

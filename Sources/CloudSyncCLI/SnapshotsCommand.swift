@@ -10,27 +10,7 @@ import Foundation
 /// named, or the file's only codec.
 extension CommandLineTool {
     func snapshots(_ parsed: ParsedArguments) async -> ExitCode {
-        let file = parsed.argument(Commands.file) ?? ""
-        guard let compiled = compile(file) else { return .usage }
-        let repository = parsed.value(Commands.snapshotsRepository) ?? ""
-        let ids = compiled.spec.providers.map(\.id)
-        guard ids.contains(repository) else {
-            var message = "no provider '\(repository)' in \(file); its providers: " + ids.joined(separator: ", ")
-            if let guess = closest(repository, among: ids) { message += "; did you mean '\(guess)'?" }
-            return usageError(message, Commands.snapshots)
-        }
-        let codecs = compiled.codecs.keys.sorted()
-        guard let codecID = parsed.value(Commands.snapshotsCodec) ?? (codecs.count == 1 ? codecs[0] : nil) else {
-            return usageError(
-                codecs.isEmpty
-                    ? "\(file) declares no codec, and a backup repository is opened by one"
-                    : "\(file) declares several codecs (\(codecs.joined(separator: ", "))); say which opens the "
-                        + "repository with --codec", Commands.snapshots)
-        }
-        guard let codec = compiled.codecs[codecID] else {
-            return usageError(
-                "no codec '\(codecID)' in \(file); its codecs: \(codecs.joined(separator: ", "))", Commands.snapshots)
-        }
+        guard let (compiled, repository, codec) = repositoryTarget(parsed, Commands.snapshots) else { return .usage }
         let session: RunSession
         do {
             session = try await RunSession.open(compiled, access: .dryRun)
@@ -63,6 +43,40 @@ extension CommandLineTool {
         }
         standardError("\(listed.count) snapshot\(listed.count == 1 ? "" : "s") in \(repository)\n")
         return .success
+    }
+}
+
+extension CommandLineTool {
+    /// The pipeline, the repository's provider and the codec that opens it, as `--repository` and `--codec` name
+    /// them (the codec defaults to the file's only one); nil, after a usage error naming what is wrong, when one is
+    /// missing or unknown.
+    func repositoryTarget(_ parsed: ParsedArguments, _ command: CommandSpec)
+        -> (CompiledPipeline, String, any ValueCodec)?
+    {
+        let file = parsed.argument(Commands.file) ?? ""
+        guard let compiled = compile(file) else { return nil }
+        let repository = parsed.value(Commands.snapshotsRepository) ?? ""
+        let ids = compiled.spec.providers.map(\.id)
+        guard ids.contains(repository) else {
+            var message = "no provider '\(repository)' in \(file); its providers: " + ids.joined(separator: ", ")
+            if let guess = closest(repository, among: ids) { message += "; did you mean '\(guess)'?" }
+            _ = usageError(message, command)
+            return nil
+        }
+        let codecs = compiled.codecs.keys.sorted()
+        guard let codecID = parsed.value(Commands.snapshotsCodec) ?? (codecs.count == 1 ? codecs[0] : nil) else {
+            _ = usageError(
+                codecs.isEmpty
+                    ? "\(file) declares no codec, and a backup repository is opened by one"
+                    : "\(file) declares several codecs (\(codecs.joined(separator: ", "))); say which opens the "
+                        + "repository with --codec", command)
+            return nil
+        }
+        guard let codec = compiled.codecs[codecID] else {
+            _ = usageError("no codec '\(codecID)' in \(file); its codecs: \(codecs.joined(separator: ", "))", command)
+            return nil
+        }
+        return (compiled, repository, codec)
     }
 }
 

@@ -149,6 +149,35 @@ import Testing
         #expect(try await independent(String(second.prefix(12))) == latest)
     }
 
+    /// Every index object deleted: a restore fails naming the damage, `repair index` rebuilds the index from the
+    /// packs' headers, and the restore then gives back every key.
+    @Test func repairIndexRebuildsADeletedIndexSoTheRestoreWorksAgain() async throws {
+        let file = directory.file("nightly.yaml")
+        let app = try SQLiteProvider(id: "app", path: directory.file("data/app.db"))
+        let state = (0..<300).map { KeyValue("k\($0)", "value \($0)") }
+        _ = try await app.set(state)
+        await app.close()
+        #expect(try await cloudsync(["run", file, "--job", "backup", "--quiet"]).status == 0)
+        let vault = directory.file("data/vault")
+        let indexes = try FileManager.default.contentsOfDirectory(atPath: vault).filter { $0.contains(".index.") }
+        #expect(!indexes.isEmpty)
+        for name in indexes { try FileManager.default.removeItem(atPath: vault + "/" + name) }
+        let broken = try await cloudsync(["run", file, "--job", "restore", "--quiet"])
+        #expect(broken.status != 0)
+
+        let repair = try await cloudsync(["repair", "index", file, "--repository", "vault", "--json"])
+        #expect(repair.status == 0, "\(repair.standardError)")
+        let figures = try #require(
+            try JSONSerialization.jsonObject(with: Data(repair.standardOutput.utf8)) as? [String: Any])
+        #expect(
+            figures["blobsIndexed"] as? Int ?? 0 > 300 && (figures["packsNotIndexed"] as? [String])?.isEmpty == true)
+        let restored = try await cloudsync(["run", file, "--job", "restore", "--quiet"])
+        #expect(restored.status == 0, "\(restored.standardError)")
+        #expect(try await contents("restored") == Dictionary(uniqueKeysWithValues: state.map { ($0.key, $0.value) }))
+        let unknown = try await cloudsync(["repair", "index", file, "--repository", "vaul"])
+        #expect(unknown.status == 64 && unknown.standardError.contains("did you mean 'vault'"))
+    }
+
     @Test func aRepositoryOpenedWithAnotherKeyIsOneErrorNamingIt() async throws {
         let file = directory.file("nightly.yaml")
         let app = try SQLiteProvider(id: "app", path: directory.file("data/app.db"))
