@@ -1,6 +1,6 @@
 import CloudSyncFuzzing
-import Foundation
 import CloudSyncTesting
+import Foundation
 import Testing
 
 /// The fuzzers' corpus (`Tests/Fuzz/<entry>/`, grown by `make fuzz`) and seeds, replayed through the entry points

@@ -55,7 +55,9 @@ let good = try load(
       - { type: tally, provider: inbox }
     """)
 let compiled = try PipelineCompiler.compile(good, environment: [:])
-print("valid: \(good.name) \(compiled.spec.store.providers) \(good.jobs.map { $0.job.plan(paths: PlanPaths(directory: "/")) })")
+print(
+    "valid: \(good.name) \(compiled.spec.store.providers) \(good.jobs.map { $0.job.plan(paths: PlanPaths(directory: "/")) })"
+)
 
 do {
     _ = try load(
@@ -70,5 +72,7 @@ do {
           - { type: tally, provider: outbox }
         """)
 } catch {
-    for diagnostic in error.diagnostics { print("invalid: \(diagnostic.mark.line):\(diagnostic.mark.column) \(diagnostic.message)") }
+    for diagnostic in error.diagnostics {
+        print("invalid: \(diagnostic.mark.line):\(diagnostic.mark.column) \(diagnostic.message)")
+    }
 }
