@@ -89,20 +89,21 @@ public final class BackupRepository {
     /// `codec` seals the repository's keys (its key ring); a ring none of whose keys opens them is `ERR_DECODE`
     /// naming the repository, and a repository of a newer format than ``formatVersion`` is `ERR_CONFIG`. With
     /// `checking`, an index that does not open is kept for ``verify(readData:)`` to report instead of thrown.
+    /// `compressionLevel` is the zstd level objects are written at (default 3); a reader never writes.
     public static func open(
         in store: CloudStore, provider: String, codec: any ValueCodec, create: Bool, packBytes: Int = 4 << 20,
-        checking: Bool = false
+        checking: Bool = false, compressionLevel: Int32? = nil
     ) async throws(CloudSyncError) -> BackupRepository {
         try await open(
             in: store, provider: provider, codec: codec, create: create, packBytes: packBytes, checking: checking,
-            newFormat: formatVersion)
+            newFormat: formatVersion, compressionLevel: compressionLevel)
     }
 
-    /// ``open(in:provider:codec:create:packBytes:checking:)``, creating a repository of `newFormat` when there is
+    /// ``open(in:provider:codec:create:packBytes:checking:compressionLevel:)``, creating a repository of `newFormat` when there is
     /// none (tests make format 1 ones, and write to them through the repository this returns).
     static func open(
         in store: CloudStore, provider: String, codec: any ValueCodec, create: Bool, packBytes: Int = 4 << 20,
-        checking: Bool = false, newFormat: Int
+        checking: Bool = false, newFormat: Int, compressionLevel: Int32? = nil
     ) async throws(CloudSyncError) -> BackupRepository {
         let config = try await store.read([configName], from: provider)[0]
         var keys: RepositoryKeys
@@ -142,6 +143,9 @@ public final class BackupRepository {
             format = newFormat
             keys = RepositoryKeys.random(format: format)
             try await writeConfig(keys, format: format, codec: codec, in: store, provider: provider)
+        }
+        if let compressionLevel, case .zstd = keys.compression {
+            keys = keys.compressing(.zstd(level: compressionLevel))
         }
         let repository = try BackupRepository(
             store: store, provider: provider, format: format, keys: keys, packBytes: packBytes, index: [:])

@@ -11,6 +11,7 @@ struct BackupJob: JobType {
         var codec: String
         var keys: [String]?
         var tags: [String]
+        var compressionLevel: Int32
     }
 
     static let keys = JobCount("keys", "keys in the snapshot")
@@ -18,8 +19,7 @@ struct BackupJob: JobType {
     static let unchanged = JobCount("unchanged", "values the repository already held: nothing uploaded")
     static let failed = JobCount(
         "failed",
-        "keys left out of the snapshot: their value could not be read or decoded, or is larger than the "
-            + "repository's provider holds in one object")
+        "keys left out of the snapshot: their value could not be read or decoded")
     static let unread = JobCount(
         "unread", "values not read at all: the source's version tag was the last snapshot's (counted unchanged too)")
     static let bytesAdded = JobCount("bytesAdded", "bytes of repository objects written")
@@ -37,6 +37,10 @@ struct BackupJob: JobType {
             summary: "the codec whose key ring seals the repository's keys (made at the first backup)"),
         keysField,
         JobField("tags", .words, summary: "words the snapshot is tagged with"),
+        JobField(
+            "compressionLevel", .count(1...19), defaultValue: "3",
+            summary: "the zstd level the objects this backup writes are compressed at, 1 (fastest) to 19 "
+                + "(smallest); what the repository holds already stays as it is"),
     ]
     let counts = [keys, new, unchanged, unread, failed, bytesAdded]
 
@@ -44,7 +48,7 @@ struct BackupJob: JobType {
         let (from, to) = try values.twoProviders("a backup cannot keep its repository in the provider it backs up")
         return Configuration(
             from: from, to: to, codec: values.text("codec") ?? "", keys: values.list("keys"),
-            tags: values.list("tags") ?? [])
+            tags: values.list("tags") ?? [], compressionLevel: Int32(values.number("compressionLevel") ?? 3))
     }
 
     func providers(of configuration: Configuration, store: [String]) -> [String] {
@@ -55,13 +59,16 @@ struct BackupJob: JobType {
         "back up \(configuration.from)\(planKeys(configuration.keys)) into the repository in \(configuration.to), "
             + "sealed by \(configuration.codec)"
             + (configuration.tags.isEmpty ? "" : ", tagged \(configuration.tags.joined(separator: ", "))")
+            + (configuration.compressionLevel == 3
+                ? "" : ", compressed at zstd level \(configuration.compressionLevel)")
     }
 
     func run(_ configuration: Configuration, in context: JobContext, report: inout JobReport)
         async throws(CloudSyncError)
     {
         let repository = try await context.backupRepository(
-            in: configuration.to, codec: configuration.codec, create: true)
+            in: configuration.to, codec: configuration.codec, create: true,
+            compressionLevel: configuration.compressionLevel)
         try await repository.withLock(exclusive: false) { lock throws(CloudSyncError) in
             // The last snapshot of the same pipeline and source: keys whose version tag it recorded and that have
             // not moved since are not read again.
@@ -109,13 +116,14 @@ struct BackupJob: JobType {
 
 extension JobContext {
     /// The backup repository kept in `provider`, its keys opened with the pipeline's codec `codec` (created when
-    /// `create` is true and there is none).
-    func backupRepository(in provider: String, codec: String, create: Bool, checking: Bool = false)
-        async throws(CloudSyncError) -> BackupRepository
-    {
+    /// `create` is true and there is none), writing zstd objects at `compressionLevel`.
+    func backupRepository(
+        in provider: String, codec: String, create: Bool, checking: Bool = false, compressionLevel: Int32? = nil
+    ) async throws(CloudSyncError) -> BackupRepository {
         guard let ring = self.codec(codec) else { throw CloudSyncError(.config, "no codec `\(codec)` is declared") }
         return try await BackupRepository.open(
-            in: store, provider: provider, codec: ring, create: create, checking: checking)
+            in: store, provider: provider, codec: ring, create: create, checking: checking,
+            compressionLevel: compressionLevel)
     }
 
     /// Reads `source` (a provider, or `store` through the store's reads) page by page, the keys within `keys`,

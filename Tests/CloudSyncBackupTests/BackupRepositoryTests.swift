@@ -276,6 +276,29 @@ import Testing
         }
     }
 
+    /// The compression level a writer is given is the one its objects are made at: the strongest stores JSON in
+    /// fewer bytes than the fastest, and each restores the same.
+    @Test func theCompressionLevelAWriterIsGivenIsUsed() async throws {
+        var sizes: [Int32: Int] = [:]
+        let values = (0..<2_000).map {
+            KeyValue("user\($0)", #"{"theme":"\#($0 % 3 == 0 ? "dark" : "light")","n":\#($0),"tags":["a","b"]}"#)
+        }
+        for level: Int32 in [1, 19] {
+            let (store, vault) = try fixture()
+            let repository = try await BackupRepository.open(
+                in: store, provider: "vault", codec: ring, create: true, compressionLevel: level)
+            #expect(repository.keys.compression == .zstd(level: level))
+            let session = repository.startBackup()
+            try await session.add(values)
+            let snapshot = try await session.finish(source: "app", pipeline: "p", time: 1).snapshotID
+            sizes[level] = try await storedObjects(vault).values.reduce(0) { $0 + $1.utf8.count }
+            #expect(
+                try await repository.restore(snapshot: snapshot)
+                    == values.sorted { StoreKey.bytesPrecede($0.key, $1.key) })
+        }
+        #expect(sizes[19]! < sizes[1]!, "\(sizes)")
+    }
+
     /// An object that would not shrink is sealed as it is, unmarked, and read back the same.
     @Test func anObjectThatDoesNotShrinkIsStoredUncompressed() throws {
         let keys = RepositoryKeys.random(format: BackupRepository.formatVersion)
