@@ -4,6 +4,8 @@
     source_sizes.py            print every file and function over its limit, longest first
     source_sizes.py --check    exit 1 when one is over its limit and not in scripts/source-sizes.allowed, or longer
                                than the list allows, or listed but no longer over (remove it: the list only shrinks)
+    source_sizes.py --measure FILE...
+                               print each file's lines and each of its functions' lines, as the limits count them
 
 A function is a `func`, `init`, `deinit` or `subscript` with a body; its length runs from its declaration's first
 line to its closing brace. Strings, comments and interpolations are read as such, so a brace inside them counts for
@@ -164,7 +166,20 @@ def allowed():
     return entries
 
 
+def measure_files(paths):
+    """`path lines` for each file, then `path name lines` for each of its functions."""
+    for path in paths:
+        text = open(path, encoding="utf-8").read()
+        lines = code_lines(text)
+        print(f"{path} {len(lines) - (1 if text.endswith(chr(10)) else 0)}")
+        for name, _, length in functions(lines):
+            print(f"{path} {name} {length}")
+
+
 def main():
+    if sys.argv[1:2] == ["--measure"]:
+        measure_files(sys.argv[2:])
+        return 0
     over = measure()
     if "--check" not in sys.argv[1:]:
         for (path, name), length in sorted(over.items(), key=lambda item: -item[1]):
