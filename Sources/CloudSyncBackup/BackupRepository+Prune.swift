@@ -87,10 +87,8 @@ extension BackupRepository {
         for (pack, blobs) in writer.written {
             for blob in blobs { kept[blob.id] = Location(pack: pack, offset: blob.offset, length: blob.length) }
         }
-        var byPack: [String: [(id: String, offset: Int, length: Int)]] = [:]
-        for (id, location) in kept { byPack[location.pack, default: []].append((id, location.offset, location.length)) }
         let oldIndexes = objectNames("index")
-        let newIndex = try await writeIndex(byPack)
+        let newIndex = try await writeIndex(Self.entriesByPack(kept))
         // Indexed packs' sizes follow from their index entries; unindexed ones (few) and the indexes are read.
         let goneSizes = gone.subtracting(unindexed).map { packSizes[$0] ?? Self.storedSize(packs[$0]?.size ?? 0) }
             .reduce(0, +)

@@ -25,10 +25,7 @@ extension BackupRepository {
     /// take its exclusive lock and pass it, to have it refreshed while the packs are read.
     public func repairIndex(holding lock: RepositoryLock? = nil) async throws(CloudSyncError) -> IndexRepair {
         var result = IndexRepair()
-        var oldByPack: [String: [(id: String, offset: Int, length: Int)]] = [:]
-        for (id, location) in index {
-            oldByPack[location.pack, default: []].append((id, location.offset, location.length))
-        }
+        let oldByPack = Self.entriesByPack(index)
         var rebuilt: [String: [(id: String, offset: Int, length: Int)]] = [:]
         for name in objectNames("data") {
             try await lock?.refresh()

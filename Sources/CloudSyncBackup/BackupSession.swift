@@ -103,9 +103,17 @@ public final class BackupSession {
     /// whether it was new.
     private func store(_ blob: String, key: String? = nil) async throws(CloudSyncError) -> (id: String, new: Bool) {
         let id = repository.keys.objectID(of: blob)
-        if repository.index[id] != nil || packs.holds(id) { return (id, false) }
-        try await packs.add(id, blob.utf8, key: key)
-        return (id, true)
+        return (id, try await store(blob.utf8, as: id, key: key))
+    }
+
+    /// Puts the blob `id` (`bytes`) in the pack under way unless the repository (or this session) holds it already;
+    /// whether it was new.
+    private func store(_ bytes: some Collection<UInt8>, as id: String, key: String? = nil) async throws(CloudSyncError)
+        -> Bool
+    {
+        if repository.index[id] != nil || packs.holds(id) { return false }
+        try await packs.add(id, bytes, key: key)
+        return true
     }
 
     /// Stores `value` as chunks the repository lacks and a list naming them all; its entry id
@@ -120,10 +128,7 @@ public final class BackupSession {
         for end in ends {
             let chunk = bytes[start..<end]
             let id = repository.keys.objectID(of: chunk)
-            if repository.index[id] == nil && !packs.holds(id) {
-                try await packs.add(id, chunk)
-                new = true
-            }
+            if try await store(chunk, as: id) { new = true }
             chunkIDs.append(id)
             start = end
         }

@@ -73,6 +73,15 @@ final class PackWriter {
 }
 
 extension BackupRepository {
+    /// The entries of `index` by pack, as ``writeIndex(_:)`` takes them.
+    static func entriesByPack(_ index: [String: Location]) -> [String: [(id: String, offset: Int, length: Int)]] {
+        var byPack: [String: [(id: String, offset: Int, length: Int)]] = [:]
+        for (id, location) in index {
+            byPack[location.pack, default: []].append((id, location.offset, location.length))
+        }
+        return byPack
+    }
+
     /// Writes `packs` (pack id -> its blobs) as index objects of at most ``indexEntriesPerObject`` entries (10,000,
     /// or fewer where the provider's value limit needs): their names and stored bytes.
     ///
