@@ -2,10 +2,11 @@
 """An independent restore of a CloudSync backup repository kept in a directory (docs/backup-format.md), on PyNaCl and
 the zstandard package.
 
-    backup_restore.py --repository DIR --key-file FILE [--snapshot ID|PREFIX] --out FILE.json
+    backup_restore.py --repository DIR --key-file FILE [--snapshot ID|PREFIX] (--out FILE.json | --out-dir DIR)
 
-Writes the snapshot's keys and values as one JSON object to --out (the newest snapshot unless --snapshot names
-one) and every snapshot's id on standard error. --key-file is the key file of the pipeline codec's key that wrapped
+Writes the snapshot's keys and values as one JSON object to --out, or each value's bytes to a file named by its key
+under --out-dir (binary values need it), from the newest snapshot unless --snapshot names one; every snapshot's id
+goes to standard error. --key-file is the key file of the pipeline codec's key that wrapped
 the repository's keys. Written from the format page alone; it shares no code with CloudSync.
 """
 import argparse
@@ -25,6 +26,8 @@ PREFIX = "cloudsync-repo."
 # and its associated data starts with the mark too.
 DEFLATE = "deflate:"
 ZSTD = "zstd:"
+# An object in the byte form (format 3, on providers that store files) starts with a zero byte, then its mark's code.
+BINARY_MARKS = {0: "", 1: DEFLATE, 2: ZSTD}
 # A tree entry's value id with this prefix names a value stored in chunks.
 CHUNKS = "chunks:"
 # The most bytes an object may open to, as the writer bounds it.
@@ -76,15 +79,19 @@ class Repository:
 
     def read(self, name):
         with open(os.path.join(self.directory, name), "rb") as handle:
-            return handle.read().decode("utf-8")
+            return handle.read()
 
     def kind(self, kind):
         return [name for name in self.names if name.startswith(PREFIX + kind + ".")]
 
     def open(self, name):
-        text = self.read(name)
-        mark = next((mark for mark in (DEFLATE, ZSTD) if text.startswith(mark)), "")
-        sealed = base64.b64decode(text[len(mark):], validate=True)
+        stored = self.read(name)
+        if stored[:1] == b"\0":  # the byte form: zero, the mark's code, the sealed bytes
+            mark, sealed = BINARY_MARKS[stored[1]], stored[2:]
+        else:  # the text form: the mark, then base64 of the sealed bytes
+            text = stored.decode("utf-8")
+            mark = next((mark for mark in (DEFLATE, ZSTD) if text.startswith(mark)), "")
+            sealed = base64.b64decode(text[len(mark):], validate=True)
         plaintext = nacl.bindings.crypto_aead_xchacha20poly1305_ietf_decrypt(
             sealed[24:], (mark + name).encode(), sealed[:24], self.data_key)
         if mark == DEFLATE:  # a raw DEFLATE stream (zlib's window bits -15)
@@ -125,7 +132,9 @@ def main():
     parser.add_argument("--repository", required=True)
     parser.add_argument("--key-file", required=True)
     parser.add_argument("--snapshot")
-    parser.add_argument("--out", required=True)
+    outputs = parser.add_mutually_exclusive_group(required=True)
+    outputs.add_argument("--out")
+    outputs.add_argument("--out-dir")
     args = parser.parse_args()
     repository = Repository(args.repository, raw_key(args.key_file))
     snapshots = repository.snapshots()
@@ -139,11 +148,21 @@ def main():
     for tree in snapshot["trees"]:
         for entry in json.loads(repository.blob(tree)):
             key, value_id = entry[0], entry[1]  # a third element, when present, is the source's version tag
-            restored[key] = repository.value(value_id).decode("utf-8")
+            if args.out_dir is None:
+                restored[key] = repository.value(value_id).decode("utf-8")
+                continue
+            path = os.path.normpath(os.path.join(args.out_dir, key))
+            if os.path.isabs(key) or not path.startswith(os.path.normpath(args.out_dir) + os.sep):
+                fail("the key %r would be written outside %s" % (key, args.out_dir))
+            os.makedirs(os.path.dirname(path), exist_ok=True)
+            with open(path, "wb") as handle:
+                handle.write(repository.value(value_id))
+            restored[key] = True
     if len(restored) != snapshot["keys"]:
         fail("the snapshot says %d keys but its trees hold %d" % (snapshot["keys"], len(restored)))
-    with open(args.out, "w", encoding="utf-8") as handle:
-        json.dump(restored, handle, ensure_ascii=False, sort_keys=True)
+    if args.out is not None:
+        with open(args.out, "w", encoding="utf-8") as handle:
+            json.dump(restored, handle, ensure_ascii=False, sort_keys=True)
 
 
 if __name__ == "__main__":

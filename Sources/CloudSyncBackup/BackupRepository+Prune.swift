@@ -197,7 +197,12 @@ extension BackupRepository {
     /// The bytes objects take as stored (absent ones count 0).
     private func storedSizes(_ names: [String]) async throws(CloudSyncError) -> Int {
         guard !names.isEmpty else { return 0 }
-        return try await store.read(names, from: provider).reduce(0) { $0 + ($1?.utf8.count ?? 0) }
+        guard objectsAsFiles else {
+            return try await store.read(names, from: provider).reduce(0) { $0 + ($1?.utf8.count ?? 0) }
+        }
+        var total = 0
+        for name in names { total += Int(try await store.fileSize(name, on: provider) ?? 0) }
+        return total
     }
 
     /// What a sealed object of `plaintext` bytes takes as stored, uncompressed (format 1): base64 of nonce,

@@ -38,9 +38,13 @@ public final class BackupRepository {
     /// The provider the repository lives in.
     public let provider: String
     let keys: RepositoryKeys
-    /// Packs hold at most this many bytes of blobs: the `packBytes` asked for, or less where the provider's value
-    /// limit needs (a pack is stored as base64 of its sealed bytes, a third larger).
+    /// Packs hold at most this many bytes of blobs: the `packBytes` asked for (at most
+    /// ``RepositoryKeys/maxPackBytes``), or less where the provider's value limit needs (on a provider that stores
+    /// only text a pack is base64 of its sealed bytes, a third larger).
     let packBytes: Int
+    /// Whether packs and index objects are stored as files, in the byte form (the provider stores files as they
+    /// are), rather than as text values.
+    let objectsAsFiles: Bool
     /// Entries an index object holds at most, so it fits the provider's value limit too.
     let indexEntriesPerObject: Int
     /// Cuts values too large to be one blob, each chunk fitting a pack.
@@ -65,8 +69,10 @@ public final class BackupRepository {
         self.format = format
         self.provider = provider
         self.keys = keys
-        let limit = try store.capabilities(of: provider).maxValueBytes.map(Self.plaintextFitting) ?? Int.max
-        self.packBytes = max(1, min(packBytes, limit))
+        objectsAsFiles = try store.storesFiles(provider)
+        let maxValueBytes = try store.capabilities(of: provider).maxValueBytes
+        let limit = (objectsAsFiles ? nil : maxValueBytes.map(Self.plaintextFitting)) ?? Int.max
+        self.packBytes = max(1, min(packBytes, limit, RepositoryKeys.maxPackBytes))
         // An entry is at most about 80 bytes of JSON (a 32-digit id, a pack's offset and length).
         self.indexEntriesPerObject = max(1, min(10_000, limit / 80))
         self.chunker = ValueChunker(key: keys.id, largest: PackWriter.room(inPackOf: self.packBytes))
@@ -195,29 +201,77 @@ public final class BackupRepository {
 
     /// Each object of `names` decrypted, or why it could not be: read errors, and `ERR_DECODE` naming a missing or
     /// damaged one.
+    ///
+    /// Packs and index objects are read through the provider's file API where it stores files (either form reads
+    /// so: a text object's bytes are its text); every object is read no further than its kind's bound.
     func openEach(_ names: [String]) async throws(CloudSyncError) -> [Result<[UInt8], CloudSyncError>] {
         guard !names.isEmpty else { return [] }
-        return zip(names, try await store.readEach(names, from: provider)).map { name, read in
-            Result { () throws(CloudSyncError) -> [UInt8] in
-                guard let stored = try read.get() else {
-                    throw CloudSyncError(
-                        .decode, "object \(name) of the backup repository in \(provider) is missing",
-                        provider: provider, key: name)
-                }
-                return try keys.open(stored, name: name, repository: provider)
+        var results: [Result<[UInt8], CloudSyncError>?] = Array(repeating: nil, count: names.count)
+        var texts: [Int] = []
+        for (position, name) in names.enumerated() {
+            guard objectsAsFiles && Self.isFileObject(name) else {
+                texts.append(position)
+                continue
+            }
+            do throws(CloudSyncError) {
+                let bound = RepositoryKeys.maxBytes(of: name)
+                // The byte form is the sealed bytes and 2; a text object from before is a third larger.
+                let stored = try await store.getBytes(name, from: provider, maxBytes: bound / 3 * 4 + 4096)
+                guard let stored else { throw missing(name) }
+                results[position] = .success(
+                    try keys.open(bytes: stored, name: name, repository: provider, maxBytes: bound))
+            } catch {
+                results[position] = .failure(error.code == .payloadTooLarge ? damaged(name, error) : error)
             }
         }
+        let read = try await store.readEach(texts.map { names[$0] }, from: provider)
+        for (position, read) in zip(texts, read) {
+            let name = names[position]
+            results[position] = Result { () throws(CloudSyncError) -> [UInt8] in
+                guard let stored = try read.get() else { throw missing(name) }
+                return try keys.open(stored, name: name, repository: provider, maxBytes: RepositoryKeys.maxBytes(of: name))
+            }
+        }
+        return results.map { $0! }
     }
 
-    /// Seals and writes objects, failing on the first that does not land.
+    /// Whether objects named `name` are stored as files where the provider takes them: packs and index objects.
+    static func isFileObject(_ name: String) -> Bool {
+        name.hasPrefix(prefix + "data.") || name.hasPrefix(prefix + "index.")
+    }
+
+    private func missing(_ name: String) -> CloudSyncError {
+        CloudSyncError(
+            .decode, "object \(name) of the backup repository in \(provider) is missing", provider: provider, key: name)
+    }
+
+    private func damaged(_ name: String, _ error: CloudSyncError) -> CloudSyncError {
+        CloudSyncError(
+            .decode,
+            "object \(name) of the backup repository in \(provider) is larger than any writer makes one of its kind "
+                + "(\(error.message)); it is damaged and was not read: run a verify job", provider: provider, key: name)
+    }
+
+    /// Seals and writes objects, failing on the first that does not land; the bytes they take as stored.
+    ///
+    /// Packs and index objects go to the provider's file API in the byte form where it stores files; the rest (and
+    /// everything on a provider that stores only text) as text values.
     func writeObjects(_ objects: [(name: String, plaintext: [UInt8])]) async throws(CloudSyncError) -> Int {
         var items: [KeyValue] = []
+        var stored = 0
         for object in objects {
-            items.append(KeyValue(object.name, try keys.seal(object.plaintext, name: object.name)))
+            if objectsAsFiles && Self.isFileObject(object.name) {
+                let bytes = try keys.sealBytes(object.plaintext, name: object.name)
+                try await store.putBytes(bytes, as: object.name, to: provider)
+                names.insert(object.name)
+                stored += bytes.count
+            } else {
+                items.append(KeyValue(object.name, try keys.seal(object.plaintext, name: object.name)))
+            }
         }
         for result in try await store.write(items, to: provider) { try result.get() }
-        names.formUnion(objects.map(\.name))
-        return items.reduce(0) { $0 + $1.value.utf8.count }
+        names.formUnion(items.map(\.key))
+        return items.reduce(stored) { $0 + $1.value.utf8.count }
     }
 
     private func loadIndex(checking: Bool) async throws(CloudSyncError) {

@@ -41,12 +41,21 @@ struct RepositoryKeys: Sendable {
         [zstdMark, deflateMark].first { stored.hasPrefix($0) } ?? ""
     }
 
-    /// The most bytes an object may open to.
+    /// The most bytes an object of any kind may open to (a snapshot of tens of millions of keys stays under it).
     ///
-    /// Packs hold about 4 MiB and index objects under 1 MiB; the bound only keeps a damaged object from taking the
-    /// machine's memory, since an object that authenticates was written by a holder of the data key. A zstd frame
-    /// declares its size, so one that claims more is refused before anything is allocated.
+    /// Only a damaged object reaches a bound, since an object that authenticates was written by a holder of the data
+    /// key; the bounds keep one from taking the machine's memory. A zstd frame declares its size, so one that claims
+    /// more is refused before anything is allocated.
     static let maxObjectBytes = 1 << 30
+    /// The most a pack or an index object opens to: writers make packs of 4 MiB (chunks of at most 8 MiB where a
+    /// library caller asks for larger packs) and index objects of at most 10,000 entries, under 2 MiB.
+    static let maxPackBytes = 16 << 20
+
+    /// The bound ``open(bytes:name:repository:maxBytes:)`` reads the object `name` to, by its kind.
+    static func maxBytes(of name: String) -> Int {
+        let kind = name.dropFirst(BackupRepository.prefix.count).prefix { $0 != "." }
+        return kind == "data" || kind == "index" ? maxPackBytes : maxObjectBytes
+    }
 
     /// These keys, writing objects compressed as `compression` says.
     func compressing(_ compression: Compression) -> RepositoryKeys {
@@ -118,7 +127,46 @@ struct RepositoryKeys: Sendable {
 
     /// `plaintext` sealed with the data key, bound to the object's `name` so an object cannot stand in for another;
     /// compressed first when the keys compress and that makes it smaller, and then marked with the compression's mark.
+    ///
+    /// This is the text form, for providers that store only text: the mark, then base64 of the sealed bytes.
     func seal(_ plaintext: [UInt8], name: String) throws(CloudSyncError) -> String {
+        let (mark, sealed) = try sealed(plaintext, name: name)
+        return mark + Data(sealed).base64EncodedString()
+    }
+
+    /// ``seal(_:name:)`` in the byte form, for providers that store files: a zero byte, the mark's code
+    /// (``BinaryMark``), then the sealed bytes as they are. The associated data is the text form's, so the two forms
+    /// of one object carry the same sealed bytes.
+    func sealBytes(_ plaintext: [UInt8], name: String) throws(CloudSyncError) -> [UInt8] {
+        let (mark, sealed) = try sealed(plaintext, name: name)
+        return [0, BinaryMark(text: mark).rawValue] + sealed
+    }
+
+    /// The codes of the byte form's marks (its second byte).
+    enum BinaryMark: UInt8 {
+        case none = 0
+        case deflate = 1
+        case zstd = 2
+
+        init(text mark: String) {
+            switch mark {
+            case RepositoryKeys.zstdMark: self = .zstd
+            case RepositoryKeys.deflateMark: self = .deflate
+            default: self = .none
+            }
+        }
+
+        var text: String {
+            switch self {
+            case .none: ""
+            case .deflate: RepositoryKeys.deflateMark
+            case .zstd: RepositoryKeys.zstdMark
+            }
+        }
+    }
+
+    /// The compression mark and the sealed (nonce, ciphertext, tag) bytes of `plaintext`.
+    private func sealed(_ plaintext: [UInt8], name: String) throws(CloudSyncError) -> (mark: String, sealed: [UInt8]) {
         var mark = ""
         var payload = plaintext
         if case .zstd(let level) = compression {
@@ -132,24 +180,50 @@ struct RepositoryKeys: Sendable {
             let sealed = try payload.withUnsafeBufferPointer { buffer throws(SodiumError) in
                 try XChaCha20Poly1305.sealCombined(buffer, key: data, associatedData: Array((mark + name).utf8))
             }
-            return mark + Data(sealed).base64EncodedString()
+            return (mark, sealed)
         } catch {
             throw CloudSyncError(.provider, "could not seal \(name): \(error)")
         }
     }
 
-    /// The plaintext of a sealed object, decompressed as its mark says; `ERR_DECODE` naming the object when it does
-    /// not open (damaged, or another object's) or does not decompress.
-    func open(_ stored: String, name: String, repository: String) throws(CloudSyncError) -> [UInt8] {
+    /// The plaintext of an object in either form: the byte form when it starts with a zero byte (no text form does),
+    /// else the text form; at most `maxBytes` of it.
+    func open(bytes stored: [UInt8], name: String, repository: String, maxBytes: Int) throws(CloudSyncError)
+        -> [UInt8]
+    {
+        guard stored.first == 0 else {
+            return try open(String(decoding: stored, as: UTF8.self), name: name, repository: repository, maxBytes: maxBytes)
+        }
+        guard stored.count >= 2, let mark = BinaryMark(rawValue: stored[1]) else {
+            throw CloudSyncError(
+                .decode, "object \(name) of the backup repository in \(repository) has an unknown mark",
+                provider: repository, key: name)
+        }
+        return try open(
+            sealed: Array(stored.dropFirst(2)), mark: mark.text, name: name, repository: repository, maxBytes: maxBytes)
+    }
+
+    /// The plaintext of a sealed object in the text form, decompressed as its mark says, at most `maxBytes` of it;
+    /// `ERR_DECODE` naming the object when it does not open (damaged, or another object's), does not decompress, or
+    /// would be longer.
+    func open(_ stored: String, name: String, repository: String, maxBytes: Int = maxObjectBytes)
+        throws(CloudSyncError) -> [UInt8]
+    {
         let mark = Self.mark(of: stored)
         guard let sealed = Data(base64Encoded: String(stored.dropFirst(mark.count))) else {
             throw CloudSyncError(
                 .decode, "object \(name) of the backup repository in \(repository) is not base64", provider: repository,
                 key: name)
         }
+        return try open(sealed: [UInt8](sealed), mark: mark, name: name, repository: repository, maxBytes: maxBytes)
+    }
+
+    private func open(sealed: [UInt8], mark: String, name: String, repository: String, maxBytes: Int)
+        throws(CloudSyncError) -> [UInt8]
+    {
         let opened: [UInt8]
         do {
-            opened = try [UInt8](sealed).withUnsafeBufferPointer { buffer throws(SodiumError) in
+            opened = try sealed.withUnsafeBufferPointer { buffer throws(SodiumError) in
                 try XChaCha20Poly1305.openCombined(buffer, key: data, associatedData: Array((mark + name).utf8))
             }
         } catch {
@@ -158,12 +232,15 @@ struct RepositoryKeys: Sendable {
                 "object \(name) of the backup repository in \(repository) does not authenticate: it was changed or "
                     + "damaged", provider: repository, key: name)
         }
+        let plaintext: [UInt8]
         do {
             switch mark {
-            case Self.zstdMark: return try Zstd.decompress(opened, maxOutputBytes: Self.maxObjectBytes)
-            case Self.deflateMark: return try RawInflate.inflate(opened, maxOutputBytes: Self.maxObjectBytes)
-            default: return opened
+            case Self.zstdMark: plaintext = try Zstd.decompress(opened, maxOutputBytes: maxBytes)
+            case Self.deflateMark: plaintext = try RawInflate.inflate(opened, maxOutputBytes: maxBytes)
+            default: plaintext = opened
             }
+        } catch ZstdError.tooLarge, InflateError.tooLarge {
+            throw tooLong(name, repository, maxBytes)
         } catch {
             throw CloudSyncError(
                 .decode,
@@ -171,5 +248,16 @@ struct RepositoryKeys: Sendable {
                     + "(\(error)): it was written damaged; run a verify job, and a prune to drop what no snapshot "
                     + "needs", provider: repository, key: name)
         }
+        guard plaintext.count <= maxBytes else { throw tooLong(name, repository, maxBytes) }
+        return plaintext
+    }
+
+    /// An object that opens to more than a writer of its kind makes: damaged, read no further.
+    private func tooLong(_ name: String, _ repository: String, _ maxBytes: Int) -> CloudSyncError {
+        CloudSyncError(
+            .decode,
+            "object \(name) of the backup repository in \(repository) opens to more than \(maxBytes) bytes, more than "
+                + "any writer makes an object of its kind; it is damaged and was read no further: run a verify job",
+            provider: repository, key: name)
     }
 }

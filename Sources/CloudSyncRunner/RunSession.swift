@@ -71,7 +71,7 @@ public final class RunSession: Sendable {
         let (made, unopened, metrics) = makeProviders(
             compiled, access: access, state: stateStore, clock: clock, logger: logger)
         let providers: [String: any Provider] =
-            access == .dryRun ? made.mapValues { DryRunProvider(wrapped: $0) } : made
+            access == .dryRun ? made.mapValues(DryRunProvider.wrapping) : made
         var closeProviders = true
         defer {
             if closeProviders {

@@ -167,7 +167,7 @@ extension CloudStore {
     }
 
     /// A dispatcher whose deadline is one ``StoreOptions/timeout`` per ``fileBytesPerTimeout`` of `size` started.
-    private func fileDispatcher(for provider: any Provider, size: Int64) -> BatchDispatcher {
+    func fileDispatcher(for provider: any Provider, size: Int64) -> BatchDispatcher {
         let rounds = max(1, Int((size + Self.fileBytesPerTimeout - 1) / Self.fileBytesPerTimeout))
         return BatchDispatcher(
             provider: provider, timeout: options.timeout.map { $0 * rounds }, clock: options.clock,
