@@ -1,6 +1,15 @@
 import CloudSync
 import Foundation
 
+/// What a restore hands over: a page of text values, or one value in a temporary file.
+public enum RestoredItem: Sendable {
+    /// Text values, a page of them.
+    case values([KeyValue])
+    /// One value that is large (it was stored in chunks) or not UTF-8 text, in the temporary file at `path`
+    /// (`size` bytes), which is removed once the handler returns.
+    case file(key: String, path: String, size: Int)
+}
+
 /// One snapshot as listed: everything but its entries.
 public struct SnapshotSummary: Sendable, Equatable {
     /// Its id.
@@ -100,11 +109,37 @@ extension BackupRepository {
 
     /// Hands snapshot `id`'s keys (those `keys` accepts) and values to `body`, `pageSize` at a time, pack by pack.
     ///
-    /// Each pack is read once, and only one pack and one page are held in memory, never the whole snapshot. Pages
-    /// come in the order of the packs, each pack's keys in key order.
+    /// For snapshots of text: a value that is not UTF-8 text (a binary file backed up from a provider that stores
+    /// files) is `ERR_DECODE` naming its key; ``restore(snapshot:pageSize:keys:items:)`` gives such values as files.
     public func restore(
         snapshot id: String, pageSize: Int = 1000, keys filter: ((String) -> Bool)? = nil,
         _ body: ([KeyValue]) async throws(CloudSyncError) -> Void
+    ) async throws(CloudSyncError) {
+        try await restore(snapshot: id, pageSize: pageSize, keys: filter) { item throws(CloudSyncError) in
+            switch item {
+            case .values(let page): try await body(page)
+            case .file(let key, let path, let size):
+                guard let text = String(validating: try FileWindow.bytes(of: path, key: key, size: size), as: UTF8.self)
+                else {
+                    throw CloudSyncError(
+                        .decode,
+                        "\(key) in snapshot \(id) of \(provider) is not UTF-8 text (a binary file); restore it into a "
+                            + "provider that stores files", provider: provider, key: key)
+                }
+                try await body([KeyValue(key, text)])
+            }
+        }
+    }
+
+    /// Hands snapshot `id`'s keys (those `keys` accepts) and values to `body`: text values `pageSize` at a time, pack
+    /// by pack, and each value that is large (chunked) or not UTF-8 text alone, as a temporary file.
+    ///
+    /// Each pack of text values is read once, and only one pack and one page are held in memory, never the whole
+    /// snapshot; a chunked value is written to its file chunk by chunk, so a value of any size takes the memory of a
+    /// pack. Pages come in the order of the packs, each pack's keys in key order; files come after.
+    public func restore(
+        snapshot id: String, pageSize: Int = 1000, keys filter: ((String) -> Bool)? = nil,
+        items body: (RestoredItem) async throws(CloudSyncError) -> Void
     ) async throws(CloudSyncError) {
         let name = Self.prefix + "snapshot." + id
         var byPack: [String: [(key: String, location: Location)]] = [:]
@@ -133,25 +168,39 @@ extension BackupRepository {
                         .decode, "pack \(pack) in \(provider) is shorter than its index says", provider: provider,
                         key: object)
                 }
-                page.append(
-                    KeyValue(
-                        key,
-                        String(decoding: bytes[location.offset..<(location.offset + location.length)], as: UTF8.self)))
+                let value = bytes[location.offset..<(location.offset + location.length)]
+                guard let text = String(validating: value, as: UTF8.self) else {
+                    try await handOver(key, value.count, to: body) { file throws(CloudSyncError) in
+                        try file.append(value)
+                    }
+                    continue
+                }
+                page.append(KeyValue(key, text))
                 if page.count == pageSize {
-                    try await body(page)
+                    try await body(.values(page))
                     page.removeAll(keepingCapacity: true)
                 }
             }
         }
-        // Chunked values last, one at a time: each is large.
+        if !page.isEmpty { try await body(.values(page)) }
+        // Chunked values last, one at a time, each written to its file chunk by chunk.
         for (key, value) in chunked {
-            page.append(KeyValue(key, String(decoding: try await chunkedValue(value, of: name), as: UTF8.self)))
-            if page.count == pageSize {
-                try await body(page)
-                page.removeAll(keepingCapacity: true)
+            try await handOver(key, value.size, to: body) { file throws(CloudSyncError) in
+                try await writeChunkedValue(value, of: name, to: file)
             }
         }
-        if !page.isEmpty { try await body(page) }
+    }
+
+    /// Writes one value into a new temporary file with `write`, hands it to `body` as a ``RestoredItem/file(key:path:size:)``,
+    /// and removes it.
+    private func handOver(
+        _ key: String, _ size: Int, to body: (RestoredItem) async throws(CloudSyncError) -> Void,
+        write: (ScratchFile) async throws(CloudSyncError) -> Void
+    ) async throws(CloudSyncError) {
+        let file = try ScratchFile()
+        defer { file.remove() }
+        try await write(file)
+        try await body(.file(key: key, path: file.path, size: size))
     }
 
     /// The bytes of the value a tree entry's id names, when the repository holds it (for a chunked value, its list).
@@ -185,18 +234,35 @@ extension BackupRepository {
         return ids
     }
 
-    /// A chunked value's bytes: its list read, then its chunks, each pack once.
-    func chunkedValue(_ chunked: (size: Int, list: String), of name: String) async throws(CloudSyncError) -> [UInt8] {
+    /// Writes a chunked value's bytes to `file`: its list read, then its chunks in order, keeping only the pack the
+    /// last chunk came from (a value's chunks were written one after another, so they share packs in runs).
+    func writeChunkedValue(_ chunked: (size: Int, list: String), of name: String, to file: ScratchFile)
+        async throws(CloudSyncError)
+    {
         let ids = try chunkIDs(try await blobs([chunked.list], of: name)[0], of: name)
-        var value: [UInt8] = []
-        value.reserveCapacity(chunked.size)
-        for chunk in try await blobs(ids, of: name) { value += chunk }
-        guard value.count == chunked.size else {
+        var held: (pack: String, bytes: [UInt8])?
+        var written = 0
+        for chunk in ids {
+            guard let location = index[chunk] else {
+                throw CloudSyncError(
+                    .decode, "\(name) in \(provider) names a blob no index holds; the repository is damaged",
+                    provider: provider, key: name)
+            }
+            if held?.pack != location.pack {
+                held = (location.pack, try await readObjects([Self.prefix + "data." + location.pack])[0])
+            }
+            guard let bytes = held?.bytes, location.offset + location.length <= bytes.count else {
+                throw CloudSyncError(
+                    .decode, "pack \(location.pack) in \(provider) is shorter than its index says", provider: provider)
+            }
+            try file.append(bytes[location.offset..<(location.offset + location.length)])
+            written += location.length
+        }
+        guard written == chunked.size else {
             throw CloudSyncError(
                 .decode, "a chunked value of \(name) in \(provider) is not the size its tree says", provider: provider,
                 key: name)
         }
-        return value
     }
 
     /// The ids of the trees snapshot `id` is made of.

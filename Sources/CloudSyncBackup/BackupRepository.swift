@@ -229,7 +229,8 @@ public final class BackupRepository {
             let name = names[position]
             results[position] = Result { () throws(CloudSyncError) -> [UInt8] in
                 guard let stored = try read.get() else { throw missing(name) }
-                return try keys.open(stored, name: name, repository: provider, maxBytes: RepositoryKeys.maxBytes(of: name))
+                return try keys.open(
+                    stored, name: name, repository: provider, maxBytes: RepositoryKeys.maxBytes(of: name))
             }
         }
         return results.map { $0! }

@@ -77,26 +77,57 @@ public final class BackupSession {
     public func add(_ items: [KeyValue]) async throws(CloudSyncError) -> [KeyFailure] {
         var left: [KeyFailure] = []
         for item in items {
-            let id: String
-            let stored: Bool
             do throws(CloudSyncError) {
-                (id, stored) =
+                let (id, new) =
                     item.value.utf8.count > repository.chunker.threshold
-                    ? try await storeChunked(item.value) : try await store(item.value, key: item.key)
+                    ? try await storeChunked(Array(item.value.utf8)) : try await store(item.value, key: item.key)
+                record(item.key, id: id, bytes: item.value.utf8.count, new: new)
             } catch  where error.code == .payloadTooLarge {
                 left.append(KeyFailure(key: item.key, error: error))
-                continue
             }
-            if let version = listedVersions.removeValue(forKey: item.key) {
-                entries.append([item.key, id, version])
-            } else {
-                entries.append([item.key, id])
-            }
-            valueBytes += item.value.utf8.count
-            result.keys += 1
-            if stored { result.new += 1 } else { result.unchanged += 1 }
         }
         return left
+    }
+
+    /// Adds one key whose value is `bytes`, text or not (a file of a provider that stores files); a restore gives
+    /// them back as they were.
+    public func add(key: String, bytes: [UInt8]) async throws(CloudSyncError) {
+        let (id, new) =
+            bytes.count > repository.chunker.threshold
+            ? try await storeChunked(bytes) : try await storeBlob(bytes, key: key)
+        record(key, id: id, bytes: bytes.count, new: new)
+    }
+
+    /// Adds one key whose value is the regular file at `path`, read a window of at most two chunks at a time, so a
+    /// file of any size takes the same memory; cut exactly as ``add(key:bytes:)`` cuts the same bytes.
+    public func add(key: String, file path: String) async throws(CloudSyncError) {
+        let size = try FileWindow.size(of: path, key: key)
+        guard size > repository.chunker.threshold else {
+            try await add(key: key, bytes: try FileWindow.bytes(of: path, key: key, size: size))
+            return
+        }
+        let window = try FileWindow(path: path, key: key, size: size, span: repository.chunker.maximum)
+        var chunkIDs: [String] = []
+        var new = false
+        while let chunk = try window.next(cut: repository.chunker.firstCut) {
+            let id = repository.keys.objectID(of: chunk)
+            if try await store(chunk, as: id) { new = true }
+            chunkIDs.append(id)
+        }
+        let list = try await store(String(decoding: BackupRepository.json(chunkIDs), as: UTF8.self))
+        record(key, id: ChunkedValue.entryID(size: size, list: list.id), bytes: size, new: new || list.new)
+    }
+
+    /// Records `key`'s entry (with the version tag its listing gave, if any) and counts it.
+    private func record(_ key: String, id: String, bytes: Int, new: Bool) {
+        if let version = listedVersions.removeValue(forKey: key) {
+            entries.append([key, id, version])
+        } else {
+            entries.append([key, id])
+        }
+        valueBytes += bytes
+        result.keys += 1
+        if new { result.new += 1 } else { result.unchanged += 1 }
     }
 
     /// Puts `blob` in the pack under way unless the repository (or this session) holds it already; its id, and
@@ -116,10 +147,16 @@ public final class BackupSession {
         return true
     }
 
-    /// Stores `value` as chunks the repository lacks and a list naming them all; its entry id
+    /// Puts the bytes of one value in the pack under way unless the repository holds them already; its id, and
+    /// whether it was new.
+    private func storeBlob(_ bytes: [UInt8], key: String) async throws(CloudSyncError) -> (id: String, new: Bool) {
+        let id = repository.keys.objectID(of: bytes[...])
+        return (id, try await store(bytes, as: id, key: key))
+    }
+
+    /// Stores `bytes` as chunks the repository lacks and a list naming them all; its entry id
     /// (``ChunkedValue/entryID(size:list:)``), and whether anything was new.
-    private func storeChunked(_ value: String) async throws(CloudSyncError) -> (id: String, new: Bool) {
-        let bytes = Array(value.utf8)
+    private func storeChunked(_ bytes: [UInt8]) async throws(CloudSyncError) -> (id: String, new: Bool) {
         let ends = bytes.withUnsafeBytes { repository.chunker.cuts($0) }
         var chunkIDs: [String] = []
         chunkIDs.reserveCapacity(ends.count)

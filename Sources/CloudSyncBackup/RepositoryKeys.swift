@@ -134,9 +134,10 @@ struct RepositoryKeys: Sendable {
         return mark + Data(sealed).base64EncodedString()
     }
 
-    /// ``seal(_:name:)`` in the byte form, for providers that store files: a zero byte, the mark's code
-    /// (``BinaryMark``), then the sealed bytes as they are. The associated data is the text form's, so the two forms
-    /// of one object carry the same sealed bytes.
+    /// ``seal(_:name:)`` in the byte form, for providers that store files.
+    ///
+    /// A zero byte, the mark's code (``BinaryMark``), then the sealed bytes as they are. The associated data is the
+    /// text form's, so the two forms of one object carry the same sealed bytes.
     func sealBytes(_ plaintext: [UInt8], name: String) throws(CloudSyncError) -> [UInt8] {
         let (mark, sealed) = try sealed(plaintext, name: name)
         return [0, BinaryMark(text: mark).rawValue] + sealed
@@ -192,7 +193,8 @@ struct RepositoryKeys: Sendable {
         -> [UInt8]
     {
         guard stored.first == 0 else {
-            return try open(String(decoding: stored, as: UTF8.self), name: name, repository: repository, maxBytes: maxBytes)
+            return try open(
+                String(decoding: stored, as: UTF8.self), name: name, repository: repository, maxBytes: maxBytes)
         }
         guard stored.count >= 2, let mark = BinaryMark(rawValue: stored[1]) else {
             throw CloudSyncError(

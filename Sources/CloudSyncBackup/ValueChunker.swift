@@ -49,6 +49,10 @@ struct ValueChunker: Sendable {
         return ends
     }
 
+    /// The length of the first chunk of `window`, which holds the value's next `min(remaining, maximum)` bytes: cuts
+    /// depend on no more than that, so a file is cut the same way window by window as whole.
+    func firstCut(_ window: UnsafeRawBufferPointer) -> Int { nextCut(window, from: 0) }
+
     /// The end of the chunk that starts at `start`.
     private func nextCut(_ bytes: UnsafeRawBufferPointer, from start: Int) -> Int {
         let remaining = bytes.count - start

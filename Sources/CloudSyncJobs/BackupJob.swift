@@ -76,6 +76,8 @@ struct BackupJob: JobType {
                 $0.pipeline == context.pipeline && $0.source == configuration.from
             }
             let session = try await repository.startBackup(after: parent)
+            // A provider that stores files gives back a file that is not text through its file API, as bytes.
+            let files = configuration.from == "store" ? false : try context.store.storesFiles(configuration.from)
             var done = 0
             let finished = try await context.forEachPage(
                 of: configuration.from, keys: configuration.keys, toRead: session.keysToRead
@@ -85,6 +87,13 @@ struct BackupJob: JobType {
                     switch read {
                     case .success(let value?): items.append(KeyValue(key, value))
                     case .success(nil): break
+                    case .failure(let error) where files && error.code == .decode:
+                        do throws(CloudSyncError) {
+                            try await Self.addFile(key, from: configuration.from, to: session, in: context)
+                        } catch {
+                            report.record([KeyFailure(key: key, error: error)])
+                            report.add(1, to: Self.failed)
+                        }
                     case .failure(let error):
                         report.record([KeyFailure(key: key, error: error)])
                         report.add(1, to: Self.failed)
@@ -111,6 +120,20 @@ struct BackupJob: JobType {
             report[Self.unread] = result.unread
             report[Self.bytesAdded] = result.bytesAdded
         }
+    }
+}
+
+extension BackupJob {
+    /// Backs up `key` of `source` as bytes: its file fetched into a temporary file, then cut and stored window by
+    /// window.
+    static func addFile(_ key: String, from source: String, to session: BackupSession, in context: JobContext)
+        async throws(CloudSyncError)
+    {
+        let file = try ScratchFile()
+        defer { file.remove() }
+        // Gone since it was listed: like a value removed meanwhile, it is not in the snapshot.
+        guard try await context.store.getFile(key, from: source, to: file.path) != nil else { return }
+        try await session.add(key: key, file: file.path)
     }
 }
 

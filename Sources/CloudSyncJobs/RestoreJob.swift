@@ -79,11 +79,18 @@ struct RestoreJob: JobType {
             var done = 0
             try await repository.restore(
                 snapshot: chosen.id, pageSize: context.pageSize(for: [configuration.to]), keys: filter
-            ) { page throws(CloudSyncError) in
+            ) { item throws(CloudSyncError) in
                 guard !context.isInterrupted else { return }
-                held.formUnion(page.lazy.map(\.key))
-                try await write(page, configuration, in: context, report: &report)
-                done += page.count
+                switch item {
+                case .values(let page):
+                    held.formUnion(page.lazy.map(\.key))
+                    try await write(page, configuration, in: context, report: &report)
+                    done += page.count
+                case .file(let key, let path, let size):
+                    held.insert(key)
+                    try await writeFile(key, path: path, size: size, configuration, in: context, report: &report)
+                    done += 1
+                }
                 context.progress(done, chosen.keys)
             }
             if context.isInterrupted {
@@ -112,6 +119,80 @@ struct RestoreJob: JobType {
             to == "store"
             ? try await store.multiSet(page).map { $0.map { _ in () } } : try await store.write(page, to: to)
         report.count(outcomes, of: page.lazy.map(\.key), done: Self.restored, failed: Self.failed)
+    }
+
+    /// Writes one value the restore handed over as a file (large, or not UTF-8 text): as a file where `to` stores
+    /// files, else as a text value when it is text; a binary value for a provider that stores only text fails for its
+    /// key, named, and the restore goes on.
+    private func writeFile(
+        _ key: String, path: String, size: Int, _ configuration: Configuration, in context: JobContext,
+        report: inout JobReport
+    ) async throws(CloudSyncError) {
+        let store = context.store
+        let to = configuration.to
+        do throws(CloudSyncError) {
+            if try await keeps(key, path: path, size: size, configuration, store: store) {
+                report.add(1, to: Self.unchanged)
+                return
+            }
+            if to == "store" {
+                do throws(CloudSyncError) {
+                    try await store.putFile(key, from: path)
+                } catch  where error.code == .unsupported {
+                    try await store.set(try Self.text(of: path, key: key, size: size, provider: to), forKey: key)
+                }
+            } else if try store.storesFiles(to) {
+                try await store.putFile(key, from: path, to: to)
+            } else {
+                try await store.write(
+                    [KeyValue(key, try Self.text(of: path, key: key, size: size, provider: to))], to: to)[0]
+                    .get()
+            }
+            report.add(1, to: Self.restored)
+        } catch {
+            report.record([KeyFailure(key: key, error: error)])
+            report.add(1, to: Self.failed)
+        }
+    }
+
+    /// Whether `overwrite` leaves `key` as `to` holds it: `ifMissing` and it holds one, or `ifDifferent` and it holds
+    /// these very bytes.
+    private func keeps(
+        _ key: String, path: String, size: Int, _ configuration: Configuration, store: CloudStore
+    ) async throws(CloudSyncError) -> Bool {
+        let to = configuration.to
+        switch configuration.overwrite {
+        case .always: return false
+        case .ifMissing:
+            if to == "store" { return try await store.get(key) != nil }
+            if try store.storesFiles(to) { return try await store.fileSize(key, on: to) != nil }
+            return try await store.read([key], from: to)[0] != nil
+        case .ifDifferent:
+            let restored = try? RegularFile.read(path, maximumBytes: size)
+            let files = to == "store" ? false : try store.storesFiles(to)
+            if !files {
+                let current = to == "store" ? try await store.get(key) : try await store.read([key], from: to)[0]
+                return current.map { restored?.elementsEqual($0.utf8) ?? false } ?? false
+            }
+            guard try await store.fileSize(key, on: to) == Int64(size) else { return false }
+            let current = try await store.getBytes(key, from: to, maxBytes: size)
+            return current.map { restored?.elementsEqual($0) ?? false } ?? false
+        }
+    }
+
+    /// The text of a restored value's file; `ERR_UNSUPPORTED` naming the key when it is not UTF-8 text.
+    private static func text(of path: String, key: String, size: Int, provider: String) throws(CloudSyncError)
+        -> String
+    {
+        let file = try? RegularFile.read(path, maximumBytes: size)
+        guard let file, let text = String(validating: file, as: UTF8.self) else {
+            throw CloudSyncError(
+                .unsupported,
+                "\(key) holds \(size) bytes that are not UTF-8 text (a binary file), and \(provider) stores only text; "
+                    + "restore it into a provider that stores files (a directory, s3, googleDrive or cloudKit)",
+                provider: provider, key: key)
+        }
+        return text
     }
 
     /// Removes the keys of `to` within `keys` that the snapshot does not hold, unless they are more than

@@ -118,6 +118,23 @@ import Testing
         }
     }
 
+    /// A pack or index that authenticates but opens to more than any writer makes (only a holder of the key could
+    /// make one) is named as damaged and never inflated: before format 3 the bound was 1 GiB for every object.
+    @Test func aPackThatOpensPastItsKindsBoundIsNamedAndNotInflated() async throws {
+        let (repository, vault, snapshot, pack) = try await oneBackupInOnePack()
+        let huge = [UInt8](repeating: 0, count: RepositoryKeys.maxPackBytes + 1)
+        _ = try await vault.set([KeyValue(pack, try repository.keys.seal(huge, name: pack))])
+        await #expect {
+            _ = try await repository.restore(snapshot: snapshot)
+        } throws: { error in
+            let error = error as? CloudSyncError
+            return error?.code == .decode && error?.key == pack && error?.message.contains("opens to more than") == true
+        }
+        // A snapshot may be larger: its bound is the general one.
+        #expect(RepositoryKeys.maxBytes(of: BackupRepository.prefix + "snapshot.x") == RepositoryKeys.maxObjectBytes)
+        #expect(RepositoryKeys.maxBytes(of: BackupRepository.prefix + "index.x") == RepositoryKeys.maxPackBytes)
+    }
+
     @Test func aReKeyedCodecRewrapsOnlyTheConfigSoTheOldKeyCanLeaveTheRing() async throws {
         let (store, vault) = try fixture()
         let old = SecretBytes(copying: SecureRandom.bytes(count: 32))

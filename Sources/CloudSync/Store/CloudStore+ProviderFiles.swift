@@ -54,14 +54,15 @@ extension CloudStore {
         }
         do throws(CloudSyncError) {
             return try file.bytes(maxBytes: maxBytes)
-        } catch where error.code == .payloadTooLarge {
+        } catch  where error.code == .payloadTooLarge {
             throw Self.tooLarge(key, providerID, size: size, maxBytes: Int64(maxBytes))
         }
     }
 
-    /// Writes the bytes `key` holds on one provider into the file at `path` (replacing what it held), streamed; its
-    /// size, or nil, leaving the file as it was, when the key holds nothing. `ERR_PAYLOAD_TOO_LARGE` when it holds
-    /// more than `maxBytes`.
+    /// Writes the bytes `key` holds on one provider into the file at `path`, streamed; its size.
+    ///
+    /// The file's bytes are replaced. Nil, leaving the file as it was, when the key holds nothing;
+    /// `ERR_PAYLOAD_TOO_LARGE`, before anything is downloaded, when it holds more than `maxBytes`.
     @discardableResult
     public func getFile(_ key: String, from providerID: String, to path: String, maxBytes: Int64 = .max)
         async throws(CloudSyncError) -> Int64?

@@ -6,11 +6,12 @@ import CloudSyncFiles
 
 /// A private temporary file (mode 0600, in `TMPDIR` or `/tmp`) that carries bytes to or from a provider's file API,
 /// removed when the caller is done with it.
-struct ScratchFile {
-    let path: String
+package struct ScratchFile: Sendable {
+    /// Where it is.
+    package let path: String
 
     /// A new, empty scratch file; `ERR_CONFIG` naming the directory when none can be made there.
-    init() throws(CloudSyncError) {
+    package init() throws(CloudSyncError) {
         let directory = getenv("TMPDIR").map { String(cString: $0) }.flatMap { $0.isEmpty ? nil : $0 } ?? "/tmp"
         var template = Array((directory + "/cloudsync-scratch-XXXXXX").utf8CString)
         let descriptor = template.withUnsafeMutableBufferPointer { mkstemp($0.baseAddress!) }
@@ -26,22 +27,31 @@ struct ScratchFile {
     }
 
     /// A scratch file holding `bytes`.
-    init(holding bytes: [UInt8]) throws(CloudSyncError) {
+    package init(holding bytes: [UInt8]) throws(CloudSyncError) {
         try self.init()
-        let descriptor = open(path, O_WRONLY | O_TRUNC | O_CLOEXEC)
-        let code =
-            descriptor < 0 ? errno : bytes.withUnsafeBytes { NewFile.writeAll($0, to: descriptor) }
+        do throws(CloudSyncError) {
+            try append(bytes[...])
+        } catch {
+            remove()
+            throw error
+        }
+    }
+
+    /// Adds `bytes` at its end.
+    package func append(_ bytes: ArraySlice<UInt8>) throws(CloudSyncError) {
+        let descriptor = open(path, O_WRONLY | O_APPEND | O_CLOEXEC)
+        let code = descriptor < 0 ? errno : bytes.withUnsafeBytes { NewFile.writeAll($0, to: descriptor) }
         if descriptor >= 0 { close(descriptor) }
         guard code == 0 else {
-            remove()
             throw CloudSyncError(
                 code == ENOSPC || code == EDQUOT ? .quotaExceeded : .config,
-                "cannot write a temporary file at \(path): \(describe(errno: code, path: path))")
+                "cannot write a temporary file at \(path): \(describe(errno: code, path: path)); free space there, or "
+                    + "set TMPDIR to a directory with room")
         }
     }
 
     /// Its bytes, at most `maxBytes` of them; `ERR_PAYLOAD_TOO_LARGE` when it holds more.
-    func bytes(maxBytes: Int) throws(CloudSyncError) -> [UInt8] {
+    package func bytes(maxBytes: Int) throws(CloudSyncError) -> [UInt8] {
         do throws(RegularFile.Failure) {
             return [UInt8](try RegularFile.read(path, maximumBytes: maxBytes))
         } catch {
@@ -51,5 +61,5 @@ struct ScratchFile {
     }
 
     /// Removes it.
-    func remove() { unlink(path) }
+    package func remove() { unlink(path) }
 }
