@@ -2,11 +2,13 @@
 """An independent restore of a CloudSync backup repository kept in a directory (docs/backup-format.md), on PyNaCl and
 the zstandard package.
 
-    backup_restore.py --repository DIR --key-file FILE [--snapshot ID|PREFIX] (--out FILE.json | --out-dir DIR)
+    backup_restore.py (--repository DIR | --s3-endpoint URL --bucket NAME [--prefix P]) --key-file FILE
+                      [--snapshot ID|PREFIX] (--out FILE.json | --out-dir DIR)
 
 Writes the snapshot's keys and values as one JSON object to --out, or each value's bytes to a file named by its key
 under --out-dir (binary values need it), from the newest snapshot unless --snapshot names one; every snapshot's id
-goes to standard error. --key-file is the key file of the pipeline codec's key that wrapped
+goes to standard error. A repository in S3 is read with boto3 (credentials from the usual AWS_* variables), each
+object being the repository object's name after --prefix. --key-file is the key file of the pipeline codec's key that wrapped
 the repository's keys. Written from the format page alone; it shares no code with CloudSync.
 """
 import argparse
@@ -57,10 +59,44 @@ def open_envelope(envelope, store_key, key):
         blob[24:], (header + store_key).encode(), blob[:24], key)
 
 
-class Repository:
-    def __init__(self, directory, key):
+class DirectoryObjects:
+    """A repository kept in a directory provider: each object a file named as the object."""
+
+    def __init__(self, directory):
         self.directory = directory
-        self.names = sorted(name for name in os.listdir(directory) if name.startswith(PREFIX))
+
+    def names(self):
+        return [name for name in os.listdir(self.directory) if name.startswith(PREFIX)]
+
+    def read(self, name):
+        with open(os.path.join(self.directory, name), "rb") as handle:
+            return handle.read()
+
+
+class S3Objects:
+    """A repository kept in an S3 provider: each object the bucket's object at the provider's prefix and its name."""
+
+    def __init__(self, endpoint, bucket, prefix):
+        import boto3  # only for repositories in S3
+
+        self.client = boto3.client("s3", endpoint_url=endpoint)
+        self.bucket, self.prefix = bucket, prefix
+
+    def names(self):
+        found = []
+        for page in self.client.get_paginator("list_objects_v2").paginate(
+                Bucket=self.bucket, Prefix=self.prefix + PREFIX):
+            found += [item["Key"][len(self.prefix):] for item in page.get("Contents", [])]
+        return found
+
+    def read(self, name):
+        return self.client.get_object(Bucket=self.bucket, Key=self.prefix + name)["Body"].read()
+
+
+class Repository:
+    def __init__(self, objects, key):
+        self.objects = objects
+        self.names = sorted(objects.names())
         config = json.loads(self.read(PREFIX + "config"))
         if config["format"] > 3:
             fail("the repository has format %d; this script reads formats 1 to 3" % config["format"])
@@ -78,8 +114,7 @@ class Repository:
         self.packs = {}
 
     def read(self, name):
-        with open(os.path.join(self.directory, name), "rb") as handle:
-            return handle.read()
+        return self.objects.read(name)
 
     def kind(self, kind):
         return [name for name in self.names if name.startswith(PREFIX + kind + ".")]
@@ -129,14 +164,24 @@ class Repository:
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("--repository", required=True)
+    sources = parser.add_mutually_exclusive_group(required=True)
+    sources.add_argument("--repository")
+    sources.add_argument("--s3-endpoint")
+    parser.add_argument("--bucket")
+    parser.add_argument("--prefix", default="")
     parser.add_argument("--key-file", required=True)
     parser.add_argument("--snapshot")
     outputs = parser.add_mutually_exclusive_group(required=True)
     outputs.add_argument("--out")
     outputs.add_argument("--out-dir")
     args = parser.parse_args()
-    repository = Repository(args.repository, raw_key(args.key_file))
+    if args.repository is not None:
+        objects = DirectoryObjects(args.repository)
+    elif args.bucket is None:
+        fail("--s3-endpoint needs --bucket")
+    else:
+        objects = S3Objects(args.s3_endpoint, args.bucket, args.prefix)
+    repository = Repository(objects, raw_key(args.key_file))
     snapshots = repository.snapshots()
     for snapshot, snapshot_id in snapshots:
         print("%s %d keys" % (snapshot_id, snapshot["keys"]), file=sys.stderr)
