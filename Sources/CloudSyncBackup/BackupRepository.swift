@@ -208,27 +208,28 @@ public final class BackupRepository {
         guard !names.isEmpty else { return [] }
         var results: [Result<[UInt8], CloudSyncError>?] = Array(repeating: nil, count: names.count)
         var texts: [Int] = []
+        var files: [Int] = []
         for (position, name) in names.enumerated() {
-            guard objectsAsFiles && Self.isFileObject(name) else {
-                texts.append(position)
-                continue
-            }
-            do throws(CloudSyncError) {
-                let bound = RepositoryKeys.maxBytes(of: name)
-                // The byte form is the sealed bytes and 2; a text object from before is a third larger.
-                let stored = try await store.getBytes(name, from: provider, maxBytes: bound / 3 * 4 + 4096)
-                guard let stored else { throw missing(name) }
-                results[position] = .success(
-                    try keys.open(bytes: stored, name: name, repository: provider, maxBytes: bound))
-            } catch {
-                results[position] = .failure(error.code == .payloadTooLarge ? damaged(name, error) : error)
+            if objectsAsFiles && Self.isFileObject(name) { files.append(position) } else { texts.append(position) }
+        }
+        // Several at a time: a repository opens by reading every index object, one request (or two) each.
+        for start in stride(from: 0, to: files.count, by: Self.concurrentFileReads) {
+            let batch = files[start..<min(start + Self.concurrentFileReads, files.count)]
+            await withTaskGroup(of: (Int, Result<[UInt8], CloudSyncError>).self) { group in
+                for position in batch {
+                    let name = names[position]
+                    group.addTask { [store, provider, keys] in
+                        (position, await Self.openFile(name, store: store, provider: provider, keys: keys))
+                    }
+                }
+                for await (position, result) in group { results[position] = result }
             }
         }
         let read = try await store.readEach(texts.map { names[$0] }, from: provider)
         for (position, read) in zip(texts, read) {
             let name = names[position]
             results[position] = Result { () throws(CloudSyncError) -> [UInt8] in
-                guard let stored = try read.get() else { throw missing(name) }
+                guard let stored = try read.get() else { throw Self.missing(name, provider) }
                 return try keys.open(
                     stored, name: name, repository: provider, maxBytes: RepositoryKeys.maxBytes(of: name))
             }
@@ -236,21 +237,41 @@ public final class BackupRepository {
         return results.map { $0! }
     }
 
+    /// How many objects stored as files ``openEach(_:)`` reads at once.
+    static let concurrentFileReads = 8
+
+    /// The object `name` read through the provider's file API and opened, no further than its kind's bound.
+    private static func openFile(_ name: String, store: CloudStore, provider: String, keys: RepositoryKeys) async
+        -> Result<[UInt8], CloudSyncError>
+    {
+        let bound = RepositoryKeys.maxBytes(of: name)
+        do throws(CloudSyncError) {
+            // The byte form is the sealed bytes and 2; a text object from before is a third larger.
+            guard let stored = try await store.getBytes(name, from: provider, maxBytes: bound / 3 * 4 + 4096) else {
+                return .failure(missing(name, provider))
+            }
+            return .success(try keys.open(bytes: stored, name: name, repository: provider, maxBytes: bound))
+        } catch  where error.code == .payloadTooLarge {
+            return .failure(
+                CloudSyncError(
+                    .decode,
+                    "object \(name) of the backup repository in \(provider) is larger than any writer makes one of its "
+                        + "kind (\(error.message)); it is damaged and was not read: run a verify job",
+                    provider: provider,
+                    key: name))
+        } catch {
+            return .failure(error)
+        }
+    }
+
     /// Whether objects named `name` are stored as files where the provider takes them: packs and index objects.
     static func isFileObject(_ name: String) -> Bool {
         name.hasPrefix(prefix + "data.") || name.hasPrefix(prefix + "index.")
     }
 
-    private func missing(_ name: String) -> CloudSyncError {
+    private static func missing(_ name: String, _ provider: String) -> CloudSyncError {
         CloudSyncError(
             .decode, "object \(name) of the backup repository in \(provider) is missing", provider: provider, key: name)
-    }
-
-    private func damaged(_ name: String, _ error: CloudSyncError) -> CloudSyncError {
-        CloudSyncError(
-            .decode,
-            "object \(name) of the backup repository in \(provider) is larger than any writer makes one of its kind "
-                + "(\(error.message)); it is damaged and was not read: run a verify job", provider: provider, key: name)
     }
 
     /// Seals and writes objects, failing on the first that does not land; the bytes they take as stored.

@@ -150,7 +150,7 @@ private func timedShell(_ context: BenchContext, _ command: String) throws -> Do
 }
 
 /// The bytes of the regular files under `path`.
-private func directoryBytes(_ path: String) throws -> Int {
+func directoryBytes(_ path: String) throws -> Int {
     guard let walker = FileManager.default.enumerator(atPath: path) else { return 0 }
     var total = 0
     for case let name as String in walker {

@@ -24,8 +24,9 @@ func benchPostgres() async throws -> String {
 /// Kept alive until the bench exits (its pipe closing stops it).
 private let benchServers = Protected<[PostgresServer]>([])
 
-/// Runs a pipeline in a child the benches start (`--pipeline-child FILE [--run-id ID [--join]]`), then exits; a
-/// joining child waits up to a minute for the run to start.
+/// Runs a pipeline in a child the benches start (`--pipeline-child FILE [--run-id ID [--join]] [--job NAME]`, the
+/// last running only that job, without its needs), then exits; a joining child waits up to a minute for the run to
+/// start.
 ///
 /// The pipeline reads the process's environment; the exit status is 0 when it ended `ok`. Returns at once in any
 /// other process.
@@ -40,6 +41,10 @@ func pipelineChild(_ arguments: [String]) async {
         options.joinWait = .seconds(60)
         if let named = arguments.firstIndex(of: "--run-id"), named + 1 < arguments.count {
             options.runID = arguments[named + 1]
+        }
+        if let job = arguments.firstIndex(of: "--job"), job + 1 < arguments.count {
+            options.jobNames = [arguments[job + 1]]
+            options.runNeeds = false
         }
         let outcome = try await PipelineRunner(
             try PipelineCompiler.compile(spec, environment: environment), options: options

@@ -26,6 +26,7 @@ let benches: [(name: String, run: (BenchContext) async throws -> [BenchRow])] = 
     ("faces", benchFaces),
     ("requests", benchRequests),
     ("backup", benchBackup),
+    ("backup-files", benchBackupFiles),
     ("sharded-migrate", benchShardedMigrate),
     ("files", benchFiles),
 ]
