@@ -131,8 +131,11 @@ extension BackupRepository {
         }
     }
 
-    /// Hands snapshot `id`'s keys (those `keys` accepts) and values to `body`: text values `pageSize` at a time, pack
-    /// by pack, and each value that is large (chunked) or not UTF-8 text alone, as a temporary file.
+    /// The most bytes of values one page of a restore holds (fewer keys than its page size when they are large).
+    static let restorePageBytes = 8 << 20
+
+    /// Hands snapshot `id`'s keys (those `keys` accepts) and values to `body`: text values `pageSize` at a time (or
+    /// ``restorePageBytes`` of them), pack by pack, and each value that is large (chunked) or not UTF-8 text alone, as a temporary file.
     ///
     /// Each pack of text values is read once, and only one pack and one page are held in memory, never the whole
     /// snapshot; a chunked value is written to its file chunk by chunk, so a value of any size takes the memory of a
@@ -159,6 +162,7 @@ extension BackupRepository {
         let pageSize = max(1, pageSize)
         var page: [KeyValue] = []
         page.reserveCapacity(pageSize)
+        var pageBytes = 0
         for pack in byPack.keys.sorted() {
             let object = Self.prefix + "data." + pack
             let bytes = try await readObjects([object])[0]
@@ -176,9 +180,11 @@ extension BackupRepository {
                     continue
                 }
                 page.append(KeyValue(key, text))
-                if page.count == pageSize {
+                pageBytes += value.count
+                if page.count == pageSize || pageBytes >= Self.restorePageBytes {
                     try await body(.values(page))
                     page.removeAll(keepingCapacity: true)
+                    pageBytes = 0
                 }
             }
         }

@@ -38,6 +38,10 @@ public final class BackupSession {
     /// Version tags of keys ``keysToRead(_:versions:)`` returned, until ``add(_:)`` records them.
     private var listedVersions: [String: String] = [:]
 
+    /// Values longer than this are cut into chunks; a caller holding a larger one as a file should add it with
+    /// ``add(key:file:)``, which never holds it whole.
+    public var chunkingThreshold: Int64 { Int64(repository.chunker.threshold) }
+
     init(_ repository: BackupRepository, parent: [String: (id: String, version: String)] = [:]) {
         self.repository = repository
         self.parent = parent

@@ -81,27 +81,10 @@ struct BackupJob: JobType {
             var done = 0
             let finished = try await context.forEachPage(
                 of: configuration.from, keys: configuration.keys, toRead: session.keysToRead
-            ) { keys, values throws(CloudSyncError) in
-                var items: [KeyValue] = []
-                for (key, read) in zip(keys, values) {
-                    switch read {
-                    case .success(let value?): items.append(KeyValue(key, value))
-                    case .success(nil): break
-                    case .failure(let error) where files && error.code == .decode:
-                        do throws(CloudSyncError) {
-                            try await Self.addFile(key, from: configuration.from, to: session, in: context)
-                        } catch {
-                            report.record([KeyFailure(key: key, error: error)])
-                            report.add(1, to: Self.failed)
-                        }
-                    case .failure(let error):
-                        report.record([KeyFailure(key: key, error: error)])
-                        report.add(1, to: Self.failed)
-                    }
-                }
-                let left = try await session.add(items)
-                report.record(left)
-                report.add(left.count, to: Self.failed)
+            ) { keys, sizes throws(CloudSyncError) in
+                try await Self.backUp(
+                    keys, sizes: sizes, from: configuration.from, files: files, into: session, in: context,
+                    report: &report)
                 try await lock.refresh()
                 done += keys.count
                 context.progress(done, nil)
@@ -124,16 +107,79 @@ struct BackupJob: JobType {
 }
 
 extension BackupJob {
+    /// The most bytes of values one read asks for, where the listing gives sizes.
+    static let readBytes = 16 << 20
+
+    /// Backs up one page of keys to read.
+    ///
+    /// Where the source stores files, a key its listing says is larger than the session chunks goes through the
+    /// file API, cut a window at a time (never read whole), and so does one that does not read as text; the rest are
+    /// read as values, in reads of at most ``readBytes`` where the listing gives sizes.
+    static func backUp(
+        _ keys: [String], sizes: [Int64?]?, from source: String, files: Bool, into session: BackupSession,
+        in context: JobContext, report: inout JobReport
+    ) async throws(CloudSyncError) {
+        var batch: [String] = []
+        var batchBytes: Int64 = 0
+        var large: [String] = []
+        for (index, key) in keys.enumerated() {
+            let size = sizes.flatMap { index < $0.count ? $0[index] : nil }
+            if files, let size, size > session.chunkingThreshold {
+                large.append(key)
+                continue
+            }
+            batch.append(key)
+            batchBytes += size ?? 0
+            if batchBytes >= readBytes {
+                try await addValues(batch, from: source, files: files, into: session, in: context, report: &report)
+                batch.removeAll(keepingCapacity: true)
+                batchBytes = 0
+            }
+        }
+        try await addValues(batch, from: source, files: files, into: session, in: context, report: &report)
+        for key in large { await addFile(key, from: source, into: session, in: context, report: &report) }
+    }
+
+    /// Reads `keys` as values and adds them; a value that is not text, from a source that stores files, is added
+    /// from its file instead.
+    private static func addValues(
+        _ keys: [String], from source: String, files: Bool, into session: BackupSession, in context: JobContext,
+        report: inout JobReport
+    ) async throws(CloudSyncError) {
+        guard !keys.isEmpty else { return }
+        var items: [KeyValue] = []
+        for (key, read) in zip(keys, try await context.readValues(keys, from: source)) {
+            switch read {
+            case .success(let value?): items.append(KeyValue(key, value))
+            case .success(nil): break
+            case .failure(let error) where files && (error.code == .decode || error.code == .payloadTooLarge):
+                await addFile(key, from: source, into: session, in: context, report: &report)
+            case .failure(let error):
+                report.record([KeyFailure(key: key, error: error)])
+                report.add(1, to: failed)
+            }
+        }
+        let left = try await session.add(items)
+        report.record(left)
+        report.add(left.count, to: failed)
+    }
+
     /// Backs up `key` of `source` as bytes: its file fetched into a temporary file, then cut and stored window by
-    /// window.
-    static func addFile(_ key: String, from source: String, to session: BackupSession, in context: JobContext)
-        async throws(CloudSyncError)
-    {
-        let file = try ScratchFile()
-        defer { file.remove() }
-        // Gone since it was listed: like a value removed meanwhile, it is not in the snapshot.
-        guard try await context.store.getFile(key, from: source, to: file.path) != nil else { return }
-        try await session.add(key: key, file: file.path)
+    /// window; a failure is the key's, recorded.
+    private static func addFile(
+        _ key: String, from source: String, into session: BackupSession, in context: JobContext,
+        report: inout JobReport
+    ) async {
+        do throws(CloudSyncError) {
+            let file = try ScratchFile()
+            defer { file.remove() }
+            // Gone since it was listed: like a value removed meanwhile, it is not in the snapshot.
+            guard try await context.store.getFile(key, from: source, to: file.path) != nil else { return }
+            try await session.add(key: key, file: file.path)
+        } catch {
+            report.record([KeyFailure(key: key, error: error)])
+            report.add(1, to: failed)
+        }
     }
 }
 
@@ -149,15 +195,15 @@ extension JobContext {
             compressionLevel: compressionLevel)
     }
 
-    /// Reads `source` (a provider, or `store` through the store's reads) page by page, the keys within `keys`,
-    /// calling `body` with each page's keys and read results; false when the run was interrupted first.
+    /// Lists `source` (a provider, or `store`) page by page, the keys within `keys`, calling `body` with each page's
+    /// keys to read and their sizes where the listing gave them; false when the run was interrupted first.
     ///
     /// `toRead`, given a provider's page of keys and the version tags its listing gave, says which to read (the
     /// others are skipped unread); the store as a whole has no tags, so it reads every key.
     func forEachPage(
         of source: String, keys patterns: [String]?,
         toRead: (([String], [String?]?) -> [String])? = nil,
-        _ body: ([String], [Result<String?, CloudSyncError>]) async throws(CloudSyncError) -> Void
+        _ body: ([String], [Int64?]?) async throws(CloudSyncError) -> Void
     ) async throws(CloudSyncError) -> Bool {
         let filter = keyFilter(patterns)
         let pageSize = pageSize(for: [source])
@@ -165,8 +211,7 @@ extension JobContext {
             let keys = try await store.allKeys().keys.filter { filter?($0) ?? true }
             for start in stride(from: 0, to: keys.count, by: pageSize) {
                 guard !isInterrupted else { return false }
-                let page = Array(keys[start..<min(start + pageSize, keys.count)])
-                try await body(page, try await store.multiGetEach(page))
+                try await body(Array(keys[start..<min(start + pageSize, keys.count)]), nil)
             }
             return true
         }
@@ -175,16 +220,23 @@ extension JobContext {
             guard !isInterrupted else { return false }
             let page = try await store.keyPage(of: source, after: cursor, limit: pageSize)
             cursor = page.nextCursor
-            var keys = page.keys
-            var versions = page.versions
-            if let filter {
-                let kept = page.keys.indices.filter { filter(page.keys[$0]) }
-                keys = kept.map { page.keys[$0] }
-                versions = versions.map { all in kept.map { all[$0] } }
+            var kept = Array(page.keys.indices)
+            if let filter { kept = kept.filter { filter(page.keys[$0]) } }
+            var keys = kept.map { page.keys[$0] }
+            if let toRead { keys = toRead(keys, page.versions.map { all in kept.map { all[$0] } }) }
+            // The sizes of the keys kept, by key: `toRead` keeps some of them, in order.
+            let sizes = page.sizes.map { all in
+                Dictionary(kept.map { (page.keys[$0], all[$0]) }, uniquingKeysWith: { first, _ in first })
             }
-            if let toRead { keys = toRead(keys, versions) }
-            try await body(keys, try await store.readEach(keys, from: source))
+            try await body(keys, sizes.map { sized in keys.map { sized[$0] ?? nil } })
         } while cursor != nil
         return true
+    }
+
+    /// The values of `keys` read from `source` (a provider, or the store through its reads), one result each.
+    func readValues(_ keys: [String], from source: String) async throws(CloudSyncError)
+        -> [Result<String?, CloudSyncError>]
+    {
+        source == "store" ? try await store.multiGetEach(keys) : try await store.readEach(keys, from: source)
     }
 }

@@ -11,6 +11,8 @@ final class DirectoryListingWindow: @unchecked Sendable {
     let keys: [String]
     /// Each key's file version as the walk found it (nil where it gave none).
     let versions: [FileVersion?]
+    /// Each key's file size as the walk found it (nil where it gave none).
+    let sizes: [Int64?]
     /// Whether `keys` holds every key after the starting cursor (the walk kept them all).
     let complete: Bool
     /// The position of the next page in `keys`, and the cursor that asks for it; guarded by ``DirectoryListings``.
@@ -18,9 +20,10 @@ final class DirectoryListingWindow: @unchecked Sendable {
     var expectedCursor: String?
     var lastUsed: ContinuousClock.Instant
 
-    init(keys: [String], versions: [FileVersion?], complete: Bool, now: ContinuousClock.Instant) {
+    init(keys: [String], versions: [FileVersion?], sizes: [Int64?], complete: Bool, now: ContinuousClock.Instant) {
         self.keys = keys
         self.versions = versions
+        self.sizes = sizes
         self.complete = complete
         self.lastUsed = now
     }
@@ -80,14 +83,15 @@ final class DirectoryListings: Sendable {
         let keys = Array(window.keys[window.next..<end])
         // Tags are spelled a page at a time: the window keeps the figures, not a string for every key.
         let versions = window.versions[window.next..<end].map { $0?.tag }
+        let sizes = Array(window.sizes[window.next..<end])
         window.next = end
         window.lastUsed = now
         let more = end < window.keys.count || !window.complete
         guard more, let last = keys.last else {
             windows.remove(at: index)
-            return KeyPage(keys: keys, nextCursor: nil, versions: versions)
+            return KeyPage(keys: keys, nextCursor: nil, versions: versions, sizes: sizes)
         }
         window.expectedCursor = last
-        return KeyPage(keys: keys, nextCursor: last, versions: versions)
+        return KeyPage(keys: keys, nextCursor: last, versions: versions, sizes: sizes)
     }
 }

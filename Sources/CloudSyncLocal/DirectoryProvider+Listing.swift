@@ -31,10 +31,12 @@ extension DirectoryProvider {
         var smallest = SmallestKeys(after: cursor, keeping: keeping)
         let now = fileTimeNow()
         try walk(root, pieces: []) { key, status in
-            smallest.offer(key, version: status.flatMap { FileVersion($0, now: now) })
+            smallest.offer(
+                key, version: status.flatMap { FileVersion($0, now: now) }, size: status.map { Int64($0.st_size) })
         }
-        let (keys, versions) = smallest.sortedKeys()
-        return DirectoryListingWindow(keys: keys, versions: versions, complete: !smallest.truncated, now: .now)
+        let (keys, versions, sizes) = smallest.sortedKeys()
+        return DirectoryListingWindow(
+            keys: keys, versions: versions, sizes: sizes, complete: !smallest.truncated, now: .now)
     }
 
     /// Calls `visit` with the key (UTF-8 bytes) of every key file under `directory`, skipping temporary and foreign

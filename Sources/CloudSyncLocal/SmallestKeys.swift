@@ -10,11 +10,12 @@
 /// the directory. At most `2 × keeping` keys are held: beyond that the smallest `keeping` are kept and the rest
 /// dropped, so memory stays bounded however many keys are offered.
 struct SmallestKeys {
-    /// Where one key's bytes are in `bytes`, and its file's version.
+    /// Where one key's bytes are in `bytes`, its file's version and its size (-1 when unknown).
     private struct Span {
         var start: Int
         var count: Int
         var version: FileVersion?
+        var size: Int64
     }
 
     let keeping: Int
@@ -29,16 +30,16 @@ struct SmallestKeys {
         self.keeping = max(keeping, 1)
     }
 
-    /// Keeps `key` (UTF-8 bytes), with its file's version, if it sorts after the cursor.
-    mutating func offer(_ key: UnsafeBufferPointer<UInt8>, version: FileVersion? = nil) {
+    /// Keeps `key` (UTF-8 bytes), with its file's version and size, if it sorts after the cursor.
+    mutating func offer(_ key: UnsafeBufferPointer<UInt8>, version: FileVersion? = nil, size: Int64? = nil) {
         if let cursor, cursor.withUnsafeBufferPointer({ Self.compare($0, key) }) >= 0 { return }
-        spans.append(Span(start: bytes.count, count: key.count, version: version))
+        spans.append(Span(start: bytes.count, count: key.count, version: version, size: size ?? -1))
         bytes.append(contentsOf: key)
         if spans.count >= 2 * keeping { sortAndTrim() }
     }
 
-    /// The keys kept, sorted, and their versions.
-    mutating func sortedKeys() -> (keys: [String], versions: [FileVersion?]) {
+    /// The keys kept, sorted, and their versions and sizes.
+    mutating func sortedKeys() -> (keys: [String], versions: [FileVersion?], sizes: [Int64?]) {
         sortAndTrim()
         let keys = bytes.withUnsafeBufferPointer { base in
             spans.map { span in
@@ -47,7 +48,7 @@ struct SmallestKeys {
                     decoding: UnsafeBufferPointer(rebasing: base[span.start..<span.start + span.count]), as: UTF8.self)
             }
         }
-        return (keys, spans.map(\.version))
+        return (keys, spans.map(\.version), spans.map { $0.size < 0 ? nil : $0.size })
     }
 
     /// Sorts the spans and keeps the first `keeping`, their bytes copied together when any were dropped.

@@ -42,8 +42,13 @@ extension S3Provider {
                 provider: id)
         }
         let urlEncoded = result.text(of: "EncodingType") == "url"
-        let objects = result.children("Contents").compactMap { item -> (name: String, etag: String?)? in
-            item.text(of: "Key").map { (urlEncoded ? HTTPForm.decode($0) : $0, item.text(of: "ETag")) }
+        let objects = result.children("Contents").compactMap { item -> (name: String, etag: String?, size: Int64?)? in
+            item.text(of: "Key").map {
+                (
+                    urlEncoded ? HTTPForm.decode($0) : $0, item.text(of: "ETag"),
+                    item.text(of: "Size").flatMap { Int64($0) }
+                )
+            }
         }
         // S3 lists in byte order; a server that orders a page otherwise still yields each key once: the next page
         // starts after the page's largest name, and a name at or before the cursor was yielded already.
@@ -51,16 +56,19 @@ extension S3Provider {
             startAfter.map { cursor in objects.filter { StoreKey.compareBytes($0.name, cursor) > 0 } } ?? objects
         var keys: [String] = []
         var versions: [String?] = []
+        var sizes: [Int64?] = []
         keys.reserveCapacity(fresh.count)
         versions.reserveCapacity(fresh.count)
+        sizes.reserveCapacity(fresh.count)
         for object in fresh {
             guard let key = key(ofObject: object.name) else { continue }
             keys.append(key)
             // The ETag changes with the object's bytes (an MD5 of them, or of its parts for a multipart upload).
             versions.append(object.etag)
+            sizes.append(object.size)
         }
         let truncated = result.text(of: "IsTruncated") == "true"
-        guard truncated else { return KeyPage(keys: keys, nextCursor: nil, versions: versions) }
+        guard truncated else { return KeyPage(keys: keys, nextCursor: nil, versions: versions, sizes: sizes) }
         guard let largest = fresh.map(\.name).max(by: StoreKey.bytesPrecede) else {
             throw CloudSyncError(
                 .provider,
@@ -68,6 +76,6 @@ extension S3Provider {
                     + "the listing would not end",
                 provider: id)
         }
-        return KeyPage(keys: keys, nextCursor: largest, versions: versions)
+        return KeyPage(keys: keys, nextCursor: largest, versions: versions, sizes: sizes)
     }
 }

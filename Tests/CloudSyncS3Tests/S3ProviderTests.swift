@@ -65,6 +65,18 @@ enum SharedMoto {
         #expect(requests.count <= 10, "\(requests)")
     }
 
+    /// ListObjectsV2 gives each object's Size, and the listing passes it on.
+    @Test func aListingGivesEachObjectsSize() async throws {
+        let provider = makeProvider(
+            endpoint: try await SharedMoto.endpoint(), bucket: "cloudsync-tests", prefix: "sized/")
+        _ = try await provider.set([
+            KeyValue("a", ""), KeyValue("b", "four"), KeyValue("c", String(repeating: "x", count: 5_000)),
+        ])
+        let page = try await provider.listKeys(after: nil, limit: 10)
+        #expect(page.keys == ["a", "b", "c"])
+        #expect(page.sizes == [0, 4, 5_000])
+    }
+
     @Test func listsAndRemoves2500KeysInPagesOf1000() async throws {
         let proxy = try S3Proxy(upstream: try await SharedMoto.endpoint())
         let provider = makeProvider(endpoint: proxy.endpoint, bucket: "cloudsync-paging", prefix: "many/")

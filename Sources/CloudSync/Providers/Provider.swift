@@ -339,13 +339,22 @@ public struct KeyPage: Sendable, Equatable {
     ///
     /// Jobs compare tags with the ones they saw last time to skip reading values nobody changed.
     public var versions: [String?]?
+    /// The bytes each key's stored value takes, positionally, where the listing tells it for free (a directory's
+    /// file sizes, S3's `Size`); nil when the provider tells none.
+    ///
+    /// A job that reads values can then take a large one another way (a backup, as a file in windows) before
+    /// reading it whole.
+    public var sizes: [Int64?]?
 
-    /// A page of `keys`, followed by `nextCursor`, with each key's version tag where the provider knows it.
-    public init(keys: [String], nextCursor: String?, versions: [String?]? = nil) {
+    /// A page of `keys`, followed by `nextCursor`, with each key's version tag and size where the provider knows
+    /// them.
+    public init(keys: [String], nextCursor: String?, versions: [String?]? = nil, sizes: [Int64?]? = nil) {
         precondition(versions == nil || versions?.count == keys.count, "one version tag per key, or none")
+        precondition(sizes == nil || sizes?.count == keys.count, "one size per key, or none")
         self.keys = keys
         self.nextCursor = nextCursor
         self.versions = versions
+        self.sizes = sizes
     }
 
     /// Key `index`'s version tag; nil when the provider gave none.
