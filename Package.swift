@@ -66,6 +66,9 @@ let package = Package(
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         // What the binary was built from, for `cloudsync version` (the `buildInfo` settings at the top of Package.swift).
         .target(name: "CBuildInfo", cSettings: buildInfo),
+        // glibc's allocator settings from <malloc.h>, which the Glibc module leaves out (the runner fixes the mmap
+        // threshold so a backup's pack-sized buffers go back to the system when freed).
+        .target(name: "CMalloc"),
 
         // Files a person named, written whole through POSIX calls (create without replacing, replace through a staged
         // file, write all of a buffer): below every module that writes such files, libsodium's face included.
@@ -173,7 +176,7 @@ let package = Package(
             name: "CloudSyncRunner",
             dependencies: [
                 "CloudSync", "CloudSyncPipeline", "CloudSyncPipelineState", "CloudSyncJobs", "CloudSyncLocal",
-                "CloudSyncS3", "CloudSyncCloudKit", "CloudSyncDrive", "CloudSyncSodium",
+                "CloudSyncS3", "CloudSyncCloudKit", "CloudSyncDrive", "CloudSyncSodium", "CMalloc",
             ]),
 
         // `cloudsync serve`: pipelines on their schedules, outbox flushes on timers, and the HTTP face (health,
@@ -197,7 +200,7 @@ let package = Package(
                 "CloudSyncSQLite", "CloudSyncSodium", "CloudSyncYAML", "CloudSyncOpenSSL", "CloudSyncPostgres", "CCurl",
             ]),
         // `cloudsync`: the command line's `main.swift`.
-        .executableTarget(name: "cloudsync", dependencies: ["CloudSyncCLI"]),
+        .executableTarget(name: "cloudsync", dependencies: ["CloudSyncCLI", "CloudSyncRunner"]),
         // The second process some tests need: a writer to kill, a concurrent writer (see CloudSyncLocalTests), an HTTP
         // client run with proxy variables of its own (see CloudSyncHTTPTests).
         .executableTarget(

@@ -283,10 +283,14 @@ public final class BackupRepository {
         var stored = 0
         for object in objects {
             if objectsAsFiles && Self.isFileObject(object.name) {
-                let bytes = try keys.sealBytes(object.plaintext, name: object.name)
-                try await store.putBytes(bytes, as: object.name, to: provider)
+                let (prefix, sealed) = try keys.sealBytes(object.plaintext, name: object.name)
+                let file = try ScratchFile()
+                defer { file.remove() }
+                try file.append(prefix[...])
+                try file.append(sealed[...])
+                try await store.putFile(object.name, from: file.path, to: provider)
                 names.insert(object.name)
-                stored += bytes.count
+                stored += prefix.count + sealed.count
             } else {
                 items.append(KeyValue(object.name, try keys.seal(object.plaintext, name: object.name)))
             }

@@ -49,9 +49,8 @@ final class PackWriter {
     func flush() async throws(CloudSyncError) {
         guard !pending.isEmpty else { return }
         let blobs = pending.map { ($0.key, $0.value.offset, $0.value.length) }
-        let stored = try await repository.writeObjects([
-            (BackupRepository.prefix + "data." + packID, pack + PackHeader.encoded(blobs))
-        ])
+        pack += PackHeader.encoded(blobs)
+        let stored = try await repository.writeObjects([(BackupRepository.prefix + "data." + packID, pack)])
         bytesWritten += stored
         repository.packSizes[packID] = stored
         written[packID] = blobs

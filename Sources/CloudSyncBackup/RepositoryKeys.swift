@@ -134,13 +134,14 @@ struct RepositoryKeys: Sendable {
         return mark + Data(sealed).base64EncodedString()
     }
 
-    /// ``seal(_:name:)`` in the byte form, for providers that store files.
+    /// ``seal(_:name:)`` in the byte form, for providers that store files, in its two parts (so a pack is not
+    /// copied again to join them).
     ///
-    /// A zero byte, the mark's code (``BinaryMark``), then the sealed bytes as they are. The associated data is the
-    /// text form's, so the two forms of one object carry the same sealed bytes.
-    func sealBytes(_ plaintext: [UInt8], name: String) throws(CloudSyncError) -> [UInt8] {
+    /// The object is `prefix` (a zero byte, then the mark's code, ``BinaryMark``) followed by the sealed bytes as
+    /// they are. The associated data is the text form's, so the two forms of one object carry the same sealed bytes.
+    func sealBytes(_ plaintext: [UInt8], name: String) throws(CloudSyncError) -> (prefix: [UInt8], sealed: [UInt8]) {
         let (mark, sealed) = try sealed(plaintext, name: name)
-        return [0, BinaryMark(text: mark).rawValue] + sealed
+        return ([0, BinaryMark(text: mark).rawValue], sealed)
     }
 
     /// The codes of the byte form's marks (its second byte).

@@ -108,7 +108,7 @@ struct BackupJob: JobType {
 
 extension BackupJob {
     /// The most bytes of values one read asks for, where the listing gives sizes.
-    static let readBytes = 16 << 20
+    static let readBytes = 4 << 20
 
     /// Backs up one page of keys to read.
     ///

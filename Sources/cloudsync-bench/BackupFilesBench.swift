@@ -3,15 +3,16 @@ import CloudSyncSodium
 import Foundation
 
 /// Backups of files beside restic, each side a child process under GNU `time` (CPU seconds and peak memory), our
-/// side the `backup` and `restore` jobs of a pipeline: 500 × 256 KB (half JSON, half random bytes), one 1 GiB file,
-/// and the bytes a one-byte edit of a 64 MiB value adds.
+/// side the `backup` and `restore` jobs of a pipeline: 20,000 × 1 KB backed up twice, 500 × 256 KB (half JSON, half
+/// random bytes), one 1 GiB file, and the bytes a one-byte edit of a 64 MiB value adds.
 func benchBackupFiles(_ context: BenchContext) async throws -> [BenchRow] {
     guard context.has("restic") else {
         print("backup-files: skipped (needs restic: apt-get install restic)")
         return []
     }
     let bench = try FilesBackupBench(context)
-    var rows = try bench.mixed()
+    var rows = try bench.smallValues()
+    rows += try bench.mixed()
     rows += try bench.oneLargeFile()
     rows += try bench.oneByteEdit()
     return rows
@@ -69,6 +70,45 @@ private struct FilesBackupBench {
             "rm -rf '\(root)/\(name)-vault' '\(root)/\(name)-restored' '\(root)/\(name)-restic' "
                 + "'\(root)/\(name)-restic-restored'")
         _ = try restic(["init", "--repo", "\(root)/\(name)-restic"])
+    }
+
+    /// 20,000 files of 1 KB of hexadecimal text (`CLOUDSYNC_BENCH_FILES` sets the count), backed up, 1% changed,
+    /// backed up again: CPU of each backup and the repository's bytes.
+    func smallValues() throws -> [BenchRow] {
+        let count = ProcessInfo.processInfo.environment["CLOUDSYNC_BENCH_FILES"].flatMap(Int.init) ?? 20_000
+        let source = try context.directory("backup-files/small-source")
+        var generator = SeededRandom(seed: 42)
+        func write(_ index: Int) throws {
+            let text = (0..<64).map { _ in String(format: "%016llx", generator.next()) }.joined()
+            try text.write(toFile: String(format: "%@/item%06d", source, index), atomically: false, encoding: .utf8)
+        }
+        for index in 0..<count { try write(index) }
+        // A file changed in the last two seconds gets no version tag (and would be read again by the second backup).
+        Thread.sleep(forTimeInterval: 2.5)
+        let pipeline = try pipeline("small", source: source)
+        var figures: [[Double]] = [[], [], [], [], [], []]
+        for run in 0..<context.runs {
+            try clean("small")
+            figures[0].append(try ours(pipeline, "backup").cpuSeconds)
+            figures[1].append(try restic(["backup", "--repo", "\(root)/small-restic", source]).cpuSeconds)
+            for index in stride(from: run, to: count, by: 100) { try write(index) }
+            Thread.sleep(forTimeInterval: 2.5)
+            figures[2].append(try ours(pipeline, "backup").cpuSeconds)
+            figures[3].append(try restic(["backup", "--repo", "\(root)/small-restic", source]).cpuSeconds)
+            figures[4].append(Double(try directoryBytes("\(root)/small-vault")) / 1_048_576)
+            figures[5].append(Double(try directoryBytes("\(root)/small-restic")) / 1_048_576)
+        }
+        try context.shell("rm -rf '\(source)' '\(root)'/small-*")
+        let size = "\(count.formatted()) × 1 KB"
+        return [
+            ("first backup of \(size): CPU", "s", "restic backup", 0.5),
+            ("second backup, 1% changed: CPU", "s", "restic backup", 0.5),
+            ("bytes the repository holds after both", "MiB", "restic repository", 0.9),
+        ].enumerated().map { index, row in
+            BenchRow(
+                measure: row.0, unit: row.1, ours: median(figures[2 * index]), peerName: row.2,
+                peer: median(figures[2 * index + 1]), target: .atMost(row.3), runs: context.runs)
+        }
     }
 
     /// 500 files of 256 KB: 250 of JSON, 250 of random bytes.

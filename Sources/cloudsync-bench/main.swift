@@ -6,8 +6,11 @@
 //   cloudsync-bench compare OLD.json NEW.json                 compare two bench.json files
 //
 // Each bench is an independent function returning its rows; adding one is one line in `benches` below.
+import CloudSyncRunner
 import Foundation
 
+// As the `cloudsync` binary does, so the children it starts run as the binary would.
+ProcessMemory.returnLargeBuffersToTheSystem()
 // `--sync SIZES` runs only the sync benchmark (SyncBenchmark.swift) and exits.
 try await syncBenchmark(CommandLine.arguments)
 // `--pipeline-child FILE [--join]`: a runner the shared-state bench starts (SharedStateBench.swift).

@@ -1,6 +1,8 @@
 import CloudSyncCLI
+import CloudSyncRunner
 import Foundation
 
+ProcessMemory.returnLargeBuffersToTheSystem()
 let tool = CommandLineTool(
     standardOutput: { text in FileHandle.standardOutput.write(Data(text.utf8)) },
     standardError: { text in FileHandle.standardError.write(Data(text.utf8)) })
