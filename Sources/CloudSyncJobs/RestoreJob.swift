@@ -155,8 +155,11 @@ struct RestoreJob: JobType {
         }
     }
 
+    /// The largest value handed over as a file that `overwrite: ifDifferent` compares with what `to` holds.
+    static let comparedBytes = 16 << 20
+
     /// Whether `overwrite` leaves `key` as `to` holds it: `ifMissing` and it holds one, or `ifDifferent` and it holds
-    /// these very bytes.
+    /// these very bytes (up to ``comparedBytes``).
     private func keeps(
         _ key: String, path: String, size: Int, _ configuration: Configuration, store: CloudStore
     ) async throws(CloudSyncError) -> Bool {
@@ -168,6 +171,8 @@ struct RestoreJob: JobType {
             if try store.storesFiles(to) { return try await store.fileSize(key, on: to) != nil }
             return try await store.read([key], from: to)[0] != nil
         case .ifDifferent:
+            // Compared in memory, so only up to a bound: a larger value is written again.
+            guard size <= Self.comparedBytes else { return false }
             let restored = try? RegularFile.read(path, maximumBytes: size)
             let files = to == "store" ? false : try store.storesFiles(to)
             if !files {

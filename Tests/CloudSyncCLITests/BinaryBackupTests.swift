@@ -34,6 +34,7 @@ import Testing
           - { type: backup, name: backup, from: files, to: vault, codec: sealed }
           - { type: restore, name: toCopy, from: vault, to: copy, codec: sealed }
           - { type: restore, name: toText, from: vault, to: text, codec: sealed }
+          - { type: restore, name: toCopyIfDifferent, from: vault, to: copy, codec: sealed, overwrite: ifDifferent }
 
         """.write(toFile: directory.file("files.yaml"), atomically: true, encoding: .utf8)
     }
@@ -129,6 +130,17 @@ import Testing
 
         let restored = try await run("toCopy")
         #expect(restored.status == 0, "\(restored.job)")
+        #expect(differing(try tree("data/copy"), source) == [])
+        // Again, writing only what differs: nothing, then the one file changed meanwhile.
+        let again = try await run("toCopyIfDifferent")
+        #expect(
+            again.job["counts"] as? [String: Int] == [
+                "restored": 0, "unchanged": source.count, "deleted": 0,
+                "failed": 0, "heldBack": 0,
+            ], "\(again.job)")
+        try Data([1, 2, 3]).write(to: URL(fileURLWithPath: directory.file("data/copy/large.raw")))
+        let repaired = try await run("toCopyIfDifferent")
+        #expect((repaired.job["counts"] as? [String: Int])?["restored"] == 1, "\(repaired.job)")
         #expect(differing(try tree("data/copy"), source) == [])
 
         let python = root + "/.build/pyenv/bin/python3"
