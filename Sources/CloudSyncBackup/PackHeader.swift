@@ -11,10 +11,13 @@ enum PackHeader {
 
     /// The header and trailer to append to a pack holding `blobs`.
     static func encoded(_ blobs: [(id: String, offset: Int, length: Int)]) -> [UInt8] {
-        let header = BackupRepository.json(
-            blobs.sorted { $0.offset < $1.offset }.map { [$0.id, $0.offset, $0.length] })
-        let length = UInt32(header.count)
-        return header + magic + (0..<4).map { UInt8(truncatingIfNeeded: length >> (8 * $0)) }
+        var bytes: [UInt8] = []
+        bytes.reserveCapacity(blobs.count * PackWriter.headerBytesPerBlob + PackWriter.trailerBytes)
+        BlobRowsJSON.append(blobs.sorted { $0.offset < $1.offset }, to: &bytes)
+        let length = UInt32(bytes.count)
+        bytes += magic
+        bytes += (0..<4).map { UInt8(truncatingIfNeeded: length >> (8 * $0)) }
+        return bytes
     }
 
     /// The blobs a pack's plaintext says it holds; nil when it has no header, or one that does not parse or names

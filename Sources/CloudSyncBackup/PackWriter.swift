@@ -90,28 +90,58 @@ extension BackupRepository {
         -> (names: [String], bytes: Int)
     {
         var objects: [(name: String, plaintext: [UInt8])] = []
-        var current: [String: [[Any]]] = [:]
+        // The packs of the object under way, each with its run of blobs, in pack order.
+        var current: [(pack: String, blobs: ArraySlice<(id: String, offset: Int, length: Int)>)] = []
         var count = 0
         func close() {
             guard !current.isEmpty else { return }
-            var object: [String: Any] = current
-            if format >= 2 {
-                object[Self.indexSizesMember] = Dictionary(
-                    uniqueKeysWithValues: current.keys.compactMap { pack in packSizes[pack].map { (pack, $0) } })
-            }
-            objects.append((Self.prefix + "index." + Self.randomID(), Self.json(object)))
-            current = [:]
+            objects.append((Self.prefix + "index." + Self.randomID(), indexObject(current)))
+            current = []
             count = 0
         }
         for pack in packs.keys.sorted() {
-            for blob in packs[pack]! {
-                current[pack, default: []].append([blob.id, blob.offset, blob.length])
-                count += 1
+            let blobs = packs[pack]!
+            var start = blobs.startIndex
+            while start < blobs.endIndex {
+                let end = min(blobs.endIndex, start + (indexEntriesPerObject - count))
+                current.append((pack, blobs[start..<end]))
+                count += end - start
+                start = end
                 if count >= indexEntriesPerObject { close() }
             }
         }
         close()
         guard !objects.isEmpty else { return ([], 0) }
         return (objects.map(\.name), try await writeObjects(objects))
+    }
+
+    /// One index object's JSON: each pack's run of blobs under its id (each pack once: its runs in other objects
+    /// are joined by readers, who take the union), and from format 2 on the stored sizes of the packs it names under
+    /// `sizes`.
+    private func indexObject(_ runs: [(pack: String, blobs: ArraySlice<(id: String, offset: Int, length: Int)>)])
+        -> [UInt8]
+    {
+        var bytes: [UInt8] = [UInt8(ascii: "{")]
+        for (index, run) in runs.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            JSONText.appendString(run.pack, to: &bytes)
+            bytes.append(UInt8(ascii: ":"))
+            BlobRowsJSON.append(run.blobs, to: &bytes)
+        }
+        if format >= 2 {
+            bytes += Array(",\"\(Self.indexSizesMember)\":{".utf8)
+            var first = true
+            for run in runs {
+                guard let size = packSizes[run.pack] else { continue }
+                if !first { bytes.append(UInt8(ascii: ",")) }
+                first = false
+                JSONText.appendString(run.pack, to: &bytes)
+                bytes.append(UInt8(ascii: ":"))
+                BlobRowsJSON.appendNumber(size, to: &bytes)
+            }
+            bytes.append(UInt8(ascii: "}"))
+        }
+        bytes.append(UInt8(ascii: "}"))
+        return bytes
     }
 }
