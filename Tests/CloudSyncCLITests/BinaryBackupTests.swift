@@ -39,22 +39,11 @@ import Testing
         """.write(toFile: directory.file("files.yaml"), atomically: true, encoding: .utf8)
     }
 
-    /// A seeded source of bytes, so a failure can be run again.
-    struct SplitMix: RandomNumberGenerator {
-        var state: UInt64
-        mutating func next() -> UInt64 {
-            state &+= 0x9E37_79B9_7F4A_7C15
-            var z = state
-            z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-            z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-            return z ^ (z >> 31)
-        }
-    }
-
     /// Writes the source files: random bytes of many sizes (two over the chunking threshold), an empty file, text,
     /// and a large text file; their bytes by key.
     private func writeSource() throws -> [String: [UInt8]] {
-        var random = SplitMix(state: 58)
+        // Seeded, so a failure can be run again.
+        var random = SeededRandom(seed: 58)
         var files: [String: [UInt8]] = [:]
         for index in 0..<40 {
             let size = Int.random(in: 0...(64 << 10), using: &random)
