@@ -1,4 +1,4 @@
-import CMalloc
+internal import CMalloc
 
 /// How the runner's process hands memory back: buffers of a pack's size go back to the system when freed.
 public enum ProcessMemory {
