@@ -68,7 +68,7 @@ let package = Package(
         .target(name: "CBuildInfo", cSettings: buildInfo),
         // glibc's allocator settings from <malloc.h>, which the Glibc module leaves out (the runner fixes the mmap
         // threshold so a backup's pack-sized buffers go back to the system when freed).
-        .target(name: "CMalloc"),
+        .systemLibrary(name: "CMalloc"),
 
         // Files a person named, written whole through POSIX calls (create without replacing, replace through a staged
         // file, write all of a buffer): below every module that writes such files, libsodium's face included.

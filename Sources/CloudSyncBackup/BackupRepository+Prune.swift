@@ -66,6 +66,13 @@ extension BackupRepository {
     public func prune(maxUnused: Double = 0.05, holding lock: RepositoryLock? = nil) async throws(CloudSyncError)
         -> PruneResult
     {
+        if let damaged = damagedIndexes.first {
+            throw CloudSyncError(
+                .decode,
+                "index \(damaged.object) of the backup repository in \(provider) does not open (\(damaged.message)); a "
+                    + "prune would take the packs only it names for leftovers and delete them, so it removed nothing: "
+                    + "run `cloudsync repair index` first, then prune", provider: provider, key: damaged.object)
+        }
         var result = PruneResult()
         let needed = try await neededBlobs()
         let packs = packUsage(needed: needed)

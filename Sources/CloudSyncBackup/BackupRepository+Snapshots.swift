@@ -8,6 +8,9 @@ public enum RestoredItem: Sendable {
     /// One value that is large (it was stored in chunks) or not UTF-8 text, in the temporary file at `path`
     /// (`size` bytes), which is removed once the handler returns.
     case file(key: String, path: String, size: Int)
+    /// A key whose value cannot be read: its pack is damaged, or no index or pack header says where its blob is.
+    /// The rest of the snapshot is still handed over.
+    case unreadable(key: String, error: CloudSyncError)
 }
 
 /// One snapshot as listed: everything but its entries.
@@ -66,32 +69,66 @@ extension BackupRepository {
         return BackupSession(self, parent: known)
     }
 
-    /// Every snapshot, oldest first.
+    /// Every snapshot whose object opens, oldest first; see ``snapshotListing()`` for the ones that do not.
     public func snapshots() async throws(CloudSyncError) -> [SnapshotSummary] {
-        try await snapshotsWithTrees().map(\.summary)
+        try await snapshotListing().snapshots
+    }
+
+    /// Every snapshot whose object opens, oldest first, and each snapshot object that does not open or parse, named
+    /// with why: one damaged snapshot hides no other.
+    public func snapshotListing() async throws(CloudSyncError)
+        -> (snapshots: [SnapshotSummary], damaged: [RepositoryProblem])
+    {
+        let (found, damaged) = try await readSnapshots()
+        return (found.map(\.summary), damaged)
     }
 
     /// Every snapshot, oldest first, with the ids of its trees, from one read of the snapshot objects; one that does
-    /// not open or names no trees is `ERR_DECODE` naming it.
+    /// not open or names no trees is `ERR_DECODE` naming it (a prune must know what every snapshot needs).
     func snapshotsWithTrees() async throws(CloudSyncError) -> [(summary: SnapshotSummary, trees: [String])] {
+        let (found, damaged) = try await readSnapshots()
+        if let first = damaged.first {
+            throw CloudSyncError(first.code, first.message, provider: provider, key: first.object)
+        }
+        return found
+    }
+
+    /// The snapshots that open, oldest first, with their trees, and the snapshot objects that do not.
+    private func readSnapshots() async throws(CloudSyncError)
+        -> (found: [(summary: SnapshotSummary, trees: [String])], damaged: [RepositoryProblem])
+    {
         let names = objectNames("snapshot")
         var found: [(summary: SnapshotSummary, trees: [String])] = []
-        for (name, plaintext) in zip(names, try await readObjects(names)) {
-            let object = try snapshotObject(plaintext, name: name)
-            let summary = SnapshotSummary(
-                id: String(name.dropFirst((Self.prefix + "snapshot.").count)),
-                time: (object["time"] as? NSNumber)?.int64Value ?? 0, source: object["source"] as? String ?? "",
-                pipeline: object["pipeline"] as? String ?? "", tags: object["tags"] as? [String] ?? [],
-                keys: object["keys"] as? Int ?? 0, bytes: object["bytes"] as? Int ?? 0,
-                host: object["host"] as? String ?? "", missed: object["missed"] as? Int ?? 0)
-            // A snapshot that names no trees is damaged; a prune must not take it for one that needs nothing.
-            guard let trees = object["trees"] as? [String] else {
-                throw CloudSyncError(
-                    .decode, "snapshot \(summary.id) in \(provider) has no trees", provider: provider, key: name)
+        var damaged: [RepositoryProblem] = []
+        for (name, opened) in zip(names, try await openEach(names)) {
+            do throws(CloudSyncError) {
+                found.append(try snapshot(try opened.get(), name: name))
+            } catch  where error.code == .decode {
+                damaged.append(RepositoryProblem(object: name, message: error.message, code: error.code))
             }
-            found.append((summary, trees))
         }
-        return found.sorted { ($0.summary.time, $0.summary.id) < ($1.summary.time, $1.summary.id) }
+        found.sort { ($0.summary.time, $0.summary.id) < ($1.summary.time, $1.summary.id) }
+        return (found, damaged)
+    }
+
+    /// The summary and trees of the snapshot object `name` whose plaintext is `plaintext`; `ERR_DECODE` when it is not
+    /// a snapshot or names no trees.
+    private func snapshot(_ plaintext: [UInt8], name: String) throws(CloudSyncError)
+        -> (summary: SnapshotSummary, trees: [String])
+    {
+        let object = try snapshotObject(plaintext, name: name)
+        let summary = SnapshotSummary(
+            id: String(name.dropFirst((Self.prefix + "snapshot.").count)),
+            time: (object["time"] as? NSNumber)?.int64Value ?? 0, source: object["source"] as? String ?? "",
+            pipeline: object["pipeline"] as? String ?? "", tags: object["tags"] as? [String] ?? [],
+            keys: object["keys"] as? Int ?? 0, bytes: object["bytes"] as? Int ?? 0,
+            host: object["host"] as? String ?? "", missed: object["missed"] as? Int ?? 0)
+        // A snapshot that names no trees is damaged; a prune must not take it for one that needs nothing.
+        guard let trees = object["trees"] as? [String] else {
+            throw CloudSyncError(
+                .decode, "snapshot \(summary.id) in \(provider) has no trees", provider: provider, key: name)
+        }
+        return (summary, trees)
     }
 
     /// The keys and values snapshot `id` holds, in key order, all at once; ``restore(snapshot:pageSize:keys:_:)``
@@ -118,6 +155,7 @@ extension BackupRepository {
         try await restore(snapshot: id, pageSize: pageSize, keys: filter) { item throws(CloudSyncError) in
             switch item {
             case .values(let page): try await body(page)
+            case .unreadable(_, let error): throw error
             case .file(let key, let path, let size):
                 guard let text = String(validating: try FileWindow.bytes(of: path, key: key, size: size), as: UTF8.self)
                 else {
@@ -150,14 +188,11 @@ extension BackupRepository {
         for pair in try await entries(ofTrees: try await treeIDs(of: id), in: name) where filter?(pair[0]) ?? true {
             if let value = ChunkedValue.parse(pair[1]) {
                 chunked.append((pair[0], value))
-                continue
+            } else if let location = try await location(of: pair[1]) {
+                byPack[location.pack, default: []].append((pair[0], location))
+            } else {
+                try await body(.unreadable(key: pair[0], error: unlocated(pair[1], in: name)))
             }
-            guard let location = index[pair[1]] else {
-                throw CloudSyncError(
-                    .decode, "\(name) in \(provider) names a blob no index holds; the repository is damaged",
-                    provider: provider, key: name)
-            }
-            byPack[location.pack, default: []].append((pair[0], location))
         }
         let pageSize = max(1, pageSize)
         var page: [KeyValue] = []
@@ -165,12 +200,19 @@ extension BackupRepository {
         var pageBytes = 0
         for pack in byPack.keys.sorted() {
             let object = Self.prefix + "data." + pack
-            let bytes = try await readObjects([object])[0]
+            let bytes: [UInt8]
+            switch try await openEach([object])[0] {
+            case .success(let opened): bytes = opened
+            case .failure(let error) where error.code == .decode:
+                // A damaged pack loses the values in it, not the snapshot.
+                for (key, _) in byPack[pack]! { try await body(.unreadable(key: key, error: error)) }
+                continue
+            case .failure(let error): throw error
+            }
             for (key, location) in byPack[pack]! {
                 guard location.offset + location.length <= bytes.count else {
-                    throw CloudSyncError(
-                        .decode, "pack \(pack) in \(provider) is shorter than its index says", provider: provider,
-                        key: object)
+                    try await body(.unreadable(key: key, error: shorter(pack, object)))
+                    continue
                 }
                 let value = bytes[location.offset..<(location.offset + location.length)]
                 guard let text = String(validating: value, as: UTF8.self) else {
@@ -191,10 +233,50 @@ extension BackupRepository {
         if !page.isEmpty { try await body(.values(page)) }
         // Chunked values last, one at a time, each written to its file chunk by chunk.
         for (key, value) in chunked {
-            try await handOver(key, value.size, to: body) { file throws(CloudSyncError) in
-                try await writeChunkedValue(value, of: name, to: file)
+            do throws(CloudSyncError) {
+                try await handOver(key, value.size, to: body) { file throws(CloudSyncError) in
+                    try await writeChunkedValue(value, of: name, to: file)
+                }
+            } catch  where error.code == .decode {
+                try await body(.unreadable(key: key, error: error))
             }
         }
+    }
+
+    /// Where blob `id` is: in the index, or else in the header of a pack no readable index names (those headers are
+    /// read once, the first time a blob is missing: a damaged index loses no blob its packs still hold).
+    func location(of id: String) async throws(CloudSyncError) -> Location? {
+        if let location = index[id] { return location }
+        if headerIndex == nil { headerIndex = try await locationsFromHeaders() }
+        return headerIndex?[id]
+    }
+
+    /// The blobs the headers of packs no readable index names say they hold.
+    private func locationsFromHeaders() async throws(CloudSyncError) -> [String: Location] {
+        let indexed = Set(index.values.lazy.map(\.pack))
+        var found: [String: Location] = [:]
+        for name in objectNames("data") {
+            let pack = String(name.dropFirst((Self.prefix + "data.").count))
+            guard !indexed.contains(pack), case .success(let plaintext) = try await openEach([name])[0],
+                let blobs = PackHeader.blobs(of: plaintext)
+            else { continue }
+            for blob in blobs { found[blob.id] = Location(pack: pack, offset: blob.offset, length: blob.length) }
+        }
+        return found
+    }
+
+    /// The error for a blob neither an index nor a pack header places.
+    private func unlocated(_ id: String, in name: String) -> CloudSyncError {
+        CloudSyncError(
+            .decode,
+            "\(name) in \(provider) names a blob no index or pack header holds; the repository is damaged (run a "
+                + "verify job)", provider: provider, key: name)
+    }
+
+    /// The error for a pack shorter than a location in it.
+    private func shorter(_ pack: String, _ object: String) -> CloudSyncError {
+        CloudSyncError(
+            .decode, "pack \(pack) in \(provider) is shorter than its index says", provider: provider, key: object)
     }
 
     /// Writes one value into a new temporary file with `write`, hands it to `body` as a ``RestoredItem/file(key:path:size:)``,
@@ -249,11 +331,7 @@ extension BackupRepository {
         var held: (pack: String, bytes: [UInt8])?
         var written = 0
         for chunk in ids {
-            guard let location = index[chunk] else {
-                throw CloudSyncError(
-                    .decode, "\(name) in \(provider) names a blob no index holds; the repository is damaged",
-                    provider: provider, key: name)
-            }
+            guard let location = try await location(of: chunk) else { throw unlocated(chunk, in: name) }
             if held?.pack != location.pack {
                 held = (location.pack, try await readObjects([Self.prefix + "data." + location.pack])[0])
             }
@@ -301,11 +379,7 @@ extension BackupRepository {
     func blobs(_ ids: [String], of name: String) async throws(CloudSyncError) -> [[UInt8]] {
         var locations: [Location] = []
         for id in ids {
-            guard let location = index[id] else {
-                throw CloudSyncError(
-                    .decode, "\(name) in \(provider) names a blob no index holds; the repository is damaged",
-                    provider: provider, key: name)
-            }
+            guard let location = try await location(of: id) else { throw unlocated(id, in: name) }
             locations.append(location)
         }
         var packs: [String: [UInt8]] = [:]

@@ -56,8 +56,13 @@ public final class BackupRepository {
     /// The member of a format 2 index object that gives its packs' stored sizes (pack ids are hexadecimal, so it
     /// cannot be one).
     static let indexSizesMember = "sizes"
-    /// Indexes that did not open, when the repository was opened for checking (otherwise the first one throws).
-    private(set) var damagedIndexes: [RepositoryProblem] = []
+    /// Index objects that did not open or parse: the repository opens without them (a restore finds their packs'
+    /// blobs through the packs' headers), verify names them, and prune refuses to run until `repair index` replaces
+    /// them.
+    public private(set) var damagedIndexes: [RepositoryProblem] = []
+    /// Where blobs are according to the headers of packs no readable index names, read once when a blob is not in
+    /// the index (nil until then).
+    var headerIndex: [String: Location]?
     /// Every object's name, listed once when the repository opens and kept up to date with what it writes.
     private var names: Set<String> = []
 
@@ -93,23 +98,23 @@ public final class BackupRepository {
     /// re-keyed since they were wrapped: one small object, so rotating the codec's key never re-uploads data.
     ///
     /// `codec` seals the repository's keys (its key ring); a ring none of whose keys opens them is `ERR_DECODE`
-    /// naming the repository, and a repository of a newer format than ``formatVersion`` is `ERR_CONFIG`. With
-    /// `checking`, an index that does not open is kept for ``verify(readData:)`` to report instead of thrown.
+    /// naming the repository, and a repository of a newer format than ``formatVersion`` is `ERR_CONFIG`. An index
+    /// object that does not open is kept aside in ``damagedIndexes``, not thrown: damage stays where it is.
     /// `compressionLevel` is the zstd level objects are written at (default 3); a reader never writes.
     public static func open(
         in store: CloudStore, provider: String, codec: any ValueCodec, create: Bool, packBytes: Int = 4 << 20,
-        checking: Bool = false, compressionLevel: Int32? = nil
+        compressionLevel: Int32? = nil
     ) async throws(CloudSyncError) -> BackupRepository {
         try await open(
-            in: store, provider: provider, codec: codec, create: create, packBytes: packBytes, checking: checking,
+            in: store, provider: provider, codec: codec, create: create, packBytes: packBytes,
             newFormat: formatVersion, compressionLevel: compressionLevel)
     }
 
-    /// ``open(in:provider:codec:create:packBytes:checking:compressionLevel:)``, creating a repository of `newFormat` when there is
+    /// ``open(in:provider:codec:create:packBytes:compressionLevel:)``, creating a repository of `newFormat` when there is
     /// none (tests make format 1 ones, and write to them through the repository this returns).
     static func open(
         in store: CloudStore, provider: String, codec: any ValueCodec, create: Bool, packBytes: Int = 4 << 20,
-        checking: Bool = false, newFormat: Int, compressionLevel: Int32? = nil
+        newFormat: Int, compressionLevel: Int32? = nil
     ) async throws(CloudSyncError) -> BackupRepository {
         let config = try await store.read([configName], from: provider)[0]
         var keys: RepositoryKeys
@@ -156,7 +161,7 @@ public final class BackupRepository {
         let repository = try BackupRepository(
             store: store, provider: provider, format: format, keys: keys, packBytes: packBytes, index: [:])
         try await repository.listObjects()
-        try await repository.loadIndex(checking: checking)
+        try await repository.loadIndex()
         return repository
     }
 
@@ -300,7 +305,9 @@ public final class BackupRepository {
         return items.reduce(stored) { $0 + $1.value.utf8.count }
     }
 
-    private func loadIndex(checking: Bool) async throws(CloudSyncError) {
+    /// Reads every index object; one that does not open or parse is kept aside in ``damagedIndexes`` (its packs are
+    /// still read through their headers), and a read error throws.
+    private func loadIndex() async throws(CloudSyncError) {
         let names = objectNames("index")
         for (name, opened) in zip(names, try await openEach(names)) {
             do throws(CloudSyncError) {
@@ -325,7 +332,7 @@ public final class BackupRepository {
                     }
                 }
             } catch {
-                guard checking, error.code == .decode else { throw error }
+                guard error.code == .decode else { throw error }
                 damagedIndexes.append(RepositoryProblem(object: name, message: error.message, code: error.code))
             }
         }

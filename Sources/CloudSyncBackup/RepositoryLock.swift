@@ -72,7 +72,7 @@ extension BackupRepository {
                 let object = try? JSONSerialization.jsonObject(with: Data(plaintext)) as? [String: Any]
             else { continue }
             let time = (object["time"] as? NSNumber)?.int64Value ?? 0
-            guard now - time < RepositoryLock.staleAfter else {
+            guard now - time < RepositoryLock.staleAfter, !Self.holderIsGone(object, host: host) else {
                 stale.append(name)
                 continue
             }
@@ -91,6 +91,15 @@ extension BackupRepository {
         }
         if exclusive { try await removeObjects(stale) }
         return lock
+    }
+
+    /// Whether the lock `object` was written on `host` (this machine) by a process that no longer runs: stale at once,
+    /// whatever its age (a process id reused since counts as running, and the lock then ages as any other).
+    static func holderIsGone(_ object: [String: Any], host: String) -> Bool {
+        guard object["host"] as? String == host, let pid = object["pid"] as? Int, pid > 0,
+            pid != Int(ProcessInfo.processInfo.processIdentifier)
+        else { return false }
+        return kill(pid_t(pid), 0) != 0 && errno == ESRCH
     }
 
     /// Runs `body` holding a lock (see ``lock(exclusive:host:)``), released when it ends, thrown or not.

@@ -19,7 +19,7 @@ extension CommandLineTool {
         let repaired: Result<IndexRepair, CloudSyncError>
         do throws(CloudSyncError) {
             let opened = try await BackupRepository.open(
-                in: session.store, provider: repository, codec: codec, create: false, checking: true)
+                in: session.store, provider: repository, codec: codec, create: false)
             repaired = .success(
                 try await opened.withLock(exclusive: true) { lock throws(CloudSyncError) in
                     try await opened.repairIndex(holding: lock)

@@ -18,10 +18,11 @@ extension CommandLineTool {
             return refused(error, compiled)
         }
         let listed: [SnapshotSummary]
+        let damaged: [RepositoryProblem]
         do {
             let opened = try await BackupRepository.open(
                 in: session.store, provider: repository, codec: codec, create: false)
-            listed = try await opened.snapshots()
+            (listed, damaged) = try await opened.snapshotListing()
         } catch {
             standardError("Error: \(error.code): \(error.message)\n")
             await session.close()
@@ -41,8 +42,14 @@ extension CommandLineTool {
                         + "\n")
             }
         }
+        // A damaged snapshot object hides no other: each is named, and the exit status says the listing is partial.
+        for problem in damaged {
+            standardError(
+                "Error: \(problem.code): \(problem.message); the other snapshots are listed (a verify job names every "
+                    + "damaged object)\n")
+        }
         standardError("\(listed.count) snapshot\(listed.count == 1 ? "" : "s") in \(repository)\n")
-        return .success
+        return damaged.isEmpty ? .success : .failure
     }
 }
 

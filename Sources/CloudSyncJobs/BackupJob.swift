@@ -187,11 +187,11 @@ extension JobContext {
     /// The backup repository kept in `provider`, its keys opened with the pipeline's codec `codec` (created when
     /// `create` is true and there is none), writing zstd objects at `compressionLevel`.
     func backupRepository(
-        in provider: String, codec: String, create: Bool, checking: Bool = false, compressionLevel: Int32? = nil
+        in provider: String, codec: String, create: Bool, compressionLevel: Int32? = nil
     ) async throws(CloudSyncError) -> BackupRepository {
         guard let ring = self.codec(codec) else { throw CloudSyncError(.config, "no codec `\(codec)` is declared") }
         return try await BackupRepository.open(
-            in: store, provider: provider, codec: ring, create: create, checking: checking,
+            in: store, provider: provider, codec: ring, create: create,
             compressionLevel: compressionLevel)
     }
 

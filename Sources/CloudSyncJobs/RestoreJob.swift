@@ -90,6 +90,12 @@ struct RestoreJob: JobType {
                     held.insert(key)
                     try await writeFile(key, path: path, size: size, configuration, in: context, report: &report)
                     done += 1
+                case .unreadable(let key, let error):
+                    // Left as `to` holds it: never removed for being absent from what could be read.
+                    held.insert(key)
+                    report.record([KeyFailure(key: key, error: error)])
+                    report.add(1, to: Self.failed)
+                    done += 1
                 }
                 context.progress(done, chosen.keys)
             }

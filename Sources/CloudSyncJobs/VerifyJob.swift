@@ -89,7 +89,7 @@ struct VerifyJob: JobType {
             report[Self.failed] = result.failed.count
         case .repository(let provider, let codec, let share):
             let repository = try await context.backupRepository(
-                in: provider, codec: codec, create: false, checking: true)
+                in: provider, codec: codec, create: false)
             let check = try await repository.withLock(exclusive: false) { _ throws(CloudSyncError) in
                 try await repository.verify(readData: share)
             }

@@ -37,8 +37,9 @@ import Testing
         #expect(!indexes.isEmpty)
         _ = try await vault.remove(indexes)
         let broken = try await BackupRepository.open(
-            in: store, provider: "vault", codec: ring, create: false, checking: true)
-        await #expect(throws: CloudSyncError.self) { _ = try await broken.restore(snapshot: snapshots[2].0) }
+            in: store, provider: "vault", codec: ring, create: false)
+        // Even before the repair, a restore finds every blob through the packs' own headers.
+        #expect(try await broken.restore(snapshot: snapshots[2].0) == snapshots[2].1)
 
         let repair = try await broken.withLock(exclusive: true) { lock throws(CloudSyncError) in
             try await broken.repairIndex(holding: lock)
@@ -55,7 +56,7 @@ import Testing
         let index = try #require(try await listEveryKey(of: vault).first { $0.contains(".index.") })
         _ = try await vault.set([KeyValue(index, "zstd:AAAA")])
         let checking = try await BackupRepository.open(
-            in: store, provider: "vault", codec: ring, create: false, checking: true)
+            in: store, provider: "vault", codec: ring, create: false)
         #expect(try await checking.verify(readData: 0).problems.map(\.object).contains(index))
         let repair = try await checking.repairIndex()
         #expect(repair.indexesReplaced >= 1)

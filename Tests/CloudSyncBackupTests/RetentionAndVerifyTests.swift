@@ -119,7 +119,7 @@ import Testing
             sealed[sealed.count - 20] ^= 0x40
             _ = try await vault.set([KeyValue(object, mark + Data(sealed).base64EncodedString())])
             let repository = try await BackupRepository.open(
-                in: store, provider: "vault", codec: ring, create: false, checking: true)
+                in: store, provider: "vault", codec: ring, create: false)
             let problems = try await repository.verify(readData: 1).problems
             #expect(problems.map(\.object).contains(object), "\(object): \(problems)")
             #expect(problems.allSatisfy { $0.code == .decode })
