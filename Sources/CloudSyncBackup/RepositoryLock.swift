@@ -59,50 +59,48 @@ extension BackupRepository {
     public func lock(exclusive: Bool, host: String = ProcessInfo.processInfo.hostName)
         async throws(CloudSyncError) -> RepositoryLock
     {
-        let now = store.clock.nowMilliseconds()
         let lock = RepositoryLock(
             repository: self, name: Self.prefix + "lock." + Self.randomID(), exclusive: exclusive, host: host,
-            time: now)
+            time: store.clock.nowMilliseconds())
         _ = try await writeObjects([(lock.name, lock.plaintext)])
-        try await listObjects()
-        let others = objectNames("lock").filter { $0 != lock.name }
+        let now = store.clock.nowMilliseconds()
         var stale: [String] = []
-        for (name, stored) in zip(others, try await store.read(others, from: provider)) {
-            guard let stored, let plaintext = try? keys.open(stored, name: name, repository: provider),
-                let object = try? JSONSerialization.jsonObject(with: Data(plaintext)) as? [String: Any]
-            else { continue }
-            let time = (object["time"] as? NSNumber)?.int64Value ?? 0
-            guard now - time < RepositoryLock.staleAfter, !Self.holderIsGone(object, host: host) else {
-                stale.append(name)
+        for held in try await heldLocks(host: host, now: now) where held.name != lock.name {
+            guard !held.isStale else {
+                stale.append(held.name)
                 continue
             }
-            let theirs = object["exclusive"] as? Bool ?? true
-            guard exclusive || theirs else { continue }
+            guard exclusive || held.exclusive else { continue }
             try? await lock.release()
-            let holder = "\(object["host"] as? String ?? "?") (pid \(object["pid"] as? Int ?? 0))"
-            let minutes = max(0, (now - time) / 60_000)
             throw CloudSyncError(
                 .locked,
-                "the backup repository in \(provider) is locked by \(holder), "
-                    + "\(theirs ? "exclusively (a prune)" : "for a backup, restore or verify"), refreshed \(minutes) "
-                    + "min ago; run again when it ends (a lock not refreshed for "
-                    + "\(RepositoryLock.staleAfter / 60_000) min is taken as left by a process that died)",
-                provider: provider, key: name)
+                "the backup repository in \(provider) is locked by \(held.holder), "
+                    + "\(held.exclusive ? "exclusively (a prune)" : "for a backup, restore or verify"), refreshed "
+                    + "\(held.minutesOld) min ago; run again when it ends (a lock not refreshed for "
+                    + "\(RepositoryLock.staleAfter / 60_000) min, or left on this machine by a process that is gone, is "
+                    + "taken as stale; `cloudsync unlock` removes stale ones)",
+                provider: provider, key: held.name)
         }
         if exclusive { try await removeObjects(stale) }
         return lock
     }
 
-    /// Whether the lock `object` was written on `host` (this machine) by a process that no longer runs: stale at once,
-    /// whatever its age (a process id reused since counts as running, and the lock then ages as any other).
-    static func holderIsGone(_ object: [String: Any], host: String) -> Bool {
-        guard object["host"] as? String == host, let pid = object["pid"] as? Int, pid > 0,
-            pid != Int(ProcessInfo.processInfo.processIdentifier)
-        else { return false }
-        return kill(pid_t(pid), 0) != 0 && errno == ESRCH
+    /// Every lock object of the repository that opens (locks that do not, another key's or damaged, are ignored),
+    /// judged at `now` from `host`.
+    func heldLocks(host: String, now: Int64) async throws(CloudSyncError) -> [HeldLock] {
+        try await listObjects()
+        let names = objectNames("lock")
+        var held: [HeldLock] = []
+        for (name, stored) in zip(names, try await store.read(names, from: provider)) {
+            guard let stored, let plaintext = try? keys.open(stored, name: name, repository: provider),
+                let object = try? JSONSerialization.jsonObject(with: Data(plaintext)) as? [String: Any]
+            else { continue }
+            held.append(HeldLock(name: name, object: object, host: host, now: now))
+        }
+        return held
     }
 
-    /// Runs `body` holding a lock (see ``lock(exclusive:host:)``), released when it ends, thrown or not.
+    /// Runs `body` holding a lock    /// Runs `body` holding a lock (see ``lock(exclusive:host:)``), released when it ends, thrown or not.
     public func withLock<T>(exclusive: Bool, _ body: (RepositoryLock) async throws(CloudSyncError) -> T)
         async throws(CloudSyncError) -> T
     {
@@ -116,5 +114,51 @@ extension BackupRepository {
         }
         try await lock.release()
         return result
+    }
+}
+
+/// A lock object as another process reads it.
+public struct HeldLock: Sendable, Equatable {
+    /// Its store key.
+    public var name: String
+    /// `host (pid n)`.
+    public var holder: String
+    public var exclusive: Bool
+    /// Minutes since its holder last wrote it, by the reader's clock.
+    public var minutesOld: Int64
+    /// Whether it no longer counts: older than ``RepositoryLock/staleAfter``, or written on the reader's machine by a
+    /// process that is gone.
+    public var isStale: Bool
+
+    init(name: String, object: [String: Any], host: String, now: Int64) {
+        let time = (object["time"] as? NSNumber)?.int64Value ?? 0
+        self.name = name
+        holder = "\(object["host"] as? String ?? "?") (pid \(object["pid"] as? Int ?? 0))"
+        exclusive = object["exclusive"] as? Bool ?? true
+        minutesOld = max(0, (now - time) / 60_000)
+        isStale = now - time >= RepositoryLock.staleAfter || Self.holderIsGone(object, host: host)
+    }
+
+    /// Whether the lock `object` was written on `host` (this machine) by a process that no longer runs: stale at once,
+    /// whatever its age (a process id reused since counts as running, and the lock then ages as any other).
+    static func holderIsGone(_ object: [String: Any], host: String) -> Bool {
+        guard object["host"] as? String == host, let pid = object["pid"] as? Int, pid > 0,
+            pid != Int(ProcessInfo.processInfo.processIdentifier)
+        else { return false }
+        return kill(pid_t(pid), 0) != 0 && errno == ESRCH
+    }
+}
+
+extension BackupRepository {
+    /// Removes the repository's stale locks (see ``HeldLock/isStale``), or every lock with `removeAll`: what it
+    /// removed and what it left. Removing a live process's lock lets a prune run beside it; `removeAll` is for a
+    /// holder known to be gone on another machine.
+    public func unlock(removeAll: Bool = false, host: String = ProcessInfo.processInfo.hostName)
+        async throws(CloudSyncError) -> (removed: [HeldLock], kept: [HeldLock])
+    {
+        let held = try await heldLocks(host: host, now: store.clock.nowMilliseconds())
+        let removed = held.filter { removeAll || $0.isStale }
+        try await removeObjects(removed.map(\.name))
+        return (removed, held.filter { !(removeAll || $0.isStale) })
     }
 }

@@ -144,6 +144,7 @@ package struct CommandLineTool {
         case ["history"]: return history(parsed)
         case ["snapshots"]: return await snapshots(parsed)
         case ["repair", "index"]: return await repairIndex(parsed)
+        case ["unlock"]: return await unlock(parsed)
         case ["login"]: return await login(parsed)
         case ["logout"]: return logout(parsed)
         case ["accounts", "list"]: return accountsList(parsed)

@@ -98,6 +98,9 @@ enum Commands {
     static let snapshotsCodec = OptionSpec.option(
         "codec", value: "ID", completes: .codecs,
         help: "The codec whose key ring opens it (default: the file's only codec).")
+    static let unlockRemoveAll = OptionSpec.flag(
+        "remove-all", help: "Remove every lock, not only stale ones (with --yes).")
+    static let unlockYes = OptionSpec.flag("yes", help: "Confirm --remove-all.")
     static let historyLimit = OptionSpec.option("limit", value: "N", default: "20", help: "Show at most N runs.")
     static let loginProvider = OptionSpec.option(
         "provider", value: "ID", required: true, completes: .providers,
@@ -318,6 +321,7 @@ enum Commands {
         options: [snapshotsRepository, snapshotsCodec, json],
         exitCodes: [
             (.success, "the snapshots were listed (none when the repository holds none)"),
+            (.failure, "some snapshot objects are damaged: each is named, and every other snapshot is listed"),
             (.jobError, "the repository could not be opened: missing, another key, damaged, or a newer format"),
             (.usage, "the command line or the pipeline file was wrong"),
         ])
@@ -338,6 +342,27 @@ enum Commands {
             (.jobError, "the repository could not be opened or written"),
             (.usage, "the command line or the pipeline file was wrong"),
             (.locked, "a run of the pipeline, or another process using the repository, holds its lock"),
+        ])
+
+    static let unlock = CommandSpec(
+        path: ["unlock"], abstract: "Remove a backup repository's stale locks.",
+        discussion: """
+            A lock is stale when its holder has not refreshed it for 15 minutes, or when it was written on this \
+            machine by a process that no longer runs (a backup or prune that was killed). Every backup, restore, \
+            verify and prune already passes over stale locks; unlock removes them, and names the live ones it kept. \
+            --remove-all --yes removes every lock, for a holder you know is gone on another machine. It holds the \
+            pipeline's run lock; --json prints the locks removed and kept.
+            """,
+        arguments: [file],
+        options: [snapshotsRepository, snapshotsCodec, unlockRemoveAll, unlockYes, json],
+        exitCodes: [
+            (.success, "the stale locks (or, with --remove-all, every lock) were removed; live ones are named"),
+            (.jobError, "the repository could not be opened or written"),
+            (
+                .usage,
+                "--remove-all without --yes (nothing was removed), or the command line or pipeline file was wrong"
+            ),
+            (.locked, "a run of the pipeline is in progress"),
         ])
 
     static let repair = CommandSpec(
@@ -419,7 +444,7 @@ enum Commands {
 
     /// Every subcommand, in the order help lists them.
     static let all = [
-        initPipeline, run, serve, validate, plan, schema, outbox, history, snapshots, repair, login, logout,
+        initPipeline, run, serve, validate, plan, schema, outbox, history, snapshots, repair, unlock, login, logout,
         accounts, cloudkit, keygen, completions, man, version, help,
     ]
 

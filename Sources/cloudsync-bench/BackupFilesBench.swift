@@ -49,6 +49,7 @@ private struct FilesBackupBench {
         jobs:
           - { type: backup, name: backup, from: files, to: vault, codec: sealed }
           - { type: restore, name: restore, from: vault, to: restored, codec: sealed }
+          - { type: forget, name: prune, repository: vault, codec: sealed, keep: { last: 2 }, prune: true }
 
         """.write(toFile: path, atomically: true, encoding: .utf8)
         return path
@@ -73,7 +74,7 @@ private struct FilesBackupBench {
     }
 
     /// 20,000 files of 1 KB of hexadecimal text (`CLOUDSYNC_BENCH_FILES` sets the count), backed up, 1% changed,
-    /// backed up again: CPU of each backup and the repository's bytes.
+    /// backed up again, then a forget and prune that keep both: CPU of each step and the repository's bytes.
     func smallValues() throws -> [BenchRow] {
         let count = ProcessInfo.processInfo.environment["CLOUDSYNC_BENCH_FILES"].flatMap(Int.init) ?? 20_000
         let source = try context.directory("backup-files/small-source")
@@ -86,7 +87,7 @@ private struct FilesBackupBench {
         // A file changed in the last two seconds gets no version tag (and would be read again by the second backup).
         Thread.sleep(forTimeInterval: 2.5)
         let pipeline = try pipeline("small", source: source)
-        var figures: [[Double]] = [[], [], [], [], [], []]
+        var figures: [[Double]] = [[], [], [], [], [], [], [], []]
         for run in 0..<context.runs {
             try clean("small")
             figures[0].append(try ours(pipeline, "backup").cpuSeconds)
@@ -97,6 +98,10 @@ private struct FilesBackupBench {
             figures[3].append(try restic(["backup", "--repo", "\(root)/small-restic", source]).cpuSeconds)
             figures[4].append(Double(try directoryBytes("\(root)/small-vault")) / 1_048_576)
             figures[5].append(Double(try directoryBytes("\(root)/small-restic")) / 1_048_576)
+            // Both snapshots kept: a forget and prune with nothing to remove, which reads what every snapshot needs.
+            figures[6].append(try ours(pipeline, "prune").cpuSeconds)
+            figures[7].append(
+                try restic(["forget", "--repo", "\(root)/small-restic", "--keep-last", "2", "--prune"]).cpuSeconds)
         }
         try context.shell("rm -rf '\(source)' '\(root)'/small-*")
         let size = "\(count.formatted()) × 1 KB"
@@ -104,6 +109,7 @@ private struct FilesBackupBench {
             ("first backup of \(size): CPU", "s", "restic backup", 0.5),
             ("second backup, 1% changed: CPU", "s", "restic backup", 0.5),
             ("bytes the repository holds after both", "MiB", "restic repository", 0.9),
+            ("forget + prune with nothing to remove: CPU", "s", "restic forget --prune", 2.0),
         ].enumerated().map { index, row in
             BenchRow(
                 measure: row.0, unit: row.1, ours: median(figures[2 * index]), peerName: row.2,

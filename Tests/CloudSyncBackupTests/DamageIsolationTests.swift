@@ -137,6 +137,37 @@ import Testing
         }
     }
 
+    /// `unlock` removes the stale locks (a dead holder here, an old one anywhere) and keeps the live ones, which
+    /// `removeAll` removes too.
+    @Test func unlockRemovesStaleLocksAndKeepsLiveOnesUnlessToldToRemoveAll() async throws {
+        let clock = ManualClock()
+        var options = StoreOptions()
+        options.clock = clock
+        let store = try CloudStore(providers: [MemoryProvider(id: "vault")], options: options)
+        let repository = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: true)
+        let host = ProcessInfo.processInfo.hostName
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: "/bin/true")
+        try child.run()
+        child.waitUntilExit()
+        func leaveLock(pid: Int, host: String, minutesAgo: Int64) async throws -> String {
+            let name = BackupRepository.prefix + "lock." + BackupRepository.randomID()
+            let time = clock.nowMilliseconds() - minutesAgo * 60_000
+            let lock: [String: Any] = ["time": time, "host": host, "pid": pid, "exclusive": false]
+            _ = try await repository.writeObjects([(name, BackupRepository.json(lock))])
+            return name
+        }
+        let dead = try await leaveLock(pid: Int(child.processIdentifier), host: host, minutesAgo: 0)
+        let old = try await leaveLock(pid: 1, host: "elsewhere", minutesAgo: 16)
+        let live = try await leaveLock(pid: 1, host: host, minutesAgo: 1)
+        let first = try await repository.unlock()
+        #expect(Set(first.removed.map(\.name)) == [dead, old] && first.kept.map(\.name) == [live])
+        #expect(first.kept.first?.holder == "\(host) (pid 1)" && first.kept.first?.minutesOld == 1)
+        let second = try await repository.unlock(removeAll: true)
+        #expect(second.removed.map(\.name) == [live] && second.kept.isEmpty)
+        #expect(try await repository.heldLocks(host: host, now: clock.nowMilliseconds()).isEmpty)
+    }
+
     /// `stored` with one byte of its sealed bytes changed, so it no longer authenticates.
     func flipped(_ stored: String) -> String {
         let mark = RepositoryKeys.mark(of: stored)

@@ -99,6 +99,20 @@ import Testing
         #expect(try await contents("restored") == Dictionary(uniqueKeysWithValues: state.map { ($0.key, $0.value) }))
     }
 
+    /// `unlock` on a repository without stale locks removes nothing; `--remove-all` asks for `--yes` first.
+    @Test func unlockRemovesNothingLiveAndRemoveAllWantsConfirmation() async throws {
+        let file = directory.file("nightly.yaml")
+        #expect(try await cloudsync(["run", file, "--job", "backup", "--quiet"]).status == 0)
+        let plain = try await cloudsync(["unlock", file, "--repository", "vault", "--json"])
+        #expect(plain.status == 0, "\(plain.standardError)")
+        let figures = try #require(
+            try JSONSerialization.jsonObject(with: Data(plain.standardOutput.utf8)) as? [String: [Any]])
+        #expect(figures["removed"]?.isEmpty == true && figures["kept"]?.isEmpty == true)
+        let unconfirmed = try await cloudsync(["unlock", file, "--repository", "vault", "--remove-all"])
+        #expect(unconfirmed.status == 64 && unconfirmed.standardError.contains("--yes"))
+        #expect(try await cloudsync(["unlock", file, "--repository", "vault", "--remove-all", "--yes"]).status == 0)
+    }
+
     @Test func theIndependentRestoreAgreesWithRestoreOnEverySnapshotAndSnapshotsListsThem() async throws {
         let file = directory.file("nightly.yaml")
         let app = try SQLiteProvider(id: "app", path: directory.file("data/app.db"))

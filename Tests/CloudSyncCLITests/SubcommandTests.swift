@@ -157,7 +157,7 @@ import Testing
         await #expect(
             try complete(["cloudsync", ""]) == [
                 "init", "run", "serve", "validate", "plan", "schema", "outbox", "history", "snapshots", "repair",
-                "login", "logout", "accounts",
+                "unlock", "login", "logout", "accounts",
                 "cloudkit",
                 "keygen",
                 "completions", "man", "version", "help", "--version", "--help", "-h",
