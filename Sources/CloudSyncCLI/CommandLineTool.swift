@@ -145,6 +145,7 @@ package struct CommandLineTool {
         case ["snapshots"]: return await snapshots(parsed)
         case ["repair", "index"]: return await repairIndex(parsed)
         case ["unlock"]: return await unlock(parsed)
+        case ["restore"]: return await restoreSnapshot(parsed)
         case ["login"]: return await login(parsed)
         case ["logout"]: return logout(parsed)
         case ["accounts", "list"]: return accountsList(parsed)
@@ -256,9 +257,12 @@ package struct CommandLineTool {
     /// A command that reads only local state (history, the outbox, the plan) passes `unsetVariables: .deferred`:
     /// provider secrets whose variables are unset are then left unread, and a note names them.
     func compile(
-        _ path: String, environment: [String: String]? = nil, unsetVariables: PipelineLoader.UnsetVariables = .refused
+        _ path: String, environment: [String: String]? = nil, unsetVariables: PipelineLoader.UnsetVariables = .refused,
+        amendment: PipelineAmendment? = nil
     ) -> CompiledPipeline? {
-        switch load(path, environment: environment ?? self.environment, unsetVariables: unsetVariables) {
+        switch load(
+            path, environment: environment ?? self.environment, unsetVariables: unsetVariables, amendment: amendment)
+        {
         case .success(let compiled):
             let unset = compiled.spec.unsetVariables
             if !unset.isEmpty {
@@ -278,13 +282,14 @@ package struct CommandLineTool {
 
     /// Loads and compiles one file, returning its errors rather than printing them.
     func load(
-        _ path: String, environment: [String: String]? = nil, unsetVariables: PipelineLoader.UnsetVariables = .refused
+        _ path: String, environment: [String: String]? = nil, unsetVariables: PipelineLoader.UnsetVariables = .refused,
+        amendment: PipelineAmendment? = nil
     ) -> Result<CompiledPipeline, PipelineError> {
         let environment = environment ?? self.environment
         do {
             let spec = try PipelineLoader.load(
                 path: path, registry: registry, jobTypes: jobTypes, environment: environment,
-                unsetVariables: unsetVariables)
+                unsetVariables: unsetVariables, amendment: amendment)
             return .success(try PipelineCompiler.compile(spec, environment: environment))
         } catch {
             return .failure(error)

@@ -101,6 +101,17 @@ enum Commands {
     static let unlockRemoveAll = OptionSpec.flag(
         "remove-all", help: "Remove every lock, not only stale ones (with --yes).")
     static let unlockYes = OptionSpec.flag("yes", help: "Confirm --remove-all.")
+    static let restoreSnapshot = OptionSpec.option(
+        "snapshot", value: "SEL", default: "latest",
+        help: "latest, a snapshot id or a unique prefix of one, or an ISO-8601 time.")
+    static let restoreTo = OptionSpec.option(
+        "to", value: "PROVIDER", completes: .providers, help: "Restore into this provider of the file, or store.")
+    static let restoreTarget = OptionSpec.option(
+        "target", value: "DIR", help: "Restore into this directory, one file per key (created if need be).")
+    static let restoreKeys = OptionSpec.option(
+        "keys", value: "GLOB", repeatable: true, help: "Restore only keys matching; repeat for more.")
+    static let restoreOverwrite = OptionSpec.option(
+        "overwrite", value: "MODE", help: "always (the default), ifMissing or ifDifferent.")
     static let historyLimit = OptionSpec.option("limit", value: "N", default: "20", help: "Show at most N runs.")
     static let loginProvider = OptionSpec.option(
         "provider", value: "ID", required: true, completes: .providers,
@@ -365,6 +376,30 @@ enum Commands {
             (.locked, "a run of the pipeline is in progress"),
         ])
 
+    static let restore = CommandSpec(
+        path: ["restore"], abstract: "Restore a backup snapshot, without editing the pipeline file.",
+        discussion: """
+            Runs one restore job through the pipeline's state, codecs and run lock: the snapshot --snapshot names \
+            (latest, an id or a unique prefix, or an ISO-8601 time) from the repository in --repository, into \
+            --to (a provider of the file, or store) or --target (a directory, created if need be, which needs no \
+            provider in the file). --keys restores only matching keys (* any run of characters, ? any one); \
+            --overwrite ifMissing or ifDifferent leaves keys alone that way. Large and binary values are written \
+            as files where the destination stores them. --dry-run reads everything and writes nothing; the report \
+            and exit status are a run's.
+            """,
+        arguments: [file],
+        options: [
+            snapshotsRepository, snapshotsCodec, restoreSnapshot, restoreTo, restoreTarget, restoreKeys,
+            restoreOverwrite, runDryRun, runReport, runQuiet,
+        ],
+        exitCodes: [
+            (.success, "every key was restored"),
+            (.failure, "some keys could not be restored (each is named in the report); the rest were"),
+            (.jobError, "the restore could not run: no such snapshot, the repository could not be opened"),
+            (.usage, "the command line or the pipeline file was wrong"),
+            (.locked, "a run of the pipeline is in progress"),
+        ])
+
     static let repair = CommandSpec(
         path: ["repair"], abstract: "Repair a backup repository.",
         exitCodes: [(.usage, "no subcommand, or an unknown one")],
@@ -444,7 +479,8 @@ enum Commands {
 
     /// Every subcommand, in the order help lists them.
     static let all = [
-        initPipeline, run, serve, validate, plan, schema, outbox, history, snapshots, repair, unlock, login, logout,
+        initPipeline, run, serve, validate, plan, schema, outbox, history, snapshots, restore, repair, unlock, login,
+        logout,
         accounts, cloudkit, keygen, completions, man, version, help,
     ]
 

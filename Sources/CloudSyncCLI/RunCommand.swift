@@ -96,7 +96,7 @@ extension CommandLineTool {
     /// Has each job say how it ended, in a line of its own on standard error, numbered when `counted`.
     ///
     /// Quiet still names every job that failed or could not run: a cron mail must say why the exit status is not 0.
-    private func tellJobs(_ options: inout RunOptions, of compiled: CompiledPipeline, quiet: Bool, counted: Bool) {
+    func tellJobs(_ options: inout RunOptions, of compiled: CompiledPipeline, quiet: Bool, counted: Bool) {
         let errorWriter = standardError
         let total = JobGraph(compiled.spec.jobs).selected(options.jobNames, withNeeds: options.runNeeds).count
         let finished = Protected(0)
@@ -158,7 +158,7 @@ extension CommandLineTool {
 
     /// Runs the pipeline in a task of its own, which SIGINT and SIGTERM cancel while it lasts: the run stops at its
     /// next batch boundary and still writes its report.
-    private func execute(_ compiled: CompiledPipeline, _ options: RunOptions, redrawn: Bool) async
+    func execute(_ compiled: CompiledPipeline, _ options: RunOptions, redrawn: Bool) async
         -> Result<RunOutcome, RunRefusal>
     {
         let errorWriter = standardError
@@ -182,7 +182,7 @@ extension CommandLineTool {
     /// Says how the run went and answers its exit status: a run already finished, nothing to join, what a joining
     /// runner did, or where the report went (the report itself on standard output when it has no file, or when its
     /// file could not be written).
-    private func tell(_ outcome: RunOutcome, of compiled: CompiledPipeline, _ options: RunOptions, quiet: Bool)
+    func tell(_ outcome: RunOutcome, of compiled: CompiledPipeline, _ options: RunOptions, quiet: Bool)
         -> ExitCode
     {
         if let finished = outcome.alreadyFinished {

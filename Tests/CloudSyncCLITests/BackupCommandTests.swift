@@ -113,6 +113,50 @@ import Testing
         #expect(try await cloudsync(["unlock", file, "--repository", "vault", "--remove-all", "--yes"]).status == 0)
     }
 
+    /// `cloudsync restore` runs one restore without editing the file: into a directory the file does not name, into
+    /// one of its providers for the keys asked for, or as a dry run writing nothing; the file's own jobs do not run.
+    @Test func restoreIsOneCommandIntoADirectoryOrAProvider() async throws {
+        let file = directory.file("nightly.yaml")
+        let before = try String(contentsOfFile: file, encoding: .utf8)
+        let app = try SQLiteProvider(id: "app", path: directory.file("data/app.db"))
+        let state = (0..<40).map { KeyValue("k\($0)", "value ✓ \($0)") }
+        _ = try await app.set(state)
+        await app.close()
+        #expect(try await cloudsync(["run", file, "--job", "backup", "--quiet"]).status == 0)
+
+        let target = directory.file("out/here")
+        let whole = try await cloudsync(["restore", file, "--repository", "vault", "--target", target, "--quiet"])
+        #expect(whole.status == 0, "\(whole.standardError)")
+        for item in state {
+            #expect(try String(contentsOfFile: target + "/" + item.key, encoding: .utf8) == item.value)
+        }
+        #expect(try String(contentsOfFile: file, encoding: .utf8) == before)
+        // The file's own restore job (into `restored`) did not run.
+        #expect(try await contents("restored").isEmpty)
+
+        let some = try await cloudsync([
+            "restore", file, "--repository", "vault", "--to", "restored", "--keys", "k1*", "--report", "-", "--quiet",
+        ])
+        #expect(some.status == 0, "\(some.standardError)")
+        #expect(
+            try await contents("restored")
+                == Dictionary(
+                    uniqueKeysWithValues: state.filter { $0.key.hasPrefix("k1") }.map { ($0.key, $0.value) }))
+        let report = try #require(
+            try JSONSerialization.jsonObject(with: Data(some.standardOutput.utf8)) as? [String: Any])
+        #expect((report["jobs"] as? [[String: Any]])?.map { $0["name"] as? String } == ["restore"])
+
+        let dry = directory.file("out/dry")
+        let dryRun = try await cloudsync([
+            "restore", file, "--repository", "vault", "--target", dry, "--dry-run", "--quiet",
+        ])
+        #expect(dryRun.status == 0, "\(dryRun.standardError)")
+        #expect(((try? FileManager.default.contentsOfDirectory(atPath: dry)) ?? []).isEmpty)
+
+        let both = try await cloudsync(["restore", file, "--repository", "vault", "--to", "restored", "--target", dry])
+        #expect(both.status == 64 && both.standardError.contains("--target"))
+    }
+
     @Test func theIndependentRestoreAgreesWithRestoreOnEverySnapshotAndSnapshotsListsThem() async throws {
         let file = directory.file("nightly.yaml")
         let app = try SQLiteProvider(id: "app", path: directory.file("data/app.db"))

@@ -156,8 +156,8 @@ import Testing
         }
         await #expect(
             try complete(["cloudsync", ""]) == [
-                "init", "run", "serve", "validate", "plan", "schema", "outbox", "history", "snapshots", "repair",
-                "unlock", "login", "logout", "accounts",
+                "init", "run", "serve", "validate", "plan", "schema", "outbox", "history", "snapshots", "restore",
+                "repair", "unlock", "login", "logout", "accounts",
                 "cloudkit",
                 "keygen",
                 "completions", "man", "version", "help", "--version", "--help", "-h",

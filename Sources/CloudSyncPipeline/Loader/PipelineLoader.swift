@@ -21,9 +21,13 @@ public enum PipelineLoader {
     }
 
     /// Loads the file at `path`; relative paths inside resolve against its directory.
+    ///
+    /// `amendment` adds providers and replaces the jobs before the file is read (a command that runs one job of its
+    /// own through the file's state and codecs).
     public static func load(
         path: String, registry: ProviderRegistry, jobTypes: JobRegistry,
-        environment: [String: String] = ProcessInfo.processInfo.environment, unsetVariables: UnsetVariables = .refused
+        environment: [String: String] = ProcessInfo.processInfo.environment, unsetVariables: UnsetVariables = .refused,
+        amendment: PipelineAmendment? = nil
     ) throws(PipelineError) -> PipelineSpec {
         let absolute = resolvePath(path, against: FileManager.default.currentDirectoryPath)
         let start = YAMLMark(line: 1, column: 1)
@@ -44,14 +48,15 @@ public enum PipelineLoader {
         }
         return try load(
             source: source, file: path, directory: (absolute as NSString).deletingLastPathComponent,
-            registry: registry, jobTypes: jobTypes, environment: environment, unsetVariables: unsetVariables)
+            registry: registry, jobTypes: jobTypes, environment: environment, unsetVariables: unsetVariables,
+            amendment: amendment)
     }
 
     /// Loads pipeline text; `file` names it in errors and `directory` anchors its relative paths.
     public static func load(
         source: String, file: String, directory: String, registry: ProviderRegistry,
         jobTypes: JobRegistry, environment: [String: String] = [:],
-        unsetVariables: UnsetVariables = .refused
+        unsetVariables: UnsetVariables = .refused, amendment: PipelineAmendment? = nil
     ) throws(PipelineError) -> PipelineSpec {
         let diagnostics = Diagnostics(file: file)
         let root: YAMLNode
@@ -64,7 +69,7 @@ public enum PipelineLoader {
                             message: "the file is empty; a pipeline starts with `version: 1`")
                     ], source: source)
             }
-            root = parsed
+            root = amendment?.applied(to: parsed) ?? parsed
         } catch let error as YAMLError {
             throw PipelineError(
                 diagnostics: [
