@@ -92,26 +92,6 @@ enum Commands {
     static let discardProvider = OptionSpec.option(
         "provider", value: "ID", completes: .providers, help: "Discard only writes waiting for this provider.")
     static let discardYes = OptionSpec.flag("yes", help: "Confirm: without it nothing is discarded.")
-    static let snapshotsRepository = OptionSpec.option(
-        "repository", value: "ID", required: true, completes: .providers,
-        help: "The provider keeping the backup repository, by its id in the pipeline file.")
-    static let snapshotsCodec = OptionSpec.option(
-        "codec", value: "ID", completes: .codecs,
-        help: "The codec whose key ring opens it (default: the file's only codec).")
-    static let unlockRemoveAll = OptionSpec.flag(
-        "remove-all", help: "Remove every lock, not only stale ones (with --yes).")
-    static let unlockYes = OptionSpec.flag("yes", help: "Confirm --remove-all.")
-    static let restoreSnapshot = OptionSpec.option(
-        "snapshot", value: "SEL", default: "latest",
-        help: "latest, a snapshot id or a unique prefix of one, or an ISO-8601 time.")
-    static let restoreTo = OptionSpec.option(
-        "to", value: "PROVIDER", completes: .providers, help: "Restore into this provider of the file, or store.")
-    static let restoreTarget = OptionSpec.option(
-        "target", value: "DIR", help: "Restore into this directory, one file per key (created if need be).")
-    static let restoreKeys = OptionSpec.option(
-        "keys", value: "GLOB", repeatable: true, help: "Restore only keys matching; repeat for more.")
-    static let restoreOverwrite = OptionSpec.option(
-        "overwrite", value: "MODE", help: "always (the default), ifMissing or ifDifferent.")
     static let historyLimit = OptionSpec.option("limit", value: "N", default: "20", help: "Show at most N runs.")
     static let loginProvider = OptionSpec.option(
         "provider", value: "ID", required: true, completes: .providers,
@@ -320,90 +300,6 @@ enum Commands {
             (.jobError, "the pipeline's state could not be read"),
             (.usage, "the command line or the pipeline file was wrong"),
         ])
-
-    static let snapshots = CommandSpec(
-        path: ["snapshots"], abstract: "List the snapshots of a backup repository, oldest first.",
-        discussion: """
-            One line each: the id's first 8 characters (restore takes any unique prefix), time, host, pipeline, \
-            source, key count, bytes of values and tags; --json prints every field with the whole id. Nothing is \
-            written and the pipeline's run lock is not taken.
-            """,
-        arguments: [file],
-        options: [snapshotsRepository, snapshotsCodec, json],
-        exitCodes: [
-            (.success, "the snapshots were listed (none when the repository holds none)"),
-            (.failure, "some snapshot objects are damaged: each is named, and every other snapshot is listed"),
-            (.jobError, "the repository could not be opened: missing, another key, damaged, or a newer format"),
-            (.usage, "the command line or the pipeline file was wrong"),
-        ])
-
-    static let repairIndex = CommandSpec(
-        path: ["repair", "index"], abstract: "Rebuild a backup repository's index from its packs.",
-        discussion: """
-            Reads every pack of the repository and writes a new index from what each pack's header says it holds; \
-            a pack written before format 3 has no header, and what the readable old index said of it is kept. Then \
-            the old index objects are deleted. Run it when a restore or a verify job says an index object is damaged \
-            or missing. It holds the pipeline's run lock and the repository's exclusive lock, as a prune does; --json \
-            prints what it did.
-            """,
-        arguments: [file],
-        options: [snapshotsRepository, snapshotsCodec, json],
-        exitCodes: [
-            (.success, "the index was rebuilt (packs it could not describe are named on standard error)"),
-            (.jobError, "the repository could not be opened or written"),
-            (.usage, "the command line or the pipeline file was wrong"),
-            (.locked, "a run of the pipeline, or another process using the repository, holds its lock"),
-        ])
-
-    static let unlock = CommandSpec(
-        path: ["unlock"], abstract: "Remove a backup repository's stale locks.",
-        discussion: """
-            A lock is stale when its holder has not refreshed it for 15 minutes, or when it was written on this \
-            machine by a process that no longer runs (a backup or prune that was killed). Every backup, restore, \
-            verify and prune already passes over stale locks; unlock removes them, and names the live ones it kept. \
-            --remove-all --yes removes every lock, for a holder you know is gone on another machine. It holds the \
-            pipeline's run lock; --json prints the locks removed and kept.
-            """,
-        arguments: [file],
-        options: [snapshotsRepository, snapshotsCodec, unlockRemoveAll, unlockYes, json],
-        exitCodes: [
-            (.success, "the stale locks (or, with --remove-all, every lock) were removed; live ones are named"),
-            (.jobError, "the repository could not be opened or written"),
-            (
-                .usage,
-                "--remove-all without --yes (nothing was removed), or the command line or pipeline file was wrong"
-            ),
-            (.locked, "a run of the pipeline is in progress"),
-        ])
-
-    static let restore = CommandSpec(
-        path: ["restore"], abstract: "Restore a backup snapshot, without editing the pipeline file.",
-        discussion: """
-            Runs one restore job through the pipeline's state, codecs and run lock: the snapshot --snapshot names \
-            (latest, an id or a unique prefix, or an ISO-8601 time) from the repository in --repository, into \
-            --to (a provider of the file, or store) or --target (a directory, created if need be, which needs no \
-            provider in the file). --keys restores only matching keys (* any run of characters, ? any one); \
-            --overwrite ifMissing or ifDifferent leaves keys alone that way. Large and binary values are written \
-            as files where the destination stores them. --dry-run reads everything and writes nothing; the report \
-            and exit status are a run's.
-            """,
-        arguments: [file],
-        options: [
-            snapshotsRepository, snapshotsCodec, restoreSnapshot, restoreTo, restoreTarget, restoreKeys,
-            restoreOverwrite, runDryRun, runReport, runQuiet,
-        ],
-        exitCodes: [
-            (.success, "every key was restored"),
-            (.failure, "some keys could not be restored (each is named in the report); the rest were"),
-            (.jobError, "the restore could not run: no such snapshot, the repository could not be opened"),
-            (.usage, "the command line or the pipeline file was wrong"),
-            (.locked, "a run of the pipeline is in progress"),
-        ])
-
-    static let repair = CommandSpec(
-        path: ["repair"], abstract: "Repair a backup repository.",
-        exitCodes: [(.usage, "no subcommand, or an unknown one")],
-        subcommands: [repairIndex])
 
     static let keygen = CommandSpec(
         path: ["keygen"], abstract: "Write a new 32-byte key file (mode 0600; never overwrites).",
