@@ -194,7 +194,25 @@ extension BackupRepository {
                 try await body(.unreadable(key: pair[0], error: unlocated(pair[1], in: name)))
             }
         }
-        let pageSize = max(1, pageSize)
+        try await restorePacks(byPack, pageSize: max(1, pageSize), to: body)
+        // Chunked values last, one at a time, each written to its file chunk by chunk.
+        for (key, value) in chunked {
+            do throws(CloudSyncError) {
+                try await handOver(key, value.size, to: body) { file throws(CloudSyncError) in
+                    try await writeChunkedValue(value, of: name, to: file)
+                }
+            } catch  where error.code == .decode {
+                try await body(.unreadable(key: key, error: error))
+            }
+        }
+    }
+
+    /// Hands over the values `byPack` places, each pack read once: text in pages of `pageSize` (or
+    /// ``restorePageBytes``), the rest as files, and the keys of a damaged pack as unreadable.
+    private func restorePacks(
+        _ byPack: [String: [(key: String, location: Location)]], pageSize: Int,
+        to body: (RestoredItem) async throws(CloudSyncError) -> Void
+    ) async throws(CloudSyncError) {
         var page: [KeyValue] = []
         page.reserveCapacity(pageSize)
         var pageBytes = 0
@@ -231,16 +249,6 @@ extension BackupRepository {
             }
         }
         if !page.isEmpty { try await body(.values(page)) }
-        // Chunked values last, one at a time, each written to its file chunk by chunk.
-        for (key, value) in chunked {
-            do throws(CloudSyncError) {
-                try await handOver(key, value.size, to: body) { file throws(CloudSyncError) in
-                    try await writeChunkedValue(value, of: name, to: file)
-                }
-            } catch  where error.code == .decode {
-                try await body(.unreadable(key: key, error: error))
-            }
-        }
     }
 
     /// Where blob `id` is: in the index, or else in the header of a pack no readable index names (those headers are

@@ -150,9 +150,10 @@ public struct HeldLock: Sendable, Equatable {
 }
 
 extension BackupRepository {
-    /// Removes the repository's stale locks (see ``HeldLock/isStale``), or every lock with `removeAll`: what it
-    /// removed and what it left. Removing a live process's lock lets a prune run beside it; `removeAll` is for a
-    /// holder known to be gone on another machine.
+    /// Removes the repository's stale locks (see ``HeldLock/isStale``), or every lock with `removeAll`.
+    ///
+    /// Answers what it removed and what it left. Removing a live process's lock lets a prune run beside it;
+    /// `removeAll` is for a holder known to be gone on another machine.
     public func unlock(removeAll: Bool = false, host: String = ProcessInfo.processInfo.hostName)
         async throws(CloudSyncError) -> (removed: [HeldLock], kept: [HeldLock])
     {

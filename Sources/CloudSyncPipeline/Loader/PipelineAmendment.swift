@@ -1,8 +1,9 @@
 import CloudSyncYAML
 
-/// What a command adds to a pipeline file as it loads it (`cloudsync restore`): providers of its own beside the
-/// file's, and the one job it runs in place of the file's jobs. Everything else (state, codecs, reports, the run lock)
-/// stays the file's.
+/// What a command adds to a pipeline file as it loads it (`cloudsync restore`).
+///
+/// Providers of its own beside the file's, and the one job it runs in place of the file's jobs. Everything else
+/// (state, codecs, reports, the run lock) stays the file's.
 public struct PipelineAmendment: Sendable {
     /// A field's value: text (written quoted, so it is never read as a number or a boolean), a literal (`true`), or
     /// a list of texts.
