@@ -108,11 +108,7 @@ import Testing
         let (store, _, _) = try await repository()
         let repository = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: false)
         let host = ProcessInfo.processInfo.hostName
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: "/bin/true")
-        try child.run()
-        child.waitUntilExit()
-        let dead = Int(child.processIdentifier)
+        let dead = try Self.exitedProcessID()
         func leaveLock(pid: Int, host: String) async throws -> String {
             let name = BackupRepository.prefix + "lock." + BackupRepository.randomID()
             let now = store.clock.nowMilliseconds()
@@ -146,10 +142,6 @@ import Testing
         let store = try CloudStore(providers: [MemoryProvider(id: "vault")], options: options)
         let repository = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: true)
         let host = ProcessInfo.processInfo.hostName
-        let child = Process()
-        child.executableURL = URL(fileURLWithPath: "/bin/true")
-        try child.run()
-        child.waitUntilExit()
         func leaveLock(pid: Int, host: String, minutesAgo: Int64) async throws -> String {
             let name = BackupRepository.prefix + "lock." + BackupRepository.randomID()
             let time = clock.nowMilliseconds() - minutesAgo * 60_000
@@ -157,7 +149,7 @@ import Testing
             _ = try await repository.writeObjects([(name, BackupRepository.json(lock))])
             return name
         }
-        let dead = try await leaveLock(pid: Int(child.processIdentifier), host: host, minutesAgo: 0)
+        let dead = try await leaveLock(pid: try Self.exitedProcessID(), host: host, minutesAgo: 0)
         let old = try await leaveLock(pid: 1, host: "elsewhere", minutesAgo: 16)
         let live = try await leaveLock(pid: 1, host: host, minutesAgo: 1)
         let first = try await repository.unlock()
@@ -166,6 +158,15 @@ import Testing
         let second = try await repository.unlock(removeAll: true)
         #expect(second.removed.map(\.name) == [live] && second.kept.isEmpty)
         #expect(try await repository.heldLocks(host: host, now: clock.nowMilliseconds()).isEmpty)
+    }
+
+    /// The id of a process that ran on this machine and has exited.
+    static func exitedProcessID() throws -> Int {
+        let child = Process()
+        child.executableURL = URL(fileURLWithPath: "/bin/true")
+        try child.run()
+        child.waitUntilExit()
+        return Int(child.processIdentifier)
     }
 
     /// `stored` with one byte of its sealed bytes changed, so it no longer authenticates.
