@@ -53,3 +53,16 @@ extension BackupRepository {
         return result
     }
 }
+
+extension BackupRepository {
+    /// The snapshot objects that do not open or parse, named with why; with `remove`, deleted too (the data only
+    /// they needed is left for a prune).
+    ///
+    /// A damaged snapshot can never be restored, and it stops every prune (whose needs it hides); removing it is
+    /// the repair restic's `repair snapshots --forget` makes. Take the exclusive lock first.
+    public func repairSnapshots(remove: Bool) async throws(CloudSyncError) -> [RepositoryProblem] {
+        let damaged = try await snapshotListing().damaged
+        if remove { try await removeObjects(damaged.map(\.object)) }
+        return damaged
+    }
+}

@@ -144,6 +144,7 @@ package struct CommandLineTool {
         case ["history"]: return history(parsed)
         case ["snapshots"]: return await snapshots(parsed)
         case ["repair", "index"]: return await repairIndex(parsed)
+        case ["repair", "snapshots"]: return await repairSnapshots(parsed)
         case ["unlock"]: return await unlock(parsed)
         case ["restore"]: return await restoreSnapshot(parsed)
         case ["login"]: return await login(parsed)

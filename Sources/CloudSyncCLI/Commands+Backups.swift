@@ -8,6 +8,7 @@ extension Commands {
         help: "The codec whose key ring opens it (default: the file's only codec).")
     static let unlockRemoveAll = OptionSpec.flag(
         "remove-all", help: "Remove every lock, not only stale ones (with --yes).")
+    static let repairYes = OptionSpec.flag("yes", help: "Confirm: without it nothing is removed.")
     static let unlockYes = OptionSpec.flag("yes", help: "Confirm --remove-all.")
     static let restoreSnapshot = OptionSpec.option(
         "snapshot", value: "SEL", default: "latest",
@@ -100,8 +101,28 @@ extension Commands {
             (.locked, "a run of the pipeline is in progress"),
         ])
 
+    static let repairSnapshots = CommandSpec(
+        path: ["repair", "snapshots"], abstract: "Remove a backup repository's snapshot objects that cannot be read.",
+        discussion: """
+            Names every snapshot object that does not open or parse (damaged, or sealed with another key). Such a \
+            snapshot can never be restored, and it stops every prune, which cannot know what it needs. With --yes \
+            they are removed; a prune then frees the data only they needed. It holds the pipeline's run lock and the \
+            repository's exclusive lock; --json prints the objects.
+            """,
+        arguments: [file],
+        options: [snapshotsRepository, snapshotsCodec, repairYes, json],
+        exitCodes: [
+            (.success, "no snapshot object is damaged, or --yes removed them"),
+            (.jobError, "the repository could not be opened or written"),
+            (
+                .usage,
+                "damaged objects were found and --yes is missing (nothing was removed), or the command line or pipeline file was wrong"
+            ),
+            (.locked, "a run of the pipeline, or another process using the repository, holds its lock"),
+        ])
+
     static let repair = CommandSpec(
         path: ["repair"], abstract: "Repair a backup repository.",
         exitCodes: [(.usage, "no subcommand, or an unknown one")],
-        subcommands: [repairIndex])
+        subcommands: [repairIndex, repairSnapshots])
 }

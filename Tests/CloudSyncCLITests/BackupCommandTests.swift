@@ -97,6 +97,16 @@ import Testing
         let restore = try await cloudsync(["run", file, "--job", "restore", "--quiet"], snapshot: ids[1])
         #expect(restore.status == 0, "\(restore.standardError)")
         #expect(try await contents("restored") == Dictionary(uniqueKeysWithValues: state.map { ($0.key, $0.value) }))
+
+        // `repair snapshots` names it, and removes it once told to.
+        let named = try await cloudsync(["repair", "snapshots", file, "--repository", "vault", "--json"])
+        #expect(named.status == 64 && named.standardError.contains("--yes"))
+        #expect(named.standardOutput.contains("cloudsync-repo.snapshot.\(ids[0])"))
+        #expect(FileManager.default.fileExists(atPath: damaged))
+        let removed = try await cloudsync(["repair", "snapshots", file, "--repository", "vault", "--yes"])
+        #expect(removed.status == 0, "\(removed.standardError)")
+        #expect(!FileManager.default.fileExists(atPath: damaged))
+        #expect(try await cloudsync(["snapshots", file, "--repository", "vault"]).status == 0)
     }
 
     /// `unlock` on a repository without stale locks removes nothing; `--remove-all` asks for `--yes` first.
