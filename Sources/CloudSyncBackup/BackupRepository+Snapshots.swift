@@ -11,6 +11,9 @@ public enum RestoredItem: Sendable {
     /// A key whose value cannot be read: its pack is damaged, or no index or pack header says where its blob is.
     /// The rest of the snapshot is still handed over.
     case unreadable(key: String, error: CloudSyncError)
+    /// A run of the snapshot's keys that cannot be read (its tree's pack is damaged): which keys it held is not known.
+    /// The other runs' keys are still handed over; nothing should be removed for being absent from the snapshot.
+    case unreadableTree(id: String, error: CloudSyncError)
 }
 
 /// One snapshot as listed: everything but its entries.
@@ -155,7 +158,7 @@ extension BackupRepository {
         try await restore(snapshot: id, pageSize: pageSize, keys: filter) { item throws(CloudSyncError) in
             switch item {
             case .values(let page): try await body(page)
-            case .unreadable(_, let error): throw error
+            case .unreadable(_, let error), .unreadableTree(_, let error): throw error
             case .file(let key, let path, let size):
                 guard let text = String(validating: try FileWindow.bytes(of: path, key: key, size: size), as: UTF8.self)
                 else {
@@ -185,7 +188,9 @@ extension BackupRepository {
         let name = Self.prefix + "snapshot." + id
         var byPack: [String: [(key: String, location: Location)]] = [:]
         var chunked: [(key: String, value: (size: Int, list: String))] = []
-        for pair in try await entries(ofTrees: try await treeIDs(of: id), in: name) where filter?(pair[0]) ?? true {
+        let (pairs, lost) = try await readableEntries(ofTrees: try await treeIDs(of: id), in: name)
+        for (tree, error) in lost { try await body(.unreadableTree(id: tree, error: error)) }
+        for pair in pairs where filter?(pair[0]) ?? true {
             if let value = ChunkedValue.parse(pair[1]) {
                 chunked.append((pair[0], value))
             } else if let location = try await location(of: pair[1]) {
@@ -381,6 +386,54 @@ extension BackupRepository {
             entries += run
         }
         return entries
+    }
+
+    /// The entries of the trees that can be read, in order, and each tree that cannot (its pack damaged or missing,
+    /// or its bytes not a tree) with why: one damaged tree loses only the keys it held.
+    func readableEntries(ofTrees trees: [String], in name: String) async throws(CloudSyncError)
+        -> (entries: [[String]], lost: [(tree: String, error: CloudSyncError)])
+    {
+        do {
+            return (try await entries(ofTrees: trees, in: name), [])
+        } catch  where error.code == .decode {
+            // A damaged repository: pack by pack, so the trees of the packs that open are still read.
+        }
+        var lost: [(tree: String, error: CloudSyncError)] = []
+        var byPack: [String: [(position: Int, location: Location)]] = [:]
+        for (position, tree) in trees.enumerated() {
+            guard let location = try await location(of: tree) else {
+                lost.append((tree, unlocated(tree, in: name)))
+                continue
+            }
+            byPack[location.pack, default: []].append((position, location))
+        }
+        var runs = [[[String]]?](repeating: nil, count: trees.count)
+        for (pack, placed) in byPack {
+            let bytes: [UInt8]
+            switch try await openEach([Self.prefix + "data." + pack])[0] {
+            case .success(let opened): bytes = opened
+            case .failure(let error) where error.code == .decode:
+                lost += placed.map { (trees[$0.position], error) }
+                continue
+            case .failure(let error): throw error
+            }
+            for (position, location) in placed {
+                let end = location.offset + location.length
+                guard end <= bytes.count,
+                    let run = try? JSONSerialization.jsonObject(with: Data(bytes[location.offset..<end])) as? [[String]]
+                else {
+                    lost.append(
+                        (
+                            trees[position],
+                            CloudSyncError(
+                                .decode, "a tree of \(name) in \(provider) is damaged", provider: provider, key: name)
+                        ))
+                    continue
+                }
+                runs[position] = run
+            }
+        }
+        return (runs.compactMap { $0 }.flatMap { $0 }, lost)
     }
 
     /// The bytes of the blobs `ids` (values or trees), positionally, reading each pack they are in once.

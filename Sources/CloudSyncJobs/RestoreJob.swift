@@ -76,6 +76,7 @@ struct RestoreJob: JobType {
             report.snapshot = chosen.id
             let filter = keyFilter(configuration.keys)
             var held: Set<String> = []
+            var treesLost = 0
             var done = 0
             try await repository.restore(
                 snapshot: chosen.id, pageSize: context.pageSize(for: [configuration.to]), keys: filter
@@ -96,12 +97,25 @@ struct RestoreJob: JobType {
                     report.record([KeyFailure(key: key, error: error)])
                     report.add(1, to: Self.failed)
                     done += 1
+                case .unreadableTree(let tree, let error):
+                    // Which keys it held is not known: nothing is removed for being absent, and the job fails.
+                    treesLost += 1
+                    report.record([
+                        KeyFailure(
+                            key: "",
+                            error: CloudSyncError(
+                                error.code,
+                                "tree \(tree.prefix(12)) of snapshot \(chosen.id.prefix(8)) cannot be read, so the keys "
+                                    + "it held were not restored (the other trees' were): \(error.message)",
+                                provider: configuration.from, key: error.key))
+                    ])
+                    report.add(1, to: Self.failed)
                 }
                 context.progress(done, chosen.keys)
             }
             if context.isInterrupted {
                 report.status = .interrupted
-            } else if configuration.deletes {
+            } else if configuration.deletes && treesLost == 0 {
                 try await removeExtra(keeping: held, from: chosen, configuration, in: context, report: &report)
             }
         }

@@ -45,7 +45,8 @@ import Testing
     }
 
     /// Every object but the config, damaged in turn: every snapshot whose own objects are intact is listed and
-    /// restores equal, and one that needs the damaged object is named (listing) or loses only keys, named.
+    /// restores equal, and one that needs the damaged object is named (listing) or loses only the keys (or runs of
+    /// keys, for a tree) the damaged object held, named.
     @Test func everySnapshotWhoseOwnObjectsAreIntactRestoresWhateverElseIsDamaged() async throws {
         let (store, vault, states) = try await repository()
         let whole = try await BackupRepository.open(in: store, provider: "vault", codec: ring, create: false)
@@ -66,9 +67,11 @@ import Testing
                 let restored = try await repository.restore(snapshot: id)
                 #expect(restored == state.sorted { StoreKey.bytesPrecede($0.key, $1.key) }, "\(id) with \(object)")
             }
-            for (id, state) in states where own[id]!.all.contains(object) && !own[id]!.keys.contains(object) {
-                // Only the keys whose values the damaged pack held are lost, each named; the rest come back.
+            for (id, state) in states where own[id]!.all.contains(object) && !object.contains(".snapshot.") {
+                // A damaged value pack loses only the keys whose values it held, each named; a damaged tree pack
+                // the runs of keys its trees held, each tree named. Everything else comes back.
                 var lost: [String] = []
+                var lostTrees = 0
                 var back: [KeyValue] = []
                 try await repository.restore(snapshot: id) { item throws(CloudSyncError) in
                     switch item {
@@ -76,11 +79,15 @@ import Testing
                     case .unreadable(let key, let error):
                         #expect(error.code == .decode)
                         lost.append(key)
+                    case .unreadableTree(_, let error):
+                        #expect(error.code == .decode)
+                        lostTrees += 1
                     case .file: Issue.record("no value here is large or binary")
                     }
                 }
-                #expect(back.count + lost.count == state.count, "\(id) with \(object)")
                 #expect(Set(back).isSubset(of: Set(state)), "\(id) with \(object)")
+                #expect((lostTrees > 0) == own[id]!.keys.contains(object), "\(id) with \(object)")
+                if lostTrees == 0 { #expect(back.count + lost.count == state.count, "\(id) with \(object)") }
             }
             _ = try await vault.set([KeyValue(object, original)])
         }

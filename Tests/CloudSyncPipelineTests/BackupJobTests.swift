@@ -266,6 +266,31 @@ import Testing
         #expect(report.jobs[1].counts["unread"] == 3 && report.jobs[1].counts["unchanged"] == 3)
     }
 
+    /// A snapshot whose trees cannot be read does not know which keys it held: its restore names the lost tree, fails,
+    /// and removes nothing, even with `deletes`.
+    @Test func aRestoreThatLostATreeNamesItAndRemovesNothing() async throws {
+        let app = try sqlite("app")
+        _ = try await app.set((0..<30).map { KeyValue("k\($0)", "v\($0)") })
+        await app.close()
+        #expect(try await run("  - { type: backup, from: app, to: vault, codec: sealed }").jobs[0].status == .ok)
+        let vault = directory.file("data/vault")
+        let packs = try FileManager.default.contentsOfDirectory(atPath: vault).filter { $0.contains(".data.") }
+        #expect(packs.count == 1)
+        let pack = URL(fileURLWithPath: vault + "/" + packs[0])
+        var bytes = try [UInt8](Data(contentsOf: pack))
+        bytes[bytes.count - 30] ^= 0x40
+        try Data(bytes).write(to: pack)
+        let restored = try sqlite("restored")
+        _ = try await restored.set([KeyValue("stray", "x")])
+        await restored.close()
+
+        let report = try await run(
+            "  - { type: restore, from: vault, to: restored, codec: sealed, deletes: true, maxDeletes: 100% }")
+        #expect(report.jobs[0].status == .failed && report.jobs[0].counts["deleted"] == 0, "\(report.jobs[0])")
+        #expect(report.jobs[0].failures.contains { $0.message.contains("tree") && $0.code == "ERR_DECODE" })
+        #expect(try await contents("restored") == [KeyValue("stray", "x")])
+    }
+
     @Test func aSnapshotThatMissedKeysIsMarkedAndARestoreWithDeletesRemovesNothingUnlessForced() async throws {
         // The source is sealed by the codec; one value is not an envelope, so it cannot be read.
         let key = try String(contentsOfFile: directory.file("keys/backup.key"), encoding: .utf8)
