@@ -420,7 +420,9 @@ extension BackupRepository {
             for (position, location) in placed {
                 let end = location.offset + location.length
                 guard end <= bytes.count,
-                    let run = try? JSONSerialization.jsonObject(with: Data(bytes[location.offset..<end])) as? [[String]]
+                    let run = try? JSONSerialization.jsonObject(with: Data(bytes[location.offset..<end]))
+                        as? [[String]],
+                    run.allSatisfy({ $0.count == 2 || $0.count == 3 })
                 else {
                     lost.append(
                         (
