@@ -132,34 +132,19 @@ extension BackupRepository {
     private func readTrees(_ ids: Set<String>) async throws(CloudSyncError)
         -> (trees: [String: [[String]]], problems: [RepositoryProblem])
     {
-        var byPack: [String: [(id: String, location: Location)]] = [:]
-        for id in ids {
-            if let location = index[id] { byPack[location.pack, default: []].append((id, location)) }
+        let read = try await readTrees(ids.compactMap { id in index[id].map { (id, $0) } })
+        var problems = read.unopened.map { pack in
+            RepositoryProblem(
+                object: Self.prefix + "data." + pack.pack, message: "pack \(pack.pack) does not open: damaged",
+                code: .decode)
         }
-        var trees: [String: [[String]]] = [:]
-        var problems: [RepositoryProblem] = []
-        for pack in byPack.keys.sorted() {
-            let name = Self.prefix + "data." + pack
-            guard case .success(let bytes) = try await openEach([name])[0] else {
-                problems.append(
-                    RepositoryProblem(object: name, message: "pack \(pack) does not open: damaged", code: .decode))
-                continue
-            }
-            for (id, location) in byPack[pack]! {
-                let end = location.offset + location.length
-                guard end <= bytes.count,
-                    let run = try? JSONSerialization.jsonObject(with: Data(bytes[location.offset..<end]))
-                        as? [[String]],
-                    run.allSatisfy({ $0.count == 2 || $0.count == 3 })
-                else {
-                    problems.append(
-                        RepositoryProblem(
-                            object: name, message: "tree \(id) in pack \(pack) is not a tree", code: .decode))
-                    continue
-                }
-                trees[id] = run
-            }
+        for id in read.malformed.sorted() {
+            let pack = index[id]!.pack
+            problems.append(
+                RepositoryProblem(
+                    object: Self.prefix + "data." + pack, message: "tree \(id) in pack \(pack) is not a tree",
+                    code: .decode))
         }
-        return (trees, problems)
+        return (read.trees, problems)
     }
 }

@@ -105,7 +105,7 @@ public final class BackupSession {
     /// Adds one key whose value is the regular file at `path`, read a window of at most two chunks at a time, so a
     /// file of any size takes the same memory; cut exactly as ``add(key:bytes:)`` cuts the same bytes.
     public func add(key: String, file path: String) async throws(CloudSyncError) {
-        let size = try FileWindow.size(of: path, key: key)
+        let size = Int(try SourceFile.size(of: path, key: key))
         guard size > repository.chunker.threshold else {
             try await add(key: key, bytes: try FileWindow.bytes(of: path, key: key, size: size))
             return

@@ -65,16 +65,6 @@ final class FileWindow {
         }
     }
 
-    /// The size of the regular file at `path`.
-    static func size(of path: String, key: String) throws(CloudSyncError) -> Int {
-        var info = stat()
-        guard stat(path, &info) == 0 else { throw failure(path, key: key, errno) }
-        guard info.st_mode & S_IFMT == S_IFREG else {
-            throw CloudSyncError(.config, "\(path) is not a regular file", key: key)
-        }
-        return Int(info.st_size)
-    }
-
     /// All `size` bytes of the file at `path`.
     static func bytes(of path: String, key: String, size: Int) throws(CloudSyncError) -> [UInt8] {
         let window = try FileWindow(path: path, key: key, size: size, span: max(1, size))

@@ -4,11 +4,11 @@ import CloudSyncFiles
     import Glibc
 #endif
 
-/// The file a put reads: a regular file, measured before anything is sent.
-enum SourceFile {
+/// The file a put (or a backup) reads: a regular file, measured before anything is sent.
+package enum SourceFile {
     /// The size of the regular file at `path` (links followed); `ERR_CONFIG` naming the path when it is missing,
     /// unreadable or not a regular file (a FIFO would block, a device would never end).
-    static func size(of path: String, key: String) throws(CloudSyncError) -> Int64 {
+    package static func size(of path: String, key: String) throws(CloudSyncError) -> Int64 {
         var info = stat()
         guard stat(path, &info) == 0 else {
             let code = errno
