@@ -67,7 +67,8 @@ test: deps
 	@$(MAKE) --no-print-directory check-install
 
 # The stress suites alone at their full size (CLOUDSYNC_STRESS=full: 200 run-lock races a kind, 100 crash rounds,
-# 10,000 outbox entries, 40 key-identity seeds), for hunting a rare interleaving after changing the code they cover.
+# 10,000 outbox entries, 40 key-identity seeds, 2,000 sync-determinism seeds, a 100 MiB value and 1,000 files through
+# three providers' backups), for hunting a rare interleaving after changing the code they cover.
 stress: deps
 	@scripts/install-deps.sh rclone gdb restic postgresql tzdata prometheus chromium groff-base fish zsh
 	@scripts/python-env.sh

@@ -130,10 +130,12 @@ struct ThreeProviderBackup {
     }
 }
 
-/// The round trip at the size issue 58 asks for: a 100 MiB value and 1,000 binary files.
+/// The round trip larger: a 32 MiB value and 300 binary files in CI's time, and under `CLOUDSYNC_STRESS=full` the
+/// size issue 58 asks for, a 100 MiB value and 1,000 files.
 @Suite(.enabled(if: StressSize.isEnabled, "a stress suite: CLOUDSYNC_STRESS=1 or full"), .timeLimit(.minutes(20)))
 struct ThreeProviderBackupStressTests {
-    @Test func a100MiBValueAndAThousandBinaryFilesRoundTripThroughADirectoryS3AndCloudKit() async throws {
-        try await ThreeProviderBackup().run(largeBytes: 100 << 20, count: 1_000)
+    @Test func aLargeValueAndHundredsOfBinaryFilesRoundTripThroughADirectoryS3AndCloudKit() async throws {
+        try await ThreeProviderBackup().run(
+            largeBytes: StressSize.pick(ci: 32 << 20, full: 100 << 20), count: StressSize.pick(ci: 300, full: 1_000))
     }
 }

@@ -5,8 +5,8 @@ import Testing
 /// concurrent provider calls finish: a sync whose result depends on scheduling fails here with the seed that shows it.
 @Suite(.enabled(if: StressSize.isEnabled, "a stress suite: CLOUDSYNC_STRESS=1 or full"))
 struct SyncDeterminismStressTests {
-    /// Seeds: 500, or 2,000 under `CLOUDSYNC_STRESS=full`.
-    static let seeds = StressSize.pick(ci: 500, full: 2_000)
+    /// Seeds: 250 (CI's time), or 2,000 under `CLOUDSYNC_STRESS=full`.
+    static let seeds = StressSize.pick(ci: 250, full: 2_000)
 
     @Test func incrementalEqualsFullOverSeededHistoriesAndSchedules() async throws {
         // Four seeds at a time: the stress phase runs its suites one by one, and a seed waits on fsync much of the time.
