@@ -16,6 +16,9 @@ public struct PruneResult: Sendable, Equatable {
     public var packsRewritten = 0
     /// Blobs no snapshot needs that stay in packs kept whole (under `maxUnused`).
     public var unusedBlobsKept = 0
+    /// Packs no index names that were kept because they are younger than the stale window by the repository's
+    /// clock: a backup under way may still index them.
+    public var unindexedPacksKept = 0
 }
 
 extension BackupRepository {
@@ -59,7 +62,10 @@ extension BackupRepository {
     ///
     /// Packs none of whose blobs a snapshot needs are deleted; packs partly needed are rewritten (their needed
     /// blobs copied into new packs), most wasteful first, until unneeded bytes are at most `maxUnused` (0–1) of what
-    /// remains — restic's `--max-unused`. Packs no index names (left by a backup that was killed) are deleted too.
+    /// remains — restic's `--max-unused`. Packs no index names (left by a backup that was killed) are deleted too,
+    /// once older than ``RepositoryLock/staleAfter`` by the repository's clock where its listing tells (a backup
+    /// writes its index last, so its packs are unindexed while it runs); ``PruneResult/unindexedPacksKept`` counts
+    /// the younger ones.
     /// Order: new packs, one new index of everything kept, then the old indexes, then the old packs, so a prune killed
     /// at any point leaves every snapshot whole. Take the repository's exclusive lock first and pass it, to have it
     /// refreshed while the prune works.
@@ -77,7 +83,10 @@ extension BackupRepository {
         let needed = try await neededBlobs()
         let packs = packUsage(needed: needed)
         let present = Set(objectNames("data").map { String($0.dropFirst((Self.prefix + "data.").count)) })
-        let unindexed = present.filter { packs[$0] == nil }
+        var unindexed = present.filter { packs[$0] == nil }
+        let young = youngPacks(unindexed, holding: lock)
+        unindexed.subtract(young)
+        result.unindexedPacksKept = young.count
         let (unneeded, rewrite) = Self.packsToDrop(packs, present: present, maxUnused: maxUnused)
         let gone = unneeded.union(unindexed).union(rewrite)
         guard !gone.isEmpty else {
@@ -109,6 +118,15 @@ extension BackupRepository {
         result.bytesFreed = goneSizes + unindexedSizes + indexSizes - writer.bytesWritten - newIndex.bytes
         result.unusedBlobsKept = kept.keys.filter { !needed.contains($0) }.count
         return result
+    }
+
+    /// The packs of `unindexed` written less than ``RepositoryLock/staleAfter`` before `lock` was, both by the
+    /// repository's clock (none where the listing gives no times, or without a lock).
+    private func youngPacks(_ unindexed: Set<String>, holding lock: RepositoryLock?) -> Set<String> {
+        guard let now = lock.flatMap({ objectTimes[$0.name] }) else { return [] }
+        return unindexed.filter { pack in
+            objectTimes[Self.prefix + "data." + pack].map { now - $0 < RepositoryLock.staleAfter } ?? false
+        }
     }
 
     /// One indexed pack as prune weighs it: its blobs, its size, and how many of its bytes a snapshot needs.

@@ -65,6 +65,9 @@ public final class BackupRepository {
     var headerIndex: [String: Location]?
     /// Every object's name, listed once when the repository opens and kept up to date with what it writes.
     private var names: Set<String> = []
+    /// When objects were last written by the provider's clock, where its listing tells (milliseconds since the
+    /// epoch), as of the last listing: lock ages and the age of packs no index names are judged by it.
+    private(set) var objectTimes: [String: Int64] = [:]
 
     private init(
         store: CloudStore, provider: String, format: Int, keys: RepositoryKeys, packBytes: Int,
@@ -177,10 +180,16 @@ public final class BackupRepository {
     /// Lists the provider, page by page, keeping the repository's object names.
     func listObjects() async throws(CloudSyncError) {
         names = []
+        objectTimes = [:]
         var cursor: String?
         repeat {
             let page = try await store.keyPage(of: provider, after: cursor, limit: 1000)
-            names.formUnion(page.keys.lazy.filter { $0.hasPrefix(Self.prefix) })
+            for (position, key) in page.keys.enumerated() where key.hasPrefix(Self.prefix) {
+                names.insert(key)
+                if let modified = page.modified, position < modified.count, let time = modified[position] {
+                    objectTimes[key] = time
+                }
+            }
             cursor = page.nextCursor
         } while cursor != nil
     }

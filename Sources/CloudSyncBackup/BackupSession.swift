@@ -214,13 +214,17 @@ public final class BackupSession {
     /// Writes the last pack, the index of this session's packs, then the snapshot, and returns what it wrote.
     ///
     /// `missed` counts the source's keys that could not be read and so are not in the snapshot; the snapshot records
-    /// it, so a restore that removes what a snapshot lacks knows not to trust this one.
+    /// it, so a restore that removes what a snapshot lacks knows not to trust this one. Pass the `lock` the backup
+    /// holds: it is confirmed first (``RepositoryLock/confirm()``), and a lock another process removed meanwhile is
+    /// `ERR_LOCKED` with nothing written.
     public func finish(
         source: String, pipeline: String, tags: [String] = [], time: Int64,
-        host: String = ProcessInfo.processInfo.hostName, missed: Int = 0
+        host: String = ProcessInfo.processInfo.hostName, missed: Int = 0, holding lock: RepositoryLock? = nil
     )
         async throws(CloudSyncError) -> BackupResult
     {
+        // Nothing is committed unless the lock still holds: a prune that took it for stale may have deleted packs.
+        try await lock?.confirm()
         let trees = try await trees()
         try await packs.finish()
         result.bytesAdded += packs.bytesWritten

@@ -44,7 +44,8 @@ extension CommandLineTool {
         for lock in kept {
             standardError(
                 "kept the lock of \(lock.holder) (\(lock.exclusive ? "exclusive" : "shared"), refreshed "
-                    + "\(lock.minutesOld) min ago): it may still run; --remove-all --yes removes it\n")
+                    + "\(lock.minutesOld) min ago by the \(lock.agedByRepositoryClock ? "repository's" : "writer's") "
+                    + "clock): it may still run; --remove-all --yes removes it\n")
         }
         return .success
     }
@@ -62,6 +63,8 @@ struct LockLine: Encodable {
     let holder: String
     let exclusive: Bool
     let minutesOld: Int64
+    /// `repository` when the age is by the provider's modification times, `writer` when by the time the lock holds.
+    let agedBy: String
     let stale: Bool
 
     init(_ lock: HeldLock) {
@@ -69,6 +72,7 @@ struct LockLine: Encodable {
         holder = lock.holder
         exclusive = lock.exclusive
         minutesOld = lock.minutesOld
+        agedBy = lock.agedByRepositoryClock ? "repository" : "writer"
         stale = lock.isStale
     }
 }

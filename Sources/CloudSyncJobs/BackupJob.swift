@@ -95,7 +95,7 @@ struct BackupJob: JobType {
             }
             let result = try await session.finish(
                 source: configuration.from, pipeline: context.pipeline, tags: configuration.tags,
-                time: context.clock.nowMilliseconds(), missed: report[Self.failed])
+                time: context.clock.nowMilliseconds(), missed: report[Self.failed], holding: lock)
             report.snapshot = result.snapshotID
             report[Self.keys] = result.keys
             report[Self.new] = result.new

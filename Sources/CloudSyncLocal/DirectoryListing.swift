@@ -13,6 +13,9 @@ final class DirectoryListingWindow: @unchecked Sendable {
     let versions: [FileVersion?]
     /// Each key's file size as the walk found it (nil where it gave none).
     let sizes: [Int64?]
+    /// Each key's file modification time in milliseconds since the epoch as the walk found it (nil where it gave
+    /// none).
+    let modified: [Int64?]
     /// Whether `keys` holds every key after the starting cursor (the walk kept them all).
     let complete: Bool
     /// The position of the next page in `keys`, and the cursor that asks for it; guarded by ``DirectoryListings``.
@@ -20,10 +23,14 @@ final class DirectoryListingWindow: @unchecked Sendable {
     var expectedCursor: String?
     var lastUsed: ContinuousClock.Instant
 
-    init(keys: [String], versions: [FileVersion?], sizes: [Int64?], complete: Bool, now: ContinuousClock.Instant) {
+    init(
+        keys: [String], versions: [FileVersion?], sizes: [Int64?], modified: [Int64?], complete: Bool,
+        now: ContinuousClock.Instant
+    ) {
         self.keys = keys
         self.versions = versions
         self.sizes = sizes
+        self.modified = modified
         self.complete = complete
         self.lastUsed = now
     }
@@ -84,14 +91,15 @@ final class DirectoryListings: Sendable {
         // Tags are spelled a page at a time: the window keeps the figures, not a string for every key.
         let versions = window.versions[window.next..<end].map { $0?.tag }
         let sizes = Array(window.sizes[window.next..<end])
+        let modified = Array(window.modified[window.next..<end])
         window.next = end
         window.lastUsed = now
         let more = end < window.keys.count || !window.complete
         guard more, let last = keys.last else {
             windows.remove(at: index)
-            return KeyPage(keys: keys, nextCursor: nil, versions: versions, sizes: sizes)
+            return KeyPage(keys: keys, nextCursor: nil, versions: versions, sizes: sizes, modified: modified)
         }
         window.expectedCursor = last
-        return KeyPage(keys: keys, nextCursor: last, versions: versions, sizes: sizes)
+        return KeyPage(keys: keys, nextCursor: last, versions: versions, sizes: sizes, modified: modified)
     }
 }

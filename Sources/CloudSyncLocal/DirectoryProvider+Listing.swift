@@ -32,11 +32,12 @@ extension DirectoryProvider {
         let now = fileTimeNow()
         try walk(root, pieces: []) { key, status in
             smallest.offer(
-                key, version: status.flatMap { FileVersion($0, now: now) }, size: status.map { Int64($0.st_size) })
+                key, version: status.flatMap { FileVersion($0, now: now) }, size: status.map { Int64($0.st_size) },
+                modified: status.map { Int64($0.st_mtim.tv_sec) * 1000 + Int64($0.st_mtim.tv_nsec) / 1_000_000 })
         }
-        let (keys, versions, sizes) = smallest.sortedKeys()
+        let (keys, versions, sizes, modified) = smallest.sortedKeys()
         return DirectoryListingWindow(
-            keys: keys, versions: versions, sizes: sizes, complete: !smallest.truncated, now: .now)
+            keys: keys, versions: versions, sizes: sizes, modified: modified, complete: !smallest.truncated, now: .now)
     }
 
     /// Calls `visit` with the key (UTF-8 bytes) of every key file under `directory`, skipping temporary and foreign

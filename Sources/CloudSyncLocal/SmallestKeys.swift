@@ -10,12 +10,14 @@
 /// the directory. At most `2 × keeping` keys are held: beyond that the smallest `keeping` are kept and the rest
 /// dropped, so memory stays bounded however many keys are offered.
 struct SmallestKeys {
-    /// Where one key's bytes are in `bytes`, its file's version and its size (-1 when unknown).
+    /// Where one key's bytes are in `bytes`, its file's version, its size and its modification time in
+    /// milliseconds (each -1, or `Int64.min` for the time, when unknown).
     private struct Span {
         var start: Int
         var count: Int
         var version: FileVersion?
         var size: Int64
+        var modified: Int64
     }
 
     let keeping: Int
@@ -30,16 +32,22 @@ struct SmallestKeys {
         self.keeping = max(keeping, 1)
     }
 
-    /// Keeps `key` (UTF-8 bytes), with its file's version and size, if it sorts after the cursor.
-    mutating func offer(_ key: UnsafeBufferPointer<UInt8>, version: FileVersion? = nil, size: Int64? = nil) {
+    /// Keeps `key` (UTF-8 bytes), with its file's version, size and modification time, if it sorts after the
+    /// cursor.
+    mutating func offer(
+        _ key: UnsafeBufferPointer<UInt8>, version: FileVersion? = nil, size: Int64? = nil, modified: Int64? = nil
+    ) {
         if let cursor, cursor.withUnsafeBufferPointer({ Self.compare($0, key) }) >= 0 { return }
-        spans.append(Span(start: bytes.count, count: key.count, version: version, size: size ?? -1))
+        spans.append(
+            Span(
+                start: bytes.count, count: key.count, version: version, size: size ?? -1,
+                modified: modified ?? .min))
         bytes.append(contentsOf: key)
         if spans.count >= 2 * keeping { sortAndTrim() }
     }
 
-    /// The keys kept, sorted, and their versions and sizes.
-    mutating func sortedKeys() -> (keys: [String], versions: [FileVersion?], sizes: [Int64?]) {
+    /// The keys kept, sorted, and their versions, sizes and modification times.
+    mutating func sortedKeys() -> (keys: [String], versions: [FileVersion?], sizes: [Int64?], modified: [Int64?]) {
         sortAndTrim()
         let keys = bytes.withUnsafeBufferPointer { base in
             spans.map { span in
@@ -48,7 +56,10 @@ struct SmallestKeys {
                     decoding: UnsafeBufferPointer(rebasing: base[span.start..<span.start + span.count]), as: UTF8.self)
             }
         }
-        return (keys, spans.map(\.version), spans.map { $0.size < 0 ? nil : $0.size })
+        return (
+            keys, spans.map(\.version), spans.map { $0.size < 0 ? nil : $0.size },
+            spans.map { $0.modified == .min ? nil : $0.modified }
+        )
     }
 
     /// Sorts the spans and keeps the first `keeping`, their bytes copied together when any were dropped.

@@ -42,11 +42,13 @@ extension S3Provider {
                 provider: id)
         }
         let urlEncoded = result.text(of: "EncodingType") == "url"
-        let objects = result.children("Contents").compactMap { item -> (name: String, etag: String?, size: Int64?)? in
+        let objects = result.children("Contents").compactMap {
+            item -> (name: String, etag: String?, size: Int64?, modified: Int64?)? in
             item.text(of: "Key").map {
                 (
                     urlEncoded ? HTTPForm.decode($0) : $0, item.text(of: "ETag"),
-                    item.text(of: "Size").flatMap { Int64($0) }
+                    item.text(of: "Size").flatMap { Int64($0) },
+                    item.text(of: "LastModified").flatMap { UTCTimestamp.milliseconds($0[...]) }
                 )
             }
         }
@@ -57,7 +59,9 @@ extension S3Provider {
         var keys: [String] = []
         var versions: [String?] = []
         var sizes: [Int64?] = []
+        var modified: [Int64?] = []
         keys.reserveCapacity(fresh.count)
+        modified.reserveCapacity(fresh.count)
         versions.reserveCapacity(fresh.count)
         sizes.reserveCapacity(fresh.count)
         for object in fresh {
@@ -66,9 +70,12 @@ extension S3Provider {
             // The ETag changes with the object's bytes (an MD5 of them, or of its parts for a multipart upload).
             versions.append(object.etag)
             sizes.append(object.size)
+            modified.append(object.modified)
         }
         let truncated = result.text(of: "IsTruncated") == "true"
-        guard truncated else { return KeyPage(keys: keys, nextCursor: nil, versions: versions, sizes: sizes) }
+        guard truncated else {
+            return KeyPage(keys: keys, nextCursor: nil, versions: versions, sizes: sizes, modified: modified)
+        }
         guard let largest = fresh.map(\.name).max(by: StoreKey.bytesPrecede) else {
             throw CloudSyncError(
                 .provider,
@@ -76,6 +83,6 @@ extension S3Provider {
                     + "the listing would not end",
                 provider: id)
         }
-        return KeyPage(keys: keys, nextCursor: largest, versions: versions, sizes: sizes)
+        return KeyPage(keys: keys, nextCursor: largest, versions: versions, sizes: sizes, modified: modified)
     }
 }

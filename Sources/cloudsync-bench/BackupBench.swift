@@ -135,7 +135,8 @@ private func backUp(_ store: CloudStore, _ ring: EnvelopeCodec) async throws {
             try await session.add(items)
             try await lock.refresh()
         } while cursor != nil
-        _ = try await session.finish(source: "files", pipeline: "bench", time: store.clock.nowMilliseconds())
+        _ = try await session.finish(
+            source: "files", pipeline: "bench", time: store.clock.nowMilliseconds(), holding: lock)
     }
 }
 

@@ -87,6 +87,22 @@ import Testing
         #expect(page.sizes == [0, 3, 5])
     }
 
+    /// A listing gives every file's modification time, to the millisecond: what a backup repository ages its locks
+    /// by, whatever the writers' clocks say.
+    @Test func aListingGivesEveryFilesModificationTime() async throws {
+        let root = directory.file("timed")
+        let provider = try DirectoryProvider(root: root)
+        _ = try await provider.set([KeyValue("old", "a"), KeyValue("fresh", "b")])
+        let file = try #require(
+            try FileManager.default.subpathsOfDirectory(atPath: root).first { $0.hasSuffix("old") })
+        let past = Date(timeIntervalSince1970: 1_577_934_245.678)
+        try FileManager.default.setAttributes([.modificationDate: past], ofItemAtPath: root + "/" + file)
+        let page = try await provider.listKeys(after: nil, limit: 10)
+        #expect(page.keys == ["fresh", "old"])
+        #expect(page.modified?[1] == 1_577_934_245_678)
+        #expect(page.modified?[0].map { $0 > 1_577_934_245_678 } == true)
+    }
+
     @Test func valuesArePlainFilesOtherToolsCanRead() async throws {
         let root = directory.file("backup")
         let provider = try DirectoryProvider(root: root)

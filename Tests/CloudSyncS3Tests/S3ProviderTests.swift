@@ -75,6 +75,9 @@ enum SharedMoto {
         let page = try await provider.listKeys(after: nil, limit: 10)
         #expect(page.keys == ["a", "b", "c"])
         #expect(page.sizes == [0, 4, 5_000])
+        // LastModified, by the server's clock: the day of the test, give or take one.
+        let today = Int64(Date().timeIntervalSince1970 * 1000)
+        #expect(page.modified?.allSatisfy { $0.map { abs($0 - today) < 86_400_000 } ?? false } == true)
     }
 
     @Test func listsAndRemoves2500KeysInPagesOf1000() async throws {

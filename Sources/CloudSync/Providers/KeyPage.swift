@@ -17,16 +17,27 @@ public struct KeyPage: Sendable, Equatable {
     /// A job that reads values can then take a large one another way (a backup, as a file in windows) before
     /// reading it whole.
     public var sizes: [Int64?]?
+    /// When each key's stored value was last written, in milliseconds since the epoch by the provider's own clock
+    /// (a directory's file modification time, S3's `LastModified`), positionally; nil when the listing tells none.
+    ///
+    /// Processes on machines whose clocks disagree can compare these with each other: a backup repository judges
+    /// the age of its locks by them.
+    public var modified: [Int64?]?
 
-    /// A page of `keys`, followed by `nextCursor`, with each key's version tag and size where the provider knows
-    /// them.
-    public init(keys: [String], nextCursor: String?, versions: [String?]? = nil, sizes: [Int64?]? = nil) {
+    /// A page of `keys`, followed by `nextCursor`, with each key's version tag, size and modification time where
+    /// the provider knows them.
+    public init(
+        keys: [String], nextCursor: String?, versions: [String?]? = nil, sizes: [Int64?]? = nil,
+        modified: [Int64?]? = nil
+    ) {
         precondition(versions == nil || versions?.count == keys.count, "one version tag per key, or none")
         precondition(sizes == nil || sizes?.count == keys.count, "one size per key, or none")
+        precondition(modified == nil || modified?.count == keys.count, "one modification time per key, or none")
         self.keys = keys
         self.nextCursor = nextCursor
         self.versions = versions
         self.sizes = sizes
+        self.modified = modified
     }
 
     /// Key `index`'s version tag; nil when the provider gave none.

@@ -6,6 +6,8 @@ public final class MemoryProvider: Provider {
         var values: [StoreKey: String] = [:]
         /// Each key's sequence number of its last store: its version tag.
         var storedAt: [StoreKey: Int] = [:]
+        /// Each key's time of its last store by the provider's clock, kept only when it has one.
+        var modifiedAt: [StoreKey: Int64] = [:]
         /// Every key, sorted, so listing pages are a binary search and a slice.
         var sortedKeys: [String] = []
         var usedBytes: Int64 = 0
@@ -55,6 +57,7 @@ public final class MemoryProvider: Provider {
         mutating func remove(_ key: String) {
             guard let old = values.removeValue(forKey: StoreKey(key)) else { return }
             storedAt[StoreKey(key)] = nil
+            modifiedAt[StoreKey(key)] = nil
             logChange(key, removed: true)
             sortedKeys.remove(at: insertionIndex(of: key))
             usedBytes -= Int64(key.utf8.count + old.utf8.count)
@@ -75,14 +78,21 @@ public final class MemoryProvider: Provider {
     /// Names this instance in its change-feed cursors and version tags, so another instance's cursor is expired and
     /// its tags differ, not misread.
     private let feedEpoch = UUID().uuidString
+    /// The provider's own clock, when it has one: its listings then give each key's modification time by it, as a
+    /// service's listings give times by the service's clock (which a test can set apart from its writers').
+    private let clock: (any StoreClock)?
 
-    /// A provider holding `items` from the start (a demo's data, a test's fixture); its change feed keeps the last
-    /// `changeLogLimit` changes.
+    /// A provider holding `items` from the start (a demo's data, a test's fixture).
+    ///
+    /// Its change feed keeps the last `changeLogLimit` changes. With a `clock`, its listings give modification times
+    /// by it.
     public init(
         id: String = "memory", capabilities: ProviderCapabilities = .init(), totalBytes: Int64? = nil,
-        items: [KeyValue] = [], metrics: ProviderMetrics = ProviderMetrics(), changeLogLimit: Int = 100_000
+        items: [KeyValue] = [], metrics: ProviderMetrics = ProviderMetrics(), changeLogLimit: Int = 100_000,
+        clock: (any StoreClock)? = nil
     ) {
         self.id = id
+        self.clock = clock
         var capabilities = capabilities
         capabilities.listsInKeyOrder = true
         capabilities.cursorIsKey = true
@@ -181,6 +191,7 @@ public final class MemoryProvider: Provider {
                     }
                 }
                 contents.store(item.value, forKey: item.key)
+                if let clock { contents.modifiedAt[StoreKey(item.key)] = clock.nowMilliseconds() }
                 return .success(tagged ? version(of: item.key, in: contents) : nil)
             }
         }
@@ -241,7 +252,8 @@ public final class MemoryProvider: Provider {
             // Tags name this instance too: another process's memory provider starts counting again.
             let versions = keys.map { version(of: $0, in: contents) }
             return KeyPage(
-                keys: keys, nextCursor: end < contents.sortedKeys.count ? keys.last : nil, versions: versions)
+                keys: keys, nextCursor: end < contents.sortedKeys.count ? keys.last : nil, versions: versions,
+                modified: clock.map { _ in keys.map { contents.modifiedAt[StoreKey($0)] } })
         }
     }
 
