@@ -147,6 +147,7 @@ package struct CommandLineTool {
         case ["repair", "snapshots"]: return await repairSnapshots(parsed)
         case ["unlock"]: return await unlock(parsed)
         case ["restore"]: return await restoreSnapshot(parsed)
+        case ["forget"]: return await forgetSnapshots(parsed)
         case ["login"]: return await login(parsed)
         case ["logout"]: return logout(parsed)
         case ["accounts", "list"]: return accountsList(parsed)

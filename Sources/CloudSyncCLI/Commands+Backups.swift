@@ -1,4 +1,4 @@
-/// The commands that work on a backup repository: snapshots, restore, repair index and unlock.
+/// The commands that work on a backup repository: snapshots, restore, forget, repair and unlock.
 extension Commands {
     static let snapshotsRepository = OptionSpec.option(
         "repository", value: "ID", required: true, completes: .providers,
@@ -21,6 +21,52 @@ extension Commands {
         "keys", value: "GLOB", repeatable: true, help: "Restore only keys matching; repeat for more.")
     static let restoreOverwrite = OptionSpec.option(
         "overwrite", value: "MODE", help: "always (the default), ifMissing or ifDifferent.")
+
+    static let forgetKeepLast = OptionSpec.option("keep-last", value: "N", help: "Keep the newest N snapshots.")
+    static let forgetKeepHourly = OptionSpec.option(
+        "keep-hourly", value: "N", help: "Keep the newest snapshot of each of the last N hours that have one.")
+    static let forgetKeepDaily = OptionSpec.option(
+        "keep-daily", value: "N", help: "Keep the newest snapshot of each of the last N days that have one.")
+    static let forgetKeepWeekly = OptionSpec.option(
+        "keep-weekly", value: "N", help: "Keep the newest snapshot of each of the last N weeks that have one.")
+    static let forgetKeepMonthly = OptionSpec.option(
+        "keep-monthly", value: "N", help: "Keep the newest snapshot of each of the last N months that have one.")
+    static let forgetKeepYearly = OptionSpec.option(
+        "keep-yearly", value: "N", help: "Keep the newest snapshot of each of the last N years that have one.")
+    static let forgetKeepWithin = OptionSpec.option(
+        "keep-within", value: "SPAN",
+        help: "Keep every snapshot taken within SPAN before the newest (1y6m, 30d, 2w, 12h).")
+    static let forgetTag = OptionSpec.option(
+        "tag", value: "TAG", repeatable: true,
+        help: "Consider only snapshots carrying this tag (repeat: every one); the others are kept.")
+    static let forgetPrune = OptionSpec.flag(
+        "prune", help: "Then delete the data no remaining snapshot needs, under the repository's exclusive lock.")
+    static let forgetMaxUnused = OptionSpec.option(
+        "max-unused", value: "P", default: "5%",
+        help: "How much unneeded data a prune may leave in packs it keeps whole (0% rewrites every such pack).")
+
+    static let forget = CommandSpec(
+        path: ["forget"], abstract: "Remove backup snapshots outside a keep policy, without editing the pipeline file.",
+        discussion: """
+            Runs one forget job through the pipeline's state, codecs and run lock: of the snapshots of the \
+            repository in --repository, each pipeline and source's group keeps what the --keep-* rules name \
+            (restic's meanings; a snapshot any rule names is kept) and the rest are removed. At least one rule is \
+            needed. --tag limits it to snapshots carrying the tag. --prune then deletes the data none of the kept \
+            snapshots needs. --dry-run removes nothing: the report's keyLists name the snapshots it would remove and \
+            keep, by id. The report and exit status are a run's.
+            """,
+        arguments: [file],
+        options: [
+            snapshotsRepository, snapshotsCodec, forgetKeepLast, forgetKeepHourly, forgetKeepDaily, forgetKeepWeekly,
+            forgetKeepMonthly, forgetKeepYearly, forgetKeepWithin, forgetTag, forgetPrune, forgetMaxUnused,
+            runDryRun, json, runReport, runQuiet,
+        ],
+        exitCodes: [
+            (.success, "the snapshots outside the policy were removed (or, with --dry-run, named)"),
+            (.jobError, "the forget could not run: the repository could not be opened, or a prune found damage"),
+            (.usage, "no --keep-* rule, or the command line or the pipeline file was wrong"),
+            (.locked, "a run of the pipeline, or another process using the repository, holds its lock"),
+        ])
 
     static let snapshots = CommandSpec(
         path: ["snapshots"], abstract: "List the snapshots of a backup repository, oldest first.",
@@ -91,7 +137,7 @@ extension Commands {
         arguments: [file],
         options: [
             snapshotsRepository, snapshotsCodec, restoreSnapshot, restoreTo, restoreTarget, restoreKeys,
-            restoreOverwrite, runDryRun, runReport, runQuiet,
+            restoreOverwrite, runDryRun, json, runReport, runQuiet,
         ],
         exitCodes: [
             (.success, "every key was restored"),

@@ -4,7 +4,7 @@ import CloudSyncRunner
 import Foundation
 
 /// `cloudsync restore FILE --repository ID [--codec ID] [--snapshot SEL] (--to PROVIDER | --target DIR)
-/// [--keys GLOB]... [--overwrite MODE] [--dry-run] [--report PATH|-] [--quiet]`: one restore job, run through the
+/// [--keys GLOB]... [--overwrite MODE] [--dry-run] [--json] [--report PATH|-] [--quiet]`: one restore job, run through the
 /// pipeline's state, codecs and run lock without editing the file; a directory target needs no provider in it.
 extension CommandLineTool {
     /// The id the `--target` directory's provider takes in the run.
@@ -46,17 +46,6 @@ extension CommandLineTool {
         let keys = parsed.values(Commands.restoreKeys)
         if !keys.isEmpty { job.append(("keys", .list(keys))) }
         if let overwrite = parsed.value(Commands.restoreOverwrite) { job.append(("overwrite", .text(overwrite))) }
-        guard let amended = compile(file, amendment: PipelineAmendment(providers: providers, job: job)) else {
-            return .usage
-        }
-        var options = RunOptions()
-        options.dryRun = parsed.flag(Commands.runDryRun)
-        options.reportPath = parsed.value(Commands.runReport)
-        let quiet = parsed.flag(Commands.runQuiet)
-        tellJobs(&options, of: amended, quiet: quiet, counted: false)
-        switch await execute(amended, options, redrawn: false) {
-        case .success(let outcome): return tell(outcome, of: amended, options, quiet: quiet)
-        case .failure(let refusal): return refused(refusal, amended)
-        }
+        return await runAmended(file, PipelineAmendment(providers: providers, job: job), parsed)
     }
 }

@@ -80,6 +80,11 @@ struct ForgetJob: JobType {
                 policy: configuration.keep, tags: configuration.tags, dryRun: context.isDryRun)
             report[Self.kept] = forgotten.kept.count
             report[Self.removed] = forgotten.removed.count
+            // The snapshots by id (what `restore --snapshot` takes), oldest first: a dry run's list of what would go.
+            report.entry.keyLists = [
+                Self.kept.name: forgotten.kept.prefix(JobReport.failureListLimit).map(\.id),
+                Self.removed.name: forgotten.removed.prefix(JobReport.failureListLimit).map(\.id),
+            ]
             guard configuration.prune && !context.isDryRun else { return }
             let pruned = try await repository.prune(maxUnused: configuration.maxUnused, holding: lock)
             report[Self.objectsDeleted] = pruned.objectsDeleted

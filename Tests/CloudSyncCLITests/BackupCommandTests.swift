@@ -167,6 +167,62 @@ import Testing
         #expect(both.status == 64 && both.standardError.contains("--target"))
     }
 
+    /// The snapshot ids `snapshots --json` lists, oldest first.
+    private func snapshotIDs(_ file: String) async throws -> [String] {
+        let listed = try await cloudsync(["snapshots", file, "--repository", "vault", "--json"])
+        #expect(listed.status == 0, "\(listed.standardError)")
+        let snapshots = try #require(
+            try JSONSerialization.jsonObject(with: Data(listed.standardOutput.utf8)) as? [[String: Any]])
+        return snapshots.compactMap { $0["id"] as? String }
+    }
+
+    /// `forget` is one command: a dry run names what would go (by id, in the JSON report) and removes nothing, no
+    /// keep rule is refused, and a forget with --prune leaves the newest snapshot, which restores.
+    @Test func forgetIsOneCommandWhoseDryRunNamesWhatWouldGo() async throws {
+        let file = directory.file("nightly.yaml")
+        let before = try String(contentsOfFile: file, encoding: .utf8)
+        var state: [KeyValue] = []
+        for round in 0..<3 {
+            let app = try SQLiteProvider(id: "app", path: directory.file("data/app.db"))
+            state = (0..<30).map { KeyValue("k\($0)", "round \(round) value \($0)") }
+            _ = try await app.set(state)
+            await app.close()
+            #expect(try await cloudsync(["run", file, "--job", "backup", "--quiet"]).status == 0)
+        }
+        let ids = try await snapshotIDs(file)
+        #expect(ids.count == 3)
+
+        let dry = try await cloudsync([
+            "forget", file, "--repository", "vault", "--keep-last", "1", "--prune", "--dry-run", "--json", "--quiet",
+        ])
+        #expect(dry.status == 0, "\(dry.standardError)")
+        let report = try #require(
+            try JSONSerialization.jsonObject(with: Data(dry.standardOutput.utf8)) as? [String: Any])
+        let job = try #require((report["jobs"] as? [[String: Any]])?.first)
+        let lists = job["keyLists"] as? [String: [String]]
+        #expect(lists?["removed"] == Array(ids.prefix(2)) && lists?["kept"] == [ids[2]])
+        #expect(try await snapshotIDs(file) == ids)
+
+        for refused in [["--prune"], ["--keep-last", "x"], ["--keep-daily", "-1"]] {
+            let result = try await cloudsync(["forget", file, "--repository", "vault"] + refused)
+            #expect(result.status == 64 && result.standardError.contains("--keep"), "\(refused)")
+        }
+        #expect(try await snapshotIDs(file) == ids)
+
+        let forget = try await cloudsync([
+            "forget", file, "--repository", "vault", "--keep-last", "1", "--prune", "--quiet",
+        ])
+        #expect(forget.status == 0, "\(forget.standardError)")
+        #expect(try await snapshotIDs(file) == [ids[2]])
+        #expect(try String(contentsOfFile: file, encoding: .utf8) == before)
+        let target = directory.file("out/forgotten")
+        #expect(
+            try await cloudsync(["restore", file, "--repository", "vault", "--target", target, "--quiet"]).status == 0)
+        for item in state {
+            #expect(try String(contentsOfFile: target + "/" + item.key, encoding: .utf8) == item.value)
+        }
+    }
+
     @Test func theIndependentRestoreAgreesWithRestoreOnEverySnapshotAndSnapshotsListsThem() async throws {
         let file = directory.file("nightly.yaml")
         let app = try SQLiteProvider(id: "app", path: directory.file("data/app.db"))

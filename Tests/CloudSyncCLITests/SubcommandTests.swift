@@ -157,6 +157,7 @@ import Testing
         await #expect(
             try complete(["cloudsync", ""]) == [
                 "init", "run", "serve", "validate", "plan", "schema", "outbox", "history", "snapshots", "restore",
+                "forget",
                 "repair", "unlock", "login", "logout", "accounts",
                 "cloudkit",
                 "keygen",

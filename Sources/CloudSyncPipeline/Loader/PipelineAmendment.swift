@@ -1,16 +1,17 @@
 import CloudSyncYAML
 
-/// What a command adds to a pipeline file as it loads it (`cloudsync restore`).
+/// What a command adds to a pipeline file as it loads it (`cloudsync restore`, `cloudsync forget`).
 ///
 /// Providers of its own beside the file's, and the one job it runs in place of the file's jobs. Everything else
 /// (state, codecs, reports, the run lock) stays the file's.
 public struct PipelineAmendment: Sendable {
-    /// A field's value: text (written quoted, so it is never read as a number or a boolean), a literal (`true`), or
-    /// a list of texts.
-    public enum Value: Sendable {
+    /// A field's value: text (written quoted, so it is never read as a number or a boolean), a literal (`true`,
+    /// `7`), a list of texts, or a mapping of fields (`keep:`).
+    public indirect enum Value: Sendable {
         case text(String)
         case literal(String)
         case list([String])
+        case mapping([(String, Value)])
     }
 
     /// Providers added to the file's, each an id and its fields.
@@ -65,6 +66,7 @@ public struct PipelineAmendment: Sendable {
         case .text(let text): YAMLNode(.scalar(text, .doubleQuoted), mark: mark)
         case .literal(let text): YAMLNode(.scalar(text, .plain), mark: mark)
         case .list(let texts): YAMLNode(.sequence(texts.map { node(.text($0), at: mark) }, .flow), mark: mark)
+        case .mapping(let fields): mapping(fields, at: mark)
         }
     }
 

@@ -118,8 +118,8 @@ public struct RunReport: Codable, Sendable {
         public var sync: SyncDetails? = nil
         /// Keys named by category, the first 100 of each; names only, never values.
         ///
-        /// `check` names `differ`, `missingOnDestination` and `missingOnSource`, `mirror` names `deleted`; nil for
-        /// other jobs.
+        /// `check` names `differ`, `missingOnDestination` and `missingOnSource`, `mirror` names `deleted`, `forget`
+        /// the snapshot ids `kept` and `removed`; nil for other jobs.
         public var keyLists: [String: [String]]? = nil  // by count name, not store keys
         /// How a job with `shards: N` was split between runners; nil for a job run whole.
         public var shards: Shards? = nil
