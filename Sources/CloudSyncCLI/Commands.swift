@@ -375,7 +375,8 @@ enum Commands {
 
     /// Every subcommand, in the order help lists them.
     static let all = [
-        initPipeline, run, serve, validate, plan, schema, outbox, history, snapshots, restore, forget, repair, unlock, login,
+        initPipeline, run, serve, validate, plan, schema, outbox, history, snapshots, restore, forget, repair, unlock,
+        login,
         logout,
         accounts, cloudkit, keygen, completions, man, version, help,
     ]
