@@ -155,6 +155,17 @@ class Repository:
             fail("a chunked value is %d bytes, not the %s its tree says" % (len(data), size))
         return data
 
+    def tree_ids(self, snapshot):
+        """The snapshot's tree ids: `trees`, or `treeLists` replaced `treeLevels` times by the ids each list holds."""
+        if "trees" in snapshot:
+            return snapshot["trees"]
+        ids, levels = snapshot.get("treeLists"), snapshot.get("treeLevels")
+        if not isinstance(ids, list) or not isinstance(levels, int) or levels < 1:
+            fail("the snapshot names no trees")
+        for _ in range(levels):
+            ids = [tree for list_id in ids for tree in json.loads(self.blob(list_id))]
+        return ids
+
     def snapshots(self):
         found = []
         for name in self.kind("snapshot"):
@@ -190,7 +201,10 @@ def main():
         fail("no single snapshot matches %s" % (args.snapshot or "latest"))
     snapshot = chosen[-1][0]
     restored = {}
-    for tree in snapshot["trees"]:
+    trees = repository.tree_ids(snapshot)
+    levels = snapshot.get("treeLevels", 0)
+    print("restoring %s: %d trees, %d levels of tree lists" % (chosen[-1][1], len(trees), levels), file=sys.stderr)
+    for tree in trees:
         for entry in json.loads(repository.blob(tree)):
             key, value_id = entry[0], entry[1]  # a third element, when present, is the source's version tag
             if args.out_dir is None:

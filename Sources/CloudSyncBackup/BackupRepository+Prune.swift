@@ -200,16 +200,21 @@ extension BackupRepository {
         }
     }
 
-    /// The ids of every blob a snapshot needs: its trees, its values, and each chunked value's list and chunks.
+    /// The ids of every blob a snapshot needs: its trees (and tree lists), its values, and each chunked value's list
+    /// and chunks.
     ///
     /// The trees of all snapshots are gathered first and read together, so a pack of trees is read once however
     /// many snapshots share it.
     func neededBlobs() async throws(CloudSyncError) -> Set<String> {
         var trees: Set<String> = []
-        for snapshot in try await snapshotsWithTrees() { trees.formUnion(snapshot.trees) }
+        var lists: Set<String> = []
+        for snapshot in try await snapshotsWithTrees() {
+            trees.formUnion(snapshot.trees)
+            lists.formUnion(snapshot.lists)
+        }
         let name = Self.prefix + "snapshot.*"
         let entries = try await entries(ofTrees: trees.sorted(), in: name)
-        return trees.union(try await valueBlobs(of: entries.map { $0[1] }, in: name))
+        return trees.union(lists).union(try await valueBlobs(of: entries.map { $0[1] }, in: name))
     }
 
     /// Deletes objects, failing on the first that could not be deleted.

@@ -86,22 +86,30 @@ extension BackupRepository {
         return (found.map(\.summary), damaged)
     }
 
-    /// Every snapshot, oldest first, with the ids of its trees, from one read of the snapshot objects; one that does
-    /// not open or names no trees is `ERR_DECODE` naming it (a prune must know what every snapshot needs).
-    func snapshotsWithTrees() async throws(CloudSyncError) -> [(summary: SnapshotSummary, trees: [String])] {
+    /// Every snapshot, oldest first, with the ids of its trees and of the tree lists naming them, from one read of
+    /// the snapshot objects; one that does not open or names no trees is `ERR_DECODE` naming it (a prune must know
+    /// what every snapshot needs).
+    func snapshotsWithTrees() async throws(CloudSyncError)
+        -> [(summary: SnapshotSummary, trees: [String], lists: [String])]
+    {
         let (found, damaged) = try await readSnapshots()
         if let first = damaged.first {
             throw CloudSyncError(first.code, first.message, provider: provider, key: first.object)
         }
-        return found
+        var resolved: [(summary: SnapshotSummary, trees: [String], lists: [String])] = []
+        for snapshot in found {
+            let (trees, lists) = try await treeIDs(snapshot.trees, in: Self.prefix + "snapshot." + snapshot.summary.id)
+            resolved.append((snapshot.summary, trees, lists))
+        }
+        return resolved
     }
 
     /// The snapshots that open, oldest first, with their trees, and the snapshot objects that do not.
     private func readSnapshots() async throws(CloudSyncError)
-        -> (found: [(summary: SnapshotSummary, trees: [String])], damaged: [RepositoryProblem])
+        -> (found: [(summary: SnapshotSummary, trees: SnapshotTrees)], damaged: [RepositoryProblem])
     {
         let names = objectNames("snapshot")
-        var found: [(summary: SnapshotSummary, trees: [String])] = []
+        var found: [(summary: SnapshotSummary, trees: SnapshotTrees)] = []
         var damaged: [RepositoryProblem] = []
         for (name, opened) in zip(names, try await openEach(names)) {
             do throws(CloudSyncError) {
@@ -117,7 +125,7 @@ extension BackupRepository {
     /// The summary and trees of the snapshot object `name` whose plaintext is `plaintext`; `ERR_DECODE` when it is not
     /// a snapshot or names no trees.
     private func snapshot(_ plaintext: [UInt8], name: String) throws(CloudSyncError)
-        -> (summary: SnapshotSummary, trees: [String])
+        -> (summary: SnapshotSummary, trees: SnapshotTrees)
     {
         let object = try snapshotObject(plaintext, name: name)
         let summary = SnapshotSummary(
@@ -126,12 +134,7 @@ extension BackupRepository {
             pipeline: object["pipeline"] as? String ?? "", tags: object["tags"] as? [String] ?? [],
             keys: object["keys"] as? Int ?? 0, bytes: object["bytes"] as? Int ?? 0,
             host: object["host"] as? String ?? "", missed: object["missed"] as? Int ?? 0)
-        // A snapshot that names no trees is damaged; a prune must not take it for one that needs nothing.
-        guard let trees = object["trees"] as? [String] else {
-            throw CloudSyncError(
-                .decode, "snapshot \(summary.id) in \(provider) has no trees", provider: provider, key: name)
-        }
-        return (summary, trees)
+        return (summary, try SnapshotTrees(object, name: name, provider: provider))
     }
 
     /// The keys and values snapshot `id` holds, in key order, all at once; ``restore(snapshot:pageSize:keys:_:)``
@@ -366,10 +369,7 @@ extension BackupRepository {
     func treeIDs(of id: String) async throws(CloudSyncError) -> [String] {
         let name = Self.prefix + "snapshot." + id
         let object = try snapshotObject(try await readObjects([name])[0], name: name)
-        guard let trees = object["trees"] as? [String] else {
-            throw CloudSyncError(.decode, "snapshot \(id) in \(provider) has no trees", provider: provider, key: name)
-        }
-        return trees
+        return try await treeIDs(try SnapshotTrees(object, name: name, provider: provider), in: name).trees
     }
 
     /// The bytes of the blobs `ids` (values or trees), positionally, reading each pack they are in once.

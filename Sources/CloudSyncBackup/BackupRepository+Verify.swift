@@ -72,10 +72,8 @@ extension BackupRepository {
         for (name, opened) in zip(snapshotNames, try await openEach(snapshotNames)) {
             do throws(CloudSyncError) {
                 let object = try snapshotObject(try opened.get(), name: name)
-                guard let trees = object["trees"] as? [String] else {
-                    throw CloudSyncError(.decode, "\(name) has no trees", key: name)
-                }
-                treesOf.append((name, trees))
+                let named = try SnapshotTrees(object, name: name, provider: provider)
+                treesOf.append((name, try await treeIDs(named, in: name).trees))
             } catch {
                 check.problems.append(
                     RepositoryProblem(object: error.key ?? name, message: error.message, code: error.code))

@@ -47,6 +47,11 @@ public final class BackupRepository {
     let objectsAsFiles: Bool
     /// Entries an index object holds at most, so it fits the provider's value limit too.
     let indexEntriesPerObject: Int
+    /// Tree ids a snapshot object names at most, and a tree list holds.
+    ///
+    /// 8,192, or fewer where the provider takes small values (a snapshot object is a value even where packs are
+    /// files). A snapshot of more trees names tree lists instead (`treeLists`, `treeLevels`). Tests lower it.
+    var treeIDsPerObject: Int
     /// Cuts values too large to be one blob, each chunk fitting a pack.
     let chunker: ValueChunker
     /// Every value id the repository holds, and where.
@@ -83,6 +88,8 @@ public final class BackupRepository {
         self.packBytes = max(1, min(packBytes, limit, RepositoryKeys.maxPackBytes))
         // An entry is at most about 80 bytes of JSON (a 32-digit id, a pack's offset and length).
         self.indexEntriesPerObject = max(1, min(10_000, limit / 80))
+        // An id is 34 bytes of JSON; half the value limit leaves room for the snapshot's other fields.
+        self.treeIDsPerObject = max(2, min(8_192, (maxValueBytes.map(Self.plaintextFitting) ?? Int.max) / 80))
         self.chunker = ValueChunker(key: keys.id, largest: PackWriter.room(inPackOf: self.packBytes))
         self.index = index
     }

@@ -211,6 +211,24 @@ public final class BackupSession {
         return ids
     }
 
+    /// The snapshot's fields naming `trees`: `trees` itself, or where there are more than one object should name,
+    /// `treeLists` and `treeLevels`, the lists (and lists of lists) stored as blobs like trees.
+    private func namedTrees(_ trees: [String]) async throws(CloudSyncError) -> [String: Any] {
+        let most = repository.treeIDsPerObject
+        var named = trees
+        var levels = 0
+        while named.count > most {
+            var lists: [String] = []
+            for start in stride(from: 0, to: named.count, by: most) {
+                let list = Array(named[start..<min(start + most, named.count)])
+                lists.append(try await store(String(decoding: BackupRepository.json(list), as: UTF8.self)).id)
+            }
+            named = lists
+            levels += 1
+        }
+        return levels == 0 ? ["trees": named] : ["treeLists": named, "treeLevels": levels]
+    }
+
     /// Writes the last pack, the index of this session's packs, then the snapshot, and returns what it wrote.
     ///
     /// `missed` counts the source's keys that could not be read and so are not in the snapshot; the snapshot records
@@ -225,14 +243,15 @@ public final class BackupSession {
     {
         // Nothing is committed unless the lock still holds: a prune that took it for stale may have deleted packs.
         try await lock?.confirm()
-        let trees = try await trees()
+        let trees = try await namedTrees(try await trees())
         try await packs.finish()
         result.bytesAdded += packs.bytesWritten
         let id = BackupRepository.randomID()
         var snapshot: [String: Any] = [
             "time": time, "source": source, "pipeline": pipeline, "tags": tags, "keys": entries.count,
-            "bytes": valueBytes, "host": host, "trees": trees,
+            "bytes": valueBytes, "host": host,
         ]
+        snapshot.merge(trees) { _, new in new }
         if missed > 0 { snapshot["missed"] = missed }
         result.bytesAdded += try await repository.writeObjects([
             (BackupRepository.prefix + "snapshot." + id, BackupRepository.json(snapshot))

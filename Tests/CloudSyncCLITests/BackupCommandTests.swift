@@ -223,6 +223,39 @@ import Testing
         }
     }
 
+    /// A snapshot of more trees than one object names (80,000 keys: about 10,000 trees) names lists of them; the
+    /// independent restore follows the lists, and both restores give back every key.
+    @Test func aSnapshotOfTensOfThousandsOfKeysNamesTreeListsBothRestoresFollow() async throws {
+        let file = directory.file("nightly.yaml")
+        let app = try SQLiteProvider(id: "app", path: directory.file("data/app.db"))
+        let state = (0..<80_000).map { KeyValue("user/\($0)", "v\($0)") }
+        for start in stride(from: 0, to: state.count, by: 10_000) {
+            _ = try await app.set(Array(state[start..<(start + 10_000)]))
+        }
+        await app.close()
+        let backup = try await cloudsync(["run", file, "--job", "backup", "--quiet"])
+        #expect(backup.status == 0, "\(backup.standardError)")
+
+        let python = root + "/.build/pyenv/bin/python3"
+        let out = directory.file("python-many.json")
+        let independent = try await ProcessRunner.run(
+            python,
+            [
+                root + "/scripts/backup_restore.py", "--repository", directory.file("data/vault"), "--key-file",
+                directory.file("keys/vault.key"), "--out", out,
+            ])
+        #expect(independent.status == 0, "\(independent.standardError)")
+        #expect(independent.standardError.contains("1 levels of tree lists"), "\(independent.standardError)")
+        let restoredByPython = try JSONDecoder().decode(
+            [String: String].self, from: Data(contentsOf: URL(fileURLWithPath: out)))
+        let expected = Dictionary(uniqueKeysWithValues: state.map { ($0.key, $0.value) })
+        #expect(restoredByPython == expected)
+
+        let restore = try await cloudsync(["restore", file, "--repository", "vault", "--to", "restored", "--quiet"])
+        #expect(restore.status == 0, "\(restore.standardError)")
+        #expect(try await contents("restored") == expected)
+    }
+
     @Test func theIndependentRestoreAgreesWithRestoreOnEverySnapshotAndSnapshotsListsThem() async throws {
         let file = directory.file("nightly.yaml")
         let app = try SQLiteProvider(id: "app", path: directory.file("data/app.db"))

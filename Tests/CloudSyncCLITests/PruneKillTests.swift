@@ -4,9 +4,11 @@ import CloudSyncTesting
 import Foundation
 import Testing
 
-/// `cloudsync forget --prune` killed (SIGKILL) while it holds the repository's exclusive lock: the next verify,
-/// restore and backup on this host start at once (the lock names a process that is gone), every blob of every
-/// snapshot left checks out, and the newest snapshot restores equal. Seeded: the kill moments repeat.
+/// Prunes killed while they hold the repository's exclusive lock hold nobody up and lose nothing.
+///
+/// `cloudsync forget --prune` is SIGKILLed; the next verify, restore and backup on this host start at once (the lock
+/// names a process that is gone), every blob of every snapshot left checks out, and the newest snapshot restores
+/// equal. Seeded: the kill moments repeat.
 @Suite(.timeLimit(.minutes(10))) struct PruneKillTests {
     /// Prunes killed (about 10 seconds in all).
     static let rounds = 20
