@@ -68,10 +68,12 @@ extension BackupRepository {
     /// the younger ones.
     /// Order: new packs, one new index of everything kept, then the old indexes, then the old packs, so a prune killed
     /// at any point leaves every snapshot whole. Take the repository's exclusive lock first and pass it, to have it
-    /// refreshed while the prune works.
-    public func prune(maxUnused: Double = 0.05, holding lock: RepositoryLock? = nil) async throws(CloudSyncError)
-        -> PruneResult
-    {
+    /// refreshed while the prune works. `progress` is told the packs rewritten so far and how many will be, after
+    /// each.
+    public func prune(
+        maxUnused: Double = 0.05, holding lock: RepositoryLock? = nil,
+        progress: (_ done: Int, _ total: Int) -> Void = { _, _ in }
+    ) async throws(CloudSyncError) -> PruneResult {
         if let damaged = damagedIndexes.first {
             throw CloudSyncError(
                 .decode,
@@ -95,9 +97,10 @@ extension BackupRepository {
         }
         let writer = PackWriter(self)
         var kept = index.filter { !gone.contains($0.value.pack) }
-        for pack in rewrite {
+        for (done, pack) in rewrite.enumerated() {
             try await lock?.refresh()
             try await copyNeededBlobs(of: pack, packs[pack]!.blobs, needed: needed, into: writer)
+            progress(done + 1, rewrite.count)
         }
         try await writer.flush()
         for (pack, blobs) in writer.written {
@@ -228,7 +231,9 @@ extension BackupRepository {
     private func storedSizes(_ names: [String]) async throws(CloudSyncError) -> Int {
         guard !names.isEmpty else { return 0 }
         guard objectsAsFiles else {
-            return try await store.read(names, from: provider).reduce(0) { $0 + ($1?.utf8.count ?? 0) }
+            let read = try await store.read(names, from: provider).reduce(0) { $0 + ($1?.utf8.count ?? 0) }
+            countRead(read)
+            return read
         }
         var total = 0
         for name in names { total += Int(try await store.fileSize(name, on: provider) ?? 0) }

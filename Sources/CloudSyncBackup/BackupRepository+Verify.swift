@@ -30,8 +30,11 @@ extension BackupRepository {
     ///
     /// Every index and snapshot opens, every blob a snapshot names is indexed, every pack an index names exists,
     /// and, for `readData` (0 to 1) of the packs chosen at random, each pack opens and each of its blobs hashes to
-    /// its id. Problems are collected, not thrown; only a provider that cannot be read throws.
-    public func verify(readData share: Double) async throws(CloudSyncError) -> RepositoryCheck {
+    /// its id. Problems are collected, not thrown; only a provider that cannot be read throws. `progress` is told
+    /// the packs read so far and how many will be, after each.
+    public func verify(readData share: Double, progress: (_ done: Int, _ total: Int) -> Void = { _, _ in })
+        async throws(CloudSyncError) -> RepositoryCheck
+    {
         var check = RepositoryCheck()
         check.problems = damagedIndexes
         check.indexes = objectNames("index").count
@@ -54,6 +57,7 @@ extension BackupRepository {
         for pack in chosen.sorted() {
             check.packsRead += 1
             if let problem = try await readPack(pack, holding: packs[pack]!) { check.problems.append(problem) }
+            progress(check.packsRead, chosen.count)
         }
         // One problem per object: the first found (a damaged pack is met first through a tree it holds).
         var named: Set<String> = []

@@ -70,6 +70,15 @@ public final class BackupRepository {
     var headerIndex: [String: Location]?
     /// Every object's name, listed once when the repository opens and kept up to date with what it writes.
     private var names: Set<String> = []
+    /// Bytes of repository objects read since it was opened, as stored (sealed, compressed): what a job's report
+    /// gives as its `bytesRead` from the repository.
+    public private(set) var bytesRead = 0
+    /// Bytes of repository objects written since it was opened, as stored: locks and snapshots as well as packs
+    /// and indexes.
+    public private(set) var bytesWritten = 0
+
+    /// Adds `bytes` read outside ``openEach(_:)`` to ``bytesRead``.
+    func countRead(_ bytes: Int) { bytesRead += bytes }
     /// When objects were last written by the provider's clock, where its listing tells (milliseconds since the
     /// epoch), as of the last listing: lock ages and the age of packs no index names are judged by it.
     private(set) var objectTimes: [String: Int64] = [:]
@@ -236,14 +245,17 @@ public final class BackupRepository {
         // Several at a time: a repository opens by reading every index object, one request (or two) each.
         for start in stride(from: 0, to: files.count, by: Self.concurrentFileReads) {
             let batch = files[start..<min(start + Self.concurrentFileReads, files.count)]
-            await withTaskGroup(of: (Int, Result<[UInt8], CloudSyncError>).self) { group in
+            await withTaskGroup(of: (Int, Result<(opened: [UInt8], stored: Int), CloudSyncError>).self) { group in
                 for position in batch {
                     let name = names[position]
                     group.addTask { [store, provider, keys] in
                         (position, await Self.openFile(name, store: store, provider: provider, keys: keys))
                     }
                 }
-                for await (position, result) in group { results[position] = result }
+                for await (position, result) in group {
+                    results[position] = result.map(\.opened)
+                    if case .success(let read) = result { bytesRead += read.stored }
+                }
             }
         }
         let read = try await store.readEach(texts.map { names[$0] }, from: provider)
@@ -251,6 +263,7 @@ public final class BackupRepository {
             let name = names[position]
             results[position] = Result { () throws(CloudSyncError) -> [UInt8] in
                 guard let stored = try read.get() else { throw Self.missing(name, provider) }
+                bytesRead += stored.utf8.count
                 return try keys.open(
                     stored, name: name, repository: provider, maxBytes: RepositoryKeys.maxBytes(of: name))
             }
@@ -261,9 +274,10 @@ public final class BackupRepository {
     /// How many objects stored as files ``openEach(_:)`` reads at once.
     static let concurrentFileReads = 8
 
-    /// The object `name` read through the provider's file API and opened, no further than its kind's bound.
+    /// The object `name` read through the provider's file API and opened, no further than its kind's bound, and the
+    /// bytes it took as stored.
     private static func openFile(_ name: String, store: CloudStore, provider: String, keys: RepositoryKeys) async
-        -> Result<[UInt8], CloudSyncError>
+        -> Result<(opened: [UInt8], stored: Int), CloudSyncError>
     {
         let bound = RepositoryKeys.maxBytes(of: name)
         do throws(CloudSyncError) {
@@ -271,7 +285,8 @@ public final class BackupRepository {
             guard let stored = try await store.getBytes(name, from: provider, maxBytes: bound / 3 * 4 + 4096) else {
                 return .failure(missing(name, provider))
             }
-            return .success(try keys.open(bytes: stored, name: name, repository: provider, maxBytes: bound))
+            return .success(
+                (try keys.open(bytes: stored, name: name, repository: provider, maxBytes: bound), stored.count))
         } catch  where error.code == .payloadTooLarge {
             return .failure(
                 CloudSyncError(
@@ -318,7 +333,9 @@ public final class BackupRepository {
         }
         for result in try await store.write(items, to: provider) { try result.get() }
         names.formUnion(items.map(\.key))
-        return items.reduce(stored) { $0 + $1.value.utf8.count }
+        let written = items.reduce(stored) { $0 + $1.value.utf8.count }
+        bytesWritten += written
+        return written
     }
 
     /// Reads every index object; one that does not open or parse is kept aside in ``damagedIndexes`` (its packs are

@@ -133,7 +133,7 @@ extension CommandLineTool {
         let plain = !redrawn
         let meter = Protected<(job: String, started: ContinuousClock.Instant, drawn: ContinuousClock.Instant?)>(
             ("", .now, nil))
-        options.onProgress = { job, done, total in
+        options.onProgress = { job, done, total, unit in
             let now = ContinuousClock.now
             let (started, due) = meter.withLock { state -> (ContinuousClock.Instant, Bool) in
                 state.job = job
@@ -144,7 +144,7 @@ extension CommandLineTool {
             }
             guard due else { return }
             errorWriter(
-                (plain ? "" : "\r\u{1B}[2K") + progressLine(job, done, total, elapsed: now - started)
+                (plain ? "" : "\r\u{1B}[2K") + progressLine(job, done, total, unit: unit, elapsed: now - started)
                     + (plain ? "\n" : ""))
         }
         // A job's clock starts when the one before it ends (the first's when the run starts).
@@ -303,12 +303,14 @@ extension CommandLineTool {
     }
 }
 
-/// `job: done/total keys, rate keys/s, elapsed s, ETA s` — the total and ETA only when the total is known.
-func progressLine(_ job: String, _ done: Int, _ total: Int?, elapsed: Duration) -> String {
+/// `job: done/total keys, rate keys/s, elapsed s, ETA s` (or packs, as `unit` says) — the total and ETA only when the
+/// total is known.
+func progressLine(_ job: String, _ done: Int, _ total: Int?, unit: String = "keys", elapsed: Duration) -> String {
     let seconds = max(Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) / 1e18, 0.001)
     let rate = Double(done) / seconds
     var line =
-        "\(job): \(done)" + (total.map { "/\($0)" } ?? "") + " keys, \(Int(rate)) keys/s, "
+        "\(job): \(done)" + (total.map { "/\($0)" } ?? "")
+        + " \(unit), \(rate < 10 && rate > 0 ? String(format: "%.1f", rate) : String(Int(rate))) \(unit)/s, "
         + String(format: "%.1f s elapsed", seconds)
     if let total, rate > 0, done < total { line += String(format: ", ETA %.1f s", Double(total - done) / rate) }
     return line

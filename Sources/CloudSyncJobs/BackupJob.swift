@@ -42,7 +42,9 @@ struct BackupJob: JobType {
             summary: "the zstd level the objects this backup writes are compressed at, 1 (fastest) to 19 "
                 + "(smallest); what the repository holds already stays as it is"),
     ]
-    let counts = [keys, new, unchanged, unread, failed, bytesAdded]
+    static let bytesRead = JobCount("bytesRead", "bytes of the source's values read")
+
+    let counts = [keys, new, unchanged, unread, failed, bytesAdded, bytesRead]
 
     func configuration(from values: JobFieldValues) throws(JobConfigurationError) -> Configuration {
         let (from, to) = try values.twoProviders("a backup cannot keep its repository in the provider it backs up")
@@ -78,16 +80,20 @@ struct BackupJob: JobType {
             let session = try await repository.startBackup(after: parent)
             // A provider that stores files gives back a file that is not text through its file API, as bytes.
             let files = configuration.from == "store" ? false : try context.store.storesFiles(configuration.from)
+            // Keys listed so far, of a total the source counts cheaply when every key is backed up.
+            let total =
+                configuration.keys == nil && configuration.from != "store"
+                ? await context.store.keyCount(of: configuration.from) : nil
             var done = 0
             let finished = try await context.forEachPage(
                 of: configuration.from, keys: configuration.keys, toRead: session.keysToRead
-            ) { keys, sizes throws(CloudSyncError) in
+            ) { keys, sizes, listed throws(CloudSyncError) in
                 try await Self.backUp(
                     keys, sizes: sizes, from: configuration.from, files: files, into: session, in: context,
                     report: &report)
                 try await lock.refresh()
-                done += keys.count
-                context.progress(done, nil)
+                done += listed
+                context.progress(done, total.map { max($0, done) })
             }
             guard finished else {
                 report.status = .interrupted
@@ -150,7 +156,9 @@ extension BackupJob {
         var items: [KeyValue] = []
         for (key, read) in zip(keys, try await context.readValues(keys, from: source)) {
             switch read {
-            case .success(let value?): items.append(KeyValue(key, value))
+            case .success(let value?):
+                items.append(KeyValue(key, value))
+                report.add(value.utf8.count, to: bytesRead)
             case .success(nil): break
             case .failure(let error) where files && (error.code == .decode || error.code == .payloadTooLarge):
                 await addFile(key, from: source, into: session, in: context, report: &report)
@@ -174,7 +182,8 @@ extension BackupJob {
             let file = try ScratchFile()
             defer { file.remove() }
             // Gone since it was listed: like a value removed meanwhile, it is not in the snapshot.
-            guard try await context.store.getFile(key, from: source, to: file.path) != nil else { return }
+            guard let size = try await context.store.getFile(key, from: source, to: file.path) else { return }
+            report.add(Int(size), to: bytesRead)
             try await session.add(key: key, file: file.path)
         } catch {
             report.record([KeyFailure(key: key, error: error)])
@@ -196,14 +205,15 @@ extension JobContext {
     }
 
     /// Lists `source` (a provider, or `store`) page by page, the keys within `keys`, calling `body` with each page's
-    /// keys to read and their sizes where the listing gave them; false when the run was interrupted first.
+    /// keys to read, their sizes where the listing gave them, and how many keys within `keys` the page listed (read
+    /// or not); false when the run was interrupted first.
     ///
     /// `toRead`, given a provider's page of keys and the version tags its listing gave, says which to read (the
     /// others are skipped unread); the store as a whole has no tags, so it reads every key.
     func forEachPage(
         of source: String, keys patterns: [String]?,
         toRead: (([String], [String?]?) -> [String])? = nil,
-        _ body: ([String], [Int64?]?) async throws(CloudSyncError) -> Void
+        _ body: ([String], [Int64?]?, Int) async throws(CloudSyncError) -> Void
     ) async throws(CloudSyncError) -> Bool {
         let filter = keyFilter(patterns)
         let pageSize = pageSize(for: [source])
@@ -211,7 +221,8 @@ extension JobContext {
             let keys = try await store.allKeys().keys.filter { filter?($0) ?? true }
             for start in stride(from: 0, to: keys.count, by: pageSize) {
                 guard !isInterrupted else { return false }
-                try await body(Array(keys[start..<min(start + pageSize, keys.count)]), nil)
+                let page = Array(keys[start..<min(start + pageSize, keys.count)])
+                try await body(page, nil, page.count)
             }
             return true
         }
@@ -228,7 +239,7 @@ extension JobContext {
             let sizes = page.sizes.map { all in
                 Dictionary(kept.map { (page.keys[$0], all[$0]) }, uniquingKeysWith: { first, _ in first })
             }
-            try await body(keys, sizes.map { sized in keys.map { sized[$0] ?? nil } })
+            try await body(keys, sizes.map { sized in keys.map { sized[$0] ?? nil } }, kept.count)
         } while cursor != nil
         return true
     }

@@ -37,7 +37,11 @@ struct ForgetJob: JobType {
             summary: "how much unneeded data a prune may leave in packs it keeps whole, as a percentage of the "
                 + "repository; 0% rewrites every pack holding any"),
     ]
-    let counts = [kept, removed, objectsDeleted, bytesFreed]
+    static let bytesRead = JobCount("bytesRead", "bytes of repository objects read, as stored")
+    static let bytesWritten = JobCount(
+        "bytesWritten", "bytes of repository objects written (the packs and index a prune rewrites, and its lock)")
+
+    let counts = [kept, removed, objectsDeleted, bytesFreed, bytesRead, bytesWritten]
 
     func configuration(from values: JobFieldValues) throws(JobConfigurationError) -> Configuration {
         let text = values.text("maxUnused") ?? "5%"
@@ -86,9 +90,13 @@ struct ForgetJob: JobType {
                 Self.removed.name: forgotten.removed.prefix(JobReport.failureListLimit).map(\.id),
             ]
             guard configuration.prune && !context.isDryRun else { return }
-            let pruned = try await repository.prune(maxUnused: configuration.maxUnused, holding: lock)
+            let pruned = try await repository.prune(maxUnused: configuration.maxUnused, holding: lock) { done, total in
+                context.progress(done, total, unit: "packs")
+            }
             report[Self.objectsDeleted] = pruned.objectsDeleted
             report[Self.bytesFreed] = pruned.bytesFreed
         }
+        report[Self.bytesRead] = repository.bytesRead
+        report[Self.bytesWritten] = repository.bytesWritten
     }
 }

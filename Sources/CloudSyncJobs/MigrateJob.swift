@@ -93,7 +93,7 @@ extension JobContext {
         var recorded = 0
         let result = try await store.maintenance.migrateByPage(
             from: from, to: to, filter: keyFilter(keys), continueOnError: continueOnError, overwrite: overwrite,
-            range: range, onProgress: { done, total in watcher?(name, done, total) },
+            range: range, onProgress: { done, total in watcher?(name, done, total, "keys") },
             onFailures: { failed in
                 failures += failed.prefix(max(0, JobReport.failureListLimit + 1 - failures.count))
             }, onLanded: onLanded,

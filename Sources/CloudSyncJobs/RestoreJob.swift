@@ -44,7 +44,10 @@ struct RestoreJob: JobType {
             summary: "with deletes, the most keys it may remove, as a count or a percentage of the keys `to` holds; "
                 + "over it the job removes none and fails, and `cloudsync run --force` allows it once"),
     ]
-    let counts = [restored, unchanged, deleted, failed, heldBack]
+    static let bytesRead = JobCount("bytesRead", "bytes of repository objects read, as stored")
+    static let bytesWritten = JobCount("bytesWritten", "bytes of the values written to `to`")
+
+    let counts = [restored, unchanged, deleted, failed, heldBack, bytesRead, bytesWritten]
 
     func configuration(from values: JobFieldValues) throws(JobConfigurationError) -> Configuration {
         let (from, to) = try values.twoProviders("a restore cannot write into the provider that keeps the repository")
@@ -113,6 +116,7 @@ struct RestoreJob: JobType {
                 }
                 context.progress(done, chosen.keys)
             }
+            report[Self.bytesRead] = repository.bytesRead
             if context.isInterrupted {
                 report.status = .interrupted
             } else if configuration.deletes && treesLost == 0 {
@@ -139,6 +143,9 @@ struct RestoreJob: JobType {
             to == "store"
             ? try await store.multiSet(page).map { $0.map { _ in () } } : try await store.write(page, to: to)
         report.count(outcomes, of: page.lazy.map(\.key), done: Self.restored, failed: Self.failed)
+        for (item, outcome) in zip(page, outcomes) where (try? outcome.get()) != nil {
+            report.add(item.value.utf8.count, to: Self.bytesWritten)
+        }
     }
 
     /// Writes one value the restore handed over as a file (large, or not UTF-8 text): as a file where `to` stores
@@ -169,6 +176,7 @@ struct RestoreJob: JobType {
                     .get()
             }
             report.add(1, to: Self.restored)
+            report.add(size, to: Self.bytesWritten)
         } catch {
             report.record([KeyFailure(key: key, error: error)])
             report.add(1, to: Self.failed)

@@ -30,7 +30,9 @@ struct VerifyJob: JobType {
             summary: "with repository: the share of its packs, chosen at random, read and checked blob by blob, as a "
                 + "percentage like \"10%\" or all"),
     ]
-    let counts = [checked, ok, failed]
+    static let bytesRead = JobCount("bytesRead", "bytes of stored values, or of repository objects, read as stored")
+
+    let counts = [checked, ok, failed, bytesRead]
 
     func configuration(from values: JobFieldValues) throws(JobConfigurationError) -> Configuration {
         switch (values.text("provider"), values.text("repository")) {
@@ -87,12 +89,16 @@ struct VerifyJob: JobType {
             report[Self.checked] = result.checked
             report[Self.ok] = result.ok
             report[Self.failed] = result.failed.count
+            report[Self.bytesRead] = result.bytesRead
         case .repository(let provider, let codec, let share):
             let repository = try await context.backupRepository(
                 in: provider, codec: codec, create: false)
             let check = try await repository.withLock(exclusive: false) { _ throws(CloudSyncError) in
-                try await repository.verify(readData: share)
+                try await repository.verify(readData: share) { done, total in
+                    context.progress(done, total, unit: "packs")
+                }
             }
+            report[Self.bytesRead] = repository.bytesRead
             let objects = 1 + check.snapshots + check.indexes + check.packs
             let damaged = Set(check.problems.map(\.object)).count
             report[Self.checked] = objects

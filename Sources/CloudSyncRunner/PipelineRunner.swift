@@ -41,8 +41,8 @@ public struct RunOptions: Sendable {
     var clock: any StoreClock = SystemClock()
     /// Told, in words for people, what each job did as it ends.
     public var onJobFinished: (@Sendable (RunReport.Job) -> Void)?
-    /// Told how far the running job is: its name, keys done, and the total when known.
-    public var onProgress: (@Sendable (String, Int, Int?) -> Void)?
+    /// Told how far the running job is: its name, how many done, the total when known, and of what (`keys`, `packs`).
+    public var onProgress: (@Sendable (String, Int, Int?, String) -> Void)?
     /// Where the providers log (their HTTP requests at debug level), each line starting with the provider's id;
     /// disabled by default.
     public var logger: ProviderLogger = .disabled

@@ -72,6 +72,7 @@ import Testing
         let firstJob = try #require(first.jobs.first)
         #expect(firstJob.status == .ok, "\(firstJob)")
         #expect(firstJob.counts["keys"] == 200 && firstJob.counts["new"] == 200)
+        #expect(firstJob.counts["bytesRead"] == state.reduce(0) { $0 + $1.value.utf8.count })
         let firstSnapshot = try #require(firstJob.snapshot)
         let firstState = state
 
@@ -82,11 +83,15 @@ import Testing
         await app.close()
         let second = try await run("  - { type: backup, name: nightly, from: app, to: vault, codec: sealed }")
         #expect(second.jobs.first?.counts["new"] == 1 && second.jobs.first?.counts["unchanged"] == 198)
+        // Only the changed value was read: the others' tags had not moved.
+        #expect(second.jobs.first?.counts["bytesRead"] == "changed".utf8.count)
 
         // The first snapshot, by a prefix of its id, gives back the first state exactly; latest gives the second.
         let older = try await run(
             "  - { type: restore, from: vault, to: restored, codec: sealed, snapshot: \(firstSnapshot.prefix(8)) }")
         #expect(older.jobs.first?.status == .ok && older.jobs.first?.snapshot == firstSnapshot)
+        #expect(older.jobs.first?.counts["bytesWritten"] == firstState.reduce(0) { $0 + $1.value.utf8.count })
+        #expect((older.jobs.first?.counts["bytesRead"] ?? 0) > 0)
         #expect(try await contents("restored").sorted { $0.key < $1.key } == firstState.sorted { $0.key < $1.key })
         let restored = try sqlite("restored")
         _ = try await restored.remove(try await listEveryKey(of: restored))
@@ -257,13 +262,20 @@ import Testing
         let spec = try PipelineLoader.load(
             source: source, file: "p.yaml", directory: directory.path, registry: BuiltInProviders.registry,
             environment: [:])
-        let report = try await PipelineRunner(
-            try PipelineCompiler.compile(spec, environment: [:]), options: RunOptions()
-        )
-        .run().report
+        // The last progress each job told: keys of the source's own count (a memory provider counts cheaply).
+        let progress = Protected<[String: String]>([:])
+        var options = RunOptions()
+        options.onProgress = { job, done, total, unit in
+            progress.withLock { $0[job] = "\(done)/\(total.map(String.init) ?? "?") \(unit)" }
+        }
+        let report = try await PipelineRunner(try PipelineCompiler.compile(spec, environment: [:]), options: options)
+            .run().report
         #expect(report.jobs.map(\.status) == [.ok, .ok])
         #expect(report.jobs[0].counts["unread"] == 0 && report.jobs[0].counts["new"] == 3)
         #expect(report.jobs[1].counts["unread"] == 3 && report.jobs[1].counts["unchanged"] == 3)
+        #expect(report.jobs[0].counts["bytesRead"] == 3 && report.jobs[1].counts["bytesRead"] == 0)
+        // The second read nothing but still went through every key: its progress counts keys listed, not read.
+        #expect(progress.withLock { $0 } == ["first": "3/3 keys", "second": "3/3 keys"])
     }
 
     /// A snapshot whose trees cannot be read does not know which keys it held: its restore names the lost tree, fails,

@@ -276,7 +276,7 @@ private func accountPipeline(
             """, in: directory, state: state)
         let running = Protected<Task<Result<RunOutcome, RunRefusal>, Never>?>(nil)
         var options = RunOptions()
-        options.onProgress = { _, _, _ in running.withLock { $0?.cancel() } }
+        options.onProgress = { _, _, _, _ in running.withLock { $0?.cancel() } }
         let runner = PipelineRunner(compiled, options: options)
         let task = Task { () -> Result<RunOutcome, RunRefusal> in
             do throws(RunRefusal) { return .success(try await runner.run()) } catch { return .failure(error) }

@@ -660,7 +660,7 @@ struct SyncBench {
                 """, file: "p.yaml", directory: directory.path, registry: BuiltInProviders.registry, environment: [:])
         let totals = Protected<[String: Set<Int?>]>([:])
         var options = RunOptions()
-        options.onProgress = { job, _, total in totals.withLock { _ = $0[job, default: []].insert(total) } }
+        options.onProgress = { job, _, total, _ in totals.withLock { _ = $0[job, default: []].insert(total) } }
         let outcome = try await PipelineRunner(try PipelineCompiler.compile(spec, environment: [:]), options: options)
             .run()
         #expect(outcome.report.jobs.map(\.status) == [.ok, .ok, .ok])

@@ -6,6 +6,8 @@ public struct VerifyResult: Sendable, Equatable {
     public var ok = 0
     /// Keys whose value does not, with why (never the value).
     public var failed: [KeyFailure] = []
+    /// Bytes of stored values read, as stored (encoded).
+    public var bytesRead = 0
 }
 
 /// The store's maintenance operations (migrate, reconcile, rekey, verify), beside its key-value API.
@@ -311,6 +313,7 @@ public struct StoreMaintenance: Sendable {
                 result.checked += 1
                 do throws(CloudSyncError) {
                     guard let stored = try read.get() else { continue }
+                    result.bytesRead += stored.utf8.count
                     _ = try store.decode(stored, key: key, from: provider)
                     result.ok += 1
                 } catch {

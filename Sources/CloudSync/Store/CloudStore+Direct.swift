@@ -21,6 +21,13 @@ extension CloudStore {
         return provider.capabilities.tagsAreValueDigests && codec(for: provider) == nil
     }
 
+    /// How many keys one provider holds, where it counts them cheaply (SQLite, memory); nil where it does not, or the
+    /// count failed: a total for progress, never a figure to act on.
+    public func keyCount(of providerID: String) async -> Int? {
+        guard let provider = try? provider(withID: providerID) else { return nil }
+        return try? await dispatcher(for: provider).call { try await $0.keyCount() }
+    }
+
     /// One page of one provider's keys, under the deadline; `ERR_UNSUPPORTED` when it cannot list.
     public func keyPage(of providerID: String, after cursor: String?, limit: Int) async throws(CloudSyncError)
         -> KeyPage

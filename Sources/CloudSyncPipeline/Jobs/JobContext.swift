@@ -31,7 +31,7 @@ public struct JobContext: Sendable {
     /// ``PipelineState/shared``.
     public let state: (any PipelineState)?
     package let interrupt: InterruptFlag
-    package let onProgress: (@Sendable (String, Int, Int?) -> Void)?
+    package let onProgress: (@Sendable (String, Int, Int?, String) -> Void)?
     /// The keys this run of the job covers: every key, or the range a sharded job's runner leased.
     public var range: KeyRange = .all
     /// Where a sharded job's runner records each finished batch (its counts and last key); nil for a job run whole.
@@ -46,7 +46,7 @@ public struct JobContext: Sendable {
         store: CloudStore, pipeline: String, jobName: String, storeProviders: [String], isDryRun: Bool,
         isForced: Bool, isConfirmed: Bool, compiled: CompiledPipeline, providers: [String: any Provider],
         state: (any PipelineState)?, interrupt: InterruptFlag,
-        onProgress: (@Sendable (String, Int, Int?) -> Void)?
+        onProgress: (@Sendable (String, Int, Int?, String) -> Void)?
     ) {
         self.store = store
         self.pipeline = pipeline
@@ -80,8 +80,8 @@ public struct JobContext: Sendable {
         return await shardProgress(byName, lastKey, failures)
     }
 
-    /// Tells whoever watches the run how far the job is.
-    public func progress(_ done: Int, _ total: Int?) { onProgress?(jobName, done, total) }
+    /// Tells whoever watches the run how far the job is: `done` of `total` (when known) `unit`s (keys, packs).
+    public func progress(_ done: Int, _ total: Int?, unit: String = "keys") { onProgress?(jobName, done, total, unit) }
 
     /// The codec the file declares as `id`, compiled with its keys.
     public func codec(_ id: String) -> EnvelopeCodec? { compiled.codecs[id] }
