@@ -30,6 +30,7 @@ let benches: [(name: String, run: (BenchContext) async throws -> [BenchRow])] = 
     ("requests", benchRequests),
     ("backup", benchBackup),
     ("backup-files", benchBackupFiles),
+    ("backup-incidents", benchBackupIncidents),
     ("sharded-migrate", benchShardedMigrate),
     ("files", benchFiles),
 ]

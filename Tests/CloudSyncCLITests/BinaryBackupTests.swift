@@ -122,10 +122,11 @@ import Testing
         #expect(differing(try tree("data/copy"), source) == [])
         // Again, writing only what differs: nothing, then the one file changed meanwhile.
         let again = try await run("toCopyIfDifferent")
+        let againCounts = again.job["counts"] as? [String: Int] ?? [:]
         #expect(
-            again.job["counts"] as? [String: Int] == [
+            againCounts.filter { $0.key != "bytesRead" } == [
                 "restored": 0, "unchanged": source.count, "deleted": 0,
-                "failed": 0, "heldBack": 0,
+                "failed": 0, "heldBack": 0, "bytesWritten": 0,
             ], "\(again.job)")
         try Data([1, 2, 3]).write(to: URL(fileURLWithPath: directory.file("data/copy/large.raw")))
         let repaired = try await run("toCopyIfDifferent")
