@@ -79,18 +79,8 @@ public struct RetryPolicy: Sendable {
         guard parts[4].count == 8, time.count == 3, let hour = Int64(time[0]), let minute = Int64(time[1]),
             let second = Int64(time[2]), (1...31).contains(day), hour < 24, minute < 60, second < 61
         else { return nil }
-        let days1970 = daysFromCivil(year: year, month: Int64(monthIndex) + 1, day: day)
+        let days1970 = UTCTimestamp.daysSinceEpoch(year: year, month: Int64(monthIndex) + 1, day: day)
         return ((days1970 * 24 + hour) * 60 + minute) * 60_000 + second * 1000
-    }
-
-    /// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's algorithm).
-    private static func daysFromCivil(year: Int64, month: Int64, day: Int64) -> Int64 {
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yearOfEra = y - era * 400
-        let dayOfYear = (153 * (month > 2 ? month - 3 : month + 9) + 2) / 5 + day - 1
-        let dayOfEra = yearOfEra * 365 + yearOfEra / 4 - yearOfEra / 100 + dayOfYear
-        return era * 146_097 + dayOfEra - 719_468
     }
 
     /// A hint reading a number of seconds from the top-level field `field` of a JSON body, as CloudKit Web Services

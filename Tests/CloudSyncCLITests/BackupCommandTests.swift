@@ -13,26 +13,25 @@ import Testing
         .deletingLastPathComponent().path
 
     init() async throws {
-        executable = try ProcessRunner.builtProduct("cloudsync")
-        directory = try TemporaryDirectory()
-        try FileManager.default.createDirectory(atPath: directory.file("keys"), withIntermediateDirectories: true)
-        try FileManager.default.createDirectory(atPath: directory.file("data"), withIntermediateDirectories: true)
-        _ = try await ProcessRunner.run(executable, ["keygen", "--out", directory.file("keys/vault.key")])
-        try """
-        version: 1
-        name: nightly
-        providers:
-          app: { type: sqlite, path: data/app.db, create: true }
-          vault: { type: directory, path: data/vault, create: true }
-          restored: { type: sqlite, path: data/restored.db, create: true }
-        codecs:
-          sealed: { type: xchacha20poly1305, keys: [{ id: k1, file: keys/vault.key }] }
-        store: { providers: [app] }
-        jobs:
-          - { type: backup, name: backup, from: app, to: vault, codec: sealed, tags: [nightly] }
-          - { type: restore, name: restore, from: vault, to: restored, codec: sealed, snapshot: "${env:SNAPSHOT}", deletes: true, maxDeletes: 100% }
+        let workspace = try await BackupWorkspace(
+            file: "nightly.yaml",
+            pipeline: """
+                version: 1
+                name: nightly
+                providers:
+                  app: { type: sqlite, path: data/app.db, create: true }
+                  vault: { type: directory, path: data/vault, create: true }
+                  restored: { type: sqlite, path: data/restored.db, create: true }
+                codecs:
+                  sealed: { type: xchacha20poly1305, keys: [{ id: k1, file: keys/vault.key }] }
+                store: { providers: [app] }
+                jobs:
+                  - { type: backup, name: backup, from: app, to: vault, codec: sealed, tags: [nightly] }
+                  - { type: restore, name: restore, from: vault, to: restored, codec: sealed, snapshot: "${env:SNAPSHOT}", deletes: true, maxDeletes: 100% }
 
-        """.write(toFile: directory.file("nightly.yaml"), atomically: true, encoding: .utf8)
+                """)
+        executable = workspace.executable
+        directory = workspace.directory
     }
 
     private func cloudsync(_ arguments: [String], snapshot: String = "latest") async throws -> ProcessResult {

@@ -13,30 +13,28 @@ import Testing
         .deletingLastPathComponent().path
 
     init() async throws {
-        executable = try ProcessRunner.builtProduct("cloudsync")
-        directory = try TemporaryDirectory()
-        for folder in ["keys", "data/files"] {
-            try FileManager.default.createDirectory(atPath: directory.file(folder), withIntermediateDirectories: true)
-        }
-        _ = try await ProcessRunner.run(executable, ["keygen", "--out", directory.file("keys/vault.key")])
-        try """
-        version: 1
-        name: files
-        providers:
-          files: { type: directory, path: data/files }
-          vault: { type: directory, path: data/vault, create: true }
-          copy: { type: directory, path: data/copy, create: true }
-          text: { type: sqlite, path: data/text.db, create: true }
-        codecs:
-          sealed: { type: xchacha20poly1305, keys: [{ id: k1, file: keys/vault.key }] }
-        store: { providers: [files] }
-        jobs:
-          - { type: backup, name: backup, from: files, to: vault, codec: sealed }
-          - { type: restore, name: toCopy, from: vault, to: copy, codec: sealed }
-          - { type: restore, name: toText, from: vault, to: text, codec: sealed }
-          - { type: restore, name: toCopyIfDifferent, from: vault, to: copy, codec: sealed, overwrite: ifDifferent }
+        let workspace = try await BackupWorkspace(
+            file: "files.yaml",
+            pipeline: """
+                version: 1
+                name: files
+                providers:
+                  files: { type: directory, path: data/files }
+                  vault: { type: directory, path: data/vault, create: true }
+                  copy: { type: directory, path: data/copy, create: true }
+                  text: { type: sqlite, path: data/text.db, create: true }
+                codecs:
+                  sealed: { type: xchacha20poly1305, keys: [{ id: k1, file: keys/vault.key }] }
+                store: { providers: [files] }
+                jobs:
+                  - { type: backup, name: backup, from: files, to: vault, codec: sealed }
+                  - { type: restore, name: toCopy, from: vault, to: copy, codec: sealed }
+                  - { type: restore, name: toText, from: vault, to: text, codec: sealed }
+                  - { type: restore, name: toCopyIfDifferent, from: vault, to: copy, codec: sealed, overwrite: ifDifferent }
 
-        """.write(toFile: directory.file("files.yaml"), atomically: true, encoding: .utf8)
+                """, folders: ["data/files"])
+        executable = workspace.executable
+        directory = workspace.directory
     }
 
     /// Writes the source files: random bytes of many sizes (two over the chunking threshold), an empty file, text,

@@ -18,25 +18,24 @@ import Testing
     let directory: TemporaryDirectory
 
     init() async throws {
-        executable = try ProcessRunner.builtProduct("cloudsync")
-        directory = try TemporaryDirectory()
-        try FileManager.default.createDirectory(atPath: directory.file("keys"), withIntermediateDirectories: true)
-        try FileManager.default.createDirectory(atPath: directory.file("data"), withIntermediateDirectories: true)
-        _ = try await ProcessRunner.run(executable, ["keygen", "--out", directory.file("keys/vault.key")])
-        try """
-        version: 1
-        name: pruned
-        providers:
-          app: { type: sqlite, path: data/app.db, create: true }
-          vault: { type: directory, path: data/vault, create: true }
-        codecs:
-          sealed: { type: xchacha20poly1305, keys: [{ id: k1, file: keys/vault.key }] }
-        store: { providers: [app] }
-        jobs:
-          - { type: backup, name: backup, from: app, to: vault, codec: sealed }
-          - { type: verify, name: verify, repository: vault, codec: sealed, readData: all }
+        let workspace = try await BackupWorkspace(
+            file: "pruned.yaml",
+            pipeline: """
+                version: 1
+                name: pruned
+                providers:
+                  app: { type: sqlite, path: data/app.db, create: true }
+                  vault: { type: directory, path: data/vault, create: true }
+                codecs:
+                  sealed: { type: xchacha20poly1305, keys: [{ id: k1, file: keys/vault.key }] }
+                store: { providers: [app] }
+                jobs:
+                  - { type: backup, name: backup, from: app, to: vault, codec: sealed }
+                  - { type: verify, name: verify, repository: vault, codec: sealed, readData: all }
 
-        """.write(toFile: directory.file("pruned.yaml"), atomically: true, encoding: .utf8)
+                """)
+        executable = workspace.executable
+        directory = workspace.directory
     }
 
     /// The source in round `round`: a third of the keys change each round, so every prune has packs to rewrite.

@@ -51,7 +51,7 @@ package enum UTCTimestamp {
     }
 
     /// Days from 1970-01-01 to the proleptic Gregorian date given (Howard Hinnant's days-from-civil).
-    static func daysSinceEpoch(year: Int64, month: Int64, day: Int64) -> Int64 {
+    package static func daysSinceEpoch(year: Int64, month: Int64, day: Int64) -> Int64 {
         let shifted = month <= 2 ? year - 1 : year
         let era = (shifted >= 0 ? shifted : shifted - 399) / 400
         let yearOfEra = shifted - era * 400
