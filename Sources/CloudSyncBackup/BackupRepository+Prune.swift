@@ -92,14 +92,15 @@ extension BackupRepository {
         let (unneeded, rewrite) = Self.packsToDrop(packs, present: present, maxUnused: maxUnused)
         let gone = unneeded.union(unindexed).union(rewrite)
         guard !gone.isEmpty else {
-            result.unusedBlobsKept = index.keys.filter { !needed.contains($0) }.count
+            result.unusedBlobsKept = index.keys.reduce(0) { $0 + (needed.contains($1) ? 0 : 1) }
             return result
         }
         let writer = PackWriter(self)
         var kept = index.filter { !gone.contains($0.value.pack) }
+        let blobsOf = blobs(inPacks: Set(rewrite))
         for (done, pack) in rewrite.enumerated() {
             try await lock?.refresh()
-            try await copyNeededBlobs(of: pack, packs[pack]!.blobs, needed: needed, into: writer)
+            try await copyNeededBlobs(of: pack, blobsOf[pack] ?? [], needed: needed, into: writer)
             progress(done + 1, rewrite.count)
         }
         try await writer.flush()
@@ -132,25 +133,33 @@ extension BackupRepository {
         }
     }
 
-    /// One indexed pack as prune weighs it: its blobs, its size, and how many of its bytes a snapshot needs.
+    /// One indexed pack as prune weighs it: its size, and how many of its bytes a snapshot needs.
     struct PackUsage {
-        var blobs: [(id: String, location: Location)] = []
         var size = 0
         var used = 0
 
-        mutating func add(_ id: String, at location: Location, needed: Bool) {
-            blobs.append((id, location))
+        mutating func add(at location: Location, needed: Bool) {
             size = max(size, location.offset + location.length)
             if needed { used += location.length }
         }
     }
 
-    /// Each indexed pack's blobs and how much of it `needed` uses.
+    /// The blobs the index places in each of `packs` (the few a prune rewrites), from one pass over the index.
+    func blobs(inPacks packs: Set<String>) -> [String: [(id: String, location: Location)]] {
+        guard !packs.isEmpty else { return [:] }
+        var blobs: [String: [(id: String, location: Location)]] = [:]
+        for (id, location) in index where packs.contains(location.pack) {
+            blobs[location.pack, default: []].append((id, location))
+        }
+        return blobs
+    }
+
+    /// Each indexed pack's size and how much of it `needed` uses.
     func packUsage(needed: Set<String>) -> [String: PackUsage] {
         var packs: [String: PackUsage] = [:]
         for (id, location) in index {
-            // Changed in place: a copy taken out and stored back would copy the pack's blob list at every blob.
-            packs[location.pack, default: PackUsage()].add(id, at: location, needed: needed.contains(id))
+            // Changed in place, and only figures: the blobs of the few packs rewritten are gathered afterwards.
+            packs[location.pack, default: PackUsage()].add(at: location, needed: needed.contains(id))
         }
         return packs
     }
@@ -216,8 +225,11 @@ extension BackupRepository {
             lists.formUnion(snapshot.lists)
         }
         let name = Self.prefix + "snapshot.*"
-        let entries = try await entries(ofTrees: trees.sorted(), in: name)
-        return trees.union(lists).union(try await valueBlobs(of: entries.map { $0[1] }, in: name))
+        // Into the largest set, in place: a union would copy a million ids.
+        var needed = try await valueBlobs(of: try await valueIDs(ofTrees: Array(trees), in: name), in: name)
+        needed.formUnion(trees)
+        needed.formUnion(lists)
+        return needed
     }
 
     /// Deletes objects, failing on the first that could not be deleted.

@@ -316,7 +316,7 @@ extension BackupRepository {
     /// The blobs the values of `entryIDs` are made of: each plain value's blob, and each chunked value's list and
     /// chunks (the lists read, each pack once).
     func valueBlobs(of entryIDs: [String], in name: String) async throws(CloudSyncError) -> Set<String> {
-        var blobs = Set<String>()
+        var blobs = Set<String>(minimumCapacity: entryIDs.count)
         var lists: [String] = []
         for id in entryIDs {
             if let chunked = ChunkedValue.parse(id) { lists.append(chunked.list) } else { blobs.insert(id) }

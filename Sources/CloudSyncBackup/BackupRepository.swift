@@ -342,7 +342,11 @@ public final class BackupRepository {
     /// still read through their headers), and a read error throws.
     private func loadIndex() async throws(CloudSyncError) {
         let names = objectNames("index")
-        for (name, opened) in zip(names, try await openEach(names)) {
+        let objects = try await openEach(names)
+        // Room for every entry at once (an entry is at least 40 bytes of JSON): a million-entry dictionary grown by
+        // doubling would be rehashed twenty times.
+        index.reserveCapacity(objects.reduce(0) { $0 + ((try? $1.get())?.count ?? 0) } / 40)
+        for (name, opened) in zip(names, objects) {
             do throws(CloudSyncError) {
                 let plaintext = try opened.get()
                 guard let object = try? JSONSerialization.jsonObject(with: Data(plaintext)) as? [String: Any] else {
