@@ -13,6 +13,10 @@ extension Commands {
     static let restoreSnapshot = OptionSpec.option(
         "snapshot", value: "SEL", default: "latest",
         help: "latest, a snapshot id or a unique prefix of one, or an ISO-8601 time.")
+    static let restoreAt = OptionSpec.option(
+        "at", value: "TIME",
+        help:
+            "The newest snapshot taken at or before TIME (ISO 8601, like 2026-12-05T02:30:00Z), instead of --snapshot.")
     static let restoreTo = OptionSpec.option(
         "to", value: "PROVIDER", completes: .providers, help: "Restore into this provider of the file, or store.")
     static let restoreTarget = OptionSpec.option(
@@ -127,7 +131,8 @@ extension Commands {
         path: ["restore"], abstract: "Restore a backup snapshot, without editing the pipeline file.",
         discussion: """
             Runs one restore job through the pipeline's state, codecs and run lock: the snapshot --snapshot names \
-            (latest, an id or a unique prefix, or an ISO-8601 time) from the repository in --repository, into \
+            (latest, an id or a unique prefix, or an ISO-8601 time; --at TIME says the time alone) from the \
+            repository in --repository, into \
             --to (a provider of the file, or store) or --target (a directory, created if need be, which needs no \
             provider in the file). --keys restores only matching keys (* any run of characters, ? any one); \
             --overwrite ifMissing or ifDifferent leaves keys alone that way. Large and binary values are written \
@@ -136,7 +141,7 @@ extension Commands {
             """,
         arguments: [file],
         options: [
-            snapshotsRepository, snapshotsCodec, restoreSnapshot, restoreTo, restoreTarget, restoreKeys,
+            snapshotsRepository, snapshotsCodec, restoreSnapshot, restoreAt, restoreTo, restoreTarget, restoreKeys,
             restoreOverwrite, runDryRun, json, runReport, runQuiet,
         ],
         exitCodes: [

@@ -3,7 +3,7 @@ import CloudSyncPipeline
 import CloudSyncRunner
 import Foundation
 
-/// `cloudsync restore FILE --repository ID [--codec ID] [--snapshot SEL] (--to PROVIDER | --target DIR)
+/// `cloudsync restore FILE --repository ID [--codec ID] [--snapshot SEL | --at TIME] (--to PROVIDER | --target DIR)
 /// [--keys GLOB]... [--overwrite MODE] [--dry-run] [--json] [--report PATH|-] [--quiet]`: one restore job, run through the
 /// pipeline's state, codecs and run lock without editing the file; a directory target needs no provider in it.
 extension CommandLineTool {
@@ -23,6 +23,16 @@ extension CommandLineTool {
                 "say where the snapshot goes: --to PROVIDER (a provider of \(file), or store) or --target DIR",
                 Commands.restore)
         }
+        let at = parsed.value(Commands.restoreAt)
+        if let at {
+            guard parsed.value(Commands.restoreSnapshot) == nil else {
+                return usageError("--at and --snapshot both choose the snapshot; give one", Commands.restore)
+            }
+            guard ISO8601DateFormatter().date(from: at) != nil else {
+                return usageError(
+                    "--at takes an ISO 8601 time like 2026-12-05T02:30:00Z; found '\(at)'", Commands.restore)
+            }
+        }
         let given =
             [to, target, parsed.value(Commands.restoreSnapshot)].compactMap { $0 } + parsed.values(Commands.restoreKeys)
         if let interpolated = given.first(where: { $0.contains("${") }) {
@@ -41,7 +51,7 @@ extension CommandLineTool {
         var job: [(String, PipelineAmendment.Value)] = [
             ("type", .text("restore")), ("name", .text("restore")), ("from", .text(repository)),
             ("to", .text(to ?? Self.restoreTargetID)), ("codec", .text(codecID)),
-            ("snapshot", .text(parsed.value(Commands.restoreSnapshot) ?? "latest")),
+            ("snapshot", .text(at ?? parsed.value(Commands.restoreSnapshot) ?? "latest")),
         ]
         let keys = parsed.values(Commands.restoreKeys)
         if !keys.isEmpty { job.append(("keys", .list(keys))) }

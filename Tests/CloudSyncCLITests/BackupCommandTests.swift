@@ -164,6 +164,22 @@ import Testing
 
         let both = try await cloudsync(["restore", file, "--repository", "vault", "--to", "restored", "--target", dry])
         #expect(both.status == 64 && both.standardError.contains("--target"))
+
+        // --at chooses by time: the newest snapshot at or before it; none before, and a text that is no time, refused.
+        let now = ISO8601DateFormatter().string(from: Date().addingTimeInterval(60))
+        let at = try await cloudsync([
+            "restore", file, "--repository", "vault", "--target", directory.file("out/at"), "--at", now, "--quiet",
+        ])
+        #expect(at.status == 0, "\(at.standardError)")
+        #expect(try String(contentsOfFile: directory.file("out/at/k1"), encoding: .utf8) == "value ✓ 1")
+        let tooEarly = try await cloudsync([
+            "restore", file, "--repository", "vault", "--target", dry, "--at", "2001-01-01T00:00:00Z", "--quiet",
+        ])
+        #expect(tooEarly.status == 2 && tooEarly.standardError.contains("at or before"), "\(tooEarly.standardError)")
+        let notATime = try await cloudsync([
+            "restore", file, "--repository", "vault", "--target", dry, "--at", "yesterday",
+        ])
+        #expect(notATime.status == 64 && notATime.standardError.contains("ISO 8601"))
     }
 
     /// The snapshot ids `snapshots --json` lists, oldest first.
