@@ -21,7 +21,9 @@ struct CheckJob: JobType {
     static let failed = JobCount("failed", "keys that could not be read or decoded on a side")
 
     let name = "check"
-    let summary = "compare two providers' keys and decoded values; fails when anything differs or is missing"
+    let summary =
+        "compare two providers' keys and decoded values; fails when anything differs or is missing (in a dry run, "
+        + "after jobs that touch them, reports what it finds instead)"
     let fields = [
         JobField("from", .provider, required: true, summary: "the provider that holds what should be"),
         JobField("to", .provider, required: true, summary: "the provider compared with it"),
@@ -78,8 +80,21 @@ struct CheckJob: JobType {
         report.entry.keyLists = lists.lists
         if context.isInterrupted {
             report.status = .interrupted
+        } else if context.isDryRun && Self.followsJobsTouching([from, to], in: context) {
+            // The jobs before it in the file made none of their writes: it reports what it finds, and judges nothing.
         } else {
             failIfAnythingDiffers(&report)
+        }
+    }
+
+    /// Whether a job before this one in the file (other than a check) reads or writes one of `providers`: in a dry
+    /// run, what this check finds then is not what the real run's check would.
+    static func followsJobsTouching(_ providers: [String], in context: JobContext) -> Bool {
+        let jobs = context.compiled.spec.jobs
+        guard let position = jobs.firstIndex(where: { $0.name == context.jobName }) else { return false }
+        return jobs[..<position].contains { earlier in
+            earlier.type != "check"
+                && !Set(earlier.job.providers(store: context.storeProviders)).isDisjoint(with: providers)
         }
     }
 

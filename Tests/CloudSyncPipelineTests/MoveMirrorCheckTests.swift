@@ -281,6 +281,31 @@ import Testing
         #expect(report.status == .ok)
     }
 
+    /// A check after a migrate in the same file: a dry run, which writes nothing, reports what the check finds now
+    /// and does not fail, so a plan can carry its own proof; the real run's check then finds every key matching.
+    @Test func aCheckInADryRunReportsWhatItFindsWithoutFailingTheRun() async throws {
+        try await put(["a": "1", "b": "2"], in: "src")
+        let jobs = """
+              - { name: copy, type: migrate, from: src, to: dst }
+              - { name: proof, type: check, from: src, to: dst, needs: [copy] }
+            """
+        var dryRun = RunOptions()
+        dryRun.dryRun = true
+        let planned = try await run(jobs, options: dryRun)
+        let proof = try job(planned, "proof")
+        #expect(planned.status == .ok && proof.status == .ok)
+        #expect(proof.counts["missingOnDestination"] == 2)
+        try await expect("dst", holds: [:])
+        let applied = try await run(jobs)
+        let proved = try job(applied, "proof")
+        #expect(applied.status == .ok && proved.counts["match"] == 2)
+        // A check with no job before it judges in a dry run as in a real run: a dry run of it is a real check.
+        try await put(["b": "changed"], in: "dst")
+        let alone = try await run("  - { name: alone, type: check, from: src, to: dst }", options: dryRun)
+        let judged = try job(alone, "alone")
+        #expect(alone.status == .failed && judged.counts["differ"] == 1)
+    }
+
     @Test func migrateIfDifferentWritesOnlyChangedValues() async throws {
         try await put(["a": "1", "b": "2", "c": "3"], in: "src")
         try await put(["a": "1", "b": "old"], in: "dst")
