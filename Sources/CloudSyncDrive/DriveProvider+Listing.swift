@@ -43,20 +43,25 @@ extension DriveProvider {
         let page = sorted[start..<end]
         let keys = page.map(\.name)
         let versions = page.map(\.version)
+        // Drive's own clock: what a backup repository ages its locks by.
+        let modified = page.map(\.modified)
         guard end < sorted.count, let lastKey = keys.last else {
             listings.withLock { $0.removeAll { $0.id == id } }
-            return KeyPage(keys: keys, nextCursor: nil, versions: versions)
+            return KeyPage(keys: keys, nextCursor: nil, versions: versions, modified: modified)
         }
-        return KeyPage(keys: keys, nextCursor: Self.encodeCursor(listing: id, last: lastKey), versions: versions)
+        return KeyPage(
+            keys: keys, nextCursor: Self.encodeCursor(listing: id, last: lastKey), versions: versions,
+            modified: modified)
     }
 
     /// How many listings under way this provider keeps the names of; an older one is read again when its cursor
     /// comes back.
     public static let keptListings = 4
 
-    /// Every key in the app data folder, each once, in bytewise order, with its file's checksum.
-    func allNames() async throws(CloudSyncError) -> [(name: String, version: String?)] {
-        try await listFolder().sorted { $0.key < $1.key }.map { ($0.key.string, $0.value.version) }
+    /// Every key in the app data folder, each once, in bytewise order, with its file's checksum and modification
+    /// time.
+    func allNames() async throws(CloudSyncError) -> [(name: String, version: String?, modified: Int64?)] {
+        try await listFolder().sorted { $0.key < $1.key }.map { ($0.key.string, $0.value.version, $0.value.modified) }
     }
 
     static func encodeCursor(listing: String, last: String) -> String {

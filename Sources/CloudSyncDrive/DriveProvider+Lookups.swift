@@ -92,7 +92,8 @@ extension DriveProvider {
         for (name, group) in byName {
             let sorted = group.sorted { ($0.modified, $0.id) > ($1.modified, $1.id) }
             entries[name] = Entry(
-                id: sorted[0].id, duplicates: sorted.dropFirst().map(\.id), version: sorted[0].checksum)
+                id: sorted[0].id, duplicates: sorted.dropFirst().map(\.id), version: sorted[0].checksum,
+                modified: UTCTimestamp.milliseconds(sorted[0].modified[...]))
         }
         let surplus = entries.values.flatMap(\.duplicates)
         if !surplus.isEmpty {

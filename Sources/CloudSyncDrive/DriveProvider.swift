@@ -69,6 +69,9 @@ public final class DriveProvider: Provider {
         var duplicates: [String]
         /// The file's checksum as the last listing gave it (its version tag); nil after this provider wrote it.
         var version: String? = nil
+        /// The file's `modifiedTime` as the last listing gave it, in milliseconds since the epoch (Drive's clock);
+        /// nil after this provider wrote it.
+        var modified: Int64? = nil
     }
 
     /// Names are keys, compared as bytes (``StoreKey``), as Drive compares them.
@@ -100,7 +103,7 @@ public final class DriveProvider: Provider {
     /// The feed read renewing the listing's trust, while one is under way: calls that need it at once share it.
     let renewal = Mutex<Task<Bool, Never>?>(nil)
     /// The names of listings under way, oldest first, at most ``keptListings``.
-    let listings = Mutex<[(id: String, names: [(name: String, version: String?)])]>([])
+    let listings = Mutex<[(id: String, names: [(name: String, version: String?, modified: Int64?)])]>([])
     let subscribers = Mutex<[Int: @Sendable (AccountEvent) -> Void]>([:])
     let nextSubscriber = Mutex(0)
 

@@ -285,6 +285,21 @@ import Testing
         #expect(host.count("GET", "/drive/v3/files") == 3)
     }
 
+    /// A listing gives each file's `modifiedTime` by Drive's clock (the emulator's, set apart from the provider's),
+    /// as a backup repository ages its locks by: a file written later lists later.
+    @Test func aListingGivesEachFilesModificationTimeByDrivesClock() async throws {
+        let host = try DriveHost()
+        let account = host.signIn()
+        let provider = host.provider(refreshToken: account.refreshToken)
+        _ = try await provider.set([KeyValue("first", "1")])
+        let written = host.clock.nowMilliseconds()
+        host.clock.advance(by: .seconds(90))
+        _ = try await provider.set([KeyValue("second", "2")])
+        let page = try await provider.listKeys(after: nil, limit: 10)
+        #expect(page.keys == ["first", "second"])
+        #expect(page.modified == [written, written + 90_000])
+    }
+
     @Test func keysWithQuotesAndBackslashesAreFoundByName() async throws {
         let host = try DriveHost()
         let account = host.signIn()

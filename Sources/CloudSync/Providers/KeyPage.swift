@@ -18,7 +18,8 @@ public struct KeyPage: Sendable, Equatable {
     /// reading it whole.
     public var sizes: [Int64?]?
     /// When each key's stored value was last written, in milliseconds since the epoch by the provider's own clock
-    /// (a directory's file modification time, S3's `LastModified`), positionally; nil when the listing tells none.
+    /// (a directory's file modification time, S3's `LastModified`, Drive's `modifiedTime`), positionally; nil when
+    /// the listing tells none.
     ///
     /// Processes on machines whose clocks disagree can compare these with each other: a backup repository judges
     /// the age of its locks by them.
