@@ -20,22 +20,18 @@ extension BackupRepository {
     /// The value ids of every entry of `trees` (of the snapshot object `name`), one pack of trees at a time: what a
     /// prune needs, without holding every entry's key and tag (a million entries took 250 MB that way).
     func valueIDs(ofTrees trees: [String], in name: String) async throws(CloudSyncError) -> [String] {
-        var byPack: [String: [Location]] = [:]
+        var placed: [(id: String, location: Location)] = []
         for tree in trees {
             guard let location = try await location(of: tree) else { throw unlocated(tree, in: name) }
-            byPack[location.pack, default: []].append(location)
+            placed.append((tree, location))
         }
         var ids: [String] = []
-        for pack in byPack.keys.sorted() {
-            let bytes = try await readObjects([Self.prefix + "data." + pack])[0]
-            for location in byPack[pack]! {
-                let end = location.offset + location.length
-                guard end <= bytes.count, let run = Self.treeRows(bytes[location.offset..<end]) else {
-                    throw CloudSyncError(
-                        .decode, "a tree of \(name) in \(provider) is damaged", provider: provider, key: name)
-                }
-                for row in run { ids.append(row[1]) }
-            }
+        let read = try await forEachTree(placed) { _, rows in
+            for row in rows { ids.append(row[1]) }
+        }
+        if let pack = read.unopened.first { throw pack.error }
+        guard read.malformed.isEmpty else {
+            throw CloudSyncError(.decode, "a tree of \(name) in \(provider) is damaged", provider: provider, key: name)
         }
         return ids
     }
@@ -89,9 +85,20 @@ extension BackupRepository {
             malformed: Set<String>
         )
     {
+        var trees: [String: [[String]]] = [:]
+        let read = try await forEachTree(placed) { id, rows in trees[id] = rows }
+        return (trees, read.unopened, read.malformed)
+    }
+
+    /// Reads the trees `placed` names, each pack once, handing `visit` each tree's id and rows as its pack is read;
+    /// answers each pack that does not open (with its trees and its error) and the trees whose bytes are not a tree.
+    func forEachTree(
+        _ placed: [(id: String, location: Location)], _ visit: (_ id: String, _ rows: [[String]]) -> Void
+    ) async throws(CloudSyncError)
+        -> (unopened: [(pack: String, trees: Set<String>, error: CloudSyncError)], malformed: Set<String>)
+    {
         var byPack: [String: [(id: String, location: Location)]] = [:]
         for tree in placed { byPack[tree.location.pack, default: []].append(tree) }
-        var trees: [String: [[String]]] = [:]
         var unopened: [(pack: String, trees: Set<String>, error: CloudSyncError)] = []
         var malformed: Set<String> = []
         for pack in byPack.keys.sorted() {
@@ -108,10 +115,10 @@ extension BackupRepository {
                     malformed.insert(id)
                     continue
                 }
-                trees[id] = run
+                visit(id, run)
             }
         }
-        return (trees, unopened, malformed)
+        return (unopened, malformed)
     }
 
     /// The rows of a tree's bytes (`[key, value id]`, or with a version tag third); nil when they are not a tree.
