@@ -27,13 +27,7 @@ extension CommandLineTool {
             }
             keep.append((field, .literal(String(count))))
         }
-        if let within = parsed.value(Commands.forgetKeepWithin) {
-            guard !within.contains("${") else {
-                return usageError(
-                    "'\(within)' holds `${`, which a pipeline file would read as a variable", Commands.forget)
-            }
-            keep.append(("within", .text(within)))
-        }
+        if let within = parsed.value(Commands.forgetKeepWithin) { keep.append(("within", .text(within))) }
         guard !keep.isEmpty else {
             return usageError(
                 "say which snapshots to keep: --keep-last, --keep-hourly, --keep-daily, --keep-weekly, --keep-monthly, "
@@ -41,10 +35,6 @@ extension CommandLineTool {
                     + "repository \(repository))", Commands.forget)
         }
         let tags = parsed.values(Commands.forgetTag)
-        if let interpolated = tags.first(where: { $0.contains("${") }) {
-            return usageError(
-                "'\(interpolated)' holds `${`, which a pipeline file would read as a variable", Commands.forget)
-        }
         var job: [(String, PipelineAmendment.Value)] = [
             ("type", .text("forget")), ("name", .text("forget")), ("repository", .text(repository)),
             ("codec", .text(codecID)), ("keep", .mapping(keep)),
@@ -52,12 +42,20 @@ extension CommandLineTool {
         ]
         if !tags.isEmpty { job.append(("tags", .list(tags))) }
         if let maxUnused = parsed.value(Commands.forgetMaxUnused) { job.append(("maxUnused", .text(maxUnused))) }
-        return await runAmended(file, PipelineAmendment(job: job), parsed)
+        return await runAmended(file, PipelineAmendment(job: job), parsed, Commands.forget)
     }
 
-    /// Runs the one job of `amendment` on `file` as `restore` and `forget` do: `--dry-run`, `--report`, `--json`
-    /// (the report on standard output, whatever the file says) and `--quiet` as a run takes them.
-    func runAmended(_ file: String, _ amendment: PipelineAmendment, _ parsed: ParsedArguments) async -> ExitCode {
+    /// Runs the one job of `amendment` on `file`, as `restore` and `forget` do.
+    ///
+    /// `--dry-run`, `--report`, `--json` (the report on standard output, whatever the file says) and `--quiet` are
+    /// taken as a run takes them. A value given on `command`'s line that holds `${` is a usage error: the file would
+    /// read it as a variable.
+    func runAmended(
+        _ file: String, _ amendment: PipelineAmendment, _ parsed: ParsedArguments, _ command: CommandSpec
+    ) async -> ExitCode {
+        if let interpolated = amendment.texts.first(where: { $0.contains("${") }) {
+            return usageError("'\(interpolated)' holds `${`, which a pipeline file would read as a variable", command)
+        }
         guard let amended = compile(file, amendment: amendment) else { return .usage }
         var options = RunOptions()
         options.dryRun = parsed.flag(Commands.runDryRun)

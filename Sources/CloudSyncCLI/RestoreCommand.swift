@@ -33,12 +33,6 @@ extension CommandLineTool {
                     "--at takes an ISO 8601 time like 2026-12-05T02:30:00Z; found '\(at)'", Commands.restore)
             }
         }
-        let given =
-            [to, target, parsed.value(Commands.restoreSnapshot)].compactMap { $0 } + parsed.values(Commands.restoreKeys)
-        if let interpolated = given.first(where: { $0.contains("${") }) {
-            return usageError(
-                "'\(interpolated)' holds `${`, which a pipeline file would read as a variable", Commands.restore)
-        }
         var providers: [(id: String, fields: [(String, PipelineAmendment.Value)])] = []
         if let target {
             let path = target.hasPrefix("/") ? target : FileManager.default.currentDirectoryPath + "/" + target
@@ -56,6 +50,6 @@ extension CommandLineTool {
         let keys = parsed.values(Commands.restoreKeys)
         if !keys.isEmpty { job.append(("keys", .list(keys))) }
         if let overwrite = parsed.value(Commands.restoreOverwrite) { job.append(("overwrite", .text(overwrite))) }
-        return await runAmended(file, PipelineAmendment(providers: providers, job: job), parsed)
+        return await runAmended(file, PipelineAmendment(providers: providers, job: job), parsed, Commands.restore)
     }
 }

@@ -222,6 +222,14 @@ import Testing
             let result = try await cloudsync(["forget", file, "--repository", "vault"] + refused)
             #expect(result.status == 64 && result.standardError.contains("--keep"), "\(refused)")
         }
+        // A value the file would read as a variable is refused, on either command, before anything runs.
+        for (command, given) in [
+            ("forget", ["--keep-last", "1", "--tag", "${env:HOME}"]), ("forget", ["--keep-within", "${env:HOME}"]),
+            ("restore", ["--target", directory.file("out/x"), "--keys", "${env:HOME}"]),
+        ] {
+            let result = try await cloudsync([command, file, "--repository", "vault"] + given)
+            #expect(result.status == 64 && result.standardError.contains("would read as a variable"), "\(given)")
+        }
         #expect(try await snapshotIDs(file) == ids)
 
         let forget = try await cloudsync([

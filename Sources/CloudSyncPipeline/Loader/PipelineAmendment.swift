@@ -25,6 +25,19 @@ public struct PipelineAmendment: Sendable {
         self.job = job
     }
 
+    /// Every text the amendment writes into the file (fields' values, list items, nested mappings' values), for a
+    /// command to refuse one a pipeline file would read as something else (`${` starts a variable).
+    public var texts: [String] {
+        func texts(of value: Value) -> [String] {
+            switch value {
+            case .text(let text), .literal(let text): [text]
+            case .list(let items): items
+            case .mapping(let fields): fields.flatMap { texts(of: $0.1) }
+            }
+        }
+        return (providers.flatMap(\.fields) + job).flatMap { texts(of: $0.1) }
+    }
+
     /// `root` (a pipeline file's top mapping) with the providers added and the jobs replaced; the added nodes carry
     /// the marks of the sections they join, so an error in one points there.
     func applied(to root: YAMLNode) -> YAMLNode {
