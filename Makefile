@@ -4,6 +4,8 @@ SWIFT ?= swift
 PREFIX ?= /usr/local
 DESTDIR ?=
 BINDIR = $(PREFIX)/bin
+# Where `cloudsync-jq`, the worker that runs jq programs, goes: cloudsync looks in ../libexec/cloudsync from its own binary.
+LIBEXECDIR = $(PREFIX)/libexec/cloudsync
 MANDIR = $(PREFIX)/share/man
 DOCDIR = $(PREFIX)/share/doc/cloudsync
 INSTALL ?= install
@@ -49,7 +51,7 @@ docs: deps
 # builds take the idle cores instead of adding their minutes after it.
 # Then that package runs the documentation's examples against the library products, and check-install checks `make install`.
 test: deps
-	@scripts/install-deps.sh rclone gdb restic postgresql tzdata prometheus chromium groff-base fish zsh
+	@scripts/install-deps.sh rclone gdb restic postgresql tzdata prometheus chromium groff-base fish zsh jq
 	@scripts/python-env.sh
 	$(SWIFT) build --build-tests
 	@SWIFT=$(SWIFT) scripts/make-docs.sh
@@ -70,7 +72,7 @@ test: deps
 # 10,000 outbox entries, 40 key-identity seeds, 2,000 sync-determinism seeds, a 100 MiB value and 1,000 files through
 # three providers' backups), for hunting a rare interleaving after changing the code they cover.
 stress: deps
-	@scripts/install-deps.sh rclone gdb restic postgresql tzdata prometheus chromium groff-base fish zsh
+	@scripts/install-deps.sh rclone gdb restic postgresql tzdata prometheus chromium groff-base fish zsh jq
 	@scripts/python-env.sh
 	$(SWIFT) build --build-tests
 	CLOUDSYNC_STRESS=full scripts/run-tests.py --label stress --limit 2400 -- --no-parallel --filter StressTests
@@ -78,7 +80,7 @@ stress: deps
 # `make test-repeat N=10`: the main suite N times (default 10), stopping at the first failure, for finding flakes.
 N ?= 10
 test-repeat: deps
-	@scripts/install-deps.sh rclone gdb restic postgresql tzdata prometheus chromium groff-base fish zsh
+	@scripts/install-deps.sh rclone gdb restic postgresql tzdata prometheus chromium groff-base fish zsh jq
 	@scripts/python-env.sh
 	$(SWIFT) build --build-tests
 	scripts/run-tests.py --runs $(N) --label repeat
@@ -129,6 +131,7 @@ release: deps
 	CLOUDSYNC_COMMIT="$(CLOUDSYNC_COMMIT)" CLOUDSYNC_COMMIT_DATE="$(CLOUDSYNC_COMMIT_DATE)" \
 		CLOUDSYNC_SWIFT_VERSION="$(CLOUDSYNC_SWIFT_VERSION)" \
 		$(SWIFT) build -c release --static-swift-stdlib --product cloudsync
+	$(SWIFT) build -c release --static-swift-stdlib --product cloudsync-jq
 
 # The man pages come from the binary (`cloudsync man`: cloudsync(1), a page per subcommand, cloudsync-pipeline(5));
 # the units are rewritten for PREFIX's binary.
@@ -136,6 +139,8 @@ install: release
 	$(INSTALL) -d "$(DESTDIR)$(BINDIR)" "$(DESTDIR)$(MANDIR)/man1" "$(DESTDIR)$(MANDIR)/man5" \
 		"$(DESTDIR)$(DOCDIR)/schemas" "$(DESTDIR)$(DOCDIR)/docs" "$(DESTDIR)$(DOCDIR)/systemd"
 	$(INSTALL) -m 0755 .build/release/cloudsync "$(DESTDIR)$(BINDIR)/cloudsync"
+	$(INSTALL) -d "$(DESTDIR)$(LIBEXECDIR)"
+	$(INSTALL) -m 0755 .build/release/cloudsync-jq "$(DESTDIR)$(LIBEXECDIR)/cloudsync-jq"
 	.build/release/cloudsync man --output "$(DESTDIR)$(MANDIR)" --doc-dir "$(DOCDIR)"
 	chmod 0644 "$(DESTDIR)$(MANDIR)"/man1/cloudsync*.1 "$(DESTDIR)$(MANDIR)/man5/cloudsync-pipeline.5"
 	.build/release/cloudsync --help > "$(DESTDIR)$(DOCDIR)/cloudsync-help.txt"
@@ -150,7 +155,7 @@ install: release
 uninstall:
 	rm -f "$(DESTDIR)$(BINDIR)/cloudsync" "$(DESTDIR)$(MANDIR)"/man1/cloudsync.1 "$(DESTDIR)$(MANDIR)"/man1/cloudsync-*.1 \
 		"$(DESTDIR)$(MANDIR)/man5/cloudsync-pipeline.5"
-	rm -rf "$(DESTDIR)$(DOCDIR)"
+	rm -rf "$(DESTDIR)$(DOCDIR)" "$(DESTDIR)$(LIBEXECDIR)"
 
 # Installs into a temporary DESTDIR and checks the result stands alone (scripts/check-install.sh); `make test` runs it.
 check-install:

@@ -64,6 +64,9 @@ let package = Package(
         // format 2 repositories hold.
         .systemLibrary(name: "CZstd", pkgConfig: "libzstd", providers: [.apt(["libzstd-dev"])]),
         .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
+        // libjq, which runs the jq programs of `transform` and `filter` steps. Debian's libjq-dev ships no pkg-config
+        // file, so the module map names the library itself.
+        .systemLibrary(name: "CJQ", providers: [.apt(["libjq-dev"])]),
         // What the binary was built from, for `cloudsync version` (the `buildInfo` settings at the top of Package.swift).
         .target(name: "CBuildInfo", cSettings: buildInfo),
         // glibc's allocator settings from <malloc.h>, which the Glibc module leaves out (the runner fixes the mmap
@@ -91,6 +94,11 @@ let package = Package(
         .target(name: "CloudSyncZstd", dependencies: ["CZstd"]),
         // zlib's face: raw DEFLATE inflated up to a bound, for what format 2 backup repositories hold.
         .target(name: "CloudSyncZlib", dependencies: ["CZlib"]),
+        // libjq's face: programs compiled in a sandboxing prelude, and run on values in a worker process of their own
+        // (`cloudsync-jq`) under CPU and memory limits.
+        .target(name: "CloudSyncJQ", dependencies: ["CJQ"]),
+        // `cloudsync-jq`: that worker, which `make install` puts in libexec/cloudsync.
+        .executableTarget(name: "cloudsync-jq", dependencies: ["CloudSyncJQ"]),
 
         // The core library: the store over providers, the provider contract, resolvers, the outbox, keys, codecs,
         // clocks and errors.
@@ -239,6 +247,7 @@ let package = Package(
         .testTarget(name: "CloudSyncSodiumTests", dependencies: ["CloudSyncSodium", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncYAMLTests", dependencies: ["CloudSyncYAML"]),
         .testTarget(name: "CloudSyncZstdTests", dependencies: ["CloudSync", "CloudSyncZstd", "CloudSyncTesting"]),
+        .testTarget(name: "CloudSyncJQTests", dependencies: ["CloudSync", "CloudSyncJQ", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncZlibTests", dependencies: ["CloudSync", "CloudSyncZlib", "CloudSyncTesting"]),
         .testTarget(name: "CloudSyncOpenSSLTests", dependencies: ["CloudSyncOpenSSL"]),
         // The pipeline only for its PostgreSQL outbox storage, which the outbox's property test also runs against.

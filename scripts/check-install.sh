@@ -34,8 +34,11 @@ for file in bin/cloudsync share/man/man1/cloudsync.1 share/man/man1/cloudsync-ru
     [ -f "$installed/$file" ] || fail "make install did not install $prefix/$file"
 done
 [ -x "$binary" ] || fail "$prefix/bin/cloudsync is not executable"
+worker=$installed/libexec/cloudsync/cloudsync-jq
+[ -x "$worker" ] || fail "make install did not install $prefix/libexec/cloudsync/cloudsync-jq, which runs jq programs"
 
 scripts/check-libraries.sh "$binary"
+scripts/check-libraries.sh "$worker"
 
 # Standalone: from a directory outside the repository, with no Swift toolchain on PATH and no library path.
 outside=$scratch/elsewhere

@@ -2,7 +2,8 @@
 # Checks that an installed cloudsync needs no Swift toolchain at run time: `ldd BINARY` may list only the C and C++
 # runtime of the system (libc, libm, libstdc++, libgcc_s, the dynamic loader and the like), the Debian libraries
 # CloudSync uses (libsqlite3, libsodium, libyaml, libcrypto for the s3 provider's MD5, libssl for the loopback
-# server's TLS, libpq for state kept in PostgreSQL, libmicrohttpd for serve's listener), the two that FoundationNetworking and FoundationXML load (libcurl
+# server's TLS, libpq for state kept in PostgreSQL, libmicrohttpd for serve's listener, libjq and its
+# regular expression library libonig for cloudsync-jq), the two that FoundationNetworking and FoundationXML load (libcurl
 # for HTTP, libxml2 for S3's XML), and what libpq, libcurl, libxml2 and libmicrohttpd need themselves (as `ldd` of each lists it:
 # TLS, Kerberos, LDAP, HTTP/2, compression, ICU). Anything else --
 # libswiftCore, libFoundation, libdispatch, a library ldd cannot find -- fails, naming it. docs/install.md,
@@ -18,7 +19,7 @@ if ! output=$(ldd "$binary" 2>&1); then
 fi
 
 allowed_system='^(linux-vdso\.so\.1|linux-gate\.so\.1|ld-linux(-x86-64|-aarch64)?\.so\.[0-9]+|libc\.so\.6|libm\.so\.6|libstdc\+\+\.so\.6|libgcc_s\.so\.1|libpthread\.so\.0|libdl\.so\.2|librt\.so\.1|libutil\.so\.1)$'
-allowed_debian='^(libsqlite3\.so\.0|libsodium\.so\.[0-9]+|libyaml-0\.so\.[0-9]+|libcrypto\.so\.[0-9]+|libssl\.so\.[0-9]+|libpq\.so\.5|libcurl\.so\.4|libxml2\.so\.2|libmicrohttpd\.so\.12|libzstd\.so\.1|libz\.so\.1)$'
+allowed_debian='^(libsqlite3\.so\.0|libsodium\.so\.[0-9]+|libyaml-0\.so\.[0-9]+|libcrypto\.so\.[0-9]+|libssl\.so\.[0-9]+|libpq\.so\.5|libcurl\.so\.4|libxml2\.so\.2|libmicrohttpd\.so\.12|libzstd\.so\.1|libz\.so\.1|libjq\.so\.1|libonig\.so\.5)$'
 
 # What libpq, libcurl, libxml2 and libmicrohttpd need themselves is theirs to choose (Debian builds libcurl with GnuTLS for LDAP,
 # libmicrohttpd with GnuTLS for serve's HTTPS,

@@ -7,7 +7,7 @@ set -euo pipefail
 # and libxml2's are for the release build: FoundationNetworking and FoundationXML, linked statically, need -lcurl
 # and -lxml2.
 packages=(pkg-config libyaml-dev libsqlite3-dev libsodium-dev libssl-dev libpq-dev libcurl4-openssl-dev libxml2-dev
-    libmicrohttpd-dev libzstd-dev zlib1g-dev "$@")
+    libmicrohttpd-dev libzstd-dev zlib1g-dev libjq-dev "$@")
 
 missing=()
 for package in "${packages[@]}"; do

@@ -1,0 +1,6 @@
+#ifndef CLOUDSYNC_CJQ_SHIM_H
+#define CLOUDSYNC_CJQ_SHIM_H
+
+#include <jq.h>
+
+#endif

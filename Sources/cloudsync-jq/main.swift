@@ -1,0 +1,7 @@
+import CloudSyncJQ
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+exit(JQWorker.main(arguments: Array(CommandLine.arguments.dropFirst())))
