@@ -157,7 +157,9 @@ let package = Package(
         // a program that only loads and checks pipelines links none of them.
         .target(
             name: "CloudSyncPipeline",
-            dependencies: ["CloudSync", "CloudSyncYAML", "CloudSyncSodium", "CloudSyncCrypto", "CloudSyncBackup"]),
+            dependencies: [
+                "CloudSync", "CloudSyncYAML", "CloudSyncSodium", "CloudSyncCrypto", "CloudSyncBackup", "CloudSyncJQ",
+            ]),
 
         // Where a pipeline's state is kept: a SQLite file in its state directory, or a PostgreSQL schema that runners
         // on several machines share (shards, set-aside keys, the shared outbox, kept reports, run locks, slot claims);
@@ -175,7 +177,7 @@ let package = Package(
             name: "CloudSyncJobs",
             dependencies: [
                 "CloudSync", "CloudSyncPipeline", "CloudSyncBackup", "CloudSyncCrypto", "CloudSyncLocal",
-                "CloudSyncSQLite", "CloudSyncSodium",
+                "CloudSyncSQLite", "CloudSyncSodium", "CloudSyncJQ",
             ]),
 
         // Running pipelines: the run session, runner, executor, sharded runs, the shared outbox drain, reports and

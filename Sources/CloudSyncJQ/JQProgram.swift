@@ -27,7 +27,7 @@ public final class JQProgram {
         // No module search path: `import`, `include` and `modulemeta` find nothing.
         jq_set_attr(state, jv_string("JQ_LIBRARY_PATH"), jv_array())
         guard jq_compile(state, JQSandboxPrelude.wrap(text)) != 0 else {
-            throw JQError(JQSandboxPrelude.unwrap(messages.compileReport()))
+            throw JQError(JQSandboxPrelude.unwrap(messages.compileReport(), of: text))
         }
     }
 
@@ -180,5 +180,35 @@ extension String {
         var text = Substring(self)
         while let last = text.last, drop(last) { text.removeLast() }
         return String(text)
+    }
+}
+
+extension JQError {
+    /// `message` with the excerpts of values jq quotes in its messages left out.
+    ///
+    /// A type error's `string ("abc…")` becomes `string (…)`, and a parse error's `(while parsing '…')` becomes `(while parsing the value)`. What a
+    /// program passes to `error` is its author's choice and stays.
+    public static func withoutValueExcerpts(_ message: String) -> String {
+        var text = message
+        if let parsing = text.firstRange(of: " (while parsing '") {
+            text = String(text[..<parsing.lowerBound]) + " (while parsing the value)"
+        }
+        var result = ""
+        var rest = Substring(text)
+        let kinds = ["null (", "boolean (", "number (", "string (", "array (", "object ("]
+        while let range = kinds.compactMap({ rest.firstRange(of: $0) }).min(by: { $0.lowerBound < $1.lowerBound }) {
+            result += rest[..<range.upperBound]
+            rest = rest[range.upperBound...]
+            // jq cuts excerpts to a few characters, so the close is near: the first ")" that ends the text or comes
+            // before a space.
+            let close = rest.indices.prefix(40).first { index in
+                rest[index] == ")"
+                    && (rest.index(after: index) == rest.endIndex || rest[rest.index(after: index)] == " ")
+            }
+            guard let close else { continue }
+            result += "…"
+            rest = rest[close...]
+        }
+        return result + rest
     }
 }

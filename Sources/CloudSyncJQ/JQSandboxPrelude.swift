@@ -5,8 +5,7 @@
 /// writes a value to the process's standard error, returns its input and writes nothing. `$ENV` is bound to an
 /// empty object, and `debug`, a no-op here as it has no listener, is one by definition. Module directives (`import`, `include`) and `$__loc__` are refused before compiling.
 ///
-/// The prelude is one line ending where the program starts, so jq's messages name the program's own lines; it is
-/// removed from the program text jq quotes in them.
+/// The prelude is one line ending where the program starts, so jq's messages name the program's own lines.
 enum JQSandboxPrelude {
     /// The builtins a program may not use, each shadowed by an error.
     static let unavailable = [
@@ -28,9 +27,19 @@ enum JQSandboxPrelude {
     /// `program` inside the prelude.
     static func wrap(_ program: String) -> String { head + program + tail }
 
-    /// `message` with the prelude's text taken out of the program lines jq quotes.
-    static func unwrap(_ message: String) -> String {
-        message.replacing(head, with: "")
+    /// jq's compile messages for `program` as one line each, naming the program's lines rather than the wrapping's:
+    /// without jq's `jq: error: ` lead and the program line it quotes, and with an error at the wrapping's last
+    /// line (the program ended early) said to be at the end of the program.
+    static func unwrap(_ message: String, of program: String) -> String {
+        let endLine = program.reduce(1) { $1 == "\n" ? $0 + 1 : $0 } + 1
+        let lines = message.split(separator: "\n").filter { $0.hasPrefix("jq: ") }
+        return (lines.isEmpty ? [Substring(message)] : lines).map { line in
+            var text = String(line)
+            if text.hasPrefix("jq: error: ") { text.removeFirst("jq: error: ".count) }
+            if text.hasSuffix(":") { text.removeLast() }
+            return text.replacing("at <top-level>, line \(endLine)", with: "at the end of the program")
+                .replacing("at <top-level>, line ", with: "at line ")
+        }.joined(separator: "; ")
     }
 
     /// Refuses a program that uses what the prelude cannot shadow: module directives and `$__loc__`.

@@ -11,11 +11,14 @@ struct MigrateJob: JobType {
         var continueOnError: Bool
         var overwrite: Overwrite
         var shards: Int
+        var reshape: ReshapeSpec
     }
 
     static let copied = JobCount("copied", "keys written to `to`")
     static let skipped = JobCount(
-        "skipped", "keys not written: gone from `from` when read, or (`overwrite: ifMissing`) already at `to`")
+        "skipped",
+        "keys not written: gone from `from` when read, (`overwrite: ifMissing`) already at `to`, or left out by "
+            + "`filter`")
     static let unchanged = JobCount(
         "unchanged", "keys `to` already held with the same value (`overwrite: ifDifferent`)")
     static let failed = JobCount("failed", "keys that could not be read, decoded or written")
@@ -32,6 +35,9 @@ struct MigrateJob: JobType {
             summary: "keep going past a failing key; false stops at the first failing batch"),
         overwriteField,
         shardsField,
+        renameField,
+        filterField,
+        transformField,
     ]
     let counts = [copied, skipped, unchanged, failed, queued]
 
@@ -40,14 +46,14 @@ struct MigrateJob: JobType {
         return Configuration(
             from: from, to: to, keys: values.list("keys"), continueOnError: values.boolean("continueOnError") ?? true,
             overwrite: values.choice("overwrite", default: Overwrite.always),
-            shards: Int(values.number("shards") ?? 1))
+            shards: Int(values.number("shards") ?? 1), reshape: ReshapeSpec(values))
     }
 
     func plan(_ configuration: Configuration, paths: PlanPaths) -> String {
         "copy \(configuration.from) -> \(configuration.to)\(planKeys(configuration.keys)), overwrite "
             + configuration.overwrite.rawValue
             + (configuration.continueOnError ? ", continue past failures" : ", stop at the first failure")
-            + (configuration.shards > 1 ? ", in \(configuration.shards) shards" : "")
+            + (configuration.shards > 1 ? ", in \(configuration.shards) shards" : "") + configuration.reshape.planText
     }
 
     func run(_ configuration: Configuration, in context: JobContext, report: inout JobReport)
@@ -55,7 +61,8 @@ struct MigrateJob: JobType {
     {
         let result = try await context.copy(
             from: configuration.from, to: configuration.to, keys: configuration.keys,
-            continueOnError: configuration.continueOnError, overwrite: configuration.overwrite, report: &report)
+            continueOnError: configuration.continueOnError, overwrite: configuration.overwrite,
+            reshape: try configuration.reshape.reshape(), report: &report)
         report[Self.copied] = result.copied
         report[Self.skipped] = result.skipped
         report[Self.unchanged] = result.unchanged
@@ -84,7 +91,7 @@ extension JobContext {
     /// interrupted when the run was.
     func copy(
         from: String, to: String, keys: [String]?, continueOnError: Bool, overwrite: Overwrite,
-        report: inout JobReport, onLanded: (([LandedCopy]) async -> Void)? = nil
+        reshape: MigrationReshape = .none, report: inout JobReport, onLanded: (([LandedCopy]) async -> Void)? = nil
     ) async throws(CloudSyncError) -> MigrationCounts {
         let name = jobName
         let watcher = onProgress
@@ -93,7 +100,7 @@ extension JobContext {
         var recorded = 0
         let result = try await store.maintenance.migrateByPage(
             from: from, to: to, filter: keyFilter(keys), continueOnError: continueOnError, overwrite: overwrite,
-            range: range, onProgress: { done, total in watcher?(name, done, total, "keys") },
+            reshape: reshape, range: range, onProgress: { done, total in watcher?(name, done, total, "keys") },
             onFailures: { failed in
                 failures += failed.prefix(max(0, JobReport.failureListLimit + 1 - failures.count))
             }, onLanded: onLanded,

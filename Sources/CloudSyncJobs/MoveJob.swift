@@ -14,10 +14,12 @@ struct MoveJob: JobType {
         var to: String
         var keys: [String]?
         var continueOnError: Bool
+        var reshape: ReshapeSpec
     }
 
     static let moved = JobCount("moved", "keys now at `to` and removed from `from`")
-    static let skipped = JobCount("skipped", "keys listed at `from` but gone when read (left for the next run)")
+    static let skipped = JobCount(
+        "skipped", "keys listed at `from` but gone when read (left for the next run), or left there by `filter`")
     static let changedSinceRead = JobCount(
         "changedSinceRead",
         "keys written at `from` again after their copy was read, left there with the newer value for the next run")
@@ -33,13 +35,17 @@ struct MoveJob: JobType {
         JobField(
             "continueOnError", .boolean, defaultValue: "true",
             summary: "keep going past a failing key; false stops at the first failing batch"),
+        renameField,
+        filterField,
+        transformField,
     ]
     let counts = [moved, skipped, changedSinceRead, failed]
 
     func configuration(from values: JobFieldValues) throws(JobConfigurationError) -> Configuration {
         let (from, to) = try values.twoProviders("a move needs two different providers")
         return Configuration(
-            from: from, to: to, keys: values.list("keys"), continueOnError: values.boolean("continueOnError") ?? true)
+            from: from, to: to, keys: values.list("keys"), continueOnError: values.boolean("continueOnError") ?? true,
+            reshape: ReshapeSpec(values))
     }
 
     func providers(of configuration: Configuration, store: [String]) -> [String] {
@@ -50,6 +56,7 @@ struct MoveJob: JobType {
         "move \(configuration.from) -> \(configuration.to)\(planKeys(configuration.keys)): copy, then remove each "
             + "key from \(configuration.from) once its copy landed"
             + (configuration.continueOnError ? ", continue past failures" : ", stop at the first failure")
+            + configuration.reshape.planText
     }
 
     /// A source that takes no conditional removals (Drive) cannot rule out removing a value another writer stores
@@ -73,7 +80,8 @@ struct MoveJob: JobType {
         var removalFailures: [KeyFailure] = []
         let result = try await context.copy(
             from: from, to: configuration.to, keys: configuration.keys,
-            continueOnError: configuration.continueOnError, overwrite: .ifDifferent, report: &report
+            continueOnError: configuration.continueOnError, overwrite: .ifDifferent,
+            reshape: try configuration.reshape.reshape(), report: &report
         ) { landed in
             guard !landed.isEmpty else { return }
             do throws(CloudSyncError) {

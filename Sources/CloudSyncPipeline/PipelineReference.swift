@@ -111,6 +111,8 @@ public enum PipelineReference {
         case .text: return "text"
         case .words: return "word(s)"
         case .keepPolicy: return "keep rules"
+        case .rename: return "`{from, to}`"
+        case .jqProgram: return "jq program"
         }
     }
 

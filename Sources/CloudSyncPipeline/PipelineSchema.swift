@@ -94,6 +94,13 @@ public enum PipelineSchema {
                 "\"properties\": { " + (counts + [within]).joined(separator: ", ") + " }",
                 "\"additionalProperties\": false",
             ]
+        case .rename:
+            parts += [
+                "\"type\": \"object\"", "\"required\": [\"from\", \"to\"]",
+                "\"properties\": { \"from\": { \"type\": \"string\" }, \"to\": { \"type\": \"string\" } }",
+                "\"additionalProperties\": false",
+            ]
+        case .jqProgram: parts += ["\"type\": \"string\"", "\"minLength\": 1"]
         case .deleteLimit:
             parts.append(
                 "\"oneOf\": [{ \"type\": \"integer\", \"minimum\": 0 }, { \"type\": \"string\", \"pattern\": "

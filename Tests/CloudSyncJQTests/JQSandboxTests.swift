@@ -48,7 +48,7 @@ import Testing
             ("\"m\" | modulemeta", "modulemeta is unavailable"),
         ] as [(String, String?)])
     func theWorldOutsideTheValueIsOutOfReach(program: String, error: String?) async throws {
-        let result = await try sandbox(program).run([Array("{}".utf8)])[0]
+        let result = try await sandbox(program).run([Array("{}".utf8)])[0]
         if let error {
             #expect(result.error?.contains(error) == true, "\(result)")
         } else {
@@ -63,7 +63,7 @@ import Testing
     }
 
     @Test func stderrAndDebugWriteNothingAndPassTheirInputOn() async throws {
-        let result = await try sandbox("stderr | debug | .a").run([Array(#"{"a":"secret"}"#.utf8)])[0]
+        let result = try await sandbox("stderr | debug | .a").run([Array(#"{"a":"secret"}"#.utf8)])[0]
         #expect(result == JQResult(outputs: [#""secret""#]))
     }
 
@@ -75,19 +75,19 @@ import Testing
     }
 
     @Test func aValueThatIsNotJSONFailsWithTheParsersMessage() async throws {
-        let results = await try sandbox(".").run([Array("{not json".utf8), Array("\"ok\"".utf8)])
+        let results = try await sandbox(".").run([Array("{not json".utf8), Array("\"ok\"".utf8)])
         #expect(results[0].outputs.isEmpty)
         #expect(results[0].error?.isEmpty == false)
         #expect(results[1] == JQResult(outputs: [#""ok""#]))
     }
 
     @Test func outputsPastTheLimitAreNotComputedAndSaidToBeMore() async throws {
-        let result = await try sandbox(".[]", limits: JQLimits(maxOutputs: 1)).run([Array("[1,2,3]".utf8)])[0]
+        let result = try await sandbox(".[]", limits: JQLimits(maxOutputs: 1)).run([Array("[1,2,3]".utf8)])[0]
         #expect(result == JQResult(outputs: ["1"], more: true))
     }
 
     @Test func haltEndsTheOutputsAndHaltErrorFails() async throws {
-        let results = await try sandbox(#"if . == 1 then halt else "stop" | halt_error end"#).run(
+        let results = try await sandbox(#"if . == 1 then halt else "stop" | halt_error end"#).run(
             [Array("1".utf8), Array("2".utf8)])
         #expect(results[0] == JQResult())
         #expect(results[1].error == "halt_error: stop")

@@ -63,12 +63,17 @@ public struct ErrorCode: RawRepresentable, Hashable, Sendable, CustomStringConve
     ///
     /// Not retryable: sending the same change again would overwrite what the condition protects.
     public static let changedSinceRead = ErrorCode(rawValue: "ERR_CHANGED_SINCE_READ")
+    /// A migration's value transform failed on the key's value (it is not JSON, the jq program raised an error or
+    /// gave no single value, or it reached a CPU or memory limit), so the key was not written; fix the program or
+    /// the value, then run again.
+    public static let transform = ErrorCode(rawValue: "ERR_TRANSFORM")
 
     /// Every code the library produces, in documentation order.
     public static let all: [ErrorCode] = [
         .timeout, .offline, .rateLimited, .accountUnavailable, .server, .notSignedIn, .quotaExceeded,
         .payloadTooLarge, .invalidKey, .containerMisconfigured, .decode, .encode, .noProvider, .unsupported,
         .provider, .cancelled, .locked, .closed, .config, .tooManyDeletes, .needsNotMet, .changedSinceRead,
+        .transform,
     ]
 
     /// Whether trying the same operation again later may succeed without anyone doing anything.

@@ -72,11 +72,14 @@ public struct StoreMaintenance: Sendable {
     ///
     /// With `range`, only the keys in it are copied (one shard of a job split between runners): a source that lists
     /// in key order is listed from the range's start (where its cursor is a key) and no further than its end;
-    /// another is listed whole and filtered. `onBatch` hears each batch's counts and last key once the batch is
+    /// another is listed whole and filtered. With `reshape`, keys take the destination names its rename gives and
+    /// values pass through its ``ValueReshaping`` (a value it leaves out counts as skipped); the keys the callbacks
+    /// hear are the source's. `onBatch` hears each batch's counts and last key once the batch is
     /// accounted, in listing order, and answers whether to go on (a runner that lost its lease stops).
     public func migrateByPage(
         from source: String, to destination: String, filter: (@Sendable (String) -> Bool)? = nil,
-        continueOnError: Bool = true, overwrite: Overwrite = .always, range: KeyRange = .all,
+        continueOnError: Bool = true, overwrite: Overwrite = .always, reshape: MigrationReshape = .none,
+        range: KeyRange = .all,
         onProgress: (@Sendable (Int, Int?) -> Void)? = nil, onFailures: ([KeyFailure]) -> Void = { _ in },
         onLanded: (([LandedCopy]) async -> Void)? = nil,
         onBatch: ((_ counts: MigrationCounts, _ lastKey: String) async -> Bool)? = nil,
@@ -114,7 +117,7 @@ public struct StoreMaintenance: Sendable {
             var accounted = 0
             let finished = await copyOverlapped(
                 chunks, from: from, to: to, overwrite: overwrite,
-                landing: onLanded != nil, overlapping: continueOnError, shouldStop: shouldStop
+                landing: onLanded != nil, reshape: reshape, overlapping: continueOnError, shouldStop: shouldStop
             ) { outcome in
                 counts.add(outcome.counts)
                 onFailures(outcome.failed)
@@ -144,7 +147,7 @@ public struct StoreMaintenance: Sendable {
     /// landed key's source value (``CopiedBatch/landed``).
     private func copyOverlapped(
         _ chunks: [[String]], from: any Provider, to: any Provider, overwrite: Overwrite, landing: Bool,
-        overlapping: Bool,
+        reshape: MigrationReshape = .none, overlapping: Bool,
         shouldStop: (@Sendable () -> Bool)?,
         account: (CopiedBatch) async -> Bool
     ) async -> Bool {
@@ -157,7 +160,8 @@ public struct StoreMaintenance: Sendable {
                 break
             }
             let started = Task {
-                await copyBatch(chunk, from: from, to: to, overwrite: overwrite, landing: landing)
+                await copyBatch(
+                    chunk, from: from, to: to, overwrite: overwrite, landing: landing, reshape: reshape)
             }
             if !overlapping {
                 guard await account(await started.value) else {
@@ -205,59 +209,107 @@ public struct StoreMaintenance: Sendable {
         }
     }
 
-    /// Copies one batch: reads it from `from` (and, unless `overwrite` is `always`, what `to` holds), decodes and
-    /// re-encodes each value, writes the copies; failures sorted by key.
+    /// Copies one batch: reads, decodes, reshapes, re-encodes and writes it.
+    ///
+    /// Unless `overwrite` is `always`, what `to` holds under the names `reshape` gives is read too. Keys in the outcome are the
+    /// source's; failures sorted by key.
     private func copyBatch(
-        _ batch: [String], from: any Provider, to: any Provider, overwrite: Overwrite, landing: Bool
+        _ batch: [String], from: any Provider, to: any Provider, overwrite: Overwrite, landing: Bool,
+        reshape: MigrationReshape
     ) async -> CopiedBatch {
         var outcome = CopiedBatch()
         var copies: [KeyValue] = []
+        // The source key of each destination name, when they differ.
+        var sources: [String: String] = [:]
         do throws(CloudSyncError) {
+            var named: [(key: String, target: String)] = []
+            for key in batch {
+                switch reshape.target(of: key) {
+                case .success(let target):
+                    named.append((key, target))
+                    if target != key { sources[target] = key }
+                case .failure(let error): outcome.failed.append(KeyFailure(key: key, error: error))
+                }
+            }
             let (held, unreadable) =
-                overwrite == .always ? ([:], [:]) : try await destinationCopies(of: batch, on: to, overwrite: overwrite)
-            // The destination's key rules hold for copies as for any write: a key it refuses fails, by name.
-            let rules = store.keyRules(of: [to])
-            try await store.dispatcher(for: from).get(batch) { keys, answer throws(CloudSyncError) in
-                for (key, read) in zip(keys, try answer.get()) {
-                    let name = StoreKey(key)
-                    if overwrite == .ifMissing, held[name] != nil {
-                        outcome.skipped.append(key)
+                overwrite == .always
+                ? ([:], [:]) : try await destinationCopies(of: named.map(\.target), on: to, overwrite: overwrite)
+            let read = try await readForCopy(
+                named, from: from, to: to, held: held, unreadable: unreadable, overwrite: overwrite, landing: landing,
+                into: &outcome)
+            let values =
+                await reshape.values?.reshape(read.map { ($0.key, $0.value) }) ?? read.map { .success($0.value) }
+            for (item, value) in zip(read, values) {
+                do throws(CloudSyncError) {
+                    guard let value = try value.get() else {
+                        outcome.skipped.append(item.key)
+                        outcome.sourceDigests[StoreKey(item.key)] = nil
                         continue
                     }
-                    if let error = unreadable[name] {
-                        outcome.failed.append(KeyFailure(key: key, error: error))
+                    if let current = held[StoreKey(item.target)], !overwrite.writes(value, over: current) {
+                        outcome.unchanged.append(item.key)
                         continue
                     }
-                    do throws(CloudSyncError) {
-                        // Absent is "holding nothing"; an empty value is a value, copied like any other.
-                        guard let stored = try read.get() else {
-                            outcome.skipped.append(key)
-                            continue
-                        }
-                        try store.validate(key, rules: rules)
-                        let decoded = try store.decode(stored, key: key, from: from)
-                        if landing { outcome.sourceDigests[name] = SyncFingerprint.digest(of: stored) }
-                        if let current = held[name], !overwrite.writes(decoded, over: current) {
-                            outcome.unchanged.append(key)
-                            continue
-                        }
-                        let encoded = try store.encodedValue(decoded, key: key, for: to).fitting()
-                        copies.append(KeyValue(key, encoded))
-                    } catch {
-                        outcome.failed.append(KeyFailure(key: key, error: error))
-                    }
+                    copies.append(
+                        KeyValue(item.target, try store.encodedValue(value, key: item.target, for: to).fitting()))
+                } catch {
+                    outcome.failed.append(KeyFailure(key: item.key, error: error.attributed(key: item.key)))
                 }
             }
         } catch {
             outcome.failed = batch.map { KeyFailure(key: $0, error: error.concerning(key: $0)) }
             outcome.skipped = []
             outcome.unchanged = []
+            outcome.sourceDigests = [:]
             copies = []
         }
         let (written, failed) = await store.writeBatch(copies, to: to)
-        outcome.copied = written
-        outcome.failed = (outcome.failed + failed).sorted { StoreKey.bytesPrecede($0.key, $1.key) }
+        outcome.copied = written.map { sources[$0] ?? $0 }
+        let failedWrites = failed.map { KeyFailure(key: sources[$0.key] ?? $0.key, error: $0.error) }
+        outcome.failed = (outcome.failed + failedWrites).sorted { StoreKey.bytesPrecede($0.key, $1.key) }
         return outcome
+    }
+
+    /// Reads `named` from `from` and decodes each value.
+    ///
+    /// Returns the keys to copy, each with its destination name and plaintext. Keys skipped (absent at the source, or held at the destination under ``Overwrite/ifMissing``) and
+    /// failed (unreadable there or here, undecodable, a name the destination's key rules refuse) go to `outcome`.
+    private func readForCopy(
+        _ named: [(key: String, target: String)], from: any Provider, to: any Provider, held: [StoreKey: String],
+        unreadable: [StoreKey: CloudSyncError], overwrite: Overwrite, landing: Bool, into outcome: inout CopiedBatch
+    ) async throws(CloudSyncError) -> [(key: String, target: String, value: String)] {
+        var targets: [String: String] = [:]
+        for item in named where item.target != item.key { targets[item.key] = item.target }
+        var read: [(key: String, target: String, value: String)] = []
+        // The destination's key rules hold for copies as for any write: a name it refuses fails, by key.
+        let rules = store.keyRules(of: [to])
+        try await store.dispatcher(for: from).get(named.map(\.key)) { keys, answer throws(CloudSyncError) in
+            for (key, result) in zip(keys, try answer.get()) {
+                let target = targets[key] ?? key
+                if overwrite == .ifMissing, held[StoreKey(target)] != nil {
+                    outcome.skipped.append(key)
+                    continue
+                }
+                if let error = unreadable[StoreKey(target)] {
+                    outcome.failed.append(KeyFailure(key: key, error: error))
+                    continue
+                }
+                do throws(CloudSyncError) {
+                    // Absent is "holding nothing"; an empty value is a value, copied like any other.
+                    guard let stored = try result.get() else {
+                        outcome.skipped.append(key)
+                        continue
+                    }
+                    try store.validate(target, rules: rules)
+                    let decoded = try store.decode(stored, key: key, from: from)
+                    if landing { outcome.sourceDigests[StoreKey(key)] = SyncFingerprint.digest(of: stored) }
+                    read.append((key, target, decoded))
+                } catch {
+                    outcome.failed.append(KeyFailure(key: key, error: error))
+                }
+            }
+        }
+        return read
     }
 
     /// What `to` holds of `batch`, which decides a copy unless it overwrites always: each held key's value (as stored

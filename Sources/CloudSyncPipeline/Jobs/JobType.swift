@@ -40,6 +40,10 @@ public struct JobField: Sendable, Equatable {
         /// Which backup snapshots to keep: a mapping of `last`, `hourly`, `daily`, `weekly`, `monthly`, `yearly`
         /// (counts) and `within` (a duration like `30d`), at least one of them.
         case keepPolicy
+        /// A key rename: a mapping of `from` (a pattern whose `*` capture) and `to` (naming the captures `{1}`, `{2}`).
+        case rename
+        /// A jq program, compiled when the file loads.
+        case jqProgram
     }
 
     /// The field's name in the file.
@@ -75,6 +79,7 @@ public enum JobFieldValue: Sendable, Equatable {
     case list([String])
     case deleteLimit(DeleteLimit)
     case keepPolicy(KeepPolicy)
+    case rename(KeyRename)
 }
 
 /// The checked values of one job's fields, by name; an absent field is missing (defaults are the job type's).
@@ -132,6 +137,12 @@ public struct JobFieldValues: Sendable, Equatable {
     /// The keep policy of `name`, if given.
     public func keepPolicy(_ name: String) -> KeepPolicy? {
         if case .keepPolicy(let value) = values[name] { return value }
+        return nil
+    }
+
+    /// The key rename of `name`, if given.
+    public func rename(_ name: String) -> KeyRename? {
+        if case .rename(let value) = values[name] { return value }
         return nil
     }
 

@@ -1,5 +1,6 @@
 import CloudSync
 import CloudSyncBackup
+import CloudSyncJQ
 import CloudSyncYAML
 import Foundation
 
@@ -173,6 +174,10 @@ extension PipelineReader {
             return job.textList(field.name).map { .list($0.map(\.text.value)) }
         case .keepPolicy:
             return keepPolicy(node, field: field.name, context: context).map { .keepPolicy($0) }
+        case .rename:
+            return rename(node, field: field.name, context: context).map { .rename($0) }
+        case .jqProgram:
+            return jqProgram(node, in: job, field: field.name, context: context).map { .text($0) }
         case .deleteLimit:
             guard let text = job.scalarText(node, field: field.name) else { return nil }
             guard let limit = DeleteLimit(text: text.value) else {
@@ -200,6 +205,34 @@ extension PipelineReader {
             }
         }
         return wellFormed ? .list(patterns.map(\.text.value)) : nil
+    }
+
+    /// A jq program, compiled here so one that does not compile is an error at its place, with jq's message.
+    private func jqProgram(_ node: YAMLNode, in job: MappingReader, field: String, context: String) -> String? {
+        guard let text = job.scalarText(node, field: field) else { return nil }
+        do throws(JQError) {
+            _ = try JQProgram(text.value)
+        } catch {
+            diagnostics.error(
+                "`\(field)` in \(context) is not a jq program cloudsync can run: \(error.message)", at: node.mark)
+            return nil
+        }
+        return text.value
+    }
+
+    /// A rename mapping: `from` and `to`, both required, checked as a ``KeyRename`` (the error at `to`).
+    func rename(_ node: YAMLNode, field: String, context: String) -> KeyRename? {
+        let place = "`\(field)` in \(context)"
+        guard let rename = mapping(node, place, ["from", "to"]), let fromNode = rename.require("from"),
+            let toNode = rename.require("to"), let from = rename.scalarText(fromNode, field: "from"),
+            let to = rename.scalarText(toNode, field: "to")
+        else { return nil }
+        do throws(KeyRename.Problem) {
+            return try KeyRename(from: from.value, to: to.value)
+        } catch {
+            diagnostics.error("\(place): \(error.message)", at: toNode.mark)
+            return nil
+        }
     }
 
     /// A `keep` mapping: counts of at least 1, `within` a duration, and at least one rule.
