@@ -99,3 +99,24 @@ import Testing
         #expect(result.error?.contains("/nonexistent/cloudsync-jq") == true, "\(result)")
     }
 }
+
+/// jq quotes a few characters of a value in its type errors and the whole text in its parse errors; reports name keys,
+/// never values, so those excerpts are left out of what a report says.
+@Suite struct JQMessageRedactionTests {
+    @Test(arguments: [
+        (#""hunter2hunter2""#, ". + {}"),
+        (#""hunter2hunter2""#, ".[]"),
+        (#""hunter2hunter2""#, "fromjson"),
+        (#""hunter2hunter2""#, "tonumber"),
+        (#""hunter2""#, "keys"),
+        ("hunter2hunter2 is no JSON", "."),
+    ])
+    func jqsMessagesLoseTheValueButKeepWhatWentWrong(value: String, program: String) async throws {
+        let sandbox = try JQSandbox(program: program, executable: try ProcessRunner.builtProduct("cloudsync-jq"))
+        let message = try #require(await sandbox.run([Array(value.utf8)])[0].error)
+        #expect(message.contains("hunt"), "jq's own message should quote the value, else this test tests nothing")
+        let redacted = JQError.withoutValueExcerpts(message)
+        #expect(!redacted.contains("hunt"), "\(redacted)")
+        #expect(redacted.count > 10, "\(redacted)")
+    }
+}
