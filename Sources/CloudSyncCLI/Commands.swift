@@ -232,10 +232,21 @@ enum Commands {
         path: ["plan"],
         abstract: """
             Show what a pipeline compiles to (providers, caps, key rules, codecs by key id, outbox limits, jobs), \
-            without touching any provider.
+            without touching any provider; with --job and --out, save a migrate or move job's plan for apply.
             """,
-        arguments: [file], options: [json],
-        exitCodes: [(.success, "the plan was printed"), (.usage, "the command line or the pipeline file was wrong")])
+        discussion: """
+            With --out, reads both providers of the job (writing nothing) and saves every key's action (copy, \
+            overwrite, unchanged, skip, fail), its destination name and the digests of the versions it saw, bound \
+            to the pipeline file's digest; prints the counts and the first 20 keys of each action (--json: the plan's \
+            lines, every key). `cloudsync apply PLAN` then does exactly that.
+            """,
+        arguments: [file], options: [json, planJob, planOut],
+        exitCodes: [
+            (.success, "the plan was printed (or saved)"),
+            (.failure, "the plan was saved, and some of its keys would fail (each is named)"),
+            (.jobError, "the plan could not be made: a provider could not be read"),
+            (.usage, "the command line or the pipeline file was wrong"),
+        ])
 
     static let schemaKinds = ["pipeline", "report"]
 
@@ -375,7 +386,8 @@ enum Commands {
 
     /// Every subcommand, in the order help lists them.
     static let all = [
-        initPipeline, run, serve, validate, plan, schema, outbox, history, snapshots, restore, forget, repair, unlock,
+        initPipeline, run, serve, validate, plan, apply, schema, outbox, history, snapshots, restore, forget, repair,
+        unlock,
         login,
         logout,
         accounts, cloudkit, keygen, completions, man, version, help,

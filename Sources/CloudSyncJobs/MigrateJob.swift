@@ -23,6 +23,10 @@ struct MigrateJob: JobType {
         "unchanged", "keys `to` already held with the same value (`overwrite: ifDifferent`)")
     static let failed = JobCount("failed", "keys that could not be read, decoded or written")
     static let queued = JobCount("queued", "always 0: a migration writes directly, never through the outbox")
+    static let changedSincePlan = JobCount(
+        "changedSincePlan",
+        "keys a saved plan names whose source or destination changed since the plan, left untouched (`cloudsync "
+            + "apply`; 0 otherwise)")
 
     let name = "migrate"
     let summary = "copy keys from one provider to another; the source is never changed"
@@ -39,7 +43,7 @@ struct MigrateJob: JobType {
         filterField,
         transformField,
     ]
-    let counts = [copied, skipped, unchanged, failed, queued]
+    let counts = [copied, skipped, unchanged, failed, queued, changedSincePlan]
 
     func configuration(from values: JobFieldValues) throws(JobConfigurationError) -> Configuration {
         let (from, to) = try values.twoProviders("a migration needs two different providers")
@@ -59,6 +63,28 @@ struct MigrateJob: JobType {
     func run(_ configuration: Configuration, in context: JobContext, report: inout JobReport)
         async throws(CloudSyncError)
     {
+        switch context.savedPlan {
+        case .write(let header, let path)?:
+            let planned = try await context.writePlan(
+                header, path: path, from: configuration.from, to: configuration.to, keys: configuration.keys,
+                overwrite: configuration.overwrite, reshape: try configuration.reshape.reshape(), report: &report)
+            report[Self.copied] = planned[.copy, default: 0] + planned[.overwrite, default: 0]
+            report[Self.unchanged] = planned[.unchanged, default: 0]
+            report[Self.skipped] = planned[.skip, default: 0]
+            report[Self.failed] = planned[.fail, default: 0]
+            return
+        case .apply(let header, let path)?:
+            let applied = try await context.applyPlan(
+                header, path: path, from: configuration.from, to: configuration.to,
+                reshape: try configuration.reshape.reshape(), report: &report)
+            report[Self.copied] = applied.written
+            report[Self.unchanged] = applied.alreadyApplied
+            report[Self.skipped] = applied.notPlanned
+            report[Self.failed] = applied.failed
+            report[Self.changedSincePlan] = applied.changedSincePlan
+            return
+        case nil: break
+        }
         let result = try await context.copy(
             from: configuration.from, to: configuration.to, keys: configuration.keys,
             continueOnError: configuration.continueOnError, overwrite: configuration.overwrite,

@@ -25,6 +25,10 @@ struct MoveJob: JobType {
         "keys written at `from` again after their copy was read, left there with the newer value for the next run")
     static let failed = JobCount(
         "failed", "keys that could not be copied (left at `from`) or, once copied, removed from `from`")
+    static let changedSincePlan = JobCount(
+        "changedSincePlan",
+        "keys a saved plan names whose source or destination changed since the plan, left untouched (`cloudsync "
+            + "apply`; 0 otherwise)")
 
     let name = "move"
     let summary = "copy keys to another provider, then remove from the source each key whose copy landed"
@@ -39,7 +43,7 @@ struct MoveJob: JobType {
         filterField,
         transformField,
     ]
-    let counts = [moved, skipped, changedSinceRead, failed]
+    let counts = [moved, skipped, changedSinceRead, failed, changedSincePlan]
 
     func configuration(from values: JobFieldValues) throws(JobConfigurationError) -> Configuration {
         let (from, to) = try values.twoProviders("a move needs two different providers")
@@ -74,33 +78,70 @@ struct MoveJob: JobType {
         async throws(CloudSyncError)
     {
         let from = configuration.from
-        let store = context.store
-        var moved = 0
-        var changed = 0
-        var removalFailures: [KeyFailure] = []
+        var removal = SourceRemoval(store: context.store, from: from)
+        let reshape = try configuration.reshape.reshape()
+        switch context.savedPlan {
+        case .write(let header, let path)?:
+            let planned = try await context.writePlan(
+                header, path: path, from: from, to: configuration.to, keys: configuration.keys,
+                overwrite: .ifDifferent, reshape: reshape, report: &report)
+            report[Self.moved] =
+                planned[.copy, default: 0] + planned[.overwrite, default: 0] + planned[.unchanged, default: 0]
+            report[Self.skipped] = planned[.skip, default: 0]
+            report[Self.failed] = planned[.fail, default: 0]
+            return
+        case .apply(let header, let path)?:
+            let applied = try await context.applyPlan(
+                header, path: path, from: from, to: configuration.to, reshape: reshape, report: &report
+            ) { landed in await removal.remove(landed) }
+            report.record(removal.failures)
+            report[Self.moved] = removal.moved
+            // A key moved by an earlier apply is at the destination and gone from the source: nothing to do.
+            report[Self.skipped] = applied.notPlanned + applied.alreadyAppliedSourceMoved
+            report[Self.changedSinceRead] = removal.changed
+            report[Self.failed] = applied.failed + removal.failures.count
+            report[Self.changedSincePlan] = applied.changedSincePlan
+            return
+        case nil: break
+        }
         let result = try await context.copy(
             from: from, to: configuration.to, keys: configuration.keys,
-            continueOnError: configuration.continueOnError, overwrite: .ifDifferent,
-            reshape: try configuration.reshape.reshape(), report: &report
-        ) { landed in
-            guard !landed.isEmpty else { return }
-            do throws(CloudSyncError) {
-                // Only a key still holding the value that was copied goes: one written at `from` since stays.
-                for (copy, outcome) in zip(landed, try await store.removeUnchanged(landed, from: from)) {
-                    switch outcome {
-                    case .removed, .absent: moved += 1
-                    case .changed: changed += 1
-                    case .failed(let error): removalFailures.append(KeyFailure(key: copy.key, error: error))
-                    }
-                }
-            } catch {
-                removalFailures += landed.map { KeyFailure(key: $0.key, error: error.concerning(key: $0.key)) }
-            }
-        }
-        report.record(removalFailures)
-        report[Self.moved] = moved
+            continueOnError: configuration.continueOnError, overwrite: .ifDifferent, reshape: reshape, report: &report
+        ) { landed in await removal.remove(landed) }
+        report.record(removal.failures)
+        report[Self.moved] = removal.moved
         report[Self.skipped] = result.skipped
-        report[Self.changedSinceRead] = changed
-        report[Self.failed] = result.failed + removalFailures.count
+        report[Self.changedSinceRead] = removal.changed
+        report[Self.failed] = result.failed + removal.failures.count
+    }
+}
+
+/// A move's second step: removing from the source each key whose copy landed, only while it still holds the value
+/// that was copied.
+struct SourceRemoval {
+    let store: CloudStore
+    let from: String
+    /// Keys removed (or already gone).
+    var moved = 0
+    /// Keys written at the source again since their copy was read: left there.
+    var changed = 0
+    /// Keys whose removal failed.
+    var failures: [KeyFailure] = []
+
+    /// Removes `landed` from the source where it still holds what was copied.
+    mutating func remove(_ landed: [LandedCopy]) async {
+        guard !landed.isEmpty else { return }
+        do throws(CloudSyncError) {
+            // Only a key still holding the value that was copied goes: one written at `from` since stays.
+            for (copy, outcome) in zip(landed, try await store.removeUnchanged(landed, from: from)) {
+                switch outcome {
+                case .removed, .absent: moved += 1
+                case .changed: changed += 1
+                case .failed(let error): failures.append(KeyFailure(key: copy.key, error: error))
+                }
+            }
+        } catch {
+            failures += landed.map { KeyFailure(key: $0.key, error: error.concerning(key: $0.key)) }
+        }
     }
 }

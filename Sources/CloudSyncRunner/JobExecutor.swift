@@ -28,6 +28,7 @@ struct JobExecutor {
             providers: providers, state: stateDatabase, interrupt: options.interrupt,
             onProgress: options.onProgress)
         context.readsUnchanged = options.readUnchanged
+        context.savedPlan = options.savedPlan
         return context
     }
 
@@ -37,7 +38,10 @@ struct JobExecutor {
         do throws(CloudSyncError) {
             try await checkProviders(of: job)
             // Split between runners with the state in PostgreSQL; a dry run reads the whole job itself.
-            if let sharding = job.job.sharding, !options.dryRun, let shared = stateDatabase?.shared {
+            // A saved plan is made and applied by one runner, whole.
+            if let sharding = job.job.sharding, !options.dryRun, options.savedPlan == nil,
+                let shared = stateDatabase?.shared
+            {
                 try await ShardedJobRun(state: shared, runner: runner).coordinate(
                     job, sharding: sharding, runID: runID,
                     plan: job.type + ": " + job.job.plan(paths: PlanPaths(directory: compiled.spec.directory)),

@@ -19,6 +19,8 @@ public struct RunOptions: Sendable {
     /// Makes every sync job read and decode every copy, as `readUnchanged: true` does, for this run only
     /// (`--read-unchanged`).
     public var readUnchanged = false
+    /// A saved plan the run's one job writes or applies (`cloudsync plan --out`, `cloudsync apply`).
+    public var savedPlan: SavedPlanMode?
     /// Overrides the file's report path; `-` writes the report to standard output.
     public var reportPath: String?
     /// Whether to help the run another runner holds the lock for (`--join`), never starting one.

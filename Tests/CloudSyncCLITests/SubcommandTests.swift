@@ -156,7 +156,7 @@ import Testing
         }
         await #expect(
             try complete(["cloudsync", ""]) == [
-                "init", "run", "serve", "validate", "plan", "schema", "outbox", "history", "snapshots", "restore",
+                "init", "run", "serve", "validate", "plan", "apply", "schema", "outbox", "history", "snapshots", "restore",
                 "forget",
                 "repair", "unlock", "login", "logout", "accounts",
                 "cloudkit",

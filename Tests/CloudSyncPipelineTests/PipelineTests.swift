@@ -254,6 +254,8 @@ private let minimal = """
         "71-sync-shards-incremental.yaml", "72-outbox-autoflush-too-often.yaml",
         "74-schedule-jitter-past-the-next-slot.yaml", "75-max-bytes-below-an-empty-database-of-its-page-size.yaml",
         "76-name-dot-dot.yaml", "77-account-on-a-provider-that-signs-in-to-none.yaml",
+        // What a schema cannot say: how a rename's captures line up, and whether a text is a jq program.
+        "78-rename-drops-a-capture.yaml", "79-transform-is-not-jq.yaml", "80-rename-captures-side-by-side.yaml",
     ]
 
     /// The loader reads `${env:…}` and `${file:…}` in any field, typed ones included (an environment, a count, a

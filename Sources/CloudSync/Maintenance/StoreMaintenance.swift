@@ -343,7 +343,7 @@ public struct StoreMaintenance: Sendable {
     }
 
     /// The source and destination providers of a migration, which must be two.
-    private func migrationEnds(_ source: String, _ destination: String) throws(CloudSyncError)
+    func migrationEnds(_ source: String, _ destination: String) throws(CloudSyncError)
         -> (from: any Provider, to: any Provider)
     {
         let from = try store.provider(withID: source)

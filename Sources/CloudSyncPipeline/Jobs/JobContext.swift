@@ -21,6 +21,10 @@ public struct JobContext: Sendable {
     public let isConfirmed: Bool
     /// Whether `--read-unchanged` has sync jobs read every copy, whatever their listings' tags say.
     public var readsUnchanged = false
+    /// A saved plan the job writes instead of changing anything, or applies.
+    ///
+    /// Set by `cloudsync plan --out` and `cloudsync apply`; nil for an ordinary run. Only job types with saved plans (`migrate`, `move`) get one.
+    public var savedPlan: SavedPlanMode? = nil
     /// The run's clock (the store's): read the time here, never from the system, so tests can set it.
     public var clock: any StoreClock { store.clock }
     package let compiled: CompiledPipeline

@@ -40,7 +40,8 @@ public struct RegisteredJobType: Sendable {
                 }
             }
             return ConfiguredJob(
-                type, try type.configuration(from: values), availabilityChecked: type.checksAvailability ? named : [])
+                type, try type.configuration(from: values), fields: values,
+                availabilityChecked: type.checksAvailability ? named : [])
         }
     }
 
@@ -65,6 +66,8 @@ public struct ConfiguredJob: Sendable {
     public let type: String
     /// The counts its report holds.
     public let counts: [JobCount]
+    /// Its fields as the file gave them (checked; defaults not filled in).
+    public let fields: JobFieldValues
     /// The providers that must be available for it to start: those its fields name directly.
     package let availabilityChecked: [String]
     /// How it splits between runners; nil when it runs whole (`shards` absent or 1, or a type that cannot split).
@@ -76,9 +79,12 @@ public struct ConfiguredJob: Sendable {
     private let preparer: @Sendable (JobContext) throws(CloudSyncError) -> Void
     private let finisher: @Sendable (JobContext, [String: Int], inout JobReport) async throws(CloudSyncError) -> Void
 
-    init<Type: JobType>(_ jobType: Type, _ configuration: Type.Configuration, availabilityChecked: [String]) {
+    init<Type: JobType>(
+        _ jobType: Type, _ configuration: Type.Configuration, fields: JobFieldValues, availabilityChecked: [String]
+    ) {
         type = jobType.name
         counts = jobType.counts
+        self.fields = fields
         self.availabilityChecked = availabilityChecked
         sharding = jobType.sharding(of: configuration).flatMap { $0.shards > 1 ? $0 : nil }
         needed = { store in jobType.providers(of: configuration, store: store) }
