@@ -113,7 +113,9 @@ extension CommandLineTool {
     /// How a job ended: its status and counts, why it could not run, and its first failing key.
     static func jobLine(_ job: RunReport.Job) -> String {
         // A job that could not run has done nothing worth counting; its error says why.
-        let shown = job.status == .error && job.counts.values.allSatisfy { $0 == 0 } ? [:] : job.counts
+        let shown =
+            job.status == .error && job.counts.values.allSatisfy { $0 == 0 }
+            ? [:] : job.counts.filter { $0.value != 0 || !JobCount.shownWhenNonZero.contains($0.key) }
         let counts = shown.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ")
         var line = "\(job.name) (\(job.type)): \(job.status)"
         if !counts.isEmpty { line += " — \(counts)" }

@@ -147,7 +147,8 @@ extension CommandLineTool {
         }
         let now = job.job.fields.values.mapValues(\.planText)
         var changes: [String] = []
-        for name in Set(now.keys).union(header.fields.keys).sorted() where now[name] != header.fields[name] {
+        let names = (Array(now.keys) + header.fields.keys.filter { now[$0] == nil }).sorted()
+        for name in names where now[name] != header.fields[name] {
             let was = header.fields[name].map { "'\($0)'" } ?? "not set"
             let becomes = now[name].map { "'\($0)'" } ?? "not set"
             changes.append("`\(name)` was \(was) and is \(becomes)")

@@ -573,7 +573,9 @@ import Testing
         let result = try await run([file, "--quiet", "--report", "-"])
         #expect(result.status == 0, "\(result.standardError)")
         await #expect(
-            counts(try report(result), 0) == ["copied": 2, "skipped": 0, "unchanged": 0, "failed": 0, "queued": 0])
+            counts(try report(result), 0) == [
+                "copied": 2, "skipped": 0, "unchanged": 0, "failed": 0, "queued": 0, "changedSincePlan": 0,
+            ])
         #expect(try Data(contentsOf: URL(fileURLWithPath: directory.file("app.db"))) == before)
         // Without the mapping the same database is refused, naming its table and the fields to set.
         let unmapped = try pipeline(

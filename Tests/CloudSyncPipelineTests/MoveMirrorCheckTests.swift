@@ -185,7 +185,7 @@ import Testing
         try await put([refused: big], in: "src")
         let first = try await run("  - { name: go, type: move, from: src, to: dst }")
         let go = try job(first, "go")
-        #expect(go.counts == ["moved": 30, "skipped": 0, "changedSinceRead": 0, "failed": 1])
+        #expect(go.counts == ["moved": 30, "skipped": 0, "changedSinceRead": 0, "failed": 1, "changedSincePlan": 0])
         #expect(go.failures.map(\.key) == [refused])
         #expect(go.status == .failed)
         try await expect("dst", holds: items)
@@ -195,7 +195,10 @@ import Testing
         try await put(["late": "moved twice?"], in: "src")
         try await put(["late": "moved twice?"], in: "dst")
         let rerun = try await run("  - { name: go, type: move, from: src, to: dst, keys: late }")
-        #expect(try job(rerun, "go").counts == ["moved": 1, "skipped": 0, "changedSinceRead": 0, "failed": 0])
+        #expect(
+            try job(rerun, "go").counts == [
+                "moved": 1, "skipped": 0, "changedSinceRead": 0, "failed": 0, "changedSincePlan": 0,
+            ])
         #expect(written(rerun, "dst") == 0, "the rerun found the copy equal and wrote nothing")
         #expect(try await contents("src")[StoreKey("late")] == nil)
     }
@@ -311,7 +314,9 @@ import Testing
         try await put(["a": "1", "b": "old"], in: "dst")
         let report = try await run("  - { name: copy, type: migrate, from: src, to: dst, overwrite: ifDifferent }")
         #expect(
-            try job(report, "copy").counts == ["copied": 2, "skipped": 0, "unchanged": 1, "failed": 0, "queued": 0])
+            try job(report, "copy").counts == [
+                "copied": 2, "skipped": 0, "unchanged": 1, "failed": 0, "queued": 0, "changedSincePlan": 0,
+            ])
         try await expect("dst", holds: ["a": "1", "b": "2", "c": "3"])
     }
 }

@@ -164,6 +164,10 @@ public struct JobCount: Sendable, Hashable {
         self.name = name
         self.summary = summary
     }
+
+    /// Counts that only one way of running a job can make other than 0 (`changedSincePlan`, by `cloudsync apply`):
+    /// reports always hold them, and a job's line of text leaves them out while they are 0.
+    public static let shownWhenNonZero: Set<String> = ["changedSincePlan"]
 }
 
 /// Why a job's fields, each valid alone, do not make a job (two fields that must differ, a combination that means
