@@ -6,7 +6,7 @@ import Foundation
 
 /// A saved plan on disk: JSON Lines, so a plan of a million keys is written and read a line at a time.
 ///
-/// The first line is the ``SavedPlanHeader``; then one line per key (``Line``), in the order the source listed them;
+/// The first line is the `SavedPlanHeader`; then one line per key (``Line``), in the order the source listed them;
 /// the last line is the ``Trailer``: how many keys take each action, and the SHA-256 of every byte before it, so a
 /// plan cut short or edited is refused whole rather than applied in part. The file is created with mode 0600: it
 /// names keys, and digests of values.
