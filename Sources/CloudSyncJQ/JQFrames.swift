@@ -5,14 +5,17 @@
 /// The frames a ``JQSandbox`` and its worker process exchange over one socket: a kind byte, a 32-bit little-endian
 /// length, then that many bytes.
 ///
-/// The parent sends the program (``Kind/program``), then values (``Kind/value``) one at a time. The worker answers the
-/// program with ``Kind/compiled`` or ``Kind/compileError``, and each value with its outputs (``Kind/output``), then
+/// The parent sends the program (``Kind/program``), then values (``Kind/value``) in batches, each closed by
+/// ``Kind/batchEnd``. The worker answers the program with ``Kind/compiled`` or ``Kind/compileError``. It reads a whole
+/// batch before it answers any of it, so the parent's sending never waits on a worker that waits for its answers to
+/// be read, whatever the socket's buffers hold. It then answers each value with its outputs (``Kind/output``),
 /// ``Kind/more`` when it had more than asked for, ``Kind/error`` when one stopped it, and always ``Kind/done``.
 struct JQFrames {
     /// What a frame carries.
     enum Kind: UInt8 {
         case program = 0x70  // p
         case value = 0x76  // v
+        case batchEnd = 0x62  // b
         case compiled = 0x63  // c
         case compileError = 0x78  // x
         case output = 0x6F  // o
@@ -29,11 +32,12 @@ struct JQFrames {
 
     /// Writes one frame; false when the other side is gone (never SIGPIPE: sockets are written with MSG_NOSIGNAL).
     func write(_ kind: Kind, _ bytes: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0)) -> Bool {
-        var header: (UInt8, UInt32) = (kind.rawValue, UInt32(bytes.count).littleEndian)
-        let headerSent = withUnsafeBytes(of: &header.0) { kindByte in
-            withUnsafeBytes(of: &header.1) { length in sendAll(kindByte) && sendAll(length) }
-        }
-        return headerSent && sendAll(bytes)
+        let length = UInt32(bytes.count)
+        let header: [UInt8] = [
+            kind.rawValue, UInt8(length & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length >> 16 & 0xFF),
+            UInt8(length >> 24),
+        ]
+        return header.withUnsafeBytes { sendAll($0) } && sendAll(bytes)
     }
 
     /// Writes one frame holding `text`'s UTF-8.
@@ -54,6 +58,7 @@ struct JQFrames {
     }
 
     private func sendAll(_ bytes: UnsafeRawBufferPointer) -> Bool {
+        guard bytes.count > 0 else { return true }
         var offset = 0
         while offset < bytes.count {
             let sent = send(output, bytes.baseAddress! + offset, bytes.count - offset, Int32(MSG_NOSIGNAL))

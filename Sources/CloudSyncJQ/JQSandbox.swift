@@ -10,8 +10,8 @@ import Synchronization
 /// Each value runs under ``JQLimits``: a program that loops, recurses or grows without end fails the value it was running, with a message
 /// naming the limit, and the next value gets a fresh worker. Nothing a program does reaches this process.
 ///
-/// Values run one at a time, in order, on a queue of the sandbox's own, so a wait never holds a thread of the
-/// concurrency pool.
+/// Values run in order, sent to the worker in chunks (``chunkBytes``) and answered in the same order, on a queue of
+/// the sandbox's own, so a wait never holds a thread of the concurrency pool.
 public final class JQSandbox: Sendable {
     /// The program, as written.
     public let program: String
@@ -40,26 +40,49 @@ public final class JQSandbox: Sendable {
     /// What the program makes of each of `values` (JSON texts as bytes), in order.
     public func run(_ values: [[UInt8]]) async -> [JQResult] {
         await withCheckedContinuation { continuation in
-            queue.async { continuation.resume(returning: values.map { self.runNow($0) }) }
+            queue.async { continuation.resume(returning: self.runNow(values)) }
         }
     }
 
-    /// One value, on the calling thread: through the running worker, or a new one.
-    private func runNow(_ value: [UInt8]) -> JQResult {
+    /// The most bytes of values sent to the worker as one batch (more only for a single value larger than this): the
+    /// worker holds a batch in memory before it answers.
+    static let chunkBytes = 256 << 10
+
+    /// `values`, on the calling thread, through the running worker or new ones.
+    ///
+    /// They are sent a chunk at a time, so each chunk costs one wait for the worker rather than one per value. A value whose worker ended fails alone; the
+    /// values after it go to a new worker.
+    private func runNow(_ values: [[UInt8]]) -> [JQResult] {
+        var results: [JQResult] = []
+        results.reserveCapacity(values.count)
         worker.withLock { running in
-            if running == nil {
-                switch RunningWorker.start(executable, program: program, limits: limits) {
-                case .success(let started): running = started
-                case .failure(let error): return JQResult(error: error.message)
+            var next = 0
+            while next < values.count {
+                if running == nil {
+                    switch RunningWorker.start(executable, program: program, limits: limits) {
+                    case .success(let started): running = started
+                    case .failure(let error):
+                        results += Array(repeating: JQResult(error: error.message), count: values.count - next)
+                        return
+                    }
+                }
+                var end = next
+                var bytes = 0
+                while end < values.count, end == next || bytes + values[end].count <= Self.chunkBytes {
+                    bytes += values[end].count
+                    end += 1
+                }
+                let (answered, failure) = running!.run(values[next..<end])
+                results += answered
+                next += answered.count
+                if let failure {
+                    results.append(JQResult(error: failure.message))
+                    next += 1
+                    running = nil
                 }
             }
-            switch running!.run(value) {
-            case .success(let result): return result
-            case .failure(let error):
-                running = nil
-                return JQResult(error: error.message)
-            }
         }
+        return results
     }
 
     /// Where the worker executable is: `CLOUDSYNC_JQ_WORKER` when set; else `cloudsync-jq` beside this process's
@@ -126,21 +149,29 @@ private struct RunningWorker {
         }
     }
 
-    /// The program's result for `value`, or why the worker ended instead (it is gone then).
-    func run(_ value: [UInt8]) -> Result<JQResult, JQError> {
-        let sent = value.withUnsafeBytes { frames.write(.value, $0) }
-        guard sent else { return .failure(ended(during: "the value")) }
+    /// The program's results for `values`, sent all at once and then read, in order; with the error that ended the
+    /// worker (it is gone then) when it ended before answering them all, at the first value it did not answer.
+    func run(_ values: ArraySlice<[UInt8]>) -> (results: [JQResult], failure: JQError?) {
+        for value in values {
+            let sent = value.withUnsafeBytes { frames.write(.value, $0) }
+            guard sent else { return ([], ended(during: "the value")) }
+        }
+        guard frames.write(.batchEnd) else { return ([], ended(during: "the value")) }
+        var results: [JQResult] = []
         var result = JQResult()
-        while let frame = frames.read() {
+        while results.count < values.count {
+            guard let frame = frames.read() else { return (results, ended(during: "the value")) }
             switch frame.kind {
             case .output: result.outputs.append(String(decoding: frame.bytes, as: UTF8.self))
             case .more: result.more = true
             case .error: result.error = String(decoding: frame.bytes, as: UTF8.self)
-            case .done: return .success(result)
-            default: return .failure(ended(during: "the value"))
+            case .done:
+                results.append(result)
+                result = JQResult()
+            default: return (results, ended(during: "the value"))
             }
         }
-        return .failure(ended(during: "the value"))
+        return (results, nil)
     }
 
     /// Closes the socket (the worker exits when it reads the end) and reaps the process.

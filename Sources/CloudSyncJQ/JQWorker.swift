@@ -43,11 +43,20 @@ public enum JQWorker {
         }
         program.onOutOfMemory { _ in _exit(JQWorker.outOfMemoryStatus) }
         guard frames.write(.compiled) else { return 0 }
-        while let frame = frames.read(), frame.kind == .value {
-            armCPUTimer(seconds: limits.cpuSeconds)
-            let result = frame.bytes.withUnsafeBytes { program.run($0, maxOutputs: limits.maxOutputs) }
-            armCPUTimer(seconds: 0)
-            guard send(result, on: frames) else { return 0 }
+        var batch: [[UInt8]] = []
+        while let frame = frames.read() {
+            switch frame.kind {
+            case .value: batch.append(frame.bytes)
+            case .batchEnd:
+                for value in batch {
+                    armCPUTimer(seconds: limits.cpuSeconds)
+                    let result = value.withUnsafeBytes { program.run($0, maxOutputs: limits.maxOutputs) }
+                    armCPUTimer(seconds: 0)
+                    guard send(result, on: frames) else { return 0 }
+                }
+                batch.removeAll(keepingCapacity: true)
+            default: return usageStatus
+            }
         }
         return 0
     }

@@ -33,6 +33,7 @@ let benches: [(name: String, run: (BenchContext) async throws -> [BenchRow])] = 
     ("backup-incidents", benchBackupIncidents),
     ("sharded-migrate", benchShardedMigrate),
     ("files", benchFiles),
+    ("transform", benchTransform),
 ]
 
 @MainActor func usage() -> Never {

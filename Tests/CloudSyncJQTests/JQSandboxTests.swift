@@ -20,6 +20,29 @@ import Testing
         #expect(results[1] == JQResult(outputs: [#"{"seen":"fine"}"#]))
     }
 
+    @Test func valuesSentInChunksAreAnsweredInOrderAndAWorkerThatEndsMidChunkCostsOnlyItsValue() async throws {
+        let program = try sandbox(
+            #"if . == "deep" then reduce range(300000) as $i (0; [.]) else {n: ., size: (tostring | length)} end"#,
+            limits: JQLimits(cpuSeconds: 60))
+        // Small values fill a chunk; large ones (over a chunk each) go one at a time; three values end the worker.
+        var values = (0..<400).map { Array(String($0).utf8) }
+        for index in [0, 150, 399] { values[index] = Array(#""deep""#.utf8) }
+        let big = "\"" + String(repeating: "x", count: 100_000) + "\""
+        values.insert(Array(big.utf8), at: 200)
+        let results = await program.run(values)
+        #expect(results.count == values.count)
+        for (index, (value, result)) in zip(values, results).enumerated() {
+            let text = String(decoding: value, as: UTF8.self)
+            if text == #""deep""# {
+                #expect(result.error != nil, "value \(index)")
+            } else {
+                #expect(
+                    result.outputs == [#"{"n":\#(text),"size":\#(text == big ? 100_000 : text.count)}"#],
+                    "value \(index)")
+            }
+        }
+    }
+
     @Test func aProgramThatGrowsWithoutEndFailsItsValueAtTheMemoryLimit() async throws {
         let growing = try sandbox(
             #"if . == "grow" then [range(1e9) | "xxxxxxxxxxxxxxxx"] | add else . end"#,
