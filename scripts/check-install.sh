@@ -65,7 +65,25 @@ bare "$binary" validate "$repository/pipelines/demo.yaml" "$docdir/systemd/night
 bare "$binary" run --quiet "$outside/pipelines/demo.yaml" >"$scratch/run.log" 2>&1 ||
     { cat "$scratch/run.log" >&2; fail "the installed cloudsync could not run the demo"; }
 ls "$outside"/pipelines/demo-output/reports/demo-*.json >/dev/null 2>&1 || fail "the demo run wrote no report"
-echo "check-install: the installed $version ran from $outside: --version, version, --help, validate, the demo" >&2
+# A jq transform: the installed binary finds its worker in libexec/cloudsync, and the worker needs no Swift library.
+mkdir -p "$outside/reshape/from"
+printf '{"theme":"dark"}' >"$outside/reshape/from/settings.theme"
+cat >"$outside/reshape/reshape.yaml" <<'YAML'
+version: 1
+name: reshape
+providers:
+  from: { type: directory, path: from }
+  to: { type: directory, path: to, create: true }
+store: { providers: [from] }
+jobs:
+  - { name: reshape, type: migrate, from: from, to: to, transform: '{appearance: {theme: .theme}}' }
+report: { path: report.json }
+YAML
+bare "$binary" run --quiet "$outside/reshape/reshape.yaml" >"$scratch/reshape.log" 2>&1 ||
+    { cat "$scratch/reshape.log" >&2; fail "the installed cloudsync could not run a jq transform"; }
+[ "$(cat "$outside/reshape/to/settings.theme")" = '{"appearance":{"theme":"dark"}}' ] ||
+    fail "the installed cloudsync's jq transform wrote '$(cat "$outside/reshape/to/settings.theme")'"
+echo "check-install: the installed $version ran from $outside: --version, version, --help, validate, the demo, a jq transform" >&2
 
 # The units, as installed, pointing at the staged binary so systemd-analyze can check the ExecStart= path, and with
 # the staged man page on MANPATH for Documentation=man:cloudsync(1). It exits 0 on warnings too: any output fails.

@@ -10,7 +10,11 @@
 /// batch before it answers any of it, so the parent's sending never waits on a worker that waits for its answers to
 /// be read, whatever the socket's buffers hold. It then answers each value with its outputs (``Kind/output``),
 /// ``Kind/more`` when it had more than asked for, ``Kind/error`` when one stopped it, and always ``Kind/done``.
-struct JQFrames {
+///
+/// Both directions are buffered: frames written wait in memory until ``flush()`` (or until 64 KiB wait), and reads
+/// take what the socket holds in one call, so a value costs a few bytes of copying rather than system calls. Used by one
+/// thread at a time: the worker's, or the sandbox's queue under its lock.
+final class JQFrames: @unchecked Sendable {
     /// What a frame carries.
     enum Kind: UInt8 {
         case program = 0x70  // p
@@ -29,32 +33,73 @@ struct JQFrames {
 
     let input: Int32
     let output: Int32
+    private var outbox: [UInt8] = []
+    private var inbox: [UInt8] = []
+    /// Where the unread part of ``inbox`` starts.
+    private var next = 0
+    /// The bytes that wait before a write sends them without a ``flush()``.
+    private static let outboxLimit = 64 << 10
 
-    /// Writes one frame; false when the other side is gone (never SIGPIPE: sockets are written with MSG_NOSIGNAL).
+    init(input: Int32, output: Int32) {
+        self.input = input
+        self.output = output
+        outbox.reserveCapacity(Self.outboxLimit)
+    }
+
+    /// Adds one frame to what is sent; false when the other side is gone (never SIGPIPE: sockets are written with
+    /// MSG_NOSIGNAL).
     func write(_ kind: Kind, _ bytes: UnsafeRawBufferPointer = UnsafeRawBufferPointer(start: nil, count: 0)) -> Bool {
         let length = UInt32(bytes.count)
-        let header: [UInt8] = [
+        outbox += [
             kind.rawValue, UInt8(length & 0xFF), UInt8(length >> 8 & 0xFF), UInt8(length >> 16 & 0xFF),
             UInt8(length >> 24),
         ]
-        return header.withUnsafeBytes { sendAll($0) } && sendAll(bytes)
+        outbox.append(contentsOf: bytes)
+        return outbox.count < Self.outboxLimit || flush()
     }
 
-    /// Writes one frame holding `text`'s UTF-8.
+    /// Adds one frame holding `text`'s UTF-8.
     func write(_ kind: Kind, _ text: String) -> Bool {
         var text = text
         return text.withUTF8 { write(kind, UnsafeRawBufferPointer($0)) }
     }
 
+    /// Sends every frame written so far; false when the other side is gone.
+    func flush() -> Bool {
+        defer { outbox.removeAll(keepingCapacity: true) }
+        return outbox.withUnsafeBytes { sendAll($0) }
+    }
+
     /// The next frame; nil at the end of the stream, on an error, or for a frame that is malformed or too long.
     func read() -> (kind: Kind, bytes: [UInt8])? {
-        var header = [UInt8](repeating: 0, count: 5)
-        guard readAll(&header), let kind = Kind(rawValue: header[0]) else { return nil }
-        let length = Int(header[1]) | Int(header[2]) << 8 | Int(header[3]) << 16 | Int(header[4]) << 24
-        guard length <= Self.maxLength else { return nil }
-        var bytes = [UInt8](repeating: 0, count: length)
-        guard readAll(&bytes) else { return nil }
+        guard fill(5), let kind = Kind(rawValue: inbox[next]) else { return nil }
+        let length =
+            Int(inbox[next + 1]) | Int(inbox[next + 2]) << 8 | Int(inbox[next + 3]) << 16 | Int(inbox[next + 4]) << 24
+        guard length <= Self.maxLength, fill(5 + length) else { return nil }
+        let bytes = Array(inbox[(next + 5)..<(next + 5 + length)])
+        next += 5 + length
         return (kind, bytes)
+    }
+
+    /// Whether `count` unread bytes are in ``inbox``, reading more from the socket as needed.
+    private func fill(_ count: Int) -> Bool {
+        if next > 0, inbox.count - next < count {
+            inbox.removeSubrange(..<next)
+            next = 0
+        }
+        while inbox.count - next < count {
+            let wanted = max(count - (inbox.count - next), 64 << 10)
+            let start = inbox.count
+            inbox += repeatElement(0, count: wanted)
+            let got = inbox.withUnsafeMutableBytes { buffer in
+                var got: Int
+                repeat { got = Glibc.read(input, buffer.baseAddress! + start, wanted) } while got < 0 && errno == EINTR
+                return got
+            }
+            inbox.removeSubrange((start + max(got, 0))...)
+            guard got > 0 else { return false }
+        }
+        return true
     }
 
     private func sendAll(_ bytes: UnsafeRawBufferPointer) -> Bool {
@@ -67,19 +112,5 @@ struct JQFrames {
             offset += sent
         }
         return true
-    }
-
-    private func readAll(_ bytes: inout [UInt8]) -> Bool {
-        let count = bytes.count
-        return bytes.withUnsafeMutableBytes { buffer in
-            var offset = 0
-            while offset < count {
-                let got = Glibc.read(input, buffer.baseAddress! + offset, count - offset)
-                if got < 0, errno == EINTR { continue }
-                guard got > 0 else { return false }
-                offset += got
-            }
-            return true
-        }
     }
 }

@@ -50,13 +50,17 @@ public final class JQSandbox: Sendable {
 
     /// `values`, on the calling thread, through the running worker or new ones.
     ///
-    /// They are sent a chunk at a time, so each chunk costs one wait for the worker rather than one per value. A value whose worker ended fails alone; the
-    /// values after it go to a new worker.
+    /// They are sent a chunk at a time, so each chunk costs one wait for the worker rather than one per value. The
+    /// worker sends a chunk's answers together, so when one ends mid-chunk it is not known which value ended it: the
+    /// values left in that chunk go again one at a time until one ends a worker alone (it fails, with why), and the
+    /// rest go in chunks again.
     private func runNow(_ values: [[UInt8]]) -> [JQResult] {
         var results: [JQResult] = []
         results.reserveCapacity(values.count)
         worker.withLock { running in
             var next = 0
+            // Values before this index go one at a time: a worker ended among them.
+            var singlesUntil = 0
             while next < values.count {
                 if running == nil {
                     switch RunningWorker.start(executable, program: program, limits: limits) {
@@ -66,23 +70,34 @@ public final class JQSandbox: Sendable {
                         return
                     }
                 }
-                var end = next
-                var bytes = 0
-                while end < values.count, end == next || bytes + values[end].count <= Self.chunkBytes {
-                    bytes += values[end].count
-                    end += 1
-                }
+                let end = next < singlesUntil ? next + 1 : chunkEnd(values, from: next)
                 let (answered, failure) = running!.run(values[next..<end])
                 results += answered
                 next += answered.count
-                if let failure {
+                guard let failure else { continue }
+                running = nil
+                if end - next == 1 {
+                    // The one value left unanswered ended it: it fails, and whatever follows goes in chunks again.
                     results.append(JQResult(error: failure.message))
                     next += 1
-                    running = nil
+                    singlesUntil = next
+                } else {
+                    singlesUntil = end
                 }
             }
         }
         return results
+    }
+
+    /// Where a chunk starting at `start` ends: at ``chunkBytes`` of values, and after at least one.
+    private func chunkEnd(_ values: [[UInt8]], from start: Int) -> Int {
+        var end = start
+        var bytes = 0
+        while end < values.count, end == start || bytes + values[end].count <= Self.chunkBytes {
+            bytes += values[end].count
+            end += 1
+        }
+        return end
     }
 
     /// Where the worker executable is: `CLOUDSYNC_JQ_WORKER` when set; else `cloudsync-jq` beside this process's
@@ -108,8 +123,14 @@ private struct RunningWorker {
     let pid: pid_t
     let socket: Int32
     let limits: JQLimits
+    let frames: JQFrames
 
-    private var frames: JQFrames { JQFrames(input: socket, output: socket) }
+    init(pid: pid_t, socket: Int32, limits: JQLimits) {
+        self.pid = pid
+        self.socket = socket
+        self.limits = limits
+        frames = JQFrames(input: socket, output: socket)
+    }
 
     /// Starts a worker and hands it `program`; the error says why it could not (or jq's message if the program does
     /// not compile there).
@@ -137,7 +158,7 @@ private struct RunningWorker {
             return .failure(JQError("could not start \(executable): \(String(cString: strerror(spawned)))"))
         }
         let worker = RunningWorker(pid: pid, socket: ends[0], limits: limits)
-        guard worker.frames.write(.program, program), let answer = worker.frames.read() else {
+        guard worker.frames.write(.program, program), worker.frames.flush(), let answer = worker.frames.read() else {
             return .failure(worker.ended(during: "compiling the program"))
         }
         switch answer.kind {
@@ -156,7 +177,7 @@ private struct RunningWorker {
             let sent = value.withUnsafeBytes { frames.write(.value, $0) }
             guard sent else { return ([], ended(during: "the value")) }
         }
-        guard frames.write(.batchEnd) else { return ([], ended(during: "the value")) }
+        guard frames.write(.batchEnd), frames.flush() else { return ([], ended(during: "the value")) }
         var results: [JQResult] = []
         var result = JQResult()
         while results.count < values.count {

@@ -38,11 +38,11 @@ public enum JQWorker {
         do {
             program = try JQProgram(String(decoding: first.bytes, as: UTF8.self))
         } catch {
-            _ = frames.write(.compileError, error.message)
+            _ = frames.write(.compileError, error.message) && frames.flush()
             return 0
         }
         program.onOutOfMemory { _ in _exit(JQWorker.outOfMemoryStatus) }
-        guard frames.write(.compiled) else { return 0 }
+        guard frames.write(.compiled), frames.flush() else { return 0 }
         var batch: [[UInt8]] = []
         while let frame = frames.read() {
             switch frame.kind {
@@ -54,6 +54,7 @@ public enum JQWorker {
                     armCPUTimer(seconds: 0)
                     guard send(result, on: frames) else { return 0 }
                 }
+                guard frames.flush() else { return 0 }
                 batch.removeAll(keepingCapacity: true)
             default: return usageStatus
             }
