@@ -98,6 +98,16 @@ public struct KeyRename: Sendable, Equatable, CustomStringConvertible {
         return nil
     }
 
+    /// The character a `\` makes itself: the next one, which a pattern must have.
+    private static func escaped(after characters: inout String.UnicodeScalarView.Iterator, in pattern: String)
+        throws(Problem) -> Unicode.Scalar
+    {
+        guard let escaped = characters.next() else {
+            throw Problem(message: "\"\(pattern)\" ends with a lone \\; write \\\\ for a backslash")
+        }
+        return escaped
+    }
+
     private static func sourceParts(of pattern: String) throws(Problem) -> [String] {
         var parts = [""]
         var characters = pattern.unicodeScalars.makeIterator()
@@ -115,10 +125,7 @@ public struct KeyRename: Sendable, Equatable, CustomStringConvertible {
                 previousWasCapture = true
                 continue
             case "\\":
-                guard let escaped = characters.next() else {
-                    throw Problem(message: "\"\(pattern)\" ends with a lone \\; write \\\\ for a backslash")
-                }
-                parts[parts.count - 1].unicodeScalars.append(escaped)
+                parts[parts.count - 1].unicodeScalars.append(try escaped(after: &characters, in: pattern))
             case "?", "[":
                 throw Problem(
                     message: "\"\(pattern)\" uses \(character), but a rename's `from` takes only * (each a capture); "
@@ -165,10 +172,7 @@ public struct KeyRename: Sendable, Equatable, CustomStringConvertible {
                 previousWasCapture = true
                 continue
             case "\\":
-                guard let escaped = characters.next() else {
-                    throw Problem(message: "\"\(pattern)\" ends with a lone \\; write \\\\ for a backslash")
-                }
-                parts[parts.count - 1].unicodeScalars.append(escaped)
+                parts[parts.count - 1].unicodeScalars.append(try escaped(after: &characters, in: pattern))
             default:
                 parts[parts.count - 1].unicodeScalars.append(character)
             }
