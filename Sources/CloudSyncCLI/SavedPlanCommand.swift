@@ -91,7 +91,7 @@ extension CommandLineTool {
         var shown: [PlannedCopy.Action: [String]] = [:]
         try? await reader.forEachBatch(of: 1_000) { batch in
             for plan in batch where shown[plan.action, default: []].count < 20 {
-                let named = plan.target == plan.key ? plan.key : "\(plan.key) -> \(plan.target)"
+                let named = StoreKey(plan.target) == StoreKey(plan.key) ? plan.key : "\(plan.key) -> \(plan.target)"
                 shown[plan.action, default: []].append(
                     plan.failure.map { "\(named): \($0.code): \($0.message)" } ?? named)
             }

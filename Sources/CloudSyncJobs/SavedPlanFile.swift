@@ -27,7 +27,7 @@ public enum SavedPlanFile {
         /// The line of `plan`.
         public init(_ plan: PlannedCopy) {
             key = plan.key
-            target = plan.target == plan.key ? nil : plan.target
+            target = StoreKey(plan.target) == StoreKey(plan.key) ? nil : plan.target
             action = plan.action.rawValue
             source = plan.source
             destination = plan.destination

@@ -131,6 +131,30 @@ import Testing
         #expect(try await contents("src").isEmpty)
     }
 
+    @Test func twoSpellingsOfOneNameAreTwoKeysThroughARenamedMove() async throws {
+        // é precomposed and decomposed: equal as Swift strings, two keys by their bytes.
+        let precomposed = "settings.caf\u{E9}"
+        let decomposed = "settings.cafe\u{301}"
+        try await put([precomposed: #"{"v":"one"}"#], in: "src")
+        try await put([decomposed: #"{"v":"two"}"#], in: "src")
+        let job = try #require(
+            try await run(
+                """
+                  - { name: move, type: move, from: src, to: dst, rename: { from: "settings.*", to: "prefs.{1}" }, transform: '.v' }
+                """
+            ).jobs.first)
+        #expect(job.counts["moved"] == 2, "\(job.failures)")
+        let source = try provider("src")
+        #expect(try await listEveryKey(of: source, pageSize: 10).isEmpty)
+        await source.close()
+        let destination = try provider("dst")
+        let keys = try await listEveryKey(of: destination, pageSize: 10)
+        #expect(Set(keys.map { StoreKey($0) }) == [StoreKey("prefs.caf\u{E9}"), StoreKey("prefs.cafe\u{301}")])
+        let values = try await destination.get(["prefs.caf\u{E9}", "prefs.cafe\u{301}"]).map { try $0.get() }
+        #expect(values == [#""one""#, #""two""#])
+        await destination.close()
+    }
+
     @Test func aTransformThatGivesNoValueOrSeveralFailsTheKey() async throws {
         try await put(["a": "[1,2]", "b": "[]", "c": "[3]"], in: "src")
         let job = try #require(

@@ -45,7 +45,8 @@ public struct KeyRename: Sendable, Equatable, CustomStringConvertible {
             Self.fill(targetParts, slots: targetSlots, with: $0)
         }
         let named = target ?? key
-        return source(of: named) == key ? named : nil
+        // By bytes, as keys are compared everywhere: two spellings of one text are two keys.
+        return StoreKey(source(of: named)) == StoreKey(key) ? named : nil
     }
 
     /// The key that takes the name `name`: `from` filled with the captures `name` gives `to`, or `name` itself when

@@ -212,7 +212,7 @@ extension StoreMaintenance {
             await reshape.values?.reshape(plaintexts.map { ($0.key, $0.value) })
             ?? plaintexts.map { .success($0.value) }
         var copies: [KeyValue] = []
-        var written: [String: (index: Int, digest: String)] = [:]
+        var written: [StoreKey: (index: Int, digest: String)] = [:]
         for (item, value) in zip(plaintexts, values) {
             let plan = plans[item.index]
             do throws(CloudSyncError) {
@@ -221,17 +221,17 @@ extension StoreMaintenance {
                     continue
                 }
                 copies.append(KeyValue(plan.target, try store.encodedValue(value, key: plan.target, for: to).fitting()))
-                written[plan.target] = (item.index, item.digest)
+                written[StoreKey(plan.target)] = (item.index, item.digest)
             } catch {
                 outcomes[item.index] = .failed(error.attributed(key: plan.key))
             }
         }
         let (landed, failed) = await store.writeBatch(copies, to: to)
         for target in landed {
-            if let entry = written[target] { outcomes[entry.index] = .written(sourceDigest: entry.digest) }
+            if let entry = written[StoreKey(target)] { outcomes[entry.index] = .written(sourceDigest: entry.digest) }
         }
         for failure in failed {
-            if let entry = written[failure.key] {
+            if let entry = written[StoreKey(failure.key)] {
                 outcomes[entry.index] = .failed(failure.error.attributed(key: plans[entry.index].key))
             }
         }

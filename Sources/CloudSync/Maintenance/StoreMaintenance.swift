@@ -219,15 +219,15 @@ public struct StoreMaintenance: Sendable {
     ) async -> CopiedBatch {
         var outcome = CopiedBatch()
         var copies: [KeyValue] = []
-        // The source key of each destination name, when they differ.
-        var sources: [String: String] = [:]
+        // The source key of each destination name, when they differ (by bytes: two spellings are two keys).
+        var sources: [StoreKey: String] = [:]
         do throws(CloudSyncError) {
             var named: [(key: String, target: String)] = []
             for key in batch {
                 switch reshape.target(of: key) {
                 case .success(let target):
                     named.append((key, target))
-                    if target != key { sources[target] = key }
+                    if StoreKey(target) != StoreKey(key) { sources[StoreKey(target)] = key }
                 case .failure(let error): outcome.failed.append(KeyFailure(key: key, error: error))
                 }
             }
@@ -264,8 +264,8 @@ public struct StoreMaintenance: Sendable {
             copies = []
         }
         let (written, failed) = await store.writeBatch(copies, to: to)
-        outcome.copied = written.map { sources[$0] ?? $0 }
-        let failedWrites = failed.map { KeyFailure(key: sources[$0.key] ?? $0.key, error: $0.error) }
+        outcome.copied = written.map { sources[StoreKey($0)] ?? $0 }
+        let failedWrites = failed.map { KeyFailure(key: sources[StoreKey($0.key)] ?? $0.key, error: $0.error) }
         outcome.failed = (outcome.failed + failedWrites).sorted { StoreKey.bytesPrecede($0.key, $1.key) }
         return outcome
     }
@@ -278,14 +278,16 @@ public struct StoreMaintenance: Sendable {
         _ named: [(key: String, target: String)], from: any Provider, to: any Provider, held: [StoreKey: String],
         unreadable: [StoreKey: CloudSyncError], overwrite: Overwrite, landing: Bool, into outcome: inout CopiedBatch
     ) async throws(CloudSyncError) -> [(key: String, target: String, value: String)] {
-        var targets: [String: String] = [:]
-        for item in named where item.target != item.key { targets[item.key] = item.target }
+        var targets: [StoreKey: String] = [:]
+        for item in named where StoreKey(item.target) != StoreKey(item.key) {
+            targets[StoreKey(item.key)] = item.target
+        }
         var read: [(key: String, target: String, value: String)] = []
         // The destination's key rules hold for copies as for any write: a name it refuses fails, by key.
         let rules = store.keyRules(of: [to])
         try await store.dispatcher(for: from).get(named.map(\.key)) { keys, answer throws(CloudSyncError) in
             for (key, result) in zip(keys, try answer.get()) {
-                let target = targets[key] ?? key
+                let target = targets[StoreKey(key)] ?? key
                 if overwrite == .ifMissing, held[StoreKey(target)] != nil {
                     outcome.skipped.append(key)
                     continue
