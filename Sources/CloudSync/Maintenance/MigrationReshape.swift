@@ -16,6 +16,13 @@ public struct MigrationReshape: Sendable {
     /// Keys and values copied as they are.
     public static let none = MigrationReshape()
 
+    /// What becomes of each of `values` (each key beside its plaintext), in order: its ``ValueReshaping``'s outcome,
+    /// or the plaintext itself when there is none.
+    func reshaped(_ values: [(key: String, value: String)]) async -> [Result<String?, CloudSyncError>] {
+        guard let reshaping = self.values else { return values.map { .success($0.value) } }
+        return await reshaping.reshape(values)
+    }
+
     /// The destination's name for `key`, or the error failing it when the rename gives it none (another key could
     /// take the same name).
     func target(of key: String) -> Result<String, CloudSyncError> {

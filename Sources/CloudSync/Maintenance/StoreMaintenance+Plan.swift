@@ -111,8 +111,7 @@ extension StoreMaintenance {
             plans.append(plan)
         }
         let values =
-            await reshape.values?.reshape(plaintexts.map { ($0.key, $0.value) })
-            ?? plaintexts.map { .success($0.value) }
+            await reshape.reshaped(plaintexts.map { ($0.key, $0.value) })
         for (item, value) in zip(plaintexts, values) {
             decide(
                 &plans[item.index], value: value, held: read.destinations[item.index], overwrite: overwrite, on: to,
@@ -209,8 +208,7 @@ extension StoreMaintenance {
         to: any Provider, reshape: MigrationReshape, salt: [UInt8], into outcomes: inout [AppliedCopy]
     ) async {
         let values =
-            await reshape.values?.reshape(plaintexts.map { ($0.key, $0.value) })
-            ?? plaintexts.map { .success($0.value) }
+            await reshape.reshaped(plaintexts.map { ($0.key, $0.value) })
         var copies: [KeyValue] = []
         var written: [StoreKey: (index: Int, digest: String)] = [:]
         for (item, value) in zip(plaintexts, values) {

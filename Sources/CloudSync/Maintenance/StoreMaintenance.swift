@@ -237,8 +237,7 @@ public struct StoreMaintenance: Sendable {
             let read = try await readForCopy(
                 named, from: from, to: to, held: held, unreadable: unreadable, overwrite: overwrite, landing: landing,
                 into: &outcome)
-            let values =
-                await reshape.values?.reshape(read.map { ($0.key, $0.value) }) ?? read.map { .success($0.value) }
+            let values = await reshape.reshaped(read.map { ($0.key, $0.value) })
             for (item, value) in zip(read, values) {
                 do throws(CloudSyncError) {
                     guard let value = try value.get() else {
