@@ -115,11 +115,12 @@ public enum SavedPlanFile {
             var header: SavedPlanHeader?
             var trailer: Trailer?
             var number = 0
+            let decoder = JSONDecoder()
             try Self.forEachLine(of: path) { line throws(CloudSyncError) in
                 number += 1
                 if trailer != nil { throw Self.refusal(path, "it goes on after its last line (line \(number))") }
                 if number == 1 {
-                    header = try Self.decode(SavedPlanHeader.self, line, path: path, line: number)
+                    header = try Self.decode(SavedPlanHeader.self, line, with: decoder, path: path, line: number)
                     guard header?.format == SavedPlanHeader.format else {
                         throw Self.refusal(path, "its first line is not a cloudsync plan's header")
                     }
@@ -129,8 +130,8 @@ public enum SavedPlanFile {
                             "it is a plan of format \(header?.version ?? 0), and this cloudsync reads format "
                                 + "\(SavedPlanHeader.version); make the plan again with this cloudsync")
                     }
-                } else if line.starts(with: Array(#"{"end":"#.utf8)) {
-                    guard let end = try? JSONDecoder().decode(End.self, from: Data(line)) else {
+                } else if line.starts(with: Self.trailerStart) {
+                    guard let end = try? decoder.decode(End.self, from: Data(line)) else {
                         throw Self.refusal(
                             path,
                             "its last line (\(number)) is incomplete, so it was cut short; make the "
@@ -165,10 +166,11 @@ public enum SavedPlanFile {
             // The header is no key, and neither is the trailer, which the reader found last.
             _ = lines.next()
             var number = 1
+            let decoder = JSONDecoder()
             while let line = lines.next() {
                 number += 1
-                if line.starts(with: Array(#"{"end":"#.utf8)) { break }
-                let parsed = try Self.decode(Line.self, line, path: path, line: number)
+                if line.starts(with: Self.trailerStart) { break }
+                let parsed = try Self.decode(Line.self, line, with: decoder, path: path, line: number)
                 guard let planned = parsed.planned else {
                     throw Self.refusal(
                         path, "line \(number) has the action \(parsed.action), which this cloudsync does not know")
@@ -182,11 +184,16 @@ public enum SavedPlanFile {
             if !batch.isEmpty { try await body(batch) }
         }
 
-        private static func decode<T: Decodable>(_ type: T.Type, _ line: [UInt8], path: String, line number: Int)
-            throws(CloudSyncError) -> T
-        {
+        /// How the trailer's line starts, and no key's line does.
+        private static let trailerStart = Array(#"{"end":"#.utf8)
+
+        /// Line `number` of the plan at `path` as a `T`, decoded by `decoder` (one per pass over the file, not per
+        /// line).
+        private static func decode<T: Decodable>(
+            _ type: T.Type, _ line: [UInt8], with decoder: JSONDecoder, path: String, line number: Int
+        ) throws(CloudSyncError) -> T {
             do {
-                return try JSONDecoder().decode(type, from: Data(line))
+                return try decoder.decode(type, from: Data(line))
             } catch {
                 throw refusal(path, "line \(number) is not what a plan holds there")
             }
