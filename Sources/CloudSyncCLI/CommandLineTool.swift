@@ -158,6 +158,8 @@ package struct CommandLineTool {
         case ["cloudkit", "delete-zone"]: return await cloudkitDeleteZone(parsed)
         case ["plan"]: return parsed.value(Commands.planOut) == nil ? plan(parsed) : await savePlan(parsed)
         case ["apply"]: return await applySavedPlan(parsed)
+        case ["migrations", "info"]: return migrationsInfo(parsed)
+        case ["migrations", "repair"]: return migrationsRepair(parsed)
         case ["keygen"]: return keygen(parsed)
         case ["man"]: return manPages(parsed)
         case ["init"]: return initPipeline(parsed)

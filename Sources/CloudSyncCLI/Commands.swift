@@ -386,7 +386,8 @@ enum Commands {
 
     /// Every subcommand, in the order help lists them.
     static let all = [
-        initPipeline, run, serve, validate, plan, apply, schema, outbox, history, snapshots, restore, forget, repair,
+        initPipeline, run, serve, validate, plan, apply, migrations, schema, outbox, history, snapshots, restore,
+        forget, repair,
         unlock,
         login,
         logout,

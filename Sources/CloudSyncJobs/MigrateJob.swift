@@ -12,6 +12,8 @@ struct MigrateJob: JobType {
         var overwrite: Overwrite
         var shards: Int
         var reshape: ReshapeSpec
+        /// A migration's step rewriting keys within one provider; nil for a job's.
+        var inPlace: InPlaceRewrite?
     }
 
     static let copied = JobCount("copied", "keys written to `to`")
@@ -50,7 +52,7 @@ struct MigrateJob: JobType {
         return Configuration(
             from: from, to: to, keys: values.list("keys"), continueOnError: values.boolean("continueOnError") ?? true,
             overwrite: values.choice("overwrite", default: Overwrite.always),
-            shards: Int(values.number("shards") ?? 1), reshape: ReshapeSpec(values))
+            shards: Int(values.number("shards") ?? 1), reshape: ReshapeSpec(values), inPlace: InPlaceRewrite(values))
     }
 
     func plan(_ configuration: Configuration, paths: PlanPaths) -> String {
@@ -67,7 +69,8 @@ struct MigrateJob: JobType {
         case .write(let header, let path)?:
             let planned = try await context.writePlan(
                 header, path: path, from: configuration.from, to: configuration.to, keys: configuration.keys,
-                overwrite: configuration.overwrite, reshape: try configuration.reshape.reshape(), report: &report)
+                overwrite: configuration.overwrite, reshape: try configuration.reshape.reshape(),
+                inPlace: configuration.inPlace, report: &report)
             report[Self.copied] = planned[.copy, default: 0] + planned[.overwrite, default: 0]
             report[Self.unchanged] = planned[.unchanged, default: 0]
             report[Self.skipped] = planned[.skip, default: 0]
@@ -76,14 +79,16 @@ struct MigrateJob: JobType {
         case .apply(let header, let path)?:
             let applied = try await context.applyPlan(
                 header, path: path, from: configuration.from, to: configuration.to,
-                reshape: try configuration.reshape.reshape(), report: &report)
+                reshape: try configuration.reshape.reshape(), inPlace: configuration.inPlace, report: &report)
             report[Self.copied] = applied.written
             report[Self.unchanged] = applied.alreadyApplied
             report[Self.skipped] = applied.notPlanned
             report[Self.failed] = applied.failed
             report[Self.changedSincePlan] = applied.changedSincePlan
             return
-        case nil: break
+        case nil:
+            // Listing a provider while rewriting it would meet keys under their new names again.
+            if configuration.inPlace != nil { throw InPlaceRewrite.needsPlan }
         }
         let result = try await context.copy(
             from: configuration.from, to: configuration.to, keys: configuration.keys,

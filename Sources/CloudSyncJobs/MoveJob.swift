@@ -15,6 +15,8 @@ struct MoveJob: JobType {
         var keys: [String]?
         var continueOnError: Bool
         var reshape: ReshapeSpec
+        /// A migration's step rewriting keys within one provider; nil for a job's.
+        var inPlace: InPlaceRewrite?
     }
 
     static let moved = JobCount("moved", "keys now at `to` and removed from `from`")
@@ -49,7 +51,7 @@ struct MoveJob: JobType {
         let (from, to) = try values.twoProviders("a move needs two different providers")
         return Configuration(
             from: from, to: to, keys: values.list("keys"), continueOnError: values.boolean("continueOnError") ?? true,
-            reshape: ReshapeSpec(values))
+            reshape: ReshapeSpec(values), inPlace: InPlaceRewrite(values))
     }
 
     func providers(of configuration: Configuration, store: [String]) -> [String] {
@@ -84,7 +86,7 @@ struct MoveJob: JobType {
         case .write(let header, let path)?:
             let planned = try await context.writePlan(
                 header, path: path, from: from, to: configuration.to, keys: configuration.keys,
-                overwrite: .ifDifferent, reshape: reshape, report: &report)
+                overwrite: .ifDifferent, reshape: reshape, inPlace: configuration.inPlace, report: &report)
             report[Self.moved] =
                 planned[.copy, default: 0] + planned[.overwrite, default: 0] + planned[.unchanged, default: 0]
             report[Self.skipped] = planned[.skip, default: 0]
@@ -92,7 +94,8 @@ struct MoveJob: JobType {
             return
         case .apply(let header, let path)?:
             let applied = try await context.applyPlan(
-                header, path: path, from: from, to: configuration.to, reshape: reshape, report: &report
+                header, path: path, from: from, to: configuration.to, reshape: reshape,
+                inPlace: configuration.inPlace, report: &report
             ) { landed in await removal.remove(landed) }
             report.record(removal.failures)
             report[Self.moved] = removal.moved
@@ -102,7 +105,9 @@ struct MoveJob: JobType {
             report[Self.failed] = applied.failed + removal.failures.count
             report[Self.changedSincePlan] = applied.changedSincePlan
             return
-        case nil: break
+        case nil:
+            // Listing a provider while rewriting it would meet keys under their new names again.
+            if configuration.inPlace != nil { throw InPlaceRewrite.needsPlan }
         }
         let result = try await context.copy(
             from: from, to: configuration.to, keys: configuration.keys,

@@ -18,25 +18,65 @@ struct AppliedPlanCounts {
     var failed = 0
 }
 
+/// How a migration's step rewrites keys within one provider (``JobFieldValues/inPlace``).
+struct InPlaceRewrite: Sendable, Equatable {
+    /// Whether a renamed key may replace another value its new name holds; otherwise that key fails, and stays.
+    var replacesTargets: Bool
+
+    /// The rewrite the values of a migration's step describe (`overwrite: true` lets a rename replace); nil for a
+    /// job's.
+    init?(_ values: JobFieldValues) {
+        guard values.inPlace else { return nil }
+        replacesTargets = values.boolean("overwrite") ?? false
+    }
+
+    /// `plan` as this rewrite allows it: a rename onto a name that holds another value fails unless it may replace.
+    func allowing(_ plan: PlannedCopy) -> PlannedCopy {
+        guard !replacesTargets, plan.action == .overwrite, StoreKey(plan.target) != StoreKey(plan.key) else {
+            return plan
+        }
+        var refused = plan
+        refused.action = .fail
+        refused.value = nil
+        refused.failure = CloudSyncError(
+            .config,
+            "\(plan.key) was not renamed: \(plan.target) already holds another value; remove or rename that key "
+                + "first, or set `overwrite: true` on the rename step to replace it", key: plan.key)
+        return refused
+    }
+
+    /// Why a step rewriting keys in place ran without a plan: it runs only as a migration's step.
+    static let needsPlan = CloudSyncError(
+        .config, "a step rewriting keys within one provider runs only as a migration's step, through its plan")
+
+    /// Whether a key landing as `plan` says leaves a source to remove: never the key itself, rewritten where it is.
+    static func leavesSource(_ plan: PlannedCopy) -> Bool { StoreKey(plan.target) != StoreKey(plan.key) }
+}
+
 extension JobContext {
     /// Plans copying `from` → `to` into the plan file at `path`.
     ///
-    /// Lists `from` page by page and plans each batch as it comes; writes nothing else. Returns the plan's keys by action.
+    /// Lists `from` page by page and plans each batch as it comes; writes nothing else. Returns the plan's keys by
+    /// action. A step rewriting keys in place (`inPlace`) plans only the keys its rename matches, when it renames.
     func writePlan(
         _ header: SavedPlanHeader, path: String, from: String, to: String, keys: [String]?, overwrite: Overwrite,
-        reshape: MigrationReshape, report: inout JobReport
+        reshape: MigrationReshape, inPlace: InPlaceRewrite? = nil, report: inout JobReport
     ) async throws(CloudSyncError) -> [PlannedCopy.Action: Int] {
         let writer = try SavedPlanFile.Writer(path: path, header: header)
         let salt = Hex.decode(header.salt) ?? []
-        let filter = keyFilter(keys)
+        var filter = keyFilter(keys)
+        if inPlace != nil, let rename = reshape.rename {
+            filter = { [filter] key in rename.matches(key) && (filter?(key) ?? true) }
+        }
         let batchSize = pageSize(for: [from, to])
         var counts: [PlannedCopy.Action: Int] = [:]
         var pending: [String] = []
         var cursor: String?
         var done = 0
         func plan(_ batch: [String]) async throws(CloudSyncError) {
-            let plans = await store.maintenance.planCopies(
-                batch, from: from, to: to, overwrite: overwrite, reshape: reshape, salt: salt)
+            var plans = await store.maintenance.planCopies(
+                batch, from: from, to: to, overwrite: overwrite, reshape: reshape, salt: salt, inPlace: inPlace != nil)
+            if let inPlace { plans = plans.map(inPlace.allowing) }
             try writer.add(plans)
             for plan in plans { counts[plan.action, default: 0] += 1 }
             report.record(plans.compactMap { plan in plan.failure.map { KeyFailure(key: plan.key, error: $0) } })
@@ -77,7 +117,7 @@ extension JobContext {
     /// as failures naming which side changed.
     func applyPlan(
         _ header: SavedPlanHeader, path: String, from: String, to: String, reshape: MigrationReshape,
-        report: inout JobReport, onLanded: (([LandedCopy]) async -> Void)? = nil
+        inPlace: InPlaceRewrite? = nil, report: inout JobReport, onLanded: (([LandedCopy]) async -> Void)? = nil
     ) async throws(CloudSyncError) -> AppliedPlanCounts {
         let reader = try SavedPlanFile.Reader(path: path)
         let salt = Hex.decode(header.salt) ?? []
@@ -88,18 +128,22 @@ extension JobContext {
         try await reader.forEachBatch(of: pageSize(for: [from, to])) { batch throws(CloudSyncError) in
             guard !interrupted else { return }
             let outcomes = await store.maintenance.applyPlanned(
-                batch, from: from, to: to, reshape: reshape, salt: salt)
+                batch, from: from, to: to, reshape: reshape, salt: salt, inPlace: inPlace != nil)
             var landed: [LandedCopy] = []
             var failures: [KeyFailure] = []
             for (plan, outcome) in zip(batch, outcomes) {
                 switch outcome {
                 case .written(let digest):
                     counts.written += 1
-                    landed.append(LandedCopy(key: plan.key, sourceDigest: digest))
+                    if inPlace == nil || InPlaceRewrite.leavesSource(plan) {
+                        landed.append(LandedCopy(key: plan.key, sourceDigest: digest))
+                    }
                 case .alreadyApplied(let digest):
                     counts.alreadyApplied += 1
                     if let digest {
-                        landed.append(LandedCopy(key: plan.key, sourceDigest: digest))
+                        if inPlace == nil || InPlaceRewrite.leavesSource(plan) {
+                            landed.append(LandedCopy(key: plan.key, sourceDigest: digest))
+                        }
                     } else {
                         counts.alreadyAppliedSourceMoved += 1
                     }

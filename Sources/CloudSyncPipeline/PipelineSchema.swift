@@ -11,6 +11,17 @@ public enum PipelineSchema {
     public static func json(registry: ProviderRegistry, jobTypes: JobRegistry) -> String {
         template.replacingOccurrences(of: "__PROVIDER__", with: providerDefinition(registry))
             .replacingOccurrences(of: "__JOB__", with: jobDefinition(jobTypes))
+            .replacingOccurrences(of: "__MIGRATE_STEP__", with: migrateStepDefinition(jobTypes))
+    }
+
+    /// `$defs.migrateStep`: a migration's `migrate` step takes exactly the fields of a `migrate` job.
+    static func migrateStepDefinition(_ jobTypes: JobRegistry) -> String {
+        guard let migrate = jobTypes.type(named: "migrate") else { return "{ \"type\": \"object\" }" }
+        let required = migrate.fields.filter(\.required).map { quoted($0.name) }.joined(separator: ", ")
+        let properties = migrate.fields.map { "\(quoted($0.name)): \(jobFieldSchema($0))" }
+        return "{ \"description\": \"Copy between providers, with a migrate job's fields.\", \"type\": \"object\", "
+            + "\"additionalProperties\": false, \"required\": [\(required)], \"properties\": { "
+            + properties.joined(separator: ", ") + " } }"
     }
 
     /// `$defs.job`: the fields every job has, then one branch per type listing exactly the fields it accepts.
@@ -232,6 +243,36 @@ public enum PipelineSchema {
               "additionalProperties": { "$ref": "#/$defs/codec" }
             },
             "store": { "$ref": "#/$defs/store" },
+            "migrations": {
+              "description": "Numbered migrations, applied once each in this order by `cloudsync run` before any job, and recorded in the pipeline's state with a checksum of their steps.",
+              "type": "array",
+              "items": {
+                "type": "object",
+                "additionalProperties": false,
+                "required": ["id", "on", "steps"],
+                "properties": {
+                  "id": { "description": "Unique; recorded once applied. ASCII letters, digits, '.', '_' and '-', starting with a letter or digit.", "type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]*$" },
+                  "description": { "description": "What it does, for people; not part of its checksum.", "type": "string" },
+                  "on": { "description": "The provider its rename and transform steps rewrite.", "type": "string", "minLength": 1 },
+                  "steps": {
+                    "description": "Applied in order, each planned whole and then applied.",
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                      "type": "object",
+                      "minProperties": 1,
+                      "maxProperties": 1,
+                      "properties": {
+                        "rename": { "description": "Rename the keys of `on` that `from` matches; a key whose new name holds another value fails unless `overwrite` is true.", "type": "object", "additionalProperties": false, "required": ["from", "to"], "properties": { "from": { "type": "string" }, "to": { "type": "string" }, "overwrite": { "type": "boolean" } } },
+                        "transform": { "description": "Rewrite each selected value of `on` (JSON) with a jq program.", "type": "object", "additionalProperties": false, "required": ["jq"], "properties": { "keys": { "oneOf": [{ "type": "string" }, { "type": "array", "items": { "type": "string" } }] }, "jq": { "type": "string", "minLength": 1 } } },
+                        "migrate": { "$ref": "#/$defs/migrateStep" }
+                      },
+                      "additionalProperties": false
+                    }
+                  }
+                }
+              }
+            },
             "jobs": { "description": "Jobs, run in order by `cloudsync run`.", "type": "array", "items": { "$ref": "#/$defs/job" } },
             "report": {
               "description": "Where `cloudsync run` writes its JSON report, and what it keeps beside it.",
@@ -327,7 +368,8 @@ public enum PipelineSchema {
                 }
               }
             },
-            "job": __JOB__
+            "job": __JOB__,
+            "migrateStep": __MIGRATE_STEP__
           }
         }
         """#

@@ -29,6 +29,9 @@ public struct PipelineSpec: Sendable {
     public var store: StoreSpec
     /// The jobs, in the order a run performs them.
     public var jobs: [JobSpec]
+    /// The numbered migrations, in the order they apply (`migrations:`); a run applies those its state does not
+    /// record applied before any job.
+    public var migrations: [MigrationSpec] = []
     /// Where reports go, with `{name}` and `{startedAt}` still to fill in; nil when the file names none.
     public var reportPath: String?
     /// A stable path the newest report is also written to (replaced atomically); nil for none.

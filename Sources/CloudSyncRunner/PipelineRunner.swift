@@ -153,10 +153,16 @@ public struct PipelineRunner: Sendable {
                 alreadyFinished: finished)
         }
         let drain = await drainOutbox(of: session, runID: runID, runner: runner)
+        // The jobs run on the key set the file's migrations leave: none while one is refused or stopped partway.
+        let migrations: (entries: [RunReport.Job], stopped: Bool) =
+            drain.failure == nil
+            ? await MigrationRun(compiled: compiled, options: options, session: session, runID: runID, runner: runner)
+                .applyPending() : ([], false)
         let (jobs, unmetNeeds) = await runSelectedJobs(
-            in: session, runID: runID, runner: runner, stopped: drain.failure != nil)
+            in: session, runID: runID, runner: runner, stopped: drain.failure != nil || migrations.stopped)
         return await finish(
-            session, jobs: jobs, unmetNeeds: unmetNeeds, drain: drain, runID: runID, started: started)
+            session, jobs: migrations.entries + jobs, unmetNeeds: unmetNeeds, drain: drain, runID: runID,
+            started: started)
     }
 
     /// What to do when the session could not be opened: join the run that holds the lock when this runner was given

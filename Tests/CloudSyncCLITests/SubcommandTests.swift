@@ -156,7 +156,8 @@ import Testing
         }
         await #expect(
             try complete(["cloudsync", ""]) == [
-                "init", "run", "serve", "validate", "plan", "apply", "schema", "outbox", "history", "snapshots",
+                "init", "run", "serve", "validate", "plan", "apply", "migrations", "schema", "outbox", "history",
+                "snapshots",
                 "restore",
                 "forget",
                 "repair", "unlock", "login", "logout", "accounts",

@@ -38,6 +38,9 @@ public struct KeyRename: Sendable, Equatable, CustomStringConvertible {
 
     public var description: String { "\(from) -> \(to)" }
 
+    /// Whether `key` matches `from`, so the rename gives it a new name (a key it does not match keeps its own).
+    public func matches(_ key: String) -> Bool { Self.captures(of: key, in: sourceParts) != nil }
+
     /// The name `key` takes: `to` filled with its captures when it matches `from`, else `key` itself; nil when the
     /// name could be another key's too (reading it back through the rename does not give `key`).
     public func target(of key: String) -> String? {

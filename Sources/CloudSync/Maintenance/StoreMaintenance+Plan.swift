@@ -74,9 +74,13 @@ extension StoreMaintenance {
     /// Each key's action is decided as
     /// ``migrateByPage(from:to:filter:continueOnError:overwrite:reshape:range:onProgress:onFailures:onLanded:onBatch:shouldStop:)``
     /// would, with the digests that applying it checks. Reads both providers; writes nothing.
+    ///
+    /// `inPlace` lets `source` and `destination` be one provider, whose keys a migration's step rewrites where they
+    /// are (a rename within it, a transform of its values): the plan is made whole before any key is written, so no
+    /// key is listed again under its new name or value.
     public func planCopies(
         _ keys: [String], from source: String, to destination: String, overwrite: Overwrite,
-        reshape: MigrationReshape, salt: [UInt8]
+        reshape: MigrationReshape, salt: [UInt8], inPlace: Bool = false
     ) async -> [PlannedCopy] {
         let read: (sources: [Result<String?, CloudSyncError>], destinations: [Result<String?, CloudSyncError>])
         let named = keys.map { key in (key: key, target: reshape.target(of: key)) }
@@ -84,7 +88,7 @@ extension StoreMaintenance {
         let to: any Provider
         let from: any Provider
         do throws(CloudSyncError) {
-            (from, to) = try migrationEnds(source, destination)
+            (from, to) = try migrationEnds(source, destination, inPlace: inPlace)
         } catch {
             return keys.map { PlannedCopy(key: $0, target: $0, action: .fail, failure: error.concerning(key: $0)) }
         }
@@ -153,15 +157,16 @@ extension StoreMaintenance {
     ///
     /// Each key planned to be written is written only if the source and the
     /// destination still hold what the plan saw and the transform still gives the planned value; a key the destination
-    /// already holds the planned value for is left as it is. Returns each entry's outcome, in order.
+    /// already holds the planned value for is left as it is. Returns each entry's outcome, in order. `inPlace` as for
+    /// ``planCopies(_:from:to:overwrite:reshape:salt:inPlace:)``.
     public func applyPlanned(
         _ plans: [PlannedCopy], from source: String, to destination: String, reshape: MigrationReshape,
-        salt: [UInt8]
+        salt: [UInt8], inPlace: Bool = false
     ) async -> [AppliedCopy] {
         let from: any Provider
         let to: any Provider
         do throws(CloudSyncError) {
-            (from, to) = try migrationEnds(source, destination)
+            (from, to) = try migrationEnds(source, destination, inPlace: inPlace)
         } catch {
             return plans.map { .failed(error.concerning(key: $0.key)) }
         }

@@ -343,13 +343,13 @@ public struct StoreMaintenance: Sendable {
         return (held, unreadable)
     }
 
-    /// The source and destination providers of a migration, which must be two.
-    func migrationEnds(_ source: String, _ destination: String) throws(CloudSyncError)
+    /// The source and destination providers of a migration, which must be two unless it rewrites keys `inPlace`.
+    func migrationEnds(_ source: String, _ destination: String, inPlace: Bool = false) throws(CloudSyncError)
         -> (from: any Provider, to: any Provider)
     {
         let from = try store.provider(withID: source)
         let to = try store.provider(withID: destination)
-        guard source != destination else {
+        guard source != destination || inPlace else {
             throw CloudSyncError(.config, "cannot migrate provider \(source) onto itself", provider: source)
         }
         return (from, to)

@@ -86,9 +86,17 @@ public enum JobFieldValue: Sendable, Equatable {
 public struct JobFieldValues: Sendable, Equatable {
     /// Values by field name.
     public var values: [String: JobFieldValue]
+    /// Whether these are a migration's step that rewrites keys where they are (`migrations:`).
+    ///
+    /// Then `from` and `to` name the same provider, and the job runs only through a plan made whole before it writes.
+    /// A file's `jobs` never set it.
+    public var inPlace = false
 
     /// Values by field name.
-    public init(_ values: [String: JobFieldValue] = [:]) { self.values = values }
+    public init(_ values: [String: JobFieldValue] = [:], inPlace: Bool = false) {
+        self.values = values
+        self.inPlace = inPlace
+    }
 
     /// The text of `name` (an id or a word), if given.
     public func text(_ name: String) -> String? {
@@ -118,7 +126,7 @@ public struct JobFieldValues: Sendable, Equatable {
     public func twoProviders(_ sameProvider: String) throws(JobConfigurationError) -> (from: String, to: String) {
         let from = text("from") ?? ""
         let to = text("to") ?? ""
-        guard from != to else { throw JobConfigurationError(field: "to", sameProvider) }
+        guard from != to || inPlace else { throw JobConfigurationError(field: "to", sameProvider) }
         return (from, to)
     }
 

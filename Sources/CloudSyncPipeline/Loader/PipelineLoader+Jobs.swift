@@ -191,7 +191,7 @@ extension PipelineReader {
     }
 
     /// Key globs: every one checked, each malformed one reported at its place.
-    private func keyPatterns(_ patterns: [(text: Interpolated, mark: YAMLMark)], field: String, context: String)
+    func keyPatterns(_ patterns: [(text: Interpolated, mark: YAMLMark)], field: String, context: String)
         -> JobFieldValue?
     {
         var wellFormed = true
@@ -208,7 +208,7 @@ extension PipelineReader {
     }
 
     /// A jq program, compiled here so one that does not compile is an error at its place, with jq's message.
-    private func jqProgram(_ node: YAMLNode, in job: MappingReader, field: String, context: String) -> String? {
+    func jqProgram(_ node: YAMLNode, in job: MappingReader, field: String, context: String) -> String? {
         guard let text = job.scalarText(node, field: field) else { return nil }
         do throws(JQError) {
             _ = try JQProgram(text.value)

@@ -172,7 +172,10 @@ struct PipelineReader {
         guard
             let top = mapping(
                 root, "the pipeline",
-                ["version", "name", "state", "schedule", "providers", "codecs", "store", "jobs", "report"])
+                [
+                    "version", "name", "state", "schedule", "providers", "codecs", "store", "migrations", "jobs",
+                    "report",
+                ])
         else { return nil }
         let version = formatVersion(top)
         guard let nameNode = top.require("name") else { return nil }
@@ -192,6 +195,8 @@ struct PipelineReader {
         let providerIDs = providersNode?.mapping.map { DeclaredIDs($0.compactMap(\.key.scalar).filter(isIdentifier)) }
         guard let storeNode = top.require("store") else { return nil }
         let store = storeSpec(storeNode, providerIDs: providerIDs, codecIDs: codecIDs)
+        let migrations = migrationSpecs(
+            top["migrations"], providerIDs: providerIDs, codecIDs: codecIDs, directory: directory)
         let jobs = jobSpecs(top["jobs"], providerIDs: providerIDs, codecIDs: codecIDs, directory: directory)
         if sharedState == nil {
             for job in jobs where job.job.sharding != nil {
@@ -217,6 +222,7 @@ struct PipelineReader {
                 }
             }, writtenName: nameText?.display)
         spec.schedule = schedule
+        spec.migrations = migrations
         return spec
     }
 

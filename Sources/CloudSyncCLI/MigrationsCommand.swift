@@ -1,0 +1,107 @@
+import CloudSync
+import CloudSyncPipeline
+import CloudSyncRunner
+import Foundation
+
+extension Commands {
+    static let migrationID = ArgumentSpec(name: "ID", help: "The migration's id, as the file declares it.")
+
+    static let migrationsInfo = CommandSpec(
+        path: ["migrations", "info"],
+        abstract: "List the file's migrations: applied, pending, stopped partway, or edited since applied.",
+        discussion: """
+            Reads the pipeline's state without taking its lock. Each migration's line gives where it stands, its \
+            checksum (of what its steps do; not of the YAML's layout, comments or description), and who applied it, \
+            when and in which run. A run applies the pending ones in file order before any job, and refuses to \
+            start while one is edited since it was applied.
+            """,
+        arguments: [file], options: [json],
+        exitCodes: [
+            (.success, "the migrations were listed"),
+            (.failure, "a migration was edited since it was applied, or one stopped partway"),
+            (.jobError, "the pipeline's state could not be read"),
+            (.usage, "the command line or the pipeline file was wrong"),
+        ])
+
+    static let migrationsRepair = CommandSpec(
+        path: ["migrations", "repair"],
+        abstract: "Record the checksum an applied migration's edited steps now give, after you reviewed them.",
+        discussion: """
+            For a migration whose steps were edited after it was applied, once you have checked that the store is \
+            as the edited steps would leave it (or that the edit changes nothing it did). The state keeps the \
+            checksum it replaced. Nothing is applied; a migration that stopped partway is refused.
+            """,
+        arguments: [file, migrationID],
+        exitCodes: [
+            (.success, "the new checksum was recorded"),
+            (.jobError, "there was nothing to repair, or the state could not be changed"),
+            (.usage, "the command line or the pipeline file was wrong"),
+            (.locked, "a run of the pipeline holds its lock"),
+        ])
+
+    static let migrations = CommandSpec(
+        path: ["migrations"], abstract: "Show the numbered migrations a pipeline applied, or repair their record.",
+        exitCodes: [(.usage, "no subcommand, or an unknown one")],
+        subcommands: [migrationsInfo, migrationsRepair])
+}
+
+/// `cloudsync migrations info FILE [--json]` (as `flyway info`) and `cloudsync migrations repair FILE ID`.
+extension CommandLineTool {
+    func migrationsInfo(_ parsed: ParsedArguments) -> ExitCode {
+        guard let compiled = compile(parsed.argument(Commands.file) ?? "", unsetVariables: .deferred) else {
+            return .usage
+        }
+        let ledger: MigrationLedger
+        do throws(CloudSyncError) {
+            ledger = try PipelineMigrations.ledger(of: compiled)
+        } catch {
+            standardError("Error: \(error.code): \(error.message)\n")
+            return .jobError
+        }
+        let lines = ledger.lines
+        if parsed.flag(Commands.json) {
+            standardOutput(encoded(lines))
+        } else if lines.isEmpty {
+            standardError("\(compiled.spec.file) declares no migrations\n")
+        } else {
+            standardOutput(Self.migrationTable(lines))
+        }
+        return lines.contains { $0.standing == .changed || $0.standing == .failed } ? .failure : .success
+    }
+
+    func migrationsRepair(_ parsed: ParsedArguments) -> ExitCode {
+        let id = parsed.argument(Commands.migrationID) ?? ""
+        guard let compiled = compile(parsed.argument(Commands.file) ?? "", unsetVariables: .deferred) else {
+            return .usage
+        }
+        do throws(CloudSyncError) {
+            let old = try PipelineMigrations.repair(id, of: compiled)
+            let new = compiled.spec.migrations.first { $0.id == id }?.checksum ?? ""
+            standardOutput("migration \(id): recorded checksum \(new) in place of \(old)\n")
+            return .success
+        } catch {
+            standardError("Error: \(error.code): \(error.message)\n")
+            return error.code == .locked ? .locked : .jobError
+        }
+    }
+
+    /// One line per migration: id, standing, steps applied, who and when, then its description or error.
+    static func migrationTable(_ lines: [MigrationLedger.Line]) -> String {
+        let width = lines.map(\.id.count).max() ?? 0
+        var text = ""
+        for line in lines {
+            var row = line.id.padding(toLength: width, withPad: " ", startingAt: 0) + "  "
+            row += line.standing.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)
+            row += "  \(line.stepsApplied)/\(line.steps) steps"
+            if let at = line.appliedAt ?? (line.standing == .pending ? nil : line.runId) { row += "  \(at)" }
+            if let by = line.appliedBy { row += "  \(by)" }
+            if let description = line.description { row += "  \(description)" }
+            text += row + "\n"
+            if let recorded = line.recordedChecksum {
+                text += "    edited since: recorded checksum \(recorded), the file gives \(line.checksum)\n"
+            }
+            if let error = line.error, line.standing == .failed { text += "    \(error)\n" }
+        }
+        return text
+    }
+}

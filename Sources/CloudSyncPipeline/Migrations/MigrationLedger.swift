@@ -1,0 +1,105 @@
+import CloudSync
+
+/// A file's migrations beside what the state records of them: which are applied, pending, stopped partway or edited
+/// since, as `cloudsync migrations` shows them and a run checks them.
+public struct MigrationLedger: Sendable {
+    /// Where one migration stands.
+    public enum Standing: String, Sendable, Codable {
+        /// Applied whole, with the checksum the file gives now.
+        case applied
+        /// Not begun.
+        case pending
+        /// Begun and stopped partway (a step failed or the run was interrupted); the next run resumes it.
+        case failed
+        /// Recorded with another checksum than the file now gives: its steps were edited since.
+        case changed
+    }
+
+    /// One migration's line.
+    public struct Line: Sendable, Codable, Equatable {
+        public var id: String
+        public var description: String?
+        public var standing: Standing
+        /// The checksum the file gives now.
+        public var checksum: String
+        /// The checksum the state recorded, when it differs from ``checksum``.
+        public var recordedChecksum: String?
+        public var steps: Int
+        public var stepsApplied: Int
+        public var appliedBy: String?
+        public var appliedAt: String?
+        public var runId: String?
+        public var error: String?
+    }
+
+    /// The file's migrations, in order.
+    public let migrations: [MigrationSpec]
+    /// The state's record of each, in the same order; nil for one never begun.
+    public let records: [MigrationRecord?]
+
+    /// The ledger of `migrations` with their `records`.
+    public init(migrations: [MigrationSpec], records: [MigrationRecord?]) {
+        self.migrations = migrations
+        self.records = records
+    }
+
+    /// The ledger of `migrations` as `state` records them.
+    public init(migrations: [MigrationSpec], state: any ProviderStateStore) throws(CloudSyncError) {
+        self.migrations = migrations
+        records = try migrations.map { (migration) throws(CloudSyncError) in
+            try MigrationRecord.load(migration.id, from: state)
+        }
+    }
+
+    /// Each migration's line.
+    public var lines: [Line] {
+        zip(migrations, records).map { migration, record in
+            var line = Line(
+                id: migration.id, description: migration.description, standing: .pending,
+                checksum: migration.checksum, steps: migration.steps.count, stepsApplied: record?.stepsApplied ?? 0,
+                appliedBy: record?.appliedBy, appliedAt: record?.appliedAt, runId: record?.runId, error: record?.error)
+            guard let record else { return line }
+            if record.checksum != migration.checksum {
+                line.standing = .changed
+                line.recordedChecksum = record.checksum
+            } else {
+                line.standing = record.status == .applied ? .applied : .failed
+            }
+            return line
+        }
+    }
+
+    /// Why a run must not apply the file's migrations, with the id of the migration concerned: one recorded with
+    /// another checksum (edited since), or one never begun listed before one that was (they apply in file order);
+    /// nil when it may.
+    public var refusal: (id: String, error: CloudSyncError)? {
+        let lines = lines
+        if let index = lines.firstIndex(where: { $0.standing == .changed }) {
+            let changed = lines[index]
+            let begun = records[index]?.status == .applied ? "applied" : "begun"
+            return (
+                changed.id,
+                CloudSyncError(
+                    .config,
+                    "migration \(changed.id) was \(begun) with checksum \(changed.recordedChecksum ?? "") (run "
+                        + "\(changed.runId ?? "?"), by \(changed.appliedBy ?? "?")), but the file now gives checksum "
+                        + "\(changed.checksum): its steps were edited since. Put them back as they were and write the "
+                        + "change as a new migration; or, once you have checked that the store is as the edited steps "
+                        + "would leave it, record the new checksum with `cloudsync migrations repair FILE \(changed.id)`"
+                )
+            )
+        }
+        if let lastBegun = lines.lastIndex(where: { $0.standing != .pending }),
+            let skipped = lines[..<lastBegun].first(where: { $0.standing == .pending })
+        {
+            return (
+                skipped.id,
+                CloudSyncError(
+                    .config,
+                    "migration \(skipped.id) was never applied, but \(lines[lastBegun].id), listed after it, was; "
+                        + "migrations apply in file order, so move \(skipped.id) after \(lines[lastBegun].id)")
+            )
+        }
+        return nil
+    }
+}

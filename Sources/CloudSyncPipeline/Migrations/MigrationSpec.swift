@@ -1,0 +1,116 @@
+import CloudSync
+import CloudSyncSodium
+import CloudSyncYAML
+import Foundation
+
+/// One numbered migration of a pipeline file's `migrations:`: steps that rewrite a key set once, in file order, on
+/// every environment the file runs in.
+///
+/// Each step is a job the runner plans whole and then applies (``SavedPlanMode``), with the plan kept in the
+/// pipeline's state directory until the step is recorded applied, so a run stopped partway resumes the same plan
+/// and never rewrites a key twice.
+public struct MigrationSpec: Sendable {
+    /// Its id: unique in the file, recorded in the state once applied.
+    public var id: String
+    /// What it does, for people; not part of its checksum.
+    public var description: String?
+    /// The provider its `rename` and `transform` steps rewrite.
+    public var on: String
+    /// Its steps in order: `move` jobs for renames, `migrate` jobs for transforms and copies.
+    public var steps: [JobSpec]
+    /// The SHA-256 of what its steps do (``canonicalText``), hexadecimal: a recorded migration whose checksum
+    /// changed is refused.
+    public var checksum: String
+    /// Where it is declared in the file.
+    public var mark: YAMLMark
+
+    /// A migration; its checksum is computed from `on` and the steps' types and fields.
+    public init(id: String, description: String?, on: String, steps: [JobSpec], mark: YAMLMark) {
+        self.id = id
+        self.description = description
+        self.on = on
+        self.steps = steps
+        self.mark = mark
+        var hasher = SHA256()
+        hasher.update(Array(Self.canonicalText(on: on, steps: steps).utf8))
+        checksum = Hex.encode(hasher.finalize())
+    }
+
+    /// What the checksum covers: the provider, and each step's type and fields (sorted by name, as text), so
+    /// reformatting the YAML, its comments or the description changes nothing, and any change to what a step does
+    /// does.
+    public static func canonicalText(on: String, steps: [JobSpec]) -> String {
+        var text = "on \(on)\n"
+        for step in steps {
+            let fields = step.job.fields.values.sorted { $0.key < $1.key }
+            text += "step \(step.type)" + (step.job.fields.inPlace ? " in place" : "") + "\n"
+            for (name, value) in fields { text += "  \(name): \(value.planText)\n" }
+        }
+        return text
+    }
+}
+
+/// What the pipeline's state holds of a migration once a run began applying it.
+///
+/// Kept as a provider value of ``provider`` named by the migration's id, so both state stores (SQLite and
+/// PostgreSQL) keep it without a table of their own, sealed with the state's codec as every such value is.
+public struct MigrationRecord: Codable, Sendable, Equatable {
+    /// Whether it is applied whole, or stopped partway.
+    public enum Status: String, Codable, Sendable {
+        case applied, failed
+    }
+
+    public var status: Status
+    /// The checksum of the migration that was applied (or begun).
+    public var checksum: String
+    /// How many of its steps are applied.
+    public var stepsApplied: Int
+    /// The step (from 1) whose plan is made and not yet recorded applied; its plan file is resumed.
+    public var plannedStep: Int?
+    /// Who applied it (`user@host`) and in which run.
+    public var appliedBy: String
+    public var runId: String
+    /// When it was begun and when it was applied whole (ISO 8601, UTC).
+    public var startedAt: String
+    public var appliedAt: String?
+    /// For a failed one, what stopped it.
+    public var error: String?
+    /// When `cloudsync migrations repair` accepted a changed checksum, the checksum it had before.
+    public var repairedFrom: String?
+
+    /// The pseudo-provider whose values the records are.
+    public static let provider = "cloudsync.migrations"
+
+    /// A record of a migration begun now.
+    public init(checksum: String, appliedBy: String, runId: String, startedAt: String) {
+        status = .failed
+        self.checksum = checksum
+        stepsApplied = 0
+        self.appliedBy = appliedBy
+        self.runId = runId
+        self.startedAt = startedAt
+    }
+
+    /// The record of migration `id` in `state`, if a run began it; `ERR_CONFIG` when it cannot be read.
+    public static func load(_ id: String, from state: any ProviderStateStore) throws(CloudSyncError)
+        -> MigrationRecord?
+    {
+        guard let text = try state.value(provider: provider, name: id) else { return nil }
+        do {
+            return try JSONDecoder().decode(MigrationRecord.self, from: Data(text.utf8))
+        } catch {
+            throw CloudSyncError(
+                .config,
+                "the state's record of migration \(id) cannot be read (\(error)); it was written by another "
+                    + "version, or damaged")
+        }
+    }
+
+    /// Keeps this record as migration `id`'s.
+    public func save(_ id: String, to state: any ProviderStateStore) throws(CloudSyncError) {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = .sortedKeys
+        let data = (try? encoder.encode(self)) ?? Data()
+        try state.setValue(String(decoding: data, as: UTF8.self), provider: Self.provider, name: id)
+    }
+}

@@ -1,0 +1,198 @@
+import CloudSync
+import CloudSyncJobs
+import CloudSyncPipeline
+import CloudSyncSodium
+import Foundation
+
+/// Applies a pipeline's pending migrations (`migrations:`) before its jobs, each once, in file order.
+///
+/// Each step is planned whole into a plan file in the state directory (`migrations/<id>/step-<n>.plan`), then that
+/// plan is applied, as `cloudsync plan --out` and `cloudsync apply` do. The state records the step planned before
+/// the plan is applied and the step applied after, so a run stopped in between resumes the same plan: a key it
+/// already rewrote holds the planned value and is left alone, and no value is transformed twice. A step whose plan
+/// finds a key that would fail writes nothing.
+struct MigrationRun {
+    let compiled: CompiledPipeline
+    let options: RunOptions
+    let session: RunSession
+    let runID: String
+    let runner: String
+
+    /// The report entries of the migrations' steps, and whether the jobs must not run (a migration is refused,
+    /// failed or was interrupted).
+    func applyPending() async -> (entries: [RunReport.Job], stopped: Bool) {
+        let migrations = compiled.spec.migrations
+        // `plan --out` and `apply` run one job of a file whose migrations a run applies.
+        guard !migrations.isEmpty, options.savedPlan == nil else { return ([], false) }
+        guard let state = session.stateDatabase else {
+            return (migrations.flatMap { $0.steps.map(RunReport.Job.init(skipped:)) }, false)
+        }
+        let ledger: MigrationLedger
+        do throws(CloudSyncError) {
+            ledger = try MigrationLedger(migrations: migrations, state: state)
+        } catch {
+            return ([refused(migrations[0], error)], true)
+        }
+        if let (id, error) = ledger.refusal, let migration = migrations.first(where: { $0.id == id }) {
+            return ([refused(migration, error)], true)
+        }
+        let records = ledger.records
+        var entries: [RunReport.Job] = []
+        for (migration, record) in zip(migrations, records) where record?.status != .applied {
+            if options.dryRun {
+                entries += migration.steps.map(RunReport.Job.init(skipped:))
+                continue
+            }
+            let applied = await apply(migration, record: record, state: state)
+            entries += applied.entries
+            if !applied.whole { return (entries, true) }
+        }
+        return (entries, false)
+    }
+
+    /// Applies `migration`'s steps not yet recorded applied; `whole` when every step is.
+    private func apply(_ migration: MigrationSpec, record: MigrationRecord?, state: any PipelineState) async
+        -> (entries: [RunReport.Job], whole: Bool)
+    {
+        var record =
+            record
+            ?? MigrationRecord(
+                checksum: migration.checksum, appliedBy: Self.appliedBy, runId: runID,
+                startedAt: iso8601(options.clock.nowMilliseconds()))
+        record.runId = runID
+        var entries: [RunReport.Job] = []
+        let directory = compiled.spec.state + "/migrations/" + migration.id
+        do throws(CloudSyncError) {
+            try record.save(migration.id, to: state)
+            try Self.makeDirectory(directory)
+            for (index, step) in migration.steps.enumerated() where index >= record.stepsApplied {
+                let number = index + 1
+                let path = directory + "/step-\(number).plan"
+                let header: SavedPlanHeader
+                if record.plannedStep == number {
+                    header = try Self.resumedPlan(at: path, of: migration, step: number)
+                } else {
+                    header = self.header(of: step, in: migration)
+                    let planned = await executor(.write(header, path: path)).run(step)
+                    guard planned.status == .ok else {
+                        entries.append(finished(Self.unwritten(planned)))
+                        record.error = "step \(number) was not applied: \(planned.error?.message ?? "its plan failed")"
+                        try record.save(migration.id, to: state)
+                        return (entries, false)
+                    }
+                    record.plannedStep = number
+                    try record.save(migration.id, to: state)
+                }
+                let applied = await executor(.apply(header, path: path)).run(step)
+                entries.append(finished(applied))
+                guard applied.status == .ok else {
+                    record.error =
+                        "step \(number) ended \(applied.status.rawValue); the next run resumes its plan"
+                    try record.save(migration.id, to: state)
+                    return (entries, false)
+                }
+                record.stepsApplied = number
+                record.plannedStep = nil
+                try record.save(migration.id, to: state)
+            }
+            record.status = .applied
+            record.error = nil
+            record.appliedAt = iso8601(options.clock.nowMilliseconds())
+            try record.save(migration.id, to: state)
+            return (entries, true)
+        } catch {
+            entries.append(refused(migration, error))
+            return (entries, false)
+        }
+    }
+
+    /// `entry`, once told to whoever follows the run.
+    private func finished(_ entry: RunReport.Job) -> RunReport.Job {
+        options.onJobFinished?(entry)
+        return entry
+    }
+
+    /// The executor of a step's one phase: making its plan, or applying it.
+    private func executor(_ mode: SavedPlanMode) -> JobExecutor {
+        var options = options
+        options.savedPlan = mode
+        return JobExecutor(
+            store: session.store, compiled: compiled, options: options, providers: session.providers,
+            unopened: session.unopened, stateDatabase: session.stateDatabase, outbox: session.outbox, runID: runID,
+            runner: runner)
+    }
+
+    /// A new plan's header for `step`: bound to the migration's checksum rather than the whole file's digest.
+    private func header(of step: JobSpec, in migration: MigrationSpec) -> SavedPlanHeader {
+        SavedPlanHeader(
+            pipeline: compiled.spec.file, pipelineDigest: migration.checksum, job: step.name, type: step.type,
+            fields: step.job.fields.values.mapValues(\.planText),
+            createdAt: iso8601(options.clock.nowMilliseconds()), salt: Hex.encode(SecureRandom.bytes(count: 16)))
+    }
+
+    /// The header of a step's plan made by an earlier run, which this run finishes; never planned again, since some
+    /// of its keys may already be rewritten.
+    private static func resumedPlan(at path: String, of migration: MigrationSpec, step: Int) throws(CloudSyncError)
+        -> SavedPlanHeader
+    {
+        let header: SavedPlanHeader
+        do throws(CloudSyncError) {
+            header = try SavedPlanFile.Reader(path: path).header
+        } catch {
+            throw CloudSyncError(
+                .config,
+                "migration \(migration.id) stopped while applying step \(step), whose plan \(path) cannot be read "
+                    + "(\(error.message)); it is not planned again, since some keys may already be rewritten: "
+                    + "restore the file (a run on another machine keeps it in its own state directory) and run again")
+        }
+        guard header.pipelineDigest == migration.checksum else {
+            throw CloudSyncError(
+                .config,
+                "the plan \(path) of migration \(migration.id) was made for checksum \(header.pipelineDigest), not "
+                    + "\(migration.checksum); put the migration back as it was, and run again")
+        }
+        return header
+    }
+
+    /// A step whose plan found keys that would fail: nothing of it was written, so it counts nothing but those.
+    private static func unwritten(_ planned: RunReport.Job) -> RunReport.Job {
+        var entry = planned
+        for name in entry.counts.keys where name != "failed" { entry.counts[name] = 0 }
+        if entry.error == nil, let first = entry.failures.first {
+            entry.error = RunReport.Failure(
+                key: "", provider: nil, code: first.code,
+                message: "nothing of this step was written: its plan found \(entry.counts["failed"] ?? 0) keys "
+                    + "that would fail; fix them (see the failures) and run again")
+        }
+        return entry
+    }
+
+    /// The entry of a migration refused or stopped by `error`: named by its id, as its first step's type, ended
+    /// `error`.
+    private func refused(_ migration: MigrationSpec, _ error: CloudSyncError) -> RunReport.Job {
+        var entry = RunReport.Job(skipped: migration.steps[0])
+        entry.name = "migration \(migration.id)"
+        entry.status = .error
+        entry.error = RunReport.Failure(error)
+        return finished(entry)
+    }
+
+    private static func makeDirectory(_ path: String) throws(CloudSyncError) {
+        do {
+            try FileManager.default.createDirectory(
+                atPath: path, withIntermediateDirectories: true, attributes: [.posixPermissions: 0o700])
+        } catch {
+            throw CloudSyncError(
+                .config, "cannot create \(path) for the migration's plans: \(describeFileError(error))")
+        }
+    }
+
+    /// Who applies a migration: `user@host`.
+    static var appliedBy: String {
+        let user =
+            ProcessInfo.processInfo.environment["USER"] ?? getpwuid(getuid()).map {
+                String(cString: $0.pointee.pw_name)
+            } ?? "uid \(getuid())"
+        return "\(user)@\(ProcessInfo.processInfo.hostName)"
+    }
+}

@@ -1,0 +1,232 @@
+import CloudSync
+import CloudSyncJobs
+import CloudSyncLocal
+import CloudSyncPipeline
+import CloudSyncPipelineState
+import CloudSyncRunner
+import CloudSyncTesting
+import Foundation
+import Synchronization
+import Testing
+
+@testable import CloudSyncCLI
+
+/// Numbered migrations (`migrations:`): applied once each, in order, before the jobs; the same file gives the same
+/// key set on every environment; an applied migration edited since is refused naming both checksums; and a run that
+/// stopped partway resumes its step's plan rather than rewriting a value twice.
+@Suite struct MigrationsCommandTests {
+    let root: TemporaryDirectory
+
+    init() throws { root = try TemporaryDirectory() }
+
+    /// The pipeline of one environment: settings copied from SQLite into a directory, renamed, then reshaped.
+    ///
+    /// Paths are relative, so every environment's file is the same text.
+    static func pipeline(transform: String = "{appearance: {theme: .theme}}") -> String {
+        """
+        version: 1
+        name: prefs
+        providers:
+          old: { type: sqlite, path: ./old.db, create: true }
+          app: { type: directory, path: ./app, create: true }
+        store: { providers: [app] }
+        migrations:
+          - id: 001-copy-settings
+            description: settings come over from the old database
+            on: app
+            steps:
+              - migrate: { from: old, to: app, keys: "settings.*" }
+          - id: 002-prefs-namespace
+            description: settings.* become prefs.*
+            on: app
+            steps:
+              - rename: { from: "settings.*", to: "prefs.{1}" }
+          - id: 003-appearance
+            on: app
+            steps:
+              - transform: { keys: "prefs.*", jq: '\(transform)' }
+        jobs:
+          - { name: check-app, type: verify, provider: app }
+        """
+    }
+
+    /// A new environment named `name`: the pipeline file and an old database holding `items`.
+    private func environment(_ name: String, items: [String: String], transform: String? = nil) async throws -> String {
+        let directory = root.file(name)
+        try FileManager.default.createDirectory(atPath: directory + "/app", withIntermediateDirectories: true)
+        try write(transform.map { Self.pipeline(transform: $0) } ?? Self.pipeline(), in: directory)
+        let old = try SQLiteProvider(id: "old", path: directory + "/old.db")
+        for result in try await old.set(items.map { KeyValue($0.key, $0.value) }) { try result.get() }
+        await old.close()
+        return directory
+    }
+
+    private func write(_ pipeline: String, in directory: String) throws {
+        try pipeline.write(toFile: directory + "/p.yaml", atomically: true, encoding: .utf8)
+    }
+
+    private func cloudsync(_ arguments: [String]) async -> (status: ExitCode, output: String, errors: String) {
+        let output = Mutex("")
+        let errors = Mutex("")
+        let tool = CommandLineTool(
+            standardOutput: { text in output.withLock { $0 += text } },
+            standardError: { text in errors.withLock { $0 += text } }, environment: [:])
+        let status = await tool.run(arguments)
+        return (status, output.withLock { $0 }, errors.withLock { $0 })
+    }
+
+    /// A run's report, from `--report -`.
+    private func run(_ directory: String, _ extra: [String] = []) async throws -> (ExitCode, [[String: Any]]) {
+        let ran = await cloudsync(["run", directory + "/p.yaml", "--report", "-"] + extra)
+        let report = try JSONSerialization.jsonObject(with: Data(ran.output.utf8)) as? [String: Any]
+        return (ran.status, try #require(report?["jobs"] as? [[String: Any]], "\(ran.errors)"))
+    }
+
+    /// Every file of `app` by name, as bytes.
+    private func files(_ directory: String) throws -> [String: Data] {
+        var files: [String: Data] = [:]
+        for name in try FileManager.default.contentsOfDirectory(atPath: directory + "/app") {
+            files[name] = FileManager.default.contents(atPath: directory + "/app/" + name)
+        }
+        return files
+    }
+
+    static let items = [
+        "settings.theme": #"{"theme":"dark"}"#, "settings.compact": #"{"theme":"light","size":2}"#,
+        "settings.empty": "{}", "other.kept": #"{"theme":"old"}"#,
+    ]
+
+    @Test func threeMigrationsGiveByteIdenticalKeySetsOnTwoEnvironmentsAndApplyOnce() async throws {
+        let first = try await environment("staging", items: Self.items)
+        let second = try await environment("production", items: Self.items)
+        for directory in [first, second] {
+            let (status, jobs) = try await run(directory)
+            #expect(status == .success)
+            #expect(
+                jobs.map { $0["name"] as? String } == [
+                    "001-copy-settings step 1", "002-prefs-namespace step 1", "003-appearance step 1", "check-app",
+                ])
+        }
+        let applied = try files(first)
+        #expect(try files(second) == applied)
+        #expect(
+            applied.mapValues { String(decoding: $0, as: UTF8.self) } == [
+                "prefs.theme": #"{"appearance":{"theme":"dark"}}"#,
+                "prefs.compact": #"{"appearance":{"theme":"light"}}"#, "prefs.empty": #"{"appearance":{"theme":null}}"#,
+            ])
+        // Applied once: a second run applies nothing and changes nothing.
+        let (status, jobs) = try await run(first)
+        #expect(status == .success)
+        #expect(jobs.map { $0["name"] as? String } == ["check-app"])
+        #expect(try files(first) == applied)
+        let info = await cloudsync(["migrations", "info", first + "/p.yaml", "--json"])
+        #expect(info.status == .success)
+        let lines = try #require(try JSONSerialization.jsonObject(with: Data(info.output.utf8)) as? [[String: Any]])
+        #expect(lines.map { $0["standing"] as? String } == ["applied", "applied", "applied"])
+    }
+
+    @Test func anAppliedMigrationEditedSinceIsRefusedWithBothChecksumsUntilRepaired() async throws {
+        let directory = try await environment("edited", items: Self.items)
+        #expect(try await run(directory).0 == .success)
+        let applied = try files(directory)
+        let recorded = try #require(
+            try loadPipeline(directory + "/p.yaml").migrations.last?.checksum)
+        try write(Self.pipeline(transform: "{appearance: {theme: .theme, v: 2}}"), in: directory)
+        let edited = try #require(try loadPipeline(directory + "/p.yaml").migrations.last?.checksum)
+        #expect(edited != recorded)
+        let (status, jobs) = try await run(directory)
+        #expect(status != .success)
+        let message = try #require((jobs.first?["error"] as? [String: Any])?["message"] as? String)
+        #expect(message.contains(recorded) && message.contains(edited) && message.contains("003-appearance"))
+        #expect(jobs.count == 2 && jobs[1]["status"] as? String == "skipped", "no job runs on a refused file")
+        #expect(try files(directory) == applied)
+        let info = await cloudsync(["migrations", "info", directory + "/p.yaml"])
+        #expect(info.status == .failure)
+        #expect(info.output.contains("edited since: recorded checksum \(recorded), the file gives \(edited)"))
+        // Reviewed: the new checksum is recorded, and nothing is applied again.
+        let repaired = await cloudsync(["migrations", "repair", directory + "/p.yaml", "003-appearance"])
+        #expect(repaired.status == .success, "\(repaired.errors)")
+        let (after, afterJobs) = try await run(directory)
+        #expect(after == .success)
+        #expect(afterJobs.map { $0["name"] as? String } == ["check-app"])
+        #expect(try files(directory) == applied)
+    }
+
+    @Test func aRunStoppedAfterATransformWroteResumesItsPlanAndRewritesNothingTwice() async throws {
+        let directory = try await environment("resumed", items: Self.items)
+        #expect(try await run(directory).0 == .success)
+        let applied = try files(directory)
+        // As if the run had died after step 1 of 003 wrote every key but before the state recorded it applied.
+        let state = try StateDatabase(path: directory + "/.cloudsync/prefs/state.db")
+        var record = try #require(try MigrationRecord.load("003-appearance", from: state))
+        record.status = .failed
+        record.stepsApplied = 0
+        record.plannedStep = 1
+        record.appliedAt = nil
+        try record.save("003-appearance", to: state)
+        state.close()
+        let (status, jobs) = try await run(directory)
+        #expect(status == .success)
+        let step = try #require(jobs.first)
+        #expect(step["name"] as? String == "003-appearance step 1")
+        #expect((step["counts"] as? [String: Int])?["copied"] == 0)
+        #expect((step["counts"] as? [String: Int])?["unchanged"] == 3)
+        #expect(try files(directory) == applied, "a second transform would turn every theme into null")
+    }
+
+    @Test func aStepWhosePlanFindsAFailingKeyWritesNothingAndTheJobsWait() async throws {
+        var items = Self.items
+        items["settings.broken"] = "not json"
+        let directory = try await environment("broken", items: items)
+        let (status, jobs) = try await run(directory)
+        #expect(status == .failure)
+        let names = jobs.map { $0["name"] as? String }
+        #expect(
+            names == ["001-copy-settings step 1", "002-prefs-namespace step 1", "003-appearance step 1", "check-app"])
+        #expect(jobs[2]["status"] as? String == "failed")
+        #expect(jobs[3]["status"] as? String == "skipped")
+        let failures = try #require(jobs[2]["failures"] as? [[String: Any]])
+        #expect(failures.map { $0["key"] as? String } == ["prefs.broken"])
+        #expect(failures.first?["code"] as? String == "ERR_TRANSFORM")
+        // Nothing of the step was written: every value is as the rename left it.
+        #expect(String(decoding: try files(directory)["prefs.theme"] ?? Data(), as: UTF8.self) == #"{"theme":"dark"}"#)
+        let info = await cloudsync(["migrations", "info", directory + "/p.yaml"])
+        #expect(info.status == .failure)
+        #expect(info.output.contains("003-appearance") && info.output.contains("failed"))
+        // Fixed at the source of the trouble, the next run plans the step again and applies it.
+        try "{\"theme\":\"mended\"}".write(toFile: directory + "/app/prefs.broken", atomically: true, encoding: .utf8)
+        let (fixed, _) = try await run(directory)
+        #expect(fixed == .success)
+        #expect(
+            String(decoding: try files(directory)["prefs.broken"] ?? Data(), as: UTF8.self)
+                == #"{"appearance":{"theme":"mended"}}"#)
+    }
+
+    @Test func aRenameOntoANameHoldingAnotherValueIsRefusedAndLeavesBothKeys() async throws {
+        let directory = try await environment("clash", items: Self.items)
+        try #"{"theme":"someone else's"}"#.write(
+            toFile: directory + "/app/prefs.theme", atomically: true, encoding: .utf8)
+        let (status, jobs) = try await run(directory)
+        #expect(status == .failure)
+        #expect(jobs[1]["name"] as? String == "002-prefs-namespace step 1")
+        let failures = try #require(jobs[1]["failures"] as? [[String: Any]])
+        #expect(failures.map { $0["key"] as? String } == ["settings.theme"])
+        #expect((failures.first?["message"] as? String)?.contains("prefs.theme already holds another value") == true)
+        let files = try files(directory)
+        #expect(String(decoding: files["prefs.theme"] ?? Data(), as: UTF8.self) == #"{"theme":"someone else's"}"#)
+        #expect(files["settings.theme"] != nil && files["prefs.compact"] == nil, "nothing of the step was written")
+    }
+
+    @Test func aDryRunListsPendingStepsAndChangesNothing() async throws {
+        let directory = try await environment("rehearsed", items: Self.items)
+        let (status, jobs) = try await run(directory, ["--dry-run"])
+        #expect(status == .success)
+        #expect(jobs.prefix(3).allSatisfy { $0["status"] as? String == "skipped" })
+        #expect(try files(directory).isEmpty)
+    }
+
+    private func loadPipeline(_ path: String) throws -> PipelineSpec {
+        try PipelineLoader.load(
+            path: path, registry: BuiltInProviders.registry, jobTypes: BuiltInJobs.registry, environment: [:])
+    }
+}
