@@ -160,6 +160,7 @@ package struct CommandLineTool {
         case ["apply"]: return await applySavedPlan(parsed)
         case ["migrations", "info"]: return migrationsInfo(parsed)
         case ["migrations", "repair"]: return migrationsRepair(parsed)
+        case ["migrations", "undo"]: return await migrationsUndo(parsed)
         case ["keygen"]: return keygen(parsed)
         case ["man"]: return manPages(parsed)
         case ["init"]: return initPipeline(parsed)

@@ -39,10 +39,34 @@ extension Commands {
             (.locked, "a run of the pipeline holds its lock"),
         ])
 
+    static let migrationsUndo = CommandSpec(
+        path: ["migrations", "undo"],
+        abstract: "Restore the keys a migration touched from the backup taken before it, and mark it pending.",
+        discussion: """
+            For a migration that names a backup (`before: { backup: { to, codec } }`) and is the last one applied \
+            or begun. Reads the plans its steps were applied from (kept in the state directory) for the keys it \
+            wrote or renamed away in its provider; each gets back the value the snapshot taken before the \
+            migration holds, and each the snapshot lacks (a key the migration made) is removed. No other key is \
+            touched. The state then forgets the migration, so the next run applies it again unless it is removed \
+            from the file. The report and exit status are a run's.
+            """,
+        arguments: [file, migrationID], options: [json, runReport, runQuiet],
+        exitCodes: [
+            (.success, "the migration's keys were restored and it is pending again"),
+            (.failure, "some keys could not be restored (each is named); the migration stays recorded"),
+            (
+                .jobError,
+                "it cannot be undone (no backup, a later migration applied, its plans gone), or a provider "
+                    + "could not be opened"
+            ),
+            (.usage, "the command line or the pipeline file was wrong, or the file declares no such migration"),
+            (.locked, "a run of the pipeline holds its lock"),
+        ])
+
     static let migrations = CommandSpec(
-        path: ["migrations"], abstract: "Show the numbered migrations a pipeline applied, or repair their record.",
+        path: ["migrations"], abstract: "Show, repair or undo the numbered migrations a pipeline applied.",
         exitCodes: [(.usage, "no subcommand, or an unknown one")],
-        subcommands: [migrationsInfo, migrationsRepair])
+        subcommands: [migrationsInfo, migrationsRepair, migrationsUndo])
 }
 
 /// `cloudsync migrations info FILE [--json]` (as `flyway info`) and `cloudsync migrations repair FILE ID`.
@@ -82,6 +106,26 @@ extension CommandLineTool {
         } catch {
             standardError("Error: \(error.code): \(error.message)\n")
             return error.code == .locked ? .locked : .jobError
+        }
+    }
+
+    func migrationsUndo(_ parsed: ParsedArguments) async -> ExitCode {
+        let id = parsed.argument(Commands.migrationID) ?? ""
+        guard let compiled = compile(parsed.argument(Commands.file) ?? "") else { return .usage }
+        guard compiled.spec.migrations.contains(where: { $0.id == id }) else {
+            let ids = compiled.spec.migrations.map(\.id).joined(separator: ", ")
+            return usageError(
+                "\(compiled.spec.file) declares no migration \(id)" + (ids.isEmpty ? "" : "; it declares \(ids)"),
+                Commands.migrationsUndo)
+        }
+        var options = RunOptions()
+        options.undoMigration = id
+        options.reportPath = parsed.flag(Commands.json) ? "-" : parsed.value(Commands.runReport)
+        let quiet = parsed.flag(Commands.runQuiet)
+        tellJobs(&options, of: compiled, quiet: quiet, counted: false)
+        switch await execute(compiled, options, redrawn: false) {
+        case .success(let outcome): return tell(outcome, of: compiled, options, quiet: quiet)
+        case .failure(let refusal): return refused(refusal, compiled)
         }
     }
 

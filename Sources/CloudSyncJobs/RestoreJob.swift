@@ -77,7 +77,7 @@ struct RestoreJob: JobType {
             let chosen = try Self.choose(
                 configuration.snapshot, among: try await repository.snapshots(), in: repository)
             report.snapshot = chosen.id
-            let filter = keyFilter(configuration.keys)
+            let filter = context.selecting(keyFilter(configuration.keys))
             var held: Set<String> = []
             var treesLost = 0
             var done = 0
@@ -239,7 +239,7 @@ struct RestoreJob: JobType {
     ) async throws(CloudSyncError) {
         let store = context.store
         let to = configuration.to
-        let filter = keyFilter(configuration.keys)
+        let filter = context.selecting(keyFilter(configuration.keys))
         let present =
             try await (to == "store" ? store.allKeys().keys : store.listKeys(of: to)).filter { filter?($0) ?? true }
         let extra = present.filter { !held.contains($0) }

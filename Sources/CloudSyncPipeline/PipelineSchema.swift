@@ -254,6 +254,15 @@ public enum PipelineSchema {
                   "id": { "description": "Unique; recorded once applied. ASCII letters, digits, '.', '_' and '-', starting with a letter or digit.", "type": "string", "pattern": "^[A-Za-z0-9][A-Za-z0-9._-]*$" },
                   "description": { "description": "What it does, for people; not part of its checksum.", "type": "string" },
                   "on": { "description": "The provider its rename and transform steps rewrite.", "type": "string", "minLength": 1 },
+                  "before": {
+                    "description": "What happens before its first step.",
+                    "type": "object",
+                    "additionalProperties": false,
+                    "required": ["backup"],
+                    "properties": {
+                      "backup": { "description": "A backup snapshot of `on` into the repository in provider `to`, sealed by `codec`, which `cloudsync migrations undo` restores from; every step must then write only `on`.", "type": "object", "additionalProperties": false, "required": ["to", "codec"], "properties": { "to": { "type": "string", "minLength": 1 }, "codec": { "type": "string", "minLength": 1 } } }
+                    }
+                  },
                   "steps": {
                     "description": "Applied in order, each planned whole and then applied.",
                     "type": "array",

@@ -18,6 +18,8 @@ struct JobExecutor {
     var runID = ""
     /// This runner's name in shared state (``ShardedJobRun/nextRunnerName()``).
     var runner = ""
+    /// The only keys the job may touch (``JobContext/onlyKeys``); nil for those its fields select.
+    var onlyKeys: Set<StoreKey>? = nil
 
     /// What `job` may use while it runs.
     func context(for job: JobSpec) -> JobContext {
@@ -29,6 +31,7 @@ struct JobExecutor {
             onProgress: options.onProgress)
         context.readsUnchanged = options.readUnchanged
         context.savedPlan = options.savedPlan
+        context.onlyKeys = onlyKeys
         return context
     }
 

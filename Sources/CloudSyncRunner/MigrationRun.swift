@@ -61,39 +61,22 @@ struct MigrationRun {
                 startedAt: iso8601(options.clock.nowMilliseconds()))
         record.runId = runID
         var entries: [RunReport.Job] = []
-        let directory = compiled.spec.state + "/migrations/" + migration.id
+        let directory = planDirectory(of: migration)
         do throws(CloudSyncError) {
             try record.save(migration.id, to: state)
             try Self.makeDirectory(directory)
-            for (index, step) in migration.steps.enumerated() where index >= record.stepsApplied {
-                let number = index + 1
-                let path = directory + "/step-\(number).plan"
-                let header: SavedPlanHeader
-                if record.plannedStep == number {
-                    header = try Self.resumedPlan(at: path, of: migration, step: number)
-                } else {
-                    header = self.header(of: step, in: migration)
-                    let planned = await executor(.write(header, path: path)).run(step)
-                    guard planned.status == .ok else {
-                        entries.append(finished(Self.unwritten(planned)))
-                        record.error = "step \(number) was not applied: \(planned.error?.message ?? "its plan failed")"
-                        try record.save(migration.id, to: state)
-                        return (entries, false)
-                    }
-                    record.plannedStep = number
-                    try record.save(migration.id, to: state)
-                }
-                let applied = await executor(.apply(header, path: path)).run(step)
-                entries.append(finished(applied))
-                guard applied.status == .ok else {
-                    record.error =
-                        "step \(number) ended \(applied.status.rawValue); the next run resumes its plan"
-                    try record.save(migration.id, to: state)
-                    return (entries, false)
-                }
-                record.stepsApplied = number
-                record.plannedStep = nil
+            if let backup = migration.backup, record.backupSnapshot == nil, record.stepsApplied == 0,
+                record.plannedStep == nil
+            {
+                let entry = await backUp(backup, recording: &record)
+                entries.append(entry)
                 try record.save(migration.id, to: state)
+                guard record.backupSnapshot != nil else { return (entries, false) }
+            }
+            for number in migration.steps.indices.dropFirst(record.stepsApplied).map({ $0 + 1 }) {
+                let entry = try await step(number, of: migration, recording: &record, state: state)
+                entries.append(entry)
+                guard entry.status == .ok else { return (entries, false) }
             }
             record.status = .applied
             record.error = nil
@@ -106,14 +89,62 @@ struct MigrationRun {
         }
     }
 
+    /// Plans step `number` of `migration` (unless a run that stopped planned it already) and applies the plan,
+    /// recording each phase in `record`; answers the phase's entry that ended it (the plan's when it failed).
+    private func step(
+        _ number: Int, of migration: MigrationSpec, recording record: inout MigrationRecord, state: any PipelineState
+    ) async throws(CloudSyncError) -> RunReport.Job {
+        let step = migration.steps[number - 1]
+        let path = planDirectory(of: migration) + "/step-\(number).plan"
+        let header: SavedPlanHeader
+        if record.plannedStep == number {
+            header = try Self.resumedPlan(at: path, of: migration, step: number)
+        } else {
+            header = self.header(of: step, in: migration)
+            let planned = await executor(.write(header, path: path)).run(step)
+            guard planned.status == .ok else {
+                record.error = "step \(number) was not applied: \(planned.error?.message ?? "its plan failed")"
+                try record.save(migration.id, to: state)
+                return finished(Self.unwritten(planned))
+            }
+            record.plannedStep = number
+            try record.save(migration.id, to: state)
+        }
+        let applied = finished(await executor(.apply(header, path: path)).run(step))
+        if applied.status == .ok {
+            record.stepsApplied = number
+            record.plannedStep = nil
+        } else {
+            record.error = "step \(number) ended \(applied.status.rawValue); the next run resumes its plan"
+        }
+        try record.save(migration.id, to: state)
+        return applied
+    }
+
     /// `entry`, once told to whoever follows the run.
-    private func finished(_ entry: RunReport.Job) -> RunReport.Job {
+    func finished(_ entry: RunReport.Job) -> RunReport.Job {
         options.onJobFinished?(entry)
         return entry
     }
 
+    /// Takes the backup before a migration's first step, keeping its snapshot's id in `record` (or why there is none).
+    private func backUp(_ backup: MigrationBackup, recording record: inout MigrationRecord) async -> RunReport.Job {
+        let entry = finished(await executor(nil).run(backup.job))
+        if entry.status == .ok, let snapshot = entry.snapshot {
+            record.backupSnapshot = snapshot
+        } else {
+            record.error = "its backup before the first step did not finish, so nothing was rewritten"
+        }
+        return entry
+    }
+
+    /// Where `migration`'s step plans are kept: `migrations/<id>` in the state directory.
+    func planDirectory(of migration: MigrationSpec) -> String {
+        compiled.spec.state + "/migrations/" + migration.id
+    }
+
     /// The executor of a step's one phase: making its plan, or applying it.
-    private func executor(_ mode: SavedPlanMode) -> JobExecutor {
+    func executor(_ mode: SavedPlanMode?) -> JobExecutor {
         var options = options
         options.savedPlan = mode
         return JobExecutor(
@@ -169,7 +200,7 @@ struct MigrationRun {
 
     /// The entry of a migration refused or stopped by `error`: named by its id, as its first step's type, ended
     /// `error`.
-    private func refused(_ migration: MigrationSpec, _ error: CloudSyncError) -> RunReport.Job {
+    func refused(_ migration: MigrationSpec, _ error: CloudSyncError) -> RunReport.Job {
         var entry = RunReport.Job(skipped: migration.steps[0])
         entry.name = "migration \(migration.id)"
         entry.status = .error

@@ -21,6 +21,8 @@ public struct RunOptions: Sendable {
     public var readUnchanged = false
     /// A saved plan the run's one job writes or applies (`cloudsync plan --out`, `cloudsync apply`).
     public var savedPlan: SavedPlanMode?
+    /// The migration this run undoes instead of applying migrations and running jobs (`cloudsync migrations undo`).
+    public var undoMigration: String?
     /// Overrides the file's report path; `-` writes the report to standard output.
     public var reportPath: String?
     /// Whether to help the run another runner holds the lock for (`--join`), never starting one.
@@ -154,10 +156,15 @@ public struct PipelineRunner: Sendable {
         }
         let drain = await drainOutbox(of: session, runID: runID, runner: runner)
         // The jobs run on the key set the file's migrations leave: none while one is refused or stopped partway.
+        let migrationRun = MigrationRun(
+            compiled: compiled, options: options, session: session, runID: runID, runner: runner)
+        if let undone = options.undoMigration {
+            let entries = drain.failure == nil ? await migrationRun.undo(undone) : []
+            return await finish(
+                session, jobs: entries, unmetNeeds: false, drain: drain, runID: runID, started: started)
+        }
         let migrations: (entries: [RunReport.Job], stopped: Bool) =
-            drain.failure == nil
-            ? await MigrationRun(compiled: compiled, options: options, session: session, runID: runID, runner: runner)
-                .applyPending() : ([], false)
+            drain.failure == nil ? await migrationRun.applyPending() : ([], false)
         let (jobs, unmetNeeds) = await runSelectedJobs(
             in: session, runID: runID, runner: runner, stopped: drain.failure != nil || migrations.stopped)
         return await finish(

@@ -22,39 +22,45 @@ import Testing
     /// The pipeline of one environment: settings copied from SQLite into a directory, renamed, then reshaped.
     ///
     /// Paths are relative, so every environment's file is the same text.
-    static func pipeline(transform: String = "{appearance: {theme: .theme}}") -> String {
-        """
-        version: 1
-        name: prefs
-        providers:
-          old: { type: sqlite, path: ./old.db, create: true }
-          app: { type: directory, path: ./app, create: true }
-        store: { providers: [app] }
-        migrations:
-          - id: 001-copy-settings
-            description: settings come over from the old database
-            on: app
-            steps:
-              - migrate: { from: old, to: app, keys: "settings.*" }
-          - id: 002-prefs-namespace
-            description: settings.* become prefs.*
-            on: app
-            steps:
-              - rename: { from: "settings.*", to: "prefs.{1}" }
-          - id: 003-appearance
-            on: app
-            steps:
-              - transform: { keys: "prefs.*", jq: '\(transform)' }
-        jobs:
-          - { name: check-app, type: verify, provider: app }
-        """
+    static func pipeline(transform: String = "{appearance: {theme: .theme}}", backedUp: Bool = false) -> String {
+        let before = backedUp ? "\n    before: { backup: { to: vault, codec: sealed } }" : ""
+        return """
+            version: 1
+            name: prefs
+            providers:
+              old: { type: sqlite, path: ./old.db, create: true }
+              app: { type: directory, path: ./app, create: true }
+              vault: { type: directory, path: ./vault, create: true }
+            codecs:
+              sealed: { type: xchacha20poly1305, keys: [{ id: k1, file: ./backup.key }] }
+            store: { providers: [app] }
+            migrations:
+              - id: 001-copy-settings
+                description: settings come over from the old database
+                on: app\(before)
+                steps:
+                  - migrate: { from: old, to: app, keys: "settings.*" }
+              - id: 002-prefs-namespace
+                description: settings.* become prefs.*
+                on: app\(before)
+                steps:
+                  - rename: { from: "settings.*", to: "prefs.{1}" }
+                  - transform: { keys: "prefs.*", jq: '. + {renamed: true}' }
+              - id: 003-appearance
+                on: app\(before)
+                steps:
+                  - transform: { keys: "prefs.*", jq: '\(transform)' }
+            jobs:
+              - { name: check-app, type: verify, provider: app }
+            """
     }
 
     /// A new environment named `name`: the pipeline file and an old database holding `items`.
-    private func environment(_ name: String, items: [String: String], transform: String? = nil) async throws -> String {
+    private func environment(_ name: String, items: [String: String], backedUp: Bool = false) async throws -> String {
         let directory = root.file(name)
         try FileManager.default.createDirectory(atPath: directory + "/app", withIntermediateDirectories: true)
-        try write(transform.map { Self.pipeline(transform: $0) } ?? Self.pipeline(), in: directory)
+        try write(Self.pipeline(backedUp: backedUp), in: directory)
+        #expect(await cloudsync(["keygen", "--out", directory + "/backup.key"]).status == .success)
         let old = try SQLiteProvider(id: "old", path: directory + "/old.db")
         for result in try await old.set(items.map { KeyValue($0.key, $0.value) }) { try result.get() }
         await old.close()
@@ -104,7 +110,8 @@ import Testing
             #expect(status == .success)
             #expect(
                 jobs.map { $0["name"] as? String } == [
-                    "001-copy-settings step 1", "002-prefs-namespace step 1", "003-appearance step 1", "check-app",
+                    "001-copy-settings step 1", "002-prefs-namespace step 1", "002-prefs-namespace step 2",
+                    "003-appearance step 1", "check-app",
                 ])
         }
         let applied = try files(first)
@@ -157,7 +164,8 @@ import Testing
         #expect(try await run(directory).0 == .success)
         let applied = try files(directory)
         // As if the run had died after step 1 of 003 wrote every key but before the state recorded it applied.
-        let state = try StateDatabase(path: directory + "/.cloudsync/prefs/state.db")
+        let compiled = try PipelineCompiler.compile(try loadPipeline(directory + "/p.yaml"), environment: [:])
+        let state = try StateDatabase(path: directory + "/.cloudsync/prefs/state.db", codec: compiled.stateCodec)
         var record = try #require(try MigrationRecord.load("003-appearance", from: state))
         record.status = .failed
         record.stepsApplied = 0
@@ -182,7 +190,9 @@ import Testing
         #expect(status == .failure)
         let names = jobs.map { $0["name"] as? String }
         #expect(
-            names == ["001-copy-settings step 1", "002-prefs-namespace step 1", "003-appearance step 1", "check-app"])
+            names == [
+                "001-copy-settings step 1", "002-prefs-namespace step 1", "002-prefs-namespace step 2", "check-app",
+            ])
         #expect(jobs[2]["status"] as? String == "failed")
         #expect(jobs[3]["status"] as? String == "skipped")
         let failures = try #require(jobs[2]["failures"] as? [[String: Any]])
@@ -192,7 +202,7 @@ import Testing
         #expect(String(decoding: try files(directory)["prefs.theme"] ?? Data(), as: UTF8.self) == #"{"theme":"dark"}"#)
         let info = await cloudsync(["migrations", "info", directory + "/p.yaml"])
         #expect(info.status == .failure)
-        #expect(info.output.contains("003-appearance") && info.output.contains("failed"))
+        #expect(info.output.contains("002-prefs-namespace  failed"))
         // Fixed at the source of the trouble, the next run plans the step again and applies it.
         try "{\"theme\":\"mended\"}".write(toFile: directory + "/app/prefs.broken", atomically: true, encoding: .utf8)
         let (fixed, _) = try await run(directory)
@@ -215,6 +225,50 @@ import Testing
         let files = try files(directory)
         #expect(String(decoding: files["prefs.theme"] ?? Data(), as: UTF8.self) == #"{"theme":"someone else's"}"#)
         #expect(files["settings.theme"] != nil && files["prefs.compact"] == nil, "nothing of the step was written")
+    }
+
+    @Test func undoRestoresWhatTheLastMigrationsReplacedAndRemovesWhatTheyMade() async throws {
+        var items = Self.items
+        items["settings.broken"] = "not json"
+        let directory = try await environment("undone", items: items, backedUp: true)
+        // 002 stops at its second step: the rename is applied, the transform is not.
+        #expect(try await run(directory).0 == .failure)
+        let renamed = try files(directory)
+        try "{\"theme\":\"mended\"}".write(toFile: directory + "/app/prefs.broken", atomically: true, encoding: .utf8)
+        let mended = try files(directory)
+        let (status, jobs) = try await run(directory)
+        #expect(status == .success)
+        #expect(
+            jobs.map { $0["name"] as? String } == [
+                "002-prefs-namespace step 2", "003-appearance backup", "003-appearance step 1", "check-app",
+            ])
+        // A key written since, by someone else: no undo touches it.
+        try "theirs".write(toFile: directory + "/app/outsider", atomically: true, encoding: .utf8)
+        // Undo refuses to skip over 003, then takes the migrations back one at a time.
+        let early = await cloudsync(["migrations", "undo", directory + "/p.yaml", "002-prefs-namespace"])
+        #expect(early.status == .jobError)
+        #expect(early.errors.contains("003-appearance, after 002-prefs-namespace, is applied"))
+        #expect(await cloudsync(["migrations", "undo", directory + "/p.yaml", "003-appearance"]).status == .success)
+        let afterThree = try files(directory)
+        #expect(afterThree.keys.sorted() == (mended.keys + ["outsider"]).sorted())
+        #expect(
+            String(decoding: afterThree["prefs.theme"] ?? Data(), as: UTF8.self) == #"{"theme":"dark","renamed":true}"#)
+        #expect(
+            await cloudsync(["migrations", "undo", directory + "/p.yaml", "002-prefs-namespace"]).status == .success)
+        // Back to what 001 left: the settings keys with the old database's values, and no prefs key.
+        #expect(renamed.keys.allSatisfy { $0.hasPrefix("prefs.") })
+        #expect(
+            try files(directory).mapValues { String(decoding: $0, as: UTF8.self) }
+                == items.filter { $0.key.hasPrefix("settings.") }.merging(["outsider": "theirs"]) { $1 })
+        let info = await cloudsync(["migrations", "info", directory + "/p.yaml", "--json"])
+        let lines = try #require(try JSONSerialization.jsonObject(with: Data(info.output.utf8)) as? [[String: Any]])
+        #expect(lines.map { $0["standing"] as? String } == ["applied", "pending", "pending"])
+        // A migration without a backup has nothing to restore from.
+        let none = try await environment("unbacked", items: Self.items)
+        #expect(try await run(none).0 == .success)
+        let refused = await cloudsync(["migrations", "undo", none + "/p.yaml", "003-appearance"])
+        #expect(refused.status == .jobError)
+        #expect(refused.errors.contains("applied without a backup"))
     }
 
     @Test func aDryRunListsPendingStepsAndChangesNothing() async throws {

@@ -38,6 +38,9 @@ public struct JobContext: Sendable {
     package let onProgress: (@Sendable (String, Int, Int?, String) -> Void)?
     /// The keys this run of the job covers: every key, or the range a sharded job's runner leased.
     public var range: KeyRange = .all
+    /// The only keys the job may touch, besides what its fields select: the keys a migration rewrote, which its
+    /// undo restores (`cloudsync migrations undo`); nil for every key its fields select.
+    public var onlyKeys: Set<StoreKey>? = nil
     /// Where a sharded job's runner records each finished batch (its counts and last key); nil for a job run whole.
     package var shardProgress:
         (@Sendable (_ counts: [String: Int], _ lastKey: String, _ failures: [RunReport.Failure]) async -> Bool)? = nil
@@ -188,5 +191,13 @@ extension RunReport.Failure {
         self.init(
             key: key, provider: error.provider, code: error.code.rawValue, message: error.message,
             serviceCode: error.context?.serviceCode, httpStatus: error.context?.httpStatus)
+    }
+}
+
+extension JobContext {
+    /// `filter` (a job's `keys`) narrowed to ``onlyKeys`` when they are set.
+    public func selecting(_ filter: (@Sendable (String) -> Bool)?) -> (@Sendable (String) -> Bool)? {
+        guard let onlyKeys else { return filter }
+        return { key in onlyKeys.contains(StoreKey(key)) && (filter?(key) ?? true) }
     }
 }

@@ -18,7 +18,7 @@ extension PipelineReader {
         var specs: [MigrationSpec] = []
         for (index, item) in items.enumerated() {
             let context = "migration \(index + 1)"
-            guard let reader = mapping(item, context, ["id", "description", "on", "steps"]),
+            guard let reader = mapping(item, context, ["id", "description", "on", "before", "steps"]),
                 let idNode = reader.require("id"), let id = reader.scalarText(idNode, field: "id")?.value
             else { continue }
             guard isMigrationID(id) else {
@@ -49,13 +49,55 @@ extension PipelineReader {
                     codecIDs: codecIDs, directory: directory)
                 if let step { steps.append(step) }
             }
+            var backup: MigrationBackup?
+            if let before = reader["before"] {
+                backup = migrationBackup(
+                    before, id: id, on: on?.value ?? "", steps: steps, providerIDs: providerIDs, codecIDs: codecIDs)
+                if backup == nil { continue }
+            }
             guard let on, known, steps.count == stepItems.count else { continue }
             specs.append(
                 MigrationSpec(
                     id: id, description: reader.string("description")?.value, on: on.value, steps: steps,
-                    mark: item.mark))
+                    backup: backup, mark: item.mark))
         }
         return specs
+    }
+
+    /// `before: { backup: { to, codec } }`: a backup of `on` before the first step, into the repository in `to`;
+    /// every step must then write only `on`, whose snapshot is what an undo restores.
+    private func migrationBackup(
+        _ node: YAMLNode, id: String, on: String, steps: [JobSpec], providerIDs: DeclaredIDs?, codecIDs: DeclaredIDs
+    ) -> MigrationBackup? {
+        let place = "`before` of migration \(id)"
+        guard let before = mapping(node, place, ["backup"]), let backupNode = before.require("backup"),
+            let backup = mapping(backupNode, "`backup` in \(place)", ["to", "codec"]),
+            let toNode = backup.require("to"), let to = backup.scalarText(toNode, field: "to"),
+            reference(to, at: toNode.mark, among: providerIDs, what: "provider"),
+            let codecNode = backup.require("codec"), let codec = backup.scalarText(codecNode, field: "codec"),
+            reference(codec, at: codecNode.mark, among: codecIDs, what: "codec")
+        else { return nil }
+        for step in steps where step.job.fields.text("to") != on {
+            diagnostics.error(
+                "\(step.name) writes \(step.job.fields.text("to") ?? "?"), but the backup before migration \(id) is "
+                    + "of \(on), so an undo could not restore it; copy into \(on) only, or drop `before`",
+                at: step.mark)
+            return nil
+        }
+        guard let backupType = jobTypes.type(named: "backup"), let restoreType = jobTypes.type(named: "restore")
+        else { return nil }
+        let values = JobFieldValues([
+            "from": .text(on), "to": .text(to.value), "codec": .text(codec.value), "tags": .list(["migration", id]),
+        ])
+        do {
+            let job = JobSpec(
+                type: backupType.name, name: "\(id) backup", needs: [],
+                job: try backupType.configuration(from: values), mark: node.mark)
+            return MigrationBackup(job: job, repository: to.value, codec: codec.value, restoreType: restoreType)
+        } catch {
+            diagnostics.error("\(place): \(error.message)", at: toNode.mark)
+            return nil
+        }
     }
 
     /// A migration id names a directory of the state's: no separators, no dot first.

@@ -23,13 +23,21 @@ public struct MigrationSpec: Sendable {
     public var checksum: String
     /// Where it is declared in the file.
     public var mark: YAMLMark
+    /// The backup of `on` taken before its first step (`before: { backup: … }`); nil when it names none.
+    ///
+    /// `cloudsync migrations undo` restores from it. Not part of the checksum: it changes nothing the steps do.
+    public var backup: MigrationBackup?
 
     /// A migration; its checksum is computed from `on` and the steps' types and fields.
-    public init(id: String, description: String?, on: String, steps: [JobSpec], mark: YAMLMark) {
+    public init(
+        id: String, description: String?, on: String, steps: [JobSpec], backup: MigrationBackup? = nil,
+        mark: YAMLMark
+    ) {
         self.id = id
         self.description = description
         self.on = on
         self.steps = steps
+        self.backup = backup
         self.mark = mark
         var hasher = SHA256()
         hasher.update(Array(Self.canonicalText(on: on, steps: steps).utf8))
@@ -47,6 +55,44 @@ public struct MigrationSpec: Sendable {
             for (name, value) in fields { text += "  \(name): \(value.planText)\n" }
         }
         return text
+    }
+}
+
+/// A migration's backup before its first step, and how its undo restores from it.
+public struct MigrationBackup: Sendable {
+    /// The `backup` job of the migration's provider into the repository, tagged `migration` and the migration's id.
+    public var job: JobSpec
+    /// The provider keeping the repository, and the codec opening it.
+    public var repository: String
+    public var codec: String
+    /// The `restore` job type, which the undo configures once it knows the snapshot.
+    let restoreType: RegisteredJobType
+
+    /// A migration's backup: `job` into the repository in `repository`, opened by `codec`, undone with
+    /// `restoreType`.
+    public init(job: JobSpec, repository: String, codec: String, restoreType: RegisteredJobType) {
+        self.job = job
+        self.repository = repository
+        self.codec = codec
+        self.restoreType = restoreType
+    }
+
+    /// The `restore` job that writes `snapshot`'s values back into `on` and removes the keys it lacks.
+    ///
+    /// It has no deletion limit: an undo removes every key the migration made. ``JobContext/onlyKeys`` narrows it to
+    /// the keys the migration touched.
+    public func undo(snapshot: String, on: String, name: String) throws(CloudSyncError) -> JobSpec {
+        let values = JobFieldValues([
+            "from": .text(repository), "to": .text(on), "codec": .text(codec), "snapshot": .text(snapshot),
+            "deletes": .boolean(true), "maxDeletes": .deleteLimit(.percent(100)),
+        ])
+        do {
+            return JobSpec(
+                type: restoreType.name, name: name, needs: [], job: try restoreType.configuration(from: values),
+                mark: job.mark)
+        } catch {
+            throw CloudSyncError(.config, "the undo's restore cannot be configured: \(error.message)")
+        }
     }
 }
 
@@ -77,6 +123,8 @@ public struct MigrationRecord: Codable, Sendable, Equatable {
     public var error: String?
     /// When `cloudsync migrations repair` accepted a changed checksum, the checksum it had before.
     public var repairedFrom: String?
+    /// The id of the snapshot taken before its first step (`before: { backup: … }`), which its undo restores.
+    public var backupSnapshot: String?
 
     /// The pseudo-provider whose values the records are.
     public static let provider = "cloudsync.migrations"
