@@ -22,14 +22,17 @@ import Testing
     /// The pipeline of one environment: settings copied from SQLite into a directory, renamed, then reshaped.
     ///
     /// Paths are relative, so every environment's file is the same text.
-    static func pipeline(transform: String = "{appearance: {theme: .theme}}", backedUp: Bool = false) -> String {
+    static func pipeline(
+        transform: String = "{appearance: {theme: .theme}}", backedUp: Bool = false,
+        app: String = "{ type: directory, path: ./app, create: true }"
+    ) -> String {
         let before = backedUp ? "\n    before: { backup: { to: vault, codec: sealed } }" : ""
         return """
             version: 1
             name: prefs
             providers:
               old: { type: sqlite, path: ./old.db, create: true }
-              app: { type: directory, path: ./app, create: true }
+              app: \(app)
               vault: { type: directory, path: ./vault, create: true }
             codecs:
               sealed: { type: xchacha20poly1305, keys: [{ id: k1, file: ./backup.key }] }
@@ -56,10 +59,12 @@ import Testing
     }
 
     /// A new environment named `name`: the pipeline file and an old database holding `items`.
-    private func environment(_ name: String, items: [String: String], backedUp: Bool = false) async throws -> String {
+    private func environment(
+        _ name: String, items: [String: String], backedUp: Bool = false, pipeline: String = Self.pipeline()
+    ) async throws -> String {
         let directory = root.file(name)
         try FileManager.default.createDirectory(atPath: directory + "/app", withIntermediateDirectories: true)
-        try write(Self.pipeline(backedUp: backedUp), in: directory)
+        try write(backedUp ? Self.pipeline(backedUp: true) : pipeline, in: directory)
         #expect(await cloudsync(["keygen", "--out", directory + "/backup.key"]).status == .success)
         let old = try SQLiteProvider(id: "old", path: directory + "/old.db")
         for result in try await old.set(items.map { KeyValue($0.key, $0.value) }) { try result.get() }
@@ -71,19 +76,23 @@ import Testing
         try pipeline.write(toFile: directory + "/p.yaml", atomically: true, encoding: .utf8)
     }
 
-    private func cloudsync(_ arguments: [String]) async -> (status: ExitCode, output: String, errors: String) {
+    private func cloudsync(_ arguments: [String], environment: [String: String] = [:]) async -> (
+        status: ExitCode, output: String, errors: String
+    ) {
         let output = Mutex("")
         let errors = Mutex("")
         let tool = CommandLineTool(
             standardOutput: { text in output.withLock { $0 += text } },
-            standardError: { text in errors.withLock { $0 += text } }, environment: [:])
+            standardError: { text in errors.withLock { $0 += text } }, environment: environment)
         let status = await tool.run(arguments)
         return (status, output.withLock { $0 }, errors.withLock { $0 })
     }
 
     /// A run's report, from `--report -`.
-    private func run(_ directory: String, _ extra: [String] = []) async throws -> (ExitCode, [[String: Any]]) {
-        let ran = await cloudsync(["run", directory + "/p.yaml", "--report", "-"] + extra)
+    private func run(_ directory: String, _ extra: [String] = [], environment: [String: String] = [:]) async throws
+        -> (ExitCode, [[String: Any]])
+    {
+        let ran = await cloudsync(["run", directory + "/p.yaml", "--report", "-"] + extra, environment: environment)
         let report = try JSONSerialization.jsonObject(with: Data(ran.output.utf8)) as? [String: Any]
         return (ran.status, try #require(report?["jobs"] as? [[String: Any]], "\(ran.errors)"))
     }
@@ -131,6 +140,52 @@ import Testing
         let lines = try #require(try JSONSerialization.jsonObject(with: Data(info.output.utf8)) as? [[String: Any]])
         #expect(lines.map { $0["standing"] as? String } == ["applied", "applied", "applied"])
     }
+
+    @Test func threeMigrationsFromSQLiteIntoS3GiveByteIdenticalBucketsOnTwoEnvironments() async throws {
+        let moto = try await MotoS3Server.start(repository: Self.repositoryRoot, buckets: ["staging", "production"])
+        let s3 =
+            "{ type: s3, bucket: \"${env:BUCKET}\", endpoint: \"${env:ENDPOINT}\", region: us-east-1, prefix: prefs/ }"
+        var copies: [[String: Data]] = []
+        for bucket in ["staging", "production"] {
+            let environment = [
+                "BUCKET": bucket, "ENDPOINT": moto.endpoint.absoluteString, "AWS_ACCESS_KEY_ID": "moto",
+                "AWS_SECRET_ACCESS_KEY": "moto",
+            ]
+            let directory = try await self.environment(bucket, items: Self.items, pipeline: Self.pipeline(app: s3))
+            let (status, jobs) = try await run(directory, environment: environment)
+            #expect(status == .success, "\(jobs)")
+            #expect(jobs.count == 5)
+            #expect(try await run(directory, environment: environment).1.count == 1, "applied once")
+            // The bucket's objects, copied out as they are stored.
+            try """
+            version: 1
+            name: reader
+            providers:
+              app: \(s3)
+              copy: { type: directory, path: ./copy, create: true }
+            store: { providers: [copy] }
+            jobs:
+              - { type: migrate, from: app, to: copy }
+            """.write(toFile: directory + "/reader.yaml", atomically: true, encoding: .utf8)
+            let read = await cloudsync(["run", directory + "/reader.yaml"], environment: environment)
+            #expect(read.status == .success, "\(read.errors)")
+            var copy: [String: Data] = [:]
+            for name in try FileManager.default.contentsOfDirectory(atPath: directory + "/copy") {
+                copy[name] = FileManager.default.contents(atPath: directory + "/copy/" + name)
+            }
+            copies.append(copy)
+        }
+        await moto.stopped()
+        #expect(copies[0] == copies[1])
+        #expect(
+            copies[0].mapValues { String(decoding: $0, as: UTF8.self) } == [
+                "prefs.theme": #"{"appearance":{"theme":"dark"}}"#,
+                "prefs.compact": #"{"appearance":{"theme":"light"}}"#, "prefs.empty": #"{"appearance":{"theme":null}}"#,
+            ])
+    }
+
+    static let repositoryRoot = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        .deletingLastPathComponent().path
 
     @Test func anAppliedMigrationEditedSinceIsRefusedWithBothChecksumsUntilRepaired() async throws {
         let directory = try await environment("edited", items: Self.items)
