@@ -53,7 +53,7 @@ extension MigrationRun {
         -> Set<StoreKey>
     {
         var touched = Set<StoreKey>()
-        let begun = record.stepsApplied + (record.plannedStep == nil ? 0 : 1)
+        let begun = MigrationSpec.begunSteps(of: record)
         for (index, step) in migration.steps.prefix(begun).enumerated() {
             let path = planDirectory(of: migration) + "/step-\(index + 1).plan"
             let reader: SavedPlanFile.Reader

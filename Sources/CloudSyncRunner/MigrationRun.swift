@@ -57,9 +57,11 @@ struct MigrationRun {
         var record =
             record
             ?? MigrationRecord(
-                checksum: migration.checksum, appliedBy: Self.appliedBy, runId: runID,
-                startedAt: iso8601(options.clock.nowMilliseconds()))
+                migration, appliedBy: Self.appliedBy, runId: runID, startedAt: iso8601(options.clock.nowMilliseconds()))
         record.runId = runID
+        // Resumed with the steps it did not reach as the file now gives them (``MigrationSpec/continues(_:)``).
+        record.checksum = migration.checksum
+        record.stepChecksums = migration.stepChecksums
         var entries: [RunReport.Job] = []
         let directory = planDirectory(of: migration)
         do throws(CloudSyncError) {
@@ -100,7 +102,7 @@ struct MigrationRun {
         if record.plannedStep == number {
             header = try Self.resumedPlan(at: path, of: migration, step: number)
         } else {
-            header = self.header(of: step, in: migration)
+            header = self.header(of: number, in: migration)
             let planned = await executor(.write(header, path: path)).run(step)
             guard planned.status == .ok else {
                 record.error = "step \(number) was not applied: \(planned.error?.message ?? "its plan failed")"
@@ -153,10 +155,12 @@ struct MigrationRun {
             runner: runner)
     }
 
-    /// A new plan's header for `step`: bound to the migration's checksum rather than the whole file's digest.
-    private func header(of step: JobSpec, in migration: MigrationSpec) -> SavedPlanHeader {
-        SavedPlanHeader(
-            pipeline: compiled.spec.file, pipelineDigest: migration.checksum, job: step.name, type: step.type,
+    /// A new plan's header for step `number`: bound to the step's checksum rather than the whole file's digest.
+    private func header(of number: Int, in migration: MigrationSpec) -> SavedPlanHeader {
+        let step = migration.steps[number - 1]
+        return SavedPlanHeader(
+            pipeline: compiled.spec.file, pipelineDigest: migration.stepChecksums[number - 1], job: step.name,
+            type: step.type,
             fields: step.job.fields.values.mapValues(\.planText),
             createdAt: iso8601(options.clock.nowMilliseconds()), salt: Hex.encode(SecureRandom.bytes(count: 16)))
     }
@@ -176,11 +180,12 @@ struct MigrationRun {
                     + "(\(error.message)); it is not planned again, since some keys may already be rewritten: "
                     + "restore the file (a run on another machine keeps it in its own state directory) and run again")
         }
-        guard header.pipelineDigest == migration.checksum else {
+        guard header.pipelineDigest == migration.stepChecksums[step - 1] else {
             throw CloudSyncError(
                 .config,
-                "the plan \(path) of migration \(migration.id) was made for checksum \(header.pipelineDigest), not "
-                    + "\(migration.checksum); put the migration back as it was, and run again")
+                "the plan \(path) of migration \(migration.id) was made for step \(step) with checksum "
+                    + "\(header.pipelineDigest), not \(migration.stepChecksums[step - 1]); put the step back as it "
+                    + "was, and run again")
         }
         return header
     }

@@ -267,6 +267,37 @@ import Testing
                 == #"{"appearance":{"theme":"mended"}}"#)
     }
 
+    @Test func aStoppedMigrationTakesEditsToTheStepsItDidNotReachButNotToThoseItApplied() async throws {
+        var items = Self.items
+        items["settings.broken"] = #""a string, not an object""#
+        let directory = try await environment("amended", items: items)
+        // 002 stops at its second step, whose plan found a value its program cannot take: nothing of it was written.
+        #expect(try await run(directory).0 == .failure)
+        let pipeline = Self.pipeline()
+        // Its applied first step edited: refused, naming both checksums.
+        try write(pipeline.replacingOccurrences(of: #"to: "prefs.{1}""#, with: #"to: "p.{1}""#), in: directory)
+        let (refused, refusedJobs) = try await run(directory)
+        #expect(refused == .jobError)
+        let message = try #require((refusedJobs.first?["error"] as? [String: Any])?["message"] as? String)
+        #expect(message.contains("migration 002-prefs-namespace stopped partway with checksum"))
+        // Its second step, which it did not reach, mended: the run finishes it.
+        try write(
+            pipeline.replacingOccurrences(
+                of: "jq: '. + {renamed: true}'", with: "jq: 'try (. + {renamed: true}) catch {unreadable: true}'"),
+            in: directory)
+        let (status, jobs) = try await run(directory)
+        #expect(status == .success, "\(jobs)")
+        #expect(
+            jobs.map { $0["name"] as? String } == [
+                "002-prefs-namespace step 2", "003-appearance step 1", "check-app",
+            ])
+        #expect(
+            String(decoding: try files(directory)["prefs.broken"] ?? Data(), as: UTF8.self)
+                == #"{"appearance":{"theme":null}}"#)
+        let info = await cloudsync(["migrations", "info", directory + "/p.yaml"])
+        #expect(info.status == .success, "\(info.output)")
+    }
+
     @Test func aRenameOntoANameHoldingAnotherValueIsRefusedAndLeavesBothKeys() async throws {
         let directory = try await environment("clash", items: Self.items)
         try #"{"theme":"someone else's"}"#.write(

@@ -9,9 +9,11 @@ public struct MigrationLedger: Sendable {
         case applied
         /// Not begun.
         case pending
-        /// Begun and stopped partway (a step failed or the run was interrupted); the next run resumes it.
+        /// Begun and stopped partway (a step failed or the run was interrupted); the next run resumes it, with the
+        /// steps it did not reach as the file gives them now.
         case failed
-        /// Recorded with another checksum than the file now gives: its steps were edited since.
+        /// Recorded with another checksum than the file now gives: applied, or stopped partway, and a step it
+        /// applied or began was edited since.
         case changed
     }
 
@@ -59,7 +61,7 @@ public struct MigrationLedger: Sendable {
                 checksum: migration.checksum, steps: migration.steps.count, stepsApplied: record?.stepsApplied ?? 0,
                 appliedBy: record?.appliedBy, appliedAt: record?.appliedAt, runId: record?.runId, error: record?.error)
             guard let record else { return line }
-            if record.checksum != migration.checksum {
+            if !migration.continues(record) {
                 line.standing = .changed
                 line.recordedChecksum = record.checksum
             } else {
@@ -76,17 +78,24 @@ public struct MigrationLedger: Sendable {
         let lines = lines
         if let index = lines.firstIndex(where: { $0.standing == .changed }) {
             let changed = lines[index]
-            let begun = records[index]?.status == .applied ? "applied" : "begun"
+            let applied = records[index]?.status == .applied
+            let what =
+                applied
+                ? "was applied with checksum \(changed.recordedChecksum ?? "")"
+                : "stopped partway with checksum \(changed.recordedChecksum ?? "")"
+            let remedy =
+                applied
+                ? "Put them back as they were and write the change as a new migration; or, once you have checked "
+                    + "that the store is as the edited steps would leave it, record the new checksum with "
+                    + "`cloudsync migrations repair FILE \(changed.id)`"
+                : "Put the steps it applied or began back as they were (only steps it did not reach may change), "
+                    + "and a run finishes it"
             return (
                 changed.id,
                 CloudSyncError(
                     .config,
-                    "migration \(changed.id) was \(begun) with checksum \(changed.recordedChecksum ?? "") (run "
-                        + "\(changed.runId ?? "?"), by \(changed.appliedBy ?? "?")), but the file now gives checksum "
-                        + "\(changed.checksum): its steps were edited since. Put them back as they were and write the "
-                        + "change as a new migration; or, once you have checked that the store is as the edited steps "
-                        + "would leave it, record the new checksum with `cloudsync migrations repair FILE \(changed.id)`"
-                )
+                    "migration \(changed.id) \(what) (run \(changed.runId ?? "?"), by \(changed.appliedBy ?? "?")), but "
+                        + "the file now gives checksum \(changed.checksum): its steps were edited since. " + remedy)
             )
         }
         if let lastBegun = lines.lastIndex(where: { $0.standing != .pending }),

@@ -18,9 +18,12 @@ public struct MigrationSpec: Sendable {
     public var on: String
     /// Its steps in order: `move` jobs for renames, `migrate` jobs for transforms and copies.
     public var steps: [JobSpec]
-    /// The SHA-256 of what its steps do (``canonicalText``), hexadecimal: a recorded migration whose checksum
-    /// changed is refused.
+    /// The SHA-256 of what its steps do (``canonicalText(on:steps:)``), hexadecimal: a recorded migration whose
+    /// checksum changed is refused.
     public var checksum: String
+    /// Each step's own SHA-256 (``canonicalText(of:)``), so a migration stopped partway may have the steps it did
+    /// not reach edited, and a plan is bound to the step it was made for.
+    public var stepChecksums: [String]
     /// Where it is declared in the file.
     public var mark: YAMLMark
     /// The backup of `on` taken before its first step (`before: { backup: … }`); nil when it names none.
@@ -39,22 +42,44 @@ public struct MigrationSpec: Sendable {
         self.steps = steps
         self.backup = backup
         self.mark = mark
-        var hasher = SHA256()
-        hasher.update(Array(Self.canonicalText(on: on, steps: steps).utf8))
-        checksum = Hex.encode(hasher.finalize())
+        checksum = Self.sha256(Self.canonicalText(on: on, steps: steps))
+        stepChecksums = steps.map { Self.sha256(Self.canonicalText(of: $0)) }
     }
 
     /// What the checksum covers: the provider, and each step's type and fields (sorted by name, as text), so
     /// reformatting the YAML, its comments or the description changes nothing, and any change to what a step does
     /// does.
     public static func canonicalText(on: String, steps: [JobSpec]) -> String {
-        var text = "on \(on)\n"
-        for step in steps {
-            let fields = step.job.fields.values.sorted { $0.key < $1.key }
-            text += "step \(step.type)" + (step.job.fields.inPlace ? " in place" : "") + "\n"
-            for (name, value) in fields { text += "  \(name): \(value.planText)\n" }
+        steps.reduce("on \(on)\n") { $0 + canonicalText(of: $1) }
+    }
+
+    /// One step's part of ``canonicalText(on:steps:)``: its type and its fields.
+    public static func canonicalText(of step: JobSpec) -> String {
+        let fields = step.job.fields.values.sorted { $0.key < $1.key }
+        return fields.reduce("step \(step.type)" + (step.job.fields.inPlace ? " in place" : "") + "\n") {
+            $0 + "  \($1.key): \($1.value.planText)\n"
         }
-        return text
+    }
+
+    private static func sha256(_ text: String) -> String {
+        var hasher = SHA256()
+        hasher.update(Array(text.utf8))
+        return Hex.encode(hasher.finalize())
+    }
+
+    /// How many steps `record` began (applied, or planned and stopped in), whose text must not change.
+    public static func begunSteps(of record: MigrationRecord) -> Int {
+        record.stepsApplied + (record.plannedStep == nil ? 0 : 1)
+    }
+
+    /// Whether `record` may go on as this migration: its checksum is this one's, or it stopped partway and every
+    /// step it began is unchanged (only steps it did not reach were edited).
+    public func continues(_ record: MigrationRecord) -> Bool {
+        if record.checksum == checksum { return true }
+        guard record.status == .failed, let recorded = record.stepChecksums else { return false }
+        let begun = Self.begunSteps(of: record)
+        return recorded.count >= begun && stepChecksums.count >= begun
+            && Array(recorded.prefix(begun)) == Array(stepChecksums.prefix(begun))
     }
 }
 
@@ -125,14 +150,17 @@ public struct MigrationRecord: Codable, Sendable, Equatable {
     public var repairedFrom: String?
     /// The id of the snapshot taken before its first step (`before: { backup: … }`), which its undo restores.
     public var backupSnapshot: String?
+    /// Each step's checksum when it was last begun (``MigrationSpec/stepChecksums``).
+    public var stepChecksums: [String]?
 
     /// The pseudo-provider whose values the records are.
     public static let provider = "cloudsync.migrations"
 
-    /// A record of a migration begun now.
-    public init(checksum: String, appliedBy: String, runId: String, startedAt: String) {
+    /// A record of `migration` begun now.
+    public init(_ migration: MigrationSpec, appliedBy: String, runId: String, startedAt: String) {
         status = .failed
-        self.checksum = checksum
+        checksum = migration.checksum
+        stepChecksums = migration.stepChecksums
         stepsApplied = 0
         self.appliedBy = appliedBy
         self.runId = runId
