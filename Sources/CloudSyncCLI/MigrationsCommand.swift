@@ -25,11 +25,14 @@ extension Commands {
 
     static let migrationsRepair = CommandSpec(
         path: ["migrations", "repair"],
-        abstract: "Record the checksum an applied migration's edited steps now give, after you reviewed them.",
+        abstract: "Accept, after review, an applied migration's edited steps or a stopped step's changed keys.",
         discussion: """
-            For a migration whose steps were edited after it was applied, once you have checked that the store is \
-            as the edited steps would leave it (or that the edit changes nothing it did). The state keeps the \
-            checksum it replaced. Nothing is applied; a migration that stopped partway is refused.
+            For a migration whose steps were edited after it was applied: records the checksum they now give, once \
+            you have checked that the store is as the edited steps would leave it (or that the edit changes \
+            nothing it did); the state keeps the checksum it replaced. For a migration stopped in a step whose \
+            plan a run could not finish because keys changed since the plan (each named in that run's report): \
+            records the step applied, leaving those keys as they are, so the next run goes on with the next step. \
+            Nothing is written to any provider.
             """,
         arguments: [file, migrationID],
         exitCodes: [
@@ -99,9 +102,7 @@ extension CommandLineTool {
             return .usage
         }
         do throws(CloudSyncError) {
-            let old = try PipelineMigrations.repair(id, of: compiled)
-            let new = compiled.spec.migrations.first { $0.id == id }?.checksum ?? ""
-            standardOutput("migration \(id): recorded checksum \(new) in place of \(old)\n")
+            standardOutput(try PipelineMigrations.repair(id, of: compiled) + "\n")
             return .success
         } catch {
             standardError("Error: \(error.code): \(error.message)\n")

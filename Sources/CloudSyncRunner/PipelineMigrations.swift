@@ -17,13 +17,16 @@ public enum PipelineMigrations {
         }
     }
 
-    /// Records the checksum the file now gives for applied migration `id`, and answers the one it replaced.
+    /// Repairs migration `id`'s record after someone reviewed why it is refused or stopped, and says what it did.
     ///
-    /// For a migration whose steps were edited since it was applied, once someone checked the store is as the edited
-    /// steps would leave it. Takes the run lock, so no run applies migrations meanwhile.
+    /// - An applied migration whose steps were edited since: records the checksum the file now gives (keeping the
+    ///   old one), once someone checked the store is as the edited steps would leave it.
+    /// - A migration stopped in a step whose plan a run resumed and still could not finish (keys changed since the
+    ///   plan, which no later run will write): records that step applied, leaving those keys as they are, so the next
+    ///   run goes on with the step after it.
     ///
-    /// Refused (`ERR_CONFIG`) for an id the file does not declare, one whose checksum did not change, and one
-    /// stopped partway (a run resumes its plans, made from the steps as they were).
+    /// Takes the run lock, so no run applies migrations meanwhile. Refused (`ERR_CONFIG`) for an id the file does
+    /// not declare, one never begun, and one with nothing to repair.
     public static func repair(
         _ id: String, of compiled: CompiledPipeline, stores: StateStoreRegistry = BuiltInStateStores.registry
     ) throws(CloudSyncError) -> String {
@@ -37,21 +40,39 @@ public enum PipelineMigrations {
             guard let state, var record = try MigrationRecord.load(id, from: state) else {
                 throw CloudSyncError(.config, "migration \(id) was never applied, so there is nothing to repair")
             }
-            guard record.checksum != migration.checksum else {
-                throw CloudSyncError(
-                    .config, "migration \(id) has the checksum it was recorded with; nothing to repair")
+            let what: String
+            switch record.status {
+            case .applied:
+                guard record.checksum != migration.checksum else {
+                    throw CloudSyncError(
+                        .config, "migration \(id) is applied with the checksum the file gives; nothing to repair")
+                }
+                what = "recorded checksum \(migration.checksum) in place of \(record.checksum)"
+                record.repairedFrom = record.checksum
+                record.checksum = migration.checksum
+                record.stepChecksums = migration.stepChecksums
+            case .failed:
+                guard migration.continues(record) else {
+                    throw CloudSyncError(
+                        .config,
+                        "migration \(id) stopped partway and a step it began was edited since; put the steps it "
+                            + "applied or began back as they were, and a run finishes it")
+                }
+                guard let step = record.plannedStep else {
+                    throw CloudSyncError(
+                        .config,
+                        "migration \(id) stopped before its next step was planned, so nothing of that step was "
+                            + "written; fix what its report named and run again")
+                }
+                what =
+                    "recorded step \(step) applied, leaving the keys changed since its plan as they are; the next run "
+                    + "goes on with step \(step + 1)"
+                record.stepsApplied = step
+                record.plannedStep = nil
+                record.error = "step \(step) accepted by `migrations repair`"
             }
-            guard record.status == .applied else {
-                throw CloudSyncError(
-                    .config,
-                    "migration \(id) stopped partway with its steps as they were; put them back, let a run finish "
-                        + "it, and write the change as a new migration")
-            }
-            let old = record.checksum
-            record.repairedFrom = old
-            record.checksum = migration.checksum
             try record.save(id, to: state)
-            return old
+            return "migration \(id): " + what
         }
     }
 }

@@ -237,6 +237,37 @@ import Testing
         #expect(try files(directory) == applied, "a second transform would turn every theme into null")
     }
 
+    @Test func aStepStuckOnAKeyChangedSinceItsPlanGoesOnOnlyOnceRepairAcceptsIt() async throws {
+        let directory = try await environment("stuck", items: Self.items)
+        #expect(try await run(directory).0 == .success)
+        // As if the run had died inside 003's step, and someone then wrote one of its keys by hand.
+        let compiled = try PipelineCompiler.compile(try loadPipeline(directory + "/p.yaml"), environment: [:])
+        let state = try StateDatabase(path: directory + "/.cloudsync/prefs/state.db", codec: compiled.stateCodec)
+        var record = try #require(try MigrationRecord.load("003-appearance", from: state))
+        record.status = .failed
+        record.plannedStep = 1
+        record.stepsApplied = 0
+        try record.save("003-appearance", to: state)
+        state.close()
+        try #"{"theme":"by hand"}"#.write(toFile: directory + "/app/prefs.theme", atomically: true, encoding: .utf8)
+        // Each run resumes the plan, and each leaves that key alone and names it.
+        for _ in 1...2 {
+            let (status, jobs) = try await run(directory)
+            #expect(status == .failure)
+            let failures = try #require(jobs.first?["failures"] as? [[String: Any]])
+            #expect(failures.map { $0["key"] as? String } == ["prefs.theme"])
+            #expect(failures.first?["code"] as? String == "ERR_CHANGED_SINCE_READ")
+        }
+        let repaired = await cloudsync(["migrations", "repair", directory + "/p.yaml", "003-appearance"])
+        #expect(repaired.status == .success, "\(repaired.errors)")
+        #expect(repaired.output.contains("recorded step 1 applied"))
+        let (status, jobs) = try await run(directory)
+        #expect(status == .success)
+        #expect(jobs.map { $0["name"] as? String } == ["check-app"])
+        #expect(
+            String(decoding: try files(directory)["prefs.theme"] ?? Data(), as: UTF8.self) == #"{"theme":"by hand"}"#)
+    }
+
     @Test func aStepWhosePlanFindsAFailingKeyWritesNothingAndTheJobsWait() async throws {
         var items = Self.items
         items["settings.broken"] = "not json"
