@@ -94,6 +94,20 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
         public var needs: [String]
     }
 
+    /// One numbered migration, in the order they apply.
+    public struct Migration: Codable, Sendable, Equatable {
+        public var id: String
+        public var description: String?
+        /// The provider its rename and transform steps rewrite.
+        public var on: String
+        /// The SHA-256 of what its steps do, as the state records it once applied.
+        public var checksum: String
+        /// The provider keeping the backup taken before its first step; nil without one.
+        public var backupTo: String?
+        /// Each step in one line for people.
+        public var steps: [String]
+    }
+
     /// The pipeline's name.
     public var name: String
     /// The file's format version.
@@ -118,6 +132,11 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
     public var store: Store
     /// The jobs, in run order.
     public var jobs: [Job]
+    /// The numbered migrations, in the order a run applies them; nil when the file has none.
+    ///
+    /// A run applies, before the jobs, those its state does not record applied. The plan reads no state, so it does
+    /// not say which those are.
+    public var migrations: [Migration]?
     /// Where reports go, with `{name}` and `{startedAt}` still to fill in, relative to the pipeline file when inside
     /// its directory; nil when the file names none.
     public var report: String?
@@ -161,8 +180,29 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
         }
         store = Self.store(of: spec)
         jobs = spec.jobs.map { Job(name: $0.name, type: $0.type, summary: $0.job.plan(paths: paths), needs: $0.needs) }
+        migrations =
+            spec.migrations.isEmpty
+            ? nil
+            : spec.migrations.map { migration in
+                Migration(
+                    id: migration.id, description: migration.description, on: migration.on,
+                    checksum: migration.checksum, backupTo: migration.backup?.repository,
+                    steps: migration.steps.map { Self.step($0, on: migration.on, paths: paths) })
+            }
         report = spec.reportPath.map(relative)
         warnings = spec.warnings.map(\.message)
+    }
+
+    /// A migration's step in one line: a rename or transform within `on` as such, a copy as its job says.
+    private static func step(_ step: JobSpec, on: String, paths: PlanPaths) -> String {
+        let fields = step.job.fields
+        guard fields.inPlace else { return step.job.plan(paths: paths) }
+        if let rename = fields.rename("rename") {
+            return "rename keys of \(on): \(rename)"
+                + (fields.boolean("overwrite") == true ? ", replacing what a new name holds" : ", never replacing")
+        }
+        let keys = fields.list("keys").map { " keys \($0.joined(separator: ", "))" } ?? ""
+        return "rewrite values of \(on)\(keys) by jq `\(fields.text("transform") ?? "")`"
     }
 
     /// One provider as the plan shows it: its settings with secrets replaced by where they come from, its place in
@@ -286,6 +326,17 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
                 lines.append(
                     "  \(codec.id): \(codec.type), keys \(codec.keyIDs.joined(separator: ", ")) (current \(codec.keyIDs[0]))"
                         + (codec.allowPlaintext ? ", plaintext allowed" : ""))
+            }
+        }
+        if let migrations {
+            lines += ["", "migrations (each applied once, in this order, before the jobs):"]
+            for (place, migration) in migrations.enumerated() {
+                lines.append(
+                    "  \(place + 1). \(migration.id) on \(migration.on)"
+                        + (migration.description.map { ": \($0)" } ?? "")
+                        + " (checksum \(migration.checksum.prefix(12)))")
+                if let backupTo = migration.backupTo { lines.append("     backed up first into \(backupTo)") }
+                lines += migration.steps.enumerated().map { "     step \($0.offset + 1): \($0.element)" }
             }
         }
         lines += ["", "jobs:"]

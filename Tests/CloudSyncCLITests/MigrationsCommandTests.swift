@@ -114,6 +114,11 @@ import Testing
     @Test func threeMigrationsGiveByteIdenticalKeySetsOnTwoEnvironmentsAndApplyOnce() async throws {
         let first = try await environment("staging", items: Self.items)
         let second = try await environment("production", items: Self.items)
+        // The plan shows each migration's steps and checksum before anything runs.
+        let plan = await cloudsync(["plan", first + "/p.yaml"])
+        let checksum = try #require(try loadPipeline(first + "/p.yaml").migrations.last?.checksum)
+        #expect(plan.output.contains("  3. 003-appearance on app (checksum \(checksum.prefix(12)))"), "\(plan.output)")
+        #expect(plan.output.contains("     step 1: rename keys of app: settings.* -> prefs.{1}, never replacing"))
         for directory in [first, second] {
             let (status, jobs) = try await run(directory)
             #expect(status == .success)
