@@ -193,6 +193,20 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
         warnings = spec.warnings.map(\.message)
     }
 
+    /// The migrations' part of ``text()``: each with its checksum, backup and steps; none without migrations.
+    private var migrationLines: [String] {
+        guard let migrations else { return [] }
+        var lines = ["", "migrations (each applied once, in this order, before the jobs):"]
+        for (place, migration) in migrations.enumerated() {
+            lines.append(
+                "  \(place + 1). \(migration.id) on \(migration.on)" + (migration.description.map { ": \($0)" } ?? "")
+                    + " (checksum \(migration.checksum.prefix(12)))")
+            if let backupTo = migration.backupTo { lines.append("     backed up first into \(backupTo)") }
+            lines += migration.steps.enumerated().map { "     step \($0.offset + 1): \($0.element)" }
+        }
+        return lines
+    }
+
     /// A migration's step in one line: a rename or transform within `on` as such, a copy as its job says.
     private static func step(_ step: JobSpec, on: String, paths: PlanPaths) -> String {
         let fields = step.job.fields
@@ -328,17 +342,7 @@ public struct PipelinePlan: Codable, Sendable, Equatable {
                         + (codec.allowPlaintext ? ", plaintext allowed" : ""))
             }
         }
-        if let migrations {
-            lines += ["", "migrations (each applied once, in this order, before the jobs):"]
-            for (place, migration) in migrations.enumerated() {
-                lines.append(
-                    "  \(place + 1). \(migration.id) on \(migration.on)"
-                        + (migration.description.map { ": \($0)" } ?? "")
-                        + " (checksum \(migration.checksum.prefix(12)))")
-                if let backupTo = migration.backupTo { lines.append("     backed up first into \(backupTo)") }
-                lines += migration.steps.enumerated().map { "     step \($0.offset + 1): \($0.element)" }
-            }
-        }
+        lines += migrationLines
         lines += ["", "jobs:"]
         lines +=
             jobs.isEmpty
