@@ -113,11 +113,10 @@ extension CommandLineTool {
     func migrationsUndo(_ parsed: ParsedArguments) async -> ExitCode {
         let id = parsed.argument(Commands.migrationID) ?? ""
         guard let compiled = compile(parsed.argument(Commands.file) ?? "") else { return .usage }
-        guard compiled.spec.migrations.contains(where: { $0.id == id }) else {
-            let ids = compiled.spec.migrations.map(\.id).joined(separator: ", ")
-            return usageError(
-                "\(compiled.spec.file) declares no migration \(id)" + (ids.isEmpty ? "" : "; it declares \(ids)"),
-                Commands.migrationsUndo)
+        do throws(CloudSyncError) {
+            _ = try compiled.spec.migration(id)
+        } catch {
+            return usageError(error.message, Commands.migrationsUndo)
         }
         var options = RunOptions()
         options.undoMigration = id

@@ -30,12 +30,7 @@ public enum PipelineMigrations {
     public static func repair(
         _ id: String, of compiled: CompiledPipeline, stores: StateStoreRegistry = BuiltInStateStores.registry
     ) throws(CloudSyncError) -> String {
-        guard let migration = compiled.spec.migrations.first(where: { $0.id == id }) else {
-            let ids = compiled.spec.migrations.map(\.id).joined(separator: ", ")
-            throw CloudSyncError(
-                .config,
-                "\(compiled.spec.file) declares no migration \(id)" + (ids.isEmpty ? "" : "; it declares \(ids)"))
-        }
+        let migration = try compiled.spec.migration(id)
         return try stores.withState(compiled, access: .writeExisting) { state throws(CloudSyncError) in
             guard let state, var record = try MigrationRecord.load(id, from: state) else {
                 throw CloudSyncError(.config, "migration \(id) was never applied, so there is nothing to repair")

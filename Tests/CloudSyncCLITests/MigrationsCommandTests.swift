@@ -6,7 +6,6 @@ import CloudSyncPipelineState
 import CloudSyncRunner
 import CloudSyncTesting
 import Foundation
-import Synchronization
 import Testing
 
 @testable import CloudSyncCLI
@@ -79,13 +78,7 @@ import Testing
     private func cloudsync(_ arguments: [String], environment: [String: String] = [:]) async -> (
         status: ExitCode, output: String, errors: String
     ) {
-        let output = Mutex("")
-        let errors = Mutex("")
-        let tool = CommandLineTool(
-            standardOutput: { text in output.withLock { $0 += text } },
-            standardError: { text in errors.withLock { $0 += text } }, environment: environment)
-        let status = await tool.run(arguments)
-        return (status, output.withLock { $0 }, errors.withLock { $0 })
+        await inProcessCloudsync(arguments, environment: environment)
     }
 
     /// A run's report, from `--report -`.
@@ -224,15 +217,7 @@ import Testing
         #expect(try await run(directory).0 == .success)
         let applied = try files(directory)
         // As if the run had died after step 1 of 003 wrote every key but before the state recorded it applied.
-        let compiled = try PipelineCompiler.compile(try loadPipeline(directory + "/p.yaml"), environment: [:])
-        let state = try StateDatabase(path: directory + "/.cloudsync/prefs/state.db", codec: compiled.stateCodec)
-        var record = try #require(try MigrationRecord.load("003-appearance", from: state))
-        record.status = .failed
-        record.stepsApplied = 0
-        record.plannedStep = 1
-        record.appliedAt = nil
-        try record.save("003-appearance", to: state)
-        state.close()
+        try stopInsideTheLastStep(directory)
         let (status, jobs) = try await run(directory)
         #expect(status == .success)
         let step = try #require(jobs.first)
@@ -246,14 +231,7 @@ import Testing
         let directory = try await environment("stuck", items: Self.items)
         #expect(try await run(directory).0 == .success)
         // As if the run had died inside 003's step, and someone then wrote one of its keys by hand.
-        let compiled = try PipelineCompiler.compile(try loadPipeline(directory + "/p.yaml"), environment: [:])
-        let state = try StateDatabase(path: directory + "/.cloudsync/prefs/state.db", codec: compiled.stateCodec)
-        var record = try #require(try MigrationRecord.load("003-appearance", from: state))
-        record.status = .failed
-        record.plannedStep = 1
-        record.stepsApplied = 0
-        try record.save("003-appearance", to: state)
-        state.close()
+        try stopInsideTheLastStep(directory)
         try #"{"theme":"by hand"}"#.write(toFile: directory + "/app/prefs.theme", atomically: true, encoding: .utf8)
         // Each run resumes the plan, and each leaves that key alone and names it.
         for _ in 1...2 {
@@ -399,6 +377,20 @@ import Testing
         #expect(status == .success)
         #expect(jobs.prefix(3).allSatisfy { $0["status"] as? String == "skipped" })
         #expect(try files(directory).isEmpty)
+    }
+
+    /// Sets the state's record of 003 back to what a run that died while applying its one step leaves: that step
+    /// planned, none applied.
+    private func stopInsideTheLastStep(_ directory: String) throws {
+        let compiled = try PipelineCompiler.compile(try loadPipeline(directory + "/p.yaml"), environment: [:])
+        let state = try StateDatabase(path: directory + "/.cloudsync/prefs/state.db", codec: compiled.stateCodec)
+        defer { state.close() }
+        var record = try #require(try MigrationRecord.load("003-appearance", from: state))
+        record.status = .failed
+        record.stepsApplied = 0
+        record.plannedStep = 1
+        record.appliedAt = nil
+        try record.save("003-appearance", to: state)
     }
 
     private func loadPipeline(_ path: String) throws -> PipelineSpec {

@@ -2,7 +2,6 @@ import CloudSync
 import CloudSyncLocal
 import CloudSyncTesting
 import Foundation
-import Synchronization
 import Testing
 
 @testable import CloudSyncCLI
@@ -37,14 +36,10 @@ import Testing
         """.write(toFile: directory.file("p.yaml"), atomically: true, encoding: .utf8)
     }
 
-    private func cloudsync(_ arguments: [String]) async -> (status: ExitCode, output: String, errors: String) {
-        let output = Mutex("")
-        let errors = Mutex("")
-        let tool = CommandLineTool(
-            standardOutput: { text in output.withLock { $0 += text } },
-            standardError: { text in errors.withLock { $0 += text } }, environment: [:])
-        let status = await tool.run(arguments)
-        return (status, output.withLock { $0 }, errors.withLock { $0 })
+    private func cloudsync(_ arguments: [String], environment: [String: String] = [:]) async -> (
+        status: ExitCode, output: String, errors: String
+    ) {
+        await inProcessCloudsync(arguments, environment: environment)
     }
 
     private func source() throws -> SQLiteProvider { try SQLiteProvider(id: "src", path: directory.file("src.db")) }

@@ -112,3 +112,15 @@ public struct MigrationLedger: Sendable {
         return nil
     }
 }
+
+extension PipelineSpec {
+    /// The migration the file declares as `id`; `ERR_CONFIG` listing the ids it declares when there is none.
+    public func migration(_ id: String) throws(CloudSyncError) -> MigrationSpec {
+        guard let migration = migrations.first(where: { $0.id == id }) else {
+            let ids = migrations.map(\.id).joined(separator: ", ")
+            throw CloudSyncError(
+                .config, "\(file) declares no migration \(id)" + (ids.isEmpty ? "" : "; it declares \(ids)"))
+        }
+        return migration
+    }
+}
