@@ -3,7 +3,6 @@ import CloudSyncCrypto
 import CloudSyncPipeline
 import CloudSyncTesting
 import Foundation
-import Synchronization
 import Testing
 
 @testable import CloudSyncCLI
@@ -32,13 +31,8 @@ import Testing
     func cloudsync(_ arguments: [String], environment: [String: String] = variables) async -> (
         status: ExitCode, standardOutput: String, standardError: String
     ) {
-        let output = Mutex("")
-        let errors = Mutex("")
-        let tool = CommandLineTool(
-            standardOutput: { text in output.withLock { $0 += text } },
-            standardError: { text in errors.withLock { $0 += text } }, environment: environment)
-        let status = await tool.run(arguments)
-        return (status, output.withLock { $0 }, errors.withLock { $0 })
+        let ran = await inProcessCloudsync(arguments, environment: environment)
+        return (ran.status, ran.output, ran.errors)
     }
 
     /// Runs the built `cloudsync` in the temporary directory, as a person would in a shell.
