@@ -137,7 +137,11 @@ extension CommandLineTool {
             var row = line.id.padding(toLength: width, withPad: " ", startingAt: 0) + "  "
             row += line.standing.rawValue.padding(toLength: 8, withPad: " ", startingAt: 0)
             row += "  \(line.stepsApplied)/\(line.steps) steps"
-            if let at = line.appliedAt ?? (line.standing == .pending ? nil : line.runId) { row += "  \(at)" }
+            if let at = line.appliedAt {
+                row += "  \(at)"
+            } else if let run = line.runId {
+                row += "  stopped in run \(run)"
+            }
             if let by = line.appliedBy { row += "  \(by)" }
             if let description = line.description { row += "  \(description)" }
             text += row + "\n"

@@ -150,6 +150,12 @@ extension PipelineReader {
             values = jobFields(
                 job, type: registered, context: context, providerIDs: providerIDs, codecIDs: codecIDs,
                 directory: directory)
+            if let shards = values?.number("shards"), shards > 1, let node = job["shards"] {
+                diagnostics.error(
+                    "\(context): a migration's step runs whole, planned and then applied by one runner; remove "
+                        + "`shards`", at: node.mark)
+                return nil
+            }
         }
         guard let values, let registered = jobTypes.type(named: type) else { return nil }
         do {
