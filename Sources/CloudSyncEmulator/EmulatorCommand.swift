@@ -170,6 +170,14 @@ public enum EmulatorCommand {
 
     /// Runs the command with `arguments` (without the program name) and exits: serves until SIGINT or SIGTERM.
     public static func main(_ arguments: [String]) -> Never {
+        // SIGINT and SIGTERM stay pending, blocked in every thread (each inherits this mask), until the main thread
+        // takes them with `sigwait` once the emulator serves: a Dispatch signal source registers asynchronously, and a signal sent right after the start
+        // line, before it had, was ignored, leaving the emulator serving forever.
+        var stopSignals = sigset_t()
+        sigemptyset(&stopSignals)
+        sigaddset(&stopSignals, SIGINT)
+        sigaddset(&stopSignals, SIGTERM)
+        pthread_sigmask(SIG_BLOCK, &stopSignals, nil)
         let options: EmulatorOptions
         do {
             guard let parsed = try parse(arguments) else {
@@ -191,25 +199,6 @@ public enum EmulatorCommand {
             write("Error: \(error)\n", to: .standardError)
             exit(1)
         }
-        let stopping = DispatchQueue(label: "cloudsync-emulator.signals")
-        var sources: [DispatchSourceSignal] = []
-        for number in [SIGINT, SIGTERM] {
-            signal(number, SIG_IGN)
-            let source = DispatchSource.makeSignalSource(signal: number, queue: stopping)
-            source.setEventHandler {
-                do {
-                    try emulator.stop()
-                } catch {
-                    write("Error: \(error)\n", to: .standardError)
-                    exit(1)
-                }
-                let saved = emulator.dataDirectory.map { "; state saved in \($0)" } ?? ""
-                write("cloudsync-emulator: stopped\(saved)\n", to: .standardError)
-                exit(0)
-            }
-            source.resume()
-            sources.append(source)
-        }
         write(emulator.startLine + "\n", to: .standardOutput)
         let names = emulator.services.map(\.name).joined(separator: " and ")
         write(
@@ -217,7 +206,19 @@ public enum EmulatorCommand {
                 + (emulator.dataDirectory.map { ", state in \($0)" } ?? ", state in memory")
                 + (emulator.caFile.map { ", CA certificate in \($0)" } ?? "")
                 + "; stop with Ctrl-C\n", to: .standardError)
-        withExtendedLifetime(sources) { dispatchMain() }
+        // The main thread waits for the signal itself (nothing here runs on the main queue): `dispatchMain()` would
+        // wait in `sigsuspend` with every signal open, and a stop signal would end the process at once.
+        var received: Int32 = 0
+        sigwait(&stopSignals, &received)
+        do {
+            try emulator.stop()
+        } catch {
+            write("Error: \(error)\n", to: .standardError)
+            exit(1)
+        }
+        let saved = emulator.dataDirectory.map { "; state saved in \($0)" } ?? ""
+        write("cloudsync-emulator: stopped\(saved)\n", to: .standardError)
+        exit(0)
     }
 
     private static func write(_ text: String, to handle: FileHandle) {
