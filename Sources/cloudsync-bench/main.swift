@@ -8,7 +8,10 @@
 // Each bench is an independent function returning its rows; adding one is one line in `benches` below.
 import CloudSyncRunner
 import Foundation
+@preconcurrency import Glibc
 
+// Each line out as it is printed, so the rows measured before a failure or a kill are never lost in a buffer.
+setvbuf(stdout, nil, _IOLBF, 0)
 // As the `cloudsync` binary does, so the children it starts run as the binary would.
 ProcessMemory.returnLargeBuffersToTheSystem()
 // `--sync SIZES` runs only the sync benchmark (SyncBenchmark.swift) and exits.
@@ -73,16 +76,29 @@ defer { try? FileManager.default.removeItem(at: scratch) }
 let context = BenchContext(scratch: scratch, runs: runs)
 print(machineLine(when: "at start"))
 var rows: [BenchRow] = []
+var failed: [String] = []
 let wanted = only.map { $0.split(separator: ",").map(String.init) }
 for bench in benches where wanted.map({ $0.contains { bench.name.contains($0) } }) ?? true {
     FileHandle.standardError.write(Data("bench: \(bench.name)…\n".utf8))
-    rows += try await bench.run(context)
+    // A bench that fails is named with its error; the others still run, and every row measured is kept.
+    do {
+        let measured = try await bench.run(context)
+        rows += measured
+        print(BenchReport.table(measured))
+    } catch {
+        failed.append(bench.name)
+        print("bench \(bench.name) failed: \(error)")
+    }
 }
 // Again at the end: a load that rose while the benches ran says the figures met other work too.
 print(machineLine(when: "at end"))
 print(BenchReport.table(rows))
 try BenchReport.write(rows, to: jsonPath)
 print("written to \(jsonPath); compare a later run with: make bench-compare OLD=\(jsonPath)")
+if !failed.isEmpty {
+    print("failed: \(failed.joined(separator: ", ")) (their errors are above)")
+    exit(1)
+}
 
 /// The machine the figures come from: cores, memory, and the load average `when` (now), with a warning when other
 /// work keeps more cores busy than there are (the ratios then say more about that work than about either side).
