@@ -223,7 +223,7 @@ let package = Package(
                 "CloudSync", "CloudSyncSQLite", "CloudSyncSodium", "CloudSyncYAML", "CloudSyncLocal", "CloudSyncCrypto",
                 "CloudSyncTesting", "CloudSyncHTTP", "CloudSyncS3", "CloudSyncPipeline", "CloudSyncRunner", "CSodium",
                 "CloudSyncAuth",
-                "CloudSyncEmulator", "CloudSyncDrive", "CloudSyncCloudKit", "CloudSyncBackup",
+                "CloudSyncEmulator", "CloudSyncDrive", "CloudSyncCloudKit", "CloudSyncBackup", "CCrypto",
             ]),
 
         // The fuzzers' entry points (YAML, pipeline loader, envelope decoder, export reader, the decompressors):

@@ -32,6 +32,7 @@ func syncBenchmark(_ arguments: [String]) async throws {
             failed = true
             print("sync bench at \(size) keys failed: \(error)")
         }
+        fflush(nil)
     }
     reportGrowth(medians)
     exit(failed ? 1 : 0)

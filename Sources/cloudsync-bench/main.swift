@@ -10,8 +10,6 @@ import CloudSyncRunner
 import Foundation
 @preconcurrency import Glibc
 
-// Each line out as it is printed, so the rows measured before a failure or a kill are never lost in a buffer.
-setvbuf(stdout, nil, _IOLBF, 0)
 // As the `cloudsync` binary does, so the children it starts run as the binary would.
 ProcessMemory.returnLargeBuffersToTheSystem()
 // `--sync SIZES` runs only the sync benchmark (SyncBenchmark.swift) and exits.
@@ -85,9 +83,12 @@ for bench in benches where wanted.map({ $0.contains { bench.name.contains($0) } 
         let measured = try await bench.run(context)
         rows += measured
         print(BenchReport.table(measured))
+        // Out at once, so the rows measured before a later failure or a kill are never lost in a buffer.
+        fflush(nil)
     } catch {
         failed.append(bench.name)
         print("bench \(bench.name) failed: \(error)")
+        fflush(nil)
     }
 }
 // Again at the end: a load that rose while the benches ran says the figures met other work too.
