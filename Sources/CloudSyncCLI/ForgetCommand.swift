@@ -59,12 +59,6 @@ extension CommandLineTool {
         guard let amended = compile(file, amendment: amendment) else { return .usage }
         var options = RunOptions()
         options.dryRun = parsed.flag(Commands.runDryRun)
-        options.reportPath = parsed.flag(Commands.json) ? "-" : parsed.value(Commands.runReport)
-        let quiet = parsed.flag(Commands.runQuiet)
-        tellJobs(&options, of: amended, quiet: quiet, counted: false)
-        switch await execute(amended, options, redrawn: false) {
-        case .success(let outcome): return tell(outcome, of: amended, options, quiet: quiet)
-        case .failure(let refusal): return refused(refusal, amended)
-        }
+        return await runWithoutProgress(amended, options, parsed)
     }
 }

@@ -120,13 +120,7 @@ extension CommandLineTool {
         }
         var options = RunOptions()
         options.undoMigration = id
-        options.reportPath = parsed.flag(Commands.json) ? "-" : parsed.value(Commands.runReport)
-        let quiet = parsed.flag(Commands.runQuiet)
-        tellJobs(&options, of: compiled, quiet: quiet, counted: false)
-        switch await execute(compiled, options, redrawn: false) {
-        case .success(let outcome): return tell(outcome, of: compiled, options, quiet: quiet)
-        case .failure(let refusal): return refused(refusal, compiled)
-        }
+        return await runWithoutProgress(compiled, options, parsed)
     }
 
     /// One line per migration: id, standing, steps applied, who and when, then its description or error.

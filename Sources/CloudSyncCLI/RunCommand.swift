@@ -181,6 +181,22 @@ extension CommandLineTool {
         return await run.value
     }
 
+    /// Runs `compiled` as a command without a progress line runs it (`apply`, `restore`, `forget`,
+    /// `migrations undo`): the report where `--json` (standard output) or `--report` says, each job's line unless
+    /// `--quiet`, and the run's exit status.
+    func runWithoutProgress(_ compiled: CompiledPipeline, _ options: RunOptions, _ parsed: ParsedArguments) async
+        -> ExitCode
+    {
+        var options = options
+        options.reportPath = parsed.flag(Commands.json) ? "-" : parsed.value(Commands.runReport)
+        let quiet = parsed.flag(Commands.runQuiet)
+        tellJobs(&options, of: compiled, quiet: quiet, counted: false)
+        switch await execute(compiled, options, redrawn: false) {
+        case .success(let outcome): return tell(outcome, of: compiled, options, quiet: quiet)
+        case .failure(let refusal): return refused(refusal, compiled)
+        }
+    }
+
     /// Says how the run went and answers its exit status: a run already finished, nothing to join, what a joining
     /// runner did, or where the report went (the report itself on standard output when it has no file, or when its
     /// file could not be written).

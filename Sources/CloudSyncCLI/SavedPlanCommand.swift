@@ -128,14 +128,8 @@ extension CommandLineTool {
         var options = RunOptions()
         options.jobNames = [header.job]
         options.runNeeds = false
-        options.reportPath = parsed.flag(Commands.json) ? "-" : parsed.value(Commands.runReport)
         options.savedPlan = .apply(header, path: absolutePath(path))
-        let quiet = parsed.flag(Commands.runQuiet)
-        tellJobs(&options, of: compiled, quiet: quiet, counted: false)
-        switch await execute(compiled, options, redrawn: false) {
-        case .success(let outcome): return tell(outcome, of: compiled, options, quiet: quiet)
-        case .failure(let refusal): return refused(refusal, compiled)
-        }
+        return await runWithoutProgress(compiled, options, parsed)
     }
 
     /// What changed in the pipeline file since the plan was made, in words; nil when it is the same file.

@@ -61,11 +61,7 @@ public struct MigrationSpec: Sendable {
         }
     }
 
-    private static func sha256(_ text: String) -> String {
-        var hasher = SHA256()
-        hasher.update(Array(text.utf8))
-        return Hex.encode(hasher.finalize())
-    }
+    private static func sha256(_ text: String) -> String { Hex.encode(SHA256.hash(Array(text.utf8))) }
 
     /// How many steps `record` began (applied, or planned and stopped in), whose text must not change.
     public static func begunSteps(of record: MigrationRecord) -> Int {
