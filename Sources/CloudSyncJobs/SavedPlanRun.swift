@@ -132,18 +132,16 @@ extension JobContext {
             var landed: [LandedCopy] = []
             var failures: [KeyFailure] = []
             for (plan, outcome) in zip(batch, outcomes) {
+                // A key rewritten where it is has no source to remove once it lands.
+                let leavesSource = inPlace == nil || InPlaceRewrite.leavesSource(plan)
                 switch outcome {
                 case .written(let digest):
                     counts.written += 1
-                    if inPlace == nil || InPlaceRewrite.leavesSource(plan) {
-                        landed.append(LandedCopy(key: plan.key, sourceDigest: digest))
-                    }
+                    if leavesSource { landed.append(LandedCopy(key: plan.key, sourceDigest: digest)) }
                 case .alreadyApplied(let digest):
                     counts.alreadyApplied += 1
                     if let digest {
-                        if inPlace == nil || InPlaceRewrite.leavesSource(plan) {
-                            landed.append(LandedCopy(key: plan.key, sourceDigest: digest))
-                        }
+                        if leavesSource { landed.append(LandedCopy(key: plan.key, sourceDigest: digest)) }
                     } else {
                         counts.alreadyAppliedSourceMoved += 1
                     }
