@@ -176,7 +176,7 @@ public final class SQLiteProvider: Provider {
                         + "again when that process is done",
                     provider: id)
             default:
-                return CloudSyncError(.config, "cannot open \(path): \(error.message)", provider: id)
+                return CloudSyncError(.config, "cannot open \(path): \(error.details)", provider: id)
             }
         }
         if let error = error as? CloudSyncError { return error.attributed(provider: id) }

@@ -72,7 +72,7 @@ public final class SQLiteTableProvider: Provider {
                 .timeout, "\(path) stayed locked by another process while it was being opened; try again later",
                 provider: id)
         } catch let error as SQLiteError {
-            throw CloudSyncError(.config, "cannot open \(path): \(error.message)", provider: id)
+            throw CloudSyncError(.config, "cannot open \(path): \(error.details)", provider: id)
         } catch {
             throw CloudSyncError(.config, "cannot open \(path): \(error)", provider: id)
         }

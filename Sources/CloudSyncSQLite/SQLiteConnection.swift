@@ -35,8 +35,10 @@ package final class SQLiteConnection {
         guard code == SQLITE_OK, let connection else {
             let message = connection.map { String(cString: sqlite3_errmsg($0)) } ?? "out of memory"
             let extended = connection.map { sqlite3_extended_errcode($0) } ?? code
+            let systemErrno = connection.flatMap { Self.systemErrno($0, code: extended) }
             sqlite3_close_v2(connection)
-            throw SQLiteError(code: SQLiteResultCode(rawValue: extended), message: message, path: path)
+            throw SQLiteError(
+                code: SQLiteResultCode(rawValue: extended), message: message, path: path, systemErrno: systemErrno)
         }
         sqlite3_extended_result_codes(connection, 1)
         self.handle = connection
@@ -69,7 +71,16 @@ package final class SQLiteConnection {
         let resultCode = (extended & 0xff) == (code & 0xff) ? extended : code
         return SQLiteError(
             code: SQLiteResultCode(rawValue: resultCode), message: String(cString: sqlite3_errmsg(handle)),
-            path: path, sql: sql)
+            path: path, sql: sql, systemErrno: Self.systemErrno(handle, code: resultCode))
+    }
+
+    /// The system's error number behind `code` when it is an I/O, open or lock-protocol failure, the only kinds
+    /// SQLite records one for; nil otherwise or when it recorded none.
+    private static func systemErrno(_ handle: OpaquePointer, code: Int32) -> Int32? {
+        let primary = code & 0xff
+        guard primary == SQLITE_IOERR || primary == SQLITE_CANTOPEN || primary == SQLITE_PROTOCOL else { return nil }
+        let number = sqlite3_system_errno(handle)
+        return number == 0 ? nil : number
     }
 
     /// Prepares one statement.
@@ -132,7 +143,9 @@ package final class SQLiteConnection {
         guard code == SQLITE_OK else {
             var error = lastError(code: code, sql: sql)
             if let message {
-                error = SQLiteError(code: error.code, message: String(cString: message), path: path, sql: sql)
+                error = SQLiteError(
+                    code: error.code, message: String(cString: message), path: path, sql: sql,
+                    systemErrno: error.systemErrno)
                 sqlite3_free(message)
             }
             throw error

@@ -1,4 +1,5 @@
 internal import CSQLite
+import Foundation
 
 /// A SQLite result code, kept as the number SQLite returned (primary code in the low byte, extended code above it).
 package struct SQLiteResultCode: RawRepresentable, Hashable, Sendable, CustomStringConvertible {
@@ -78,13 +79,29 @@ package struct SQLiteError: Error, Sendable, CustomStringConvertible {
     package let path: String?
     /// The statement that failed, when there was one.
     package let sql: String?
+    /// The operating system's error number behind an I/O or open failure (`sqlite3_system_errno`), when SQLite gave one.
+    package let systemErrno: Int32?
 
-    /// An error with `code`, `message`, and where known the database file and the failing statement.
-    package init(code: SQLiteResultCode, message: String, path: String? = nil, sql: String? = nil) {
+    /// An error with `code`, `message`, and where known the database file, the failing statement and the system's
+    /// error number.
+    package init(
+        code: SQLiteResultCode, message: String, path: String? = nil, sql: String? = nil, systemErrno: Int32? = nil
+    ) {
         self.code = code
         self.message = message
         self.path = path
         self.sql = sql
+        self.systemErrno = systemErrno
+    }
+
+    /// What SQLite and the system said, without the path: `disk I/O error (SQLite code 522, errno 5: Input/output
+    /// error) while running: <sql>`, leaving out the parts that are not known.
+    package var details: String {
+        var text = "\(message) (SQLite code \(code.rawValue)"
+        if let systemErrno { text += ", errno \(systemErrno): \(String(cString: strerror(systemErrno)))" }
+        text += ")"
+        if let sql { text += " while running: \(sql)" }
+        return text
     }
 
     /// `SQLite error <code> (primary <code>): <message> [database <path>] while running: <sql>`, leaving out the parts
@@ -93,6 +110,7 @@ package struct SQLiteError: Error, Sendable, CustomStringConvertible {
         var text = "SQLite error \(code.rawValue)"
         if code.primary != code { text += " (primary \(code.primary.rawValue))" }
         text += ": \(message)"
+        if let systemErrno { text += " (errno \(systemErrno): \(String(cString: strerror(systemErrno))))" }
         if let path { text += " [database \(path)]" }
         if let sql { text += " while running: \(sql)" }
         return text

@@ -148,6 +148,22 @@ import Testing
         #expect(try Data(contentsOf: URL(fileURLWithPath: path)) == contents)
     }
 
+    /// A path SQLite cannot open says which code and which system error stopped it, so a failure seen once in a
+    /// log can be told apart from another (a directory, a full disk, a descriptor closed under SQLite).
+    @Test func aPathThatCannotBeOpenedNamesSQLitesCodeAndTheSystemError() throws {
+        let path = directory.file("a-directory.db")
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
+        let error = #expect(throws: CloudSyncError.self) { try SQLiteProvider(id: "primary", path: path) }
+        #expect(error?.code == .config)
+        #expect(error?.provider == "primary")
+        #expect(
+            error?.message.hasPrefix("cannot open \(path): disk I/O error (SQLite code 266") == true,
+            "\(error?.message ?? "")")
+        #expect(
+            error?.message.contains("errno \(EISDIR): \(String(cString: strerror(EISDIR)))") == true,
+            "\(error?.message ?? "")")
+    }
+
     @Test func aDatabaseWithACorruptedHeaderIsRefused() async throws {
         let path = directory.file("corrupt.db")
         do {
