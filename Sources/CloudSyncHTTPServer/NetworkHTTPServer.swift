@@ -215,12 +215,14 @@ private final class NetworkServerCore: @unchecked Sendable {
         guard first, let daemon else { return }
         stopping.store(true, ordering: .sequentiallyConsistent)
         headWatch?.cancel()
-        // No new connection; the listening socket comes back to be closed here.
+        // No new connection; the listening socket comes back to be closed here, but only once the daemon has
+        // stopped: its polling thread may still be using it until then (libmicrohttpd's manual), and a number
+        // closed early may already name another file of this process when that thread touches it.
         let listener = MHD_quiesce_daemon(daemon)
-        if listener >= 0 { close(listener) }
         // A suspended connection must be resumed before libmicrohttpd stops: wait for the answers being computed.
         while inFlight.load(ordering: .sequentiallyConsistent) > 0 { usleep(1000) }
         MHD_stop_daemon(daemon)
+        if listener >= 0 { close(listener) }
         releasePEM()
     }
 
