@@ -267,8 +267,8 @@ let package = Package(
             dependencies: [
                 "CloudSync", "CloudSyncAuth", "CloudSyncCLI", "CloudSyncHTTP", "CloudSyncLocal", "CloudSyncPipeline",
                 "CloudSyncPipelineState", "CloudSyncJobs", "CloudSyncRunner",
-                "CloudSyncPostgres", "CloudSyncSQLite", "CloudSyncTesting", "cloudsync", "CloudSyncSodium",
-                "CloudSyncYAML", "CloudSyncOpenSSL",
+                "CloudSyncPostgres", "CloudSyncS3", "CloudSyncSQLite", "CloudSyncTesting", "cloudsync",
+                "CloudSyncSodium", "CloudSyncYAML", "CloudSyncOpenSSL",
             ]),
         .testTarget(
             name: "CloudSyncServiceTests",

@@ -33,8 +33,9 @@ enum Commands {
         help: "Let sync and mirror jobs delete more keys than their maxDeletes allows, for this run only.")
     static let runReadUnchanged = OptionSpec.flag(
         "read-unchanged",
-        help: "Let sync jobs read and decode every copy of every key, for this run only, as if each job said "
-            + "readUnchanged: true: once after replacing a codec's key or changing a resolver.")
+        help: "Let sync, mirror and migrate jobs read and decode what they compare whatever the version tags they "
+            + "recorded say, for this run only (sync jobs as if each said readUnchanged: true): once after replacing a "
+            + "codec's key or changing a resolver.")
     static let runJoin = OptionSpec.flag(
         "join",
         help: "Help the run under way (the one named by --run-id, when given) with its outbox drain and its sharded "

@@ -22,7 +22,9 @@ struct MigrateJob: JobType {
         "keys not written: gone from `from` when read, (`overwrite: ifMissing`) already at `to`, or left out by "
             + "`filter`")
     static let unchanged = JobCount(
-        "unchanged", "keys `to` already held with the same value (`overwrite: ifDifferent`)")
+        "unchanged",
+        "keys `to` already held with `from`'s value, so not written: their version tags on both sides are those the "
+            + "last run saw, or (`overwrite: ifDifferent`, or a tag that moved) a read found the same value")
     static let failed = JobCount("failed", "keys that could not be read, decoded or written")
     static let queued = JobCount("queued", "always 0: a migration writes directly, never through the outbox")
     static let changedSincePlan = JobCount(
@@ -89,6 +91,10 @@ struct MigrateJob: JobType {
         case nil:
             // Listing a provider while rewriting it would meet keys under their new names again.
             if configuration.inPlace != nil { throw InPlaceRewrite.needsPlan }
+        }
+        if remembers(configuration, in: context) {
+            try await copyRemembering(configuration, in: context, report: &report)
+            return
         }
         let result = try await context.copy(
             from: configuration.from, to: configuration.to, keys: configuration.keys,

@@ -86,6 +86,7 @@ struct MirrorJob: JobType {
         let setAside = context.setAside
         try await listing.prepare(providers: context.providers)
         let snapshot = MirrorSnapshot(state: context.state, job: context.jobName, from: from, to: to)
+        let copier = RememberedCopy(from: from, to: to, snapshot: snapshot, comparesBeforeWriting: true)
         let extra = try KeySpill()
         var extraCount = 0
         var destinationKeys = 0
@@ -108,8 +109,7 @@ struct MirrorJob: JobType {
                 }
                 extraCount += onlyAtDestination.count
             }
-            try await mirrorPage(
-                page.filter(\.onSource), from: from, to: to, snapshot: snapshot, in: context, report: &report)
+            count(try await copier.copy(page.filter(\.onSource), in: context, report: &report), in: &report)
             done += page.count
             context.progress(done, nil)
             // A sharded run records the page; a runner that lost its range stops.
@@ -132,6 +132,14 @@ struct MirrorJob: JobType {
             extraCount, of: destinationKeys, configuration, snapshot: snapshot, pageSize: pageSize, in: context,
             report: &report
         ) { after, limit throws(CloudSyncError) in try extra.entries(after: after, limit: limit) }
+    }
+
+    /// Adds what one page of copies came to to the report's counts.
+    private func count(_ tally: RememberedCopy.Tally, in report: inout JobReport) {
+        report.add(tally.copied, to: Self.copied)
+        report.add(tally.updated, to: Self.updated)
+        report.add(tally.unchanged, to: Self.unchanged)
+        report.add(tally.failed, to: Self.failed)
     }
 
     func finishSharded(
@@ -192,170 +200,5 @@ struct MirrorJob: JobType {
         }
         report.entry.keyLists = lists.lists
         if context.isInterrupted { report.status = .interrupted }
-    }
-
-    /// What one page found and did, for the snapshot: each key's new row, or nil to forget it.
-    private typealias RowChanges = [(key: String, row: MirrorRow?)]
-
-    /// A key read at the source that may have to be written: its listing entry, the value and its digest.
-    private typealias Candidate = (entry: TwoSidedListing.Entry, value: String, digest: String)
-
-    /// Makes `to` hold one page of `from`'s keys: skips keys whose tags on both sides match the snapshot, reads the
-    /// rest at `from`, reads at `to` only what the snapshot cannot vouch for, and writes what differs.
-    private func mirrorPage(
-        _ entries: [TwoSidedListing.Entry], from: String, to: String, snapshot: MirrorSnapshot,
-        in context: JobContext, report: inout JobReport
-    ) async throws(CloudSyncError) {
-        guard !entries.isEmpty else { return }
-        let rows = try snapshot.rows(entries.map(\.key))
-        var changes: RowChanges = []
-        // Both tags as the snapshot saw them: nobody wrote either side since the job made them agree.
-        var toRead: [TwoSidedListing.Entry] = []
-        for entry in entries {
-            if entry.onDestination, let row = rows[StoreKey(entry.key)], let source = entry.sourceVersion,
-                let destination = entry.destinationVersion, row.sourceVersion == source,
-                row.destinationVersion == destination
-            {
-                report.add(1, to: Self.unchanged)
-            } else {
-                toRead.append(entry)
-            }
-        }
-        let candidates = try await readSource(
-            toRead, from: from, rows: rows, in: context, changes: &changes, report: &report)
-        let writes = try await differing(candidates, at: to, in: context, changes: &changes, report: &report)
-        try await write(writes, to: to, in: context, changes: &changes, report: &report)
-        try snapshot.update(changes)
-    }
-
-    /// Reads `entries` at the source; answers the keys that may differ at the destination, having counted those the
-    /// snapshot still vouches for (the destination's tag unchanged, the source's value the same) and failures.
-    private func readSource(
-        _ entries: [TwoSidedListing.Entry], from: String, rows: [StoreKey: MirrorRow], in context: JobContext,
-        changes: inout RowChanges, report: inout JobReport
-    ) async throws(CloudSyncError) -> [Candidate] {
-        let sourceValues = try await context.store.readEach(entries.map(\.key), from: from)
-        var candidates: [Candidate] = []
-        for (entry, read) in zip(entries, sourceValues) {
-            let value: String
-            switch read {
-            case .failure(let error):
-                report.record([KeyFailure(key: entry.key, error: error)])
-                report.add(1, to: Self.failed)
-                continue
-            case .success(nil):
-                // Gone from `from` since it was listed: the next run sees whether `to` should lose it.
-                changes.append((entry.key, nil))
-                continue
-            case .success(let read?): value = read
-            }
-            let digest = SyncFingerprint.digest(of: value)
-            let row = rows[StoreKey(entry.key)]
-            // The destination's tag as the snapshot saw it, and the same value at the source: `to` still holds it.
-            if entry.onDestination, let row, row.digest == digest, let destination = entry.destinationVersion,
-                row.destinationVersion == destination
-            {
-                report.add(1, to: Self.unchanged)
-                if row.sourceVersion != entry.sourceVersion {
-                    changes.append(
-                        (
-                            entry.key,
-                            MirrorRow(
-                                digest: digest, sourceVersion: entry.sourceVersion, destinationVersion: destination)
-                        ))
-                }
-                continue
-            }
-            candidates.append((entry, value, digest))
-        }
-        return candidates
-    }
-
-    /// Reads at `to` the candidates it lists and answers those to write, each saying whether it replaces a value;
-    /// one whose destination could not be read (other than undecodable) is left alone, since writing could replace a
-    /// value no one has seen.
-    private func differing(
-        _ candidates: [Candidate], at to: String, in context: JobContext, changes: inout RowChanges,
-        report: inout JobReport
-    ) async throws(CloudSyncError) -> [(candidate: Candidate, update: Bool)] {
-        let held = candidates.filter(\.entry.onDestination).map(\.entry.key)
-        let heldValues = try await context.store.readEach(held, from: to)
-        var destination: [StoreKey: Result<String?, CloudSyncError>] = [:]
-        for (key, value) in zip(held, heldValues) { destination[StoreKey(key)] = value }
-        var writes: [(candidate: Candidate, update: Bool)] = []
-        for candidate in candidates {
-            let (entry, value, digest) = candidate
-            switch destination[StoreKey(entry.key)] {
-            case .success(let current?)? where current.utf8.elementsEqual(value.utf8):
-                report.add(1, to: Self.unchanged)
-                changes.append(
-                    (
-                        entry.key,
-                        MirrorRow(
-                            digest: digest, sourceVersion: entry.sourceVersion,
-                            destinationVersion: entry.destinationVersion)
-                    ))
-            case .failure(let error)? where error.code != .decode:
-                report.record([KeyFailure(key: entry.key, error: error)])
-                report.add(1, to: Self.failed)
-                changes.append((entry.key, nil))
-            case .some(.success(.some)), .some(.failure): writes.append((candidate, true))
-            case .some(.success(nil)), nil: writes.append((candidate, false))
-            }
-        }
-        return writes
-    }
-
-    /// Writes `writes` to `to` and records, for each that landed, the tag the destination answered for the new value
-    /// (or its digest, where that is its tag); with neither, the tag is unknown until it is listed again, and the next
-    /// run reads the key there once.
-    private func write(
-        _ writes: [(candidate: Candidate, update: Bool)], to: String, in context: JobContext,
-        changes: inout RowChanges, report: inout JobReport
-    ) async throws(CloudSyncError) {
-        guard !writes.isEmpty else { return }
-        let store = context.store
-        let tagIsDigest = try store.listsWrittenValuesDigests(on: to)
-        let values = writes.map { KeyValue($0.candidate.entry.key, $0.candidate.value) }
-        for (write, outcome) in zip(writes, try await store.writeVersioned(values, to: to)) {
-            let (entry, _, digest) = write.candidate
-            switch outcome {
-            case .success(let version):
-                report.add(1, to: write.update ? Self.updated : Self.copied)
-                changes.append(
-                    (
-                        entry.key,
-                        MirrorRow(
-                            digest: digest, sourceVersion: entry.sourceVersion,
-                            destinationVersion: version ?? (tagIsDigest ? digest : nil))
-                    ))
-            case .failure(let error):
-                report.record([KeyFailure(key: entry.key, error: error)])
-                report.add(1, to: Self.failed)
-                changes.append((entry.key, nil))
-            }
-        }
-    }
-}
-
-/// A mirror job's rows in the state database.
-///
-/// They are kept under a name that holds both providers: renaming either side starts a snapshot afresh rather than trusting one about other data. Without a state database (a dry run of a pipeline
-/// that never ran) there are no rows, and every key is read on both sides.
-struct MirrorSnapshot {
-    let state: (any PipelineState)?
-    let job: String
-
-    init(state: (any PipelineState)?, job: String, from: String, to: String) {
-        self.state = state
-        self.job = "\(job)\u{1F}\(from)\u{1F}\(to)"
-    }
-
-    func rows(_ keys: [String]) throws(CloudSyncError) -> [StoreKey: MirrorRow] {
-        try state?.mirrorRows(of: job, keys: keys) ?? [:]
-    }
-
-    func update(_ rows: [(key: String, row: MirrorRow?)]) throws(CloudSyncError) {
-        try state?.updateMirrorRows(of: job, rows)
     }
 }

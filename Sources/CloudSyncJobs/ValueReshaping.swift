@@ -35,6 +35,9 @@ struct ReshapeSpec: Sendable, Equatable {
         filter = values.text("filter")
     }
 
+    /// Whether keys keep their names and values as they are (no `rename`, `filter` or `transform`).
+    var reshapesNothing: Bool { rename == nil && transform == nil && filter == nil }
+
     /// What a plan line says of it: nothing when it reshapes nothing.
     var planText: String {
         var parts: [String] = []

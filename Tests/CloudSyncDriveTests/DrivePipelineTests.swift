@@ -546,17 +546,19 @@ import Testing
         let jobs = report["jobs"] as? [[String: Any]] ?? []
         #expect(jobs.count == 2)
         #expect(jobs.allSatisfy { ($0["status"] as? String) == "ok" }, "\(jobs)")
-        // The second run copied every key again over the restarted emulator's files, and verify read them all back.
+        // The restarted emulator still had every file the first run wrote, so the mirror wrote none, and verify read
+        // them all back.
         let counts = jobs.map { $0["counts"] as? [String: Int] ?? [:] }
-        #expect(counts.first?["copied"] ?? 0 > 300)
-        #expect(counts.last?["checked"] == counts.first?["copied"])
+        #expect(counts.first?["copied"] == 0 && counts.first?["updated"] == 0, "\(counts)")
+        #expect(counts.first?["unchanged"] ?? 0 > 300)
+        #expect(counts.last?["checked"] == counts.first?["unchanged"])
         #expect(counts.last?["failed"] == 0)
-        // The restarted emulator still had the first run's files: the second run updated them, it made no twins.
+        // No twins either.
         emulator.signal(SIGTERM)
         #expect(await emulator.exited().status == 0)
         let state = try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: data + "/drive.json")))
         let accounts = ((state as? [String: Any])?["files"] as? [String: Any])?["accounts"] as? [String: Any]
         let files = (accounts?.values.first as? [String: Any])?["files"] as? [String: Any]
-        #expect(files?.count == counts.first?["copied"])
+        #expect(files?.count == counts.first?["unchanged"])
     }
 }
