@@ -51,6 +51,7 @@ func pipelineChild(_ arguments: [String]) async {
         )
         .run()
         if outcome.status != .ok { FileHandle.standardError.write(Data(outcome.report.json().utf8)) }
+        if arguments.contains("--print-report") { FileHandle.standardOutput.write(Data(outcome.report.json().utf8)) }
         exit(outcome.status == .ok ? 0 : 1)
     } catch {
         FileHandle.standardError.write(Data("\(error)\n".utf8))

@@ -14,7 +14,8 @@ import Foundation
 ProcessMemory.returnLargeBuffersToTheSystem()
 // `--sync SIZES` runs only the sync benchmark (SyncBenchmark.swift) and exits.
 try await syncBenchmark(CommandLine.arguments)
-// `--pipeline-child FILE [--join]`: a runner the shared-state bench starts (SharedStateBench.swift).
+// `--pipeline-child FILE [--join] [--print-report]`: a runner the shared-state and migrate re-run benches start
+// (SharedStateBench.swift).
 await pipelineChild(CommandLine.arguments)
 // `--file-child put|get PATH ROOT`: one file transfer the file bench starts (FileBench.swift).
 await fileChild(CommandLine.arguments)
@@ -27,6 +28,7 @@ let benches: [(name: String, run: (BenchContext) async throws -> [BenchRow])] = 
     ("directory-migrate", benchDirectoryMigrate),
     ("directory-listing", benchDirectoryListing),
     ("s3-migrate", benchS3Migrate),
+    ("migrate-rerun", benchMigrateRerun),
     ("faces", benchFaces),
     ("requests", benchRequests),
     ("backup", benchBackup),
