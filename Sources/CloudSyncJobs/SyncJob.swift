@@ -60,9 +60,10 @@ struct SyncJob: JobType {
             summary: "the most keys one run may delete: a count, or a percentage of the keys the last sync left; "
                 + "over it the job deletes nothing and fails, and `cloudsync run --force` allows it once"),
         JobField(
-            "incremental", .boolean, defaultValue: "false",
+            "incremental", .boolean, defaultValue: "true",
             summary: "read only the keys changed since the last clean run where a provider offers a change feed "
-                + "(sqlite, memory, googleDrive, cloudKit); the others are compared in full"),
+                + "(sqlite, memory, googleDrive, cloudKit), the others in full; false compares every provider in "
+                + "full (the default with `shards`)"),
         JobField(
             "readUnchanged", .boolean, defaultValue: "false",
             summary: "true reads and decodes every copy, even of keys whose listed version tags show no change since "
@@ -82,7 +83,8 @@ struct SyncJob: JobType {
         let configuration = Configuration(
             providers: values.list("providers"), deletes: values.choice("deletes", default: SyncDeletes.propagate),
             maxDeletes: values.deleteLimit("maxDeletes") ?? .standard,
-            incremental: values.boolean("incremental") ?? false,
+            // A sharded sync compares in full unless told otherwise, which is refused below.
+            incremental: values.boolean("incremental") ?? (values.number("shards") ?? 1 <= 1),
             readUnchanged: values.boolean("readUnchanged") ?? false, shards: Int(values.number("shards") ?? 1))
         if configuration.shards > 1 && configuration.incremental {
             throw JobConfigurationError(
@@ -114,7 +116,9 @@ struct SyncJob: JobType {
             + (configuration.deletes == .propagate
                 ? ", deletions propagate (at most \(configuration.maxDeletes.description))"
                 : ", deletions ignored (union)")
-            + (configuration.incremental ? ", incremental from change feeds" : "")
+            + (configuration.incremental
+                ? ", incremental from change feeds where every provider offers one"
+                : ", every provider compared in full")
             + (configuration.readUnchanged ? ", reading every copy" : "")
             + (configuration.shards > 1 ? ", in \(configuration.shards) shards" : "")
     }

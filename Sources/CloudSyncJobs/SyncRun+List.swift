@@ -29,6 +29,12 @@ extension SyncRun {
                 sources.append(source)
                 continue
             }
+            if !incremental {
+                modes[id] = "full"
+                fullBecause[id] =
+                    configuration.shards > 1
+                    ? "the job is split into shards, which compare in full" : "the job sets `incremental: false`"
+            }
             if !provider.capabilities.listsInKeyOrder {
                 await source.spillListing(from: store, pageSize: pageSize)
                 if let error = source.error {

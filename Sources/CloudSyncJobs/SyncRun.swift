@@ -134,7 +134,6 @@ final class SyncRun {
                 RunReport.Failure(key: "", provider: id, code: error.code.rawValue, message: error.message)
             }, conflicts: conflicts, deletions: deletionKeys,
             deletionsOmitted: max(0, deletionCount - deletionKeys.count),
-            modes: configuration.incremental ? modes : nil,
-            fullBecause: configuration.incremental ? fullBecause : nil)
+            mode: changedOnly ? "incremental" : "full", modes: modes, fullBecause: fullBecause)
     }
 }

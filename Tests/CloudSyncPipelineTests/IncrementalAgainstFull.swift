@@ -71,7 +71,12 @@ enum IncrementalAgainstFull {
                 differ(
                     round, "unlisted providers differ: full \(leftOut[0].sorted()), incremental \(leftOut[1].sorted())")
             }
-            if fullJob.sync?.modes != nil { differ(round, "the full run reported modes") }
+            if fullJob.sync?.mode != "full" || fullJob.sync?.modes?.values.contains("incremental") != false {
+                differ(round, "the full run reported \(fullJob.sync?.modes ?? [:])")
+            }
+            if Self.modesDisagree(incrementalJob) {
+                differ(round, "mode \(incrementalJob.sync?.mode ?? "-") beside modes")
+            }
             let modes = Set(incrementalJob.sync?.modes?.values.map { $0 } ?? [])
             if round == 0 && modes != ["full"] { differ(round, "the first run was not full: \(modes)") }
             if modes == ["incremental"] { outcome.incrementalRounds += 1 }
@@ -93,5 +98,12 @@ enum IncrementalAgainstFull {
             }
         }
         return outcome
+    }
+
+    /// Whether the job's `mode` says something other than its providers' `modes`: incremental exactly when every
+    /// provider listed was read from its feed.
+    static func modesDisagree(_ job: RunReport.Job) -> Bool {
+        let modes = Set(job.sync?.modes?.values.map { $0 } ?? [])
+        return (job.sync?.mode == "incremental") != (modes == ["incremental"])
     }
 }

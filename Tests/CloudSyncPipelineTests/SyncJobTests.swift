@@ -18,7 +18,8 @@ struct SyncBench {
     var maxDeletes = "\"50%\""
     var resolver = ""
     var reversed: Set<String> = []
-    var incremental = false
+    /// The job's `incremental` setting; nil leaves it out, for the default.
+    var incremental: Bool? = false
     var readUnchanged = false
     var refuses: [String: String] = [:]
     var unreadable: Set<String> = []
@@ -56,7 +57,7 @@ struct SyncBench {
               timeoutMs: 600000
             \(resolver.isEmpty ? "" : "  resolver: \(resolver)")
             jobs:
-              - { type: sync, name: nightly, deletes: \(deletes), maxDeletes: \(maxDeletes), incremental: \(incremental), readUnchanged: \(readUnchanged) }
+              - { type: sync, name: nightly, deletes: \(deletes), maxDeletes: \(maxDeletes)\(incremental.map { ", incremental: \($0)" } ?? ""), readUnchanged: \(readUnchanged) }
             report: { path: report.json }
             """
         return state?.applied(to: source) ?? source
@@ -483,6 +484,31 @@ struct SyncBench {
         bench.unreadable = []
         #expect(try await bench.run().counts["repaired"] == 1)
         #expect(try await bench.contents("a")["k7"] == "edited behind its back")
+    }
+
+    /// A sync that says nothing reads change feeds where every provider has one and a cursor, and says so; told
+    /// `incremental: false`, it compares in full and says why.
+    @Test func incrementalIsTheDefaultAndTheReportSaysWhichRan() async throws {
+        var bench = try SyncBench()
+        bench.incremental = nil
+        try await bench.edit("a", Dictionary(uniqueKeysWithValues: (0..<20).map { ("k\($0)", "v") }))
+        let first = try await bench.run()
+        #expect(first.sync?.mode == "full")
+        #expect(
+            first.sync?.fullBecause == [
+                "a": "no earlier clean run left a cursor", "b": "no earlier clean run left a cursor",
+            ])
+        _ = try await bench.run()
+        try await bench.edit("a", ["k1": "new"])
+        let quiet = try await bench.run()
+        #expect(
+            quiet.sync?.mode == "incremental" && quiet.sync?.fullBecause == [:], "\(String(describing: quiet.sync))")
+        #expect(quiet.counts["keys"] == 1 && quiet.counts["repaired"] == 1)
+        bench.incremental = false
+        let full = try await bench.run()
+        #expect(full.sync?.mode == "full" && full.sync?.modes == ["a": "full", "b": "full"])
+        #expect(full.sync?.fullBecause?["a"] == "the job sets `incremental: false`")
+        #expect(full.counts["keys"] == 20)
     }
 
     @Test func anIncrementalRunReadsOnlyTheChangedKeys() async throws {

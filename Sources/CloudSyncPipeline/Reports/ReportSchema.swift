@@ -128,8 +128,9 @@ public enum ReportSchema {
                       },
                       "deletions": { "description": "The first 100 keys deleted everywhere (or that would be, in a dry run or past maxDeletes).", "type": "array", "items": { "type": "string" } },
                       "deletionsOmitted": { "description": "Deleted keys beyond the first 100.", "type": "integer", "minimum": 0 },
-                      "modes": { "description": "Jobs with `incremental: true`: per provider, `incremental` (keys from its change feed) or `full` (its whole listing).", "type": "object", "additionalProperties": { "enum": ["incremental", "full"] } },
-                      "fullBecause": { "description": "Jobs with `incremental: true`: why a provider was compared in full.", "type": "object", "additionalProperties": { "type": "string" } }
+                      "mode": { "description": "What the run compared: incremental (only the keys every provider's change feed named since the last clean run) or full (some provider's whole listing against the snapshot; fullBecause says why).", "enum": ["incremental", "full"] },
+                      "modes": { "description": "Per provider, `incremental` (keys from its change feed) or `full` (its whole listing).", "type": "object", "additionalProperties": { "enum": ["incremental", "full"] } },
+                      "fullBecause": { "description": "Why a provider was compared in full: the job sets incremental: false (or is split into shards), it offers no change feed, no earlier clean run left a cursor, its cursor was refused.", "type": "object", "additionalProperties": { "type": "string" } }
                     }
                   }
                 },

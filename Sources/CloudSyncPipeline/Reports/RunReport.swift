@@ -204,18 +204,23 @@ public struct RunReport: Codable, Sendable {
         public var deletions: [String]
         /// Deleted keys beyond the first 100.
         public var deletionsOmitted: Int
+        /// What the run compared: `incremental` (only the keys every provider's change feed named since the last
+        /// clean run) or `full` (some provider's whole listing against the snapshot; `fullBecause` says why).
+        public var mode: String? = nil
         /// How each provider's keys were found: `incremental` (from its change feed since the last clean run) or
-        /// `full` (its whole listing against the snapshot); absent for a job without `incremental: true`.
+        /// `full` (its whole listing against the snapshot).
         public var modes: [String: String]? = nil
-        /// Why an incremental job compared a provider in full (no change feed, no cursor yet, cursor expired).
+        /// Why a provider was compared in full (the job says `incremental: false`, no change feed, no cursor yet,
+        /// cursor expired).
         public var fullBecause: [String: String]? = nil
 
         /// One with every field given.
         package init(
             firstRun: Bool, deletes: String, maxDeletes: String, unlisted: [Failure], conflicts: [Conflict],
-            deletions: [String], deletionsOmitted: Int, modes: [String: String]? = nil,
+            deletions: [String], deletionsOmitted: Int, mode: String? = nil, modes: [String: String]? = nil,
             fullBecause: [String: String]? = nil
         ) {
+            self.mode = mode
             self.firstRun = firstRun
             self.deletes = deletes
             self.maxDeletes = maxDeletes
