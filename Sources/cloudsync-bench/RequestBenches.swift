@@ -206,13 +206,15 @@ private func benchRequestsThroughARun(_ context: BenchContext, moto: MotoS3Serve
         resynced.append(Double(counted.resync) * 1000 / Double(count))
     }
     // A run first checks that the bucket answers (one listing of one key), once whatever the number of keys. Then a
-    // migrate (overwriting, the default) needs one PUT a key, an export a listing page per 1,000 keys and a GET each.
+    // migrate (overwriting, the default) needs one PUT a key and a listing of what the bucket holds (the version
+    // tags a re-run compares), an export a listing page per 1,000 keys and a GET each.
     func perThousand(_ requests: Int) -> Double { Double(requests) * 1000 / Double(count) }
     return [
         BenchRow(
             measure: "requests the server saw, migrate \(count.formatted()) × 100 B sqlite → S3 moto, a pipeline run",
-            unit: "per 1,000 keys", ours: median(migrated), peerName: "protocol minimum (+ 1 availability check)",
-            peer: perThousand(count + 1), target: .atMost(1.0), runs: context.runs),
+            unit: "per 1,000 keys", ours: median(migrated),
+            peerName: "protocol minimum (+ 1 availability check, + 1 listing of the bucket, as rclone copy makes)",
+            peer: perThousand(count + 2), target: .atMost(1.0), runs: context.runs),
         BenchRow(
             measure: "requests the server saw, export \(count.formatted()) × 100 B from S3 moto, a pipeline run",
             unit: "per 1,000 keys", ours: median(exported), peerName: "protocol minimum (+ 1 availability check)",
