@@ -335,8 +335,10 @@ private func benchPostgresState(count: Int, runs: Int, in directory: String) asy
 }
 
 /// Writes the benchmark's pipeline `name` (a sync between SQLite files `a` and `b`, its state at `state`) into
-/// `directory`; returns its path. The sync compares in full (`incremental: false`), as the SQL beside it does: by
-/// default it would read only the changes from the files' change feeds.
+/// `directory`; returns its path.
+///
+/// The sync compares in full (`incremental: false`), as the SQL beside it does: by default it would read only the
+/// changes from the files' change feeds.
 private func writeSyncPipeline(_ name: String, a: String, b: String, state: String, in directory: String) throws
     -> String
 {
