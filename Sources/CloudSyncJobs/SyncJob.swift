@@ -20,6 +20,10 @@ struct SyncJob: JobType {
         var deletes: SyncDeletes
         var maxDeletes: DeleteLimit
         var incremental: Bool
+        /// Whether `incremental` is the default rather than the file's word: then a run reads change feeds only when
+        /// every provider has a cursor, since a feed carries no version tags and a provider compared in full beside
+        /// it would have every key it lists read.
+        var incrementalByDefault = false
         /// Read every copy, even of keys whose listed version tags vouch that nothing changed.
         var readUnchanged = false
         var shards = 1
@@ -61,9 +65,10 @@ struct SyncJob: JobType {
                 + "over it the job deletes nothing and fails, and `cloudsync run --force` allows it once"),
         JobField(
             "incremental", .boolean, defaultValue: "true",
-            summary: "read only the keys changed since the last clean run where a provider offers a change feed "
-                + "(sqlite, memory, googleDrive, cloudKit), the others in full; false compares every provider in "
-                + "full (the default with `shards`)"),
+            summary: "read only the keys changed since the last clean run from change feeds (sqlite, memory, "
+                + "googleDrive, cloudKit): by default when every provider has one, with `true` also each that has "
+                + "one beside others compared in full; false compares every provider in full (the default with "
+                + "`shards`)"),
         JobField(
             "readUnchanged", .boolean, defaultValue: "false",
             summary: "true reads and decodes every copy, even of keys whose listed version tags show no change since "
@@ -80,12 +85,14 @@ struct SyncJob: JobType {
     let checksAvailability = false
 
     func configuration(from values: JobFieldValues) throws(JobConfigurationError) -> Configuration {
+        let shards = Int(values.number("shards") ?? 1)
         let configuration = Configuration(
             providers: values.list("providers"), deletes: values.choice("deletes", default: SyncDeletes.propagate),
             maxDeletes: values.deleteLimit("maxDeletes") ?? .standard,
             // A sharded sync compares in full unless told otherwise, which is refused below.
-            incremental: values.boolean("incremental") ?? (values.number("shards") ?? 1 <= 1),
-            readUnchanged: values.boolean("readUnchanged") ?? false, shards: Int(values.number("shards") ?? 1))
+            incremental: values.boolean("incremental") ?? (shards <= 1),
+            incrementalByDefault: values.boolean("incremental") == nil && shards <= 1,
+            readUnchanged: values.boolean("readUnchanged") ?? false, shards: shards)
         if configuration.shards > 1 && configuration.incremental {
             throw JobConfigurationError(
                 field: "shards",

@@ -10,6 +10,10 @@ extension SyncRun {
         let store = context.store
         let incremental = configuration.incremental
         let storedCursors = incremental && !firstRun ? (try state?.syncCursors(of: job) ?? [:]) : [:]
+        // By default a feed is read only when every provider can be: beside a provider compared in full, a feed's
+        // keys (which carry no tags) would have every key that provider lists read.
+        let lacking = ids.filter { storedCursors[$0] == nil }
+        let readsFeeds = incremental && !(configuration.incrementalByDefault && !lacking.isEmpty)
         for id in ids {
             guard let provider = context.providers[id] else { continue }
             guard provider.capabilities.canList else {
@@ -25,11 +29,14 @@ extension SyncRun {
             }
             let source = OrderedKeys(id: id, readsAhead: true)
             source.begin(in: context.range, listing: provider.capabilities)
-            if incremental, await readsFeed(source, of: id, stored: storedCursors) {
+            if readsFeeds, await readsFeed(source, of: id, stored: storedCursors) {
                 sources.append(source)
                 continue
             }
-            if !incremental {
+            if incremental && !readsFeeds {
+                // Its cursor is taken all the same, so that once every provider has one the next run reads feeds.
+                await takeCursor(of: id, stored: storedCursors, besides: lacking)
+            } else if !incremental {
                 modes[id] = "full"
                 fullBecause[id] =
                     configuration.shards > 1
@@ -48,6 +55,17 @@ extension SyncRun {
         unknown = Set(unlisted.keys)  // provider ids, not store keys
         // maxDeletes counts against the keys the last sync left, as a full run's merge counts them.
         if changedOnly { snapshotKeys = try state?.snapshotCount(of: job) ?? 0 }
+    }
+
+    /// Takes `id`'s change feed position before its listing, for the next run, and notes why this run compares it
+    /// in full: its own reason, or that the providers in `lacking` have no cursor to read from.
+    private func takeCursor(of id: String, stored: [String: String], besides lacking: [String]) async {
+        if stored[id] != nil {
+            fullBecause[id] =
+                "\(lacking.joined(separator: ", ")) had no change-feed cursor, and by default a sync reads feeds "
+                + "only when every provider has one (`incremental: true` reads this one's all the same)"
+        }
+        await startFeed(of: id, stored: stored)
     }
 
     /// Reads `id`'s change feed since its cursor in `stored` (the last clean run's) into `source` and answers true;
@@ -69,6 +87,14 @@ extension SyncRun {
                 source.clearError()
             }
         }
+        await startFeed(of: id, stored: stored)
+        return false
+    }
+
+    /// Takes the feed's position of `id` before its listing (whatever changes from here on, the next run reads),
+    /// notes why it is compared in full unless a reason is noted already, and marks it full.
+    private func startFeed(of id: String, stored: [String: String]) async {
+        let store = context.store
         let cursor: String?
         do throws(CloudSyncError) {
             cursor = try await store.changeFeedCursor(of: id)
@@ -84,6 +110,5 @@ extension SyncRun {
                 : firstRun || stored.isEmpty ? "no earlier clean run left a cursor" : "it had no cursor"
         }
         modes[id] = "full"
-        return false
     }
 }

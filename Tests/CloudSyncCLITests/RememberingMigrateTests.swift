@@ -44,23 +44,27 @@ import Testing
             try value.write(toFile: directory.file("data/\(key)"), atomically: true, encoding: .utf8)
         }
 
-        /// Runs the job; answers its counts and the requests it sent, as `METHOD kind` (`GET list`, `PUT object`).
-        func run() async throws -> (counts: [String: Int], requests: [String: Int]) {
+        /// Runs the pipeline (`file`, or the migrate's); answers its last job's counts and report and the requests
+        /// the run sent, as `METHOD kind` (`GET list`, `PUT object`).
+        func run(_ file: String? = nil) async throws -> (
+            counts: [String: Int], requests: [String: Int], job: [String: Any]
+        ) {
             proxy.server.clearLog()
             let report = directory.file("report.json")
-            let result = await inProcessCloudsync(["run", "--report", report, pipeline], environment: environment)
+            let result = await inProcessCloudsync(
+                ["run", "--report", report, file ?? pipeline], environment: environment)
             #expect(result.status == .success, "\(result.errors)")
             let json = try #require(
                 try JSONSerialization.jsonObject(with: Data(contentsOf: URL(fileURLWithPath: report)))
                     as? [String: Any])
-            let job = try #require((json["jobs"] as? [[String: Any]])?.first)
+            let job = try #require((json["jobs"] as? [[String: Any]])?.last)
             let counts = (job["counts"] as? [String: Int]) ?? [:]
             var requests: [String: Int] = [:]
             for entry in proxy.server.requestLog {
                 let kind = entry.queryItems.contains { $0.name == "list-type" } ? "list" : "object"
                 requests["\(entry.method) \(kind)", default: 0] += 1
             }
-            return (counts, requests)
+            return (counts, requests, job)
         }
     }
 
@@ -93,6 +97,40 @@ import Testing
         let fourth = try await night.run()
         #expect(fourth.counts["copied"] == 0, "\(fourth.counts)")
         #expect(Set(fourth.requests.keys) == ["GET list"], "\(fourth.requests)")
+        await moto.stopped()
+    }
+
+    /// A sync that leaves `incremental` at its default, between a SQLite file (which has a change feed) and a bucket
+    /// (which has none), compares both in full, so the bucket's listed ETags spare every read: a night with nothing
+    /// new costs a listing. (Reading the file's feed beside the bucket's listing would read every object.)
+    @Test func aDefaultSyncBesideAProviderWithoutAFeedComparesInFullAndReadsNothingUnchanged() async throws {
+        let moto = try await MotoS3Server.start(repository: Self.repositoryRoot, buckets: ["nightly"])
+        let night = try Night(moto: moto, overwrite: "always")
+        let synced = night.directory.file("synced.yaml")
+        try """
+        version: 1
+        name: synced
+        providers:
+          data: { type: directory, path: ./data }
+          db: { type: sqlite, path: ./db.sqlite, create: true }
+          cloud: { type: s3, bucket: nightly, endpoint: "${env:ENDPOINT}", region: us-east-1, prefix: synced/ }
+        store: { providers: [db, cloud] }
+        jobs:
+          - { type: migrate, name: seed, from: data, to: db }
+          - { type: sync, name: nightly, providers: [db, cloud] }
+        """.write(toFile: synced, atomically: true, encoding: .utf8)
+        let first = try await night.run(synced)
+        #expect(first.counts["repaired"] == Self.keys, "\(first.counts)")
+        // The first run wrote every object, whose tags the snapshot learns from the bucket's next listing.
+        _ = try await night.run(synced)
+        let quiet = try await night.run(synced)
+        #expect(quiet.counts["inSync"] == Self.keys, "\(quiet.counts)")
+        #expect(Set(quiet.requests.keys) == ["GET list"], "a listing only: \(quiet.requests)")
+        let sync = try #require(quiet.job["sync"] as? [String: Any])
+        #expect(sync["mode"] as? String == "full")
+        let reasons = try #require(sync["fullBecause"] as? [String: String])
+        #expect(reasons["cloud"] == "it offers no change feed")
+        #expect(reasons["db"]?.hasPrefix("cloud had no change-feed cursor") == true, "\(reasons)")
         await moto.stopped()
     }
 }
