@@ -42,15 +42,16 @@ extension CloudKitBridge {
             syncToken: token)
     }
 
-    /// One `changes/zone` page after `token` of at most `limit` records (nil: the server's default).
+    /// One `changes/zone` page after `token` of at most `limit` records (nil: the server's default), each with only
+    /// the fields `desiredKeys` names (nil: every field; `[]`: none, for a caller that needs only names and tags).
     ///
     /// A `ZONE_NOT_FOUND` for a token while the zone exists (asked with `zones/list`) is the token refused, in the
     /// words of a server that names the zone of its history rather than the token: `CK_TOKEN_EXPIRED`.
-    public func fetchChangesPage(since token: String?, limit: Int?) async throws(CloudKitError)
-        -> CloudKitChangesPage
+    public func fetchChangesPage(since token: String?, limit: Int?, desiredKeys: [String]? = nil)
+        async throws(CloudKitError) -> CloudKitChangesPage
     {
         do {
-            return try await fetchChangesPageOnce(since: token, limit: limit)
+            return try await fetchChangesPageOnce(since: token, limit: limit, desiredKeys: desiredKeys)
         } catch  where token != nil && error.code == .zoneNotFound {
             var expired = error
             if (try? await zoneExists()) == true {
@@ -62,11 +63,12 @@ extension CloudKitBridge {
         }
     }
 
-    func fetchChangesPageOnce(since token: String?, limit: Int?) async throws(CloudKitError)
-        -> CloudKitChangesPage
+    func fetchChangesPageOnce(since token: String?, limit: Int?, desiredKeys: [String]? = nil)
+        async throws(CloudKitError) -> CloudKitChangesPage
     {
         var zone: [String: Any] = ["zoneID": ["zoneName": configuration.zoneName]]
         if let token { zone["syncToken"] = token }
+        if let desiredKeys { zone["desiredKeys"] = desiredKeys }
         if let limit { zone["resultsLimit"] = max(1, min(limit, Self.maxOperationsPerRequest)) }
         let what = "fetching changes of the zone \(configuration.zoneName)"
         let answer = try await call(

@@ -50,16 +50,20 @@ extension CloudKitBridge {
     /// Runs `operations` with `records/modify`, non-atomic, 200 a request, and returns each one's outcome in order:
     /// the record as saved (nil for a delete) or its per-record error.
     ///
-    /// Throws when a whole request failed (not signed in, zone missing, throttled past the retries).
-    public func modify(_ operations: [CloudKitOperation]) async throws(CloudKitError)
+    /// With `echoingFields` false the request names no field in `desiredKeys`, so the records answered carry their
+    /// names, tags and times without the values just sent (where the service reads an empty list as "all fields",
+    /// they come back whole, which costs bytes and nothing else). Throws when a whole request failed (not signed in,
+    /// zone missing, throttled past the retries).
+    public func modify(_ operations: [CloudKitOperation], echoingFields: Bool = true) async throws(CloudKitError)
         -> [Result<CloudKitRecord?, CloudKitError>]
     {
         var results: [Result<CloudKitRecord?, CloudKitError>] = []
         for start in stride(from: 0, to: operations.count, by: Self.maxOperationsPerRequest) {
             let chunk = Array(operations[start..<min(start + Self.maxOperationsPerRequest, operations.count)])
-            let body: [String: Any] = [
+            var body: [String: Any] = [
                 "operations": chunk.map(\.json), "zoneID": ["zoneName": configuration.zoneName], "atomic": false,
             ]
+            if !echoingFields { body["desiredKeys"] = [String]() }
             // Forced operations are idempotent, so a lost answer may be asked again; a create may not.
             let retrySafe = chunk.allSatisfy { $0.type != .create && $0.type != .update && $0.type != .replace }
             let answer = try await call(

@@ -296,7 +296,8 @@ public final class CloudKitProvider: Provider {
         let results: [Result<CloudKitRecord?, CloudKitError>]
         do {
             results = try await inZone(creating: true) { () async throws(CloudKitError) in
-                try await self.bridge.modify(operations)
+                // Only each record's new change tag is used: no value need come back.
+                try await self.bridge.modify(operations, echoingFields: false)
             }
         } catch {
             throw map(error)
@@ -355,7 +356,8 @@ public final class CloudKitProvider: Provider {
     public func listKeys(after cursor: String?, limit: Int) async throws -> KeyPage {
         try ensureOpen()
         do {
-            let page = try await bridge.fetchChangesPage(since: cursor, limit: max(1, limit))
+            // Names and change tags only: no value is asked for (a page of 200 large records would bring them all).
+            let page = try await bridge.fetchChangesPage(since: cursor, limit: max(1, limit), desiredKeys: [])
             // A record's change tag is new after every save, by anyone.
             return KeyPage(
                 keys: page.records.map(\.recordName), nextCursor: page.moreComing ? page.syncToken : nil,
@@ -381,7 +383,7 @@ public final class CloudKitProvider: Provider {
         while true {
             let page: CloudKitChangesPage
             do throws(CloudKitError) {
-                page = try await bridge.fetchChangesPage(since: token, limit: 200)
+                page = try await bridge.fetchChangesPage(since: token, limit: 200, desiredKeys: [])
             } catch  where error.code == .zoneNotFound {
                 return nil
             } catch {
@@ -403,7 +405,8 @@ public final class CloudKitProvider: Provider {
     public func changes(since cursor: String, limit: Int) async throws -> ChangeFeedAnswer {
         try ensureOpen()
         do {
-            let page = try await bridge.fetchChangesPage(since: cursor, limit: min(200, max(1, limit)))
+            let page = try await bridge.fetchChangesPage(
+                since: cursor, limit: min(200, max(1, limit)), desiredKeys: [])
             let changes =
                 page.records.map { KeyChange(key: $0.recordName, removed: false) }
                 + page.deletedRecordNames.map { KeyChange(key: $0, removed: true) }

@@ -7,6 +7,7 @@ extension CloudKitDatabaseEmulator.Configuration {
         ("expiredToken", CloudKitDatabaseEmulator.ExpiredTokenAnswer.allCases.map(\.rawValue)),
         ("defaultZoneRecords", CloudKitDatabaseEmulator.DefaultZoneAnswer.allCases.map(\.rawValue)),
         ("existingRecordCode", ["EXISTS", "CONFLICT"]),
+        ("emptyDesiredKeys", CloudKitDatabaseEmulator.EmptyDesiredKeysAnswer.allCases.map(\.rawValue)),
     ]
 
     /// Sets the reading `text` names (`missingZone=perRecord`); an unknown name or value is a usage error naming
@@ -28,6 +29,7 @@ extension CloudKitDatabaseEmulator.Configuration {
         case "missingZone": missingZone = .init(rawValue: value)!
         case "expiredToken": expiredToken = .init(rawValue: value)!
         case "defaultZoneRecords": defaultZoneRecords = .init(rawValue: value)!
+        case "emptyDesiredKeys": emptyDesiredKeys = .init(rawValue: value)!
         default: existingRecordCode = value
         }
     }

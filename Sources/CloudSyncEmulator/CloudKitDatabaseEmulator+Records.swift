@@ -23,6 +23,20 @@ extension CloudKitDatabaseEmulator {
         ]
     }
 
+    /// `answer` (a record's, or an error's) with only the fields `desiredKeys` names, when it names any (an empty list
+    /// as ``Configuration/emptyDesiredKeys`` reads it); the record's name, type, tag and times always come back.
+    static func limited(_ answer: [String: Any], to desiredKeys: Any?, _ configuration: Configuration)
+        -> [String: Any]
+    {
+        guard let desired = desiredKeys as? [String], let fields = answer["fields"] as? [String: Any] else {
+            return answer
+        }
+        if desired.isEmpty && configuration.emptyDesiredKeys == .allFields { return answer }
+        var limited = answer
+        limited["fields"] = fields.filter { desired.contains($0.key) }
+        return limited
+    }
+
     /// The zone a records call names, or the answer refusing it.
     ///
     /// `names` are the records it is about, each given a `ZONE_NOT_FOUND` of its own when
@@ -82,7 +96,8 @@ extension CloudKitDatabaseEmulator {
             guard let record = records[name], !record.deleted else {
                 return Self.error("NOT_FOUND", "record \(name) does not exist", extra: ["recordName": name])
             }
-            return recordJSON(name, record, zone: zone, context)
+            return Self.limited(
+                recordJSON(name, record, zone: zone, context), to: body["desiredKeys"], context.configuration)
         }
         return (200, ["records": answers])
     }
@@ -117,7 +132,7 @@ extension CloudKitDatabaseEmulator {
         for operation in operations {
             let outcome = apply(operation, zone: zone, context, &working, seen: &seen)
             if outcome["serverErrorCode"] != nil { failed = true }
-            answers.append(outcome)
+            answers.append(Self.limited(outcome, to: body["desiredKeys"], context.configuration))
         }
         if atomic && failed {
             answers = answers.map { answer in
@@ -398,24 +413,38 @@ extension CloudKitDatabaseEmulator {
                 }
                 after = position
             }
-            let limit = max(
-                1,
-                min(
-                    (item["resultsLimit"] as? NSNumber)?.intValue ?? topLimit ?? context.configuration.maxOperations,
-                    context.configuration.maxOperations))
-            let changed = zone.records.filter { $0.value.sequence > after }.sorted {
-                $0.value.sequence < $1.value.sequence
-            }
-            let page = changed.prefix(limit)
-            let last = page.last?.value.sequence ?? max(after, zone.nextSequence - 1)
-            return [
-                "zoneID": zoneID(name, context),
-                "records": page.map { recordJSON($0.key, $0.value, zone: name, context) },
-                "syncToken": Self.token(zone: name, incarnation: zone.incarnation, position: last),
-                "moreComing": changed.count > page.count,
-            ]
+            return changesPage(of: zone, named: name, after: after, item, body, topLimit: topLimit, context)
         }
         return (200, ["zones": zones])
+    }
+
+    /// One zone's answer in `changes/zone`: its records changed after sequence `after`, as many as the zone's (or
+    /// the request's) `resultsLimit` allows, with the fields its (or the request's) `desiredKeys` names.
+    private func changesPage(
+        of zone: SavedState.Zone, named name: String, after: Int64, _ item: [String: Any], _ body: [String: Any],
+        topLimit: Int?, _ context: Context
+    ) -> [String: Any] {
+        let limit = max(
+            1,
+            min(
+                (item["resultsLimit"] as? NSNumber)?.intValue ?? topLimit ?? context.configuration.maxOperations,
+                context.configuration.maxOperations))
+        let changed = zone.records.filter { $0.value.sequence > after }.sorted {
+            $0.value.sequence < $1.value.sequence
+        }
+        let page = changed.prefix(limit)
+        let last = page.last?.value.sequence ?? max(after, zone.nextSequence - 1)
+        return [
+            "zoneID": zoneID(name, context),
+            "records": page.map {
+                // A zone's own desiredKeys overrides the request's.
+                Self.limited(
+                    recordJSON($0.key, $0.value, zone: name, context), to: item["desiredKeys"] ?? body["desiredKeys"],
+                    context.configuration)
+            },
+            "syncToken": Self.token(zone: name, incarnation: zone.incarnation, position: last),
+            "moreComing": changed.count > page.count,
+        ]
     }
 
     static func token(zone: String, incarnation: String, position: Int64) -> String {

@@ -16,6 +16,8 @@ import Synchronization
 ///   (`NOT_FOUND`, `CONFLICT` for a stale tag, ``Configuration/existingRecordCode`` for a create of an existing
 ///   record, `BAD_REQUEST` for a record over 1 MB), `atomic` batches failing whole with `ATOMIC_ERROR` on the
 ///   bystanders; a missing zone is 404 `ZONE_NOT_FOUND`.
+/// - `desiredKeys` on `records/lookup`, `records/modify` and `changes/zone` (a zone's own over the request's): the
+///   records answered carry only the fields named (``Configuration/emptyDesiredKeys`` reads an empty list).
 /// - `changes/zone` with `syncToken`, `resultsLimit` (at most 200), `moreComing` and tombstones (`deleted: true`);
 ///   a token from before ``expireChangeTokens(container:environment:zone:)`` or from a deleted zone is refused with
 ///   `BAD_REQUEST` whose reason names the sync token (the web services document no code of their own for it).
@@ -55,6 +57,9 @@ public final class CloudKitDatabaseEmulator: Sendable {
         ///
         /// An asset no record claims within as long after its upload is freed.
         public var uploadURLLifetimeMs: Int64 = 15 * 60 * 1000
+        /// How an empty `desiredKeys` list is read: the documentation says only the fields named are returned (so
+        /// none), and that leaving the key out returns them all; a service reading `[]` as "left out" is plausible.
+        public var emptyDesiredKeys = EmptyDesiredKeysAnswer.noFields
         /// The scheme of the upload and download URLs the emulator hands out; their host is the request's `Host`.
         ///
         /// A request's `X-Forwarded-Proto` header overrides it, and a request that came in over TLS gets `https`
@@ -71,6 +76,14 @@ public final class CloudKitDatabaseEmulator: Sendable {
         case wholeRequest
         /// 200 with a `ZONE_NOT_FOUND` error in every record's slot.
         case perRecord
+    }
+
+    /// Readings of `desiredKeys: []` in `records/lookup`, `records/modify` and `changes/zone`.
+    public enum EmptyDesiredKeysAnswer: String, Sendable, CaseIterable {
+        /// Only the fields named come back: none.
+        case noFields
+        /// An empty list limits nothing: every field comes back, as with no `desiredKeys`.
+        case allFields
     }
 
     /// Readings of an expired sync token's answer.
