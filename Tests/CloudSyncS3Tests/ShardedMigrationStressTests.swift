@@ -17,14 +17,17 @@ import Testing
 struct ShardedMigrationStressTests {
     static let count = 8_000
 
-    /// The source: `count` values of 1 KB each in a directory.
-    private func seed(_ directory: TemporaryDirectory, count: Int = Self.count) async throws -> [String] {
+    /// The source: `count` values of 1 KB each in a directory, each naming `round` (a new round changes them all).
+    private func seed(_ directory: TemporaryDirectory, count: Int = Self.count, round: Int = 1) async throws
+        -> [String]
+    {
         let keys = (0..<count).map { String(format: "item-%05d", $0) }
         let source = try DirectoryProvider(root: directory.file("from"))
         let filler = String(repeating: "x", count: 1000)
         for start in stride(from: 0, to: keys.count, by: 1000) {
             let chunk = keys[start..<min(start + 1000, keys.count)]
-            _ = try await source.set(chunk.map { KeyValue($0, "\($0):" + filler.prefix(1014 - $0.utf8.count)) })
+            _ = try await source.set(
+                chunk.map { KeyValue($0, "\($0):\(round):" + filler.prefix(1012 - $0.utf8.count)) })
         }
         await source.close()
         return keys
@@ -160,8 +163,9 @@ struct ShardedMigrationStressTests {
     /// A scheduler's stragglers, round after round.
     ///
     /// Each round is a run named for it, one starter and three joiners at once, then two more as the starter ends (one
-    /// joining the named run, one joining whatever is under way). Every round writes each key once; a late joiner
-    /// starts nothing, writes nothing and exits 0.
+    /// joining the named run, one joining whatever is under way). Every value changes before each round (a migrate
+    /// remembers what it copied, so an unchanged one would not be written again), and every round writes each key
+    /// once; a late joiner starts nothing, writes nothing and exits 0.
     @Test func roundsOfAStarterThreeJoinersAndTwoLateJoinersWriteEachKeyOncePerRun() async throws {
         let directory = try TemporaryDirectory()
         // Fewer keys than the other tests, more runs: what is counted is how often each is written per run.
@@ -171,6 +175,7 @@ struct ShardedMigrationStressTests {
         let executable = try ProcessRunner.builtProduct("cloudsync")
         let rounds = 10
         for round in 1...rounds {
+            if round > 1 { _ = try await seed(directory, count: keys.count, round: round) }
             let before = run.proxy.count("PUT")
             let name = "round-\(round)-\(UUID().uuidString)"
             func runner(_ extra: [String], quiet: Bool = true) throws -> RunningProcess {
