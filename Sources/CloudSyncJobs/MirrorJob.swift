@@ -82,7 +82,7 @@ struct MirrorJob: JobType {
         let pageSize = context.pageSize(for: [from, to])
         let listing = TwoSidedListing(
             from: from, to: to, store: store, pageSize: pageSize, filter: keyFilter(configuration.keys),
-            range: context.range)
+            range: context.range.intersection(keyRange(of: configuration.keys)))
         let setAside = context.setAside
         try await listing.prepare(providers: context.providers)
         let snapshot = MirrorSnapshot(state: context.state, job: context.jobName, from: from, to: to)

@@ -1,3 +1,5 @@
+import CloudSync
+
 /// A key pattern, as jobs' `keys` take them.
 ///
 /// `*` matches any run of characters (none included), `?` any one character, `[abc]` one of those characters,
@@ -102,6 +104,16 @@ struct Glob: Sendable {
         return p == elements.count
     }
 
+    /// The characters every match starts with: the pattern's literal characters before its first `*`, `?` or class.
+    var literalPrefix: String {
+        var prefix = String.UnicodeScalarView()
+        for element in elements {
+            guard case .literal(let character) = element else { break }
+            prefix.append(character)
+        }
+        return String(prefix)
+    }
+
     private static func matches(_ element: Element, _ character: Unicode.Scalar) -> Bool {
         switch element {
         case .literal(let literal): return literal == character
@@ -116,6 +128,36 @@ struct Glob: Sendable {
 /// those in pipeline files).
 package func globMatches(_ pattern: String, _ text: String) -> Bool {
     (try? Glob(pattern))?.matches(text) ?? false
+}
+
+/// Keys that can match any of `keys` (globs), as a range a listing in key order can start and stop at: after the
+/// patterns' common literal prefix less its last character, through that prefix with its last character made the next
+/// one. Every key the patterns match falls in it (it may hold others, which the filter leaves out); `.all` for no
+/// patterns, or when they share no literal prefix.
+package func keyRange(of keys: [String]?) -> KeyRange {
+    guard let keys, let first = keys.first else { return .all }
+    var common = Array(((try? Glob(first))?.literalPrefix ?? "").unicodeScalars)
+    for pattern in keys.dropFirst() {
+        let prefix = Array(((try? Glob(pattern))?.literalPrefix ?? "").unicodeScalars)
+        common = Array(zip(common, prefix).prefix { $0.0 == $0.1 }.map(\.0))
+    }
+    guard !common.isEmpty else { return .all }
+    var after = String.UnicodeScalarView()
+    after.append(contentsOf: common.dropLast())
+    // The next string past every one that starts with `common`: its last character raised by one, carrying past
+    // the largest.
+    var through = common
+    while let last = through.popLast() {
+        var next = last.value + 1
+        if next == 0xD800 { next = 0xE000 }
+        if let raised = Unicode.Scalar(next) {
+            through.append(raised)
+            break
+        }
+    }
+    var upper = String.UnicodeScalarView()
+    upper.append(contentsOf: through)
+    return KeyRange(after: String(after), through: through.isEmpty ? nil : String(upper))
 }
 
 /// A job's key selection: globs and exact keys, any of which may match.

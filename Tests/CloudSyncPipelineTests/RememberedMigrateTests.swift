@@ -122,6 +122,41 @@ import Testing
         #expect(quiet.counts["copied"] == 0 && quiet.counts["unchanged"] == source.count, "\(quiet.counts)")
     }
 
+    /// A job whose `keys` share a literal prefix lists only that stretch of each side: ten settings copied into a
+    /// database of 6,000 other keys (before and after them in key order) cost each provider a listing page or two.
+    @Test(arguments: ["migrate", "mirror"])
+    func keysWithACommonPrefixBoundBothListings(type: String) async throws {
+        let directory = try TemporaryDirectory()
+        let source = try SQLiteProvider(id: "a", path: directory.file("a.db"))
+        _ = try await source.set((0..<10).map { KeyValue("settings.\($0)", "v\($0)") })
+        await source.close()
+        let destination = try SQLiteProvider(id: "b", path: directory.file("b.db"))
+        _ = try await destination.set(
+            (0..<3_000).flatMap { [KeyValue("alpha.\($0)", "x"), KeyValue("zulu.\($0)", "x")] })
+        await destination.close()
+        let spec = try PipelineLoader.load(
+            source: """
+                version: 1
+                name: bounded
+                providers:
+                  a: { type: sqlite, path: a.db }
+                  b: { type: sqlite, path: b.db }
+                store: { providers: [a] }
+                jobs:
+                  - { type: \(type), name: copy, from: a, to: b, keys: ["settings.*"] }
+                """, file: "p.yaml", directory: directory.path, registry: BuiltInProviders.registry, environment: [:])
+        let outcome = try await PipelineRunner(
+            try PipelineCompiler.compile(spec, environment: [:]), options: RunOptions()
+        ).run()
+        #expect(outcome.report.jobs[0].counts["copied"] == 10, "\(outcome.report.jobs[0].counts)")
+        let requests = Dictionary(uniqueKeysWithValues: outcome.report.providers.map { ($0.id, $0.requests) })
+        // The destination: its availability, a listing page of the settings, one write; not six pages of others.
+        #expect((requests["b"] ?? 99) <= 3, "\(requests)")
+        let held = try SQLiteProvider(id: "b", path: directory.file("b.db"))
+        #expect(try await held.get(["settings.3", "alpha.7", "zulu.9"]).map { try $0.get() } == ["v3", "x", "x"])
+        await held.close()
+    }
+
     /// Told to read every copy (after a codec's key was replaced, say), the run trusts no recorded tag.
     @Test func readUnchangedComparesEveryKeyAgain() async throws {
         let bench = try Bench(overwrite: "always", sealed: true)

@@ -22,6 +22,23 @@ public struct KeyRange: Sendable, Hashable, CustomStringConvertible {
             && (through.map { StoreKey.compareBytes(key, $0) <= 0 } ?? true)
     }
 
+    /// The keys in both this range and `other`.
+    public func intersection(_ other: KeyRange) -> KeyRange {
+        let lower: String? =
+            switch (after, other.after) {
+            case (let one?, let two?): StoreKey.compareBytes(one, two) >= 0 ? one : two
+            case (let one, nil): one
+            case (nil, let two): two
+            }
+        let upper: String? =
+            switch (through, other.through) {
+            case (let one?, let two?): StoreKey.compareBytes(one, two) <= 0 ? one : two
+            case (let one, nil): one
+            case (nil, let two): two
+            }
+        return KeyRange(after: lower, through: upper)
+    }
+
     /// Whether `key` sorts past the range's upper end (so a listing in key order can stop).
     public func endsBefore(_ key: String) -> Bool {
         through.map { StoreKey.compareBytes(key, $0) > 0 } ?? false
