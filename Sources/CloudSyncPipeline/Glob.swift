@@ -130,10 +130,11 @@ package func globMatches(_ pattern: String, _ text: String) -> Bool {
     (try? Glob(pattern))?.matches(text) ?? false
 }
 
-/// Keys that can match any of `keys` (globs), as a range a listing in key order can start and stop at: after the
-/// patterns' common literal prefix less its last character, through that prefix with its last character made the next
-/// one. Every key the patterns match falls in it (it may hold others, which the filter leaves out); `.all` for no
-/// patterns, or when they share no literal prefix.
+/// The keys that can match any of `keys` (globs), as a range a listing in key order can start and stop at.
+///
+/// It runs after the patterns' common literal prefix less its last character, through that prefix with its last
+/// character made the next one. Every key the patterns match falls in it (it may hold others, which the filter leaves
+/// out); `.all` for no patterns, or when they share no literal prefix.
 package func keyRange(of keys: [String]?) -> KeyRange {
     guard let keys, let first = keys.first else { return .all }
     var common = Array(((try? Glob(first))?.literalPrefix ?? "").unicodeScalars)
