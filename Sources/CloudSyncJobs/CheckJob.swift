@@ -55,7 +55,7 @@ struct CheckJob: JobType {
         let store = context.store
         let listing = TwoSidedListing(
             from: from, to: to, store: store, pageSize: context.pageSize(for: [from, to]),
-            filter: keyFilter(configuration.keys), range: context.range)
+            keys: configuration.keys, range: context.range)
         try await listing.prepare(providers: context.providers)
         var lists = KeyLists()
         var done = 0

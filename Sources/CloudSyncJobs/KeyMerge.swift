@@ -362,17 +362,18 @@ final class TwoSidedListing {
 
     private let range: KeyRange
 
-    /// Both listings, only the keys in `range` (a sharded job's leased range; every key by default).
-    init(
-        from: String, to: String, store: CloudStore, pageSize: Int, filter: (@Sendable (String) -> Bool)?,
-        range: KeyRange = .all
-    ) {
+    /// Both listings, only the keys `keys` selects (globs; every key for nil) in `range` (a sharded job's leased
+    /// range; every key by default).
+    ///
+    /// Both listings start and stop at the patterns' common literal prefix (``keyRange(of:)``), so a few keys of a
+    /// large provider cost a listing of their stretch, not of the whole provider.
+    init(from: String, to: String, store: CloudStore, pageSize: Int, keys: [String]?, range: KeyRange = .all) {
         self.store = store
         source = OrderedKeys(id: from)
         destination = OrderedKeys(id: to)
         self.pageSize = pageSize
-        self.filter = filter
-        self.range = range
+        self.filter = keyFilter(keys)
+        self.range = range.intersection(keyRange(of: keys))
     }
 
     /// Sorts the listing of a side that does not list in key order into a temporary table first.

@@ -23,7 +23,7 @@ extension MigrateJob {
         let (from, to) = (configuration.from, configuration.to)
         let listing = TwoSidedListing(
             from: from, to: to, store: context.store, pageSize: context.pageSize(for: [from, to]),
-            filter: keyFilter(configuration.keys), range: context.range.intersection(keyRange(of: configuration.keys)))
+            keys: configuration.keys, range: context.range)
         try await listing.prepare(providers: context.providers)
         let copier = RememberedCopy(
             from: from, to: to,

@@ -81,8 +81,7 @@ struct MirrorJob: JobType {
         let store = context.store
         let pageSize = context.pageSize(for: [from, to])
         let listing = TwoSidedListing(
-            from: from, to: to, store: store, pageSize: pageSize, filter: keyFilter(configuration.keys),
-            range: context.range.intersection(keyRange(of: configuration.keys)))
+            from: from, to: to, store: store, pageSize: pageSize, keys: configuration.keys, range: context.range)
         let setAside = context.setAside
         try await listing.prepare(providers: context.providers)
         let snapshot = MirrorSnapshot(state: context.state, job: context.jobName, from: from, to: to)

@@ -34,14 +34,14 @@ import Testing
         _ = try await to.set(unique.filter { _ in Bool.random(using: &random) }.map { KeyValue($0, "v") })
         let store = try CloudStore(providers: [from, to])
         let providers: [String: any Provider] = ["from": from, "to": to]
-        let whole = TwoSidedListing(from: "from", to: "to", store: store, pageSize: 7, filter: nil)
+        let whole = TwoSidedListing(from: "from", to: "to", store: store, pageSize: 7, keys: nil)
         try await whole.prepare(providers: providers)
         let expected = try await entries(whole)
         let sorted = unique.sorted { StoreKey.bytesPrecede($0, $1) }
         let boundaries = Array(sorted.shuffled(using: &random).prefix(6)).sorted { StoreKey.bytesPrecede($0, $1) }
         var joined: [String] = []
         for range in KeyRange.cut(at: boundaries) {
-            let part = TwoSidedListing(from: "from", to: "to", store: store, pageSize: 7, filter: nil, range: range)
+            let part = TwoSidedListing(from: "from", to: "to", store: store, pageSize: 7, keys: nil, range: range)
             try await part.prepare(providers: providers)
             joined += try await entries(part)
         }
