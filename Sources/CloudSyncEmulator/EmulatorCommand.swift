@@ -171,8 +171,8 @@ public enum EmulatorCommand {
     /// Runs the command with `arguments` (without the program name) and exits: serves until SIGINT or SIGTERM.
     public static func main(_ arguments: [String]) -> Never {
         // SIGINT and SIGTERM stay pending, blocked in every thread (each inherits this mask), until the main thread
-        // takes them with `sigwait` once the emulator serves: a Dispatch signal source registers asynchronously, and a signal sent right after the start
-        // line, before it had, was ignored, leaving the emulator serving forever.
+        // takes them with `sigwait` once the emulator serves: a Dispatch signal source registers asynchronously, and
+        // a signal sent right after the start line, before it had, was ignored, leaving the emulator serving forever.
         var stopSignals = sigset_t()
         sigemptyset(&stopSignals)
         sigaddset(&stopSignals, SIGINT)

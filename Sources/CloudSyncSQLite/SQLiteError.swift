@@ -94,11 +94,16 @@ package struct SQLiteError: Error, Sendable, CustomStringConvertible {
         self.systemErrno = systemErrno
     }
 
+    /// `errno 5: Input/output error`, when SQLite gave a system error number.
+    private var systemError: String? {
+        systemErrno.map { "errno \($0): \(String(cString: strerror($0)))" }
+    }
+
     /// What SQLite and the system said, without the path: `disk I/O error (SQLite code 522, errno 5: Input/output
     /// error) while running: <sql>`, leaving out the parts that are not known.
     package var details: String {
         var text = "\(message) (SQLite code \(code.rawValue)"
-        if let systemErrno { text += ", errno \(systemErrno): \(String(cString: strerror(systemErrno)))" }
+        if let system = systemError { text += ", " + system }
         text += ")"
         if let sql { text += " while running: \(sql)" }
         return text
@@ -110,7 +115,7 @@ package struct SQLiteError: Error, Sendable, CustomStringConvertible {
         var text = "SQLite error \(code.rawValue)"
         if code.primary != code { text += " (primary \(code.primary.rawValue))" }
         text += ": \(message)"
-        if let systemErrno { text += " (errno \(systemErrno): \(String(cString: strerror(systemErrno))))" }
+        if let system = systemError { text += " (\(system))" }
         if let path { text += " [database \(path)]" }
         if let sql { text += " while running: \(sql)" }
         return text
