@@ -57,6 +57,15 @@ import Testing
             #expect(
                 built.digests(besides: ids).map { "\($0.0)=\($0.1)" }
                     == others.sorted { $0.0 < $1.0 }.map { "\($0.0)=\($0.1)" })
+            // The one-look check of a page's listed tags answers what asking provider by provider does.
+            let candidates = values + ["etag-0", "etag-1", "not=recordable"] + (tags ?? []).compactMap { $0 }
+            let listed = ids.map { _ in
+                Int.random(in: 0..<8, using: &random) == 0 ? nil : candidates.randomElement(using: &random)
+            }
+            #expect(
+                built.recordsTags(listed.map { [$0] }, item: 0, of: ids)
+                    == zip(ids, listed).allSatisfy { id, tag in tag.map { built.recordsTag($0, for: id) } ?? false },
+                "\(built.text.debugDescription) listed \(listed)")
             for (id, digest) in zip(ids, digests) {
                 #expect(built.hasDigest(for: id) == (digest != nil))
                 #expect(built.records(digest ?? values[0], for: id) == (digest != nil))

@@ -155,12 +155,9 @@ extension StoreMaintenance {
         }
         var toRead: [Int] = []
         toRead.reserveCapacity(items.count)
+        let ids = providers.map(\.id)
         for (item, entry) in items.enumerated() {
-            guard let baseline = entry.baseline,
-                providers.indices.allSatisfy({ index in
-                    columns[index][item].map { baseline.recordsTag($0, for: providers[index].id) } ?? false
-                })
-            else {
+            guard let baseline = entry.baseline, baseline.recordsTags(columns, item: item, of: ids) else {
                 toRead.append(item)
                 continue
             }

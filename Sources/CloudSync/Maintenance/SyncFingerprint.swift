@@ -37,7 +37,69 @@ public struct SyncFingerprint: Sendable, Equatable {
     /// A fingerprint of each provider's digest, positionally (`ids[i]` held `digests[i]`, nil where it held nothing),
     /// with `others` (pairs of provider id and digest) besides, and the tags of `ids`, positionally, when given: what
     /// ``init(_:tags:)`` makes of the same digests and tags, without a dictionary.
+    ///
+    /// A sync makes one for every key it writes or first records, so the common case (no `others`, `ids` already in
+    /// order) spells the text straight into one allocation; any other case sorts pairs first.
     init(ids: [String], digests: [String?], others: [(String, String)], tags: [String?]? = nil) {
+        guard others.isEmpty, ids.count <= 64, zip(ids, ids.dropFirst()).allSatisfy({ $0 < $1 }) else {
+            self.init(sorting: ids, digests: digests, others: others, tags: tags)
+            return
+        }
+        // Which tags are kept, and how: bit `i` of `kept` when provider `i`'s tag is recorded, of `asDigest` when it
+        // is its digest (kept empty).
+        var (kept, asDigest): (UInt64, UInt64) = (0, 0)
+        var count = 0
+        var pairs = 0
+        for (id, digest) in zip(ids, digests) {
+            guard let digest else { continue }
+            count += (pairs > 0 ? 1 : 0) + id.utf8.count + 1 + digest.utf8.count
+            pairs += 1
+        }
+        if let tags {
+            for (index, tag) in tags.enumerated() where index < ids.count {
+                guard let tag, Self.canRecord(tag: tag) else { continue }
+                kept |= 1 << index
+                let same = digests[index] == tag
+                if same { asDigest |= 1 << index }
+                count += 1 + ids[index].utf8.count + 1 + (same ? 0 : tag.utf8.count)
+            }
+        }
+        let spelled = String(unsafeUninitializedCapacity: count) { buffer in
+            var at = 0
+            func put(_ text: String) {
+                at = UnsafeMutableBufferPointer(rebasing: buffer[at...]).initialize(from: text.utf8).1 + at
+            }
+            func put(_ byte: UInt8) {
+                buffer[at] = byte
+                at += 1
+            }
+            var first = true
+            for (id, digest) in zip(ids, digests) {
+                guard let digest else { continue }
+                if !first { put(Self.separator) }
+                first = false
+                put(id)
+                put(UInt8(ascii: "="))
+                put(digest)
+            }
+            if kept != 0, let tags {
+                put(Self.tagsMark)
+                first = true
+                for index in ids.indices where kept & (1 << index) != 0 {
+                    if !first { put(Self.separator) }
+                    first = false
+                    put(ids[index])
+                    put(UInt8(ascii: "="))
+                    if asDigest & (1 << index) == 0, let tag = tags[index] { put(tag) }
+                }
+            }
+            return at
+        }
+        self.init(text: spelled)
+    }
+
+    /// ``init(ids:digests:others:tags:)`` for any ids and others: the pairs are sorted by provider id first.
+    private init(sorting ids: [String], digests: [String?], others: [(String, String)], tags: [String?]?) {
         var pairs = others
         for (id, digest) in zip(ids, digests) { if let digest { pairs.append((id, digest)) } }
         pairs.sort { $0.0 < $1.0 }
@@ -159,6 +221,61 @@ public struct SyncFingerprint: Sendable, Equatable {
                 }
             }
         }
+    }
+
+    /// Whether the tag recorded for each provider of `ids` is the one `columns` gives key `item` (a sync page's
+    /// listed tags, positionally by provider): ``recordsTag(_:for:)`` for every provider, which a sync asks of every
+    /// listed key, in one look at the stored text.
+    func recordsTags(_ columns: [[String?]], item: Int, of ids: [String]) -> Bool {
+        var text = text
+        return text.withUTF8 { bytes in
+            let (digests, tags) = Self.sections(of: UnsafeRawBufferPointer(bytes))
+            guard let tags else { return false }
+            for (index, id) in ids.enumerated() {
+                guard let tag = columns[index][item] else { return false }
+                let held = id.utf8.withContiguousStorageIfAvailable { id in
+                    tag.utf8.withContiguousStorageIfAvailable { tag in
+                        Self.recordsTag(
+                            UnsafeRawBufferPointer(tag), for: UnsafeRawBufferPointer(id), tags: tags, digests: digests)
+                    }
+                }
+                guard (held ?? nil) ?? recordsTag(tag, for: id) else { return false }
+            }
+            return true
+        }
+    }
+
+    /// Whether `tags` records `tag` for provider `id`: as itself, or as an empty tag where `digests` records it as
+    /// the provider's digest.
+    private static func recordsTag(
+        _ tag: UnsafeRawBufferPointer, for id: UnsafeRawBufferPointer, tags: UnsafeRawBufferPointer,
+        digests: UnsafeRawBufferPointer
+    ) -> Bool {
+        guard let recorded = value(of: id, in: tags) else { return false }
+        if recorded.isEmpty { return value(of: id, in: digests).map { StoreKey.compareBytes($0, tag) == 0 } ?? false }
+        return StoreKey.compareBytes(recorded, tag) == 0
+    }
+
+    /// The value of provider `id`'s pair in `pairs` (`id=value` pairs separated by the unit separator), nil when it
+    /// has none. A value never holds "=", so a pair whose rest after `id=` does is another provider's (an id may
+    /// hold "=").
+    private static func value(of id: UnsafeRawBufferPointer, in pairs: UnsafeRawBufferPointer)
+        -> UnsafeRawBufferPointer?
+    {
+        var start = 0
+        while start < pairs.count {
+            var end = start
+            while end < pairs.count, pairs[end] != separator { end += 1 }
+            let valueStart = start + id.count + 1
+            if valueStart <= end, pairs[valueStart - 1] == UInt8(ascii: "="),
+                StoreKey.compareBytes(UnsafeRawBufferPointer(rebasing: pairs[start..<(valueStart - 1)]), id) == 0
+            {
+                let value = UnsafeRawBufferPointer(rebasing: pairs[valueStart..<end])
+                if !value.contains(UInt8(ascii: "=")) { return value }
+            }
+            start = end + 1
+        }
+        return nil
     }
 
     /// The stored text's digests, and its tags when any were recorded (each without the mark between them).
