@@ -511,6 +511,27 @@ struct SyncBench {
         #expect(full.counts["keys"] == 20)
     }
 
+    /// A change feed's keys carry no tags, but SQLite's tag is its value's digest: a key an incremental run finds or
+    /// makes in sync records its copies' digests as their tags, so a later full comparison (`incremental: false`, or
+    /// the fallback after a refused cursor) reads none of the keys the feeds brought.
+    @Test func keysAnIncrementalRunSettledAreNotReadByTheNextFullComparison() async throws {
+        var bench = try SyncBench()
+        bench.incremental = true
+        try await bench.edit("a", Dictionary(uniqueKeysWithValues: (0..<20).map { ("k\($0)", "v\($0)") }))
+        _ = try await bench.run()
+        _ = try await bench.run()
+        try await bench.edit("a", ["k1": "new"])
+        try await bench.edit("b", ["k2": "other", "fresh": "f"])
+        let incremental = try await bench.run()
+        #expect(incremental.sync?.mode == "incremental" && incremental.counts["repaired"] == 3)
+        bench.incremental = false
+        bench.unreadable = ["a", "b"]
+        let full = try await bench.run()
+        #expect(
+            full.status == .ok && full.counts["inSync"] == 21 && full.counts["failed"] == 0,
+            "\(full.counts) \(full.failures.map(\.key))")
+    }
+
     @Test func anIncrementalRunReadsOnlyTheChangedKeys() async throws {
         var bench = try SyncBench()
         bench.incremental = true

@@ -104,7 +104,9 @@ struct SyncPageDecision {
         let entry = items[item]
         if nothingQueued, let baseline = entry.baseline, isUnchanged(item, since: baseline) {
             result.inSync += 1
-            if baseline.digests(besides: ids).isEmpty, let tags = listedTags(item) {
+            if baseline.digests(besides: ids).isEmpty,
+                let tags = listedTags(item, digests: { [ids] index in baseline.digests[ids[index]] })
+            {
                 record(item, baseline.withTags(tags, of: ids))
             }
             return
@@ -263,7 +265,7 @@ struct SyncPageDecision {
         result.inSync += 1
         guard !keepRow.contains(item) else { return }
         let agreed = !copies.settling.contains(true) && !copies.held.contains(where: { $0 != winner })
-        if agreed, others.isEmpty, let tags = listedTags(item) {
+        if agreed, others.isEmpty, let tags = listedTags(item, digests: { copies.digests[$0] }) {
             record(item, SyncFingerprint(ids: ids, digests: copies.digests, others: others, tags: tags))
             return
         }
@@ -285,11 +287,17 @@ struct SyncPageDecision {
 
     /// The tags every provider's listing gave `item`, positionally, when each gave one a row may record: read before
     /// the values, they vouch for those values or for older ones, never for newer ones.
-    private func listedTags(_ item: Int) -> [String?]? {
+    ///
+    /// A provider whose tags are its values' digests and whose listing gave none (a change feed's keys carry no tag)
+    /// has the digest of the copy it holds, `digests(index)`, as its tag: that is the tag its listing gives while it
+    /// holds that copy. So keys an incremental run settles are not read again by the next full comparison.
+    private func listedTags(_ item: Int, digests: (Int) -> String?) -> [String?]? {
         guard let tags else { return nil }
         var listed = [String?](repeating: nil, count: providers.count)
         for index in providers.indices {
-            guard let tag = tags[index][item], SyncFingerprint.canRecord(tag: tag) else { return nil }
+            guard let tag = tags[index][item] ?? (digestTags[index] ? digests(index) : nil),
+                SyncFingerprint.canRecord(tag: tag)
+            else { return nil }
             listed[index] = tag
         }
         return listed
@@ -312,7 +320,10 @@ struct SyncPageDecision {
                     return nil
                 }
             } else {
-                guard let tag = tags[index][item], SyncFingerprint.canRecord(tag: tag) else { return nil }
+                // A copy not written keeps its listed tag, or its digest where that is its tag (see ``listedTags``).
+                guard let tag = tags[index][item] ?? (digestTags[index] ? copies.digests[index] : nil),
+                    SyncFingerprint.canRecord(tag: tag)
+                else { return nil }
                 planned[index] = tag
             }
         }
