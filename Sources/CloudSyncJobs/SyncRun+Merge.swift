@@ -7,15 +7,22 @@ import Foundation
 struct MergedPage {
     private(set) var items: [SyncItem] = []
     private(set) var tagColumns: [[String?]]
+    /// The tags each listing gave the key being taken, positionally by source (nil where it lacks the key).
+    var headTags: [String?]
+    /// Keys taken whose listed tags their baselines record, counted in sync without joining a page: not yet counted
+    /// in the report.
+    var vouched = 0
 
     init(sources: Int, capacity: Int) {
         items.reserveCapacity(capacity)
         tagColumns = [[String?]](repeating: [], count: sources)
+        headTags = [String?](repeating: nil, count: sources)
     }
 
-    mutating func append(_ item: SyncItem, tags: (Int) -> String?) {
+    /// Adds `item` with ``headTags``.
+    mutating func append(_ item: SyncItem) {
         items.append(item)
-        for index in tagColumns.indices { tagColumns[index].append(tags(index)) }
+        for index in tagColumns.indices { tagColumns[index].append(headTags[index]) }
     }
 
     /// The tags by provider id, as `syncPage` takes them.
@@ -38,12 +45,19 @@ extension SyncRun {
             state: changedOnly ? nil : state, job: job, pageSize: pageSize, range: context.range)
         pacing = CommitPacing(clock: context.clock)
         var page = MergedPage(sources: sources.count, capacity: pageSize)
+        vouches = !isRange && !(configuration.readUnchanged || context.readsUnchanged) && outboxIsEmpty
+        sourceIDs = sources.map(\.id)
         // A page still read ahead is waited for on every way out, so the state database is left alone after.
         do throws(CloudSyncError) {
             while !lostRange, !context.isInterrupted, try await takeNext(from: snapshot, into: &page) {
-                if page.items.count == pageSize { try await decide(&page, into: &report) }
+                if page.items.count == pageSize {
+                    try await decide(&page, into: &report)
+                } else if page.vouched >= pageSize {
+                    countVouched(&page, into: &report)
+                }
             }
             if !page.items.isEmpty, !context.isInterrupted, !lostRange { try await decide(&page, into: &report) }
+            countVouched(&page, into: &report)
         } catch {
             await settle(snapshot)
             throw error
@@ -53,8 +67,26 @@ extension SyncRun {
         report.entry.sync = details
     }
 
+    /// Nothing waits in the store's outbox, where a write would stand for a copy no listing shows.
+    private var outboxIsEmpty: Bool { context.store.maintenance.nothingQueued }
+
+    /// Counts the keys `page` took in sync by their tags, and says how far the walk is.
+    private func countVouched(_ page: inout MergedPage, into report: inout JobReport) {
+        guard page.vouched > 0 else { return }
+        report.add(page.vouched, to: SyncJob.keys)
+        report.add(page.vouched, to: SyncJob.inSync)
+        page.vouched = 0
+        context.progress(report[SyncJob.keys], nil)
+    }
+
     /// Adds the smallest key any listing or the snapshot holds next to `page`, with its snapshot row and each
     /// listing's tag, and moves past it everywhere; false once every one is exhausted.
+    ///
+    /// A key whose baseline records the tag every listing gives it now was found in sync when those tags were
+    /// recorded and has not changed since anywhere: it is counted in sync at once, without a place in the page (so
+    /// a night with few changes decides, and writes, a page per thousand changed keys, not one per thousand keys).
+    /// ``StoreMaintenance/syncPage(_:among:unknown:deletes:listedTags:)`` makes the same test of every key it is
+    /// given, among the providers still available; this one asks it of every listing, so it never vouches for more.
     private func takeNext(from snapshot: SnapshotRows, into page: inout MergedPage) async throws(CloudSyncError)
         -> Bool
     {
@@ -79,10 +111,18 @@ extension SyncRun {
             snapshotKeys += 1
             snapshot.advance()
         }
-        page.append(SyncItem(key: key, baseline: baseline)) { index in
-            guard let head = sources[index].head, StoreKey.bytesEqual(head, key) else { return nil }
-            defer { sources[index].advance() }
-            return sources[index].headVersion
+        for (index, source) in sources.enumerated() {
+            if let head = source.head, StoreKey.bytesEqual(head, key) {
+                page.headTags[index] = source.headVersion
+                source.advance()
+            } else {
+                page.headTags[index] = nil
+            }
+        }
+        if vouches, let baseline, baseline.recordsTags(of: sourceIDs, { page.headTags[$0] }) {
+            page.vouched += 1
+        } else {
+            page.append(SyncItem(key: key, baseline: baseline))
         }
         return true
     }
@@ -90,6 +130,7 @@ extension SyncRun {
     /// Has the store decide and write `page`, counts what it did, keeps its rows and deletions for the next commit
     /// and, in a range, records the page as done; empties the page.
     private func decide(_ page: inout MergedPage, into report: inout JobReport) async throws(CloudSyncError) {
+        countVouched(&page, into: &report)
         let batch = try withBaselines(page.items)
         let before = SyncJob.reported.map { report[$0] }
         let listedBefore = report.entry.failures.count
@@ -98,6 +139,8 @@ extension SyncRun {
             batch, among: ids, unknown: unknown, deletes: configuration.deletes,
             listedTags: configuration.readUnchanged || context.readsUnchanged ? [:] : page.tags(of: sources))
         page.clear()
+        // A write its page queued stands for a copy no listing shows: from here on every key is read.
+        if vouches, !outboxIsEmpty { vouches = false }
         leaveOut(result.leftOut, from: batch.first?.key ?? "")
         count(result, into: &report)
         pendingRows += result.snapshot

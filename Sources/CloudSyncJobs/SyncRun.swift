@@ -52,6 +52,12 @@ final class SyncRun {
     var pacing: CommitPacing
     /// A range's runner no longer holds its range (another took it over): the merge stops.
     var lostRange = false
+    /// The merge counts keys whose listed tags their baselines record in sync as it takes them (see `takeNext`):
+    /// not in a range (whose pages are recorded as done one by one), not when told to read unchanged keys, and not
+    /// once a write waits in the outbox.
+    var vouches = false
+    /// The ids of ``sources``, positionally, once the merge begins.
+    var sourceIDs: [String] = []
 
     /// A range of a sharded run (its runner set a range and where to set keys aside).
     let isRange: Bool

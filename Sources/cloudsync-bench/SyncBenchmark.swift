@@ -16,11 +16,15 @@ func syncBenchmark(_ arguments: [String]) async throws {
     if let index = arguments.firstIndex(of: "--sync-child"), index + 1 < arguments.count {
         exit(await runSyncChild(pipeline: arguments[index + 1]))
     }
+    let runs = arguments.firstIndex(of: "--runs").flatMap { $0 + 1 < arguments.count ? Int(arguments[$0 + 1]) : nil }
+    // `--nights SIZES` runs only the nights beside their same-outcome peers (SyncScenarioBench.swift).
+    if let index = arguments.firstIndex(of: "--nights"), index + 1 < arguments.count {
+        exit(nightsBenchmark(sizes: arguments[index + 1].split(separator: ",").compactMap { Int($0) }, runs: runs))
+    }
     guard let index = arguments.firstIndex(of: "--sync") else { return }
     let sizes =
         index + 1 < arguments.count
         ? arguments[index + 1].split(separator: ",").compactMap { Int($0) } : [1_000_000, 10_000_000]
-    let runs = arguments.firstIndex(of: "--runs").flatMap { $0 + 1 < arguments.count ? Int(arguments[$0 + 1]) : nil }
     print(machineLine(when: "at start"))
     var medians: [(keys: Int, run: ChildRun)] = []
     var failed = false
@@ -35,7 +39,8 @@ func syncBenchmark(_ arguments: [String]) async throws {
         fflush(nil)
     }
     reportGrowth(medians)
-    exit(failed ? 1 : 0)
+    let nights = nightsBenchmark(sizes: sizes, runs: runs)
+    exit(failed || nights != 0 ? 1 : 0)
 }
 
 /// In the child: runs the pipeline's jobs, prints the sync job's counts, exits 0 when it ended `ok`.
@@ -122,7 +127,7 @@ private func isChanged(_ index: Int) -> Bool { index % 10 == 2 }
 private func isDeleted(_ index: Int) -> Bool { index % 100 == 3 }
 
 /// Runs `command` with `/bin/sh -c`; throws with its status when it fails.
-private func shell(_ command: String) throws {
+func benchShell(_ command: String) throws {
     _ = try runChild("/bin/sh", ["-c", command])
 }
 
@@ -169,19 +174,19 @@ private func prepareSync(_ count: Int, withPostgres: Bool, in directory: String)
     for path in [a, b] { await (try SQLiteProvider(path: path)).close() }
     let build = ContinuousClock.now
     for path in [a, b] {
-        try shell("sqlite3 '\(path)' \"\(rows(count, where: "i % 20 != 1", version: "'v1'", updated: 0))\"")
+        try benchShell("sqlite3 '\(path)' \"\(rows(count, where: "i % 20 != 1", version: "'v1'", updated: 0))\"")
     }
-    if withPostgres { try shell("cp '\(a)' '\(directory)/pg-a.db' && cp '\(b)' '\(directory)/pg-b.db'") }
+    if withPostgres { try benchShell("cp '\(a)' '\(directory)/pg-a.db' && cp '\(b)' '\(directory)/pg-b.db'") }
     let pipeline = try writeSyncPipeline("syncbench", a: a, b: b, state: directory + "/state", in: directory)
     let executable = Bundle.main.executablePath ?? CommandLine.arguments[0]
     let first = try runChild(executable, ["--sync-child", pipeline])
     // The same-work peer's snapshot: every key's digest as the first sync left the two databases (alike).
-    try shell(
+    try benchShell(
         "sqlite3 '\(directory)/sync3-state.db' \"ATTACH '\(a)' AS a; CREATE TABLE snapshot (key TEXT PRIMARY KEY, "
             + "digest BLOB NOT NULL) WITHOUT ROWID; INSERT INTO snapshot SELECT key, sha3(value) FROM a.kv\"")
     try applyChanges(a: a, b: b, count: count)
     // What every timed run starts from: the prepared databases and state, copied back before each run.
-    try shell(
+    try benchShell(
         "mkdir '\(directory)/prepared' && cp -a '\(directory)'/a.db* '\(directory)'/b.db* '\(directory)/state' "
             + "'\(directory)/sync3-state.db' '\(directory)/prepared/'")
     return (pipeline, first, ContinuousClock.now - build)
@@ -200,11 +205,11 @@ private func timedSyncs(
     var agreement = ""
     for run in 0..<runs {
         if run > 0 {
-            try shell(
+            try benchShell(
                 "rm -rf '\(directory)'/a.db* '\(directory)'/b.db* '\(directory)/state' && "
                     + "cp -a '\(directory)'/prepared/* '\(directory)/'")
         }
-        try shell(
+        try benchShell(
             "cp '\(directory)/prepared/a.db' '\(directory)/sql-a.db' && "
                 + "cp '\(directory)/prepared/b.db' '\(directory)/sql-b.db' && "
                 + "cp '\(directory)/prepared/a.db' '\(directory)/sync3-a.db' && "
@@ -314,14 +319,14 @@ private func benchPostgresState(count: Int, runs: Int, in directory: String) asy
         let schema = "sync_\(count)_\(getpid())_\(run)"
         let a = directory + "/pg-run-a.db"
         let b = directory + "/pg-run-b.db"
-        try shell("rm -f '\(a)'* '\(b)'* && cp '\(directory)/pg-a.db' '\(a)' && cp '\(directory)/pg-b.db' '\(b)'")
+        try benchShell("rm -f '\(a)'* '\(b)'* && cp '\(directory)/pg-a.db' '\(a)' && cp '\(directory)/pg-b.db' '\(b)'")
         let pipeline = try writeSyncPipeline(
             "syncbenchpg", a: a, b: b, state: "{ postgresql: \"${env:\(benchStateVariable)}\", schema: \(schema) }",
             in: directory)
         let executable = Bundle.main.executablePath ?? CommandLine.arguments[0]
         _ = try runChild(executable, ["--sync-child", pipeline])
         try applyChanges(a: a, b: b, count: count)
-        try shell("sync")
+        try benchShell("sync")
         try connection.blocking { session throws(PostgresError) in
             try session.executeScript("CHECKPOINT")
             try session.executeScript("VACUUM ANALYZE")
@@ -360,7 +365,7 @@ private func writeSyncPipeline(_ name: String, a: String, b: String, state: Stri
 }
 
 /// SQL inserting the benchmark's rows `0..<count` that `condition` (on `i`) keeps, at `version`.
-private func rows(_ count: Int, where condition: String, version: String, updated: Int) -> String {
+func rows(_ count: Int, where condition: String, version: String, updated: Int) -> String {
     "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < \(count - 1)) "
         + "INSERT OR REPLACE INTO kv (key, value, updated_at_ms) SELECT printf('settings/item-%09d', i), "
         + "'{\\\"index\\\":' || i || ',\\\"version\\\":\\\"' || \(version) || "
@@ -369,10 +374,10 @@ private func rows(_ count: Int, where condition: String, version: String, update
 
 /// The changes since the first sync, in SQL: 5% missing on b written to a, 10% changed on a, 1% deleted from b.
 private func applyChanges(a: String, b: String, count: Int) throws {
-    try shell(
+    try benchShell(
         "sqlite3 '\(a)' \"\(rows(count, where: "i % 20 = 1 OR i % 10 = 2", version: "(CASE WHEN i % 10 = 2 THEN 'v2' ELSE 'v1' END)", updated: 1))\""
     )
-    try shell("sqlite3 '\(b)' \"DELETE FROM kv WHERE CAST(substr(key, 15) AS INTEGER) % 100 = 3\"")
+    try benchShell("sqlite3 '\(b)' \"DELETE FROM kv WHERE CAST(substr(key, 15) AS INTEGER) % 100 = 3\"")
 }
 
 private func report(

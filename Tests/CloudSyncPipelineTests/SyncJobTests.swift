@@ -64,6 +64,11 @@ struct SyncBench {
     }
 
     func run(dryRun: Bool = false, force: Bool = false, readUnchanged: Bool = false) async throws -> RunReport.Job {
+        try await runReport(dryRun: dryRun, force: force, readUnchanged: readUnchanged).jobs[0]
+    }
+
+    /// The whole report of a run (its providers' requests too).
+    func runReport(dryRun: Bool = false, force: Bool = false, readUnchanged: Bool = false) async throws -> RunReport {
         var registry = BuiltInProviders.registry
         registry.register(SwitchableProviderFactory())
         let environment = state?.environment() ?? [:]
@@ -78,7 +83,7 @@ struct SyncBench {
             try PipelineCompiler.compile(spec, environment: environment), options: options
         )
         .run()
-        return outcome.report.jobs[0]
+        return outcome.report
     }
 
     /// Sets (a value) or removes (nil) keys on one provider, outside any run.
@@ -530,6 +535,24 @@ struct SyncBench {
         #expect(
             full.status == .ok && full.counts["inSync"] == 21 && full.counts["failed"] == 0,
             "\(full.counts) \(full.failures.map(\.key))")
+    }
+
+    /// A full comparison reads and writes only the keys whose tags moved, gathered across listing pages: three keys
+    /// changed a thousand keys apart cost one read of each side and one write, not three of each.
+    @Test func aFewChangedKeysFarApartAreDecidedInOneBatch() async throws {
+        var bench = try SyncBench()
+        try await bench.edit(
+            "a", Dictionary(uniqueKeysWithValues: (0..<3_000).map { (String(format: "k%04d", $0), "v") }))
+        _ = try await bench.run()
+        let quiet = try await bench.runReport()
+        let requests = { (report: RunReport, id: String) in report.providers.first { $0.id == id }?.requests ?? -1 }
+        try await bench.edit("a", ["k0000": "new", "k1500": "new", "k2999": "new"])
+        let changed = try await bench.runReport()
+        #expect(changed.jobs[0].counts["repaired"] == 3 && changed.jobs[0].counts["inSync"] == 2_997)
+        // One read of each side and one write to b, beside what the quiet run's listings cost.
+        #expect(requests(changed, "a") == requests(quiet, "a") + 1, "\(changed.providers)")
+        #expect(requests(changed, "b") == requests(quiet, "b") + 2, "\(changed.providers)")
+        #expect(try await bench.contents("b")["k1500"] == "new")
     }
 
     @Test func anIncrementalRunReadsOnlyTheChangedKeys() async throws {

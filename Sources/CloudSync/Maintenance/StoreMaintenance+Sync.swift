@@ -92,6 +92,13 @@ public struct SyncRemoveResult: Sendable {
 }
 
 extension StoreMaintenance {
+    /// Whether no write waits in the store's outbox.
+    ///
+    /// While none does, every copy is the one its provider's listing shows, so listed tags a baseline records vouch
+    /// for a key (as ``syncPage(_:among:unknown:deletes:listedTags:)`` takes them); a waiting write stands for a copy
+    /// no listing shows.
+    public var nothingQueued: Bool { (store.options.outbox?.count ?? 0) == 0 }
+
     /// The providers of a sync page: the chosen ones that are available and not `unknown`, in preference order, and
     /// the answers of those that are neither.
     private func participants(_ providerIDs: [String], unknown: Set<String>) async throws(CloudSyncError)
@@ -150,7 +157,7 @@ extension StoreMaintenance {
             columns?.append(column)
         }
         // A write waiting in the outbox stands for a copy no listing shows: then every key is read.
-        guard let columns, (store.options.outbox?.count ?? 0) == 0 else {
+        guard let columns, nothingQueued else {
             return try await decide(items, tags: nil, among: providers, deletes: deletes)
         }
         var toRead: [Int] = []

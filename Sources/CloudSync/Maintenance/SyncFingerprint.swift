@@ -227,12 +227,18 @@ public struct SyncFingerprint: Sendable, Equatable {
     /// listed tags, positionally by provider): ``recordsTag(_:for:)`` for every provider, which a sync asks of every
     /// listed key, in one look at the stored text.
     func recordsTags(_ columns: [[String?]], item: Int, of ids: [String]) -> Bool {
+        recordsTags(of: ids) { columns[$0][item] }
+    }
+
+    /// Whether the tag recorded for each provider of `ids` is `tag(i)` for the provider at position `i` (false where
+    /// it answers nil): the test that spares a sync reading a key, in one look at the stored text.
+    public func recordsTags(of ids: [String], _ tag: (Int) -> String?) -> Bool {
         var text = text
         return text.withUTF8 { bytes in
             let (digests, tags) = Self.sections(of: UnsafeRawBufferPointer(bytes))
             guard let tags else { return false }
             for (index, id) in ids.enumerated() {
-                guard let tag = columns[index][item] else { return false }
+                guard let tag = tag(index) else { return false }
                 let held = id.utf8.withContiguousStorageIfAvailable { id in
                     tag.utf8.withContiguousStorageIfAvailable { tag in
                         Self.recordsTag(
@@ -256,9 +262,10 @@ public struct SyncFingerprint: Sendable, Equatable {
         return StoreKey.compareBytes(recorded, tag) == 0
     }
 
-    /// The value of provider `id`'s pair in `pairs` (`id=value` pairs separated by the unit separator), nil when it
-    /// has none. A value never holds "=", so a pair whose rest after `id=` does is another provider's (an id may
-    /// hold "=").
+    /// The value of provider `id`'s pair in `pairs` (`id=value` pairs separated by the unit separator).
+    ///
+    /// Nil when it has none. A value never holds "=", so a pair whose rest after `id=` does is another provider's (an
+    /// id may hold "=").
     private static func value(of id: UnsafeRawBufferPointer, in pairs: UnsafeRawBufferPointer)
         -> UnsafeRawBufferPointer?
     {
