@@ -23,6 +23,10 @@ extension StateDatabase {
     /// A dry run writes none.
     public func updateMirrorRows(of job: String, _ rows: [(key: String, row: MirrorRow?)]) throws(CloudSyncError) {
         guard overlay == nil, !rows.isEmpty else { return }
+        try withRoomForACommit { () throws(CloudSyncError) in try updateMirrorRows(of: job, in: rows) }
+    }
+
+    private func updateMirrorRows(of job: String, in rows: [(key: String, row: MirrorRow?)]) throws(CloudSyncError) {
         try run { db in
             try db.transaction {
                 let upsert = try db.prepare(

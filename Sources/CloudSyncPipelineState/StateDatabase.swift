@@ -82,10 +82,14 @@ public final class StateDatabase: PipelineState {
     /// In a read-only database, what was written during the session, kept in memory and never on disk.
     var overlay: Protected<[String: String?]>? { seal.overlay }
 
-    /// The page cache of a writable state database: room for the dirty pages of a sync's commit of
-    /// `SyncRun.commitRows` snapshot rows spread over a large snapshot, which would otherwise spill mid-transaction
-    /// and fsync the journal at each spill (210 journal fsyncs for 23 commits in a sync of 1,000,000 keys).
+    /// The page cache of a writable state database while it commits many rows: room for the dirty pages of a sync's
+    /// commit of `SyncRun.commitRows` snapshot rows spread over a large snapshot, which would otherwise spill
+    /// mid-transaction and fsync the journal at each spill (210 journal fsyncs for 23 commits in a sync of 1,000,000
+    /// keys).
     static let cacheBytes = 16 << 20
+    /// The page cache the rest of the time. Reading a snapshot of 1,000,000 keys would otherwise keep its last
+    /// ``cacheBytes`` of pages for the whole run, most of a quiet night's memory beyond the process's own.
+    static let idleCacheBytes = 2 << 20
 
     /// Opens (creating when needed) the state database at `path`; provider values are encrypted with `codec`.
     ///
@@ -104,7 +108,7 @@ public final class StateDatabase: PipelineState {
             } else {
                 var options = SQLiteDatabase.Options(writeAheadLog: false)
                 options.temporaryFilesInMemory = true
-                options.cacheBytes = Self.cacheBytes
+                options.cacheBytes = Self.idleCacheBytes
                 database = try SQLiteDatabase(path: path, options: options)
                 try Self.migrations.migrate(database)
             }
@@ -127,6 +131,23 @@ public final class StateDatabase: PipelineState {
 
     /// Releases the database file.
     public func close() {}
+
+    /// Runs `body` with the page cache at ``cacheBytes``, then gives the room back.
+    func withRoomForACommit<T>(_ body: () throws(CloudSyncError) -> T) throws(CloudSyncError) -> T {
+        try setCache(bytes: Self.cacheBytes)
+        defer { try? setCache(bytes: Self.idleCacheBytes) }
+        return try body()
+    }
+
+    /// Sets the page cache's size; outside a transaction, so a smaller size lets the pages beyond it go at once.
+    private func setCache(bytes: Int) throws(CloudSyncError) {
+        guard overlay == nil else { return }
+        do {
+            try database.read { db in try db.executeScript("PRAGMA cache_size = -\(bytes / 1024)") }
+        } catch {
+            throw CloudSyncError(.config, "the state database \(path) failed: \(error)")
+        }
+    }
 
     func run<T>(_ body: (SQLiteConnection) throws -> T) throws(CloudSyncError) -> T {
         do {
@@ -337,13 +358,15 @@ public final class StateDatabase: PipelineState {
         of job: String, snapshot rows: [(key: String, fingerprint: SyncFingerprint?)], deletions: [String]
     ) throws(CloudSyncError) {
         guard overlay == nil, !rows.isEmpty || !deletions.isEmpty else { return }
-        try run { db in
-            try db.transaction {
-                try Self.writeSnapshotRows(rows, of: job, in: db)
-                let insert = try db.prepare("INSERT OR IGNORE INTO sync_deletions (job, key) VALUES (?, ?)")
-                for key in deletions {
-                    try insert.bind(job, key).run()
-                    insert.reset()
+        try withRoomForACommit { () throws(CloudSyncError) in
+            try run { db in
+                try db.transaction {
+                    try Self.writeSnapshotRows(rows, of: job, in: db)
+                    let insert = try db.prepare("INSERT OR IGNORE INTO sync_deletions (job, key) VALUES (?, ?)")
+                    for key in deletions {
+                        try insert.bind(job, key).run()
+                        insert.reset()
+                    }
                 }
             }
         }

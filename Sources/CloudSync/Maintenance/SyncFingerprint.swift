@@ -1,5 +1,11 @@
 internal import CloudSyncSodium
 
+#if canImport(Glibc)
+    import Glibc
+#elseif canImport(Darwin)
+    import Darwin
+#endif
+
 /// What each provider held of one key when a sync last left it: a digest of the encoded value per provider.
 ///
 /// Values never appear, only BLAKE2b digests of what each provider stored (after its codec), so a provider whose
@@ -269,16 +275,21 @@ public struct SyncFingerprint: Sendable, Equatable {
     private static func value(of id: UnsafeRawBufferPointer, in pairs: UnsafeRawBufferPointer)
         -> UnsafeRawBufferPointer?
     {
+        // memchr and memcmp: a sync asks this of every provider of every key it lists.
+        guard let base = pairs.baseAddress else { return nil }
         var start = 0
         while start < pairs.count {
-            var end = start
-            while end < pairs.count, pairs[end] != separator { end += 1 }
+            let end =
+                memchr(base + start, Int32(separator), pairs.count - start).map { UnsafeRawPointer($0) - base }
+                ?? pairs.count
             let valueStart = start + id.count + 1
             if valueStart <= end, pairs[valueStart - 1] == UInt8(ascii: "="),
-                StoreKey.compareBytes(UnsafeRawBufferPointer(rebasing: pairs[start..<(valueStart - 1)]), id) == 0
+                id.isEmpty || memcmp(base + start, id.baseAddress!, id.count) == 0
             {
-                let value = UnsafeRawBufferPointer(rebasing: pairs[valueStart..<end])
-                if !value.contains(UInt8(ascii: "=")) { return value }
+                let value = UnsafeRawBufferPointer(start: base + valueStart, count: end - valueStart)
+                if value.isEmpty || memchr(value.baseAddress!, Int32(UInt8(ascii: "=")), value.count) == nil {
+                    return value
+                }
             }
             start = end + 1
         }
