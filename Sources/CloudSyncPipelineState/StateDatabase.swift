@@ -87,8 +87,10 @@ public final class StateDatabase: PipelineState {
     /// mid-transaction and fsync the journal at each spill (210 journal fsyncs for 23 commits in a sync of 1,000,000
     /// keys).
     static let cacheBytes = 16 << 20
-    /// The page cache the rest of the time. Reading a snapshot of 1,000,000 keys would otherwise keep its last
-    /// ``cacheBytes`` of pages for the whole run, most of a quiet night's memory beyond the process's own.
+    /// The page cache the rest of the time.
+    ///
+    /// Reading a snapshot of 1,000,000 keys would otherwise keep its last ``cacheBytes`` of pages for the whole run,
+    /// most of a quiet night's memory beyond the process's own.
     static let idleCacheBytes = 2 << 20
 
     /// Opens (creating when needed) the state database at `path`; provider values are encrypted with `codec`.
