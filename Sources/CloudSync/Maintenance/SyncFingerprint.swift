@@ -300,7 +300,10 @@ public struct SyncFingerprint: Sendable, Equatable {
     private static func sections(of text: UnsafeRawBufferPointer)
         -> (digests: UnsafeRawBufferPointer, tags: UnsafeRawBufferPointer?)
     {
-        guard let mark = text.firstIndex(of: tagsMark) else { return (text, nil) }
+        guard let base = text.baseAddress, let found = memchr(base, Int32(tagsMark), text.count) else {
+            return (text, nil)
+        }
+        let mark = UnsafeRawPointer(found) - base
         return (
             UnsafeRawBufferPointer(rebasing: text[..<mark]), UnsafeRawBufferPointer(rebasing: text[(mark + 1)...])
         )
