@@ -6,6 +6,10 @@ extension SyncRun {
     /// Deletes what was deleted since the last run, once the count is known to be within `maxDeletes` (or
     /// `--force` lets it through); returns false when the guard stopped it.
     func delete(into report: inout JobReport) async throws(CloudSyncError) -> Bool {
+        // maxDeletes counts against the keys the last sync left, as a full run's merge counts them; a run that read
+        // only change feeds walked no snapshot, and counts it only when it has a deletion to weigh (a count of every
+        // row, which a quiet night should not pay).
+        if changedOnly, deletionCount > 0 { snapshotKeys = try state?.snapshotCount(of: job) ?? 0 }
         let allowed = configuration.maxDeletes.allowed(snapshotKeys: snapshotKeys)
         if deletionCount > allowed && !context.isForced {
             report.status = .failed

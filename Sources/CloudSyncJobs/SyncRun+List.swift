@@ -53,8 +53,6 @@ extension SyncRun {
         }
         changedOnly = incremental && !sources.isEmpty && sources.allSatisfy { modes[$0.id] == "incremental" }
         unknown = Set(unlisted.keys)  // provider ids, not store keys
-        // maxDeletes counts against the keys the last sync left, as a full run's merge counts them.
-        if changedOnly { snapshotKeys = try state?.snapshotCount(of: job) ?? 0 }
     }
 
     /// Takes `id`'s change feed position before its listing, for the next run, and notes why this run compares it

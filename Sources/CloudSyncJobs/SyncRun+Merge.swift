@@ -70,12 +70,14 @@ extension SyncRun {
     /// Nothing waits in the store's outbox, where a write would stand for a copy no listing shows.
     private var outboxIsEmpty: Bool { context.store.maintenance.nothingQueued }
 
-    /// Counts the keys `page` took in sync by their tags, and says how far the walk is.
+    /// Counts the keys `page` took in sync by their tags, and says how far the walk is; stops such counting once a
+    /// write waits in the outbox (asked every page's worth of keys, as `syncPage` asks it of every page).
     private func countVouched(_ page: inout MergedPage, into report: inout JobReport) {
         guard page.vouched > 0 else { return }
         report.add(page.vouched, to: SyncJob.keys)
         report.add(page.vouched, to: SyncJob.inSync)
         page.vouched = 0
+        if vouches, !outboxIsEmpty { vouches = false }
         context.progress(report[SyncJob.keys], nil)
     }
 
@@ -160,8 +162,8 @@ extension SyncRun {
             {
                 lostRange = true
             }
-        } else if pacing.isDue(rows: pendingRows.count + pendingDeletions.count) {
-            try commitProgress()
+        } else if pacing.isDue(rows: pendingRows.count + pendingDeletions.count, walked: report[SyncJob.keys]) {
+            try commitProgress(walked: report[SyncJob.keys])
         }
         context.progress(report[SyncJob.keys], nil)
     }
@@ -200,12 +202,13 @@ extension SyncRun {
         for item in result.deletions where deletionKeys.count < Self.listLimit { deletionKeys.append(item.key) }
     }
 
-    /// Commits the snapshot rows and deletions collected since the last commit, at once.
-    private func commitProgress() throws(CloudSyncError) {
+    /// Commits the snapshot rows and deletions collected since the last commit, at once; `walked`: the keys the
+    /// merge has walked so far.
+    private func commitProgress(walked: Int = 0) throws(CloudSyncError) {
         try state?.recordSyncProgress(of: job, snapshot: pendingRows, deletions: pendingDeletions)
         pendingRows.removeAll(keepingCapacity: true)
         pendingDeletions.removeAll(keepingCapacity: true)
-        pacing.committed()
+        pacing.committed(walked: walked)
     }
 
     /// Waits for the pages still read ahead, of the snapshot and of every listing.

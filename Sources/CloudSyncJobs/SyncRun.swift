@@ -9,20 +9,37 @@ final class SyncRun {
     /// Snapshot rows and deletions a sync collects before committing them (or after a second).
     static let commitRows = 20_000
 
-    /// When the rows a phase collected are due to commit: every ``commitRows`` rows, or a second after the last
-    /// commit (each commit costs fsyncs; a run that stops loses at most what it collected since).
+    /// When the rows a phase collected are due to commit: every ``commitRows`` rows, once the rows spread over
+    /// ``commitSpan`` keys, or a second after the last commit (each commit costs fsyncs; a run that stops loses at
+    /// most what it collected since).
     struct CommitPacing {
         private let clock: any StoreClock
         private var last: Int64
+        /// Keys walked when the last commit was made.
+        private var lastWalked = 0
 
         init(clock: any StoreClock) {
             self.clock = clock
             last = clock.nowMilliseconds()
         }
 
-        func isDue(rows: Int) -> Bool { rows >= SyncRun.commitRows || clock.nowMilliseconds() - last >= 1_000 }
-        mutating func committed() { last = clock.nowMilliseconds() }
+        /// Whether `rows` collected by the time `walked` keys were walked are due.
+        ///
+        /// Rows spread thin over many keys (a few changes in a large snapshot) each dirty a page of their own, and a
+        /// commit holds every page it dirties in the state database's cache: bounding the keys a commit spans bounds
+        /// that memory, at one more commit per ``commitSpan`` keys only while rows are collected.
+        func isDue(rows: Int, walked: Int = 0) -> Bool {
+            rows >= SyncRun.commitRows || (rows > 0 && walked - lastWalked >= SyncRun.commitSpan)
+                || clock.nowMilliseconds() - last >= 1_000
+        }
+
+        mutating func committed(walked: Int = 0) {
+            last = clock.nowMilliseconds()
+            lastWalked = walked
+        }
     }
+    /// The most keys a sync's commit of snapshot rows spans (see ``CommitPacing/isDue(rows:walked:)``).
+    static let commitSpan = 50_000
     /// The most keys a report lists of a sync's deletions or conflicts.
     static let listLimit = 100
 

@@ -246,13 +246,7 @@ private func sameWorkSync(in directory: String) -> String {
         FROM a.kv AS x FULL JOIN b.kv AS y ON y.key = x.key
       ) AS k FULL JOIN main.snapshot AS s ON s.key = k.key
       WHERE NOT (k.da IS NOT NULL AND k.da IS k.db AND k.da IS s.digest);
-    CREATE TEMP TABLE act AS SELECT key, da, db, CASE
-        WHEN da IS NOT NULL AND da IS db THEN 'record'
-        WHEN db IS NULL AND da IS NOT NULL AND da IS ds THEN 'delete-a'
-        WHEN da IS NULL AND db IS NOT NULL AND db IS ds THEN 'delete-b'
-        WHEN da IS NULL AND db IS NULL THEN 'forget'
-        WHEN db IS NOT NULL AND (da IS NULL OR da IS ds) THEN 'to-a'
-        ELSE 'to-b' END AS action
+    CREATE TEMP TABLE act AS SELECT key, da, db, \(sqlSyncDecision)
       FROM changed;
     INSERT OR REPLACE INTO b.kv (key, value, updated_at_ms)
       SELECT x.key, x.value, x.updated_at_ms FROM temp.act JOIN a.kv AS x ON x.key = act.key WHERE action = 'to-b';
@@ -268,20 +262,39 @@ private func sameWorkSync(in directory: String) -> String {
     """
 }
 
+/// A sync's decision of one key in SQL, from the digests of its value on each side (`da`, `db`; NULL where the side
+/// holds none) and in the snapshot (`ds`): which side's value wins, what is deleted, or that the key is only recorded
+/// (the first side winning a conflict, as the sync's default resolver does). Both SQL peers decide with it.
+let sqlSyncDecision = """
+    CASE
+        WHEN da IS NOT NULL AND da IS db THEN 'record'
+        WHEN db IS NULL AND da IS NOT NULL AND da IS ds THEN 'delete-a'
+        WHEN da IS NULL AND db IS NOT NULL AND db IS ds THEN 'delete-b'
+        WHEN da IS NULL AND db IS NULL THEN 'forget'
+        WHEN db IS NOT NULL AND (da IS NULL OR da IS ds) THEN 'to-a'
+        ELSE 'to-b' END AS action
+    """
+
 /// Whether the sync left both databases holding what the same-work peer left in its copies: "agree", or how many
-/// rows of each side are not in the other's (a key with another value counts once on each side).
+/// rows of each side are not in the other's.
 private func compareWithSameWork(in directory: String) throws -> String {
     var differing: [String] = []
     for side in ["a", "b"] {
-        let query =
-            "ATTACH '\(directory)/\(side).db' AS o; SELECT (SELECT count(*) FROM (SELECT key, value FROM main.kv "
-            + "EXCEPT SELECT key, value FROM o.kv)) + (SELECT count(*) FROM (SELECT key, value FROM o.kv EXCEPT "
-            + "SELECT key, value FROM main.kv))"
-        let counted = try runChild("/usr/bin/sqlite3", [directory + "/sync3-\(side).db", query])
-        let count = counted.output.trimmingCharacters(in: .whitespacesAndNewlines)
+        let count = try rowsDiffering(directory + "/sync3-\(side).db", "\(directory)/\(side).db")
         if count != "0" { differing.append("\(side): \(count) rows") }
     }
     return differing.isEmpty ? "agree" : "DIFFER (" + differing.joined(separator: ", ") + ")"
+}
+
+/// How many rows of the `kv` tables of the SQLite files `left` and `right` are not in the other's, as the `sqlite3`
+/// shell counts them ("0" when both hold the same keys and values; a key with another value counts once on each
+/// side).
+func rowsDiffering(_ left: String, _ right: String) throws -> String {
+    let query =
+        "ATTACH '\(right)' AS o; SELECT (SELECT count(*) FROM (SELECT key, value FROM main.kv "
+        + "EXCEPT SELECT key, value FROM o.kv)) + (SELECT count(*) FROM (SELECT key, value FROM o.kv EXCEPT "
+        + "SELECT key, value FROM main.kv))"
+    return try runChild("/usr/bin/sqlite3", [left, query]).output.trimmingCharacters(in: .whitespacesAndNewlines)
 }
 
 /// The largest sync's peak memory against its budget, and each size's time against the size before it: a sync of

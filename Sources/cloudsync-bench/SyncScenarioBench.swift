@@ -168,12 +168,7 @@ private func measure(_ scenario: SyncScenario, keys count: Int, runs: Int, in di
 private func endStates(_ ours: String, _ peer: String) throws -> String {
     var differing: [String] = []
     for side in ["a", "b"] {
-        let query =
-            "ATTACH '\(peer)/\(side).db' AS p; SELECT (SELECT count(*) FROM (SELECT key, value FROM main.kv "
-            + "EXCEPT SELECT key, value FROM p.kv)) + (SELECT count(*) FROM (SELECT key, value FROM p.kv EXCEPT "
-            + "SELECT key, value FROM main.kv))"
-        let count = try runChild("/usr/bin/sqlite3", ["\(ours)/\(side).db", query]).output
-            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let count = try rowsDiffering("\(ours)/\(side).db", "\(peer)/\(side).db")
         if count != "0" { differing.append("\(side): \(count) rows") }
     }
     return differing.isEmpty ? "end states agree" : "end states DIFFER (" + differing.joined(separator: ", ") + ")"
@@ -251,13 +246,7 @@ private func peerScript(_ scenario: SyncScenario, in directory: String) -> Strin
         BEGIN;
         CREATE TEMP TABLE changed (key TEXT PRIMARY KEY, va TEXT, vb TEXT, ds BLOB) WITHOUT ROWID;
         \(gather)
-        CREATE TEMP TABLE act AS SELECT key, va, vb, da, db, CASE
-            WHEN da IS NOT NULL AND da IS db THEN 'record'
-            WHEN db IS NULL AND da IS NOT NULL AND da IS ds THEN 'delete-a'
-            WHEN da IS NULL AND db IS NOT NULL AND db IS ds THEN 'delete-b'
-            WHEN da IS NULL AND db IS NULL THEN 'forget'
-            WHEN db IS NOT NULL AND (da IS NULL OR da IS ds) THEN 'to-a'
-            ELSE 'to-b' END AS action
+        CREATE TEMP TABLE act AS SELECT key, va, vb, da, db, \(sqlSyncDecision)
           FROM (SELECT key, va, vb, sha3(va) AS da, sha3(vb) AS db, ds FROM temp.changed);
         INSERT OR REPLACE INTO b.kv (key, value, updated_at_ms) SELECT key, va, 1 FROM temp.act WHERE action = 'to-b';
         INSERT OR REPLACE INTO a.kv (key, value, updated_at_ms) SELECT key, vb, 1 FROM temp.act WHERE action = 'to-a';
