@@ -262,9 +262,11 @@ private func sameWorkSync(in directory: String) -> String {
     """
 }
 
-/// A sync's decision of one key in SQL, from the digests of its value on each side (`da`, `db`; NULL where the side
-/// holds none) and in the snapshot (`ds`): which side's value wins, what is deleted, or that the key is only recorded
-/// (the first side winning a conflict, as the sync's default resolver does). Both SQL peers decide with it.
+/// A sync's decision of one key in SQL, for both SQL peers.
+///
+/// From the digests of its value on each side (`da`, `db`; NULL where the side holds none) and in the snapshot
+/// (`ds`): which side's value wins, what is deleted, or that the key is only recorded (the first side winning a
+/// conflict, as the sync's default resolver does).
 let sqlSyncDecision = """
     CASE
         WHEN da IS NOT NULL AND da IS db THEN 'record'
