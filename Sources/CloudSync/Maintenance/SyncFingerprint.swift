@@ -173,7 +173,14 @@ public struct SyncFingerprint: Sendable, Equatable {
     /// Whether `tag` can be kept in a fingerprint: not empty, and without "=" or either separator (a tag that cannot
     /// is simply not recorded, so its key is read on every sync).
     public static func canRecord(tag: String) -> Bool {
-        !tag.isEmpty && !tag.utf8.contains { $0 == UInt8(ascii: "=") || $0 == separator || $0 == tagsMark }
+        guard !tag.isEmpty else { return false }
+        // A plain loop over the bytes: a sync asks this of every tag it records, and stepping through `utf8` by
+        // index was most of building a row.
+        var tag = tag
+        return tag.withUTF8 { bytes in
+            for byte in bytes where byte == UInt8(ascii: "=") || byte == separator || byte == tagsMark { return false }
+            return true
+        }
     }
 
     /// Each provider's version tag recorded with its digest, by provider id; empty when none was recorded.

@@ -104,9 +104,7 @@ struct SyncPageDecision {
         let entry = items[item]
         if nothingQueued, let baseline = entry.baseline, isUnchanged(item, since: baseline) {
             result.inSync += 1
-            if baseline.digests(besides: ids).isEmpty,
-                let tags = listedTags(item, digests: { [ids] index in baseline.digests[ids[index]] })
-            {
+            if baseline.digests(besides: ids).isEmpty, let tags = listedTags(item, digests: baseline) {
                 record(item, baseline.withTags(tags, of: ids))
             }
             return
@@ -265,7 +263,7 @@ struct SyncPageDecision {
         result.inSync += 1
         guard !keepRow.contains(item) else { return }
         let agreed = !copies.settling.contains(true) && !copies.held.contains(where: { $0 != winner })
-        if agreed, others.isEmpty, let tags = listedTags(item, digests: { copies.digests[$0] }) {
+        if agreed, others.isEmpty, let tags = listedTags(item, digests: copies.digests) {
             record(item, SyncFingerprint(ids: ids, digests: copies.digests, others: others, tags: tags))
             return
         }
@@ -291,16 +289,28 @@ struct SyncPageDecision {
     /// A provider whose tags are its values' digests and whose listing gave none (a change feed's keys carry no tag)
     /// has the digest of the copy it holds, `digests(index)`, as its tag: that is the tag its listing gives while it
     /// holds that copy. So keys an incremental run settles are not read again by the next full comparison.
-    private func listedTags(_ item: Int, digests: (Int) -> String?) -> [String?]? {
+    private func listedTags(_ item: Int, digests: [String?]) -> [String?]? {
         guard let tags else { return nil }
         var listed = [String?](repeating: nil, count: providers.count)
         for index in providers.indices {
-            guard let tag = tags[index][item] ?? (digestTags[index] ? digests(index) : nil),
-                SyncFingerprint.canRecord(tag: tag)
-            else { return nil }
+            var tag = tags[index][item]
+            if tag == nil, digestTags[index] { tag = digests[index] }
+            guard let tag, SyncFingerprint.canRecord(tag: tag) else { return nil }
             listed[index] = tag
         }
         return listed
+    }
+
+    /// ``listedTags(_:digests:)`` of a key found unchanged since `baseline`: each provider holds the copy whose
+    /// digest the baseline records.
+    private func listedTags(_ item: Int, digests baseline: SyncFingerprint) -> [String?]? {
+        guard let tags else { return nil }
+        // The baseline's digests are spelled out only for a key some listing gave no tag (a change feed's).
+        guard providers.indices.contains(where: { tags[$0][item] == nil }) else {
+            return listedTags(item, digests: [])
+        }
+        let recorded = baseline.digests
+        return listedTags(item, digests: ids.map { recorded[$0] })
     }
 
     /// The tags of `item`'s row once its planned writes land, each holding the value whose digest ``copies`` gives:
@@ -321,9 +331,9 @@ struct SyncPageDecision {
                 }
             } else {
                 // A copy not written keeps its listed tag, or its digest where that is its tag (see ``listedTags``).
-                guard let tag = tags[index][item] ?? (digestTags[index] ? copies.digests[index] : nil),
-                    SyncFingerprint.canRecord(tag: tag)
-                else { return nil }
+                var tag = tags[index][item]
+                if tag == nil, digestTags[index] { tag = copies.digests[index] }
+                guard let tag, SyncFingerprint.canRecord(tag: tag) else { return nil }
                 planned[index] = tag
             }
         }
