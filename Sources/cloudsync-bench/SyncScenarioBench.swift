@@ -1,6 +1,7 @@
-// The sync's nights, each beside a same-outcome SQL peer (part of `cloudsync-bench --sync SIZES`): nothing changed,
-// 1% changed and every key new on one side, compared in full (`incremental: false`); nothing changed and 1% changed
-// with the default settings, which read the SQLite files' change feeds, beside SQL that reads the same change logs.
+// The sync's nights, each beside a same-outcome SQL peer (`cloudsync-bench --nights SIZES`, and after the mixed sync
+// of `--sync SIZES`): nothing changed, 1% changed and every key new on one side, compared in full (`incremental:
+// false`); nothing changed with the default settings (which read the SQLite files' change feeds) beside the
+// full-compare SQL; 1% changed with the default settings beside SQL that reads the same change logs.
 //
 // The peers do what the sync's outcome needs the fastest way SQL can: they compare the two sides' values directly,
 // hash (SHA-3, the shell's own) only the values that differ or are new to their snapshot, and keep their temporary
@@ -50,7 +51,8 @@ private let changeOnePercent =
     "UPDATE kv SET value = replace(value, '\"v1\"', '\"v2\"'), updated_at_ms = 2 "
     + "WHERE CAST(substr(key, 15) AS INTEGER) % 100 = 5"
 
-/// The nights at each of `sizes` (`runs` times each, 3 by default), then their growth; 1 when a size failed, else 0.
+/// The nights at each of `sizes` (`runs` times each, 3 by default), then their growth; 1 when a size or a night
+/// failed (each named with its error as it happens, the others still measured), else 0.
 func nightsBenchmark(sizes: [Int], runs: Int?) -> Int32 {
     var results: [SyncScenarioResult] = []
     var failed = false
@@ -64,7 +66,7 @@ func nightsBenchmark(sizes: [Int], runs: Int?) -> Int32 {
         fflush(nil)
     }
     reportScenarioGrowth(results)
-    return failed ? 1 : 0
+    return failed || results.count < sizes.count * scenarios.count ? 1 : 0
 }
 
 /// Runs every scenario at `count` keys, `runs` times each; prints a row per scenario as it is measured.
