@@ -336,26 +336,12 @@ public struct SyncFingerprint: Sendable, Equatable {
         }
     }
 
-    /// Whether `pairs` (`id=value` pairs separated by the unit separator) holds exactly `id`=`value`.
+    /// Whether `pairs` (`id=value` pairs separated by the unit separator) holds exactly `id`=`value`: the value
+    /// ``value(of:in:)`` finds for `id` is `value`.
     private static func holdsPair(
         _ pairs: UnsafeRawBufferPointer, id: UnsafeRawBufferPointer, value: UnsafeRawBufferPointer
-    )
-        -> Bool
-    {
-        let pairLength = id.count + 1 + value.count
-        var start = pairs.startIndex
-        while start < pairs.endIndex {
-            let end = pairs[start...].firstIndex(of: separator) ?? pairs.endIndex
-            if end - start == pairLength, pairs[start + id.count] == UInt8(ascii: "="),
-                StoreKey.compareBytes(UnsafeRawBufferPointer(rebasing: pairs[start..<(start + id.count)]), id) == 0
-            {
-                return StoreKey.compareBytes(
-                    UnsafeRawBufferPointer(rebasing: pairs[(start + id.count + 1)..<end]), value)
-                    == 0
-            }
-            start = end + 1
-        }
-        return false
+    ) -> Bool {
+        Self.value(of: id, in: pairs).map { StoreKey.compareBytes($0, value) == 0 } ?? false
     }
 
     /// Whether a digest is recorded for `provider`: it held the key when the row was written.
